@@ -1,0 +1,29 @@
+//! `tcsparse-formats`: every sparse layout the tcsparse kernels read, and the CPU side around them.
+//!
+//! * Input: [`mtx`] (Matrix Market, plain or gzip), [`npz`] (scipy CSR `.npz`), [`generate`] (seeded
+//!   generators), [`stats`] (row-length statistics).
+//! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
+//!   [`metcf`] (DTC-SpMM), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
+//!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
+//! * [`metrics`] per layout, a versioned on-disk [`cache`], and f64 [`reference`] products.
+//!
+//! The crate never touches CUDA: it builds and tests on any machine.
+//!
+//! The common matrix type is [`Csr`]: `sprs::CsMatI<f32, u32>` with sorted, duplicate-free rows.
+
+pub mod bitbsr;
+pub mod bittcf;
+pub mod cache;
+pub mod csr;
+pub mod generate;
+pub mod hrpb;
+pub mod metcf;
+pub mod metrics;
+pub mod mtx;
+pub mod normmap;
+pub mod npz;
+pub mod reference;
+pub mod stats;
+pub mod tcf;
+
+pub use csr::{Csr, CsrError};
