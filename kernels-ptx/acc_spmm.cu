@@ -1,2 +1,326 @@
-// Placeholder: the Acc-SpMM BitTCF kernel is being written (issue 7).
-extern "C" __global__ void acc_spmm_placeholder() {}
+// Acc-SpMM (PPoPP'25) BitTCF SpMM on tensor cores: C = alpha * A * B + beta * C.
+//
+// A is BitTCF: 8-row windows, 8x8 TC blocks over the window's compacted columns (8 "slots"), one u64
+// mask per block (bit = local_row * 8 + slot, LSB = row 0 slot 0), values in bit order, per-block value
+// offsets, 8 column ids per block (SparseAToB) with u32::MAX as a sentinel meaning "zero B row".
+// B (K x N) and C (M x N) are row-major f32 with leading dimensions ldb, ldc (in elements).
+//
+// Operands are swapped (as in the paper): the dense B tile is the 16x8 A-operand of
+// mma.sync.m16n8k8 TF32 (16 features x 8 slots), the decoded 8x8 sparse block is the 8x8 B-operand
+// (8 slots x 8 rows), and the 16x8 accumulator is C^T (16 features x 8 rows). With g = lane / 4,
+// t = lane % 4 and f0 the first feature of an MMA:
+//   a0 = B[col[t]][f0+g]  a1 = B[col[t]][f0+g+8]  a2 = B[col[t+4]][f0+g]  a3 = B[col[t+4]][f0+g+8]
+//   b0 = T[g][t]          b1 = T[g][t+4]
+//   c0, c1 -> C[8w + 2t (+1)][f0+g]                 c2, c3 -> C[8w + 2t (+1)][f0+g+8]
+// Each warp owns 32 features (two MMAs per block); a thread block of W warps covers TN = 32 W features
+// and grid.y = ceil(N / TN) tiles the feature dimension. Every feature index is guarded against N and
+// every row against M, so any N >= 1, M, K is handled (unused MMA halves are skipped or zero-filled).
+//
+// Decoding: each lane needs exactly two elements of the 8x8 tile (b0, b1), so it decodes them straight
+// from the mask with popcount (value index = offset + popc(mask & ((1 << p) - 1))) instead of first
+// expanding the tile into shared memory: same result, no extra shared-memory pass.
+//
+// Work: thread block x executes work[x] = {window_begin, window_end, block_begin, block_end} of an
+// AccSchedule: windows [window_begin, window_end), and of their blocks only [block_begin, block_end).
+// The blocks of consecutive windows are contiguous, so a thread block walks one contiguous block range
+// and flushes its accumulators at each window end. A window whose window_split flag is 0 is owned by
+// exactly one thread block, which writes its rows with plain stores (alpha * acc + beta * C, C not read
+// when beta == 0; an empty window gets beta * C or 0). A split window's rows are pre-scaled by beta by
+// acc_spmm_prescale and every thread block adds its partial sums with atomicAdd.
+//
+// Pipeline (one iteration per TC block i, one barrier per block): the B rows and the two tile values
+// of block i + 1 are loaded into a second register set while block i is multiplied; the block metadata
+// (8 column ids, mask, value offset) of block i + 2 is fetched either by cp.async into a double buffer
+// in shared memory (acc_spmm_tf32, the paper's design: fetched once per thread block) or by plain
+// loads into registers by every warp (acc_spmm_tf32_reg: no barriers at all).
+//
+// Generated PTX lives in acc_spmm.ptx (`cargo xtask ptx`). Host-side validation of every index array
+// happens in crates/gpu/src/acc_spmm.rs before any launch.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define SENTINEL 0xFFFFFFFFu
+#define MAX_WARPS 8
+
+struct Meta {
+    u32 col_lo;  // column of slot t
+    u32 col_hi;  // column of slot t + 4
+    u64 mask;
+    u32 vo;      // value offset of the block
+};
+
+struct Stage {
+    float lo[4];  // B[col_lo][f0 + 8q + g], q = 0..3
+    float hi[4];  // B[col_hi][f0 + 8q + g]
+    float v0;     // T[g][t]
+    float v1;     // T[g][t + 4]
+};
+
+__device__ __forceinline__ u32 to_tf32(float x) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float d[4], float a0, float a1, float a2, float a3, u32 b0,
+                                         u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(to_tf32(a0)), "r"(to_tf32(a1)), "r"(to_tf32(a2)), "r"(to_tf32(a3)), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+    u32 s = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_8(void* smem, const void* gmem) {
+    u32 s = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem) {
+    u32 s = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+struct SmemMeta {
+    u32 cols[2][8];
+    u64 mask[2];
+    u32 vo[2];
+};
+
+struct Ctx {
+    const u32* __restrict__ bvo;
+    const u32* __restrict__ a2b;
+    const u64* __restrict__ bits;
+    const float* __restrict__ values;
+    const float* __restrict__ B;
+    u64 ldb;
+    u32 g, t;
+    u32 f0;        // first feature of this warp
+    bool qok[4];   // f0 + 8q + g < N
+    u64 lowmask0;  // bits below p0 = 8g + t
+    u64 lowmask1;  // bits below p1 = 8g + t + 4
+};
+
+__device__ __forceinline__ Meta meta_global(const Ctx& c, u32 blk) {
+    Meta m;
+    m.col_lo = __ldg(c.a2b + 8ull * blk + c.t);
+    m.col_hi = __ldg(c.a2b + 8ull * blk + c.t + 4);
+    m.mask = __ldg(c.bits + blk);
+    m.vo = __ldg(c.bvo + blk);
+    return m;
+}
+
+__device__ __forceinline__ Meta meta_shared(const Ctx& c, const SmemMeta& s, u32 buf) {
+    Meta m;
+    m.col_lo = s.cols[buf][c.t];
+    m.col_hi = s.cols[buf][c.t + 4];
+    m.mask = s.mask[buf];
+    m.vo = s.vo[buf];
+    return m;
+}
+
+// Issues the cp.async copies of block blk's metadata into buffer buf (threads 0..3 of the block).
+__device__ __forceinline__ void meta_issue(const Ctx& c, SmemMeta& s, u32 buf, u32 blk) {
+    const u32 tid = threadIdx.x;
+    if (tid < 2) {
+        cp_async_16(&s.cols[buf][4 * tid], c.a2b + 8ull * blk + 4 * tid);
+    } else if (tid == 2) {
+        cp_async_8(&s.mask[buf], c.bits + blk);
+    } else if (tid == 3) {
+        cp_async_4(&s.vo[buf], c.bvo + blk);
+    }
+    cp_async_commit();
+}
+
+// Loads the B rows and the two tile values one lane needs for a block. Sentinel slots give a zero B
+// row (B is never read at u32::MAX); features >= N read nothing.
+__device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
+    const bool lo_ok = m.col_lo != SENTINEL;
+    const bool hi_ok = m.col_hi != SENTINEL;
+    const float* rlo = c.B + (lo_ok ? (u64)m.col_lo * c.ldb : 0) + c.f0 + c.g;
+    const float* rhi = c.B + (hi_ok ? (u64)m.col_hi * c.ldb : 0) + c.f0 + c.g;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        s.lo[q] = (lo_ok && c.qok[q]) ? __ldg(rlo + 8 * q) : 0.0f;
+        s.hi[q] = (hi_ok && c.qok[q]) ? __ldg(rhi + 8 * q) : 0.0f;
+    }
+    const u32 p0 = 8 * c.g + c.t;
+    s.v0 = ((m.mask >> p0) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask0)) : 0.0f;
+    s.v1 = ((m.mask >> (p0 + 4)) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask1))
+                                          : 0.0f;
+}
+
+__device__ __forceinline__ void stage_zero(Stage& s) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        s.lo[q] = 0.0f;
+        s.hi[q] = 0.0f;
+    }
+    s.v0 = 0.0f;
+    s.v1 = 0.0f;
+}
+
+template <bool SMEM>
+__device__ __forceinline__ void acc_spmm_body(
+    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,
+    const u64* __restrict__ bits, const float* __restrict__ values, const u32* __restrict__ work,
+    const unsigned char* __restrict__ window_split, const float* __restrict__ B, u32 ldb,
+    float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta) {
+    __shared__ SmemMeta smeta;
+
+    const u32 lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    Ctx c;
+    c.bvo = bvo;
+    c.a2b = a2b;
+    c.bits = bits;
+    c.values = values;
+    c.B = B;
+    c.ldb = ldb;
+    c.g = lane >> 2;
+    c.t = lane & 3;
+    c.f0 = blockIdx.y * blockDim.x + warp * 32;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) c.qok[q] = c.f0 + 8 * q + c.g < N;
+    {
+        const u32 p0 = 8 * c.g + c.t;
+        c.lowmask0 = (1ull << p0) - 1ull;
+        c.lowmask1 = (1ull << (p0 + 4)) - 1ull;
+    }
+    // Warp-uniform: does this warp own any feature, and is its second MMA (features f0+16..) used?
+    const bool warp_on = c.f0 < N;
+    const bool second_on = c.f0 + 16 < N;
+
+    const u32 wb = __ldg(work + 4ull * blockIdx.x + 0);
+    const u32 we = __ldg(work + 4ull * blockIdx.x + 1);
+    const u32 bb = __ldg(work + 4ull * blockIdx.x + 2);
+    const u32 be = __ldg(work + 4ull * blockIdx.x + 3);
+    u32 next_rwo = (wb < we) ? __ldg(rwo + wb + 1) : 0;
+
+    Stage cur;
+    Meta m_next;  // register variant: metadata of block blk + 1
+    m_next.col_lo = SENTINEL;
+    m_next.col_hi = SENTINEL;
+    m_next.mask = 0;
+    m_next.vo = 0;
+    stage_zero(cur);
+
+    // Prologue: metadata of blocks bb and bb + 1, B rows and values of block bb.
+    if (SMEM) {
+        if (bb < be) meta_issue(c, smeta, 0, bb);
+        if (bb + 1 < be) meta_issue(c, smeta, 1, bb + 1);
+        cp_async_wait_all();
+        __syncthreads();
+        if (bb < be && warp_on) stage_load(c, meta_shared(c, smeta, 0), cur);
+    } else {
+        if (bb < be && warp_on) stage_load(c, meta_global(c, bb), cur);
+        if (bb + 1 < be && warp_on) m_next = meta_global(c, bb + 1);
+    }
+
+    u32 blk = bb;
+    u32 buf = 0;  // shared buffer holding block blk's metadata
+    for (u32 w = wb; w < we; ++w) {
+        const u32 wend = min(next_rwo, be);
+        if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
+        const bool touched = blk < wend;
+        float acc[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[h][k] = 0.0f;
+
+        for (; blk < wend; ++blk) {
+            Stage nxt;
+            stage_zero(nxt);
+            if (SMEM) {
+                // Block blk + 1's metadata is now in buffer buf ^ 1 for every thread, and every thread
+                // is done with iteration blk - 1, so buffer buf (block blk, already consumed) is free.
+                cp_async_wait_all();
+                __syncthreads();
+                if (blk + 2 < be) meta_issue(c, smeta, buf, blk + 2);
+                if (blk + 1 < be && warp_on) stage_load(c, meta_shared(c, smeta, buf ^ 1), nxt);
+            } else if (warp_on) {
+                if (blk + 1 < be) stage_load(c, m_next, nxt);
+                if (blk + 2 < be) m_next = meta_global(c, blk + 2);
+            }
+            if (warp_on) {
+                const u32 b0 = to_tf32(cur.v0);
+                const u32 b1 = to_tf32(cur.v1);
+                mma_tf32(acc[0], cur.lo[0], cur.lo[1], cur.hi[0], cur.hi[1], b0, b1);
+                if (second_on) mma_tf32(acc[1], cur.lo[2], cur.lo[3], cur.hi[2], cur.hi[3], b0, b1);
+            }
+            cur = nxt;
+            buf ^= 1;
+        }
+
+        // Write the window: acc[h][0] -> (row 2t, q = 2h), [1] -> (2t + 1, 2h), [2] -> (2t, 2h + 1),
+        // [3] -> (2t + 1, 2h + 1); feature f0 + 8q + g.
+        if (!warp_on) continue;
+        const bool split = window_split[w] != 0;
+        if (split && !touched) continue;
+        const u32 row0 = 8 * w + 2 * c.t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const u32 row = row0 + (k & 1);
+                const int q = 2 * h + (k >> 1);
+                if (row >= M || !c.qok[q]) continue;
+                float* dst = C + (u64)row * ldc + c.f0 + 8 * q + c.g;
+                const float v = alpha * acc[h][k];
+                if (split) {
+                    atomicAdd(dst, v);
+                } else if (beta == 0.0f) {
+                    *dst = v;
+                } else {
+                    *dst = v + beta * *dst;
+                }
+            }
+        }
+    }
+    if (SMEM) cp_async_wait_all();
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
+    acc_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
+                  const u32* __restrict__ a2b, const u64* __restrict__ bits,
+                  const float* __restrict__ values, const u32* __restrict__ work,
+                  const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                  u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta) {
+    acc_spmm_body<true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
+                        beta);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
+    acc_spmm_tf32_reg(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
+                      const u32* __restrict__ a2b, const u64* __restrict__ bits,
+                      const float* __restrict__ values, const u32* __restrict__ work,
+                      const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                      u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
+                      float beta) {
+    acc_spmm_body<false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
+                         beta);
+}
+
+// Pre-scales the rows of split windows: C = beta * C (C = 0 when beta == 0, never reading C), so the
+// atomicAdd partial sums of acc_spmm_tf32 land on the right base. Grid-stride over the split windows
+// (blockIdx.x) and their 8 x N elements (threadIdx.x).
+extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windows, u32 count,
+                                             float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                             float beta) {
+    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
+        const u32 w = split_windows[i];
+        for (u32 e = threadIdx.x; e < 8 * N; e += blockDim.x) {
+            const u32 row = 8 * w + e / N;
+            if (row >= M) break;
+            float* dst = C + (u64)row * ldc + (e % N);
+            *dst = (beta == 0.0f) ? 0.0f : beta * *dst;
+        }
+    }
+}
