@@ -1,1 +1,213 @@
-//! (to be written)
+//! bitBSR (Spaden, ICPP'24 §4.2): 8×8 BSR over the original columns with a u64 bitmap per block.
+//!
+//! * `block_row_ptr` (len ⌈rows/8⌉+1): prefix of blocks per block row.
+//! * `block_col` (len blocks): block column `c / 8`, strictly ascending inside a block row.
+//! * `bitmap` (len blocks): bit `(r % 8)·8 + (c % 8)`, LSB = top-left, never 0.
+//! * `value_offset` (len blocks+1): exclusive scan of popcounts.
+//! * `values` (len nnz): per block in bit order.
+
+use crate::Csr;
+use crate::bittcf::{bit_rank, check_dense};
+use crate::tcf::{ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid};
+use serde::{Deserialize, Serialize};
+
+/// Block edge (rows and columns).
+pub const BLOCK: usize = 8;
+
+const NAME: &str = "bitBSR";
+
+/// A sparse matrix in bitBSR; invariants in the module docs, checked on construction and by
+/// [`BitBsr::validate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "BitBsrShadow")]
+pub struct BitBsr {
+    rows: usize,
+    cols: usize,
+    block_row_ptr: Vec<u32>,
+    block_col: Vec<u32>,
+    bitmap: Vec<u64>,
+    value_offset: Vec<u32>,
+    values: Vec<f32>,
+}
+
+#[derive(Deserialize)]
+struct BitBsrShadow {
+    rows: usize,
+    cols: usize,
+    block_row_ptr: Vec<u32>,
+    block_col: Vec<u32>,
+    bitmap: Vec<u64>,
+    value_offset: Vec<u32>,
+    values: Vec<f32>,
+}
+
+impl TryFrom<BitBsrShadow> for BitBsr {
+    type Error = FormatError;
+    fn try_from(s: BitBsrShadow) -> Result<Self, FormatError> {
+        let f = BitBsr {
+            rows: s.rows,
+            cols: s.cols,
+            block_row_ptr: s.block_row_ptr,
+            block_col: s.block_col,
+            bitmap: s.bitmap,
+            value_offset: s.value_offset,
+            values: s.values,
+        };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+impl BitBsr {
+    /// Builds bitBSR from CSR (parallel over chunks of block rows). Explicit zeros are kept.
+    pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
+        let p = build_windowed(csr, BLOCK, BLOCK, ColumnMode::Aligned)?;
+        let blocks = p.block_offset.len() - 1;
+        let mut bitmap = vec![0u64; blocks];
+        for (b, m) in bitmap.iter_mut().enumerate() {
+            for &pos in &p.pos[p.block_offset[b] as usize..p.block_offset[b + 1] as usize] {
+                *m |= 1u64 << pos;
+            }
+        }
+        let f = BitBsr {
+            rows: csr.rows(),
+            cols: csr.cols(),
+            block_row_ptr: p.window_offset,
+            block_col: p.block_keys,
+            bitmap,
+            value_offset: p.block_offset,
+            values: p.values,
+        };
+        debug_assert_eq!(f.validate(), Ok(()));
+        Ok(f)
+    }
+
+    /// Converts back to CSR, bit-exact.
+    pub fn to_csr(&self) -> Csr {
+        let brp = &self.block_row_ptr;
+        let win_nnz: Vec<usize> =
+            brp.iter().map(|&b| self.value_offset[b as usize] as usize).collect();
+        csr_from_windows(self.rows, self.cols, self.nnz(), BLOCK, &win_nnz, |w, push| {
+            for b in brp[w] as usize..brp[w + 1] as usize {
+                let mut m = self.bitmap[b];
+                let mut k = self.value_offset[b] as usize;
+                let c0 = self.block_col[b] * BLOCK as u32;
+                while m != 0 {
+                    let p = m.trailing_zeros();
+                    push(p as usize / 8, c0 + p % 8, self.values[k]);
+                    k += 1;
+                    m &= m - 1;
+                }
+            }
+        })
+    }
+
+    /// Re-checks every invariant.
+    pub fn validate(&self) -> Result<(), FormatError> {
+        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
+            return Err(invalid(NAME, "dimensions exceed u32"));
+        }
+        let brows = self.rows.div_ceil(BLOCK);
+        let blocks = self.bitmap.len();
+        check_prefix(NAME, "block_row_ptr", &self.block_row_ptr, brows + 1, blocks)?;
+        check_prefix(NAME, "value_offset", &self.value_offset, blocks + 1, self.values.len())?;
+        if self.block_col.len() != blocks {
+            return Err(invalid(NAME, "block_col length ≠ blocks"));
+        }
+        for w in 0..brows {
+            let vr = BLOCK.min(self.rows - w * BLOCK);
+            let row_mask: u64 = if vr == 8 { u64::MAX } else { (1u64 << (8 * vr)) - 1 };
+            let mut prev: Option<u32> = None;
+            for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
+                let m = self.bitmap[b];
+                let bc = self.block_col[b];
+                if m == 0 || m.count_ones() != self.value_offset[b + 1] - self.value_offset[b] {
+                    return Err(invalid(NAME, format!("block {b}: empty or popcount ≠ count")));
+                }
+                if m & !row_mask != 0 {
+                    return Err(invalid(NAME, format!("block {b}: bit in a row beyond the matrix")));
+                }
+                if prev.is_some_and(|p| p >= bc) {
+                    return Err(invalid(NAME, format!("block {b}: block columns not ascending")));
+                }
+                // Highest set column inside the block must lie inside the matrix.
+                let mut cm = 0u64;
+                for r in 0..8 {
+                    cm |= (m >> (8 * r)) & 0xff;
+                }
+                let max_c = bc as u64 * 8 + 63 - cm.leading_zeros() as u64;
+                if max_c >= self.cols as u64 {
+                    return Err(invalid(NAME, format!("block {b}: column beyond the matrix")));
+                }
+                prev = Some(bc);
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU SpMV y = A·x walking the layout (block row by block row, popcount decode).
+    ///
+    /// # Panics
+    /// If `x.len() < cols`.
+    pub fn spmv_cpu(&self, x: &[f32]) -> Vec<f32> {
+        check_dense(self.cols, x, 1, 1);
+        let mut y = vec![0f32; self.rows];
+        for w in 0..self.rows.div_ceil(BLOCK) {
+            for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
+                let m = self.bitmap[b];
+                let off = self.value_offset[b] as usize;
+                let c0 = self.block_col[b] as usize * BLOCK;
+                for p in 0..64u32 {
+                    if m >> p & 1 == 1 {
+                        let v = self.values[off + bit_rank(m, p) as usize - 1];
+                        y[w * BLOCK + p as usize / 8] += v * x[c0 + p as usize % 8];
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    /// Rows of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of the matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+    /// Number of 8×8 blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.bitmap.len()
+    }
+    /// Prefix of blocks per block row.
+    pub fn block_row_ptr(&self) -> &[u32] {
+        &self.block_row_ptr
+    }
+    /// Block column (`c / 8`) of every block.
+    pub fn block_col(&self) -> &[u32] {
+        &self.block_col
+    }
+    /// Bitmap of every block, bit `(r % 8)·8 + (c % 8)`.
+    pub fn bitmap(&self) -> &[u64] {
+        &self.bitmap
+    }
+    /// Exclusive scan of popcounts (len blocks+1).
+    pub fn value_offset(&self) -> &[u32] {
+        &self.value_offset
+    }
+    /// Values in bit order per block.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+    /// Bytes of all arrays.
+    pub fn bytes(&self) -> usize {
+        4 * (self.block_row_ptr.len() + self.block_col.len() + self.value_offset.len())
+            + 8 * self.bitmap.len()
+            + 4 * self.values.len()
+    }
+}

@@ -1,1 +1,256 @@
-//! (to be written)
+//! BitTCF (Acc-SpMM, PPoPP'25 §3.3): 8-row windows, 8×8 blocks over each window's compacted
+//! columns, one u64 mask per block.
+//!
+//! Layout (see `docs/formats/bittcf.md`):
+//! * `row_window_offset` (len windows+1): prefix of blocks per window; empty windows have no block.
+//! * `sparse_a_to_b` (len 8·blocks): the window's sorted unique columns cut into groups of 8 slots,
+//!   the last group padded with [`SENTINEL`] (whose B row counts as zero).
+//! * `tc_local_bit` (len blocks): bit `local_row·8 + slot` set iff that entry is stored
+//!   (LSB = row 0, slot 0).
+//! * `block_value_offset` (len blocks+1): exclusive prefix of popcounts.
+//! * `values` (len nnz): per block in bit order. Value of bit p:
+//!   `values[off + popcount(mask & ((2 << p) − 1)) − 1]`, computed with `p = 63` safe
+//!   (see [`bit_rank`]).
+
+use crate::Csr;
+use crate::tcf::{
+    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+};
+use serde::{Deserialize, Serialize};
+
+/// Rows per window.
+pub const WINDOW_ROWS: usize = 8;
+/// Slots (compacted columns) per block.
+pub const BLOCK_COLS: usize = 8;
+/// Padding column id.
+pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+
+const NAME: &str = "BitTCF";
+
+/// Number of set bits of `mask` at positions `0..=p` (p in 0..64): the 1-based rank of bit p.
+#[inline]
+pub fn bit_rank(mask: u64, p: u32) -> u32 {
+    // (2 << p) − 1 overflows at p = 63; wrapping_shl gives 0 and 0 − 1 = all ones, as wanted.
+    (mask & (2u64.wrapping_shl(p)).wrapping_sub(1)).count_ones()
+}
+
+/// A sparse matrix in BitTCF. Fields are private; every invariant listed in the module docs is
+/// checked on construction and by [`BitTcf::validate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "BitTcfShadow")]
+pub struct BitTcf {
+    rows: usize,
+    cols: usize,
+    row_window_offset: Vec<u32>,
+    sparse_a_to_b: Vec<u32>,
+    tc_local_bit: Vec<u64>,
+    block_value_offset: Vec<u32>,
+    values: Vec<f32>,
+}
+
+/// Unchecked mirror used only for deserialization; converted with validation.
+#[derive(Deserialize)]
+struct BitTcfShadow {
+    rows: usize,
+    cols: usize,
+    row_window_offset: Vec<u32>,
+    sparse_a_to_b: Vec<u32>,
+    tc_local_bit: Vec<u64>,
+    block_value_offset: Vec<u32>,
+    values: Vec<f32>,
+}
+
+impl TryFrom<BitTcfShadow> for BitTcf {
+    type Error = FormatError;
+    fn try_from(s: BitTcfShadow) -> Result<Self, FormatError> {
+        let f = BitTcf {
+            rows: s.rows,
+            cols: s.cols,
+            row_window_offset: s.row_window_offset,
+            sparse_a_to_b: s.sparse_a_to_b,
+            tc_local_bit: s.tc_local_bit,
+            block_value_offset: s.block_value_offset,
+            values: s.values,
+        };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+impl BitTcf {
+    /// Builds BitTCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
+    pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
+        let p = build_windowed(csr, WINDOW_ROWS, BLOCK_COLS, ColumnMode::Compacted)?;
+        let blocks = p.block_offset.len() - 1;
+        let mut masks = vec![0u64; blocks];
+        for (b, m) in masks.iter_mut().enumerate() {
+            for &pos in &p.pos[p.block_offset[b] as usize..p.block_offset[b + 1] as usize] {
+                *m |= 1u64 << pos;
+            }
+        }
+        let f = BitTcf {
+            rows: csr.rows(),
+            cols: csr.cols(),
+            row_window_offset: p.window_offset,
+            sparse_a_to_b: p.block_keys,
+            tc_local_bit: masks,
+            block_value_offset: p.block_offset,
+            values: p.values,
+        };
+        debug_assert_eq!(f.validate(), Ok(()));
+        Ok(f)
+    }
+
+    /// Converts back to CSR, bit-exact (values and pattern, explicit zeros included).
+    pub fn to_csr(&self) -> Csr {
+        let rwo = &self.row_window_offset;
+        let win_nnz: Vec<usize> =
+            rwo.iter().map(|&b| self.block_value_offset[b as usize] as usize).collect();
+        csr_from_windows(self.rows, self.cols, self.nnz(), WINDOW_ROWS, &win_nnz, |w, push| {
+            for b in rwo[w] as usize..rwo[w + 1] as usize {
+                let mut m = self.tc_local_bit[b];
+                let mut k = self.block_value_offset[b] as usize;
+                while m != 0 {
+                    let p = m.trailing_zeros() as usize;
+                    push(p / 8, self.sparse_a_to_b[b * 8 + p % 8], self.values[k]);
+                    k += 1;
+                    m &= m - 1;
+                }
+            }
+        })
+    }
+
+    /// Re-checks every invariant (lengths, prefixes, popcounts, column order, sentinels, rows
+    /// beyond the matrix empty).
+    pub fn validate(&self) -> Result<(), FormatError> {
+        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
+            return Err(invalid(NAME, "dimensions exceed u32"));
+        }
+        let windows = self.num_windows();
+        let blocks = self.tc_local_bit.len();
+        check_prefix(NAME, "row_window_offset", &self.row_window_offset, windows + 1, blocks)?;
+        check_prefix(NAME, "block_value_offset", &self.block_value_offset, blocks + 1, self.values.len())?;
+        if self.sparse_a_to_b.len() != blocks * BLOCK_COLS {
+            return Err(invalid(NAME, "sparse_a_to_b length is not 8·blocks"));
+        }
+        for w in 0..windows {
+            let valid_rows = WINDOW_ROWS.min(self.rows - w * WINDOW_ROWS);
+            let row_mask: u64 = if valid_rows == 8 { u64::MAX } else { (1u64 << (8 * valid_rows)) - 1 };
+            let (b0, b1) = (self.row_window_offset[w] as usize, self.row_window_offset[w + 1] as usize);
+            let mut prev: Option<u32> = None;
+            for b in b0..b1 {
+                let m = self.tc_local_bit[b];
+                let n = self.block_value_offset[b + 1] - self.block_value_offset[b];
+                if m.count_ones() != n {
+                    return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
+                }
+                if m & !row_mask != 0 {
+                    return Err(invalid(NAME, format!("block {b}: bit in a row beyond the matrix")));
+                }
+                for s in 0..BLOCK_COLS {
+                    let c = self.sparse_a_to_b[b * BLOCK_COLS + s];
+                    let col_bits = m & (0x0101_0101_0101_0101u64 << s);
+                    if c == SENTINEL {
+                        if b + 1 != b1 || col_bits != 0 || s == 0 {
+                            return Err(invalid(NAME, format!("block {b}: misplaced sentinel")));
+                        }
+                        prev = Some(SENTINEL);
+                        continue;
+                    }
+                    if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
+                        return Err(invalid(NAME, format!("block {b}: column ids not ascending")));
+                    }
+                    if col_bits == 0 {
+                        return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));
+                    }
+                    prev = Some(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// CPU product C = A·B walking the layout like the kernel (window by window, popcount
+    /// decode). `b` is row-major `cols × n` with leading dimension `ldb ≥ n`; C is row-major
+    /// `rows × n`. Sentinel slots read nothing.
+    ///
+    /// # Panics
+    /// If `ldb < n` or `b` is too short (caller bug).
+    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
+        check_dense(self.cols, b, n, ldb);
+        let mut c = vec![0f32; self.rows * n];
+        for w in 0..self.num_windows() {
+            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
+                let m = self.tc_local_bit[blk];
+                let off = self.block_value_offset[blk] as usize;
+                let cols = &self.sparse_a_to_b[blk * 8..blk * 8 + 8];
+                for p in 0..64u32 {
+                    if m >> p & 1 == 0 {
+                        continue;
+                    }
+                    let v = self.values[off + bit_rank(m, p) as usize - 1];
+                    let row = w * WINDOW_ROWS + p as usize / 8;
+                    let col = cols[p as usize % 8] as usize;
+                    let brow = &b[col * ldb..col * ldb + n];
+                    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
+                        *acc += v * bv;
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// Rows of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of the matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Stored entries (explicit zeros included).
+    pub fn nnz(&self) -> usize {
+        self.values.len()
+    }
+    /// ⌈rows / 8⌉.
+    pub fn num_windows(&self) -> usize {
+        self.rows.div_ceil(WINDOW_ROWS)
+    }
+    /// Number of 8×8 blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.tc_local_bit.len()
+    }
+    /// Prefix of blocks per window (len windows+1).
+    pub fn row_window_offset(&self) -> &[u32] {
+        &self.row_window_offset
+    }
+    /// Exclusive prefix of nonzeros per block (len blocks+1).
+    pub fn block_value_offset(&self) -> &[u32] {
+        &self.block_value_offset
+    }
+    /// 8 column ids per block, [`SENTINEL`]-padded (len 8·blocks).
+    pub fn sparse_a_to_b(&self) -> &[u32] {
+        &self.sparse_a_to_b
+    }
+    /// One mask per block, bit `local_row·8 + slot`.
+    pub fn tc_local_bit(&self) -> &[u64] {
+        &self.tc_local_bit
+    }
+    /// Values per block in bit order (len nnz).
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+    /// Bytes of all arrays (4-byte offsets and ids, 8-byte masks, 4-byte values).
+    pub fn bytes(&self) -> usize {
+        4 * (self.row_window_offset.len() + self.block_value_offset.len() + self.sparse_a_to_b.len())
+            + 8 * self.tc_local_bit.len()
+            + 4 * self.values.len()
+    }
+}
+
+/// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
+pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
+    assert!(ldb >= n, "ldb {ldb} < n {n}");
+    assert!(cols == 0 || n == 0 || b.len() >= (cols - 1) * ldb + n, "B too short");
+}

@@ -1,1 +1,247 @@
-//! (to be written)
+//! Versioned on-disk cache of built layouts.
+//!
+//! File = 85-byte header + payload. Header (little endian): magic `b"TCSPARSE"` (8), format
+//! version u32 (4), layout kind u8 (1), source checksum (32, SHA-256 of the CSR arrays, see
+//! [`source_checksum`]), payload length u64 (8), payload checksum (32, SHA-256 of the payload).
+//! Payload = bincode 2.0.1 (serde API, standard config) of the layout. Files are written to a
+//! temporary file in the same directory and renamed into place. Loading checks every header field
+//! and the payload checksum before decoding, and decodes through each layout's validating shadow
+//! struct, so a bad file gives a [`CacheError`], never a panic or an invalid layout.
+
+use crate::Csr;
+use crate::bitbsr::BitBsr;
+use crate::bittcf::BitTcf;
+use crate::hrpb::Hrpb;
+use crate::metcf::MeTcf;
+use crate::tcf::FormatError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use thiserror::Error;
+
+/// File magic.
+pub const MAGIC: &[u8; 8] = b"TCSPARSE";
+/// Version of the header and of every payload layout; bump on any change.
+pub const FORMAT_VERSION: u32 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 8 + 4 + 1 + 32 + 8 + 32;
+
+/// Layout kinds stored in the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FormatKind {
+    /// [`BitTcf`].
+    BitTcf = 1,
+    /// [`MeTcf`].
+    MeTcf = 2,
+    /// [`Hrpb`].
+    Hrpb = 3,
+    /// [`BitBsr`].
+    BitBsr = 4,
+}
+
+/// A layout that can be cached.
+pub trait CachedFormat: Serialize + DeserializeOwned {
+    /// Kind byte written in the header.
+    const KIND: FormatKind;
+    /// Re-checks every invariant after decoding.
+    fn validate_cached(&self) -> Result<(), FormatError>;
+}
+
+macro_rules! cached {
+    ($t:ty, $k:ident) => {
+        impl CachedFormat for $t {
+            const KIND: FormatKind = FormatKind::$k;
+            fn validate_cached(&self) -> Result<(), FormatError> {
+                self.validate()
+            }
+        }
+    };
+}
+cached!(BitTcf, BitTcf);
+cached!(MeTcf, MeTcf);
+cached!(Hrpb, Hrpb);
+cached!(BitBsr, BitBsr);
+
+/// Errors saving or loading a cache file.
+#[derive(Debug, Error)]
+pub enum CacheError {
+    /// File system error.
+    #[error("cache i/o on {path}: {source}")]
+    Io {
+        /// File concerned.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The file does not start with `TCSPARSE`.
+    #[error("not a tcsparse cache file (bad magic)")]
+    BadMagic,
+    /// The file is shorter than its header says.
+    #[error("truncated cache file: {got} bytes, expected {expected}")]
+    Truncated {
+        /// Bytes present.
+        got: u64,
+        /// Bytes expected.
+        expected: u64,
+    },
+    /// The file is longer than its header says.
+    #[error("cache file has {0} trailing bytes")]
+    TrailingBytes(u64),
+    /// Written by another format version.
+    #[error("cache format version {found}, this build reads {expected}")]
+    WrongVersion {
+        /// Version in the file.
+        found: u32,
+        /// Version this build writes.
+        expected: u32,
+    },
+    /// Holds another layout.
+    #[error("cache holds layout kind {found}, expected {expected}")]
+    WrongKind {
+        /// Kind byte in the file.
+        found: u8,
+        /// Kind asked for.
+        expected: u8,
+    },
+    /// Built from another matrix.
+    #[error("cache was built from another matrix (source checksum mismatch)")]
+    WrongSource,
+    /// Payload bytes do not match their checksum.
+    #[error("cache payload checksum mismatch (corrupted file)")]
+    Corrupted,
+    /// bincode could not encode or decode the payload (a decoded layout that fails validation
+    /// lands here too, with the failed invariant in the message).
+    #[error("cache payload codec error: {0}")]
+    Codec(String),
+    /// The decoded layout failed validation.
+    #[error("cached layout is invalid: {0}")]
+    Invalid(#[from] FormatError),
+}
+
+/// SHA-256 over rows, cols, nnz (u64 LE), then indptr, indices (u32 LE) and data (f32 bits LE).
+pub fn source_checksum(csr: &Csr) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for v in [csr.rows(), csr.cols(), csr.nnz()] {
+        h.update((v as u64).to_le_bytes());
+    }
+    let mut buf = Vec::with_capacity(4096);
+    let mut feed = |it: &mut dyn Iterator<Item = u32>| {
+        for x in it {
+            buf.extend_from_slice(&x.to_le_bytes());
+            if buf.len() >= 4096 {
+                h.update(&buf);
+                buf.clear();
+            }
+        }
+        h.update(&buf);
+        buf.clear();
+    };
+    let indptr = csr.indptr();
+    feed(&mut indptr.raw_storage().iter().copied());
+    feed(&mut csr.indices().iter().copied());
+    feed(&mut csr.data().iter().map(|v| v.to_bits()));
+    h.finalize().into()
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
+    move |source| CacheError::Io { path: path.to_path_buf(), source }
+}
+
+/// Writes `format` (built from `source`) to `path` atomically.
+pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
+    let payload = bincode::serde::encode_to_vec(format, config()).map_err(|e| CacheError::Codec(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes.push(T::KIND as u8);
+    bytes.extend_from_slice(&source_checksum(source));
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&Sha256::digest(&payload));
+    bytes.extend_from_slice(&payload);
+
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "cache".into());
+    let tmp = dir.join(format!(
+        ".{name}.tmp.{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+        f.write_all(&bytes).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io_err(path))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Reads a layout of type `T` from `path`. With `source`, also checks that the file was built from
+/// exactly that matrix.
+pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, CacheError> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    decode(&bytes, source)
+}
+
+/// Decodes a cache file already in memory (what [`load`] does after reading the file).
+pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, CacheError> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
+            CacheError::Truncated { got: bytes.len() as u64, expected: HEADER_LEN as u64 }
+        } else {
+            CacheError::BadMagic
+        });
+    }
+    if bytes.len() < HEADER_LEN {
+        return Err(CacheError::Truncated { got: bytes.len() as u64, expected: HEADER_LEN as u64 });
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION {
+        return Err(CacheError::WrongVersion { found: version, expected: FORMAT_VERSION });
+    }
+    let kind = bytes[12];
+    if kind != T::KIND as u8 {
+        return Err(CacheError::WrongKind { found: kind, expected: T::KIND as u8 });
+    }
+    let src: [u8; 32] = bytes[13..45].try_into().expect("32 bytes");
+    let len = u64::from_le_bytes(bytes[45..53].try_into().expect("8 bytes"));
+    let sum: [u8; 32] = bytes[53..85].try_into().expect("32 bytes");
+    let expected = (HEADER_LEN as u64).saturating_add(len);
+    let got = bytes.len() as u64;
+    if got < expected {
+        return Err(CacheError::Truncated { got, expected });
+    }
+    if got > expected {
+        return Err(CacheError::TrailingBytes(got - expected));
+    }
+    if let Some(csr) = source
+        && source_checksum(csr) != src
+    {
+        return Err(CacheError::WrongSource);
+    }
+    let payload = &bytes[HEADER_LEN..];
+    if Sha256::digest(payload).as_slice() != sum {
+        return Err(CacheError::Corrupted);
+    }
+    let (value, used): (T, usize) =
+        bincode::serde::decode_from_slice(payload, config()).map_err(|e| CacheError::Codec(e.to_string()))?;
+    if used != payload.len() {
+        return Err(CacheError::TrailingBytes((payload.len() - used) as u64));
+    }
+    value.validate_cached()?;
+    Ok(value)
+}

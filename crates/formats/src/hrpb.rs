@@ -1,1 +1,374 @@
-//! (to be written)
+//! HRPB (cuTeSpMM §3.2) with TM = 16, TK = 16 and 16×4 bricks (brick_m = TM, so every block has
+//! one brick row and at most 4 bricks, one per brick column).
+//!
+//! * `blocked_row_ptr` (len ⌈rows/16⌉+1): prefix of blocks per 16-row panel.
+//! * `active_cols` (len 16·blocks): the panel's sorted unique columns cut into groups of 16,
+//!   the last group padded with [`SENTINEL`].
+//! * `size_ptr` (len blocks+1): start of every block record in `packed_blocks`, in u32 words;
+//!   always even so that the u64 patterns are 8-byte aligned.
+//! * `packed_blocks` (u32 words), one record per block, no padding to 512 bytes (the paper's
+//!   code pads every record to 512 bytes, which makes HRPB ~4× CSR on sparse graphs):
+//!   - words 0..5: `col_ptr[5]`, prefix of bricks per brick column (steps of 0 or 1);
+//!   - word 5: nonzeros of the block;
+//!   - then 2 words per brick: the u64 pattern, low word first. Bit = row·4 + col (LSB first), so
+//!     the low 32 bits are rows 0–7, the A register of `mma.m16n8k4` for those rows;
+//!   - then the values as f32 bits, bricks in CSC order, each brick in bit order;
+//!   - then one zero word if needed to keep the record length even.
+//!
+//!   The paper's per-brick `rows` array is omitted: with TM = brick_m every brick is in brick row 0.
+
+use crate::Csr;
+use crate::bittcf::{bit_rank, check_dense};
+use crate::tcf::{ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid};
+use serde::{Deserialize, Serialize};
+
+/// Rows per panel (TM = brick_m).
+pub const TM: usize = 16;
+/// Compacted columns per block.
+pub const TK: usize = 16;
+/// Columns per brick.
+pub const BRICK_K: usize = 4;
+/// Bricks per block.
+pub const BRICKS_PER_BLOCK: usize = TK / BRICK_K;
+/// Header words of a block record (`col_ptr[5]` and the nonzero count).
+pub const HEADER_WORDS: usize = BRICKS_PER_BLOCK + 2;
+/// Padding column id.
+pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+
+const NAME: &str = "HRPB";
+
+/// A sparse matrix in HRPB; invariants in the module docs, checked on construction and by
+/// [`Hrpb::validate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "HrpbShadow")]
+pub struct Hrpb {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    blocked_row_ptr: Vec<u32>,
+    active_cols: Vec<u32>,
+    size_ptr: Vec<u32>,
+    packed_blocks: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct HrpbShadow {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    blocked_row_ptr: Vec<u32>,
+    active_cols: Vec<u32>,
+    size_ptr: Vec<u32>,
+    packed_blocks: Vec<u32>,
+}
+
+impl TryFrom<HrpbShadow> for Hrpb {
+    type Error = FormatError;
+    fn try_from(s: HrpbShadow) -> Result<Self, FormatError> {
+        let f = Hrpb {
+            rows: s.rows,
+            cols: s.cols,
+            nnz: s.nnz,
+            blocked_row_ptr: s.blocked_row_ptr,
+            active_cols: s.active_cols,
+            size_ptr: s.size_ptr,
+            packed_blocks: s.packed_blocks,
+        };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+/// Read-only view of one block record.
+#[derive(Clone, Copy, Debug)]
+pub struct HrpbBlock<'a> {
+    /// Prefix of bricks per brick column (len 5).
+    pub col_ptr: &'a [u32],
+    /// Pattern words, 2 per brick (low, high).
+    pub pattern_words: &'a [u32],
+    /// Values as f32 bits, bricks in CSC order, each in bit order.
+    pub value_bits: &'a [u32],
+    /// The block's 16 active columns (sentinel-padded).
+    pub active_cols: &'a [u32],
+}
+
+impl HrpbBlock<'_> {
+    /// Pattern of the i-th stored brick.
+    pub fn pattern(&self, i: usize) -> u64 {
+        self.pattern_words[2 * i] as u64 | (self.pattern_words[2 * i + 1] as u64) << 32
+    }
+    /// Number of stored bricks.
+    pub fn num_bricks(&self) -> usize {
+        self.pattern_words.len() / 2
+    }
+}
+
+impl Hrpb {
+    /// Builds HRPB from CSR (parallel over chunks of panels). Explicit zeros are kept.
+    pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
+        let p = build_windowed(csr, TM, TK, ColumnMode::Compacted)?;
+        let blocks = p.block_offset.len() - 1;
+        let mut packed = Vec::with_capacity(blocks * (HEADER_WORDS + 4) + csr.nnz());
+        let mut size_ptr = Vec::with_capacity(blocks + 1);
+        let mut patterns = [0u64; BRICKS_PER_BLOCK];
+        let mut counts = [0usize; BRICKS_PER_BLOCK];
+        for b in 0..blocks {
+            size_ptr.push(packed.len() as u32);
+            let (k0, k1) = (p.block_offset[b] as usize, p.block_offset[b + 1] as usize);
+            patterns.fill(0);
+            counts.fill(0);
+            for &pos in &p.pos[k0..k1] {
+                let (lr, slot) = (pos as usize / TK, pos as usize % TK);
+                patterns[slot / BRICK_K] |= 1u64 << (lr * BRICK_K + slot % BRICK_K);
+                counts[slot / BRICK_K] += 1;
+            }
+            let mut acc = 0u32;
+            packed.push(0);
+            for pat in patterns {
+                acc += (pat != 0) as u32;
+                packed.push(acc);
+            }
+            packed.push((k1 - k0) as u32);
+            for pat in patterns.into_iter().filter(|&p| p != 0) {
+                packed.push(pat as u32);
+                packed.push((pat >> 32) as u32);
+            }
+            // Values: bricks in order, each brick's entries keep their row-major order.
+            let vstart = packed.len();
+            packed.resize(vstart + (k1 - k0), 0);
+            let mut cur = [0usize; BRICKS_PER_BLOCK];
+            let mut a = 0;
+            for j in 0..BRICKS_PER_BLOCK {
+                cur[j] = a;
+                a += counts[j];
+            }
+            for (&pos, &v) in p.pos[k0..k1].iter().zip(&p.values[k0..k1]) {
+                let j = (pos as usize % TK) / BRICK_K;
+                packed[vstart + cur[j]] = v.to_bits();
+                cur[j] += 1;
+            }
+            if packed.len() % 2 == 1 {
+                packed.push(0);
+            }
+        }
+        if packed.len() >= u32::MAX as usize {
+            return Err(FormatError::TooLarge(format!("packed words = {}", packed.len())));
+        }
+        size_ptr.push(packed.len() as u32);
+        let f = Hrpb {
+            rows: csr.rows(),
+            cols: csr.cols(),
+            nnz: csr.nnz(),
+            blocked_row_ptr: p.window_offset,
+            active_cols: p.block_keys,
+            size_ptr,
+            packed_blocks: packed,
+        };
+        debug_assert_eq!(f.validate(), Ok(()));
+        Ok(f)
+    }
+
+    /// View of block `b` (caller guarantees `b < num_blocks()`; the layout is valid).
+    pub fn block(&self, b: usize) -> HrpbBlock<'_> {
+        let rec = &self.packed_blocks[self.size_ptr[b] as usize..self.size_ptr[b + 1] as usize];
+        let nb = rec[BRICKS_PER_BLOCK] as usize;
+        let nnz = rec[BRICKS_PER_BLOCK + 1] as usize;
+        let pw = HEADER_WORDS + 2 * nb;
+        HrpbBlock {
+            col_ptr: &rec[..BRICKS_PER_BLOCK + 1],
+            pattern_words: &rec[HEADER_WORDS..pw],
+            value_bits: &rec[pw..pw + nnz],
+            active_cols: &self.active_cols[b * TK..b * TK + TK],
+        }
+    }
+
+    /// Calls `f(local_row, column, value)` for every nonzero of block `b`, bricks in CSC order.
+    fn for_each_in_block(&self, b: usize, mut f: impl FnMut(usize, u32, f32)) {
+        let blk = self.block(b);
+        let mut k = 0usize;
+        for j in 0..BRICKS_PER_BLOCK {
+            if blk.col_ptr[j + 1] == blk.col_ptr[j] {
+                continue;
+            }
+            let mut m = blk.pattern(blk.col_ptr[j] as usize);
+            while m != 0 {
+                let p = m.trailing_zeros() as usize;
+                let col = blk.active_cols[j * BRICK_K + p % BRICK_K];
+                f(p / BRICK_K, col, f32::from_bits(blk.value_bits[k]));
+                k += 1;
+                m &= m - 1;
+            }
+        }
+    }
+
+    /// Converts back to CSR, bit-exact.
+    pub fn to_csr(&self) -> Csr {
+        let brp = &self.blocked_row_ptr;
+        let mut win_nnz = vec![0usize; brp.len()];
+        for w in 0..brp.len().saturating_sub(1) {
+            let n: usize = (brp[w] as usize..brp[w + 1] as usize)
+                .map(|b| self.packed_blocks[self.size_ptr[b] as usize + BRICKS_PER_BLOCK + 1] as usize)
+                .sum();
+            win_nnz[w + 1] = win_nnz[w] + n;
+        }
+        csr_from_windows(self.rows, self.cols, self.nnz, TM, &win_nnz, |w, push| {
+            for b in brp[w] as usize..brp[w + 1] as usize {
+                self.for_each_in_block(b, |lr, c, v| push(lr, c, v));
+            }
+        })
+    }
+
+    /// Re-checks every invariant.
+    pub fn validate(&self) -> Result<(), FormatError> {
+        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
+            return Err(invalid(NAME, "dimensions exceed u32"));
+        }
+        let panels = self.rows.div_ceil(TM);
+        let blocks = self.size_ptr.len().saturating_sub(1);
+        check_prefix(NAME, "blocked_row_ptr", &self.blocked_row_ptr, panels + 1, blocks)?;
+        check_prefix(NAME, "size_ptr", &self.size_ptr, blocks + 1, self.packed_blocks.len())?;
+        if self.active_cols.len() != blocks * TK {
+            return Err(invalid(NAME, "active_cols length is not 16·blocks"));
+        }
+        let mut total = 0usize;
+        for w in 0..panels {
+            let vr = TM.min(self.rows - w * TM);
+            let row_mask: u64 = if vr == TM { u64::MAX } else { (1u64 << (BRICK_K * vr)) - 1 };
+            let (b0, b1) = (self.blocked_row_ptr[w] as usize, self.blocked_row_ptr[w + 1] as usize);
+            let mut prev: Option<u32> = None;
+            for b in b0..b1 {
+                let bad = |what: &str| invalid(NAME, format!("block {b}: {what}"));
+                let (s0, s1) = (self.size_ptr[b] as usize, self.size_ptr[b + 1] as usize);
+                if s0 % 2 != 0 || s1 - s0 < HEADER_WORDS {
+                    return Err(bad("misaligned or short record"));
+                }
+                let rec = &self.packed_blocks[s0..s1];
+                if rec[0] != 0 || (0..BRICKS_PER_BLOCK).any(|j| !(0..=1).contains(&(rec[j + 1].wrapping_sub(rec[j])))) {
+                    return Err(bad("bad col_ptr"));
+                }
+                let nb = rec[BRICKS_PER_BLOCK] as usize;
+                let nnz = rec[BRICKS_PER_BLOCK + 1] as usize;
+                let len = HEADER_WORDS + 2 * nb + nnz;
+                if rec.len() != len + len % 2 || (len % 2 == 1 && rec[len] != 0) {
+                    return Err(bad("record length does not match its header"));
+                }
+                let blk = self.block(b);
+                let mut pop = 0usize;
+                for j in 0..BRICKS_PER_BLOCK {
+                    let cols = &blk.active_cols[j * BRICK_K..j * BRICK_K + BRICK_K];
+                    let present = blk.col_ptr[j + 1] > blk.col_ptr[j];
+                    let m = if present { blk.pattern(blk.col_ptr[j] as usize) } else { 0 };
+                    if present && m == 0 {
+                        return Err(bad("empty brick"));
+                    }
+                    if m & !row_mask != 0 {
+                        return Err(bad("bit in a row beyond the matrix"));
+                    }
+                    pop += m.count_ones() as usize;
+                    for (s, &c) in cols.iter().enumerate() {
+                        let col_bits = m & (0x1111_1111_1111_1111u64 << s);
+                        if c == SENTINEL {
+                            if b + 1 != b1 || col_bits != 0 || (j == 0 && s == 0) {
+                                return Err(bad("misplaced sentinel"));
+                            }
+                            prev = Some(SENTINEL);
+                            continue;
+                        }
+                        if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
+                            return Err(bad("active columns not ascending"));
+                        }
+                        if col_bits == 0 {
+                            return Err(bad("active column without nonzero"));
+                        }
+                        prev = Some(c);
+                    }
+                }
+                if pop != nnz {
+                    return Err(bad("popcounts ≠ nonzero count"));
+                }
+                total += nnz;
+            }
+        }
+        if total != self.nnz {
+            return Err(invalid(NAME, "block nonzeros do not add up to nnz"));
+        }
+        Ok(())
+    }
+
+    /// CPU product C = A·B walking the layout like the kernel: panel by panel, block by block,
+    /// brick by brick (popcount decode). Row-major B (`ldb ≥ n`) and C (`rows × n`).
+    ///
+    /// # Panics
+    /// If `ldb < n` or `b` is too short.
+    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
+        check_dense(self.cols, b, n, ldb);
+        let mut c = vec![0f32; self.rows * n];
+        for w in 0..self.blocked_row_ptr.len().saturating_sub(1) {
+            for blk_id in self.blocked_row_ptr[w] as usize..self.blocked_row_ptr[w + 1] as usize {
+                let blk = self.block(blk_id);
+                let mut off = 0usize;
+                for j in 0..BRICKS_PER_BLOCK {
+                    if blk.col_ptr[j + 1] == blk.col_ptr[j] {
+                        continue;
+                    }
+                    let m = blk.pattern(blk.col_ptr[j] as usize);
+                    for p in 0..64u32 {
+                        if m >> p & 1 == 0 {
+                            continue;
+                        }
+                        let v = f32::from_bits(blk.value_bits[off + bit_rank(m, p) as usize - 1]);
+                        let row = w * TM + p as usize / BRICK_K;
+                        let col = blk.active_cols[j * BRICK_K + p as usize % BRICK_K] as usize;
+                        let brow = &b[col * ldb..col * ldb + n];
+                        for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
+                            *acc += v * bv;
+                        }
+                    }
+                    off += m.count_ones() as usize;
+                }
+            }
+        }
+        c
+    }
+
+    /// Rows of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of the matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+    /// Number of 16×16 blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.size_ptr.len() - 1
+    }
+    /// Number of stored 16×4 bricks.
+    pub fn num_bricks(&self) -> usize {
+        (0..self.num_blocks()).map(|b| self.block(b).num_bricks()).sum()
+    }
+    /// Prefix of blocks per panel (len panels+1).
+    pub fn blocked_row_ptr(&self) -> &[u32] {
+        &self.blocked_row_ptr
+    }
+    /// 16 active column ids per block, sentinel-padded.
+    pub fn active_cols(&self) -> &[u32] {
+        &self.active_cols
+    }
+    /// Start of every block record in `packed_blocks`, in u32 words (len blocks+1).
+    pub fn size_ptr(&self) -> &[u32] {
+        &self.size_ptr
+    }
+    /// All block records (see the module docs).
+    pub fn packed_blocks(&self) -> &[u32] {
+        &self.packed_blocks
+    }
+    /// Bytes of all arrays.
+    pub fn bytes(&self) -> usize {
+        4 * (self.blocked_row_ptr.len() + self.active_cols.len() + self.size_ptr.len() + self.packed_blocks.len())
+    }
+}
