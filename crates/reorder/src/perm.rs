@@ -1,0 +1,224 @@
+//! [`Permutation`]: a validated bijection on `0..n`, and how it is applied to matrices and dense rows.
+//!
+//! Convention, used everywhere in tcsparse: `perm[new] = old`. Position `new` of the reordered object
+//! holds item `old` of the original. [`Permutation::inverse`] gives `inv[old] = new`.
+//!
+//! * Row-only reordering computes `A' = P·A` ([`Permutation::apply_rows`]); `B` is used untouched and
+//!   `C = Pᵀ·C'` is recovered with [`Permutation::unapply_dense_rows`] (row `new` of `C'` is row
+//!   `perm[new]` of `C`).
+//! * Symmetric reordering computes `A' = P·A·Pᵀ` ([`Permutation::apply_symmetric`]); then `B' = P·B`
+//!   ([`Permutation::apply_dense_rows`]) and `C = Pᵀ·(A'·B')`, again with `unapply_dense_rows`.
+
+use crate::ReorderError;
+use tcsparse_formats::Csr;
+
+/// A bijection on `0..n` stored as `perm[new] = old`. Invariant: every value in `0..n` occurs once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permutation {
+    perm: Vec<u32>,
+}
+
+impl Permutation {
+    /// Validates `perm` (`perm[new] = old`) as a bijection on `0..perm.len()`.
+    pub fn new(perm: Vec<u32>) -> Result<Self, ReorderError> {
+        let n = perm.len();
+        if n > u32::MAX as usize {
+            return Err(ReorderError::TooLarge(n));
+        }
+        let mut seen = vec![false; n];
+        for (pos, &v) in perm.iter().enumerate() {
+            let vi = v as usize;
+            if vi >= n {
+                return Err(ReorderError::InvalidPermutation(format!(
+                    "value {v} at position {pos} is not below n = {n}"
+                )));
+            }
+            if seen[vi] {
+                return Err(ReorderError::InvalidPermutation(format!(
+                    "value {v} occurs twice (second time at position {pos})"
+                )));
+            }
+            seen[vi] = true;
+        }
+        Ok(Self { perm })
+    }
+
+    /// The identity on `0..n`.
+    pub fn identity(n: usize) -> Self {
+        Self { perm: (0..n as u32).collect() }
+    }
+
+    /// Number of elements `n`.
+    pub fn len(&self) -> usize {
+        self.perm.len()
+    }
+
+    /// Whether `n == 0`.
+    pub fn is_empty(&self) -> bool {
+        self.perm.is_empty()
+    }
+
+    /// The stored map, `perm[new] = old`.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.perm
+    }
+
+    /// Consumes the permutation, returning `perm[new] = old`.
+    pub fn into_vec(self) -> Vec<u32> {
+        self.perm
+    }
+
+    /// Whether this is the identity.
+    pub fn is_identity(&self) -> bool {
+        self.perm.iter().enumerate().all(|(i, &v)| i as u32 == v)
+    }
+
+    /// The inverse map: `inv[old] = new`.
+    pub fn inverse(&self) -> Self {
+        let mut inv = vec![0u32; self.perm.len()];
+        for (new, &old) in self.perm.iter().enumerate() {
+            inv[old as usize] = new as u32;
+        }
+        Self { perm: inv }
+    }
+
+    /// Composition "first `self`, then `then`": reordering by `self` and then reordering the result by
+    /// `then` equals reordering once by `self.compose(then)`, i.e. `out[i] = self[then[i]]`.
+    pub fn compose(&self, then: &Permutation) -> Result<Self, ReorderError> {
+        self.check_len(then.len(), "compose")?;
+        Ok(Self { perm: then.perm.iter().map(|&i| self.perm[i as usize]).collect() })
+    }
+
+    fn check_len(&self, got: usize, what: &'static str) -> Result<(), ReorderError> {
+        if got != self.perm.len() {
+            return Err(ReorderError::DimensionMismatch { what, expected: self.perm.len(), got });
+        }
+        Ok(())
+    }
+
+    /// `P·A`: row `new` of the result is row `perm[new]` of `a`. Needs `a.rows() == n`.
+    pub fn apply_rows(&self, a: &Csr) -> Result<Csr, ReorderError> {
+        self.check_len(a.rows(), "apply_rows (matrix rows)")?;
+        let ip = a.indptr();
+        let ip = ip.raw_storage();
+        let mut indptr = Vec::with_capacity(a.rows() + 1);
+        let mut indices = Vec::with_capacity(a.nnz());
+        let mut data = Vec::with_capacity(a.nnz());
+        indptr.push(0u32);
+        for &old in &self.perm {
+            let (s, e) = (ip[old as usize] as usize, ip[old as usize + 1] as usize);
+            indices.extend_from_slice(&a.indices()[s..e]);
+            data.extend_from_slice(&a.data()[s..e]);
+            indptr.push(indices.len() as u32);
+        }
+        Ok(Csr::new((a.rows(), a.cols()), indptr, indices, data))
+    }
+
+    /// `A·Pᵀ`: column `new` of the result is column `perm[new]` of `a`. Needs `a.cols() == n`.
+    pub fn apply_cols(&self, a: &Csr) -> Result<Csr, ReorderError> {
+        self.check_len(a.cols(), "apply_cols (matrix columns)")?;
+        Ok(relabel_cols(a, &self.inverse().perm, None))
+    }
+
+    /// `P·A·Pᵀ`: entry `(i, j)` of the result is entry `(perm[i], perm[j])` of `a`. Needs a square
+    /// `a` with `n` rows.
+    pub fn apply_symmetric(&self, a: &Csr) -> Result<Csr, ReorderError> {
+        if a.rows() != a.cols() {
+            return Err(ReorderError::NotSquare { rows: a.rows(), cols: a.cols() });
+        }
+        self.check_len(a.rows(), "apply_symmetric (matrix rows)")?;
+        Ok(relabel_cols(a, &self.inverse().perm, Some(&self.perm)))
+    }
+
+    /// `P·X` for a row-major dense `X` with `n` rows of `ld ≥ width` elements: row `new` of the result
+    /// is row `perm[new]` of `x`. `x.len()` must be `n·ld`.
+    pub fn apply_dense_rows(&self, x: &[f32], n: usize, ld: usize) -> Result<Vec<f32>, ReorderError> {
+        self.check_dense(x, n, ld)?;
+        let mut out = vec![0f32; x.len()];
+        for (new, &old) in self.perm.iter().enumerate() {
+            let o = old as usize * ld;
+            out[new * ld..(new + 1) * ld].copy_from_slice(&x[o..o + ld]);
+        }
+        Ok(out)
+    }
+
+    /// `Pᵀ·X`, the inverse of [`Permutation::apply_dense_rows`]: row `perm[new]` of the result is row
+    /// `new` of `x`. Use it to bring `C'` computed in the reordered space back to the original rows.
+    pub fn unapply_dense_rows(&self, x: &[f32], n: usize, ld: usize) -> Result<Vec<f32>, ReorderError> {
+        self.check_dense(x, n, ld)?;
+        let mut out = vec![0f32; x.len()];
+        for (new, &old) in self.perm.iter().enumerate() {
+            let o = old as usize * ld;
+            out[o..o + ld].copy_from_slice(&x[new * ld..(new + 1) * ld]);
+        }
+        Ok(out)
+    }
+
+    fn check_dense(&self, x: &[f32], n: usize, ld: usize) -> Result<(), ReorderError> {
+        self.check_len(n, "dense rows")?;
+        let want = n.checked_mul(ld).ok_or(ReorderError::TooLarge(usize::MAX))?;
+        if x.len() != want {
+            return Err(ReorderError::DimensionMismatch { what: "dense length n·ld", expected: want, got: x.len() });
+        }
+        Ok(())
+    }
+}
+
+/// Rows taken in order `row_order` (identity when `None`), columns relabelled `c -> new_of_col[c]`
+/// and each row re-sorted.
+fn relabel_cols(a: &Csr, new_of_col: &[u32], row_order: Option<&[u32]>) -> Csr {
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let mut indptr = Vec::with_capacity(a.rows() + 1);
+    let mut indices = Vec::with_capacity(a.nnz());
+    let mut data = Vec::with_capacity(a.nnz());
+    let mut row_buf: Vec<(u32, f32)> = Vec::new();
+    indptr.push(0u32);
+    for r in 0..a.rows() {
+        let old = row_order.map_or(r, |o| o[r] as usize);
+        let (s, e) = (ip[old] as usize, ip[old + 1] as usize);
+        row_buf.clear();
+        row_buf.extend(a.indices()[s..e].iter().zip(&a.data()[s..e]).map(|(&c, &v)| (new_of_col[c as usize], v)));
+        row_buf.sort_unstable_by_key(|&(c, _)| c);
+        for &(c, v) in &row_buf {
+            indices.push(c);
+            data.push(v);
+        }
+        indptr.push(indices.len() as u32);
+    }
+    Csr::new((a.rows(), a.cols()), indptr, indices, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcsparse_formats::csr::csr_from_triplets;
+
+    #[test]
+    fn rejects_non_bijections() {
+        assert!(Permutation::new(vec![0, 2]).is_err());
+        assert!(Permutation::new(vec![1, 1]).is_err());
+        assert!(Permutation::new(vec![]).is_ok());
+        assert!(Permutation::new(vec![2, 0, 1]).is_ok());
+    }
+
+    #[test]
+    fn conventions() {
+        let p = Permutation::new(vec![2, 0, 1]).unwrap();
+        assert_eq!(p.inverse().as_slice(), &[1, 2, 0]);
+        assert!(p.compose(&p.inverse()).unwrap().is_identity());
+        let a = csr_from_triplets(3, 3, &[(0, 1, 1.0), (2, 0, 2.0), (2, 2, 3.0)]).unwrap();
+        let r = p.apply_rows(&a).unwrap();
+        // new row 0 = old row 2
+        assert_eq!(r.outer_view(0).unwrap().indices(), &[0, 2]);
+        let s = p.apply_symmetric(&a).unwrap();
+        // (i,j) = a(perm[i], perm[j]); a(2,2)=3 lands at (0,0); a(2,0)=2 at (0,1); a(0,1)=1 at (1,2)
+        assert_eq!(s.get(0, 0), Some(&3.0));
+        assert_eq!(s.get(0, 1), Some(&2.0));
+        assert_eq!(s.get(1, 2), Some(&1.0));
+        let x = vec![0., 0., 1., 1., 2., 2.];
+        let px = p.apply_dense_rows(&x, 3, 2).unwrap();
+        assert_eq!(px, vec![2., 2., 0., 0., 1., 1.]);
+        assert_eq!(p.unapply_dense_rows(&px, 3, 2).unwrap(), x);
+    }
+}
