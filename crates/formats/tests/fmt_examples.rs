@@ -1,0 +1,143 @@
+//! The worked 10×12 example of `docs/formats/*.md` as insta snapshots, and exact round trips of
+//! every shared dataset (skipped with a note when `shared/datasets` is absent).
+
+use std::fmt::Write;
+use std::path::PathBuf;
+use tcsparse_formats::Csr;
+use tcsparse_formats::bitbsr::BitBsr;
+use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::metcf::MeTcf;
+use tcsparse_formats::normmap::NormMap;
+
+/// The documented example: 10×12, 15 entries (one explicit zero at (9, 7)).
+fn example() -> Csr {
+    let t = [
+        (0, 0, 1.0),
+        (0, 5, 2.0),
+        (1, 1, 3.0),
+        (1, 8, 4.0),
+        (2, 11, 5.0),
+        (3, 5, 6.0),
+        (4, 2, 7.0),
+        (5, 9, 8.0),
+        (6, 3, 9.0),
+        (7, 4, 10.0),
+        (7, 10, 11.0),
+        (8, 6, 12.0),
+        (9, 0, 13.0),
+        (9, 7, 0.0),
+        (9, 11, 14.0),
+    ];
+    csr_from_triplets(10, 12, &t).unwrap()
+}
+
+fn cols(v: &[u32]) -> String {
+    let s: Vec<String> = v.iter().map(|&c| if c == u32::MAX { "S".into() } else { c.to_string() }).collect();
+    format!("[{}]", s.join(", "))
+}
+
+fn masks(v: &[u64]) -> String {
+    let s: Vec<String> = v.iter().map(|m| format!("{m:#018x}")).collect();
+    format!("[{}]", s.join(", "))
+}
+
+#[test]
+fn bittcf_example() {
+    let f = BitTcf::from_csr(&example()).unwrap();
+    let mut s = String::new();
+    writeln!(s, "row_window_offset  = {:?}", f.row_window_offset()).unwrap();
+    writeln!(s, "sparse_a_to_b      = {}", cols(f.sparse_a_to_b())).unwrap();
+    writeln!(s, "tc_local_bit       = {}", masks(f.tc_local_bit())).unwrap();
+    writeln!(s, "block_value_offset = {:?}", f.block_value_offset()).unwrap();
+    writeln!(s, "values             = {:?}", f.values()).unwrap();
+    insta::assert_snapshot!("fmt_bittcf_example", s);
+}
+
+#[test]
+fn metcf_example() {
+    let f = MeTcf::from_csr(&example()).unwrap();
+    let mut s = String::new();
+    writeln!(s, "row_window_offset = {:?}", f.row_window_offset()).unwrap();
+    writeln!(s, "tc_offset         = {:?}", f.tc_offset()).unwrap();
+    writeln!(s, "sparse_a_to_x     = {}", cols(f.sparse_a_to_x())).unwrap();
+    writeln!(s, "tc_local_id       = {:?}", f.tc_local_id()).unwrap();
+    writeln!(s, "values            = {:?}", f.values()).unwrap();
+    writeln!(s, "block_window      = {:?}", f.block_window()).unwrap();
+    insta::assert_snapshot!("fmt_metcf_example", s);
+}
+
+#[test]
+fn hrpb_example() {
+    let f = Hrpb::from_csr(&example()).unwrap();
+    let mut s = String::new();
+    writeln!(s, "blocked_row_ptr = {:?}", f.blocked_row_ptr()).unwrap();
+    writeln!(s, "active_cols     = {}", cols(f.active_cols())).unwrap();
+    writeln!(s, "size_ptr        = {:?}", f.size_ptr()).unwrap();
+    let p = f.packed_blocks();
+    writeln!(s, "packed header   = {:?}", &p[..6]).unwrap();
+    let blk = f.block(0);
+    let pats: Vec<u64> = (0..blk.num_bricks()).map(|i| blk.pattern(i)).collect();
+    writeln!(s, "patterns        = {}", masks(&pats)).unwrap();
+    let vals: Vec<f32> = blk.value_bits.iter().map(|&b| f32::from_bits(b)).collect();
+    writeln!(s, "values          = {vals:?}").unwrap();
+    writeln!(s, "packed words    = {}", p.len()).unwrap();
+    insta::assert_snapshot!("fmt_hrpb_example", s);
+}
+
+#[test]
+fn bitbsr_example() {
+    let f = BitBsr::from_csr(&example()).unwrap();
+    let mut s = String::new();
+    writeln!(s, "block_row_ptr = {:?}", f.block_row_ptr()).unwrap();
+    writeln!(s, "block_col     = {:?}", f.block_col()).unwrap();
+    writeln!(s, "bitmap        = {}", masks(f.bitmap())).unwrap();
+    writeln!(s, "value_offset  = {:?}", f.value_offset()).unwrap();
+    writeln!(s, "values        = {:?}", f.values()).unwrap();
+    insta::assert_snapshot!("fmt_bitbsr_example", s);
+}
+
+#[test]
+fn normmap_example() {
+    let a = example().to_dense();
+    let dense: Vec<f32> = a.iter().copied().collect();
+    let m = NormMap::from_dense(&dense, 10, 12, 4).unwrap();
+    let s = format!("tiles = {}x{}\nnorms = {:?}\n", m.tile_rows(), m.tile_cols(), m.norms());
+    insta::assert_snapshot!("fmt_normmap_example", s);
+}
+
+fn datasets_dir() -> Option<PathBuf> {
+    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+    p.is_dir().then_some(p)
+}
+
+#[test]
+fn every_shared_dataset_round_trips_exactly() {
+    let Some(dir) = datasets_dir() else {
+        eprintln!("note: shared/datasets not found; skipping dataset round trips");
+        return;
+    };
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
+        .collect();
+    files.sort();
+    for path in files {
+        let a = tcsparse_formats::mtx::read_matrix_market(&path).unwrap();
+        let same = |b: Csr, what: &str| {
+            assert_eq!(a.shape(), b.shape(), "{what} {path:?}");
+            assert_eq!(a.indptr().raw_storage(), b.indptr().raw_storage(), "{what} {path:?}");
+            assert_eq!(a.indices(), b.indices(), "{what} {path:?}");
+            assert!(a.data().iter().zip(b.data()).all(|(x, y)| x.to_bits() == y.to_bits()), "{what} {path:?}");
+        };
+        same(BitTcf::from_csr(&a).unwrap().to_csr(), "BitTCF");
+        same(MeTcf::from_csr(&a).unwrap().to_csr(), "ME-TCF");
+        same(Hrpb::from_csr(&a).unwrap().to_csr(), "HRPB");
+        same(BitBsr::from_csr(&a).unwrap().to_csr(), "bitBSR");
+        eprintln!("round trip ok: {}", path.display());
+    }
+}
