@@ -1,0 +1,397 @@
+//! cuSpAMM (§3.4–3.5) planning: the τ search for a requested valid ratio, strided assignment of C
+//! tiles to thread blocks, and a row split across GPUs that balances valid tile products.
+//!
+//! Norm maps are plain row-major f32 slices of tile Frobenius norms: `norm_a` is tiles_m × tiles_k,
+//! `norm_b` is tiles_k × tiles_n. A product (i, k, j) is *valid* when the f32 product
+//! `norm_a[i,k] * norm_b[k,j] >= τ` (one rule everywhere; the released code mixed ≥ and >).
+//! valid ratio = valid products / (tiles_m · tiles_k · tiles_n).
+
+use crate::PlanError;
+use serde::{Deserialize, Serialize};
+
+/// Options of [`tau_search`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TauSearchOptions {
+    /// Stop when |achieved − target| ≤ `tolerance · target` (relative).
+    pub tolerance: f64,
+    /// Most binary-search steps (the bracket expansion is not counted).
+    pub max_iterations: u32,
+}
+
+impl Default for TauSearchOptions {
+    fn default() -> Self {
+        Self {
+            tolerance: 0.01,
+            max_iterations: 64,
+        }
+    }
+}
+
+/// Result of the τ search.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TauResult {
+    /// The threshold: products ≥ τ are computed.
+    pub tau: f32,
+    /// Valid ratio achieved with `tau`.
+    pub valid_ratio: f64,
+    /// Binary-search steps taken.
+    pub iterations: u32,
+    /// Final expansion coefficient k (the search space was [0, k · ave]).
+    pub k: u32,
+}
+
+/// Norm maps with their column values sorted, for fast valid counts.
+struct Counter<'a> {
+    a: &'a [f32],
+    tm: usize,
+    tk: usize,
+    tn: usize,
+    /// Row k of B sorted ascending.
+    b_sorted: Vec<f32>,
+}
+
+impl<'a> Counter<'a> {
+    fn new(a: &'a [f32], b: &[f32], tm: usize, tk: usize, tn: usize) -> Self {
+        let mut b_sorted = b.to_vec();
+        for row in b_sorted.chunks_mut(tn.max(1)) {
+            row.sort_unstable_by(f32::total_cmp);
+        }
+        Self {
+            a,
+            tm,
+            tk,
+            tn,
+            b_sorted,
+        }
+    }
+
+    /// Valid products of C tile row `i` at threshold τ (f32 multiply is monotone for a ≥ 0).
+    fn row_count(&self, i: usize, tau: f32) -> u64 {
+        let mut c = 0u64;
+        for k in 0..self.tk {
+            let a = self.a[i * self.tk + k];
+            let row = &self.b_sorted[k * self.tn..(k + 1) * self.tn];
+            c += (self.tn - row.partition_point(|&b| a * b < tau)) as u64;
+        }
+        c
+    }
+
+    fn ratio(&self, tau: f32) -> f64 {
+        let total = (self.tm * self.tk * self.tn) as f64;
+        (0..self.tm).map(|i| self.row_count(i, tau)).sum::<u64>() as f64 / total
+    }
+}
+
+fn check_maps(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize) -> Result<(), PlanError> {
+    if tm == 0 || tk == 0 || tn == 0 {
+        return Err(PlanError::InvalidInput("tile counts must be ≥ 1".into()));
+    }
+    if a.len() != tm * tk || b.len() != tk * tn {
+        return Err(PlanError::InvalidInput(format!(
+            "norm maps have {} and {} entries, expected {tm}×{tk} and {tk}×{tn}",
+            a.len(),
+            b.len()
+        )));
+    }
+    if a.iter().chain(b).any(|x| !x.is_finite() || *x < 0.0) {
+        return Err(PlanError::InvalidInput(
+            "norms must be finite and ≥ 0".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// τ for a requested valid ratio (cuSpAMM §3.5.2) with default options.
+pub fn tau_search(
+    norm_a: &[f32],
+    norm_b: &[f32],
+    tiles_m: usize,
+    tiles_k: usize,
+    tiles_n: usize,
+    target_valid_ratio: f64,
+) -> Result<TauResult, PlanError> {
+    tau_search_with(
+        norm_a,
+        norm_b,
+        tiles_m,
+        tiles_k,
+        tiles_n,
+        target_valid_ratio,
+        &TauSearchOptions::default(),
+    )
+}
+
+/// τ search: `ave` = mean of all norm products; search space [0, k · ave] starting with k = 1 and
+/// growing k by one while the upper end still admits more than the target; then binary search.
+/// Returns the evaluated τ whose ratio is closest to the target (the ratio is a step function of τ,
+/// so an exact hit is not always possible).
+pub fn tau_search_with(
+    norm_a: &[f32],
+    norm_b: &[f32],
+    tiles_m: usize,
+    tiles_k: usize,
+    tiles_n: usize,
+    target_valid_ratio: f64,
+    opts: &TauSearchOptions,
+) -> Result<TauResult, PlanError> {
+    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
+    let target = target_valid_ratio;
+    if !(target > 0.0 && target <= 1.0) {
+        return Err(PlanError::InvalidInput(format!(
+            "target valid ratio {target} not in (0, 1]"
+        )));
+    }
+    let counter = Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n);
+    // ave = Σ_k (Σ_i a[i,k]) (Σ_j b[k,j]) / (m k n).
+    let mut sum = 0f64;
+    for k in 0..tiles_k {
+        let sa: f64 = (0..tiles_m).map(|i| norm_a[i * tiles_k + k] as f64).sum();
+        let sb: f64 = norm_b[k * tiles_n..(k + 1) * tiles_n]
+            .iter()
+            .map(|&x| x as f64)
+            .sum();
+        sum += sa * sb;
+    }
+    let ave = sum / (tiles_m * tiles_k * tiles_n) as f64;
+    let tol = opts.tolerance * target;
+    let mut best = TauResult {
+        tau: 0.0,
+        valid_ratio: 1.0,
+        iterations: 0,
+        k: 1,
+    };
+    if (1.0 - target).abs() <= tol || ave <= 0.0 {
+        return Ok(best);
+    }
+    let mut k = 1u32;
+    let (lo_start, hi) = loop {
+        let hi = (k as f64 * ave) as f32;
+        let r = counter.ratio(hi);
+        consider(&mut best, hi, r, target, k);
+        if r <= target || k >= 1 << 20 {
+            break (0f32, hi);
+        }
+        k += 1;
+    };
+    let (mut lo, mut hi) = (lo_start, hi);
+    let mut iterations = 0;
+    while iterations < opts.max_iterations && (best.valid_ratio - target).abs() > tol {
+        let mid = lo + (hi - lo) / 2.0;
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        iterations += 1;
+        let r = counter.ratio(mid);
+        consider(&mut best, mid, r, target, k);
+        if r > target { lo = mid } else { hi = mid }
+    }
+    best.iterations = iterations;
+    Ok(best)
+}
+
+fn consider(best: &mut TauResult, tau: f32, r: f64, target: f64, k: u32) {
+    if (r - target).abs() < (best.valid_ratio - target).abs() {
+        *best = TauResult {
+            tau,
+            valid_ratio: r,
+            iterations: 0,
+            k,
+        };
+    }
+}
+
+/// Valid products per C tile row at threshold τ (the load each row brings to the product).
+pub fn valid_per_row(
+    norm_a: &[f32],
+    norm_b: &[f32],
+    tiles_m: usize,
+    tiles_k: usize,
+    tiles_n: usize,
+    tau: f32,
+) -> Result<Vec<u64>, PlanError> {
+    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
+    let c = Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n);
+    Ok((0..tiles_m).map(|i| c.row_count(i, tau)).collect())
+}
+
+/// Thread block → C tiles, flat (CSR-like): block `b` handles `tiles[offsets[b]..offsets[b+1]]`,
+/// each a row-major C tile id `i · tiles_n + j`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StridedAssignment {
+    /// Exclusive prefix of tiles per block (blocks + 1 entries).
+    pub offsets: Vec<u32>,
+    /// Tile ids, block by block.
+    pub tiles: Vec<u32>,
+}
+
+impl StridedAssignment {
+    /// Number of thread blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Tiles of block `b` (empty when out of range).
+    pub fn block(&self, b: usize) -> &[u32] {
+        match (self.offsets.get(b), self.offsets.get(b + 1)) {
+            (Some(&s), Some(&e)) => &self.tiles[s as usize..e as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// cuSpAMM §3.5.1: with stride parameter `s`, the tiles_m × tiles_n C tiles are handled by
+/// ⌈tiles_m / s⌉ × ⌈tiles_n / s⌉ thread blocks; block (bi, bj) takes the s × s tiles
+/// (bi + p · ⌈tiles_m / s⌉, bj + q · ⌈tiles_n / s⌉) for p, q < s that exist. Tiles near the diagonal
+/// of a decay matrix (the heavy ones) are thereby spread over all blocks. s = 1 is one tile per block.
+pub fn strided_assignment(
+    tiles_m: usize,
+    tiles_n: usize,
+    s: usize,
+) -> Result<StridedAssignment, PlanError> {
+    if s == 0 {
+        return Err(PlanError::InvalidInput(
+            "stride parameter s must be ≥ 1".into(),
+        ));
+    }
+    if (tiles_m as u64) * (tiles_n as u64) > u32::MAX as u64 {
+        return Err(PlanError::InvalidInput("too many tiles for u32 ids".into()));
+    }
+    let (sm, sn) = (tiles_m.div_ceil(s), tiles_n.div_ceil(s));
+    let mut offsets = Vec::with_capacity(sm * sn + 1);
+    let mut tiles = Vec::with_capacity(tiles_m * tiles_n);
+    offsets.push(0);
+    for bi in 0..sm {
+        for bj in 0..sn {
+            for p in 0..s {
+                let i = bi + p * sm;
+                if i >= tiles_m {
+                    break;
+                }
+                for q in 0..s {
+                    let j = bj + q * sn;
+                    if j >= tiles_n {
+                        break;
+                    }
+                    tiles.push((i * tiles_n + j) as u32);
+                }
+            }
+            offsets.push(tiles.len() as u32);
+        }
+    }
+    Ok(StridedAssignment { offsets, tiles })
+}
+
+/// Splits C tile rows into `gpus` contiguous ranges minimizing the largest sum of `row_loads`
+/// (valid products per row): binary search on the capacity with a greedy fill, which is optimal
+/// for contiguous splits. Returns `gpus` ranges `[begin, end)` covering `0..row_loads.len()` in
+/// order (some may be empty).
+pub fn split_rows_across_gpus(
+    row_loads: &[u64],
+    gpus: usize,
+) -> Result<Vec<(u32, u32)>, PlanError> {
+    if gpus == 0 {
+        return Err(PlanError::InvalidInput("need at least one GPU".into()));
+    }
+    let rows = row_loads.len();
+    let parts_needed = |cap: u64| -> usize {
+        let (mut parts, mut acc) = (1usize, 0u64);
+        for &l in row_loads {
+            if acc + l > cap {
+                parts += 1;
+                acc = 0;
+            }
+            acc += l;
+        }
+        parts
+    };
+    let (mut lo, mut hi) = (
+        row_loads.iter().copied().max().unwrap_or(0),
+        row_loads.iter().sum::<u64>(),
+    );
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if parts_needed(mid) <= gpus {
+            hi = mid
+        } else {
+            lo = mid + 1
+        }
+    }
+    let mut out = Vec::with_capacity(gpus);
+    let (mut begin, mut acc) = (0usize, 0u64);
+    for (r, &l) in row_loads.iter().enumerate() {
+        // Close the current range when it is full, or when only as many rows remain as GPUs.
+        if acc + l > lo && out.len() + 1 < gpus {
+            out.push((begin as u32, r as u32));
+            begin = r;
+            acc = 0;
+        }
+        acc += l;
+    }
+    out.push((begin as u32, rows as u32));
+    while out.len() < gpus {
+        out.push((rows as u32, rows as u32));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_example_of_the_paper() {
+        // 32×32 tiles (1024² matrix, 32² tiles), s = 2: block 0 takes (0,0), (0,16), (16,0), (16,16).
+        let s = strided_assignment(32, 32, 2).unwrap();
+        assert_eq!(s.num_blocks(), 256);
+        assert_eq!(s.block(0), &[0, 16, 16 * 32, 16 * 32 + 16]);
+        let mut all = s.tiles.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..1024).collect::<Vec<u32>>());
+        // Ragged: 5×3 tiles, s = 2 → 3×2 blocks, every tile once.
+        let s = strided_assignment(5, 3, 2).unwrap();
+        assert_eq!(s.num_blocks(), 6);
+        let mut all = s.tiles.clone();
+        all.sort_unstable();
+        assert_eq!(all, (0..15).collect::<Vec<u32>>());
+        assert!(strided_assignment(4, 4, 0).is_err());
+    }
+
+    #[test]
+    fn gpu_split_is_optimal_on_small_cases() {
+        let loads = [5u64, 1, 1, 1, 9, 2, 2, 3];
+        let split = split_rows_across_gpus(&loads, 3).unwrap();
+        assert_eq!(split.len(), 3);
+        let max = split
+            .iter()
+            .map(|&(b, e)| loads[b as usize..e as usize].iter().sum::<u64>())
+            .max()
+            .unwrap();
+        // Brute force over all cut pairs.
+        let mut best = u64::MAX;
+        for c1 in 0..=loads.len() {
+            for c2 in c1..=loads.len() {
+                let s = |a: usize, b: usize| loads[a..b].iter().sum::<u64>();
+                best = best.min(s(0, c1).max(s(c1, c2)).max(s(c2, loads.len())));
+            }
+        }
+        assert_eq!(max, best);
+        assert_eq!(split[0].0, 0);
+        assert_eq!(split[2].1, 8);
+        assert!(split.windows(2).all(|w| w[0].1 == w[1].0));
+        // More GPUs than rows: trailing empty ranges.
+        assert_eq!(
+            split_rows_across_gpus(&[1, 1], 3).unwrap(),
+            vec![(0, 1), (1, 2), (2, 2)]
+        );
+        assert!(split_rows_across_gpus(&[1], 0).is_err());
+    }
+
+    #[test]
+    fn tau_search_bad_inputs() {
+        assert!(tau_search(&[1.0], &[1.0], 1, 1, 1, 0.0).is_err());
+        assert!(tau_search(&[1.0], &[1.0, 2.0], 1, 1, 1, 0.5).is_err());
+        assert!(tau_search(&[f32::NAN], &[1.0], 1, 1, 1, 0.5).is_err());
+        let r = tau_search(&[1.0], &[1.0], 1, 1, 1, 1.0).unwrap();
+        assert_eq!((r.tau, r.valid_ratio), (0.0, 1.0));
+    }
+}
