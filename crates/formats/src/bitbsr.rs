@@ -8,7 +8,9 @@
 
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
-use crate::tcf::{ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid};
+use crate::tcf::{
+    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+};
 use serde::{Deserialize, Serialize};
 
 /// Block edge (rows and columns).
@@ -85,21 +87,30 @@ impl BitBsr {
     /// Converts back to CSR, bit-exact.
     pub fn to_csr(&self) -> Csr {
         let brp = &self.block_row_ptr;
-        let win_nnz: Vec<usize> =
-            brp.iter().map(|&b| self.value_offset[b as usize] as usize).collect();
-        csr_from_windows(self.rows, self.cols, self.nnz(), BLOCK, &win_nnz, |w, push| {
-            for b in brp[w] as usize..brp[w + 1] as usize {
-                let mut m = self.bitmap[b];
-                let mut k = self.value_offset[b] as usize;
-                let c0 = self.block_col[b] * BLOCK as u32;
-                while m != 0 {
-                    let p = m.trailing_zeros();
-                    push(p as usize / 8, c0 + p % 8, self.values[k]);
-                    k += 1;
-                    m &= m - 1;
+        let win_nnz: Vec<usize> = brp
+            .iter()
+            .map(|&b| self.value_offset[b as usize] as usize)
+            .collect();
+        csr_from_windows(
+            self.rows,
+            self.cols,
+            self.nnz(),
+            BLOCK,
+            &win_nnz,
+            |w, push| {
+                for b in brp[w] as usize..brp[w + 1] as usize {
+                    let mut m = self.bitmap[b];
+                    let mut k = self.value_offset[b] as usize;
+                    let c0 = self.block_col[b] * BLOCK as u32;
+                    while m != 0 {
+                        let p = m.trailing_zeros();
+                        push(p as usize / 8, c0 + p % 8, self.values[k]);
+                        k += 1;
+                        m &= m - 1;
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 
     /// Re-checks every invariant.
@@ -109,26 +120,51 @@ impl BitBsr {
         }
         let brows = self.rows.div_ceil(BLOCK);
         let blocks = self.bitmap.len();
-        check_prefix(NAME, "block_row_ptr", &self.block_row_ptr, brows + 1, blocks)?;
-        check_prefix(NAME, "value_offset", &self.value_offset, blocks + 1, self.values.len())?;
+        check_prefix(
+            NAME,
+            "block_row_ptr",
+            &self.block_row_ptr,
+            brows + 1,
+            blocks,
+        )?;
+        check_prefix(
+            NAME,
+            "value_offset",
+            &self.value_offset,
+            blocks + 1,
+            self.values.len(),
+        )?;
         if self.block_col.len() != blocks {
             return Err(invalid(NAME, "block_col length ≠ blocks"));
         }
         for w in 0..brows {
             let vr = BLOCK.min(self.rows - w * BLOCK);
-            let row_mask: u64 = if vr == 8 { u64::MAX } else { (1u64 << (8 * vr)) - 1 };
+            let row_mask: u64 = if vr == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * vr)) - 1
+            };
             let mut prev: Option<u32> = None;
             for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
                 let m = self.bitmap[b];
                 let bc = self.block_col[b];
                 if m == 0 || m.count_ones() != self.value_offset[b + 1] - self.value_offset[b] {
-                    return Err(invalid(NAME, format!("block {b}: empty or popcount ≠ count")));
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: empty or popcount ≠ count"),
+                    ));
                 }
                 if m & !row_mask != 0 {
-                    return Err(invalid(NAME, format!("block {b}: bit in a row beyond the matrix")));
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: bit in a row beyond the matrix"),
+                    ));
                 }
                 if prev.is_some_and(|p| p >= bc) {
-                    return Err(invalid(NAME, format!("block {b}: block columns not ascending")));
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: block columns not ascending"),
+                    ));
                 }
                 // Highest set column inside the block must lie inside the matrix.
                 let mut cm = 0u64;
@@ -137,7 +173,10 @@ impl BitBsr {
                 }
                 let max_c = bc as u64 * 8 + 63 - cm.leading_zeros() as u64;
                 if max_c >= self.cols as u64 {
-                    return Err(invalid(NAME, format!("block {b}: column beyond the matrix")));
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: column beyond the matrix"),
+                    ));
                 }
                 prev = Some(bc);
             }

@@ -104,20 +104,29 @@ impl BitTcf {
     /// Converts back to CSR, bit-exact (values and pattern, explicit zeros included).
     pub fn to_csr(&self) -> Csr {
         let rwo = &self.row_window_offset;
-        let win_nnz: Vec<usize> =
-            rwo.iter().map(|&b| self.block_value_offset[b as usize] as usize).collect();
-        csr_from_windows(self.rows, self.cols, self.nnz(), WINDOW_ROWS, &win_nnz, |w, push| {
-            for b in rwo[w] as usize..rwo[w + 1] as usize {
-                let mut m = self.tc_local_bit[b];
-                let mut k = self.block_value_offset[b] as usize;
-                while m != 0 {
-                    let p = m.trailing_zeros() as usize;
-                    push(p / 8, self.sparse_a_to_b[b * 8 + p % 8], self.values[k]);
-                    k += 1;
-                    m &= m - 1;
+        let win_nnz: Vec<usize> = rwo
+            .iter()
+            .map(|&b| self.block_value_offset[b as usize] as usize)
+            .collect();
+        csr_from_windows(
+            self.rows,
+            self.cols,
+            self.nnz(),
+            WINDOW_ROWS,
+            &win_nnz,
+            |w, push| {
+                for b in rwo[w] as usize..rwo[w + 1] as usize {
+                    let mut m = self.tc_local_bit[b];
+                    let mut k = self.block_value_offset[b] as usize;
+                    while m != 0 {
+                        let p = m.trailing_zeros() as usize;
+                        push(p / 8, self.sparse_a_to_b[b * 8 + p % 8], self.values[k]);
+                        k += 1;
+                        m &= m - 1;
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 
     /// Re-checks every invariant (lengths, prefixes, popcounts, column order, sentinels, rows
@@ -128,15 +137,34 @@ impl BitTcf {
         }
         let windows = self.num_windows();
         let blocks = self.tc_local_bit.len();
-        check_prefix(NAME, "row_window_offset", &self.row_window_offset, windows + 1, blocks)?;
-        check_prefix(NAME, "block_value_offset", &self.block_value_offset, blocks + 1, self.values.len())?;
+        check_prefix(
+            NAME,
+            "row_window_offset",
+            &self.row_window_offset,
+            windows + 1,
+            blocks,
+        )?;
+        check_prefix(
+            NAME,
+            "block_value_offset",
+            &self.block_value_offset,
+            blocks + 1,
+            self.values.len(),
+        )?;
         if self.sparse_a_to_b.len() != blocks * BLOCK_COLS {
             return Err(invalid(NAME, "sparse_a_to_b length is not 8·blocks"));
         }
         for w in 0..windows {
             let valid_rows = WINDOW_ROWS.min(self.rows - w * WINDOW_ROWS);
-            let row_mask: u64 = if valid_rows == 8 { u64::MAX } else { (1u64 << (8 * valid_rows)) - 1 };
-            let (b0, b1) = (self.row_window_offset[w] as usize, self.row_window_offset[w + 1] as usize);
+            let row_mask: u64 = if valid_rows == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * valid_rows)) - 1
+            };
+            let (b0, b1) = (
+                self.row_window_offset[w] as usize,
+                self.row_window_offset[w + 1] as usize,
+            );
             let mut prev: Option<u32> = None;
             for b in b0..b1 {
                 let m = self.tc_local_bit[b];
@@ -145,7 +173,10 @@ impl BitTcf {
                     return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
                 }
                 if m & !row_mask != 0 {
-                    return Err(invalid(NAME, format!("block {b}: bit in a row beyond the matrix")));
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: bit in a row beyond the matrix"),
+                    ));
                 }
                 for s in 0..BLOCK_COLS {
                     let c = self.sparse_a_to_b[b * BLOCK_COLS + s];
@@ -158,7 +189,10 @@ impl BitTcf {
                         continue;
                     }
                     if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
-                        return Err(invalid(NAME, format!("block {b}: column ids not ascending")));
+                        return Err(invalid(
+                            NAME,
+                            format!("block {b}: column ids not ascending"),
+                        ));
                     }
                     if col_bits == 0 {
                         return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));
@@ -243,7 +277,9 @@ impl BitTcf {
     }
     /// Bytes of all arrays (4-byte offsets and ids, 8-byte masks, 4-byte values).
     pub fn bytes(&self) -> usize {
-        4 * (self.row_window_offset.len() + self.block_value_offset.len() + self.sparse_a_to_b.len())
+        4 * (self.row_window_offset.len()
+            + self.block_value_offset.len()
+            + self.sparse_a_to_b.len())
             + 8 * self.tc_local_bit.len()
             + 4 * self.values.len()
     }
@@ -252,5 +288,8 @@ impl BitTcf {
 /// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
 pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
-    assert!(cols == 0 || n == 0 || b.len() >= (cols - 1) * ldb + n, "B too short");
+    assert!(
+        cols == 0 || n == 0 || b.len() >= (cols - 1) * ldb + n,
+        "B too short"
+    );
 }

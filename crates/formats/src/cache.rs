@@ -152,12 +152,16 @@ fn config() -> bincode::config::Configuration {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
-    move |source| CacheError::Io { path: path.to_path_buf(), source }
+    move |source| CacheError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Writes `format` (built from `source`) to `path` atomically.
 pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
-    let payload = bincode::serde::encode_to_vec(format, config()).map_err(|e| CacheError::Codec(e.to_string()))?;
+    let payload = bincode::serde::encode_to_vec(format, config())
+        .map_err(|e| CacheError::Codec(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -172,7 +176,10 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "cache".into());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "cache".into());
     let tmp = dir.join(format!(
         ".{name}.tmp.{}.{}",
         std::process::id(),
@@ -201,21 +208,33 @@ pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, Cac
 pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, CacheError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return Err(if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
-            CacheError::Truncated { got: bytes.len() as u64, expected: HEADER_LEN as u64 }
+            CacheError::Truncated {
+                got: bytes.len() as u64,
+                expected: HEADER_LEN as u64,
+            }
         } else {
             CacheError::BadMagic
         });
     }
     if bytes.len() < HEADER_LEN {
-        return Err(CacheError::Truncated { got: bytes.len() as u64, expected: HEADER_LEN as u64 });
+        return Err(CacheError::Truncated {
+            got: bytes.len() as u64,
+            expected: HEADER_LEN as u64,
+        });
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
-        return Err(CacheError::WrongVersion { found: version, expected: FORMAT_VERSION });
+        return Err(CacheError::WrongVersion {
+            found: version,
+            expected: FORMAT_VERSION,
+        });
     }
     let kind = bytes[12];
     if kind != T::KIND as u8 {
-        return Err(CacheError::WrongKind { found: kind, expected: T::KIND as u8 });
+        return Err(CacheError::WrongKind {
+            found: kind,
+            expected: T::KIND as u8,
+        });
     }
     let src: [u8; 32] = bytes[13..45].try_into().expect("32 bytes");
     let len = u64::from_le_bytes(bytes[45..53].try_into().expect("8 bytes"));
@@ -237,8 +256,8 @@ pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, 
     if Sha256::digest(payload).as_slice() != sum {
         return Err(CacheError::Corrupted);
     }
-    let (value, used): (T, usize) =
-        bincode::serde::decode_from_slice(payload, config()).map_err(|e| CacheError::Codec(e.to_string()))?;
+    let (value, used): (T, usize) = bincode::serde::decode_from_slice(payload, config())
+        .map_err(|e| CacheError::Codec(e.to_string()))?;
     if used != payload.len() {
         return Err(CacheError::TrailingBytes((payload.len() - used) as u64));
     }

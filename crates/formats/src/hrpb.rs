@@ -19,7 +19,9 @@
 
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
-use crate::tcf::{ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid};
+use crate::tcf::{
+    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+};
 use serde::{Deserialize, Serialize};
 
 /// Rows per panel (TM = brick_m).
@@ -152,7 +154,10 @@ impl Hrpb {
             }
         }
         if packed.len() >= u32::MAX as usize {
-            return Err(FormatError::TooLarge(format!("packed words = {}", packed.len())));
+            return Err(FormatError::TooLarge(format!(
+                "packed words = {}",
+                packed.len()
+            )));
         }
         size_ptr.push(packed.len() as u32);
         let f = Hrpb {
@@ -207,13 +212,15 @@ impl Hrpb {
         let mut win_nnz = vec![0usize; brp.len()];
         for w in 0..brp.len().saturating_sub(1) {
             let n: usize = (brp[w] as usize..brp[w + 1] as usize)
-                .map(|b| self.packed_blocks[self.size_ptr[b] as usize + BRICKS_PER_BLOCK + 1] as usize)
+                .map(|b| {
+                    self.packed_blocks[self.size_ptr[b] as usize + BRICKS_PER_BLOCK + 1] as usize
+                })
                 .sum();
             win_nnz[w + 1] = win_nnz[w] + n;
         }
         csr_from_windows(self.rows, self.cols, self.nnz, TM, &win_nnz, |w, push| {
             for b in brp[w] as usize..brp[w + 1] as usize {
-                self.for_each_in_block(b, |lr, c, v| push(lr, c, v));
+                self.for_each_in_block(b, &mut *push);
             }
         })
     }
@@ -225,16 +232,35 @@ impl Hrpb {
         }
         let panels = self.rows.div_ceil(TM);
         let blocks = self.size_ptr.len().saturating_sub(1);
-        check_prefix(NAME, "blocked_row_ptr", &self.blocked_row_ptr, panels + 1, blocks)?;
-        check_prefix(NAME, "size_ptr", &self.size_ptr, blocks + 1, self.packed_blocks.len())?;
+        check_prefix(
+            NAME,
+            "blocked_row_ptr",
+            &self.blocked_row_ptr,
+            panels + 1,
+            blocks,
+        )?;
+        check_prefix(
+            NAME,
+            "size_ptr",
+            &self.size_ptr,
+            blocks + 1,
+            self.packed_blocks.len(),
+        )?;
         if self.active_cols.len() != blocks * TK {
             return Err(invalid(NAME, "active_cols length is not 16·blocks"));
         }
         let mut total = 0usize;
         for w in 0..panels {
             let vr = TM.min(self.rows - w * TM);
-            let row_mask: u64 = if vr == TM { u64::MAX } else { (1u64 << (BRICK_K * vr)) - 1 };
-            let (b0, b1) = (self.blocked_row_ptr[w] as usize, self.blocked_row_ptr[w + 1] as usize);
+            let row_mask: u64 = if vr == TM {
+                u64::MAX
+            } else {
+                (1u64 << (BRICK_K * vr)) - 1
+            };
+            let (b0, b1) = (
+                self.blocked_row_ptr[w] as usize,
+                self.blocked_row_ptr[w + 1] as usize,
+            );
             let mut prev: Option<u32> = None;
             for b in b0..b1 {
                 let bad = |what: &str| invalid(NAME, format!("block {b}: {what}"));
@@ -243,7 +269,10 @@ impl Hrpb {
                     return Err(bad("misaligned or short record"));
                 }
                 let rec = &self.packed_blocks[s0..s1];
-                if rec[0] != 0 || (0..BRICKS_PER_BLOCK).any(|j| !(0..=1).contains(&(rec[j + 1].wrapping_sub(rec[j])))) {
+                if rec[0] != 0
+                    || (0..BRICKS_PER_BLOCK)
+                        .any(|j| !(0..=1).contains(&(rec[j + 1].wrapping_sub(rec[j]))))
+                {
                     return Err(bad("bad col_ptr"));
                 }
                 let nb = rec[BRICKS_PER_BLOCK] as usize;
@@ -257,7 +286,11 @@ impl Hrpb {
                 for j in 0..BRICKS_PER_BLOCK {
                     let cols = &blk.active_cols[j * BRICK_K..j * BRICK_K + BRICK_K];
                     let present = blk.col_ptr[j + 1] > blk.col_ptr[j];
-                    let m = if present { blk.pattern(blk.col_ptr[j] as usize) } else { 0 };
+                    let m = if present {
+                        blk.pattern(blk.col_ptr[j] as usize)
+                    } else {
+                        0
+                    };
                     if present && m == 0 {
                         return Err(bad("empty brick"));
                     }
@@ -349,7 +382,9 @@ impl Hrpb {
     }
     /// Number of stored 16×4 bricks.
     pub fn num_bricks(&self) -> usize {
-        (0..self.num_blocks()).map(|b| self.block(b).num_bricks()).sum()
+        (0..self.num_blocks())
+            .map(|b| self.block(b).num_bricks())
+            .sum()
     }
     /// Prefix of blocks per panel (len panels+1).
     pub fn blocked_row_ptr(&self) -> &[u32] {
@@ -369,6 +404,9 @@ impl Hrpb {
     }
     /// Bytes of all arrays.
     pub fn bytes(&self) -> usize {
-        4 * (self.blocked_row_ptr.len() + self.active_cols.len() + self.size_ptr.len() + self.packed_blocks.len())
+        4 * (self.blocked_row_ptr.len()
+            + self.active_cols.len()
+            + self.size_ptr.len()
+            + self.packed_blocks.len())
     }
 }

@@ -12,7 +12,9 @@
 
 use crate::Csr;
 use crate::bittcf::check_dense;
-use crate::tcf::{ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid};
+use crate::tcf::{
+    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+};
 use serde::{Deserialize, Serialize};
 
 /// Rows per window.
@@ -95,15 +97,25 @@ impl MeTcf {
     /// Converts back to CSR, bit-exact.
     pub fn to_csr(&self) -> Csr {
         let rwo = &self.row_window_offset;
-        let win_nnz: Vec<usize> = rwo.iter().map(|&b| self.tc_offset[b as usize] as usize).collect();
-        csr_from_windows(self.rows, self.cols, self.nnz(), WINDOW_ROWS, &win_nnz, |w, push| {
-            for b in rwo[w] as usize..rwo[w + 1] as usize {
-                for k in self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize {
-                    let p = self.tc_local_id[k] as usize;
-                    push(p / 8, self.sparse_a_to_x[b * 8 + p % 8], self.values[k]);
+        let win_nnz: Vec<usize> = rwo
+            .iter()
+            .map(|&b| self.tc_offset[b as usize] as usize)
+            .collect();
+        csr_from_windows(
+            self.rows,
+            self.cols,
+            self.nnz(),
+            WINDOW_ROWS,
+            &win_nnz,
+            |w, push| {
+                for b in rwo[w] as usize..rwo[w + 1] as usize {
+                    for k in self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize {
+                        let p = self.tc_local_id[k] as usize;
+                        push(p / 8, self.sparse_a_to_x[b * 8 + p % 8], self.values[k]);
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 
     /// Re-checks every invariant.
@@ -113,8 +125,20 @@ impl MeTcf {
         }
         let windows = self.num_windows();
         let blocks = self.block_window.len();
-        check_prefix(NAME, "row_window_offset", &self.row_window_offset, windows + 1, blocks)?;
-        check_prefix(NAME, "tc_offset", &self.tc_offset, blocks + 1, self.values.len())?;
+        check_prefix(
+            NAME,
+            "row_window_offset",
+            &self.row_window_offset,
+            windows + 1,
+            blocks,
+        )?;
+        check_prefix(
+            NAME,
+            "tc_offset",
+            &self.tc_offset,
+            blocks + 1,
+            self.values.len(),
+        )?;
         if self.tc_local_id.len() != self.values.len() {
             return Err(invalid(NAME, "tc_local_id length ≠ nnz"));
         }
@@ -123,18 +147,25 @@ impl MeTcf {
         }
         for w in 0..windows {
             let vr = WINDOW_ROWS.min(self.rows - w * WINDOW_ROWS);
-            let (b0, b1) = (self.row_window_offset[w] as usize, self.row_window_offset[w + 1] as usize);
+            let (b0, b1) = (
+                self.row_window_offset[w] as usize,
+                self.row_window_offset[w + 1] as usize,
+            );
             let mut prev: Option<u32> = None;
             for b in b0..b1 {
                 if self.block_window[b] as usize != w {
                     return Err(invalid(NAME, format!("block {b}: wrong block_window")));
                 }
-                let ids = &self.tc_local_id[self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize];
+                let ids =
+                    &self.tc_local_id[self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize];
                 let mut used = 0u8;
                 let mut last: Option<u8> = None;
                 for &p in ids {
                     if p as usize >= vr * BLOCK_COLS || last.is_some_and(|l| l >= p) {
-                        return Err(invalid(NAME, format!("block {b}: bad or unsorted local id {p}")));
+                        return Err(invalid(
+                            NAME,
+                            format!("block {b}: bad or unsorted local id {p}"),
+                        ));
                     }
                     used |= 1 << (p % 8);
                     last = Some(p);
@@ -149,7 +180,10 @@ impl MeTcf {
                         continue;
                     }
                     if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
-                        return Err(invalid(NAME, format!("block {b}: column ids not ascending")));
+                        return Err(invalid(
+                            NAME,
+                            format!("block {b}: column ids not ascending"),
+                        ));
                     }
                     if used >> s & 1 == 0 {
                         return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));

@@ -3,12 +3,12 @@
 //! [`mean_nnz_per_block`]) that do not build a layout, for the reordering search.
 
 use crate::Csr;
-use rayon::prelude::*;
 use crate::bitbsr::BitBsr;
 use crate::bittcf::BitTcf;
 use crate::hrpb::Hrpb;
 use crate::metcf::MeTcf;
 use crate::tcf::{FormatError, tcf_bytes};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Number of nonempty blocks when every window of `window_rows` rows has its sorted unique columns
@@ -48,7 +48,11 @@ pub fn block_count(csr: &Csr, window_rows: usize, block_cols: usize) -> usize {
 /// (0 when there is no block).
 pub fn mean_nnz_per_block(csr: &Csr, window_rows: usize, block_cols: usize) -> f64 {
     let blocks = block_count(csr, window_rows, block_cols);
-    if blocks == 0 { 0.0 } else { csr.nnz() as f64 / blocks as f64 }
+    if blocks == 0 {
+        0.0
+    } else {
+        csr.nnz() as f64 / blocks as f64
+    }
 }
 
 /// cuTeSpMM's TCU-synergy class of a matrix, from α (Table 1 of the paper).
@@ -154,18 +158,25 @@ pub fn csr_bytes(csr: &Csr) -> usize {
 pub fn report(csr: &Csr) -> Result<FormatReport, FormatError> {
     let csr_b = csr_bytes(csr);
     let tcf_b = tcf_bytes(csr);
-    let ratio = |num: usize, den: usize| if den == 0 { 0.0 } else { num as f64 / den as f64 };
-    let mean = |blocks: usize| ratio(csr.nnz(), blocks);
-    let row = |format: &str, bytes: usize, paper: Option<usize>, shape: &str, blocks: usize| FormatRow {
-        format: format.to_string(),
-        bytes,
-        paper_bytes: paper,
-        block_shape: shape.to_string(),
-        blocks,
-        mean_nnz_per_block: mean(blocks),
-        compression_vs_csr: ratio(csr_b, bytes),
-        compression_vs_tcf: ratio(tcf_b, bytes),
+    let ratio = |num: usize, den: usize| {
+        if den == 0 {
+            0.0
+        } else {
+            num as f64 / den as f64
+        }
     };
+    let mean = |blocks: usize| ratio(csr.nnz(), blocks);
+    let row =
+        |format: &str, bytes: usize, paper: Option<usize>, shape: &str, blocks: usize| FormatRow {
+            format: format.to_string(),
+            bytes,
+            paper_bytes: paper,
+            block_shape: shape.to_string(),
+            blocks,
+            mean_nnz_per_block: mean(blocks),
+            compression_vs_csr: ratio(csr_b, bytes),
+            compression_vs_tcf: ratio(tcf_b, bytes),
+        };
     let bittcf = BitTcf::from_csr(csr)?;
     let metcf = MeTcf::from_csr(csr)?;
     let hrpb = Hrpb::from_csr(csr)?;
@@ -175,7 +186,13 @@ pub fn report(csr: &Csr) -> Result<FormatReport, FormatError> {
     let formats = vec![
         row("CSR", csr_b, None, "", 0),
         row("TCF", tcf_b, None, "16x8", tcf_blocks),
-        row("BitTCF", bittcf.bytes(), Some(bt_paper), "8x8", bittcf.num_blocks()),
+        row(
+            "BitTCF",
+            bittcf.bytes(),
+            Some(bt_paper),
+            "8x8",
+            bittcf.num_blocks(),
+        ),
         row("ME-TCF", metcf.bytes(), None, "16x8", metcf.num_blocks()),
         row("HRPB", hrpb.bytes(), None, "16x16", hrpb.num_blocks()),
         row("bitBSR", bsr.bytes(), None, "8x8 aligned", bsr.num_blocks()),

@@ -21,13 +21,23 @@ pub struct NormMap {
 impl NormMap {
     /// Computes the norm map of `a` (row-major, leading dimension `cols`).
     /// Errors if `tile == 0` or `a.len() < rows·cols`.
-    pub fn from_dense(a: &[f32], rows: usize, cols: usize, tile: usize) -> Result<Self, FormatError> {
+    pub fn from_dense(
+        a: &[f32],
+        rows: usize,
+        cols: usize,
+        tile: usize,
+    ) -> Result<Self, FormatError> {
         if tile == 0 {
             return Err(FormatError::BadArgument("tile size 0".into()));
         }
-        let len = rows.checked_mul(cols).ok_or_else(|| FormatError::TooLarge("rows·cols".into()))?;
+        let len = rows
+            .checked_mul(cols)
+            .ok_or_else(|| FormatError::TooLarge("rows·cols".into()))?;
         if a.len() < len {
-            return Err(FormatError::BadArgument(format!("matrix has {} elements, need {len}", a.len())));
+            return Err(FormatError::BadArgument(format!(
+                "matrix has {} elements, need {len}",
+                a.len()
+            )));
         }
         let (tr, tc) = (rows.div_ceil(tile), cols.div_ceil(tile));
         let mut sq = vec![0f64; tr * tc];
@@ -37,7 +47,12 @@ impl NormMap {
                 srow[c / tile] += (v as f64) * (v as f64);
             }
         }
-        Ok(NormMap { rows, cols, tile, norms: sq.into_iter().map(|s| s.sqrt() as f32).collect() })
+        Ok(NormMap {
+            rows,
+            cols,
+            tile,
+            norms: sq.into_iter().map(|s| s.sqrt() as f32).collect(),
+        })
     }
 
     /// Rows of the source matrix.
@@ -87,10 +102,14 @@ pub fn spamm_cpu(
     tau: f32,
 ) -> Result<(Vec<f32>, f64), FormatError> {
     if tile == 0 || na.tile != tile || nb.tile != tile {
-        return Err(FormatError::BadArgument("tile size 0 or norm maps of another tile size".into()));
+        return Err(FormatError::BadArgument(
+            "tile size 0 or norm maps of another tile size".into(),
+        ));
     }
     if (na.rows, na.cols, nb.rows, nb.cols) != (m, k, k, n) {
-        return Err(FormatError::BadArgument("norm map shapes do not match m, k, n".into()));
+        return Err(FormatError::BadArgument(
+            "norm map shapes do not match m, k, n".into(),
+        ));
     }
     if a.len() < m * k || b.len() < k * n {
         return Err(FormatError::BadArgument("operand too short".into()));
@@ -109,7 +128,10 @@ pub fn spamm_cpu(
                     for kk in t * tile..((t + 1) * tile).min(k) {
                         let av = a[r * k + kk];
                         let (c0, c1) = (j * tile, ((j + 1) * tile).min(n));
-                        for (acc, &bv) in c[r * n + c0..r * n + c1].iter_mut().zip(&b[kk * n + c0..kk * n + c1]) {
+                        for (acc, &bv) in c[r * n + c0..r * n + c1]
+                            .iter_mut()
+                            .zip(&b[kk * n + c0..kk * n + c1])
+                        {
                             *acc += av * bv;
                         }
                     }
@@ -118,5 +140,12 @@ pub fn spamm_cpu(
         }
     }
     let total = tm * tk * tn;
-    Ok((c, if total == 0 { 0.0 } else { valid as f64 / total as f64 }))
+    Ok((
+        c,
+        if total == 0 {
+            0.0
+        } else {
+            valid as f64 / total as f64
+        },
+    ))
 }

@@ -38,7 +38,10 @@ pub enum FormatError {
 }
 
 pub(crate) fn invalid(format: &'static str, what: impl Into<String>) -> FormatError {
-    FormatError::Invalid { format, what: what.into() }
+    FormatError::Invalid {
+        format,
+        what: what.into(),
+    }
 }
 
 /// Bytes TC-GNN's TCF needs for `csr` (see the module docs for the formula).
@@ -89,7 +92,11 @@ struct Chunk {
 const CHUNK_WINDOWS: usize = 512;
 
 pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
-    for (what, v) in [("rows", csr.rows()), ("cols", csr.cols()), ("nnz", csr.nnz())] {
+    for (what, v) in [
+        ("rows", csr.rows()),
+        ("cols", csr.cols()),
+        ("nnz", csr.nnz()),
+    ] {
         if v >= u32::MAX as usize {
             return Err(FormatError::TooLarge(format!("{what} = {v}")));
         }
@@ -247,7 +254,10 @@ pub(crate) fn check_prefix(
     last: usize,
 ) -> Result<(), FormatError> {
     if a.len() != len {
-        return Err(invalid(format, format!("{name} has length {} instead of {len}", a.len())));
+        return Err(invalid(
+            format,
+            format!("{name} has length {} instead of {len}", a.len()),
+        ));
     }
     if a.first() != Some(&0) {
         return Err(invalid(format, format!("{name} does not start at 0")));
@@ -256,7 +266,10 @@ pub(crate) fn check_prefix(
         return Err(invalid(format, format!("{name} decreases")));
     }
     if *a.last().unwrap_or(&0) as usize != last {
-        return Err(invalid(format, format!("{name} ends at {:?} instead of {last}", a.last())));
+        return Err(invalid(
+            format,
+            format!("{name} ends at {:?} instead of {last}", a.last()),
+        ));
     }
     Ok(())
 }

@@ -10,7 +10,9 @@ use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metcf::MeTcf;
 
 fn sample() -> Csr {
-    let t: Vec<_> = (0..40u32).map(|i| (i % 19, (i * 7) % 23, i as f32 - 3.0)).collect();
+    let t: Vec<_> = (0..40u32)
+        .map(|i| (i % 19, (i * 7) % 23, i as f32 - 3.0))
+        .collect();
     csr_from_triplets(19, 23, &t).unwrap()
 }
 
@@ -55,7 +57,13 @@ fn flipped_payload_byte_is_detected_at_every_position() {
     for i in HEADER_LEN..bytes.len() {
         let mut b = bytes.clone();
         b[i] ^= 0x40;
-        assert!(matches!(cache::decode::<BitTcf>(&b, Some(&a)), Err(CacheError::Corrupted)), "byte {i}");
+        assert!(
+            matches!(
+                cache::decode::<BitTcf>(&b, Some(&a)),
+                Err(CacheError::Corrupted)
+            ),
+            "byte {i}"
+        );
     }
 }
 
@@ -71,7 +79,10 @@ fn flipped_header_bytes_give_typed_errors() {
             8..12 => matches!(e, CacheError::WrongVersion { .. }),
             12 => matches!(e, CacheError::WrongKind { .. }),
             13..45 => matches!(e, CacheError::WrongSource),
-            45..53 => matches!(e, CacheError::Truncated { .. } | CacheError::TrailingBytes(_)),
+            45..53 => matches!(
+                e,
+                CacheError::Truncated { .. } | CacheError::TrailingBytes(_)
+            ),
             _ => matches!(e, CacheError::Corrupted),
         };
         assert!(ok, "byte {i}: {e}");
@@ -87,24 +98,45 @@ fn truncation_at_every_length_is_an_error() {
     }
     let mut longer = bytes.clone();
     longer.push(0);
-    assert!(matches!(cache::decode::<BitTcf>(&longer, Some(&a)), Err(CacheError::TrailingBytes(1))));
+    assert!(matches!(
+        cache::decode::<BitTcf>(&longer, Some(&a)),
+        Err(CacheError::TrailingBytes(1))
+    ));
 }
 
 #[test]
 fn wrong_kind_version_and_source() {
     let (a, bytes) = file_bytes();
-    assert!(matches!(cache::decode::<MeTcf>(&bytes, Some(&a)), Err(CacheError::WrongKind { found: 1, expected: 2 })));
+    assert!(matches!(
+        cache::decode::<MeTcf>(&bytes, Some(&a)),
+        Err(CacheError::WrongKind {
+            found: 1,
+            expected: 2
+        })
+    ));
     let mut v = bytes.clone();
     v[8..12].copy_from_slice(&99u32.to_le_bytes());
-    assert!(matches!(cache::decode::<BitTcf>(&v, None), Err(CacheError::WrongVersion { found: 99, .. })));
+    assert!(matches!(
+        cache::decode::<BitTcf>(&v, None),
+        Err(CacheError::WrongVersion { found: 99, .. })
+    ));
     let other = csr_from_triplets(19, 23, &[(0, 0, 1.0)]).unwrap();
-    assert!(matches!(cache::decode::<BitTcf>(&bytes, Some(&other)), Err(CacheError::WrongSource)));
+    assert!(matches!(
+        cache::decode::<BitTcf>(&bytes, Some(&other)),
+        Err(CacheError::WrongSource)
+    ));
     // Same pattern, one value changed: still another source.
     let mut t: Vec<_> = a.iter().map(|(v, (r, c))| (r, c, *v)).collect();
     t[0].2 += 1.0;
     let changed = csr_from_triplets(19, 23, &t).unwrap();
-    assert!(matches!(cache::decode::<BitTcf>(&bytes, Some(&changed)), Err(CacheError::WrongSource)));
-    assert!(matches!(cache::load::<BitTcf>(&tmp("missing.bin"), None), Err(CacheError::Io { .. })));
+    assert!(matches!(
+        cache::decode::<BitTcf>(&bytes, Some(&changed)),
+        Err(CacheError::WrongSource)
+    ));
+    assert!(matches!(
+        cache::load::<BitTcf>(&tmp("missing.bin"), None),
+        Err(CacheError::Io { .. })
+    ));
 }
 
 #[test]
@@ -113,7 +145,8 @@ fn valid_checksum_but_invalid_layout_is_rejected() {
     use sha2::{Digest, Sha256};
     let (a, bytes) = file_bytes();
     let payload = &bytes[HEADER_LEN..];
-    let (mut f, _): (Mirror, usize) = bincode::serde::decode_from_slice(payload, bincode::config::standard()).unwrap();
+    let (mut f, _): (Mirror, usize) =
+        bincode::serde::decode_from_slice(payload, bincode::config::standard()).unwrap();
     f.sparse_a_to_b[0] = 1000; // column beyond the matrix
     let new = bincode::serde::encode_to_vec(&f, bincode::config::standard()).unwrap();
     let mut b = bytes[..HEADER_LEN].to_vec();
@@ -121,7 +154,10 @@ fn valid_checksum_but_invalid_layout_is_rejected() {
     b[53..85].copy_from_slice(&Sha256::digest(&new));
     b.extend_from_slice(&new);
     let e = cache::decode::<BitTcf>(&b, Some(&a)).unwrap_err();
-    assert!(matches!(e, CacheError::Codec(ref m) if m.contains("invalid BitTCF")), "{e}");
+    assert!(
+        matches!(e, CacheError::Codec(ref m) if m.contains("invalid BitTCF")),
+        "{e}"
+    );
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -34,7 +34,16 @@ fn example() -> Csr {
 }
 
 fn cols(v: &[u32]) -> String {
-    let s: Vec<String> = v.iter().map(|&c| if c == u32::MAX { "S".into() } else { c.to_string() }).collect();
+    let s: Vec<String> = v
+        .iter()
+        .map(|&c| {
+            if c == u32::MAX {
+                "S".into()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
     format!("[{}]", s.join(", "))
 }
 
@@ -103,14 +112,21 @@ fn normmap_example() {
     let a = example().to_dense();
     let dense: Vec<f32> = a.iter().copied().collect();
     let m = NormMap::from_dense(&dense, 10, 12, 4).unwrap();
-    let s = format!("tiles = {}x{}\nnorms = {:?}\n", m.tile_rows(), m.tile_cols(), m.norms());
+    let s = format!(
+        "tiles = {}x{}\nnorms = {:?}\n",
+        m.tile_rows(),
+        m.tile_cols(),
+        m.norms()
+    );
     insta::assert_snapshot!("fmt_normmap_example", s);
 }
 
 fn datasets_dir() -> Option<PathBuf> {
     let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
     p.is_dir().then_some(p)
 }
 
@@ -130,9 +146,19 @@ fn every_shared_dataset_round_trips_exactly() {
         let a = tcsparse_formats::mtx::read_matrix_market(&path).unwrap();
         let same = |b: Csr, what: &str| {
             assert_eq!(a.shape(), b.shape(), "{what} {path:?}");
-            assert_eq!(a.indptr().raw_storage(), b.indptr().raw_storage(), "{what} {path:?}");
+            assert_eq!(
+                a.indptr().raw_storage(),
+                b.indptr().raw_storage(),
+                "{what} {path:?}"
+            );
             assert_eq!(a.indices(), b.indices(), "{what} {path:?}");
-            assert!(a.data().iter().zip(b.data()).all(|(x, y)| x.to_bits() == y.to_bits()), "{what} {path:?}");
+            assert!(
+                a.data()
+                    .iter()
+                    .zip(b.data())
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{what} {path:?}"
+            );
         };
         same(BitTcf::from_csr(&a).unwrap().to_csr(), "BitTCF");
         same(MeTcf::from_csr(&a).unwrap().to_csr(), "ME-TCF");

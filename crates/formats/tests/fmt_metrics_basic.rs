@@ -6,7 +6,13 @@ use tcsparse_formats::metrics::{block_count, mean_nnz_per_block};
 fn block_count_on_hand_built_matrix() {
     // Window 0 (rows 0..8): columns {0, 3, 9, 20, 21, 22, 23, 24, 30} -> 9 unique -> 2 blocks.
     // Window 1 (rows 8..10): column {5} -> 1 block.
-    let mut t = vec![(0, 0, 1.0), (0, 3, 1.0), (7, 9, 1.0), (7, 3, 1.0), (9, 5, 2.0)];
+    let mut t = vec![
+        (0, 0, 1.0),
+        (0, 3, 1.0),
+        (7, 9, 1.0),
+        (7, 3, 1.0),
+        (9, 5, 2.0),
+    ];
     for c in 20..25 {
         t.push((2, c, 1.0));
     }

@@ -16,8 +16,10 @@ fn assert_same(a: &Csr, b: &Csr) {
     assert_eq!(a.shape(), b.shape());
     assert_eq!(a.indptr().raw_storage(), b.indptr().raw_storage());
     assert_eq!(a.indices(), b.indices());
-    let (x, y): (Vec<u32>, Vec<u32>) =
-        (a.data().iter().map(|v| v.to_bits()).collect(), b.data().iter().map(|v| v.to_bits()).collect());
+    let (x, y): (Vec<u32>, Vec<u32>) = (
+        a.data().iter().map(|v| v.to_bits()).collect(),
+        b.data().iter().map(|v| v.to_bits()).collect(),
+    );
     assert_eq!(x, y);
 }
 
@@ -48,7 +50,11 @@ fn matrix() -> impl Strategy<Value = Csr> {
 }
 
 fn dense_b(k: usize, ldb: usize, seed: u32) -> Vec<f32> {
-    (0..k * ldb).map(|i| (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 17) as f32 / 8.0 - 1.0).collect()
+    (0..k * ldb)
+        .map(|i| {
+            (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 16) % 17) as f32 / 8.0 - 1.0
+        })
+        .collect()
 }
 
 fn max_row_nnz(a: &Csr) -> usize {
@@ -133,7 +139,9 @@ fn bit_rank_handles_bit_63() {
 
 #[test]
 fn full_8x8_block_uses_bit_63() {
-    let t: Vec<_> = (0..8u32).flat_map(|r| (0..8u32).map(move |c| (r, c, (r * 8 + c) as f32))).collect();
+    let t: Vec<_> = (0..8u32)
+        .flat_map(|r| (0..8u32).map(move |c| (r, c, (r * 8 + c) as f32)))
+        .collect();
     let a = csr_from_triplets(8, 8, &t).unwrap();
     let f = BitTcf::from_csr(&a).unwrap();
     assert_eq!(f.tc_local_bit(), &[u64::MAX]);
@@ -165,21 +173,47 @@ fn empty_window_between_full_ones_and_sentinel_padding() {
     let a = csr_from_triplets(20, 30, &[(0, 29, 1.0), (0, 3, 2.0), (16, 5, 3.0)]).unwrap();
     let f = BitTcf::from_csr(&a).unwrap();
     assert_eq!(f.row_window_offset(), &[0, 1, 1, 2]);
-    assert_eq!(&f.sparse_a_to_b()[..8], &[3, 29, bittcf::SENTINEL, u32::MAX, u32::MAX, u32::MAX, u32::MAX, u32::MAX]);
+    assert_eq!(
+        &f.sparse_a_to_b()[..8],
+        &[
+            3,
+            29,
+            bittcf::SENTINEL,
+            u32::MAX,
+            u32::MAX,
+            u32::MAX,
+            u32::MAX,
+            u32::MAX
+        ]
+    );
     // A NaN in B's row 0 must not leak into padded slots.
     let mut b = vec![1.0f32; 30 * 2];
     b[0] = f32::NAN;
     b[1] = f32::NAN;
     let c = f.spmm_cpu(&b, 2, 2);
     assert!(c.iter().all(|v| v.is_finite()));
-    assert!(MeTcf::from_csr(&a).unwrap().spmm_cpu(&b, 2, 2).iter().all(|v| v.is_finite()));
-    assert!(Hrpb::from_csr(&a).unwrap().spmm_cpu(&b, 2, 2).iter().all(|v| v.is_finite()));
+    assert!(
+        MeTcf::from_csr(&a)
+            .unwrap()
+            .spmm_cpu(&b, 2, 2)
+            .iter()
+            .all(|v| v.is_finite())
+    );
+    assert!(
+        Hrpb::from_csr(&a)
+            .unwrap()
+            .spmm_cpu(&b, 2, 2)
+            .iter()
+            .all(|v| v.is_finite())
+    );
 }
 
 #[test]
 fn metrics_on_hand_built_example() {
     // One dense 8×8 block at the origin (64 nnz) and 4 nonzeros in block (1, 1).
-    let mut t: Vec<_> = (0..8u32).flat_map(|r| (0..8u32).map(move |c| (r, c, 1.0))).collect();
+    let mut t: Vec<_> = (0..8u32)
+        .flat_map(|r| (0..8u32).map(move |c| (r, c, 1.0)))
+        .collect();
     t.extend([(8, 8, 1.0), (9, 9, 1.0), (10, 10, 1.0), (11, 11, 1.0)]);
     let a = csr_from_triplets(16, 16, &t).unwrap();
     let rep = metrics::report(&a).unwrap();
@@ -231,7 +265,9 @@ struct Mirror {
 
 fn serde_json_like(f: &BitTcf) -> Mirror {
     let bytes = bincode::serde::encode_to_vec(f, bincode::config::standard()).unwrap();
-    bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap().0
+    bincode::serde::decode_from_slice(&bytes, bincode::config::standard())
+        .unwrap()
+        .0
 }
 
 fn rebuild(m: &Mirror) -> Result<BitTcf, bincode::error::DecodeError> {
@@ -242,8 +278,12 @@ fn rebuild(m: &Mirror) -> Result<BitTcf, bincode::error::DecodeError> {
 #[test]
 fn spamm_matches_f64_when_all_tiles_valid_and_skips_below_tau() {
     let (m, k, n, tile) = (10, 7, 9, 4);
-    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 13) as f32 - 6.0) / 8.0).collect();
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 13) as f32 - 6.0) / 8.0)
+        .collect();
     let na = NormMap::from_dense(&a, m, k, tile).unwrap();
     let nb = NormMap::from_dense(&b, k, n, tile).unwrap();
     assert_eq!((na.tile_rows(), na.tile_cols()), (3, 2));
@@ -259,7 +299,9 @@ fn spamm_matches_f64_when_all_tiles_valid_and_skips_below_tau() {
     assert_eq!(ratio, 1.0);
     for i in 0..m {
         for j in 0..n {
-            let want: f64 = (0..k).map(|t| a[i * k + t] as f64 * b[t * n + j] as f64).sum();
+            let want: f64 = (0..k)
+                .map(|t| a[i * k + t] as f64 * b[t * n + j] as f64)
+                .sum();
             assert!((c[i * n + j] as f64 - want).abs() < 1e-4);
         }
     }
