@@ -30,7 +30,10 @@ pub struct Affinity {
 
 impl Default for Affinity {
     fn default() -> Self {
-        Self { max_neighbors: 32, max_scan: 32 }
+        Self {
+            max_neighbors: 32,
+            max_scan: 32,
+        }
     }
 }
 
@@ -95,7 +98,11 @@ impl Reorder for Affinity {
                 let c_id = comm[v as usize] as usize;
                 let (lo, hi) = (comm_start[c_id], comm_end[c_id]);
                 touched.clear();
-                for &c in rowp.row(rows_dfs[v as usize] as usize).iter().take(self.max_neighbors) {
+                for &c in rowp
+                    .row(rows_dfs[v as usize] as usize)
+                    .iter()
+                    .take(self.max_neighbors)
+                {
                     let (s, e) = (coff[c as usize], coff[c as usize + 1]);
                     let list = &clist[s..e];
                     let mut p = cursor[c as usize];

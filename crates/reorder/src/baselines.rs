@@ -67,7 +67,12 @@ impl Reorder for Rcm {
                 let v = order[head] as usize;
                 head += 1;
                 buf.clear();
-                buf.extend(g.neighbors(v).iter().copied().filter(|&u| !visited[u as usize]));
+                buf.extend(
+                    g.neighbors(v)
+                        .iter()
+                        .copied()
+                        .filter(|&u| !visited[u as usize]),
+                );
                 buf.sort_unstable_by_key(|&u| (g.degree(u as usize), u));
                 for &u in &buf {
                     visited[u as usize] = true;

@@ -112,7 +112,12 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
             merges.push((best, u));
             if !processed[b] {
                 let list = &mut pending[b];
-                list.extend(touched.iter().filter(|&&r| r != best).map(|&r| (r, acc[r as usize])));
+                list.extend(
+                    touched
+                        .iter()
+                        .filter(|&&r| r != best)
+                        .map(|&r| (r, acc[r as usize])),
+                );
             }
         }
         for &r in &touched {
@@ -134,5 +139,9 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
         next[p as usize] += 1;
     }
     let roots = (0..n as u32).filter(|&v| parent[v as usize] == v).collect();
-    Dendrogram { child_off, children, roots }
+    Dendrogram {
+        child_off,
+        children,
+        roots,
+    }
 }

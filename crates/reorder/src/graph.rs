@@ -77,7 +77,11 @@ impl Graph {
         let idx = a.indices();
         build_chunked(m + a.cols(), |v, out| {
             if v < m {
-                out.extend(idx[ip[v] as usize..ip[v + 1] as usize].iter().map(|&c| c + m as u32));
+                out.extend(
+                    idx[ip[v] as usize..ip[v + 1] as usize]
+                        .iter()
+                        .map(|&c| c + m as u32),
+                );
             } else {
                 out.extend_from_slice(t.row(v - m));
             }
@@ -143,5 +147,8 @@ pub(crate) fn transpose_pattern(a: &Csr) -> Pattern {
 /// Pattern of `A` itself.
 pub(crate) fn pattern_of(a: &Csr) -> Pattern {
     let ip = a.indptr();
-    Pattern { off: ip.raw_storage().iter().map(|&x| x as usize).collect(), idx: a.indices().to_vec() }
+    Pattern {
+        off: ip.raw_storage().iter().map(|&x| x as usize).collect(),
+        idx: a.indices().to_vec(),
+    }
 }

@@ -121,7 +121,11 @@ pub trait Reorder {
         let perm = self.permutation(a, mode)?;
         let seconds = t.elapsed().as_secs_f64();
         if perm.len() != a.rows() {
-            return Err(ReorderError::DimensionMismatch { what: "permutation length", expected: a.rows(), got: perm.len() });
+            return Err(ReorderError::DimensionMismatch {
+                what: "permutation length",
+                expected: a.rows(),
+                got: perm.len(),
+            });
         }
         let before = metrics::window_stats(a, 8, 8);
         // Column order does not change the metric: permuting rows is enough to measure it.
@@ -157,7 +161,10 @@ pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Reorder + Send + Sync>, 
         "none" | "identity" => Box::new(Identity),
         "degree" => Box::new(DegreeSort),
         "rcm" => Box::new(Rcm),
-        "lsh" => Box::new(Lsh { seed, ..Lsh::default() }),
+        "lsh" => Box::new(Lsh {
+            seed,
+            ..Lsh::default()
+        }),
         "rabbit" => Box::new(Rabbit),
         "affinity" => Box::new(Affinity::default()),
         other => return Err(ReorderError::UnknownMethod(other.to_string())),
@@ -166,7 +173,10 @@ pub fn by_name(name: &str, seed: u64) -> Result<Box<dyn Reorder + Send + Sync>, 
 
 pub(crate) fn check_mode(a: &Csr, mode: Mode) -> Result<(), ReorderError> {
     if mode == Mode::Symmetric && a.rows() != a.cols() {
-        return Err(ReorderError::NotSquare { rows: a.rows(), cols: a.cols() });
+        return Err(ReorderError::NotSquare {
+            rows: a.rows(),
+            cols: a.cols(),
+        });
     }
     if a.rows().max(a.cols()) as u64 + a.rows().min(a.cols()) as u64 >= u32::MAX as u64 {
         return Err(ReorderError::TooLarge(a.rows() + a.cols()));
@@ -178,5 +188,9 @@ pub(crate) fn check_mode(a: &Csr, mode: Mode) -> Result<(), ReorderError> {
 /// Square: `A + Aᵀ` without the diagonal; rectangular (row-only): the bipartite row/column graph.
 pub(crate) fn graph_for(a: &Csr, mode: Mode) -> Result<graph::Graph, ReorderError> {
     check_mode(a, mode)?;
-    Ok(if a.rows() == a.cols() { graph::Graph::symmetrized(a) } else { graph::Graph::bipartite(a) })
+    Ok(if a.rows() == a.cols() {
+        graph::Graph::symmetrized(a)
+    } else {
+        graph::Graph::bipartite(a)
+    })
 }

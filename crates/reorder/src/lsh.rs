@@ -11,7 +11,7 @@ use tcsparse_formats::Csr;
 ///
 /// Every non-empty row gets a MinHash signature of its column set (`bands · rows_per_band` hashes
 /// `h(c) = (a·(c+1) + b) >> 32` with seeded random odd `a`). For each band the rows are sorted by
-/// their band (ties by row index); rows with an equal band that lie within `window` positions of
+/// a 64-bit key of their band (ties by row index); rows with an equal band that lie within `window` positions of
 /// each other are candidates (so a huge bucket costs `O(window)` per row, not its size). Rows are
 /// then taken in input order as seeds; a seed's group is itself plus its `group − 1` unassigned
 /// candidates of highest estimated Jaccard similarity (fraction of equal signature entries). The
@@ -33,7 +33,13 @@ pub struct Lsh {
 
 impl Default for Lsh {
     fn default() -> Self {
-        Self { seed: 0x7c5_0e5d, bands: 16, rows_per_band: 2, group: 16, window: 3 }
+        Self {
+            seed: 0x7c5_0e5d,
+            bands: 8,
+            rows_per_band: 2,
+            group: 16,
+            window: 3,
+        }
     }
 }
 
@@ -49,31 +55,45 @@ impl Reorder for Lsh {
         let h = bands * rpb;
         let group = self.group.max(1);
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
-        let coef: Vec<(u64, u64)> = (0..h).map(|_| (rng.random::<u64>() | 1, rng.random::<u64>())).collect();
+        let coef: Vec<(u64, u64)> = (0..h)
+            .map(|_| (rng.random::<u64>() | 1, rng.random::<u64>()))
+            .collect();
         let ip = a.indptr();
         let ip = ip.raw_storage();
-        let nonempty: Vec<u32> = (0..a.rows() as u32).filter(|&r| ip[r as usize + 1] > ip[r as usize]).collect();
+        let nonempty: Vec<u32> = (0..a.rows() as u32)
+            .filter(|&r| ip[r as usize + 1] > ip[r as usize])
+            .collect();
         let mut sig = vec![u32::MAX; nonempty.len() * h];
-        sig.par_chunks_mut(h).zip(nonempty.par_iter()).for_each(|(s, &r)| {
-            for &c in &a.indices()[ip[r as usize] as usize..ip[r as usize + 1] as usize] {
-                let x = c as u64 + 1;
-                for (sj, &(ca, cb)) in s.iter_mut().zip(&coef) {
-                    let v = (ca.wrapping_mul(x).wrapping_add(cb) >> 32) as u32;
-                    *sj = (*sj).min(v);
+        sig.par_chunks_mut(h)
+            .zip(nonempty.par_iter())
+            .for_each(|(s, &r)| {
+                for &c in &a.indices()[ip[r as usize] as usize..ip[r as usize + 1] as usize] {
+                    let x = c as u64 + 1;
+                    for (sj, &(ca, cb)) in s.iter_mut().zip(&coef) {
+                        let v = (ca.wrapping_mul(x).wrapping_add(cb) >> 32) as u32;
+                        *sj = (*sj).min(v);
+                    }
                 }
-            }
-        });
-        let params = Params { h, bands, rpb, group, window: self.window.max(1) };
+            });
+        let params = Params {
+            h,
+            bands,
+            rpb,
+            group,
+            window: self.window.max(1),
+        };
         // Level 1: rows into groups; level 2: groups into super-groups.
         let groups = cluster(&sig, nonempty.len(), &params);
         let mut gsig = vec![u32::MAX; groups.len() * h];
-        gsig.par_chunks_mut(h).zip(groups.par_iter()).for_each(|(s, members)| {
-            for &i in members {
-                for (sj, &v) in s.iter_mut().zip(&sig[i as usize * h..(i as usize + 1) * h]) {
-                    *sj = (*sj).min(v);
+        gsig.par_chunks_mut(h)
+            .zip(groups.par_iter())
+            .for_each(|(s, members)| {
+                for &i in members {
+                    for (sj, &v) in s.iter_mut().zip(&sig[i as usize * h..(i as usize + 1) * h]) {
+                        *sj = (*sj).min(v);
+                    }
                 }
-            }
-        });
+            });
         let supers = cluster(&gsig, groups.len(), &params);
         let mut out = Vec::with_capacity(a.rows());
         for sg in &supers {
@@ -97,15 +117,21 @@ struct Params {
 /// Greedy grouping of `n` items with signatures `sig` (`n × h`); groups in formation order.
 fn cluster(sig: &[u32], n: usize, p: &Params) -> Vec<Vec<u32>> {
     let h = p.h;
-    let band = |i: u32, b: usize| &sig[i as usize * h + b * p.rpb..i as usize * h + (b + 1) * p.rpb];
-    // Per band: items sorted by band value, and each item's position there.
-    let sorted: Vec<(Vec<u32>, Vec<u32>)> = (0..p.bands)
+    // Per band: (band key, item) sorted, and each item's position there. The key packs the band's
+    // first two entries exactly and folds the rest in with a multiplicative hash.
+    let key = |i: u32, b: usize| {
+        let band = &sig[i as usize * h + b * p.rpb..i as usize * h + (b + 1) * p.rpb];
+        band.iter().fold(0u64, |k, &x| {
+            k.rotate_left(32).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ x as u64
+        })
+    };
+    let sorted: Vec<(Vec<(u64, u32)>, Vec<u32>)> = (0..p.bands)
         .into_par_iter()
         .map(|b| {
-            let mut s: Vec<u32> = (0..n as u32).collect();
-            s.sort_unstable_by(|&x, &y| band(x, b).cmp(band(y, b)).then(x.cmp(&y)));
+            let mut s: Vec<(u64, u32)> = (0..n as u32).map(|i| (key(i, b), i)).collect();
+            s.sort_unstable();
             let mut pos = vec![0u32; n];
-            for (i, &x) in s.iter().enumerate() {
+            for (i, &(_, x)) in s.iter().enumerate() {
                 pos[x as usize] = i as u32;
             }
             (s, pos)
@@ -121,12 +147,13 @@ fn cluster(sig: &[u32], n: usize, p: &Params) -> Vec<Vec<u32>> {
         assigned[seed as usize] = true;
         cands.clear();
         if p.group > 1 {
-            for (b, (s, pos)) in sorted.iter().enumerate() {
+            for (s, pos) in &sorted {
                 let at = pos[seed as usize] as usize;
                 let lo = at.saturating_sub(p.window);
                 let hi = (at + p.window + 1).min(n);
-                for &u in &s[lo..hi] {
-                    if !assigned[u as usize] && band(u, b) == band(seed, b) {
+                let k = s[at].0;
+                for &(ku, u) in &s[lo..hi] {
+                    if ku == k && !assigned[u as usize] {
                         cands.push((0, u));
                     }
                 }

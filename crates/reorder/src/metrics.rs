@@ -26,7 +26,11 @@ pub struct WindowStats {
 impl WindowStats {
     /// `nnz / blocks` (0 for an empty matrix).
     pub fn mean_nnz_tc(&self) -> f64 {
-        if self.blocks == 0 { 0.0 } else { self.nnz as f64 / self.blocks as f64 }
+        if self.blocks == 0 {
+            0.0
+        } else {
+            self.nnz as f64 / self.blocks as f64
+        }
     }
 
     /// Mean distinct B rows touched per non-empty window (0 when none).
@@ -77,7 +81,11 @@ pub fn window_stats(a: &Csr, window_rows: usize, block_cols: usize) -> WindowSta
             (ne, blocks, distinct)
         })
         .collect();
-    let mut s = WindowStats { windows: windows as u64, nnz: a.nnz() as u64, ..Default::default() };
+    let mut s = WindowStats {
+        windows: windows as u64,
+        nnz: a.nnz() as u64,
+        ..Default::default()
+    };
     for (ne, b, d) in parts {
         s.nonempty_windows += ne;
         s.blocks += b;
@@ -125,7 +133,8 @@ mod tests {
         let a = csr_from_triplets(8, 8, &t).unwrap();
         assert_eq!(tc_blocks(&a, 8, 8), 1);
         assert_eq!(mean_nnz_tc(&a, 8, 8), 64.0);
-        let d = csr_from_triplets(20, 20, &(0..20).map(|i| (i, i, 1.0)).collect::<Vec<_>>()).unwrap();
+        let d =
+            csr_from_triplets(20, 20, &(0..20).map(|i| (i, i, 1.0)).collect::<Vec<_>>()).unwrap();
         assert_eq!(tc_blocks(&d, 8, 8), 3);
         assert_eq!(window_stats(&d, 8, 8).distinct_cols, 20);
         assert_eq!(tc_blocks(&d, 16, 8), 3);
@@ -138,7 +147,9 @@ mod tests {
         let mut t = vec![];
         let mut x = 12345u64;
         for _ in 0..3000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             t.push(((x >> 33) as u32 % 97, (x >> 13) as u32 % 301, 1.0));
         }
         let a = csr_from_triplets(97, 301, &t).unwrap();

@@ -45,7 +45,9 @@ impl Permutation {
 
     /// The identity on `0..n`.
     pub fn identity(n: usize) -> Self {
-        Self { perm: (0..n as u32).collect() }
+        Self {
+            perm: (0..n as u32).collect(),
+        }
     }
 
     /// Number of elements `n`.
@@ -86,12 +88,18 @@ impl Permutation {
     /// `then` equals reordering once by `self.compose(then)`, i.e. `out[i] = self[then[i]]`.
     pub fn compose(&self, then: &Permutation) -> Result<Self, ReorderError> {
         self.check_len(then.len(), "compose")?;
-        Ok(Self { perm: then.perm.iter().map(|&i| self.perm[i as usize]).collect() })
+        Ok(Self {
+            perm: then.perm.iter().map(|&i| self.perm[i as usize]).collect(),
+        })
     }
 
     fn check_len(&self, got: usize, what: &'static str) -> Result<(), ReorderError> {
         if got != self.perm.len() {
-            return Err(ReorderError::DimensionMismatch { what, expected: self.perm.len(), got });
+            return Err(ReorderError::DimensionMismatch {
+                what,
+                expected: self.perm.len(),
+                got,
+            });
         }
         Ok(())
     }
@@ -124,7 +132,10 @@ impl Permutation {
     /// `a` with `n` rows.
     pub fn apply_symmetric(&self, a: &Csr) -> Result<Csr, ReorderError> {
         if a.rows() != a.cols() {
-            return Err(ReorderError::NotSquare { rows: a.rows(), cols: a.cols() });
+            return Err(ReorderError::NotSquare {
+                rows: a.rows(),
+                cols: a.cols(),
+            });
         }
         self.check_len(a.rows(), "apply_symmetric (matrix rows)")?;
         Ok(relabel_cols(a, &self.inverse().perm, Some(&self.perm)))
@@ -132,7 +143,12 @@ impl Permutation {
 
     /// `P·X` for a row-major dense `X` with `n` rows of `ld ≥ width` elements: row `new` of the result
     /// is row `perm[new]` of `x`. `x.len()` must be `n·ld`.
-    pub fn apply_dense_rows(&self, x: &[f32], n: usize, ld: usize) -> Result<Vec<f32>, ReorderError> {
+    pub fn apply_dense_rows(
+        &self,
+        x: &[f32],
+        n: usize,
+        ld: usize,
+    ) -> Result<Vec<f32>, ReorderError> {
         self.check_dense(x, n, ld)?;
         let mut out = vec![0f32; x.len()];
         for (new, &old) in self.perm.iter().enumerate() {
@@ -144,7 +160,12 @@ impl Permutation {
 
     /// `Pᵀ·X`, the inverse of [`Permutation::apply_dense_rows`]: row `perm[new]` of the result is row
     /// `new` of `x`. Use it to bring `C'` computed in the reordered space back to the original rows.
-    pub fn unapply_dense_rows(&self, x: &[f32], n: usize, ld: usize) -> Result<Vec<f32>, ReorderError> {
+    pub fn unapply_dense_rows(
+        &self,
+        x: &[f32],
+        n: usize,
+        ld: usize,
+    ) -> Result<Vec<f32>, ReorderError> {
         self.check_dense(x, n, ld)?;
         let mut out = vec![0f32; x.len()];
         for (new, &old) in self.perm.iter().enumerate() {
@@ -156,9 +177,15 @@ impl Permutation {
 
     fn check_dense(&self, x: &[f32], n: usize, ld: usize) -> Result<(), ReorderError> {
         self.check_len(n, "dense rows")?;
-        let want = n.checked_mul(ld).ok_or(ReorderError::TooLarge(usize::MAX))?;
+        let want = n
+            .checked_mul(ld)
+            .ok_or(ReorderError::TooLarge(usize::MAX))?;
         if x.len() != want {
-            return Err(ReorderError::DimensionMismatch { what: "dense length n·ld", expected: want, got: x.len() });
+            return Err(ReorderError::DimensionMismatch {
+                what: "dense length n·ld",
+                expected: want,
+                got: x.len(),
+            });
         }
         Ok(())
     }
@@ -178,7 +205,12 @@ fn relabel_cols(a: &Csr, new_of_col: &[u32], row_order: Option<&[u32]>) -> Csr {
         let old = row_order.map_or(r, |o| o[r] as usize);
         let (s, e) = (ip[old] as usize, ip[old + 1] as usize);
         row_buf.clear();
-        row_buf.extend(a.indices()[s..e].iter().zip(&a.data()[s..e]).map(|(&c, &v)| (new_of_col[c as usize], v)));
+        row_buf.extend(
+            a.indices()[s..e]
+                .iter()
+                .zip(&a.data()[s..e])
+                .map(|(&c, &v)| (new_of_col[c as usize], v)),
+        );
         row_buf.sort_unstable_by_key(|&(c, _)| c);
         for &(c, v) in &row_buf {
             indices.push(c);

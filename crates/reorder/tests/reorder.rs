@@ -15,7 +15,10 @@ fn assert_bijection(p: &Permutation, n: usize) {
     assert_eq!(p.len(), n);
     let mut v = p.as_slice().to_vec();
     v.sort_unstable();
-    assert!(v.iter().enumerate().all(|(i, &x)| i as u32 == x), "not a bijection");
+    assert!(
+        v.iter().enumerate().all(|(i, &x)| i as u32 == x),
+        "not a bijection"
+    );
 }
 
 /// Symmetric graph: `comms` communities of `size` vertices with intra-edge probability `p_in`,
@@ -48,8 +51,12 @@ fn hidden_blocks(comms: usize, size: usize, p_in: f64, noise: usize, seed: u64) 
 
 fn random_graph() -> impl Strategy<Value = Csr> {
     // Square, with isolated vertices (n up to 120 with few edges), self loops and several components.
-    (1usize..120, proptest::collection::vec((0u32..1000, 0u32..1000), 0..300), any::<bool>()).prop_map(
-        |(n, edges, sym)| {
+    (
+        1usize..120,
+        proptest::collection::vec((0u32..1000, 0u32..1000), 0..300),
+        any::<bool>(),
+    )
+        .prop_map(|(n, edges, sym)| {
             let mut t = Vec::new();
             for (i, j) in edges {
                 // Confine edges to two disconnected halves.
@@ -62,17 +69,22 @@ fn random_graph() -> impl Strategy<Value = Csr> {
                 }
             }
             csr_from_triplets(n, n, &t).unwrap()
-        },
-    )
+        })
 }
 
 fn random_rect() -> impl Strategy<Value = Csr> {
-    (1usize..80, 1usize..150, proptest::collection::vec((0u32..1000, 0u32..1000), 0..300)).prop_map(
-        |(m, k, e)| {
-            let t: Vec<_> = e.into_iter().map(|(i, j)| (i % m as u32, j % k as u32, 1.0)).collect();
-            csr_from_triplets(m, k, &t).unwrap()
-        },
+    (
+        1usize..80,
+        1usize..150,
+        proptest::collection::vec((0u32..1000, 0u32..1000), 0..300),
     )
+        .prop_map(|(m, k, e)| {
+            let t: Vec<_> = e
+                .into_iter()
+                .map(|(i, j)| (i % m as u32, j % k as u32, 1.0))
+                .collect();
+            csr_from_triplets(m, k, &t).unwrap()
+        })
 }
 
 proptest! {
@@ -125,13 +137,25 @@ proptest! {
 fn deterministic_for_a_seed() {
     let a = hidden_blocks(40, 16, 0.4, 400, 3);
     for name in METHODS {
-        let x = by_name(name, 11).unwrap().permutation(&a, Mode::Symmetric).unwrap();
-        let y = by_name(name, 11).unwrap().permutation(&a, Mode::Symmetric).unwrap();
+        let x = by_name(name, 11)
+            .unwrap()
+            .permutation(&a, Mode::Symmetric)
+            .unwrap();
+        let y = by_name(name, 11)
+            .unwrap()
+            .permutation(&a, Mode::Symmetric)
+            .unwrap();
         assert_eq!(x, y, "{name} is not deterministic");
     }
     // LSH depends on its seed (and only on it).
-    let x = by_name("lsh", 1).unwrap().permutation(&a, Mode::RowOnly).unwrap();
-    let y = by_name("lsh", 2).unwrap().permutation(&a, Mode::RowOnly).unwrap();
+    let x = by_name("lsh", 1)
+        .unwrap()
+        .permutation(&a, Mode::RowOnly)
+        .unwrap();
+    let y = by_name("lsh", 2)
+        .unwrap()
+        .permutation(&a, Mode::RowOnly)
+        .unwrap();
     assert_ne!(x, y);
 }
 
@@ -170,8 +194,15 @@ fn rectangular_row_mode_improves() {
     let a = csr_from_triplets(512, 768, &t).unwrap();
     let before = mean_nnz_tc(&a, 8, 8);
     for name in ["affinity", "rabbit", "lsh"] {
-        let r = by_name(name, 1).unwrap().reorder(&a, Mode::RowOnly).unwrap();
-        assert!(r.report.mean_nnz_tc_after >= 2.0 * before, "{name}: {before:.2} -> {:?}", r.report);
+        let r = by_name(name, 1)
+            .unwrap()
+            .reorder(&a, Mode::RowOnly)
+            .unwrap();
+        assert!(
+            r.report.mean_nnz_tc_after >= 2.0 * before,
+            "{name}: {before:.2} -> {:?}",
+            r.report
+        );
     }
 }
 
@@ -179,20 +210,39 @@ fn rectangular_row_mode_improves() {
 fn spmm_round_trip_in_both_modes() {
     let a = hidden_blocks(8, 16, 0.3, 50, 8);
     let (n, nb) = (a.rows(), 5);
-    let b: Vec<f32> = (0..n * nb).map(|i| ((i * 7919) % 13) as f32 - 6.0).collect();
+    let b: Vec<f32> = (0..n * nb)
+        .map(|i| ((i * 7919) % 13) as f32 - 6.0)
+        .collect();
     let want = spmm_f64(&a, &b, nb, nb, false);
-    let p = by_name("affinity", 0).unwrap().permutation(&a, Mode::Symmetric).unwrap();
+    let p = by_name("affinity", 0)
+        .unwrap()
+        .permutation(&a, Mode::Symmetric)
+        .unwrap();
     // Symmetric: C = Pᵀ (P A Pᵀ)(P B).
     let ap = p.apply_symmetric(&a).unwrap();
     let bp = p.apply_dense_rows(&b, n, nb).unwrap();
-    let cp: Vec<f32> = spmm_f64(&ap, &bp, nb, nb, false).iter().map(|&x| x as f32).collect();
+    let cp: Vec<f32> = spmm_f64(&ap, &bp, nb, nb, false)
+        .iter()
+        .map(|&x| x as f32)
+        .collect();
     let c = p.unapply_dense_rows(&cp, n, nb).unwrap();
-    assert!(c.iter().zip(&want).all(|(&x, &y)| (x as f64 - y).abs() < 1e-9));
+    assert!(
+        c.iter()
+            .zip(&want)
+            .all(|(&x, &y)| (x as f64 - y).abs() < 1e-9)
+    );
     // Row-only: C = Pᵀ (P A) B.
     let ar = p.apply_rows(&a).unwrap();
-    let cr: Vec<f32> = spmm_f64(&ar, &b, nb, nb, false).iter().map(|&x| x as f32).collect();
+    let cr: Vec<f32> = spmm_f64(&ar, &b, nb, nb, false)
+        .iter()
+        .map(|&x| x as f32)
+        .collect();
     let c = p.unapply_dense_rows(&cr, n, nb).unwrap();
-    assert!(c.iter().zip(&want).all(|(&x, &y)| (x as f64 - y).abs() < 1e-9));
+    assert!(
+        c.iter()
+            .zip(&want)
+            .all(|(&x, &y)| (x as f64 - y).abs() < 1e-9)
+    );
     // And apply_cols: A Pᵀ (P B) = A B.
     let ac = p.apply_cols(&a).unwrap();
     let cc = spmm_f64(&ac, &bp, nb, nb, false);
@@ -203,9 +253,13 @@ fn spmm_round_trip_in_both_modes() {
 fn errors_are_typed() {
     let a = csr_from_triplets(3, 4, &[(0, 1, 1.0)]).unwrap();
     assert!(by_name("nope", 0).is_err());
-    assert!(by_name("rabbit", 0).unwrap().reorder(&a, Mode::Symmetric).is_err());
+    assert!(
+        by_name("rabbit", 0)
+            .unwrap()
+            .reorder(&a, Mode::Symmetric)
+            .is_err()
+    );
     let p = Permutation::identity(2);
     assert!(p.apply_rows(&a).is_err());
     assert!(p.apply_dense_rows(&[0.0; 3], 2, 2).is_err());
 }
-
