@@ -16,7 +16,11 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
             f.format,
             f.bytes,
             paper,
-            if f.block_shape.is_empty() { "-" } else { &f.block_shape },
+            if f.block_shape.is_empty() {
+                "-"
+            } else {
+                &f.block_shape
+            },
             f.blocks,
             f.mean_nnz_per_block,
             f.compression_vs_csr,
@@ -25,7 +29,12 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
     }
     println!(
         "cuTeSpMM alpha = {:.4} over {} bricks (synergy {:?}); Spaden 8x8 blocks: sparse {} / medium {} / dense {}",
-        r.alpha, r.hrpb_bricks, r.synergy, r.spaden_classes.sparse, r.spaden_classes.medium, r.spaden_classes.dense
+        r.alpha,
+        r.hrpb_bricks,
+        r.synergy,
+        r.spaden_classes.sparse,
+        r.spaden_classes.medium,
+        r.spaden_classes.dense
     );
     Ok(())
 }
