@@ -1,1 +1,735 @@
-//! (to be written)
+//! Seeded sparse and dense test-matrix generators.
+//!
+//! Every sparse generator is deterministic for its `seed` and independent of the number of threads:
+//! work is cut into fixed chunks (of rows or of edges) and chunk `k` draws from the ChaCha8 stream
+//! `k` of `ChaCha8Rng::seed_from_u64(seed)`, so chunks run in parallel with rayon. Nonzero values are
+//! uniform in `[-1, 1)` (never all ones: kernels must be tested with real values). Every result is a
+//! [`Csr`] with sorted, duplicate-free rows.
+//!
+//! [`GeneratorSpec`] names a generator and its parameters; it is serde-able and parses from strings
+//! such as `rmat:scale=16,ef=11,seed=1` (see [`GeneratorSpec::from_str`](std::str::FromStr)).
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::csr::{Csr, csr_from_parts};
+
+/// Rows per independently seeded chunk of the row-wise generators.
+const CHUNK_ROWS: usize = 1024;
+/// Edges per independently seeded chunk of [`rmat`].
+const CHUNK_EDGES: u64 = 1 << 16;
+/// Stream offset for value draws that follow a structure pass (keeps the two apart).
+const VALUE_STREAMS: u64 = 1 << 40;
+
+/// Errors of the generators and of [`GeneratorSpec`] parsing.
+#[derive(Debug, Error, PartialEq)]
+pub enum GenError {
+    /// A parameter is out of its documented range.
+    #[error("invalid generator parameter `{name}`: {message}")]
+    Invalid {
+        /// Parameter name.
+        name: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The matrix would not fit u32 indices (rows, columns or nonzeros above `u32::MAX`).
+    #[error("generated matrix too large for u32 indices: {0}")]
+    TooLarge(String),
+    /// A spec string could not be parsed.
+    #[error("bad generator spec `{spec}`: {message}")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn invalid(name: &'static str, message: impl Into<String>) -> GenError {
+    GenError::Invalid {
+        name,
+        message: message.into(),
+    }
+}
+
+fn chunk_rng(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}
+
+#[inline]
+fn value(rng: &mut ChaCha8Rng) -> f32 {
+    rng.random::<f32>() * 2.0 - 1.0
+}
+
+fn check_dim(name: &'static str, v: usize) -> Result<(), GenError> {
+    if v as u64 > u32::MAX as u64 {
+        return Err(GenError::TooLarge(format!("{name} = {v}")));
+    }
+    Ok(())
+}
+
+/// One generated chunk of rows: row lengths, sorted columns, values.
+struct RowChunk {
+    lens: Vec<u32>,
+    cols: Vec<u32>,
+    vals: Vec<f32>,
+}
+
+/// Runs `row_fn(rng, row, &mut cols)` for every row (each call appends the sorted columns of that
+/// row), chunk by chunk in parallel, fills values from the same stream and assembles the CSR.
+fn build_rows(
+    rows: usize,
+    cols: usize,
+    seed: u64,
+    row_fn: impl Fn(&mut ChaCha8Rng, usize, &mut Vec<u32>) + Sync,
+) -> Result<Csr, GenError> {
+    check_dim("rows", rows)?;
+    check_dim("cols", cols)?;
+    let chunks: Vec<RowChunk> = (0..rows.div_ceil(CHUNK_ROWS))
+        .into_par_iter()
+        .map(|k| {
+            let mut rng = chunk_rng(seed, k as u64);
+            let (r0, r1) = (k * CHUNK_ROWS, ((k + 1) * CHUNK_ROWS).min(rows));
+            let mut chunk = RowChunk {
+                lens: Vec::with_capacity(r1 - r0),
+                cols: Vec::new(),
+                vals: Vec::new(),
+            };
+            for r in r0..r1 {
+                let before = chunk.cols.len();
+                row_fn(&mut rng, r, &mut chunk.cols);
+                chunk.lens.push((chunk.cols.len() - before) as u32);
+            }
+            chunk.vals = (0..chunk.cols.len()).map(|_| value(&mut rng)).collect();
+            chunk
+        })
+        .collect();
+    assemble(rows, cols, chunks)
+}
+
+fn assemble(rows: usize, cols: usize, chunks: Vec<RowChunk>) -> Result<Csr, GenError> {
+    let nnz: usize = chunks.iter().map(|c| c.cols.len()).sum();
+    check_dim("nnz", nnz)?;
+    let mut indptr = Vec::with_capacity(rows + 1);
+    indptr.push(0u32);
+    let mut acc = 0u32;
+    for c in &chunks {
+        for &l in &c.lens {
+            acc += l;
+            indptr.push(acc);
+        }
+    }
+    let mut indices = Vec::with_capacity(nnz);
+    let mut data = Vec::with_capacity(nnz);
+    for c in chunks {
+        indices.extend_from_slice(&c.cols);
+        data.extend_from_slice(&c.vals);
+    }
+    csr_from_parts(rows, cols, indptr, indices, data).map_err(GenError::TooLarge)
+}
+
+/// Appends `k` distinct values of `0..n`, sorted, to `out` (all of `0..n` when `k >= n`).
+fn sample_distinct(rng: &mut ChaCha8Rng, n: u32, k: usize, out: &mut Vec<u32>) {
+    let start = out.len();
+    if k as u64 >= n as u64 {
+        out.extend(0..n);
+        return;
+    }
+    if k == 0 {
+        return;
+    }
+    if 2 * k as u64 > n as u64 {
+        // Dense: partial Fisher–Yates over 0..n.
+        let mut all: Vec<u32> = (0..n).collect();
+        for i in 0..k {
+            let j = rng.random_range(i as u32..n) as usize;
+            all.swap(i, j);
+        }
+        all.truncate(k);
+        all.sort_unstable();
+        out.extend_from_slice(&all);
+        return;
+    }
+    while out.len() - start < k {
+        let missing = k - (out.len() - start);
+        out.extend((0..missing).map(|_| rng.random_range(0..n)));
+        out[start..].sort_unstable();
+        let mut w = start;
+        for i in start..out.len() {
+            if i == start || out[i] != out[w - 1] {
+                out[w] = out[i];
+                w += 1;
+            }
+        }
+        out.truncate(w);
+    }
+}
+
+/// Appends the sorted columns `lo..hi` kept independently with probability `p` (geometric skips,
+/// O(kept) work).
+fn bernoulli_range(rng: &mut ChaCha8Rng, lo: u32, hi: u32, p: f64, out: &mut Vec<u32>) {
+    if p >= 1.0 {
+        out.extend(lo..hi);
+        return;
+    }
+    let log_q = (1.0 - p).ln();
+    let mut c = lo as f64 - 1.0;
+    loop {
+        let u = 1.0 - rng.random::<f64>(); // (0, 1]
+        c += 1.0 + (u.ln() / log_q).floor();
+        if c >= hi as f64 {
+            break;
+        }
+        out.push(c as u32);
+    }
+}
+
+/// Random sparse matrix: `round(rows · nnz_per_row_avg)` nonzeros with uniformly random positions,
+/// no duplicates (row lengths are multinomial; a row is clipped at `cols`, the only case where the
+/// total is lower). Values uniform in `[-1, 1)`.
+pub fn uniform_random(
+    rows: usize,
+    cols: usize,
+    nnz_per_row_avg: f64,
+    seed: u64,
+) -> Result<Csr, GenError> {
+    if !(nnz_per_row_avg.is_finite() && nnz_per_row_avg >= 0.0) {
+        return Err(invalid(
+            "nnz_per_row_avg",
+            format!("must be finite and >= 0, got {nnz_per_row_avg}"),
+        ));
+    }
+    if cols == 0 && nnz_per_row_avg > 0.0 && rows > 0 {
+        return Err(invalid(
+            "cols",
+            "a matrix with 0 columns has no room for nonzeros",
+        ));
+    }
+    let target = |r: usize| (r as f64 * nnz_per_row_avg).round() as u64;
+    if target(rows) > u32::MAX as u64 {
+        return Err(GenError::TooLarge(format!("nnz = {}", target(rows))));
+    }
+    check_dim("rows", rows)?;
+    check_dim("cols", cols)?;
+    let chunks: Vec<RowChunk> = (0..rows.div_ceil(CHUNK_ROWS))
+        .into_par_iter()
+        .map(|k| {
+            let mut rng = chunk_rng(seed, k as u64);
+            let (r0, r1) = (k * CHUNK_ROWS, ((k + 1) * CHUNK_ROWS).min(rows));
+            let total = target(r1) - target(r0);
+            let mut lens = vec![0u32; r1 - r0];
+            for _ in 0..total {
+                lens[rng.random_range(0..r1 - r0)] += 1;
+            }
+            let mut out = Vec::with_capacity(total as usize);
+            for l in lens.iter_mut() {
+                let before = out.len();
+                sample_distinct(&mut rng, cols as u32, *l as usize, &mut out);
+                *l = (out.len() - before) as u32;
+            }
+            let vals = (0..out.len()).map(|_| value(&mut rng)).collect();
+            RowChunk {
+                lens,
+                cols: out,
+                vals,
+            }
+        })
+        .collect();
+    assemble(rows, cols, chunks)
+}
+
+/// Banded `n × n` matrix: the diagonal always, and each other entry with `|i − j| <= half_bandwidth`
+/// independently with probability `fill` (in `(0, 1]`). Values uniform in `[-1, 1)`.
+pub fn banded(n: usize, half_bandwidth: usize, fill: f64, seed: u64) -> Result<Csr, GenError> {
+    if !(fill > 0.0 && fill <= 1.0) {
+        return Err(invalid("fill", format!("must be in (0, 1], got {fill}")));
+    }
+    build_rows(n, n, seed, |rng, r, out| {
+        let lo = r.saturating_sub(half_bandwidth) as u32;
+        let hi = r.saturating_add(half_bandwidth).saturating_add(1).min(n) as u32;
+        bernoulli_range(rng, lo, r as u32, fill, out);
+        out.push(r as u32);
+        bernoulli_range(rng, r as u32 + 1, hi, fill, out);
+    })
+}
+
+/// Block-diagonal matrix with noise, the shape graph reorderings aim for: `n × n`, diagonal blocks
+/// of `block_size` (the last may be smaller) each entry of which is kept with probability
+/// `intra_density` (in `(0, 1]`; the diagonal always), plus on average `inter_nnz_per_row` entries per
+/// row at uniformly random columns outside the row's block. Values uniform in `[-1, 1)`.
+pub fn clustered_block_diagonal(
+    n: usize,
+    block_size: usize,
+    intra_density: f64,
+    inter_nnz_per_row: f64,
+    seed: u64,
+) -> Result<Csr, GenError> {
+    if block_size == 0 {
+        return Err(invalid("block_size", "must be at least 1"));
+    }
+    if !(intra_density > 0.0 && intra_density <= 1.0) {
+        return Err(invalid(
+            "intra_density",
+            format!("must be in (0, 1], got {intra_density}"),
+        ));
+    }
+    if !(inter_nnz_per_row.is_finite() && inter_nnz_per_row >= 0.0) {
+        return Err(invalid(
+            "inter_nnz_per_row",
+            format!("must be finite and >= 0, got {inter_nnz_per_row}"),
+        ));
+    }
+    let whole = inter_nnz_per_row.floor() as usize;
+    let frac = inter_nnz_per_row - inter_nnz_per_row.floor();
+    build_rows(n, n, seed, |rng, r, out| {
+        let b0 = r / block_size * block_size;
+        let b1 = (b0 + block_size).min(n);
+        let start = out.len();
+        bernoulli_range(rng, b0 as u32, r as u32, intra_density, out);
+        out.push(r as u32);
+        bernoulli_range(rng, r as u32 + 1, b1 as u32, intra_density, out);
+        let outside = (n - (b1 - b0)) as u32;
+        let k = whole + usize::from(rng.random::<f64>() < frac);
+        let mid = out.len();
+        sample_distinct(rng, outside, k, out);
+        for c in &mut out[mid..] {
+            if *c >= b0 as u32 {
+                *c += (b1 - b0) as u32;
+            }
+        }
+        out[start..].sort_unstable();
+    })
+}
+
+/// R-MAT power-law graph (Chakrabarti et al.; Graph500 uses `(0.57, 0.19, 0.19, 0.05)`):
+/// `2^scale × 2^scale` with `edge_factor · 2^scale` edges drawn by recursive quadrant choice with
+/// probabilities `(a, b, c, d)` (normalized), duplicates removed (so nnz is somewhat lower), self
+/// loops kept, vertex labels not permuted (high degrees sit at low indices). Values uniform in
+/// `[-1, 1)`.
+pub fn rmat(
+    scale: u32,
+    edge_factor: u32,
+    (a, b, c, d): (f64, f64, f64, f64),
+    seed: u64,
+) -> Result<Csr, GenError> {
+    if scale > 31 {
+        return Err(invalid(
+            "scale",
+            format!("must be at most 31 (u32 indices), got {scale}"),
+        ));
+    }
+    let probs = [a, b, c, d];
+    if probs.iter().any(|p| !(p.is_finite() && *p >= 0.0)) || probs.iter().sum::<f64>() <= 0.0 {
+        return Err(invalid(
+            "a,b,c,d",
+            format!("must be finite, >= 0 and not all 0, got {probs:?}"),
+        ));
+    }
+    let sum: f64 = probs.iter().sum();
+    let (pa, pab, pabc) = (a / sum, (a + b) / sum, (a + b + c) / sum);
+    let n = 1usize << scale;
+    let edges = edge_factor as u64 * n as u64;
+    if edges > u32::MAX as u64 {
+        return Err(GenError::TooLarge(format!("edges = {edges}")));
+    }
+    let mut keys: Vec<u64> = (0..edges.div_ceil(CHUNK_EDGES))
+        .into_par_iter()
+        .flat_map_iter(|k| {
+            let mut rng = chunk_rng(seed, k);
+            let count = CHUNK_EDGES.min(edges - k * CHUNK_EDGES);
+            (0..count).map(move |_| {
+                let (mut r, mut c) = (0u64, 0u64);
+                for _ in 0..scale {
+                    let u = rng.random::<f64>();
+                    let (dr, dc) = if u < pa {
+                        (0, 0)
+                    } else if u < pab {
+                        (0, 1)
+                    } else if u < pabc {
+                        (1, 0)
+                    } else {
+                        (1, 1)
+                    };
+                    r = (r << 1) | dr;
+                    c = (c << 1) | dc;
+                }
+                (r << 32) | c
+            })
+        })
+        .collect();
+    keys.par_sort_unstable();
+    keys.dedup();
+    let mut indptr = vec![0u32; n + 1];
+    for &key in &keys {
+        indptr[(key >> 32) as usize + 1] += 1;
+    }
+    for i in 0..n {
+        indptr[i + 1] += indptr[i];
+    }
+    let indices: Vec<u32> = keys.par_iter().map(|&key| key as u32).collect();
+    drop(keys);
+    let mut data = vec![0f32; indices.len()];
+    data.par_chunks_mut(CHUNK_EDGES as usize)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            let mut rng = chunk_rng(seed, VALUE_STREAMS + k as u64);
+            chunk.iter_mut().for_each(|v| *v = value(&mut rng));
+        });
+    csr_from_parts(n, n, indptr, indices, data).map_err(GenError::TooLarge)
+}
+
+/// Dense `n × n` row-major matrix with algebraic decay (cuSpAMM's test matrix):
+/// `a_ij = 0.1 / (|i − j|^0.1 + 1)`. It decays slowly; see [`exponential_decay_dense`]. Allocates
+/// `n²` floats: keep `n` to what fits in memory.
+pub fn algebraic_decay_dense(n: usize) -> Vec<f32> {
+    dense(n, |d| 0.1 / ((d as f64).powf(0.1) + 1.0))
+}
+
+/// Dense `n × n` row-major matrix with exponential decay: `a_ij = exp(−rate · |i − j|)` (1 on the
+/// diagonal). A `rate` of 0.5 makes entries 8 off the diagonal about 0.018. Allocates `n²` floats.
+pub fn exponential_decay_dense(n: usize, rate: f64) -> Vec<f32> {
+    dense(n, |d| (-rate * d as f64).exp())
+}
+
+fn dense(n: usize, f: impl Fn(usize) -> f64 + Sync) -> Vec<f32> {
+    let mut out = vec![0f32; n.checked_mul(n).expect("n² overflows usize")];
+    if n == 0 {
+        return out;
+    }
+    out.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = f(i.abs_diff(j)) as f32;
+        }
+    });
+    out
+}
+
+/// Checks that a dense `n × n` matrix stored as CSR fits u32 indices (before allocating it).
+fn check_dense(n: usize) -> Result<(), GenError> {
+    let nnz = n as u64 * n as u64;
+    if nnz > u32::MAX as u64 {
+        return Err(GenError::TooLarge(format!("nnz = {n}² = {nnz}")));
+    }
+    Ok(())
+}
+
+/// Converts a dense row-major `n × n` matrix to CSR keeping every entry (zeros included).
+fn dense_to_csr(n: usize, values: Vec<f32>) -> Result<Csr, GenError> {
+    check_dense(n)?;
+    let indptr = (0..=n).map(|i| (i * n) as u32).collect();
+    let indices = (0..n).flat_map(|_| 0..n as u32).collect();
+    csr_from_parts(n, n, indptr, indices, values).map_err(GenError::TooLarge)
+}
+
+/// A generator and its parameters: serde-able (externally tagged, so bincode works too), parsed from
+/// and printed as `name:key=value,...`.
+///
+/// Spec strings (defaults in brackets; aliases after `|`):
+/// * `uniform:rows|n=R,cols=[R],avg|nnz_per_row=[16],seed=[0]`
+/// * `banded:n=N,hb|half_bandwidth=[8],fill=[1],seed=[0]`
+/// * `rmat:scale=S,ef|edge_factor=[16],a=[0.57],b=[0.19],c=[0.19],d=[0.05],seed=[0]`
+/// * `clustered:n=N,bs|block_size=[64],density|intra_density=[0.5],inter|inter_nnz_per_row=[1],seed=[0]`
+/// * `algebraic:n=N` (dense, every entry stored)
+/// * `exponential:n=N,rate=[0.5]` (dense, every entry stored)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneratorSpec {
+    /// [`uniform_random`].
+    Uniform {
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+        /// Average nonzeros per row.
+        nnz_per_row: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// [`banded`].
+    Banded {
+        /// Rows and columns.
+        n: usize,
+        /// Largest |i − j| stored.
+        half_bandwidth: usize,
+        /// Probability of each off-diagonal in-band entry, in (0, 1].
+        fill: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// [`rmat`].
+    Rmat {
+        /// log2 of the number of vertices.
+        scale: u32,
+        /// Edges per vertex before deduplication.
+        edge_factor: u32,
+        /// Top-left quadrant probability.
+        a: f64,
+        /// Top-right quadrant probability.
+        b: f64,
+        /// Bottom-left quadrant probability.
+        c: f64,
+        /// Bottom-right quadrant probability.
+        d: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// [`clustered_block_diagonal`].
+    Clustered {
+        /// Rows and columns.
+        n: usize,
+        /// Diagonal block size.
+        block_size: usize,
+        /// Probability of each in-block entry, in (0, 1].
+        intra_density: f64,
+        /// Average entries per row outside the row's block.
+        inter_nnz_per_row: f64,
+        /// Seed.
+        seed: u64,
+    },
+    /// [`algebraic_decay_dense`], stored as a fully dense CSR.
+    Algebraic {
+        /// Rows and columns.
+        n: usize,
+    },
+    /// [`exponential_decay_dense`], stored as a fully dense CSR.
+    Exponential {
+        /// Rows and columns.
+        n: usize,
+        /// Decay rate per unit of |i − j|.
+        rate: f64,
+    },
+}
+
+impl GeneratorSpec {
+    /// Generates the matrix.
+    pub fn build(&self) -> Result<Csr, GenError> {
+        match *self {
+            Self::Uniform {
+                rows,
+                cols,
+                nnz_per_row,
+                seed,
+            } => uniform_random(rows, cols, nnz_per_row, seed),
+            Self::Banded {
+                n,
+                half_bandwidth,
+                fill,
+                seed,
+            } => banded(n, half_bandwidth, fill, seed),
+            Self::Rmat {
+                scale,
+                edge_factor,
+                a,
+                b,
+                c,
+                d,
+                seed,
+            } => rmat(scale, edge_factor, (a, b, c, d), seed),
+            Self::Clustered {
+                n,
+                block_size,
+                intra_density,
+                inter_nnz_per_row,
+                seed,
+            } => clustered_block_diagonal(n, block_size, intra_density, inter_nnz_per_row, seed),
+            Self::Algebraic { n } => {
+                check_dense(n)?;
+                dense_to_csr(n, algebraic_decay_dense(n))
+            }
+            Self::Exponential { n, rate } => {
+                check_dense(n)?;
+                dense_to_csr(n, exponential_decay_dense(n, rate))
+            }
+        }
+    }
+
+    /// The seed, for the seeded generators.
+    pub fn seed(&self) -> Option<u64> {
+        match *self {
+            Self::Uniform { seed, .. }
+            | Self::Banded { seed, .. }
+            | Self::Rmat { seed, .. }
+            | Self::Clustered { seed, .. } => Some(seed),
+            Self::Algebraic { .. } | Self::Exponential { .. } => None,
+        }
+    }
+
+    /// The same spec with `seed` replaced (no change for the deterministic dense generators).
+    pub fn with_seed(mut self, new: u64) -> Self {
+        match &mut self {
+            Self::Uniform { seed, .. }
+            | Self::Banded { seed, .. }
+            | Self::Rmat { seed, .. }
+            | Self::Clustered { seed, .. } => *seed = new,
+            Self::Algebraic { .. } | Self::Exponential { .. } => {}
+        }
+        self
+    }
+}
+
+impl fmt::Display for GeneratorSpec {
+    /// The canonical spec string with every parameter; it parses back to an equal spec.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uniform {
+                rows,
+                cols,
+                nnz_per_row,
+                seed,
+            } => {
+                write!(
+                    f,
+                    "uniform:rows={rows},cols={cols},avg={nnz_per_row},seed={seed}"
+                )
+            }
+            Self::Banded {
+                n,
+                half_bandwidth,
+                fill,
+                seed,
+            } => {
+                write!(
+                    f,
+                    "banded:n={n},hb={half_bandwidth},fill={fill},seed={seed}"
+                )
+            }
+            Self::Rmat {
+                scale,
+                edge_factor,
+                a,
+                b,
+                c,
+                d,
+                seed,
+            } => {
+                write!(
+                    f,
+                    "rmat:scale={scale},ef={edge_factor},a={a},b={b},c={c},d={d},seed={seed}"
+                )
+            }
+            Self::Clustered {
+                n,
+                block_size,
+                intra_density,
+                inter_nnz_per_row,
+                seed,
+            } => write!(
+                f,
+                "clustered:n={n},bs={block_size},density={intra_density},inter={inter_nnz_per_row},seed={seed}"
+            ),
+            Self::Algebraic { n } => write!(f, "algebraic:n={n}"),
+            Self::Exponential { n, rate } => write!(f, "exponential:n={n},rate={rate}"),
+        }
+    }
+}
+
+/// Key/value pairs of a spec, consumed as they are read so that unknown keys can be reported.
+struct Params<'a> {
+    spec: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+}
+
+impl Params<'_> {
+    fn err(&self, message: String) -> GenError {
+        GenError::Spec {
+            spec: self.spec.to_string(),
+            message,
+        }
+    }
+
+    fn take<T: FromStr>(&mut self, names: &[&str], default: Option<T>) -> Result<T, GenError> {
+        let Some(i) = self.pairs.iter().position(|(k, _)| names.contains(k)) else {
+            return default
+                .ok_or_else(|| self.err(format!("missing required parameter `{}`", names[0])));
+        };
+        let (k, v) = self.pairs.remove(i);
+        if self.pairs.iter().any(|(k2, _)| names.contains(k2)) {
+            return Err(self.err(format!("parameter `{}` given twice", names[0])));
+        }
+        v.parse()
+            .map_err(|_| self.err(format!("`{k}={v}` is not a valid value")))
+    }
+
+    fn finish(self) -> Result<(), GenError> {
+        match self.pairs.first() {
+            Some((k, _)) => Err(self.err(format!("unknown parameter `{k}`"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl FromStr for GeneratorSpec {
+    type Err = GenError;
+
+    /// Parses `name:key=value,...` (see the type documentation for names, keys and defaults).
+    fn from_str(spec: &str) -> Result<Self, GenError> {
+        let bad = |message: String| GenError::Spec {
+            spec: spec.to_string(),
+            message,
+        };
+        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let mut pairs = Vec::new();
+        for item in rest.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{item}` is not key=value")))?;
+            pairs.push((k.trim(), v.trim()));
+        }
+        let mut p = Params { spec, pairs };
+        let out = match name.trim() {
+            "uniform" => {
+                let rows = p.take(&["rows", "n"], None)?;
+                Self::Uniform {
+                    rows,
+                    cols: p.take(&["cols"], Some(rows))?,
+                    nnz_per_row: p.take(&["avg", "nnz_per_row"], Some(16.0))?,
+                    seed: p.take(&["seed"], Some(0))?,
+                }
+            }
+            "banded" => Self::Banded {
+                n: p.take(&["n"], None)?,
+                half_bandwidth: p.take(&["hb", "half_bandwidth"], Some(8))?,
+                fill: p.take(&["fill"], Some(1.0))?,
+                seed: p.take(&["seed"], Some(0))?,
+            },
+            "rmat" => Self::Rmat {
+                scale: p.take(&["scale"], None)?,
+                edge_factor: p.take(&["ef", "edge_factor"], Some(16))?,
+                a: p.take(&["a"], Some(0.57))?,
+                b: p.take(&["b"], Some(0.19))?,
+                c: p.take(&["c"], Some(0.19))?,
+                d: p.take(&["d"], Some(0.05))?,
+                seed: p.take(&["seed"], Some(0))?,
+            },
+            "clustered" => Self::Clustered {
+                n: p.take(&["n"], None)?,
+                block_size: p.take(&["bs", "block_size"], Some(64))?,
+                intra_density: p.take(&["density", "intra_density"], Some(0.5))?,
+                inter_nnz_per_row: p.take(&["inter", "inter_nnz_per_row"], Some(1.0))?,
+                seed: p.take(&["seed"], Some(0))?,
+            },
+            "algebraic" => Self::Algebraic {
+                n: p.take(&["n"], None)?,
+            },
+            "exponential" => Self::Exponential {
+                n: p.take(&["n"], None)?,
+                rate: p.take(&["rate"], Some(0.5))?,
+            },
+            other => {
+                return Err(bad(format!(
+                    "unknown generator `{other}` (expected uniform, banded, rmat, clustered, algebraic or exponential)"
+                )));
+            }
+        };
+        p.finish()?;
+        Ok(out)
+    }
+}
