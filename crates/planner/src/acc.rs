@@ -361,7 +361,7 @@ impl AccSchedule {
             in_range[t.window_end as usize] -= 1;
             if t.block_end > t.block_begin {
                 let first = row_window_offset[1..].partition_point(|&o| o <= t.block_begin);
-                let last = row_window_offset[1..].partition_point(|&o| o <= t.block_end - 1);
+                let last = row_window_offset[1..].partition_point(|&o| o < t.block_end);
                 with_blocks[first] += 1;
                 with_blocks[last + 1] -= 1;
             }

@@ -12,7 +12,7 @@
 //!   0.9–1.3, 2.1–2.3 and 2.4–4.4), scaled by the device's bandwidth relative to the H200's 3.9
 //!   TB/s, with a floor of nnz × N gathered f32 at most once per nonzero through L2 not assumed.
 //! * cuTeSpMM (HRPB): active B rows per 16-row panel ≈ nnz / (16 α), each read once per panel;
-//!   A records padded to 512 B (≈ 2 / α bytes per nonzero).
+//!   A records padded to 512 B (≈ 2 / α bytes per nonzero), at [`HRPB_EFFICIENCY`] of the bandwidth.
 //! * DTC-SpMM (ME-TCF): 16×8 blocks, 8 B rows each, at 0.8× our efficiency (it measured 1.00× vs
 //!   Acc-SpMM's 1.20× cuSPARSE geomean).
 //!
@@ -26,6 +26,9 @@ use serde::{Deserialize, Serialize};
 
 /// A tensor-core kernel must be predicted this many times faster than cuSPARSE to be chosen.
 pub const TC_MARGIN: f64 = 1.10;
+/// Fraction of the device bandwidth the HRPB model assumes (uncalibrated: the released cuTeSpMM
+/// measured 1.28× cuSPARSE geomean on the H200 but ran below it on scattered graphs at N ≥ 128).
+pub const HRPB_EFFICIENCY: f64 = 0.6;
 /// Fixed time per launch of our kernels, microseconds (assumed).
 pub const LAUNCH_US: f64 = 5.0;
 /// Fixed time per cuSPARSE SpMM call, microseconds (the H200 SpMV floor is 11–15 µs; assumed 10).

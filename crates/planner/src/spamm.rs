@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 /// Options of [`tau_search`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TauSearchOptions {
-    /// Stop when |achieved − target| ≤ `tolerance · target` (relative).
+    /// Stop when |achieved − target| ≤ `tolerance` (absolute, in ratio units: 0.001 = 0.1
+    /// percentage points).
     pub tolerance: f64,
     /// Most binary-search steps (the bracket expansion is not counted).
     pub max_iterations: u32,
@@ -21,7 +22,7 @@ pub struct TauSearchOptions {
 impl Default for TauSearchOptions {
     fn default() -> Self {
         Self {
-            tolerance: 0.01,
+            tolerance: 0.001,
             max_iterations: 64,
         }
     }
@@ -153,7 +154,7 @@ pub fn tau_search_with(
         sum += sa * sb;
     }
     let ave = sum / (tiles_m * tiles_k * tiles_n) as f64;
-    let tol = opts.tolerance * target;
+    let tol = opts.tolerance.max(0.0);
     let mut best = TauResult {
         tau: 0.0,
         valid_ratio: 1.0,
