@@ -1,2 +1,418 @@
 //! `tcsparse-gpu`: the GPU runtime. Probes the CUDA driver without panicking, loads the embedded PTX,
 //! launches our kernels, wraps the cuSPARSE/cuBLAS baselines and times with CUDA events.
+//!
+//! Entry points: [`Gpu::probe`] (never panics, reports why there is no GPU) and [`Gpu::require`]
+//! (an error instead). A [`Gpu`] is cheap to clone (an `Arc` inside) and owns one context and one
+//! stream on device 0; every upload, launch and library call of this crate goes to that stream.
+//!
+//! All driver libraries are opened at run time (cudarc `dynamic-loading`), so binaries built on a
+//! machine without CUDA start everywhere and report [`GpuStatus::NoDriver`] where there is none.
+
+use std::sync::{Arc, RwLock};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
+    ValidAsZeroBits, sys,
+};
+
+pub mod acc_spmm;
+pub mod csr_spmm;
+pub mod cublas;
+pub mod cusparse;
+pub mod signature;
+
+pub use signature::{KernelSignature, ParamKind};
+
+/// Errors of the GPU runtime. Every driver/library status is kept, with a readable `Display`.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// No usable GPU (the message says why: no driver, no device, init failure).
+    #[error("no usable CUDA GPU: {0}")]
+    Unavailable(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] DriverError),
+    /// A cuSPARSE call failed.
+    #[error("cuSPARSE error in {call}: {status}")]
+    Cusparse {
+        /// Which cuSPARSE function.
+        call: &'static str,
+        /// Status name (e.g. `CUSPARSE_STATUS_INVALID_VALUE`).
+        status: String,
+    },
+    /// A cuBLAS call failed.
+    #[error("cuBLAS error: {0}")]
+    Cublas(#[from] cudarc::cublas::result::CublasError),
+    /// Loading a kernel module or function failed.
+    #[error("loading {module:?}::{name}: {source}")]
+    Load {
+        /// Module.
+        module: KernelModule,
+        /// Kernel name (empty when the module itself failed to load).
+        name: &'static str,
+        /// Driver error.
+        source: DriverError,
+    },
+    /// Arguments do not fit the operation (shapes, lengths, index ranges).
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+}
+
+impl GpuError {
+    /// Wraps a cuSPARSE status (cudarc's `CusparseError` has no `Display`).
+    pub fn cusparse(call: &'static str, e: cudarc::cusparse::result::CusparseError) -> Self {
+        GpuError::Cusparse {
+            call,
+            status: format!("{:?}", e.0),
+        }
+    }
+}
+
+/// What [`Gpu::probe`] found.
+#[derive(Clone)]
+pub enum GpuStatus {
+    /// A working device 0 with a context and stream.
+    Ready(Gpu),
+    /// `libcuda.so` is not present: no NVIDIA driver on this machine.
+    NoDriver(String),
+    /// The driver loads but reports no device.
+    NoDevice(String),
+    /// The driver and a device exist but initialisation failed.
+    Failed(String),
+}
+
+impl std::fmt::Debug for GpuStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuStatus::Ready(g) => write!(f, "Ready({:?})", g.info()),
+            GpuStatus::NoDriver(m) => write!(f, "NoDriver({m})"),
+            GpuStatus::NoDevice(m) => write!(f, "NoDevice({m})"),
+            GpuStatus::Failed(m) => write!(f, "Failed({m})"),
+        }
+    }
+}
+
+/// Static facts about the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// (major, minor), e.g. (9, 0).
+    pub compute_capability: (u32, u32),
+    /// Global memory in bytes.
+    pub memory_bytes: u64,
+    /// Driver's CUDA version as `1000*major + 10*minor` (e.g. 13000).
+    pub driver_version: i32,
+    /// L2 cache in bytes.
+    pub l2_bytes: u64,
+}
+
+/// Our PTX modules (closed set). The PTX is embedded at build time from `kernels-ptx/<name>.ptx`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelModule {
+    /// `kernels-ptx/csr_spmm.ptx`: CUDA-core CSR SpMM.
+    CsrSpmm,
+    /// `kernels-ptx/acc_spmm.ptx`: Acc-SpMM (BitTCF, tensor cores).
+    AccSpmm,
+}
+
+/// Number of [`KernelModule`] variants.
+const MODULE_COUNT: usize = 2;
+
+impl KernelModule {
+    /// Every module.
+    pub const ALL: [KernelModule; MODULE_COUNT] = [KernelModule::CsrSpmm, KernelModule::AccSpmm];
+
+    /// Position in [`KernelModule::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// File name in `kernels-ptx/`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            KernelModule::CsrSpmm => "csr_spmm.ptx",
+            KernelModule::AccSpmm => "acc_spmm.ptx",
+        }
+    }
+
+    /// The embedded PTX text (stamp comment included).
+    pub fn ptx(self) -> &'static str {
+        match self {
+            KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
+            KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
+        }
+    }
+}
+
+/// Event timings of repeated launches, in milliseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// Median of `samples`.
+    pub median_ms: f64,
+    /// Minimum of `samples`.
+    pub min_ms: f64,
+    /// Mean of `samples`.
+    pub mean_ms: f64,
+    /// One entry per timed call, in order.
+    pub samples: Vec<f64>,
+}
+
+impl Timing {
+    /// Summarises samples; `None` when empty.
+    pub fn from_samples(samples: Vec<f64>) -> Option<Timing> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut s = samples.clone();
+        s.sort_by(f64::total_cmp);
+        let k = s.len();
+        let median_ms = if k % 2 == 1 {
+            s[k / 2]
+        } else {
+            0.5 * (s[k / 2 - 1] + s[k / 2])
+        };
+        Some(Timing {
+            median_ms,
+            min_ms: s[0],
+            mean_ms: s.iter().sum::<f64>() / k as f64,
+            samples,
+        })
+    }
+}
+
+struct Inner {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    info: DeviceInfo,
+    modules: RwLock<[Option<Arc<CudaModule>>; MODULE_COUNT]>,
+}
+
+/// A CUDA device 0 with one context and one stream. Cheap to clone.
+#[derive(Clone)]
+pub struct Gpu {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("info", &self.inner.info)
+            .finish()
+    }
+}
+
+fn attr(ctx: &CudaContext, a: sys::CUdevice_attribute) -> Result<i32, DriverError> {
+    ctx.attribute(a)
+}
+
+impl Gpu {
+    /// Looks for a usable device 0. Never panics: a missing driver, no device, and init errors (even
+    /// a panic inside the bindings) are reported as the matching [`GpuStatus`] variant.
+    pub fn probe() -> GpuStatus {
+        // SAFETY: only tries to dlopen libcuda by its usual names; no driver call is made.
+        if !unsafe { sys::is_culib_present() } {
+            return GpuStatus::NoDriver(
+                "libcuda.so could not be loaded: no NVIDIA driver on this machine".into(),
+            );
+        }
+        match std::panic::catch_unwind(Self::open) {
+            Ok(s) => s,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                GpuStatus::Failed(format!("CUDA initialisation panicked: {msg}"))
+            }
+        }
+    }
+
+    fn open() -> GpuStatus {
+        if let Err(e) = cudarc::driver::result::init() {
+            return match e.0 {
+                sys::CUresult::CUDA_ERROR_NO_DEVICE => {
+                    GpuStatus::NoDevice(format!("cuInit: {e} (driver present, no CUDA device)"))
+                }
+                _ => GpuStatus::Failed(format!("cuInit failed: {e}")),
+            };
+        }
+        match CudaContext::device_count() {
+            Ok(0) => return GpuStatus::NoDevice("the driver reports 0 CUDA devices".into()),
+            Ok(_) => {}
+            Err(e) => return GpuStatus::Failed(format!("cuDeviceGetCount failed: {e}")),
+        }
+        match Self::create() {
+            Ok(g) => GpuStatus::Ready(g),
+            Err(e) => GpuStatus::Failed(format!("creating a context on device 0: {e}")),
+        }
+    }
+
+    fn create() -> Result<Gpu, GpuError> {
+        let ctx = CudaContext::new(0)?;
+        let stream = ctx.default_stream();
+        use sys::CUdevice_attribute::*;
+        let (major, minor) = ctx.compute_capability()?;
+        let mut driver_version = 0;
+        // SAFETY: the driver is initialised (context created); the pointer is valid for writes.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result()?;
+        let info = DeviceInfo {
+            name: ctx.name()?,
+            sm_count: attr(&ctx, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32,
+            compute_capability: (major.max(0) as u32, minor.max(0) as u32),
+            memory_bytes: ctx.total_mem()? as u64,
+            driver_version,
+            l2_bytes: attr(&ctx, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.max(0) as u64,
+        };
+        Ok(Gpu {
+            inner: Arc::new(Inner {
+                ctx,
+                stream,
+                info,
+                modules: RwLock::new([None, None]),
+            }),
+        })
+    }
+
+    /// Device 0, or [`GpuError::Unavailable`] saying why there is none.
+    pub fn require() -> Result<Gpu, GpuError> {
+        match Self::probe() {
+            GpuStatus::Ready(g) => Ok(g),
+            GpuStatus::NoDriver(m) | GpuStatus::NoDevice(m) | GpuStatus::Failed(m) => {
+                Err(GpuError::Unavailable(m))
+            }
+        }
+    }
+
+    /// Device facts read at creation.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// The stream all work of this crate is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.inner.stream
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.inner.ctx
+    }
+
+    /// Waits for all queued work on [`Gpu::stream`].
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        Ok(self.inner.stream.synchronize()?)
+    }
+
+    /// The loaded module, loading its embedded PTX on first use.
+    pub fn module(&self, m: KernelModule) -> Result<Arc<CudaModule>, GpuError> {
+        let i = m.index();
+        {
+            let r = self.inner.modules.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(x) = &r[i] {
+                return Ok(x.clone());
+            }
+        }
+        let mut w = self
+            .inner
+            .modules
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(x) = &w[i] {
+            return Ok(x.clone());
+        }
+        let module = self
+            .inner
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(m.ptx()))
+            .map_err(|source| GpuError::Load {
+                module: m,
+                name: "",
+                source,
+            })?;
+        w[i] = Some(module.clone());
+        Ok(module)
+    }
+
+    /// A kernel of one of our modules.
+    pub fn function(&self, m: KernelModule, name: &'static str) -> Result<CudaFunction, GpuError> {
+        self.module(m)?
+            .load_function(name)
+            .map_err(|source| GpuError::Load {
+                module: m,
+                name,
+                source,
+            })
+    }
+
+    /// Copies `data` to a new device buffer.
+    pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        Ok(self.inner.stream.clone_htod(data)?)
+    }
+
+    /// Copies a device buffer back (waits for the stream).
+    pub fn download<T: DeviceRepr>(&self, buf: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
+        Ok(self.inner.stream.clone_dtoh(buf)?)
+    }
+
+    /// A new zeroed device buffer of `len` elements.
+    pub fn alloc_zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        len: usize,
+    ) -> Result<CudaSlice<T>, GpuError> {
+        Ok(self.inner.stream.alloc_zeros(len)?)
+    }
+
+    /// Runs `f` `warmup` times untimed, then `iters` (at least 1) times, each between its own pair
+    /// of timing events (`CU_EVENT_DEFAULT`) on [`Gpu::stream`]; `f` must queue its work there.
+    pub fn time_launches(
+        &self,
+        warmup: usize,
+        iters: usize,
+        mut f: impl FnMut() -> Result<(), GpuError>,
+    ) -> Result<Timing, GpuError> {
+        let stream = &self.inner.stream;
+        for _ in 0..warmup {
+            f()?;
+        }
+        stream.synchronize()?;
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.inner.ctx.new_event(flags)?;
+        let end = self.inner.ctx.new_event(flags)?;
+        let mut samples = Vec::with_capacity(iters.max(1));
+        for _ in 0..iters.max(1) {
+            start.record(stream)?;
+            f()?;
+            end.record(stream)?;
+            end.synchronize()?;
+            samples.push(f64::from(start.elapsed_ms(&end)?));
+        }
+        Timing::from_samples(samples).ok_or_else(|| GpuError::Invalid("no timing samples".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_summary() {
+        let t = Timing::from_samples(vec![3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!(t.median_ms, 2.5);
+        assert_eq!(t.min_ms, 1.0);
+        assert_eq!(t.mean_ms, 4.0);
+        assert_eq!(t.samples, vec![3.0, 1.0, 2.0, 10.0]);
+        assert!(Timing::from_samples(vec![]).is_none());
+    }
+
+    #[test]
+    fn modules_embed_stamped_ptx() {
+        for m in KernelModule::ALL {
+            assert_eq!(KernelModule::ALL[m.index()], m);
+            assert!(m.ptx().contains(".version"), "{m:?}");
+        }
+    }
+}

@@ -1,0 +1,717 @@
+//! cuSPARSE baselines through cudarc's `sys` bindings (cudarc 0.19 has no safe cuSPARSE layer), behind
+//! small RAII wrappers: SpMM (CSR, generic API, row-major B/C, f32), SpMV (CSR, generic API) and BSR
+//! SpMV (legacy `cusparseSbsrmv`).
+//!
+//! "Prepare once, run many": [`CusparseSpmm::new`] creates the handle and descriptors, asks for the
+//! workspace size, allocates it and runs `cusparseSpMM_preprocess`; [`CusparseSpmm::run`] only points
+//! the dense descriptors at the caller's buffers and calls `cusparseSpMM`.
+
+use cudarc::cusparse::sys as cs;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use std::ffi::c_void;
+use tcsparse_formats::Csr;
+
+use crate::csr_spmm::{check_csr, upload_nonempty};
+use crate::{Gpu, GpuError};
+
+fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
+    s.result().map_err(|e| GpuError::cusparse(call, e))
+}
+
+/// A cuSPARSE handle bound to the [`Gpu`]'s stream. Destroyed on drop.
+pub struct CusparseHandle {
+    handle: cs::cusparseHandle_t,
+    gpu: Gpu,
+}
+
+// SAFETY: cuSPARSE allows a handle to be used from any thread as long as calls do not overlap; the
+// type is Send but not Sync, so only its single owner (on one thread at a time) can call through it.
+unsafe impl Send for CusparseHandle {}
+
+impl CusparseHandle {
+    /// Creates a handle and sets its stream to [`Gpu::stream`].
+    pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        // SAFETY: only tries to dlopen libcusparse by name.
+        if !unsafe { cs::is_culib_present() } {
+            return Err(GpuError::Unavailable(
+                "libcusparse could not be loaded".into(),
+            ));
+        }
+        gpu.context().bind_to_thread()?;
+        let handle = cudarc::cusparse::result::create()
+            .map_err(|e| GpuError::cusparse("cusparseCreate", e))?;
+        let h = Self {
+            handle,
+            gpu: gpu.clone(),
+        };
+        // SAFETY: `handle` is live; the stream belongs to the same context and outlives the handle
+        // (the handle holds a `Gpu`, which holds the stream).
+        ok("cusparseSetStream", unsafe {
+            cs::cusparseSetStream(h.handle, gpu.stream().cu_stream() as cs::cudaStream_t)
+        })?;
+        Ok(h)
+    }
+
+    /// The raw handle.
+    ///
+    /// # Safety
+    /// Do not destroy it or change its stream.
+    pub unsafe fn raw(&self) -> cs::cusparseHandle_t {
+        self.handle
+    }
+}
+
+impl Drop for CusparseHandle {
+    fn drop(&mut self) {
+        let _ = self.gpu.context().bind_to_thread();
+        // SAFETY: created in `new`, destroyed exactly once here.
+        let _ = unsafe { cs::cusparseDestroy(self.handle) };
+    }
+}
+
+/// A CSR matrix uploaded for cuSPARSE (32-bit indices, base 0, f32), with its generic-API descriptor.
+/// Cheap to clone (shared); prepared products keep a clone.
+///
+/// Invariant: the descriptor points at the buffers owned by this value, which are never written.
+#[derive(Clone)]
+pub struct CusparseCsr {
+    inner: std::sync::Arc<CsrInner>,
+}
+
+struct CsrInner {
+    gpu: Gpu,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    indptr: CudaSlice<u32>,
+    indices: CudaSlice<u32>,
+    values: CudaSlice<f32>,
+    descr: cs::cusparseSpMatDescr_t,
+}
+
+impl CusparseCsr {
+    /// Validates `a` (indices must fit `i32`) and uploads it.
+    pub fn new(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        if a.nnz() > i32::MAX as usize
+            || a.rows() > i32::MAX as usize
+            || a.cols() > i32::MAX as usize
+        {
+            return Err(GpuError::Invalid(
+                "cuSPARSE CSR with 32-bit indices needs sizes ≤ i32::MAX".into(),
+            ));
+        }
+        let indptr = gpu.upload(a.indptr().raw_storage())?;
+        let indices = upload_nonempty(gpu, a.indices())?;
+        let values = upload_nonempty(gpu, a.data())?;
+        let mut descr = std::ptr::null_mut();
+        {
+            let s = gpu.stream();
+            let (p, _g1) = indptr.device_ptr(s);
+            let (i, _g2) = indices.device_ptr(s);
+            let (v, _g3) = values.device_ptr(s);
+            // SAFETY: the pointers are live device buffers of the stated lengths (m+1, nnz, nnz; one
+            // dummy element when nnz = 0) owned by the returned struct, which destroys the
+            // descriptor before freeing them (field order / Drop).
+            ok("cusparseCreateCsr", unsafe {
+                cs::cusparseCreateCsr(
+                    &mut descr,
+                    a.rows() as i64,
+                    a.cols() as i64,
+                    a.nnz() as i64,
+                    p as *mut c_void,
+                    i as *mut c_void,
+                    v as *mut c_void,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    cs::cudaDataType::CUDA_R_32F,
+                )
+            })?;
+        }
+        Ok(Self {
+            inner: std::sync::Arc::new(CsrInner {
+                gpu: gpu.clone(),
+                rows: a.rows(),
+                cols: a.cols(),
+                nnz: a.nnz(),
+                indptr,
+                indices,
+                values,
+                descr,
+            }),
+        })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.inner.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.inner.cols
+    }
+
+    /// Stored entries.
+    pub fn nnz(&self) -> usize {
+        self.inner.nnz
+    }
+
+    fn descr(&self) -> cs::cusparseSpMatDescr_t {
+        self.inner.descr
+    }
+
+    /// Device CSR arrays (indptr, indices, values), e.g. for a BSR conversion.
+    pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
+        (&self.inner.indptr, &self.inner.indices, &self.inner.values)
+    }
+}
+
+// SAFETY: the sparse descriptor is created once and never modified afterwards (only read by
+// cuSPARSE calls), and the device buffers are never written, so sharing it across threads is sound.
+unsafe impl Send for CsrInner {}
+// SAFETY: as above: immutable after construction.
+unsafe impl Sync for CsrInner {}
+
+impl Drop for CsrInner {
+    fn drop(&mut self) {
+        let _ = self.gpu.context().bind_to_thread();
+        // SAFETY: created in `new`, destroyed once, before the buffers (dropped after this body).
+        let _ = unsafe { cs::cusparseDestroySpMat(self.descr) };
+    }
+}
+
+/// A dense row-major matrix descriptor (values pointer replaced per call). Destroyed on drop.
+struct DnMat(cs::cusparseDnMatDescr_t);
+
+impl DnMat {
+    /// # Safety
+    /// `ptr` must be a device buffer of at least `rows·cols` f32 whenever the descriptor is used.
+    unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
+        let mut d = std::ptr::null_mut();
+        // SAFETY: forwarded from the caller.
+        ok("cusparseCreateDnMat", unsafe {
+            cs::cusparseCreateDnMat(
+                &mut d,
+                rows as i64,
+                cols as i64,
+                cols.max(1) as i64,
+                ptr as *mut c_void,
+                cs::cudaDataType::CUDA_R_32F,
+                cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+            )
+        })?;
+        Ok(Self(d))
+    }
+
+    /// # Safety
+    /// As for [`DnMat::new`].
+    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+        // SAFETY: forwarded from the caller.
+        ok("cusparseDnMatSetValues", unsafe {
+            cs::cusparseDnMatSetValues(self.0, ptr as *mut c_void)
+        })
+    }
+}
+
+// SAFETY: a descriptor is a host-side struct owned by one value; it is only used through that owner.
+unsafe impl Send for DnMat {}
+
+impl Drop for DnMat {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        let _ = unsafe { cs::cusparseDestroyDnMat(self.0) };
+    }
+}
+
+/// A dense vector descriptor. Destroyed on drop.
+struct DnVec(cs::cusparseDnVecDescr_t);
+
+impl DnVec {
+    /// # Safety
+    /// `ptr` must be a device buffer of at least `len` f32 whenever the descriptor is used.
+    unsafe fn new(len: usize, ptr: u64) -> Result<Self, GpuError> {
+        let mut d = std::ptr::null_mut();
+        // SAFETY: forwarded from the caller.
+        ok("cusparseCreateDnVec", unsafe {
+            cs::cusparseCreateDnVec(
+                &mut d,
+                len as i64,
+                ptr as *mut c_void,
+                cs::cudaDataType::CUDA_R_32F,
+            )
+        })?;
+        Ok(Self(d))
+    }
+
+    /// # Safety
+    /// As for [`DnVec::new`].
+    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+        // SAFETY: forwarded from the caller.
+        ok("cusparseDnVecSetValues", unsafe {
+            cs::cusparseDnVecSetValues(self.0, ptr as *mut c_void)
+        })
+    }
+}
+
+// SAFETY: as for `DnMat`.
+unsafe impl Send for DnVec {}
+
+impl Drop for DnVec {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        let _ = unsafe { cs::cusparseDestroyDnVec(self.0) };
+    }
+}
+
+/// cuSPARSE SpMM algorithm for CSR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpmmAlg {
+    /// `CUSPARSE_SPMM_ALG_DEFAULT`.
+    Default,
+    /// `CUSPARSE_SPMM_CSR_ALG2` (row-major B/C oriented).
+    CsrAlg2,
+}
+
+impl SpmmAlg {
+    /// Both algorithms.
+    pub const ALL: [SpmmAlg; 2] = [SpmmAlg::Default, SpmmAlg::CsrAlg2];
+
+    fn raw(self) -> cs::cusparseSpMMAlg_t {
+        match self {
+            SpmmAlg::Default => cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+            SpmmAlg::CsrAlg2 => cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG2,
+        }
+    }
+}
+
+/// A prepared cuSPARSE SpMM `C = α·A·B + β·C` for one matrix, one `n` and one algorithm: handle,
+/// dense descriptors, workspace and preprocessing are made once in [`CusparseSpmm::new`].
+pub struct CusparseSpmm {
+    // Field order = drop order: descriptors before the handle and workspace.
+    b: DnMat,
+    c: DnMat,
+    handle: CusparseHandle,
+    a: CusparseCsr,
+    n: usize,
+    alg: SpmmAlg,
+    workspace: CudaSlice<u8>,
+}
+
+const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+
+impl CusparseSpmm {
+    /// Prepares SpMM with `n` dense columns. Allocates temporary B and C (zero) for the
+    /// preprocessing call, then frees them.
+    pub fn new(gpu: &Gpu, a: &CusparseCsr, n: usize, alg: SpmmAlg) -> Result<Self, GpuError> {
+        if n == 0 || n > i32::MAX as usize {
+            return Err(GpuError::Invalid(format!(
+                "n = {n} must be in 1..=i32::MAX"
+            )));
+        }
+        let handle = CusparseHandle::new(gpu)?;
+        let tmp_b: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
+        let mut tmp_c: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
+        let s = gpu.stream();
+        let (pb, _gb) = tmp_b.device_ptr(s);
+        let (pc, _gc) = tmp_c.device_ptr_mut(s);
+        // SAFETY: tmp_b holds cols·n and tmp_c rows·n f32 (at least 1) while used below; `run`
+        // re-points both descriptors before every later use.
+        let (b, c) = unsafe { (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?) };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut size = 0usize;
+        // SAFETY: all descriptors and the handle are live; alpha/beta are host scalars (default
+        // pointer mode); `size` is valid for writes.
+        ok("cusparseSpMM_bufferSize", unsafe {
+            cs::cusparseSpMM_bufferSize(
+                handle.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                a.descr(),
+                b.0,
+                &beta as *const f32 as *const c_void,
+                c.0,
+                cs::cudaDataType::CUDA_R_32F,
+                alg.raw(),
+                &mut size,
+            )
+        })?;
+        let mut workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
+        {
+            let (pw, _gw) = workspace.device_ptr_mut(s);
+            // SAFETY: as above; the workspace holds `size` bytes and lives as long as `self`.
+            ok("cusparseSpMM_preprocess", unsafe {
+                cs::cusparseSpMM_preprocess(
+                    handle.handle,
+                    OP_N,
+                    OP_N,
+                    &alpha as *const f32 as *const c_void,
+                    a.descr(),
+                    b.0,
+                    &beta as *const f32 as *const c_void,
+                    c.0,
+                    cs::cudaDataType::CUDA_R_32F,
+                    alg.raw(),
+                    pw as *mut c_void,
+                )
+            })?;
+        }
+        gpu.synchronize()?;
+        drop((_gb, _gc));
+        Ok(Self {
+            b,
+            c,
+            handle,
+            a: a.clone(),
+            n,
+            alg,
+            workspace,
+        })
+    }
+
+    /// The algorithm.
+    pub fn alg(&self) -> SpmmAlg {
+        self.alg
+    }
+
+    /// Workspace bytes cuSPARSE asked for.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace.len()
+    }
+
+    /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
+    pub fn run(
+        &mut self,
+        alpha: f32,
+        b: &CudaSlice<f32>,
+        beta: f32,
+        c: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        let (m, k, n) = (self.a.rows(), self.a.cols(), self.n);
+        if b.len() < k * n || c.len() < m * n {
+            return Err(GpuError::Invalid(format!(
+                "B needs {k}·{n} and C {m}·{n} elements, got {} and {}",
+                b.len(),
+                c.len()
+            )));
+        }
+        let s = self.handle.gpu.stream().clone();
+        let (pb, _gb) = b.device_ptr(&s);
+        let (pc, _gc) = c.device_ptr_mut(&s);
+        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
+        // SAFETY: b and c were checked to hold k·n and m·n f32 and are borrowed for this call; the
+        // descriptors are re-pointed before use; the workspace has the size cuSPARSE asked for with
+        // the same matrix, n and algorithm; the call is queued on the Gpu's stream, which orders it
+        // before any later reuse or free of these buffers on that stream.
+        unsafe {
+            self.b.set(pb)?;
+            self.c.set(pc)?;
+            ok(
+                "cusparseSpMM",
+                cs::cusparseSpMM(
+                    self.handle.handle,
+                    OP_N,
+                    OP_N,
+                    &alpha as *const f32 as *const c_void,
+                    self.a.descr(),
+                    self.b.0,
+                    &beta as *const f32 as *const c_void,
+                    self.c.0,
+                    cs::cudaDataType::CUDA_R_32F,
+                    self.alg.raw(),
+                    pw as *mut c_void,
+                ),
+            )
+        }
+    }
+}
+
+/// A prepared cuSPARSE CSR SpMV `y = α·A·x + β·y` (`CUSPARSE_SPMV_ALG_DEFAULT`).
+pub struct CusparseSpmv {
+    x: DnVec,
+    y: DnVec,
+    handle: CusparseHandle,
+    a: CusparseCsr,
+    workspace: CudaSlice<u8>,
+}
+
+impl CusparseSpmv {
+    /// Prepares SpMV (handle, descriptors, workspace).
+    pub fn new(gpu: &Gpu, a: &CusparseCsr) -> Result<Self, GpuError> {
+        let handle = CusparseHandle::new(gpu)?;
+        let tmp_x: CudaSlice<f32> = gpu.alloc_zeros(a.cols().max(1))?;
+        let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros(a.rows().max(1))?;
+        let s = gpu.stream();
+        let (px, _gx) = tmp_x.device_ptr(s);
+        let (py, _gy) = tmp_y.device_ptr_mut(s);
+        // SAFETY: tmp_x/tmp_y hold cols/rows f32 while used below; `run` re-points them.
+        let (x, y) = unsafe { (DnVec::new(a.cols(), px)?, DnVec::new(a.rows(), py)?) };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut size = 0usize;
+        // SAFETY: live handle and descriptors, host scalars, `size` valid for writes.
+        ok("cusparseSpMV_bufferSize", unsafe {
+            cs::cusparseSpMV_bufferSize(
+                handle.handle,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                a.descr(),
+                x.0,
+                &beta as *const f32 as *const c_void,
+                y.0,
+                cs::cudaDataType::CUDA_R_32F,
+                cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                &mut size,
+            )
+        })?;
+        let workspace = gpu.alloc_zeros(size.max(1))?;
+        gpu.synchronize()?;
+        drop((_gx, _gy));
+        Ok(Self {
+            x,
+            y,
+            handle,
+            a: a.clone(),
+            workspace,
+        })
+    }
+
+    /// Enqueues `y = α·A·x + β·y` (x: cols, y: rows). β = 0 never reads y.
+    pub fn run(
+        &mut self,
+        alpha: f32,
+        x: &CudaSlice<f32>,
+        beta: f32,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        if x.len() < self.a.cols() || y.len() < self.a.rows() {
+            return Err(GpuError::Invalid(format!(
+                "x needs {} and y {} elements, got {} and {}",
+                self.a.cols(),
+                self.a.rows(),
+                x.len(),
+                y.len()
+            )));
+        }
+        let s = self.handle.gpu.stream().clone();
+        let (px, _gx) = x.device_ptr(&s);
+        let (py, _gy) = y.device_ptr_mut(&s);
+        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
+        // SAFETY: lengths checked above; buffers borrowed for the call; workspace sized by
+        // cuSPARSE for this matrix; queued on the Gpu's stream.
+        unsafe {
+            self.x.set(px)?;
+            self.y.set(py)?;
+            ok(
+                "cusparseSpMV",
+                cs::cusparseSpMV(
+                    self.handle.handle,
+                    OP_N,
+                    &alpha as *const f32 as *const c_void,
+                    self.a.descr(),
+                    self.x.0,
+                    &beta as *const f32 as *const c_void,
+                    self.y.0,
+                    cs::cudaDataType::CUDA_R_32F,
+                    cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                    pw as *mut c_void,
+                ),
+            )
+        }
+    }
+}
+
+/// A BSR matrix (row-major blocks of `block × block`, 32-bit indices) for `cusparseSbsrmv`.
+///
+/// Invariant: `row_ptr` has `mb+1` entries from 0 to `nnzb`, every block column `< nb`, and `values`
+/// holds `nnzb·block²` f32 (checked in [`CusparseBsr::new`]).
+pub struct CusparseBsr {
+    descr: cs::cusparseMatDescr_t,
+    handle: CusparseHandle,
+    mb: usize,
+    nb: usize,
+    block: usize,
+    nnzb: usize,
+    row_ptr: CudaSlice<i32>,
+    col_ind: CudaSlice<i32>,
+    values: CudaSlice<f32>,
+}
+
+impl CusparseBsr {
+    /// Builds BSR from CSR on the host (blocks stored row-major, zero-filled) and uploads it.
+    pub fn from_csr(gpu: &Gpu, a: &Csr, block: usize) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        if block == 0 {
+            return Err(GpuError::Invalid("block size must be ≥ 1".into()));
+        }
+        let (m, k) = (a.rows(), a.cols());
+        let (mb, nb) = (m.div_ceil(block), k.div_ceil(block));
+        let mut row_ptr = vec![0i32; mb + 1];
+        let mut col_ind = Vec::new();
+        let mut values: Vec<f32> = Vec::new();
+        let ip = a.indptr();
+        let ip = ip.raw_storage();
+        let mut slot: Vec<usize> = vec![usize::MAX; nb];
+        for br in 0..mb {
+            let start = col_ind.len();
+            for r in br * block..((br + 1) * block).min(m) {
+                for p in ip[r] as usize..ip[r + 1] as usize {
+                    let c = a.indices()[p] as usize;
+                    let bc = c / block;
+                    if slot[bc] == usize::MAX {
+                        slot[bc] = col_ind.len();
+                        col_ind.push(bc as i32);
+                        values.extend(std::iter::repeat_n(0.0, block * block));
+                    }
+                    values[slot[bc] * block * block + (r % block) * block + c % block] =
+                        a.data()[p];
+                }
+            }
+            // Sort this block row by column, keeping values with their blocks.
+            let mut idx: Vec<usize> = (start..col_ind.len()).collect();
+            idx.sort_by_key(|&i| col_ind[i]);
+            let cols: Vec<i32> = idx.iter().map(|&i| col_ind[i]).collect();
+            let vals: Vec<f32> = idx
+                .iter()
+                .flat_map(|&i| values[i * block * block..(i + 1) * block * block].to_vec())
+                .collect();
+            for &c in &cols {
+                slot[c as usize] = usize::MAX;
+            }
+            col_ind[start..].copy_from_slice(&cols);
+            values[start * block * block..].copy_from_slice(&vals);
+            if col_ind.len() > i32::MAX as usize {
+                return Err(GpuError::Invalid("too many BSR blocks for i32".into()));
+            }
+            row_ptr[br + 1] = col_ind.len() as i32;
+        }
+        Self::new(gpu, mb, nb, block, &row_ptr, &col_ind, &values)
+    }
+
+    /// Validates and uploads BSR arrays.
+    pub fn new(
+        gpu: &Gpu,
+        mb: usize,
+        nb: usize,
+        block: usize,
+        row_ptr: &[i32],
+        col_ind: &[i32],
+        values: &[f32],
+    ) -> Result<Self, GpuError> {
+        let nnzb = col_ind.len();
+        let bad = |s: &str| Err(GpuError::Invalid(format!("BSR: {s}")));
+        if block == 0
+            || mb > i32::MAX as usize
+            || nb > i32::MAX as usize
+            || nnzb > i32::MAX as usize
+        {
+            return bad("sizes must be ≥ 1 block and fit i32");
+        }
+        if row_ptr.len() != mb + 1 || row_ptr[0] != 0 || row_ptr[mb] as usize != nnzb {
+            return bad("row_ptr must have mb+1 entries from 0 to nnzb");
+        }
+        if row_ptr.windows(2).any(|w| w[1] < w[0])
+            || col_ind.iter().any(|&c| c < 0 || c as usize >= nb)
+        {
+            return bad("row_ptr decreases or a block column is out of range");
+        }
+        if values.len() != nnzb * block * block {
+            return bad("values must hold nnzb·block² entries");
+        }
+        let handle = CusparseHandle::new(gpu)?;
+        let mut descr = std::ptr::null_mut();
+        // SAFETY: `descr` is valid for writes; destroyed in Drop.
+        ok("cusparseCreateMatDescr", unsafe {
+            cs::cusparseCreateMatDescr(&mut descr)
+        })?;
+        let this = Self {
+            descr,
+            handle,
+            mb,
+            nb,
+            block,
+            nnzb,
+            row_ptr: gpu.upload(row_ptr)?,
+            col_ind: upload_nonempty(gpu, col_ind)?,
+            values: upload_nonempty(gpu, values)?,
+        };
+        // SAFETY: live descriptor.
+        unsafe {
+            ok(
+                "cusparseSetMatType",
+                cs::cusparseSetMatType(
+                    descr,
+                    cs::cusparseMatrixType_t::CUSPARSE_MATRIX_TYPE_GENERAL,
+                ),
+            )?;
+            ok(
+                "cusparseSetMatIndexBase",
+                cs::cusparseSetMatIndexBase(
+                    descr,
+                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                ),
+            )?;
+        }
+        Ok(this)
+    }
+
+    /// Stored blocks.
+    pub fn nnzb(&self) -> usize {
+        self.nnzb
+    }
+
+    /// Enqueues `y = α·A·x + β·y` with `cusparseSbsrmv` (x: `nb·block`, y: `mb·block` elements).
+    pub fn spmv(
+        &self,
+        alpha: f32,
+        x: &CudaSlice<f32>,
+        beta: f32,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        if x.len() < self.nb * self.block || y.len() < self.mb * self.block {
+            return Err(GpuError::Invalid(format!(
+                "x needs {} and y {} elements",
+                self.nb * self.block,
+                self.mb * self.block
+            )));
+        }
+        let s = self.handle.gpu.stream().clone();
+        let (pr, _g1) = self.row_ptr.device_ptr(&s);
+        let (pc, _g2) = self.col_ind.device_ptr(&s);
+        let (pv, _g3) = self.values.device_ptr(&s);
+        let (px, _g4) = x.device_ptr(&s);
+        let (py, _g5) = y.device_ptr_mut(&s);
+        // SAFETY: arrays validated in `new` (row_ptr mb+1, col_ind < nb, values nnzb·block²);
+        // x/y lengths checked above; host scalars; queued on the Gpu's stream.
+        ok("cusparseSbsrmv", unsafe {
+            cs::cusparseSbsrmv(
+                self.handle.handle,
+                cs::cusparseDirection_t::CUSPARSE_DIRECTION_ROW,
+                OP_N,
+                self.mb as i32,
+                self.nb as i32,
+                self.nnzb as i32,
+                &alpha,
+                self.descr,
+                pv as *const f32,
+                pr as *const i32,
+                pc as *const i32,
+                self.block as i32,
+                px as *const f32,
+                &beta,
+                py as *mut f32,
+            )
+        })
+    }
+}
+
+// SAFETY: the matrix descriptor is set up once in `new` and only read afterwards; the handle is Send.
+unsafe impl Send for CusparseBsr {}
+
+impl Drop for CusparseBsr {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        let _ = unsafe { cs::cusparseDestroyMatDescr(self.descr) };
+    }
+}

@@ -1,0 +1,43 @@
+//! Expected kernel signatures: each launch module declares the `.entry` parameter list it passes, and
+//! a CPU test compares that table with the embedded PTX (so a changed `.cu` cannot silently
+//! desynchronise from its Rust launch code).
+
+use crate::KernelModule;
+
+/// Kind of one kernel argument as the launch code passes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A device pointer (`.u64`).
+    Ptr,
+    /// `unsigned int` (`.u32`).
+    U32,
+    /// `int` (`.s32`).
+    I32,
+    /// `unsigned long long` (`.u64`).
+    U64,
+    /// `float` (`.f32`).
+    F32,
+}
+
+impl ParamKind {
+    /// The PTX type name (without the dot) NVRTC writes in `.param` declarations.
+    pub fn ptx_type(self) -> &'static str {
+        match self {
+            ParamKind::Ptr | ParamKind::U64 => "u64",
+            ParamKind::U32 => "u32",
+            ParamKind::I32 => "s32",
+            ParamKind::F32 => "f32",
+        }
+    }
+}
+
+/// One kernel as the launch code expects it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelSignature {
+    /// Module holding the kernel.
+    pub module: KernelModule,
+    /// `extern "C"` name.
+    pub name: &'static str,
+    /// Parameters in order.
+    pub params: &'static [ParamKind],
+}

@@ -1,0 +1,62 @@
+//! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
+//! parameter list (count and PTX types) the launch code passes.
+
+use tcsparse_gpu::{KernelModule, KernelSignature, csr_spmm};
+
+fn check(sigs: &[KernelSignature]) {
+    for s in sigs {
+        let entries = nvptx_builder::ptx::entries(s.module.ptx());
+        let e = entries
+            .iter()
+            .find(|e| e.name == s.name)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{:?}: no .entry {} in {} (entries: {:?}); run `cargo xtask ptx`",
+                    s.module,
+                    s.name,
+                    s.module.file_name(),
+                    entries.iter().map(|e| &e.name).collect::<Vec<_>>()
+                )
+            });
+        let got: Vec<(&str, Option<usize>)> =
+            e.params.iter().map(|p| (p.ty.as_str(), p.array)).collect();
+        let want: Vec<(&str, Option<usize>)> =
+            s.params.iter().map(|p| (p.ptx_type(), None)).collect();
+        assert_eq!(
+            got, want,
+            "{:?}::{}: PTX parameters differ from the launch code",
+            s.module, s.name
+        );
+    }
+}
+
+#[test]
+fn csr_spmm_signature_matches_ptx() {
+    check(csr_spmm::SIGNATURES);
+}
+
+#[test]
+fn every_module_has_entries() {
+    for m in KernelModule::ALL {
+        assert!(
+            !nvptx_builder::ptx::entries(m.ptx()).is_empty(),
+            "{m:?}: embedded PTX has no .entry"
+        );
+    }
+}
+
+#[test]
+fn probe_never_panics_and_reports_no_driver_without_libcuda() {
+    let status = tcsparse_gpu::Gpu::probe();
+    println!("probe: {status:?}");
+    // SAFETY: only tries to dlopen libcuda.
+    let driver = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !driver {
+        assert!(
+            matches!(status, tcsparse_gpu::GpuStatus::NoDriver(_)),
+            "{status:?}"
+        );
+        let err = tcsparse_gpu::Gpu::require().expect_err("no GPU here");
+        assert!(err.to_string().contains("no NVIDIA driver"), "{err}");
+    }
+}

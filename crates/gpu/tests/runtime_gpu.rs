@@ -1,0 +1,504 @@
+//! GPU tests (ignored by default; run with `--include-ignored` on a GPU machine, e.g. through
+//! `cargo xtask gpu-bundle`). Without a GPU they FAIL (they call `Gpu::require`), never pass vacuously.
+//!
+//! Every product is compared with the f64 CPU reference using element-wise bounds:
+//! f32: |C − C_ref| ≤ c·2⁻²³·(|α|·(|A|·|B|)·len(row) + |β|·|C₀|), TF32: c·2⁻¹⁰·(|A|·|B|) (+ f32 terms).
+//! B is drawn fresh for every check; with β = 0, C is poisoned with NaN first (must never be read).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use cudarc::driver::CudaSlice;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tcsparse_formats::Csr;
+use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse_gpu::csr_spmm::CsrSpmm;
+use tcsparse_gpu::cublas::{Cublas, GemmPrecision};
+use tcsparse_gpu::cusparse::{CusparseBsr, CusparseCsr, CusparseSpmm, CusparseSpmv, SpmmAlg};
+use tcsparse_gpu::{Gpu, GpuStatus};
+
+const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
+const TF32_EPS: f64 = 1.0 / 1024.0;
+
+fn gpu() -> Gpu {
+    Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+}
+
+fn datasets_dir() -> Option<PathBuf> {
+    std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")))
+        .filter(|p| p.is_dir())
+}
+
+/// The `.mtx.gz` files; none (with a note) when the folder is missing, except under
+/// TCSPARSE_REQUIRE_GPU=1 where a missing folder is a failure.
+fn dataset_files() -> Vec<PathBuf> {
+    let Some(dir) = datasets_dir() else {
+        if std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)");
+        }
+        println!("note: shared datasets folder not found; skipping real matrices");
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("dataset folder readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
+    v
+}
+
+/// Minimal Matrix Market reader (coordinate; real/integer/pattern; general/symmetric). Pattern
+/// entries get random values in [-1, 1) so products are not all-ones.
+fn read_mtx_gz(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
+    let f = std::fs::File::open(path).expect("open dataset");
+    let r = BufReader::new(flate2::read::GzDecoder::new(f));
+    let mut lines = r.lines().map(|l| l.expect("read line"));
+    let header = lines.next().expect("header").to_lowercase();
+    assert!(
+        header.contains("coordinate"),
+        "{}: not coordinate",
+        path.display()
+    );
+    let pattern = header.contains("pattern");
+    let symmetric = header.contains("symmetric");
+    let mut dims = None;
+    let mut t = Vec::new();
+    for l in lines {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('%') {
+            continue;
+        }
+        let mut it = l.split_whitespace();
+        let mut num = || it.next().map(|s| s.parse::<f64>().expect("number"));
+        if dims.is_none() {
+            let (m, k, _) = (num().unwrap(), num().unwrap(), num().unwrap());
+            dims = Some((m as usize, k as usize));
+            continue;
+        }
+        let (r, c) = (num().unwrap() as u32 - 1, num().unwrap() as u32 - 1);
+        let v = if pattern {
+            rng.random_range(-1.0f32..1.0)
+        } else {
+            num().unwrap() as f32
+        };
+        t.push((r, c, v));
+        if symmetric && r != c {
+            t.push((c, r, v));
+        }
+    }
+    let (m, k) = dims.expect("size line");
+    csr_from_triplets(m, k, &t).expect("valid matrix")
+}
+
+/// Random m×k CSR; row lengths vary from 0 to ~2·avg (some empty rows), values in [-1, 1).
+fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
+    let mut t = Vec::new();
+    for r in 0..m {
+        let len = if r % 7 == 3 {
+            0
+        } else {
+            rng.random_range(0..=2 * avg)
+        };
+        for _ in 0..len.min(k) {
+            t.push((
+                r as u32,
+                rng.random_range(0..k as u32),
+                rng.random_range(-1.0f32..1.0),
+            ));
+        }
+    }
+    csr_from_triplets(m, k, &t).expect("valid")
+}
+
+/// R-MAT (a, b, c, d) = (0.57, 0.19, 0.19, 0.05): 2^scale nodes, edge_factor·2^scale edges, duplicates
+/// merged, values in [-1, 1).
+fn rmat(rng: &mut ChaCha8Rng, scale: u32, edge_factor: usize) -> Csr {
+    let n = 1usize << scale;
+    let edges = edge_factor * n;
+    let mut t = Vec::with_capacity(edges);
+    for _ in 0..edges {
+        let (mut r, mut c) = (0u32, 0u32);
+        for _ in 0..scale {
+            let p: f32 = rng.random();
+            let (dr, dc) = if p < 0.57 {
+                (0, 0)
+            } else if p < 0.76 {
+                (0, 1)
+            } else if p < 0.95 {
+                (1, 0)
+            } else {
+                (1, 1)
+            };
+            r = 2 * r + dr;
+            c = 2 * c + dc;
+        }
+        t.push((r, c, rng.random_range(-1.0f32..1.0)));
+    }
+    csr_from_triplets(n, n, &t).expect("valid")
+}
+
+fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// Checks `got ≈ α·A·B + β·C₀` with the f32 bound (c = 2, row-length scaled).
+#[allow(clippy::too_many_arguments)]
+fn check_spmm(
+    what: &str,
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    alpha: f32,
+    beta: f32,
+    c0: &[f32],
+    got: &[f32],
+) {
+    let exact = spmm_f64(a, b, n, n, false);
+    let abs = spmm_f64(a, b, n, n, true);
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let (alpha, beta) = (alpha as f64, beta as f64);
+    let mut want = vec![0f64; exact.len()];
+    let mut scale = vec![0f64; exact.len()];
+    for r in 0..a.rows() {
+        let len = (ip[r + 1] - ip[r]).max(1) as f64;
+        for j in 0..n {
+            let i = r * n + j;
+            let cterm = if beta == 0.0 {
+                0.0
+            } else {
+                beta * c0[i] as f64
+            };
+            want[i] = alpha * exact[i] + cterm;
+            scale[i] = alpha.abs() * abs[i] * len + (beta * c0[i] as f64).abs() + want[i].abs();
+        }
+    }
+    let err = max_scaled_error(got, &want, &scale) / F32_EPS;
+    assert!(err <= 2.0, "{what}: error {err:.3} f32 ulps·len (bound 2)");
+}
+
+/// A device product `(α, B, β, C)`.
+type RunFn<'a> = dyn FnMut(f32, &CudaSlice<f32>, f32, &mut CudaSlice<f32>) + 'a;
+
+/// One SpMM case through a closure that runs the product on the device.
+fn spmm_case(gpu: &Gpu, rng: &mut ChaCha8Rng, what: &str, a: &Csr, n: usize, run: &mut RunFn<'_>) {
+    for (alpha, beta) in [(1.0f32, 0.0f32), (0.75, -0.5)] {
+        let b = dense(rng, a.cols() * n);
+        let c0: Vec<f32> = if beta == 0.0 {
+            vec![f32::NAN; a.rows() * n]
+        } else {
+            dense(rng, a.rows() * n)
+        };
+        let db = gpu.upload(&b).expect("upload B");
+        let mut dc = gpu.upload(&c0).expect("upload C");
+        run(alpha, &db, beta, &mut dc);
+        let got = gpu.download(&dc).expect("download C");
+        check_spmm(
+            &format!("{what} α={alpha} β={beta}"),
+            a,
+            &b,
+            n,
+            alpha,
+            beta,
+            &c0,
+            &got,
+        );
+    }
+}
+
+fn generated_cases(rng: &mut ChaCha8Rng) -> Vec<(String, Csr)> {
+    let mut v = Vec::new();
+    for (m, k, avg) in [
+        (1, 1, 1),
+        (37, 53, 5),
+        (500, 300, 20),
+        (2000, 4000, 3),
+        (64, 5000, 200),
+    ] {
+        v.push((
+            format!("random {m}×{k} avg {avg}"),
+            random_csr(rng, m, k, avg),
+        ));
+    }
+    v.push(("empty 10×10".into(), random_csr(rng, 10, 10, 0)));
+    v
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn probe_reports_a_working_device() {
+    match Gpu::probe() {
+        GpuStatus::Ready(g) => {
+            let i = g.info();
+            println!("GPU: {i:?}");
+            assert!(!i.name.is_empty());
+            assert!(i.sm_count > 0);
+            assert!(i.compute_capability.0 >= 7, "{:?}", i.compute_capability);
+            assert!(i.memory_bytes > 1 << 30);
+            assert!(i.driver_version >= 12000, "{}", i.driver_version);
+            assert!(i.l2_bytes > 0);
+        }
+        other => panic!("no GPU: {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_kernel_matches_reference_on_generated_matrices() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for (name, a) in generated_cases(&mut rng) {
+        let k = CsrSpmm::new(&gpu, &a).expect("upload");
+        for n in [1, 7, 32, 33, 128, 130, 300] {
+            spmm_case(
+                &gpu,
+                &mut rng,
+                &format!("csr_spmm {name} n={n}"),
+                &a,
+                n,
+                &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cusparse_spmm_matches_reference_on_generated_matrices() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    for (name, a) in generated_cases(&mut rng) {
+        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+        for alg in SpmmAlg::ALL {
+            for n in [1, 8, 33, 128] {
+                let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
+                spmm_case(
+                    &gpu,
+                    &mut rng,
+                    &format!("cusparse {alg:?} {name} n={n}"),
+                    &a,
+                    n,
+                    &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmm_and_spmv_match_reference_on_shared_datasets() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for path in dataset_files() {
+        let a = read_mtx_gz(&path, &mut rng);
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
+        let n = 64;
+        let k = CsrSpmm::new(&gpu, &a).expect("upload");
+        spmm_case(
+            &gpu,
+            &mut rng,
+            &format!("csr_spmm {name}"),
+            &a,
+            n,
+            &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
+        );
+        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+        for alg in SpmmAlg::ALL {
+            let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
+            spmm_case(
+                &gpu,
+                &mut rng,
+                &format!("cusparse {alg:?} {name}"),
+                &a,
+                n,
+                &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
+            );
+        }
+        let mut sv = CusparseSpmv::new(&gpu, &ca).expect("prepare spmv");
+        spmm_case(
+            &gpu,
+            &mut rng,
+            &format!("cusparse SpMV {name}"),
+            &a,
+            1,
+            &mut |al, x, be, y| sv.run(al, x, be, y).expect("cusparseSpMV"),
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cusparse_spmv_and_bsr_spmv_match_reference() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    for (name, a) in generated_cases(&mut rng) {
+        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+        let mut sv = CusparseSpmv::new(&gpu, &ca).expect("prepare");
+        spmm_case(
+            &gpu,
+            &mut rng,
+            &format!("SpMV {name}"),
+            &a,
+            1,
+            &mut |al, x, be, y| sv.run(al, x, be, y).expect("cusparseSpMV"),
+        );
+        for block in [2usize, 4] {
+            // BSR vectors are padded to whole blocks: run on padded copies, compare the first rows.
+            let bsr = CusparseBsr::from_csr(&gpu, &a, block).expect("bsr");
+            let (mp, kp) = (
+                a.rows().div_ceil(block) * block,
+                a.cols().div_ceil(block) * block,
+            );
+            for (alpha, beta) in [(1.0f32, 0.0f32), (1.5, 0.25)] {
+                let x = dense(&mut rng, a.cols());
+                let y0 = if beta == 0.0 {
+                    vec![f32::NAN; a.rows()]
+                } else {
+                    dense(&mut rng, a.rows())
+                };
+                let mut xp = x.clone();
+                xp.resize(kp, 0.0);
+                let mut yp = y0.clone();
+                yp.resize(mp, 0.0);
+                let dx = gpu.upload(&xp).expect("x");
+                let mut dy = gpu.upload(&yp).expect("y");
+                bsr.spmv(alpha, &dx, beta, &mut dy).expect("bsrmv");
+                let got = gpu.download(&dy).expect("y");
+                check_spmm(
+                    &format!("BSR{block} SpMV {name} α={alpha} β={beta}"),
+                    &a,
+                    &x,
+                    1,
+                    alpha,
+                    beta,
+                    &y0,
+                    &got[..a.rows()],
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cublas_sgemm_and_tf32_match_reference() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut blas = Cublas::new(&gpu).expect("cublas");
+    for (m, n, k) in [(1, 1, 1), (33, 17, 65), (256, 128, 512), (100, 300, 7)] {
+        for prec in [GemmPrecision::F32, GemmPrecision::Tf32] {
+            for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
+                let a = dense(&mut rng, m * k);
+                let b = dense(&mut rng, k * n);
+                let c0 = if beta == 0.0 {
+                    vec![f32::NAN; m * n]
+                } else {
+                    dense(&mut rng, m * n)
+                };
+                let (da, db) = (gpu.upload(&a).expect("a"), gpu.upload(&b).expect("b"));
+                let mut dc = gpu.upload(&c0).expect("c");
+                blas.gemm_row_major(prec, m, n, k, alpha, &da, &db, beta, &mut dc)
+                    .expect("gemm");
+                let got = gpu.download(&dc).expect("c");
+                let mut want = vec![0f64; m * n];
+                let mut scale = vec![0f64; m * n];
+                for i in 0..m {
+                    for j in 0..n {
+                        let (mut s, mut sa) = (0f64, 0f64);
+                        for p in 0..k {
+                            let x = a[i * k + p] as f64 * b[p * n + j] as f64;
+                            s += x;
+                            sa += x.abs();
+                        }
+                        let cterm = if beta == 0.0 {
+                            0.0
+                        } else {
+                            beta as f64 * c0[i * n + j] as f64
+                        };
+                        want[i * n + j] = alpha as f64 * s + cterm;
+                        // TF32: inputs rounded to 10 mantissa bits; f32: accumulation over k terms.
+                        let per = match prec {
+                            GemmPrecision::F32 => F32_EPS * k as f64,
+                            GemmPrecision::Tf32 => TF32_EPS + F32_EPS * k as f64,
+                        };
+                        scale[i * n + j] =
+                            (alpha.abs() as f64 * sa + cterm.abs() + want[i * n + j].abs()) * per;
+                    }
+                }
+                let err = max_scaled_error(&got, &want, &scale);
+                assert!(
+                    err <= 2.0,
+                    "cuBLAS {prec:?} {m}×{n}×{k} α={alpha} β={beta}: {err:.3} > 2"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn timing_rmat_scale20_n128() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(20);
+    let t0 = std::time::Instant::now();
+    let a = rmat(&mut rng, 20, 11);
+    println!(
+        "R-MAT scale 20 ef 11: {}×{} nnz {} (generated in {:.1}s)",
+        a.rows(),
+        a.cols(),
+        a.nnz(),
+        t0.elapsed().as_secs_f64()
+    );
+    let n = 128;
+    let b = dense(&mut rng, a.cols() * n);
+    let db = gpu.upload(&b).expect("B");
+    let mut dc = gpu.alloc_zeros::<f32>(a.rows() * n).expect("C");
+    let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+    let gflops = |ms: f64| 2.0 * a.nnz() as f64 * n as f64 / (ms * 1e6);
+    for alg in SpmmAlg::ALL {
+        let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
+        let t = gpu
+            .time_launches(5, 20, || s.run(1.0, &db, 0.0, &mut dc))
+            .expect("timing");
+        println!(
+            "cuSPARSE SpMM {alg:?}: median {:.3} ms, min {:.3} ms, mean {:.3} ms ({:.1} GFLOP/s; torch ≈ 1.36 ms)",
+            t.median_ms,
+            t.min_ms,
+            t.mean_ms,
+            gflops(t.median_ms)
+        );
+    }
+    let k = CsrSpmm::new(&gpu, &a).expect("upload");
+    let t = gpu
+        .time_launches(5, 20, || k.run(1.0, &db, 0.0, &mut dc, n))
+        .expect("timing");
+    println!(
+        "csr_spmm (ours): median {:.3} ms, min {:.3} ms ({:.1} GFLOP/s)",
+        t.median_ms,
+        t.min_ms,
+        gflops(t.median_ms)
+    );
+    let got = gpu.download(&dc).expect("C");
+    check_spmm(
+        "csr_spmm R-MAT 20",
+        &a,
+        &b,
+        n,
+        1.0,
+        0.0,
+        &vec![0.0; a.rows() * n],
+        &got,
+    );
+}
