@@ -342,7 +342,7 @@ impl CusparseSpmm {
         {
             let (pw, _gw) = workspace.device_ptr_mut(s);
             // SAFETY: as above; the workspace holds `size` bytes and lives as long as `self`.
-            ok("cusparseSpMM_preprocess", unsafe {
+            let pre = ok("cusparseSpMM_preprocess", unsafe {
                 cs::cusparseSpMM_preprocess(
                     handle.handle,
                     OP_N,
@@ -356,7 +356,12 @@ impl CusparseSpmm {
                     alg.raw(),
                     pw as *mut c_void,
                 )
-            })?;
+            });
+            // Preprocessing is an optional speed-up (cuSPARSE only uses it for some algorithms): a
+            // refusal is logged, not fatal.
+            if let Err(e) = pre {
+                tracing::debug!("{e} ({alg:?}); running without preprocessing");
+            }
         }
         gpu.synchronize()?;
         drop((_gb, _gc));
