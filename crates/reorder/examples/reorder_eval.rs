@@ -26,6 +26,15 @@ fn shuffled(a: Csr, seed: u64) -> Csr {
         .expect("square")
 }
 
+/// User + system CPU seconds of this process (all threads), from /proc (0 where unavailable).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
 fn datasets_dir() -> Option<PathBuf> {
     let d = std::env::var_os("TCSPARSE_SHARED_DATASETS")
         .map(PathBuf::from)
@@ -110,7 +119,7 @@ fn main() {
     println!("|---|---:|---:|---|---:|---:|---:|---:|---:|");
     // Per method: (sum of 8×8 MeanNNZTC, sum of log improvement, count).
     let mut summary = vec![(0f64, 0f64, 0usize); METHODS.len()];
-    let mut timing: Vec<(String, String, usize, f64)> = Vec::new();
+    let mut timing: Vec<(String, String, usize, f64, f64)> = Vec::new();
     for (name, load) in &inputs {
         if only.as_ref().is_some_and(|o| !name.contains(o.as_str())) {
             continue;
@@ -132,21 +141,23 @@ fn main() {
         };
         for (mi, method) in methods.iter().enumerate() {
             let m = by_name(method, 1).unwrap();
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_seconds());
             let p = m.permutation(&a, mode).expect("reordering");
             let secs = t.elapsed().as_secs_f64();
+            let cpu_ns = (cpu_seconds() - c) * 1e9 / a.nnz().max(1) as f64;
             let b = p.apply_rows(&a).unwrap();
             let (s8, s16) = (window_stats(&b, 8, 8), window_stats(&b, 16, 8));
             let ns = secs * 1e9 / a.nnz().max(1) as f64;
             println!(
-                "| {name} | {} | {} | {method} | {:.2} | {:.2} | {} | {:.1} | {:.0} |",
+                "| {name} | {} | {} | {method} | {:.2} | {:.2} | {} | {:.1} | {:.0} | {:.0} |",
                 a.rows(),
                 a.nnz(),
                 s8.mean_nnz_tc(),
                 s16.mean_nnz_tc(),
                 s8.blocks,
                 s8.mean_distinct_cols(),
-                ns
+                ns,
+                cpu_ns
             );
             let e = &mut summary[mi];
             e.0 += s8.mean_nnz_tc();
@@ -155,9 +166,9 @@ fn main() {
             }
             e.2 += 1;
             if name.contains("rmat") || name.contains("clustered") {
-                timing.push((name.clone(), method.to_string(), a.nnz(), ns));
+                timing.push((name.clone(), method.to_string(), a.nnz(), ns, cpu_ns));
             }
-            eprintln!("  {method:8} {:6.2} {:6.0} ns/nnz", s8.mean_nnz_tc(), ns);
+            eprintln!("  {method:8} {:6.2} {:6.0} ns/nnz wall {:6.0} CPU", s8.mean_nnz_tc(), ns, cpu_ns);
         }
     }
     println!();
@@ -173,9 +184,9 @@ fn main() {
         );
     }
     println!();
-    println!("| generated matrix | method | nnz | ns/nnz |");
-    println!("|---|---|---:|---:|");
-    for (n, m, nnz, ns) in timing {
-        println!("| {n} | {m} | {nnz} | {ns:.0} |");
+    println!("| generated matrix | method | nnz | ns/nnz wall | ns/nnz CPU |");
+    println!("|---|---|---:|---:|---:|");
+    for (n, m, nnz, ns, cpu) in timing {
+        println!("| {n} | {m} | {nnz} | {ns:.0} | {cpu:.0} |");
     }
 }
