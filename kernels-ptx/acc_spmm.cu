@@ -12,9 +12,17 @@
 //   a0 = B[col[t]][f0+g]  a1 = B[col[t]][f0+g+8]  a2 = B[col[t+4]][f0+g]  a3 = B[col[t+4]][f0+g+8]
 //   b0 = T[g][t]          b1 = T[g][t+4]
 //   c0, c1 -> C[8w + 2t (+1)][f0+g]                 c2, c3 -> C[8w + 2t (+1)][f0+g+8]
+// (with the features renumbered as described under "Feature permutation" below).
 // Each warp owns 32 features (two MMAs per block); a thread block of W warps covers TN = 32 W features
 // and grid.y = ceil(N / TN) tiles the feature dimension. Every feature index is guarded against N and
-// every row against M, so any N >= 1, M, K is handled (unused MMA halves are skipped or zero-filled).
+// every row against M, so any N >= 1, M, K is handled (unused features are zero-filled, not stored).
+//
+// Feature permutation: the MMA's M dimension (features) may be numbered in any order as long as loads
+// and stores agree. MMA h (0, 1) row m of the warp is feature f0 + 4 (m % 8) + 2h + m / 8, so lane
+// (g, t) needs features f0 + 4g + {0, 1, 2, 3} of B rows col[t] and col[t + 4] -- one float4 each --
+// and its accumulators for row 2t (and 2t + 1) are the four consecutive features f0 + 4g + q,
+// q = 2h + k / 2 -- one float4 store each. A warp's float4 loads of one B row cover 128 contiguous
+// bytes. The scalar path (flag bit 0 clear: ldb or ldc not a multiple of 4) uses the same mapping.
 //
 // Decoding: each lane needs exactly two elements of the 8x8 tile (b0, b1), so it decodes them straight
 // from the mask with popcount (value index = offset + popc(mask & ((1 << p) - 1))) instead of first
@@ -51,8 +59,8 @@ struct Meta {
 };
 
 struct Stage {
-    float lo[4];  // B[col_lo][f0 + 8q + g], q = 0..3
-    float hi[4];  // B[col_hi][f0 + 8q + g]
+    float lo[4];  // B[col_lo][f0 + 4g + q], q = 0..3
+    float hi[4];  // B[col_hi][f0 + 4g + q]
     float v0;     // T[g][t]
     float v1;     // T[g][t + 4]
 };
@@ -102,7 +110,8 @@ struct Ctx {
     u64 ldb;
     u32 g, t;
     u32 f0;        // first feature of this warp
-    bool qok[4];   // f0 + 8q + g < N
+    bool qok[4];   // f0 + 4g + q < N
+    bool vec;      // float4 loads/stores: aligned (flag bit 0) and all four features < N
     u64 lowmask0;  // bits below p0 = 8g + t
     u64 lowmask1;  // bits below p1 = 8g + t + 4
 };
@@ -143,12 +152,20 @@ __device__ __forceinline__ void meta_issue(const Ctx& c, SmemMeta& s, u32 buf, u
 __device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
     const bool lo_ok = m.col_lo != SENTINEL;
     const bool hi_ok = m.col_hi != SENTINEL;
-    const float* rlo = c.B + (lo_ok ? (u64)m.col_lo * c.ldb : 0) + c.f0 + c.g;
-    const float* rhi = c.B + (hi_ok ? (u64)m.col_hi * c.ldb : 0) + c.f0 + c.g;
+    const float* rlo = c.B + (lo_ok ? (u64)m.col_lo * c.ldb : 0) + c.f0 + 4 * c.g;
+    const float* rhi = c.B + (hi_ok ? (u64)m.col_hi * c.ldb : 0) + c.f0 + 4 * c.g;
+    if (c.vec) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
+        const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
+        s.lo[0] = l.x; s.lo[1] = l.y; s.lo[2] = l.z; s.lo[3] = l.w;
+        s.hi[0] = h.x; s.hi[1] = h.y; s.hi[2] = h.z; s.hi[3] = h.w;
+    } else {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        s.lo[q] = (lo_ok && c.qok[q]) ? __ldg(rlo + 8 * q) : 0.0f;
-        s.hi[q] = (hi_ok && c.qok[q]) ? __ldg(rhi + 8 * q) : 0.0f;
+        for (int q = 0; q < 4; ++q) {
+            s.lo[q] = (lo_ok && c.qok[q]) ? __ldg(rlo + q) : 0.0f;
+            s.hi[q] = (hi_ok && c.qok[q]) ? __ldg(rhi + q) : 0.0f;
+        }
     }
     const u32 p0 = 8 * c.g + c.t;
     s.v0 = ((m.mask >> p0) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask0)) : 0.0f;
@@ -171,7 +188,7 @@ __device__ __forceinline__ void acc_spmm_body(
     const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,
     const u64* __restrict__ bits, const float* __restrict__ values, const u32* __restrict__ work,
     const unsigned char* __restrict__ window_split, const float* __restrict__ B, u32 ldb,
-    float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta) {
+    float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta, u32 flags) {
     __shared__ SmemMeta smeta;
 
     const u32 lane = threadIdx.x & 31;
@@ -187,15 +204,17 @@ __device__ __forceinline__ void acc_spmm_body(
     c.t = lane & 3;
     c.f0 = blockIdx.y * blockDim.x + warp * 32;
 #pragma unroll
-    for (int q = 0; q < 4; ++q) c.qok[q] = c.f0 + 8 * q + c.g < N;
+    for (int q = 0; q < 4; ++q) c.qok[q] = c.f0 + 4 * c.g + q < N;
+    c.vec = (flags & 1u) && c.qok[3];
     {
         const u32 p0 = 8 * c.g + c.t;
         c.lowmask0 = (1ull << p0) - 1ull;
         c.lowmask1 = (1ull << (p0 + 4)) - 1ull;
     }
-    // Warp-uniform: does this warp own any feature, and is its second MMA (features f0+16..) used?
+    // Warp-uniform: does this warp own any feature, and is its second MMA (features f0 + 4g + 2,
+    // f0 + 4g + 3) used at all?
     const bool warp_on = c.f0 < N;
-    const bool second_on = c.f0 + 16 < N;
+    const bool second_on = c.f0 + 2 < N;
 
     const u32 wb = __ldg(work + 4ull * blockIdx.x + 0);
     const u32 we = __ldg(work + 4ull * blockIdx.x + 1);
@@ -260,11 +279,30 @@ __device__ __forceinline__ void acc_spmm_body(
         }
 
         // Write the window: acc[h][0] -> (row 2t, q = 2h), [1] -> (2t + 1, 2h), [2] -> (2t, 2h + 1),
-        // [3] -> (2t + 1, 2h + 1); feature f0 + 8q + g.
+        // [3] -> (2t + 1, 2h + 1); feature f0 + 4g + q.
         if (!warp_on) continue;
         const bool split = window_split[w] != 0;
         if (split && !touched) continue;
         const u32 row0 = 8 * w + 2 * c.t;
+        if (c.vec && !split) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const u32 row = row0 + r;
+                if (row >= M) continue;
+                float4* dst = reinterpret_cast<float4*>(C + (u64)row * ldc + c.f0 + 4 * c.g);
+                float4 v = make_float4(alpha * acc[0][r], alpha * acc[0][r + 2], alpha * acc[1][r],
+                                       alpha * acc[1][r + 2]);
+                if (beta != 0.0f) {
+                    const float4 old = *dst;
+                    v.x += beta * old.x;
+                    v.y += beta * old.y;
+                    v.z += beta * old.z;
+                    v.w += beta * old.w;
+                }
+                *dst = v;
+            }
+            continue;
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -272,7 +310,7 @@ __device__ __forceinline__ void acc_spmm_body(
                 const u32 row = row0 + (k & 1);
                 const int q = 2 * h + (k >> 1);
                 if (row >= M || !c.qok[q]) continue;
-                float* dst = C + (u64)row * ldc + c.f0 + 8 * q + c.g;
+                float* dst = C + (u64)row * ldc + c.f0 + 4 * c.g + q;
                 const float v = alpha * acc[h][k];
                 if (split) {
                     atomicAdd(dst, v);
@@ -292,9 +330,10 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
                   const u32* __restrict__ a2b, const u64* __restrict__ bits,
                   const float* __restrict__ values, const u32* __restrict__ work,
                   const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                  u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta) {
+                  u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
+                  u32 flags) {
     acc_spmm_body<true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                        beta);
+                        beta, flags);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
@@ -303,9 +342,9 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
                       const float* __restrict__ values, const u32* __restrict__ work,
                       const unsigned char* __restrict__ window_split, const float* __restrict__ B,
                       u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
-                      float beta) {
+                      float beta, u32 flags) {
     acc_spmm_body<false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                         beta);
+                         beta, flags);
 }
 
 // Pre-scales the rows of split windows: C = beta * C (C = 0 when beta == 0, never reading C), so the

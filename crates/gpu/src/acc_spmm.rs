@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 use thiserror::Error;
@@ -131,7 +133,10 @@ pub fn check_parts(p: &AccSpmmParts<'_>) -> Result<(), AccSpmmError> {
     let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
     let windows = p.rows.div_ceil(8);
     if p.rows > u32::MAX as usize - 8 || p.cols >= u32::MAX as usize {
-        return bad(format!("{}×{} is too large for u32 indices", p.rows, p.cols));
+        return bad(format!(
+            "{}×{} is too large for u32 indices",
+            p.rows, p.cols
+        ));
     }
     if p.row_window_offset.len() != windows + 1 {
         return bad(format!(
@@ -143,7 +148,10 @@ pub fn check_parts(p: &AccSpmmParts<'_>) -> Result<(), AccSpmmError> {
     }
     let blocks = p.tc_local_bit.len();
     if blocks >= (u32::MAX / 8) as usize || p.values.len() >= u32::MAX as usize {
-        return bad(format!("{blocks} blocks / {} values exceed u32 indices", p.values.len()));
+        return bad(format!(
+            "{blocks} blocks / {} values exceed u32 indices",
+            p.values.len()
+        ));
     }
     if p.row_window_offset[0] != 0 || p.row_window_offset[windows] as usize != blocks {
         return bad(format!(
@@ -181,8 +189,15 @@ pub fn check_parts(p: &AccSpmmParts<'_>) -> Result<(), AccSpmmError> {
             ));
         }
     }
-    if let Some(i) = p.sparse_a_to_b.iter().position(|&c| c != SENTINEL && c as usize >= p.cols) {
-        return bad(format!("column id {} at slot {i} is ≥ K = {}", p.sparse_a_to_b[i], p.cols));
+    if let Some(i) = p
+        .sparse_a_to_b
+        .iter()
+        .position(|&c| c != SENTINEL && c as usize >= p.cols)
+    {
+        return bad(format!(
+            "column id {} at slot {i} is ≥ K = {}",
+            p.sparse_a_to_b[i], p.cols
+        ));
     }
     Ok(())
 }
@@ -223,17 +238,25 @@ pub fn flatten_schedule(
     let windows = row_window_offset.len().saturating_sub(1);
     let blocks = row_window_offset.last().copied().unwrap_or(0) as u64;
     if window_split.len() != windows {
-        return bad(format!("{} split flags for {windows} windows", window_split.len()));
+        return bad(format!(
+            "{} split flags for {windows} windows",
+            window_split.len()
+        ));
     }
     let mut flat = Vec::new();
     let mut cover = vec![0i64; windows + 1];
     let mut ranges = Vec::new();
     for (tb, [wb, we, bb, be]) in work.into_iter().enumerate() {
         if wb > we || we > windows as u64 || bb > be || be > blocks {
-            return bad(format!("thread block {tb}: ranges {wb}..{we} / {bb}..{be} out of bounds"));
+            return bad(format!(
+                "thread block {tb}: ranges {wb}..{we} / {bb}..{be} out of bounds"
+            ));
         }
         if wb < we {
-            let (lo, hi) = (row_window_offset[wb as usize] as u64, row_window_offset[we as usize] as u64);
+            let (lo, hi) = (
+                row_window_offset[wb as usize] as u64,
+                row_window_offset[we as usize] as u64,
+            );
             if bb < lo || be > hi {
                 return bad(format!(
                     "thread block {tb}: blocks {bb}..{be} outside its windows' blocks {lo}..{hi}"
@@ -255,7 +278,11 @@ pub fn flatten_schedule(
         if bb != next {
             return bad(format!(
                 "blocks {next}..{bb} {} (at thread block {tb})",
-                if bb > next { "are in no thread block" } else { "are in two thread blocks" }
+                if bb > next {
+                    "are in no thread block"
+                } else {
+                    "are in two thread blocks"
+                }
             ));
         }
         next = be;
@@ -272,16 +299,24 @@ pub fn flatten_schedule(
             return bad(format!("window {w}: split flag {split} is not 0 or 1"));
         }
         if count == 0 {
-            return bad(format!("window {w} is in no thread block's range (rows left unwritten)"));
+            return bad(format!(
+                "window {w} is in no thread block's range (rows left unwritten)"
+            ));
         }
         if split == 0 && count != 1 {
-            return bad(format!("window {w} is not flagged split but {count} thread blocks cover it"));
+            return bad(format!(
+                "window {w} is not flagged split but {count} thread blocks cover it"
+            ));
         }
         if split == 1 {
             split_windows.push(w as u32);
         }
     }
-    Ok(FlatSchedule { work: flat, window_split: window_split.to_vec(), split_windows })
+    Ok(FlatSchedule {
+        work: flat,
+        window_split: window_split.to_vec(),
+        split_windows,
+    })
 }
 
 /// [`flatten_schedule`] for a planner [`AccSchedule`].
@@ -309,9 +344,18 @@ pub fn unbalanced_schedule(row_window_offset: &[u32]) -> FlatSchedule {
     let windows = row_window_offset.len().saturating_sub(1);
     let mut work = Vec::with_capacity(4 * windows);
     for w in 0..windows {
-        work.extend([w as u32, w as u32 + 1, row_window_offset[w], row_window_offset[w + 1]]);
+        work.extend([
+            w as u32,
+            w as u32 + 1,
+            row_window_offset[w],
+            row_window_offset[w + 1],
+        ]);
     }
-    FlatSchedule { work, window_split: vec![0; windows], split_windows: Vec::new() }
+    FlatSchedule {
+        work,
+        window_split: vec![0; windows],
+        split_windows: Vec::new(),
+    }
 }
 
 /// Grid and block shape of one launch.
@@ -346,13 +390,17 @@ pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, Acc
         return Ok(None);
     }
     if num_tbs > i32::MAX as usize || n > u32::MAX as usize / 2 {
-        return Err(AccSpmmError::InvalidArgs(format!("n = {n}, {num_tbs} thread blocks too large")));
+        return Err(AccSpmmError::InvalidArgs(format!(
+            "n = {n}, {num_tbs} thread blocks too large"
+        )));
     }
     let total_warps = n.div_ceil(32);
     let tiles = total_warps.div_ceil(MAX_WARPS as usize);
     let warps = total_warps.div_ceil(tiles);
     if tiles > 65_535 {
-        return Err(AccSpmmError::InvalidArgs(format!("n = {n} needs {tiles} > 65535 feature tiles")));
+        return Err(AccSpmmError::InvalidArgs(format!(
+            "n = {n} needs {tiles} > 65535 feature tiles"
+        )));
     }
     Ok(Some(LaunchShape {
         warps: warps as u32,
@@ -362,15 +410,35 @@ pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, Acc
     }))
 }
 
+/// Kernel flags: bit 0 = float4 loads of B and stores of C (needs `ldb` and `ldc` multiples of 4,
+/// with 16-byte aligned buffers, which device allocations are).
+pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
+    u32::from(ldb % 4 == 0 && ldc % 4 == 0)
+}
+
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.
-pub fn check_dense(what: &str, len: usize, rows: usize, n: usize, ld: usize) -> Result<(), AccSpmmError> {
+pub fn check_dense(
+    what: &str,
+    len: usize,
+    rows: usize,
+    n: usize,
+    ld: usize,
+) -> Result<(), AccSpmmError> {
     if ld < n {
-        return Err(AccSpmmError::InvalidArgs(format!("{what}: leading dimension {ld} < n = {n}")));
+        return Err(AccSpmmError::InvalidArgs(format!(
+            "{what}: leading dimension {ld} < n = {n}"
+        )));
     }
     if ld > u32::MAX as usize {
-        return Err(AccSpmmError::InvalidArgs(format!("{what}: leading dimension {ld} > u32::MAX")));
+        return Err(AccSpmmError::InvalidArgs(format!(
+            "{what}: leading dimension {ld} > u32::MAX"
+        )));
     }
-    let need = if rows == 0 || n == 0 { 0 } else { (rows - 1) * ld + n };
+    let need = if rows == 0 || n == 0 {
+        0
+    } else {
+        (rows - 1) * ld + n
+    };
     if len < need {
         return Err(AccSpmmError::InvalidArgs(format!(
             "{what}: {len} elements, a {rows}×{n} matrix with leading dimension {ld} needs {need}"
@@ -390,7 +458,7 @@ pub fn to_tf32(x: f32) -> f32 {
 
 /// Lane-exact CPU model of `acc_spmm_tf32`: walks the flattened schedule per thread block, feature
 /// tile and warp, forms each lane's mma.sync fragments with exactly the kernel's index expressions
-/// (a0 = B[col[t]][f0+g], …, b0 = T[g][t] decoded by popcount, …), multiplies them with the documented
+/// (a0 = B[col[t]][f0+4g+2h], …, b0 = T[g][t] decoded by popcount, …), multiplies them with the documented
 /// m16n8k8 layout (TF32 inputs, f32 accumulate in k order) and scatters c0..c3 as the kernel does,
 /// including the split-window β pre-scale and the atomic adds. It is the CPU test that the kernel's
 /// mapping, guards and schedule walk are right; the GPU tests then check the hardware agrees.
@@ -408,7 +476,9 @@ pub fn emulate(
     ldc: usize,
     n: usize,
 ) {
-    let Ok(Some(shape)) = launch_shape(n, s.num_tbs()) else { return };
+    let Ok(Some(shape)) = launch_shape(n, s.num_tbs()) else {
+        return;
+    };
     let rows = p.rows;
     // β pre-scale of split windows.
     for &w in &s.split_windows {
@@ -420,7 +490,11 @@ pub fn emulate(
         }
     }
     let load_b = |col: u32, f: usize| -> f32 {
-        if col == SENTINEL || f >= n { 0.0 } else { b[col as usize * ldb + f] }
+        if col == SENTINEL || f >= n {
+            0.0
+        } else {
+            b[col as usize * ldb + f]
+        }
     };
     for tb in 0..s.num_tbs() {
         let [wb, we, bb, be] = [0, 1, 2, 3].map(|i| s.work[4 * tb + i] as usize);
@@ -447,18 +521,19 @@ pub fn emulate(
                             let (g, t) = (lane / 4, lane % 4);
                             let (clo, chi) = (cols[t], cols[t + 4]);
                             for (h, a_h) in a_l.iter_mut().enumerate() {
-                                let fa = f0 + 16 * h + g;
+                                let fa = f0 + 4 * g + 2 * h;
                                 *a_h = [
                                     load_b(clo, fa),
-                                    load_b(clo, fa + 8),
+                                    load_b(clo, fa + 1),
                                     load_b(chi, fa),
-                                    load_b(chi, fa + 8),
+                                    load_b(chi, fa + 1),
                                 ]
                                 .map(to_tf32);
                             }
                             for (i, p_bit) in [8 * g + t, 8 * g + t + 4].into_iter().enumerate() {
                                 b_l[i] = if mask >> p_bit & 1 == 1 {
-                                    let idx = vo + (mask & ((1u64 << p_bit) - 1)).count_ones() as usize;
+                                    let idx =
+                                        vo + (mask & ((1u64 << p_bit) - 1)).count_ones() as usize;
                                     to_tf32(p.values[idx])
                                 } else {
                                     0.0
@@ -467,7 +542,7 @@ pub fn emulate(
                         }
                         // Reassemble the fragments with the documented layout and multiply.
                         for h in 0..2 {
-                            if h == 1 && f0 + 16 >= n {
+                            if h == 1 && f0 + 2 >= n {
                                 continue;
                             }
                             let mut am = [[0f32; 8]; 16];
@@ -483,7 +558,9 @@ pub fn emulate(
                             }
                             for (lane, acc_l) in acc.iter_mut().enumerate() {
                                 let (g, t) = (lane / 4, lane % 4);
-                                let d = |m: usize, nn: usize| (0..8).map(|k| am[m][k] * bm[k][nn]).sum::<f32>();
+                                let d = |m: usize, nn: usize| {
+                                    (0..8).map(|k| am[m][k] * bm[k][nn]).sum::<f32>()
+                                };
                                 acc_l[h][0] += d(g, 2 * t);
                                 acc_l[h][1] += d(g, 2 * t + 1);
                                 acc_l[h][2] += d(g + 8, 2 * t);
@@ -501,7 +578,7 @@ pub fn emulate(
                         for (h, acc_h) in acc_l.iter().enumerate() {
                             for (k, &v) in acc_h.iter().enumerate() {
                                 let row = 8 * w + 2 * t + (k & 1);
-                                let f = f0 + 8 * (2 * h + (k >> 1)) + g;
+                                let f = f0 + 4 * g + 2 * h + (k >> 1);
                                 if row >= rows || f >= n {
                                     continue;
                                 }
@@ -588,7 +665,10 @@ impl AccSpmmDevice {
         // Re-validate (a FlatSchedule can be built by hand): same checks, same result.
         let schedule = flatten_schedule(
             parts.row_window_offset,
-            schedule.work.chunks_exact(4).map(|w| [0, 1, 2, 3].map(|i| w[i] as u64)),
+            schedule
+                .work
+                .chunks_exact(4)
+                .map(|w| [0, 1, 2, 3].map(|i| w[i] as u64)),
             &schedule.window_split,
         )?;
         let stream = gpu.stream();
@@ -652,7 +732,10 @@ impl AccSpmmDevice {
     ) -> Result<(), AccSpmmError> {
         check_dense("B", b.len(), self.cols, n, ldb)?;
         check_dense("C", c.len(), self.rows, n, ldc)?;
-        let Some(shape) = launch_shape(n, self.num_tbs)? else { return Ok(()) };
+        let Some(shape) = launch_shape(n, self.num_tbs)? else {
+            return Ok(());
+        };
+        let flags = launch_flags(ldb, ldc);
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         if self.num_split > 0 {
@@ -663,7 +746,13 @@ impl AccSpmmDevice {
                 shared_mem_bytes: 0,
             };
             let mut l = stream.launch_builder(&self.prescale);
-            l.arg(&self.split_windows).arg(&count).arg(&mut *c).arg(&ldc32).arg(&m).arg(&n32).arg(&beta);
+            l.arg(&self.split_windows)
+                .arg(&count)
+                .arg(&mut *c)
+                .arg(&ldc32)
+                .arg(&m)
+                .arg(&n32)
+                .arg(&beta);
             // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
             // u32, u32, u32, float)`. (2) The only written buffer is C, borrowed mutably here.
             // (3) Reads/writes stay in bounds: split_windows holds `count` window ids < ⌈M/8⌉
@@ -686,11 +775,14 @@ impl AccSpmmDevice {
             .arg(&m)
             .arg(&n32)
             .arg(&alpha)
-            .arg(&beta);
+            .arg(&beta)
+            .arg(&flags);
         // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg](const u32* rwo, const u32*
         // bvo, const u32* a2b, const u64* bits, const float* values, const u32* work, const u8*
         // window_split, const float* B, u32 ldb, float* C, u32 ldc, u32 M, u32 N, float alpha, float
-        // beta)` in kernels-ptx/acc_spmm.cu. (2) Only C is written, and it is borrowed mutably for
+        // beta, u32 flags)` in kernels-ptx/acc_spmm.cu; flag bit 0 (float4 access) is set only
+        // when ldb and ldc are multiples of 4, and CudaSlice buffers start at cuMemAlloc's
+        // ≥ 256-byte alignment, so every float4 address is 16-byte aligned. (2) Only C is written, and it is borrowed mutably for
         // this call; the BitTCF/schedule buffers are private and never written after upload.
         // (3) Every index is in bounds: check_parts proved the offsets are monotone and end at the
         // array lengths, each block's value count equals its mask's popcount (so value reads stay
@@ -726,7 +818,10 @@ mod tests {
             let sh = launch_shape(n, 1).unwrap().unwrap();
             assert!(sh.warps >= 1 && sh.warps <= MAX_WARPS);
             let covered = (sh.grid_y * sh.features_per_tb) as usize;
-            assert!(covered >= n && covered - n < sh.features_per_tb as usize, "n = {n}");
+            assert!(
+                covered >= n && covered - n < sh.features_per_tb as usize,
+                "n = {n}"
+            );
         }
     }
 

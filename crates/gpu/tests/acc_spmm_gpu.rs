@@ -1,0 +1,218 @@
+//! GPU tests of the Acc-SpMM kernel against the f64 reference with the TF32 bound
+//! |C − C_ref| ≤ 2·2⁻¹⁰·(|α|·|A|·|B| + |β|·|C₀|), element-wise. Ignored without a GPU; with
+//! `--include-ignored` on a machine without one they FAIL (Gpu::require), never pass vacuously.
+//!
+//! Covered: M and K not multiples of 8, empty windows (inside and trailing), hub rows, a banded
+//! matrix, an empty matrix, N ∈ {8,16,24,32,64,128,256,384,512,1024}, padded ldb/ldc (B padding is
+//! NaN and must never be read; C padding must stay untouched), β = 0 with NaN in C, β ≠ 0, both
+//! kernel variants, unbalanced / chopped / packed / streamed / planner-balanced schedules (split
+//! windows with atomics), and the shared real matrices.
+
+mod acc_support;
+
+use std::path::PathBuf;
+
+use acc_support::*;
+use tcsparse_formats::Csr;
+use tcsparse_gpu::Gpu;
+use tcsparse_gpu::acc_spmm::{
+    AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, flatten_schedule,
+    unbalanced_schedule,
+};
+use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
+
+fn gpu() -> Gpu {
+    Gpu::require().expect("this test needs a CUDA GPU")
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_gpu(
+    gpu: &Gpu,
+    what: &str,
+    a: &Csr,
+    bt: &OwnedBitTcf,
+    s: &FlatSchedule,
+    variant: AccVariant,
+    n: usize,
+    alpha: f32,
+    beta: f32,
+    pad: usize,
+) -> f64 {
+    let (ldb, ldc) = (n + pad, n + 2 * pad);
+    let b = dense(a.cols(), n, ldb, 1000 + n as u64);
+    let mut c0 = dense(a.rows(), n, ldc, 2000 + n as u64);
+    if beta == 0.0 {
+        for r in 0..a.rows() {
+            for f in 0..n {
+                c0[r * ldc + f] = f32::NAN; // poisoned: every element must be written, never read
+            }
+        }
+    }
+    let dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
+    let bd = gpu.upload(&b).unwrap();
+    let mut cd = gpu.upload(&c0).unwrap();
+    dev.launch(gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n).expect("launch");
+    let got = gpu.download(&cd).unwrap();
+    let err = check_result(what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n);
+    // The lane-exact CPU model must agree too (same TF32 rounding; only the f32 summation order
+    // inside the tensor core may differ).
+    let mut emu = c0.clone();
+    emulate(&bt.parts(), s, alpha, &b, ldb, beta, &mut emu, ldc, n);
+    check_result(&format!("{what} (emulator)"), a, alpha, &b, ldb, beta, &c0, &emu, ldc, n);
+    err
+}
+
+fn schedules(bt: &OwnedBitTcf, n: usize) -> Vec<(&'static str, FlatSchedule)> {
+    let rwo = &bt.rwo;
+    let mut out = vec![("unbalanced", unbalanced_schedule(rwo))];
+    for (name, (work, split)) in [
+        ("chopped", chopped_schedule(rwo, 3)),
+        ("packed", packed_schedule(rwo, 4)),
+        ("stream", stream_schedule(rwo, 7)),
+    ] {
+        out.push((name, flatten_schedule(rwo, work, &split).expect(name)));
+    }
+    let bal = AccSchedule::balanced(rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
+    out.push(("planner-balanced", flatten_acc_schedule(rwo, &bal).expect("planner schedule")));
+    out
+}
+
+fn edge_matrices() -> Vec<(&'static str, Csr)> {
+    let mut g = Gen::new(205, 173, 5, 1);
+    g.empty_windows = 3..5;
+    g.trailing_empty = true;
+    let mut h = Gen::new(301, 999, 3, 2);
+    h.hubs = 2;
+    h.hub_len = 600;
+    let mut band = Gen::new(256, 256, 8, 3);
+    band.banded = true;
+    vec![
+        ("ragged+empty-windows", g.build()),
+        ("hubs", h.build()),
+        ("banded", band.build()),
+        ("empty", Gen::new(21, 9, 0, 4).build()),
+        ("one-row", Gen::new(1, 50, 20, 5).build()),
+    ]
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn acc_spmm_edge_cases_match_reference() {
+    let gpu = gpu();
+    let mut worst = 0f64;
+    for (name, a) in edge_matrices() {
+        let bt = OwnedBitTcf::from_csr(&a);
+        for &n in &[8usize, 16, 24, 32, 64, 128, 256, 384, 512, 1024] {
+            for (sname, s) in schedules(&bt, n) {
+                for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
+                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                        let what = format!("{name}/{sname}/{variant:?}/n={n}/α={alpha}/β={beta}");
+                        worst = worst.max(run_gpu(&gpu, &what, &a, &bt, &s, variant, n, alpha, beta, pad));
+                    }
+                }
+            }
+        }
+    }
+    println!("edge cases: worst scaled error {worst:.3e} (bound {:.3e})", 2.0 * 2f64.powi(-10));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn acc_spmm_hub_dominated_split_windows() {
+    // A few windows hold most blocks: the balanced schedule must split them (atomics after the β
+    // pre-scale) and still match.
+    let gpu = gpu();
+    let mut h = Gen::new(4000, 4000, 2, 11);
+    h.hubs = 1;
+    h.hub_len = 3000;
+    let a = h.build();
+    let bt = OwnedBitTcf::from_csr(&a);
+    let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), 128);
+    let s = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
+    assert!(!s.split_windows.is_empty(), "expected split windows");
+    for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
+        for &(beta, n) in &[(0.0f32, 128usize), (0.5, 64), (0.0, 8)] {
+            run_gpu(&gpu, &format!("hub/{variant:?}/β={beta}/n={n}"), &a, &bt, &s, variant, n, 1.0, beta, 0);
+        }
+    }
+}
+
+/// Shared dataset folder: $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate.
+fn datasets() -> Option<PathBuf> {
+    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+    p.is_dir().then_some(p)
+}
+
+fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
+    let Some(dir) = datasets() else {
+        println!("note: no shared dataset folder; skipping real matrices");
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        p.to_string_lossy().ends_with(".mtx.gz") && p.metadata().is_ok_and(|m| m.len() <= max_bytes)
+    });
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn acc_spmm_real_matrices_match_reference_and_time() {
+    let gpu = gpu();
+    println!(
+        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "matrix", "rows", "nnz", "nnz/tc", "N", "shared ms", "reg ms", "bal ms", "cusp ms", "err"
+    );
+    for path in dataset_files(10 << 20) {
+        let name = path.file_name().unwrap().to_string_lossy().replace(".mtx.gz", "");
+        let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
+        let bt = OwnedBitTcf::from_csr(&a);
+        let unb = unbalanced_schedule(&bt.rwo);
+        for &n in &[32usize, 128, 512] {
+            let b = dense(a.cols(), n, n, 77);
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+            let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
+            let bal = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
+            let mut times = Vec::new();
+            let mut err = 0f64;
+            for (s, v) in [(&unb, AccVariant::SharedMeta), (&unb, AccVariant::RegisterMeta), (&bal, AccVariant::SharedMeta)] {
+                let dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
+                dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+                let got = gpu.download(&cd).unwrap();
+                let c0 = vec![0f32; a.rows() * n];
+                err = err.max(check_result(&format!("{name}/n={n}/{v:?}"), &a, 1.0, &b, n, 0.0, &c0, &got, n, n));
+                let t = gpu
+                    .time_launches(3, 20, || {
+                        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).map_err(|e| {
+                            tcsparse_gpu::GpuError::Invalid(e.to_string())
+                        })
+                    })
+                    .unwrap();
+                times.push(t.median_ms);
+            }
+            let csr = CusparseCsr::new(&gpu, &a).unwrap();
+            let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
+            let tc = gpu.time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd)).unwrap();
+            println!(
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                name,
+                a.rows(),
+                a.nnz(),
+                a.nnz() as f64 / bt.bits.len().max(1) as f64,
+                n,
+                times[0],
+                times[1],
+                times[2],
+                tc.median_ms,
+                err
+            );
+        }
+    }
+}
