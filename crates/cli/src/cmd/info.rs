@@ -1,10 +1,48 @@
-//! `tcsparse info` (to be written).
+//! `tcsparse info`: statistics of a matrix file, optionally its formats and reorderings.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use tcsparse::formats::mtx;
+use tcsparse::formats::stats::MatrixStats;
 
 /// Arguments of `tcsparse info`.
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    after_help = "Print statistics of a matrix: shape, nnz, density, row lengths (average AvgL, min, max, \
+empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
+FILE is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
+real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
+scipy sparse `.npz` (csr/csc). Use -v to log reading progress and speed."
+)]
+pub struct Args {
+    /// Matrix file: .mtx, .mtx.gz or .npz.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Also print, for each tensor-core format, its size and block statistics.
+    #[arg(long)]
+    pub formats: bool,
+    /// Also print how the reorderings change the block statistics.
+    #[arg(long)]
+    pub reorder: bool,
+}
 
 /// Runs the subcommand.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`tcsparse info` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let csr =
+        mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
+    println!("{}", args.file.display());
+    print!("{}", MatrixStats::compute(&csr));
+    if args.formats {
+        println!();
+        crate::cmd::formats_table::print(&csr)?;
+    }
+    if args.reorder {
+        println!();
+        crate::cmd::reorder_table::print(&csr)?;
+    }
+    Ok(())
 }
