@@ -1,0 +1,554 @@
+//! Every call into the library's API lives here (facade `tcsparse::{Engine, PrepareOptions,
+//! Prepared}`, `tcsparse_gpu::{Gpu, cusparse}`, `tcsparse_formats::{mtx, reference}`), so an API
+//! change touches this file only. Each backend returns report [`Case`]s; a backend that cannot run
+//! returns a `not available: <why>` case instead of an error.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use cudarc::driver::CudaSlice;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tcsparse::formats::Csr;
+use tcsparse::gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
+use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+
+use crate::matrices::Matrix;
+use crate::report::{BASELINE, Case, HEADLINE, PrepTimes, Status};
+
+/// Element-wise accuracy bound: |C − C_ref| ≤ TOL · (|A|·|B|), TOL = 4 TF32 ulps (2⁻¹⁰ each).
+pub const TOL: f64 = 4.0 / 1024.0;
+
+/// Reads a Matrix Market file (`.mtx` or `.mtx.gz`; symmetric storage expanded).
+pub fn read_matrix(path: &Path) -> Result<Csr> {
+    Ok(tcsparse::formats::mtx::read_matrix(path)?)
+}
+
+/// The device, or why there is none.
+pub enum Device {
+    /// A usable GPU.
+    Gpu(Gpu),
+    /// No GPU: the message says why.
+    None(String),
+}
+
+/// Probes device 0 without panicking.
+pub fn probe() -> Device {
+    match Gpu::probe() {
+        GpuStatus::Ready(g) => Device::Gpu(g),
+        GpuStatus::NoDriver(m) | GpuStatus::NoDevice(m) | GpuStatus::Failed(m) => Device::None(m),
+    }
+}
+
+/// One line describing the GPU.
+pub fn describe(gpu: &Gpu) -> String {
+    let i = gpu.info();
+    format!(
+        "{} ({} SMs, compute {}.{}, {:.0} GiB, L2 {} MiB, driver CUDA {}.{})",
+        i.name,
+        i.sm_count,
+        i.compute_capability.0,
+        i.compute_capability.1,
+        i.memory_bytes as f64 / (1u64 << 30) as f64,
+        i.l2_bytes >> 20,
+        i.driver_version / 1000,
+        (i.driver_version % 1000) / 10
+    )
+}
+
+/// Rows to check against the f64 reference: all of them for small matrices, otherwise an even
+/// sample plus the first/last rows and the 32 longest rows (where split windows and atomics are).
+pub fn sample_rows(a: &Csr, max_full: usize) -> Vec<usize> {
+    let m = a.rows();
+    if m <= max_full {
+        return (0..m).collect();
+    }
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let mut rows: Vec<usize> = (0..4096).map(|i| i * m / 4096).collect();
+    rows.extend([m - 1, m.saturating_sub(2)]);
+    rows.retain(|&r| r < m);
+    let mut by_len: Vec<usize> = (0..m).collect();
+    let k = 32.min(m);
+    if k > 0 {
+        by_len.select_nth_unstable_by_key(k - 1, |&r| std::cmp::Reverse(ip[r + 1] - ip[r]));
+        rows.extend_from_slice(&by_len[..k]);
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// f64 reference rows of A·B and |A|·|B| (B row-major `cols × n`, ld = n).
+pub fn reference_rows(a: &Csr, b: &[f32], n: usize, rows: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let (idx, val) = (a.indices(), a.data());
+    let mut want = vec![0f64; rows.len() * n];
+    let mut scale = vec![0f64; rows.len() * n];
+    for (k, &r) in rows.iter().enumerate() {
+        let (w, s) = (
+            &mut want[k * n..(k + 1) * n],
+            &mut scale[k * n..(k + 1) * n],
+        );
+        for e in ip[r] as usize..ip[r + 1] as usize {
+            let v = val[e] as f64;
+            let brow = &b[idx[e] as usize * n..idx[e] as usize * n + n];
+            for j in 0..n {
+                w[j] += v * brow[j] as f64;
+                s[j] += v.abs() * (brow[j] as f64).abs();
+            }
+        }
+    }
+    (want, scale)
+}
+
+/// Checks the sampled rows of `c` (row-major, ld = n): (relative error, scaled error).
+fn check(c: &[f32], n: usize, rows: &[usize], want: &[f64], scale: &[f64]) -> (f64, f64) {
+    let got: Vec<f32> = rows
+        .iter()
+        .flat_map(|&r| c[r * n..r * n + n].iter().copied())
+        .collect();
+    (
+        tcsparse::formats::reference::relative_error(&got, want),
+        tcsparse::formats::reference::max_scaled_error(&got, want, scale),
+    )
+}
+
+fn accuracy_status(rel: f64, scaled: f64) -> Status {
+    if scaled.is_finite() && scaled <= TOL {
+        Status::Ok
+    } else {
+        Status::Failed {
+            reason: format!("scaled error {scaled:.2e} > {TOL:.2e} (rel {rel:.2e})"),
+        }
+    }
+}
+
+/// Random B in [-1, 1), `rows × n`, deterministic per seed.
+pub fn random_b(rows: usize, n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..rows * n)
+        .map(|_| rng.random_range(-1.0f32..1.0))
+        .collect()
+}
+
+fn csr_bytes(a: &Csr) -> u64 {
+    4 * (a.rows() as u64 + 1) + 8 * a.nnz() as u64
+}
+
+fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
+    Case {
+        matrix: m.name.clone(),
+        group: m.group,
+        rows: a.rows(),
+        cols: a.cols(),
+        nnz: a.nnz(),
+        n,
+        backend: backend.to_string(),
+        status,
+        ms: None,
+        bytes: None,
+        rel_err: None,
+        scaled_err: None,
+        prep: None,
+        plan: None,
+        plan_note: None,
+    }
+}
+
+/// Timing settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// Untimed launches first.
+    pub warmup: usize,
+    /// Timed launches (median reported); at least 30 for published numbers.
+    pub iters: usize,
+}
+
+/// Device buffers for one (matrix, N): B copies rotated when B fits in L2, and C.
+struct Buffers {
+    bs: Vec<CudaSlice<f32>>,
+    c: CudaSlice<f32>,
+    next: usize,
+}
+
+impl Buffers {
+    fn new(gpu: &Gpu, b: &[f32], c_len: usize) -> Result<Self, GpuError> {
+        let b_bytes = (b.len() * 4) as u64;
+        let l2 = gpu.info().l2_bytes.max(1);
+        // Enough distinct copies that the rotation covers at least 2× L2 (at most 8 copies).
+        let copies = if b_bytes <= l2 {
+            (2 * l2).div_ceil(b_bytes.max(1)).clamp(2, 8)
+        } else {
+            1
+        };
+        let bs = (0..copies)
+            .map(|_| gpu.upload(b))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            bs,
+            c: gpu.alloc_zeros(c_len.max(1))?,
+            next: 0,
+        })
+    }
+    fn poison(&mut self, gpu: &Gpu) -> Result<(), GpuError> {
+        self.c = gpu.upload(&vec![f32::NAN; self.c.len()])?;
+        Ok(())
+    }
+}
+
+/// Runs all GPU backends on one matrix for every N; returns one case per (N, backend).
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize) -> Vec<Case> {
+    let mut out = Vec::new();
+    let engine = Engine::with_gpu(gpu.clone());
+    let a = &m.csr;
+
+    // Stage 1: the planner's own pipeline once (Auto reordering decision) and a forced data-affinity
+    // reordering once; later preparations reuse these matrices (reorder time carried over).
+    let n0 = ns.first().copied().unwrap_or(128);
+    let auto = engine.prepare(
+        a,
+        &PrepareOptions {
+            n: n0,
+            ..Default::default()
+        },
+    );
+    let (auto_matrix, auto_reorder_ms, auto_err) = match &auto {
+        Ok(p) => (
+            Some(p.matrix().clone()),
+            p.report().reorder_s * 1e3,
+            String::new(),
+        ),
+        Err(e) => (None, 0.0, e.to_string()),
+    };
+    let t_re = Instant::now();
+    let reordered = engine
+        .prepare(
+            a,
+            &PrepareOptions {
+                reorder: ReorderChoice::Method("affinity".into()),
+                kernel: KernelRequest::AccSpmm,
+                n: n0,
+                ..Default::default()
+            },
+        )
+        .map(|p| (p.matrix().clone(), p.report().reorder_s * 1e3));
+    let reordered_wall = t_re.elapsed();
+    tracing::info!(
+        "{}: affinity reordering + prepare {:.2?}",
+        m.name,
+        reordered_wall
+    );
+    drop(auto);
+
+    for &n in ns {
+        let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
+        // cuSPARSE baseline on the original matrix.
+        out.push(cusparse_case(gpu, m, a, &b, n, t, max_full));
+        // Our engine: planner's choice, then the four ablations on Acc-SpMM.
+        let variants: Vec<(&str, Option<&Csr>, f64, KernelRequest, Balance)> = {
+            let (ra, rms) = match &reordered {
+                Ok((r, ms)) => (Some(r), *ms),
+                Err(_) => (None, 0.0),
+            };
+            vec![
+                (
+                    HEADLINE,
+                    auto_matrix.as_ref(),
+                    auto_reorder_ms,
+                    KernelRequest::Auto,
+                    Balance::Auto,
+                ),
+                (
+                    "acc/reorder+balance",
+                    ra,
+                    rms,
+                    KernelRequest::AccSpmm,
+                    Balance::On,
+                ),
+                ("acc/reorder", ra, rms, KernelRequest::AccSpmm, Balance::Off),
+                (
+                    "acc/balance",
+                    Some(a),
+                    0.0,
+                    KernelRequest::AccSpmm,
+                    Balance::On,
+                ),
+                (
+                    "acc/plain",
+                    Some(a),
+                    0.0,
+                    KernelRequest::AccSpmm,
+                    Balance::Off,
+                ),
+            ]
+        };
+        for (name, mat, reorder_ms, kernel, balance) in variants {
+            let Some(mat) = mat else {
+                let why = match &reordered {
+                    Err(e) if name != HEADLINE => format!("prepare with reordering: {e}"),
+                    _ => format!("prepare: {auto_err}"),
+                };
+                out.push(blank(m, a, n, name, Status::Failed { reason: why }));
+                continue;
+            };
+            let opts = PrepareOptions {
+                reorder: ReorderChoice::None,
+                kernel,
+                balance,
+                n,
+                ..Default::default()
+            };
+            out.push(engine_case(
+                gpu, &engine, m, mat, &opts, reorder_ms, &b, n, name, t, max_full,
+            ));
+        }
+    }
+    out
+}
+
+/// cuSPARSE SpMM (CSR, default algorithm) on the original matrix.
+fn cusparse_case(
+    gpu: &Gpu,
+    m: &Matrix,
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    t: Timing,
+    max_full: usize,
+) -> Case {
+    let mut case = blank(m, a, n, BASELINE, Status::Ok);
+    let run = || -> Result<(f64, f64, f64), GpuError> {
+        let dev = CusparseCsr::new(gpu, a)?;
+        let mut spmm = CusparseSpmm::new(gpu, &dev, n, SpmmAlg::Default)?;
+        let mut buf = Buffers::new(gpu, b, a.rows() * n)?;
+        let rows = sample_rows(a, max_full);
+        let (want, scale) = reference_rows(a, b, n, &rows);
+        buf.poison(gpu)?;
+        spmm.run(1.0, &buf.bs[0], 0.0, &mut buf.c)?;
+        let (rel, scaled) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
+        let timing = gpu.time_launches(t.warmup, t.iters, || {
+            buf.next = (buf.next + 1) % buf.bs.len();
+            spmm.run(1.0, &buf.bs[buf.next], 0.0, &mut buf.c)
+        })?;
+        // After the timed launches, C must still be right.
+        let (rel2, scaled2) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
+        Ok((timing.median_ms, rel.max(rel2), scaled.max(scaled2)))
+    };
+    match run() {
+        Ok((ms, rel, scaled)) => {
+            case.status = accuracy_status(rel, scaled);
+            case.ms = Some(ms);
+            case.rel_err = Some(rel);
+            case.scaled_err = Some(scaled);
+            case.bytes = Some(csr_bytes(a) + 4 * (a.cols() + a.rows()) as u64 * n as u64);
+            case.plan = Some("cuSPARSE CSR, SPMM_ALG_DEFAULT".into());
+        }
+        Err(e) => {
+            case.status = Status::Failed {
+                reason: e.to_string(),
+            }
+        }
+    }
+    case
+}
+
+/// One facade configuration: prepare, check against f64 (prepared order), time `spmm_device`.
+#[allow(clippy::too_many_arguments)]
+fn engine_case(
+    gpu: &Gpu,
+    engine: &Engine,
+    m: &Matrix,
+    mat: &Csr,
+    opts: &PrepareOptions,
+    reorder_ms: f64,
+    b: &[f32],
+    n: usize,
+    name: &str,
+    t: Timing,
+    max_full: usize,
+) -> Case {
+    let mut case = blank(m, mat, n, name, Status::Ok);
+    let mut prepared: Prepared = match engine.prepare(mat, opts) {
+        Ok(p) => p,
+        Err(e) => {
+            case.status = Status::Failed {
+                reason: format!("prepare: {e}"),
+            };
+            return case;
+        }
+    };
+    let r = prepared.report().clone();
+    case.prep = Some(PrepTimes {
+        reorder_ms: Some(reorder_ms),
+        build_ms: Some(r.build_s * 1e3),
+        plan_ms: Some(r.plan_s * 1e3),
+        upload_ms: Some(r.upload_s * 1e3),
+    });
+    case.plan = Some(r.kernel.to_string());
+    case.plan_note = Some(r.kernel_note.clone());
+    let a_bytes = match r.kernel {
+        tcsparse::ExecKernel::AccSpmm { .. } => prepared.bittcf().bytes() as u64,
+        _ => csr_bytes(mat),
+    };
+    case.bytes = Some(a_bytes + 4 * (mat.cols() + mat.rows()) as u64 * n as u64);
+    let mut run = || -> Result<(f64, f64, f64), GpuError> {
+        let mut buf = Buffers::new(gpu, b, mat.rows() * n)?;
+        // Reference in prepared order: B is random, so it is already "in prepared order".
+        let rows = sample_rows(prepared.matrix(), max_full);
+        let (want, scale) = reference_rows(prepared.matrix(), b, n, &rows);
+        let launch = |p: &mut Prepared, bd: &CudaSlice<f32>, c: &mut CudaSlice<f32>| {
+            p.spmm_device(1.0, bd, n, 0.0, c, n, n)
+                .map_err(|e| GpuError::Invalid(e.to_string()))
+        };
+        buf.poison(gpu)?;
+        launch(&mut prepared, &buf.bs[0], &mut buf.c)?;
+        let (rel, scaled) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
+        let timing = gpu.time_launches(t.warmup, t.iters, || {
+            buf.next = (buf.next + 1) % buf.bs.len();
+            launch(&mut prepared, &buf.bs[buf.next], &mut buf.c)
+        })?;
+        let (rel2, scaled2) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
+        Ok((timing.median_ms, rel.max(rel2), scaled.max(scaled2)))
+    };
+    match run() {
+        Ok((ms, rel, scaled)) => {
+            case.status = accuracy_status(rel, scaled);
+            case.ms = Some(ms);
+            case.rel_err = Some(rel);
+            case.scaled_err = Some(scaled);
+        }
+        Err(e) => {
+            case.status = Status::Failed {
+                reason: e.to_string(),
+            }
+        }
+    }
+    case
+}
+
+/// Without a GPU: the facade's CPU reference path (host `spmm`, original order), timed with the
+/// host clock (median of `iters`), checked against f64. No baseline, hence no speedup.
+pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case> {
+    let engine = Engine::cpu(why);
+    let a = &m.csr;
+    let mut out = Vec::new();
+    let mut prepared = match engine.prepare(a, &PrepareOptions::default()) {
+        Ok(p) => p,
+        Err(e) => {
+            for &n in ns {
+                out.push(blank(
+                    m,
+                    a,
+                    n,
+                    "cpu-reference",
+                    Status::Failed {
+                        reason: e.to_string(),
+                    },
+                ));
+            }
+            return out;
+        }
+    };
+    let r = prepared.report().clone();
+    for &n in ns {
+        let mut case = blank(m, a, n, "cpu-reference", Status::Ok);
+        case.prep = Some(PrepTimes {
+            reorder_ms: Some(r.reorder_s * 1e3),
+            build_ms: Some(r.build_s * 1e3),
+            plan_ms: Some(r.plan_s * 1e3),
+            upload_ms: None,
+        });
+        case.plan = Some(r.kernel.to_string());
+        case.bytes =
+            Some(prepared.bittcf().bytes() as u64 + 4 * (a.cols() + a.rows()) as u64 * n as u64);
+        let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
+        let mut c = vec![f32::NAN; a.rows() * n];
+        let mut samples = Vec::new();
+        let mut err = None;
+        for _ in 0..iters.max(1) {
+            let t0 = Instant::now();
+            if let Err(e) = prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n) {
+                err = Some(e.to_string());
+                break;
+            }
+            samples.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        if let Some(e) = err {
+            case.status = Status::Failed { reason: e };
+            out.push(case);
+            continue;
+        }
+        samples.sort_by(f64::total_cmp);
+        case.ms = Some(samples[samples.len() / 2]);
+        let rows: Vec<usize> = (0..a.rows()).collect();
+        let (want, scale) = reference_rows(a, &b, n, &rows);
+        let (rel, scaled) = check(&c, n, &rows, &want, &scale);
+        case.rel_err = Some(rel);
+        case.scaled_err = Some(scaled);
+        case.status = accuracy_status(rel, scaled);
+        out.push(case);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcsparse::formats::csr::csr_from_triplets;
+
+    #[test]
+    fn reference_rows_matches_formats_reference() {
+        let a = csr_from_triplets(4, 3, &[(0, 0, 1.0), (0, 2, -2.0), (2, 1, 0.5), (3, 2, 4.0)])
+            .unwrap();
+        let b = random_b(3, 5, 1);
+        let full = tcsparse::formats::reference::spmm_f64(&a, &b, 5, 5, false);
+        let (want, scale) = reference_rows(&a, &b, 5, &[0, 1, 2, 3]);
+        assert_eq!(want, full);
+        assert!(scale.iter().zip(&want).all(|(s, w)| *s >= w.abs()));
+    }
+
+    #[test]
+    fn accuracy_gate() {
+        assert_eq!(accuracy_status(1e-4, 1e-4), Status::Ok);
+        assert!(matches!(accuracy_status(0.4, 0.3), Status::Failed { .. }));
+        assert!(matches!(
+            accuracy_status(f64::NAN, f64::INFINITY),
+            Status::Failed { .. }
+        ));
+    }
+
+    #[test]
+    fn sample_rows_covers_longest_rows() {
+        let mut t = vec![];
+        for r in 0..10_000u32 {
+            t.push((r, r % 7, 1.0f32));
+        }
+        for c in 0..50u32 {
+            t.push((7777, 100 + c, 1.0));
+        }
+        let a = csr_from_triplets(10_000, 200, &t).unwrap();
+        let rows = sample_rows(&a, 1000);
+        assert!(rows.contains(&7777) && rows.contains(&9999) && rows.contains(&0));
+        assert!(rows.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(sample_rows(&a, 20_000).len(), 10_000);
+    }
+
+    #[test]
+    fn cpu_path_on_a_small_matrix_passes_its_check() {
+        let a = tcsparse::formats::generate::uniform_random(300, 200, 5.0, 3).unwrap();
+        let m = Matrix {
+            name: "u".into(),
+            group: crate::report::Group::Shipped,
+            csr: a,
+        };
+        let cases = cpu_cases(&m, &[8, 33], 2, "test");
+        assert_eq!(cases.len(), 2);
+        for c in cases {
+            assert_eq!(c.status, Status::Ok, "{c:?}");
+            assert!(c.ms.is_some() && c.scaled_err.unwrap() <= TOL);
+        }
+    }
+}

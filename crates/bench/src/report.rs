@@ -1,0 +1,422 @@
+//! Benchmark results: the data model written to `bench.json`, the summary lines (geomeans, worst case)
+//! and the Markdown report. Pure CPU code, independent of the GPU and of the library's API.
+//!
+//! Rules enforced here: a speedup is only ever computed for a case whose accuracy check passed and whose
+//! cuSPARSE baseline (same matrix, same N, same process) passed too; failed cases show `FAILED` and
+//! never a speedup; backends that could not run show `not available: <why>`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// Name of the vendor baseline backend (cuSPARSE SpMM, CSR, default algorithm).
+pub const BASELINE: &str = "cusparse";
+/// Name of our headline backend: the planner's choice (reordering and balancing as the planner decides).
+pub const HEADLINE: &str = "tcsparse";
+
+/// Where a matrix comes from; the summary groups by it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Group {
+    /// Small matrices shipped in `datasets/`.
+    Shipped,
+    /// Real matrices of the shared dataset folder.
+    Shared,
+    /// Large generated matrices (5–100M nonzeros).
+    Large,
+}
+
+/// Outcome of one case.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Status {
+    /// Ran and passed its accuracy check.
+    Ok,
+    /// Ran but failed its accuracy check or errored while running.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The backend could not run here (no GPU, API missing, unsupported shape).
+    NotAvailable {
+        /// Why.
+        why: String,
+    },
+}
+
+/// Preprocessing stage times in milliseconds (host wall clock); `None` = stage not run.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
+pub struct PrepTimes {
+    /// Reordering.
+    pub reorder_ms: Option<f64>,
+    /// Format build.
+    pub build_ms: Option<f64>,
+    /// Planning.
+    pub plan_ms: Option<f64>,
+    /// Upload to the device.
+    pub upload_ms: Option<f64>,
+}
+
+/// One measured (matrix, N, backend) case.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Case {
+    /// Matrix name.
+    pub matrix: String,
+    /// Matrix group.
+    pub group: Group,
+    /// Rows of A.
+    pub rows: usize,
+    /// Columns of A.
+    pub cols: usize,
+    /// Stored nonzeros of A (after symmetric expansion and de-duplication).
+    pub nnz: usize,
+    /// Width of B and C.
+    pub n: usize,
+    /// Backend name (`cusparse`, `tcsparse`, `tcsparse/no-reorder`, …, `cpu-reference`).
+    pub backend: String,
+    /// Outcome.
+    #[serde(flatten)]
+    pub status: Status,
+    /// Median kernel time in ms (CUDA events), when it ran.
+    pub ms: Option<f64>,
+    /// Bytes that must move once: compressed A + B + C.
+    pub bytes: Option<u64>,
+    /// Relative Frobenius error against the f64 reference (possibly on sampled rows).
+    pub rel_err: Option<f64>,
+    /// Largest element-wise error scaled by |A|·|B| (TF32 bound: a few × 2⁻¹⁰).
+    pub scaled_err: Option<f64>,
+    /// Preprocessing stage times.
+    pub prep: Option<PrepTimes>,
+    /// The kernel chosen (e.g. `Acc-SpMM (balanced)`), when the backend has one.
+    pub plan: Option<String>,
+    /// Why the planner chose it (JSON only; too long for the table).
+    #[serde(default)]
+    pub plan_note: Option<String>,
+}
+
+impl Case {
+    /// GFLOP/s = 2·nnz·N / t.
+    pub fn gflops(&self) -> Option<f64> {
+        let ms = self.ms.filter(|&t| t > 0.0)?;
+        Some(2.0 * self.nnz as f64 * self.n as f64 / (ms * 1e-3) / 1e9)
+    }
+
+    /// Effective bandwidth in GB/s over [`Case::bytes`].
+    pub fn gbps(&self) -> Option<f64> {
+        let ms = self.ms.filter(|&t| t > 0.0)?;
+        Some(self.bytes? as f64 / (ms * 1e-3) / 1e9)
+    }
+
+    /// Whether the case ran and passed its accuracy check.
+    pub fn ok(&self) -> bool {
+        self.status == Status::Ok
+    }
+}
+
+/// A whole benchmark run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The exact command line that produced it.
+    pub command: String,
+    /// Device description (name, SMs, driver), or why there is none.
+    pub device: String,
+    /// Unix time in seconds when the run started.
+    pub started_unix: u64,
+    /// Every case, in run order.
+    pub cases: Vec<Case>,
+}
+
+/// The headline numbers of a report.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Geomean speedup of [`HEADLINE`] over [`BASELINE`] on large generated matrices.
+    pub geomean_large: Option<f64>,
+    /// Same on the shared real datasets.
+    pub geomean_shared: Option<f64>,
+    /// Smallest speedup over all groups, with its case label.
+    pub worst: Option<(f64, String)>,
+    /// Cases that failed (any backend).
+    pub failed: usize,
+}
+
+/// Geometric mean; `None` for an empty input or any non-positive value.
+pub fn geomean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || xs.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
+        return None;
+    }
+    Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
+}
+
+impl Report {
+    /// Speedup of `case` over the baseline at the same matrix and N: baseline ms / case ms.
+    /// `None` unless both ran and passed their accuracy checks.
+    pub fn speedup(&self, case: &Case) -> Option<f64> {
+        if !case.ok() || case.backend == BASELINE {
+            return None;
+        }
+        let base = self.cases.iter().find(|c| {
+            c.backend == BASELINE && c.matrix == case.matrix && c.n == case.n && c.ok()
+        })?;
+        let (b, t) = (base.ms?, case.ms?);
+        (b > 0.0 && t > 0.0).then(|| b / t)
+    }
+
+    /// Geomeans per group and the worst case, over the [`HEADLINE`] backend.
+    pub fn summary(&self) -> Summary {
+        let mut large = Vec::new();
+        let mut shared = Vec::new();
+        let mut worst: Option<(f64, String)> = None;
+        for c in self.cases.iter().filter(|c| c.backend == HEADLINE) {
+            let Some(s) = self.speedup(c) else { continue };
+            match c.group {
+                Group::Large => large.push(s),
+                Group::Shared => shared.push(s),
+                Group::Shipped => {}
+            }
+            if worst.as_ref().is_none_or(|(w, _)| s < *w) {
+                worst = Some((s, format!("{} N={}", c.matrix, c.n)));
+            }
+        }
+        Summary {
+            geomean_large: geomean(&large),
+            geomean_shared: geomean(&shared),
+            worst,
+            failed: self
+                .cases
+                .iter()
+                .filter(|c| matches!(c.status, Status::Failed { .. }))
+                .count(),
+        }
+    }
+
+    /// The Markdown report (`spmm-h200.md`).
+    pub fn markdown(&self) -> String {
+        let f2 = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
+        let f3 = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into());
+        let e = |v: Option<f64>| v.map(|v| format!("{v:.1e}")).unwrap_or_else(|| "–".into());
+        let mut s = String::new();
+        let _ = writeln!(s, "# SpMM: tcsparse vs cuSPARSE\n");
+        let _ = writeln!(s, "Generated by `tcsparse-bench`; do not edit by hand.\n");
+        let _ = writeln!(s, "- command: `{}`", self.command);
+        let _ = writeln!(s, "- device: {}", self.device);
+        let _ = writeln!(
+            s,
+            "- method: median of CUDA-event-timed launches after warm-up, B buffers rotated when B fits in \
+             L2; speedup = cuSPARSE ms / ours, same matrix, N and process; a case that fails its accuracy \
+             check shows FAILED and no speedup\n"
+        );
+        let sm = self.summary();
+        let x = |v: Option<f64>| {
+            v.map(|v| format!("{v:.2}×"))
+                .unwrap_or_else(|| "n/a".into())
+        };
+        let _ = writeln!(s, "geomean (large): {}  ", x(sm.geomean_large));
+        let _ = writeln!(s, "geomean (shared datasets): {}  ", x(sm.geomean_shared));
+        match &sm.worst {
+            Some((w, label)) => {
+                let _ = writeln!(s, "worst case: {w:.2}× ({label})  ");
+            }
+            None => {
+                let _ = writeln!(s, "worst case: n/a  ");
+            }
+        }
+        let _ = writeln!(s, "failed cases: {}\n", sm.failed);
+        let _ = writeln!(
+            s,
+            "| matrix | group | rows | nnz | N | backend | ms | GFLOP/s | GB/s | rel err | scaled err | speedup | prep ms (reorder/build/plan/upload) | plan | status |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|"
+        );
+        for c in &self.cases {
+            let group = match c.group {
+                Group::Shipped => "shipped",
+                Group::Shared => "shared",
+                Group::Large => "large",
+            };
+            let status = match &c.status {
+                Status::Ok => "ok".to_string(),
+                Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
+                Status::NotAvailable { why } => format!("not available: {}", why.replace('|', "/")),
+            };
+            let speedup = if matches!(c.status, Status::Failed { .. }) {
+                "FAILED".to_string()
+            } else {
+                self.speedup(c)
+                    .map(|v| format!("{v:.2}×"))
+                    .unwrap_or_else(|| "–".into())
+            };
+            let prep = c
+                .prep
+                .as_ref()
+                .map(|p| {
+                    format!(
+                        "{}/{}/{}/{}",
+                        f2(p.reorder_ms),
+                        f2(p.build_ms),
+                        f2(p.plan_ms),
+                        f2(p.upload_ms)
+                    )
+                })
+                .unwrap_or_else(|| "–".into());
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                c.matrix,
+                group,
+                c.rows,
+                c.nnz,
+                c.n,
+                c.backend,
+                f3(c.ms),
+                f2(c.gflops()),
+                f2(c.gbps()),
+                e(c.rel_err),
+                e(c.scaled_err),
+                speedup,
+                prep,
+                c.plan.as_deref().unwrap_or("–").replace('|', "/"),
+                status
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(matrix: &str, group: Group, n: usize, backend: &str, ms: f64, status: Status) -> Case {
+        Case {
+            matrix: matrix.into(),
+            group,
+            rows: 1000,
+            cols: 1000,
+            nnz: 50_000,
+            n,
+            backend: backend.into(),
+            status,
+            ms: Some(ms),
+            bytes: Some(4_000_000),
+            rel_err: Some(1e-4),
+            scaled_err: Some(5e-4),
+            prep: (backend != BASELINE).then(|| PrepTimes {
+                reorder_ms: Some(1.5),
+                build_ms: Some(2.0),
+                plan_ms: Some(0.25),
+                upload_ms: Some(0.5),
+            }),
+            plan: (backend != BASELINE).then(|| "acc_spmm balanced".into()),
+            plan_note: None,
+        }
+    }
+
+    fn sample() -> Report {
+        use Group::*;
+        let failed = Status::Failed {
+            reason: "scaled error 3.1e-1 > 4.0e-3".into(),
+        };
+        Report {
+            command: "tcsparse-bench --quick --out docs/results".into(),
+            device: "NVIDIA H200 (132 SMs), driver 13.0".into(),
+            started_unix: 0,
+            cases: vec![
+                case("rmat20", Large, 128, BASELINE, 2.0, Status::Ok),
+                case("rmat20", Large, 128, HEADLINE, 1.0, Status::Ok),
+                case("banded", Large, 128, BASELINE, 3.0, Status::Ok),
+                case("banded", Large, 128, HEADLINE, 0.75, Status::Ok),
+                case("cora", Shared, 128, BASELINE, 0.02, Status::Ok),
+                case("cora", Shared, 128, HEADLINE, 0.04, Status::Ok),
+                case(
+                    "cora",
+                    Shared,
+                    128,
+                    "tcsparse/no-reorder",
+                    0.01,
+                    failed.clone(),
+                ),
+                case("copter2", Shared, 256, BASELINE, 0.1, Status::Ok),
+                case("copter2", Shared, 256, HEADLINE, 0.001, failed),
+                case(
+                    "west0067",
+                    Shipped,
+                    128,
+                    "cpu-reference",
+                    0.5,
+                    Status::NotAvailable {
+                        why: "no GPU".into(),
+                    },
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn geomean_basics() {
+        assert_eq!(geomean(&[]), None);
+        assert_eq!(geomean(&[2.0, 0.0]), None);
+        assert_eq!(geomean(&[-1.0]), None);
+        assert!((geomean(&[2.0, 8.0]).unwrap() - 4.0).abs() < 1e-12);
+        assert!((geomean(&[3.0]).unwrap() - 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn summary_uses_only_passing_headline_cases() {
+        let r = sample();
+        let s = r.summary();
+        // Large: 2.0 and 4.0 -> geomean sqrt(8).
+        assert!((s.geomean_large.unwrap() - 8f64.sqrt()).abs() < 1e-12);
+        // Shared: only cora (0.5); copter2 failed and its 100× must not count.
+        assert!((s.geomean_shared.unwrap() - 0.5).abs() < 1e-12);
+        let (w, label) = s.worst.unwrap();
+        assert!((w - 0.5).abs() < 1e-12);
+        assert_eq!(label, "cora N=128");
+        assert_eq!(s.failed, 2);
+    }
+
+    #[test]
+    fn failed_cases_never_get_a_speedup() {
+        let r = sample();
+        for c in &r.cases {
+            if !c.ok() {
+                assert_eq!(r.speedup(c), None, "{} {}", c.matrix, c.backend);
+            }
+        }
+        // A failed baseline removes the speedup of a passing case too.
+        let mut r2 = sample();
+        r2.cases[0].status = Status::Failed { reason: "x".into() };
+        assert_eq!(r2.speedup(&r2.cases[1].clone()), None);
+        assert_eq!(r2.summary().geomean_large, Some(4.0));
+        let md = r.markdown();
+        for line in md.lines().filter(|l| l.contains("FAILED")) {
+            assert!(!line.contains('×'), "a FAILED row shows a speedup: {line}");
+        }
+    }
+
+    #[test]
+    fn empty_report_says_na() {
+        let r = Report {
+            command: "c".into(),
+            device: "none".into(),
+            started_unix: 0,
+            cases: vec![],
+        };
+        let md = r.markdown();
+        assert!(md.contains("geomean (large): n/a"));
+        assert!(md.contains("worst case: n/a"));
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let r = sample();
+        let j = serde_json::to_string(&r).unwrap();
+        let back: Report = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn markdown_snapshot() {
+        insta::assert_snapshot!(sample().markdown());
+    }
+}
