@@ -168,7 +168,12 @@ fn main() {
             if name.contains("rmat") || name.contains("clustered") {
                 timing.push((name.clone(), method.to_string(), a.nnz(), ns, cpu_ns));
             }
-            eprintln!("  {method:8} {:6.2} {:6.0} ns/nnz wall {:6.0} CPU", s8.mean_nnz_tc(), ns, cpu_ns);
+            eprintln!(
+                "  {method:8} {:6.2} {:6.0} ns/nnz wall {:6.0} CPU",
+                s8.mean_nnz_tc(),
+                ns,
+                cpu_ns
+            );
         }
     }
     println!();

@@ -106,6 +106,9 @@ impl Reorder for Lsh {
     }
 }
 
+/// One band: `(key, item)` sorted, and each item's position in it.
+type BandIndex = (Vec<(u64, u32)>, Vec<u32>);
+
 struct Params {
     h: usize,
     bands: usize,
@@ -125,7 +128,7 @@ fn cluster(sig: &[u32], n: usize, p: &Params) -> Vec<Vec<u32>> {
             k.rotate_left(32).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ x as u64
         })
     };
-    let sorted: Vec<(Vec<(u64, u32)>, Vec<u32>)> = (0..p.bands)
+    let sorted: Vec<BandIndex> = (0..p.bands)
         .into_par_iter()
         .map(|b| {
             let mut s: Vec<(u64, u32)> = (0..n as u32).map(|i| (key(i, b), i)).collect();

@@ -9,7 +9,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
 use tcsparse_reorder::metrics::mean_nnz_tc;
-use tcsparse_reorder::{METHODS, Mode, Permutation, Reorder, apply, by_name};
+use tcsparse_reorder::{METHODS, Mode, Permutation, apply, by_name};
 
 fn assert_bijection(p: &Permutation, n: usize) {
     assert_eq!(p.len(), n);
@@ -29,7 +29,7 @@ fn hidden_blocks(comms: usize, size: usize, p_in: f64, noise: usize, seed: u64) 
     let mut label: Vec<u32> = (0..n as u32).collect();
     label.shuffle(&mut rng);
     let mut t = Vec::new();
-    let mut edge = |t: &mut Vec<(u32, u32, f32)>, i: usize, j: usize| {
+    let edge = |t: &mut Vec<(u32, u32, f32)>, i: usize, j: usize| {
         t.push((label[i], label[j], 1.0));
         t.push((label[j], label[i], 1.0));
     };
