@@ -2,7 +2,27 @@
 //! reorder it, build a tensor-core format, plan, upload once and run products many times
 //! (`Engine::prepare(csr, opts) -> Prepared`), on the GPU when there is one and on the CPU reference
 //! path otherwise.
+//!
+//! ```no_run
+//! use tcsparse::{Engine, PrepareOptions};
+//! # fn main() -> Result<(), tcsparse::Error> {
+//! let a = tcsparse::formats::csr::csr_from_triplets(3, 3, &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, 3.0)])?;
+//! let engine = Engine::new(); // probes the GPU; falls back to the CPU reference path
+//! println!("{}", engine.message());
+//! let mut prepared = engine.prepare(&a, &PrepareOptions::default())?;
+//! let (n, b) = (4, vec![1.0f32; 3 * 4]);
+//! let mut c = vec![0.0f32; 3 * 4];
+//! prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?; // C = A·B, original row order
+//! println!("{}", prepared.plan().reason);
+//! # Ok(()) }
+//! ```
 
+mod engine;
+
+pub use engine::{
+    Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
+    Prepared, ReorderChoice,
+};
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
 pub use tcsparse_planner as planner;

@@ -1,0 +1,77 @@
+//! `tcsparse demo` and `tcsparse spmm` on the CPU reference path: the output is snapshotted with
+//! every time and rate redacted (they vary run to run); densities, plan and errors must not change
+//! silently.
+
+use std::path::Path;
+use std::process::Command;
+
+fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// Replaces every number directly followed by ` ms` with `[t]` and by ` GFLOP/s` with `[rate]`, and
+/// the reason the GPU is unavailable (machine-dependent) with `[why]`.
+fn redact(s: &str) -> String {
+    let mut out = String::new();
+    for line in s.lines() {
+        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+        for i in 0..words.len() {
+            let is_num = !words[i].is_empty()
+                && words[i].chars().all(|c| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
+            let next = words.get(i + 1).map(|w| w.trim_end_matches([',', ';', ':']));
+            if is_num && next == Some("ms") {
+                words[i] = "[t]".into();
+            } else if is_num && next == Some("GFLOP/s") {
+                words[i] = "[rate]".into();
+            }
+        }
+        let mut l = words.join(" ");
+        if let Some(i) = l.find("no GPU (") {
+            if let Some(j) = l[i..].find("): ") {
+                l = format!("{}no GPU ([why]{}", &l[..i], &l[i + j..]);
+            }
+        }
+        // Collapse the alignment padding before redacted times.
+        while l.contains("  [t]") {
+            l = l.replace("  [t]", " [t]");
+        }
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+        .args(args)
+        .current_dir(repo_root())
+        .env("TCSPARSE_FORCE_CPU", "1")
+        .output()
+        .expect("run tcsparse");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "tcsparse {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn redaction_keeps_structure() {
+    assert_eq!(redact("read      12.5 ms  x: 3.0 GFLOP/s"), "read [t] ms  x: [rate] GFLOP/s\n");
+}
+
+#[test]
+fn demo_cpu_path() {
+    let out = run(&["demo", "--cpu", "--iters", "1"]);
+    assert!(out.contains("CPU reference path"), "{out}");
+    insta::assert_snapshot!(redact(&out));
+}
+
+#[test]
+fn spmm_cpu_path() {
+    let out = run(&["spmm", "datasets/west0067.mtx.gz", "--n", "16", "--cpu", "--iters", "1", "--reorder", "none"]);
+    assert!(out.contains("CPU reference path"), "{out}");
+    insta::assert_snapshot!(redact(&out));
+}

@@ -1,0 +1,596 @@
+//! [`Engine`] (probe the GPU once) → [`Engine::prepare`] (reorder → BitTCF → plan → upload, each
+//! stage timed) → [`Prepared::spmm`] (host data, original row order) or [`Prepared::spmm_device`]
+//! (device data, prepared order: the hot path for benchmarks).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use cudarc::driver::CudaSlice;
+use tcsparse_formats::Csr;
+use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::csr::CsrError;
+use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, check_dense};
+use tcsparse_gpu::csr_spmm::CsrSpmm;
+use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
+use tcsparse_planner::{
+    AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
+};
+use tcsparse_reorder::{Mode, Permutation, ReorderError, ReorderReport};
+use thiserror::Error;
+
+/// Environment variable that makes [`Engine::new`] skip the GPU (`1`): the CPU reference path.
+pub const FORCE_CPU_ENV: &str = "TCSPARSE_FORCE_CPU";
+
+/// Errors of the facade.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// Building a CSR matrix failed.
+    #[error(transparent)]
+    Csr(#[from] CsrError),
+    /// Reordering failed (unknown method, non-square matrix in symmetric mode, …).
+    #[error("reordering: {0}")]
+    Reorder(#[from] ReorderError),
+    /// Building the BitTCF format failed.
+    #[error("building BitTCF: {0}")]
+    Format(String),
+    /// The GPU runtime failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// The Acc-SpMM launch path rejected its inputs or failed.
+    #[error(transparent)]
+    Acc(#[from] AccSpmmError),
+    /// Arguments do not fit the prepared matrix.
+    #[error("invalid argument: {0}")]
+    InvalidArgs(String),
+    /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Where products run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A CUDA GPU (device 0).
+    Gpu,
+    /// The CPU reference path (no usable GPU, or forced).
+    Cpu,
+}
+
+/// Reordering step of [`PrepareOptions`].
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum ReorderChoice {
+    /// Keep the input order.
+    None,
+    /// Data-affinity reordering, kept only when it raises MeanNNZTC.
+    #[default]
+    Auto,
+    /// A named method of `tcsparse_reorder::by_name` (`affinity`, `rabbit`, `lsh`, `degree`, `rcm`,
+    /// `none`), always applied.
+    Method(String),
+}
+
+/// Load balancing of the Acc-SpMM schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// The planner decides (IBD plus the hub check).
+    #[default]
+    Auto,
+    /// Always the Eq. 4 packed schedule.
+    On,
+    /// Always one thread block per row window.
+    Off,
+}
+
+/// Which kernel [`Engine::prepare`] sets up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KernelRequest {
+    /// The planner decides (Acc-SpMM where it is predicted faster, cuSPARSE otherwise).
+    #[default]
+    Auto,
+    /// Acc-SpMM on BitTCF.
+    AccSpmm,
+    /// cuSPARSE SpMM on CSR.
+    Cusparse,
+    /// The CUDA-core CSR kernel.
+    Csr,
+}
+
+/// What [`Prepared`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecKernel {
+    /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
+    AccSpmm {
+        /// Eq. 4 packed schedule (split windows with atomics).
+        balanced: bool,
+    },
+    /// cuSPARSE SpMM (CSR, f32).
+    Cusparse,
+    /// CUDA-core CSR SpMM (f32).
+    CsrCuda,
+    /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
+    CpuBitTcf,
+}
+
+impl std::fmt::Display for ExecKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecKernel::AccSpmm { balanced: true } => write!(f, "Acc-SpMM (balanced)"),
+            ExecKernel::AccSpmm { balanced: false } => write!(f, "Acc-SpMM (unbalanced)"),
+            ExecKernel::Cusparse => write!(f, "cuSPARSE"),
+            ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
+            ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
+        }
+    }
+}
+
+/// Options of [`Engine::prepare`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrepareOptions {
+    /// Reordering step.
+    pub reorder: ReorderChoice,
+    /// Symmetric (`P·A·Pᵀ`, square only) or row-only (`P·A`); `None` picks symmetric for square
+    /// matrices.
+    pub mode: Option<Mode>,
+    /// Load balancing of the Acc-SpMM schedule.
+    pub balance: Balance,
+    /// Kernel choice.
+    pub kernel: KernelRequest,
+    /// Seed of randomized reorderings.
+    pub seed: u64,
+    /// The N (columns of B) the plan is made for; products may use any N.
+    pub n: usize,
+}
+
+impl Default for PrepareOptions {
+    fn default() -> Self {
+        Self {
+            reorder: ReorderChoice::Auto,
+            mode: None,
+            balance: Balance::Auto,
+            kernel: KernelRequest::Auto,
+            seed: 0,
+            n: 128,
+        }
+    }
+}
+
+/// What [`Engine::prepare`] did, with the time of each stage (seconds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrepareReport {
+    /// Backend the products run on.
+    pub backend: Backend,
+    /// The kernel set up.
+    pub kernel: ExecKernel,
+    /// Why that kernel (the plan's reason, plus any override).
+    pub kernel_note: String,
+    /// Rows, columns and nonzeros of A.
+    pub rows: usize,
+    /// Columns of A.
+    pub cols: usize,
+    /// Stored nonzeros of A.
+    pub nnz: usize,
+    /// Reordering report (method, its own time, MeanNNZTC before/after), when one was computed.
+    pub reorder: Option<ReorderReport>,
+    /// Whether the permutation was applied (Auto drops one that does not help).
+    pub reordered: bool,
+    /// Symmetric or row-only.
+    pub mode: Mode,
+    /// Reorder stage: computing and applying the permutation.
+    pub reorder_s: f64,
+    /// BitTCF build.
+    pub build_s: f64,
+    /// Planning.
+    pub plan_s: f64,
+    /// Upload (and kernel module load), until the device is idle again.
+    pub upload_s: f64,
+    /// TC blocks of the prepared BitTCF.
+    pub blocks: usize,
+    /// MeanNNZTC of the prepared matrix (nnz / blocks).
+    pub mean_nnz_tc: f64,
+    /// Thread blocks of the Acc-SpMM schedule (0 for other kernels).
+    pub thread_blocks: usize,
+    /// Split windows of the Acc-SpMM schedule.
+    pub split_windows: usize,
+}
+
+/// The entry point: probes the GPU once.
+#[derive(Debug)]
+pub struct Engine {
+    gpu: Option<Gpu>,
+    message: String,
+    device: DeviceSpec,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    /// Probes device 0 (never panics). Without a usable GPU, or with `TCSPARSE_FORCE_CPU=1`, the
+    /// engine runs on the CPU reference path and [`Engine::message`] says why.
+    pub fn new() -> Self {
+        if std::env::var(FORCE_CPU_ENV).is_ok_and(|v| v == "1") {
+            return Self::cpu(format!("{FORCE_CPU_ENV}=1"));
+        }
+        match Gpu::probe() {
+            GpuStatus::Ready(g) => Self::with_gpu(g),
+            GpuStatus::NoDriver(m) | GpuStatus::NoDevice(m) | GpuStatus::Failed(m) => Self::cpu(m),
+        }
+    }
+
+    /// A CPU-only engine; `why` goes into the message.
+    pub fn cpu(why: impl std::fmt::Display) -> Self {
+        Self {
+            gpu: None,
+            message: format!("no GPU ({why}): using the CPU reference path"),
+            device: DeviceSpec::h200(),
+        }
+    }
+
+    /// An engine on an already opened GPU. Plans use the H200 preset with the device's SM count
+    /// and L2 size.
+    pub fn with_gpu(gpu: Gpu) -> Self {
+        let info = gpu.info();
+        let mut device = DeviceSpec::h200();
+        device.sm_count = info.sm_count.max(1);
+        if info.l2_bytes > 0 {
+            device.l2_bytes = info.l2_bytes;
+        }
+        let message = format!(
+            "GPU: {} ({} SMs, compute {}.{})",
+            info.name, info.sm_count, info.compute_capability.0, info.compute_capability.1
+        );
+        Self { gpu: Some(gpu), message, device }
+    }
+
+    /// Where products run.
+    pub fn backend(&self) -> Backend {
+        if self.gpu.is_some() { Backend::Gpu } else { Backend::Cpu }
+    }
+
+    /// One line: the GPU found, or why there is none.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The GPU, when there is one.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        self.gpu.as_ref()
+    }
+
+    /// The device description plans are made for.
+    pub fn device_spec(&self) -> &DeviceSpec {
+        &self.device
+    }
+
+    /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
+    pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+        let square = a.rows() == a.cols();
+        let mode = opts.mode.unwrap_or(if square { Mode::Symmetric } else { Mode::RowOnly });
+        if mode == Mode::Symmetric && !square {
+            return Err(Error::InvalidArgs(format!(
+                "symmetric reordering needs a square matrix, got {}×{}",
+                a.rows(),
+                a.cols()
+            )));
+        }
+
+        // Reorder.
+        let t = Instant::now();
+        let (method, forced) = match &opts.reorder {
+            ReorderChoice::None => (None, false),
+            ReorderChoice::Auto => (Some("affinity".to_string()), false),
+            ReorderChoice::Method(m) => (Some(m.clone()), true),
+        };
+        let mut report = None;
+        let mut perm = None;
+        let mut a_re = None;
+        if let Some(m) = method {
+            let r = tcsparse_reorder::by_name(&m, opts.seed)?.reorder(a, mode)?;
+            let helps = r.report.mean_nnz_tc_after > r.report.mean_nnz_tc_before;
+            if (forced || helps) && !r.perm.is_identity() {
+                a_re = Some(tcsparse_reorder::apply(&r.perm, a, mode)?);
+                perm = Some(r.perm);
+            }
+            report = Some(r.report);
+        }
+        let reorder_s = t.elapsed().as_secs_f64();
+        let a_re = a_re.unwrap_or_else(|| a.clone());
+
+        // Build.
+        let t = Instant::now();
+        let bittcf = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+        let build_s = t.elapsed().as_secs_f64();
+
+        // Plan.
+        let t = Instant::now();
+        let blocks = bittcf.num_blocks();
+        let mean_nnz_tc = if blocks == 0 { 0.0 } else { a_re.nnz() as f64 / blocks as f64 };
+        let features = MatrixFeatures {
+            rows: a_re.rows(),
+            cols: a_re.cols(),
+            nnz: a_re.nnz() as u64,
+            n: opts.n.max(1),
+            blocks_8x8: blocks as u64,
+            mean_nnz_tc,
+            hrpb_alpha: None,
+            metcf_blocks: None,
+            ibd: None,
+        };
+        let rwo = bittcf.row_window_offset();
+        let plan = plan_spmm(&features, rwo, &self.device);
+        let (kernel, kernel_note, schedule) = self.choose(&plan, opts, rwo);
+        let plan_s = t.elapsed().as_secs_f64();
+
+        // Upload.
+        let t = Instant::now();
+        let mut thread_blocks = 0;
+        let mut split_windows = 0;
+        let dev = match (&self.gpu, kernel) {
+            (Some(gpu), ExecKernel::AccSpmm { .. }) => {
+                let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
+                let d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
+                thread_blocks = d.num_tbs();
+                split_windows = d.num_split_windows();
+                gpu.synchronize()?;
+                DeviceState::Acc(d)
+            }
+            (Some(gpu), ExecKernel::Cusparse) => {
+                let csr = CusparseCsr::new(gpu, &a_re)?;
+                gpu.synchronize()?;
+                DeviceState::Cusparse { csr, spmm: HashMap::new() }
+            }
+            (Some(gpu), ExecKernel::CsrCuda) => {
+                let k = CsrSpmm::new(gpu, &a_re)?;
+                gpu.synchronize()?;
+                DeviceState::Csr(k)
+            }
+            _ => DeviceState::Cpu,
+        };
+        let upload_s = t.elapsed().as_secs_f64();
+
+        let report = PrepareReport {
+            backend: self.backend(),
+            kernel,
+            kernel_note,
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            reorder: report,
+            reordered: perm.is_some(),
+            mode,
+            reorder_s,
+            build_s,
+            plan_s,
+            upload_s,
+            blocks,
+            mean_nnz_tc,
+            thread_blocks,
+            split_windows,
+        };
+        Ok(Prepared { plan, report, perm, a: a_re, bittcf, gpu: self.gpu.clone(), dev })
+    }
+
+    fn choose(
+        &self,
+        plan: &Plan,
+        opts: &PrepareOptions,
+        rwo: &[u32],
+    ) -> (ExecKernel, String, Option<AccSchedule>) {
+        if self.gpu.is_none() {
+            return (
+                ExecKernel::CpuBitTcf,
+                format!("CPU reference path ({}); on the GPU the plan would be: {}", self.message, plan.reason),
+                None,
+            );
+        }
+        let plan_balanced = match plan.choice {
+            KernelChoice::AccSpmm { balanced } => Some(balanced),
+            _ => plan.imbalance.as_ref().map(|d| d.balanced),
+        };
+        let acc = |note: String| {
+            let balanced = match opts.balance {
+                Balance::On => true,
+                Balance::Off => false,
+                Balance::Auto => plan_balanced.unwrap_or(false),
+            };
+            let sched = match (&plan.schedule, balanced) {
+                (Some(s), b) if s.is_balanced() == b => s.clone(),
+                (_, true) => AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), opts.n.max(1)),
+                (_, false) => AccSchedule::unbalanced(rwo),
+            };
+            (ExecKernel::AccSpmm { balanced }, note, Some(sched))
+        };
+        match opts.kernel {
+            KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
+            KernelRequest::Cusparse => {
+                (ExecKernel::Cusparse, format!("cuSPARSE requested (planner: {})", plan.reason), None)
+            }
+            KernelRequest::Csr => {
+                (ExecKernel::CsrCuda, format!("CSR kernel requested (planner: {})", plan.reason), None)
+            }
+            KernelRequest::Auto => match plan.choice {
+                KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
+                KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
+                other => (
+                    ExecKernel::Cusparse,
+                    format!(
+                        "planner chose {other:?}, which the facade does not run yet: cuSPARSE instead ({})",
+                        plan.reason
+                    ),
+                    None,
+                ),
+            },
+        }
+    }
+}
+
+enum DeviceState {
+    Cpu,
+    Acc(AccSpmmDevice),
+    Cusparse { csr: CusparseCsr, spmm: HashMap<usize, CusparseSpmm> },
+    Csr(CsrSpmm),
+}
+
+/// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
+/// uploaded once.
+pub struct Prepared {
+    plan: Plan,
+    report: PrepareReport,
+    perm: Option<Permutation>,
+    a: Csr,
+    bittcf: BitTcf,
+    gpu: Option<Gpu>,
+    dev: DeviceState,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("report", &self.report).field("plan", &self.plan).finish()
+    }
+}
+
+impl Prepared {
+    /// The planner's output (kernel choice, reason, schedule) for the prepared matrix.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// What preparation did and how long each stage took.
+    pub fn report(&self) -> &PrepareReport {
+        &self.report
+    }
+
+    /// The kernel products run on.
+    pub fn kernel(&self) -> ExecKernel {
+        self.report.kernel
+    }
+
+    /// The reordering applied (`perm[new] = old`), if any.
+    pub fn permutation(&self) -> Option<&Permutation> {
+        self.perm.as_ref()
+    }
+
+    /// The prepared (reordered) matrix.
+    pub fn matrix(&self) -> &Csr {
+        &self.a
+    }
+
+    /// The prepared matrix in BitTCF.
+    pub fn bittcf(&self) -> &BitTcf {
+        &self.bittcf
+    }
+
+    /// Row of the original matrix that prepared row `i` came from.
+    fn orig_row(&self, i: usize) -> usize {
+        self.perm.as_ref().map_or(i, |p| p.as_slice()[i] as usize)
+    }
+
+    /// `C = α·A·B + β·C` on host data in the ORIGINAL row order: B is `cols × n` row-major with
+    /// leading dimension `ldb`, C is `rows × n` with `ldc`. With β = 0, C is never read. Permutes B
+    /// and un-permutes C as the reordering mode requires.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmm(
+        &mut self,
+        alpha: f32,
+        b: &[f32],
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb)?;
+        check_dense("C", c.len(), rows, n, ldc)?;
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        // B in prepared order, compact (ld = n).
+        let symmetric = self.report.mode == Mode::Symmetric;
+        let mut bp = vec![0f32; cols * n];
+        for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
+            let src = if symmetric { self.orig_row(j) } else { j };
+            dst.copy_from_slice(&b[src * ldb..src * ldb + n]);
+        }
+        // C in prepared order, compact; only read when β ≠ 0.
+        let mut cp = vec![0f32; rows * n];
+        if beta != 0.0 {
+            for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
+                let src = self.orig_row(i);
+                dst.copy_from_slice(&c[src * ldc..src * ldc + n]);
+            }
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            let y = self.bittcf.spmm_cpu(&bp, n, n);
+            for (out, &v) in cp.iter_mut().zip(&y) {
+                *out = if beta == 0.0 { alpha * v } else { alpha * v + beta * *out };
+            }
+        } else {
+            let gpu = self.gpu.clone().ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+            let bd = gpu.upload(&bp)?;
+            let mut cd = if beta != 0.0 { gpu.upload(&cp)? } else { gpu.alloc_zeros(rows * n)? };
+            self.spmm_device(alpha, &bd, n, beta, &mut cd, n, n)?;
+            cp = gpu.download(&cd)?;
+        }
+        for (i, src) in cp.chunks_exact(n).enumerate() {
+            let r = self.orig_row(i);
+            c[r * ldc..r * ldc + n].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// `C = α·A·B + β·C` on device buffers in PREPARED (reordered) order, queued on the GPU's stream
+    /// (no synchronization): the hot path for benchmarks. B is `cols × n` (leading dimension `ldb`),
+    /// C is `rows × n` (`ldc`); cuSPARSE needs `ldb = ldc = n`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmm_device(
+        &mut self,
+        alpha: f32,
+        b: &CudaSlice<f32>,
+        ldb: usize,
+        beta: f32,
+        c: &mut CudaSlice<f32>,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), Error> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| {
+            Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
+        })?;
+        match &mut self.dev {
+            DeviceState::Cpu => {
+                return Err(Error::Unavailable("prepared for the CPU path".into()));
+            }
+            DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Cusparse { csr, spmm } => {
+                if ldb != n || ldc != n {
+                    return Err(Error::InvalidArgs(format!(
+                        "cuSPARSE path needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
+                    )));
+                }
+                if n == 0 || csr.rows() == 0 {
+                    return Ok(());
+                }
+                let s = match spmm.entry(n) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(CusparseSpmm::new(gpu, csr, n, SpmmAlg::Default)?)
+                    }
+                };
+                s.run(alpha, b, beta, c)?;
+            }
+            DeviceState::Csr(k) => {
+                if ldb != n || ldc != n {
+                    return Err(Error::InvalidArgs(format!(
+                        "CSR kernel needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
+                    )));
+                }
+                k.run(alpha, b, beta, c, n)?;
+            }
+        }
+        Ok(())
+    }
+}
