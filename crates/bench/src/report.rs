@@ -140,7 +140,7 @@ pub struct Summary {
 
 /// Geometric mean; `None` for an empty input or any non-positive value.
 pub fn geomean(xs: &[f64]) -> Option<f64> {
-    if xs.is_empty() || xs.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
+    if xs.is_empty() || xs.iter().any(|&x| x.is_nan() || x <= 0.0 || !x.is_finite()) {
         return None;
     }
     Some((xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp())
@@ -301,7 +301,7 @@ mod tests {
             bytes: Some(4_000_000),
             rel_err: Some(1e-4),
             scaled_err: Some(5e-4),
-            prep: (backend != BASELINE).then(|| PrepTimes {
+            prep: (backend != BASELINE).then_some(PrepTimes {
                 reorder_ms: Some(1.5),
                 build_ms: Some(2.0),
                 plan_ms: Some(0.25),
