@@ -119,7 +119,7 @@ summary=""
 for t in "$HERE"/tests/*; do
   name="$(basename "$t")"
   start=$(date +%s)
-  if "$t" --include-ignored --test-threads=1 > "$OUTDIR/logs/$name.log" 2>&1; then r=passed; else r=FAILED; fail=1; fi
+  if "$t" --include-ignored --test-threads=1 --nocapture > "$OUTDIR/logs/$name.log" 2>&1; then r=passed; else r=FAILED; fail=1; fi
   res="$(grep -E '^test result:' "$OUTDIR/logs/$name.log" | tail -n 1)"
   summary+="$(printf '%-7s %-45s %4ss  %s' "$r" "$name" "$(( $(date +%s) - start ))" "$res")"$'\n'
   if [ "$r" = FAILED ]; then
@@ -173,14 +173,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e),
         };
-        for (pkg, target, test, exe) in &exes {
+        // Only the requested package's targets are built in test mode, so `p` names the package
+        // (cargo's package_id spelling differs between versions).
+        for (_, target, test, exe) in &exes {
             if !test {
                 continue;
             }
-            let name = if pkg == target || pkg.replace('-', "_") == *target {
-                format!("{pkg}-lib")
+            let name = if p.replace('-', "_") == *target {
+                format!("{p}-lib")
             } else {
-                format!("{pkg}-{target}")
+                format!("{p}-{target}")
             };
             copy_stripped(exe, &out.join("tests").join(&name))?;
             n_tests += 1;
