@@ -9,7 +9,7 @@
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
 use crate::tcf::{
-    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -63,20 +63,20 @@ impl TryFrom<BitBsrShadow> for BitBsr {
 impl BitBsr {
     /// Builds bitBSR from CSR (parallel over chunks of block rows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let p = build_windowed(csr, BLOCK, BLOCK, ColumnMode::Aligned)?;
-        let blocks = p.block_offset.len() - 1;
-        let mut bitmap = vec![0u64; blocks];
-        for (b, m) in bitmap.iter_mut().enumerate() {
-            for &pos in &p.pos[p.block_offset[b] as usize..p.block_offset[b + 1] as usize] {
-                *m |= 1u64 << pos;
-            }
-        }
+        let spec = WindowSpec {
+            window_rows: BLOCK,
+            block_cols: BLOCK,
+            mode: ColumnMode::Aligned,
+            masks: true,
+            block_window: false,
+        };
+        let p = build_windowed::<()>(csr, spec)?;
         let f = BitBsr {
             rows: csr.rows(),
             cols: csr.cols(),
             block_row_ptr: p.window_offset,
             block_col: p.block_keys,
-            bitmap,
+            bitmap: p.masks,
             value_offset: p.block_offset,
             values: p.values,
         };

@@ -14,7 +14,7 @@
 
 use crate::Csr;
 use crate::tcf::{
-    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -80,20 +80,20 @@ impl TryFrom<BitTcfShadow> for BitTcf {
 impl BitTcf {
     /// Builds BitTCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let p = build_windowed(csr, WINDOW_ROWS, BLOCK_COLS, ColumnMode::Compacted)?;
-        let blocks = p.block_offset.len() - 1;
-        let mut masks = vec![0u64; blocks];
-        for (b, m) in masks.iter_mut().enumerate() {
-            for &pos in &p.pos[p.block_offset[b] as usize..p.block_offset[b + 1] as usize] {
-                *m |= 1u64 << pos;
-            }
-        }
+        let spec = WindowSpec {
+            window_rows: WINDOW_ROWS,
+            block_cols: BLOCK_COLS,
+            mode: ColumnMode::Compacted,
+            masks: true,
+            block_window: false,
+        };
+        let p = build_windowed::<()>(csr, spec)?;
         let f = BitTcf {
             rows: csr.rows(),
             cols: csr.cols(),
             row_window_offset: p.window_offset,
             sparse_a_to_b: p.block_keys,
-            tc_local_bit: masks,
+            tc_local_bit: p.masks,
             block_value_offset: p.block_offset,
             values: p.values,
         };

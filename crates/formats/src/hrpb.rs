@@ -20,8 +20,9 @@
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
 use crate::tcf::{
-    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
 };
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Rows per panel (TM = brick_m).
@@ -106,60 +107,101 @@ impl HrpbBlock<'_> {
 }
 
 impl Hrpb {
-    /// Builds HRPB from CSR (parallel over chunks of panels). Explicit zeros are kept.
+    /// Builds HRPB from CSR (parallel over chunks of panels, then over chunks of blocks for the
+    /// packing). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let p = build_windowed(csr, TM, TK, ColumnMode::Compacted)?;
+        let spec = WindowSpec {
+            window_rows: TM,
+            block_cols: TK,
+            mode: ColumnMode::Compacted,
+            masks: false,
+            block_window: false,
+        };
+        let p = build_windowed::<u16>(csr, spec)?;
         let blocks = p.block_offset.len() - 1;
-        let mut packed = Vec::with_capacity(blocks * (HEADER_WORDS + 4) + csr.nnz());
-        let mut size_ptr = Vec::with_capacity(blocks + 1);
-        let mut patterns = [0u64; BRICKS_PER_BLOCK];
-        let mut counts = [0usize; BRICKS_PER_BLOCK];
-        for b in 0..blocks {
-            size_ptr.push(packed.len() as u32);
+        let block_pos = |b: usize| {
             let (k0, k1) = (p.block_offset[b] as usize, p.block_offset[b + 1] as usize);
-            patterns.fill(0);
-            counts.fill(0);
-            for &pos in &p.pos[k0..k1] {
-                let (lr, slot) = (pos as usize / TK, pos as usize % TK);
-                patterns[slot / BRICK_K] |= 1u64 << (lr * BRICK_K + slot % BRICK_K);
-                counts[slot / BRICK_K] += 1;
+            (k0, &p.pos[k0..k1])
+        };
+        // Pass 1: record length of every block (header, 2 words per present brick, values,
+        // padding to an even length).
+        let rec_len: Vec<u32> = (0..blocks)
+            .into_par_iter()
+            .with_min_len(1024)
+            .map(|b| {
+                let (_, pos) = block_pos(b);
+                let mut present = 0u32;
+                for &q in pos {
+                    present |= 1 << ((q as usize % TK) / BRICK_K);
+                }
+                let len = HEADER_WORDS + 2 * present.count_ones() as usize + pos.len();
+                (len + len % 2) as u32
+            })
+            .collect();
+        let mut size_ptr = Vec::with_capacity(blocks + 1);
+        let mut acc = 0usize;
+        size_ptr.push(0u32);
+        for &l in &rec_len {
+            acc += l as usize;
+            if acc >= u32::MAX as usize {
+                return Err(FormatError::TooLarge(format!("packed words ≥ {acc}")));
             }
-            let mut acc = 0u32;
-            packed.push(0);
-            for pat in patterns {
-                acc += (pat != 0) as u32;
-                packed.push(acc);
-            }
-            packed.push((k1 - k0) as u32);
-            for pat in patterns.into_iter().filter(|&p| p != 0) {
-                packed.push(pat as u32);
-                packed.push((pat >> 32) as u32);
-            }
-            // Values: bricks in order, each brick's entries keep their row-major order.
-            let vstart = packed.len();
-            packed.resize(vstart + (k1 - k0), 0);
-            let mut cur = [0usize; BRICKS_PER_BLOCK];
-            let mut a = 0;
-            for j in 0..BRICKS_PER_BLOCK {
-                cur[j] = a;
-                a += counts[j];
-            }
-            for (&pos, &v) in p.pos[k0..k1].iter().zip(&p.values[k0..k1]) {
-                let j = (pos as usize % TK) / BRICK_K;
-                packed[vstart + cur[j]] = v.to_bits();
-                cur[j] += 1;
-            }
-            if packed.len() % 2 == 1 {
-                packed.push(0);
+            size_ptr.push(acc as u32);
+        }
+        // Pass 2: fill the records, chunks of blocks in parallel.
+        let mut packed = vec![0u32; acc];
+        const CB: usize = 2048;
+        let starts: Vec<usize> = (0..blocks.div_ceil(CB)).map(|i| i * CB).collect();
+        let mut pieces = Vec::with_capacity(starts.len());
+        {
+            let mut rest = &mut packed[..];
+            for &b0 in &starts {
+                let b1 = (b0 + CB).min(blocks);
+                let n = (size_ptr[b1] - size_ptr[b0]) as usize;
+                let (a, r) = std::mem::take(&mut rest).split_at_mut(n);
+                pieces.push(a);
+                rest = r;
             }
         }
-        if packed.len() >= u32::MAX as usize {
-            return Err(FormatError::TooLarge(format!(
-                "packed words = {}",
-                packed.len()
-            )));
-        }
-        size_ptr.push(packed.len() as u32);
+        starts.into_par_iter().zip(pieces).for_each(|(b0, out)| {
+            let b1 = (b0 + CB).min(blocks);
+            let base = size_ptr[b0] as usize;
+            for b in b0..b1 {
+                let rec = &mut out[size_ptr[b] as usize - base..size_ptr[b + 1] as usize - base];
+                let (k0, pos) = block_pos(b);
+                let mut patterns = [0u64; BRICKS_PER_BLOCK];
+                let mut counts = [0usize; BRICKS_PER_BLOCK];
+                for &q in pos {
+                    let (lr, slot) = (q as usize / TK, q as usize % TK);
+                    patterns[slot / BRICK_K] |= 1u64 << (lr * BRICK_K + slot % BRICK_K);
+                    counts[slot / BRICK_K] += 1;
+                }
+                let mut nb = 0u32;
+                rec[0] = 0;
+                for (j, &pat) in patterns.iter().enumerate() {
+                    if pat != 0 {
+                        rec[HEADER_WORDS + 2 * nb as usize] = pat as u32;
+                        rec[HEADER_WORDS + 2 * nb as usize + 1] = (pat >> 32) as u32;
+                        nb += 1;
+                    }
+                    rec[j + 1] = nb;
+                }
+                rec[BRICKS_PER_BLOCK + 1] = pos.len() as u32;
+                // Values: bricks in order, each brick's entries keep their row-major order.
+                let vstart = HEADER_WORDS + 2 * nb as usize;
+                let mut cur = [0usize; BRICKS_PER_BLOCK];
+                let mut a = vstart;
+                for j in 0..BRICKS_PER_BLOCK {
+                    cur[j] = a;
+                    a += counts[j];
+                }
+                for (&q, &v) in pos.iter().zip(&p.values[k0..k0 + pos.len()]) {
+                    let j = (q as usize % TK) / BRICK_K;
+                    rec[cur[j]] = v.to_bits();
+                    cur[j] += 1;
+                }
+            }
+        });
         let f = Hrpb {
             rows: csr.rows(),
             cols: csr.cols(),

@@ -13,7 +13,7 @@
 use crate::Csr;
 use crate::bittcf::check_dense;
 use crate::tcf::{
-    ColumnMode, FormatError, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,21 +74,23 @@ impl TryFrom<MeTcfShadow> for MeTcf {
 impl MeTcf {
     /// Builds ME-TCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let p = build_windowed(csr, WINDOW_ROWS, BLOCK_COLS, ColumnMode::Compacted)?;
-        let mut block_window = Vec::with_capacity(p.block_offset.len() - 1);
-        for w in 0..p.window_offset.len() - 1 {
-            let n = (p.window_offset[w + 1] - p.window_offset[w]) as usize;
-            block_window.extend(std::iter::repeat_n(w as u32, n));
-        }
+        let spec = WindowSpec {
+            window_rows: WINDOW_ROWS,
+            block_cols: BLOCK_COLS,
+            mode: ColumnMode::Compacted,
+            masks: false,
+            block_window: true,
+        };
+        let p = build_windowed::<u8>(csr, spec)?;
         let f = MeTcf {
             rows: csr.rows(),
             cols: csr.cols(),
             row_window_offset: p.window_offset,
             tc_offset: p.block_offset,
             sparse_a_to_x: p.block_keys,
-            tc_local_id: p.pos.iter().map(|&x| x as u8).collect(),
+            tc_local_id: p.pos,
             values: p.values,
-            block_window,
+            block_window: p.block_window,
         };
         debug_assert_eq!(f.validate(), Ok(()));
         Ok(f)

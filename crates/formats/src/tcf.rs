@@ -61,10 +61,43 @@ pub(crate) enum ColumnMode {
     Aligned,
 }
 
+/// What [`build_windowed`] builds. `window_rows · block_cols ≤ 65536`, `block_cols` a power of 2.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WindowSpec {
+    pub window_rows: usize,
+    pub block_cols: usize,
+    pub mode: ColumnMode,
+    /// Also build one u64 mask per block (bit = position); needs `window_rows·block_cols ≤ 64`.
+    pub masks: bool,
+    /// Also build the window of every block.
+    pub block_window: bool,
+}
+
+/// Element type of the per-nonzero local positions (`()` when a layout does not keep them).
+pub(crate) trait PosOut: Copy + Default + Send + Sync {
+    fn from_pos(p: u16) -> Self;
+}
+impl PosOut for () {
+    #[inline(always)]
+    fn from_pos(_: u16) -> Self {}
+}
+impl PosOut for u8 {
+    #[inline(always)]
+    fn from_pos(p: u16) -> Self {
+        p as u8
+    }
+}
+impl PosOut for u16 {
+    #[inline(always)]
+    fn from_pos(p: u16) -> Self {
+        p
+    }
+}
+
 /// The arrays every windowed layout is derived from. Inside a block, nonzeros are in row-major
 /// order (`pos = local_row·block_cols + slot` ascending), which is CSR order.
 #[derive(Debug, Default)]
-pub(crate) struct WindowedParts {
+pub(crate) struct WindowedParts<P> {
     /// Blocks per window, prefix: len windows + 1.
     pub window_offset: Vec<u32>,
     /// Compacted: `block_cols` column ids per block (sentinel-padded). Aligned: one block-column
@@ -72,24 +105,27 @@ pub(crate) struct WindowedParts {
     pub block_keys: Vec<u32>,
     /// Nonzeros per block, prefix: len blocks + 1.
     pub block_offset: Vec<u32>,
+    /// One mask per block (bit = local position) when asked for, else empty.
+    pub masks: Vec<u64>,
+    /// Window of every block when asked for, else empty.
+    pub block_window: Vec<u32>,
     /// Local position of every nonzero.
-    pub pos: Vec<u16>,
+    pub pos: Vec<P>,
     /// Values, same order as `pos`.
     pub values: Vec<f32>,
 }
 
-/// Local arrays of one chunk of windows, before concatenation.
+/// Block-level arrays of one chunk of windows (nonzero-level arrays are written in place).
 #[derive(Default)]
-struct Chunk {
+struct ChunkOut {
     window_blocks: Vec<u32>,
     block_keys: Vec<u32>,
     block_nnz: Vec<u32>,
-    pos: Vec<u16>,
-    values: Vec<f32>,
+    masks: Vec<u64>,
 }
 
-/// Windows per rayon task.
-const CHUNK_WINDOWS: usize = 512;
+/// Target nonzeros per rayon task (several tasks per thread for balance).
+const CHUNK_NNZ: usize = 1 << 15;
 
 pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
     for (what, v) in [
@@ -104,145 +140,338 @@ pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Builds the windowed parts in parallel over chunks of windows.
-pub(crate) fn build_windowed(
+/// Per-thread set of keys (column ids or block-column ids) of one window: a two-level bitmap
+/// over the whole key space, so that the sorted unique keys come out without sorting and the
+/// rank of a key is one popcount. Only touched words are cleared after a window.
+struct KeySet {
+    /// Bit per key.
+    l1: Vec<u64>,
+    /// Bit per `l1` word.
+    l0: Vec<u64>,
+    /// Rank of the first key of every touched `l1` word.
+    prefix: Vec<u32>,
+    /// The window's sorted unique keys.
+    keys: Vec<u32>,
+    /// Block id and local position of every nonzero of the window.
+    blk: Vec<u32>,
+    pos: Vec<u16>,
+    /// Per-block cursors.
+    cursor: Vec<u32>,
+}
+
+impl KeySet {
+    fn new(key_space: usize) -> Self {
+        let words = key_space.div_ceil(64).max(1);
+        KeySet {
+            l1: vec![0; words],
+            l0: vec![0; words.div_ceil(64)],
+            prefix: vec![0; words],
+            keys: Vec::new(),
+            blk: Vec::new(),
+            pos: Vec::new(),
+            cursor: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, k: u32) {
+        let k = k as usize;
+        self.l1[k >> 6] |= 1u64 << (k & 63);
+        self.l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
+    }
+
+    /// Fills `keys` (sorted, unique) and `prefix` after the window's keys were inserted;
+    /// `raw` yields them all again (for the sort fallback). `lo..=hi` bounds every key.
+    fn extract(&mut self, lo: u32, hi: u32, n: usize, raw: impl Iterator<Item = u32>) {
+        self.keys.clear();
+        let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
+        if w1 - w0 < n / 4 + 8 {
+            for wi in w0..=w1 {
+                let mut m0 = std::mem::take(&mut self.l0[wi]);
+                while m0 != 0 {
+                    let i = (wi << 6) | m0.trailing_zeros() as usize;
+                    m0 &= m0 - 1;
+                    self.prefix[i] = self.keys.len() as u32;
+                    let mut m1 = self.l1[i];
+                    let base = (i << 6) as u32;
+                    while m1 != 0 {
+                        self.keys.push(base | m1.trailing_zeros());
+                        m1 &= m1 - 1;
+                    }
+                }
+            }
+        } else {
+            // Few keys spread over a huge key space: sorting them is cheaper than scanning.
+            self.keys.extend(raw);
+            self.keys.sort_unstable();
+            self.keys.dedup();
+            let mut last = usize::MAX;
+            for (r, &k) in self.keys.iter().enumerate() {
+                let i = k as usize >> 6;
+                if i != last {
+                    self.prefix[i] = r as u32;
+                    self.l0[i >> 6] = 0;
+                    last = i;
+                }
+            }
+        }
+    }
+
+    /// Rank of an inserted key among the window's unique keys.
+    #[inline(always)]
+    fn rank(&self, k: u32) -> u32 {
+        let i = k as usize >> 6;
+        let below = (1u64 << (k & 63)) - 1;
+        self.prefix[i] + (self.l1[i] & below).count_ones()
+    }
+
+    /// Clears the bits of the current window.
+    fn clear(&mut self) {
+        for &k in &self.keys {
+            self.l1[k as usize >> 6] = 0;
+        }
+    }
+}
+
+/// Splits `v` into consecutive mutable pieces of the given lengths.
+fn split_lens<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    for n in lens {
+        let (a, b) = std::mem::take(&mut v).split_at_mut(n);
+        out.push(a);
+        v = b;
+    }
+    out
+}
+
+/// Builds the windowed parts: windows are cut into chunks of about [`CHUNK_NNZ`] nonzeros,
+/// every chunk writes its values and positions in place (a window's nonzeros keep their CSR
+/// range) and its block-level arrays locally; these are then joined in parallel.
+pub(crate) fn build_windowed<P: PosOut>(
     csr: &Csr,
-    window_rows: usize,
-    block_cols: usize,
-    mode: ColumnMode,
-) -> Result<WindowedParts, FormatError> {
+    spec: WindowSpec,
+) -> Result<WindowedParts<P>, FormatError> {
     check_u32(csr)?;
-    debug_assert!(window_rows * block_cols <= 1 << 16);
+    let WindowSpec {
+        window_rows,
+        block_cols,
+        mode,
+        ..
+    } = spec;
+    debug_assert!(window_rows * block_cols <= 1 << 16 && block_cols.is_power_of_two());
+    debug_assert!(!spec.masks || window_rows * block_cols <= 64);
     let rows = csr.rows();
+    let nnz = csr.nnz();
     let windows = rows.div_ceil(window_rows);
     let indptr = csr.indptr();
     let indptr = indptr.raw_storage();
     let (indices, data) = (csr.indices(), csr.data());
-    let n_chunks = windows.div_ceil(CHUNK_WINDOWS);
-    let chunks: Vec<Chunk> = (0..n_chunks)
-        .into_par_iter()
-        .map(|ci| {
-            let w0 = ci * CHUNK_WINDOWS;
-            let w1 = (w0 + CHUNK_WINDOWS).min(windows);
-            let r0 = w0 * window_rows;
-            let r1 = (w1 * window_rows).min(rows);
-            let nnz = (indptr[r1] - indptr[r0]) as usize;
-            let mut ch = Chunk {
-                window_blocks: Vec::with_capacity(w1 - w0),
-                pos: vec![0; nnz],
-                values: vec![0.0; nnz],
-                ..Chunk::default()
-            };
-            let mut keys: Vec<u32> = Vec::new();
-            let mut blk: Vec<u32> = Vec::new();
-            let mut cursor: Vec<u32> = Vec::new();
-            let mut out_base = 0usize;
-            for w in w0..w1 {
-                let wr0 = w * window_rows;
-                let wr1 = (wr0 + window_rows).min(rows);
-                let (k0, k1) = (indptr[wr0] as usize, indptr[wr1] as usize);
-                keys.clear();
-                match mode {
-                    ColumnMode::Compacted => keys.extend_from_slice(&indices[k0..k1]),
-                    ColumnMode::Aligned => {
-                        for r in wr0..wr1 {
-                            let mut last = u32::MAX;
-                            for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
-                                let key = c / block_cols as u32;
-                                if key != last {
-                                    keys.push(key);
-                                    last = key;
+    let bc_shift = block_cols.trailing_zeros();
+    let key_space = match mode {
+        ColumnMode::Compacted => csr.cols(),
+        ColumnMode::Aligned => csr.cols().div_ceil(block_cols),
+    };
+    let win_start = |w: usize| indptr[(w * window_rows).min(rows)] as usize;
+
+    // Chunk boundaries (window ids), balanced by nonzeros plus a little per window.
+    let weight = nnz + windows * 4;
+    let n_chunks = (weight / CHUNK_NNZ).clamp(1, windows.max(1));
+    let mut bounds = vec![0usize];
+    for i in 1..n_chunks {
+        let target = weight * i / n_chunks;
+        // First window whose start weight reaches the target.
+        let (mut a, mut b) = (*bounds.last().unwrap_or(&0), windows);
+        while a < b {
+            let m = (a + b) / 2;
+            if win_start(m) + m * 4 < target {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        if a > *bounds.last().unwrap_or(&0) && a < windows {
+            bounds.push(a);
+        }
+    }
+    bounds.push(windows);
+    let chunk_ranges: Vec<(usize, usize)> = bounds.windows(2).map(|b| (b[0], b[1])).collect();
+
+    let mut values = vec![0f32; nnz];
+    let mut pos = vec![P::default(); nnz];
+    let lens = || {
+        chunk_ranges
+            .iter()
+            .map(|&(w0, w1)| win_start(w1) - win_start(w0))
+    };
+    let val_pieces = split_lens(&mut values, lens());
+    let pos_pieces = split_lens(&mut pos, lens());
+
+    let chunks: Vec<ChunkOut> = chunk_ranges
+        .par_iter()
+        .zip(val_pieces)
+        .zip(pos_pieces)
+        .map_init(
+            || KeySet::new(key_space),
+            |ks, ((&(w0, w1), vals), poss)| {
+                let mut ch = ChunkOut {
+                    window_blocks: Vec::with_capacity(w1 - w0),
+                    ..ChunkOut::default()
+                };
+                let base = win_start(w0);
+                for w in w0..w1 {
+                    let wr0 = w * window_rows;
+                    let wr1 = (wr0 + window_rows).min(rows);
+                    let (k0, k1) = (indptr[wr0] as usize, indptr[wr1] as usize);
+                    if k0 == k1 {
+                        ch.window_blocks.push(0);
+                        continue;
+                    }
+                    let key_of = |c: u32| match mode {
+                        ColumnMode::Compacted => c,
+                        ColumnMode::Aligned => c >> bc_shift,
+                    };
+                    // Insert every key, tracking the key range.
+                    let (mut lo, mut hi) = (u32::MAX, 0u32);
+                    for r in wr0..wr1 {
+                        let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+                        if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                            lo = lo.min(key_of(f));
+                            hi = hi.max(key_of(l));
+                        }
+                        for &c in row {
+                            ks.insert(key_of(c));
+                        }
+                    }
+                    ks.extract(lo, hi, k1 - k0, indices[k0..k1].iter().map(|&c| key_of(c)));
+                    let nk = ks.keys.len();
+                    let nb = match mode {
+                        ColumnMode::Compacted => nk.div_ceil(block_cols),
+                        ColumnMode::Aligned => nk,
+                    };
+                    ch.window_blocks.push(nb as u32);
+                    ch.block_keys.extend_from_slice(&ks.keys);
+                    if mode == ColumnMode::Compacted {
+                        let pad = nb * block_cols - nk;
+                        ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
+                    }
+                    // Pass 1: block and position of every nonzero; counts (and masks) per block.
+                    ks.blk.clear();
+                    ks.pos.clear();
+                    ks.cursor.clear();
+                    ks.cursor.resize(nb + 1, 0);
+                    let mb = ch.masks.len();
+                    if spec.masks {
+                        ch.masks.resize(mb + nb, 0);
+                    }
+                    for r in wr0..wr1 {
+                        let lr = ((r - wr0) << bc_shift) as u32;
+                        for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
+                            let rank = ks.rank(key_of(c));
+                            let (b, slot) = match mode {
+                                ColumnMode::Compacted => {
+                                    (rank >> bc_shift, rank & (block_cols as u32 - 1))
                                 }
+                                ColumnMode::Aligned => (rank, c & (block_cols as u32 - 1)),
+                            };
+                            let p = lr | slot;
+                            ks.blk.push(b);
+                            ks.pos.push(p as u16);
+                            ks.cursor[b as usize + 1] += 1;
+                            if spec.masks {
+                                ch.masks[mb + b as usize] |= 1u64 << p;
                             }
                         }
                     }
-                }
-                if wr1 - wr0 > 1 {
-                    keys.sort_unstable();
-                    keys.dedup();
-                }
-                let nb = match mode {
-                    ColumnMode::Compacted => keys.len().div_ceil(block_cols),
-                    ColumnMode::Aligned => keys.len(),
-                };
-                ch.window_blocks.push(nb as u32);
-                match mode {
-                    ColumnMode::Compacted => {
-                        ch.block_keys.extend_from_slice(&keys);
-                        let pad = nb * block_cols - keys.len();
-                        ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
+                    ks.clear();
+                    for b in 0..nb {
+                        ch.block_nnz.push(ks.cursor[b + 1]);
+                        ks.cursor[b + 1] += ks.cursor[b];
                     }
-                    ColumnMode::Aligned => ch.block_keys.extend_from_slice(&keys),
-                }
-                // Pass 1: block of every nonzero, counts per block.
-                blk.clear();
-                cursor.clear();
-                cursor.resize(nb + 1, 0);
-                for r in wr0..wr1 {
-                    let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
-                    let mut lo = 0usize;
-                    for &c in &indices[a..b] {
-                        let key = match mode {
-                            ColumnMode::Compacted => c,
-                            ColumnMode::Aligned => c / block_cols as u32,
-                        };
-                        // Columns of a row ascend, so search only to the right of the last hit.
-                        lo += keys[lo..].partition_point(|&u| u < key);
-                        let (bi, slot) = match mode {
-                            ColumnMode::Compacted => (lo / block_cols, lo % block_cols),
-                            ColumnMode::Aligned => (lo, c as usize % block_cols),
-                        };
-                        let lr = r - wr0;
-                        blk.push(((bi as u32) << 16) | (lr * block_cols + slot) as u32);
-                        cursor[bi + 1] += 1;
+                    // Pass 2: scatter in row-major order inside every block.
+                    let off = k0 - base;
+                    let (vw, pw) = (
+                        &mut vals[off..off + (k1 - k0)],
+                        &mut poss[off..off + (k1 - k0)],
+                    );
+                    for (i, (&b, &p)) in ks.blk.iter().zip(&ks.pos).enumerate() {
+                        let at = ks.cursor[b as usize] as usize;
+                        ks.cursor[b as usize] += 1;
+                        vw[at] = data[k0 + i];
+                        pw[at] = P::from_pos(p);
                     }
                 }
-                for b in 0..nb {
-                    ch.block_nnz.push(cursor[b + 1]);
-                    cursor[b + 1] += cursor[b];
-                }
-                // Pass 2: scatter in row-major order inside every block.
-                for (i, &e) in blk.iter().enumerate() {
-                    let bi = (e >> 16) as usize;
-                    let at = out_base + cursor[bi] as usize;
-                    cursor[bi] += 1;
-                    ch.pos[at] = (e & 0xffff) as u16;
-                    ch.values[at] = data[k0 + i];
-                }
-                out_base += k1 - k0;
-            }
-            ch
-        })
+                ch
+            },
+        )
         .collect();
-    let total_blocks: usize = chunks.iter().map(|c| c.block_nnz.len()).sum();
+
+    // Join the block-level arrays in parallel.
+    let nb_chunk: Vec<usize> = chunks.iter().map(|c| c.block_nnz.len()).collect();
+    let total_blocks: usize = nb_chunk.iter().sum();
     if total_blocks >= u32::MAX as usize {
         return Err(FormatError::TooLarge(format!("blocks = {total_blocks}")));
     }
-    let key_len: usize = chunks.iter().map(|c| c.block_keys.len()).sum();
-    let mut parts = WindowedParts {
-        window_offset: Vec::with_capacity(windows + 1),
-        block_keys: Vec::with_capacity(key_len),
-        block_offset: Vec::with_capacity(total_blocks + 1),
-        pos: Vec::with_capacity(csr.nnz()),
-        values: Vec::with_capacity(csr.nnz()),
-    };
-    parts.window_offset.push(0);
-    parts.block_offset.push(0);
-    let (mut nb, mut nz) = (0u32, 0u32);
-    for ch in chunks {
-        for &b in &ch.window_blocks {
-            nb += b;
-            parts.window_offset.push(nb);
-        }
-        for &n in &ch.block_nnz {
-            nz += n;
-            parts.block_offset.push(nz);
-        }
-        parts.block_keys.extend_from_slice(&ch.block_keys);
-        parts.pos.extend_from_slice(&ch.pos);
-        parts.values.extend_from_slice(&ch.values);
+    let mut block_base = Vec::with_capacity(chunks.len());
+    let mut acc = 0usize;
+    for &n in &nb_chunk {
+        block_base.push(acc);
+        acc += n;
     }
-    Ok(parts)
+    let mut window_offset = vec![0u32; windows + 1];
+    let mut block_offset = vec![0u32; total_blocks + 1];
+    let mut block_keys = vec![0u32; chunks.iter().map(|c| c.block_keys.len()).sum()];
+    let mut masks = vec![0u64; if spec.masks { total_blocks } else { 0 }];
+    let mut block_window = vec![0u32; if spec.block_window { total_blocks } else { 0 }];
+    let wo = split_lens(
+        &mut window_offset[1..],
+        chunk_ranges.iter().map(|r| r.1 - r.0),
+    );
+    let bo = split_lens(&mut block_offset[1..], nb_chunk.iter().copied());
+    let bk = split_lens(&mut block_keys, chunks.iter().map(|c| c.block_keys.len()));
+    let mk = split_lens(&mut masks, chunks.iter().map(|c| c.masks.len()));
+    let bw = split_lens(
+        &mut block_window,
+        nb_chunk
+            .iter()
+            .map(|&n| if spec.block_window { n } else { 0 }),
+    );
+    chunks
+        .par_iter()
+        .zip(chunk_ranges.par_iter())
+        .zip(block_base.par_iter())
+        .zip(wo)
+        .zip(bo)
+        .zip(bk)
+        .zip(mk)
+        .zip(bw)
+        .for_each(|(((((((ch, &(w0, _)), &bb), wo), bo), bk), mk), bw)| {
+            let mut a = bb as u32;
+            let mut k = 0usize;
+            for (i, (o, &n)) in wo.iter_mut().zip(&ch.window_blocks).enumerate() {
+                if !bw.is_empty() {
+                    bw[k..k + n as usize].fill((w0 + i) as u32);
+                }
+                k += n as usize;
+                a += n;
+                *o = a;
+            }
+            let mut z = win_start(w0) as u32;
+            for (o, &n) in bo.iter_mut().zip(&ch.block_nnz) {
+                z += n;
+                *o = z;
+            }
+            bk.copy_from_slice(&ch.block_keys);
+            mk.copy_from_slice(&ch.masks);
+        });
+    Ok(WindowedParts {
+        window_offset,
+        block_keys,
+        block_offset,
+        masks,
+        block_window,
+        pos,
+        values,
+    })
 }
 
 /// Checks a prefix array: right length, starts at 0, non-decreasing, ends at `last`.
@@ -349,6 +578,83 @@ where
 mod tests {
     use super::*;
     use crate::csr::csr_from_triplets;
+
+    /// Both extraction paths (bitmap scan and sort fallback) give the same keys and ranks.
+    #[test]
+    fn keyset_scan_and_sort_paths_agree() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let space = 10_000_000usize;
+        let mut ks = KeySet::new(space);
+        for round in 0..200 {
+            let n = 1 + round % 50;
+            let raw: Vec<u32> = (0..n)
+                .map(|_| {
+                    if round % 3 == 0 {
+                        rng.random_range(0..space as u32)
+                    } else {
+                        rng.random_range(5_000_000..5_000_300)
+                    }
+                })
+                .collect();
+            let (lo, hi) = (*raw.iter().min().unwrap(), *raw.iter().max().unwrap());
+            let mut want = raw.clone();
+            want.sort_unstable();
+            want.dedup();
+            let mut got = Vec::new();
+            // n_hint huge forces the scan, 0 forces sorting when the range is wide.
+            for n_hint in [usize::MAX / 2, 0] {
+                for &k in &raw {
+                    ks.insert(k);
+                }
+                ks.extract(lo, hi, n_hint, raw.iter().copied());
+                assert_eq!(ks.keys, want, "round {round} hint {n_hint}");
+                let ranks: Vec<u32> = raw.iter().map(|&k| ks.rank(k)).collect();
+                for (&k, &r) in raw.iter().zip(&ranks) {
+                    assert_eq!(want[r as usize], k);
+                }
+                got.push(ranks);
+                ks.clear();
+                assert!(ks.l1.iter().all(|&w| w == 0) && ks.l0.iter().all(|&w| w == 0));
+            }
+            assert_eq!(got[0], got[1]);
+        }
+    }
+
+    /// Scattered windows over a wide matrix take the sort fallback; mixed with dense windows.
+    #[test]
+    fn wide_matrix_round_trips_in_every_layout() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (rows, cols) = (300usize, 5_000_000usize);
+        let mut t = Vec::new();
+        for r in 0..rows {
+            let n = if r % 37 == 0 { 200 } else { r % 5 };
+            for _ in 0..n {
+                let c = if r % 2 == 0 {
+                    rng.random_range(0..cols)
+                } else {
+                    rng.random_range(1000..1400)
+                };
+                t.push((r as u32, c as u32, rng.random_range(-1.0f32..1.0)));
+            }
+        }
+        t.sort_by_key(|&(r, c, _)| (r, c));
+        t.dedup_by_key(|&mut (r, c, _)| (r, c));
+        let a = csr_from_triplets(rows, cols, &t).unwrap();
+        assert_eq!(crate::bittcf::BitTcf::from_csr(&a).unwrap().to_csr(), a);
+        assert_eq!(crate::metcf::MeTcf::from_csr(&a).unwrap().to_csr(), a);
+        assert_eq!(crate::hrpb::Hrpb::from_csr(&a).unwrap().to_csr(), a);
+        assert_eq!(crate::bitbsr::BitBsr::from_csr(&a).unwrap().to_csr(), a);
+        for f in [
+            crate::bittcf::BitTcf::from_csr(&a).unwrap().validate(),
+            crate::bitbsr::BitBsr::from_csr(&a).unwrap().validate(),
+            crate::metcf::MeTcf::from_csr(&a).unwrap().validate(),
+            crate::hrpb::Hrpb::from_csr(&a).unwrap().validate(),
+        ] {
+            assert_eq!(f, Ok(()));
+        }
+    }
 
     #[test]
     fn tcf_bytes_formula() {
