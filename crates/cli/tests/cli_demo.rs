@@ -17,8 +17,12 @@ fn redact(s: &str) -> String {
         let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
         for i in 0..words.len() {
             let is_num = !words[i].is_empty()
-                && words[i].chars().all(|c| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
-            let next = words.get(i + 1).map(|w| w.trim_end_matches([',', ';', ':']));
+                && words[i]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
+            let next = words
+                .get(i + 1)
+                .map(|w| w.trim_end_matches([',', ';', ':']));
             if is_num && next == Some("ms") {
                 words[i] = "[t]".into();
             } else if is_num && next == Some("GFLOP/s") {
@@ -26,10 +30,10 @@ fn redact(s: &str) -> String {
             }
         }
         let mut l = words.join(" ");
-        if let Some(i) = l.find("no GPU (") {
-            if let Some(j) = l[i..].find("): ") {
-                l = format!("{}no GPU ([why]{}", &l[..i], &l[i + j..]);
-            }
+        if let Some(i) = l.find("no GPU (")
+            && let Some(j) = l[i..].find("): ")
+        {
+            l = format!("{}no GPU ([why]{}", &l[..i], &l[i + j..]);
         }
         // Collapse the alignment padding before redacted times.
         while l.contains("  [t]") {
@@ -59,7 +63,10 @@ fn run(args: &[&str]) -> String {
 
 #[test]
 fn redaction_keeps_structure() {
-    assert_eq!(redact("read      12.5 ms  x: 3.0 GFLOP/s"), "read [t] ms  x: [rate] GFLOP/s\n");
+    assert_eq!(
+        redact("read      12.5 ms  x: 3.0 GFLOP/s"),
+        "read [t] ms  x: [rate] GFLOP/s\n"
+    );
 }
 
 #[test]
@@ -71,7 +78,17 @@ fn demo_cpu_path() {
 
 #[test]
 fn spmm_cpu_path() {
-    let out = run(&["spmm", "datasets/west0067.mtx.gz", "--n", "16", "--cpu", "--iters", "1", "--reorder", "none"]);
+    let out = run(&[
+        "spmm",
+        "datasets/west0067.mtx.gz",
+        "--n",
+        "16",
+        "--cpu",
+        "--iters",
+        "1",
+        "--reorder",
+        "none",
+    ]);
     assert!(out.contains("CPU reference path"), "{out}");
     insta::assert_snapshot!(redact(&out));
 }

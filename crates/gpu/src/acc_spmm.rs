@@ -63,10 +63,12 @@ impl From<cudarc::driver::DriverError> for AccSpmmError {
 /// Which kernel entry executes the product (same results, different metadata staging).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AccVariant {
-    /// Block metadata by `cp.async` into a shared double buffer, one barrier per block.
-    #[default]
+    /// Block metadata by `cp.async` into a shared double buffer, one barrier per block (the
+    /// paper's design; 10–40 % slower than [`AccVariant::RegisterMeta`] on the H200).
     SharedMeta,
-    /// Block metadata loaded into registers by each warp, no barriers.
+    /// Block metadata loaded into registers by each warp, no barriers (the default: faster on every
+    /// matrix measured, see docs/kernels/acc-spmm.md).
+    #[default]
     RegisterMeta,
 }
 
@@ -413,7 +415,7 @@ pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, Acc
 /// Kernel flags: bit 0 = float4 loads of B and stores of C (needs `ldb` and `ldc` multiples of 4,
 /// with 16-byte aligned buffers, which device allocations are).
 pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
-    u32::from(ldb % 4 == 0 && ldc % 4 == 0)
+    u32::from(ldb.is_multiple_of(4) && ldc.is_multiple_of(4))
 }
 
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.

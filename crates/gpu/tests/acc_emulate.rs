@@ -12,7 +12,15 @@ use tcsparse_gpu::acc_spmm::{
 };
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
-fn run_case(what: &str, a: &Csr, sched: &FlatSchedule, n: usize, alpha: f32, beta: f32, pad: usize) {
+fn run_case(
+    what: &str,
+    a: &Csr,
+    sched: &FlatSchedule,
+    n: usize,
+    alpha: f32,
+    beta: f32,
+    pad: usize,
+) {
     let bt = OwnedBitTcf::from_csr(a);
     let parts = bt.parts();
     check_parts(&parts).expect("valid arrays");
@@ -99,7 +107,10 @@ fn bad_arrays_are_rejected() {
     let bt = OwnedBitTcf::from_csr(&a);
     let mut bad = OwnedBitTcf::from_csr(&a);
     bad.a2b[0] = 20; // column ≥ K
-    assert!(matches!(check_parts(&bad.parts()), Err(AccSpmmError::InvalidFormat(_))));
+    assert!(matches!(
+        check_parts(&bad.parts()),
+        Err(AccSpmmError::InvalidFormat(_))
+    ));
     let mut bad = OwnedBitTcf::from_csr(&a);
     bad.bits[0] ^= 1u64 << 63; // popcount no longer matches the stored values
     assert!(check_parts(&bad.parts()).is_err());

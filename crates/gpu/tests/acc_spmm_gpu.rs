@@ -52,14 +52,26 @@ fn run_gpu(
     let dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.launch(gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n).expect("launch");
+    dev.launch(gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
+        .expect("launch");
     let got = gpu.download(&cd).unwrap();
     let err = check_result(what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n);
     // The lane-exact CPU model must agree too (same TF32 rounding; only the f32 summation order
     // inside the tensor core may differ).
     let mut emu = c0.clone();
     emulate(&bt.parts(), s, alpha, &b, ldb, beta, &mut emu, ldc, n);
-    check_result(&format!("{what} (emulator)"), a, alpha, &b, ldb, beta, &c0, &emu, ldc, n);
+    check_result(
+        &format!("{what} (emulator)"),
+        a,
+        alpha,
+        &b,
+        ldb,
+        beta,
+        &c0,
+        &emu,
+        ldc,
+        n,
+    );
     err
 }
 
@@ -74,7 +86,10 @@ fn schedules(bt: &OwnedBitTcf, n: usize) -> Vec<(&'static str, FlatSchedule)> {
         out.push((name, flatten_schedule(rwo, work, &split).expect(name)));
     }
     let bal = AccSchedule::balanced(rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
-    out.push(("planner-balanced", flatten_acc_schedule(rwo, &bal).expect("planner schedule")));
+    out.push((
+        "planner-balanced",
+        flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
+    ));
     out
 }
 
@@ -108,13 +123,18 @@ fn acc_spmm_edge_cases_match_reference() {
                 for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
                     for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
                         let what = format!("{name}/{sname}/{variant:?}/n={n}/α={alpha}/β={beta}");
-                        worst = worst.max(run_gpu(&gpu, &what, &a, &bt, &s, variant, n, alpha, beta, pad));
+                        worst = worst.max(run_gpu(
+                            &gpu, &what, &a, &bt, &s, variant, n, alpha, beta, pad,
+                        ));
                     }
                 }
             }
         }
     }
-    println!("edge cases: worst scaled error {worst:.3e} (bound {:.3e})", 2.0 * 2f64.powi(-10));
+    println!(
+        "edge cases: worst scaled error {worst:.3e} (bound {:.3e})",
+        2.0 * 2f64.powi(-10)
+    );
 }
 
 #[test]
@@ -133,7 +153,18 @@ fn acc_spmm_hub_dominated_split_windows() {
     assert!(!s.split_windows.is_empty(), "expected split windows");
     for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
         for &(beta, n) in &[(0.0f32, 128usize), (0.5, 64), (0.0, 8)] {
-            run_gpu(&gpu, &format!("hub/{variant:?}/β={beta}/n={n}"), &a, &bt, &s, variant, n, 1.0, beta, 0);
+            run_gpu(
+                &gpu,
+                &format!("hub/{variant:?}/β={beta}/n={n}"),
+                &a,
+                &bt,
+                &s,
+                variant,
+                n,
+                1.0,
+                beta,
+                0,
+            );
         }
     }
 }
@@ -142,7 +173,9 @@ fn acc_spmm_hub_dominated_split_windows() {
 fn datasets() -> Option<PathBuf> {
     let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
     p.is_dir().then_some(p)
 }
 
@@ -170,7 +203,11 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         "matrix", "rows", "nnz", "nnz/tc", "N", "shared ms", "reg ms", "bal ms", "cusp ms", "err"
     );
     for path in dataset_files(10 << 20) {
-        let name = path.file_name().unwrap().to_string_lossy().replace(".mtx.gz", "");
+        let name = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".mtx.gz", "");
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let bt = OwnedBitTcf::from_csr(&a);
         let unb = unbalanced_schedule(&bt.rwo);
@@ -182,24 +219,40 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             let bal = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
             let mut times = Vec::new();
             let mut err = 0f64;
-            for (s, v) in [(&unb, AccVariant::SharedMeta), (&unb, AccVariant::RegisterMeta), (&bal, AccVariant::SharedMeta)] {
+            for (s, v) in [
+                (&unb, AccVariant::SharedMeta),
+                (&unb, AccVariant::RegisterMeta),
+                (&bal, AccVariant::SharedMeta),
+            ] {
                 let dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
                 dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
                 let got = gpu.download(&cd).unwrap();
                 let c0 = vec![0f32; a.rows() * n];
-                err = err.max(check_result(&format!("{name}/n={n}/{v:?}"), &a, 1.0, &b, n, 0.0, &c0, &got, n, n));
+                err = err.max(check_result(
+                    &format!("{name}/n={n}/{v:?}"),
+                    &a,
+                    1.0,
+                    &b,
+                    n,
+                    0.0,
+                    &c0,
+                    &got,
+                    n,
+                    n,
+                ));
                 let t = gpu
                     .time_launches(3, 20, || {
-                        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).map_err(|e| {
-                            tcsparse_gpu::GpuError::Invalid(e.to_string())
-                        })
+                        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n)
+                            .map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
                     })
                     .unwrap();
                 times.push(t.median_ms);
             }
             let csr = CusparseCsr::new(&gpu, &a).unwrap();
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
-            let tc = gpu.time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd)).unwrap();
+            let tc = gpu
+                .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
+                .unwrap();
             println!(
                 "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
                 name,

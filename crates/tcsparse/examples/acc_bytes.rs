@@ -14,8 +14,14 @@ const BW: f64 = 3.9e12;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut files: Vec<PathBuf> = Vec::new();
     let args: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    let roots =
-        if args.is_empty() { vec![PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../datasets"))] } else { args };
+    let roots = if args.is_empty() {
+        vec![PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../datasets"
+        ))]
+    } else {
+        args
+    };
     for r in roots {
         if r.is_dir() {
             for e in std::fs::read_dir(&r)? {
@@ -35,15 +41,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for f in files {
         let a = tcsparse::formats::mtx::read_matrix(&f)?;
-        let name = f.file_name().unwrap_or_default().to_string_lossy().replace(".mtx.gz", "");
-        let mode = if a.rows() == a.cols() { Mode::Symmetric } else { Mode::RowOnly };
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .replace(".mtx.gz", "");
+        let mode = if a.rows() == a.cols() {
+            Mode::Symmetric
+        } else {
+            Mode::RowOnly
+        };
         let re = tcsparse::reorder::by_name("affinity", 0)?.reorder(&a, mode)?;
         let ar = tcsparse::reorder::apply(&re.perm, &a, mode)?;
         for (order, m) in [("original", &a), ("affinity", &ar)] {
             let bt = BitTcf::from_csr(m)?;
             let blocks = bt.num_blocks() as f64;
-            let a_bytes = blocks * (8.0 + 32.0 + 4.0) + 4.0 * m.nnz() as f64 + 4.0 * (bt.num_windows() + 1) as f64;
-            let real_slots = bt.sparse_a_to_b().iter().filter(|&&c| c != u32::MAX).count() as f64;
+            let a_bytes = blocks * (8.0 + 32.0 + 4.0)
+                + 4.0 * m.nnz() as f64
+                + 4.0 * (bt.num_windows() + 1) as f64;
+            let real_slots = bt
+                .sparse_a_to_b()
+                .iter()
+                .filter(|&&c| c != u32::MAX)
+                .count() as f64;
             for n in [32usize, 128, 512] {
                 let nf = n as f64;
                 let b_once = 4.0 * m.cols() as f64 * nf;

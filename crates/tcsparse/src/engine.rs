@@ -243,12 +243,20 @@ impl Engine {
             "GPU: {} ({} SMs, compute {}.{})",
             info.name, info.sm_count, info.compute_capability.0, info.compute_capability.1
         );
-        Self { gpu: Some(gpu), message, device }
+        Self {
+            gpu: Some(gpu),
+            message,
+            device,
+        }
     }
 
     /// Where products run.
     pub fn backend(&self) -> Backend {
-        if self.gpu.is_some() { Backend::Gpu } else { Backend::Cpu }
+        if self.gpu.is_some() {
+            Backend::Gpu
+        } else {
+            Backend::Cpu
+        }
     }
 
     /// One line: the GPU found, or why there is none.
@@ -269,7 +277,11 @@ impl Engine {
     /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
     pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
         let square = a.rows() == a.cols();
-        let mode = opts.mode.unwrap_or(if square { Mode::Symmetric } else { Mode::RowOnly });
+        let mode = opts.mode.unwrap_or(if square {
+            Mode::Symmetric
+        } else {
+            Mode::RowOnly
+        });
         if mode == Mode::Symmetric && !square {
             return Err(Error::InvalidArgs(format!(
                 "symmetric reordering needs a square matrix, got {}×{}",
@@ -308,7 +320,11 @@ impl Engine {
         // Plan.
         let t = Instant::now();
         let blocks = bittcf.num_blocks();
-        let mean_nnz_tc = if blocks == 0 { 0.0 } else { a_re.nnz() as f64 / blocks as f64 };
+        let mean_nnz_tc = if blocks == 0 {
+            0.0
+        } else {
+            a_re.nnz() as f64 / blocks as f64
+        };
         let features = MatrixFeatures {
             rows: a_re.rows(),
             cols: a_re.cols(),
@@ -336,12 +352,15 @@ impl Engine {
                 thread_blocks = d.num_tbs();
                 split_windows = d.num_split_windows();
                 gpu.synchronize()?;
-                DeviceState::Acc(d)
+                DeviceState::Acc(Box::new(d))
             }
             (Some(gpu), ExecKernel::Cusparse) => {
                 let csr = CusparseCsr::new(gpu, &a_re)?;
                 gpu.synchronize()?;
-                DeviceState::Cusparse { csr, spmm: HashMap::new() }
+                DeviceState::Cusparse {
+                    csr,
+                    spmm: HashMap::new(),
+                }
             }
             (Some(gpu), ExecKernel::CsrCuda) => {
                 let k = CsrSpmm::new(gpu, &a_re)?;
@@ -371,7 +390,15 @@ impl Engine {
             thread_blocks,
             split_windows,
         };
-        Ok(Prepared { plan, report, perm, a: a_re, bittcf, gpu: self.gpu.clone(), dev })
+        Ok(Prepared {
+            plan,
+            report,
+            perm,
+            a: a_re,
+            bittcf,
+            gpu: self.gpu.clone(),
+            dev,
+        })
     }
 
     fn choose(
@@ -383,7 +410,10 @@ impl Engine {
         if self.gpu.is_none() {
             return (
                 ExecKernel::CpuBitTcf,
-                format!("CPU reference path ({}); on the GPU the plan would be: {}", self.message, plan.reason),
+                format!(
+                    "CPU reference path ({}); on the GPU the plan would be: {}",
+                    self.message, plan.reason
+                ),
                 None,
             );
         }
@@ -399,19 +429,25 @@ impl Engine {
             };
             let sched = match (&plan.schedule, balanced) {
                 (Some(s), b) if s.is_balanced() == b => s.clone(),
-                (_, true) => AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), opts.n.max(1)),
+                (_, true) => {
+                    AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), opts.n.max(1))
+                }
                 (_, false) => AccSchedule::unbalanced(rwo),
             };
             (ExecKernel::AccSpmm { balanced }, note, Some(sched))
         };
         match opts.kernel {
             KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
-            KernelRequest::Cusparse => {
-                (ExecKernel::Cusparse, format!("cuSPARSE requested (planner: {})", plan.reason), None)
-            }
-            KernelRequest::Csr => {
-                (ExecKernel::CsrCuda, format!("CSR kernel requested (planner: {})", plan.reason), None)
-            }
+            KernelRequest::Cusparse => (
+                ExecKernel::Cusparse,
+                format!("cuSPARSE requested (planner: {})", plan.reason),
+                None,
+            ),
+            KernelRequest::Csr => (
+                ExecKernel::CsrCuda,
+                format!("CSR kernel requested (planner: {})", plan.reason),
+                None,
+            ),
             KernelRequest::Auto => match plan.choice {
                 KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
                 KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
@@ -430,8 +466,11 @@ impl Engine {
 
 enum DeviceState {
     Cpu,
-    Acc(AccSpmmDevice),
-    Cusparse { csr: CusparseCsr, spmm: HashMap<usize, CusparseSpmm> },
+    Acc(Box<AccSpmmDevice>),
+    Cusparse {
+        csr: CusparseCsr,
+        spmm: HashMap<usize, CusparseSpmm>,
+    },
     Csr(CsrSpmm),
 }
 
@@ -449,7 +488,10 @@ pub struct Prepared {
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prepared").field("report", &self.report).field("plan", &self.plan).finish()
+        f.debug_struct("Prepared")
+            .field("report", &self.report)
+            .field("plan", &self.plan)
+            .finish()
     }
 }
 
@@ -527,12 +569,23 @@ impl Prepared {
         if matches!(self.dev, DeviceState::Cpu) {
             let y = self.bittcf.spmm_cpu(&bp, n, n);
             for (out, &v) in cp.iter_mut().zip(&y) {
-                *out = if beta == 0.0 { alpha * v } else { alpha * v + beta * *out };
+                *out = if beta == 0.0 {
+                    alpha * v
+                } else {
+                    alpha * v + beta * *out
+                };
             }
         } else {
-            let gpu = self.gpu.clone().ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+            let gpu = self
+                .gpu
+                .clone()
+                .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
             let bd = gpu.upload(&bp)?;
-            let mut cd = if beta != 0.0 { gpu.upload(&cp)? } else { gpu.alloc_zeros(rows * n)? };
+            let mut cd = if beta != 0.0 {
+                gpu.upload(&cp)?
+            } else {
+                gpu.alloc_zeros(rows * n)?
+            };
             self.spmm_device(alpha, &bd, n, beta, &mut cd, n, n)?;
             cp = gpu.download(&cd)?;
         }

@@ -18,7 +18,11 @@ fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
             continue; // an empty window
         }
         for _ in 0..rng.random_range(0..=2 * per_row) {
-            t.push((r as u32, rng.random_range(0..cols) as u32, rng.random_range(-1.0f32..1.0)));
+            t.push((
+                r as u32,
+                rng.random_range(0..cols) as u32,
+                rng.random_range(-1.0f32..1.0),
+            ));
         }
         if r < cols {
             t.push((r as u32, r as u32, 1.0)); // a diagonal, so reorderings have structure to find
@@ -35,17 +39,35 @@ fn dense(len: usize, seed: u64) -> Vec<f32> {
 /// C = α·A·B + β·C0 checked element-wise with the TF32 bound (the CPU path is f32, so it is
 /// loose; a wrong permutation is off by O(1)).
 #[allow(clippy::too_many_arguments)]
-fn check(a: &Csr, alpha: f32, b: &[f32], n: usize, ldb: usize, beta: f32, c0: &[f32], c: &[f32], ldc: usize) {
+fn check(
+    a: &Csr,
+    alpha: f32,
+    b: &[f32],
+    n: usize,
+    ldb: usize,
+    beta: f32,
+    c0: &[f32],
+    c: &[f32],
+    ldc: usize,
+) {
     let ab = spmm_f64(a, b, n, ldb, false);
     let abs = spmm_f64(a, b, n, ldb, true);
     for r in 0..a.rows() {
         for f in 0..ldc {
             let got = c[r * ldc + f];
             if f >= n {
-                assert_eq!(got.to_bits(), c0[r * ldc + f].to_bits(), "padding C[{r}][{f}] changed");
+                assert_eq!(
+                    got.to_bits(),
+                    c0[r * ldc + f].to_bits(),
+                    "padding C[{r}][{f}] changed"
+                );
                 continue;
             }
-            let old = if beta == 0.0 { 0.0 } else { c0[r * ldc + f] as f64 };
+            let old = if beta == 0.0 {
+                0.0
+            } else {
+                c0[r * ldc + f] as f64
+            };
             let want = alpha as f64 * ab[r * n + f] + beta as f64 * old;
             let scale = alpha.abs() as f64 * abs[r * n + f] + beta.abs() as f64 * old.abs();
             assert!(
@@ -60,7 +82,11 @@ fn check(a: &Csr, alpha: f32, b: &[f32], n: usize, ldb: usize, beta: f32, c0: &[
 fn cpu_engine_says_so() {
     let e = Engine::cpu("test");
     assert_eq!(e.backend(), Backend::Cpu);
-    assert!(e.message().contains("CPU reference path"), "{}", e.message());
+    assert!(
+        e.message().contains("CPU reference path"),
+        "{}",
+        e.message()
+    );
 }
 
 #[test]
@@ -70,21 +96,45 @@ fn cpu_path_matches_reference_in_original_order() {
     let rect = matrix(61, 45, 3, 2);
     let cases: Vec<(&Csr, ReorderChoice, Option<Mode>)> = vec![
         (&square, ReorderChoice::None, None),
-        (&square, ReorderChoice::Method("affinity".into()), Some(Mode::Symmetric)),
-        (&square, ReorderChoice::Method("rcm".into()), Some(Mode::Symmetric)),
-        (&square, ReorderChoice::Method("degree".into()), Some(Mode::RowOnly)),
+        (
+            &square,
+            ReorderChoice::Method("affinity".into()),
+            Some(Mode::Symmetric),
+        ),
+        (
+            &square,
+            ReorderChoice::Method("rcm".into()),
+            Some(Mode::Symmetric),
+        ),
+        (
+            &square,
+            ReorderChoice::Method("degree".into()),
+            Some(Mode::RowOnly),
+        ),
         (&square, ReorderChoice::Auto, None),
-        (&rect, ReorderChoice::Method("degree".into()), Some(Mode::RowOnly)),
+        (
+            &rect,
+            ReorderChoice::Method("degree".into()),
+            Some(Mode::RowOnly),
+        ),
         (&rect, ReorderChoice::Auto, None),
     ];
     for (i, (a, reorder, mode)) in cases.into_iter().enumerate() {
-        let opts = PrepareOptions { reorder, mode, ..PrepareOptions::default() };
+        let opts = PrepareOptions {
+            reorder,
+            mode,
+            ..PrepareOptions::default()
+        };
         let mut p = engine.prepare(a, &opts).unwrap();
         assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
         let r = p.report();
         assert_eq!((r.rows, r.cols, r.nnz), (a.rows(), a.cols(), a.nnz()));
         assert!(r.reorder_s >= 0.0 && r.build_s >= 0.0 && r.plan_s >= 0.0);
-        for &(n, pad, alpha, beta) in &[(16usize, 0usize, 1.0f32, 0.0f32), (8, 3, -0.5, 2.0), (33, 1, 2.0, 0.0)] {
+        for &(n, pad, alpha, beta) in &[
+            (16usize, 0usize, 1.0f32, 0.0f32),
+            (8, 3, -0.5, 2.0),
+            (33, 1, 2.0, 0.0),
+        ] {
             let (ldb, ldc) = (n + pad, n + 2 * pad);
             let b = dense(a.cols() * ldb, 10 + i as u64);
             let mut c0 = dense(a.rows() * ldc, 20 + i as u64);
@@ -104,7 +154,10 @@ fn cpu_path_matches_reference_in_original_order() {
 fn forced_reordering_is_applied_and_reported() {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);
-    let opts = PrepareOptions { reorder: ReorderChoice::Method("degree".into()), ..PrepareOptions::default() };
+    let opts = PrepareOptions {
+        reorder: ReorderChoice::Method("degree".into()),
+        ..PrepareOptions::default()
+    };
     let p = engine.prepare(&a, &opts).unwrap();
     let r = p.report();
     assert!(r.reordered);
@@ -119,14 +172,29 @@ fn forced_reordering_is_applied_and_reported() {
 fn bad_arguments_are_typed_errors() {
     let engine = Engine::cpu("test");
     let rect = matrix(20, 10, 2, 4);
-    let opts = PrepareOptions { mode: Some(Mode::Symmetric), ..PrepareOptions::default() };
-    assert!(matches!(engine.prepare(&rect, &opts), Err(Error::InvalidArgs(_))));
-    let opts = PrepareOptions { reorder: ReorderChoice::Method("nope".into()), ..PrepareOptions::default() };
-    assert!(matches!(engine.prepare(&rect, &opts), Err(Error::Reorder(_))));
+    let opts = PrepareOptions {
+        mode: Some(Mode::Symmetric),
+        ..PrepareOptions::default()
+    };
+    assert!(matches!(
+        engine.prepare(&rect, &opts),
+        Err(Error::InvalidArgs(_))
+    ));
+    let opts = PrepareOptions {
+        reorder: ReorderChoice::Method("nope".into()),
+        ..PrepareOptions::default()
+    };
+    assert!(matches!(
+        engine.prepare(&rect, &opts),
+        Err(Error::Reorder(_))
+    ));
     let mut p = engine.prepare(&rect, &PrepareOptions::default()).unwrap();
     let mut c = vec![0f32; 20 * 8];
     // B too short.
-    assert!(matches!(p.spmm(1.0, &[0.0; 10], 8, 8, 0.0, &mut c, 8), Err(Error::Acc(_))));
+    assert!(matches!(
+        p.spmm(1.0, &[0.0; 10], 8, 8, 0.0, &mut c, 8),
+        Err(Error::Acc(_))
+    ));
     // ldc < n.
     assert!(p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4).is_err());
 }

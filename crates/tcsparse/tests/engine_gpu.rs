@@ -9,7 +9,9 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
-use tcsparse::{Balance, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{
+    Balance, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared, ReorderChoice,
+};
 
 const BOUND: f64 = 2.0 / 1024.0;
 
@@ -20,7 +22,9 @@ fn engine() -> Engine {
 fn datasets() -> Option<PathBuf> {
     let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
     p.is_dir().then_some(p)
 }
 
@@ -28,7 +32,9 @@ fn b_matrix(rows: usize, n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
     (0..rows * n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
@@ -37,14 +43,38 @@ fn b_matrix(rows: usize, n: usize, seed: u64) -> Vec<f32> {
 fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
     let b = b_matrix(a.cols(), n, n as u64);
     let c0 = b_matrix(a.rows(), n, 99);
-    let mut c = if beta == 0.0 { vec![f32::NAN; a.rows() * n] } else { c0.clone() };
+    let mut c = if beta == 0.0 {
+        vec![f32::NAN; a.rows() * n]
+    } else {
+        c0.clone()
+    };
     p.spmm(1.5, &b, n, n, beta, &mut c, n).unwrap();
     let ab = spmm_f64(a, &b, n, n, false);
     let abs = spmm_f64(a, &b, n, n, true);
-    let want: Vec<f64> =
-        ab.iter().zip(&c0).map(|(&x, &c)| 1.5 * x + if beta == 0.0 { 0.0 } else { beta as f64 * c as f64 }).collect();
-    let scale: Vec<f64> =
-        abs.iter().zip(&c0).map(|(&x, &c)| 1.5 * x + if beta == 0.0 { 0.0 } else { (beta as f64 * c as f64).abs() }).collect();
+    let want: Vec<f64> = ab
+        .iter()
+        .zip(&c0)
+        .map(|(&x, &c)| {
+            1.5 * x
+                + if beta == 0.0 {
+                    0.0
+                } else {
+                    beta as f64 * c as f64
+                }
+        })
+        .collect();
+    let scale: Vec<f64> = abs
+        .iter()
+        .zip(&c0)
+        .map(|(&x, &c)| {
+            1.5 * x
+                + if beta == 0.0 {
+                    0.0
+                } else {
+                    (beta as f64 * c as f64).abs()
+                }
+        })
+        .collect();
     max_scaled_error(&c, &want, &scale)
 }
 
@@ -72,8 +102,17 @@ fn small_matrix() -> Csr {
 fn every_kernel_and_reordering_matches_reference() {
     let engine = engine();
     let a = small_matrix();
-    for kernel in [KernelRequest::AccSpmm, KernelRequest::Cusparse, KernelRequest::Csr, KernelRequest::Auto] {
-        for reorder in [ReorderChoice::None, ReorderChoice::Method("affinity".into()), ReorderChoice::Auto] {
+    for kernel in [
+        KernelRequest::AccSpmm,
+        KernelRequest::Cusparse,
+        KernelRequest::Csr,
+        KernelRequest::Auto,
+    ] {
+        for reorder in [
+            ReorderChoice::None,
+            ReorderChoice::Method("affinity".into()),
+            ReorderChoice::Auto,
+        ] {
             for mode in [Mode::Symmetric, Mode::RowOnly] {
                 for balance in [Balance::Off, Balance::On] {
                     let opts = PrepareOptions {
@@ -120,30 +159,52 @@ fn timing_acc_vs_cusparse_on_datasets() {
     );
     println!("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|");
     for f in files {
-        let name = f.file_name().unwrap().to_string_lossy().replace(".mtx.gz", "");
-        let Ok(a) = tcsparse::formats::mtx::read_matrix(&f) else { continue };
+        let name = f
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".mtx.gz", "");
+        let Ok(a) = tcsparse::formats::mtx::read_matrix(&f) else {
+            continue;
+        };
         if a.nnz() > 40_000_000 {
             continue;
         }
         // Reorder once; every kernel then runs on the same reordered matrix.
-        let base = PrepareOptions { reorder: ReorderChoice::Auto, kernel: KernelRequest::Cusparse, ..PrepareOptions::default() };
+        let base = PrepareOptions {
+            reorder: ReorderChoice::Auto,
+            kernel: KernelRequest::Cusparse,
+            ..PrepareOptions::default()
+        };
         let t0 = std::time::Instant::now();
         let first = engine.prepare(&a, &base).unwrap();
         let prep_s = t0.elapsed().as_secs_f64();
         let ar = first.matrix().clone();
-        let before = first.report().reorder.as_ref().map(|r| r.mean_nnz_tc_before).unwrap_or(0.0);
+        let before = first
+            .report()
+            .reorder
+            .as_ref()
+            .map(|r| r.mean_nnz_tc_before)
+            .unwrap_or(0.0);
         let after = first.report().mean_nnz_tc;
         for n in [32usize, 128, 512] {
             let b = b_matrix(ar.cols(), n, 3);
             let bd = gpu.upload(&b).unwrap();
             let mut cd = gpu.alloc_zeros::<f32>(ar.rows() * n).unwrap();
             let mut time = |kernel, balance| -> (f64, f64) {
-                let o = PrepareOptions { reorder: ReorderChoice::None, kernel, balance, n, ..PrepareOptions::default() };
+                let o = PrepareOptions {
+                    reorder: ReorderChoice::None,
+                    kernel,
+                    balance,
+                    n,
+                    ..PrepareOptions::default()
+                };
                 let mut p = engine.prepare(&ar, &o).unwrap();
                 let err = scaled_error(&mut p, &ar, n, 0.0);
                 let t = gpu
                     .time_launches(5, 30, || {
-                        p.spmm_device(1.0, &bd, n, 0.0, &mut cd, n, n).map_err(|e| GpuError::Invalid(e.to_string()))
+                        p.spmm_device(1.0, &bd, n, 0.0, &mut cd, n, n)
+                            .map_err(|e| GpuError::Invalid(e.to_string()))
                     })
                     .unwrap();
                 (t.median_ms, err)
@@ -152,7 +213,14 @@ fn timing_acc_vs_cusparse_on_datasets() {
             let (bal, e2) = time(KernelRequest::AccSpmm, Balance::On);
             let (cus, _) = time(KernelRequest::Cusparse, Balance::Auto);
             let auto = engine
-                .prepare(&ar, &PrepareOptions { reorder: ReorderChoice::None, n, ..PrepareOptions::default() })
+                .prepare(
+                    &ar,
+                    &PrepareOptions {
+                        reorder: ReorderChoice::None,
+                        n,
+                        ..PrepareOptions::default()
+                    },
+                )
                 .unwrap()
                 .kernel();
             let best = unb.min(bal);
@@ -163,12 +231,16 @@ fn timing_acc_vs_cusparse_on_datasets() {
                 ar.nnz(),
                 cus / best,
                 match auto {
-                    ExecKernel::AccSpmm { balanced } => format!("acc{}", if balanced { " bal" } else { "" }),
+                    ExecKernel::AccSpmm { balanced } =>
+                        format!("acc{}", if balanced { " bal" } else { "" }),
                     k => k.to_string(),
                 },
                 e1.max(e2)
             );
-            assert!(e1 <= BOUND && e2 <= BOUND, "{name}/n={n}: error {e1:.2e} / {e2:.2e}");
+            assert!(
+                e1 <= BOUND && e2 <= BOUND,
+                "{name}/n={n}: error {e1:.2e} / {e2:.2e}"
+            );
         }
         println!("<!-- {name}: prepare (reorder+build+plan+upload) {prep_s:.3} s -->");
     }

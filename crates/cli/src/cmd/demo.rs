@@ -46,7 +46,9 @@ pub fn resolve_matrix(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if here.is_file() {
         return Ok(here);
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_MATRIX);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(DEFAULT_MATRIX);
     if repo.is_file() {
         return Ok(repo);
     }
@@ -55,7 +57,11 @@ pub fn resolve_matrix(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 /// Engine honoring `--cpu`.
 pub fn engine(cpu: bool) -> Engine {
-    if cpu { Engine::cpu("--cpu given") } else { Engine::new() }
+    if cpu {
+        Engine::cpu("--cpu given")
+    } else {
+        Engine::new()
+    }
 }
 
 /// Parses a `--reorder` value.
@@ -69,10 +75,14 @@ pub fn reorder_choice(s: &str) -> ReorderChoice {
 
 /// Seeded B in [-1, 1) (a small LCG: reproducible without extra dependencies).
 pub fn random_b(rows: usize, n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..rows * n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
@@ -90,7 +100,10 @@ pub struct ErrorReport {
 pub fn error_vs_reference(a: &Csr, b: &[f32], n: usize, got: &[f32]) -> ErrorReport {
     let want = spmm_f64(a, b, n, n, false);
     let scale = spmm_f64(a, b, n, n, true);
-    ErrorReport { max_scaled: max_scaled_error(got, &want, &scale), relative: relative_error(got, &want) }
+    ErrorReport {
+        max_scaled: max_scaled_error(got, &want, &scale),
+        relative: relative_error(got, &want),
+    }
 }
 
 /// Result of timing one prepared product.
@@ -143,7 +156,12 @@ pub fn measure(
         }
     };
     let gflops = 2.0 * a.nnz() as f64 * n as f64 / (ms * 1e-3) / 1e9;
-    Ok(Measured { ms, gflops, error, device_time })
+    Ok(Measured {
+        ms,
+        gflops,
+        error,
+        device_time,
+    })
 }
 
 /// Reads a matrix, timing it.
@@ -163,7 +181,11 @@ pub fn print_prepare(p: &Prepared) {
             r.reorder_s * 1e3,
             rr.method,
             r.mode,
-            if r.reordered { "" } else { ", not applied (no gain)" },
+            if r.reordered {
+                ""
+            } else {
+                ", not applied (no gain)"
+            },
             rr.mean_nnz_tc_before,
             rr.mean_nnz_tc_after,
             rr.blocks_before,
@@ -177,7 +199,12 @@ pub fn print_prepare(p: &Prepared) {
         r.blocks,
         r.mean_nnz_tc
     );
-    println!("plan      {:>10.3} ms  {}: {}", r.plan_s * 1e3, r.kernel, r.kernel_note);
+    println!(
+        "plan      {:>10.3} ms  {}: {}",
+        r.plan_s * 1e3,
+        r.kernel,
+        r.kernel_note
+    );
     if r.thread_blocks > 0 {
         println!(
             "upload    {:>10.3} ms  {} thread blocks, {} split windows",
@@ -196,7 +223,11 @@ pub fn print_measured(label: &str, n: usize, m: &Measured) {
         "spmm      {:>10.3} ms  {label}, N = {n}: {:.1} GFLOP/s{}; error vs f64: max scaled {:.2e} (TF32 bound {:.2e}), relative {:.2e}",
         m.ms,
         m.gflops,
-        if m.device_time { " (median device time)" } else { " (host call)" },
+        if m.device_time {
+            " (median device time)"
+        } else {
+            " (host call)"
+        },
         m.error.max_scaled,
         2.0 * 2f64.powi(-10),
         m.error.relative
@@ -207,7 +238,10 @@ pub fn print_measured(label: &str, n: usize, m: &Measured) {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let path = resolve_matrix(args.matrix)?;
     let engine = engine(args.cpu);
-    let name = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     println!("tcsparse demo: C = A·B on {name}");
     match engine.backend() {
         Backend::Gpu => println!("backend   {}", engine.message()),
@@ -217,7 +251,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
     }
     let (a, read_ms) = read(&path)?;
-    println!("read      {read_ms:>10.3} ms  {} × {}, {} nonzeros", a.rows(), a.cols(), a.nnz());
+    println!(
+        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
+        a.rows(),
+        a.cols(),
+        a.nnz()
+    );
     let opts = PrepareOptions {
         reorder: reorder_choice(&args.reorder),
         mode: None,
@@ -238,7 +277,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let same = prepared.matrix().clone();
         let mut others = Vec::new();
         for kernel in [KernelRequest::AccSpmm, KernelRequest::Cusparse] {
-            let o = PrepareOptions { reorder: ReorderChoice::None, kernel, ..opts.clone() };
+            let o = PrepareOptions {
+                reorder: ReorderChoice::None,
+                kernel,
+                ..opts.clone()
+            };
             let mut p = engine.prepare(&same, &o)?;
             if p.kernel() == prepared.kernel() {
                 continue;
@@ -257,7 +300,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("speedup   {label} over {k}: {:.2}×", ms / m.ms);
         }
     } else {
-        println!("note      no GPU, so no cuSPARSE comparison; run on a CUDA machine for kernel times");
+        println!(
+            "note      no GPU, so no cuSPARSE comparison; run on a CUDA machine for kernel times"
+        );
     }
     Ok(())
 }

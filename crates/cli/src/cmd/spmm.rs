@@ -44,13 +44,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             engine.message()
         );
         if args.kernel != "auto" {
-            println!("note      --kernel {} needs a GPU; ignored on the CPU path", args.kernel);
+            println!(
+                "note      --kernel {} needs a GPU; ignored on the CPU path",
+                args.kernel
+            );
         }
     } else {
         println!("backend   {}", engine.message());
     }
     let (a, read_ms) = demo::read(&args.input)?;
-    println!("read      {read_ms:>10.3} ms  {} × {}, {} nonzeros", a.rows(), a.cols(), a.nnz());
+    println!(
+        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
+        a.rows(),
+        a.cols(),
+        a.nnz()
+    );
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
         "cusparse" => KernelRequest::Cusparse,

@@ -41,7 +41,11 @@ impl OwnedBitTcf {
             let r0 = 8 * w;
             let r1 = (r0 + 8).min(rows);
             let mut ucols: Vec<u32> = (r0..r1)
-                .flat_map(|r| a.indices()[indptr[r] as usize..indptr[r + 1] as usize].iter().copied())
+                .flat_map(|r| {
+                    a.indices()[indptr[r] as usize..indptr[r + 1] as usize]
+                        .iter()
+                        .copied()
+                })
                 .collect();
             ucols.sort_unstable();
             ucols.dedup();
@@ -132,7 +136,11 @@ impl Gen {
             if self.empty_windows.contains(&w) || (self.trailing_empty && w + 1 == windows) {
                 continue;
             }
-            let len = if r % 97 < self.hubs { self.hub_len } else { rng.random_range(0..=2 * self.per_row) };
+            let len = if r % 97 < self.hubs {
+                self.hub_len
+            } else {
+                rng.random_range(0..=2 * self.per_row)
+            };
             for _ in 0..len {
                 let c = if self.banded {
                     let lo = r.saturating_sub(6).min(self.cols.saturating_sub(1));
@@ -188,12 +196,20 @@ pub fn check_result(
                 assert!(same, "{what}: padding C[{r}][{f}] was written ({g})");
                 continue;
             }
-            let c_old = if beta == 0.0 { 0.0 } else { c0[r * ldc + f] as f64 };
+            let c_old = if beta == 0.0 {
+                0.0
+            } else {
+                c0[r * ldc + f] as f64
+            };
             let want = alpha as f64 * ab[r * n + f] + beta as f64 * c_old;
             let scale = (alpha as f64).abs() * abs[r * n + f] + (beta as f64).abs() * c_old.abs();
             let err = (g as f64 - want).abs();
             assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
-            let scaled = if err == 0.0 { 0.0 } else { err / scale.max(f64::MIN_POSITIVE) };
+            let scaled = if err == 0.0 {
+                0.0
+            } else {
+                err / scale.max(f64::MIN_POSITIVE)
+            };
             assert!(
                 scaled <= bound,
                 "{what}: C[{r}][{f}] = {g}, want {want}, scaled error {scaled:.3e} > {bound:.3e}"
@@ -276,7 +292,10 @@ pub fn stream_schedule(rwo: &[u32], chunk: u64) -> (Vec<[u64; 4]>, Vec<u8>) {
     work.extend(cur);
     let mut split = vec![0u8; windows];
     for (w, s) in split.iter_mut().enumerate() {
-        let tbs = work.iter().filter(|t| t[0] <= w as u64 && (w as u64) < t[1]).count();
+        let tbs = work
+            .iter()
+            .filter(|t| t[0] <= w as u64 && (w as u64) < t[1])
+            .count();
         *s = u8::from(tbs > 1);
     }
     (work, split)
