@@ -45,7 +45,12 @@ pub fn csr_from_triplets(
     let mut counts = vec![0u32; rows + 1];
     for &(r, c, _) in triplets {
         if r as usize >= rows || c as usize >= cols {
-            return Err(CsrError::OutOfBounds { row: r.into(), col: c.into(), rows, cols });
+            return Err(CsrError::OutOfBounds {
+                row: r.into(),
+                col: c.into(),
+                rows,
+                cols,
+            });
         }
         counts[r as usize + 1] += 1;
     }
@@ -96,7 +101,10 @@ pub fn csr_from_parts(
 fn check_dims(rows: usize, cols: usize, nnz: usize) -> Result<(), CsrError> {
     for (what, value) in [("rows", rows), ("cols", cols), ("nnz", nnz)] {
         if value as u64 > u32::MAX as u64 {
-            return Err(CsrError::TooLarge { what, value: value as u64 });
+            return Err(CsrError::TooLarge {
+                what,
+                value: value as u64,
+            });
         }
     }
     Ok(())
@@ -108,7 +116,8 @@ mod tests {
 
     #[test]
     fn triplets_are_sorted_and_duplicates_summed() {
-        let m = csr_from_triplets(3, 4, &[(2, 3, 1.0), (0, 2, 2.0), (0, 1, 3.0), (0, 2, 4.0)]).unwrap();
+        let m =
+            csr_from_triplets(3, 4, &[(2, 3, 1.0), (0, 2, 2.0), (0, 1, 3.0), (0, 2, 4.0)]).unwrap();
         assert_eq!(m.indptr().raw_storage(), &[0, 2, 2, 3]);
         assert_eq!(m.indices(), &[1, 2, 3]);
         assert_eq!(m.data(), &[3.0, 6.0, 1.0]);

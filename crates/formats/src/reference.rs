@@ -12,7 +12,10 @@ use rayon::prelude::*;
 /// If `b` is shorter than `(a.cols() - 1)·ldb + n` or `ldb < n` (caller bug, not input data).
 pub fn spmm_f64(a: &Csr, b: &[f32], n: usize, ldb: usize, abs: bool) -> Vec<f64> {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
-    assert!(a.cols() == 0 || b.len() >= (a.cols() - 1) * ldb + n, "B too short");
+    assert!(
+        a.cols() == 0 || b.len() >= (a.cols() - 1) * ldb + n,
+        "B too short"
+    );
     let mut c = vec![0f64; a.rows() * n];
     if n == 0 {
         return c;
@@ -57,7 +60,13 @@ pub fn max_scaled_error(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
                 return f64::INFINITY;
             }
             let d = (g as f64 - w).abs();
-            if d == 0.0 { 0.0 } else if s == 0.0 { f64::INFINITY } else { d / s }
+            if d == 0.0 {
+                0.0
+            } else if s == 0.0 {
+                f64::INFINITY
+            } else {
+                d / s
+            }
         })
         .fold(0.0, f64::max)
 }
@@ -69,7 +78,11 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
         num += (g as f64 - w).powi(2);
         den += w * w;
     }
-    if den == 0.0 { num.sqrt() } else { (num / den).sqrt() }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
 }
 
 #[cfg(test)]
