@@ -21,6 +21,17 @@ pub const IBD_THRESHOLD: f64 = 8.0;
 /// Modeled makespan ratio (one TB per window ÷ balanced) at or above which balancing is chosen.
 pub const MIN_GAIN: f64 = 1.5;
 
+/// Packing light windows pays off when there are at least this many windows per resident TB …
+pub const LIGHT_WINDOWS_PER_TB: f64 = 16.0;
+
+/// … and windows hold at most this many blocks on average. Then one TB per window spends most of
+/// its life on fixed costs (scheduling, prologue, the 8-row write-back), and Eq. 4 packing
+/// amortizes them. Measured on the H200 (BitTCF kernel, N = 128–512, balanced ÷ one TB per
+/// window): REDDIT-BINARY (107k windows, 2.3 blocks each) 0.54–0.69×, NotreDame_www (41k windows)
+/// 0.77–0.85×, mdual (32k windows) 0.86–0.97×; with few windows (PROTEINS_full 5.4k, copter2 6.9k)
+/// packing leaves SMs idle and was up to 1.27× slower, so it is not chosen there.
+pub const LIGHT_MEAN_BLOCKS: f64 = 6.0;
+
 /// Acc-SpMM Eq. 3 over blocks per window: Σ_w |blocks_w − mean| / windows, in f64 over every
 /// window (the authors' code used integer arithmetic and skipped the last window).
 pub fn ibd(row_window_offset: &[u32]) -> Result<f64, PlanError> {
@@ -115,9 +126,20 @@ pub fn decide_imbalance(
     let bal = full_tb.max(per_slot);
     let gain = if bal > 0.0 { unbal / bal } else { 1.0 };
     let splittable = max_blocks > model.max_blocks_per_tb;
-    let balanced = splittable && gain >= MIN_GAIN;
+    let many_light = windows as f64 >= LIGHT_WINDOWS_PER_TB * concurrent_tbs as f64
+        && mean_blocks <= LIGHT_MEAN_BLOCKS;
+    let hub_bound = splittable && gain >= MIN_GAIN;
+    let balanced = hub_bound || many_light;
     let ibd_says_balanced = ibd > IBD_THRESHOLD;
-    let verdict = if balanced {
+    let verdict = if many_light && !hub_bound {
+        format!(
+            "balanced: {windows} windows ({:.0} per resident TB) of {mean_blocks:.2} blocks on average; \
+             one TB per window would spend most of its time on fixed per-TB costs, so Eq. 4 packs \
+             light windows into TBs of ≤ {} blocks",
+            windows as f64 / concurrent_tbs.max(1) as f64,
+            model.max_blocks_per_tb
+        )
+    } else if balanced {
         format!(
             "balanced: the heaviest window ({max_blocks} blocks, {max_over_mean:.1}× the mean of {mean_blocks:.2}) \
              has {critical_ratio:.2}× the work one of the {concurrent_tbs} resident TBs ({} SMs × {resident_per_sm} at N = {n}) \
@@ -214,6 +236,32 @@ mod tests {
         let counts: Vec<u32> = (0..100_000u32).map(|i| 5 + (i * 7919) % 60).collect();
         let d = decide_imbalance(
             &rwo_from_counts(&counts),
+            128,
+            &DeviceSpec::h200(),
+            &Eq4Model::authors_code(),
+        )
+        .unwrap();
+        assert!(!d.balanced, "{}", d.reason);
+    }
+
+    #[test]
+    fn many_light_windows_are_packed_but_few_are_not() {
+        // REDDIT-BINARY-like: 107k windows of ~2.3 blocks, no window above the cap.
+        let counts: Vec<u32> = (0..107_000u32)
+            .map(|i| 1 + (i % 3) + (i % 7 == 0) as u32)
+            .collect();
+        let d = decide_imbalance(
+            &rwo_from_counts(&counts),
+            128,
+            &DeviceSpec::h200(),
+            &Eq4Model::authors_code(),
+        )
+        .unwrap();
+        assert!(d.max_blocks <= 16 && d.balanced, "{}", d.reason);
+        assert!(d.reason.contains("light windows"), "{}", d.reason);
+        // PROTEINS_full-like: the same shape but 5.4k windows: packing would idle SMs.
+        let d = decide_imbalance(
+            &rwo_from_counts(&counts[..5_400]),
             128,
             &DeviceSpec::h200(),
             &Eq4Model::authors_code(),
