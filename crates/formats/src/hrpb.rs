@@ -125,19 +125,25 @@ impl Hrpb {
         };
         // Pass 1: record length of every block (header, 2 words per present brick, values,
         // padding to an even length).
-        let rec_len: Vec<u32> = (0..blocks)
-            .into_par_iter()
-            .with_min_len(1024)
-            .map(|b| {
-                let (_, pos) = block_pos(b);
-                let mut present = 0u32;
-                for &q in pos {
-                    present |= 1 << ((q as usize % TK) / BRICK_K);
-                }
-                let len = HEADER_WORDS + 2 * present.count_ones() as usize + pos.len();
-                (len + len % 2) as u32
-            })
-            .collect();
+        let serial = blocks <= 4096;
+        let rec_of = |b: usize| {
+            let (_, pos) = block_pos(b);
+            let mut present = 0u32;
+            for &q in pos {
+                present |= 1 << ((q as usize % TK) / BRICK_K);
+            }
+            let len = HEADER_WORDS + 2 * present.count_ones() as usize + pos.len();
+            (len + len % 2) as u32
+        };
+        let rec_len: Vec<u32> = if serial {
+            (0..blocks).map(rec_of).collect()
+        } else {
+            (0..blocks)
+                .into_par_iter()
+                .with_min_len(1024)
+                .map(rec_of)
+                .collect()
+        };
         let mut size_ptr = Vec::with_capacity(blocks + 1);
         let mut acc = 0usize;
         size_ptr.push(0u32);
@@ -163,7 +169,7 @@ impl Hrpb {
                 rest = r;
             }
         }
-        starts.into_par_iter().zip(pieces).for_each(|(b0, out)| {
+        let fill = |(b0, out): (usize, &mut [u32])| {
             let b1 = (b0 + CB).min(blocks);
             let base = size_ptr[b0] as usize;
             for b in b0..b1 {
@@ -201,7 +207,12 @@ impl Hrpb {
                     cur[j] += 1;
                 }
             }
-        });
+        };
+        if serial {
+            starts.into_iter().zip(pieces).for_each(fill);
+        } else {
+            starts.into_par_iter().zip(pieces).for_each(fill);
+        }
         let f = Hrpb {
             rows: csr.rows(),
             cols: csr.cols(),

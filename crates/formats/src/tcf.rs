@@ -173,7 +173,14 @@ impl KeySet {
         }
     }
 
+    /// Inserts the keys `64·i + bit` for every set bit of `bits`.
     #[inline(always)]
+    fn insert_word(&mut self, i: usize, bits: u64) {
+        self.l1[i] |= bits;
+        self.l0[i >> 6] |= 1u64 << (i & 63);
+    }
+
+    #[cfg(test)]
     fn insert(&mut self, k: u32) {
         let k = k as usize;
         self.l1[k >> 6] |= 1u64 << (k & 63);
@@ -218,7 +225,7 @@ impl KeySet {
     }
 
     /// Rank of an inserted key among the window's unique keys.
-    #[inline(always)]
+    #[cfg(test)]
     fn rank(&self, k: u32) -> u32 {
         let i = k as usize >> 6;
         let below = (1u64 << (k & 63)) - 1;
@@ -244,6 +251,160 @@ fn split_lens<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut
     out
 }
 
+/// One chunk's block-level arrays, its window range and block base, and its output pieces
+/// (window offsets, block offsets, block keys, masks, block windows).
+type JoinItem<'a> = (
+    (
+        (
+            (
+                (
+                    ((&'a ChunkOut, &'a (usize, usize)), &'a usize),
+                    &'a mut [u32],
+                ),
+                &'a mut [u32],
+            ),
+            &'a mut [u32],
+        ),
+        &'a mut [u64],
+    ),
+    &'a mut [u32],
+);
+
+/// Inputs of one chunk of windows `w0..w1`.
+struct ChunkIn<'a> {
+    indptr: &'a [u32],
+    indices: &'a [u32],
+    data: &'a [f32],
+    rows: usize,
+    window_rows: usize,
+    block_cols: usize,
+    w0: usize,
+    w1: usize,
+}
+
+/// Builds one chunk: values and positions into `vals`/`poss` (the chunk's CSR range), block-level
+/// arrays returned. `ALIGNED`: bitBSR column mode; `MASKS`: also build the u64 block masks.
+fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
+    inp: &ChunkIn<'_>,
+    ks: &mut KeySet,
+    vals: &mut [f32],
+    poss: &mut [P],
+) -> ChunkOut {
+    let ChunkIn {
+        indptr,
+        indices,
+        data,
+        rows,
+        window_rows,
+        block_cols,
+        w0,
+        w1,
+    } = *inp;
+    let bc_shift = block_cols.trailing_zeros();
+    let slot_mask = block_cols as u32 - 1;
+    let key_of = |c: u32| if ALIGNED { c >> bc_shift } else { c };
+    let mut ch = ChunkOut {
+        window_blocks: Vec::with_capacity(w1 - w0),
+        ..ChunkOut::default()
+    };
+    let base = indptr[(w0 * window_rows).min(rows)] as usize;
+    for w in w0..w1 {
+        let wr0 = w * window_rows;
+        let wr1 = (wr0 + window_rows).min(rows);
+        let (k0, k1) = (indptr[wr0] as usize, indptr[wr1] as usize);
+        let n = k1 - k0;
+        if n == 0 {
+            ch.window_blocks.push(0);
+            continue;
+        }
+        // Insert every key (bits of one bitmap word gathered in a register), tracking the range.
+        let (mut lo, mut hi) = (u32::MAX, 0u32);
+        for r in wr0..wr1 {
+            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+            if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                lo = lo.min(key_of(f));
+                hi = hi.max(key_of(l));
+            }
+            let mut cur = usize::MAX;
+            let mut bits = 0u64;
+            for &c in row {
+                let k = key_of(c) as usize;
+                if k >> 6 != cur {
+                    if cur != usize::MAX {
+                        ks.insert_word(cur, bits);
+                    }
+                    cur = k >> 6;
+                    bits = 0;
+                }
+                bits |= 1u64 << (k & 63);
+            }
+            if cur != usize::MAX {
+                ks.insert_word(cur, bits);
+            }
+        }
+        ks.extract(lo, hi, n, indices[k0..k1].iter().map(|&c| key_of(c)));
+        let nk = ks.keys.len();
+        let nb = if ALIGNED { nk } else { nk.div_ceil(block_cols) };
+        ch.window_blocks.push(nb as u32);
+        ch.block_keys.extend_from_slice(&ks.keys);
+        if !ALIGNED {
+            let pad = nb * block_cols - nk;
+            ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
+        }
+        // Pass 1: block and position of every nonzero; counts (and masks) per block.
+        if ks.blk.len() < n {
+            ks.blk.resize(n, 0);
+            ks.pos.resize(n, 0);
+        }
+        ks.cursor.clear();
+        ks.cursor.resize(nb + 1, 0);
+        let mb = ch.masks.len();
+        if MASKS {
+            ch.masks.resize(mb + nb, 0);
+        }
+        let masks = &mut ch.masks[mb..];
+        let (blk, pos) = (&mut ks.blk[..n], &mut ks.pos[..n]);
+        let (l1, prefix, cursor) = (&ks.l1, &ks.prefix, &mut ks.cursor);
+        let mut j = 0usize;
+        for r in wr0..wr1 {
+            let lr = ((r - wr0) << bc_shift) as u32;
+            for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
+                let k = key_of(c);
+                let i = k as usize >> 6;
+                let rank = prefix[i] + (l1[i] & ((1u64 << (k & 63)) - 1)).count_ones();
+                let (b, slot) = if ALIGNED {
+                    (rank, c & slot_mask)
+                } else {
+                    (rank >> bc_shift, rank & slot_mask)
+                };
+                let p = lr | slot;
+                blk[j] = b;
+                pos[j] = p as u16;
+                j += 1;
+                cursor[b as usize + 1] += 1;
+                if MASKS {
+                    masks[b as usize] |= 1u64 << p;
+                }
+            }
+        }
+        for b in 0..nb {
+            ch.block_nnz.push(cursor[b + 1]);
+            cursor[b + 1] += cursor[b];
+        }
+        // Pass 2: scatter in row-major order inside every block.
+        let off = k0 - base;
+        let (vw, pw) = (&mut vals[off..off + n], &mut poss[off..off + n]);
+        for ((&b, &p), &v) in blk.iter().zip(pos.iter()).zip(&data[k0..k1]) {
+            let at = cursor[b as usize] as usize;
+            cursor[b as usize] += 1;
+            vw[at] = v;
+            pw[at] = P::from_pos(p);
+        }
+        ks.clear();
+    }
+    ch
+}
+
 /// Builds the windowed parts: windows are cut into chunks of about [`CHUNK_NNZ`] nonzeros,
 /// every chunk writes its values and positions in place (a window's nonzeros keep their CSR
 /// range) and its block-level arrays locally; these are then joined in parallel.
@@ -266,7 +427,6 @@ pub(crate) fn build_windowed<P: PosOut>(
     let indptr = csr.indptr();
     let indptr = indptr.raw_storage();
     let (indices, data) = (csr.indices(), csr.data());
-    let bc_shift = block_cols.trailing_zeros();
     let key_space = match mode {
         ColumnMode::Compacted => csr.cols(),
         ColumnMode::Aligned => csr.cols().div_ceil(block_cols),
@@ -306,104 +466,45 @@ pub(crate) fn build_windowed<P: PosOut>(
     let val_pieces = split_lens(&mut values, lens());
     let pos_pieces = split_lens(&mut pos, lens());
 
-    let chunks: Vec<ChunkOut> = chunk_ranges
-        .par_iter()
-        .zip(val_pieces)
-        .zip(pos_pieces)
-        .map_init(
-            || KeySet::new(key_space),
-            |ks, ((&(w0, w1), vals), poss)| {
-                let mut ch = ChunkOut {
-                    window_blocks: Vec::with_capacity(w1 - w0),
-                    ..ChunkOut::default()
-                };
-                let base = win_start(w0);
-                for w in w0..w1 {
-                    let wr0 = w * window_rows;
-                    let wr1 = (wr0 + window_rows).min(rows);
-                    let (k0, k1) = (indptr[wr0] as usize, indptr[wr1] as usize);
-                    if k0 == k1 {
-                        ch.window_blocks.push(0);
-                        continue;
-                    }
-                    let key_of = |c: u32| match mode {
-                        ColumnMode::Compacted => c,
-                        ColumnMode::Aligned => c >> bc_shift,
-                    };
-                    // Insert every key, tracking the key range.
-                    let (mut lo, mut hi) = (u32::MAX, 0u32);
-                    for r in wr0..wr1 {
-                        let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
-                        if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
-                            lo = lo.min(key_of(f));
-                            hi = hi.max(key_of(l));
-                        }
-                        for &c in row {
-                            ks.insert(key_of(c));
-                        }
-                    }
-                    ks.extract(lo, hi, k1 - k0, indices[k0..k1].iter().map(|&c| key_of(c)));
-                    let nk = ks.keys.len();
-                    let nb = match mode {
-                        ColumnMode::Compacted => nk.div_ceil(block_cols),
-                        ColumnMode::Aligned => nk,
-                    };
-                    ch.window_blocks.push(nb as u32);
-                    ch.block_keys.extend_from_slice(&ks.keys);
-                    if mode == ColumnMode::Compacted {
-                        let pad = nb * block_cols - nk;
-                        ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
-                    }
-                    // Pass 1: block and position of every nonzero; counts (and masks) per block.
-                    ks.blk.clear();
-                    ks.pos.clear();
-                    ks.cursor.clear();
-                    ks.cursor.resize(nb + 1, 0);
-                    let mb = ch.masks.len();
-                    if spec.masks {
-                        ch.masks.resize(mb + nb, 0);
-                    }
-                    for r in wr0..wr1 {
-                        let lr = ((r - wr0) << bc_shift) as u32;
-                        for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
-                            let rank = ks.rank(key_of(c));
-                            let (b, slot) = match mode {
-                                ColumnMode::Compacted => {
-                                    (rank >> bc_shift, rank & (block_cols as u32 - 1))
-                                }
-                                ColumnMode::Aligned => (rank, c & (block_cols as u32 - 1)),
-                            };
-                            let p = lr | slot;
-                            ks.blk.push(b);
-                            ks.pos.push(p as u16);
-                            ks.cursor[b as usize + 1] += 1;
-                            if spec.masks {
-                                ch.masks[mb + b as usize] |= 1u64 << p;
-                            }
-                        }
-                    }
-                    ks.clear();
-                    for b in 0..nb {
-                        ch.block_nnz.push(ks.cursor[b + 1]);
-                        ks.cursor[b + 1] += ks.cursor[b];
-                    }
-                    // Pass 2: scatter in row-major order inside every block.
-                    let off = k0 - base;
-                    let (vw, pw) = (
-                        &mut vals[off..off + (k1 - k0)],
-                        &mut poss[off..off + (k1 - k0)],
-                    );
-                    for (i, (&b, &p)) in ks.blk.iter().zip(&ks.pos).enumerate() {
-                        let at = ks.cursor[b as usize] as usize;
-                        ks.cursor[b as usize] += 1;
-                        vw[at] = data[k0 + i];
-                        pw[at] = P::from_pos(p);
-                    }
-                }
-                ch
-            },
-        )
-        .collect();
+    let run = |ks: &mut KeySet, (w0, w1): (usize, usize), vals: &mut [f32], poss: &mut [P]| {
+        let inp = ChunkIn {
+            indptr,
+            indices,
+            data,
+            rows,
+            window_rows,
+            block_cols,
+            w0,
+            w1,
+        };
+        match (mode, spec.masks) {
+            (ColumnMode::Aligned, true) => run_chunk::<P, true, true>(&inp, ks, vals, poss),
+            (ColumnMode::Aligned, false) => run_chunk::<P, true, false>(&inp, ks, vals, poss),
+            (ColumnMode::Compacted, true) => run_chunk::<P, false, true>(&inp, ks, vals, poss),
+            (ColumnMode::Compacted, false) => run_chunk::<P, false, false>(&inp, ks, vals, poss),
+        }
+    };
+    // One chunk (small matrix): stay on this thread, waking the pool costs more than the work.
+    let serial = chunk_ranges.len() == 1;
+    let chunks: Vec<ChunkOut> = if serial {
+        let mut ks = KeySet::new(key_space);
+        chunk_ranges
+            .iter()
+            .zip(val_pieces)
+            .zip(pos_pieces)
+            .map(|((&r, v), q)| run(&mut ks, r, v, q))
+            .collect()
+    } else {
+        chunk_ranges
+            .par_iter()
+            .zip(val_pieces)
+            .zip(pos_pieces)
+            .map_init(
+                || KeySet::new(key_space),
+                |ks, ((&r, v), q)| run(ks, r, v, q),
+            )
+            .collect()
+    };
 
     // Join the block-level arrays in parallel.
     let nb_chunk: Vec<usize> = chunks.iter().map(|c| c.block_nnz.len()).collect();
@@ -435,34 +536,48 @@ pub(crate) fn build_windowed<P: PosOut>(
             .iter()
             .map(|&n| if spec.block_window { n } else { 0 }),
     );
-    chunks
-        .par_iter()
-        .zip(chunk_ranges.par_iter())
-        .zip(block_base.par_iter())
-        .zip(wo)
-        .zip(bo)
-        .zip(bk)
-        .zip(mk)
-        .zip(bw)
-        .for_each(|(((((((ch, &(w0, _)), &bb), wo), bo), bk), mk), bw)| {
-            let mut a = bb as u32;
-            let mut k = 0usize;
-            for (i, (o, &n)) in wo.iter_mut().zip(&ch.window_blocks).enumerate() {
-                if !bw.is_empty() {
-                    bw[k..k + n as usize].fill((w0 + i) as u32);
-                }
-                k += n as usize;
-                a += n;
-                *o = a;
+    let join = |(((((((ch, &(w0, _)), &bb), wo), bo), bk), mk), bw): JoinItem<'_>| {
+        let mut a = bb as u32;
+        let mut k = 0usize;
+        for (i, (o, &n)) in wo.iter_mut().zip(&ch.window_blocks).enumerate() {
+            if !bw.is_empty() {
+                bw[k..k + n as usize].fill((w0 + i) as u32);
             }
-            let mut z = win_start(w0) as u32;
-            for (o, &n) in bo.iter_mut().zip(&ch.block_nnz) {
-                z += n;
-                *o = z;
-            }
-            bk.copy_from_slice(&ch.block_keys);
-            mk.copy_from_slice(&ch.masks);
-        });
+            k += n as usize;
+            a += n;
+            *o = a;
+        }
+        let mut z = win_start(w0) as u32;
+        for (o, &n) in bo.iter_mut().zip(&ch.block_nnz) {
+            z += n;
+            *o = z;
+        }
+        bk.copy_from_slice(&ch.block_keys);
+        mk.copy_from_slice(&ch.masks);
+    };
+    if serial {
+        chunks
+            .iter()
+            .zip(chunk_ranges.iter())
+            .zip(block_base.iter())
+            .zip(wo)
+            .zip(bo)
+            .zip(bk)
+            .zip(mk)
+            .zip(bw)
+            .for_each(join);
+    } else {
+        chunks
+            .par_iter()
+            .zip(chunk_ranges.par_iter())
+            .zip(block_base.par_iter())
+            .zip(wo)
+            .zip(bo)
+            .zip(bk)
+            .zip(mk)
+            .zip(bw)
+            .for_each(join);
+    }
     Ok(WindowedParts {
         window_offset,
         block_keys,
