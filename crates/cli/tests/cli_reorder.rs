@@ -1,9 +1,9 @@
 //! `tcsparse reorder`: permutation and matrix outputs, and bad arguments.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn tcsparse(args: &[&str], dir: &PathBuf) -> Output {
+fn tcsparse(args: &[&str], dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcsparse"))
         .args(args)
         .current_dir(dir)
@@ -20,7 +20,7 @@ fn workdir(name: &str) -> PathBuf {
 }
 
 /// Two 4-cliques interleaved (vertices 0,2,4,6 and 1,3,5,7), pattern, general storage.
-fn interleaved(dir: &PathBuf) {
+fn interleaved(dir: &Path) {
     let mut s = String::from("%%MatrixMarket matrix coordinate pattern general\n8 8 24\n");
     for i in 0..8 {
         for j in 0..8 {

@@ -1,0 +1,46 @@
+"""Cross-check of our cuSPARSE wrapper against torch.sparse (which also calls cuSPARSE SpMM).
+
+Usage (on the GPU machine, where PyTorch and SciPy are installed):
+    python3 torch_spmm_baseline.py MATRIX.mtx N [N ...]
+Prints one line per N: the median of 50 CUDA-event-timed torch.sparse.mm launches (CSR, f32) after
+warm-up, in the same format as the tcsparse bench so the two can be compared side by side.
+"""
+import sys
+import time
+
+import numpy as np
+import scipy.io
+import torch
+
+
+def main() -> None:
+    path, ns = sys.argv[1], [int(x) for x in sys.argv[2:]] or [128]
+    t0 = time.time()
+    a = scipy.io.mmread(path).tocsr().astype(np.float32)
+    a.sum_duplicates()
+    print(f"read {path}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz} in {time.time() - t0:.1f}s")
+    dev = torch.device("cuda")
+    a_t = torch.sparse_csr_tensor(
+        torch.from_numpy(a.indptr.astype(np.int64)),
+        torch.from_numpy(a.indices.astype(np.int64)),
+        torch.from_numpy(a.data),
+        size=a.shape,
+    ).to(dev)
+    for n in ns:
+        b = torch.rand(a.shape[1], n, device=dev)
+        for _ in range(5):
+            torch.sparse.mm(a_t, b)
+        times = []
+        for _ in range(50):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.sparse.mm(a_t, b)
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        ms = float(np.median(times))
+        print(f"torch.sparse.mm N={n}: {ms:.3f} ms ({2 * a.nnz * n / ms / 1e9:.1f} GFLOP/s)")
+
+
+if __name__ == "__main__":
+    main()
