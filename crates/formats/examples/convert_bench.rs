@@ -1,5 +1,6 @@
 //! CSR → layout conversion speed on the shared datasets, in ns per nonzero (median of 5 runs,
-//! after one warm-up run). Run with
+//! after one warm-up run; the load average is printed because other processes distort it). Run
+//! with
 //! `cargo run --release -p tcsparse-formats --example convert_bench [DATASET_DIR]`.
 
 use std::path::PathBuf;
@@ -43,7 +44,16 @@ fn main() {
         .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
         .collect();
     files.sort();
-    println!("threads: {}", rayon::current_num_threads());
+    // Other processes distort the numbers: print the load average with them.
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "threads: {}, load average: {}",
+        rayon::current_num_threads(),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     println!("| matrix | nnz | BitTCF | ME-TCF | HRPB | bitBSR | BitTCF→CSR |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for path in files {
