@@ -54,6 +54,10 @@ struct Args {
     /// Check every row against f64 up to this many rows; sample beyond.
     #[arg(long, default_value_t = 65_536)]
     max_full_check: usize,
+    /// Run nothing: merge these bench.json files (e.g. from runs split to fit a time limit) into
+    /// one report written to --out.
+    #[arg(long, num_args = 1.., value_name = "BENCH_JSON")]
+    merge: Vec<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -65,6 +69,9 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if !args.merge.is_empty() {
+        return merge(&args.merge, args.out.as_deref());
+    }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -180,6 +187,24 @@ fn main() -> Result<()> {
     if let Some(out) = &args.out {
         write(out, &report)?;
         eprintln!("wrote {}/bench.json and spmm-h200.md", out.display());
+    }
+    Ok(())
+}
+
+/// Merges reports of the same device: cases concatenated, commands joined with `; `.
+fn merge(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
+    let mut reports = Vec::new();
+    for f in files {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let r: Report =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", f.display()))?;
+        reports.push(r);
+    }
+    let merged = Report::merge(reports).context("nothing to merge")?;
+    print!("{}", merged.markdown());
+    if let Some(out) = out {
+        write(out, &merged)?;
     }
     Ok(())
 }

@@ -188,6 +188,29 @@ impl Report {
         }
     }
 
+    /// Merges reports of runs split to fit a time limit: cases concatenated in order, commands
+    /// joined with `; `, the header of the first report unless one was cut off (its
+    /// "(partial: …)" mark is kept). `None` for no report.
+    pub fn merge(reports: Vec<Report>) -> Option<Report> {
+        let first = reports.first()?;
+        let device = reports
+            .iter()
+            .map(|r| r.device.as_str())
+            .find(|d| d.contains("partial"))
+            .unwrap_or(&first.device)
+            .to_string();
+        Some(Report {
+            command: reports
+                .iter()
+                .map(|r| r.command.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            device,
+            started_unix: first.started_unix,
+            cases: reports.into_iter().flat_map(|r| r.cases).collect(),
+        })
+    }
+
     /// The Markdown report (`spmm-h200.md`).
     pub fn markdown(&self) -> String {
         let f2 = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
@@ -310,6 +333,28 @@ mod tests {
             plan: (backend != BASELINE).then(|| "acc_spmm balanced".into()),
             plan_note: None,
         }
+    }
+
+    #[test]
+    fn merge_concatenates_cases_and_keeps_a_partial_mark() {
+        let full = sample();
+        let (a, b) = full.cases.split_at(2);
+        let part = |cases: &[Case], device: &str, command: &str| Report {
+            command: command.into(),
+            device: device.into(),
+            started_unix: 7,
+            cases: cases.to_vec(),
+        };
+        let merged = Report::merge(vec![
+            part(a, "H200", "bench --only rmat20"),
+            part(b, "H200 (partial: run in progress)", "bench --no-generated"),
+        ])
+        .unwrap();
+        assert_eq!(merged.cases, full.cases);
+        assert_eq!(merged.command, "bench --only rmat20; bench --no-generated");
+        assert!(merged.device.contains("partial"));
+        assert_eq!(merged.summary(), full.summary());
+        assert!(Report::merge(Vec::new()).is_none());
     }
 
     fn sample() -> Report {
