@@ -5,7 +5,6 @@
 //! f32: |C − C_ref| ≤ c·2⁻²³·(|α|·(|A|·|B|)·len(row) + |β|·|C₀|), TF32: c·2⁻¹⁰·(|A|·|B|) (+ f32 terms).
 //! B is drawn fresh for every check; with β = 0, C is poisoned with NaN first (must never be read).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use cudarc::driver::CudaSlice;
@@ -13,6 +12,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::generate::rmat;
+use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cublas::{Cublas, GemmPrecision};
@@ -53,47 +54,17 @@ fn dataset_files() -> Vec<PathBuf> {
     v
 }
 
-/// Minimal Matrix Market reader (coordinate; real/integer/pattern; general/symmetric). Pattern
-/// entries get random values in [-1, 1) so products are not all-ones.
-fn read_mtx_gz(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
-    let f = std::fs::File::open(path).expect("open dataset");
-    let r = BufReader::new(flate2::read::GzDecoder::new(f));
-    let mut lines = r.lines().map(|l| l.expect("read line"));
-    let header = lines.next().expect("header").to_lowercase();
-    assert!(
-        header.contains("coordinate"),
-        "{}: not coordinate",
-        path.display()
-    );
-    let pattern = header.contains("pattern");
-    let symmetric = header.contains("symmetric");
-    let mut dims = None;
-    let mut t = Vec::new();
-    for l in lines {
-        let l = l.trim();
-        if l.is_empty() || l.starts_with('%') {
-            continue;
-        }
-        let mut it = l.split_whitespace();
-        let mut num = || it.next().map(|s| s.parse::<f64>().expect("number"));
-        if dims.is_none() {
-            let (m, k, _) = (num().unwrap(), num().unwrap(), num().unwrap());
-            dims = Some((m as usize, k as usize));
-            continue;
-        }
-        let (r, c) = (num().unwrap() as u32 - 1, num().unwrap() as u32 - 1);
-        let v = if pattern {
-            rng.random_range(-1.0f32..1.0)
-        } else {
-            num().unwrap() as f32
-        };
-        t.push((r, c, v));
-        if symmetric && r != c {
-            t.push((c, r, v));
+/// A shared dataset through the project's reader. Pattern matrices get random values in [-1, 1)
+/// so products are not all-ones.
+fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
+    let mut a = read_matrix(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = read_header(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if header.field == Field::Pattern {
+        for v in a.data_mut() {
+            *v = rng.random_range(-1.0f32..1.0);
         }
     }
-    let (m, k) = dims.expect("size line");
-    csr_from_triplets(m, k, &t).expect("valid matrix")
+    a
 }
 
 /// Random m×k CSR; row lengths vary from 0 to ~2·avg (some empty rows), values in [-1, 1).
@@ -114,33 +85,6 @@ fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
         }
     }
     csr_from_triplets(m, k, &t).expect("valid")
-}
-
-/// R-MAT (a, b, c, d) = (0.57, 0.19, 0.19, 0.05): 2^scale nodes, edge_factor·2^scale edges, duplicates
-/// merged, values in [-1, 1).
-fn rmat(rng: &mut ChaCha8Rng, scale: u32, edge_factor: usize) -> Csr {
-    let n = 1usize << scale;
-    let edges = edge_factor * n;
-    let mut t = Vec::with_capacity(edges);
-    for _ in 0..edges {
-        let (mut r, mut c) = (0u32, 0u32);
-        for _ in 0..scale {
-            let p: f32 = rng.random();
-            let (dr, dc) = if p < 0.57 {
-                (0, 0)
-            } else if p < 0.76 {
-                (0, 1)
-            } else if p < 0.95 {
-                (1, 0)
-            } else {
-                (1, 1)
-            };
-            r = 2 * r + dr;
-            c = 2 * c + dc;
-        }
-        t.push((r, c, rng.random_range(-1.0f32..1.0)));
-    }
-    csr_from_triplets(n, n, &t).expect("valid")
 }
 
 fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
@@ -297,7 +241,7 @@ fn spmm_and_spmv_match_reference_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     for path in dataset_files() {
-        let a = read_mtx_gz(&path, &mut rng);
+        let a = read_dataset(&path, &mut rng);
         let name = path
             .file_name()
             .unwrap_or_default()
@@ -453,7 +397,8 @@ fn timing_rmat_scale20_n128() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(20);
     let t0 = std::time::Instant::now();
-    let a = rmat(&mut rng, 20, 11);
+    // The bench's rmat20-ef11 and `tcsparse gen rmat:scale=20,ef=11,seed=20` (the torch cross-check).
+    let a = rmat(20, 11, (0.57, 0.19, 0.19, 0.05), 20).expect("R-MAT");
     println!(
         "R-MAT scale 20 ef 11: {}×{} nnz {} (generated in {:.1}s)",
         a.rows(),
