@@ -1,22 +1,13 @@
 //! `tcsparse info` and `tcsparse gen`: output snapshots, round trips and errors.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn tcsparse(args: &[&str], dir: &PathBuf) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::tcsparse;
 
 fn workdir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_info_gen")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::workdir("cli_info_gen", name)
 }
 
 fn stdout(o: &Output) -> String {

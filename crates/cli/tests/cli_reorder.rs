@@ -1,22 +1,12 @@
 //! `tcsparse reorder`: permutation and matrix outputs, and bad arguments.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn tcsparse(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::tcsparse;
 
 fn workdir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli_reorder")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::workdir("cli_reorder", name)
 }
 
 /// Two 4-cliques interleaved (vertices 0,2,4,6 and 1,3,5,7), pattern, general storage.
