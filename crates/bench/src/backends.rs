@@ -323,28 +323,75 @@ fn cusparse_case(
     let run = || -> Result<(f64, f64, f64), GpuError> {
         let dev = CusparseCsr::new(gpu, a)?;
         let mut spmm = CusparseSpmm::new(gpu, &dev, n, SpmmAlg::Default)?;
-        let mut buf = Buffers::new(gpu, b, a.rows() * n)?;
+        measure(gpu, &Reference::new(a, b, n, max_full), b, n, t, |bd, c| {
+            spmm.run(1.0, bd, 0.0, c)
+        })
+    };
+    let result = run();
+    let measured = result.is_ok();
+    record(&mut case, result);
+    if measured {
+        case.bytes = Some(csr_bytes(a) + 4 * (a.cols() + a.rows()) as u64 * n as u64);
+        case.plan = Some("cuSPARSE CSR, SPMM_ALG_DEFAULT".into());
+    }
+    case
+}
+
+/// The f64 reference on the checked rows (all rows up to `max_full`, a sample beyond).
+struct Reference {
+    c_len: usize,
+    rows: Vec<usize>,
+    want: Vec<f64>,
+    scale: Vec<f64>,
+}
+
+impl Reference {
+    /// `a` in the order the launch uses.
+    fn new(a: &Csr, b: &[f32], n: usize, max_full: usize) -> Self {
         let rows = sample_rows(a, max_full);
         let (want, scale) = reference_rows(a, b, n, &rows);
-        buf.poison(gpu)?;
-        spmm.run(1.0, &buf.bs[0], 0.0, &mut buf.c)?;
-        let (rel, scaled) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
-        let timing = gpu.time_launches(t.warmup, t.iters, || {
-            buf.next = (buf.next + 1) % buf.bs.len();
-            spmm.run(1.0, &buf.bs[buf.next], 0.0, &mut buf.c)
-        })?;
-        // After the timed launches, C must still be right.
-        let (rel2, scaled2) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
-        Ok((timing.median_ms, rel.max(rel2), scaled.max(scaled2)))
-    };
-    match run() {
+        Self {
+            c_len: a.rows() * n,
+            rows,
+            want,
+            scale,
+        }
+    }
+}
+
+/// Runs `launch` once on NaN-poisoned C and checks it against `r`, times `t.iters` launches
+/// rotating among the B buffers, and checks C again.
+/// Returns (median ms, relative error, scaled error), the worse of the two checks.
+fn measure(
+    gpu: &Gpu,
+    r: &Reference,
+    b: &[f32],
+    n: usize,
+    t: Timing,
+    mut launch: impl FnMut(&CudaSlice<f32>, &mut CudaSlice<f32>) -> Result<(), GpuError>,
+) -> Result<(f64, f64, f64), GpuError> {
+    let mut buf = Buffers::new(gpu, b, r.c_len)?;
+    let (rows, want, scale) = (&r.rows, &r.want, &r.scale);
+    buf.poison(gpu)?;
+    launch(&buf.bs[0], &mut buf.c)?;
+    let (rel, scaled) = check(&gpu.download(&buf.c)?, n, rows, want, scale);
+    let timing = gpu.time_launches(t.warmup, t.iters, || {
+        buf.next = (buf.next + 1) % buf.bs.len();
+        launch(&buf.bs[buf.next], &mut buf.c)
+    })?;
+    // After the timed launches, C must still be right.
+    let (rel2, scaled2) = check(&gpu.download(&buf.c)?, n, rows, want, scale);
+    Ok((timing.median_ms, rel.max(rel2), scaled.max(scaled2)))
+}
+
+/// Stores a measurement (or its error) in `case`.
+fn record(case: &mut Case, result: Result<(f64, f64, f64), GpuError>) {
+    match result {
         Ok((ms, rel, scaled)) => {
             case.status = accuracy_status(rel, scaled);
             case.ms = Some(ms);
             case.rel_err = Some(rel);
             case.scaled_err = Some(scaled);
-            case.bytes = Some(csr_bytes(a) + 4 * (a.cols() + a.rows()) as u64 * n as u64);
-            case.plan = Some("cuSPARSE CSR, SPMM_ALG_DEFAULT".into());
         }
         Err(e) => {
             case.status = Status::Failed {
@@ -352,7 +399,6 @@ fn cusparse_case(
             }
         }
     }
-    case
 }
 
 /// One facade configuration: prepare, check against f64 (prepared order), time `spmm_device`.
@@ -394,38 +440,14 @@ fn engine_case(
         _ => csr_bytes(mat),
     };
     case.bytes = Some(a_bytes + 4 * (mat.cols() + mat.rows()) as u64 * n as u64);
-    let mut run = || -> Result<(f64, f64, f64), GpuError> {
-        let mut buf = Buffers::new(gpu, b, mat.rows() * n)?;
-        // Reference in prepared order: B is random, so it is already "in prepared order".
-        let rows = sample_rows(prepared.matrix(), max_full);
-        let (want, scale) = reference_rows(prepared.matrix(), b, n, &rows);
-        let launch = |p: &mut Prepared, bd: &CudaSlice<f32>, c: &mut CudaSlice<f32>| {
-            p.spmm_device(1.0, bd, n, 0.0, c, n, n)
-                .map_err(|e| GpuError::Invalid(e.to_string()))
-        };
-        buf.poison(gpu)?;
-        launch(&mut prepared, &buf.bs[0], &mut buf.c)?;
-        let (rel, scaled) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
-        let timing = gpu.time_launches(t.warmup, t.iters, || {
-            buf.next = (buf.next + 1) % buf.bs.len();
-            launch(&mut prepared, &buf.bs[buf.next], &mut buf.c)
-        })?;
-        let (rel2, scaled2) = check(&gpu.download(&buf.c)?, n, &rows, &want, &scale);
-        Ok((timing.median_ms, rel.max(rel2), scaled.max(scaled2)))
-    };
-    match run() {
-        Ok((ms, rel, scaled)) => {
-            case.status = accuracy_status(rel, scaled);
-            case.ms = Some(ms);
-            case.rel_err = Some(rel);
-            case.scaled_err = Some(scaled);
-        }
-        Err(e) => {
-            case.status = Status::Failed {
-                reason: e.to_string(),
-            }
-        }
-    }
+    // Reference in prepared order: B is random, so it is already "in prepared order".
+    let reference = Reference::new(prepared.matrix(), b, n, max_full);
+    let result = measure(gpu, &reference, b, n, t, |bd, c| {
+        prepared
+            .spmm_device(1.0, bd, n, 0.0, c, n, n)
+            .map_err(|e| GpuError::Invalid(e.to_string()))
+    });
+    record(&mut case, result);
     case
 }
 
