@@ -17,8 +17,9 @@ use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, Prepared, Reorder
 use crate::matrices::Matrix;
 use crate::report::{BASELINE, Case, HEADLINE, PrepTimes, Status};
 
-/// Element-wise accuracy bound: |C − C_ref| ≤ TOL · (|A|·|B|), TOL = 4 TF32 ulps (2⁻¹⁰ each).
-pub const TOL: f64 = 4.0 / 1024.0;
+/// Element-wise accuracy bound: |C − C_ref| ≤ TOL · (|A|·|B|), TOL = 2 TF32 ulps (2⁻¹⁰ each), the same
+/// bound as the GPU tests (ARCHITECTURE.md); the H200 runs stayed below 5.5e-4 (0.56 ulp).
+pub const TOL: f64 = 2.0 / 1024.0;
 
 /// Reads a Matrix Market file (`.mtx` or `.mtx.gz`; symmetric storage expanded).
 pub fn read_matrix(path: &Path) -> Result<Csr> {
