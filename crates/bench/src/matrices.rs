@@ -79,6 +79,18 @@ pub fn generated_specs(quick: bool) -> Vec<(String, GeneratorSpec)> {
                 seed: 11,
             },
         ),
+        // Dense-block structure with ≥ 100 nnz per row (the "≥ 3×" class): 256K rows,
+        // 256-blocks at 45% + 2 random entries per row (~118 nnz/row, ~31M nnz).
+        (
+            "clustered256k-b256".into(),
+            GeneratorSpec::Clustered {
+                n: 1 << 18,
+                block_size: 256,
+                intra_density: 0.45,
+                inter_nnz_per_row: 2.0,
+                seed: 17,
+            },
+        ),
         // 2M rows, 3 nnz per row, uniform.
         (
             "uniform2m-3".into(),

@@ -624,6 +624,8 @@ pub struct AccSpmmDevice {
     num_tbs: usize,
     num_split: usize,
     variant: AccVariant,
+    /// Host copy of `row_window_offset` (schedules are validated against it).
+    rwo_host: Vec<u32>,
     rwo: CudaSlice<u32>,
     bvo: CudaSlice<u32>,
     a2b: CudaSlice<u32>,
@@ -680,6 +682,7 @@ impl AccSpmmDevice {
             num_tbs: schedule.num_tbs(),
             num_split: schedule.split_windows.len(),
             variant,
+            rwo_host: parts.row_window_offset.to_vec(),
             rwo: upload(stream, parts.row_window_offset)?,
             bvo: upload(stream, parts.block_value_offset)?,
             a2b: upload(stream, parts.sparse_a_to_b)?,
@@ -691,6 +694,24 @@ impl AccSpmmDevice {
             main: gpu.function(KernelModule::AccSpmm, variant.entry())?,
             prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
         })
+    }
+
+    /// Replaces the schedule, keeping the uploaded matrix (for tuning: the same BitTCF arrays
+    /// under several schedules). The schedule is validated against the uploaded matrix's windows;
+    /// on error the old schedule stays in place.
+    pub fn set_schedule(&mut self, gpu: &Gpu, schedule: &AccSchedule) -> Result<(), AccSpmmError> {
+        let flat = flatten_acc_schedule(&self.rwo_host, schedule)?;
+        let stream = gpu.stream();
+        // Upload everything first, so that an error leaves the old schedule intact.
+        let work = upload(stream, &flat.work)?;
+        let window_split = upload(stream, &flat.window_split)?;
+        let split_windows = upload(stream, &flat.split_windows)?;
+        self.work = work;
+        self.window_split = window_split;
+        self.split_windows = split_windows;
+        self.num_tbs = flat.num_tbs();
+        self.num_split = flat.split_windows.len();
+        Ok(())
     }
 
     /// Rows of A (M): C has this many rows.

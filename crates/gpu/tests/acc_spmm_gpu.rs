@@ -273,3 +273,46 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn set_schedule_swaps_schedules_on_one_upload_and_rejects_foreign_ones() {
+    let gpu = gpu();
+    let mut h = Gen::new(301, 999, 3, 2);
+    h.hubs = 2;
+    h.hub_len = 600;
+    let a = h.build();
+    let bt = tcsparse_formats::bittcf::BitTcf::from_csr(&a).unwrap();
+    let rwo = bt.row_window_offset().to_vec();
+    let n = 64;
+    let b = dense(a.cols(), n, n, 77);
+    let c0 = vec![f32::NAN; a.rows() * n];
+    let bd = gpu.upload(&b).unwrap();
+    let mut dev = AccSpmmDevice::upload(&gpu, &bt, &AccSchedule::unbalanced(&rwo)).unwrap();
+    let run = |dev: &AccSpmmDevice, what: &str| {
+        let mut cd = gpu.upload(&c0).unwrap();
+        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+        let got = gpu.download(&cd).unwrap();
+        check_result(what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n);
+    };
+    run(&dev, "unbalanced");
+    let bal = AccSchedule::balanced(&rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
+    assert!(bal.num_split_windows() > 0, "the hubs must be split");
+    dev.set_schedule(&gpu, &bal).unwrap();
+    assert_eq!(dev.num_split_windows(), bal.num_split_windows());
+    run(&dev, "balanced after set_schedule");
+    dev.set_schedule(&gpu, &AccSchedule::packed(&rwo, 5))
+        .unwrap();
+    assert_eq!(
+        (dev.num_tbs(), dev.num_split_windows()),
+        ((rwo.len() - 1).div_ceil(5), 0)
+    );
+    run(&dev, "packed:5 after set_schedule");
+    // A schedule made for another matrix is refused and the packed one stays usable.
+    let other = Gen::new(301, 999, 7, 9).build();
+    let other_bt = tcsparse_formats::bittcf::BitTcf::from_csr(&other).unwrap();
+    let foreign = AccSchedule::unbalanced(other_bt.row_window_offset());
+    assert!(dev.set_schedule(&gpu, &foreign).is_err());
+    assert_eq!(dev.num_tbs(), (rwo.len() - 1).div_ceil(5));
+    run(&dev, "packed:5 after a refused schedule");
+}

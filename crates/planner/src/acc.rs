@@ -178,6 +178,36 @@ impl AccSchedule {
         }
     }
 
+    /// `windows_per_tb` consecutive windows per TB (the last TB takes the rest), nothing split: every
+    /// window is written with plain stores by the one TB that walks it. Consecutive windows of a
+    /// banded or clustered matrix gather mostly the same B rows, so walking them in one TB turns
+    /// the L2 gathers of all but the first into L1 hits. `windows_per_tb = 1` is
+    /// [`AccSchedule::unbalanced`]; 0 is treated as 1. An invalid `row_window_offset` gives an
+    /// empty schedule (rejected by `validate`).
+    pub fn packed(row_window_offset: &[u32], windows_per_tb: u32) -> AccSchedule {
+        let Ok(windows) = check_row_window_offset(row_window_offset) else {
+            return Self::unbalanced(row_window_offset);
+        };
+        let k = windows_per_tb.max(1) as usize;
+        let work = (0..windows)
+            .step_by(k)
+            .map(|w| {
+                let end = (w + k).min(windows);
+                TbWork {
+                    window_begin: w as u32,
+                    window_end: end as u32,
+                    block_begin: row_window_offset[w],
+                    block_end: row_window_offset[end],
+                }
+            })
+            .collect();
+        Self {
+            work,
+            window_split: vec![0; windows],
+            balanced: false,
+        }
+    }
+
     /// Eq. 4 packing: consecutive blocks (in window order) fill a TB until the next block would
     /// exceed the model's target cost at width `n` or its block cap; windows with no block cost one
     /// write-back in the TB that is open when they are reached. A TB always takes at least one
@@ -411,6 +441,27 @@ fn split_flags(rwo: &[u32], work: &[TbWork]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_groups_consecutive_windows_without_splits() {
+        // 7 windows, window 2 and the last one empty.
+        let rwo = [0u32, 3, 5, 5, 9, 10, 12, 12];
+        for k in [0u32, 1, 2, 3, 7, 100] {
+            let s = AccSchedule::packed(&rwo, k);
+            s.validate(&rwo).unwrap();
+            assert_eq!(s.num_split_windows(), 0);
+            let per = k.max(1) as usize;
+            assert_eq!(s.work().len(), 7usize.div_ceil(per), "k = {k}");
+            for (i, t) in s.work().iter().enumerate() {
+                assert_eq!(t.window_begin as usize, i * per);
+                assert_eq!(t.window_end as usize, ((i + 1) * per).min(7));
+                assert_eq!(t.block_begin, rwo[t.window_begin as usize]);
+                assert_eq!(t.block_end, rwo[t.window_end as usize]);
+            }
+        }
+        assert_eq!(AccSchedule::packed(&rwo, 1), AccSchedule::unbalanced(&rwo));
+        assert!(AccSchedule::packed(&[1, 2], 4).validate(&[1, 2]).is_err());
+    }
 
     fn tb(wb: u32, we: u32, bb: u32, be: u32) -> TbWork {
         TbWork {

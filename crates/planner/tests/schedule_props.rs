@@ -133,6 +133,16 @@ proptest! {
     }
 
     #[test]
+    fn packed_schedule_meets_the_contract(c in counts(), k in 0u32..40) {
+        let rwo = rwo_of(&c);
+        let s = AccSchedule::packed(&rwo, k);
+        check_contract(&rwo, &s)?;
+        prop_assert_eq!(s.work().len(), c.len().div_ceil(k.max(1) as usize));
+        prop_assert_eq!(s.num_split_windows(), 0);
+        prop_assert!(s.validate(&rwo).is_ok());
+    }
+
+    #[test]
     fn wave_split_covers_every_panel_block_once(c in counts(), slots in 1u64..3000, grid_y in 1u32..5) {
         let w = wave_split(&c, slots, grid_y).unwrap();
         let mut next = vec![0u32; c.len()];

@@ -68,6 +68,9 @@ pub enum ReorderChoice {
     /// A named method of `tcsparse_reorder::by_name` (`affinity`, `rabbit`, `lsh`, `degree`, `rcm`,
     /// `none`), always applied.
     Method(String),
+    /// This permutation (`perm[new] = old`, e.g. computed once by an earlier preparation and
+    /// reused): applied like `Auto`'s choice, so CSR kernels still run on the original order.
+    Given(Permutation),
 }
 
 /// Load balancing of the Acc-SpMM schedule.
@@ -80,6 +83,10 @@ pub enum Balance {
     On,
     /// Always one thread block per row window.
     Off,
+    /// This many consecutive row windows per thread block, nothing split: neighbouring windows
+    /// of banded or clustered matrices gather mostly the same B rows, which one thread block then
+    /// finds in L1 instead of L2 (0 is treated as 1).
+    Packed(u32),
 }
 
 /// Which kernel [`Engine::prepare`] sets up.
@@ -101,8 +108,8 @@ pub enum KernelRequest {
 pub enum ExecKernel {
     /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
     AccSpmm {
-        /// Eq. 4 packed schedule (split windows with atomics).
-        balanced: bool,
+        /// How row windows map to thread blocks.
+        schedule: ScheduleKind,
     },
     /// cuSPARSE SpMM (CSR, f32).
     Cusparse,
@@ -115,13 +122,42 @@ pub enum ExecKernel {
 impl std::fmt::Display for ExecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ExecKernel::AccSpmm { balanced: true } => write!(f, "Acc-SpMM (balanced)"),
-            ExecKernel::AccSpmm { balanced: false } => write!(f, "Acc-SpMM (unbalanced)"),
+            ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
     }
+}
+
+/// How the Acc-SpMM schedule maps row windows to thread blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleKind {
+    /// One thread block per row window.
+    Unbalanced,
+    /// Eq. 4 packing (heavy windows split with atomics, light ones packed).
+    Balanced,
+    /// This many consecutive windows per thread block, nothing split.
+    Packed(u32),
+}
+
+impl std::fmt::Display for ScheduleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScheduleKind::Unbalanced => write!(f, "unbalanced"),
+            ScheduleKind::Balanced => write!(f, "balanced"),
+            ScheduleKind::Packed(k) => write!(f, "{k} windows per TB"),
+        }
+    }
+}
+
+/// One measured candidate of a tuned [`Engine::prepare`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneSample {
+    /// What ran (kernel, order, schedule).
+    pub candidate: String,
+    /// Median time of the timed launches, milliseconds.
+    pub ms: f64,
 }
 
 /// Options of [`Engine::prepare`].
@@ -138,8 +174,13 @@ pub struct PrepareOptions {
     pub kernel: KernelRequest,
     /// Seed of randomized reorderings.
     pub seed: u64,
-    /// The N (columns of B) the plan is made for; products may use any N.
+    /// The N (columns of B) the plan (and tuning) is made for; products may use any N.
     pub n: usize,
+    /// On the GPU with [`KernelRequest::Auto`]: time the candidates (cuSPARSE in the original
+    /// order; Acc-SpMM under the planner's and the other schedules, unless `balance` fixes one)
+    /// with a random B of `n` columns and keep the fastest, instead of trusting the planner's
+    /// model alone. Costs a few dozen launches at preparation.
+    pub tune: bool,
 }
 
 impl Default for PrepareOptions {
@@ -151,6 +192,7 @@ impl Default for PrepareOptions {
             kernel: KernelRequest::Auto,
             seed: 0,
             n: 128,
+            tune: true,
         }
     }
 }
@@ -192,6 +234,10 @@ pub struct PrepareReport {
     pub thread_blocks: usize,
     /// Split windows of the Acc-SpMM schedule.
     pub split_windows: usize,
+    /// Tuning: every candidate timed, in the order measured (empty when not tuned).
+    pub tuning: Vec<TuneSample>,
+    /// Tuning stage: preparing the extra candidates and timing them.
+    pub tune_s: f64,
 }
 
 /// The entry point: probes the GPU once.
@@ -276,6 +322,15 @@ impl Engine {
 
     /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
     pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+        if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
+            return self.prepare_tuned(gpu, a, opts);
+        }
+        let stage = self.reorder_stage(a, opts)?;
+        self.prepare_reordered(a, stage, opts)
+    }
+
+    /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
+    fn reorder_stage(&self, a: &Csr, opts: &PrepareOptions) -> Result<Reordered, Error> {
         let square = a.rows() == a.cols();
         let mode = opts.mode.unwrap_or(if square {
             Mode::Symmetric
@@ -293,13 +348,28 @@ impl Engine {
         // Reorder.
         let t = Instant::now();
         let (method, forced) = match &opts.reorder {
-            ReorderChoice::None => (None, false),
+            ReorderChoice::None | ReorderChoice::Given(_) => (None, false),
             ReorderChoice::Auto => (Some("affinity".to_string()), false),
             ReorderChoice::Method(m) => (Some(m.clone()), true),
         };
         let mut report = None;
         let mut perm = None;
         let mut a_re = None;
+        if let ReorderChoice::Given(p) = &opts.reorder
+            && p.len() != a.rows()
+        {
+            return Err(Error::InvalidArgs(format!(
+                "the given permutation has {} entries, the matrix {} rows",
+                p.len(),
+                a.rows()
+            )));
+        }
+        if let ReorderChoice::Given(p) = &opts.reorder
+            && !p.is_identity()
+        {
+            a_re = Some(tcsparse_reorder::apply(p, a, mode)?);
+            perm = Some(p.clone());
+        }
         if let Some(m) = method {
             let r = tcsparse_reorder::by_name(&m, opts.seed)?.reorder(a, mode)?;
             let helps = r.report.mean_nnz_tc_after > r.report.mean_nnz_tc_before;
@@ -310,7 +380,32 @@ impl Engine {
             report = Some(r.report);
         }
         let reorder_s = t.elapsed().as_secs_f64();
-        let mut a_re = a_re.unwrap_or_else(|| a.clone());
+        Ok(Reordered {
+            a_re: a_re.unwrap_or_else(|| a.clone()),
+            mode,
+            report,
+            perm,
+            forced,
+            reorder_s,
+        })
+    }
+
+    /// Build, plan, choose and upload, after [`Engine::reorder_stage`].
+    fn prepare_reordered(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+    ) -> Result<Prepared, Error> {
+        let Reordered {
+            a_re,
+            mode,
+            report,
+            mut perm,
+            forced,
+            reorder_s,
+        } = stage;
+        let mut a_re = a_re;
 
         // Build.
         let t = Instant::now();
@@ -412,6 +507,8 @@ impl Engine {
             mean_nnz_tc,
             thread_blocks,
             split_windows,
+            tuning: Vec::new(),
+            tune_s: 0.0,
         };
         Ok(Prepared {
             plan,
@@ -422,6 +519,132 @@ impl Engine {
             gpu: self.gpu.clone(),
             dev,
         })
+    }
+
+    /// The Acc-SpMM schedule of `kind` for a matrix with these row windows at width `n`.
+    fn schedule(&self, rwo: &[u32], kind: ScheduleKind, n: usize) -> AccSchedule {
+        match kind {
+            ScheduleKind::Unbalanced => AccSchedule::unbalanced(rwo),
+            ScheduleKind::Balanced => {
+                AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), n.max(1))
+            }
+            ScheduleKind::Packed(k) => AccSchedule::packed(rwo, k),
+        }
+    }
+
+    /// [`Engine::prepare`] with tuning: reorder once, prepare Acc-SpMM (reordered as asked) and
+    /// cuSPARSE (original order unless the reordering was forced), time each Acc-SpMM schedule and
+    /// cuSPARSE at width `opts.n`, keep the fastest. An Acc-SpMM candidate that cannot be prepared
+    /// (too large for the u32 layout, …) leaves cuSPARSE.
+    fn prepare_tuned(&self, gpu: &Gpu, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+        let n = opts.n.max(1);
+        let stage = self.reorder_stage(a, opts)?;
+        let t = Instant::now();
+        let fixed = |kernel, balance| PrepareOptions {
+            kernel,
+            balance,
+            tune: false,
+            ..opts.clone()
+        };
+        let cus_stage = if stage.forced || stage.perm.is_none() {
+            stage.clone()
+        } else {
+            Reordered {
+                a_re: a.clone(),
+                perm: None,
+                ..stage.clone()
+            }
+        };
+        let mut cus =
+            self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
+        let acc = self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance));
+        let b = gpu.upload(&tuning_b(a.cols(), n))?;
+        let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
+        let mut tuning = Vec::new();
+        let cus_name = if cus.perm.is_some() {
+            "cuSPARSE (reordered)"
+        } else {
+            "cuSPARSE (original order)"
+        };
+        let cus_ms = time_prepared(gpu, &mut cus, &b, &mut c, n)?;
+        tuning.push(TuneSample {
+            candidate: cus_name.into(),
+            ms: cus_ms,
+        });
+        let mut best: Option<(f64, ScheduleKind)> = None;
+        let mut acc_err = None;
+        let mut acc = match acc {
+            Ok(p) => Some(p),
+            Err(e) => {
+                acc_err = Some(e.to_string());
+                None
+            }
+        };
+        if let Some(p) = acc.as_mut() {
+            let ExecKernel::AccSpmm { schedule: planned } = p.report.kernel else {
+                unreachable!("prepared with KernelRequest::AccSpmm on a GPU engine");
+            };
+            let mut kinds = vec![planned];
+            if opts.balance == Balance::Auto {
+                for k in TUNED_SCHEDULES {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+            }
+            let order = if p.perm.is_some() {
+                "reordered"
+            } else {
+                "original order"
+            };
+            for (i, &kind) in kinds.iter().enumerate() {
+                if i > 0 {
+                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    p.set_schedule(&sched, kind)?;
+                }
+                let ms = time_prepared(gpu, p, &b, &mut c, n)?;
+                tuning.push(TuneSample {
+                    candidate: format!("Acc-SpMM ({order}, {kind})"),
+                    ms,
+                });
+                if best.is_none_or(|(m, _)| ms < m) {
+                    best = Some((ms, kind));
+                }
+            }
+        }
+        let tune_s = t.elapsed().as_secs_f64();
+        let summary = tuning
+            .iter()
+            .map(|s| format!("{} {:.3} ms", s.candidate, s.ms))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut chosen = match (acc, best) {
+            (Some(mut p), Some((ms, kind))) if ms < cus_ms => {
+                if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
+                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    p.set_schedule(&sched, kind)?;
+                }
+                p.report.kernel_note = format!(
+                    "tuned at N = {n}: Acc-SpMM ({kind}) fastest ({summary}); planner: {}",
+                    p.plan.reason
+                );
+                p
+            }
+            _ => {
+                let why = acc_err.map_or_else(
+                    || format!("fastest ({summary})"),
+                    |e| format!("Acc-SpMM could not be prepared: {e}"),
+                );
+                cus.report.kernel_note = format!(
+                    "tuned at N = {n}: cuSPARSE {why}; planner: {}",
+                    cus.plan.reason
+                );
+                cus
+            }
+        };
+        chosen.report.tuning = tuning;
+        chosen.report.tune_s = tune_s;
+        Ok(chosen)
     }
 
     fn choose(
@@ -445,19 +668,19 @@ impl Engine {
             _ => plan.imbalance.as_ref().map(|d| d.balanced),
         };
         let acc = |note: String| {
-            let balanced = match opts.balance {
-                Balance::On => true,
-                Balance::Off => false,
-                Balance::Auto => plan_balanced.unwrap_or(false),
+            let kind = match opts.balance {
+                Balance::On => ScheduleKind::Balanced,
+                Balance::Off => ScheduleKind::Unbalanced,
+                Balance::Packed(k) => ScheduleKind::Packed(k.max(1)),
+                Balance::Auto if plan_balanced.unwrap_or(false) => ScheduleKind::Balanced,
+                Balance::Auto => ScheduleKind::Unbalanced,
             };
-            let sched = match (&plan.schedule, balanced) {
-                (Some(s), b) if s.is_balanced() == b => s.clone(),
-                (_, true) => {
-                    AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), opts.n.max(1))
-                }
-                (_, false) => AccSchedule::unbalanced(rwo),
+            let sched = match (&plan.schedule, kind) {
+                (Some(s), ScheduleKind::Balanced) if s.is_balanced() => s.clone(),
+                (Some(s), ScheduleKind::Unbalanced) if !s.is_balanced() => s.clone(),
+                _ => self.schedule(rwo, kind, opts.n),
             };
-            (ExecKernel::AccSpmm { balanced }, note, Some(sched))
+            (ExecKernel::AccSpmm { schedule: kind }, note, Some(sched))
         };
         match opts.kernel {
             KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
@@ -485,6 +708,65 @@ impl Engine {
             },
         }
     }
+}
+
+/// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto).
+const TUNED_SCHEDULES: [ScheduleKind; 4] = [
+    ScheduleKind::Unbalanced,
+    ScheduleKind::Balanced,
+    ScheduleKind::Packed(4),
+    ScheduleKind::Packed(16),
+];
+
+/// Launches per candidate when tuning: untimed, then timed (median kept).
+const TUNE_WARMUP: usize = 2;
+const TUNE_ITERS: usize = 9;
+
+/// Deterministic B for tuning (values in [-1, 1); timing does not depend on them).
+fn tuning_b(rows: usize, n: usize) -> Vec<f32> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..rows * n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+/// Median ms of `p`'s product on (b, c) at width n.
+fn time_prepared(
+    gpu: &Gpu,
+    p: &mut Prepared,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+) -> Result<f64, Error> {
+    let mut err = None;
+    let timing = gpu.time_launches(TUNE_WARMUP, TUNE_ITERS, || {
+        p.spmm_device(1.0, b, n, 0.0, c, n, n).map_err(|e| {
+            let msg = e.to_string();
+            err = Some(e);
+            GpuError::Invalid(msg)
+        })
+    });
+    match (timing, err) {
+        (_, Some(e)) => Err(e),
+        (Ok(t), None) => Ok(t.median_ms),
+        (Err(e), None) => Err(e.into()),
+    }
+}
+
+/// The output of [`Engine::reorder_stage`].
+#[derive(Clone)]
+struct Reordered {
+    a_re: Csr,
+    mode: Mode,
+    report: Option<ReorderReport>,
+    perm: Option<Permutation>,
+    forced: bool,
+    reorder_s: f64,
 }
 
 enum DeviceState {
@@ -547,6 +829,17 @@ impl Prepared {
     /// The prepared matrix in BitTCF.
     pub fn bittcf(&self) -> &BitTcf {
         &self.bittcf
+    }
+
+    /// Swaps the Acc-SpMM schedule (device matrix kept); no-op on other kernels.
+    fn set_schedule(&mut self, sched: &AccSchedule, kind: ScheduleKind) -> Result<(), Error> {
+        if let (DeviceState::Acc(d), Some(gpu)) = (&mut self.dev, &self.gpu) {
+            d.set_schedule(gpu, sched)?;
+            self.report.kernel = ExecKernel::AccSpmm { schedule: kind };
+            self.report.thread_blocks = d.num_tbs();
+            self.report.split_windows = d.num_split_windows();
+        }
+        Ok(())
     }
 
     /// Row of the original matrix that prepared row `i` came from.

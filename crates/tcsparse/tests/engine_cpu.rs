@@ -169,6 +169,52 @@ fn forced_reordering_is_applied_and_reported() {
 }
 
 #[test]
+fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 64, 3, 3);
+    let forced = PrepareOptions {
+        reorder: ReorderChoice::Method("degree".into()),
+        ..PrepareOptions::default()
+    };
+    let p = engine.prepare(&a, &forced).unwrap();
+    let perm = p.permutation().unwrap().clone();
+    let given = PrepareOptions {
+        reorder: ReorderChoice::Given(perm.clone()),
+        ..PrepareOptions::default()
+    };
+    let mut q = engine.prepare(&a, &given).unwrap();
+    assert_eq!(q.permutation(), Some(&perm));
+    assert_eq!(q.matrix(), p.matrix());
+    assert!(q.report().reordered);
+    assert!(q.report().tuning.is_empty(), "no tuning on the CPU path");
+    // Products still come back in the original row order.
+    let n = 8;
+    let b = dense(64 * n, 7);
+    let mut c = vec![0f32; 64 * n];
+    q.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    let want = spmm_f64(&a, &b, n, n, false);
+    for (g, w) in c.iter().zip(&want) {
+        assert!(
+            (f64::from(*g) - w).abs() <= 1e-4 * (1.0 + w.abs()),
+            "{g} vs {w}"
+        );
+    }
+    for wrong in [
+        tcsparse::reorder::Permutation::identity(63),
+        tcsparse::reorder::Permutation::new((0..65).rev().collect()).unwrap(),
+    ] {
+        let opts = PrepareOptions {
+            reorder: ReorderChoice::Given(wrong),
+            ..PrepareOptions::default()
+        };
+        assert!(matches!(
+            engine.prepare(&a, &opts),
+            Err(Error::InvalidArgs(m)) if m.contains("64 rows")
+        ));
+    }
+}
+
+#[test]
 fn bad_arguments_are_typed_errors() {
     let engine = Engine::cpu("test");
     let rect = matrix(20, 10, 2, 4);

@@ -99,6 +99,52 @@ fn small_matrix() -> Csr {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn tuned_prepare_keeps_the_fastest_measured_candidate() {
+    let engine = engine();
+    let a = small_matrix();
+    for balance in [Balance::Auto, Balance::On] {
+        let p = engine
+            .prepare(
+                &a,
+                &PrepareOptions {
+                    balance,
+                    n: 128,
+                    ..PrepareOptions::default()
+                },
+            )
+            .unwrap();
+        let r = p.report();
+        let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
+        assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
+        // Auto tries the planner's schedule plus the four others (deduplicated); On only its own.
+        let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
+        match balance {
+            Balance::Auto => assert!((4..=5).contains(&acc), "{names:?}"),
+            _ => assert_eq!(acc, 1, "{names:?}"),
+        }
+        assert!(r.tuning.iter().all(|t| t.ms.is_finite() && t.ms > 0.0));
+        let best = r
+            .tuning
+            .iter()
+            .min_by(|x, y| x.ms.total_cmp(&y.ms))
+            .unwrap();
+        let kept = match r.kernel {
+            ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
+            ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
+            k => panic!("unexpected kernel {k}"),
+        };
+        assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
+        assert!(
+            r.kernel_note.starts_with("tuned at N = 128"),
+            "{}",
+            r.kernel_note
+        );
+        assert!(r.tune_s > 0.0);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn every_kernel_and_reordering_matches_reference() {
     let engine = engine();
     let a = small_matrix();
@@ -114,7 +160,7 @@ fn every_kernel_and_reordering_matches_reference() {
             ReorderChoice::Auto,
         ] {
             for mode in [Mode::Symmetric, Mode::RowOnly] {
-                for balance in [Balance::Off, Balance::On] {
+                for balance in [Balance::Off, Balance::On, Balance::Packed(3)] {
                     let opts = PrepareOptions {
                         reorder: reorder.clone(),
                         mode: Some(mode),
@@ -122,6 +168,7 @@ fn every_kernel_and_reordering_matches_reference() {
                         kernel,
                         seed: 1,
                         n: 64,
+                        tune: true,
                     };
                     let mut p = engine.prepare(&a, &opts).unwrap();
                     for (n, beta) in [(64usize, 0.0f32), (16, 0.5), (8, 0.0), (512, -1.0)] {
@@ -235,8 +282,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
                 ar.nnz(),
                 cus / best,
                 match auto {
-                    ExecKernel::AccSpmm { balanced } =>
-                        format!("acc{}", if balanced { " bal" } else { "" }),
+                    ExecKernel::AccSpmm { schedule } => format!("acc {schedule}"),
                     k => k.to_string(),
                 },
                 e1.max(e2)

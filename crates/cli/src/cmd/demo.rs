@@ -205,6 +205,16 @@ pub fn print_prepare(p: &Prepared) {
         r.kernel,
         r.kernel_note
     );
+    if !r.tuning.is_empty() {
+        println!(
+            "tune      {:>10.3} ms  {} candidates timed",
+            r.tune_s * 1e3,
+            r.tuning.len()
+        );
+        for t in &r.tuning {
+            println!("          {:>10.3} ms  {}", t.ms, t.candidate);
+        }
+    }
     if r.thread_blocks > 0 {
         println!(
             "upload    {:>10.3} ms  {} thread blocks, {} split windows",
@@ -264,6 +274,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         kernel: KernelRequest::Auto,
         seed: args.seed,
         n: args.n,
+        tune: true,
     };
     let mut prepared = engine.prepare(&a, &opts)?;
     print_prepare(&prepared);

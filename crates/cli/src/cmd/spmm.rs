@@ -21,9 +21,13 @@ pub struct Args {
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto")]
     pub reorder: String,
-    /// Acc-SpMM load balancing: auto, on, off.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "on", "off"])]
-    pub balance: String,
+    /// Acc-SpMM schedule: auto, on (Eq. 4 balanced), off (one thread block per row window),
+    /// packed:K (K consecutive row windows per thread block).
+    #[arg(long, default_value = "auto", value_parser = parse_balance)]
+    pub balance: Balance,
+    /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
+    #[arg(long)]
+    pub no_tune: bool,
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -65,18 +69,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "csr" => KernelRequest::Csr,
         _ => KernelRequest::Auto,
     };
-    let balance = match args.balance.as_str() {
-        "on" => Balance::On,
-        "off" => Balance::Off,
-        _ => Balance::Auto,
-    };
     let opts = PrepareOptions {
         reorder: demo::reorder_choice(&args.reorder),
         mode: None,
-        balance,
+        balance: args.balance,
         kernel,
         seed: args.seed,
         n: args.n,
+        tune: !args.no_tune,
     };
     let mut prepared = engine.prepare(&a, &opts)?;
     demo::print_prepare(&prepared);
@@ -84,4 +84,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
     demo::print_measured(&prepared.kernel().to_string(), args.n, &m);
     Ok(())
+}
+
+/// Parses `--balance`: auto, on, off or packed:K (K ≥ 1).
+fn parse_balance(s: &str) -> Result<Balance, String> {
+    match s {
+        "auto" => Ok(Balance::Auto),
+        "on" => Ok(Balance::On),
+        "off" => Ok(Balance::Off),
+        _ => match s.strip_prefix("packed:").map(str::parse::<u32>) {
+            Some(Ok(k)) if k >= 1 => Ok(Balance::Packed(k)),
+            _ => Err(format!(
+                "expected auto, on, off or packed:K with K ≥ 1, got `{s}`"
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balance_values_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!(parse_balance("auto"), Ok(Balance::Auto));
+        assert_eq!(parse_balance("on"), Ok(Balance::On));
+        assert_eq!(parse_balance("off"), Ok(Balance::Off));
+        assert_eq!(parse_balance("packed:16"), Ok(Balance::Packed(16)));
+        for bad in ["packed:0", "packed:", "packed:x", "fast"] {
+            let e = parse_balance(bad).unwrap_err();
+            assert!(e.contains("packed:K") && e.contains(bad), "{e}");
+        }
+    }
 }
