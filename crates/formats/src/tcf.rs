@@ -157,11 +157,28 @@ struct KeySet {
     pos: Vec<u16>,
     /// Per-block cursors.
     cursor: Vec<u32>,
+    /// Aligned mode only (else empty), indexed by key: mask (0 outside the current window) and
+    /// count, then value cursor, of every key of the current window.
+    slots: Vec<Slot>,
+    /// Sort buffer.
+    tmp: Vec<u32>,
+}
+
+/// Mask and count / value cursor of one block column (aligned mode), one cache line access.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    mask: u64,
+    n: u32,
 }
 
 impl KeySet {
-    fn new(key_space: usize) -> Self {
+    fn new(key_space: usize, mode: ColumnMode) -> Self {
         let words = key_space.div_ceil(64).max(1);
+        let dense = if mode == ColumnMode::Aligned {
+            key_space
+        } else {
+            0
+        };
         KeySet {
             l1: vec![0; words],
             l0: vec![0; words.div_ceil(64)],
@@ -170,6 +187,8 @@ impl KeySet {
             blk: Vec::new(),
             pos: Vec::new(),
             cursor: Vec::new(),
+            slots: vec![Slot::default(); dense],
+            tmp: Vec::new(),
         }
     }
 
@@ -251,25 +270,6 @@ fn split_lens<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut
     out
 }
 
-/// One chunk's block-level arrays, its window range and block base, and its output pieces
-/// (window offsets, block offsets, block keys, masks, block windows).
-type JoinItem<'a> = (
-    (
-        (
-            (
-                (
-                    ((&'a ChunkOut, &'a (usize, usize)), &'a usize),
-                    &'a mut [u32],
-                ),
-                &'a mut [u32],
-            ),
-            &'a mut [u32],
-        ),
-        &'a mut [u64],
-    ),
-    &'a mut [u32],
-);
-
 /// Inputs of one chunk of windows `w0..w1`.
 struct ChunkIn<'a> {
     indptr: &'a [u32],
@@ -282,9 +282,9 @@ struct ChunkIn<'a> {
     w1: usize,
 }
 
-/// Builds one chunk: values and positions into `vals`/`poss` (the chunk's CSR range), block-level
-/// arrays returned. `ALIGNED`: bitBSR column mode; `MASKS`: also build the u64 block masks.
-fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
+/// Builds one chunk of compacted windows: values and positions into `vals`/`poss` (the chunk's
+/// CSR range), block-level arrays returned. `MASKS`: also build the u64 block masks.
+fn run_chunk<P: PosOut, const MASKS: bool>(
     inp: &ChunkIn<'_>,
     ks: &mut KeySet,
     vals: &mut [f32],
@@ -302,7 +302,6 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
     } = *inp;
     let bc_shift = block_cols.trailing_zeros();
     let slot_mask = block_cols as u32 - 1;
-    let key_of = |c: u32| if ALIGNED { c >> bc_shift } else { c };
     let mut ch = ChunkOut {
         window_blocks: Vec::with_capacity(w1 - w0),
         ..ChunkOut::default()
@@ -322,13 +321,13 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
         for r in wr0..wr1 {
             let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
             if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
-                lo = lo.min(key_of(f));
-                hi = hi.max(key_of(l));
+                lo = lo.min(f);
+                hi = hi.max(l);
             }
             let mut cur = usize::MAX;
             let mut bits = 0u64;
             for &c in row {
-                let k = key_of(c) as usize;
+                let k = c as usize;
                 if k >> 6 != cur {
                     if cur != usize::MAX {
                         ks.insert_word(cur, bits);
@@ -342,15 +341,13 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
                 ks.insert_word(cur, bits);
             }
         }
-        ks.extract(lo, hi, n, indices[k0..k1].iter().map(|&c| key_of(c)));
+        ks.extract(lo, hi, n, indices[k0..k1].iter().copied());
         let nk = ks.keys.len();
-        let nb = if ALIGNED { nk } else { nk.div_ceil(block_cols) };
+        let nb = nk.div_ceil(block_cols);
         ch.window_blocks.push(nb as u32);
         ch.block_keys.extend_from_slice(&ks.keys);
-        if !ALIGNED {
-            let pad = nb * block_cols - nk;
-            ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
-        }
+        let pad = nb * block_cols - nk;
+        ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
         // Pass 1: block and position of every nonzero; counts (and masks) per block.
         if ks.blk.len() < n {
             ks.blk.resize(n, 0);
@@ -369,14 +366,10 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
         for r in wr0..wr1 {
             let lr = ((r - wr0) << bc_shift) as u32;
             for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
-                let k = key_of(c);
+                let k = c;
                 let i = k as usize >> 6;
                 let rank = prefix[i] + (l1[i] & ((1u64 << (k & 63)) - 1)).count_ones();
-                let (b, slot) = if ALIGNED {
-                    (rank, c & slot_mask)
-                } else {
-                    (rank >> bc_shift, rank & slot_mask)
-                };
+                let (b, slot) = (rank >> bc_shift, rank & slot_mask);
                 let p = lr | slot;
                 blk[j] = b;
                 pos[j] = p as u16;
@@ -401,6 +394,141 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
             pw[at] = P::from_pos(p);
         }
         ks.clear();
+    }
+    ch
+}
+
+/// Distinct-key counts up to which [`sort_keys`] ranks by counting.
+const RANK_SORT_MAX: usize = 48;
+
+/// Sorts distinct keys (all in `lo..=hi`): already sorted stays; few are placed at their rank
+/// (number of smaller keys, counted branch-free); a range narrow for their number goes through
+/// the two-level bitmap (`l1`, `l0`, all zero before and after); else a comparison sort.
+fn sort_keys(
+    keys: &mut [u32],
+    tmp: &mut Vec<u32>,
+    lo: u32,
+    hi: u32,
+    l1: &mut [u64],
+    l0: &mut [u64],
+) {
+    if keys.is_sorted() {
+        return;
+    }
+    if keys.len() <= RANK_SORT_MAX {
+        tmp.clear();
+        tmp.resize(keys.len(), 0);
+        for &k in keys.iter() {
+            let r: u32 = keys.iter().map(|&x| (x < k) as u32).sum();
+            tmp[r as usize] = k;
+        }
+        keys.copy_from_slice(tmp);
+        return;
+    }
+    let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
+    if w1 - w0 >= keys.len() / 4 + 8 {
+        keys.sort_unstable();
+        return;
+    }
+    for &k in keys.iter() {
+        let k = k as usize;
+        l1[k >> 6] |= 1u64 << (k & 63);
+        l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
+    }
+    let mut r = 0usize;
+    for (wi, w) in (w0..).zip(&mut l0[w0..=w1]) {
+        let mut m0 = std::mem::take(w);
+        while m0 != 0 {
+            let i = (wi << 6) | m0.trailing_zeros() as usize;
+            m0 &= m0 - 1;
+            let mut m1 = std::mem::take(&mut l1[i]);
+            let base = (i << 6) as u32;
+            while m1 != 0 {
+                keys[r] = base | m1.trailing_zeros();
+                r += 1;
+                m1 &= m1 - 1;
+            }
+        }
+    }
+}
+
+/// Builds one chunk of bitBSR block rows (aligned 8×8 blocks, masks): values into `vals` (the
+/// chunk's CSR range), block-level arrays returned.
+///
+/// Pass 1 ORs every nonzero's bit into the dense per-key mask and lists the block columns in
+/// order of first touch; the (few) keys are sorted; each key then gets its value cursor; pass 2
+/// drops every value at its block's cursor. A block's values arrive in CSR order, which is its
+/// bit order (`8·local_row + c % 8` ascending), so no rank is needed.
+fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> ChunkOut {
+    let ChunkIn {
+        indptr,
+        indices,
+        data,
+        rows,
+        window_rows,
+        block_cols,
+        w0,
+        w1,
+    } = *inp;
+    debug_assert_eq!((window_rows, block_cols), (8, 8));
+    let base = indptr[(w0 * 8).min(rows)] as usize;
+    // At most one block per nonzero: no reallocation.
+    let most = indptr[(w1 * 8).min(rows)] as usize - base;
+    let mut ch = ChunkOut {
+        window_blocks: Vec::with_capacity(w1 - w0),
+        block_keys: Vec::with_capacity(most),
+        block_nnz: Vec::with_capacity(most),
+        masks: Vec::with_capacity(most),
+    };
+    for w in w0..w1 {
+        let r0 = w * 8;
+        let r1 = (r0 + 8).min(rows);
+        let (k0, k1) = (indptr[r0] as usize, indptr[r1] as usize);
+        let n = k1 - k0;
+        if ks.keys.len() < n {
+            ks.keys.resize(n, 0);
+        }
+        // Pass 1: masks and counts by key, keys in order of first touch.
+        let mut nk = 0usize;
+        let (mut lo, mut hi) = (u32::MAX, 0u32);
+        for r in r0..r1 {
+            let sh = ((r - r0) * 8) as u32;
+            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+            if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                lo = lo.min(f >> 3);
+                hi = hi.max(l >> 3);
+            }
+            for &c in row {
+                let bc = c >> 3;
+                let s = &mut ks.slots[bc as usize];
+                let fresh = s.mask == 0;
+                // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
+                s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
+                s.mask |= 1u64 << (sh | (c & 7));
+                ks.keys[nk] = bc;
+                nk += fresh as usize;
+            }
+        }
+        let keys = &mut ks.keys[..nk];
+        sort_keys(keys, &mut ks.tmp, lo, hi, &mut ks.l1, &mut ks.l0);
+        ch.window_blocks.push(nk as u32);
+        let mut cur = (k0 - base) as u32;
+        for &bc in keys.iter() {
+            let s = &mut ks.slots[bc as usize];
+            let cnt = s.n;
+            ch.block_nnz.push(cnt);
+            ch.masks.push(s.mask);
+            s.mask = 0;
+            s.n = cur;
+            cur += cnt;
+        }
+        ch.block_keys.extend_from_slice(keys);
+        // Pass 2: every value at its block's cursor (CSR order inside a block = bit order).
+        for (&c, &v) in indices[k0..k1].iter().zip(&data[k0..k1]) {
+            let s = &mut ks.slots[(c >> 3) as usize];
+            vals[s.n as usize] = v;
+            s.n += 1;
+        }
     }
     ch
 }
@@ -478,16 +606,16 @@ pub(crate) fn build_windowed<P: PosOut>(
             w1,
         };
         match (mode, spec.masks) {
-            (ColumnMode::Aligned, true) => run_chunk::<P, true, true>(&inp, ks, vals, poss),
-            (ColumnMode::Aligned, false) => run_chunk::<P, true, false>(&inp, ks, vals, poss),
-            (ColumnMode::Compacted, true) => run_chunk::<P, false, true>(&inp, ks, vals, poss),
-            (ColumnMode::Compacted, false) => run_chunk::<P, false, false>(&inp, ks, vals, poss),
+            (ColumnMode::Aligned, _) => run_chunk_aligned(&inp, ks, vals),
+            (ColumnMode::Compacted, true) => run_chunk::<P, true>(&inp, ks, vals, poss),
+            (ColumnMode::Compacted, false) => run_chunk::<P, false>(&inp, ks, vals, poss),
         }
     };
+    let pool = std::sync::Mutex::new(Vec::new());
     // One chunk (small matrix): stay on this thread, waking the pool costs more than the work.
     let serial = chunk_ranges.len() == 1;
     let chunks: Vec<ChunkOut> = if serial {
-        let mut ks = KeySet::new(key_space);
+        let mut ks = KeySet::new(key_space, mode);
         chunk_ranges
             .iter()
             .zip(val_pieces)
@@ -499,85 +627,86 @@ pub(crate) fn build_windowed<P: PosOut>(
             .par_iter()
             .zip(val_pieces)
             .zip(pos_pieces)
-            .map_init(
-                || KeySet::new(key_space),
-                |ks, ((&r, v), q)| run(ks, r, v, q),
-            )
+            .map(|((&r, v), q)| {
+                // One scratch per worker at a time, reused across chunks (fresh ones are zeroed
+                // over the whole key space).
+                let popped = pool.lock().ok().and_then(|mut p| p.pop());
+                let mut ks = popped.unwrap_or_else(|| KeySet::new(key_space, mode));
+                let out = run(&mut ks, r, v, q);
+                if let Ok(mut p) = pool.lock() {
+                    p.push(ks);
+                }
+                out
+            })
             .collect()
     };
 
-    // Join the block-level arrays in parallel.
-    let nb_chunk: Vec<usize> = chunks.iter().map(|c| c.block_nnz.len()).collect();
-    let total_blocks: usize = nb_chunk.iter().sum();
+    // Join the block-level arrays: every array is one serial concatenation (written once, no
+    // zeroing pass), the arrays side by side on the pool.
+    let total_blocks: usize = chunks.iter().map(|c| c.block_nnz.len()).sum();
     if total_blocks >= u32::MAX as usize {
         return Err(FormatError::TooLarge(format!("blocks = {total_blocks}")));
     }
-    let mut block_base = Vec::with_capacity(chunks.len());
-    let mut acc = 0usize;
-    for &n in &nb_chunk {
-        block_base.push(acc);
-        acc += n;
-    }
-    let mut window_offset = vec![0u32; windows + 1];
-    let mut block_offset = vec![0u32; total_blocks + 1];
-    let mut block_keys = vec![0u32; chunks.iter().map(|c| c.block_keys.len()).sum()];
-    let mut masks = vec![0u64; if spec.masks { total_blocks } else { 0 }];
-    let mut block_window = vec![0u32; if spec.block_window { total_blocks } else { 0 }];
-    let wo = split_lens(
-        &mut window_offset[1..],
-        chunk_ranges.iter().map(|r| r.1 - r.0),
-    );
-    let bo = split_lens(&mut block_offset[1..], nb_chunk.iter().copied());
-    let bk = split_lens(&mut block_keys, chunks.iter().map(|c| c.block_keys.len()));
-    let mk = split_lens(&mut masks, chunks.iter().map(|c| c.masks.len()));
-    let bw = split_lens(
-        &mut block_window,
-        nb_chunk
-            .iter()
-            .map(|&n| if spec.block_window { n } else { 0 }),
-    );
-    let join = |(((((((ch, &(w0, _)), &bb), wo), bo), bk), mk), bw): JoinItem<'_>| {
-        let mut a = bb as u32;
-        let mut k = 0usize;
-        for (i, (o, &n)) in wo.iter_mut().zip(&ch.window_blocks).enumerate() {
-            if !bw.is_empty() {
-                bw[k..k + n as usize].fill((w0 + i) as u32);
-            }
-            k += n as usize;
-            a += n;
-            *o = a;
+    let window_offset = || {
+        let mut v = Vec::with_capacity(windows + 1);
+        v.push(0u32);
+        let mut a = 0u32;
+        for ch in &chunks {
+            v.extend(ch.window_blocks.iter().map(|&n| {
+                a += n;
+                a
+            }));
         }
-        let mut z = win_start(w0) as u32;
-        for (o, &n) in bo.iter_mut().zip(&ch.block_nnz) {
-            z += n;
-            *o = z;
-        }
-        bk.copy_from_slice(&ch.block_keys);
-        mk.copy_from_slice(&ch.masks);
+        v
     };
-    if serial {
-        chunks
-            .iter()
-            .zip(chunk_ranges.iter())
-            .zip(block_base.iter())
-            .zip(wo)
-            .zip(bo)
-            .zip(bk)
-            .zip(mk)
-            .zip(bw)
-            .for_each(join);
+    let block_offset = || {
+        let mut v = Vec::with_capacity(total_blocks + 1);
+        v.push(0u32);
+        let mut z = 0u32;
+        for ch in &chunks {
+            v.extend(ch.block_nnz.iter().map(|&n| {
+                z += n;
+                z
+            }));
+        }
+        v
+    };
+    let block_keys = || {
+        let mut v = Vec::with_capacity(chunks.iter().map(|c| c.block_keys.len()).sum());
+        for ch in &chunks {
+            v.extend_from_slice(&ch.block_keys);
+        }
+        v
+    };
+    let masks = || {
+        let mut v = Vec::with_capacity(if spec.masks { total_blocks } else { 0 });
+        for ch in &chunks {
+            v.extend_from_slice(&ch.masks);
+        }
+        v
+    };
+    let block_window = || {
+        let mut v = Vec::with_capacity(if spec.block_window { total_blocks } else { 0 });
+        if spec.block_window {
+            for (ch, &(w0, _)) in chunks.iter().zip(&chunk_ranges) {
+                for (i, &n) in ch.window_blocks.iter().enumerate() {
+                    v.extend(std::iter::repeat_n((w0 + i) as u32, n as usize));
+                }
+            }
+        }
+        v
+    };
+    let ((window_offset, block_offset), (block_keys, (masks, block_window))) = if serial {
+        (
+            (window_offset(), block_offset()),
+            (block_keys(), (masks(), block_window())),
+        )
     } else {
-        chunks
-            .par_iter()
-            .zip(chunk_ranges.par_iter())
-            .zip(block_base.par_iter())
-            .zip(wo)
-            .zip(bo)
-            .zip(bk)
-            .zip(mk)
-            .zip(bw)
-            .for_each(join);
-    }
+        rayon::join(
+            || rayon::join(window_offset, block_offset),
+            || rayon::join(block_keys, || rayon::join(masks, block_window)),
+        )
+    };
     Ok(WindowedParts {
         window_offset,
         block_keys,
@@ -700,7 +829,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let space = 10_000_000usize;
-        let mut ks = KeySet::new(space);
+        let mut ks = KeySet::new(space, ColumnMode::Compacted);
         for round in 0..200 {
             let n = 1 + round % 50;
             let raw: Vec<u32> = (0..n)
@@ -733,6 +862,61 @@ mod tests {
                 assert!(ks.l1.iter().all(|&w| w == 0) && ks.l0.iter().all(|&w| w == 0));
             }
             assert_eq!(got[0], got[1]);
+        }
+    }
+
+    /// Every path of `sort_keys` (already sorted, rank counting, bitmap, comparison sort) gives
+    /// the sorted keys and leaves the bitmap clear.
+    #[test]
+    fn sort_keys_paths_agree_with_sort() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let space = 1usize << 22;
+        let (mut l1, mut l0) = (vec![0u64; space / 64], vec![0u64; space / 4096]);
+        let mut tmp = Vec::new();
+        for round in 0..400 {
+            let n = [1, 2, 5, 30, 48, 49, 100, 700][round % 8];
+            let width = [8usize, 300, 5000, space][(round / 8) % 4];
+            let start = rng.random_range(0..=space - width);
+            let mut keys: Vec<u32> = (0..n)
+                .map(|_| (start + rng.random_range(0..width)) as u32)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            if round % 3 != 0 {
+                // Shuffle (round % 3 == 0 keeps them sorted).
+                for i in (1..keys.len()).rev() {
+                    keys.swap(i, rng.random_range(0..=i));
+                }
+            }
+            let mut want = keys.clone();
+            want.sort_unstable();
+            let (lo, hi) = (want[0], *want.last().unwrap());
+            sort_keys(&mut keys, &mut tmp, lo, hi, &mut l1, &mut l0);
+            assert_eq!(keys, want, "round {round}");
+            assert!(l1.iter().all(|&w| w == 0) && l0.iter().all(|&w| w == 0));
+        }
+    }
+
+    /// Matrices of many chunks (the parallel path and the join) in every layout, including long
+    /// rows over a narrow and a wide column range.
+    #[test]
+    fn multi_chunk_matrices_round_trip_in_every_layout() {
+        for (rows, cols, per_row) in [(40_000usize, 40_000usize, 5.0), (3_000, 2_000_000, 60.0)] {
+            let a = crate::generate::uniform_random(rows, cols, per_row, 9).unwrap();
+            assert!(a.nnz() > 4 * CHUNK_NNZ);
+            let b = crate::bitbsr::BitBsr::from_csr(&a).unwrap();
+            assert_eq!(b.validate(), Ok(()));
+            assert_eq!(b.to_csr(), a);
+            let t = crate::bittcf::BitTcf::from_csr(&a).unwrap();
+            assert_eq!(t.validate(), Ok(()));
+            assert_eq!(t.to_csr(), a);
+            let m = crate::metcf::MeTcf::from_csr(&a).unwrap();
+            assert_eq!(m.validate(), Ok(()));
+            assert_eq!(m.to_csr(), a);
+            let h = crate::hrpb::Hrpb::from_csr(&a).unwrap();
+            assert_eq!(h.validate(), Ok(()));
+            assert_eq!(h.to_csr(), a);
         }
     }
 
