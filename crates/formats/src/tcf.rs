@@ -561,28 +561,7 @@ pub(crate) fn build_windowed<P: PosOut>(
     };
     let win_start = |w: usize| indptr[(w * window_rows).min(rows)] as usize;
 
-    // Chunk boundaries (window ids), balanced by nonzeros plus a little per window.
-    let weight = nnz + windows * 4;
-    let n_chunks = (weight / CHUNK_NNZ).clamp(1, windows.max(1));
-    let mut bounds = vec![0usize];
-    for i in 1..n_chunks {
-        let target = weight * i / n_chunks;
-        // First window whose start weight reaches the target.
-        let (mut a, mut b) = (*bounds.last().unwrap_or(&0), windows);
-        while a < b {
-            let m = (a + b) / 2;
-            if win_start(m) + m * 4 < target {
-                a = m + 1;
-            } else {
-                b = m;
-            }
-        }
-        if a > *bounds.last().unwrap_or(&0) && a < windows {
-            bounds.push(a);
-        }
-    }
-    bounds.push(windows);
-    let chunk_ranges: Vec<(usize, usize)> = bounds.windows(2).map(|b| (b[0], b[1])).collect();
+    let chunk_ranges = chunk_windows(windows, nnz, win_start);
 
     let mut values = vec![0f32; nnz];
     let mut pos = vec![P::default(); nnz];
@@ -745,6 +724,127 @@ pub(crate) fn check_prefix(
         ));
     }
     Ok(())
+}
+
+/// Cuts `windows` windows (nonzeros before window `w`: `win_start(w)`, `nnz` in all) into ranges
+/// of about [`CHUNK_NNZ`] nonzeros plus a little per window.
+fn chunk_windows(
+    windows: usize,
+    nnz: usize,
+    win_start: impl Fn(usize) -> usize,
+) -> Vec<(usize, usize)> {
+    let weight = nnz + windows * 4;
+    let n_chunks = (weight / CHUNK_NNZ).clamp(1, windows.max(1));
+    let mut bounds = vec![0usize];
+    for i in 1..n_chunks {
+        let target = weight * i / n_chunks;
+        // First window whose start weight reaches the target.
+        let (mut a, mut b) = (*bounds.last().unwrap_or(&0), windows);
+        while a < b {
+            let m = (a + b) / 2;
+            if win_start(m) + m * 4 < target {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        if a > *bounds.last().unwrap_or(&0) && a < windows {
+            bounds.push(a);
+        }
+    }
+    bounds.push(windows);
+    bounds.windows(2).map(|b| (b[0], b[1])).collect()
+}
+
+/// Nonzeros of every byte value (no `popcnt` on the baseline target).
+const POP8: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u32).count_ones() as u8;
+        i += 1;
+    }
+    t
+};
+
+/// One chunk of [`csr_from_masks`]: window range and its pieces of indptr, indices, data.
+type MaskChunk<'a> = (
+    ((&'a (usize, usize), &'a mut [u32]), &'a mut [u32]),
+    &'a mut [f32],
+);
+
+/// CSR of a layout with 8-row windows and one u64 mask per block (bit `8·local_row + slot`,
+/// values per block in bit order): BitTCF and bitBSR. `window_offset` (len windows+1) and
+/// `value_offset` (len blocks+1) are the layout's prefixes, `col(b, slot)` the column of a slot.
+///
+/// One parallel pass over chunks of windows, writing straight into the CSR arrays: a window's
+/// row lengths come from the masks' row bytes, then every block's bits are walked in order (rows
+/// ascending, slots ascending) with one cursor per row; blocks are in ascending column order, so
+/// every row comes out sorted.
+pub(crate) fn csr_from_masks(
+    (rows, cols): (usize, usize),
+    window_offset: &[u32],
+    masks: &[u64],
+    value_offset: &[u32],
+    values: &[f32],
+    col: impl Fn(usize, usize) -> u32 + Sync,
+) -> Csr {
+    const WR: usize = 8;
+    let windows = rows.div_ceil(WR);
+    let nnz = values.len();
+    let win_start = |w: usize| value_offset[window_offset[w] as usize] as usize;
+    let ranges = chunk_windows(windows, nnz, win_start);
+    let mut indptr = vec![0u32; rows + 1];
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f32; nnz];
+    let row_end = |w: usize| (w * WR).min(rows);
+    let ip = split_lens(
+        &mut indptr[1..],
+        ranges.iter().map(|&(w0, w1)| row_end(w1) - row_end(w0)),
+    );
+    let nnz_lens = || ranges.iter().map(|&(w0, w1)| win_start(w1) - win_start(w0));
+    let ix = split_lens(&mut indices, nnz_lens());
+    let dv = split_lens(&mut data, nnz_lens());
+    let run = |(((&(w0, w1), ip), ix), dv): MaskChunk<'_>| {
+        let base = win_start(w0);
+        for w in w0..w1 {
+            let (b0, b1) = (window_offset[w] as usize, window_offset[w + 1] as usize);
+            let mut len = [0usize; WR];
+            for &m in &masks[b0..b1] {
+                for (lr, l) in len.iter_mut().enumerate() {
+                    *l += POP8[(m >> (8 * lr)) as usize & 0xff] as usize;
+                }
+            }
+            // Cursors (chunk-local) and row ends.
+            let mut cur = [0usize; WR];
+            let mut at = win_start(w) - base;
+            let r0 = w * WR - w0 * WR;
+            for lr in 0..WR.min(rows - w * WR) {
+                cur[lr] = at;
+                at += len[lr];
+                ip[r0 + lr] = (base + at) as u32;
+            }
+            for b in b0..b1 {
+                let mut m = masks[b];
+                let mut v = value_offset[b] as usize;
+                while m != 0 {
+                    let p = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let c = &mut cur[p >> 3];
+                    ix[*c] = col(b, p & 7);
+                    dv[*c] = values[v];
+                    *c += 1;
+                    v += 1;
+                }
+            }
+        }
+    };
+    if ranges.len() == 1 {
+        ranges.iter().zip(ip).zip(ix).zip(dv).for_each(run);
+    } else {
+        ranges.par_iter().zip(ip).zip(ix).zip(dv).for_each(run);
+    }
+    Csr::new((rows, cols), indptr, indices, data)
 }
 
 /// Assembles a CSR from per-window decoded entries. `emit(w, push)` must call `push(local_row,
