@@ -140,16 +140,15 @@ pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Per-thread set of keys (column ids or block-column ids) of one window: a two-level bitmap
-/// over the whole key space, so that the sorted unique keys come out without sorting and the
-/// rank of a key is one popcount. Only touched words are cleared after a window.
+/// Per-thread scratch over the whole key space (column ids, or block-column ids for bitBSR).
+/// Compacted mode: a two-level bitmap, so that the window's sorted unique keys come out without
+/// sorting, and a dense rank table (no popcount per nonzero). Aligned mode: dense per-key slots
+/// (see [`run_chunk_aligned`]). Only touched entries are cleared after a window.
 struct KeySet {
     /// Bit per key.
     l1: Vec<u64>,
     /// Bit per `l1` word.
     l0: Vec<u64>,
-    /// Rank of the first key of every touched `l1` word.
-    prefix: Vec<u32>,
     /// The window's sorted unique keys.
     keys: Vec<u32>,
     /// Block id and local position of every nonzero of the window.
@@ -162,6 +161,9 @@ struct KeySet {
     slots: Vec<Slot>,
     /// Sort buffer.
     tmp: Vec<u32>,
+    /// Compacted mode only (else empty): rank of every key of the current window among the
+    /// window's keys, indexed by key (stale outside the window's keys).
+    rank: Vec<u32>,
 }
 
 /// Mask and count / value cursor of one block column (aligned mode), one cache line access.
@@ -182,13 +184,13 @@ impl KeySet {
         KeySet {
             l1: vec![0; words],
             l0: vec![0; words.div_ceil(64)],
-            prefix: vec![0; words],
             keys: Vec::new(),
             blk: Vec::new(),
             pos: Vec::new(),
             cursor: Vec::new(),
             slots: vec![Slot::default(); dense],
             tmp: Vec::new(),
+            rank: vec![0; if dense == 0 { key_space } else { 0 }],
         }
     }
 
@@ -206,7 +208,7 @@ impl KeySet {
         self.l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
     }
 
-    /// Fills `keys` (sorted, unique) and `prefix` after the window's keys were inserted;
+    /// Fills `keys` (sorted, unique) and their `rank` entries after the window's keys were inserted;
     /// `raw` yields them all again (for the sort fallback). `lo..=hi` bounds every key.
     fn extract(&mut self, lo: u32, hi: u32, n: usize, raw: impl Iterator<Item = u32>) {
         self.keys.clear();
@@ -217,11 +219,14 @@ impl KeySet {
                 while m0 != 0 {
                     let i = (wi << 6) | m0.trailing_zeros() as usize;
                     m0 &= m0 - 1;
-                    self.prefix[i] = self.keys.len() as u32;
                     let mut m1 = self.l1[i];
                     let base = (i << 6) as u32;
                     while m1 != 0 {
-                        self.keys.push(base | m1.trailing_zeros());
+                        let k = base | m1.trailing_zeros();
+                        if let Some(r) = self.rank.get_mut(k as usize) {
+                            *r = self.keys.len() as u32;
+                        }
+                        self.keys.push(k);
                         m1 &= m1 - 1;
                     }
                 }
@@ -233,9 +238,11 @@ impl KeySet {
             self.keys.dedup();
             let mut last = usize::MAX;
             for (r, &k) in self.keys.iter().enumerate() {
+                if let Some(x) = self.rank.get_mut(k as usize) {
+                    *x = r as u32;
+                }
                 let i = k as usize >> 6;
                 if i != last {
-                    self.prefix[i] = r as u32;
                     self.l0[i >> 6] = 0;
                     last = i;
                 }
@@ -246,9 +253,7 @@ impl KeySet {
     /// Rank of an inserted key among the window's unique keys.
     #[cfg(test)]
     fn rank(&self, k: u32) -> u32 {
-        let i = k as usize >> 6;
-        let below = (1u64 << (k & 63)) - 1;
-        self.prefix[i] + (self.l1[i] & below).count_ones()
+        self.rank[k as usize]
     }
 
     /// Clears the bits of the current window.
@@ -361,14 +366,12 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
         }
         let masks = &mut ch.masks[mb..];
         let (blk, pos) = (&mut ks.blk[..n], &mut ks.pos[..n]);
-        let (l1, prefix, cursor) = (&ks.l1, &ks.prefix, &mut ks.cursor);
+        let (ranks, cursor) = (&ks.rank, &mut ks.cursor);
         let mut j = 0usize;
         for r in wr0..wr1 {
             let lr = ((r - wr0) << bc_shift) as u32;
             for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
-                let k = c;
-                let i = k as usize >> 6;
-                let rank = prefix[i] + (l1[i] & ((1u64 << (k & 63)) - 1)).count_ones();
+                let rank = ranks[c as usize];
                 let (b, slot) = (rank >> bc_shift, rank & slot_mask);
                 let p = lr | slot;
                 blk[j] = b;
