@@ -419,13 +419,22 @@ fn sort_keys(
         return;
     }
     if keys.len() <= RANK_SORT_MAX {
+        // Keys padded to whole groups of 8 with u32::MAX (never smaller than a key), so that the
+        // count vectorises without a scalar tail; the ranks land in `out`.
+        let n = keys.len();
+        let padded = n.next_multiple_of(8);
         tmp.clear();
-        tmp.resize(keys.len(), 0);
+        tmp.extend_from_slice(keys);
+        tmp.resize(2 * padded, u32::MAX);
+        let (pad, out) = tmp.split_at_mut(padded);
         for &k in keys.iter() {
-            let r: u32 = keys.iter().map(|&x| (x < k) as u32).sum();
-            tmp[r as usize] = k;
+            let r: u32 = pad
+                .chunks_exact(8)
+                .map(|g| g.iter().map(|&x| (x < k) as u32).sum::<u32>())
+                .sum();
+            out[r as usize] = k;
         }
-        keys.copy_from_slice(tmp);
+        keys.copy_from_slice(&out[..n]);
         return;
     }
     let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
