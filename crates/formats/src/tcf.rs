@@ -193,75 +193,6 @@ impl KeySet {
             rank: vec![0; if dense == 0 { key_space } else { 0 }],
         }
     }
-
-    /// Inserts the keys `64·i + bit` for every set bit of `bits`.
-    #[inline(always)]
-    fn insert_word(&mut self, i: usize, bits: u64) {
-        self.l1[i] |= bits;
-        self.l0[i >> 6] |= 1u64 << (i & 63);
-    }
-
-    #[cfg(test)]
-    fn insert(&mut self, k: u32) {
-        let k = k as usize;
-        self.l1[k >> 6] |= 1u64 << (k & 63);
-        self.l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
-    }
-
-    /// Fills `keys` (sorted, unique) and their `rank` entries after the window's keys were inserted;
-    /// `raw` yields them all again (for the sort fallback). `lo..=hi` bounds every key.
-    fn extract(&mut self, lo: u32, hi: u32, n: usize, raw: impl Iterator<Item = u32>) {
-        self.keys.clear();
-        let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
-        if w1 - w0 < n / 4 + 8 {
-            for wi in w0..=w1 {
-                let mut m0 = std::mem::take(&mut self.l0[wi]);
-                while m0 != 0 {
-                    let i = (wi << 6) | m0.trailing_zeros() as usize;
-                    m0 &= m0 - 1;
-                    let mut m1 = self.l1[i];
-                    let base = (i << 6) as u32;
-                    while m1 != 0 {
-                        let k = base | m1.trailing_zeros();
-                        if let Some(r) = self.rank.get_mut(k as usize) {
-                            *r = self.keys.len() as u32;
-                        }
-                        self.keys.push(k);
-                        m1 &= m1 - 1;
-                    }
-                }
-            }
-        } else {
-            // Few keys spread over a huge key space: sorting them is cheaper than scanning.
-            self.keys.extend(raw);
-            self.keys.sort_unstable();
-            self.keys.dedup();
-            let mut last = usize::MAX;
-            for (r, &k) in self.keys.iter().enumerate() {
-                if let Some(x) = self.rank.get_mut(k as usize) {
-                    *x = r as u32;
-                }
-                let i = k as usize >> 6;
-                if i != last {
-                    self.l0[i >> 6] = 0;
-                    last = i;
-                }
-            }
-        }
-    }
-
-    /// Rank of an inserted key among the window's unique keys.
-    #[cfg(test)]
-    fn rank(&self, k: u32) -> u32 {
-        self.rank[k as usize]
-    }
-
-    /// Clears the bits of the current window.
-    fn clear(&mut self) {
-        for &k in &self.keys {
-            self.l1[k as usize >> 6] = 0;
-        }
-    }
 }
 
 /// Splits `v` into consecutive mutable pieces of the given lengths.
@@ -321,7 +252,11 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
             ch.window_blocks.push(0);
             continue;
         }
-        // Insert every key (bits of one bitmap word gathered in a register), tracking the range.
+        // Keys in order of first touch (test-and-set in the `l1` bitmap), sorted, then ranked.
+        if ks.keys.len() < n {
+            ks.keys.resize(n, 0);
+        }
+        let mut nk = 0usize;
         let (mut lo, mut hi) = (u32::MAX, 0u32);
         for r in wr0..wr1 {
             let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
@@ -329,28 +264,23 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
                 lo = lo.min(f);
                 hi = hi.max(l);
             }
-            let mut cur = usize::MAX;
-            let mut bits = 0u64;
             for &c in row {
-                let k = c as usize;
-                if k >> 6 != cur {
-                    if cur != usize::MAX {
-                        ks.insert_word(cur, bits);
-                    }
-                    cur = k >> 6;
-                    bits = 0;
-                }
-                bits |= 1u64 << (k & 63);
-            }
-            if cur != usize::MAX {
-                ks.insert_word(cur, bits);
+                let wd = &mut ks.l1[c as usize >> 6];
+                let bit = 1u64 << (c & 63);
+                let fresh = *wd & bit == 0;
+                *wd |= bit;
+                ks.keys[nk] = c;
+                nk += fresh as usize;
             }
         }
-        ks.extract(lo, hi, n, indices[k0..k1].iter().copied());
-        let nk = ks.keys.len();
+        let keys = &mut ks.keys[..nk];
+        sort_keys(keys, &mut ks.tmp, lo, hi, true, &mut ks.l1, &mut ks.l0);
+        for (i, &k) in keys.iter().enumerate() {
+            ks.rank[k as usize] = i as u32;
+        }
         let nb = nk.div_ceil(block_cols);
         ch.window_blocks.push(nb as u32);
-        ch.block_keys.extend_from_slice(&ks.keys);
+        ch.block_keys.extend_from_slice(&ks.keys[..nk]);
         let pad = nb * block_cols - nk;
         ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
         // Pass 1: block and position of every nonzero; counts (and masks) per block.
@@ -396,7 +326,6 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
             vw[at] = v;
             pw[at] = P::from_pos(p);
         }
-        ks.clear();
     }
     ch
 }
@@ -404,21 +333,39 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
 /// Distinct-key counts up to which [`sort_keys`] ranks by counting.
 const RANK_SORT_MAX: usize = 48;
 
-/// Sorts distinct keys (all in `lo..=hi`): already sorted stays; few are placed at their rank
-/// (number of smaller keys, counted branch-free); a range narrow for their number goes through
-/// the two-level bitmap (`l1`, `l0`, all zero before and after); else a comparison sort.
+/// Sorts distinct keys (all in `lo..=hi`): already sorted stays; a range narrow for their number
+/// goes through the two-level bitmap `l1`/`l0`; else up to [`RANK_SORT_MAX`] keys are placed at
+/// their rank (number of smaller keys, counted branch-free); else a comparison sort. The bitmap
+/// is all zero on return, and on entry too except that `in_l1` says the keys' `l1` bits are set.
 fn sort_keys(
     keys: &mut [u32],
     tmp: &mut Vec<u32>,
     lo: u32,
     hi: u32,
+    in_l1: bool,
     l1: &mut [u64],
     l0: &mut [u64],
 ) {
+    // No keys: `lo > hi`.
+    let (w0, w1) = (lo as usize >> 12, (hi.max(lo) as usize) >> 12);
+    // Scan cost: `l0` words over the range, `l1` words touched (at most the span in words).
+    let span = (hi.max(lo) as usize >> 6) - (lo as usize >> 6) + 1;
+    let n = keys.len();
+    let bitmap = n > 0 && (span <= n || (n > RANK_SORT_MAX && w1 - w0 < n / 4 + 8));
+    if in_l1 && !bitmap {
+        for &k in keys.iter() {
+            l1[k as usize >> 6] = 0;
+        }
+    }
     if keys.is_sorted() {
+        if in_l1 && bitmap {
+            for &k in keys.iter() {
+                l1[k as usize >> 6] = 0;
+            }
+        }
         return;
     }
-    if keys.len() <= RANK_SORT_MAX {
+    if !bitmap && keys.len() <= RANK_SORT_MAX {
         // Keys padded to whole groups of 8 with u32::MAX (never smaller than a key), so that the
         // count vectorises without a scalar tail; the ranks land in `out`.
         let n = keys.len();
@@ -437,14 +384,15 @@ fn sort_keys(
         keys.copy_from_slice(&out[..n]);
         return;
     }
-    let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
-    if w1 - w0 >= keys.len() / 4 + 8 {
+    if !bitmap {
         keys.sort_unstable();
         return;
     }
     for &k in keys.iter() {
         let k = k as usize;
-        l1[k >> 6] |= 1u64 << (k & 63);
+        if !in_l1 {
+            l1[k >> 6] |= 1u64 << (k & 63);
+        }
         l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
     }
     let mut r = 0usize;
@@ -522,7 +470,7 @@ fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> Ch
             }
         }
         let keys = &mut ks.keys[..nk];
-        sort_keys(keys, &mut ks.tmp, lo, hi, &mut ks.l1, &mut ks.l0);
+        sort_keys(keys, &mut ks.tmp, lo, hi, false, &mut ks.l1, &mut ks.l0);
         ch.window_blocks.push(nk as u32);
         let mut cur = (k0 - base) as u32;
         for &bc in keys.iter() {
@@ -935,48 +883,6 @@ mod tests {
     use super::*;
     use crate::csr::csr_from_triplets;
 
-    /// Both extraction paths (bitmap scan and sort fallback) give the same keys and ranks.
-    #[test]
-    fn keyset_scan_and_sort_paths_agree() {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let space = 10_000_000usize;
-        let mut ks = KeySet::new(space, ColumnMode::Compacted);
-        for round in 0..200 {
-            let n = 1 + round % 50;
-            let raw: Vec<u32> = (0..n)
-                .map(|_| {
-                    if round % 3 == 0 {
-                        rng.random_range(0..space as u32)
-                    } else {
-                        rng.random_range(5_000_000..5_000_300)
-                    }
-                })
-                .collect();
-            let (lo, hi) = (*raw.iter().min().unwrap(), *raw.iter().max().unwrap());
-            let mut want = raw.clone();
-            want.sort_unstable();
-            want.dedup();
-            let mut got = Vec::new();
-            // n_hint huge forces the scan, 0 forces sorting when the range is wide.
-            for n_hint in [usize::MAX / 2, 0] {
-                for &k in &raw {
-                    ks.insert(k);
-                }
-                ks.extract(lo, hi, n_hint, raw.iter().copied());
-                assert_eq!(ks.keys, want, "round {round} hint {n_hint}");
-                let ranks: Vec<u32> = raw.iter().map(|&k| ks.rank(k)).collect();
-                for (&k, &r) in raw.iter().zip(&ranks) {
-                    assert_eq!(want[r as usize], k);
-                }
-                got.push(ranks);
-                ks.clear();
-                assert!(ks.l1.iter().all(|&w| w == 0) && ks.l0.iter().all(|&w| w == 0));
-            }
-            assert_eq!(got[0], got[1]);
-        }
-    }
-
     /// Every path of `sort_keys` (already sorted, rank counting, bitmap, comparison sort) gives
     /// the sorted keys and leaves the bitmap clear.
     #[test]
@@ -1004,9 +910,17 @@ mod tests {
             let mut want = keys.clone();
             want.sort_unstable();
             let (lo, hi) = (want[0], *want.last().unwrap());
-            sort_keys(&mut keys, &mut tmp, lo, hi, &mut l1, &mut l0);
-            assert_eq!(keys, want, "round {round}");
-            assert!(l1.iter().all(|&w| w == 0) && l0.iter().all(|&w| w == 0));
+            for in_l1 in [false, true] {
+                let mut k = keys.clone();
+                if in_l1 {
+                    for &x in &k {
+                        l1[x as usize >> 6] |= 1u64 << (x & 63);
+                    }
+                }
+                sort_keys(&mut k, &mut tmp, lo, hi, in_l1, &mut l1, &mut l0);
+                assert_eq!(k, want, "round {round} in_l1 {in_l1}");
+                assert!(l1.iter().all(|&w| w == 0) && l0.iter().all(|&w| w == 0));
+            }
         }
     }
 
