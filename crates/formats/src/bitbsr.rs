@@ -9,7 +9,7 @@
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
 use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -86,30 +86,13 @@ impl BitBsr {
 
     /// Converts back to CSR, bit-exact.
     pub fn to_csr(&self) -> Csr {
-        let brp = &self.block_row_ptr;
-        let win_nnz: Vec<usize> = brp
-            .iter()
-            .map(|&b| self.value_offset[b as usize] as usize)
-            .collect();
-        csr_from_windows(
-            self.rows,
-            self.cols,
-            self.nnz(),
-            BLOCK,
-            &win_nnz,
-            |w, push| {
-                for b in brp[w] as usize..brp[w + 1] as usize {
-                    let mut m = self.bitmap[b];
-                    let mut k = self.value_offset[b] as usize;
-                    let c0 = self.block_col[b] * BLOCK as u32;
-                    while m != 0 {
-                        let p = m.trailing_zeros();
-                        push(p as usize / 8, c0 + p % 8, self.values[k]);
-                        k += 1;
-                        m &= m - 1;
-                    }
-                }
-            },
+        csr_from_masks(
+            (self.rows, self.cols),
+            &self.block_row_ptr,
+            &self.bitmap,
+            &self.value_offset,
+            &self.values,
+            |b, s| self.block_col[b] * BLOCK as u32 + s as u32,
         )
     }
 

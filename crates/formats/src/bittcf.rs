@@ -14,7 +14,7 @@
 
 use crate::Csr;
 use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -103,29 +103,13 @@ impl BitTcf {
 
     /// Converts back to CSR, bit-exact (values and pattern, explicit zeros included).
     pub fn to_csr(&self) -> Csr {
-        let rwo = &self.row_window_offset;
-        let win_nnz: Vec<usize> = rwo
-            .iter()
-            .map(|&b| self.block_value_offset[b as usize] as usize)
-            .collect();
-        csr_from_windows(
-            self.rows,
-            self.cols,
-            self.nnz(),
-            WINDOW_ROWS,
-            &win_nnz,
-            |w, push| {
-                for b in rwo[w] as usize..rwo[w + 1] as usize {
-                    let mut m = self.tc_local_bit[b];
-                    let mut k = self.block_value_offset[b] as usize;
-                    while m != 0 {
-                        let p = m.trailing_zeros() as usize;
-                        push(p / 8, self.sparse_a_to_b[b * 8 + p % 8], self.values[k]);
-                        k += 1;
-                        m &= m - 1;
-                    }
-                }
-            },
+        csr_from_masks(
+            (self.rows, self.cols),
+            &self.row_window_offset,
+            &self.tc_local_bit,
+            &self.block_value_offset,
+            &self.values,
+            |b, s| self.sparse_a_to_b[b * BLOCK_COLS + s],
         )
     }
 

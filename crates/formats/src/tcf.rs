@@ -140,16 +140,15 @@ pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Per-thread set of keys (column ids or block-column ids) of one window: a two-level bitmap
-/// over the whole key space, so that the sorted unique keys come out without sorting and the
-/// rank of a key is one popcount. Only touched words are cleared after a window.
+/// Per-thread scratch over the whole key space (column ids, or block-column ids for bitBSR).
+/// Compacted mode: a two-level bitmap, so that the window's sorted unique keys come out without
+/// sorting, and a dense rank table (no popcount per nonzero). Aligned mode: dense per-key slots
+/// (see [`run_chunk_aligned`]). Only touched entries are cleared after a window.
 struct KeySet {
     /// Bit per key.
     l1: Vec<u64>,
     /// Bit per `l1` word.
     l0: Vec<u64>,
-    /// Rank of the first key of every touched `l1` word.
-    prefix: Vec<u32>,
     /// The window's sorted unique keys.
     keys: Vec<u32>,
     /// Block id and local position of every nonzero of the window.
@@ -157,85 +156,41 @@ struct KeySet {
     pos: Vec<u16>,
     /// Per-block cursors.
     cursor: Vec<u32>,
+    /// Aligned mode only (else empty), indexed by key: mask (0 outside the current window) and
+    /// count, then value cursor, of every key of the current window.
+    slots: Vec<Slot>,
+    /// Sort buffer.
+    tmp: Vec<u32>,
+    /// Compacted mode only (else empty): rank of every key of the current window among the
+    /// window's keys, indexed by key (stale outside the window's keys).
+    rank: Vec<u32>,
+}
+
+/// Mask and count / value cursor of one block column (aligned mode), one cache line access.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    mask: u64,
+    n: u32,
 }
 
 impl KeySet {
-    fn new(key_space: usize) -> Self {
+    fn new(key_space: usize, mode: ColumnMode) -> Self {
         let words = key_space.div_ceil(64).max(1);
+        let dense = if mode == ColumnMode::Aligned {
+            key_space
+        } else {
+            0
+        };
         KeySet {
             l1: vec![0; words],
             l0: vec![0; words.div_ceil(64)],
-            prefix: vec![0; words],
             keys: Vec::new(),
             blk: Vec::new(),
             pos: Vec::new(),
             cursor: Vec::new(),
-        }
-    }
-
-    /// Inserts the keys `64·i + bit` for every set bit of `bits`.
-    #[inline(always)]
-    fn insert_word(&mut self, i: usize, bits: u64) {
-        self.l1[i] |= bits;
-        self.l0[i >> 6] |= 1u64 << (i & 63);
-    }
-
-    #[cfg(test)]
-    fn insert(&mut self, k: u32) {
-        let k = k as usize;
-        self.l1[k >> 6] |= 1u64 << (k & 63);
-        self.l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
-    }
-
-    /// Fills `keys` (sorted, unique) and `prefix` after the window's keys were inserted;
-    /// `raw` yields them all again (for the sort fallback). `lo..=hi` bounds every key.
-    fn extract(&mut self, lo: u32, hi: u32, n: usize, raw: impl Iterator<Item = u32>) {
-        self.keys.clear();
-        let (w0, w1) = (lo as usize >> 12, hi as usize >> 12);
-        if w1 - w0 < n / 4 + 8 {
-            for wi in w0..=w1 {
-                let mut m0 = std::mem::take(&mut self.l0[wi]);
-                while m0 != 0 {
-                    let i = (wi << 6) | m0.trailing_zeros() as usize;
-                    m0 &= m0 - 1;
-                    self.prefix[i] = self.keys.len() as u32;
-                    let mut m1 = self.l1[i];
-                    let base = (i << 6) as u32;
-                    while m1 != 0 {
-                        self.keys.push(base | m1.trailing_zeros());
-                        m1 &= m1 - 1;
-                    }
-                }
-            }
-        } else {
-            // Few keys spread over a huge key space: sorting them is cheaper than scanning.
-            self.keys.extend(raw);
-            self.keys.sort_unstable();
-            self.keys.dedup();
-            let mut last = usize::MAX;
-            for (r, &k) in self.keys.iter().enumerate() {
-                let i = k as usize >> 6;
-                if i != last {
-                    self.prefix[i] = r as u32;
-                    self.l0[i >> 6] = 0;
-                    last = i;
-                }
-            }
-        }
-    }
-
-    /// Rank of an inserted key among the window's unique keys.
-    #[cfg(test)]
-    fn rank(&self, k: u32) -> u32 {
-        let i = k as usize >> 6;
-        let below = (1u64 << (k & 63)) - 1;
-        self.prefix[i] + (self.l1[i] & below).count_ones()
-    }
-
-    /// Clears the bits of the current window.
-    fn clear(&mut self) {
-        for &k in &self.keys {
-            self.l1[k as usize >> 6] = 0;
+            slots: vec![Slot::default(); dense],
+            tmp: Vec::new(),
+            rank: vec![0; if dense == 0 { key_space } else { 0 }],
         }
     }
 }
@@ -251,25 +206,6 @@ fn split_lens<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut
     out
 }
 
-/// One chunk's block-level arrays, its window range and block base, and its output pieces
-/// (window offsets, block offsets, block keys, masks, block windows).
-type JoinItem<'a> = (
-    (
-        (
-            (
-                (
-                    ((&'a ChunkOut, &'a (usize, usize)), &'a usize),
-                    &'a mut [u32],
-                ),
-                &'a mut [u32],
-            ),
-            &'a mut [u32],
-        ),
-        &'a mut [u64],
-    ),
-    &'a mut [u32],
-);
-
 /// Inputs of one chunk of windows `w0..w1`.
 struct ChunkIn<'a> {
     indptr: &'a [u32],
@@ -282,9 +218,9 @@ struct ChunkIn<'a> {
     w1: usize,
 }
 
-/// Builds one chunk: values and positions into `vals`/`poss` (the chunk's CSR range), block-level
-/// arrays returned. `ALIGNED`: bitBSR column mode; `MASKS`: also build the u64 block masks.
-fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
+/// Builds one chunk of compacted windows: values and positions into `vals`/`poss` (the chunk's
+/// CSR range), block-level arrays returned. `MASKS`: also build the u64 block masks.
+fn run_chunk<P: PosOut, const MASKS: bool>(
     inp: &ChunkIn<'_>,
     ks: &mut KeySet,
     vals: &mut [f32],
@@ -302,7 +238,6 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
     } = *inp;
     let bc_shift = block_cols.trailing_zeros();
     let slot_mask = block_cols as u32 - 1;
-    let key_of = |c: u32| if ALIGNED { c >> bc_shift } else { c };
     let mut ch = ChunkOut {
         window_blocks: Vec::with_capacity(w1 - w0),
         ..ChunkOut::default()
@@ -317,40 +252,37 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
             ch.window_blocks.push(0);
             continue;
         }
-        // Insert every key (bits of one bitmap word gathered in a register), tracking the range.
+        // Keys in order of first touch (test-and-set in the `l1` bitmap), sorted, then ranked.
+        if ks.keys.len() < n {
+            ks.keys.resize(n, 0);
+        }
+        let mut nk = 0usize;
         let (mut lo, mut hi) = (u32::MAX, 0u32);
         for r in wr0..wr1 {
             let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
             if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
-                lo = lo.min(key_of(f));
-                hi = hi.max(key_of(l));
+                lo = lo.min(f);
+                hi = hi.max(l);
             }
-            let mut cur = usize::MAX;
-            let mut bits = 0u64;
             for &c in row {
-                let k = key_of(c) as usize;
-                if k >> 6 != cur {
-                    if cur != usize::MAX {
-                        ks.insert_word(cur, bits);
-                    }
-                    cur = k >> 6;
-                    bits = 0;
-                }
-                bits |= 1u64 << (k & 63);
-            }
-            if cur != usize::MAX {
-                ks.insert_word(cur, bits);
+                let wd = &mut ks.l1[c as usize >> 6];
+                let bit = 1u64 << (c & 63);
+                let fresh = *wd & bit == 0;
+                *wd |= bit;
+                ks.keys[nk] = c;
+                nk += fresh as usize;
             }
         }
-        ks.extract(lo, hi, n, indices[k0..k1].iter().map(|&c| key_of(c)));
-        let nk = ks.keys.len();
-        let nb = if ALIGNED { nk } else { nk.div_ceil(block_cols) };
+        let keys = &mut ks.keys[..nk];
+        sort_keys(keys, &mut ks.tmp, lo, hi, true, &mut ks.l1, &mut ks.l0);
+        for (i, &k) in keys.iter().enumerate() {
+            ks.rank[k as usize] = i as u32;
+        }
+        let nb = nk.div_ceil(block_cols);
         ch.window_blocks.push(nb as u32);
-        ch.block_keys.extend_from_slice(&ks.keys);
-        if !ALIGNED {
-            let pad = nb * block_cols - nk;
-            ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
-        }
+        ch.block_keys.extend_from_slice(&ks.keys[..nk]);
+        let pad = nb * block_cols - nk;
+        ch.block_keys.extend(std::iter::repeat_n(SENTINEL, pad));
         // Pass 1: block and position of every nonzero; counts (and masks) per block.
         if ks.blk.len() < n {
             ks.blk.resize(n, 0);
@@ -364,19 +296,13 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
         }
         let masks = &mut ch.masks[mb..];
         let (blk, pos) = (&mut ks.blk[..n], &mut ks.pos[..n]);
-        let (l1, prefix, cursor) = (&ks.l1, &ks.prefix, &mut ks.cursor);
+        let (ranks, cursor) = (&ks.rank, &mut ks.cursor);
         let mut j = 0usize;
         for r in wr0..wr1 {
             let lr = ((r - wr0) << bc_shift) as u32;
             for &c in &indices[indptr[r] as usize..indptr[r + 1] as usize] {
-                let k = key_of(c);
-                let i = k as usize >> 6;
-                let rank = prefix[i] + (l1[i] & ((1u64 << (k & 63)) - 1)).count_ones();
-                let (b, slot) = if ALIGNED {
-                    (rank, c & slot_mask)
-                } else {
-                    (rank >> bc_shift, rank & slot_mask)
-                };
+                let rank = ranks[c as usize];
+                let (b, slot) = (rank >> bc_shift, rank & slot_mask);
                 let p = lr | slot;
                 blk[j] = b;
                 pos[j] = p as u16;
@@ -400,7 +326,169 @@ fn run_chunk<P: PosOut, const ALIGNED: bool, const MASKS: bool>(
             vw[at] = v;
             pw[at] = P::from_pos(p);
         }
-        ks.clear();
+    }
+    ch
+}
+
+/// Distinct-key counts up to which [`sort_keys`] ranks by counting.
+const RANK_SORT_MAX: usize = 48;
+
+/// Sorts distinct keys (all in `lo..=hi`): already sorted stays; a range narrow for their number
+/// goes through the two-level bitmap `l1`/`l0`; else up to [`RANK_SORT_MAX`] keys are placed at
+/// their rank (number of smaller keys, counted branch-free); else a comparison sort. The bitmap
+/// is all zero on return, and on entry too except that `in_l1` says the keys' `l1` bits are set.
+fn sort_keys(
+    keys: &mut [u32],
+    tmp: &mut Vec<u32>,
+    lo: u32,
+    hi: u32,
+    in_l1: bool,
+    l1: &mut [u64],
+    l0: &mut [u64],
+) {
+    // No keys: `lo > hi`.
+    let (w0, w1) = (lo as usize >> 12, (hi.max(lo) as usize) >> 12);
+    // Scan cost: `l0` words over the range, `l1` words touched (at most the span in words).
+    let span = (hi.max(lo) as usize >> 6) - (lo as usize >> 6) + 1;
+    let n = keys.len();
+    let bitmap = n > 0 && (span <= n || (n > RANK_SORT_MAX && w1 - w0 < n / 4 + 8));
+    if in_l1 && !bitmap {
+        for &k in keys.iter() {
+            l1[k as usize >> 6] = 0;
+        }
+    }
+    if keys.is_sorted() {
+        if in_l1 && bitmap {
+            for &k in keys.iter() {
+                l1[k as usize >> 6] = 0;
+            }
+        }
+        return;
+    }
+    if !bitmap && keys.len() <= RANK_SORT_MAX {
+        // Keys padded to whole groups of 8 with u32::MAX (never smaller than a key), so that the
+        // count vectorises without a scalar tail; the ranks land in `out`.
+        let n = keys.len();
+        let padded = n.next_multiple_of(8);
+        tmp.clear();
+        tmp.extend_from_slice(keys);
+        tmp.resize(2 * padded, u32::MAX);
+        let (pad, out) = tmp.split_at_mut(padded);
+        for &k in keys.iter() {
+            let r: u32 = pad
+                .chunks_exact(8)
+                .map(|g| g.iter().map(|&x| (x < k) as u32).sum::<u32>())
+                .sum();
+            out[r as usize] = k;
+        }
+        keys.copy_from_slice(&out[..n]);
+        return;
+    }
+    if !bitmap {
+        keys.sort_unstable();
+        return;
+    }
+    for &k in keys.iter() {
+        let k = k as usize;
+        if !in_l1 {
+            l1[k >> 6] |= 1u64 << (k & 63);
+        }
+        l0[k >> 12] |= 1u64 << ((k >> 6) & 63);
+    }
+    let mut r = 0usize;
+    for (wi, w) in (w0..).zip(&mut l0[w0..=w1]) {
+        let mut m0 = std::mem::take(w);
+        while m0 != 0 {
+            let i = (wi << 6) | m0.trailing_zeros() as usize;
+            m0 &= m0 - 1;
+            let mut m1 = std::mem::take(&mut l1[i]);
+            let base = (i << 6) as u32;
+            while m1 != 0 {
+                keys[r] = base | m1.trailing_zeros();
+                r += 1;
+                m1 &= m1 - 1;
+            }
+        }
+    }
+}
+
+/// Builds one chunk of bitBSR block rows (aligned 8×8 blocks, masks): values into `vals` (the
+/// chunk's CSR range), block-level arrays returned.
+///
+/// Pass 1 ORs every nonzero's bit into the dense per-key mask and lists the block columns in
+/// order of first touch; the (few) keys are sorted; each key then gets its value cursor; pass 2
+/// drops every value at its block's cursor. A block's values arrive in CSR order, which is its
+/// bit order (`8·local_row + c % 8` ascending), so no rank is needed.
+fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> ChunkOut {
+    let ChunkIn {
+        indptr,
+        indices,
+        data,
+        rows,
+        window_rows,
+        block_cols,
+        w0,
+        w1,
+    } = *inp;
+    debug_assert_eq!((window_rows, block_cols), (8, 8));
+    let base = indptr[(w0 * 8).min(rows)] as usize;
+    // At most one block per nonzero: no reallocation.
+    let most = indptr[(w1 * 8).min(rows)] as usize - base;
+    let mut ch = ChunkOut {
+        window_blocks: Vec::with_capacity(w1 - w0),
+        block_keys: Vec::with_capacity(most),
+        block_nnz: Vec::with_capacity(most),
+        masks: Vec::with_capacity(most),
+    };
+    for w in w0..w1 {
+        let r0 = w * 8;
+        let r1 = (r0 + 8).min(rows);
+        let (k0, k1) = (indptr[r0] as usize, indptr[r1] as usize);
+        let n = k1 - k0;
+        if ks.keys.len() < n {
+            ks.keys.resize(n, 0);
+        }
+        // Pass 1: masks and counts by key, keys in order of first touch.
+        let mut nk = 0usize;
+        let (mut lo, mut hi) = (u32::MAX, 0u32);
+        for r in r0..r1 {
+            let sh = ((r - r0) * 8) as u32;
+            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+            if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                lo = lo.min(f >> 3);
+                hi = hi.max(l >> 3);
+            }
+            for &c in row {
+                let bc = c >> 3;
+                let s = &mut ks.slots[bc as usize];
+                let fresh = s.mask == 0;
+                // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
+                s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
+                s.mask |= 1u64 << (sh | (c & 7));
+                ks.keys[nk] = bc;
+                nk += fresh as usize;
+            }
+        }
+        let keys = &mut ks.keys[..nk];
+        sort_keys(keys, &mut ks.tmp, lo, hi, false, &mut ks.l1, &mut ks.l0);
+        ch.window_blocks.push(nk as u32);
+        let mut cur = (k0 - base) as u32;
+        for &bc in keys.iter() {
+            let s = &mut ks.slots[bc as usize];
+            let cnt = s.n;
+            ch.block_nnz.push(cnt);
+            ch.masks.push(s.mask);
+            s.mask = 0;
+            s.n = cur;
+            cur += cnt;
+        }
+        ch.block_keys.extend_from_slice(keys);
+        // Pass 2: every value at its block's cursor (CSR order inside a block = bit order).
+        for (&c, &v) in indices[k0..k1].iter().zip(&data[k0..k1]) {
+            let s = &mut ks.slots[(c >> 3) as usize];
+            vals[s.n as usize] = v;
+            s.n += 1;
+        }
     }
     ch
 }
@@ -433,28 +521,7 @@ pub(crate) fn build_windowed<P: PosOut>(
     };
     let win_start = |w: usize| indptr[(w * window_rows).min(rows)] as usize;
 
-    // Chunk boundaries (window ids), balanced by nonzeros plus a little per window.
-    let weight = nnz + windows * 4;
-    let n_chunks = (weight / CHUNK_NNZ).clamp(1, windows.max(1));
-    let mut bounds = vec![0usize];
-    for i in 1..n_chunks {
-        let target = weight * i / n_chunks;
-        // First window whose start weight reaches the target.
-        let (mut a, mut b) = (*bounds.last().unwrap_or(&0), windows);
-        while a < b {
-            let m = (a + b) / 2;
-            if win_start(m) + m * 4 < target {
-                a = m + 1;
-            } else {
-                b = m;
-            }
-        }
-        if a > *bounds.last().unwrap_or(&0) && a < windows {
-            bounds.push(a);
-        }
-    }
-    bounds.push(windows);
-    let chunk_ranges: Vec<(usize, usize)> = bounds.windows(2).map(|b| (b[0], b[1])).collect();
+    let chunk_ranges = chunk_windows(windows, nnz, win_start);
 
     let mut values = vec![0f32; nnz];
     let mut pos = vec![P::default(); nnz];
@@ -478,16 +545,16 @@ pub(crate) fn build_windowed<P: PosOut>(
             w1,
         };
         match (mode, spec.masks) {
-            (ColumnMode::Aligned, true) => run_chunk::<P, true, true>(&inp, ks, vals, poss),
-            (ColumnMode::Aligned, false) => run_chunk::<P, true, false>(&inp, ks, vals, poss),
-            (ColumnMode::Compacted, true) => run_chunk::<P, false, true>(&inp, ks, vals, poss),
-            (ColumnMode::Compacted, false) => run_chunk::<P, false, false>(&inp, ks, vals, poss),
+            (ColumnMode::Aligned, _) => run_chunk_aligned(&inp, ks, vals),
+            (ColumnMode::Compacted, true) => run_chunk::<P, true>(&inp, ks, vals, poss),
+            (ColumnMode::Compacted, false) => run_chunk::<P, false>(&inp, ks, vals, poss),
         }
     };
+    let pool = std::sync::Mutex::new(Vec::new());
     // One chunk (small matrix): stay on this thread, waking the pool costs more than the work.
     let serial = chunk_ranges.len() == 1;
     let chunks: Vec<ChunkOut> = if serial {
-        let mut ks = KeySet::new(key_space);
+        let mut ks = KeySet::new(key_space, mode);
         chunk_ranges
             .iter()
             .zip(val_pieces)
@@ -499,85 +566,86 @@ pub(crate) fn build_windowed<P: PosOut>(
             .par_iter()
             .zip(val_pieces)
             .zip(pos_pieces)
-            .map_init(
-                || KeySet::new(key_space),
-                |ks, ((&r, v), q)| run(ks, r, v, q),
-            )
+            .map(|((&r, v), q)| {
+                // One scratch per worker at a time, reused across chunks (fresh ones are zeroed
+                // over the whole key space).
+                let popped = pool.lock().ok().and_then(|mut p| p.pop());
+                let mut ks = popped.unwrap_or_else(|| KeySet::new(key_space, mode));
+                let out = run(&mut ks, r, v, q);
+                if let Ok(mut p) = pool.lock() {
+                    p.push(ks);
+                }
+                out
+            })
             .collect()
     };
 
-    // Join the block-level arrays in parallel.
-    let nb_chunk: Vec<usize> = chunks.iter().map(|c| c.block_nnz.len()).collect();
-    let total_blocks: usize = nb_chunk.iter().sum();
+    // Join the block-level arrays: every array is one serial concatenation (written once, no
+    // zeroing pass), the arrays side by side on the pool.
+    let total_blocks: usize = chunks.iter().map(|c| c.block_nnz.len()).sum();
     if total_blocks >= u32::MAX as usize {
         return Err(FormatError::TooLarge(format!("blocks = {total_blocks}")));
     }
-    let mut block_base = Vec::with_capacity(chunks.len());
-    let mut acc = 0usize;
-    for &n in &nb_chunk {
-        block_base.push(acc);
-        acc += n;
-    }
-    let mut window_offset = vec![0u32; windows + 1];
-    let mut block_offset = vec![0u32; total_blocks + 1];
-    let mut block_keys = vec![0u32; chunks.iter().map(|c| c.block_keys.len()).sum()];
-    let mut masks = vec![0u64; if spec.masks { total_blocks } else { 0 }];
-    let mut block_window = vec![0u32; if spec.block_window { total_blocks } else { 0 }];
-    let wo = split_lens(
-        &mut window_offset[1..],
-        chunk_ranges.iter().map(|r| r.1 - r.0),
-    );
-    let bo = split_lens(&mut block_offset[1..], nb_chunk.iter().copied());
-    let bk = split_lens(&mut block_keys, chunks.iter().map(|c| c.block_keys.len()));
-    let mk = split_lens(&mut masks, chunks.iter().map(|c| c.masks.len()));
-    let bw = split_lens(
-        &mut block_window,
-        nb_chunk
-            .iter()
-            .map(|&n| if spec.block_window { n } else { 0 }),
-    );
-    let join = |(((((((ch, &(w0, _)), &bb), wo), bo), bk), mk), bw): JoinItem<'_>| {
-        let mut a = bb as u32;
-        let mut k = 0usize;
-        for (i, (o, &n)) in wo.iter_mut().zip(&ch.window_blocks).enumerate() {
-            if !bw.is_empty() {
-                bw[k..k + n as usize].fill((w0 + i) as u32);
-            }
-            k += n as usize;
-            a += n;
-            *o = a;
+    let window_offset = || {
+        let mut v = Vec::with_capacity(windows + 1);
+        v.push(0u32);
+        let mut a = 0u32;
+        for ch in &chunks {
+            v.extend(ch.window_blocks.iter().map(|&n| {
+                a += n;
+                a
+            }));
         }
-        let mut z = win_start(w0) as u32;
-        for (o, &n) in bo.iter_mut().zip(&ch.block_nnz) {
-            z += n;
-            *o = z;
-        }
-        bk.copy_from_slice(&ch.block_keys);
-        mk.copy_from_slice(&ch.masks);
+        v
     };
-    if serial {
-        chunks
-            .iter()
-            .zip(chunk_ranges.iter())
-            .zip(block_base.iter())
-            .zip(wo)
-            .zip(bo)
-            .zip(bk)
-            .zip(mk)
-            .zip(bw)
-            .for_each(join);
+    let block_offset = || {
+        let mut v = Vec::with_capacity(total_blocks + 1);
+        v.push(0u32);
+        let mut z = 0u32;
+        for ch in &chunks {
+            v.extend(ch.block_nnz.iter().map(|&n| {
+                z += n;
+                z
+            }));
+        }
+        v
+    };
+    let block_keys = || {
+        let mut v = Vec::with_capacity(chunks.iter().map(|c| c.block_keys.len()).sum());
+        for ch in &chunks {
+            v.extend_from_slice(&ch.block_keys);
+        }
+        v
+    };
+    let masks = || {
+        let mut v = Vec::with_capacity(if spec.masks { total_blocks } else { 0 });
+        for ch in &chunks {
+            v.extend_from_slice(&ch.masks);
+        }
+        v
+    };
+    let block_window = || {
+        let mut v = Vec::with_capacity(if spec.block_window { total_blocks } else { 0 });
+        if spec.block_window {
+            for (ch, &(w0, _)) in chunks.iter().zip(&chunk_ranges) {
+                for (i, &n) in ch.window_blocks.iter().enumerate() {
+                    v.extend(std::iter::repeat_n((w0 + i) as u32, n as usize));
+                }
+            }
+        }
+        v
+    };
+    let ((window_offset, block_offset), (block_keys, (masks, block_window))) = if serial {
+        (
+            (window_offset(), block_offset()),
+            (block_keys(), (masks(), block_window())),
+        )
     } else {
-        chunks
-            .par_iter()
-            .zip(chunk_ranges.par_iter())
-            .zip(block_base.par_iter())
-            .zip(wo)
-            .zip(bo)
-            .zip(bk)
-            .zip(mk)
-            .zip(bw)
-            .for_each(join);
-    }
+        rayon::join(
+            || rayon::join(window_offset, block_offset),
+            || rayon::join(block_keys, || rayon::join(masks, block_window)),
+        )
+    };
     Ok(WindowedParts {
         window_offset,
         block_keys,
@@ -616,6 +684,127 @@ pub(crate) fn check_prefix(
         ));
     }
     Ok(())
+}
+
+/// Cuts `windows` windows (nonzeros before window `w`: `win_start(w)`, `nnz` in all) into ranges
+/// of about [`CHUNK_NNZ`] nonzeros plus a little per window.
+fn chunk_windows(
+    windows: usize,
+    nnz: usize,
+    win_start: impl Fn(usize) -> usize,
+) -> Vec<(usize, usize)> {
+    let weight = nnz + windows * 4;
+    let n_chunks = (weight / CHUNK_NNZ).clamp(1, windows.max(1));
+    let mut bounds = vec![0usize];
+    for i in 1..n_chunks {
+        let target = weight * i / n_chunks;
+        // First window whose start weight reaches the target.
+        let (mut a, mut b) = (*bounds.last().unwrap_or(&0), windows);
+        while a < b {
+            let m = (a + b) / 2;
+            if win_start(m) + m * 4 < target {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        if a > *bounds.last().unwrap_or(&0) && a < windows {
+            bounds.push(a);
+        }
+    }
+    bounds.push(windows);
+    bounds.windows(2).map(|b| (b[0], b[1])).collect()
+}
+
+/// Nonzeros of every byte value (no `popcnt` on the baseline target).
+const POP8: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u32).count_ones() as u8;
+        i += 1;
+    }
+    t
+};
+
+/// One chunk of [`csr_from_masks`]: window range and its pieces of indptr, indices, data.
+type MaskChunk<'a> = (
+    ((&'a (usize, usize), &'a mut [u32]), &'a mut [u32]),
+    &'a mut [f32],
+);
+
+/// CSR of a layout with 8-row windows and one u64 mask per block (bit `8·local_row + slot`,
+/// values per block in bit order): BitTCF and bitBSR. `window_offset` (len windows+1) and
+/// `value_offset` (len blocks+1) are the layout's prefixes, `col(b, slot)` the column of a slot.
+///
+/// One parallel pass over chunks of windows, writing straight into the CSR arrays: a window's
+/// row lengths come from the masks' row bytes, then every block's bits are walked in order (rows
+/// ascending, slots ascending) with one cursor per row; blocks are in ascending column order, so
+/// every row comes out sorted.
+pub(crate) fn csr_from_masks(
+    (rows, cols): (usize, usize),
+    window_offset: &[u32],
+    masks: &[u64],
+    value_offset: &[u32],
+    values: &[f32],
+    col: impl Fn(usize, usize) -> u32 + Sync,
+) -> Csr {
+    const WR: usize = 8;
+    let windows = rows.div_ceil(WR);
+    let nnz = values.len();
+    let win_start = |w: usize| value_offset[window_offset[w] as usize] as usize;
+    let ranges = chunk_windows(windows, nnz, win_start);
+    let mut indptr = vec![0u32; rows + 1];
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f32; nnz];
+    let row_end = |w: usize| (w * WR).min(rows);
+    let ip = split_lens(
+        &mut indptr[1..],
+        ranges.iter().map(|&(w0, w1)| row_end(w1) - row_end(w0)),
+    );
+    let nnz_lens = || ranges.iter().map(|&(w0, w1)| win_start(w1) - win_start(w0));
+    let ix = split_lens(&mut indices, nnz_lens());
+    let dv = split_lens(&mut data, nnz_lens());
+    let run = |(((&(w0, w1), ip), ix), dv): MaskChunk<'_>| {
+        let base = win_start(w0);
+        for w in w0..w1 {
+            let (b0, b1) = (window_offset[w] as usize, window_offset[w + 1] as usize);
+            let mut len = [0usize; WR];
+            for &m in &masks[b0..b1] {
+                for (lr, l) in len.iter_mut().enumerate() {
+                    *l += POP8[(m >> (8 * lr)) as usize & 0xff] as usize;
+                }
+            }
+            // Cursors (chunk-local) and row ends.
+            let mut cur = [0usize; WR];
+            let mut at = win_start(w) - base;
+            let r0 = w * WR - w0 * WR;
+            for lr in 0..WR.min(rows - w * WR) {
+                cur[lr] = at;
+                at += len[lr];
+                ip[r0 + lr] = (base + at) as u32;
+            }
+            for b in b0..b1 {
+                let mut m = masks[b];
+                let mut v = value_offset[b] as usize;
+                while m != 0 {
+                    let p = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let c = &mut cur[p >> 3];
+                    ix[*c] = col(b, p & 7);
+                    dv[*c] = values[v];
+                    *c += 1;
+                    v += 1;
+                }
+            }
+        }
+    };
+    if ranges.len() == 1 {
+        ranges.iter().zip(ip).zip(ix).zip(dv).for_each(run);
+    } else {
+        ranges.par_iter().zip(ip).zip(ix).zip(dv).for_each(run);
+    }
+    Csr::new((rows, cols), indptr, indices, data)
 }
 
 /// Assembles a CSR from per-window decoded entries. `emit(w, push)` must call `push(local_row,
@@ -694,45 +883,66 @@ mod tests {
     use super::*;
     use crate::csr::csr_from_triplets;
 
-    /// Both extraction paths (bitmap scan and sort fallback) give the same keys and ranks.
+    /// Every path of `sort_keys` (already sorted, rank counting, bitmap, comparison sort) gives
+    /// the sorted keys and leaves the bitmap clear.
     #[test]
-    fn keyset_scan_and_sort_paths_agree() {
+    fn sort_keys_paths_agree_with_sort() {
         use rand::{Rng, SeedableRng};
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        let space = 10_000_000usize;
-        let mut ks = KeySet::new(space);
-        for round in 0..200 {
-            let n = 1 + round % 50;
-            let raw: Vec<u32> = (0..n)
-                .map(|_| {
-                    if round % 3 == 0 {
-                        rng.random_range(0..space as u32)
-                    } else {
-                        rng.random_range(5_000_000..5_000_300)
-                    }
-                })
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let space = 1usize << 22;
+        let (mut l1, mut l0) = (vec![0u64; space / 64], vec![0u64; space / 4096]);
+        let mut tmp = Vec::new();
+        for round in 0..400 {
+            let n = [1, 2, 5, 30, 48, 49, 100, 700][round % 8];
+            let width = [8usize, 300, 5000, space][(round / 8) % 4];
+            let start = rng.random_range(0..=space - width);
+            let mut keys: Vec<u32> = (0..n)
+                .map(|_| (start + rng.random_range(0..width)) as u32)
                 .collect();
-            let (lo, hi) = (*raw.iter().min().unwrap(), *raw.iter().max().unwrap());
-            let mut want = raw.clone();
-            want.sort_unstable();
-            want.dedup();
-            let mut got = Vec::new();
-            // n_hint huge forces the scan, 0 forces sorting when the range is wide.
-            for n_hint in [usize::MAX / 2, 0] {
-                for &k in &raw {
-                    ks.insert(k);
+            keys.sort_unstable();
+            keys.dedup();
+            if round % 3 != 0 {
+                // Shuffle (round % 3 == 0 keeps them sorted).
+                for i in (1..keys.len()).rev() {
+                    keys.swap(i, rng.random_range(0..=i));
                 }
-                ks.extract(lo, hi, n_hint, raw.iter().copied());
-                assert_eq!(ks.keys, want, "round {round} hint {n_hint}");
-                let ranks: Vec<u32> = raw.iter().map(|&k| ks.rank(k)).collect();
-                for (&k, &r) in raw.iter().zip(&ranks) {
-                    assert_eq!(want[r as usize], k);
-                }
-                got.push(ranks);
-                ks.clear();
-                assert!(ks.l1.iter().all(|&w| w == 0) && ks.l0.iter().all(|&w| w == 0));
             }
-            assert_eq!(got[0], got[1]);
+            let mut want = keys.clone();
+            want.sort_unstable();
+            let (lo, hi) = (want[0], *want.last().unwrap());
+            for in_l1 in [false, true] {
+                let mut k = keys.clone();
+                if in_l1 {
+                    for &x in &k {
+                        l1[x as usize >> 6] |= 1u64 << (x & 63);
+                    }
+                }
+                sort_keys(&mut k, &mut tmp, lo, hi, in_l1, &mut l1, &mut l0);
+                assert_eq!(k, want, "round {round} in_l1 {in_l1}");
+                assert!(l1.iter().all(|&w| w == 0) && l0.iter().all(|&w| w == 0));
+            }
+        }
+    }
+
+    /// Matrices of many chunks (the parallel path and the join) in every layout, including long
+    /// rows over a narrow and a wide column range.
+    #[test]
+    fn multi_chunk_matrices_round_trip_in_every_layout() {
+        for (rows, cols, per_row) in [(40_000usize, 40_000usize, 5.0), (3_000, 2_000_000, 60.0)] {
+            let a = crate::generate::uniform_random(rows, cols, per_row, 9).unwrap();
+            assert!(a.nnz() > 4 * CHUNK_NNZ);
+            let b = crate::bitbsr::BitBsr::from_csr(&a).unwrap();
+            assert_eq!(b.validate(), Ok(()));
+            assert_eq!(b.to_csr(), a);
+            let t = crate::bittcf::BitTcf::from_csr(&a).unwrap();
+            assert_eq!(t.validate(), Ok(()));
+            assert_eq!(t.to_csr(), a);
+            let m = crate::metcf::MeTcf::from_csr(&a).unwrap();
+            assert_eq!(m.validate(), Ok(()));
+            assert_eq!(m.to_csr(), a);
+            let h = crate::hrpb::Hrpb::from_csr(&a).unwrap();
+            assert_eq!(h.validate(), Ok(()));
+            assert_eq!(h.to_csr(), a);
         }
     }
 
