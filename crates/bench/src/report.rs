@@ -223,7 +223,8 @@ impl Report {
         let _ = writeln!(s, "- device: {}", self.device);
         let _ = writeln!(
             s,
-            "- method: median of CUDA-event-timed launches after warm-up, B buffers rotated when B fits in \
+            "- method: median of CUDA-event-timed samples after warm-up (a launch shorter than 0.25 ms is \
+             timed in batches, sample = batch time / launches), B buffers rotated when B fits in \
              L2; speedup = cuSPARSE ms / ours, same matrix, N and process; a case that fails its accuracy \
              check shows FAILED and no speedup\n"
         );

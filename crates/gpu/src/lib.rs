@@ -366,8 +366,10 @@ impl Gpu {
         Ok(self.inner.stream.alloc_zeros(len)?)
     }
 
-    /// Runs `f` `warmup` times untimed, then `iters` (at least 1) times, each between its own pair
-    /// of timing events (`CU_EVENT_DEFAULT`) on [`Gpu::stream`]; `f` must queue its work there.
+    /// Runs `f` `warmup` times untimed, once to calibrate, then takes `iters` (at least 1) samples,
+    /// each a batch of [`launches_per_sample`] calls between one pair of timing events
+    /// (`CU_EVENT_DEFAULT`) on [`Gpu::stream`] divided by the batch size (1 for launches of
+    /// ≥ [`BATCH_TARGET_MS`]); `f` must queue its work there. Times are per call, in ms.
     pub fn time_launches(
         &self,
         warmup: usize,
@@ -382,21 +384,57 @@ impl Gpu {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let start = self.inner.ctx.new_event(flags)?;
         let end = self.inner.ctx.new_event(flags)?;
-        let mut samples = Vec::with_capacity(iters.max(1));
-        for _ in 0..iters.max(1) {
+        let mut timed = |batch: usize| -> Result<f64, GpuError> {
             start.record(stream)?;
-            f()?;
+            for _ in 0..batch {
+                f()?;
+            }
             end.record(stream)?;
             end.synchronize()?;
-            samples.push(f64::from(start.elapsed_ms(&end)?));
+            Ok(f64::from(start.elapsed_ms(&end)?) / batch as f64)
+        };
+        // One calibration launch sets the batch: short launches are timed in batches of at least
+        // BATCH_TARGET_MS, so that the host's time between recording the start event and
+        // submitting the launch (idle GPU, counted by the events) and the events' resolution
+        // shrink to a small share of each sample.
+        let one = timed(1)?;
+        let batch = launches_per_sample(one);
+        let mut samples = Vec::with_capacity(iters.max(1));
+        for _ in 0..iters.max(1) {
+            samples.push(timed(batch)?);
         }
         Timing::from_samples(samples).ok_or_else(|| GpuError::Invalid("no timing samples".into()))
     }
 }
 
+/// Each timing sample of [`Gpu::time_launches`] spans at least this many milliseconds of launches.
+pub const BATCH_TARGET_MS: f64 = 0.25;
+/// Most launches per timing sample.
+pub const MAX_BATCH: usize = 64;
+
+/// Launches per timing sample for a launch that took `one_ms`: enough to span
+/// [`BATCH_TARGET_MS`], at most [`MAX_BATCH`], at least 1.
+pub fn launches_per_sample(one_ms: f64) -> usize {
+    if one_ms.is_nan() || one_ms <= 0.0 {
+        return MAX_BATCH;
+    }
+    ((BATCH_TARGET_MS / one_ms).ceil() as usize).clamp(1, MAX_BATCH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_launches_are_batched_long_ones_not() {
+        assert_eq!(launches_per_sample(1.0), 1);
+        assert_eq!(launches_per_sample(BATCH_TARGET_MS), 1);
+        assert_eq!(launches_per_sample(0.1), 3);
+        assert_eq!(launches_per_sample(0.02), 13);
+        assert_eq!(launches_per_sample(1e-6), MAX_BATCH);
+        assert_eq!(launches_per_sample(0.0), MAX_BATCH);
+        assert_eq!(launches_per_sample(f64::NAN), MAX_BATCH);
+    }
 
     #[test]
     fn timing_summary() {
