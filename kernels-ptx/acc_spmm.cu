@@ -42,6 +42,17 @@
 // in shared memory (acc_spmm_tf32, the paper's design: fetched once per thread block) or by plain
 // loads into registers by every warp (acc_spmm_tf32_reg: no barriers at all).
 //
+// B-row cache (acc_spmm_tf32_cache, register metadata as acc_spmm_tf32_reg): each warp keeps a
+// direct-mapped cache of 2^cache_log2 B-row slices (its 32 features, 128 bytes per row) in dynamic
+// shared memory, tagged by column id (slot = column & (S - 1)). A lane whose B row is cached reads it
+// from shared memory instead of L1/L2. After a block's MMAs its missed rows are inserted, but only when
+// all of the block's real column ids lie in [c0, c0 + S) for its first column c0: then the 8 rows
+// map to 8 distinct slots and no two lanes write one slot in the same instruction. Row windows that
+// share columns (banded, clustered matrices under a packed schedule) then read most B rows from
+// shared memory; a warp's cache is private, so only __syncwarp orders it (lookups of block i + 1 are
+// issued before block i's rows are inserted; both are separated by __syncwarp). Only used when the
+// whole warp takes the float4 path.
+//
 // Generated PTX lives in acc_spmm.ptx (`cargo xtask ptx`). Host-side validation of every index array
 // happens in crates/gpu/src/acc_spmm.rs before any launch.
 
@@ -63,6 +74,20 @@ struct Stage {
     float hi[4];  // B[col_hi][f0 + 4g + q]
     float v0;     // T[g][t]
     float v1;     // T[g][t + 4]
+};
+
+// The per-warp B-row cache (acc_spmm_tf32_cache): 2^log2 slots of 8 float4 (one per g) and their tags.
+struct RowCache {
+    float4* data;  // slot * 8 + g
+    u32* tags;     // column id held by each slot, SENTINEL when empty
+    u32 mask;      // slots - 1
+    u32 span;      // slots
+};
+
+// What a cached stage remembers for inserting its rows after the MMAs.
+struct Fill {
+    u32 col_lo, col_hi;  // columns of this lane's rows (SENTINEL: nothing to insert)
+    bool miss_lo, miss_hi;
 };
 
 __device__ __forceinline__ u32 to_tf32(float x) {
@@ -173,6 +198,57 @@ __device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s
                                           : 0.0f;
 }
 
+// stage_load through the warp's row cache (float4 path only; every lane of the warp takes it).
+// Decides whether the block's rows may be inserted (all real columns in [c0, c0 + S)) and records
+// which of this lane's rows missed.
+__device__ __forceinline__ void stage_load_cached(const Ctx& c, const Meta& m, Stage& s,
+                                                  const RowCache& rc, Fill& f) {
+    const bool lo_ok = m.col_lo != SENTINEL;
+    const bool hi_ok = m.col_hi != SENTINEL;
+    const u32 slot_lo = m.col_lo & rc.mask;
+    const u32 slot_hi = m.col_hi & rc.mask;
+    const bool hit_lo = lo_ok && rc.tags[slot_lo] == m.col_lo;
+    const bool hit_hi = hi_ok && rc.tags[slot_hi] == m.col_hi;
+    const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float* rlo = c.B + (lo_ok ? (u64)m.col_lo * c.ldb : 0) + c.f0 + 4 * c.g;
+    const float* rhi = c.B + (hi_ok ? (u64)m.col_hi * c.ldb : 0) + c.f0 + 4 * c.g;
+    const float4 l = hit_lo  ? rc.data[8 * slot_lo + c.g]
+                     : lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo))
+                             : z;
+    const float4 h = hit_hi  ? rc.data[8 * slot_hi + c.g]
+                     : hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi))
+                             : z;
+    s.lo[0] = l.x; s.lo[1] = l.y; s.lo[2] = l.z; s.lo[3] = l.w;
+    s.hi[0] = h.x; s.hi[1] = h.y; s.hi[2] = h.z; s.hi[3] = h.w;
+    const u32 p0 = 8 * c.g + c.t;
+    s.v0 = ((m.mask >> p0) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask0)) : 0.0f;
+    s.v1 = ((m.mask >> (p0 + 4)) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask1))
+                                          : 0.0f;
+    // Lane 0 (t = 0) holds slot 0's column, a real column in every block.
+    const u32 c0 = __shfl_sync(0xffffffffu, m.col_lo, 0);
+    const bool in_span = (!lo_ok || m.col_lo - c0 < rc.span) && (!hi_ok || m.col_hi - c0 < rc.span);
+    const bool insert = __all_sync(0xffffffffu, in_span);
+    f.col_lo = m.col_lo;
+    f.col_hi = m.col_hi;
+    f.miss_lo = insert && lo_ok && !hit_lo;
+    f.miss_hi = insert && hi_ok && !hit_hi;
+}
+
+// Inserts the rows a cached stage missed (call between two __syncwarp).
+__device__ __forceinline__ void cache_insert(const Ctx& c, const Stage& s, const Fill& f,
+                                             const RowCache& rc) {
+    if (f.miss_lo) {
+        const u32 slot = f.col_lo & rc.mask;
+        rc.data[8 * slot + c.g] = make_float4(s.lo[0], s.lo[1], s.lo[2], s.lo[3]);
+        if (c.g == 0) rc.tags[slot] = f.col_lo;
+    }
+    if (f.miss_hi) {
+        const u32 slot = f.col_hi & rc.mask;
+        rc.data[8 * slot + c.g] = make_float4(s.hi[0], s.hi[1], s.hi[2], s.hi[3]);
+        if (c.g == 0) rc.tags[slot] = f.col_hi;
+    }
+}
+
 __device__ __forceinline__ void stage_zero(Stage& s) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -183,13 +259,15 @@ __device__ __forceinline__ void stage_zero(Stage& s) {
     s.v1 = 0.0f;
 }
 
-template <bool SMEM>
+template <bool SMEM, bool CACHE>
 __device__ __forceinline__ void acc_spmm_body(
     const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,
     const u64* __restrict__ bits, const float* __restrict__ values, const u32* __restrict__ work,
     const unsigned char* __restrict__ window_split, const float* __restrict__ B, u32 ldb,
-    float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta, u32 flags) {
+    float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta, u32 flags,
+    u32 cache_log2) {
     __shared__ SmemMeta smeta;
+    extern __shared__ float4 row_cache_smem[];
 
     const u32 lane = threadIdx.x & 31;
     const u32 warp = threadIdx.x >> 5;
@@ -216,6 +294,22 @@ __device__ __forceinline__ void acc_spmm_body(
     const bool warp_on = c.f0 < N;
     const bool second_on = c.f0 + 2 < N;
 
+    // Row cache: warp w's data at [w * 8S, (w + 1) * 8S) float4, tags after all warps' data.
+    RowCache rc;
+    rc.span = 1u << cache_log2;
+    rc.mask = rc.span - 1;
+    rc.data = row_cache_smem + (u64)warp * 8 * rc.span;
+    rc.tags = reinterpret_cast<u32*>(row_cache_smem + (u64)(blockDim.x >> 5) * 8 * rc.span) +
+              warp * rc.span;
+    const bool cached = CACHE && warp_on && __all_sync(0xffffffffu, c.vec);
+    if (cached) {
+        for (u32 i = lane; i < rc.span; i += 32) rc.tags[i] = SENTINEL;
+        __syncwarp();
+    }
+    Fill fill_cur, fill_nxt;
+    fill_cur.miss_lo = fill_cur.miss_hi = false;
+    fill_cur.col_lo = fill_cur.col_hi = SENTINEL;
+
     const u32 wb = __ldg(work + 4ull * blockIdx.x + 0);
     const u32 we = __ldg(work + 4ull * blockIdx.x + 1);
     const u32 bb = __ldg(work + 4ull * blockIdx.x + 2);
@@ -238,7 +332,11 @@ __device__ __forceinline__ void acc_spmm_body(
         __syncthreads();
         if (bb < be && warp_on) stage_load(c, meta_shared(c, smeta, 0), cur);
     } else {
-        if (bb < be && warp_on) stage_load(c, meta_global(c, bb), cur);
+        if (bb < be && cached) {
+            stage_load_cached(c, meta_global(c, bb), cur, rc, fill_cur);
+        } else if (bb < be && warp_on) {
+            stage_load(c, meta_global(c, bb), cur);
+        }
         if (bb + 1 < be && warp_on) m_next = meta_global(c, bb + 1);
     }
 
@@ -264,6 +362,10 @@ __device__ __forceinline__ void acc_spmm_body(
                 __syncthreads();
                 if (blk + 2 < be) meta_issue(c, smeta, buf, blk + 2);
                 if (blk + 1 < be && warp_on) stage_load(c, meta_shared(c, smeta, buf ^ 1), nxt);
+            } else if (cached) {
+                fill_nxt.miss_lo = fill_nxt.miss_hi = false;
+                if (blk + 1 < be) stage_load_cached(c, m_next, nxt, rc, fill_nxt);
+                if (blk + 2 < be) m_next = meta_global(c, blk + 2);
             } else if (warp_on) {
                 if (blk + 1 < be) stage_load(c, m_next, nxt);
                 if (blk + 2 < be) m_next = meta_global(c, blk + 2);
@@ -273,6 +375,14 @@ __device__ __forceinline__ void acc_spmm_body(
                 const u32 b1 = to_tf32(cur.v1);
                 mma_tf32(acc[0], cur.lo[0], cur.lo[1], cur.hi[0], cur.hi[1], b0, b1);
                 if (second_on) mma_tf32(acc[1], cur.lo[2], cur.lo[3], cur.hi[2], cur.hi[3], b0, b1);
+            }
+            if (cached) {
+                // Block blk + 1's lookups were issued above; order them before block blk's inserts,
+                // and the inserts before block blk + 2's lookups.
+                __syncwarp();
+                cache_insert(c, cur, fill_cur, rc);
+                __syncwarp();
+                fill_cur = fill_nxt;
             }
             cur = nxt;
             buf ^= 1;
@@ -332,8 +442,8 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
                   const unsigned char* __restrict__ window_split, const float* __restrict__ B,
                   u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
                   u32 flags) {
-    acc_spmm_body<true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                        beta, flags);
+    acc_spmm_body<true, false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
+                               alpha, beta, flags, 0);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
@@ -343,8 +453,21 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
                       const unsigned char* __restrict__ window_split, const float* __restrict__ B,
                       u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
                       float beta, u32 flags) {
-    acc_spmm_body<false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                         beta, flags);
+    acc_spmm_body<false, false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
+                                alpha, beta, flags, 0);
+}
+
+// acc_spmm_tf32_reg with the per-warp B-row cache of 2^cache_log2 slots (dynamic shared memory:
+// warps * 2^cache_log2 * 132 bytes).
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
+    acc_spmm_tf32_cache(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
+                        const u32* __restrict__ a2b, const u64* __restrict__ bits,
+                        const float* __restrict__ values, const u32* __restrict__ work,
+                        const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                        u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
+                        float beta, u32 flags, u32 cache_log2) {
+    acc_spmm_body<false, true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
+                               alpha, beta, flags, cache_log2);
 }
 
 // Pre-scales the rows of split windows: C = beta * C (C = 0 when beta == 0, never reading C), so the

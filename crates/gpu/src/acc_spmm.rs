@@ -19,7 +19,7 @@ use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 use thiserror::Error;
 
-use crate::{Gpu, GpuError, KernelModule};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -27,8 +27,85 @@ pub const SENTINEL: u32 = u32::MAX;
 pub const ENTRY_SHARED: &str = "acc_spmm_tf32";
 /// Kernel entry with block metadata loaded into registers by every warp (no barriers).
 pub const ENTRY_REGISTER: &str = "acc_spmm_tf32_reg";
+/// Kernel entry with register metadata and a per-warp B-row cache in shared memory.
+pub const ENTRY_CACHE: &str = "acc_spmm_tf32_cache";
 /// Kernel entry that pre-scales the rows of split windows by β.
 pub const ENTRY_PRESCALE: &str = "acc_spmm_prescale";
+/// Largest B-row cache: 2^10 slots per warp (132 KiB per warp; the launch also checks the device's
+/// shared-memory limit).
+pub const MAX_CACHE_LOG2: u8 = 10;
+/// Shared-memory bytes per cache slot: a 128-byte row slice (32 features) and a 4-byte tag.
+const CACHE_SLOT_BYTES: u32 = 132;
+
+/// Parameters of the main entries, in order (`acc_spmm_tf32`, `acc_spmm_tf32_reg`).
+const MAIN_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // rwo
+    ParamKind::Ptr, // bvo
+    ParamKind::Ptr, // a2b
+    ParamKind::Ptr, // bits
+    ParamKind::Ptr, // values
+    ParamKind::Ptr, // work
+    ParamKind::Ptr, // window_split
+    ParamKind::Ptr, // B
+    ParamKind::U32, // ldb
+    ParamKind::Ptr, // C
+    ParamKind::U32, // ldc
+    ParamKind::U32, // M
+    ParamKind::U32, // N
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::U32, // flags
+];
+
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+pub const SIGNATURES: &[KernelSignature] = &[
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name: ENTRY_SHARED,
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name: ENTRY_REGISTER,
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name: ENTRY_CACHE,
+        params: &[
+            ParamKind::Ptr, // rwo
+            ParamKind::Ptr, // bvo
+            ParamKind::Ptr, // a2b
+            ParamKind::Ptr, // bits
+            ParamKind::Ptr, // values
+            ParamKind::Ptr, // work
+            ParamKind::Ptr, // window_split
+            ParamKind::Ptr, // B
+            ParamKind::U32, // ldb
+            ParamKind::Ptr, // C
+            ParamKind::U32, // ldc
+            ParamKind::U32, // M
+            ParamKind::U32, // N
+            ParamKind::F32, // alpha
+            ParamKind::F32, // beta
+            ParamKind::U32, // flags
+            ParamKind::U32, // cache_log2
+        ],
+    },
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name: ENTRY_PRESCALE,
+        params: &[
+            ParamKind::Ptr, // split_windows
+            ParamKind::U32, // count
+            ParamKind::Ptr, // C
+            ParamKind::U32, // ldc
+            ParamKind::U32, // M
+            ParamKind::U32, // N
+            ParamKind::F32, // beta
+        ],
+    },
+];
 /// Most warps per thread block (the kernel's `__launch_bounds__`).
 pub const MAX_WARPS: u32 = 8;
 /// Threads per block of the pre-scale kernel.
@@ -70,6 +147,14 @@ pub enum AccVariant {
     /// matrix measured, see docs/kernels/acc-spmm.md).
     #[default]
     RegisterMeta,
+    /// [`AccVariant::RegisterMeta`] plus a per-warp direct-mapped cache of `2^log2_slots` B-row
+    /// slices in shared memory (`132 · 2^log2_slots` bytes per warp): row windows that share
+    /// columns (banded, clustered matrices under a packed schedule) read B rows from shared memory
+    /// instead of L1/L2. Same results as the other variants.
+    CachedRows {
+        /// log2 of the slots per warp, at most [`MAX_CACHE_LOG2`].
+        log2_slots: u8,
+    },
 }
 
 impl AccVariant {
@@ -78,6 +163,29 @@ impl AccVariant {
         match self {
             Self::SharedMeta => ENTRY_SHARED,
             Self::RegisterMeta => ENTRY_REGISTER,
+            Self::CachedRows { .. } => ENTRY_CACHE,
+        }
+    }
+
+    /// Dynamic shared memory of one thread block of `warps` warps, in bytes (0 without a cache).
+    pub fn dynamic_smem_bytes(self, warps: u32) -> u32 {
+        match self {
+            Self::CachedRows { log2_slots } => {
+                warps * (CACHE_SLOT_BYTES << log2_slots.min(MAX_CACHE_LOG2))
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for AccVariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SharedMeta => write!(f, "shared metadata"),
+            Self::RegisterMeta => write!(f, "register metadata"),
+            Self::CachedRows { log2_slots } => {
+                write!(f, "B-row cache of {} rows", 1u32 << log2_slots)
+            }
         }
     }
 }
@@ -374,12 +482,12 @@ pub struct LaunchShape {
 }
 
 impl LaunchShape {
-    /// As a cudarc launch configuration (static shared memory only).
-    pub fn config(&self) -> LaunchConfig {
+    /// As a cudarc launch configuration with `shared_mem_bytes` of dynamic shared memory.
+    pub fn config(&self, shared_mem_bytes: u32) -> LaunchConfig {
         LaunchConfig {
             grid_dim: (self.grid_x, self.grid_y, 1),
             block_dim: (32 * self.warps, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes,
         }
     }
 }
@@ -635,6 +743,9 @@ pub struct AccSpmmDevice {
     window_split: CudaSlice<u8>,
     split_windows: CudaSlice<u32>,
     main: CudaFunction,
+    /// Most dynamic shared memory a launch of `main` may use (the device's opt-in limit when the
+    /// variant has a row cache, else 0).
+    max_dynamic_smem: u32,
     prescale: CudaFunction,
 }
 
@@ -676,6 +787,7 @@ impl AccSpmmDevice {
             &schedule.window_split,
         )?;
         let stream = gpu.stream();
+        let (main, max_dynamic_smem) = main_function(gpu, variant)?;
         Ok(Self {
             rows: parts.rows,
             cols: parts.cols,
@@ -691,7 +803,8 @@ impl AccSpmmDevice {
             work: upload(stream, &schedule.work)?,
             window_split: upload(stream, &schedule.window_split)?,
             split_windows: upload(stream, &schedule.split_windows)?,
-            main: gpu.function(KernelModule::AccSpmm, variant.entry())?,
+            main,
+            max_dynamic_smem,
             prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
         })
     }
@@ -712,6 +825,29 @@ impl AccSpmmDevice {
         self.num_tbs = flat.num_tbs();
         self.num_split = flat.split_windows.len();
         Ok(())
+    }
+
+    /// Switches the kernel entry (same uploaded matrix and schedule), e.g. to time variants.
+    pub fn set_variant(&mut self, gpu: &Gpu, variant: AccVariant) -> Result<(), AccSpmmError> {
+        let (main, max_dynamic_smem) = main_function(gpu, variant)?;
+        self.main = main;
+        self.max_dynamic_smem = max_dynamic_smem;
+        self.variant = variant;
+        Ok(())
+    }
+
+    /// Why a launch at width `n` is impossible on this device (the variant's row cache needs more
+    /// shared memory per thread block than the device allows), or `None` when it can run.
+    pub fn launch_refusal(&self, n: usize) -> Option<String> {
+        let shape = launch_shape(n, self.num_tbs).ok()??;
+        let smem = self.variant.dynamic_smem_bytes(shape.warps);
+        (smem > self.max_dynamic_smem).then(|| {
+            format!(
+                "{} with {} warps per thread block (n = {n}) needs {smem} bytes of shared \
+                 memory, the device allows {}",
+                self.variant, shape.warps, self.max_dynamic_smem
+            )
+        })
     }
 
     /// Rows of A (M): C has this many rows.
@@ -759,6 +895,10 @@ impl AccSpmmDevice {
             return Ok(());
         };
         let flags = launch_flags(ldb, ldc);
+        if let Some(why) = self.launch_refusal(n) {
+            return Err(AccSpmmError::InvalidArgs(why));
+        }
+        let smem = self.variant.dynamic_smem_bytes(shape.warps);
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         if self.num_split > 0 {
@@ -800,10 +940,20 @@ impl AccSpmmDevice {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
+        let cache_log2 = match self.variant {
+            AccVariant::CachedRows { log2_slots } => u32::from(log2_slots),
+            _ => 0,
+        };
+        if matches!(self.variant, AccVariant::CachedRows { .. }) {
+            l.arg(&cache_log2);
+        }
         // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg](const u32* rwo, const u32*
         // bvo, const u32* a2b, const u64* bits, const float* values, const u32* work, const u8*
         // window_split, const float* B, u32 ldb, float* C, u32 ldc, u32 M, u32 N, float alpha, float
-        // beta, u32 flags)` in kernels-ptx/acc_spmm.cu; flag bit 0 (float4 access) is set only
+        // beta, u32 flags)` in kernels-ptx/acc_spmm.cu (`acc_spmm_tf32_cache` takes one more u32,
+        // cache_log2 ≤ MAX_CACHE_LOG2, pushed above; its dynamic shared memory, warps · 132 ·
+        // 2^cache_log2 bytes, was checked against the opt-in limit set on the function; SIGNATURES
+        // is checked against the PTX by a CPU test); flag bit 0 (float4 access) is set only
         // when ldb and ldc are multiples of 4, and CudaSlice buffers start at cuMemAlloc's
         // ≥ 256-byte alignment, so every float4 address is 16-byte aligned. (2) Only C is written, and it is borrowed mutably for
         // this call; the BitTCF/schedule buffers are private and never written after upload.
@@ -813,9 +963,35 @@ impl AccSpmmDevice {
         // (never dereferenced); flatten_schedule proved every work entry lies inside the window and
         // block counts; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
         // the kernel guards features ≥ n and rows ≥ M.
-        unsafe { l.launch(shape.config()) }?;
+        unsafe { l.launch(shape.config(smem)) }?;
         Ok(())
     }
+}
+
+/// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets
+/// the device's opt-in shared-memory limit set on the function (launches above 48 KiB need it).
+fn main_function(gpu: &Gpu, variant: AccVariant) -> Result<(CudaFunction, u32), AccSpmmError> {
+    let f = gpu.function(KernelModule::AccSpmm, variant.entry())?;
+    let AccVariant::CachedRows { log2_slots } = variant else {
+        return Ok((f, 0));
+    };
+    if log2_slots > MAX_CACHE_LOG2 {
+        return Err(AccSpmmError::InvalidArgs(format!(
+            "B-row cache of 2^{log2_slots} slots: at most 2^{MAX_CACHE_LOG2}"
+        )));
+    }
+    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+    let optin = gpu
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+    // The kernel's static shared memory (the cp.async metadata buffer, unused by this entry but
+    // possibly kept) counts against the same limit.
+    let optin = optin.saturating_sub(128).max(0);
+    f.set_attribute(
+        CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        optin,
+    )?;
+    Ok((f, optin as u32))
 }
 
 #[cfg(test)]

@@ -120,7 +120,11 @@ fn acc_spmm_edge_cases_match_reference() {
         let bt = OwnedBitTcf::from_csr(&a);
         for &n in &[8usize, 16, 24, 32, 64, 128, 256, 384, 512, 1024] {
             for (sname, s) in schedules(&bt, n) {
-                for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
+                for variant in [
+                    AccVariant::SharedMeta,
+                    AccVariant::RegisterMeta,
+                    AccVariant::CachedRows { log2_slots: 5 },
+                ] {
                     for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
                         let what = format!("{name}/{sname}/{variant:?}/n={n}/α={alpha}/β={beta}");
                         worst = worst.max(run_gpu(
@@ -151,7 +155,11 @@ fn acc_spmm_hub_dominated_split_windows() {
     let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), 128);
     let s = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
     assert!(!s.split_windows.is_empty(), "expected split windows");
-    for variant in [AccVariant::SharedMeta, AccVariant::RegisterMeta] {
+    for variant in [
+        AccVariant::SharedMeta,
+        AccVariant::RegisterMeta,
+        AccVariant::CachedRows { log2_slots: 6 },
+    ] {
         for &(beta, n) in &[(0.0f32, 128usize), (0.5, 64), (0.0, 8)] {
             run_gpu(
                 &gpu,
@@ -203,8 +211,19 @@ fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
 fn acc_spmm_real_matrices_match_reference_and_time() {
     let gpu = gpu();
     println!(
-        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9}",
-        "matrix", "rows", "nnz", "nnz/tc", "N", "shared ms", "reg ms", "bal ms", "cusp ms", "err"
+        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "matrix",
+        "rows",
+        "nnz",
+        "nnz/tc",
+        "N",
+        "shared ms",
+        "reg ms",
+        "bal ms",
+        "pk16 ms",
+        "pk16c ms",
+        "cusp ms",
+        "err"
     );
     for path in dataset_files(10 << 20) {
         let name = path
@@ -221,12 +240,15 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
             let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
             let bal = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
+            let pk16 = flatten_acc_schedule(&bt.rwo, &AccSchedule::packed(&bt.rwo, 16)).unwrap();
             let mut times = Vec::new();
             let mut err = 0f64;
             for (s, v) in [
                 (&unb, AccVariant::SharedMeta),
                 (&unb, AccVariant::RegisterMeta),
                 (&bal, AccVariant::SharedMeta),
+                (&pk16, AccVariant::RegisterMeta),
+                (&pk16, AccVariant::CachedRows { log2_slots: 7 }),
             ] {
                 let dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
                 dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
@@ -258,7 +280,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
                 .unwrap();
             println!(
-                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
@@ -267,6 +289,8 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 times[0],
                 times[1],
                 times[2],
+                times[3],
+                times[4],
                 tc.median_ms,
                 err
             );
@@ -315,4 +339,111 @@ fn set_schedule_swaps_schedules_on_one_upload_and_rejects_foreign_ones() {
     assert!(dev.set_schedule(&gpu, &foreign).is_err());
     assert_eq!(dev.num_tbs(), (rwo.len() - 1).div_ceil(5));
     run(&dev, "packed:5 after a refused schedule");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cached_rows_variant_is_bit_identical_to_register_variant() {
+    // The B-row cache changes where B rows are read from, never the arithmetic: every element must
+    // equal the register variant's bit for bit (a stale or mixed cache slot would show here even
+    // where it stays inside the TF32 error bound). Matrices whose windows share columns (banded,
+    // clustered) so that rows are inserted, hit and evicted; tiny caches force conflicts.
+    let gpu = gpu();
+    let mut band = Gen::new(2000, 2000, 12, 21);
+    band.banded = true;
+    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
+        n: 3000,
+        block_size: 64,
+        intra_density: 0.3,
+        inter_nnz_per_row: 1.0,
+        seed: 22,
+    }
+    .build()
+    .unwrap();
+    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
+    mats.extend(edge_matrices());
+    for (name, a) in &mats {
+        let bt = OwnedBitTcf::from_csr(a);
+        for &n in &[32usize, 128, 264, 1000] {
+            let b = dense(a.cols(), n, n, 5 + n as u64);
+            let bd = gpu.upload(&b).unwrap();
+            let c0 = vec![f32::NAN; a.rows() * n];
+            for (sname, s) in [
+                ("unbalanced", unbalanced_schedule(&bt.rwo)),
+                (
+                    "packed16",
+                    flatten_acc_schedule(&bt.rwo, &AccSchedule::packed(&bt.rwo, 16)).unwrap(),
+                ),
+            ] {
+                let mut dev =
+                    AccSpmmDevice::upload_parts(&gpu, &bt.parts(), &s, AccVariant::RegisterMeta)
+                        .unwrap();
+                let run = |dev: &AccSpmmDevice| {
+                    let mut cd = gpu.upload(&c0).unwrap();
+                    dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+                    gpu.download(&cd).unwrap()
+                };
+                let want = run(&dev);
+                check_result(name, a, 1.0, &b, n, 0.0, &c0, &want, n, n);
+                for log2_slots in [3u8, 5, 7] {
+                    dev.set_variant(&gpu, AccVariant::CachedRows { log2_slots })
+                        .unwrap();
+                    let got = run(&dev);
+                    let bad = want
+                        .iter()
+                        .zip(&got)
+                        .position(|(w, g)| w.to_bits() != g.to_bits());
+                    assert!(
+                        bad.is_none(),
+                        "{name}/{sname}/n={n}/cache 2^{log2_slots}: element {} differs: {} vs {}",
+                        bad.unwrap(),
+                        want[bad.unwrap()],
+                        got[bad.unwrap()]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
+    let gpu = gpu();
+    let a = Gen::new(64, 64, 4, 3).build();
+    let bt = OwnedBitTcf::from_csr(&a);
+    let s = unbalanced_schedule(&bt.rwo);
+    let mut dev =
+        AccSpmmDevice::upload_parts(&gpu, &bt.parts(), &s, AccVariant::RegisterMeta).unwrap();
+    let err = dev
+        .set_variant(&gpu, AccVariant::CachedRows { log2_slots: 11 })
+        .expect_err("2^11 slots is above MAX_CACHE_LOG2");
+    assert!(err.to_string().contains("at most"), "{err}");
+    assert_eq!(dev.variant(), AccVariant::RegisterMeta, "old variant kept");
+    // 2^10 slots · 132 B = 132 KiB per warp: fine for one warp (n = 32), too much for 8 warps.
+    dev.set_variant(&gpu, AccVariant::CachedRows { log2_slots: 10 })
+        .unwrap();
+    let b = dense(a.cols(), 256, 256, 1);
+    let bd = gpu.upload(&b).unwrap();
+    let mut cd = gpu.alloc_zeros::<f32>(a.rows() * 256).unwrap();
+    let err = dev
+        .launch(&gpu, 1.0, &bd, 256, 0.0, &mut cd, 256, 256)
+        .expect_err("8 warps x 132 KiB cannot launch");
+    assert!(err.to_string().contains("shared memory"), "{err}");
+    dev.launch(&gpu, 1.0, &bd, 256, 0.0, &mut cd, 256, 32)
+        .expect("one warp fits");
+    let got = gpu.download(&cd).unwrap();
+    let c0 = vec![0f32; a.rows() * 256];
+    check_result(
+        "cache 2^10, n = 32",
+        &a,
+        1.0,
+        &b,
+        256,
+        0.0,
+        &c0,
+        &got,
+        256,
+        32,
+    );
 }

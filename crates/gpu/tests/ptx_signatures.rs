@@ -1,7 +1,7 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::{KernelModule, KernelSignature, csr_spmm};
+use tcsparse_gpu::{KernelModule, KernelSignature, acc_spmm, csr_spmm};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -33,6 +33,11 @@ fn check(sigs: &[KernelSignature]) {
 #[test]
 fn csr_spmm_signature_matches_ptx() {
     check(csr_spmm::SIGNATURES);
+}
+
+#[test]
+fn acc_spmm_signatures_match_ptx() {
+    check(acc_spmm::SIGNATURES);
 }
 
 #[test]

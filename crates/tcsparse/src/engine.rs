@@ -9,7 +9,7 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::csr::CsrError;
-use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, check_dense};
+use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
@@ -87,6 +87,16 @@ pub enum Balance {
     /// of banded or clustered matrices gather mostly the same B rows, which one thread block then
     /// finds in L1 instead of L2 (0 is treated as 1).
     Packed(u32),
+    /// [`Balance::Packed`] run by the kernel variant with a per-warp cache of `cache_rows` B rows in
+    /// shared memory (a power of two from 8 to 1024), so the rows neighbouring windows share are
+    /// read from shared memory. Larger caches need more shared memory per thread block: a
+    /// combination the device cannot launch at the product's N is an error at `spmm` time.
+    PackedCached {
+        /// Consecutive row windows per thread block (0 is treated as 1).
+        windows: u32,
+        /// B rows cached per warp (power of two, 8..=1024).
+        cache_rows: u32,
+    },
 }
 
 /// Which kernel [`Engine::prepare`] sets up.
@@ -139,6 +149,26 @@ pub enum ScheduleKind {
     Balanced,
     /// This many consecutive windows per thread block, nothing split.
     Packed(u32),
+    /// Packed windows run by the kernel variant with a per-warp B-row cache of `2^log2_rows` rows
+    /// in shared memory.
+    PackedCached {
+        /// Consecutive row windows per thread block.
+        windows: u32,
+        /// log2 of the B rows cached per warp.
+        log2_rows: u8,
+    },
+}
+
+impl ScheduleKind {
+    /// The kernel variant this kind runs.
+    pub fn variant(self) -> AccVariant {
+        match self {
+            ScheduleKind::PackedCached { log2_rows, .. } => AccVariant::CachedRows {
+                log2_slots: log2_rows,
+            },
+            _ => AccVariant::RegisterMeta,
+        }
+    }
 }
 
 impl std::fmt::Display for ScheduleKind {
@@ -147,6 +177,13 @@ impl std::fmt::Display for ScheduleKind {
             ScheduleKind::Unbalanced => write!(f, "unbalanced"),
             ScheduleKind::Balanced => write!(f, "balanced"),
             ScheduleKind::Packed(k) => write!(f, "{k} windows per TB"),
+            ScheduleKind::PackedCached { windows, log2_rows } => {
+                write!(
+                    f,
+                    "{windows} windows per TB, {}-row B cache",
+                    1u32 << log2_rows
+                )
+            }
         }
     }
 }
@@ -322,6 +359,14 @@ impl Engine {
 
     /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
     pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+        if let Balance::PackedCached { cache_rows, .. } = opts.balance {
+            let max = 1u32 << tcsparse_gpu::acc_spmm::MAX_CACHE_LOG2;
+            if !cache_rows.is_power_of_two() || !(8..=max).contains(&cache_rows) {
+                return Err(Error::InvalidArgs(format!(
+                    "B-row cache of {cache_rows} rows: must be a power of two from 8 to {max}"
+                )));
+            }
+        }
         if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
             return self.prepare_tuned(gpu, a, opts);
         }
@@ -466,7 +511,10 @@ impl Engine {
         let dev = match (&self.gpu, kernel) {
             (Some(gpu), ExecKernel::AccSpmm { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
-                let d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
+                let mut d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
+                if let ExecKernel::AccSpmm { schedule: kind } = kernel {
+                    d.set_variant(gpu, kind.variant())?;
+                }
                 thread_blocks = d.num_tbs();
                 split_windows = d.num_split_windows();
                 gpu.synchronize()?;
@@ -528,7 +576,9 @@ impl Engine {
             ScheduleKind::Balanced => {
                 AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), n.max(1))
             }
-            ScheduleKind::Packed(k) => AccSchedule::packed(rwo, k),
+            ScheduleKind::Packed(k) | ScheduleKind::PackedCached { windows: k, .. } => {
+                AccSchedule::packed(rwo, k)
+            }
         }
     }
 
@@ -602,6 +652,12 @@ impl Engine {
                     let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
                 }
+                // A candidate the device cannot launch at this N (a row cache larger than its
+                // shared memory) is skipped, not fatal.
+                if let Some(why) = p.launch_refusal(n) {
+                    tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}");
+                    continue;
+                }
                 let ms = time_prepared(gpu, p, &b, &mut c, n)?;
                 tuning.push(TuneSample {
                     candidate: format!("Acc-SpMM ({order}, {kind})"),
@@ -672,6 +728,13 @@ impl Engine {
                 Balance::On => ScheduleKind::Balanced,
                 Balance::Off => ScheduleKind::Unbalanced,
                 Balance::Packed(k) => ScheduleKind::Packed(k.max(1)),
+                Balance::PackedCached {
+                    windows,
+                    cache_rows,
+                } => ScheduleKind::PackedCached {
+                    windows: windows.max(1),
+                    log2_rows: cache_rows.max(1).ilog2() as u8,
+                },
                 Balance::Auto if plan_balanced.unwrap_or(false) => ScheduleKind::Balanced,
                 Balance::Auto => ScheduleKind::Unbalanced,
             };
@@ -710,12 +773,25 @@ impl Engine {
     }
 }
 
-/// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto).
-const TUNED_SCHEDULES: [ScheduleKind; 4] = [
+/// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto). Cached
+/// kinds the device cannot launch at the tuning N are skipped.
+pub const TUNED_SCHEDULES: [ScheduleKind; 7] = [
     ScheduleKind::Unbalanced,
     ScheduleKind::Balanced,
     ScheduleKind::Packed(4),
     ScheduleKind::Packed(16),
+    ScheduleKind::PackedCached {
+        windows: 16,
+        log2_rows: 7,
+    },
+    ScheduleKind::PackedCached {
+        windows: 64,
+        log2_rows: 7,
+    },
+    ScheduleKind::PackedCached {
+        windows: 64,
+        log2_rows: 8,
+    },
 ];
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).
@@ -835,11 +911,21 @@ impl Prepared {
     fn set_schedule(&mut self, sched: &AccSchedule, kind: ScheduleKind) -> Result<(), Error> {
         if let (DeviceState::Acc(d), Some(gpu)) = (&mut self.dev, &self.gpu) {
             d.set_schedule(gpu, sched)?;
+            d.set_variant(gpu, kind.variant())?;
             self.report.kernel = ExecKernel::AccSpmm { schedule: kind };
             self.report.thread_blocks = d.num_tbs();
             self.report.split_windows = d.num_split_windows();
         }
         Ok(())
+    }
+
+    /// Why the prepared kernel cannot run at width `n` on this device (an Acc-SpMM row cache that
+    /// needs more shared memory than a thread block may have), or `None` when it can.
+    fn launch_refusal(&self, n: usize) -> Option<String> {
+        let DeviceState::Acc(d) = &self.dev else {
+            return None;
+        };
+        d.launch_refusal(n)
     }
 
     /// Row of the original matrix that prepared row `i` came from.

@@ -8,7 +8,7 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::csr::csr_from_triplets;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
-use tcsparse::{Backend, Engine, Error, ExecKernel, PrepareOptions, ReorderChoice};
+use tcsparse::{Backend, Balance, Engine, Error, ExecKernel, PrepareOptions, ReorderChoice};
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -234,6 +234,19 @@ fn bad_arguments_are_typed_errors() {
         engine.prepare(&rect, &opts),
         Err(Error::Reorder(_))
     ));
+    for cache_rows in [0, 4, 100, 2048] {
+        let opts = PrepareOptions {
+            balance: Balance::PackedCached {
+                windows: 4,
+                cache_rows,
+            },
+            ..PrepareOptions::default()
+        };
+        assert!(
+            matches!(engine.prepare(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
+            "cache of {cache_rows} rows"
+        );
+    }
     let mut p = engine.prepare(&rect, &PrepareOptions::default()).unwrap();
     let mut c = vec![0f32; 20 * 8];
     // B too short.

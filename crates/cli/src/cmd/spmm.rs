@@ -22,7 +22,8 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     pub reorder: String,
     /// Acc-SpMM schedule: auto, on (Eq. 4 balanced), off (one thread block per row window),
-    /// packed:K (K consecutive row windows per thread block).
+    /// packed:K (K consecutive row windows per thread block), cached:K[:R] (packed:K run by the
+    /// kernel variant with an R-row B cache per warp in shared memory; R defaults to 128).
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
@@ -86,19 +87,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses `--balance`: auto, on, off or packed:K (K ≥ 1).
+/// Parses `--balance`: auto, on, off, packed:K (K ≥ 1) or cached:K[:R] (K windows per thread block,
+/// a B-row cache of R rows per warp, a power of two from 8 to 1024, default 128).
 fn parse_balance(s: &str) -> Result<Balance, String> {
+    let expected = || {
+        format!(
+            "expected auto, on, off, packed:K or cached:K[:R] (K ≥ 1 windows per thread block, \
+             R = 8, 16, …, 1024 cached B rows), got `{s}`"
+        )
+    };
     match s {
-        "auto" => Ok(Balance::Auto),
-        "on" => Ok(Balance::On),
-        "off" => Ok(Balance::Off),
-        _ => match s.strip_prefix("packed:").map(str::parse::<u32>) {
-            Some(Ok(k)) if k >= 1 => Ok(Balance::Packed(k)),
-            _ => Err(format!(
-                "expected auto, on, off or packed:K with K ≥ 1, got `{s}`"
-            )),
-        },
+        "auto" => return Ok(Balance::Auto),
+        "on" => return Ok(Balance::On),
+        "off" => return Ok(Balance::Off),
+        _ => {}
     }
+    let windows = |k: &str| k.parse::<u32>().ok().filter(|&k| k >= 1);
+    if let Some(k) = s.strip_prefix("packed:") {
+        return windows(k).map(Balance::Packed).ok_or_else(expected);
+    }
+    if let Some(rest) = s.strip_prefix("cached:") {
+        let (k, r) = rest.split_once(':').unwrap_or((rest, "128"));
+        let rows = r
+            .parse::<u32>()
+            .ok()
+            .filter(|r| r.is_power_of_two() && (8..=1024).contains(r));
+        if let (Some(windows), Some(cache_rows)) = (windows(k), rows) {
+            return Ok(Balance::PackedCached {
+                windows,
+                cache_rows,
+            });
+        }
+    }
+    Err(expected())
 }
 
 #[cfg(test)]
@@ -111,9 +132,36 @@ mod tests {
         assert_eq!(parse_balance("on"), Ok(Balance::On));
         assert_eq!(parse_balance("off"), Ok(Balance::Off));
         assert_eq!(parse_balance("packed:16"), Ok(Balance::Packed(16)));
-        for bad in ["packed:0", "packed:", "packed:x", "fast"] {
+        assert_eq!(
+            parse_balance("cached:64"),
+            Ok(Balance::PackedCached {
+                windows: 64,
+                cache_rows: 128
+            })
+        );
+        assert_eq!(
+            parse_balance("cached:16:256"),
+            Ok(Balance::PackedCached {
+                windows: 16,
+                cache_rows: 256
+            })
+        );
+        for bad in [
+            "packed:0",
+            "packed:",
+            "packed:x",
+            "fast",
+            "cached:0",
+            "cached:4:100",
+            "cached:4:2048",
+            "cached:4:4",
+            "cached:",
+        ] {
             let e = parse_balance(bad).unwrap_err();
-            assert!(e.contains("packed:K") && e.contains(bad), "{e}");
+            assert!(
+                e.contains("packed:K") && e.contains("cached:K[:R]") && e.contains(bad),
+                "{e}"
+            );
         }
     }
 }
