@@ -87,9 +87,10 @@ pub enum Balance {
     /// of banded or clustered matrices gather mostly the same B rows, which one thread block then
     /// finds in L1 instead of L2 (0 is treated as 1).
     Packed(u32),
-    /// [`Balance::Packed`] run by the kernel variant with a per-warp cache of `cache_rows` B rows in
-    /// shared memory (a power of two from 8 to 1024), so the rows neighbouring windows share are
-    /// read from shared memory. Larger caches need more shared memory per thread block: a
+    /// Experimental: [`Balance::Packed`] run by the kernel variant with a per-warp cache of
+    /// `cache_rows` B rows in shared memory (a power of two from 8 to 1024), so the rows
+    /// neighbouring windows share are read from shared memory. Measured slower than
+    /// [`Balance::Packed`] on every matrix so far (docs/kernels/acc-spmm.md, v4). Larger caches need more shared memory per thread block: a
     /// combination the device cannot launch at the product's N is an error at `spmm` time.
     PackedCached {
         /// Consecutive row windows per thread block (0 is treated as 1).
@@ -773,25 +774,15 @@ impl Engine {
     }
 }
 
-/// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto). Cached
-/// kinds the device cannot launch at the tuning N are skipped.
-pub const TUNED_SCHEDULES: [ScheduleKind; 7] = [
+/// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto). The B-row
+/// cache kinds ([`ScheduleKind::PackedCached`]) are not tried: on the H200 they were 1.4–3.2×
+/// slower than the same packing without the cache on every matrix measured
+/// (docs/kernels/acc-spmm.md, v4).
+pub const TUNED_SCHEDULES: [ScheduleKind; 4] = [
     ScheduleKind::Unbalanced,
     ScheduleKind::Balanced,
     ScheduleKind::Packed(4),
     ScheduleKind::Packed(16),
-    ScheduleKind::PackedCached {
-        windows: 16,
-        log2_rows: 7,
-    },
-    ScheduleKind::PackedCached {
-        windows: 64,
-        log2_rows: 7,
-    },
-    ScheduleKind::PackedCached {
-        windows: 64,
-        log2_rows: 8,
-    },
 ];
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).

@@ -22,8 +22,9 @@ pub struct Args {
     #[arg(long, default_value = "auto")]
     pub reorder: String,
     /// Acc-SpMM schedule: auto, on (Eq. 4 balanced), off (one thread block per row window),
-    /// packed:K (K consecutive row windows per thread block), cached:K[:R] (packed:K run by the
-    /// kernel variant with an R-row B cache per warp in shared memory; R defaults to 128).
+    /// packed:K (K consecutive row windows per thread block), cached:K[:R] (experimental, slower so
+    /// far: packed:K run by the kernel variant with an R-row B cache per warp in shared memory; R
+    /// defaults to 128).
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
