@@ -444,6 +444,14 @@ fn sort_keys(
     }
 }
 
+/// Block rows with at most this many nonzeros (< 128, byte-sized row ends) take the flat first
+/// pass of [`run_chunk_aligned`].
+const FLAT_ROW_MAX: usize = 64;
+/// One in every byte.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// High bit of every byte.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
 /// Builds one chunk of bitBSR block rows (aligned 8×8 blocks, masks): values into `vals` (the
 /// chunk's CSR range), block-level arrays returned.
 ///
@@ -483,22 +491,51 @@ fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> Ch
         // Pass 1: masks and counts by key, keys in order of first touch.
         let mut nk = 0usize;
         let (mut lo, mut hi) = (u32::MAX, 0u32);
-        for r in r0..r1 {
-            let sh = ((r - r0) * 8) as u32;
-            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
-            if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
-                lo = lo.min(f >> 3);
-                hi = hi.max(l >> 3);
+        let mut slot = |c: u32, sh: u32, nk: &mut usize| {
+            let bc = c >> 3;
+            let s = &mut ks.slots[bc as usize];
+            let fresh = s.mask == 0;
+            // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
+            s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
+            s.mask |= 1u64 << (sh | (c & 7));
+            ks.keys[*nk] = bc;
+            *nk += fresh as usize;
+        };
+        if n <= FLAT_ROW_MAX {
+            // Short rows: one loop over the whole block row (a loop per row mispredicts its exit
+            // about once per row). Byte `i` of `ends`: end of local row `i` inside the block row
+            // (`n` past the last row); block-column range from the rows' first and last nonzeros.
+            let mut ends = n as u64 * ONES;
+            for (i, r) in (r0..r1).enumerate() {
+                let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
+                if a < b {
+                    lo = lo.min(indices[a] >> 3);
+                    hi = hi.max(indices[b - 1] >> 3);
+                }
+                let sh = 8 * i;
+                ends = (ends & !(0xff << sh)) | (((b - k0) as u64) << sh);
             }
-            for &c in row {
-                let bc = c >> 3;
-                let s = &mut ks.slots[bc as usize];
-                let fresh = s.mask == 0;
-                // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
-                s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
-                s.mask |= 1u64 << (sh | (c & 7));
-                ks.keys[nk] = bc;
-                nk += fresh as usize;
+            // Local row of the `j`-th nonzero = number of row ends ≤ j, counted in SWAR over the
+            // bytes of `ends` (all < 128): byte `i` of `(j·ONES | HIGH) − ends` keeps its high
+            // bit iff `j ≥ end_i`.
+            let mut jj = 0u64;
+            for &c in &indices[k0..k1] {
+                let flags = ((jj | HIGH) - ends) & HIGH;
+                let lr = ((flags >> 7).wrapping_mul(ONES) >> 56) as u32;
+                slot(c, lr << 3, &mut nk);
+                jj += ONES;
+            }
+        } else {
+            for r in r0..r1 {
+                let sh = ((r - r0) * 8) as u32;
+                let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+                if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                    lo = lo.min(f >> 3);
+                    hi = hi.max(l >> 3);
+                }
+                for &c in row {
+                    slot(c, sh, &mut nk);
+                }
             }
         }
         let keys = &mut ks.keys[..nk];
@@ -1023,20 +1060,62 @@ mod tests {
         }
         t.sort_by_key(|&(r, c, _)| (r, c));
         t.dedup_by_key(|&mut (r, c, _)| (r, c));
-        let a = csr_from_triplets(rows, cols, &t).unwrap();
+        check_bitbsr_against_reference(rows, cols, &t);
+    }
+
+    /// Block rows on both sides of `FLAT_ROW_MAX` nonzeros, with empty and irregular rows and
+    /// a partial last block row, match the reference builder (flat and per-row first pass).
+    #[test]
+    fn bitbsr_flat_and_per_row_first_pass_match_reference() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let (rows, cols) = (8 * 300 + 5usize, 3_000usize);
+        let mut t = Vec::new();
+        for r in 0..rows {
+            // Block rows of up to 8·16 = 128 nonzeros; some rows empty.
+            let n = match (r / 8) % 3 {
+                0 => rng.random_range(0..=3),
+                1 => rng.random_range(0..=16),
+                _ => 8,
+            };
+            for _ in 0..n {
+                let c = rng.random_range(0..cols);
+                // Distinct, exactly representable values: misplaced values are caught.
+                t.push((r as u32, c as u32, (r * cols + c) as f32));
+            }
+        }
+        t.sort_by_key(|&(r, c, _)| (r, c));
+        t.dedup_by_key(|&mut (r, c, _)| (r, c));
+        let per_block_row = |w: usize| t.iter().filter(|e| e.0 as usize / 8 == w).count();
+        assert!((0..rows.div_ceil(8)).any(|w| per_block_row(w) == FLAT_ROW_MAX));
+        assert!((0..rows.div_ceil(8)).any(|w| per_block_row(w) > FLAT_ROW_MAX));
+        check_bitbsr_against_reference(rows, cols, &t);
+    }
+
+    /// bitBSR of sorted, deduplicated triplets equals blocks gathered in a BTreeMap over
+    /// (block row, block column), values in row-major order inside each block; round-trips.
+    fn check_bitbsr_against_reference(rows: usize, cols: usize, t: &[(u32, u32, f32)]) {
+        let a = csr_from_triplets(rows, cols, t).unwrap();
         let b = crate::bitbsr::BitBsr::from_csr(&a).unwrap();
         assert_eq!(b.validate(), Ok(()));
         assert_eq!(b.to_csr(), a);
-        // Reference: blocks from a BTreeMap over (block row, block column).
         let mut blocks = std::collections::BTreeMap::<(usize, u32), (u64, Vec<f32>)>::new();
-        for &(r, c, v) in &t {
+        for &(r, c, v) in t {
             let e = blocks.entry((r as usize / 8, c / 8)).or_default();
             e.0 |= 1u64 << ((r % 8) * 8 + c % 8);
             e.1.push(v);
         }
+        let mut ptr = vec![0u32; rows.div_ceil(8) + 1];
+        for &(w, _) in blocks.keys() {
+            ptr[w + 1] += 1;
+        }
+        for w in 0..rows.div_ceil(8) {
+            ptr[w + 1] += ptr[w];
+        }
         let cols_want: Vec<u32> = blocks.keys().map(|k| k.1).collect();
         let masks_want: Vec<u64> = blocks.values().map(|e| e.0).collect();
         let vals_want: Vec<f32> = blocks.values().flat_map(|e| e.1.clone()).collect();
+        assert_eq!(b.block_row_ptr(), &ptr[..]);
         assert_eq!(b.block_col(), &cols_want[..]);
         assert_eq!(b.bitmap(), &masks_want[..]);
         assert_eq!(b.values(), &vals_want[..]);
