@@ -447,6 +447,9 @@ fn sort_keys(
 /// Block rows with at most this many nonzeros (< 128, byte-sized row ends) take the flat first
 /// pass of [`run_chunk_aligned`].
 const FLAT_ROW_MAX: usize = 64;
+/// Block rows of more than [`FLAT_ROW_MAX`] nonzeros with at least this many nonzeros per block
+/// on average take the block-driven second pass of [`run_chunk_aligned`].
+const DENSE_BLOCK_NNZ: usize = 8;
 /// One in every byte.
 const ONES: u64 = 0x0101_0101_0101_0101;
 /// High bit of every byte.
@@ -565,6 +568,33 @@ fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> Ch
             s.mask = 0;
             s.n = cur;
             cur += cnt;
+        }
+        if n > FLAT_ROW_MAX && n >= DENSE_BLOCK_NNZ * nk {
+            // Dense blocks: pass 2 by blocks instead of by nonzeros. A block's values are, row
+            // by row, the next `popcount(mask byte)` nonzeros of that row (blocks ascending,
+            // rows sorted), so every (block, row) copies a run from the row's cursor: no
+            // per-nonzero cursor in memory (whose increments chain when neighbours share a
+            // block). The run is copied as 8 values, the surplus overwritten by the next runs
+            // (exact copy where 8 would pass the end of the chunk or of `data`).
+            let mut rc = [0usize; 8];
+            for (lr, c) in rc.iter_mut().enumerate() {
+                *c = indptr[(r0 + lr).min(r1)] as usize;
+            }
+            let mut o = k0 - base;
+            for &m in &ch.masks[b0..b0 + nk] {
+                for (lr, c) in rc.iter_mut().enumerate() {
+                    let cnt = POP8[(m >> (8 * lr)) as usize & 0xff] as usize;
+                    let s = *c;
+                    if let (Some(dst), Some(src)) = (vals.get_mut(o..o + 8), data.get(s..s + 8)) {
+                        dst.copy_from_slice(src);
+                    } else {
+                        vals[o..o + cnt].copy_from_slice(&data[s..s + cnt]);
+                    }
+                    *c = s + cnt;
+                    o += cnt;
+                }
+            }
+            continue;
         }
         // Pass 2: every value at its block's cursor (CSR order inside a block = bit order).
         for (&c, &v) in indices[k0..k1].iter().zip(&data[k0..k1]) {
@@ -1035,21 +1065,27 @@ mod tests {
 
     /// bitBSR block rows through each key sort of `run_chunk_aligned` (i16 rank counting: few
     /// block columns over < 2^15; `sort_keys`: more than `RANK16_MAX` block columns, or a range
-    /// ≥ 2^15) match the reference builder and round-trip.
+    /// ≥ 2^15) and through the block-driven second pass (dense blocks, also as the last block
+    /// row, where the 8-value copies meet the end of the data) match the reference builder and
+    /// round-trip.
     #[test]
     fn bitbsr_key_sort_paths_match_reference() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
         let (rows, cols) = (64usize, 1usize << 20);
         let mut t = Vec::new();
+        let mut c0 = 0;
         for r in 0..rows {
             let (n, width) = match (r / 8) % 4 {
                 0 => (3, 2_000),   // narrow, few blocks: rank16
                 1 => (60, 50_000), // > 64 blocks per block row: sort_keys
                 2 => (4, cols),    // range ≥ 2^15 block columns: sort_keys
-                _ => (40, 64),     // dense blocks
+                _ => (40, 64),     // dense blocks: block-driven second pass
             };
-            let c0 = rng.random_range(0..=cols - width);
+            // One column range per block row.
+            if r % 8 == 0 {
+                c0 = rng.random_range(0..=cols - width);
+            }
             for _ in 0..n {
                 t.push((
                     r as u32,
