@@ -161,6 +161,8 @@ struct KeySet {
     slots: Vec<Slot>,
     /// Sort buffer.
     tmp: Vec<u32>,
+    /// Sort buffer of [`sort_keys_rank16`].
+    tmp16: Vec<i16>,
     /// Compacted mode only (else empty): rank of every key of the current window among the
     /// window's keys, indexed by key (stale outside the window's keys).
     rank: Vec<u32>,
@@ -190,6 +192,7 @@ impl KeySet {
             cursor: Vec::new(),
             slots: vec![Slot::default(); dense],
             tmp: Vec::new(),
+            tmp16: Vec::new(),
             rank: vec![0; if dense == 0 { key_space } else { 0 }],
         }
     }
@@ -333,6 +336,35 @@ fn run_chunk<P: PosOut, const MASKS: bool>(
 /// Distinct-key counts up to which [`sort_keys`] ranks by counting.
 const RANK_SORT_MAX: usize = 48;
 
+/// Distinct-key counts up to which [`sort_keys_rank16`] may be used.
+const RANK16_MAX: usize = 64;
+
+/// Sorts up to [`RANK16_MAX`] distinct keys, all in `lo..lo + 2^15`, by rank counting over i16
+/// offsets (8 lanes per SSE2 compare): every key goes to the number of smaller keys, counted
+/// branch-free over the offsets padded to groups of 8 with `i16::MAX`.
+fn sort_keys_rank16(keys: &mut [u32], tmp: &mut Vec<i16>, lo: u32) {
+    let n = keys.len();
+    debug_assert!(n <= RANK16_MAX);
+    let padded = n.next_multiple_of(8);
+    tmp.clear();
+    tmp.extend(keys.iter().map(|&k| (k - lo) as i16));
+    tmp.resize(padded, i16::MAX);
+    let mut out = [0u32; RANK16_MAX];
+    for &k in keys.iter() {
+        let kk = (k - lo) as i16;
+        // One vector of 8 lane counters, summed once per key.
+        let mut acc = [0i16; 8];
+        for g in tmp.chunks_exact(8) {
+            for (a, &x) in acc.iter_mut().zip(g) {
+                *a += (x < kk) as i16;
+            }
+        }
+        let r: i16 = acc.iter().sum();
+        out[r as usize] = k;
+    }
+    keys.copy_from_slice(&out[..n]);
+}
+
 /// Sorts distinct keys (all in `lo..=hi`): already sorted stays; a range narrow for their number
 /// goes through the two-level bitmap `l1`/`l0`; else up to [`RANK_SORT_MAX`] keys are placed at
 /// their rank (number of smaller keys, counted branch-free); else a comparison sort. The bitmap
@@ -412,6 +444,17 @@ fn sort_keys(
     }
 }
 
+/// Block rows with at most this many nonzeros (< 128, byte-sized row ends) take the flat first
+/// pass of [`run_chunk_aligned`].
+const FLAT_ROW_MAX: usize = 64;
+/// Block rows of more than [`FLAT_ROW_MAX`] nonzeros with at least this many nonzeros per block
+/// on average take the block-driven second pass of [`run_chunk_aligned`].
+const DENSE_BLOCK_NNZ: usize = 8;
+/// One in every byte.
+const ONES: u64 = 0x0101_0101_0101_0101;
+/// High bit of every byte.
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
 /// Builds one chunk of bitBSR block rows (aligned 8×8 blocks, masks): values into `vals` (the
 /// chunk's CSR range), block-level arrays returned.
 ///
@@ -451,38 +494,108 @@ fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> Ch
         // Pass 1: masks and counts by key, keys in order of first touch.
         let mut nk = 0usize;
         let (mut lo, mut hi) = (u32::MAX, 0u32);
-        for r in r0..r1 {
-            let sh = ((r - r0) * 8) as u32;
-            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
-            if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
-                lo = lo.min(f >> 3);
-                hi = hi.max(l >> 3);
+        let mut slot = |c: u32, sh: u32, nk: &mut usize| {
+            let bc = c >> 3;
+            let s = &mut ks.slots[bc as usize];
+            let fresh = s.mask == 0;
+            // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
+            s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
+            s.mask |= 1u64 << (sh | (c & 7));
+            ks.keys[*nk] = bc;
+            *nk += fresh as usize;
+        };
+        if n <= FLAT_ROW_MAX {
+            // Short rows: one loop over the whole block row (a loop per row mispredicts its exit
+            // about once per row). Byte `i` of `ends`: end of local row `i` inside the block row
+            // (`n` past the last row); block-column range from the rows' first and last nonzeros.
+            let mut ends = n as u64 * ONES;
+            for (i, r) in (r0..r1).enumerate() {
+                let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
+                if a < b {
+                    lo = lo.min(indices[a] >> 3);
+                    hi = hi.max(indices[b - 1] >> 3);
+                }
+                let sh = 8 * i;
+                ends = (ends & !(0xff << sh)) | (((b - k0) as u64) << sh);
             }
-            for &c in row {
-                let bc = c >> 3;
-                let s = &mut ks.slots[bc as usize];
-                let fresh = s.mask == 0;
-                // Branch-free (the load often misses the cache): n restarts at 1 when fresh.
-                s.n = (s.n & (fresh as u32).wrapping_sub(1)) + 1;
-                s.mask |= 1u64 << (sh | (c & 7));
-                ks.keys[nk] = bc;
-                nk += fresh as usize;
+            // Local row of the `j`-th nonzero = number of row ends ≤ j, counted in SWAR over the
+            // bytes of `ends` (all < 128): byte `i` of `(j·ONES | HIGH) − ends` keeps its high
+            // bit iff `j ≥ end_i`.
+            let mut jj = 0u64;
+            for &c in &indices[k0..k1] {
+                let flags = ((jj | HIGH) - ends) & HIGH;
+                let lr = ((flags >> 7).wrapping_mul(ONES) >> 56) as u32;
+                slot(c, lr << 3, &mut nk);
+                jj += ONES;
+            }
+        } else {
+            for r in r0..r1 {
+                let sh = ((r - r0) * 8) as u32;
+                let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+                if let (Some(&f), Some(&l)) = (row.first(), row.last()) {
+                    lo = lo.min(f >> 3);
+                    hi = hi.max(l >> 3);
+                }
+                for &c in row {
+                    slot(c, sh, &mut nk);
+                }
             }
         }
         let keys = &mut ks.keys[..nk];
-        sort_keys(keys, &mut ks.tmp, lo, hi, false, &mut ks.l1, &mut ks.l0);
+        // Few keys over a narrow range (most block rows of graphs): i16 rank counting, faster
+        // here than the bitmap scan or the u32 rank counting of `sort_keys`.
+        if nk <= RANK16_MAX && hi.wrapping_sub(lo) < 1 << 15 {
+            sort_keys_rank16(keys, &mut ks.tmp16, lo);
+        } else {
+            sort_keys(keys, &mut ks.tmp, lo, hi, false, &mut ks.l1, &mut ks.l0);
+        }
         ch.window_blocks.push(nk as u32);
         let mut cur = (k0 - base) as u32;
-        for &bc in keys.iter() {
+        // Grown first, then written through iterators: no per-push length bookkeeping.
+        let b0 = ch.block_keys.len();
+        ch.block_keys.extend_from_slice(keys);
+        ch.block_nnz.resize(b0 + nk, 0);
+        ch.masks.resize(b0 + nk, 0);
+        for ((&bc, cnt_out), m_out) in keys
+            .iter()
+            .zip(&mut ch.block_nnz[b0..])
+            .zip(&mut ch.masks[b0..])
+        {
             let s = &mut ks.slots[bc as usize];
             let cnt = s.n;
-            ch.block_nnz.push(cnt);
-            ch.masks.push(s.mask);
+            *cnt_out = cnt;
+            *m_out = s.mask;
             s.mask = 0;
             s.n = cur;
             cur += cnt;
         }
-        ch.block_keys.extend_from_slice(keys);
+        if n > FLAT_ROW_MAX && n >= DENSE_BLOCK_NNZ * nk {
+            // Dense blocks: pass 2 by blocks instead of by nonzeros. A block's values are, row
+            // by row, the next `popcount(mask byte)` nonzeros of that row (blocks ascending,
+            // rows sorted), so every (block, row) copies a run from the row's cursor: no
+            // per-nonzero cursor in memory (whose increments chain when neighbours share a
+            // block). The run is copied as 8 values, the surplus overwritten by the next runs
+            // (exact copy where 8 would pass the end of the chunk or of `data`).
+            let mut rc = [0usize; 8];
+            for (lr, c) in rc.iter_mut().enumerate() {
+                *c = indptr[(r0 + lr).min(r1)] as usize;
+            }
+            let mut o = k0 - base;
+            for &m in &ch.masks[b0..b0 + nk] {
+                for (lr, c) in rc.iter_mut().enumerate() {
+                    let cnt = POP8[(m >> (8 * lr)) as usize & 0xff] as usize;
+                    let s = *c;
+                    if let (Some(dst), Some(src)) = (vals.get_mut(o..o + 8), data.get(s..s + 8)) {
+                        dst.copy_from_slice(src);
+                    } else {
+                        vals[o..o + cnt].copy_from_slice(&data[s..s + cnt]);
+                    }
+                    *c = s + cnt;
+                    o += cnt;
+                }
+            }
+            continue;
+        }
         // Pass 2: every value at its block's cursor (CSR order inside a block = bit order).
         for (&c, &v) in indices[k0..k1].iter().zip(&data[k0..k1]) {
             let s = &mut ks.slots[(c >> 3) as usize];
@@ -922,6 +1035,126 @@ mod tests {
                 assert!(l1.iter().all(|&w| w == 0) && l0.iter().all(|&w| w == 0));
             }
         }
+    }
+
+    /// `sort_keys_rank16` sorts every key count up to its maximum over ranges up to 2^15 wide,
+    /// including a key at the top of the range (equal to the i16 padding).
+    #[test]
+    fn sort_keys_rank16_agrees_with_sort() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut tmp = Vec::new();
+        for round in 0..300 {
+            let n = 1 + round % RANK16_MAX;
+            let width = [64u32, 1000, 1 << 15][round % 3];
+            let lo = rng.random_range(0..1u32 << 28);
+            let mut keys: Vec<u32> = (0..n).map(|_| lo + rng.random_range(0..width)).collect();
+            if round % 3 == 2 {
+                keys[0] = lo + width - 1;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let want = keys.clone();
+            for i in (1..keys.len()).rev() {
+                keys.swap(i, rng.random_range(0..=i));
+            }
+            sort_keys_rank16(&mut keys, &mut tmp, want[0]);
+            assert_eq!(keys, want, "round {round}");
+        }
+    }
+
+    /// bitBSR block rows through each key sort of `run_chunk_aligned` (i16 rank counting: few
+    /// block columns over < 2^15; `sort_keys`: more than `RANK16_MAX` block columns, or a range
+    /// ≥ 2^15) and through the block-driven second pass (dense blocks, also as the last block
+    /// row, where the 8-value copies meet the end of the data) match the reference builder and
+    /// round-trip.
+    #[test]
+    fn bitbsr_key_sort_paths_match_reference() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let (rows, cols) = (64usize, 1usize << 20);
+        let mut t = Vec::new();
+        let mut c0 = 0;
+        for r in 0..rows {
+            let (n, width) = match (r / 8) % 4 {
+                0 => (3, 2_000),   // narrow, few blocks: rank16
+                1 => (60, 50_000), // > 64 blocks per block row: sort_keys
+                2 => (4, cols),    // range ≥ 2^15 block columns: sort_keys
+                _ => (40, 64),     // dense blocks: block-driven second pass
+            };
+            // One column range per block row.
+            if r % 8 == 0 {
+                c0 = rng.random_range(0..=cols - width);
+            }
+            for _ in 0..n {
+                t.push((
+                    r as u32,
+                    (c0 + rng.random_range(0..width)) as u32,
+                    rng.random_range(-1.0f32..1.0),
+                ));
+            }
+        }
+        t.sort_by_key(|&(r, c, _)| (r, c));
+        t.dedup_by_key(|&mut (r, c, _)| (r, c));
+        check_bitbsr_against_reference(rows, cols, &t);
+    }
+
+    /// Block rows on both sides of `FLAT_ROW_MAX` nonzeros, with empty and irregular rows and
+    /// a partial last block row, match the reference builder (flat and per-row first pass).
+    #[test]
+    fn bitbsr_flat_and_per_row_first_pass_match_reference() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        let (rows, cols) = (8 * 300 + 5usize, 3_000usize);
+        let mut t = Vec::new();
+        for r in 0..rows {
+            // Block rows of up to 8·16 = 128 nonzeros; some rows empty.
+            let n = match (r / 8) % 3 {
+                0 => rng.random_range(0..=3),
+                1 => rng.random_range(0..=16),
+                _ => 8,
+            };
+            for _ in 0..n {
+                let c = rng.random_range(0..cols);
+                // Distinct, exactly representable values: misplaced values are caught.
+                t.push((r as u32, c as u32, (r * cols + c) as f32));
+            }
+        }
+        t.sort_by_key(|&(r, c, _)| (r, c));
+        t.dedup_by_key(|&mut (r, c, _)| (r, c));
+        let per_block_row = |w: usize| t.iter().filter(|e| e.0 as usize / 8 == w).count();
+        assert!((0..rows.div_ceil(8)).any(|w| per_block_row(w) == FLAT_ROW_MAX));
+        assert!((0..rows.div_ceil(8)).any(|w| per_block_row(w) > FLAT_ROW_MAX));
+        check_bitbsr_against_reference(rows, cols, &t);
+    }
+
+    /// bitBSR of sorted, deduplicated triplets equals blocks gathered in a BTreeMap over
+    /// (block row, block column), values in row-major order inside each block; round-trips.
+    fn check_bitbsr_against_reference(rows: usize, cols: usize, t: &[(u32, u32, f32)]) {
+        let a = csr_from_triplets(rows, cols, t).unwrap();
+        let b = crate::bitbsr::BitBsr::from_csr(&a).unwrap();
+        assert_eq!(b.validate(), Ok(()));
+        assert_eq!(b.to_csr(), a);
+        let mut blocks = std::collections::BTreeMap::<(usize, u32), (u64, Vec<f32>)>::new();
+        for &(r, c, v) in t {
+            let e = blocks.entry((r as usize / 8, c / 8)).or_default();
+            e.0 |= 1u64 << ((r % 8) * 8 + c % 8);
+            e.1.push(v);
+        }
+        let mut ptr = vec![0u32; rows.div_ceil(8) + 1];
+        for &(w, _) in blocks.keys() {
+            ptr[w + 1] += 1;
+        }
+        for w in 0..rows.div_ceil(8) {
+            ptr[w + 1] += ptr[w];
+        }
+        let cols_want: Vec<u32> = blocks.keys().map(|k| k.1).collect();
+        let masks_want: Vec<u64> = blocks.values().map(|e| e.0).collect();
+        let vals_want: Vec<f32> = blocks.values().flat_map(|e| e.1.clone()).collect();
+        assert_eq!(b.block_row_ptr(), &ptr[..]);
+        assert_eq!(b.block_col(), &cols_want[..]);
+        assert_eq!(b.bitmap(), &masks_want[..]);
+        assert_eq!(b.values(), &vals_want[..]);
     }
 
     /// Matrices of many chunks (the parallel path and the join) in every layout, including long
