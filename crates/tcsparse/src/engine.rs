@@ -90,8 +90,9 @@ pub enum Balance {
     /// Experimental: [`Balance::Packed`] run by the kernel variant with a per-warp cache of
     /// `cache_rows` B rows in shared memory (a power of two from 8 to 1024), so the rows
     /// neighbouring windows share are read from shared memory. Measured slower than
-    /// [`Balance::Packed`] on every matrix so far (docs/kernels/acc-spmm.md, v4). Larger caches need more shared memory per thread block: a
-    /// combination the device cannot launch at the product's N is an error at `spmm` time.
+    /// [`Balance::Packed`] on every matrix so far (docs/kernels/acc-spmm.md, v4). Larger caches
+    /// need more shared memory per thread block: a combination the device cannot launch at the
+    /// product's N is an error at `spmm` time (a tuned preparation keeps cuSPARSE instead).
     PackedCached {
         /// Consecutive row windows per thread block (0 is treated as 1).
         windows: u32,
