@@ -396,6 +396,13 @@ impl Engine {
         let t = Instant::now();
         let (method, forced) = match &opts.reorder {
             ReorderChoice::None | ReorderChoice::Given(_) => (None, false),
+            // CSR kernels run in the original order (prepare_reordered drops an automatic
+            // reordering for them), so an automatic reordering would be computed for nothing.
+            ReorderChoice::Auto
+                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr) =>
+            {
+                (None, false)
+            }
             ReorderChoice::Auto => (Some("affinity".to_string()), false),
             ReorderChoice::Method(m) => (Some(m.clone()), true),
         };

@@ -8,7 +8,9 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::csr::csr_from_triplets;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
-use tcsparse::{Backend, Balance, Engine, Error, ExecKernel, PrepareOptions, ReorderChoice};
+use tcsparse::{
+    Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, ReorderChoice,
+};
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -166,6 +168,33 @@ fn forced_reordering_is_applied_and_reported() {
     assert_eq!(rr.method, "degree");
     assert!((r.mean_nnz_tc - rr.mean_nnz_tc_after).abs() < 1e-9);
     assert_eq!(p.permutation().unwrap().len(), 64);
+}
+
+#[test]
+fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
+    // CSR kernels run in the original order, so Auto must not spend time reordering for them;
+    // for Acc-SpMM (or Auto) it still runs.
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 64, 3, 3);
+    for (kernel, reorders) in [
+        (KernelRequest::Cusparse, false),
+        (KernelRequest::Csr, false),
+        (KernelRequest::AccSpmm, true),
+        (KernelRequest::Auto, true),
+    ] {
+        let opts = PrepareOptions {
+            kernel,
+            ..PrepareOptions::default()
+        };
+        let p = engine.prepare(&a, &opts).unwrap();
+        assert_eq!(p.report().reorder.is_some(), reorders, "{kernel:?}");
+        if !reorders {
+            assert!(
+                p.permutation().is_none() && !p.report().reordered,
+                "{kernel:?}"
+            );
+        }
+    }
 }
 
 #[test]
