@@ -486,3 +486,182 @@ extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windo
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// tc16_spmm_tf32: 16-row windows (ME-TCF, DTC-SpMM's layout) on the same m16n8k8 TF32 MMA, operands NOT
+// swapped: the 16x8 sparse tile is the A-operand (16 rows x 8 slots), the 8 gathered B rows are the
+// 8x8 B-operand (8 slots x 8 features), the accumulator is C (16 rows x 8 features). One block's 8
+// gathered B rows now serve 16 rows of A instead of 8: where two 8-row windows share most columns
+// (bands, clusters), B is gathered about half as often per nonzero.
+//
+// The tile comes from two masks per block (lo: rows 0-7, hi: rows 8-15, bit = (row % 8) * 8 + slot,
+// derived on the host from ME-TCF's local ids), values in ascending local id = lo bits, then hi bits.
+// With g = lane / 4, t = lane % 4: a0 = T[g][t], a1 = T[g+8][t], a2 = T[g][t+4], a3 = T[g+8][t+4];
+// b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + 4g + j, so a
+// lane loads one float4 per gathered row; c0 (row g, n = 2t) of MMA j is feature f0 + 8t + j, c1 is
+// f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows g and g + 8.
+// Work: thread block x owns windows [x * K, min((x + 1) * K, W)); nothing is split, every row of a
+// window is written with plain stores (alpha * acc + beta * C, C not read when beta == 0).
+
+struct Meta16 {
+    u32 col_lo, col_hi;
+    u64 lo, hi;
+    u32 vo;
+};
+
+struct Stage16 {
+    float blo[4];  // B[col[t]][f0 + 4g + q]
+    float bhi[4];  // B[col[t + 4]][f0 + 4g + q]
+    float a[4];    // a0..a3
+};
+
+__device__ __forceinline__ Meta16 meta16(const u32* __restrict__ a2x, const u64* __restrict__ masks,
+                                         const u32* __restrict__ tco, u32 blk, u32 t) {
+    Meta16 m;
+    m.col_lo = __ldg(a2x + 8ull * blk + t);
+    m.col_hi = __ldg(a2x + 8ull * blk + t + 4);
+    m.lo = __ldg(masks + 2ull * blk);
+    m.hi = __ldg(masks + 2ull * blk + 1);
+    m.vo = __ldg(tco + blk);
+    return m;
+}
+
+__device__ __forceinline__ void stage16_zero(Stage16& s) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        s.blo[q] = 0.0f;
+        s.bhi[q] = 0.0f;
+        s.a[q] = 0.0f;
+    }
+}
+
+// At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
+    tc16_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ tco,
+                   const u32* __restrict__ a2x, const u64* __restrict__ masks,
+                   const float* __restrict__ values, u32 windows, u32 windows_per_tb,
+                   const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
+                   u32 N, float alpha, float beta, u32 flags) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    const u32 g = lane >> 2;
+    const u32 t = lane & 3;
+    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
+    const u32 fl = f0 + 4 * g;  // first feature this lane loads
+    bool qok[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
+    const bool vec_load = (flags & 1u) && qok[3];
+    const u64 below0 = (1ull << (8 * g + t)) - 1ull;
+    const u64 below1 = (1ull << (8 * g + t + 4)) - 1ull;
+
+    const u32 wb = blockIdx.x * windows_per_tb;
+    const u32 we = min(wb + windows_per_tb, windows);
+    if (wb >= we) return;
+    const u32 bb = __ldg(rwo + wb);
+    const u32 be = __ldg(rwo + we);
+
+    auto load = [&](const Meta16& m, Stage16& s) {
+        const bool lo_ok = m.col_lo != SENTINEL;
+        const bool hi_ok = m.col_hi != SENTINEL;
+        const float* rlo = B + (lo_ok ? (u64)m.col_lo * ldb : 0) + fl;
+        const float* rhi = B + (hi_ok ? (u64)m.col_hi * ldb : 0) + fl;
+        if (vec_load) {
+            const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
+            const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
+            s.blo[0] = l.x; s.blo[1] = l.y; s.blo[2] = l.z; s.blo[3] = l.w;
+            s.bhi[0] = h.x; s.bhi[1] = h.y; s.bhi[2] = h.z; s.bhi[3] = h.w;
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                s.blo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
+                s.bhi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
+            }
+        }
+        const u32 p0 = 8 * g + t;
+        const u32 nlo = __popcll(m.lo);
+        s.a[0] = ((m.lo >> p0) & 1ull) ? __ldg(values + m.vo + __popcll(m.lo & below0)) : 0.0f;
+        s.a[2] = ((m.lo >> (p0 + 4)) & 1ull) ? __ldg(values + m.vo + __popcll(m.lo & below1)) : 0.0f;
+        s.a[1] = ((m.hi >> p0) & 1ull) ? __ldg(values + m.vo + nlo + __popcll(m.hi & below0)) : 0.0f;
+        s.a[3] = ((m.hi >> (p0 + 4)) & 1ull)
+                     ? __ldg(values + m.vo + nlo + __popcll(m.hi & below1))
+                     : 0.0f;
+    };
+
+    Stage16 cur;
+    stage16_zero(cur);
+    Meta16 m_next;
+    m_next.col_lo = m_next.col_hi = SENTINEL;
+    m_next.lo = m_next.hi = 0;
+    m_next.vo = 0;
+    if (bb < be) load(meta16(a2x, masks, tco, bb, t), cur);
+    if (bb + 1 < be) m_next = meta16(a2x, masks, tco, bb + 1, t);
+
+    u32 blk = bb;
+    u32 next_rwo = __ldg(rwo + wb + 1);
+    for (u32 w = wb; w < we; ++w) {
+        const u32 wend = next_rwo;
+        if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
+        float acc[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[j][k] = 0.0f;
+        for (; blk < wend; ++blk) {
+            Stage16 nxt;
+            stage16_zero(nxt);
+            if (blk + 1 < be) load(m_next, nxt);
+            if (blk + 2 < be) m_next = meta16(a2x, masks, tco, blk + 2, t);
+            const u32 a0 = to_tf32(cur.a[0]);
+            const u32 a1 = to_tf32(cur.a[1]);
+            const u32 a2 = to_tf32(cur.a[2]);
+            const u32 a3 = to_tf32(cur.a[3]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                asm volatile(
+                    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                    "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                    : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+                    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(to_tf32(cur.blo[j])),
+                      "r"(to_tf32(cur.bhi[j])));
+            }
+            cur = nxt;
+        }
+        // acc[j][0] -> (row g, feature f0 + 8t + j), [1] -> (g, f0 + 8t + 4 + j),
+        // [2] -> (g + 8, f0 + 8t + j), [3] -> (g + 8, f0 + 8t + 4 + j).
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const u32 row = 16 * w + g + 8 * half;
+            if (row >= M) continue;
+            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const u32 fb = f0 + 8 * t + 4 * k;
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[j][2 * half + k];
+                if ((flags & 1u) && fb + 3 < N) {
+                    float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
+                    float4 o = make_float4(v[0], v[1], v[2], v[3]);
+                    if (beta != 0.0f) {
+                        const float4 old = *d4;
+                        o.x += beta * old.x;
+                        o.y += beta * old.y;
+                        o.z += beta * old.z;
+                        o.w += beta * old.w;
+                    }
+                    *d4 = o;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if (fb + j >= N) continue;
+                        float* d = dst + 4 * k + j;
+                        *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
+                    }
+                }
+            }
+        }
+    }
+}

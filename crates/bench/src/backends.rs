@@ -255,7 +255,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
         let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
         // cuSPARSE baseline on the original matrix.
         out.push(cusparse_case(gpu, m, a, &b, n, t, max_full));
-        // Our engine: planner's choice, then the four ablations on Acc-SpMM.
+        // Our engine: planner's choice, the four ablations on Acc-SpMM and the 16-row kernel.
         type Variant<'m> = (&'m str, Option<&'m Csr>, f64, KernelRequest, Balance);
         let variants: Vec<Variant> = {
             let (ra, rms) = match &reordered {
@@ -278,6 +278,13 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     Balance::On,
                 ),
                 ("acc/reorder", ra, rms, KernelRequest::AccSpmm, Balance::Off),
+                (
+                    "tc16/reorder",
+                    ra,
+                    rms,
+                    KernelRequest::Tc16,
+                    Balance::Packed(4),
+                ),
                 (
                     "acc/balance",
                     Some(a),

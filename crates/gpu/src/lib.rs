@@ -20,6 +20,7 @@ pub mod csr_spmm;
 pub mod cublas;
 pub mod cusparse;
 pub mod signature;
+pub mod tc16_spmm;
 
 pub use signature::{KernelSignature, ParamKind};
 

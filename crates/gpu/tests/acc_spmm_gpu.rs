@@ -211,7 +211,7 @@ fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
 fn acc_spmm_real_matrices_match_reference_and_time() {
     let gpu = gpu();
     println!(
-        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "matrix",
         "rows",
         "nnz",
@@ -222,6 +222,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         "bal ms",
         "pk16 ms",
         "pk16c ms",
+        "tc16 ms",
         "cusp ms",
         "err"
     );
@@ -274,13 +275,38 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                     .unwrap();
                 times.push(t.median_ms);
             }
+            // The 16-row ME-TCF kernel, 4 windows per thread block.
+            let metcf = tcsparse_formats::metcf::MeTcf::from_csr(&a).unwrap();
+            let tc16 = tcsparse_gpu::tc16_spmm::Tc16Device::upload(&gpu, &metcf, 4).unwrap();
+            tc16.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+            let got = gpu.download(&cd).unwrap();
+            let c0 = vec![0f32; a.rows() * n];
+            err = err.max(check_result(
+                &format!("{name}/n={n}/tc16"),
+                &a,
+                1.0,
+                &b,
+                n,
+                0.0,
+                &c0,
+                &got,
+                n,
+                n,
+            ));
+            let t16 = gpu
+                .time_launches(3, 20, || {
+                    tc16.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n)
+                        .map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
+                })
+                .unwrap();
+            times.push(t16.median_ms);
             let csr = CusparseCsr::new(&gpu, &a).unwrap();
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
                 .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
                 .unwrap();
             println!(
-                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
@@ -291,6 +317,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 times[2],
                 times[3],
                 times[4],
+                times[5],
                 tc.median_ms,
                 err
             );
@@ -446,4 +473,59 @@ fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
         256,
         32,
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tc16_kernel_matches_reference() {
+    // The 16-row ME-TCF kernel on the edge-case matrices (ragged M and K, empty and trailing empty
+    // windows, hubs, one row, empty) plus banded and clustered ones, every N shape (scalar tails,
+    // several feature tiles), packed and unpacked, β = 0 with NaN-poisoned C and β ≠ 0 with padded
+    // leading dimensions (scalar path).
+    let gpu = gpu();
+    let mut band = Gen::new(700, 700, 12, 31);
+    band.banded = true;
+    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
+        n: 1000,
+        block_size: 64,
+        intra_density: 0.3,
+        inter_nnz_per_row: 1.0,
+        seed: 32,
+    }
+    .build()
+    .unwrap();
+    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
+    mats.extend(edge_matrices());
+    let mut worst = 0f64;
+    for (name, a) in &mats {
+        let m = tcsparse_formats::metcf::MeTcf::from_csr(a).unwrap();
+        let mut dev = tcsparse_gpu::tc16_spmm::Tc16Device::upload(&gpu, &m, 1).unwrap();
+        for &n in &[8usize, 16, 24, 32, 40, 64, 128, 264, 512, 1000] {
+            for k in [1u32, 4] {
+                dev.set_windows_per_tb(k);
+                for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                    let (ldb, ldc) = (n + pad, n + 2 * pad);
+                    let b = dense(a.cols(), n, ldb, 3000 + n as u64);
+                    let mut c0 = dense(a.rows(), n, ldc, 4000 + n as u64);
+                    if beta == 0.0 {
+                        for r in 0..a.rows() {
+                            for f in 0..n {
+                                c0[r * ldc + f] = f32::NAN;
+                            }
+                        }
+                    }
+                    let bd = gpu.upload(&b).unwrap();
+                    let mut cd = gpu.upload(&c0).unwrap();
+                    dev.launch(&gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
+                        .unwrap();
+                    let got = gpu.download(&cd).unwrap();
+                    let what = format!("tc16/{name}/n={n}/k={k}/α={alpha}/β={beta}");
+                    worst = worst.max(check_result(
+                        &what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n,
+                    ));
+                }
+            }
+        }
+    }
+    println!("tc16: worst scaled error {worst:.3e}");
 }

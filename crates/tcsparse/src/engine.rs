@@ -9,9 +9,11 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::csr::CsrError;
+use tcsparse_formats::metcf::MeTcf;
 use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::tc16_spmm::Tc16Device;
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
     AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
@@ -113,6 +115,9 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
+    /// The 16-row tensor-core kernel on ME-TCF (`Balance::Packed(k)` sets its windows per thread
+    /// block, else 4).
+    Tc16,
 }
 
 /// What [`Prepared`] runs.
@@ -127,6 +132,11 @@ pub enum ExecKernel {
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
     CsrCuda,
+    /// The 16-row tensor-core kernel on ME-TCF (TF32): one gather of 8 B rows serves 16 rows of A.
+    Tc16 {
+        /// Consecutive 16-row windows per thread block.
+        windows_per_tb: u32,
+    },
     /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
     CpuBitTcf,
 }
@@ -137,6 +147,9 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
+            ExecKernel::Tc16 { windows_per_tb } => {
+                write!(f, "TC16 (ME-TCF, {windows_per_tb} windows per TB)")
+            }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
     }
@@ -542,6 +555,13 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Csr(k)
             }
+            (Some(gpu), ExecKernel::Tc16 { windows_per_tb }) => {
+                let m = MeTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+                let d = Tc16Device::upload(gpu, &m, windows_per_tb)?;
+                thread_blocks = d.num_tbs();
+                gpu.synchronize()?;
+                DeviceState::Tc16(Box::new(d))
+            }
             _ => DeviceState::Cpu,
         };
         let upload_s = t.elapsed().as_secs_f64();
@@ -630,8 +650,9 @@ impl Engine {
             candidate: cus_name.into(),
             ms: cus_ms,
         });
-        let mut best: Option<(f64, ScheduleKind)> = None;
+        let mut best: Option<(f64, Candidate)> = None;
         let mut acc_err = None;
+        let mut tc16_dev = None;
         let mut acc = match acc {
             Ok(p) => Some(p),
             Err(e) => {
@@ -673,8 +694,28 @@ impl Engine {
                     ms,
                 });
                 if best.is_none_or(|(m, _)| ms < m) {
-                    best = Some((ms, kind));
+                    best = Some((ms, Candidate::Acc(kind)));
                 }
+            }
+            // The 16-row kernel on the same (reordered) matrix, swapped in for timing.
+            if opts.balance == Balance::Auto {
+                let m = MeTcf::from_csr(&p.a).map_err(|e| Error::Format(e.to_string()))?;
+                let tc16 = Tc16Device::upload(gpu, &m, 1)?;
+                let acc_dev = std::mem::replace(&mut p.dev, DeviceState::Tc16(Box::new(tc16)));
+                for k in TC16_TUNED_WINDOWS {
+                    if let DeviceState::Tc16(d) = &mut p.dev {
+                        d.set_windows_per_tb(k);
+                    }
+                    let ms = time_prepared(gpu, p, &b, &mut c, n)?;
+                    tuning.push(TuneSample {
+                        candidate: format!("{} ({order})", ExecKernel::Tc16 { windows_per_tb: k }),
+                        ms,
+                    });
+                    if best.is_none_or(|(m, _)| ms < m) {
+                        best = Some((ms, Candidate::Tc16(k)));
+                    }
+                }
+                tc16_dev = Some(std::mem::replace(&mut p.dev, acc_dev));
             }
         }
         let tune_s = t.elapsed().as_secs_f64();
@@ -684,7 +725,7 @@ impl Engine {
             .collect::<Vec<_>>()
             .join(", ");
         let mut chosen = match (acc, best) {
-            (Some(mut p), Some((ms, kind))) if ms < cus_ms => {
+            (Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
                     let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
@@ -692,6 +733,21 @@ impl Engine {
                 p.report.kernel_note = format!(
                     "tuned at N = {n}: Acc-SpMM ({kind}) fastest ({summary}); planner: {}",
                     p.plan.reason
+                );
+                p
+            }
+            (Some(mut p), Some((ms, Candidate::Tc16(k)))) if ms < cus_ms => {
+                let Some(DeviceState::Tc16(mut d)) = tc16_dev else {
+                    unreachable!("a TC16 candidate was timed, so its device exists");
+                };
+                d.set_windows_per_tb(k);
+                p.report.thread_blocks = d.num_tbs();
+                p.report.split_windows = 0;
+                p.dev = DeviceState::Tc16(d);
+                p.report.kernel = ExecKernel::Tc16 { windows_per_tb: k };
+                p.report.kernel_note = format!(
+                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
+                    p.report.kernel, p.plan.reason
                 );
                 p
             }
@@ -766,6 +822,16 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
+            KernelRequest::Tc16 => (
+                ExecKernel::Tc16 {
+                    windows_per_tb: match opts.balance {
+                        Balance::Packed(k) => k.max(1),
+                        _ => TC16_DEFAULT_WINDOWS,
+                    },
+                },
+                format!("TC16 kernel requested (planner: {})", plan.reason),
+                None,
+            ),
             KernelRequest::Auto => match plan.choice {
                 KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
                 KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
@@ -792,6 +858,20 @@ pub const TUNED_SCHEDULES: [ScheduleKind; 4] = [
     ScheduleKind::Packed(4),
     ScheduleKind::Packed(16),
 ];
+
+/// Windows per thread block of the TC16 candidates a tuned preparation times.
+const TC16_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
+/// Windows per thread block of an explicitly requested TC16 kernel without `Balance::Packed`.
+const TC16_DEFAULT_WINDOWS: u32 = 4;
+
+/// A tuning candidate on the tensor cores.
+#[derive(Clone, Copy, Debug)]
+enum Candidate {
+    /// Acc-SpMM (BitTCF) under this schedule.
+    Acc(ScheduleKind),
+    /// The 16-row kernel with this many windows per thread block.
+    Tc16(u32),
+}
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).
 const TUNE_WARMUP: usize = 2;
@@ -852,6 +932,7 @@ enum DeviceState {
         spmm: HashMap<usize, CusparseSpmm>,
     },
     Csr(CsrSpmm),
+    Tc16(Box<Tc16Device>),
 }
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
@@ -1019,6 +1100,7 @@ impl Prepared {
                 return Err(Error::Unavailable("prepared for the CPU path".into()));
             }
             DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Tc16(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Cusparse { csr, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(

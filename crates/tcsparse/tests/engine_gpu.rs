@@ -124,6 +124,13 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             .iter()
             .filter(|k| !matches!(k, ScheduleKind::PackedCached { .. }))
             .count();
+        // Auto also times the 16-row kernel at 1, 4 and 16 windows per thread block.
+        let tc16 = names.iter().filter(|n| n.starts_with("TC16")).count();
+        assert_eq!(
+            tc16,
+            if balance == Balance::Auto { 3 } else { 0 },
+            "{names:?}"
+        );
         match balance {
             Balance::Auto => assert!(
                 (uncached..=TUNED_SCHEDULES.len() + 1).contains(&acc),
@@ -140,6 +147,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         let kept = match r.kernel {
             ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
             ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
+            k @ ExecKernel::Tc16 { .. } => best.candidate.starts_with(&k.to_string()),
             k => panic!("unexpected kernel {k}"),
         };
         assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
@@ -159,6 +167,7 @@ fn every_kernel_and_reordering_matches_reference() {
     let a = small_matrix();
     for kernel in [
         KernelRequest::AccSpmm,
+        KernelRequest::Tc16,
         KernelRequest::Cusparse,
         KernelRequest::Csr,
         KernelRequest::Auto,
