@@ -148,7 +148,7 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
             ExecKernel::Tc16 { windows_per_tb } => {
-                write!(f, "TC16 (ME-TCF, {windows_per_tb} windows per TB)")
+                write!(f, "TC16 (ME-TCF, {})", per_tb(*windows_per_tb))
             }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
@@ -191,15 +191,20 @@ impl std::fmt::Display for ScheduleKind {
         match self {
             ScheduleKind::Unbalanced => write!(f, "unbalanced"),
             ScheduleKind::Balanced => write!(f, "balanced"),
-            ScheduleKind::Packed(k) => write!(f, "{k} windows per TB"),
+            ScheduleKind::Packed(k) => write!(f, "{}", per_tb(*k)),
             ScheduleKind::PackedCached { windows, log2_rows } => {
-                write!(
-                    f,
-                    "{windows} windows per TB, {}-row B cache",
-                    1u32 << log2_rows
-                )
+                write!(f, "{}, {}-row B cache", per_tb(*windows), 1u32 << log2_rows)
             }
         }
+    }
+}
+
+/// "1 window per TB", "4 windows per TB".
+fn per_tb(k: u32) -> String {
+    if k == 1 {
+        "1 window per TB".into()
+    } else {
+        format!("{k} windows per TB")
     }
 }
 

@@ -286,3 +286,25 @@ fn bad_arguments_are_typed_errors() {
     // ldc < n.
     assert!(p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4).is_err());
 }
+
+#[test]
+fn kernel_names_read_as_english() {
+    use tcsparse::ScheduleKind;
+    let acc = |schedule| ExecKernel::AccSpmm { schedule }.to_string();
+    assert_eq!(acc(ScheduleKind::Packed(1)), "Acc-SpMM (1 window per TB)");
+    assert_eq!(
+        acc(ScheduleKind::Packed(16)),
+        "Acc-SpMM (16 windows per TB)"
+    );
+    assert_eq!(
+        acc(ScheduleKind::PackedCached {
+            windows: 4,
+            log2_rows: 7
+        }),
+        "Acc-SpMM (4 windows per TB, 128-row B cache)"
+    );
+    assert_eq!(
+        ExecKernel::Tc16 { windows_per_tb: 1 }.to_string(),
+        "TC16 (ME-TCF, 1 window per TB)"
+    );
+}
