@@ -3,7 +3,7 @@
 //! parallel multi-chunk builder (the proptests only reach the single-chunk path). Skips with a note
 //! when the folder is absent.
 
-use std::path::PathBuf;
+mod common;
 
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
@@ -20,28 +20,11 @@ fn same(a: &Csr, b: &Csr) -> bool {
         && bits(a) == bits(b)
 }
 
-fn datasets_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    dir.is_dir().then_some(dir)
-}
-
 #[test]
 fn every_shared_matrix_round_trips_through_every_layout() {
-    let Some(dir) = datasets_dir() else {
-        eprintln!("note: shared/datasets not found (set TCSPARSE_SHARED_DATASETS); skipping");
+    let Some(files) = common::shared_matrices() else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .mtx.gz in {}", dir.display());
     for p in files {
         let a = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let name = p.file_name().unwrap().to_string_lossy().to_string();

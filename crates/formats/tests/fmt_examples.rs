@@ -1,8 +1,7 @@
-//! The worked 10×12 example of `docs/formats/*.md` as insta snapshots, and exact round trips of
-//! every shared dataset (skipped with a note when `shared/datasets` is absent).
+//! The worked 10×12 example of `docs/formats/*.md` as insta snapshots (the shared datasets' round
+//! trips are in `fmt_datasets.rs`).
 
 use std::fmt::Write;
-use std::path::PathBuf;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
@@ -119,51 +118,4 @@ fn normmap_example() {
         m.norms()
     );
     insta::assert_snapshot!("fmt_normmap_example", s);
-}
-
-fn datasets_dir() -> Option<PathBuf> {
-    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    p.is_dir().then_some(p)
-}
-
-#[test]
-fn every_shared_dataset_round_trips_exactly() {
-    let Some(dir) = datasets_dir() else {
-        eprintln!("note: shared/datasets not found; skipping dataset round trips");
-        return;
-    };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    files.sort();
-    for path in files {
-        let a = tcsparse_formats::mtx::read_matrix_market(&path).unwrap();
-        let same = |b: Csr, what: &str| {
-            assert_eq!(a.shape(), b.shape(), "{what} {path:?}");
-            assert_eq!(
-                a.indptr().raw_storage(),
-                b.indptr().raw_storage(),
-                "{what} {path:?}"
-            );
-            assert_eq!(a.indices(), b.indices(), "{what} {path:?}");
-            assert!(
-                a.data()
-                    .iter()
-                    .zip(b.data())
-                    .all(|(x, y)| x.to_bits() == y.to_bits()),
-                "{what} {path:?}"
-            );
-        };
-        same(BitTcf::from_csr(&a).unwrap().to_csr(), "BitTCF");
-        same(MeTcf::from_csr(&a).unwrap().to_csr(), "ME-TCF");
-        same(Hrpb::from_csr(&a).unwrap().to_csr(), "HRPB");
-        same(BitBsr::from_csr(&a).unwrap().to_csr(), "bitBSR");
-        eprintln!("round trip ok: {}", path.display());
-    }
 }

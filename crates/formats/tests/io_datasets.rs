@@ -1,32 +1,17 @@
 //! Reads every shared real matrix (`shared/datasets/*.mtx.gz`) and checks its shape and nnz against
 //! the header. Skips with a note when the folder is absent.
 
+mod common;
+
 use std::path::PathBuf;
 
 use tcsparse_formats::mtx::{self, Symmetry};
 
-fn datasets_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    dir.is_dir().then_some(dir)
-}
-
 #[test]
 fn every_shared_matrix_matches_its_header() {
-    let Some(dir) = datasets_dir() else {
-        eprintln!("note: shared/datasets not found (set TCSPARSE_SHARED_DATASETS); skipping");
+    let Some(files) = common::shared_matrices() else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .mtx.gz in {}", dir.display());
     for p in files {
         let h = mtx::read_header(&p).unwrap();
         let m = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
@@ -69,8 +54,7 @@ fn every_shared_matrix_matches_its_header() {
 #[ignore = "timing: run in release to measure reader MB/s"]
 fn reader_throughput_on_xenon1() {
     use std::io::Read;
-    let Some(dir) = datasets_dir() else {
-        eprintln!("note: shared/datasets not found; skipping");
+    let Some(dir) = common::shared_dir() else {
         return;
     };
     let mut text = Vec::new();
