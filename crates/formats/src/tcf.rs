@@ -699,44 +699,10 @@ pub(crate) fn build_windowed<P: PosOut>(
     if total_blocks >= u32::MAX as usize {
         return Err(FormatError::TooLarge(format!("blocks = {total_blocks}")));
     }
-    let window_offset = || {
-        let mut v = Vec::with_capacity(windows + 1);
-        v.push(0u32);
-        let mut a = 0u32;
-        for ch in &chunks {
-            v.extend(ch.window_blocks.iter().map(|&n| {
-                a += n;
-                a
-            }));
-        }
-        v
-    };
-    let block_offset = || {
-        let mut v = Vec::with_capacity(total_blocks + 1);
-        v.push(0u32);
-        let mut z = 0u32;
-        for ch in &chunks {
-            v.extend(ch.block_nnz.iter().map(|&n| {
-                z += n;
-                z
-            }));
-        }
-        v
-    };
-    let block_keys = || {
-        let mut v = Vec::with_capacity(chunks.iter().map(|c| c.block_keys.len()).sum());
-        for ch in &chunks {
-            v.extend_from_slice(&ch.block_keys);
-        }
-        v
-    };
-    let masks = || {
-        let mut v = Vec::with_capacity(if spec.masks { total_blocks } else { 0 });
-        for ch in &chunks {
-            v.extend_from_slice(&ch.masks);
-        }
-        v
-    };
+    let window_offset = || concat_prefix(&chunks, |c| &c.window_blocks);
+    let block_offset = || concat_prefix(&chunks, |c| &c.block_nnz);
+    let block_keys = || concat(&chunks, |c| &c.block_keys);
+    let masks = || concat(&chunks, |c| &c.masks);
     let block_window = || {
         let mut v = Vec::with_capacity(if spec.block_window { total_blocks } else { 0 });
         if spec.block_window {
@@ -768,6 +734,30 @@ pub(crate) fn build_windowed<P: PosOut>(
         pos,
         values,
     })
+}
+
+/// The chunks' `part` arrays concatenated (one allocation of the exact size).
+fn concat<T: Copy>(chunks: &[ChunkOut], part: impl Fn(&ChunkOut) -> &[T]) -> Vec<T> {
+    let mut v = Vec::with_capacity(chunks.iter().map(|c| part(c).len()).sum());
+    for ch in chunks {
+        v.extend_from_slice(part(ch));
+    }
+    v
+}
+
+/// Running sums, from 0, of the chunks' `counts` arrays taken in order (one allocation of the
+/// exact size: every count plus the leading 0).
+fn concat_prefix(chunks: &[ChunkOut], counts: impl Fn(&ChunkOut) -> &[u32]) -> Vec<u32> {
+    let mut v = Vec::with_capacity(1 + chunks.iter().map(|c| counts(c).len()).sum::<usize>());
+    v.push(0u32);
+    let mut sum = 0u32;
+    for ch in chunks {
+        v.extend(counts(ch).iter().map(|&n| {
+            sum += n;
+            sum
+        }));
+    }
+    v
 }
 
 /// Checks a prefix array: right length, starts at 0, non-decreasing, ends at `last`.
