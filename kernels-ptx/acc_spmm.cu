@@ -172,30 +172,43 @@ __device__ __forceinline__ void meta_issue(const Ctx& c, SmemMeta& s, u32 buf, u
     cp_async_commit();
 }
 
-// Loads the B rows and the two tile values one lane needs for a block. Sentinel slots give a zero B
-// row (B is never read at u32::MAX); features >= N read nothing.
-__device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
-    const bool lo_ok = m.col_lo != SENTINEL;
-    const bool hi_ok = m.col_hi != SENTINEL;
-    const float* rlo = c.B + (lo_ok ? (u64)m.col_lo * c.ldb : 0) + c.f0 + 4 * c.g;
-    const float* rhi = c.B + (hi_ok ? (u64)m.col_hi * c.ldb : 0) + c.f0 + 4 * c.g;
-    if (c.vec) {
+// Loads one lane's slice of two gathered B rows: features fl .. fl + 3 of rows col_lo and col_hi
+// (one float4 each when vec, else per-feature guarded by qok). Sentinel columns give a zero row (B is
+// never read at u32::MAX); features >= N read nothing. Shared by every kernel of this file.
+__device__ __forceinline__ void load_b_rows(const float* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
+                                            u32 col_hi, const bool qok[4], bool vec, float lo[4],
+                                            float hi[4]) {
+    const bool lo_ok = col_lo != SENTINEL;
+    const bool hi_ok = col_hi != SENTINEL;
+    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    if (vec) {
         const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
         const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
-        s.lo[0] = l.x; s.lo[1] = l.y; s.lo[2] = l.z; s.lo[3] = l.w;
-        s.hi[0] = h.x; s.hi[1] = h.y; s.hi[2] = h.z; s.hi[3] = h.w;
+        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
+        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
     } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            s.lo[q] = (lo_ok && c.qok[q]) ? __ldg(rlo + q) : 0.0f;
-            s.hi[q] = (hi_ok && c.qok[q]) ? __ldg(rhi + q) : 0.0f;
+            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
+            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
         }
     }
+}
+
+// The two elements of the 8x8 tile one lane needs (T[g][t], T[g][t + 4]), decoded from the mask.
+__device__ __forceinline__ void tile_values(const Ctx& c, const Meta& m, Stage& s) {
     const u32 p0 = 8 * c.g + c.t;
     s.v0 = ((m.mask >> p0) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask0)) : 0.0f;
     s.v1 = ((m.mask >> (p0 + 4)) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask1))
                                           : 0.0f;
+}
+
+// Loads the B rows and the two tile values one lane needs for a block.
+__device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
+    load_b_rows(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
+    tile_values(c, m, s);
 }
 
 // stage_load through the warp's row cache (float4 path only; every lane of the warp takes it).
@@ -220,10 +233,7 @@ __device__ __forceinline__ void stage_load_cached(const Ctx& c, const Meta& m, S
                              : z;
     s.lo[0] = l.x; s.lo[1] = l.y; s.lo[2] = l.z; s.lo[3] = l.w;
     s.hi[0] = h.x; s.hi[1] = h.y; s.hi[2] = h.z; s.hi[3] = h.w;
-    const u32 p0 = 8 * c.g + c.t;
-    s.v0 = ((m.mask >> p0) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask0)) : 0.0f;
-    s.v1 = ((m.mask >> (p0 + 4)) & 1ull) ? __ldg(c.values + m.vo + __popcll(m.mask & c.lowmask1))
-                                          : 0.0f;
+    tile_values(c, m, s);
     // Lane 0 (t = 0) holds slot 0's column, a real column in every block.
     const u32 c0 = __shfl_sync(0xffffffffu, m.col_lo, 0);
     const bool in_span = (!lo_ok || m.col_lo - c0 < rc.span) && (!hi_ok || m.col_hi - c0 < rc.span);
@@ -563,23 +573,7 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
     const u32 be = __ldg(rwo + we);
 
     auto load = [&](const Meta16& m, Stage16& s) {
-        const bool lo_ok = m.col_lo != SENTINEL;
-        const bool hi_ok = m.col_hi != SENTINEL;
-        const float* rlo = B + (lo_ok ? (u64)m.col_lo * ldb : 0) + fl;
-        const float* rhi = B + (hi_ok ? (u64)m.col_hi * ldb : 0) + fl;
-        if (vec_load) {
-            const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
-            const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
-            s.blo[0] = l.x; s.blo[1] = l.y; s.blo[2] = l.z; s.blo[3] = l.w;
-            s.bhi[0] = h.x; s.bhi[1] = h.y; s.bhi[2] = h.z; s.bhi[3] = h.w;
-        } else {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                s.blo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
-                s.bhi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
-            }
-        }
+        load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
         const u32 p0 = 8 * g + t;
         const u32 nlo = __popcll(m.lo);
         s.a[0] = ((m.lo >> p0) & 1ull) ? __ldg(values + m.vo + __popcll(m.lo & below0)) : 0.0f;
