@@ -57,6 +57,17 @@ const MAIN_PARAMS: &[ParamKind] = &[
     ParamKind::U32, // flags
 ];
 
+/// Parameters of `acc_spmm_tf32_cache`: [`MAIN_PARAMS`] and `cache_log2`.
+const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] = {
+    let mut p = [ParamKind::U32; MAIN_PARAMS.len() + 1];
+    let mut i = 0;
+    while i < MAIN_PARAMS.len() {
+        p[i] = MAIN_PARAMS[i];
+        i += 1;
+    }
+    p // the last one stays U32: cache_log2
+};
+
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
@@ -72,25 +83,7 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::AccSpmm,
         name: ENTRY_CACHE,
-        params: &[
-            ParamKind::Ptr, // rwo
-            ParamKind::Ptr, // bvo
-            ParamKind::Ptr, // a2b
-            ParamKind::Ptr, // bits
-            ParamKind::Ptr, // values
-            ParamKind::Ptr, // work
-            ParamKind::Ptr, // window_split
-            ParamKind::Ptr, // B
-            ParamKind::U32, // ldb
-            ParamKind::Ptr, // C
-            ParamKind::U32, // ldc
-            ParamKind::U32, // M
-            ParamKind::U32, // N
-            ParamKind::F32, // alpha
-            ParamKind::F32, // beta
-            ParamKind::U32, // flags
-            ParamKind::U32, // cache_log2
-        ],
+        params: &CACHE_PARAMS,
     },
     KernelSignature {
         module: KernelModule::AccSpmm,
@@ -710,11 +703,12 @@ pub fn emulate(
     }
 }
 
-fn upload<T: DeviceRepr + Default + Clone>(
+/// Copies `data` to the device; an empty array becomes one default element (never read), so no
+/// zero-byte allocation is made.
+pub(crate) fn upload<T: DeviceRepr + Default + Clone>(
     stream: &Arc<CudaStream>,
     data: &[T],
 ) -> Result<CudaSlice<T>, AccSpmmError> {
-    // Never allocate zero bytes: an empty array becomes one default element the kernel never reads.
     if data.is_empty() {
         Ok(stream.clone_htod(&[T::default()])?)
     } else {
@@ -840,14 +834,20 @@ impl AccSpmmDevice {
     /// shared memory per thread block than the device allows), or `None` when it can run.
     pub fn launch_refusal(&self, n: usize) -> Option<String> {
         let shape = launch_shape(n, self.num_tbs).ok()??;
+        self.smem_for(&shape, n).err()
+    }
+
+    /// Dynamic shared memory of a launch of `shape` (width `n`), or why the device cannot give it.
+    fn smem_for(&self, shape: &LaunchShape, n: usize) -> Result<u32, String> {
         let smem = self.variant.dynamic_smem_bytes(shape.warps);
-        (smem > self.max_dynamic_smem).then(|| {
-            format!(
-                "{} with {} warps per thread block (n = {n}) needs {smem} bytes of shared \
-                 memory, the device allows {}",
-                self.variant, shape.warps, self.max_dynamic_smem
-            )
-        })
+        if smem <= self.max_dynamic_smem {
+            return Ok(smem);
+        }
+        Err(format!(
+            "{} with {} warps per thread block (n = {n}) needs {smem} bytes of shared memory, \
+             the device allows {}",
+            self.variant, shape.warps, self.max_dynamic_smem
+        ))
     }
 
     /// Rows of A (M): C has this many rows.
@@ -895,10 +895,9 @@ impl AccSpmmDevice {
             return Ok(());
         };
         let flags = launch_flags(ldb, ldc);
-        if let Some(why) = self.launch_refusal(n) {
-            return Err(AccSpmmError::InvalidArgs(why));
-        }
-        let smem = self.variant.dynamic_smem_bytes(shape.warps);
+        let smem = self
+            .smem_for(&shape, n)
+            .map_err(AccSpmmError::InvalidArgs)?;
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         if self.num_split > 0 {

@@ -11,7 +11,7 @@
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use tcsparse_formats::metcf::{MeTcf, SENTINEL};
 
-use crate::acc_spmm::{AccSpmmError, check_dense, launch_flags, launch_shape};
+use crate::acc_spmm::{AccSpmmError, check_dense, launch_flags, launch_shape, upload};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
@@ -59,10 +59,10 @@ pub fn tile_masks(tc_offset: &[u32], tc_local_id: &[u8]) -> Vec<u64> {
 
 /// An ME-TCF matrix resident on the GPU, ready for repeated products.
 ///
-/// Invariant: the arrays come from a [`MeTcf`] (validated on construction: window and block
-/// prefixes run from 0 to the block and nonzero counts, column ids are `< K` or [`SENTINEL`], local
-/// ids ascend inside each block), re-checked by [`Tc16Device::upload`], and are never written after
-/// upload.
+/// Invariant: the arrays come from a [`MeTcf`], whose every constructor (building from CSR,
+/// deserializing) establishes its invariants — window and block prefixes run from 0 to the block
+/// and nonzero counts, column ids are `< K` or [`SENTINEL`], local ids ascend inside each block —
+/// and are never written after upload.
 pub struct Tc16Device {
     rows: usize,
     cols: usize,
@@ -88,11 +88,9 @@ impl std::fmt::Debug for Tc16Device {
 }
 
 impl Tc16Device {
-    /// Validates and uploads `m` (once; launch many times) with `windows_per_tb` windows per
-    /// thread block (0 is treated as 1).
+    /// Uploads `m` (once; launch many times) with `windows_per_tb` windows per thread block (0 is
+    /// treated as 1). Sizes beyond the kernel's u32 indices are refused.
     pub fn upload(gpu: &Gpu, m: &MeTcf, windows_per_tb: u32) -> Result<Self, AccSpmmError> {
-        m.validate()
-            .map_err(|e| AccSpmmError::InvalidFormat(e.to_string()))?;
         let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
         if m.rows() > u32::MAX as usize - 16 || m.cols() >= u32::MAX as usize {
             return bad(format!(
@@ -108,7 +106,7 @@ impl Tc16Device {
                 m.nnz()
             ));
         }
-        // The kernel relies on these (validate() checks them; restated here next to the launch).
+        // The kernel relies on these MeTcf invariants (restated next to the launch, debug builds).
         debug_assert_eq!(m.row_window_offset().len(), m.rows().div_ceil(16) + 1);
         debug_assert!(
             m.sparse_a_to_x()
@@ -117,31 +115,16 @@ impl Tc16Device {
         );
         let masks = tile_masks(m.tc_offset(), m.tc_local_id());
         let stream = gpu.stream();
-        let up_u32 = |d: &[u32]| {
-            if d.is_empty() {
-                stream.clone_htod(&[0u32])
-            } else {
-                stream.clone_htod(d)
-            }
-        };
         Ok(Self {
             rows: m.rows(),
             cols: m.cols(),
             windows: m.num_windows(),
             windows_per_tb: windows_per_tb.max(1),
-            rwo: up_u32(m.row_window_offset())?,
-            tco: up_u32(m.tc_offset())?,
-            a2x: up_u32(m.sparse_a_to_x())?,
-            masks: if masks.is_empty() {
-                stream.clone_htod(&[0u64])?
-            } else {
-                stream.clone_htod(&masks)?
-            },
-            values: if m.values().is_empty() {
-                stream.clone_htod(&[0f32])?
-            } else {
-                stream.clone_htod(m.values())?
-            },
+            rwo: upload(stream, m.row_window_offset())?,
+            tco: upload(stream, m.tc_offset())?,
+            a2x: upload(stream, m.sparse_a_to_x())?,
+            masks: upload(stream, &masks)?,
+            values: upload(stream, m.values())?,
             main: gpu.function(KernelModule::AccSpmm, ENTRY)?,
         })
     }
@@ -214,8 +197,8 @@ impl Tc16Device {
         // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 access) is set
         // only when ldb and ldc are multiples of 4 and device buffers are ≥ 256-byte aligned.
         // (2) Only C is written, borrowed mutably for this call; the matrix buffers are private and
-        // never written after upload. (3) Every index is in bounds: the MeTcf invariants (checked by
-        // validate() in upload) bound the window and block prefixes by the array lengths, each block's
+        // never written after upload. (3) Every index is in bounds: the MeTcf invariants (held by
+        // every MeTcf, see the struct docs) bound the window and block prefixes by the array lengths, each block's
         // value reads stay below tc_offset[j + 1] (rank among the block's local ids), and column ids
         // are < K or the sentinel (never dereferenced); thread block x reads windows
         // [x·k, min((x+1)·k, windows)) of the windows + 1 window offsets; check_dense proved

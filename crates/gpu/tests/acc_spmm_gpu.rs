@@ -13,11 +13,12 @@ mod acc_support;
 use std::path::PathBuf;
 
 use acc_support::*;
+use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::acc_spmm::{
-    AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, flatten_schedule,
-    unbalanced_schedule,
+    AccSpmmDevice, AccSpmmError, AccVariant, FlatSchedule, emulate, flatten_acc_schedule,
+    flatten_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
@@ -206,6 +207,29 @@ fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
     v
 }
 
+/// Runs `launch` (C = A·B with β = 0, ld = n) once into a fresh C, checks it against the f64
+/// reference, then times it: (worst scaled error, median ms).
+fn check_and_time(
+    gpu: &Gpu,
+    what: &str,
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    launch: impl Fn(&mut CudaSlice<f32>) -> Result<(), AccSpmmError>,
+) -> (f64, f64) {
+    let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+    launch(&mut cd).unwrap();
+    let got = gpu.download(&cd).unwrap();
+    let c0 = vec![0f32; a.rows() * n];
+    let err = check_result(what, a, 1.0, b, n, 0.0, &c0, &got, n, n);
+    let t = gpu
+        .time_launches(3, 20, || {
+            launch(&mut cd).map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
+        })
+        .unwrap();
+    (err, t.median_ms)
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn acc_spmm_real_matrices_match_reference_and_time() {
@@ -252,54 +276,21 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 (&pk16, AccVariant::CachedRows { log2_slots: 7 }),
             ] {
                 let dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
-                dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
-                let got = gpu.download(&cd).unwrap();
-                let c0 = vec![0f32; a.rows() * n];
-                err = err.max(check_result(
-                    &format!("{name}/n={n}/{v:?}"),
-                    &a,
-                    1.0,
-                    &b,
-                    n,
-                    0.0,
-                    &c0,
-                    &got,
-                    n,
-                    n,
-                ));
-                let t = gpu
-                    .time_launches(3, 20, || {
-                        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n)
-                            .map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
-                    })
-                    .unwrap();
-                times.push(t.median_ms);
+                let (e, ms) =
+                    check_and_time(&gpu, &format!("{name}/n={n}/{v:?}"), &a, &b, n, |c| {
+                        dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
+                    });
+                err = err.max(e);
+                times.push(ms);
             }
             // The 16-row ME-TCF kernel, 4 windows per thread block.
             let metcf = tcsparse_formats::metcf::MeTcf::from_csr(&a).unwrap();
             let tc16 = tcsparse_gpu::tc16_spmm::Tc16Device::upload(&gpu, &metcf, 4).unwrap();
-            tc16.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
-            let got = gpu.download(&cd).unwrap();
-            let c0 = vec![0f32; a.rows() * n];
-            err = err.max(check_result(
-                &format!("{name}/n={n}/tc16"),
-                &a,
-                1.0,
-                &b,
-                n,
-                0.0,
-                &c0,
-                &got,
-                n,
-                n,
-            ));
-            let t16 = gpu
-                .time_launches(3, 20, || {
-                    tc16.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n)
-                        .map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
-                })
-                .unwrap();
-            times.push(t16.median_ms);
+            let (e, ms) = check_and_time(&gpu, &format!("{name}/n={n}/tc16"), &a, &b, n, |c| {
+                tc16.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
+            });
+            err = err.max(e);
+            times.push(ms);
             let csr = CusparseCsr::new(&gpu, &a).unwrap();
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
