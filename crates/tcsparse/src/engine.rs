@@ -720,7 +720,9 @@ impl Engine {
                         best = Some((ms, Candidate::Tc16(k)));
                     }
                 }
-                tc16_dev = Some(std::mem::replace(&mut p.dev, acc_dev));
+                if let DeviceState::Tc16(d) = std::mem::replace(&mut p.dev, acc_dev) {
+                    tc16_dev = Some(d);
+                }
             }
         }
         let tune_s = t.elapsed().as_secs_f64();
@@ -742,7 +744,7 @@ impl Engine {
                 p
             }
             (Some(mut p), Some((ms, Candidate::Tc16(k)))) if ms < cus_ms => {
-                let Some(DeviceState::Tc16(mut d)) = tc16_dev else {
+                let Some(mut d) = tc16_dev else {
                     unreachable!("a TC16 candidate was timed, so its device exists");
                 };
                 d.set_windows_per_tb(k);
