@@ -3,7 +3,7 @@
 //! * Input: [`mtx`] (Matrix Market, plain or gzip), [`npz`] (scipy CSR `.npz`), [`generate`] (seeded
 //!   generators), [`stats`] (row-length statistics).
 //! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
-//!   [`metcf`] (DTC-SpMM), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
+//!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
 //!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
 //! * [`metrics`] per layout, a versioned on-disk [`cache`], and f64 [`reference`] products.
 //!
@@ -23,6 +23,7 @@ pub mod mtx;
 pub mod normmap;
 pub mod npz;
 pub mod reference;
+pub mod rowtile;
 pub mod stats;
 pub mod tcf;
 

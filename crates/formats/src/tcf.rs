@@ -910,7 +910,10 @@ pub(crate) fn csr_from_masks(
     Csr::new((rows, cols), indptr, indices, data)
 }
 
-/// Assembles a CSR from per-window decoded entries. `emit(w, push)` must call `push(local_row,
+/// Tallest window [`csr_from_windows`] assembles.
+pub(crate) const MAX_WINDOWED_ROWS: usize = 64;
+
+/// Assembles a CSR from per-window decoded entries (`window_rows ≤ 64`). `emit(w, push)` must call `push(local_row,
 /// col, value)` for every nonzero of window `w`, each row's entries in ascending column order.
 pub(crate) fn csr_from_windows<F>(
     rows: usize,
@@ -923,6 +926,10 @@ pub(crate) fn csr_from_windows<F>(
 where
     F: Fn(usize, &mut dyn FnMut(usize, u32, f32)) + Sync,
 {
+    assert!(
+        window_rows <= MAX_WINDOWED_ROWS,
+        "window_rows = {window_rows}"
+    );
     let windows = rows.div_ceil(window_rows);
     let mut indices = vec![0u32; nnz];
     let mut data = vec![0f32; nnz];
@@ -959,7 +966,7 @@ where
             for &(lr, _, _) in &tmp {
                 lens[lr] += 1;
             }
-            let mut start = [0usize; 17];
+            let mut start = [0usize; MAX_WINDOWED_ROWS];
             let mut acc = 0usize;
             for (lr, &l) in lens.iter().enumerate() {
                 start[lr] = acc;

@@ -10,6 +10,7 @@ use tcsparse_formats::metcf::MeTcf;
 use tcsparse_formats::metrics::{self, Synergy, block_count};
 use tcsparse_formats::normmap::{NormMap, spamm_cpu};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse_formats::rowtile::RowTileTcf;
 
 /// Pattern and values identical bit for bit (explicit zeros, -0.0 and NaN included).
 fn assert_same(a: &Csr, b: &Csr) {
@@ -100,6 +101,34 @@ proptest! {
     }
 
     #[test]
+    fn rowtile_round_trip(a in matrix(), h in 1usize..=4) {
+        let wr = [8, 16, 32, 64][h - 1];
+        let f = RowTileTcf::from_csr(&a, wr).unwrap();
+        prop_assert_eq!(f.validate(), Ok(()));
+        assert_same(&a, &f.to_csr());
+        prop_assert_eq!(f.num_blocks(), block_count(&a, wr, 8));
+        prop_assert_eq!(f.num_windows(), a.rows().div_ceil(wr));
+    }
+
+    #[test]
+    fn rowtile_16_has_metcf_blocks_and_value_order(a in matrix()) {
+        // Same blocks, columns and values as ME-TCF; masks hold exactly ME-TCF's local ids.
+        let f = RowTileTcf::from_csr(&a, 16).unwrap();
+        let m = MeTcf::from_csr(&a).unwrap();
+        prop_assert_eq!(f.row_window_offset(), m.row_window_offset());
+        prop_assert_eq!(f.block_value_offset(), m.tc_offset());
+        prop_assert_eq!(f.block_cols(), m.sparse_a_to_x());
+        prop_assert_eq!(f.values(), m.values());
+        for b in 0..m.num_blocks() {
+            let mut want = [0u64; 2];
+            for &id in &m.tc_local_id()[m.tc_offset()[b] as usize..m.tc_offset()[b + 1] as usize] {
+                want[usize::from(id) / 64] |= 1 << (id % 64);
+            }
+            prop_assert_eq!(&f.masks()[2 * b..2 * b + 2], &want[..]);
+        }
+    }
+
+    #[test]
     fn hrpb_round_trip(a in matrix()) {
         let f = Hrpb::from_csr(&a).unwrap();
         prop_assert_eq!(f.validate(), Ok(()));
@@ -124,6 +153,8 @@ proptest! {
         check_product(&a, &BitTcf::from_csr(&a).unwrap().spmm_cpu(&b, n, ldb), &b, n, ldb);
         check_product(&a, &MeTcf::from_csr(&a).unwrap().spmm_cpu(&b, n, ldb), &b, n, ldb);
         check_product(&a, &Hrpb::from_csr(&a).unwrap().spmm_cpu(&b, n, ldb), &b, n, ldb);
+        let rt = RowTileTcf::from_csr(&a, 32).unwrap();
+        check_product(&a, &rt.spmm_cpu(&b, n, ldb), &b, n, ldb);
         let x = dense_b(a.cols(), 1, 3);
         check_product(&a, &BitBsr::from_csr(&a).unwrap().spmv_cpu(&x), &x, 1, 1);
     }
@@ -161,6 +192,7 @@ fn empty_shapes() {
         assert_same(&a, &MeTcf::from_csr(&a).unwrap().to_csr());
         assert_same(&a, &Hrpb::from_csr(&a).unwrap().to_csr());
         assert_same(&a, &BitBsr::from_csr(&a).unwrap().to_csr());
+        assert_same(&a, &RowTileTcf::from_csr(&a, 32).unwrap().to_csr());
         assert_eq!(bt.spmm_cpu(&vec![1.0; c * 4], 4, 4), vec![0.0; r * 4]);
         let rep = metrics::report(&a).unwrap();
         assert_eq!(rep.alpha, 0.0);
