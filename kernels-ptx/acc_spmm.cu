@@ -498,60 +498,76 @@ extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windo
 }
 
 // ---------------------------------------------------------------------------------------------------
-// tc16_spmm_tf32: 16-row windows (ME-TCF, DTC-SpMM's layout) on the same m16n8k8 TF32 MMA, operands NOT
-// swapped: the 16x8 sparse tile is the A-operand (16 rows x 8 slots), the 8 gathered B rows are the
-// 8x8 B-operand (8 slots x 8 features), the accumulator is C (16 rows x 8 features). One block's 8
-// gathered B rows now serve 16 rows of A instead of 8: where two 8-row windows share most columns
-// (bands, clusters), B is gathered about half as often per nonzero.
+// Row-tile kernels tc16_spmm_tf32 / tc32_spmm_tf32: windows of 16 * MT rows (MT = 1, 2; row-tile TCF,
+// tcsparse-formats' rowtile: ME-TCF's compacted 8-column blocks) on the same m16n8k8 TF32 MMA, operands
+// NOT swapped: each 16x8 row tile of the sparse block is an A-operand (16 rows x 8 slots), the 8
+// gathered B rows are the 8x8 B-operand (8 slots x 8 features), the accumulators are C (16 rows x 8
+// features per MMA). One block's 8 gathered B rows serve 16 * MT rows of A instead of Acc-SpMM's 8:
+// where the rows of a window share most columns (bands, clusters), B is gathered 2 * MT times less
+// often per nonzero.
 //
-// The tile comes from two masks per block (lo: rows 0-7, hi: rows 8-15, bit = (row % 8) * 8 + slot,
-// derived on the host from ME-TCF's local ids), values in ascending local id = lo bits, then hi bits.
-// With g = lane / 4, t = lane % 4: a0 = T[g][t], a1 = T[g+8][t], a2 = T[g][t+4], a3 = T[g+8][t+4];
+// A block has 2 * MT masks (mask i: local rows 8i..8i+7, bit = (row % 8) * 8 + slot), values in bit
+// order (mask 0's bits, then mask 1's, ...). With g = lane / 4, t = lane % 4, row tile i:
+// a0 = T[16i+g][t], a1 = T[16i+g+8][t], a2 = T[16i+g][t+4], a3 = T[16i+g+8][t+4];
 // b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + 4g + j, so a
 // lane loads one float4 per gathered row; c0 (row g, n = 2t) of MMA j is feature f0 + 8t + j, c1 is
-// f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows g and g + 8.
+// f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows 16i + g and 16i + g + 8.
 // Work: thread block x owns windows [x * K, min((x + 1) * K, W)); nothing is split, every row of a
 // window is written with plain stores (alpha * acc + beta * C, C not read when beta == 0).
 
-struct Meta16 {
+template <int MT>
+struct MetaRT {
     u32 col_lo, col_hi;
-    u64 lo, hi;
+    u64 m[2 * MT];
     u32 vo;
 };
 
-struct Stage16 {
-    float blo[4];  // B[col[t]][f0 + 4g + q]
-    float bhi[4];  // B[col[t + 4]][f0 + 4g + q]
-    float a[4];    // a0..a3
+template <int MT>
+struct StageRT {
+    float blo[4];    // B[col[t]][f0 + 4g + q]
+    float bhi[4];    // B[col[t + 4]][f0 + 4g + q]
+    float a[MT][4];  // a0..a3 of every row tile
 };
 
-__device__ __forceinline__ Meta16 meta16(const u32* __restrict__ a2x, const u64* __restrict__ masks,
-                                         const u32* __restrict__ tco, u32 blk, u32 t) {
-    Meta16 m;
+template <int MT>
+__device__ __forceinline__ MetaRT<MT> meta_rt(const u32* __restrict__ a2x,
+                                             const u64* __restrict__ masks,
+                                             const u32* __restrict__ bvo, u32 blk, u32 t) {
+    MetaRT<MT> m;
     m.col_lo = __ldg(a2x + 8ull * blk + t);
     m.col_hi = __ldg(a2x + 8ull * blk + t + 4);
-    m.lo = __ldg(masks + 2ull * blk);
-    m.hi = __ldg(masks + 2ull * blk + 1);
-    m.vo = __ldg(tco + blk);
+#pragma unroll
+    for (int i = 0; i < 2 * MT; ++i) m.m[i] = __ldg(masks + 2ull * MT * blk + i);
+    m.vo = __ldg(bvo + blk);
     return m;
 }
 
-__device__ __forceinline__ void stage16_zero(Stage16& s) {
+template <int MT>
+__device__ __forceinline__ void stage_rt_zero(StageRT<MT>& s) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         s.blo[q] = 0.0f;
         s.bhi[q] = 0.0f;
-        s.a[q] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i][q] = 0.0f;
     }
 }
 
-// At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
-    tc16_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ tco,
-                   const u32* __restrict__ a2x, const u64* __restrict__ masks,
-                   const float* __restrict__ values, u32 windows, u32 windows_per_tb,
-                   const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
-                   u32 N, float alpha, float beta, u32 flags) {
+// Value of bit p of mask m whose first value is at values[base] (0 when the bit is clear).
+__device__ __forceinline__ float masked_value(const float* __restrict__ values, u32 base, u64 m,
+                                              u32 p, u64 below) {
+    return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
+}
+
+template <int MT>
+__device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
+                                              const u32* __restrict__ bvo,
+                                              const u32* __restrict__ a2x,
+                                              const u64* __restrict__ masks,
+                                              const float* __restrict__ values, u32 windows,
+                                              u32 windows_per_tb, const float* __restrict__ B,
+                                              u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                              float alpha, float beta, u32 flags) {
     const u32 lane = threadIdx.x & 31;
     const u32 warp = threadIdx.x >> 5;
     const u32 g = lane >> 2;
@@ -563,8 +579,9 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
 #pragma unroll
     for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
     const bool vec_load = (flags & 1u) && qok[3];
-    const u64 below0 = (1ull << (8 * g + t)) - 1ull;
-    const u64 below1 = (1ull << (8 * g + t + 4)) - 1ull;
+    const u32 p0 = 8 * g + t;
+    const u64 below0 = (1ull << p0) - 1ull;
+    const u64 below1 = (1ull << (p0 + 4)) - 1ull;
 
     const u32 wb = blockIdx.x * windows_per_tb;
     const u32 we = min(wb + windows_per_tb, windows);
@@ -572,90 +589,130 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
     const u32 bb = __ldg(rwo + wb);
     const u32 be = __ldg(rwo + we);
 
-    auto load = [&](const Meta16& m, Stage16& s) {
+    auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
         load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
-        const u32 p0 = 8 * g + t;
-        const u32 nlo = __popcll(m.lo);
-        s.a[0] = ((m.lo >> p0) & 1ull) ? __ldg(values + m.vo + __popcll(m.lo & below0)) : 0.0f;
-        s.a[2] = ((m.lo >> (p0 + 4)) & 1ull) ? __ldg(values + m.vo + __popcll(m.lo & below1)) : 0.0f;
-        s.a[1] = ((m.hi >> p0) & 1ull) ? __ldg(values + m.vo + nlo + __popcll(m.hi & below0)) : 0.0f;
-        s.a[3] = ((m.hi >> (p0 + 4)) & 1ull)
-                     ? __ldg(values + m.vo + nlo + __popcll(m.hi & below1))
-                     : 0.0f;
+        u32 base = m.vo;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const u64 lo = m.m[2 * i], hi = m.m[2 * i + 1];
+            const u32 base_hi = base + __popcll(lo);
+            s.a[i][0] = masked_value(values, base, lo, p0, below0);
+            s.a[i][2] = masked_value(values, base, lo, p0 + 4, below1);
+            s.a[i][1] = masked_value(values, base_hi, hi, p0, below0);
+            s.a[i][3] = masked_value(values, base_hi, hi, p0 + 4, below1);
+            base = base_hi + __popcll(hi);
+        }
     };
 
-    Stage16 cur;
-    stage16_zero(cur);
-    Meta16 m_next;
+    StageRT<MT> cur;
+    stage_rt_zero(cur);
+    MetaRT<MT> m_next;
     m_next.col_lo = m_next.col_hi = SENTINEL;
-    m_next.lo = m_next.hi = 0;
+#pragma unroll
+    for (int i = 0; i < 2 * MT; ++i) m_next.m[i] = 0;
     m_next.vo = 0;
-    if (bb < be) load(meta16(a2x, masks, tco, bb, t), cur);
-    if (bb + 1 < be) m_next = meta16(a2x, masks, tco, bb + 1, t);
+    if (bb < be) load(meta_rt<MT>(a2x, masks, bvo, bb, t), cur);
+    if (bb + 1 < be) m_next = meta_rt<MT>(a2x, masks, bvo, bb + 1, t);
 
     u32 blk = bb;
     u32 next_rwo = __ldg(rwo + wb + 1);
     for (u32 w = wb; w < we; ++w) {
         const u32 wend = next_rwo;
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
-        float acc[4][4];
+        float acc[MT][4][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int k = 0; k < 4; ++k) acc[j][k] = 0.0f;
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
         for (; blk < wend; ++blk) {
-            Stage16 nxt;
-            stage16_zero(nxt);
+            StageRT<MT> nxt;
+            stage_rt_zero(nxt);
             if (blk + 1 < be) load(m_next, nxt);
-            if (blk + 2 < be) m_next = meta16(a2x, masks, tco, blk + 2, t);
-            const u32 a0 = to_tf32(cur.a[0]);
-            const u32 a1 = to_tf32(cur.a[1]);
-            const u32 a2 = to_tf32(cur.a[2]);
-            const u32 a3 = to_tf32(cur.a[3]);
+            if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
+            u32 b0[4], b1[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                asm volatile(
-                    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                    "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                    : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
-                    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(to_tf32(cur.blo[j])),
-                      "r"(to_tf32(cur.bhi[j])));
+                b0[j] = to_tf32(cur.blo[j]);
+                b1[j] = to_tf32(cur.bhi[j]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                const u32 a0 = to_tf32(cur.a[i][0]);
+                const u32 a1 = to_tf32(cur.a[i][1]);
+                const u32 a2 = to_tf32(cur.a[i][2]);
+                const u32 a3 = to_tf32(cur.a[i][3]);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
+                          "+f"(acc[i][j][3])
+                        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0[j]), "r"(b1[j]));
+                }
             }
             cur = nxt;
         }
-        // acc[j][0] -> (row g, feature f0 + 8t + j), [1] -> (g, f0 + 8t + 4 + j),
-        // [2] -> (g + 8, f0 + 8t + j), [3] -> (g + 8, f0 + 8t + 4 + j).
+        // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
+        // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const u32 row = 16 * w + g + 8 * half;
-            if (row >= M) continue;
-            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+        for (int i = 0; i < MT; ++i) {
 #pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                const u32 fb = f0 + 8 * t + 4 * k;
-                float v[4];
+            for (int half = 0; half < 2; ++half) {
+                const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
+                if (row >= M) continue;
+                float* dst = C + (u64)row * ldc + f0 + 8 * t;
 #pragma unroll
-                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[j][2 * half + k];
-                if ((flags & 1u) && fb + 3 < N) {
-                    float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
-                    float4 o = make_float4(v[0], v[1], v[2], v[3]);
-                    if (beta != 0.0f) {
-                        const float4 old = *d4;
-                        o.x += beta * old.x;
-                        o.y += beta * old.y;
-                        o.z += beta * old.z;
-                        o.w += beta * old.w;
-                    }
-                    *d4 = o;
-                } else {
+                for (int k = 0; k < 2; ++k) {
+                    const u32 fb = f0 + 8 * t + 4 * k;
+                    float v[4];
 #pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        if (fb + j >= N) continue;
-                        float* d = dst + 4 * k + j;
-                        *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
+                    for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
+                    if ((flags & 1u) && fb + 3 < N) {
+                        float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
+                        float4 o = make_float4(v[0], v[1], v[2], v[3]);
+                        if (beta != 0.0f) {
+                            const float4 old = *d4;
+                            o.x += beta * old.x;
+                            o.y += beta * old.y;
+                            o.z += beta * old.z;
+                            o.w += beta * old.w;
+                        }
+                        *d4 = o;
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            if (fb + j >= N) continue;
+                            float* d = dst + 4 * k + j;
+                            *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
+                        }
                     }
                 }
             }
         }
     }
+}
+
+#define ROW_TILE_PARAMS                                                                          \
+    const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
+        const u64 *__restrict__ masks, const float *__restrict__ values, u32 windows,           \
+        u32 windows_per_tb, const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, \
+        u32 M, u32 N, float alpha, float beta, u32 flags
+#define ROW_TILE_ARGS \
+    rwo, bvo, a2x, masks, values, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha, beta, flags
+
+// At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(ROW_TILE_PARAMS) {
+    row_tile_spmm<1>(ROW_TILE_ARGS);
+}
+
+// Twice the accumulators and tile values: TC32_MIN_BLOCKS resident blocks of 256 threads.
+#ifndef TC32_MIN_BLOCKS
+#define TC32_MIN_BLOCKS 3
+#endif
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
+    tc32_spmm_tf32(ROW_TILE_PARAMS) {
+    row_tile_spmm<2>(ROW_TILE_ARGS);
 }

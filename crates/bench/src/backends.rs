@@ -286,6 +286,13 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     Balance::Packed(4),
                 ),
                 (
+                    "tc32/reorder",
+                    ra,
+                    rms,
+                    KernelRequest::Tc32,
+                    Balance::Packed(4),
+                ),
+                (
                     "acc/balance",
                     Some(a),
                     0.0,

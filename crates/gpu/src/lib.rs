@@ -19,8 +19,8 @@ pub mod acc_spmm;
 pub mod csr_spmm;
 pub mod cublas;
 pub mod cusparse;
+pub mod row_tile_spmm;
 pub mod signature;
-pub mod tc16_spmm;
 
 pub use signature::{KernelSignature, ParamKind};
 

@@ -15,12 +15,14 @@ use std::path::PathBuf;
 use acc_support::*;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
+use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::acc_spmm::{
     AccSpmmDevice, AccSpmmError, AccVariant, FlatSchedule, emulate, flatten_acc_schedule,
     flatten_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::row_tile_spmm::{RowTileDevice, WINDOW_ROWS};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {
@@ -235,7 +237,7 @@ fn check_and_time(
 fn acc_spmm_real_matrices_match_reference_and_time() {
     let gpu = gpu();
     println!(
-        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "matrix",
         "rows",
         "nnz",
@@ -247,6 +249,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         "pk16 ms",
         "pk16c ms",
         "tc16 ms",
+        "tc32 ms",
         "cusp ms",
         "err"
     );
@@ -283,21 +286,24 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 err = err.max(e);
                 times.push(ms);
             }
-            // The 16-row ME-TCF kernel, 4 windows per thread block.
-            let metcf = tcsparse_formats::metcf::MeTcf::from_csr(&a).unwrap();
-            let tc16 = tcsparse_gpu::tc16_spmm::Tc16Device::upload(&gpu, &metcf, 4).unwrap();
-            let (e, ms) = check_and_time(&gpu, &format!("{name}/n={n}/tc16"), &a, &b, n, |c| {
-                tc16.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
-            });
-            err = err.max(e);
-            times.push(ms);
+            // The row-tile kernels (16- and 32-row windows), 4 windows per thread block.
+            for rows in WINDOW_ROWS {
+                let m = RowTileTcf::from_csr(&a, rows).unwrap();
+                let dev = RowTileDevice::upload(&gpu, &m, 4).unwrap();
+                let what = format!("{name}/n={n}/tc{rows}");
+                let (e, ms) = check_and_time(&gpu, &what, &a, &b, n, |c| {
+                    dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
+                });
+                err = err.max(e);
+                times.push(ms);
+            }
             let csr = CusparseCsr::new(&gpu, &a).unwrap();
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
                 .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
                 .unwrap();
             println!(
-                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
@@ -309,6 +315,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 times[3],
                 times[4],
                 times[5],
+                times[6],
                 tc.median_ms,
                 err
             );
@@ -468,8 +475,8 @@ fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn tc16_kernel_matches_reference() {
-    // The 16-row ME-TCF kernel on the edge-case matrices (ragged M and K, empty and trailing empty
+fn row_tile_kernels_match_reference() {
+    // The 16- and 32-row row-tile kernels on the edge-case matrices (ragged M and K, empty and trailing empty
     // windows, hubs, one row, empty) plus banded and clustered ones, every N shape (scalar tails,
     // several feature tiles), packed and unpacked, β = 0 with NaN-poisoned C and β ≠ 0 with padded
     // leading dimensions (scalar path).
@@ -488,9 +495,9 @@ fn tc16_kernel_matches_reference() {
     let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
     mats.extend(edge_matrices());
     let mut worst = 0f64;
-    for (name, a) in &mats {
-        let m = tcsparse_formats::metcf::MeTcf::from_csr(a).unwrap();
-        let mut dev = tcsparse_gpu::tc16_spmm::Tc16Device::upload(&gpu, &m, 1).unwrap();
+    for ((name, a), rows) in mats.iter().flat_map(|m| WINDOW_ROWS.map(|r| (m, r))) {
+        let m = RowTileTcf::from_csr(a, rows).unwrap();
+        let mut dev = RowTileDevice::upload(&gpu, &m, 1).unwrap();
         for &n in &[8usize, 16, 24, 32, 40, 64, 128, 264, 512, 1000] {
             for k in [1u32, 4] {
                 dev.set_windows_per_tb(k);
@@ -510,7 +517,7 @@ fn tc16_kernel_matches_reference() {
                     dev.launch(&gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
                         .unwrap();
                     let got = gpu.download(&cd).unwrap();
-                    let what = format!("tc16/{name}/n={n}/k={k}/α={alpha}/β={beta}");
+                    let what = format!("tc{rows}/{name}/n={n}/k={k}/α={alpha}/β={beta}");
                     worst = worst.max(check_result(
                         &what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n,
                     ));
@@ -518,5 +525,5 @@ fn tc16_kernel_matches_reference() {
             }
         }
     }
-    println!("tc16: worst scaled error {worst:.3e}");
+    println!("row-tile kernels: worst scaled error {worst:.3e}");
 }

@@ -1,7 +1,7 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::{KernelModule, KernelSignature, acc_spmm, csr_spmm, tc16_spmm};
+use tcsparse_gpu::{KernelModule, KernelSignature, acc_spmm, csr_spmm, row_tile_spmm};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -38,7 +38,7 @@ fn csr_spmm_signature_matches_ptx() {
 #[test]
 fn acc_spmm_signatures_match_ptx() {
     check(acc_spmm::SIGNATURES);
-    check(tc16_spmm::SIGNATURES);
+    check(row_tile_spmm::SIGNATURES);
 }
 
 #[test]

@@ -9,11 +9,11 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::csr::CsrError;
-use tcsparse_formats::metcf::MeTcf;
+use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse_gpu::tc16_spmm::Tc16Device;
+use tcsparse_gpu::row_tile_spmm::{RowTileDevice, WINDOW_ROWS};
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
     AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
@@ -115,9 +115,11 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
-    /// The 16-row tensor-core kernel on ME-TCF (`Balance::Packed(k)` sets its windows per thread
-    /// block, else 4).
+    /// The row-tile tensor-core kernel on 16-row windows (ME-TCF's blocks; `Balance::Packed(k)`
+    /// sets its windows per thread block, else 4).
     Tc16,
+    /// The row-tile tensor-core kernel on 32-row windows (`Balance::Packed(k)` as for `Tc16`).
+    Tc32,
 }
 
 /// What [`Prepared`] runs.
@@ -132,9 +134,12 @@ pub enum ExecKernel {
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
     CsrCuda,
-    /// The 16-row tensor-core kernel on ME-TCF (TF32): one gather of 8 B rows serves 16 rows of A.
-    Tc16 {
-        /// Consecutive 16-row windows per thread block.
+    /// The row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves
+    /// `window_rows` (16 or 32) rows of A.
+    RowTile {
+        /// Rows per window (16 or 32).
+        window_rows: u32,
+        /// Consecutive windows per thread block.
         windows_per_tb: u32,
     },
     /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
@@ -147,9 +152,14 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
-            ExecKernel::Tc16 { windows_per_tb } => {
-                write!(f, "TC16 (ME-TCF, {})", per_tb(*windows_per_tb))
-            }
+            ExecKernel::RowTile {
+                window_rows,
+                windows_per_tb,
+            } => write!(
+                f,
+                "TC{window_rows} ({window_rows}-row tiles, {})",
+                per_tb(*windows_per_tb)
+            ),
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
     }
@@ -560,12 +570,19 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Csr(k)
             }
-            (Some(gpu), ExecKernel::Tc16 { windows_per_tb }) => {
-                let m = MeTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
-                let d = Tc16Device::upload(gpu, &m, windows_per_tb)?;
+            (
+                Some(gpu),
+                ExecKernel::RowTile {
+                    window_rows,
+                    windows_per_tb,
+                },
+            ) => {
+                let m = RowTileTcf::from_csr(&a_re, window_rows as usize)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                let d = RowTileDevice::upload(gpu, &m, windows_per_tb)?;
                 thread_blocks = d.num_tbs();
                 gpu.synchronize()?;
-                DeviceState::Tc16(Box::new(d))
+                DeviceState::RowTile(Box::new(d))
             }
             _ => DeviceState::Cpu,
         };
@@ -657,7 +674,7 @@ impl Engine {
         });
         let mut best: Option<(f64, Candidate)> = None;
         let mut acc_err = None;
-        let mut tc16_dev = None;
+        let mut row_tile_dev: Option<Box<RowTileDevice>> = None;
         let mut acc = match acc {
             Ok(p) => Some(p),
             Err(e) => {
@@ -702,26 +719,41 @@ impl Engine {
                     best = Some((ms, Candidate::Acc(kind)));
                 }
             }
-            // The 16-row kernel on the same (reordered) matrix, swapped in for timing.
+            // The row-tile kernels on the same (reordered) matrix, swapped in for timing; only the
+            // device of the fastest row-tile candidate so far is kept.
             if opts.balance == Balance::Auto {
-                let m = MeTcf::from_csr(&p.a).map_err(|e| Error::Format(e.to_string()))?;
-                let tc16 = Tc16Device::upload(gpu, &m, 1)?;
-                let acc_dev = std::mem::replace(&mut p.dev, DeviceState::Tc16(Box::new(tc16)));
-                for k in TC16_TUNED_WINDOWS {
-                    if let DeviceState::Tc16(d) = &mut p.dev {
-                        d.set_windows_per_tb(k);
+                let mut best_row_tile = f64::INFINITY;
+                for rows in WINDOW_ROWS {
+                    let m = RowTileTcf::from_csr(&p.a, rows)
+                        .map_err(|e| Error::Format(e.to_string()))?;
+                    let dev = Box::new(RowTileDevice::upload(gpu, &m, 1)?);
+                    drop(m);
+                    let acc_dev = std::mem::replace(&mut p.dev, DeviceState::RowTile(dev));
+                    let mut fastest_here = f64::INFINITY;
+                    for k in ROW_TILE_TUNED_WINDOWS {
+                        if let DeviceState::RowTile(d) = &mut p.dev {
+                            d.set_windows_per_tb(k);
+                        }
+                        let ms = time_prepared(gpu, p, &b, &mut c, n)?;
+                        let kernel = ExecKernel::RowTile {
+                            window_rows: rows as u32,
+                            windows_per_tb: k,
+                        };
+                        tuning.push(TuneSample {
+                            candidate: format!("{kernel} ({order})"),
+                            ms,
+                        });
+                        fastest_here = fastest_here.min(ms);
+                        if best.is_none_or(|(m, _)| ms < m) {
+                            best = Some((ms, Candidate::RowTile(kernel)));
+                        }
                     }
-                    let ms = time_prepared(gpu, p, &b, &mut c, n)?;
-                    tuning.push(TuneSample {
-                        candidate: format!("{} ({order})", ExecKernel::Tc16 { windows_per_tb: k }),
-                        ms,
-                    });
-                    if best.is_none_or(|(m, _)| ms < m) {
-                        best = Some((ms, Candidate::Tc16(k)));
+                    if let DeviceState::RowTile(d) = std::mem::replace(&mut p.dev, acc_dev)
+                        && fastest_here < best_row_tile
+                    {
+                        best_row_tile = fastest_here;
+                        row_tile_dev = Some(d);
                     }
-                }
-                if let DeviceState::Tc16(d) = std::mem::replace(&mut p.dev, acc_dev) {
-                    tc16_dev = Some(d);
                 }
             }
         }
@@ -743,15 +775,17 @@ impl Engine {
                 );
                 p
             }
-            (Some(mut p), Some((ms, Candidate::Tc16(k)))) if ms < cus_ms => {
-                let Some(mut d) = tc16_dev else {
-                    unreachable!("a TC16 candidate was timed, so its device exists");
+            (Some(mut p), Some((ms, Candidate::RowTile(kernel)))) if ms < cus_ms => {
+                let (Some(mut d), ExecKernel::RowTile { windows_per_tb, .. }) =
+                    (row_tile_dev, kernel)
+                else {
+                    unreachable!("a row-tile candidate won, so its device was kept");
                 };
-                d.set_windows_per_tb(k);
+                d.set_windows_per_tb(windows_per_tb);
                 p.report.thread_blocks = d.num_tbs();
                 p.report.split_windows = 0;
-                p.dev = DeviceState::Tc16(d);
-                p.report.kernel = ExecKernel::Tc16 { windows_per_tb: k };
+                p.dev = DeviceState::RowTile(d);
+                p.report.kernel = kernel;
                 p.report.kernel_note = format!(
                     "tuned at N = {n}: {} fastest ({summary}); planner: {}",
                     p.report.kernel, p.plan.reason
@@ -829,16 +863,24 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Tc16 => (
-                ExecKernel::Tc16 {
+            KernelRequest::Tc16 | KernelRequest::Tc32 => {
+                let kernel = ExecKernel::RowTile {
+                    window_rows: if opts.kernel == KernelRequest::Tc16 {
+                        16
+                    } else {
+                        32
+                    },
                     windows_per_tb: match opts.balance {
                         Balance::Packed(k) => k.max(1),
-                        _ => TC16_DEFAULT_WINDOWS,
+                        _ => ROW_TILE_DEFAULT_WINDOWS,
                     },
-                },
-                format!("TC16 kernel requested (planner: {})", plan.reason),
-                None,
-            ),
+                };
+                (
+                    kernel,
+                    format!("{kernel} requested (planner: {})", plan.reason),
+                    None,
+                )
+            }
             KernelRequest::Auto => match plan.choice {
                 KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
                 KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
@@ -866,18 +908,19 @@ pub const TUNED_SCHEDULES: [ScheduleKind; 4] = [
     ScheduleKind::Packed(16),
 ];
 
-/// Windows per thread block of the TC16 candidates a tuned preparation times.
-const TC16_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
-/// Windows per thread block of an explicitly requested TC16 kernel without `Balance::Packed`.
-const TC16_DEFAULT_WINDOWS: u32 = 4;
+/// Windows per thread block of the row-tile candidates (each window height) a tuned preparation
+/// times.
+const ROW_TILE_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
+/// Windows per thread block of an explicitly requested row-tile kernel without `Balance::Packed`.
+const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 
 /// A tuning candidate on the tensor cores.
 #[derive(Clone, Copy, Debug)]
 enum Candidate {
     /// Acc-SpMM (BitTCF) under this schedule.
     Acc(ScheduleKind),
-    /// The 16-row kernel with this many windows per thread block.
-    Tc16(u32),
+    /// A row-tile kernel ([`ExecKernel::RowTile`]).
+    RowTile(ExecKernel),
 }
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).
@@ -939,7 +982,7 @@ enum DeviceState {
         spmm: HashMap<usize, CusparseSpmm>,
     },
     Csr(CsrSpmm),
-    Tc16(Box<Tc16Device>),
+    RowTile(Box<RowTileDevice>),
 }
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
@@ -1107,7 +1150,7 @@ impl Prepared {
                 return Err(Error::Unavailable("prepared for the CPU path".into()));
             }
             DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::Tc16(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::RowTile(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Cusparse { csr, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(

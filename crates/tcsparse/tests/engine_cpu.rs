@@ -303,8 +303,13 @@ fn kernel_names_read_as_english() {
         }),
         "Acc-SpMM (4 windows per TB, 128-row B cache)"
     );
-    assert_eq!(
-        ExecKernel::Tc16 { windows_per_tb: 1 }.to_string(),
-        "TC16 (ME-TCF, 1 window per TB)"
-    );
+    let row_tile = |window_rows, windows_per_tb| {
+        ExecKernel::RowTile {
+            window_rows,
+            windows_per_tb,
+        }
+        .to_string()
+    };
+    assert_eq!(row_tile(16, 1), "TC16 (16-row tiles, 1 window per TB)");
+    assert_eq!(row_tile(32, 4), "TC32 (32-row tiles, 4 windows per TB)");
 }

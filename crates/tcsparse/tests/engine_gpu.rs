@@ -119,13 +119,15 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
-        // Auto also times the 16-row kernel at 1, 4 and 16 windows per thread block.
-        let tc16 = names.iter().filter(|n| n.starts_with("TC16")).count();
-        assert_eq!(
-            tc16,
-            if balance == Balance::Auto { 3 } else { 0 },
-            "{names:?}"
-        );
+        // Auto also times both row-tile kernels at 1, 4 and 16 windows per thread block.
+        for kernel in ["TC16", "TC32"] {
+            let timed = names.iter().filter(|n| n.starts_with(kernel)).count();
+            assert_eq!(
+                timed,
+                if balance == Balance::Auto { 3 } else { 0 },
+                "{kernel}: {names:?}"
+            );
+        }
         match balance {
             Balance::Auto => assert!(
                 (TUNED_SCHEDULES.len()..=TUNED_SCHEDULES.len() + 1).contains(&acc),
@@ -142,7 +144,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         let kept = match r.kernel {
             ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
             ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
-            k @ ExecKernel::Tc16 { .. } => best.candidate.starts_with(&k.to_string()),
+            k @ ExecKernel::RowTile { .. } => best.candidate.starts_with(&k.to_string()),
             k => panic!("unexpected kernel {k}"),
         };
         assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
@@ -163,6 +165,7 @@ fn every_kernel_and_reordering_matches_reference() {
     for kernel in [
         KernelRequest::AccSpmm,
         KernelRequest::Tc16,
+        KernelRequest::Tc32,
         KernelRequest::Cusparse,
         KernelRequest::Csr,
         KernelRequest::Auto,

@@ -15,9 +15,9 @@ pub struct Args {
     /// Columns of B.
     #[arg(long, default_value_t = 128)]
     pub n: usize,
-    /// Kernel: auto (planner), acc (Acc-SpMM), tc16 (16-row tensor-core kernel on ME-TCF),
-    /// cusparse, csr (CUDA-core CSR).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "cusparse", "csr"])]
+    /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernel on 16- or
+    /// 32-row windows), cusparse, csr (CUDA-core CSR).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "cusparse", "csr"])]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto")]
@@ -69,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
         "tc16" => KernelRequest::Tc16,
+        "tc32" => KernelRequest::Tc32,
         "cusparse" => KernelRequest::Cusparse,
         "csr" => KernelRequest::Csr,
         _ => KernelRequest::Auto,
