@@ -9,6 +9,7 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metcf::MeTcf;
 use tcsparse_formats::normmap::NormMap;
+use tcsparse_formats::rowtile::RowTileTcf;
 
 /// The documented example: 10×12, 15 entries (one explicit zero at (9, 7)).
 fn example() -> Csr {
@@ -74,6 +75,19 @@ fn metcf_example() {
     writeln!(s, "values            = {:?}", f.values()).unwrap();
     writeln!(s, "block_window      = {:?}", f.block_window()).unwrap();
     insta::assert_snapshot!("fmt_metcf_example", s);
+}
+
+#[test]
+fn rowtile_example() {
+    let f = RowTileTcf::from_csr(&example(), 32).unwrap();
+    let mut s = String::new();
+    writeln!(s, "window_rows        = {}", f.window_rows()).unwrap();
+    writeln!(s, "row_window_offset  = {:?}", f.row_window_offset()).unwrap();
+    writeln!(s, "block_value_offset = {:?}", f.block_value_offset()).unwrap();
+    writeln!(s, "block_cols         = {}", cols(f.block_cols())).unwrap();
+    writeln!(s, "masks              = {}", masks(f.masks())).unwrap();
+    writeln!(s, "values             = {:?}", f.values()).unwrap();
+    insta::assert_snapshot!("fmt_rowtile_example", s);
 }
 
 #[test]
