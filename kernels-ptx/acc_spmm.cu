@@ -498,10 +498,9 @@ extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windo
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Row-tile kernels tc16_spmm_tf32 / tc32_spmm_tf32 / tc32h_spmm_tf32 / tc64h_spmm_tf32: windows of
-// 16 * MT rows (MT = 1, 2, 4; row-tile TCF, tcsparse-formats' rowtile: ME-TCF's compacted 8-column
-// blocks), each warp owning 8 * J features (J = 4: 32 features; J = 2, the "h" half-width entries: 16
-// features, half the accumulators), on the same m16n8k8 TF32 MMA, operands NOT swapped: each 16x8 row tile of the sparse block is an A-operand (16 rows x 8 slots), the 8
+// Row-tile kernels tc16_spmm_tf32 / tc32_spmm_tf32: windows of 16 * MT rows (MT = 1, 2; row-tile TCF,
+// tcsparse-formats' rowtile: ME-TCF's compacted 8-column blocks) on the same m16n8k8 TF32 MMA, operands
+// NOT swapped: each 16x8 row tile of the sparse block is an A-operand (16 rows x 8 slots), the 8
 // gathered B rows are the 8x8 B-operand (8 slots x 8 features), the accumulators are C (16 rows x 8
 // features per MMA). One block's 8 gathered B rows serve 16 * MT rows of A instead of Acc-SpMM's 8:
 // where the rows of a window share most columns (bands, clusters), B is gathered 2 * MT times less
@@ -510,10 +509,9 @@ extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windo
 // A block has 2 * MT masks (mask i: local rows 8i..8i+7, bit = (row % 8) * 8 + slot), values in bit
 // order (mask 0's bits, then mask 1's, ...). With g = lane / 4, t = lane % 4, row tile i:
 // a0 = T[16i+g][t], a1 = T[16i+g+8][t], a2 = T[16i+g][t+4], a3 = T[16i+g+8][t+4];
-// b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + J g + j, so a
-// lane loads J consecutive features (one float4 or float2) per gathered row; c0 (row g, n = 2t) of MMA
-// j is feature f0 + 2J t + j, c1 (n = 2t + 1) is f0 + 2J t + J + j: each lane stores 2J consecutive
-// features of rows 16i + g and 16i + g + 8.
+// b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + 4g + j, so a
+// lane loads one float4 per gathered row; c0 (row g, n = 2t) of MMA j is feature f0 + 8t + j, c1 is
+// f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows 16i + g and 16i + g + 8.
 // Work: thread block x owns windows [x * K, min((x + 1) * K, W)); nothing is split, every row of a
 // window is written with plain stores (alpha * acc + beta * C, C not read when beta == 0).
 
@@ -524,42 +522,12 @@ struct MetaRT {
     u32 vo;
 };
 
-template <int MT, int J>
+template <int MT>
 struct StageRT {
-    float blo[J];    // B[col[t]][f0 + J g + q]
-    float bhi[J];    // B[col[t + 4]][f0 + J g + q]
+    float blo[4];    // B[col[t]][f0 + 4g + q]
+    float bhi[4];    // B[col[t + 4]][f0 + 4g + q]
     float a[MT][4];  // a0..a3 of every row tile
 };
-
-// J consecutive features fl.. of B rows col_lo and col_hi (0 for a sentinel column or a feature
-// >= N): load_b_rows for J = 4, one float2 (vec) or scalars for J = 2.
-template <int J>
-__device__ __forceinline__ void load_b_cols(const float* __restrict__ B, u64 ldb, u32 fl,
-                                            u32 col_lo, u32 col_hi, const bool qok[J], bool vec,
-                                            float lo[J], float hi[J]) {
-    if constexpr (J == 4) {
-        load_b_rows(B, ldb, fl, col_lo, col_hi, qok, vec, lo, hi);
-    } else {
-        static_assert(J == 2, "row-tile warps own 32 or 16 features");
-        const bool lo_ok = col_lo != SENTINEL;
-        const bool hi_ok = col_hi != SENTINEL;
-        const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-        const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
-        if (vec) {
-            const float2 z = make_float2(0.0f, 0.0f);
-            const float2 l = lo_ok ? __ldg(reinterpret_cast<const float2*>(rlo)) : z;
-            const float2 h = hi_ok ? __ldg(reinterpret_cast<const float2*>(rhi)) : z;
-            lo[0] = l.x; lo[1] = l.y;
-            hi[0] = h.x; hi[1] = h.y;
-        } else {
-#pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
-                hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
-            }
-        }
-    }
-}
 
 template <int MT>
 __device__ __forceinline__ MetaRT<MT> meta_rt(const u32* __restrict__ a2x,
@@ -574,17 +542,15 @@ __device__ __forceinline__ MetaRT<MT> meta_rt(const u32* __restrict__ a2x,
     return m;
 }
 
-template <int MT, int J>
-__device__ __forceinline__ void stage_rt_zero(StageRT<MT, J>& s) {
+template <int MT>
+__device__ __forceinline__ void stage_rt_zero(StageRT<MT>& s) {
 #pragma unroll
-    for (int q = 0; q < J; ++q) {
+    for (int q = 0; q < 4; ++q) {
         s.blo[q] = 0.0f;
         s.bhi[q] = 0.0f;
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
 #pragma unroll
         for (int i = 0; i < MT; ++i) s.a[i][q] = 0.0f;
+    }
 }
 
 // Value of bit p of mask m whose first value is at values[base] (0 when the bit is clear).
@@ -593,7 +559,7 @@ __device__ __forceinline__ float masked_value(const float* __restrict__ values, 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
 }
 
-template <int MT, int J>
+template <int MT>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const u32* __restrict__ bvo,
                                               const u32* __restrict__ a2x,
@@ -606,14 +572,13 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     const u32 warp = threadIdx.x >> 5;
     const u32 g = lane >> 2;
     const u32 t = lane & 3;
-    constexpr u32 FW = 8 * J;  // features per warp
-    const u32 f0 = blockIdx.y * (blockDim.x / 32) * FW + warp * FW;
+    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
     if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
-    const u32 fl = f0 + J * g;  // first feature this lane loads
-    bool qok[J];
+    const u32 fl = f0 + 4 * g;  // first feature this lane loads
+    bool qok[4];
 #pragma unroll
-    for (int q = 0; q < J; ++q) qok[q] = fl + q < N;
-    const bool vec_load = (flags & 1u) && qok[J - 1];
+    for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
+    const bool vec_load = (flags & 1u) && qok[3];
     const u32 p0 = 8 * g + t;
     const u64 below0 = (1ull << p0) - 1ull;
     const u64 below1 = (1ull << (p0 + 4)) - 1ull;
@@ -624,8 +589,8 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     const u32 bb = __ldg(rwo + wb);
     const u32 be = __ldg(rwo + we);
 
-    auto load = [&](const MetaRT<MT>& m, StageRT<MT, J>& s) {
-        load_b_cols<J>(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
+    auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
+        load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
         u32 base = m.vo;
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
@@ -639,7 +604,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
         }
     };
 
-    StageRT<MT, J> cur;
+    StageRT<MT> cur;
     stage_rt_zero(cur);
     MetaRT<MT> m_next;
     m_next.col_lo = m_next.col_hi = SENTINEL;
@@ -654,21 +619,21 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     for (u32 w = wb; w < we; ++w) {
         const u32 wend = next_rwo;
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
-        float acc[MT][J][4];
+        float acc[MT][4][4];
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int j = 0; j < J; ++j)
+            for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
         for (; blk < wend; ++blk) {
-            StageRT<MT, J> nxt;
+            StageRT<MT> nxt;
             stage_rt_zero(nxt);
             if (blk + 1 < be) load(m_next, nxt);
             if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
-            u32 b0[J], b1[J];
+            u32 b0[4], b1[4];
 #pragma unroll
-            for (int j = 0; j < J; ++j) {
+            for (int j = 0; j < 4; ++j) {
                 b0[j] = to_tf32(cur.blo[j]);
                 b1[j] = to_tf32(cur.bhi[j]);
             }
@@ -679,7 +644,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                 const u32 a2 = to_tf32(cur.a[i][2]);
                 const u32 a3 = to_tf32(cur.a[i][3]);
 #pragma unroll
-                for (int j = 0; j < J; ++j) {
+                for (int j = 0; j < 4; ++j) {
                     asm volatile(
                         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -690,27 +655,23 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
             }
             cur = nxt;
         }
-        // acc[i][j][0] -> (row 16i + g, feature f0 + 2J t + j), [1] -> (16i + g, f0 + 2J t + J + j),
-        // [2] -> (16i + g + 8, f0 + 2J t + j), [3] -> (16i + g + 8, f0 + 2J t + J + j): the lane's
-        // 2J features of a row are e = J k + j, k = 0 (c0/c2) or 1 (c1/c3), stored 4 at a time.
+        // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
+        // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
                 const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
                 if (row >= M) continue;
-                float* dst = C + (u64)row * ldc + f0 + 2 * J * t;
+                float* dst = C + (u64)row * ldc + f0 + 8 * t;
 #pragma unroll
-                for (int q = 0; q < J / 2; ++q) {
-                    const u32 fb = f0 + 2 * J * t + 4 * q;
+                for (int k = 0; k < 2; ++k) {
+                    const u32 fb = f0 + 8 * t + 4 * k;
                     float v[4];
 #pragma unroll
-                    for (int m = 0; m < 4; ++m) {
-                        const int e = 4 * q + m;
-                        v[m] = alpha * acc[i][e % J][2 * half + e / J];
-                    }
+                    for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
                     if ((flags & 1u) && fb + 3 < N) {
-                        float4* d4 = reinterpret_cast<float4*>(dst + 4 * q);
+                        float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
                         float4 o = make_float4(v[0], v[1], v[2], v[3]);
                         if (beta != 0.0f) {
                             const float4 old = *d4;
@@ -722,10 +683,10 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                         *d4 = o;
                     } else {
 #pragma unroll
-                        for (int m = 0; m < 4; ++m) {
-                            if (fb + m >= N) continue;
-                            float* d = dst + 4 * q + m;
-                            *d = (beta == 0.0f) ? v[m] : v[m] + beta * *d;
+                        for (int j = 0; j < 4; ++j) {
+                            if (fb + j >= N) continue;
+                            float* d = dst + 4 * k + j;
+                            *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
                         }
                     }
                 }
@@ -744,7 +705,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
 
 // At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<1, 4>(ROW_TILE_ARGS);
+    row_tile_spmm<1>(ROW_TILE_ARGS);
 }
 
 // Twice the accumulators and tile values: TC32_MIN_BLOCKS resident blocks of 256 threads.
@@ -753,20 +714,5 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(R
 #endif
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
     tc32_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<2, 4>(ROW_TILE_ARGS);
-}
-
-// Half width (16 features per warp): 32-row windows with TC16's accumulator count, so 4 resident
-// blocks of 256 threads; the gathered bytes per row and feature equal tc32's, the tile-value loads
-// per feature double.
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc32h_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<2, 2>(ROW_TILE_ARGS);
-}
-
-// Half width on 64-row windows: tc32's accumulator count plus 16 tile values per stage, a quarter of
-// TC16's gathered bytes per row and feature where 64 rows share their columns. 2 resident blocks of
-// 256 threads (124 registers, no spills; at 80 registers it spills 104 B stores / 308 B loads).
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 2)
-    tc64h_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<4, 2>(ROW_TILE_ARGS);
+    row_tile_spmm<2>(ROW_TILE_ARGS);
 }

@@ -12,9 +12,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
-use tcsparse::{
-    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowTileKernel,
-};
+use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
 
 use crate::matrices::Matrix;
 use crate::report::{BASELINE, Case, HEADLINE, PrepTimes, Status};
@@ -284,14 +282,14 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     "tc16/reorder",
                     ra,
                     rms,
-                    KernelRequest::RowTile(RowTileKernel::TC16),
+                    KernelRequest::Tc16,
                     Balance::Packed(4),
                 ),
                 (
                     "tc32/reorder",
                     ra,
                     rms,
-                    KernelRequest::RowTile(RowTileKernel::TC32),
+                    KernelRequest::Tc32,
                     Balance::Packed(4),
                 ),
                 (

@@ -464,10 +464,9 @@ pub fn unbalanced_schedule(row_window_offset: &[u32]) -> FlatSchedule {
 /// Grid and block shape of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchShape {
-    /// Warps per thread block (each owns `features_per_tb / warps` features: 32, or 16 for the
-    /// half-width row-tile kernels).
+    /// Warps per thread block (each owns 32 features).
     pub warps: u32,
-    /// Features per thread block, `warp features · warps`.
+    /// Features per thread block, `32 · warps`.
     pub features_per_tb: u32,
     /// Thread blocks along x (one per schedule entry).
     pub grid_x: u32,
@@ -490,17 +489,6 @@ impl LaunchShape {
 /// `⌈warps/8⌉` feature tiles of equal width (so N = 384 runs 2 tiles of 6 warps, not 8 + 4).
 /// `None` when there is nothing to launch (`n == 0` or no thread blocks).
 pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, AccSpmmError> {
-    launch_shape_for(n, num_tbs, 32)
-}
-
-/// [`launch_shape`] for kernels whose warps own `warp_features` features each (a power of two
-/// ≤ 32): `⌈n / warp_features⌉` warps in `⌈warps / 8⌉` equal feature tiles.
-pub fn launch_shape_for(
-    n: usize,
-    num_tbs: usize,
-    warp_features: u32,
-) -> Result<Option<LaunchShape>, AccSpmmError> {
-    debug_assert!(warp_features.is_power_of_two() && warp_features <= 32);
     if n == 0 || num_tbs == 0 {
         return Ok(None);
     }
@@ -509,7 +497,7 @@ pub fn launch_shape_for(
             "n = {n}, {num_tbs} thread blocks too large"
         )));
     }
-    let total_warps = n.div_ceil(warp_features as usize);
+    let total_warps = n.div_ceil(32);
     let tiles = total_warps.div_ceil(MAX_WARPS as usize);
     let warps = total_warps.div_ceil(tiles);
     if tiles > 65_535 {
@@ -519,7 +507,7 @@ pub fn launch_shape_for(
     }
     Ok(Some(LaunchShape {
         warps: warps as u32,
-        features_per_tb: warp_features * warps as u32,
+        features_per_tb: 32 * warps as u32,
         grid_x: num_tbs as u32,
         grid_y: tiles as u32,
     }))
@@ -1024,23 +1012,15 @@ mod tests {
         assert_eq!(s(1024), Some((8, 4)));
         assert_eq!(s(1000), Some((8, 4)));
         assert_eq!(launch_shape(128, 0).unwrap(), None);
-        for (n, wf) in (1..3000).flat_map(|n| [(n, 32), (n, 16)]) {
-            let sh = launch_shape_for(n, 1, wf).unwrap().unwrap();
+        for n in 1..3000 {
+            let sh = launch_shape(n, 1).unwrap().unwrap();
             assert!(sh.warps >= 1 && sh.warps <= MAX_WARPS);
-            assert_eq!(sh.features_per_tb, wf * sh.warps);
             let covered = (sh.grid_y * sh.features_per_tb) as usize;
             assert!(
                 covered >= n && covered - n < sh.features_per_tb as usize,
-                "n = {n}, {wf} features per warp"
+                "n = {n}"
             );
         }
-        let half = |n| {
-            launch_shape_for(n, 10, 16)
-                .unwrap()
-                .map(|s| (s.warps, s.grid_y))
-        };
-        assert_eq!(half(128), Some((8, 1)));
-        assert_eq!(half(256), Some((8, 2)));
     }
 
     #[test]

@@ -13,8 +13,7 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-pub use tcsparse_gpu::row_tile_spmm::RowTileKernel;
-use tcsparse_gpu::row_tile_spmm::{KERNELS as ROW_TILE_KERNELS, RowTileDevice};
+use tcsparse_gpu::row_tile_spmm::{RowTileDevice, WINDOW_ROWS};
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
     AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
@@ -116,9 +115,11 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
-    /// A row-tile tensor-core kernel (TC16, TC32, TC32h, TC64h; `Balance::Packed(k)` sets its
-    /// windows per thread block, else 4).
-    RowTile(RowTileKernel),
+    /// The row-tile tensor-core kernel on 16-row windows (ME-TCF's blocks; `Balance::Packed(k)`
+    /// sets its windows per thread block, else 4).
+    Tc16,
+    /// The row-tile tensor-core kernel on 32-row windows (`Balance::Packed(k)` as for `Tc16`).
+    Tc32,
 }
 
 /// What [`Prepared`] runs.
@@ -133,11 +134,11 @@ pub enum ExecKernel {
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
     CsrCuda,
-    /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
-    /// row of a window (16, 32 or 64 rows).
+    /// The row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves
+    /// `window_rows` (16 or 32) rows of A.
     RowTile {
-        /// Window height and features per warp.
-        kernel: RowTileKernel,
+        /// Rows per window (16 or 32).
+        window_rows: u32,
         /// Consecutive windows per thread block.
         windows_per_tb: u32,
     },
@@ -152,21 +153,13 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
             ExecKernel::RowTile {
-                kernel,
+                window_rows,
                 windows_per_tb,
-            } => {
-                let width = match kernel.warp_features {
-                    32 => String::new(),
-                    w => format!("{w} features per warp, "),
-                };
-                write!(
-                    f,
-                    "{} ({}-row tiles, {width}{})",
-                    kernel.name(),
-                    kernel.window_rows,
-                    per_tb(*windows_per_tb)
-                )
-            }
+            } => write!(
+                f,
+                "TC{window_rows} ({window_rows}-row tiles, {})",
+                per_tb(*windows_per_tb)
+            ),
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
     }
@@ -580,13 +573,13 @@ impl Engine {
             (
                 Some(gpu),
                 ExecKernel::RowTile {
-                    kernel,
+                    window_rows,
                     windows_per_tb,
                 },
             ) => {
-                let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
+                let m = RowTileTcf::from_csr(&a_re, window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
-                let d = RowTileDevice::upload(gpu, &m, kernel.warp_features, windows_per_tb)?;
+                let d = RowTileDevice::upload(gpu, &m, windows_per_tb)?;
                 thread_blocks = d.num_tbs();
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
@@ -730,10 +723,10 @@ impl Engine {
             // device of the fastest row-tile candidate so far is kept.
             if opts.balance == Balance::Auto {
                 let mut best_row_tile = f64::INFINITY;
-                for rt in ROW_TILE_KERNELS {
-                    let m = RowTileTcf::from_csr(&p.a, rt.window_rows as usize)
+                for rows in WINDOW_ROWS {
+                    let m = RowTileTcf::from_csr(&p.a, rows)
                         .map_err(|e| Error::Format(e.to_string()))?;
-                    let dev = Box::new(RowTileDevice::upload(gpu, &m, rt.warp_features, 1)?);
+                    let dev = Box::new(RowTileDevice::upload(gpu, &m, 1)?);
                     drop(m);
                     let acc_dev = std::mem::replace(&mut p.dev, DeviceState::RowTile(dev));
                     let mut fastest_here = f64::INFINITY;
@@ -743,7 +736,7 @@ impl Engine {
                         }
                         let ms = time_prepared(gpu, p, &b, &mut c, n)?;
                         let kernel = ExecKernel::RowTile {
-                            kernel: rt,
+                            window_rows: rows as u32,
                             windows_per_tb: k,
                         };
                         tuning.push(TuneSample {
@@ -870,9 +863,13 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::RowTile(rt) => {
+            KernelRequest::Tc16 | KernelRequest::Tc32 => {
                 let kernel = ExecKernel::RowTile {
-                    kernel: rt,
+                    window_rows: if opts.kernel == KernelRequest::Tc16 {
+                        16
+                    } else {
+                        32
+                    },
                     windows_per_tb: match opts.balance {
                         Balance::Packed(k) => k.max(1),
                         _ => ROW_TILE_DEFAULT_WINDOWS,

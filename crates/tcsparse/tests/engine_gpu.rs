@@ -11,7 +11,7 @@ use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared, ReorderChoice,
-    RowTileKernel, TUNED_SCHEDULES,
+    TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
@@ -119,8 +119,8 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
-        // Auto also times every row-tile kernel at 1, 4 and 16 windows per thread block.
-        for kernel in ["TC16 ", "TC32 ", "TC32h ", "TC64h "] {
+        // Auto also times both row-tile kernels at 1, 4 and 16 windows per thread block.
+        for kernel in ["TC16", "TC32"] {
             let timed = names.iter().filter(|n| n.starts_with(kernel)).count();
             assert_eq!(
                 timed,
@@ -164,10 +164,8 @@ fn every_kernel_and_reordering_matches_reference() {
     let a = small_matrix();
     for kernel in [
         KernelRequest::AccSpmm,
-        KernelRequest::RowTile(RowTileKernel::TC16),
-        KernelRequest::RowTile(RowTileKernel::TC32),
-        KernelRequest::RowTile(RowTileKernel::TC32H),
-        KernelRequest::RowTile(RowTileKernel::TC64H),
+        KernelRequest::Tc16,
+        KernelRequest::Tc32,
         KernelRequest::Cusparse,
         KernelRequest::Csr,
         KernelRequest::Auto,
