@@ -559,6 +559,50 @@ __device__ __forceinline__ float masked_value(const float* __restrict__ values, 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
 }
 
+// Writes window w's accumulators: C = alpha * acc + beta * C (C not read when beta == 0).
+// acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
+// [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
+template <int MT>
+__device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
+                                                u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                                float alpha, float beta, u32 flags) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
+            if (row >= M) continue;
+            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const u32 fb = f0 + 8 * t + 4 * k;
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
+                if ((flags & 1u) && fb + 3 < N) {
+                    float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
+                    float4 o = make_float4(v[0], v[1], v[2], v[3]);
+                    if (beta != 0.0f) {
+                        const float4 old = *d4;
+                        o.x += beta * old.x;
+                        o.y += beta * old.y;
+                        o.z += beta * old.z;
+                        o.w += beta * old.w;
+                    }
+                    *d4 = o;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if (fb + j >= N) continue;
+                        float* d = dst + 4 * k + j;
+                        *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
+                    }
+                }
+            }
+        }
+    }
+}
+
 template <int MT>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const u32* __restrict__ bvo,
@@ -655,43 +699,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
             }
             cur = nxt;
         }
-        // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
-        // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
-                if (row >= M) continue;
-                float* dst = C + (u64)row * ldc + f0 + 8 * t;
-#pragma unroll
-                for (int k = 0; k < 2; ++k) {
-                    const u32 fb = f0 + 8 * t + 4 * k;
-                    float v[4];
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
-                    if ((flags & 1u) && fb + 3 < N) {
-                        float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
-                        float4 o = make_float4(v[0], v[1], v[2], v[3]);
-                        if (beta != 0.0f) {
-                            const float4 old = *d4;
-                            o.x += beta * old.x;
-                            o.y += beta * old.y;
-                            o.z += beta * old.z;
-                            o.w += beta * old.w;
-                        }
-                        *d4 = o;
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 4; ++j) {
-                            if (fb + j >= N) continue;
-                            float* d = dst + 4 * k + j;
-                            *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
-                        }
-                    }
-                }
-            }
-        }
+        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
     }
 }
 
@@ -712,7 +720,142 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(R
 #ifndef TC32_MIN_BLOCKS
 #define TC32_MIN_BLOCKS 3
 #endif
+#ifndef TC32D_MIN_BLOCKS
+#define TC32D_MIN_BLOCKS 3
+#endif
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
     tc32_spmm_tf32(ROW_TILE_PARAMS) {
     row_tile_spmm<2>(ROW_TILE_ARGS);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Dense-tile row-tile kernels tc16d_spmm_tf32 / tc32d_spmm_tf32: the same MMAs, windows and B gathers
+// as tc16 / tc32, but each block's 16 * MT x 8 tile is stored dense (zeros included), in MMA
+// fragment order and already rounded to TF32 on the host: lane L of row tile i finds its
+// a0..a3 = T[16i+g][t], T[16i+g+8][t], T[16i+g][t+4], T[16i+g+8][t+4] as float4 frag[(32 blk + L) MT
+// + i], so a warp reads a block's tile as 512 * MT contiguous bytes and needs no masks, no value
+// offsets and no popcounts. It moves 4 B per tile slot instead of 4 B per nonzero plus the masks: the
+// host offers it only where tiles are dense enough (RowTileKernel docs in crates/gpu).
+
+template <int MT>
+__device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
+                                                    const u32* __restrict__ a2x,
+                                                    const float4* __restrict__ frag, u32 windows,
+                                                    u32 windows_per_tb,
+                                                    const float* __restrict__ B, u32 ldb,
+                                                    float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                    float alpha, float beta, u32 flags) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    const u32 g = lane >> 2;
+    const u32 t = lane & 3;
+    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
+    const u32 fl = f0 + 4 * g;
+    bool qok[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
+    const bool vec_load = (flags & 1u) && qok[3];
+
+    const u32 wb = blockIdx.x * windows_per_tb;
+    const u32 we = min(wb + windows_per_tb, windows);
+    if (wb >= we) return;
+    const u32 bb = __ldg(rwo + wb);
+    const u32 be = __ldg(rwo + we);
+
+    const float4* __restrict__ frag_lane = frag + lane * MT;  // this lane's fragments of block 0
+    // Stage of one block: this lane's B values and tile fragments.
+    struct Stage {
+        float blo[4], bhi[4];
+        float4 a[MT];
+    };
+    auto load = [&](u32 blk, u32 col_lo, u32 col_hi, Stage& s) {
+        load_b_rows(B, ldb, fl, col_lo, col_hi, qok, vec_load, s.blo, s.bhi);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i] = __ldg(frag_lane + (u64)blk * (32 * MT) + i);
+    };
+    auto zero = [&](Stage& s) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s.blo[q] = s.bhi[q] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+
+    Stage cur;
+    zero(cur);
+    u32 nlo = SENTINEL, nhi = SENTINEL;  // column ids of block blk + 1
+    if (bb < be) load(bb, __ldg(a2x + 8ull * bb + t), __ldg(a2x + 8ull * bb + t + 4), cur);
+    if (bb + 1 < be) {
+        nlo = __ldg(a2x + 8ull * (bb + 1) + t);
+        nhi = __ldg(a2x + 8ull * (bb + 1) + t + 4);
+    }
+
+    u32 blk = bb;
+    u32 next_rwo = __ldg(rwo + wb + 1);
+    for (u32 w = wb; w < we; ++w) {
+        const u32 wend = next_rwo;
+        if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
+        float acc[MT][4][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+        for (; blk < wend; ++blk) {
+            Stage nxt;
+            if (blk + 1 < be) {
+                load(blk + 1, nlo, nhi, nxt);
+            } else {
+                zero(nxt);
+            }
+            if (blk + 2 < be) {
+                nlo = __ldg(a2x + 8ull * (blk + 2) + t);
+                nhi = __ldg(a2x + 8ull * (blk + 2) + t + 4);
+            }
+            u32 b0[4], b1[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                b0[j] = to_tf32(cur.blo[j]);
+                b1[j] = to_tf32(cur.bhi[j]);
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                // Already TF32 (rounded on the host): the bits go to the MMA as they are.
+                const u32 a0 = __float_as_uint(cur.a[i].x);
+                const u32 a1 = __float_as_uint(cur.a[i].y);
+                const u32 a2 = __float_as_uint(cur.a[i].z);
+                const u32 a3 = __float_as_uint(cur.a[i].w);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
+                          "+f"(acc[i][j][3])
+                        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0[j]), "r"(b1[j]));
+                }
+            }
+            cur = nxt;
+        }
+        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
+    tc16d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
+                    const float4* __restrict__ frag, u32 windows, u32 windows_per_tb,
+                    const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
+                    u32 N, float alpha, float beta, u32 flags) {
+    row_tile_dense_spmm<1>(rwo, a2x, frag, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha,
+                           beta, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
+    tc32d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
+                    const float4* __restrict__ frag, u32 windows, u32 windows_per_tb,
+                    const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
+                    u32 N, float alpha, float beta, u32 flags) {
+    row_tile_dense_spmm<2>(rwo, a2x, frag, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha,
+                           beta, flags);
 }

@@ -12,7 +12,9 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
-use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{
+    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowTileKernel,
+};
 
 use crate::matrices::Matrix;
 use crate::report::{BASELINE, Case, HEADLINE, PrepTimes, Status};
@@ -282,14 +284,14 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     "tc16/reorder",
                     ra,
                     rms,
-                    KernelRequest::Tc16,
+                    KernelRequest::RowTile(RowTileKernel::TC16),
                     Balance::Packed(4),
                 ),
                 (
                     "tc32/reorder",
                     ra,
                     rms,
-                    KernelRequest::Tc32,
+                    KernelRequest::RowTile(RowTileKernel::TC32),
                     Balance::Packed(4),
                 ),
                 (

@@ -1,28 +1,92 @@
-//! Row-tile tensor-core SpMM (`tc16_spmm_tf32` / `tc32_spmm_tf32` in `kernels-ptx/acc_spmm.cu`):
-//! `C = α·A·B + β·C` with A in row-tile TCF (16- or 32-row windows, 8-column blocks over compacted
-//! columns, one `u64` tile mask per 8 rows), B and C dense row-major f32 on the device.
+//! Row-tile tensor-core SpMM (`tc16_spmm_tf32`, `tc32_spmm_tf32`, `tc16d_spmm_tf32`,
+//! `tc32d_spmm_tf32` in `kernels-ptx/acc_spmm.cu`, see [`KERNELS`]): `C = α·A·B + β·C` with A in
+//! row-tile TCF (16- or 32-row windows, 8-column blocks over compacted columns, one `u64` tile mask
+//! per 8 rows), B and C dense row-major f32 on the device.
 //!
 //! Each 16×8 row tile of a block is an MMA A-operand and the block's 8 gathered B rows its
-//! B-operand, so one gather of 8 B rows serves 16 (TC16) or 32 (TC32) rows of A (Acc-SpMM's BitTCF
-//! kernel: 8). The tile is decoded from the masks by popcount, like BitTCF's. Thread block x owns
-//! `windows_per_tb` consecutive windows; nothing is split, so every row is written with plain
-//! stores and no pre-scale or atomics are needed.
+//! B-operand, so one gather of 8 B rows serves every row of a window (16 or 32; Acc-SpMM's BitTCF
+//! kernel: 8). The masked kernels decode the tile from the masks by popcount, like BitTCF's; the
+//! dense-tile kernels read it from a copy stored dense in MMA fragment order ([`fragment_tiles`]),
+//! which costs 4 B per tile slot instead of per nonzero but saves most of the kernel's load
+//! instructions. Thread block x owns `windows_per_tb` consecutive windows; nothing is split, so
+//! every row is written with plain stores and no pre-scale or atomics are needed.
 
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use rayon::prelude::*;
 use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
 
-use crate::acc_spmm::{AccSpmmError, check_dense, launch_flags, launch_shape, upload};
+use crate::acc_spmm::{AccSpmmError, check_dense, launch_flags, launch_shape, to_tf32, upload};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
-/// Kernel entry for 16-row windows.
-pub const ENTRY_16: &str = "tc16_spmm_tf32";
-/// Kernel entry for 32-row windows.
-pub const ENTRY_32: &str = "tc32_spmm_tf32";
+/// One row-tile kernel: the window height it runs on and how it stores the tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowTileKernel {
+    /// Rows per window (16 or 32).
+    pub window_rows: u32,
+    /// Tiles stored dense in MMA fragment order (else: masks and nonzero values).
+    pub dense_tiles: bool,
+}
 
-/// Window heights with a kernel.
-pub const WINDOW_ROWS: [usize; 2] = [16, 32];
+impl RowTileKernel {
+    /// TC16: 16-row windows, masked tiles.
+    pub const TC16: Self = Self::new(16, false);
+    /// TC32: 32-row windows, masked tiles.
+    pub const TC32: Self = Self::new(32, false);
+    /// TC16d: 16-row windows, dense tiles.
+    pub const TC16D: Self = Self::new(16, true);
+    /// TC32d: 32-row windows, dense tiles.
+    pub const TC32D: Self = Self::new(32, true);
 
-const PARAMS: &[ParamKind] = &[
+    const fn new(window_rows: u32, dense_tiles: bool) -> Self {
+        Self {
+            window_rows,
+            dense_tiles,
+        }
+    }
+
+    /// The PTX entry, `None` for a window height without a kernel.
+    pub fn entry(self) -> Option<&'static str> {
+        KERNELS
+            .iter()
+            .zip(ENTRIES)
+            .find_map(|(&k, e)| (k == self).then_some(e))
+    }
+
+    /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`.
+    pub fn name(self) -> String {
+        let dense = if self.dense_tiles { "d" } else { "" };
+        format!("TC{}{dense}", self.window_rows)
+    }
+}
+
+/// Every row-tile kernel, in the order a tuned preparation times them.
+/// (Both kernels of one window height are adjacent, so a tuner builds each layout once.)
+pub const KERNELS: [RowTileKernel; 4] = [
+    RowTileKernel::TC16,
+    RowTileKernel::TC16D,
+    RowTileKernel::TC32,
+    RowTileKernel::TC32D,
+];
+
+/// PTX entries of [`KERNELS`], same order.
+const ENTRIES: [&str; 4] = [
+    "tc16_spmm_tf32",
+    "tc16d_spmm_tf32",
+    "tc32_spmm_tf32",
+    "tc32d_spmm_tf32",
+];
+
+/// Tile slots per stored nonzero above which a tuned preparation does not try the dense-tile
+/// kernels: their tile copy would be more than this many times the bytes of the values.
+pub const MAX_DENSE_SLOTS_PER_NNZ: f64 = 8.0;
+
+/// Tile slots (`window_rows · 8` per block) per stored nonzero of `m`: the byte factor of the
+/// dense-tile copy over the values (1 for full tiles; ∞ for an empty matrix).
+pub fn dense_slots_per_nnz(m: &RowTileTcf) -> f64 {
+    (m.num_blocks() * m.window_rows() * 8) as f64 / m.nnz() as f64
+}
+
+const MASKED_PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // rwo (windows + 1)
     ParamKind::Ptr, // bvo (blocks + 1)
     ParamKind::Ptr, // a2x (8 per block)
@@ -41,37 +105,110 @@ const PARAMS: &[ParamKind] = &[
     ParamKind::U32, // flags
 ];
 
+const DENSE_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // rwo (windows + 1)
+    ParamKind::Ptr, // a2x (8 per block)
+    ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
+    ParamKind::U32, // windows
+    ParamKind::U32, // windows_per_tb
+    ParamKind::Ptr, // B
+    ParamKind::U32, // ldb
+    ParamKind::Ptr, // C
+    ParamKind::U32, // ldc
+    ParamKind::U32, // M
+    ParamKind::U32, // N
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::U32, // flags
+];
+
+const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSignature {
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name,
+        params,
+    }
+}
+
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_16,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_32,
-        params: PARAMS,
-    },
+    signature(ENTRIES[0], MASKED_PARAMS),
+    signature(ENTRIES[1], DENSE_PARAMS),
+    signature(ENTRIES[2], MASKED_PARAMS),
+    signature(ENTRIES[3], DENSE_PARAMS),
 ];
+
+/// The tiles of `m` dense in MMA fragment order, values rounded to TF32 as `cvt.rna` does: block
+/// `j`, lane `L = 4g + t`, row tile `i` holds at `((32 j + L)·MT + i)·4` the four values
+/// `T[16i+g][t], T[16i+g+8][t], T[16i+g][t+4], T[16i+g+8][t+4]` (0 where the tile has no
+/// nonzero), `MT = window_rows / 16`. Length `window_rows · 8 · blocks`.
+pub fn fragment_tiles(m: &RowTileTcf) -> Vec<f32> {
+    let rows = m.window_rows();
+    let mt = rows / 16;
+    let per_block = rows * 8;
+    let masks_per_block = m.masks_per_block();
+    let mut out = vec![0f32; per_block * m.num_blocks()];
+    out.par_chunks_mut(per_block)
+        .enumerate()
+        .with_min_len(256)
+        .for_each(|(j, frag)| {
+            // Scatter the block's nonzeros into a row-major tile, then read it in fragment order.
+            let mut tile = [0f32; 64 * 8];
+            let mut k = m.block_value_offset()[j] as usize;
+            for (i, &mask) in m.masks()[j * masks_per_block..(j + 1) * masks_per_block]
+                .iter()
+                .enumerate()
+            {
+                let mut bits = mask;
+                while bits != 0 {
+                    let p = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    tile[64 * i + p] = to_tf32(m.values()[k]);
+                    k += 1;
+                }
+            }
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for i in 0..mt {
+                    let at = 4 * (lane * mt + i);
+                    let r0 = 16 * i + g;
+                    frag[at] = tile[8 * r0 + t];
+                    frag[at + 1] = tile[8 * (r0 + 8) + t];
+                    frag[at + 2] = tile[8 * r0 + t + 4];
+                    frag[at + 3] = tile[8 * (r0 + 8) + t + 4];
+                }
+            }
+        });
+    out
+}
+
+/// How the device copy stores the tiles.
+enum Tiles {
+    /// Masks and nonzero values (TC16, TC32).
+    Masked {
+        bvo: CudaSlice<u32>,
+        masks: CudaSlice<u64>,
+        values: CudaSlice<f32>,
+    },
+    /// Dense tiles in fragment order (TC16d, TC32d).
+    Dense { frag: CudaSlice<f32> },
+}
 
 /// A row-tile TCF matrix resident on the GPU, ready for repeated products.
 ///
-/// Invariant: the arrays come from a [`RowTileTcf`] with 16- or 32-row windows, whose constructor
+/// Invariant: the arrays come from a [`RowTileTcf`] whose window height is the kernel's, whose constructor
 /// establishes its invariants — window and block prefixes run from 0 to the block and nonzero
 /// counts, column ids are `< K` or [`SENTINEL`], every block's mask bits count its values — and
 /// are never written after upload.
 pub struct RowTileDevice {
     rows: usize,
-    window_rows: usize,
+    kernel: RowTileKernel,
     cols: usize,
     windows: usize,
     windows_per_tb: u32,
     rwo: CudaSlice<u32>,
-    bvo: CudaSlice<u32>,
     a2x: CudaSlice<u32>,
-    masks: CudaSlice<u64>,
-    values: CudaSlice<f32>,
+    tiles: Tiles,
     main: CudaFunction,
 }
 
@@ -79,7 +216,7 @@ impl std::fmt::Debug for RowTileDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RowTileDevice")
             .field("rows", &self.rows)
-            .field("window_rows", &self.window_rows)
+            .field("kernel", &self.kernel)
             .field("cols", &self.cols)
             .field("windows", &self.windows)
             .field("windows_per_tb", &self.windows_per_tb)
@@ -88,16 +225,28 @@ impl std::fmt::Debug for RowTileDevice {
 }
 
 impl RowTileDevice {
-    /// Uploads `m` (once; launch many times) with `windows_per_tb` windows per thread block (0 is
-    /// treated as 1). Window heights without a kernel (not in [`WINDOW_ROWS`]) and sizes beyond
+    /// Uploads `m` (once; launch many times) for the masked or, with `dense_tiles`, the
+    /// dense-tile kernel of its window height, with `windows_per_tb` windows per thread block (0
+    /// is treated as 1). Window heights without a kernel (not in [`KERNELS`]) and sizes beyond
     /// the kernel's u32 indices are refused.
-    pub fn upload(gpu: &Gpu, m: &RowTileTcf, windows_per_tb: u32) -> Result<Self, AccSpmmError> {
+    pub fn upload(
+        gpu: &Gpu,
+        m: &RowTileTcf,
+        dense_tiles: bool,
+        windows_per_tb: u32,
+    ) -> Result<Self, AccSpmmError> {
         let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
-        let entry = match m.window_rows() {
-            16 => ENTRY_16,
-            32 => ENTRY_32,
-            h => return bad(format!("no row-tile kernel for {h}-row windows (16 or 32)")),
+        let kernel = RowTileKernel::new(m.window_rows() as u32, dense_tiles);
+        let Some(entry) = kernel.entry() else {
+            return bad(format!(
+                "no row-tile kernel for {}-row windows (16 or 32)",
+                m.window_rows()
+            ));
         };
+        let tile_slots = m.num_blocks() as u64 * m.window_rows() as u64 * 8;
+        if dense_tiles && tile_slots >= u64::from(u32::MAX) {
+            return bad(format!("{tile_slots} dense tile slots exceed u32 indices"));
+        }
         if m.rows() > u32::MAX as usize - 32 || m.cols() >= u32::MAX as usize {
             return bad(format!(
                 "{}×{} is too large for u32 indices",
@@ -126,22 +275,30 @@ impl RowTileDevice {
         let stream = gpu.stream();
         Ok(Self {
             rows: m.rows(),
-            window_rows: m.window_rows(),
+            kernel,
             cols: m.cols(),
             windows: m.num_windows(),
             windows_per_tb: windows_per_tb.max(1),
             rwo: upload(stream, m.row_window_offset())?,
-            bvo: upload(stream, m.block_value_offset())?,
             a2x: upload(stream, m.block_cols())?,
-            masks: upload(stream, m.masks())?,
-            values: upload(stream, m.values())?,
+            tiles: if dense_tiles {
+                Tiles::Dense {
+                    frag: upload(stream, &fragment_tiles(m))?,
+                }
+            } else {
+                Tiles::Masked {
+                    bvo: upload(stream, m.block_value_offset())?,
+                    masks: upload(stream, m.masks())?,
+                    values: upload(stream, m.values())?,
+                }
+            },
             main: gpu.function(KernelModule::AccSpmm, entry)?,
         })
     }
 
-    /// Rows per window (16 or 32).
-    pub fn window_rows(&self) -> usize {
-        self.window_rows
+    /// The kernel it launches.
+    pub fn kernel(&self) -> RowTileKernel {
+        self.kernel
     }
 
     /// Windows per thread block.
@@ -192,12 +349,16 @@ impl RowTileDevice {
         let (windows, k) = (self.windows as u32, self.windows_per_tb);
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let mut l = gpu.stream().launch_builder(&self.main);
-        l.arg(&self.rwo)
-            .arg(&self.bvo)
-            .arg(&self.a2x)
-            .arg(&self.masks)
-            .arg(&self.values)
-            .arg(&windows)
+        match &self.tiles {
+            Tiles::Masked { bvo, masks, values } => l
+                .arg(&self.rwo)
+                .arg(bvo)
+                .arg(&self.a2x)
+                .arg(masks)
+                .arg(values),
+            Tiles::Dense { frag } => l.arg(&self.rwo).arg(&self.a2x).arg(frag),
+        };
+        l.arg(&windows)
             .arg(&k)
             .arg(b)
             .arg(&ldb32)
@@ -208,21 +369,88 @@ impl RowTileDevice {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) argument types and order match `tc16_spmm_tf32` / `tc32_spmm_tf32` (chosen
-        // by window height on upload) in kernels-ptx/acc_spmm.cu (SIGNATURES, checked against
-        // the PTX by a CPU test); flag bit 0 (float4 access) is set
+        // SAFETY: (1) argument types and order match the row-tile entry chosen on upload
+        // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
+        // kernels-ptx/acc_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
+        // (float4 access) is set
         // only when ldb and ldc are multiples of 4 and device buffers are ≥ 256-byte aligned.
         // (2) Only C is written, borrowed mutably for this call; the matrix buffers are private and
         // never written after upload. (3) Every index is in bounds: the RowTileTcf invariants (held
         // by every RowTileTcf, see the struct docs) bound the window and block prefixes by the
         // array lengths, each block's value reads stay below block_value_offset[j + 1] (rank among
         // the block's mask bits, which count its values), the kernel reads window_rows / 8 masks
-        // per block (the entry matches the window height), and column ids
+        // per block (the entry matches the window height) or, dense, window_rows · 8 fragment
+        // values per block (fragment_tiles wrote exactly blocks · window_rows · 8), and column ids
         // are < K or the sentinel (never dereferenced); thread block x reads windows
         // [x·k, min((x+1)·k, windows)) of the windows + 1 window offsets; check_dense proved
         // (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and the kernel guards features ≥ n
         // and rows ≥ M.
         unsafe { l.launch(shape.config(0)) }?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcsparse_formats::csr::csr_from_triplets;
+
+    #[test]
+    fn every_kernel_has_its_entry_and_name() {
+        let names: Vec<String> = KERNELS.iter().map(|k| k.name()).collect();
+        assert_eq!(names, ["TC16", "TC16d", "TC32", "TC32d"]);
+        for (k, e) in KERNELS.iter().zip(ENTRIES) {
+            assert_eq!(k.entry(), Some(e));
+        }
+        assert_eq!(RowTileKernel::new(64, false).entry(), None);
+        assert_eq!(SIGNATURES.len(), KERNELS.len());
+    }
+
+    /// Every fragment slot holds the tile entry the kernel's a0..a3 mapping names, TF32-rounded,
+    /// for both heights (rebuilt here from the CSR, not from the masks).
+    #[test]
+    fn fragment_tiles_follow_the_mma_a_layout() {
+        let t: Vec<(u32, u32, f32)> = (0..45u32)
+            .flat_map(|r| {
+                (0..40u32)
+                    .filter(move |c| (r * 5 + c * 3) % 7 < 3)
+                    .map(move |c| (r, c, 1.0 + r as f32 / 3.0 + c as f32 / 1024.0))
+            })
+            .collect();
+        let a = csr_from_triplets(45, 40, &t).unwrap();
+        let dense = |r: usize, c: u32| {
+            t.iter()
+                .find(|&&(tr, tc, _)| tr as usize == r && tc == c)
+                .map_or(0.0, |&(_, _, v)| to_tf32(v))
+        };
+        for rows in [16usize, 32] {
+            let m = RowTileTcf::from_csr(&a, rows).unwrap();
+            let frag = fragment_tiles(&m);
+            let mt = rows / 16;
+            assert_eq!(frag.len(), m.num_blocks() * rows * 8);
+            assert!((dense_slots_per_nnz(&m) - frag.len() as f64 / a.nnz() as f64).abs() < 1e-12);
+            for w in 0..m.num_windows() {
+                for j in m.row_window_offset()[w] as usize..m.row_window_offset()[w + 1] as usize {
+                    let cols = &m.block_cols()[8 * j..8 * j + 8];
+                    let at = |row: usize, slot: usize| {
+                        let r = rows * w + row;
+                        if r >= a.rows() || cols[slot] == SENTINEL {
+                            0.0
+                        } else {
+                            dense(r, cols[slot])
+                        }
+                    };
+                    for lane in 0..32 {
+                        let (g, s) = (lane / 4, lane % 4);
+                        for i in 0..mt {
+                            let got = &frag[(j * 32 * mt + lane * mt + i) * 4..][..4];
+                            let r0 = 16 * i + g;
+                            let want = [at(r0, s), at(r0 + 8, s), at(r0, s + 4), at(r0 + 8, s + 4)];
+                            assert_eq!(got, want, "rows {rows}, block {j}, lane {lane}, tile {i}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -22,7 +22,7 @@ use tcsparse_gpu::acc_spmm::{
     flatten_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse_gpu::row_tile_spmm::{RowTileDevice, WINDOW_ROWS};
+use tcsparse_gpu::row_tile_spmm::{KERNELS, RowTileDevice};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {
@@ -237,7 +237,7 @@ fn check_and_time(
 fn acc_spmm_real_matrices_match_reference_and_time() {
     let gpu = gpu();
     println!(
-        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
+        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
         "matrix",
         "rows",
         "nnz",
@@ -249,7 +249,9 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         "pk16 ms",
         "pk16c ms",
         "tc16 ms",
+        "tc16d ms",
         "tc32 ms",
+        "tc32d ms",
         "cusp ms",
         "err"
     );
@@ -286,11 +288,11 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 err = err.max(e);
                 times.push(ms);
             }
-            // The row-tile kernels (16- and 32-row windows), 4 windows per thread block.
-            for rows in WINDOW_ROWS {
-                let m = RowTileTcf::from_csr(&a, rows).unwrap();
-                let dev = RowTileDevice::upload(&gpu, &m, 4).unwrap();
-                let what = format!("{name}/n={n}/tc{rows}");
+            // The row-tile kernels, 4 windows per thread block.
+            for k in KERNELS {
+                let m = RowTileTcf::from_csr(&a, k.window_rows as usize).unwrap();
+                let dev = RowTileDevice::upload(&gpu, &m, k.dense_tiles, 4).unwrap();
+                let what = format!("{name}/n={n}/{}", k.name());
                 let (e, ms) = check_and_time(&gpu, &what, &a, &b, n, |c| {
                     dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
                 });
@@ -303,7 +305,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
                 .unwrap();
             println!(
-                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
@@ -316,6 +318,8 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 times[4],
                 times[5],
                 times[6],
+                times[7],
+                times[8],
                 tc.median_ms,
                 err
             );
@@ -495,9 +499,9 @@ fn row_tile_kernels_match_reference() {
     let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
     mats.extend(edge_matrices());
     let mut worst = 0f64;
-    for ((name, a), rows) in mats.iter().flat_map(|m| WINDOW_ROWS.map(|r| (m, r))) {
-        let m = RowTileTcf::from_csr(a, rows).unwrap();
-        let mut dev = RowTileDevice::upload(&gpu, &m, 1).unwrap();
+    for ((name, a), kernel) in mats.iter().flat_map(|m| KERNELS.map(|k| (m, k))) {
+        let m = RowTileTcf::from_csr(a, kernel.window_rows as usize).unwrap();
+        let mut dev = RowTileDevice::upload(&gpu, &m, kernel.dense_tiles, 1).unwrap();
         for &n in &[8usize, 16, 24, 32, 40, 64, 128, 264, 512, 1000] {
             for k in [1u32, 4] {
                 dev.set_windows_per_tb(k);
@@ -517,7 +521,7 @@ fn row_tile_kernels_match_reference() {
                     dev.launch(&gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
                         .unwrap();
                     let got = gpu.download(&cd).unwrap();
-                    let what = format!("tc{rows}/{name}/n={n}/k={k}/α={alpha}/β={beta}");
+                    let what = format!("{}/{name}/n={n}/k={k}/α={alpha}/β={beta}", kernel.name());
                     worst = worst.max(check_result(
                         &what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n,
                     ));

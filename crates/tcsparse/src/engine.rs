@@ -13,7 +13,10 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse_gpu::row_tile_spmm::{RowTileDevice, WINDOW_ROWS};
+pub use tcsparse_gpu::row_tile_spmm::RowTileKernel;
+use tcsparse_gpu::row_tile_spmm::{
+    KERNELS as ROW_TILE_KERNELS, MAX_DENSE_SLOTS_PER_NNZ, RowTileDevice, dense_slots_per_nnz,
+};
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
     AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
@@ -115,11 +118,9 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
-    /// The row-tile tensor-core kernel on 16-row windows (ME-TCF's blocks; `Balance::Packed(k)`
-    /// sets its windows per thread block, else 4).
-    Tc16,
-    /// The row-tile tensor-core kernel on 32-row windows (`Balance::Packed(k)` as for `Tc16`).
-    Tc32,
+    /// A row-tile tensor-core kernel (TC16, TC32, TC32h, TC64h; `Balance::Packed(k)` sets its
+    /// windows per thread block, else 4).
+    RowTile(RowTileKernel),
 }
 
 /// What [`Prepared`] runs.
@@ -134,11 +135,11 @@ pub enum ExecKernel {
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
     CsrCuda,
-    /// The row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves
-    /// `window_rows` (16 or 32) rows of A.
+    /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
+    /// row of a window (16, 32 or 64 rows).
     RowTile {
-        /// Rows per window (16 or 32).
-        window_rows: u32,
+        /// Window height and features per warp.
+        kernel: RowTileKernel,
         /// Consecutive windows per thread block.
         windows_per_tb: u32,
     },
@@ -153,13 +154,22 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
             ExecKernel::RowTile {
-                window_rows,
+                kernel,
                 windows_per_tb,
-            } => write!(
-                f,
-                "TC{window_rows} ({window_rows}-row tiles, {})",
-                per_tb(*windows_per_tb)
-            ),
+            } => {
+                let storage = if kernel.dense_tiles {
+                    "dense tiles, "
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "{} ({}-row tiles, {storage}{})",
+                    kernel.name(),
+                    kernel.window_rows,
+                    per_tb(*windows_per_tb)
+                )
+            }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }
     }
@@ -573,13 +583,13 @@ impl Engine {
             (
                 Some(gpu),
                 ExecKernel::RowTile {
-                    window_rows,
+                    kernel,
                     windows_per_tb,
                 },
             ) => {
-                let m = RowTileTcf::from_csr(&a_re, window_rows as usize)
+                let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
-                let d = RowTileDevice::upload(gpu, &m, windows_per_tb)?;
+                let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, windows_per_tb)?;
                 thread_blocks = d.num_tbs();
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
@@ -720,14 +730,32 @@ impl Engine {
                 }
             }
             // The row-tile kernels on the same (reordered) matrix, swapped in for timing; only the
-            // device of the fastest row-tile candidate so far is kept.
+            // device of the fastest row-tile candidate so far is kept. Dense-tile kernels are
+            // skipped where their tile copy would exceed MAX_DENSE_SLOTS_PER_NNZ × the values.
             if opts.balance == Balance::Auto {
                 let mut best_row_tile = f64::INFINITY;
-                for rows in WINDOW_ROWS {
-                    let m = RowTileTcf::from_csr(&p.a, rows)
-                        .map_err(|e| Error::Format(e.to_string()))?;
-                    let dev = Box::new(RowTileDevice::upload(gpu, &m, 1)?);
-                    drop(m);
+                let mut layout: Option<RowTileTcf> = None;
+                for rt in ROW_TILE_KERNELS {
+                    let rows = rt.window_rows as usize;
+                    if layout.as_ref().is_none_or(|m| m.window_rows() != rows) {
+                        layout.take(); // free the previous height's copy first
+                        layout = Some(
+                            RowTileTcf::from_csr(&p.a, rows)
+                                .map_err(|e| Error::Format(e.to_string()))?,
+                        );
+                    }
+                    let Some(m) = layout.as_ref() else {
+                        unreachable!("built just above");
+                    };
+                    if rt.dense_tiles && dense_slots_per_nnz(m) > MAX_DENSE_SLOTS_PER_NNZ {
+                        tracing::debug!(
+                            "tuning: skipping {}: {:.1} tile slots per nonzero",
+                            rt.name(),
+                            dense_slots_per_nnz(m)
+                        );
+                        continue;
+                    }
+                    let dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, 1)?);
                     let acc_dev = std::mem::replace(&mut p.dev, DeviceState::RowTile(dev));
                     let mut fastest_here = f64::INFINITY;
                     for k in ROW_TILE_TUNED_WINDOWS {
@@ -736,7 +764,7 @@ impl Engine {
                         }
                         let ms = time_prepared(gpu, p, &b, &mut c, n)?;
                         let kernel = ExecKernel::RowTile {
-                            window_rows: rows as u32,
+                            kernel: rt,
                             windows_per_tb: k,
                         };
                         tuning.push(TuneSample {
@@ -863,13 +891,9 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Tc16 | KernelRequest::Tc32 => {
+            KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
-                    window_rows: if opts.kernel == KernelRequest::Tc16 {
-                        16
-                    } else {
-                        32
-                    },
+                    kernel: rt,
                     windows_per_tb: match opts.balance {
                         Balance::Packed(k) => k.max(1),
                         _ => ROW_TILE_DEFAULT_WINDOWS,

@@ -21,7 +21,7 @@ mod engine;
 
 pub use engine::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
-    Prepared, ReorderChoice, ScheduleKind, TUNED_SCHEDULES, TuneSample,
+    Prepared, ReorderChoice, RowTileKernel, ScheduleKind, TUNED_SCHEDULES, TuneSample,
 };
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;

@@ -10,6 +10,7 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, ReorderChoice,
+    RowTileKernel,
 };
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
@@ -303,13 +304,23 @@ fn kernel_names_read_as_english() {
         }),
         "Acc-SpMM (4 windows per TB, 128-row B cache)"
     );
-    let row_tile = |window_rows, windows_per_tb| {
+    let row_tile = |kernel, windows_per_tb| {
         ExecKernel::RowTile {
-            window_rows,
+            kernel,
             windows_per_tb,
         }
         .to_string()
     };
-    assert_eq!(row_tile(16, 1), "TC16 (16-row tiles, 1 window per TB)");
-    assert_eq!(row_tile(32, 4), "TC32 (32-row tiles, 4 windows per TB)");
+    assert_eq!(
+        row_tile(RowTileKernel::TC16, 1),
+        "TC16 (16-row tiles, 1 window per TB)"
+    );
+    assert_eq!(
+        row_tile(RowTileKernel::TC32, 4),
+        "TC32 (32-row tiles, 4 windows per TB)"
+    );
+    assert_eq!(
+        row_tile(RowTileKernel::TC32D, 16),
+        "TC32d (32-row tiles, dense tiles, 16 windows per TB)"
+    );
 }

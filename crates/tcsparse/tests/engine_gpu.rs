@@ -7,11 +7,13 @@ use std::path::PathBuf;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::formats::rowtile::RowTileTcf;
+use tcsparse::gpu::row_tile_spmm::{MAX_DENSE_SLOTS_PER_NNZ, dense_slots_per_nnz};
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared, ReorderChoice,
-    TUNED_SCHEDULES,
+    RowTileKernel, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
@@ -119,14 +121,20 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
-        // Auto also times both row-tile kernels at 1, 4 and 16 windows per thread block.
-        for kernel in ["TC16", "TC32"] {
-            let timed = names.iter().filter(|n| n.starts_with(kernel)).count();
-            assert_eq!(
-                timed,
-                if balance == Balance::Auto { 3 } else { 0 },
-                "{kernel}: {names:?}"
-            );
+        // Auto also times every row-tile kernel at 1, 4 and 16 windows per thread block, the
+        // dense-tile ones only where their tiles are dense enough.
+        for kernel in tcsparse::gpu::row_tile_spmm::KERNELS {
+            let layout = RowTileTcf::from_csr(p.matrix(), kernel.window_rows as usize).unwrap();
+            let offered =
+                !kernel.dense_tiles || dense_slots_per_nnz(&layout) <= MAX_DENSE_SLOTS_PER_NNZ;
+            let prefix = format!("{} (", kernel.name());
+            let timed = names.iter().filter(|n| n.starts_with(&prefix)).count();
+            let want = if balance == Balance::Auto && offered {
+                3
+            } else {
+                0
+            };
+            assert_eq!(timed, want, "{prefix}: {names:?}");
         }
         match balance {
             Balance::Auto => assert!(
@@ -164,8 +172,10 @@ fn every_kernel_and_reordering_matches_reference() {
     let a = small_matrix();
     for kernel in [
         KernelRequest::AccSpmm,
-        KernelRequest::Tc16,
-        KernelRequest::Tc32,
+        KernelRequest::RowTile(RowTileKernel::TC16),
+        KernelRequest::RowTile(RowTileKernel::TC32),
+        KernelRequest::RowTile(RowTileKernel::TC16D),
+        KernelRequest::RowTile(RowTileKernel::TC32D),
         KernelRequest::Cusparse,
         KernelRequest::Csr,
         KernelRequest::Auto,

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions};
+use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions, RowTileKernel};
 
 use super::demo;
 
@@ -15,9 +15,9 @@ pub struct Args {
     /// Columns of B.
     #[arg(long, default_value_t = 128)]
     pub n: usize,
-    /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernel on 16- or
-    /// 32-row windows), cusparse, csr (CUDA-core CSR).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "cusparse", "csr"])]
+    /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
+    /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr"])]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto")]
@@ -68,8 +68,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
-        "tc16" => KernelRequest::Tc16,
-        "tc32" => KernelRequest::Tc32,
+        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
+        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
+        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
+        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
         "cusparse" => KernelRequest::Cusparse,
         "csr" => KernelRequest::Csr,
         _ => KernelRequest::Auto,
