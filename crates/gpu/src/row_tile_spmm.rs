@@ -77,8 +77,20 @@ const ENTRIES: [&str; 4] = [
 ];
 
 /// Tile slots per stored nonzero above which a tuned preparation does not try the dense-tile
-/// kernels: their tile copy would be more than this many times the bytes of the values.
-pub const MAX_DENSE_SLOTS_PER_NNZ: f64 = 8.0;
+/// kernels: their tile copy would be more than this many times the bytes of the values. (On the
+/// H200, TC16d beat TC16 on every shared dataset, up to 16 slots per nonzero; the limit keeps the
+/// copy of the sparsest matrices, where neither wins, from costing memory and upload time.)
+pub const MAX_DENSE_SLOTS_PER_NNZ: f64 = 16.0;
+
+/// Largest dense tile copy (bytes) a tuned preparation builds.
+pub const MAX_DENSE_TILE_BYTES: u64 = 4 << 30;
+
+/// Whether a tuned preparation should time the dense-tile kernel on `m`: at most
+/// [`MAX_DENSE_SLOTS_PER_NNZ`] tile slots per nonzero and [`MAX_DENSE_TILE_BYTES`] of tiles.
+pub fn dense_tiles_worth_trying(m: &RowTileTcf) -> bool {
+    let bytes = 4 * (m.num_blocks() * m.window_rows() * 8) as u64;
+    dense_slots_per_nnz(m) <= MAX_DENSE_SLOTS_PER_NNZ && bytes <= MAX_DENSE_TILE_BYTES
+}
 
 /// Tile slots (`window_rows · 8` per block) per stored nonzero of `m`: the byte factor of the
 /// dense-tile copy over the values (1 for full tiles; ∞ for an empty matrix).

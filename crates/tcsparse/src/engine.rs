@@ -15,7 +15,7 @@ use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 pub use tcsparse_gpu::row_tile_spmm::RowTileKernel;
 use tcsparse_gpu::row_tile_spmm::{
-    KERNELS as ROW_TILE_KERNELS, MAX_DENSE_SLOTS_PER_NNZ, RowTileDevice, dense_slots_per_nnz,
+    KERNELS as ROW_TILE_KERNELS, RowTileDevice, dense_slots_per_nnz, dense_tiles_worth_trying,
 };
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
@@ -731,7 +731,7 @@ impl Engine {
             }
             // The row-tile kernels on the same (reordered) matrix, swapped in for timing; only the
             // device of the fastest row-tile candidate so far is kept. Dense-tile kernels are
-            // skipped where their tile copy would exceed MAX_DENSE_SLOTS_PER_NNZ × the values.
+            // skipped where their tile copy would be too large (dense_tiles_worth_trying).
             if opts.balance == Balance::Auto {
                 let mut best_row_tile = f64::INFINITY;
                 let mut layout: Option<RowTileTcf> = None;
@@ -747,7 +747,7 @@ impl Engine {
                     let Some(m) = layout.as_ref() else {
                         unreachable!("built just above");
                     };
-                    if rt.dense_tiles && dense_slots_per_nnz(m) > MAX_DENSE_SLOTS_PER_NNZ {
+                    if rt.dense_tiles && !dense_tiles_worth_trying(m) {
                         tracing::debug!(
                             "tuning: skipping {}: {:.1} tile slots per nonzero",
                             rt.name(),
