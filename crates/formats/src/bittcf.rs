@@ -14,7 +14,8 @@
 
 use crate::Csr;
 use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
+    csr_from_masks, invalid, mask_slots,
 };
 use serde::{Deserialize, Serialize};
 
@@ -162,27 +163,15 @@ impl BitTcf {
                         format!("block {b}: bit in a row beyond the matrix"),
                     ));
                 }
-                for s in 0..BLOCK_COLS {
-                    let c = self.sparse_a_to_b[b * BLOCK_COLS + s];
-                    let col_bits = m & (0x0101_0101_0101_0101u64 << s);
-                    if c == SENTINEL {
-                        if b + 1 != b1 || col_bits != 0 || s == 0 {
-                            return Err(invalid(NAME, format!("block {b}: misplaced sentinel")));
-                        }
-                        prev = Some(SENTINEL);
-                        continue;
-                    }
-                    if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
-                        return Err(invalid(
-                            NAME,
-                            format!("block {b}: column ids not ascending"),
-                        ));
-                    }
-                    if col_bits == 0 {
-                        return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));
-                    }
-                    prev = Some(c);
-                }
+                check_block_cols(
+                    NAME,
+                    b,
+                    &self.sparse_a_to_b[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
+                    mask_slots(m),
+                    b + 1 == b1,
+                    self.cols,
+                    &mut prev,
+                )?;
             }
         }
         Ok(())

@@ -13,7 +13,8 @@
 use crate::Csr;
 use crate::bittcf::check_dense;
 use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
+    csr_from_windows, invalid,
 };
 use serde::{Deserialize, Serialize};
 
@@ -172,26 +173,15 @@ impl MeTcf {
                     used |= 1 << (p % 8);
                     last = Some(p);
                 }
-                for s in 0..BLOCK_COLS {
-                    let c = self.sparse_a_to_x[b * BLOCK_COLS + s];
-                    if c == SENTINEL {
-                        if b + 1 != b1 || used >> s & 1 == 1 || s == 0 {
-                            return Err(invalid(NAME, format!("block {b}: misplaced sentinel")));
-                        }
-                        prev = Some(SENTINEL);
-                        continue;
-                    }
-                    if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
-                        return Err(invalid(
-                            NAME,
-                            format!("block {b}: column ids not ascending"),
-                        ));
-                    }
-                    if used >> s & 1 == 0 {
-                        return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));
-                    }
-                    prev = Some(c);
-                }
+                check_block_cols(
+                    NAME,
+                    b,
+                    &self.sparse_a_to_x[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
+                    used,
+                    b + 1 == b1,
+                    self.cols,
+                    &mut prev,
+                )?;
             }
         }
         Ok(())

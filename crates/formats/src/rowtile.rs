@@ -18,7 +18,8 @@
 use crate::Csr;
 use crate::bittcf::check_dense;
 use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
+    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
+    csr_from_windows, invalid, mask_slots,
 };
 use rayon::prelude::*;
 
@@ -191,9 +192,7 @@ impl RowTileTcf {
                     if m & !live != 0 {
                         return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
                     }
-                    for r in 0..8 {
-                        used |= (m >> (8 * r)) as u8;
-                    }
+                    used |= mask_slots(m);
                     bits += m.count_ones() as usize;
                 }
                 let count = (self.block_value_offset[b + 1] - self.block_value_offset[b]) as usize;
@@ -203,26 +202,15 @@ impl RowTileTcf {
                         format!("block {b}: {bits} mask bits but {count} values"),
                     ));
                 }
-                for s in 0..BLOCK_COLS {
-                    let c = self.block_cols[b * BLOCK_COLS + s];
-                    if c == SENTINEL {
-                        if b + 1 != b1 || used >> s & 1 == 1 || s == 0 {
-                            return Err(invalid(NAME, format!("block {b}: misplaced sentinel")));
-                        }
-                        prev = Some(SENTINEL);
-                        continue;
-                    }
-                    if c as usize >= self.cols || prev.is_some_and(|p| p >= c) {
-                        return Err(invalid(
-                            NAME,
-                            format!("block {b}: column ids not ascending"),
-                        ));
-                    }
-                    if used >> s & 1 == 0 {
-                        return Err(invalid(NAME, format!("block {b}: slot {s} has no nonzero")));
-                    }
-                    prev = Some(c);
-                }
+                check_block_cols(
+                    NAME,
+                    b,
+                    &self.block_cols[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
+                    used,
+                    b + 1 == b1,
+                    self.cols,
+                    &mut prev,
+                )?;
             }
         }
         Ok(())

@@ -760,6 +760,50 @@ fn concat_prefix(chunks: &[ChunkOut], counts: impl Fn(&ChunkOut) -> &[u32]) -> V
     v
 }
 
+/// The slots an 8-row mask uses (bit `s` set when some row has bit `8·row + s`).
+pub(crate) fn mask_slots(m: u64) -> u8 {
+    (0..8).fold(0u8, |u, r| u | (m >> (8 * r)) as u8)
+}
+
+/// Checks the 8 column ids of block `b` of a compacted layout: `cols[s] < ncols`, ascending
+/// across the window's blocks (`prev`: the last id seen in this window, updated), [`SENTINEL`]
+/// only in the window's last block (`last_block`), never in slot 0 and never on a used slot; every
+/// other slot used (bit `s` of `used_slots`).
+pub(crate) fn check_block_cols(
+    format: &'static str,
+    b: usize,
+    cols: &[u32],
+    used_slots: u8,
+    last_block: bool,
+    ncols: usize,
+    prev: &mut Option<u32>,
+) -> Result<(), FormatError> {
+    for (s, &c) in cols.iter().enumerate() {
+        let used = used_slots >> s & 1 == 1;
+        if c == SENTINEL {
+            if !last_block || used || s == 0 {
+                return Err(invalid(format, format!("block {b}: misplaced sentinel")));
+            }
+            *prev = Some(SENTINEL);
+            continue;
+        }
+        if c as usize >= ncols || prev.is_some_and(|p| p >= c) {
+            return Err(invalid(
+                format,
+                format!("block {b}: column ids not ascending"),
+            ));
+        }
+        if !used {
+            return Err(invalid(
+                format,
+                format!("block {b}: slot {s} has no nonzero"),
+            ));
+        }
+        *prev = Some(c);
+    }
+    Ok(())
+}
+
 /// Checks a prefix array: right length, starts at 0, non-decreasing, ends at `last`.
 pub(crate) fn check_prefix(
     format: &'static str,
