@@ -559,6 +559,41 @@ __device__ __forceinline__ float masked_value(const float* __restrict__ values, 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
 }
 
+// One block's MMAs for MT row tiles: a[i] = this lane's TF32 A fragments of row tile i, blo/bhi its
+// B values (features f0 + 4g + j of rows col[t] and col[t + 4]), converted here; acc[i][j] is MMA j
+// of row tile i (feature group j).
+template <int MT>
+__device__ __forceinline__ void mma_row_tiles(float (&acc)[MT][4][4], const u32 (&a)[MT][4],
+                                              const float (&blo)[4], const float (&bhi)[4]) {
+    u32 b0[4], b1[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        b0[j] = to_tf32(blo[j]);
+        b1[j] = to_tf32(bhi[j]);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            asm volatile(
+                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
+                : "r"(a[i][0]), "r"(a[i][1]), "r"(a[i][2]), "r"(a[i][3]), "r"(b0[j]), "r"(b1[j]));
+        }
+    }
+}
+
+template <int MT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][4][4]) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+}
+
 // Writes window w's accumulators: C = alpha * acc + beta * C (C not read when beta == 0).
 // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
 // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
@@ -664,39 +699,18 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
         const u32 wend = next_rwo;
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
         float acc[MT][4][4];
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+        zero_acc<MT>(acc);
         for (; blk < wend; ++blk) {
             StageRT<MT> nxt;
             stage_rt_zero(nxt);
             if (blk + 1 < be) load(m_next, nxt);
             if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
-            u32 b0[4], b1[4];
+            u32 a[MT][4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                b0[j] = to_tf32(cur.blo[j]);
-                b1[j] = to_tf32(cur.bhi[j]);
-            }
+            for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                const u32 a0 = to_tf32(cur.a[i][0]);
-                const u32 a1 = to_tf32(cur.a[i][1]);
-                const u32 a2 = to_tf32(cur.a[i][2]);
-                const u32 a3 = to_tf32(cur.a[i][3]);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    asm volatile(
-                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
-                          "+f"(acc[i][j][3])
-                        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0[j]), "r"(b1[j]));
-                }
-            }
+                for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
+            mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
             cur = nxt;
         }
         store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
@@ -796,12 +810,7 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
         const u32 wend = next_rwo;
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
         float acc[MT][4][4];
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+        zero_acc<MT>(acc);
         for (; blk < wend; ++blk) {
             Stage nxt;
             if (blk + 1 < be) {
@@ -813,29 +822,16 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
                 nlo = __ldg(a2x + 8ull * (blk + 2) + t);
                 nhi = __ldg(a2x + 8ull * (blk + 2) + t + 4);
             }
-            u32 b0[4], b1[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                b0[j] = to_tf32(cur.blo[j]);
-                b1[j] = to_tf32(cur.bhi[j]);
-            }
+            // Already TF32 (rounded on the host): the bits go to the MMA as they are.
+            u32 a[MT][4];
 #pragma unroll
             for (int i = 0; i < MT; ++i) {
-                // Already TF32 (rounded on the host): the bits go to the MMA as they are.
-                const u32 a0 = __float_as_uint(cur.a[i].x);
-                const u32 a1 = __float_as_uint(cur.a[i].y);
-                const u32 a2 = __float_as_uint(cur.a[i].z);
-                const u32 a3 = __float_as_uint(cur.a[i].w);
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    asm volatile(
-                        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-                        "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                        : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]),
-                          "+f"(acc[i][j][3])
-                        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0[j]), "r"(b1[j]));
-                }
+                a[i][0] = __float_as_uint(cur.a[i].x);
+                a[i][1] = __float_as_uint(cur.a[i].y);
+                a[i][2] = __float_as_uint(cur.a[i].z);
+                a[i][3] = __float_as_uint(cur.a[i].w);
             }
+            mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
             cur = nxt;
         }
         store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
