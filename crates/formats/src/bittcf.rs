@@ -198,10 +198,7 @@ impl BitTcf {
                     let v = self.values[off + bit_rank(m, p) as usize - 1];
                     let row = w * WINDOW_ROWS + p as usize / 8;
                     let col = cols[p as usize % 8] as usize;
-                    let brow = &b[col * ldb..col * ldb + n];
-                    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
-                        *acc += v * bv;
-                    }
+                    add_scaled_row(&mut c, row, n, v, b, col, ldb);
                 }
             }
         }
@@ -259,6 +256,23 @@ impl BitTcf {
 }
 
 /// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
+/// `C[row, ..n] += v · B[col, ..n]` (row-major C with `n` columns, B with leading dimension `ldb`):
+/// the rank-1 step of every layout's CPU product.
+pub(crate) fn add_scaled_row(
+    c: &mut [f32],
+    row: usize,
+    n: usize,
+    v: f32,
+    b: &[f32],
+    col: usize,
+    ldb: usize,
+) {
+    let brow = &b[col * ldb..col * ldb + n];
+    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
+        *acc += v * bv;
+    }
+}
+
 pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(

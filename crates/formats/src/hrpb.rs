@@ -18,7 +18,7 @@
 //!   The paper's per-brick `rows` array is omitted: with TM = brick_m every brick is in brick row 0.
 
 use crate::Csr;
-use crate::bittcf::{bit_rank, check_dense};
+use crate::bittcf::{add_scaled_row, bit_rank, check_dense};
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
 };
@@ -405,10 +405,7 @@ impl Hrpb {
                         let v = f32::from_bits(blk.value_bits[off + bit_rank(m, p) as usize - 1]);
                         let row = w * TM + p as usize / BRICK_K;
                         let col = blk.active_cols[j * BRICK_K + p as usize % BRICK_K] as usize;
-                        let brow = &b[col * ldb..col * ldb + n];
-                        for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
-                            *acc += v * bv;
-                        }
+                        add_scaled_row(&mut c, row, n, v, b, col, ldb);
                     }
                     off += m.count_ones() as usize;
                 }

@@ -11,7 +11,7 @@
 //!   balanced kernels.
 
 use crate::Csr;
-use crate::bittcf::check_dense;
+use crate::bittcf::{add_scaled_row, check_dense};
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
     csr_from_windows, invalid,
@@ -211,10 +211,7 @@ impl MeTcf {
                         continue;
                     }
                     let row = w * WINDOW_ROWS + p / 8;
-                    let brow = &b[col as usize * ldb..col as usize * ldb + n];
-                    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
-                        *acc += v * bv;
-                    }
+                    add_scaled_row(&mut c, row, n, v, b, col as usize, ldb);
                 }
             }
         }

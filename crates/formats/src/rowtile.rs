@@ -16,7 +16,7 @@
 //!   is CSR order.
 
 use crate::Csr;
-use crate::bittcf::check_dense;
+use crate::bittcf::{add_scaled_row, check_dense};
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
     csr_from_windows, invalid, mask_slots,
@@ -94,8 +94,9 @@ impl RowTileTcf {
         Ok(f)
     }
 
-    /// Calls `f(local_row, slot, value)` for every nonzero of block `b`, in value (= CSR) order.
-    fn for_each_in_block(&self, b: usize, mut f: impl FnMut(usize, usize, f32)) {
+    /// Calls `f(local_row, slot, value)` for every nonzero of block `b` (`< num_blocks()`), in
+    /// value (= CSR) order.
+    pub fn for_each_in_block(&self, b: usize, mut f: impl FnMut(usize, usize, f32)) {
         let per_block = self.masks_per_block();
         let mut k = self.block_value_offset[b] as usize;
         for (i, &mask) in self.masks[b * per_block..(b + 1) * per_block]
@@ -230,10 +231,7 @@ impl RowTileTcf {
                 self.for_each_in_block(blk, |lr, slot, v| {
                     let col = self.block_cols[blk * BLOCK_COLS + slot] as usize;
                     let row = w * self.window_rows + lr;
-                    let brow = &b[col * ldb..col * ldb + n];
-                    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
-                        *acc += v * bv;
-                    }
+                    add_scaled_row(&mut c, row, n, v, b, col, ldb);
                 });
             }
         }

@@ -158,7 +158,6 @@ pub fn fragment_tiles(m: &RowTileTcf) -> Vec<f32> {
     let rows = m.window_rows();
     let mt = rows / 16;
     let per_block = rows * 8;
-    let masks_per_block = m.masks_per_block();
     let mut out = vec![0f32; per_block * m.num_blocks()];
     out.par_chunks_mut(per_block)
         .enumerate()
@@ -166,19 +165,7 @@ pub fn fragment_tiles(m: &RowTileTcf) -> Vec<f32> {
         .for_each(|(j, frag)| {
             // Scatter the block's nonzeros into a row-major tile, then read it in fragment order.
             let mut tile = [0f32; 64 * 8];
-            let mut k = m.block_value_offset()[j] as usize;
-            for (i, &mask) in m.masks()[j * masks_per_block..(j + 1) * masks_per_block]
-                .iter()
-                .enumerate()
-            {
-                let mut bits = mask;
-                while bits != 0 {
-                    let p = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    tile[64 * i + p] = to_tf32(m.values()[k]);
-                    k += 1;
-                }
-            }
+            m.for_each_in_block(j, |row, slot, v| tile[8 * row + slot] = to_tf32(v));
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
                 for i in 0..mt {
