@@ -118,7 +118,7 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
-    /// A row-tile tensor-core kernel (TC16, TC32, TC32h, TC64h; `Balance::Packed(k)` sets its
+    /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d; `Balance::Packed(k)` sets its
     /// windows per thread block, else 4).
     RowTile(RowTileKernel),
 }
@@ -136,9 +136,9 @@ pub enum ExecKernel {
     /// CUDA-core CSR SpMM (f32).
     CsrCuda,
     /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
-    /// row of a window (16, 32 or 64 rows).
+    /// row of a window (16 or 32 rows).
     RowTile {
-        /// Window height and features per warp.
+        /// Window height and tile storage.
         kernel: RowTileKernel,
         /// Consecutive windows per thread block.
         windows_per_tb: u32,
