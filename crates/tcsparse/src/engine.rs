@@ -683,8 +683,9 @@ impl Engine {
             ms: cus_ms,
         });
         let mut best: Option<(f64, Candidate)> = None;
+        let beats =
+            |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
         let mut acc_err = None;
-        let mut row_tile_dev: Option<Box<RowTileDevice>> = None;
         let mut acc = match acc {
             Ok(p) => Some(p),
             Err(e) => {
@@ -725,62 +726,53 @@ impl Engine {
                     candidate: format!("Acc-SpMM ({order}, {kind})"),
                     ms,
                 });
-                if best.is_none_or(|(m, _)| ms < m) {
+                if beats(&best, ms) {
                     best = Some((ms, Candidate::Acc(kind)));
                 }
             }
-            // The row-tile kernels on the same (reordered) matrix, swapped in for timing; only the
-            // device of the fastest row-tile candidate so far is kept. Dense-tile kernels are
-            // skipped where their tile copy would be too large (dense_tiles_worth_trying).
+            // The row-tile kernels on the same (reordered) matrix, each layout built once per
+            // window height; a candidate keeps its device only while it is the fastest so far.
+            // Dense-tile kernels are skipped where their tile copy would be too large
+            // (dense_tiles_worth_trying).
             if opts.balance == Balance::Auto {
-                let mut best_row_tile = f64::INFINITY;
-                let mut layout: Option<RowTileTcf> = None;
-                for rt in ROW_TILE_KERNELS {
-                    let rows = rt.window_rows as usize;
-                    if layout.as_ref().is_none_or(|m| m.window_rows() != rows) {
-                        layout.take(); // free the previous height's copy first
-                        layout = Some(
-                            RowTileTcf::from_csr(&p.a, rows)
-                                .map_err(|e| Error::Format(e.to_string()))?,
-                        );
-                    }
-                    let Some(m) = layout.as_ref() else {
-                        unreachable!("built just above");
-                    };
-                    if rt.dense_tiles && !dense_tiles_worth_trying(m) {
-                        tracing::debug!(
-                            "tuning: skipping {}: {:.1} tile slots per nonzero",
-                            rt.name(),
-                            dense_slots_per_nnz(m)
-                        );
-                        continue;
-                    }
-                    let dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, 1)?);
-                    let acc_dev = std::mem::replace(&mut p.dev, DeviceState::RowTile(dev));
-                    let mut fastest_here = f64::INFINITY;
-                    for k in ROW_TILE_TUNED_WINDOWS {
-                        if let DeviceState::RowTile(d) = &mut p.dev {
-                            d.set_windows_per_tb(k);
+                for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows)
+                {
+                    let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
+                        .map_err(|e| Error::Format(e.to_string()))?;
+                    for &rt in same_height {
+                        if rt.dense_tiles && !dense_tiles_worth_trying(&m) {
+                            tracing::debug!(
+                                "tuning: skipping {}: {:.1} tile slots per nonzero",
+                                rt.name(),
+                                dense_slots_per_nnz(&m)
+                            );
+                            continue;
                         }
-                        let ms = time_prepared(gpu, p, &b, &mut c, n)?;
-                        let kernel = ExecKernel::RowTile {
-                            kernel: rt,
-                            windows_per_tb: k,
-                        };
-                        tuning.push(TuneSample {
-                            candidate: format!("{kernel} ({order})"),
-                            ms,
-                        });
-                        fastest_here = fastest_here.min(ms);
-                        if best.is_none_or(|(m, _)| ms < m) {
-                            best = Some((ms, Candidate::RowTile(kernel)));
+                        let mut dev = Box::new(RowTileDevice::upload(gpu, &m, rt.dense_tiles, 1)?);
+                        let mut fastest: Option<(f64, u32)> = None;
+                        for k in ROW_TILE_TUNED_WINDOWS {
+                            dev.set_windows_per_tb(k);
+                            let ms = time_median(gpu, || {
+                                Ok(dev.launch(gpu, 1.0, &b, n, 0.0, &mut c, n, n)?)
+                            })?;
+                            let kernel = ExecKernel::RowTile {
+                                kernel: rt,
+                                windows_per_tb: k,
+                            };
+                            tuning.push(TuneSample {
+                                candidate: format!("{kernel} ({order})"),
+                                ms,
+                            });
+                            if fastest.is_none_or(|(f, _)| ms < f) {
+                                fastest = Some((ms, k));
+                            }
                         }
-                    }
-                    if let DeviceState::RowTile(d) = std::mem::replace(&mut p.dev, acc_dev)
-                        && fastest_here < best_row_tile
-                    {
-                        best_row_tile = fastest_here;
-                        row_tile_dev = Some(d);
+                        if let Some((ms, k)) = fastest
+                            && beats(&best, ms)
+                        {
+                            dev.set_windows_per_tb(k);
+                            best = Some((ms, Candidate::RowTile(dev)));
+                        }
                     }
                 }
             }
@@ -803,17 +795,14 @@ impl Engine {
                 );
                 p
             }
-            (Some(mut p), Some((ms, Candidate::RowTile(kernel)))) if ms < cus_ms => {
-                let (Some(mut d), ExecKernel::RowTile { windows_per_tb, .. }) =
-                    (row_tile_dev, kernel)
-                else {
-                    unreachable!("a row-tile candidate won, so its device was kept");
-                };
-                d.set_windows_per_tb(windows_per_tb);
+            (Some(mut p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
                 p.report.thread_blocks = d.num_tbs();
                 p.report.split_windows = 0;
+                p.report.kernel = ExecKernel::RowTile {
+                    kernel: d.kernel(),
+                    windows_per_tb: d.windows_per_tb(),
+                };
                 p.dev = DeviceState::RowTile(d);
-                p.report.kernel = kernel;
                 p.report.kernel_note = format!(
                     "tuned at N = {n}: {} fastest ({summary}); planner: {}",
                     p.report.kernel, p.plan.reason
@@ -939,12 +928,12 @@ const ROW_TILE_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
 const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 
 /// A tuning candidate on the tensor cores.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 enum Candidate {
     /// Acc-SpMM (BitTCF) under this schedule.
     Acc(ScheduleKind),
-    /// A row-tile kernel ([`ExecKernel::RowTile`]).
-    RowTile(ExecKernel),
+    /// A row-tile kernel: its device, set to the fastest windows per thread block.
+    RowTile(Box<RowTileDevice>),
 }
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).
@@ -972,9 +961,14 @@ fn time_prepared(
     c: &mut CudaSlice<f32>,
     n: usize,
 ) -> Result<f64, Error> {
+    time_median(gpu, || p.spmm_device(1.0, b, n, 0.0, c, n, n))
+}
+
+/// Median ms of `launch` over the tuning launches; its own error is returned as it is.
+fn time_median(gpu: &Gpu, mut launch: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
     let mut err = None;
     let timing = gpu.time_launches(TUNE_WARMUP, TUNE_ITERS, || {
-        p.spmm_device(1.0, b, n, 0.0, c, n, n).map_err(|e| {
+        launch().map_err(|e| {
             let msg = e.to_string();
             err = Some(e);
             GpuError::Invalid(msg)
