@@ -10,6 +10,7 @@ use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
+    rows_mask,
 };
 use serde::{Deserialize, Serialize};
 
@@ -122,11 +123,7 @@ impl BitBsr {
         }
         for w in 0..brows {
             let vr = BLOCK.min(self.rows - w * BLOCK);
-            let row_mask: u64 = if vr == 8 {
-                u64::MAX
-            } else {
-                (1u64 << (8 * vr)) - 1
-            };
+            let row_mask = rows_mask(vr);
             let mut prev: Option<u32> = None;
             for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
                 let m = self.bitmap[b];

@@ -15,7 +15,7 @@
 use crate::Csr;
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_masks, invalid, mask_slots,
+    csr_from_masks, invalid, mask_slots, rows_mask,
 };
 use serde::{Deserialize, Serialize};
 
@@ -141,11 +141,7 @@ impl BitTcf {
         }
         for w in 0..windows {
             let valid_rows = WINDOW_ROWS.min(self.rows - w * WINDOW_ROWS);
-            let row_mask: u64 = if valid_rows == 8 {
-                u64::MAX
-            } else {
-                (1u64 << (8 * valid_rows)) - 1
-            };
+            let row_mask = rows_mask(valid_rows);
             let (b0, b1) = (
                 self.row_window_offset[w] as usize,
                 self.row_window_offset[w + 1] as usize,

@@ -19,7 +19,7 @@ use crate::Csr;
 use crate::bittcf::{add_scaled_row, check_dense};
 use crate::tcf::{
     ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_windows, invalid, mask_slots,
+    csr_from_windows, invalid, mask_slots, rows_mask,
 };
 use rayon::prelude::*;
 
@@ -184,13 +184,7 @@ impl RowTileTcf {
                 let mut bits = 0usize;
                 for (i, &m) in masks.iter().enumerate() {
                     // Rows 8i + r with r ≥ valid_rows - 8i must be empty.
-                    let live_rows = valid_rows.saturating_sub(8 * i).min(8);
-                    let live = if live_rows == 8 {
-                        u64::MAX
-                    } else {
-                        (1u64 << (8 * live_rows)) - 1
-                    };
-                    if m & !live != 0 {
+                    if m & !rows_mask(valid_rows.saturating_sub(8 * i)) != 0 {
                         return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
                     }
                     used |= mask_slots(m);

@@ -760,6 +760,15 @@ fn concat_prefix(chunks: &[ChunkOut], counts: impl Fn(&ChunkOut) -> &[u32]) -> V
     v
 }
 
+/// The bits of an 8-row mask that belong to its first `rows` rows (all 64 from 8 rows on).
+pub(crate) fn rows_mask(rows: usize) -> u64 {
+    if rows >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * rows)) - 1
+    }
+}
+
 /// The slots an 8-row mask uses (bit `s` set when some row has bit `8·row + s`).
 pub(crate) fn mask_slots(m: u64) -> u8 {
     (0..8).fold(0u8, |u, r| u | (m >> (8 * r)) as u8)
