@@ -93,8 +93,11 @@ pub fn dense_tiles_worth_trying(m: &RowTileTcf) -> bool {
 }
 
 /// Tile slots (`window_rows · 8` per block) per stored nonzero of `m`: the byte factor of the
-/// dense-tile copy over the values (1 for full tiles; ∞ for an empty matrix).
+/// dense-tile copy over the values (1 for full tiles; ∞ for a matrix without nonzeros).
 pub fn dense_slots_per_nnz(m: &RowTileTcf) -> f64 {
+    if m.nnz() == 0 {
+        return f64::INFINITY;
+    }
     (m.num_blocks() * m.window_rows() * 8) as f64 / m.nnz() as f64
 }
 
@@ -403,6 +406,25 @@ mod tests {
         }
         assert_eq!(RowTileKernel::new(64, false).entry(), None);
         assert_eq!(SIGNATURES.len(), KERNELS.len());
+    }
+
+    #[test]
+    fn dense_tiles_are_not_tried_without_nonzeros_or_when_too_sparse() {
+        let empty = RowTileTcf::from_csr(&csr_from_triplets(40, 40, &[]).unwrap(), 16).unwrap();
+        assert_eq!(dense_slots_per_nnz(&empty), f64::INFINITY);
+        assert!(!dense_tiles_worth_trying(&empty));
+        // One nonzero per 16×8 block: 128 slots per nonzero.
+        let diag: Vec<_> = (0..64u32).step_by(16).map(|i| (i, i, 1.0)).collect();
+        let sparse = RowTileTcf::from_csr(&csr_from_triplets(64, 64, &diag).unwrap(), 16).unwrap();
+        assert_eq!(dense_slots_per_nnz(&sparse), 128.0);
+        assert!(!dense_tiles_worth_trying(&sparse));
+        // A full 16×8 block: 1 slot per nonzero.
+        let full: Vec<_> = (0..16u32)
+            .flat_map(|r| (0..8u32).map(move |c| (r, c, 1.0)))
+            .collect();
+        let dense = RowTileTcf::from_csr(&csr_from_triplets(16, 8, &full).unwrap(), 16).unwrap();
+        assert_eq!(dense_slots_per_nnz(&dense), 1.0);
+        assert!(dense_tiles_worth_trying(&dense));
     }
 
     /// Every fragment slot holds the tile entry the kernel's a0..a3 mapping names, TF32-rounded,
