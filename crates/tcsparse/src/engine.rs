@@ -644,9 +644,10 @@ impl Engine {
     }
 
     /// [`Engine::prepare`] with tuning: reorder once, prepare Acc-SpMM (reordered as asked) and
-    /// cuSPARSE (original order unless the reordering was forced), time each Acc-SpMM schedule and
-    /// cuSPARSE at width `opts.n`, keep the fastest. An Acc-SpMM candidate that cannot be prepared
-    /// (too large for the u32 layout, …) leaves cuSPARSE.
+    /// cuSPARSE (original order unless the reordering was forced), time cuSPARSE, each Acc-SpMM
+    /// schedule and (with `Balance::Auto`) each row-tile kernel on the Acc-SpMM candidate's matrix
+    /// at width `opts.n`, keep the fastest. An Acc-SpMM candidate that cannot be prepared (too large
+    /// for the u32 layout, …) leaves cuSPARSE, without timing the row-tile kernels.
     fn prepare_tuned(&self, gpu: &Gpu, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
         let n = opts.n.max(1);
         let stage = self.reorder_stage(a, opts)?;
