@@ -81,6 +81,22 @@ impl Eq4Model {
         }
     }
 
+    /// A model that counts TC blocks only, for kernels whose blocks all cost about the same (the
+    /// row-tile kernels): a TB takes at most `max_blocks` blocks (0 is treated as 1), and each
+    /// window segment costs half a block, so light windows share a TB and a run of empty windows
+    /// is not free. A window with more than `max_blocks` blocks is split.
+    pub fn block_cap(max_blocks: u32) -> Self {
+        let cap = max_blocks.max(1);
+        Self {
+            load_cost: 1.0,
+            mma_cost: 0.0,
+            write_cost: 0.5,
+            window_overhead: 0.0,
+            target_cost: f64::from(cap) + 0.5,
+            max_blocks_per_tb: cap,
+        }
+    }
+
     /// Checks costs are finite and non-negative, the target positive and the cap ≥ 1.
     pub fn validate(&self) -> Result<(), PlanError> {
         let costs = [
@@ -441,6 +457,34 @@ fn split_flags(rwo: &[u32], work: &[TbWork]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_cap_splits_heavy_windows_and_packs_light_ones() {
+        // Window 1 has 20 blocks; windows 2..6 have one block each; window 6 is empty.
+        let rwo = [0u32, 2, 22, 23, 24, 25, 26, 26];
+        for cap in [1u32, 3, 8, 32] {
+            let s = AccSchedule::balanced(&rwo, &Eq4Model::block_cap(cap), 128);
+            s.validate(&rwo).unwrap();
+            assert!(s.max_blocks_per_tb() <= cap, "cap {cap}");
+            assert_eq!(s.window_split()[1] != 0, cap < 20, "cap {cap}");
+            // Every TB is full except where a window boundary or the cost of segments stops it.
+            let tbs = s.work().len();
+            assert!(
+                tbs >= 26usize.div_ceil(cap as usize),
+                "cap {cap}: {tbs} TBs"
+            );
+        }
+        // At cap 8 the heavy window takes ⌈20 / 8⌉ = 3 TBs and the light windows share TBs.
+        let s = AccSchedule::balanced(&rwo, &Eq4Model::block_cap(8), 128);
+        let heavy = s
+            .work()
+            .iter()
+            .filter(|t| t.window_begin <= 1 && 1 < t.window_end && t.block_end > 2)
+            .count();
+        assert_eq!(heavy, 3);
+        assert!(s.work().len() < 7, "{:?}", s.work());
+        assert_eq!(Eq4Model::block_cap(0).max_blocks_per_tb, 1);
+    }
 
     #[test]
     fn packed_groups_consecutive_windows_without_splits() {
