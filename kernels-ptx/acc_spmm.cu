@@ -481,15 +481,16 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
 }
 
 // Pre-scales the rows of split windows: C = beta * C (C = 0 when beta == 0, never reading C), so the
-// atomicAdd partial sums of acc_spmm_tf32 land on the right base. Grid-stride over the split windows
-// (blockIdx.x) and their 8 x N elements (threadIdx.x).
+// atomic partial sums of acc_spmm_tf32 and the row-tile kernels land on the right base. Windows are
+// window_rows rows high (8 for BitTCF, 16 or 32 for row-tile TCF). Grid-stride over the split
+// windows (blockIdx.x) and their window_rows x N elements (threadIdx.x).
 extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windows, u32 count,
                                              float* __restrict__ C, u32 ldc, u32 M, u32 N,
-                                             float beta) {
+                                             float beta, u32 window_rows) {
     for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
         const u32 w = split_windows[i];
-        for (u32 e = threadIdx.x; e < 8 * N; e += blockDim.x) {
-            const u32 row = 8 * w + e / N;
+        for (u32 e = threadIdx.x; e < window_rows * N; e += blockDim.x) {
+            const u32 row = window_rows * w + e / N;
             if (row >= M) break;
             float* dst = C + (u64)row * ldc + (e % N);
             *dst = (beta == 0.0f) ? 0.0f : beta * *dst;
@@ -512,8 +513,12 @@ extern "C" __global__ void acc_spmm_prescale(const u32* __restrict__ split_windo
 // b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + 4g + j, so a
 // lane loads one float4 per gathered row; c0 (row g, n = 2t) of MMA j is feature f0 + 8t + j, c1 is
 // f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows 16i + g and 16i + g + 8.
-// Work: thread block x owns windows [x * K, min((x + 1) * K, W)); nothing is split, every row of a
-// window is written with plain stores (alpha * acc + beta * C, C not read when beta == 0).
+// Work: as acc_spmm_tf32's: thread block x executes work[x] = {window_begin, window_end, block_begin,
+// block_end} (windows [window_begin, window_end), of their blocks only [block_begin, block_end)). A
+// window whose window_split flag is 0 is owned by one thread block and written with plain stores
+// (alpha * acc + beta * C, C not read when beta == 0); a split window's rows were pre-scaled by beta
+// (acc_spmm_prescale) and every thread block that touched it adds alpha * acc with vector atomics
+// (red.global.add.v4.f32, sm_90) where 4 features are aligned and in range, scalar atomicAdd else.
 
 template <int MT>
 struct MetaRT {
@@ -638,13 +643,79 @@ __device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], fl
     }
 }
 
+// Adds window w's partial sums to C with atomics (a split window, pre-scaled by beta): the same
+// element mapping as store_row_tiles.
+template <int MT>
+__device__ __forceinline__ void add_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
+                                              u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                              float alpha, u32 flags) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
+            if (row >= M) continue;
+            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const u32 fb = f0 + 8 * t + 4 * k;
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
+                if ((flags & 1u) && fb + 3 < N) {
+                    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + 4 * k),
+                                 "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                                 : "memory");
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        if (fb + j < N) atomicAdd(dst + 4 * k + j, v[j]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Thread block x's share of a work schedule (see "Work" above).
+struct RowTileWork {
+    u32 wb, we;  // windows [wb, we)
+    u32 bb, be;  // blocks [bb, be)
+};
+
+__device__ __forceinline__ RowTileWork row_tile_work(const u32* __restrict__ work) {
+    RowTileWork r;
+    r.wb = __ldg(work + 4ull * blockIdx.x + 0);
+    r.we = __ldg(work + 4ull * blockIdx.x + 1);
+    r.bb = __ldg(work + 4ull * blockIdx.x + 2);
+    r.be = __ldg(work + 4ull * blockIdx.x + 3);
+    return r;
+}
+
+// Writes window w's accumulators: plain stores when the window is this thread block's alone,
+// atomic adds when it is split (nothing when this thread block had none of its blocks).
+template <int MT>
+__device__ __forceinline__ void write_row_tiles(const float (&acc)[MT][4][4],
+                                                const unsigned char* __restrict__ window_split,
+                                                bool touched, float* __restrict__ C, u32 ldc, u32 M,
+                                                u32 N, u32 w, u32 g, u32 t, u32 f0, float alpha,
+                                                float beta, u32 flags) {
+    if (__ldg(window_split + w) == 0) {
+        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+    } else if (touched) {
+        add_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags);
+    }
+}
+
 template <int MT>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const u32* __restrict__ bvo,
                                               const u32* __restrict__ a2x,
                                               const u64* __restrict__ masks,
-                                              const float* __restrict__ values, u32 windows,
-                                              u32 windows_per_tb, const float* __restrict__ B,
+                                              const float* __restrict__ values,
+                                              const u32* __restrict__ work,
+                                              const unsigned char* __restrict__ window_split,
+                                              const float* __restrict__ B,
                                               u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,
                                               float alpha, float beta, u32 flags) {
     const u32 lane = threadIdx.x & 31;
@@ -662,11 +733,9 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     const u64 below0 = (1ull << p0) - 1ull;
     const u64 below1 = (1ull << (p0 + 4)) - 1ull;
 
-    const u32 wb = blockIdx.x * windows_per_tb;
-    const u32 we = min(wb + windows_per_tb, windows);
+    const RowTileWork wk = row_tile_work(work);
+    const u32 wb = wk.wb, we = wk.we, bb = wk.bb, be = wk.be;
     if (wb >= we) return;
-    const u32 bb = __ldg(rwo + wb);
-    const u32 be = __ldg(rwo + we);
 
     auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
         load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
@@ -696,8 +765,9 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     u32 blk = bb;
     u32 next_rwo = __ldg(rwo + wb + 1);
     for (u32 w = wb; w < we; ++w) {
-        const u32 wend = next_rwo;
+        const u32 wend = min(next_rwo, be);
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
+        const bool touched = blk < wend;
         float acc[MT][4][4];
         zero_acc<MT>(acc);
         for (; blk < wend; ++blk) {
@@ -713,17 +783,19 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
             mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
             cur = nxt;
         }
-        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
+                            flags);
     }
 }
 
 #define ROW_TILE_PARAMS                                                                          \
     const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
-        const u64 *__restrict__ masks, const float *__restrict__ values, u32 windows,           \
-        u32 windows_per_tb, const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, \
-        u32 M, u32 N, float alpha, float beta, u32 flags
+        const u64 *__restrict__ masks, const float *__restrict__ values,                        \
+        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,           \
+        const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, u32 M, u32 N,     \
+        float alpha, float beta, u32 flags
 #define ROW_TILE_ARGS \
-    rwo, bvo, a2x, masks, values, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha, beta, flags
+    rwo, bvo, a2x, masks, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
 
 // At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(ROW_TILE_PARAMS) {
@@ -754,8 +826,9 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
 template <int MT>
 __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
                                                     const u32* __restrict__ a2x,
-                                                    const float4* __restrict__ frag, u32 windows,
-                                                    u32 windows_per_tb,
+                                                    const float4* __restrict__ frag,
+                                                    const u32* __restrict__ work,
+                                                    const unsigned char* __restrict__ window_split,
                                                     const float* __restrict__ B, u32 ldb,
                                                     float* __restrict__ C, u32 ldc, u32 M, u32 N,
                                                     float alpha, float beta, u32 flags) {
@@ -771,11 +844,9 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
     for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
     const bool vec_load = (flags & 1u) && qok[3];
 
-    const u32 wb = blockIdx.x * windows_per_tb;
-    const u32 we = min(wb + windows_per_tb, windows);
+    const RowTileWork wk = row_tile_work(work);
+    const u32 wb = wk.wb, we = wk.we, bb = wk.bb, be = wk.be;
     if (wb >= we) return;
-    const u32 bb = __ldg(rwo + wb);
-    const u32 be = __ldg(rwo + we);
 
     const float4* __restrict__ frag_lane = frag + lane * MT;  // this lane's fragments of block 0
     // Stage of one block: this lane's B values and tile fragments.
@@ -807,8 +878,9 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
     u32 blk = bb;
     u32 next_rwo = __ldg(rwo + wb + 1);
     for (u32 w = wb; w < we; ++w) {
-        const u32 wend = next_rwo;
+        const u32 wend = min(next_rwo, be);
         if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
+        const bool touched = blk < wend;
         float acc[MT][4][4];
         zero_acc<MT>(acc);
         for (; blk < wend; ++blk) {
@@ -834,24 +906,27 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
             mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
             cur = nxt;
         }
-        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
+                            flags);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
     tc16d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
-                    const float4* __restrict__ frag, u32 windows, u32 windows_per_tb,
-                    const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
-                    u32 N, float alpha, float beta, u32 flags) {
-    row_tile_dense_spmm<1>(rwo, a2x, frag, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha,
+                    const float4* __restrict__ frag, const u32* __restrict__ work,
+                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
+                    u32 flags) {
+    row_tile_dense_spmm<1>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
                            beta, flags);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
     tc32d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
-                    const float4* __restrict__ frag, u32 windows, u32 windows_per_tb,
-                    const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M,
-                    u32 N, float alpha, float beta, u32 flags) {
-    row_tile_dense_spmm<2>(rwo, a2x, frag, windows, windows_per_tb, B, ldb, C, ldc, M, N, alpha,
+                    const float4* __restrict__ frag, const u32* __restrict__ work,
+                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
+                    u32 flags) {
+    row_tile_dense_spmm<2>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
                            beta, flags);
 }

@@ -96,6 +96,7 @@ pub const SIGNATURES: &[KernelSignature] = &[
             ParamKind::U32, // M
             ParamKind::U32, // N
             ParamKind::F32, // beta
+            ParamKind::U32, // window_rows
         ],
     },
 ];
@@ -901,26 +902,20 @@ impl AccSpmmDevice {
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         if self.num_split > 0 {
-            let count = self.num_split as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (count.min(65_535 * 4), 1, 1),
-                block_dim: (PRESCALE_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(&self.prescale);
-            l.arg(&self.split_windows)
-                .arg(&count)
-                .arg(&mut *c)
-                .arg(&ldc32)
-                .arg(&m)
-                .arg(&n32)
-                .arg(&beta);
-            // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
-            // u32, u32, u32, float)`. (2) The only written buffer is C, borrowed mutably here.
-            // (3) Reads/writes stay in bounds: split_windows holds `count` window ids < ⌈M/8⌉
-            // (flatten_schedule), rows ≥ M are skipped in the kernel and check_dense proved
-            // (M−1)·ldc + n ≤ C.len().
-            unsafe { l.launch(cfg) }?;
+            launch_prescale(
+                gpu,
+                &self.prescale,
+                &self.split_windows,
+                self.num_split,
+                PrescaleTarget {
+                    c: &mut *c,
+                    ldc,
+                    rows: self.rows,
+                    n,
+                    beta,
+                    window_rows: 8,
+                },
+            )?;
         }
         let mut l = stream.launch_builder(&self.main);
         l.arg(&self.rwo)
@@ -965,6 +960,56 @@ impl AccSpmmDevice {
         unsafe { l.launch(shape.config(smem)) }?;
         Ok(())
     }
+}
+
+/// The C rows `acc_spmm_prescale` scales: `rows × n` with leading dimension `ldc`, by `beta`, in
+/// windows of `window_rows` rows.
+pub(crate) struct PrescaleTarget<'a> {
+    pub c: &'a mut CudaSlice<f32>,
+    pub ldc: usize,
+    pub rows: usize,
+    pub n: usize,
+    pub beta: f32,
+    pub window_rows: u32,
+}
+
+/// Enqueues `acc_spmm_prescale`: `C = β·C` (0 when β = 0, C not read) on the rows of the first
+/// `count` windows listed in `split_windows`, before a kernel adds its partial sums there with
+/// atomics.
+///
+/// Callers guarantee `split_windows` holds at least `count` window ids `< ⌈rows / window_rows⌉`
+/// (a schedule checked by [`flatten_schedule`]) and that [`check_dense`] accepted C at
+/// (`rows`, `n`, `ldc`).
+pub(crate) fn launch_prescale(
+    gpu: &Gpu,
+    prescale: &CudaFunction,
+    split_windows: &CudaSlice<u32>,
+    count: usize,
+    t: PrescaleTarget<'_>,
+) -> Result<(), AccSpmmError> {
+    let count = count as u32;
+    let cfg = LaunchConfig {
+        grid_dim: (count.min(65_535 * 4), 1, 1),
+        block_dim: (PRESCALE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (ldc, m, n) = (t.ldc as u32, t.rows as u32, t.n as u32);
+    let mut l = gpu.stream().launch_builder(prescale);
+    l.arg(split_windows)
+        .arg(&count)
+        .arg(t.c)
+        .arg(&ldc)
+        .arg(&m)
+        .arg(&n)
+        .arg(&t.beta)
+        .arg(&t.window_rows);
+    // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*, u32,
+    // u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The only
+    // written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds: split_windows
+    // holds `count` window ids < ⌈M / window_rows⌉ (caller contract, from flatten_schedule), rows
+    // ≥ M are skipped in the kernel and check_dense proved (M−1)·ldc + n ≤ C.len().
+    unsafe { l.launch(cfg) }?;
+    Ok(())
 }
 
 /// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets

@@ -8,14 +8,25 @@
 //! kernel: 8). The masked kernels decode the tile from the masks by popcount, like BitTCF's; the
 //! dense-tile kernels read it from a copy stored dense in MMA fragment order ([`fragment_tiles`]),
 //! which costs 4 B per tile slot instead of per nonzero but saves most of the kernel's load
-//! instructions. Thread block x owns `windows_per_tb` consecutive windows; nothing is split, so
-//! every row is written with plain stores and no pre-scale or atomics are needed.
+//! instructions.
+//!
+//! Windows map to thread blocks by a [`RowTileSchedule`], run through the same work list as
+//! Acc-SpMM's BitTCF kernel (planner `AccSchedule`): `Packed(k)` gives thread block x the
+//! windows `[x·k, (x+1)·k)` and nothing is split; `Split { max_blocks }` fills thread blocks with
+//! at most `max_blocks` consecutive blocks, so a heavy window is spread over several thread blocks
+//! whose partial sums are added with atomics after a β pre-scale of its rows. Splitting is what
+//! small matrices (too few windows to fill the GPU) and hub rows (one window with most of the
+//! blocks) need.
 
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use rayon::prelude::*;
 use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
+use tcsparse_planner::{AccSchedule, Eq4Model};
 
-use crate::acc_spmm::{AccSpmmError, check_dense, launch_flags, launch_shape, to_tf32, upload};
+use crate::acc_spmm::{
+    AccSpmmError, ENTRY_PRESCALE, FlatSchedule, PrescaleTarget, check_dense, flatten_acc_schedule,
+    launch_flags, launch_prescale, launch_shape, to_tf32, upload,
+};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// One row-tile kernel: the window height it runs on and how it stores the tiles.
@@ -57,6 +68,65 @@ impl RowTileKernel {
         let dense = if self.dense_tiles { "d" } else { "" };
         format!("TC{}{dense}", self.window_rows)
     }
+}
+
+/// How a row-tile kernel's windows map to thread blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowTileSchedule {
+    /// This many consecutive windows per thread block (0 is treated as 1); nothing is split, every
+    /// row is written with plain stores.
+    Packed(u32),
+    /// Consecutive blocks fill thread blocks of at most `max_blocks` blocks (0 is treated as 1;
+    /// light windows share a thread block, see the planner's `Eq4Model::block_cap`); a window
+    /// spread over several thread blocks is pre-scaled by β and accumulated with atomics.
+    Split {
+        /// Most blocks per thread block.
+        max_blocks: u32,
+    },
+}
+
+impl RowTileSchedule {
+    /// The thread-block schedule over windows with block prefix `row_window_offset`.
+    pub fn build(self, row_window_offset: &[u32]) -> AccSchedule {
+        match self {
+            RowTileSchedule::Packed(k) => AccSchedule::packed(row_window_offset, k),
+            RowTileSchedule::Split { max_blocks } => {
+                // The model counts blocks only, so the width does not change the schedule.
+                AccSchedule::balanced(row_window_offset, &Eq4Model::block_cap(max_blocks), 1)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for RowTileSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            RowTileSchedule::Packed(k) if k <= 1 => write!(f, "1 window per TB"),
+            RowTileSchedule::Packed(k) => write!(f, "{k} windows per TB"),
+            RowTileSchedule::Split { max_blocks } => {
+                write!(f, "split, ≤ {} blocks per TB", max_blocks.max(1))
+            }
+        }
+    }
+}
+
+/// Warps a row-tile thread block keeps resident per SM, as the tuner assumes (64 registers per
+/// thread: TC16, TC16d; the 32-row kernels keep 24).
+const RESIDENT_WARPS_PER_SM: usize = 32;
+
+/// The `max_blocks` a tuned preparation tries for [`RowTileSchedule::Split`] on a matrix of
+/// `blocks` blocks at width `n` on `sms` SMs: the cap that makes about two waves of resident
+/// thread blocks (cuTeSpMM's wave-aware splitting: enough thread blocks to fill the GPU, no more
+/// atomics than that needs), at least 4, and four times it (fewer atomics, less parallelism).
+pub fn split_caps(blocks: usize, n: usize, sms: u32) -> [u32; 2] {
+    let Ok(Some(shape)) = launch_shape(n.max(1), 1) else {
+        return [4, 16];
+    };
+    let per_sm = (RESIDENT_WARPS_PER_SM / shape.warps as usize).max(1);
+    // Thread blocks along x that fit in one wave (the feature tiles share the wave).
+    let wave = (sms as usize * per_sm / shape.grid_y as usize).max(1);
+    let cap = blocks.div_ceil(2 * wave).clamp(4, 1 << 16) as u32;
+    [cap, 4 * cap]
 }
 
 /// Every row-tile kernel, in the order a tuned preparation times them.
@@ -107,8 +177,8 @@ const MASKED_PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // a2x (8 per block)
     ParamKind::Ptr, // masks (window_rows / 8 per block)
     ParamKind::Ptr, // values
-    ParamKind::U32, // windows
-    ParamKind::U32, // windows_per_tb
+    ParamKind::Ptr, // work (4 per thread block)
+    ParamKind::Ptr, // window_split (1 byte per window)
     ParamKind::Ptr, // B
     ParamKind::U32, // ldb
     ParamKind::Ptr, // C
@@ -124,8 +194,8 @@ const DENSE_PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // rwo (windows + 1)
     ParamKind::Ptr, // a2x (8 per block)
     ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
-    ParamKind::U32, // windows
-    ParamKind::U32, // windows_per_tb
+    ParamKind::Ptr, // work (4 per thread block)
+    ParamKind::Ptr, // window_split (1 byte per window)
     ParamKind::Ptr, // B
     ParamKind::U32, // ldb
     ParamKind::Ptr, // C
@@ -206,12 +276,39 @@ pub struct RowTileDevice {
     rows: usize,
     kernel: RowTileKernel,
     cols: usize,
-    windows: usize,
-    windows_per_tb: u32,
+    /// Host copy of the window block prefix (schedules are built from it).
+    row_window_offset: Vec<u32>,
     rwo: CudaSlice<u32>,
     a2x: CudaSlice<u32>,
     tiles: Tiles,
+    sched: DeviceSchedule,
     main: CudaFunction,
+    prescale: CudaFunction,
+}
+
+/// A validated schedule ([`FlatSchedule`]) on the device.
+struct DeviceSchedule {
+    kind: RowTileSchedule,
+    work: CudaSlice<u32>,
+    window_split: CudaSlice<u8>,
+    split_windows: CudaSlice<u32>,
+    num_tbs: usize,
+    num_split: usize,
+}
+
+impl DeviceSchedule {
+    fn upload(gpu: &Gpu, rwo: &[u32], kind: RowTileSchedule) -> Result<Self, AccSpmmError> {
+        let flat: FlatSchedule = flatten_acc_schedule(rwo, &kind.build(rwo))?;
+        let stream = gpu.stream();
+        Ok(Self {
+            kind,
+            work: upload(stream, &flat.work)?,
+            window_split: upload(stream, &flat.window_split)?,
+            split_windows: upload(stream, &flat.split_windows)?,
+            num_tbs: flat.num_tbs(),
+            num_split: flat.split_windows.len(),
+        })
+    }
 }
 
 impl std::fmt::Debug for RowTileDevice {
@@ -220,22 +317,23 @@ impl std::fmt::Debug for RowTileDevice {
             .field("rows", &self.rows)
             .field("kernel", &self.kernel)
             .field("cols", &self.cols)
-            .field("windows", &self.windows)
-            .field("windows_per_tb", &self.windows_per_tb)
+            .field("windows", &self.row_window_offset.len().saturating_sub(1))
+            .field("schedule", &self.sched.kind)
+            .field("thread_blocks", &self.sched.num_tbs)
+            .field("split_windows", &self.sched.num_split)
             .finish()
     }
 }
 
 impl RowTileDevice {
     /// Uploads `m` (once; launch many times) for the masked or, with `dense_tiles`, the
-    /// dense-tile kernel of its window height, with `windows_per_tb` windows per thread block (0
-    /// is treated as 1). Window heights without a kernel (not in [`KERNELS`]) and sizes beyond
-    /// the kernel's u32 indices are refused.
+    /// dense-tile kernel of its window height, run under `schedule`. Window heights without a
+    /// kernel (not in [`KERNELS`]) and sizes beyond the kernel's u32 indices are refused.
     pub fn upload(
         gpu: &Gpu,
         m: &RowTileTcf,
         dense_tiles: bool,
-        windows_per_tb: u32,
+        schedule: RowTileSchedule,
     ) -> Result<Self, AccSpmmError> {
         let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
         let kernel = RowTileKernel::new(m.window_rows() as u32, dense_tiles);
@@ -279,8 +377,8 @@ impl RowTileDevice {
             rows: m.rows(),
             kernel,
             cols: m.cols(),
-            windows: m.num_windows(),
-            windows_per_tb: windows_per_tb.max(1),
+            row_window_offset: m.row_window_offset().to_vec(),
+            sched: DeviceSchedule::upload(gpu, m.row_window_offset(), schedule)?,
             rwo: upload(stream, m.row_window_offset())?,
             a2x: upload(stream, m.block_cols())?,
             tiles: if dense_tiles {
@@ -295,6 +393,7 @@ impl RowTileDevice {
                 }
             },
             main: gpu.function(KernelModule::AccSpmm, entry)?,
+            prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
         })
     }
 
@@ -303,14 +402,24 @@ impl RowTileDevice {
         self.kernel
     }
 
-    /// Windows per thread block.
-    pub fn windows_per_tb(&self) -> u32 {
-        self.windows_per_tb
+    /// How windows map to thread blocks.
+    pub fn schedule(&self) -> RowTileSchedule {
+        self.sched.kind
     }
 
-    /// Sets the windows per thread block (0 is treated as 1); the matrix stays uploaded.
-    pub fn set_windows_per_tb(&mut self, k: u32) {
-        self.windows_per_tb = k.max(1);
+    /// Runs under `schedule` from now on; the matrix stays uploaded.
+    pub fn set_schedule(
+        &mut self,
+        gpu: &Gpu,
+        schedule: RowTileSchedule,
+    ) -> Result<(), AccSpmmError> {
+        self.sched = DeviceSchedule::upload(gpu, &self.row_window_offset, schedule)?;
+        Ok(())
+    }
+
+    /// Windows spread over several thread blocks (written with atomics after a β pre-scale).
+    pub fn num_split_windows(&self) -> usize {
+        self.sched.num_split
     }
 
     /// Rows of A (M).
@@ -325,7 +434,7 @@ impl RowTileDevice {
 
     /// Thread blocks per feature tile.
     pub fn num_tbs(&self) -> usize {
-        self.windows.div_ceil(self.windows_per_tb as usize)
+        self.sched.num_tbs
     }
 
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous); B is `K × n` row-major with
@@ -348,7 +457,23 @@ impl RowTileDevice {
             return Ok(());
         };
         let flags = launch_flags(ldb, ldc);
-        let (windows, k) = (self.windows as u32, self.windows_per_tb);
+        let sched = &self.sched;
+        if sched.num_split > 0 {
+            launch_prescale(
+                gpu,
+                &self.prescale,
+                &sched.split_windows,
+                sched.num_split,
+                PrescaleTarget {
+                    c: &mut *c,
+                    ldc,
+                    rows: self.rows,
+                    n,
+                    beta,
+                    window_rows: self.kernel.window_rows,
+                },
+            )?;
+        }
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let mut l = gpu.stream().launch_builder(&self.main);
         match &self.tiles {
@@ -360,8 +485,8 @@ impl RowTileDevice {
                 .arg(values),
             Tiles::Dense { frag } => l.arg(&self.rwo).arg(&self.a2x).arg(frag),
         };
-        l.arg(&windows)
-            .arg(&k)
+        l.arg(&sched.work)
+            .arg(&sched.window_split)
             .arg(b)
             .arg(&ldb32)
             .arg(&mut *c)
@@ -383,10 +508,12 @@ impl RowTileDevice {
         // the block's mask bits, which count its values), the kernel reads window_rows / 8 masks
         // per block (the entry matches the window height) or, dense, window_rows · 8 fragment
         // values per block (fragment_tiles wrote exactly blocks · window_rows · 8), and column ids
-        // are < K or the sentinel (never dereferenced); thread block x reads windows
-        // [x·k, min((x+1)·k, windows)) of the windows + 1 window offsets; check_dense proved
-        // (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and the kernel guards features ≥ n
-        // and rows ≥ M.
+        // are < K or the sentinel (never dereferenced); flatten_schedule proved every work entry
+        // lies inside the window and block counts of this matrix's row_window_offset (the one
+        // uploaded) and window_split has one flag per window; the grid has one thread block per
+        // work entry; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(),
+        // and the kernel guards features ≥ n and rows ≥ M. (4) Split windows were pre-scaled on
+        // the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(shape.config(0)) }?;
         Ok(())
     }
@@ -396,6 +523,35 @@ impl RowTileDevice {
 mod tests {
     use super::*;
     use tcsparse_formats::csr::csr_from_triplets;
+
+    #[test]
+    fn schedules_build_and_print() {
+        let rwo = [0u32, 2, 22, 22, 25];
+        let packed = RowTileSchedule::Packed(2).build(&rwo);
+        packed.validate(&rwo).unwrap();
+        assert_eq!(packed.work().len(), 2);
+        assert_eq!(packed.num_split_windows(), 0);
+        let split = RowTileSchedule::Split { max_blocks: 4 }.build(&rwo);
+        split.validate(&rwo).unwrap();
+        assert!(split.max_blocks_per_tb() <= 4);
+        assert_eq!(split.window_split(), [0, 1, 0, 0]);
+        assert_eq!(RowTileSchedule::Packed(0).to_string(), "1 window per TB");
+        assert_eq!(RowTileSchedule::Packed(16).to_string(), "16 windows per TB");
+        assert_eq!(
+            RowTileSchedule::Split { max_blocks: 8 }.to_string(),
+            "split, ≤ 8 blocks per TB"
+        );
+    }
+
+    #[test]
+    fn split_caps_fill_about_two_waves() {
+        // N = 128: 4 warps per TB, 8 TBs per SM, 132 SMs → 1056 per wave.
+        assert_eq!(split_caps(1_000, 128, 132), [4, 16]);
+        assert_eq!(split_caps(2 * 1056 * 10, 128, 132), [10, 40]);
+        // N = 512: 8 warps, 2 feature tiles → 132 · 4 / 2 = 264 TBs along x per wave.
+        assert_eq!(split_caps(2 * 264 * 7, 512, 132), [7, 28]);
+        assert_eq!(split_caps(usize::MAX / 4, 128, 132), [1 << 16, 1 << 18]);
+    }
 
     #[test]
     fn every_kernel_has_its_entry_and_name() {

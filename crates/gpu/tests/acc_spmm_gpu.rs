@@ -22,7 +22,7 @@ use tcsparse_gpu::acc_spmm::{
     flatten_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse_gpu::row_tile_spmm::{KERNELS, RowTileDevice};
+use tcsparse_gpu::row_tile_spmm::{KERNELS, RowTileDevice, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {
@@ -291,7 +291,9 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             // The row-tile kernels, 4 windows per thread block.
             for k in KERNELS {
                 let m = RowTileTcf::from_csr(&a, k.window_rows as usize).unwrap();
-                let dev = RowTileDevice::upload(&gpu, &m, k.dense_tiles, 4).unwrap();
+                let dev =
+                    RowTileDevice::upload(&gpu, &m, k.dense_tiles, RowTileSchedule::Packed(4))
+                        .unwrap();
                 let what = format!("{name}/n={n}/{}", k.name());
                 let (e, ms) = check_and_time(&gpu, &what, &a, &b, n, |c| {
                     dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
@@ -482,8 +484,9 @@ fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
 fn row_tile_kernels_match_reference() {
     // The 16- and 32-row row-tile kernels on the edge-case matrices (ragged M and K, empty and trailing empty
     // windows, hubs, one row, empty) plus banded and clustered ones, every N shape (scalar tails,
-    // several feature tiles), packed and unpacked, β = 0 with NaN-poisoned C and β ≠ 0 with padded
-    // leading dimensions (scalar path).
+    // several feature tiles), packed, unpacked and split (every block its own thread block, and 3
+    // blocks per thread block: atomics, pre-scale, windows shared by thread blocks), β = 0 with
+    // NaN-poisoned C and β ≠ 0 with padded leading dimensions (scalar path).
     let gpu = gpu();
     let mut band = Gen::new(700, 700, 12, 31);
     band.banded = true;
@@ -501,10 +504,17 @@ fn row_tile_kernels_match_reference() {
     let mut worst = 0f64;
     for ((name, a), kernel) in mats.iter().flat_map(|m| KERNELS.map(|k| (m, k))) {
         let m = RowTileTcf::from_csr(a, kernel.window_rows as usize).unwrap();
-        let mut dev = RowTileDevice::upload(&gpu, &m, kernel.dense_tiles, 1).unwrap();
+        let mut dev =
+            RowTileDevice::upload(&gpu, &m, kernel.dense_tiles, RowTileSchedule::Packed(1))
+                .unwrap();
         for &n in &[8usize, 16, 24, 32, 40, 64, 128, 264, 512, 1000] {
-            for k in [1u32, 4] {
-                dev.set_windows_per_tb(k);
+            for k in [
+                RowTileSchedule::Packed(1),
+                RowTileSchedule::Packed(4),
+                RowTileSchedule::Split { max_blocks: 1 },
+                RowTileSchedule::Split { max_blocks: 3 },
+            ] {
+                dev.set_schedule(&gpu, k).unwrap();
                 for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
                     let (ldb, ldc) = (n + pad, n + 2 * pad);
                     let b = dense(a.cols(), n, ldb, 3000 + n as u64);
@@ -521,7 +531,7 @@ fn row_tile_kernels_match_reference() {
                     dev.launch(&gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
                         .unwrap();
                     let got = gpu.download(&cd).unwrap();
-                    let what = format!("{}/{name}/n={n}/k={k}/α={alpha}/β={beta}", kernel.name());
+                    let what = format!("{}/{name}/n={n}/{k}/α={alpha}/β={beta}", kernel.name());
                     worst = worst.max(check_result(
                         &what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n,
                     ));
