@@ -13,10 +13,11 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::acc_spmm::{AccSpmmDevice, AccSpmmError, AccVariant, check_dense};
 use tcsparse_gpu::csr_spmm::CsrSpmm;
 use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-pub use tcsparse_gpu::row_tile_spmm::RowTileKernel;
 use tcsparse_gpu::row_tile_spmm::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, dense_slots_per_nnz, dense_tiles_worth_trying,
+    split_caps,
 };
+pub use tcsparse_gpu::row_tile_spmm::{RowTileKernel, RowTileSchedule};
 use tcsparse_gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse_planner::{
     AccSchedule, DeviceSpec, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm,
@@ -118,8 +119,10 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
-    /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d; `Balance::Packed(k)` sets its
-    /// windows per thread block, else 4).
+    /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs it
+    /// with k windows per thread block, `Balance::On` splits heavy windows at
+    /// [`ROW_TILE_SPLIT_BLOCKS`] blocks per thread block, anything else packs 4 windows per
+    /// thread block.
     RowTile(RowTileKernel),
 }
 
@@ -140,8 +143,8 @@ pub enum ExecKernel {
     RowTile {
         /// Window height and tile storage.
         kernel: RowTileKernel,
-        /// Consecutive windows per thread block.
-        windows_per_tb: u32,
+        /// How windows map to thread blocks.
+        schedule: RowTileSchedule,
     },
     /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
     CpuBitTcf,
@@ -153,10 +156,7 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
-            ExecKernel::RowTile {
-                kernel,
-                windows_per_tb,
-            } => {
+            ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {
                     "dense tiles, "
                 } else {
@@ -164,10 +164,9 @@ impl std::fmt::Display for ExecKernel {
                 };
                 write!(
                     f,
-                    "{} ({}-row tiles, {storage}{})",
+                    "{} ({}-row tiles, {storage}{schedule})",
                     kernel.name(),
                     kernel.window_rows,
-                    per_tb(*windows_per_tb)
                 )
             }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
@@ -580,17 +579,12 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Csr(k)
             }
-            (
-                Some(gpu),
-                ExecKernel::RowTile {
-                    kernel,
-                    windows_per_tb,
-                },
-            ) => {
+            (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
                 let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
-                let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, windows_per_tb)?;
+                let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?;
                 thread_blocks = d.num_tbs();
+                split_windows = d.num_split_windows();
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
             }
@@ -749,29 +743,47 @@ impl Engine {
                             );
                             continue;
                         }
-                        let mut dev = Box::new(RowTileDevice::upload(gpu, &m, rt.dense_tiles, 1)?);
-                        let mut fastest: Option<(f64, u32)> = None;
-                        for k in ROW_TILE_TUNED_WINDOWS {
-                            dev.set_windows_per_tb(k);
+                        let first = RowTileSchedule::Packed(ROW_TILE_TUNED_WINDOWS[0]);
+                        let mut dev =
+                            Box::new(RowTileDevice::upload(gpu, &m, rt.dense_tiles, first)?);
+                        let caps = split_caps(m.num_blocks(), n, gpu.info().sm_count);
+                        let schedules = ROW_TILE_TUNED_WINDOWS
+                            .map(RowTileSchedule::Packed)
+                            .into_iter()
+                            .chain(caps.map(|max_blocks| RowTileSchedule::Split { max_blocks }));
+                        let mut fastest: Option<(f64, RowTileSchedule)> = None;
+                        let mut last_packed_ms = f64::INFINITY;
+                        for schedule in schedules {
+                            // More windows per thread block only help while they keep helping:
+                            // stop packing once a larger pack was slower.
+                            if let RowTileSchedule::Packed(_) = schedule
+                                && fastest.is_some_and(|(f, _)| last_packed_ms > f)
+                            {
+                                continue;
+                            }
+                            dev.set_schedule(gpu, schedule)?;
                             let ms = time_median(gpu, || {
                                 Ok(dev.launch(gpu, 1.0, &b, n, 0.0, &mut c, n, n)?)
                             })?;
+                            if let RowTileSchedule::Packed(_) = schedule {
+                                last_packed_ms = ms;
+                            }
                             let kernel = ExecKernel::RowTile {
                                 kernel: rt,
-                                windows_per_tb: k,
+                                schedule,
                             };
                             tuning.push(TuneSample {
                                 candidate: format!("{kernel} ({order})"),
                                 ms,
                             });
                             if fastest.is_none_or(|(f, _)| ms < f) {
-                                fastest = Some((ms, k));
+                                fastest = Some((ms, schedule));
                             }
                         }
-                        if let Some((ms, k)) = fastest
+                        if let Some((ms, schedule)) = fastest
                             && beats(&best, ms)
                         {
-                            dev.set_windows_per_tb(k);
+                            dev.set_schedule(gpu, schedule)?;
                             best = Some((ms, Candidate::RowTile(dev)));
                         }
                     }
@@ -798,10 +810,10 @@ impl Engine {
             }
             (Some(mut p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
                 p.report.thread_blocks = d.num_tbs();
-                p.report.split_windows = 0;
+                p.report.split_windows = d.num_split_windows();
                 p.report.kernel = ExecKernel::RowTile {
                     kernel: d.kernel(),
-                    windows_per_tb: d.windows_per_tb(),
+                    schedule: d.schedule(),
                 };
                 p.dev = DeviceState::RowTile(d);
                 p.report.kernel_note = format!(
@@ -884,9 +896,12 @@ impl Engine {
             KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
                     kernel: rt,
-                    windows_per_tb: match opts.balance {
-                        Balance::Packed(k) => k.max(1),
-                        _ => ROW_TILE_DEFAULT_WINDOWS,
+                    schedule: match opts.balance {
+                        Balance::Packed(k) => RowTileSchedule::Packed(k.max(1)),
+                        Balance::On => RowTileSchedule::Split {
+                            max_blocks: ROW_TILE_SPLIT_BLOCKS,
+                        },
+                        _ => RowTileSchedule::Packed(ROW_TILE_DEFAULT_WINDOWS),
                     },
                 };
                 (
@@ -922,18 +937,22 @@ pub const TUNED_SCHEDULES: [ScheduleKind; 4] = [
     ScheduleKind::Packed(16),
 ];
 
-/// Windows per thread block of the row-tile candidates (each window height) a tuned preparation
-/// times.
+/// Windows per thread block of the packed row-tile candidates a tuned preparation times, in this
+/// order (stopping once a larger pack is slower), before the two split schedules of
+/// `split_caps` (wave-aware block caps).
 const ROW_TILE_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
-/// Windows per thread block of an explicitly requested row-tile kernel without `Balance::Packed`.
+/// Windows per thread block of an explicitly requested row-tile kernel without `Balance::Packed`
+/// or `Balance::On`.
 const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
+/// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
+pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
 /// A tuning candidate on the tensor cores.
 #[derive(Debug)]
 enum Candidate {
     /// Acc-SpMM (BitTCF) under this schedule.
     Acc(ScheduleKind),
-    /// A row-tile kernel: its device, set to the fastest windows per thread block.
+    /// A row-tile kernel: its device, set to its fastest schedule.
     RowTile(Box<RowTileDevice>),
 }
 

@@ -21,7 +21,8 @@ mod engine;
 
 pub use engine::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
-    Prepared, ReorderChoice, RowTileKernel, ScheduleKind, TUNED_SCHEDULES, TuneSample,
+    Prepared, ROW_TILE_SPLIT_BLOCKS, ReorderChoice, RowTileKernel, RowTileSchedule, ScheduleKind,
+    TUNED_SCHEDULES, TuneSample,
 };
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;

@@ -10,7 +10,7 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, ReorderChoice,
-    RowTileKernel,
+    RowTileKernel, RowTileSchedule,
 };
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
@@ -304,23 +304,24 @@ fn kernel_names_read_as_english() {
         }),
         "Acc-SpMM (4 windows per TB, 128-row B cache)"
     );
-    let row_tile = |kernel, windows_per_tb| {
-        ExecKernel::RowTile {
-            kernel,
-            windows_per_tb,
-        }
-        .to_string()
-    };
+    let row_tile = |kernel, schedule| ExecKernel::RowTile { kernel, schedule }.to_string();
     assert_eq!(
-        row_tile(RowTileKernel::TC16, 1),
+        row_tile(RowTileKernel::TC16, RowTileSchedule::Packed(1)),
         "TC16 (16-row tiles, 1 window per TB)"
     );
     assert_eq!(
-        row_tile(RowTileKernel::TC32, 4),
+        row_tile(RowTileKernel::TC32, RowTileSchedule::Packed(4)),
         "TC32 (32-row tiles, 4 windows per TB)"
     );
     assert_eq!(
-        row_tile(RowTileKernel::TC32D, 16),
+        row_tile(RowTileKernel::TC32D, RowTileSchedule::Packed(16)),
         "TC32d (32-row tiles, dense tiles, 16 windows per TB)"
+    );
+    assert_eq!(
+        row_tile(
+            RowTileKernel::TC16D,
+            RowTileSchedule::Split { max_blocks: 8 }
+        ),
+        "TC16d (16-row tiles, dense tiles, split, ≤ 8 blocks per TB)"
     );
 }

@@ -22,8 +22,9 @@ pub struct Args {
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto")]
     pub reorder: String,
-    /// Acc-SpMM schedule: auto, on (Eq. 4 balanced), off (one thread block per row window),
-    /// packed:K (K consecutive row windows per thread block), cached:K[:R] (experimental, slower so
+    /// Schedule: auto, on (Acc-SpMM: Eq. 4 balanced; row-tile kernels: heavy windows split at 16
+    /// blocks per thread block), off (one thread block per row window), packed:K (K consecutive
+    /// row windows per thread block), cached:K[:R] (Acc-SpMM only; experimental, slower so
     /// far: packed:K run by the kernel variant with an R-row B cache per warp in shared memory; R
     /// defaults to 128).
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
