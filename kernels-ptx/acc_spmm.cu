@@ -599,13 +599,16 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MT][4][4]) {
             for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
 }
 
-// Writes window w's accumulators: C = alpha * acc + beta * C (C not read when beta == 0).
+// Visits window w's accumulators four features at a time: f(dst, v, vec, fb) gets v = alpha * acc
+// for features fb .. fb + 3 of one row, dst = &C[row][fb], and vec = whether the float4 path may
+// be used (aligned, all four features < N). Rows >= M are skipped.
 // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
 // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
-template <int MT>
-__device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
-                                                u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
-                                                float alpha, float beta, u32 flags) {
+template <int MT, typename F>
+__device__ __forceinline__ void visit_row_tiles(const float (&acc)[MT][4][4],
+                                                float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                u32 w, u32 g, u32 t, u32 f0, float alpha,
+                                                u32 flags, F&& f) {
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -619,62 +622,60 @@ __device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], fl
                 float v[4];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
-                if ((flags & 1u) && fb + 3 < N) {
-                    float4* d4 = reinterpret_cast<float4*>(dst + 4 * k);
-                    float4 o = make_float4(v[0], v[1], v[2], v[3]);
-                    if (beta != 0.0f) {
-                        const float4 old = *d4;
-                        o.x += beta * old.x;
-                        o.y += beta * old.y;
-                        o.z += beta * old.z;
-                        o.w += beta * old.w;
-                    }
-                    *d4 = o;
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        if (fb + j >= N) continue;
-                        float* d = dst + 4 * k + j;
-                        *d = (beta == 0.0f) ? v[j] : v[j] + beta * *d;
-                    }
-                }
+                f(dst + 4 * k, v, (flags & 1u) && fb + 3 < N, fb);
             }
         }
     }
 }
 
-// Adds window w's partial sums to C with atomics (a split window, pre-scaled by beta): the same
-// element mapping as store_row_tiles.
+// Writes window w's accumulators: C = alpha * acc + beta * C (C not read when beta == 0).
+template <int MT>
+__device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
+                                                u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                                float alpha, float beta, u32 flags) {
+    visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
+                        [&](float* d, const float (&v)[4], bool vec, u32 fb) {
+                            if (vec) {
+                                float4* d4 = reinterpret_cast<float4*>(d);
+                                float4 o = make_float4(v[0], v[1], v[2], v[3]);
+                                if (beta != 0.0f) {
+                                    const float4 old = *d4;
+                                    o.x += beta * old.x;
+                                    o.y += beta * old.y;
+                                    o.z += beta * old.z;
+                                    o.w += beta * old.w;
+                                }
+                                *d4 = o;
+                                return;
+                            }
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                if (fb + j >= N) continue;
+                                d[j] = (beta == 0.0f) ? v[j] : v[j] + beta * d[j];
+                            }
+                        });
+}
+
+// Adds window w's partial sums to C with atomics (a split window, pre-scaled by beta): one
+// red.global.add.v4.f32 (sm_90) per four features on the float4 path, scalar atomicAdd else.
 template <int MT>
 __device__ __forceinline__ void add_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
                                               u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
                                               float alpha, u32 flags) {
+    visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
+                        [&](float* d, const float (&v)[4], bool vec, u32 fb) {
+                            if (vec) {
+                                asm volatile(
+                                    "red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(d),
+                                    "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                                    : "memory");
+                                return;
+                            }
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
-            if (row >= M) continue;
-            float* dst = C + (u64)row * ldc + f0 + 8 * t;
-#pragma unroll
-            for (int k = 0; k < 2; ++k) {
-                const u32 fb = f0 + 8 * t + 4 * k;
-                float v[4];
-#pragma unroll
-                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
-                if ((flags & 1u) && fb + 3 < N) {
-                    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + 4 * k),
-                                 "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
-                                 : "memory");
-                } else {
-#pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        if (fb + j < N) atomicAdd(dst + 4 * k + j, v[j]);
-                    }
-                }
-            }
-        }
-    }
+                            for (int j = 0; j < 4; ++j) {
+                                if (fb + j < N) atomicAdd(d + j, v[j]);
+                            }
+                        });
 }
 
 // Thread block x's share of a work schedule (see "Work" above).
