@@ -724,8 +724,6 @@ pub(crate) fn upload<T: DeviceRepr + Default + Clone>(
 pub struct AccSpmmDevice {
     rows: usize,
     cols: usize,
-    num_tbs: usize,
-    num_split: usize,
     variant: AccVariant,
     /// Host copy of `row_window_offset` (schedules are validated against it).
     rwo_host: Vec<u32>,
@@ -734,14 +732,11 @@ pub struct AccSpmmDevice {
     a2b: CudaSlice<u32>,
     bits: CudaSlice<u64>,
     values: CudaSlice<f32>,
-    work: CudaSlice<u32>,
-    window_split: CudaSlice<u8>,
-    split_windows: CudaSlice<u32>,
+    sched: DeviceSchedule,
     main: CudaFunction,
     /// Most dynamic shared memory a launch of `main` may use (the device's opt-in limit when the
     /// variant has a row cache, else 0).
     max_dynamic_smem: u32,
-    prescale: CudaFunction,
 }
 
 impl std::fmt::Debug for AccSpmmDevice {
@@ -749,8 +744,8 @@ impl std::fmt::Debug for AccSpmmDevice {
         f.debug_struct("AccSpmmDevice")
             .field("rows", &self.rows)
             .field("cols", &self.cols)
-            .field("num_tbs", &self.num_tbs)
-            .field("num_split", &self.num_split)
+            .field("num_tbs", &self.sched.num_tbs)
+            .field("num_split", &self.sched.num_split)
             .field("variant", &self.variant)
             .finish()
     }
@@ -786,8 +781,6 @@ impl AccSpmmDevice {
         Ok(Self {
             rows: parts.rows,
             cols: parts.cols,
-            num_tbs: schedule.num_tbs(),
-            num_split: schedule.split_windows.len(),
             variant,
             rwo_host: parts.row_window_offset.to_vec(),
             rwo: upload(stream, parts.row_window_offset)?,
@@ -795,12 +788,9 @@ impl AccSpmmDevice {
             a2b: upload(stream, parts.sparse_a_to_b)?,
             bits: upload(stream, parts.tc_local_bit)?,
             values: upload(stream, parts.values)?,
-            work: upload(stream, &schedule.work)?,
-            window_split: upload(stream, &schedule.window_split)?,
-            split_windows: upload(stream, &schedule.split_windows)?,
+            sched: DeviceSchedule::upload(gpu, &schedule)?,
             main,
             max_dynamic_smem,
-            prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
         })
     }
 
@@ -809,16 +799,7 @@ impl AccSpmmDevice {
     /// on error the old schedule stays in place.
     pub fn set_schedule(&mut self, gpu: &Gpu, schedule: &AccSchedule) -> Result<(), AccSpmmError> {
         let flat = flatten_acc_schedule(&self.rwo_host, schedule)?;
-        let stream = gpu.stream();
-        // Upload everything first, so that an error leaves the old schedule intact.
-        let work = upload(stream, &flat.work)?;
-        let window_split = upload(stream, &flat.window_split)?;
-        let split_windows = upload(stream, &flat.split_windows)?;
-        self.work = work;
-        self.window_split = window_split;
-        self.split_windows = split_windows;
-        self.num_tbs = flat.num_tbs();
-        self.num_split = flat.split_windows.len();
+        self.sched = DeviceSchedule::upload(gpu, &flat)?;
         Ok(())
     }
 
@@ -834,7 +815,7 @@ impl AccSpmmDevice {
     /// Why a launch at width `n` is impossible on this device (the variant's row cache needs more
     /// shared memory per thread block than the device allows), or `None` when it can run.
     pub fn launch_refusal(&self, n: usize) -> Option<String> {
-        let shape = launch_shape(n, self.num_tbs).ok()??;
+        let shape = launch_shape(n, self.sched.num_tbs).ok()??;
         self.smem_for(&shape, n).err()
     }
 
@@ -863,12 +844,12 @@ impl AccSpmmDevice {
 
     /// Thread blocks per feature tile (schedule entries).
     pub fn num_tbs(&self) -> usize {
-        self.num_tbs
+        self.sched.num_tbs
     }
 
     /// Windows spread over several thread blocks (written with atomics after a β pre-scale).
     pub fn num_split_windows(&self) -> usize {
-        self.num_split
+        self.sched.num_split
     }
 
     /// The kernel entry used.
@@ -892,7 +873,7 @@ impl AccSpmmDevice {
     ) -> Result<(), AccSpmmError> {
         check_dense("B", b.len(), self.cols, n, ldb)?;
         check_dense("C", c.len(), self.rows, n, ldc)?;
-        let Some(shape) = launch_shape(n, self.num_tbs)? else {
+        let Some(shape) = launch_shape(n, self.sched.num_tbs)? else {
             return Ok(());
         };
         let flags = launch_flags(ldb, ldc);
@@ -901,30 +882,15 @@ impl AccSpmmDevice {
             .map_err(AccSpmmError::InvalidArgs)?;
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
-        if self.num_split > 0 {
-            launch_prescale(
-                gpu,
-                &self.prescale,
-                &self.split_windows,
-                self.num_split,
-                PrescaleTarget {
-                    c: &mut *c,
-                    ldc,
-                    rows: self.rows,
-                    n,
-                    beta,
-                    window_rows: 8,
-                },
-            )?;
-        }
+        self.sched.prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
         let mut l = stream.launch_builder(&self.main);
         l.arg(&self.rwo)
             .arg(&self.bvo)
             .arg(&self.a2b)
             .arg(&self.bits)
             .arg(&self.values)
-            .arg(&self.work)
-            .arg(&self.window_split)
+            .arg(&self.sched.work)
+            .arg(&self.sched.window_split)
             .arg(b)
             .arg(&ldb32)
             .arg(&mut *c)
@@ -962,54 +928,81 @@ impl AccSpmmDevice {
     }
 }
 
-/// The C rows `acc_spmm_prescale` scales: `rows × n` with leading dimension `ldc`, by `beta`, in
-/// windows of `window_rows` rows.
-pub(crate) struct PrescaleTarget<'a> {
-    pub c: &'a mut CudaSlice<f32>,
-    pub ldc: usize,
-    pub rows: usize,
-    pub n: usize,
-    pub beta: f32,
-    pub window_rows: u32,
+/// A validated schedule ([`FlatSchedule`]) on the device, with the β pre-scale of its split
+/// windows. Shared by the BitTCF and row-tile kernels, which read the same work list.
+pub(crate) struct DeviceSchedule {
+    /// `[window_begin, window_end, block_begin, block_end]` per thread block.
+    pub work: CudaSlice<u32>,
+    /// One split flag per window.
+    pub window_split: CudaSlice<u8>,
+    split_windows: CudaSlice<u32>,
+    /// Thread blocks per feature tile.
+    pub num_tbs: usize,
+    /// Windows with `window_split == 1`.
+    pub num_split: usize,
+    prescale: CudaFunction,
 }
 
-/// Enqueues `acc_spmm_prescale`: `C = β·C` (0 when β = 0, C not read) on the rows of the first
-/// `count` windows listed in `split_windows`, before a kernel adds its partial sums there with
-/// atomics.
-///
-/// Callers guarantee `split_windows` holds at least `count` window ids `< ⌈rows / window_rows⌉`
-/// (a schedule checked by [`flatten_schedule`]) and that [`check_dense`] accepted C at
-/// (`rows`, `n`, `ldc`).
-pub(crate) fn launch_prescale(
-    gpu: &Gpu,
-    prescale: &CudaFunction,
-    split_windows: &CudaSlice<u32>,
-    count: usize,
-    t: PrescaleTarget<'_>,
-) -> Result<(), AccSpmmError> {
-    let count = count as u32;
-    let cfg = LaunchConfig {
-        grid_dim: (count.min(65_535 * 4), 1, 1),
-        block_dim: (PRESCALE_THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let (ldc, m, n) = (t.ldc as u32, t.rows as u32, t.n as u32);
-    let mut l = gpu.stream().launch_builder(prescale);
-    l.arg(split_windows)
-        .arg(&count)
-        .arg(t.c)
-        .arg(&ldc)
-        .arg(&m)
-        .arg(&n)
-        .arg(&t.beta)
-        .arg(&t.window_rows);
-    // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*, u32,
-    // u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The only
-    // written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds: split_windows
-    // holds `count` window ids < ⌈M / window_rows⌉ (caller contract, from flatten_schedule), rows
-    // ≥ M are skipped in the kernel and check_dense proved (M−1)·ldc + n ≤ C.len().
-    unsafe { l.launch(cfg) }?;
-    Ok(())
+impl DeviceSchedule {
+    /// Uploads `flat` (validated by [`flatten_schedule`]).
+    pub fn upload(gpu: &Gpu, flat: &FlatSchedule) -> Result<Self, AccSpmmError> {
+        let stream = gpu.stream();
+        Ok(Self {
+            work: upload(stream, &flat.work)?,
+            window_split: upload(stream, &flat.window_split)?,
+            split_windows: upload(stream, &flat.split_windows)?,
+            num_tbs: flat.num_tbs(),
+            num_split: flat.split_windows.len(),
+            prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
+        })
+    }
+
+    /// Enqueues `acc_spmm_prescale` when any window is split: `C = β·C` (0 when β = 0, C not
+    /// read) on the split windows' rows (windows of `window_rows` rows), before the main kernel
+    /// adds its partial sums there with atomics. Nothing when no window is split.
+    ///
+    /// Callers guarantee the schedule was flattened against this matrix's windows, so every split
+    /// window id is `< ⌈rows / window_rows⌉`, and that [`check_dense`] accepted C at (`rows`, `n`,
+    /// `ldc`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prescale(
+        &self,
+        gpu: &Gpu,
+        c: &mut CudaSlice<f32>,
+        ldc: usize,
+        rows: usize,
+        n: usize,
+        beta: f32,
+        window_rows: u32,
+    ) -> Result<(), AccSpmmError> {
+        if self.num_split == 0 {
+            return Ok(());
+        }
+        let count = self.num_split as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (count.min(65_535 * 4), 1, 1),
+            block_dim: (PRESCALE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (ldc, m, n) = (ldc as u32, rows as u32, n as u32);
+        let mut l = gpu.stream().launch_builder(&self.prescale);
+        l.arg(&self.split_windows)
+            .arg(&count)
+            .arg(c)
+            .arg(&ldc)
+            .arg(&m)
+            .arg(&n)
+            .arg(&beta)
+            .arg(&window_rows);
+        // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
+        // u32, u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The
+        // only written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds:
+        // split_windows holds `count` window ids < ⌈M / window_rows⌉ (caller contract, from
+        // flatten_schedule), rows ≥ M are skipped in the kernel and check_dense proved
+        // (M−1)·ldc + n ≤ C.len().
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
 }
 
 /// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets

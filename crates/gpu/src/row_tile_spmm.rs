@@ -24,8 +24,8 @@ use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
 use crate::acc_spmm::{
-    AccSpmmError, ENTRY_PRESCALE, FlatSchedule, PrescaleTarget, check_dense, flatten_acc_schedule,
-    launch_flags, launch_prescale, launch_shape, to_tf32, upload,
+    AccSpmmError, DeviceSchedule, check_dense, flatten_acc_schedule, launch_flags, launch_shape,
+    to_tf32, upload,
 };
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
@@ -281,34 +281,19 @@ pub struct RowTileDevice {
     rwo: CudaSlice<u32>,
     a2x: CudaSlice<u32>,
     tiles: Tiles,
+    schedule: RowTileSchedule,
+    /// `schedule` built over `row_window_offset` and uploaded.
     sched: DeviceSchedule,
     main: CudaFunction,
-    prescale: CudaFunction,
 }
 
-/// A validated schedule ([`FlatSchedule`]) on the device.
-struct DeviceSchedule {
+/// `kind` built over the windows `rwo`, validated and uploaded.
+fn upload_schedule(
+    gpu: &Gpu,
+    rwo: &[u32],
     kind: RowTileSchedule,
-    work: CudaSlice<u32>,
-    window_split: CudaSlice<u8>,
-    split_windows: CudaSlice<u32>,
-    num_tbs: usize,
-    num_split: usize,
-}
-
-impl DeviceSchedule {
-    fn upload(gpu: &Gpu, rwo: &[u32], kind: RowTileSchedule) -> Result<Self, AccSpmmError> {
-        let flat: FlatSchedule = flatten_acc_schedule(rwo, &kind.build(rwo))?;
-        let stream = gpu.stream();
-        Ok(Self {
-            kind,
-            work: upload(stream, &flat.work)?,
-            window_split: upload(stream, &flat.window_split)?,
-            split_windows: upload(stream, &flat.split_windows)?,
-            num_tbs: flat.num_tbs(),
-            num_split: flat.split_windows.len(),
-        })
-    }
+) -> Result<DeviceSchedule, AccSpmmError> {
+    DeviceSchedule::upload(gpu, &flatten_acc_schedule(rwo, &kind.build(rwo))?)
 }
 
 impl std::fmt::Debug for RowTileDevice {
@@ -318,7 +303,7 @@ impl std::fmt::Debug for RowTileDevice {
             .field("kernel", &self.kernel)
             .field("cols", &self.cols)
             .field("windows", &self.row_window_offset.len().saturating_sub(1))
-            .field("schedule", &self.sched.kind)
+            .field("schedule", &self.schedule)
             .field("thread_blocks", &self.sched.num_tbs)
             .field("split_windows", &self.sched.num_split)
             .finish()
@@ -378,7 +363,8 @@ impl RowTileDevice {
             kernel,
             cols: m.cols(),
             row_window_offset: m.row_window_offset().to_vec(),
-            sched: DeviceSchedule::upload(gpu, m.row_window_offset(), schedule)?,
+            schedule,
+            sched: upload_schedule(gpu, m.row_window_offset(), schedule)?,
             rwo: upload(stream, m.row_window_offset())?,
             a2x: upload(stream, m.block_cols())?,
             tiles: if dense_tiles {
@@ -393,7 +379,6 @@ impl RowTileDevice {
                 }
             },
             main: gpu.function(KernelModule::AccSpmm, entry)?,
-            prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
         })
     }
 
@@ -404,7 +389,7 @@ impl RowTileDevice {
 
     /// How windows map to thread blocks.
     pub fn schedule(&self) -> RowTileSchedule {
-        self.sched.kind
+        self.schedule
     }
 
     /// Runs under `schedule` from now on; the matrix stays uploaded.
@@ -413,7 +398,8 @@ impl RowTileDevice {
         gpu: &Gpu,
         schedule: RowTileSchedule,
     ) -> Result<(), AccSpmmError> {
-        self.sched = DeviceSchedule::upload(gpu, &self.row_window_offset, schedule)?;
+        self.sched = upload_schedule(gpu, &self.row_window_offset, schedule)?;
+        self.schedule = schedule;
         Ok(())
     }
 
@@ -458,22 +444,7 @@ impl RowTileDevice {
         };
         let flags = launch_flags(ldb, ldc);
         let sched = &self.sched;
-        if sched.num_split > 0 {
-            launch_prescale(
-                gpu,
-                &self.prescale,
-                &sched.split_windows,
-                sched.num_split,
-                PrescaleTarget {
-                    c: &mut *c,
-                    ldc,
-                    rows: self.rows,
-                    n,
-                    beta,
-                    window_rows: self.kernel.window_rows,
-                },
-            )?;
-        }
+        sched.prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let mut l = gpu.stream().launch_builder(&self.main);
         match &self.tiles {
