@@ -171,12 +171,8 @@ pub fn dense_slots_per_nnz(m: &RowTileTcf) -> f64 {
     (m.num_blocks() * m.window_rows() * 8) as f64 / m.nnz() as f64
 }
 
-const MASKED_PARAMS: &[ParamKind] = &[
-    ParamKind::Ptr, // rwo (windows + 1)
-    ParamKind::Ptr, // bvo (blocks + 1)
-    ParamKind::Ptr, // a2x (8 per block)
-    ParamKind::Ptr, // masks (window_rows / 8 per block)
-    ParamKind::Ptr, // values
+/// The parameters every row-tile entry ends with, after its matrix arrays.
+const COMMON_TAIL: [ParamKind; 11] = [
     ParamKind::Ptr, // work (4 per thread block)
     ParamKind::Ptr, // window_split (1 byte per window)
     ParamKind::Ptr, // B
@@ -190,22 +186,35 @@ const MASKED_PARAMS: &[ParamKind] = &[
     ParamKind::U32, // flags
 ];
 
-const DENSE_PARAMS: &[ParamKind] = &[
+/// `head` followed by [`COMMON_TAIL`] (`N` = head length + 11, checked at compile time).
+const fn with_common_tail<const N: usize>(head: &[ParamKind]) -> [ParamKind; N] {
+    assert!(head.len() + COMMON_TAIL.len() == N);
+    let mut p = [ParamKind::U32; N];
+    let mut i = 0;
+    while i < N {
+        p[i] = if i < head.len() {
+            head[i]
+        } else {
+            COMMON_TAIL[i - head.len()]
+        };
+        i += 1;
+    }
+    p
+}
+
+const MASKED_PARAMS: [ParamKind; 16] = with_common_tail(&[
+    ParamKind::Ptr, // rwo (windows + 1)
+    ParamKind::Ptr, // bvo (blocks + 1)
+    ParamKind::Ptr, // a2x (8 per block)
+    ParamKind::Ptr, // masks (window_rows / 8 per block)
+    ParamKind::Ptr, // values
+]);
+
+const DENSE_PARAMS: [ParamKind; 14] = with_common_tail(&[
     ParamKind::Ptr, // rwo (windows + 1)
     ParamKind::Ptr, // a2x (8 per block)
     ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
-    ParamKind::Ptr, // work (4 per thread block)
-    ParamKind::Ptr, // window_split (1 byte per window)
-    ParamKind::Ptr, // B
-    ParamKind::U32, // ldb
-    ParamKind::Ptr, // C
-    ParamKind::U32, // ldc
-    ParamKind::U32, // M
-    ParamKind::U32, // N
-    ParamKind::F32, // alpha
-    ParamKind::F32, // beta
-    ParamKind::U32, // flags
-];
+]);
 
 const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSignature {
     KernelSignature {
@@ -217,10 +226,10 @@ const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSi
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
-    signature(ENTRIES[0], MASKED_PARAMS),
-    signature(ENTRIES[1], DENSE_PARAMS),
-    signature(ENTRIES[2], MASKED_PARAMS),
-    signature(ENTRIES[3], DENSE_PARAMS),
+    signature(ENTRIES[0], &MASKED_PARAMS),
+    signature(ENTRIES[1], &DENSE_PARAMS),
+    signature(ENTRIES[2], &MASKED_PARAMS),
+    signature(ENTRIES[3], &DENSE_PARAMS),
 ];
 
 /// The tiles of `m` dense in MMA fragment order, values rounded to TF32 as `cvt.rna` does: block
