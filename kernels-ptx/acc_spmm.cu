@@ -269,6 +269,23 @@ __device__ __forceinline__ void stage_zero(Stage& s) {
     s.v1 = 0.0f;
 }
 
+// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+    if (beta != 0.0f) {
+        const float4 old = *dst;
+        v.x += beta * old.x;
+        v.y += beta * old.y;
+        v.z += beta * old.z;
+        v.w += beta * old.w;
+    }
+    *dst = v;
+}
+
+// C = v + beta * C for one feature (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby(float* dst, float v, float beta) {
+    *dst = (beta == 0.0f) ? v : v + beta * *dst;
+}
+
 template <bool SMEM, bool CACHE>
 __device__ __forceinline__ void acc_spmm_body(
     const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,
@@ -410,16 +427,10 @@ __device__ __forceinline__ void acc_spmm_body(
                 const u32 row = row0 + r;
                 if (row >= M) continue;
                 float4* dst = reinterpret_cast<float4*>(C + (u64)row * ldc + c.f0 + 4 * c.g);
-                float4 v = make_float4(alpha * acc[0][r], alpha * acc[0][r + 2], alpha * acc[1][r],
-                                       alpha * acc[1][r + 2]);
-                if (beta != 0.0f) {
-                    const float4 old = *dst;
-                    v.x += beta * old.x;
-                    v.y += beta * old.y;
-                    v.z += beta * old.z;
-                    v.w += beta * old.w;
-                }
-                *dst = v;
+                store_axpby4(dst,
+                             make_float4(alpha * acc[0][r], alpha * acc[0][r + 2],
+                                         alpha * acc[1][r], alpha * acc[1][r + 2]),
+                             beta);
             }
             continue;
         }
@@ -434,10 +445,8 @@ __device__ __forceinline__ void acc_spmm_body(
                 const float v = alpha * acc[h][k];
                 if (split) {
                     atomicAdd(dst, v);
-                } else if (beta == 0.0f) {
-                    *dst = v;
                 } else {
-                    *dst = v + beta * *dst;
+                    store_axpby(dst, v, beta);
                 }
             }
         }
@@ -636,22 +645,13 @@ __device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], fl
     visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
                         [&](float* d, const float (&v)[4], bool vec, u32 fb) {
                             if (vec) {
-                                float4* d4 = reinterpret_cast<float4*>(d);
-                                float4 o = make_float4(v[0], v[1], v[2], v[3]);
-                                if (beta != 0.0f) {
-                                    const float4 old = *d4;
-                                    o.x += beta * old.x;
-                                    o.y += beta * old.y;
-                                    o.z += beta * old.z;
-                                    o.w += beta * old.w;
-                                }
-                                *d4 = o;
+                                store_axpby4(reinterpret_cast<float4*>(d),
+                                             make_float4(v[0], v[1], v[2], v[3]), beta);
                                 return;
                             }
 #pragma unroll
                             for (int j = 0; j < 4; ++j) {
-                                if (fb + j >= N) continue;
-                                d[j] = (beta == 0.0f) ? v[j] : v[j] + beta * d[j];
+                                if (fb + j < N) store_axpby(d + j, v[j], beta);
                             }
                         });
 }
