@@ -743,47 +743,10 @@ impl Engine {
                             );
                             continue;
                         }
-                        let first = RowTileSchedule::Packed(ROW_TILE_TUNED_WINDOWS[0]);
-                        let mut dev =
-                            Box::new(RowTileDevice::upload(gpu, &m, rt.dense_tiles, first)?);
-                        let caps = split_caps(m.num_blocks(), n, gpu.info().sm_count);
-                        let schedules = ROW_TILE_TUNED_WINDOWS
-                            .map(RowTileSchedule::Packed)
-                            .into_iter()
-                            .chain(caps.map(|max_blocks| RowTileSchedule::Split { max_blocks }));
-                        let mut fastest: Option<(f64, RowTileSchedule)> = None;
-                        let mut last_packed_ms = f64::INFINITY;
-                        for schedule in schedules {
-                            // More windows per thread block only help while they keep helping:
-                            // stop packing once a larger pack was slower.
-                            if let RowTileSchedule::Packed(_) = schedule
-                                && fastest.is_some_and(|(f, _)| last_packed_ms > f)
-                            {
-                                continue;
-                            }
-                            dev.set_schedule(gpu, schedule)?;
-                            let ms = time_median(gpu, || {
-                                Ok(dev.launch(gpu, 1.0, &b, n, 0.0, &mut c, n, n)?)
-                            })?;
-                            if let RowTileSchedule::Packed(_) = schedule {
-                                last_packed_ms = ms;
-                            }
-                            let kernel = ExecKernel::RowTile {
-                                kernel: rt,
-                                schedule,
-                            };
-                            tuning.push(TuneSample {
-                                candidate: format!("{kernel} ({order})"),
-                                ms,
-                            });
-                            if fastest.is_none_or(|(f, _)| ms < f) {
-                                fastest = Some((ms, schedule));
-                            }
-                        }
-                        if let Some((ms, schedule)) = fastest
+                        if let Some((ms, dev)) =
+                            tune_row_tile(gpu, &m, rt, &b, &mut c, n, order, &mut tuning)?
                             && beats(&best, ms)
                         {
-                            dev.set_schedule(gpu, schedule)?;
                             best = Some((ms, Candidate::RowTile(dev)));
                         }
                     }
@@ -954,6 +917,64 @@ enum Candidate {
     Acc(ScheduleKind),
     /// A row-tile kernel: its device, set to its fastest schedule.
     RowTile(Box<RowTileDevice>),
+}
+
+/// Times row-tile kernel `rt` on `m` (B and C of width `n`) at 1/4/16 windows per thread block,
+/// stopping once a larger pack is slower, then split at the two `split_caps`; records every
+/// sample in `tuning` (the matrix's `order` in its name) and returns the device set to its fastest
+/// schedule.
+#[allow(clippy::too_many_arguments)]
+fn tune_row_tile(
+    gpu: &Gpu,
+    m: &RowTileTcf,
+    rt: RowTileKernel,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+    order: &str,
+    tuning: &mut Vec<TuneSample>,
+) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
+    let first = RowTileSchedule::Packed(ROW_TILE_TUNED_WINDOWS[0]);
+    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, first)?);
+    let mut time = |dev: &mut RowTileDevice, schedule| -> Result<f64, Error> {
+        dev.set_schedule(gpu, schedule)?;
+        let ms = time_median(gpu, || Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?))?;
+        let kernel = ExecKernel::RowTile {
+            kernel: rt,
+            schedule,
+        };
+        tuning.push(TuneSample {
+            candidate: format!("{kernel} ({order})"),
+            ms,
+        });
+        Ok(ms)
+    };
+    let mut fastest: Option<(f64, RowTileSchedule)> = None;
+    let mut keep = |ms: f64, schedule| {
+        if fastest.is_none_or(|(f, _)| ms < f) {
+            fastest = Some((ms, schedule));
+        }
+    };
+    let mut previous = f64::INFINITY;
+    for k in ROW_TILE_TUNED_WINDOWS {
+        let schedule = RowTileSchedule::Packed(k);
+        let ms = time(&mut dev, schedule)?;
+        keep(ms, schedule);
+        // More windows per thread block only help while they keep helping.
+        if ms > previous {
+            break;
+        }
+        previous = ms;
+    }
+    for max_blocks in split_caps(m.num_blocks(), n, gpu.info().sm_count) {
+        let schedule = RowTileSchedule::Split { max_blocks };
+        keep(time(&mut dev, schedule)?, schedule);
+    }
+    let Some((ms, schedule)) = fastest else {
+        return Ok(None);
+    };
+    dev.set_schedule(gpu, schedule)?;
+    Ok(Some((ms, dev)))
 }
 
 /// Launches per candidate when tuning: untimed, then timed (median kept).
