@@ -1,7 +1,13 @@
 //! Our CUDA-core CSR SpMM (`kernels-ptx/csr_spmm.cu`): `C = α·A·B + β·C`, f32, B (`K × n`) and C
 //! (`M × n`) dense row-major with leading dimension `n`. With β = 0, C is never read.
 //!
-//! [`CsrSpmm::new`] uploads A once; [`CsrSpmm::run`] checks the dense operands' lengths and launches.
+//! Work is balanced by nonzeros ([`csr_work`]): each warp gets either whole consecutive rows (up to
+//! a nonzero budget; empty rows cost nothing but their store) or one chunk of a longer row, whose
+//! chunks add their partial sums with atomics after a β pre-scale of just those rows. One warp
+//! covers 128 features per pass with one float4 gather per nonzero and lane, several in flight.
+//!
+//! [`CsrSpmm::new`] uploads A and its work list once; [`CsrSpmm::run`] checks the dense operands'
+//! lengths and launches.
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use tcsparse_formats::Csr;
@@ -10,27 +16,98 @@ use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
 pub const ENTRY: &str = "csr_spmm_f32";
-/// Rows (warps) per thread block.
-pub const ROWS_PER_BLOCK: u32 = 4;
+/// Entry of the β pre-scale of split rows.
+pub const SCALE_ENTRY: &str = "csr_scale_rows";
+/// Warps (work items) per thread block (`CSR_WARPS` in the kernel).
+pub const WARPS_PER_BLOCK: u32 = 8;
 /// Columns of C one warp covers per pass (4 per lane).
 pub const COLS_PER_WARP: u32 = 128;
+/// Default nonzero budget of one warp item ([`csr_work`]).
+pub const DEFAULT_CHUNK_NNZ: u32 = 256;
+/// Most rows one warp item packs (bounds the stores of a run of empty or short rows).
+pub const MAX_ROWS_PER_ITEM: u32 = 32;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
-    module: KernelModule::CsrSpmm,
-    name: ENTRY,
-    params: &[
-        ParamKind::Ptr, // indptr  (u32, m+1)
-        ParamKind::Ptr, // indices (u32, nnz)
-        ParamKind::Ptr, // values  (f32, nnz)
-        ParamKind::Ptr, // B       (f32, k*n)
-        ParamKind::Ptr, // C       (f32, m*n)
-        ParamKind::U32, // m
-        ParamKind::U32, // n
-        ParamKind::F32, // alpha
-        ParamKind::F32, // beta
-    ],
-}];
+pub const SIGNATURES: &[KernelSignature] = &[
+    KernelSignature {
+        module: KernelModule::CsrSpmm,
+        name: ENTRY,
+        params: &[
+            ParamKind::Ptr, // indptr  (u32, m+1)
+            ParamKind::Ptr, // indices (u32, nnz)
+            ParamKind::Ptr, // values  (f32, nnz)
+            ParamKind::Ptr, // work    (u32, 4 per item)
+            ParamKind::U32, // items
+            ParamKind::Ptr, // B       (f32, k*ldb)
+            ParamKind::U32, // ldb
+            ParamKind::Ptr, // C       (f32, m*ldc)
+            ParamKind::U32, // ldc
+            ParamKind::U32, // n
+            ParamKind::F32, // alpha
+            ParamKind::F32, // beta
+            ParamKind::U32, // flags
+        ],
+    },
+    KernelSignature {
+        module: KernelModule::CsrSpmm,
+        name: SCALE_ENTRY,
+        params: &[
+            ParamKind::Ptr, // rows (u32)
+            ParamKind::U32, // count
+            ParamKind::Ptr, // C
+            ParamKind::U32, // ldc
+            ParamKind::U32, // n
+            ParamKind::F32, // beta
+        ],
+    },
+];
+
+/// Warp items of a CSR matrix (see [`csr_work`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CsrWork {
+    /// `{row_begin, row_end, nnz_begin, nnz_end}` per item, items in row order.
+    pub items: Vec<[u32; 4]>,
+    /// Rows longer than the budget, held in several items (pre-scaled by β, added with atomics).
+    pub split_rows: Vec<u32>,
+}
+
+/// Splits the rows of a CSR matrix (row offsets `indptr`) into warp items of at most `chunk_nnz`
+/// nonzeros (0 is treated as 1): runs of consecutive whole rows, at most [`MAX_ROWS_PER_ITEM`] of
+/// them, or, for a row longer than `chunk_nnz`, one item per chunk of it (the row is then listed
+/// in `split_rows`). Every row lies in some item and every nonzero in exactly one, in order.
+pub fn csr_work(indptr: &[u32], chunk_nnz: u32) -> CsrWork {
+    let chunk = chunk_nnz.max(1);
+    let m = indptr.len().saturating_sub(1);
+    let len = |r: usize| indptr[r + 1] - indptr[r];
+    let mut work = CsrWork {
+        items: Vec::new(),
+        split_rows: Vec::new(),
+    };
+    let mut row = 0;
+    while row < m {
+        if len(row) > chunk {
+            let (start, end) = (indptr[row], indptr[row + 1]);
+            let mut p = start;
+            while p < end {
+                let q = end.min(p.saturating_add(chunk));
+                work.items.push([row as u32, row as u32 + 1, p, q]);
+                p = q;
+            }
+            work.split_rows.push(row as u32);
+            row += 1;
+            continue;
+        }
+        let first = row;
+        let mut total = 0;
+        while row < m && row - first < MAX_ROWS_PER_ITEM as usize && total + len(row) <= chunk {
+            total += len(row);
+            row += 1;
+        }
+        work.items
+            .push([first as u32, row as u32, indptr[first], indptr[row]]);
+    }
+    work
+}
 
 /// A CSR matrix resident on the GPU, ready for repeated SpMM.
 ///
@@ -43,7 +120,16 @@ pub struct CsrSpmm {
     indptr: CudaSlice<u32>,
     indices: CudaSlice<u32>,
     values: CudaSlice<f32>,
+    /// Nonzero budget the work list was built with.
+    chunk_nnz: u32,
+    num_items: usize,
+    /// [`CsrWork::items`], flattened.
+    work: CudaSlice<u32>,
+    num_split: usize,
+    /// [`CsrWork::split_rows`].
+    split_rows: CudaSlice<u32>,
     func: CudaFunction,
+    scale: CudaFunction,
 }
 
 impl std::fmt::Debug for CsrSpmm {
@@ -52,6 +138,9 @@ impl std::fmt::Debug for CsrSpmm {
             .field("m", &self.m)
             .field("k", &self.k)
             .field("nnz", &self.indices.len())
+            .field("chunk_nnz", &self.chunk_nnz)
+            .field("items", &self.num_items)
+            .field("split_rows", &self.num_split)
             .finish()
     }
 }
@@ -92,10 +181,17 @@ pub(crate) fn upload_nonempty<T: cudarc::driver::DeviceRepr + Default + Clone>(
 }
 
 impl CsrSpmm {
-    /// Validates and uploads `a`.
+    /// Validates and uploads `a` with the default nonzero budget per warp item.
     pub fn new(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
+        Self::with_chunk(gpu, a, DEFAULT_CHUNK_NNZ)
+    }
+
+    /// Validates and uploads `a` with warp items of at most `chunk_nnz` nonzeros ([`csr_work`]).
+    pub fn with_chunk(gpu: &Gpu, a: &Csr, chunk_nnz: u32) -> Result<Self, GpuError> {
         check_csr(a)?;
         let indptr = a.indptr();
+        let work = csr_work(indptr.raw_storage(), chunk_nnz);
+        let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
@@ -103,8 +199,30 @@ impl CsrSpmm {
             indptr: gpu.upload(indptr.raw_storage())?,
             indices: upload_nonempty(gpu, a.indices())?,
             values: upload_nonempty(gpu, a.data())?,
+            chunk_nnz: chunk_nnz.max(1),
+            num_items: work.items.len(),
+            work: upload_nonempty(gpu, &flat)?,
+            num_split: work.split_rows.len(),
+            split_rows: upload_nonempty(gpu, &work.split_rows)?,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
+            scale: gpu.function(KernelModule::CsrSpmm, SCALE_ENTRY)?,
         })
+    }
+
+    /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded.
+    /// On error the previous work list stays.
+    pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
+        let host_indptr = self.gpu.download(&self.indptr)?;
+        let work = csr_work(&host_indptr, chunk_nnz);
+        let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
+        let dev_work = upload_nonempty(&self.gpu, &flat)?;
+        let dev_split = upload_nonempty(&self.gpu, &work.split_rows)?;
+        self.work = dev_work;
+        self.split_rows = dev_split;
+        self.num_items = work.items.len();
+        self.num_split = work.split_rows.len();
+        self.chunk_nnz = chunk_nnz.max(1);
+        Ok(())
     }
 
     /// Rows of A.
@@ -117,12 +235,22 @@ impl CsrSpmm {
         self.k
     }
 
+    /// Nonzero budget per warp item.
+    pub fn chunk_nnz(&self) -> u32 {
+        self.chunk_nnz
+    }
+
+    /// Rows spread over several warp items (added with atomics after a β pre-scale).
+    pub fn num_split_rows(&self) -> usize {
+        self.num_split
+    }
+
     /// Launch configuration for `n` columns.
     pub fn launch_config(&self, n: usize) -> LaunchConfig {
         let slabs = n.div_ceil(COLS_PER_WARP as usize).clamp(1, 65_535) as u32;
         LaunchConfig {
-            grid_dim: ((self.m as u32).div_ceil(ROWS_PER_BLOCK), slabs, 1),
-            block_dim: (32, ROWS_PER_BLOCK, 1),
+            grid_dim: ((self.num_items as u32).div_ceil(WARPS_PER_BLOCK), slabs, 1),
+            block_dim: (32, WARPS_PER_BLOCK, 1),
             shared_mem_bytes: 0,
         }
     }
@@ -145,32 +273,156 @@ impl CsrSpmm {
                 c.len()
             )));
         }
-        if n > u32::MAX as usize {
-            return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
+        if n > u32::MAX as usize / 2 || self.num_items > u32::MAX as usize / 2 {
+            return Err(GpuError::Invalid(format!(
+                "n = {n} or {} work items exceed u32",
+                self.num_items
+            )));
         }
         if self.m == 0 || n == 0 {
             return Ok(());
         }
-        let (m32, n32) = (self.m as u32, n as u32);
-        let cfg = self.launch_config(n);
+        let n32 = n as u32;
         let stream = self.gpu.stream();
+        if self.num_split > 0 {
+            let count = self.num_split as u32;
+            let cfg = LaunchConfig {
+                grid_dim: (count.min(65_535), 1, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut l = stream.launch_builder(&self.scale);
+            l.arg(&self.split_rows)
+                .arg(&count)
+                .arg(&mut *c)
+                .arg(&n32)
+                .arg(&n32)
+                .arg(&beta);
+            // SAFETY: types and order match `csr_scale_rows(const u32*, u32, float*, u32, u32,
+            // float)` (SIGNATURES, checked against the PTX). It writes only C (borrowed mutably),
+            // rows listed by csr_work, each < m, features < n = ldc, and c.len() ≥ m·n was checked.
+            unsafe { l.launch(cfg) }?;
+        }
+        let items = self.num_items as u32;
+        let flags = u32::from(n.is_multiple_of(4));
         let mut l = stream.launch_builder(&self.func);
         l.arg(&self.indptr)
             .arg(&self.indices)
             .arg(&self.values)
+            .arg(&self.work)
+            .arg(&items)
             .arg(b)
+            .arg(&n32)
             .arg(&mut *c)
-            .arg(&m32)
+            .arg(&n32)
             .arg(&n32)
             .arg(&alpha)
-            .arg(&beta);
+            .arg(&beta)
+            .arg(&flags);
         // SAFETY: (1) types and order match `csr_spmm_f32(const u32*, const u32*, const float*,
-        // const float*, float*, u32, u32, float, float)` (checked against the PTX by SIGNATURES).
-        // (2) Only C is written and it is borrowed mutably; A's buffers are private and never written.
+        // const u32*, u32, const float*, u32, float*, u32, u32, float, float, u32)` (checked against
+        // the PTX by SIGNATURES); flag bit 0 (float4 access) only when n (= ldb = ldc) is a multiple
+        // of 4, device buffers being 256-byte aligned. (2) Only C is written and it is borrowed
+        // mutably; A's buffers and the work list are private and never written after upload.
         // (3) Reads stay in bounds: check_csr proved indptr has m+1 entries ending at nnz and every
-        // column < k, so B reads are < k·n ≤ b.len(); rows ≥ m exit, columns ≥ n are guarded, and
-        // c.len() ≥ m·n was checked above.
-        unsafe { l.launch(cfg) }?;
+        // column < k, so B reads are < k·n ≤ b.len(); csr_work built `items` entries of rows < m
+        // with nonzero ranges inside indptr (upload_nonempty keeps one element when empty, and the
+        // grid covers exactly `items` warps, the rest exit); features ≥ n are guarded, and
+        // c.len() ≥ m·n was checked above. (4) Split rows were pre-scaled on the same stream just
+        // before, so the atomic adds land on β·C.
+        unsafe { l.launch(self.launch_config(n)) }?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every nonzero in exactly one item, in order; every row in some item; item budgets and row
+    /// counts respected; split rows exactly the rows longer than the budget.
+    fn check_work(indptr: &[u32], chunk: u32) {
+        let w = csr_work(indptr, chunk);
+        let m = indptr.len() - 1;
+        let (mut next_row, mut next_nnz) = (0u32, 0u32);
+        for &[rb, re, nb, ne] in &w.items {
+            assert!(rb < re && re as usize <= m, "{:?}", [rb, re, nb, ne]);
+            assert!(nb <= ne && ne - nb <= chunk.max(1));
+            assert!(re - rb <= MAX_ROWS_PER_ITEM);
+            // Chunks of one split row repeat the row; otherwise rows follow on.
+            assert!(rb == next_row || (rb + 1 == next_row && re == next_row));
+            assert_eq!(nb, next_nnz);
+            assert!(nb >= indptr[rb as usize] && ne <= indptr[re as usize]);
+            if re - rb > 1 || nb == indptr[rb as usize] && ne == indptr[re as usize] {
+                assert_eq!((nb, ne), (indptr[rb as usize], indptr[re as usize]));
+            }
+            next_row = re;
+            next_nnz = ne;
+        }
+        assert_eq!(next_row as usize, m);
+        assert_eq!(next_nnz, indptr[m]);
+        let long: Vec<u32> = (0..m as u32)
+            .filter(|&r| indptr[r as usize + 1] - indptr[r as usize] > chunk.max(1))
+            .collect();
+        assert_eq!(w.split_rows, long);
+    }
+
+    fn indptr_of(lens: &[u32]) -> Vec<u32> {
+        std::iter::once(0)
+            .chain(lens.iter().scan(0, |s, &l| {
+                *s += l;
+                Some(*s)
+            }))
+            .collect()
+    }
+
+    #[test]
+    fn work_items_cover_every_row_and_nonzero_once() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |k: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % k) as u32
+        };
+        for case in 0..200 {
+            let m = rand(300) as usize;
+            // Mostly short rows, some empty, a few hubs.
+            let lens: Vec<u32> = (0..m)
+                .map(|_| match rand(20) {
+                    0..=5 => 0,
+                    6 => 200 + rand(3000),
+                    _ => rand(12),
+                })
+                .collect();
+            for chunk in [0, 1, 7, 64, 256] {
+                check_work(&indptr_of(&lens), chunk);
+            }
+            if case == 0 {
+                check_work(&[0], 16);
+            }
+        }
+    }
+
+    #[test]
+    fn work_packs_short_rows_and_splits_long_ones() {
+        // Rows of 3, 0, 0, 10, 2 nonzeros with a budget of 4: [0, 3) packs 3 + 0 + 0, row 3 is
+        // split into 4 + 4 + 2, row 4 stands alone.
+        let w = csr_work(&indptr_of(&[3, 0, 0, 10, 2]), 4);
+        assert_eq!(
+            w.items,
+            [
+                [0, 3, 0, 3],
+                [3, 4, 3, 7],
+                [3, 4, 7, 11],
+                [3, 4, 11, 13],
+                [4, 5, 13, 15]
+            ]
+        );
+        assert_eq!(w.split_rows, [3]);
+        // At most MAX_ROWS_PER_ITEM empty rows per item.
+        let w = csr_work(&indptr_of(&[0; 70]), 4);
+        assert_eq!(w.items.len(), 3);
+        assert!(w.split_rows.is_empty());
     }
 }

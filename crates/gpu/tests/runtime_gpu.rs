@@ -15,7 +15,7 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::generate::rmat;
 use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
-use tcsparse_gpu::csr_spmm::CsrSpmm;
+use tcsparse_gpu::csr_spmm::{CsrSpmm, DEFAULT_CHUNK_NNZ};
 use tcsparse_gpu::cublas::{Cublas, GemmPrecision};
 use tcsparse_gpu::cusparse::{CusparseBsr, CusparseCsr, CusparseSpmm, CusparseSpmv, SpmmAlg};
 use tcsparse_gpu::{Gpu, GpuStatus};
@@ -197,17 +197,20 @@ fn probe_reports_a_working_device() {
 fn csr_kernel_matches_reference_on_generated_matrices() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
+    // The default budget, and budgets that split most rows (atomics after the β pre-scale).
     for (name, a) in generated_cases(&mut rng) {
-        let k = CsrSpmm::new(&gpu, &a).expect("upload");
-        for n in [1, 7, 32, 33, 128, 130, 300] {
-            spmm_case(
-                &gpu,
-                &mut rng,
-                &format!("csr_spmm {name} n={n}"),
-                &a,
-                n,
-                &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
-            );
+        for chunk in [DEFAULT_CHUNK_NNZ, 7, 1] {
+            let k = CsrSpmm::with_chunk(&gpu, &a, chunk).expect("upload");
+            for n in [1, 7, 32, 33, 128, 130, 300] {
+                spmm_case(
+                    &gpu,
+                    &mut rng,
+                    &format!("csr_spmm {name} chunk={chunk} n={n}"),
+                    &a,
+                    n,
+                    &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
+                );
+            }
         }
     }
 }
