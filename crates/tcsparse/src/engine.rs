@@ -577,7 +577,7 @@ impl Engine {
             (Some(gpu), ExecKernel::CsrCuda) => {
                 let k = CsrSpmm::new(gpu, &a_re)?;
                 gpu.synchronize()?;
-                DeviceState::Csr(k)
+                DeviceState::Csr(Box::new(k))
             }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
                 let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
@@ -677,6 +677,9 @@ impl Engine {
             candidate: cus_name.into(),
             ms: cus_ms,
         });
+        // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
+        // nonzero budget per warp.
+        let csr_best = tune_csr(gpu, &cus.a, &b, &mut c, n, &mut tuning)?;
         let mut best: Option<(f64, Candidate)> = None;
         let beats =
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
@@ -759,7 +762,24 @@ impl Engine {
             .map(|s| format!("{} {:.3} ms", s.candidate, s.ms))
             .collect::<Vec<_>>()
             .join(", ");
+        let csr_wins = csr_best
+            .as_ref()
+            .is_some_and(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
         let mut chosen = match (acc, best) {
+            _ if csr_wins => {
+                let Some((_, dev)) = csr_best else {
+                    unreachable!("csr_wins implies a timed CSR kernel");
+                };
+                cus.report.kernel = ExecKernel::CsrCuda;
+                cus.report.kernel_note = format!(
+                    "tuned at N = {n}: CSR (CUDA cores, ≤ {} nonzeros per warp) fastest \
+                     ({summary}); planner: {}",
+                    dev.chunk_nnz(),
+                    cus.plan.reason
+                );
+                cus.dev = DeviceState::Csr(Box::new(dev));
+                cus
+            }
             (Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
                     let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
@@ -977,6 +997,42 @@ fn tune_row_tile(
     Ok(Some((ms, dev)))
 }
 
+/// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
+const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
+
+/// Times the CUDA-core CSR kernel on `a` at each of [`CSR_TUNED_CHUNKS`], recording every sample
+/// in `tuning`; returns the kernel set to its fastest budget (`None` when `a` has no rows).
+fn tune_csr(
+    gpu: &Gpu,
+    a: &Csr,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+    tuning: &mut Vec<TuneSample>,
+) -> Result<Option<(f64, CsrSpmm)>, Error> {
+    if a.rows() == 0 {
+        return Ok(None);
+    }
+    let mut dev = CsrSpmm::with_chunk(gpu, a, CSR_TUNED_CHUNKS[0])?;
+    let mut fastest: Option<(f64, u32)> = None;
+    for chunk in CSR_TUNED_CHUNKS {
+        dev.set_chunk(chunk)?;
+        let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
+        tuning.push(TuneSample {
+            candidate: format!("CSR (CUDA cores, ≤ {chunk} nonzeros per warp)"),
+            ms,
+        });
+        if fastest.is_none_or(|(f, _)| ms < f) {
+            fastest = Some((ms, chunk));
+        }
+    }
+    let Some((ms, chunk)) = fastest else {
+        return Ok(None);
+    };
+    dev.set_chunk(chunk)?;
+    Ok(Some((ms, dev)))
+}
+
 /// Launches per candidate when tuning: untimed, then timed (median kept).
 const TUNE_WARMUP: usize = 2;
 const TUNE_ITERS: usize = 9;
@@ -1040,7 +1096,7 @@ enum DeviceState {
         csr: CusparseCsr,
         spmm: HashMap<usize, CusparseSpmm>,
     },
-    Csr(CsrSpmm),
+    Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
 }
 

@@ -117,6 +117,12 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         let r = p.report();
         let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
         assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
+        // Our CSR kernel at each of its three nonzero budgets, on cuSPARSE's matrix.
+        let csr = names
+            .iter()
+            .filter(|n| n.starts_with("CSR (CUDA cores"))
+            .count();
+        assert_eq!(csr, 3, "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
         // Auto also times every row-tile kernel at 1, 4 and (unless 4 was slower than 1) 16
@@ -150,6 +156,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
             ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
             k @ ExecKernel::RowTile { .. } => best.candidate.starts_with(&k.to_string()),
+            ExecKernel::CsrCuda => best.candidate.starts_with("CSR (CUDA cores"),
             k => panic!("unexpected kernel {k}"),
         };
         assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
