@@ -708,6 +708,30 @@ __device__ __forceinline__ void write_row_tiles(const float (&acc)[MT][4][4],
     }
 }
 
+// Walks thread block wk's windows: per window w, acc is zeroed, step(acc, blk) runs for each of
+// its blocks in [bb, be), and the window's rows are written (write_row_tiles). The masked and the
+// dense kernels differ only in their step (software pipeline of loads and MMAs).
+template <int MT, typename Step>
+__device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rwo,
+                                                      const RowTileWork& wk, Step&& step,
+                                                      const unsigned char* __restrict__ window_split,
+                                                      float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                      u32 g, u32 t, u32 f0, float alpha, float beta,
+                                                      u32 flags) {
+    u32 blk = wk.bb;
+    u32 next_rwo = __ldg(rwo + wk.wb + 1);
+    for (u32 w = wk.wb; w < wk.we; ++w) {
+        const u32 wend = min(next_rwo, wk.be);
+        if (w + 1 < wk.we) next_rwo = __ldg(rwo + w + 2);
+        const bool touched = blk < wend;
+        float acc[MT][4][4];
+        zero_acc<MT>(acc);
+        for (; blk < wend; ++blk) step(acc, blk);
+        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
+                            flags);
+    }
+}
+
 template <int MT>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const u32* __restrict__ bvo,
@@ -735,8 +759,8 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     const u64 below1 = (1ull << (p0 + 4)) - 1ull;
 
     const RowTileWork wk = row_tile_work(work);
-    const u32 wb = wk.wb, we = wk.we, bb = wk.bb, be = wk.be;
-    if (wb >= we) return;
+    const u32 bb = wk.bb, be = wk.be;
+    if (wk.wb >= wk.we) return;
 
     auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
         load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
@@ -763,30 +787,21 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     if (bb < be) load(meta_rt<MT>(a2x, masks, bvo, bb, t), cur);
     if (bb + 1 < be) m_next = meta_rt<MT>(a2x, masks, bvo, bb + 1, t);
 
-    u32 blk = bb;
-    u32 next_rwo = __ldg(rwo + wb + 1);
-    for (u32 w = wb; w < we; ++w) {
-        const u32 wend = min(next_rwo, be);
-        if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
-        const bool touched = blk < wend;
-        float acc[MT][4][4];
-        zero_acc<MT>(acc);
-        for (; blk < wend; ++blk) {
-            StageRT<MT> nxt;
-            stage_rt_zero(nxt);
-            if (blk + 1 < be) load(m_next, nxt);
-            if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
-            u32 a[MT][4];
+    auto step = [&](float (&acc)[MT][4][4], u32 blk) {
+        StageRT<MT> nxt;
+        stage_rt_zero(nxt);
+        if (blk + 1 < be) load(m_next, nxt);
+        if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
+        u32 a[MT][4];
 #pragma unroll
-            for (int i = 0; i < MT; ++i)
+        for (int i = 0; i < MT; ++i)
 #pragma unroll
-                for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
-            mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
-            cur = nxt;
-        }
-        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
-                            flags);
-    }
+            for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
+        mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+        cur = nxt;
+    };
+    walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
+                              flags);
 }
 
 #define ROW_TILE_PARAMS                                                                          \
@@ -846,8 +861,8 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
     const bool vec_load = (flags & 1u) && qok[3];
 
     const RowTileWork wk = row_tile_work(work);
-    const u32 wb = wk.wb, we = wk.we, bb = wk.bb, be = wk.be;
-    if (wb >= we) return;
+    const u32 bb = wk.bb, be = wk.be;
+    if (wk.wb >= wk.we) return;
 
     const float4* __restrict__ frag_lane = frag + lane * MT;  // this lane's fragments of block 0
     // Stage of one block: this lane's B values and tile fragments.
@@ -876,40 +891,31 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
         nhi = __ldg(a2x + 8ull * (bb + 1) + t + 4);
     }
 
-    u32 blk = bb;
-    u32 next_rwo = __ldg(rwo + wb + 1);
-    for (u32 w = wb; w < we; ++w) {
-        const u32 wend = min(next_rwo, be);
-        if (w + 1 < we) next_rwo = __ldg(rwo + w + 2);
-        const bool touched = blk < wend;
-        float acc[MT][4][4];
-        zero_acc<MT>(acc);
-        for (; blk < wend; ++blk) {
-            Stage nxt;
-            if (blk + 1 < be) {
-                load(blk + 1, nlo, nhi, nxt);
-            } else {
-                zero(nxt);
-            }
-            if (blk + 2 < be) {
-                nlo = __ldg(a2x + 8ull * (blk + 2) + t);
-                nhi = __ldg(a2x + 8ull * (blk + 2) + t + 4);
-            }
-            // Already TF32 (rounded on the host): the bits go to the MMA as they are.
-            u32 a[MT][4];
-#pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                a[i][0] = __float_as_uint(cur.a[i].x);
-                a[i][1] = __float_as_uint(cur.a[i].y);
-                a[i][2] = __float_as_uint(cur.a[i].z);
-                a[i][3] = __float_as_uint(cur.a[i].w);
-            }
-            mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
-            cur = nxt;
+    auto step = [&](float (&acc)[MT][4][4], u32 blk) {
+        Stage nxt;
+        if (blk + 1 < be) {
+            load(blk + 1, nlo, nhi, nxt);
+        } else {
+            zero(nxt);
         }
-        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
-                            flags);
-    }
+        if (blk + 2 < be) {
+            nlo = __ldg(a2x + 8ull * (blk + 2) + t);
+            nhi = __ldg(a2x + 8ull * (blk + 2) + t + 4);
+        }
+        // Already TF32 (rounded on the host): the bits go to the MMA as they are.
+        u32 a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            a[i][0] = __float_as_uint(cur.a[i].x);
+            a[i][1] = __float_as_uint(cur.a[i].y);
+            a[i][2] = __float_as_uint(cur.a[i].z);
+            a[i][3] = __float_as_uint(cur.a[i].w);
+        }
+        mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+        cur = nxt;
+    };
+    walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
+                              flags);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
