@@ -117,6 +117,8 @@ pub struct CsrSpmm {
     gpu: Gpu,
     m: usize,
     k: usize,
+    /// Host copy of the row offsets (work lists are built from it).
+    row_offsets: Vec<u32>,
     indptr: CudaSlice<u32>,
     indices: CudaSlice<u32>,
     values: CudaSlice<f32>,
@@ -196,6 +198,7 @@ impl CsrSpmm {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
+            row_offsets: indptr.raw_storage().to_vec(),
             indptr: gpu.upload(indptr.raw_storage())?,
             indices: upload_nonempty(gpu, a.indices())?,
             values: upload_nonempty(gpu, a.data())?,
@@ -212,8 +215,7 @@ impl CsrSpmm {
     /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded.
     /// On error the previous work list stays.
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
-        let host_indptr = self.gpu.download(&self.indptr)?;
-        let work = csr_work(&host_indptr, chunk_nnz);
+        let work = csr_work(&self.row_offsets, chunk_nnz);
         let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
         let dev_work = upload_nonempty(&self.gpu, &flat)?;
         let dev_split = upload_nonempty(&self.gpu, &work.split_rows)?;

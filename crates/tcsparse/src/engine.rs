@@ -762,14 +762,9 @@ impl Engine {
             .map(|s| format!("{} {:.3} ms", s.candidate, s.ms))
             .collect::<Vec<_>>()
             .join(", ");
-        let csr_wins = csr_best
-            .as_ref()
-            .is_some_and(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
-        let mut chosen = match (acc, best) {
-            _ if csr_wins => {
-                let Some((_, dev)) = csr_best else {
-                    unreachable!("csr_wins implies a timed CSR kernel");
-                };
+        let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
+        let mut chosen = match (csr_best, acc, best) {
+            (Some((_, dev)), _, _) => {
                 cus.report.kernel = ExecKernel::CsrCuda;
                 cus.report.kernel_note = format!(
                     "tuned at N = {n}: CSR (CUDA cores, ≤ {} nonzeros per warp) fastest \
@@ -780,7 +775,7 @@ impl Engine {
                 cus.dev = DeviceState::Csr(Box::new(dev));
                 cus
             }
-            (Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
+            (None, Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
                     let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
@@ -791,7 +786,7 @@ impl Engine {
                 );
                 p
             }
-            (Some(mut p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
+            (None, Some(mut p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
                 p.report.thread_blocks = d.num_tbs();
                 p.report.split_windows = d.num_split_windows();
                 p.report.kernel = ExecKernel::RowTile {
@@ -1016,7 +1011,9 @@ fn tune_csr(
     let mut dev = CsrSpmm::with_chunk(gpu, a, CSR_TUNED_CHUNKS[0])?;
     let mut fastest: Option<(f64, u32)> = None;
     for chunk in CSR_TUNED_CHUNKS {
-        dev.set_chunk(chunk)?;
+        if chunk != dev.chunk_nnz() {
+            dev.set_chunk(chunk)?;
+        }
         let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
         tuning.push(TuneSample {
             candidate: format!("CSR (CUDA cores, ≤ {chunk} nonzeros per warp)"),
@@ -1029,7 +1026,9 @@ fn tune_csr(
     let Some((ms, chunk)) = fastest else {
         return Ok(None);
     };
-    dev.set_chunk(chunk)?;
+    if chunk != dev.chunk_nnz() {
+        dev.set_chunk(chunk)?;
+    }
     Ok(Some((ms, dev)))
 }
 
