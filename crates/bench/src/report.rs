@@ -484,7 +484,11 @@ mod tests {
 
     #[test]
     fn json_round_trip() {
-        let r = sample();
+        let mut r = sample();
+        // Values whose shortest decimal form the default (fast) float parser reads back one ulp
+        // off (seen in a real bench.json): --merge must not perturb them.
+        r.cases[0].scaled_err = Some(2.2969900421142918e-7);
+        r.cases[1].rel_err = Some(1.8375690365489487e-7);
         let j = serde_json::to_string(&r).unwrap();
         let back: Report = serde_json::from_str(&j).unwrap();
         assert_eq!(back, r);
