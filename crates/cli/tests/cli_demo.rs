@@ -92,3 +92,20 @@ fn spmm_cpu_path() {
     assert!(out.contains("CPU reference path"), "{out}");
     insta::assert_snapshot!(redact(&out));
 }
+
+#[test]
+fn csr_budget_without_the_csr_kernel_is_refused_before_reading() {
+    // The file does not exist: the flag check must come first, with a message naming the fix.
+    let out = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+        .args(["spmm", "missing.mtx", "--balance", "nnz:64"])
+        .current_dir(repo_root())
+        .env("TCSPARSE_FORCE_CPU", "1")
+        .output()
+        .expect("run tcsparse");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("use it with --kernel csr (got --kernel auto)"),
+        "{stderr}"
+    );
+}

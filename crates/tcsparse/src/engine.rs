@@ -105,6 +105,11 @@ pub enum Balance {
         /// B rows cached per warp (power of two, 8..=1024).
         cache_rows: u32,
     },
+    /// CUDA-core CSR kernel only ([`KernelRequest::Csr`]): warp items of at most this many
+    /// nonzeros (longer rows are split across warps; 0 is treated as 1). A tuned preparation
+    /// tries [`CSR_TUNED_CHUNKS`]; without this, a requested CSR kernel uses
+    /// `tcsparse_gpu::csr_spmm::DEFAULT_CHUNK_NNZ`.
+    NnzPerWarp(u32),
 }
 
 /// Which kernel [`Engine::prepare`] sets up.
@@ -137,7 +142,10 @@ pub enum ExecKernel {
     /// cuSPARSE SpMM (CSR, f32).
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
-    CsrCuda,
+    CsrCuda {
+        /// Most nonzeros one warp item holds (longer rows are split across warps).
+        chunk_nnz: u32,
+    },
     /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
     /// row of a window (16 or 32 rows).
     RowTile {
@@ -155,7 +163,9 @@ impl std::fmt::Display for ExecKernel {
         match self {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
-            ExecKernel::CsrCuda => write!(f, "CSR (CUDA cores)"),
+            ExecKernel::CsrCuda { chunk_nnz } => {
+                write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
+            }
             ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {
                     "dense tiles, "
@@ -406,6 +416,12 @@ impl Engine {
                 )));
             }
         }
+        if matches!(opts.balance, Balance::NnzPerWarp(_)) && opts.kernel != KernelRequest::Csr {
+            return Err(Error::InvalidArgs(format!(
+                "a nonzero budget per warp applies only to the CSR kernel, not to {:?}",
+                opts.kernel
+            )));
+        }
         if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
             return self.prepare_tuned(gpu, a, opts);
         }
@@ -531,7 +547,9 @@ impl Engine {
         // (cuSPARSE, ours) lose the input's locality with it (H200, R-MAT scale 20, N = 128:
         // cuSPARSE 1.13 ms in the original order, 3.62 ms after affinity reordering). Keep the
         // original order for them unless the caller asked for the reordering.
-        if !forced && perm.is_some() && matches!(kernel, ExecKernel::Cusparse | ExecKernel::CsrCuda)
+        if !forced
+            && perm.is_some()
+            && matches!(kernel, ExecKernel::Cusparse | ExecKernel::CsrCuda { .. })
         {
             let t = Instant::now();
             perm = None;
@@ -574,8 +592,8 @@ impl Engine {
                     spmm: HashMap::new(),
                 }
             }
-            (Some(gpu), ExecKernel::CsrCuda) => {
-                let k = CsrSpmm::new(gpu, &a_re)?;
+            (Some(gpu), ExecKernel::CsrCuda { chunk_nnz }) => {
+                let k = CsrSpmm::with_chunk(gpu, &a_re, chunk_nnz)?;
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
             }
@@ -765,12 +783,12 @@ impl Engine {
         let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
         let mut chosen = match (csr_best, acc, best) {
             (Some((_, dev)), _, _) => {
-                cus.report.kernel = ExecKernel::CsrCuda;
+                cus.report.kernel = ExecKernel::CsrCuda {
+                    chunk_nnz: dev.chunk_nnz(),
+                };
                 cus.report.kernel_note = format!(
-                    "tuned at N = {n}: CSR (CUDA cores, ≤ {} nonzeros per warp) fastest \
-                     ({summary}); planner: {}",
-                    dev.chunk_nnz(),
-                    cus.plan.reason
+                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
+                    cus.report.kernel, cus.plan.reason
                 );
                 cus.dev = DeviceState::Csr(Box::new(dev));
                 cus
@@ -849,8 +867,11 @@ impl Engine {
                     windows: windows.max(1),
                     log2_rows: cache_rows.max(1).ilog2() as u8,
                 },
-                Balance::Auto if plan_balanced.unwrap_or(false) => ScheduleKind::Balanced,
-                Balance::Auto => ScheduleKind::Unbalanced,
+                // (NnzPerWarp is refused for every kernel but CSR in `prepare`.)
+                Balance::Auto | Balance::NnzPerWarp(_) if plan_balanced.unwrap_or(false) => {
+                    ScheduleKind::Balanced
+                }
+                Balance::Auto | Balance::NnzPerWarp(_) => ScheduleKind::Unbalanced,
             };
             let sched = match (&plan.schedule, kind) {
                 (Some(s), ScheduleKind::Balanced) if s.is_balanced() => s.clone(),
@@ -867,7 +888,12 @@ impl Engine {
                 None,
             ),
             KernelRequest::Csr => (
-                ExecKernel::CsrCuda,
+                ExecKernel::CsrCuda {
+                    chunk_nnz: match opts.balance {
+                        Balance::NnzPerWarp(k) => k.max(1),
+                        _ => tcsparse_gpu::csr_spmm::DEFAULT_CHUNK_NNZ,
+                    },
+                },
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
@@ -993,7 +1019,7 @@ fn tune_row_tile(
 }
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
-const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
+pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 
 /// Times the CUDA-core CSR kernel on `a` at each of [`CSR_TUNED_CHUNKS`], recording every sample
 /// in `tuning`; returns the kernel set to its fastest budget (`None` when `a` has no rows).
@@ -1016,7 +1042,7 @@ fn tune_csr(
         }
         let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
         tuning.push(TuneSample {
-            candidate: format!("CSR (CUDA cores, ≤ {chunk} nonzeros per warp)"),
+            candidate: ExecKernel::CsrCuda { chunk_nnz: chunk }.to_string(),
             ms,
         });
         if fastest.is_none_or(|(f, _)| ms < f) {

@@ -20,9 +20,9 @@
 mod engine;
 
 pub use engine::{
-    Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
-    Prepared, ROW_TILE_SPLIT_BLOCKS, ReorderChoice, RowTileKernel, RowTileSchedule, ScheduleKind,
-    TUNED_SCHEDULES, TuneSample,
+    Backend, Balance, CSR_TUNED_CHUNKS, Engine, Error, ExecKernel, KernelRequest, PrepareOptions,
+    PrepareReport, Prepared, ROW_TILE_SPLIT_BLOCKS, ReorderChoice, RowTileKernel, RowTileSchedule,
+    ScheduleKind, TUNED_SCHEDULES, TuneSample,
 };
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;

@@ -199,6 +199,37 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
 }
 
 #[test]
+fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 64, 3, 3);
+    let with = |kernel| PrepareOptions {
+        kernel,
+        balance: Balance::NnzPerWarp(64),
+        ..PrepareOptions::default()
+    };
+    for kernel in [
+        KernelRequest::Auto,
+        KernelRequest::AccSpmm,
+        KernelRequest::Cusparse,
+        KernelRequest::RowTile(RowTileKernel::TC16D),
+    ] {
+        let Err(err) = engine.prepare(&a, &with(kernel)) else {
+            panic!("{kernel:?} accepted a nonzero budget per warp");
+        };
+        assert!(
+            matches!(&err, Error::InvalidArgs(m) if m.contains("only to the CSR kernel")),
+            "{kernel:?}: {err}"
+        );
+    }
+    // On the CPU engine the request is accepted (and runs the CPU reference path).
+    assert!(engine.prepare(&a, &with(KernelRequest::Csr)).is_ok());
+    assert_eq!(
+        ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
+        "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
+    );
+}
+
+#[test]
 fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);

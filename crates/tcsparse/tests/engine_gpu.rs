@@ -156,7 +156,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
             ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
             k @ ExecKernel::RowTile { .. } => best.candidate.starts_with(&k.to_string()),
-            ExecKernel::CsrCuda => best.candidate.starts_with("CSR (CUDA cores"),
+            k @ ExecKernel::CsrCuda { .. } => best.candidate == k.to_string(),
             k => panic!("unexpected kernel {k}"),
         };
         assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
@@ -190,7 +190,7 @@ fn every_kernel_and_reordering_matches_reference() {
             ReorderChoice::Auto,
         ] {
             for mode in [Mode::Symmetric, Mode::RowOnly] {
-                for balance in [
+                let mut balances = vec![
                     Balance::Off,
                     Balance::On,
                     Balance::Packed(3),
@@ -198,7 +198,11 @@ fn every_kernel_and_reordering_matches_reference() {
                         windows: 3,
                         cache_rows: 64,
                     },
-                ] {
+                ];
+                if kernel == KernelRequest::Csr {
+                    balances.push(Balance::NnzPerWarp(5));
+                }
+                for balance in balances {
                     let opts = PrepareOptions {
                         reorder: reorder.clone(),
                         mode: Some(mode),
@@ -209,6 +213,9 @@ fn every_kernel_and_reordering_matches_reference() {
                         tune: true,
                     };
                     let mut p = engine.prepare(&a, &opts).unwrap();
+                    if let Balance::NnzPerWarp(k) = balance {
+                        assert_eq!(p.kernel(), ExecKernel::CsrCuda { chunk_nnz: k });
+                    }
                     for (n, beta) in [(64usize, 0.0f32), (16, 0.5), (8, 0.0), (512, -1.0)] {
                         let e = scaled_error(&mut p, &a, n, beta);
                         assert!(

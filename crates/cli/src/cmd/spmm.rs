@@ -26,7 +26,8 @@ pub struct Args {
     /// blocks per thread block), off (one thread block per row window), packed:K (K consecutive
     /// row windows per thread block), cached:K[:R] (Acc-SpMM only; experimental, slower so
     /// far: packed:K run by the kernel variant with an R-row B cache per warp in shared memory; R
-    /// defaults to 128).
+    /// defaults to 128), nnz:K (`--kernel csr` only: at most K nonzeros per warp, longer rows
+    /// split; default 256, tuning tries 64, 256 and 1024).
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
@@ -45,6 +46,13 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Checked before reading a possibly large file (the engine refuses it too).
+    if matches!(args.balance, Balance::NnzPerWarp(_)) && args.kernel != "csr" {
+        anyhow::bail!(
+            "--balance nnz:K sets the CSR kernel's nonzeros per warp: use it with --kernel csr (got --kernel {})",
+            args.kernel
+        );
+    }
     let engine = demo::engine(args.cpu);
     if engine.backend() == Backend::Cpu {
         println!(
@@ -94,13 +102,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses `--balance`: auto, on, off, packed:K (K ≥ 1) or cached:K[:R] (K windows per thread block,
-/// a B-row cache of R rows per warp, a power of two from 8 to 1024, default 128).
+/// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), cached:K[:R] (K windows per thread block,
+/// a B-row cache of R rows per warp, a power of two from 8 to 1024, default 128) or nnz:K (K ≥ 1
+/// nonzeros per warp, CSR kernel).
 fn parse_balance(s: &str) -> Result<Balance, String> {
     let expected = || {
         format!(
-            "expected auto, on, off, packed:K or cached:K[:R] (K ≥ 1 windows per thread block, \
-             R = 8, 16, …, 1024 cached B rows), got `{s}`"
+            "expected auto, on, off, packed:K, cached:K[:R] (K ≥ 1 windows per thread block, \
+             R = 8, 16, …, 1024 cached B rows) or nnz:K (K ≥ 1 nonzeros per warp, --kernel csr), \
+             got `{s}`"
         )
     };
     match s {
@@ -112,6 +122,9 @@ fn parse_balance(s: &str) -> Result<Balance, String> {
     let windows = |k: &str| k.parse::<u32>().ok().filter(|&k| k >= 1);
     if let Some(k) = s.strip_prefix("packed:") {
         return windows(k).map(Balance::Packed).ok_or_else(expected);
+    }
+    if let Some(k) = s.strip_prefix("nnz:") {
+        return windows(k).map(Balance::NnzPerWarp).ok_or_else(expected);
     }
     if let Some(rest) = s.strip_prefix("cached:") {
         let (k, r) = rest.split_once(':').unwrap_or((rest, "128"));
@@ -139,6 +152,7 @@ mod tests {
         assert_eq!(parse_balance("on"), Ok(Balance::On));
         assert_eq!(parse_balance("off"), Ok(Balance::Off));
         assert_eq!(parse_balance("packed:16"), Ok(Balance::Packed(16)));
+        assert_eq!(parse_balance("nnz:64"), Ok(Balance::NnzPerWarp(64)));
         assert_eq!(
             parse_balance("cached:64"),
             Ok(Balance::PackedCached {
@@ -163,10 +177,15 @@ mod tests {
             "cached:4:2048",
             "cached:4:4",
             "cached:",
+            "nnz:0",
+            "nnz:-3",
         ] {
             let e = parse_balance(bad).unwrap_err();
             assert!(
-                e.contains("packed:K") && e.contains("cached:K[:R]") && e.contains(bad),
+                e.contains("packed:K")
+                    && e.contains("cached:K[:R]")
+                    && e.contains("nnz:K")
+                    && e.contains(bad),
                 "{e}"
             );
         }
