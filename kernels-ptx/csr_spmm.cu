@@ -7,9 +7,10 @@
 // work[4i .. 4i+4] = {row_begin, row_end, nnz_begin, nnz_end}: the rows [row_begin, row_end), of
 // their nonzeros only those in [nnz_begin, nnz_end). Items either pack whole consecutive rows (up to
 // a nonzero budget, empty rows included) or hold one chunk of a row longer than the budget. A row
-// whose nonzeros the item does not hold entirely is "split": it was pre-scaled by beta
-// (csr_scale_rows, same stream, just before) and every chunk adds alpha * its partial sum with
-// atomics; every other row is written once with alpha * acc + beta * C. So thread blocks stay
+// whose nonzeros the item does not hold entirely is "split": it was pre-scaled by beta (the host
+// runs acc_spmm_prescale of acc_spmm.cu on one-row groups, same stream, just before) and every
+// chunk adds alpha * its partial sum with atomics; every other row is written once with
+// alpha * acc + beta * C. So thread blocks stay
 // balanced on rows of any length (R-MAT hubs: 30k nonzeros), and the product needs no separate
 // beta pass over all of C (cuSPARSE's csrmm runs one).
 //
@@ -148,19 +149,6 @@ extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
                 }
             }
             if (active) write_c4(c, ldc, row, col, n, vec, split, alpha, beta, acc);
-        }
-    }
-}
-
-// C[rows[i]][0..n) *= beta (set to 0 when beta == 0, never read then) for the split rows of a
-// csr_spmm_f32 launch. blockIdx.x = index into rows (strided beyond gridDim.x), threads stride
-// over the features.
-extern "C" __global__ void csr_scale_rows(const u32* __restrict__ rows, u32 count,
-                                          float* __restrict__ c, u32 ldc, u32 n, float beta) {
-    for (u32 i = blockIdx.x; i < count; i += gridDim.x) {
-        float* p = c + (u64)__ldg(rows + i) * ldc;
-        for (u32 j = threadIdx.x; j < n; j += blockDim.x) {
-            p[j] = beta == 0.0f ? 0.0f : beta * p[j];
         }
     }
 }

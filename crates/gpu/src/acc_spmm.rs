@@ -19,6 +19,7 @@ use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 use thiserror::Error;
 
+use crate::csr_spmm::upload_nonempty;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
@@ -745,7 +746,7 @@ impl std::fmt::Debug for AccSpmmDevice {
             .field("rows", &self.rows)
             .field("cols", &self.cols)
             .field("num_tbs", &self.sched.num_tbs)
-            .field("num_split", &self.sched.num_split)
+            .field("num_split", &self.sched.split.count())
             .field("variant", &self.variant)
             .finish()
     }
@@ -849,7 +850,7 @@ impl AccSpmmDevice {
 
     /// Windows spread over several thread blocks (written with atomics after a β pre-scale).
     pub fn num_split_windows(&self) -> usize {
-        self.sched.num_split
+        self.sched.split.count()
     }
 
     /// The kernel entry used.
@@ -882,7 +883,9 @@ impl AccSpmmDevice {
             .map_err(AccSpmmError::InvalidArgs)?;
         let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
-        self.sched.prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
+        self.sched
+            .split
+            .prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
         let mut l = stream.launch_builder(&self.main);
         l.arg(&self.rwo)
             .arg(&self.bvo)
@@ -928,19 +931,17 @@ impl AccSpmmDevice {
     }
 }
 
-/// A validated schedule ([`FlatSchedule`]) on the device, with the β pre-scale of its split
-/// windows. Shared by the BitTCF and row-tile kernels, which read the same work list.
+/// A validated schedule ([`FlatSchedule`]) on the device, with its split windows. Shared by the
+/// BitTCF and row-tile kernels, which read the same work list.
 pub(crate) struct DeviceSchedule {
     /// `[window_begin, window_end, block_begin, block_end]` per thread block.
     pub work: CudaSlice<u32>,
     /// One split flag per window.
     pub window_split: CudaSlice<u8>,
-    split_windows: CudaSlice<u32>,
+    /// The windows with `window_split == 1` and their β pre-scale.
+    pub split: SplitRows,
     /// Thread blocks per feature tile.
     pub num_tbs: usize,
-    /// Windows with `window_split == 1`.
-    pub num_split: usize,
-    prescale: CudaFunction,
 }
 
 impl DeviceSchedule {
@@ -950,20 +951,48 @@ impl DeviceSchedule {
         Ok(Self {
             work: upload(stream, &flat.work)?,
             window_split: upload(stream, &flat.window_split)?,
-            split_windows: upload(stream, &flat.split_windows)?,
+            split: SplitRows::upload(gpu, &flat.split_windows)?,
             num_tbs: flat.num_tbs(),
-            num_split: flat.split_windows.len(),
-            prescale: gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?,
+        })
+    }
+}
+
+/// Groups of C's rows that a kernel accumulates into with atomics (split windows of `group_rows`
+/// rows; single rows, `group_rows` = 1, for the CSR kernel), on the device, with their β
+/// pre-scale `acc_spmm_prescale`, which must run before that kernel on the same stream.
+pub(crate) struct SplitRows {
+    /// Group ids (uploaded with one element when empty).
+    ids: CudaSlice<u32>,
+    count: usize,
+    /// `acc_spmm_prescale`, loaded only when there is a group to scale.
+    prescale: Option<CudaFunction>,
+}
+
+impl SplitRows {
+    /// Uploads the group ids `ids`.
+    pub fn upload(gpu: &Gpu, ids: &[u32]) -> Result<Self, GpuError> {
+        Ok(Self {
+            ids: upload_nonempty(gpu, ids)?,
+            count: ids.len(),
+            prescale: if ids.is_empty() {
+                None
+            } else {
+                Some(gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?)
+            },
         })
     }
 
-    /// Enqueues `acc_spmm_prescale` when any window is split: `C = β·C` (0 when β = 0, C not
-    /// read) on the split windows' rows (windows of `window_rows` rows), before the main kernel
-    /// adds its partial sums there with atomics. Nothing when no window is split.
+    /// Number of groups.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Enqueues `C = β·C` (0 when β = 0, C not read) on the groups' rows, groups being
+    /// `group_rows` rows high; nothing when there is no group.
     ///
-    /// Callers guarantee the schedule was flattened against this matrix's windows, so every split
-    /// window id is `< ⌈rows / window_rows⌉`, and that [`check_dense`] accepted C at (`rows`, `n`,
-    /// `ldc`).
+    /// Callers guarantee that every id is `< ⌈rows / group_rows⌉` (the ids come from a schedule
+    /// flattened against this matrix's windows, or from `csr_work` over its rows) and that
+    /// `(rows − 1)·ldc + n ≤ c.len()` was checked.
     #[allow(clippy::too_many_arguments)]
     pub fn prescale(
         &self,
@@ -973,33 +1002,32 @@ impl DeviceSchedule {
         rows: usize,
         n: usize,
         beta: f32,
-        window_rows: u32,
-    ) -> Result<(), AccSpmmError> {
-        if self.num_split == 0 {
+        group_rows: u32,
+    ) -> Result<(), GpuError> {
+        let Some(func) = &self.prescale else {
             return Ok(());
-        }
-        let count = self.num_split as u32;
+        };
+        let count = self.count as u32;
         let cfg = LaunchConfig {
             grid_dim: (count.min(65_535 * 4), 1, 1),
             block_dim: (PRESCALE_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let (ldc, m, n) = (ldc as u32, rows as u32, n as u32);
-        let mut l = gpu.stream().launch_builder(&self.prescale);
-        l.arg(&self.split_windows)
+        let mut l = gpu.stream().launch_builder(func);
+        l.arg(&self.ids)
             .arg(&count)
             .arg(c)
             .arg(&ldc)
             .arg(&m)
             .arg(&n)
             .arg(&beta)
-            .arg(&window_rows);
+            .arg(&group_rows);
         // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
         // u32, u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The
-        // only written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds:
-        // split_windows holds `count` window ids < ⌈M / window_rows⌉ (caller contract, from
-        // flatten_schedule), rows ≥ M are skipped in the kernel and check_dense proved
-        // (M−1)·ldc + n ≤ C.len().
+        // only written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds: `ids`
+        // holds `count` group ids < ⌈M / group_rows⌉ (caller contract), rows ≥ M are skipped in
+        // the kernel and the caller checked (M−1)·ldc + n ≤ C.len().
         unsafe { l.launch(cfg) }?;
         Ok(())
     }

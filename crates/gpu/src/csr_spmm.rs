@@ -12,12 +12,11 @@
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use tcsparse_formats::Csr;
 
+use crate::acc_spmm::SplitRows;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
 pub const ENTRY: &str = "csr_spmm_f32";
-/// Entry of the β pre-scale of split rows.
-pub const SCALE_ENTRY: &str = "csr_scale_rows";
 /// Warps (work items) per thread block (`CSR_WARPS` in the kernel).
 pub const WARPS_PER_BLOCK: u32 = 8;
 /// Columns of C one warp covers per pass (4 per lane).
@@ -28,39 +27,25 @@ pub const DEFAULT_CHUNK_NNZ: u32 = 256;
 pub const MAX_ROWS_PER_ITEM: u32 = 32;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::CsrSpmm,
-        name: ENTRY,
-        params: &[
-            ParamKind::Ptr, // indptr  (u32, m+1)
-            ParamKind::Ptr, // indices (u32, nnz)
-            ParamKind::Ptr, // values  (f32, nnz)
-            ParamKind::Ptr, // work    (u32, 4 per item)
-            ParamKind::U32, // items
-            ParamKind::Ptr, // B       (f32, k*ldb)
-            ParamKind::U32, // ldb
-            ParamKind::Ptr, // C       (f32, m*ldc)
-            ParamKind::U32, // ldc
-            ParamKind::U32, // n
-            ParamKind::F32, // alpha
-            ParamKind::F32, // beta
-            ParamKind::U32, // flags
-        ],
-    },
-    KernelSignature {
-        module: KernelModule::CsrSpmm,
-        name: SCALE_ENTRY,
-        params: &[
-            ParamKind::Ptr, // rows (u32)
-            ParamKind::U32, // count
-            ParamKind::Ptr, // C
-            ParamKind::U32, // ldc
-            ParamKind::U32, // n
-            ParamKind::F32, // beta
-        ],
-    },
-];
+pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+    module: KernelModule::CsrSpmm,
+    name: ENTRY,
+    params: &[
+        ParamKind::Ptr, // indptr  (u32, m+1)
+        ParamKind::Ptr, // indices (u32, nnz)
+        ParamKind::Ptr, // values  (f32, nnz)
+        ParamKind::Ptr, // work    (u32, 4 per item)
+        ParamKind::U32, // items
+        ParamKind::Ptr, // B       (f32, k*ldb)
+        ParamKind::U32, // ldb
+        ParamKind::Ptr, // C       (f32, m*ldc)
+        ParamKind::U32, // ldc
+        ParamKind::U32, // n
+        ParamKind::F32, // alpha
+        ParamKind::F32, // beta
+        ParamKind::U32, // flags
+    ],
+}];
 
 /// Warp items of a CSR matrix (see [`csr_work`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,16 +107,33 @@ pub struct CsrSpmm {
     indptr: CudaSlice<u32>,
     indices: CudaSlice<u32>,
     values: CudaSlice<f32>,
-    /// Nonzero budget the work list was built with.
+    work: DeviceWork,
+    func: CudaFunction,
+}
+
+/// A work list ([`csr_work`]) on the device.
+struct DeviceWork {
+    /// Nonzero budget it was built with.
     chunk_nnz: u32,
     num_items: usize,
     /// [`CsrWork::items`], flattened.
-    work: CudaSlice<u32>,
-    num_split: usize,
-    /// [`CsrWork::split_rows`].
-    split_rows: CudaSlice<u32>,
-    func: CudaFunction,
-    scale: CudaFunction,
+    items: CudaSlice<u32>,
+    /// [`CsrWork::split_rows`] (groups of one row) and their β pre-scale.
+    split: SplitRows,
+}
+
+impl DeviceWork {
+    /// [`csr_work`] over the row offsets `indptr` at `chunk_nnz`, uploaded.
+    fn build(gpu: &Gpu, indptr: &[u32], chunk_nnz: u32) -> Result<Self, GpuError> {
+        let work = csr_work(indptr, chunk_nnz);
+        let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
+        Ok(Self {
+            chunk_nnz: chunk_nnz.max(1),
+            num_items: work.items.len(),
+            items: upload_nonempty(gpu, &flat)?,
+            split: SplitRows::upload(gpu, &work.split_rows)?,
+        })
+    }
 }
 
 impl std::fmt::Debug for CsrSpmm {
@@ -140,9 +142,9 @@ impl std::fmt::Debug for CsrSpmm {
             .field("m", &self.m)
             .field("k", &self.k)
             .field("nnz", &self.indices.len())
-            .field("chunk_nnz", &self.chunk_nnz)
-            .field("items", &self.num_items)
-            .field("split_rows", &self.num_split)
+            .field("chunk_nnz", &self.work.chunk_nnz)
+            .field("items", &self.work.num_items)
+            .field("split_rows", &self.work.split.count())
             .finish()
     }
 }
@@ -192,8 +194,6 @@ impl CsrSpmm {
     pub fn with_chunk(gpu: &Gpu, a: &Csr, chunk_nnz: u32) -> Result<Self, GpuError> {
         check_csr(a)?;
         let indptr = a.indptr();
-        let work = csr_work(indptr.raw_storage(), chunk_nnz);
-        let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
@@ -202,28 +202,15 @@ impl CsrSpmm {
             indptr: gpu.upload(indptr.raw_storage())?,
             indices: upload_nonempty(gpu, a.indices())?,
             values: upload_nonempty(gpu, a.data())?,
-            chunk_nnz: chunk_nnz.max(1),
-            num_items: work.items.len(),
-            work: upload_nonempty(gpu, &flat)?,
-            num_split: work.split_rows.len(),
-            split_rows: upload_nonempty(gpu, &work.split_rows)?,
+            work: DeviceWork::build(gpu, indptr.raw_storage(), chunk_nnz)?,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
-            scale: gpu.function(KernelModule::CsrSpmm, SCALE_ENTRY)?,
         })
     }
 
     /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded.
     /// On error the previous work list stays.
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
-        let work = csr_work(&self.row_offsets, chunk_nnz);
-        let flat: Vec<u32> = work.items.iter().flatten().copied().collect();
-        let dev_work = upload_nonempty(&self.gpu, &flat)?;
-        let dev_split = upload_nonempty(&self.gpu, &work.split_rows)?;
-        self.work = dev_work;
-        self.split_rows = dev_split;
-        self.num_items = work.items.len();
-        self.num_split = work.split_rows.len();
-        self.chunk_nnz = chunk_nnz.max(1);
+        self.work = DeviceWork::build(&self.gpu, &self.row_offsets, chunk_nnz)?;
         Ok(())
     }
 
@@ -239,19 +226,23 @@ impl CsrSpmm {
 
     /// Nonzero budget per warp item.
     pub fn chunk_nnz(&self) -> u32 {
-        self.chunk_nnz
+        self.work.chunk_nnz
     }
 
     /// Rows spread over several warp items (added with atomics after a β pre-scale).
     pub fn num_split_rows(&self) -> usize {
-        self.num_split
+        self.work.split.count()
     }
 
     /// Launch configuration for `n` columns.
     pub fn launch_config(&self, n: usize) -> LaunchConfig {
         let slabs = n.div_ceil(COLS_PER_WARP as usize).clamp(1, 65_535) as u32;
         LaunchConfig {
-            grid_dim: ((self.num_items as u32).div_ceil(WARPS_PER_BLOCK), slabs, 1),
+            grid_dim: (
+                (self.work.num_items as u32).div_ceil(WARPS_PER_BLOCK),
+                slabs,
+                1,
+            ),
             block_dim: (32, WARPS_PER_BLOCK, 1),
             shared_mem_bytes: 0,
         }
@@ -275,43 +266,28 @@ impl CsrSpmm {
                 c.len()
             )));
         }
-        if n > u32::MAX as usize / 2 || self.num_items > u32::MAX as usize / 2 {
+        let num_items = self.work.num_items;
+        if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(
-                "n = {n} or {} work items exceed u32",
-                self.num_items
+                "n = {n} or {num_items} work items exceed u32"
             )));
         }
         if self.m == 0 || n == 0 {
             return Ok(());
         }
         let n32 = n as u32;
-        let stream = self.gpu.stream();
-        if self.num_split > 0 {
-            let count = self.num_split as u32;
-            let cfg = LaunchConfig {
-                grid_dim: (count.min(65_535), 1, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut l = stream.launch_builder(&self.scale);
-            l.arg(&self.split_rows)
-                .arg(&count)
-                .arg(&mut *c)
-                .arg(&n32)
-                .arg(&n32)
-                .arg(&beta);
-            // SAFETY: types and order match `csr_scale_rows(const u32*, u32, float*, u32, u32,
-            // float)` (SIGNATURES, checked against the PTX). It writes only C (borrowed mutably),
-            // rows listed by csr_work, each < m, features < n = ldc, and c.len() ≥ m·n was checked.
-            unsafe { l.launch(cfg) }?;
-        }
-        let items = self.num_items as u32;
+        // Split rows (groups of one row): C = β·C there before the chunks add with atomics. Their
+        // ids are rows < m (csr_work) and c.len() ≥ m·n (ldc = n) was checked above.
+        self.work
+            .split
+            .prescale(&self.gpu, c, n, self.m, n, beta, 1)?;
+        let items = num_items as u32;
         let flags = u32::from(n.is_multiple_of(4));
-        let mut l = stream.launch_builder(&self.func);
+        let mut l = self.gpu.stream().launch_builder(&self.func);
         l.arg(&self.indptr)
             .arg(&self.indices)
             .arg(&self.values)
-            .arg(&self.work)
+            .arg(&self.work.items)
             .arg(&items)
             .arg(b)
             .arg(&n32)

@@ -314,7 +314,7 @@ impl std::fmt::Debug for RowTileDevice {
             .field("windows", &self.row_window_offset.len().saturating_sub(1))
             .field("schedule", &self.schedule)
             .field("thread_blocks", &self.sched.num_tbs)
-            .field("split_windows", &self.sched.num_split)
+            .field("split_windows", &self.sched.split.count())
             .finish()
     }
 }
@@ -414,7 +414,7 @@ impl RowTileDevice {
 
     /// Windows spread over several thread blocks (written with atomics after a β pre-scale).
     pub fn num_split_windows(&self) -> usize {
-        self.sched.num_split
+        self.sched.split.count()
     }
 
     /// Rows of A (M).
@@ -453,7 +453,9 @@ impl RowTileDevice {
         };
         let flags = launch_flags(ldb, ldc);
         let sched = &self.sched;
-        sched.prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
+        sched
+            .split
+            .prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let mut l = gpu.stream().launch_builder(&self.main);
         match &self.tiles {
