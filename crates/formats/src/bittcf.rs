@@ -251,7 +251,6 @@ impl BitTcf {
     }
 }
 
-/// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
 /// `C[row, ..n] += v · B[col, ..n]` (row-major C with `n` columns, B with leading dimension `ldb`):
 /// the rank-1 step of every layout's CPU product.
 pub(crate) fn add_scaled_row(
@@ -269,6 +268,7 @@ pub(crate) fn add_scaled_row(
     }
 }
 
+/// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
 pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(

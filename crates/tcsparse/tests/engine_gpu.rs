@@ -10,8 +10,8 @@ use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Balance, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared, ReorderChoice,
-    RowTileKernel, TUNED_SCHEDULES,
+    Balance, CSR_TUNED_CHUNKS, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared,
+    ReorderChoice, RowTileKernel, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
@@ -117,12 +117,12 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         let r = p.report();
         let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
         assert!(names[0].starts_with("cuSPARSE"), "{names:?}");
-        // Our CSR kernel at each of its three nonzero budgets, on cuSPARSE's matrix.
+        // Our CSR kernel at each of its tuned nonzero budgets, on cuSPARSE's matrix.
         let csr = names
             .iter()
             .filter(|n| n.starts_with("CSR (CUDA cores"))
             .count();
-        assert_eq!(csr, 3, "{names:?}");
+        assert_eq!(csr, CSR_TUNED_CHUNKS.len(), "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
         // Auto also times every row-tile kernel at 1, 4 and (unless 4 was slower than 1) 16
