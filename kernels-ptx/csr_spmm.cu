@@ -3,7 +3,7 @@
 // dimension ldb; C: m x n row-major with ldc. beta == 0 never reads C (BLAS semantics: NaN in C does
 // not propagate).
 //
-// Work (built on the host, crates/gpu/src/csr_spmm.rs `csr_work`): warp item i is
+// Work (built on the host, crates/gpu/src/spmm/csr.rs `csr_work`): warp item i is
 // work[4i .. 4i+4] = {row_begin, row_end, nnz_begin, nnz_end}: the rows [row_begin, row_end), of
 // their nonzeros only those in [nnz_begin, nnz_end). Items either pack whole consecutive rows (up to
 // a nonzero budget, empty rows included) or hold one chunk of a row longer than the budget. A row

@@ -3,14 +3,13 @@
 //! change touches this file only. Each backend returns report [`Case`]s; a backend that cannot run
 //! returns a `not available: <why>` case instead of an error.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
 use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::Csr;
-use tcsparse::gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse::gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse::{
     Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowTileKernel,
@@ -22,11 +21,6 @@ use crate::report::{BASELINE, Case, HEADLINE, PrepTimes, Status};
 /// Element-wise accuracy bound: |C − C_ref| ≤ TOL · (|A|·|B|), TOL = 2 TF32 ulps (2⁻¹⁰ each), the same
 /// bound as the GPU tests (ARCHITECTURE.md); the H200 runs stayed below 5.5e-4 (0.56 ulp).
 pub const TOL: f64 = 2.0 / 1024.0;
-
-/// Reads a Matrix Market file (`.mtx` or `.mtx.gz`; symmetric storage expanded).
-pub fn read_matrix(path: &Path) -> Result<Csr> {
-    Ok(tcsparse::formats::mtx::read_matrix(path)?)
-}
 
 /// The device, or why there is none.
 pub enum Device {

@@ -173,8 +173,7 @@ pub fn read_all(files: &[(String, PathBuf)], group: Group) -> Result<Vec<Matrix>
     files
         .par_iter()
         .map(|(name, path)| {
-            let csr = crate::backends::read_matrix(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let csr = read_matrix(path).with_context(|| format!("reading {}", path.display()))?;
             Ok(Matrix {
                 name: name.clone(),
                 group,
@@ -182,4 +181,9 @@ pub fn read_all(files: &[(String, PathBuf)], group: Group) -> Result<Vec<Matrix>
             })
         })
         .collect()
+}
+
+/// Reads a Matrix Market file (`.mtx` or `.mtx.gz`; symmetric storage expanded).
+pub fn read_matrix(path: &Path) -> Result<Csr> {
+    Ok(tcsparse::formats::mtx::read_matrix(path)?)
 }

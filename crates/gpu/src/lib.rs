@@ -15,12 +15,17 @@ use cudarc::driver::{
     ValidAsZeroBits, sys,
 };
 
-pub mod acc_spmm;
-pub mod csr_spmm;
-pub mod cublas;
-pub mod cusparse;
-pub mod row_tile_spmm;
+pub mod baselines;
+pub mod schedule;
 pub mod signature;
+pub mod spmm;
+
+// The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
+// release so that code written against them still builds.
+#[doc(hidden)]
+pub use baselines::{cublas, cusparse};
+#[doc(hidden)]
+pub use spmm::{acc as acc_spmm, csr as csr_spmm, row_tile as row_tile_spmm};
 
 pub use signature::{KernelSignature, ParamKind};
 
@@ -115,16 +120,23 @@ pub struct DeviceInfo {
 pub enum KernelModule {
     /// `kernels-ptx/csr_spmm.ptx`: CUDA-core CSR SpMM.
     CsrSpmm,
-    /// `kernels-ptx/acc_spmm.ptx`: Acc-SpMM (BitTCF, tensor cores).
+    /// `kernels-ptx/acc_spmm.ptx`: Acc-SpMM (BitTCF, tensor cores) and the β pre-scale of split
+    /// rows ([`schedule::ENTRY_PRESCALE`]).
     AccSpmm,
+    /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
+    RowTileSpmm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 2;
+const MODULE_COUNT: usize = 3;
 
 impl KernelModule {
     /// Every module.
-    pub const ALL: [KernelModule; MODULE_COUNT] = [KernelModule::CsrSpmm, KernelModule::AccSpmm];
+    pub const ALL: [KernelModule; MODULE_COUNT] = [
+        KernelModule::CsrSpmm,
+        KernelModule::AccSpmm,
+        KernelModule::RowTileSpmm,
+    ];
 
     /// Position in [`KernelModule::ALL`].
     pub fn index(self) -> usize {
@@ -136,6 +148,7 @@ impl KernelModule {
         match self {
             KernelModule::CsrSpmm => "csr_spmm.ptx",
             KernelModule::AccSpmm => "acc_spmm.ptx",
+            KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
         }
     }
 
@@ -144,6 +157,7 @@ impl KernelModule {
         match self {
             KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
+            KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
         }
     }
 }
@@ -273,7 +287,7 @@ impl Gpu {
                 ctx,
                 stream,
                 info,
-                modules: RwLock::new([None, None]),
+                modules: RwLock::new([const { None }; MODULE_COUNT]),
             }),
         })
     }

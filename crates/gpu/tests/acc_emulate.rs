@@ -7,7 +7,7 @@ mod acc_support;
 
 use acc_support::*;
 use tcsparse_formats::Csr;
-use tcsparse_gpu::acc_spmm::{
+use tcsparse_gpu::spmm::acc::{
     AccSpmmError, FlatSchedule, check_parts, emulate, flatten_schedule, unbalanced_schedule,
 };
 use tcsparse_planner::{AccSchedule, Eq4Model};
@@ -53,7 +53,7 @@ fn schedules(a: &Csr) -> Vec<(&'static str, FlatSchedule)> {
     let bal = AccSchedule::balanced(rwo, &model, 32);
     out.push((
         "planner-balanced",
-        tcsparse_gpu::acc_spmm::flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
+        tcsparse_gpu::spmm::acc::flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
     ));
     out
 }

@@ -17,12 +17,12 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::Gpu;
-use tcsparse_gpu::acc_spmm::{
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::spmm::acc::{
     AccSpmmDevice, AccSpmmError, AccVariant, FlatSchedule, emulate, flatten_acc_schedule,
     flatten_schedule, unbalanced_schedule,
 };
-use tcsparse_gpu::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse_gpu::row_tile_spmm::{KERNELS, RowTileDevice, RowTileSchedule};
+use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {

@@ -1,7 +1,8 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::{KernelModule, KernelSignature, acc_spmm, csr_spmm, row_tile_spmm};
+use tcsparse_gpu::spmm::{acc, csr, row_tile};
+use tcsparse_gpu::{KernelModule, KernelSignature, schedule};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -32,13 +33,18 @@ fn check(sigs: &[KernelSignature]) {
 
 #[test]
 fn csr_spmm_signature_matches_ptx() {
-    check(csr_spmm::SIGNATURES);
+    check(csr::SIGNATURES);
 }
 
 #[test]
 fn acc_spmm_signatures_match_ptx() {
-    check(acc_spmm::SIGNATURES);
-    check(row_tile_spmm::SIGNATURES);
+    check(acc::SIGNATURES);
+    check(schedule::SIGNATURES);
+}
+
+#[test]
+fn row_tile_signatures_match_ptx() {
+    check(row_tile::SIGNATURES);
 }
 
 #[test]

@@ -15,9 +15,11 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::generate::rmat;
 use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
-use tcsparse_gpu::csr_spmm::{CsrSpmm, DEFAULT_CHUNK_NNZ};
-use tcsparse_gpu::cublas::{Cublas, GemmPrecision};
-use tcsparse_gpu::cusparse::{CusparseBsr, CusparseCsr, CusparseSpmm, CusparseSpmv, SpmmAlg};
+use tcsparse_gpu::baselines::cublas::{Cublas, GemmPrecision};
+use tcsparse_gpu::baselines::cusparse::{
+    CusparseBsr, CusparseCsr, CusparseSpmm, CusparseSpmv, SpmmAlg,
+};
+use tcsparse_gpu::spmm::csr::{CsrSpmm, DEFAULT_CHUNK_NNZ};
 use tcsparse_gpu::{Gpu, GpuStatus};
 
 const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;

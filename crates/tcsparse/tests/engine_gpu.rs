@@ -129,7 +129,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         // windows per thread block, then split at two block caps; the dense-tile ones only where
         // `dense_tiles_worth_trying` holds for the tuned (reordered) matrix, which this test does
         // not see, so they may be absent.
-        for kernel in tcsparse::gpu::row_tile_spmm::KERNELS {
+        for kernel in tcsparse::gpu::spmm::row_tile::KERNELS {
             let prefix = format!("{} (", kernel.name());
             let timed = names.iter().filter(|n| n.starts_with(&prefix)).count();
             let allowed: &[usize] = match (balance, kernel.dense_tiles) {

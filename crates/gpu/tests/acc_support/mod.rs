@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
-use tcsparse_gpu::acc_spmm::{AccSpmmParts, SENTINEL};
+use tcsparse_gpu::spmm::acc::{AccSpmmParts, SENTINEL};
 
 /// Owned BitTCF arrays built straight from the definition (PEER-FACTS.md).
 pub struct OwnedBitTcf {

@@ -12,7 +12,7 @@
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use tcsparse_formats::Csr;
 
-use crate::acc_spmm::SplitRows;
+use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
@@ -171,17 +171,6 @@ pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
         return bad("column index ≥ cols".into());
     }
     Ok(())
-}
-
-pub(crate) fn upload_nonempty<T: cudarc::driver::DeviceRepr + Default + Clone>(
-    gpu: &Gpu,
-    data: &[T],
-) -> Result<CudaSlice<T>, GpuError> {
-    if data.is_empty() {
-        gpu.upload(&[T::default()])
-    } else {
-        gpu.upload(data)
-    }
 }
 
 impl CsrSpmm {

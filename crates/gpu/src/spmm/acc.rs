@@ -2,7 +2,7 @@
 //! dense row-major f32 on the device.
 //!
 //! [`AccSpmmDevice::upload`] validates the BitTCF arrays and the [`AccSchedule`] once (every index
-//! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`]) and
+//! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`](crate::schedule::flatten_schedule)) and
 //! uploads them; [`AccSpmmDevice::launch`] then only checks the dense operands' sizes and launches
 //! `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The kernel itself is
 //! documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.
@@ -10,17 +10,18 @@
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.
 
-use std::sync::Arc;
-
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
-use thiserror::Error;
 
-use crate::csr_spmm::upload_nonempty;
-use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+pub use super::{
+    AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_shape, to_tf32,
+};
+use crate::schedule::{DeviceSchedule, upload_nonempty};
+pub use crate::schedule::{
+    ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
+};
+use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -30,8 +31,6 @@ pub const ENTRY_SHARED: &str = "acc_spmm_tf32";
 pub const ENTRY_REGISTER: &str = "acc_spmm_tf32_reg";
 /// Kernel entry with register metadata and a per-warp B-row cache in shared memory.
 pub const ENTRY_CACHE: &str = "acc_spmm_tf32_cache";
-/// Kernel entry that pre-scales the rows of split windows by β.
-pub const ENTRY_PRESCALE: &str = "acc_spmm_prescale";
 /// Largest B-row cache: 2^10 slots per warp (132 KiB per warp; the launch also checks the device's
 /// shared-memory limit).
 pub const MAX_CACHE_LOG2: u8 = 10;
@@ -86,51 +85,7 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_CACHE,
         params: &CACHE_PARAMS,
     },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_PRESCALE,
-        params: &[
-            ParamKind::Ptr, // split_windows
-            ParamKind::U32, // count
-            ParamKind::Ptr, // C
-            ParamKind::U32, // ldc
-            ParamKind::U32, // M
-            ParamKind::U32, // N
-            ParamKind::F32, // beta
-            ParamKind::U32, // window_rows
-        ],
-    },
 ];
-/// Most warps per thread block (the kernel's `__launch_bounds__`).
-pub const MAX_WARPS: u32 = 8;
-/// Threads per block of the pre-scale kernel.
-const PRESCALE_THREADS: u32 = 256;
-
-/// Errors of the Acc-SpMM launch path. Bad inputs are reported, never launched.
-#[derive(Debug, Error)]
-pub enum AccSpmmError {
-    /// The BitTCF arrays break an invariant the kernel relies on.
-    #[error("invalid BitTCF arrays: {0}")]
-    InvalidFormat(String),
-    /// The schedule does not cover the matrix as the kernel needs.
-    #[error("invalid Acc-SpMM schedule: {0}")]
-    InvalidSchedule(String),
-    /// Dense operands or sizes do not match the prepared matrix.
-    #[error("invalid SpMM arguments: {0}")]
-    InvalidArgs(String),
-    /// The GPU runtime failed (module load, allocation).
-    #[error(transparent)]
-    Gpu(#[from] GpuError),
-    /// A CUDA driver call failed.
-    #[error("CUDA driver error: {0:?}")]
-    Driver(cudarc::driver::DriverError),
-}
-
-impl From<cudarc::driver::DriverError> for AccSpmmError {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        Self::Driver(e)
-    }
-}
 
 /// Which kernel entry executes the product (same results, different metadata staging).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -307,260 +262,6 @@ pub fn check_parts(p: &AccSpmmParts<'_>) -> Result<(), AccSpmmError> {
     Ok(())
 }
 
-/// A validated schedule in the kernel's layout: 4 u32 per thread block (window_begin, window_end,
-/// block_begin, block_end), one split flag per window, and the list of split windows (for the β
-/// pre-scale kernel).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlatSchedule {
-    /// `[window_begin, window_end, block_begin, block_end]` per thread block, flattened.
-    pub work: Vec<u32>,
-    /// 1 where a window is spread over several thread blocks (atomicAdd after β pre-scale).
-    pub window_split: Vec<u8>,
-    /// The windows with `window_split == 1`, ascending.
-    pub split_windows: Vec<u32>,
-}
-
-impl FlatSchedule {
-    /// Number of thread blocks.
-    pub fn num_tbs(&self) -> usize {
-        self.work.len() / 4
-    }
-}
-
-/// Validates a schedule given as `(window_begin, window_end, block_begin, block_end)` per thread
-/// block plus per-window split flags, against the BitTCF `row_window_offset`, and flattens it.
-///
-/// Checks: every range inside the matrix; a thread block's blocks lie inside its windows
-/// (`rwo[wb] ≤ bb ≤ be ≤ rwo[we]`); the block ranges tile `[0, blocks)` exactly once; every window is
-/// in at least one thread block's range and an unsplit window in exactly one (so its rows are written
-/// once, non-atomically, and nothing is left unwritten).
-pub fn flatten_schedule(
-    row_window_offset: &[u32],
-    work: impl IntoIterator<Item = [u64; 4]>,
-    window_split: &[u8],
-) -> Result<FlatSchedule, AccSpmmError> {
-    let bad = |s: String| Err(AccSpmmError::InvalidSchedule(s));
-    let windows = row_window_offset.len().saturating_sub(1);
-    let blocks = row_window_offset.last().copied().unwrap_or(0) as u64;
-    if window_split.len() != windows {
-        return bad(format!(
-            "{} split flags for {windows} windows",
-            window_split.len()
-        ));
-    }
-    let mut flat = Vec::new();
-    let mut cover = vec![0i64; windows + 1];
-    let mut ranges = Vec::new();
-    for (tb, [wb, we, bb, be]) in work.into_iter().enumerate() {
-        if wb > we || we > windows as u64 || bb > be || be > blocks {
-            return bad(format!(
-                "thread block {tb}: ranges {wb}..{we} / {bb}..{be} out of bounds"
-            ));
-        }
-        if wb < we {
-            let (lo, hi) = (
-                row_window_offset[wb as usize] as u64,
-                row_window_offset[we as usize] as u64,
-            );
-            if bb < lo || be > hi {
-                return bad(format!(
-                    "thread block {tb}: blocks {bb}..{be} outside its windows' blocks {lo}..{hi}"
-                ));
-            }
-            cover[wb as usize] += 1;
-            cover[we as usize] -= 1;
-        } else if bb < be {
-            return bad(format!("thread block {tb} has blocks but no windows"));
-        }
-        if bb < be {
-            ranges.push((bb, be, tb));
-        }
-        flat.extend([wb as u32, we as u32, bb as u32, be as u32]);
-    }
-    ranges.sort_unstable();
-    let mut next = 0u64;
-    for &(bb, be, tb) in &ranges {
-        if bb != next {
-            return bad(format!(
-                "blocks {next}..{bb} {} (at thread block {tb})",
-                if bb > next {
-                    "are in no thread block"
-                } else {
-                    "are in two thread blocks"
-                }
-            ));
-        }
-        next = be;
-    }
-    if next != blocks {
-        return bad(format!("blocks {next}..{blocks} are in no thread block"));
-    }
-    let mut count = 0i64;
-    let mut split_windows = Vec::new();
-    for w in 0..windows {
-        count += cover[w];
-        let split = window_split[w];
-        if split > 1 {
-            return bad(format!("window {w}: split flag {split} is not 0 or 1"));
-        }
-        if count == 0 {
-            return bad(format!(
-                "window {w} is in no thread block's range (rows left unwritten)"
-            ));
-        }
-        if split == 0 && count != 1 {
-            return bad(format!(
-                "window {w} is not flagged split but {count} thread blocks cover it"
-            ));
-        }
-        if split == 1 {
-            split_windows.push(w as u32);
-        }
-    }
-    Ok(FlatSchedule {
-        work: flat,
-        window_split: window_split.to_vec(),
-        split_windows,
-    })
-}
-
-/// [`flatten_schedule`] for a planner [`AccSchedule`].
-pub fn flatten_acc_schedule(
-    row_window_offset: &[u32],
-    schedule: &AccSchedule,
-) -> Result<FlatSchedule, AccSpmmError> {
-    flatten_schedule(
-        row_window_offset,
-        schedule.work().iter().map(|w| {
-            [
-                w.window_begin as u64,
-                w.window_end as u64,
-                w.block_begin as u64,
-                w.block_end as u64,
-            ]
-        }),
-        schedule.window_split(),
-    )
-}
-
-/// The unbalanced schedule (one thread block per window, nothing split), built locally so that the
-/// kernel can run without a planner schedule.
-pub fn unbalanced_schedule(row_window_offset: &[u32]) -> FlatSchedule {
-    let windows = row_window_offset.len().saturating_sub(1);
-    let mut work = Vec::with_capacity(4 * windows);
-    for w in 0..windows {
-        work.extend([
-            w as u32,
-            w as u32 + 1,
-            row_window_offset[w],
-            row_window_offset[w + 1],
-        ]);
-    }
-    FlatSchedule {
-        work,
-        window_split: vec![0; windows],
-        split_windows: Vec::new(),
-    }
-}
-
-/// Grid and block shape of one launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LaunchShape {
-    /// Warps per thread block (each owns 32 features).
-    pub warps: u32,
-    /// Features per thread block, `32 · warps`.
-    pub features_per_tb: u32,
-    /// Thread blocks along x (one per schedule entry).
-    pub grid_x: u32,
-    /// Feature tiles along y, `⌈N / features_per_tb⌉`.
-    pub grid_y: u32,
-}
-
-impl LaunchShape {
-    /// As a cudarc launch configuration with `shared_mem_bytes` of dynamic shared memory.
-    pub fn config(&self, shared_mem_bytes: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (self.grid_x, self.grid_y, 1),
-            block_dim: (32 * self.warps, 1, 1),
-            shared_mem_bytes,
-        }
-    }
-}
-
-/// Launch shape for `n` features and `num_tbs` schedule entries: `⌈n/32⌉` warps are split into
-/// `⌈warps/8⌉` feature tiles of equal width (so N = 384 runs 2 tiles of 6 warps, not 8 + 4).
-/// `None` when there is nothing to launch (`n == 0` or no thread blocks).
-pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, AccSpmmError> {
-    if n == 0 || num_tbs == 0 {
-        return Ok(None);
-    }
-    if num_tbs > i32::MAX as usize || n > u32::MAX as usize / 2 {
-        return Err(AccSpmmError::InvalidArgs(format!(
-            "n = {n}, {num_tbs} thread blocks too large"
-        )));
-    }
-    let total_warps = n.div_ceil(32);
-    let tiles = total_warps.div_ceil(MAX_WARPS as usize);
-    let warps = total_warps.div_ceil(tiles);
-    if tiles > 65_535 {
-        return Err(AccSpmmError::InvalidArgs(format!(
-            "n = {n} needs {tiles} > 65535 feature tiles"
-        )));
-    }
-    Ok(Some(LaunchShape {
-        warps: warps as u32,
-        features_per_tb: 32 * warps as u32,
-        grid_x: num_tbs as u32,
-        grid_y: tiles as u32,
-    }))
-}
-
-/// Kernel flags: bit 0 = float4 loads of B and stores of C (needs `ldb` and `ldc` multiples of 4,
-/// with 16-byte aligned buffers, which device allocations are).
-pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
-    u32::from(ldb.is_multiple_of(4) && ldc.is_multiple_of(4))
-}
-
-/// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.
-pub fn check_dense(
-    what: &str,
-    len: usize,
-    rows: usize,
-    n: usize,
-    ld: usize,
-) -> Result<(), AccSpmmError> {
-    if ld < n {
-        return Err(AccSpmmError::InvalidArgs(format!(
-            "{what}: leading dimension {ld} < n = {n}"
-        )));
-    }
-    if ld > u32::MAX as usize {
-        return Err(AccSpmmError::InvalidArgs(format!(
-            "{what}: leading dimension {ld} > u32::MAX"
-        )));
-    }
-    let need = if rows == 0 || n == 0 {
-        0
-    } else {
-        (rows - 1) * ld + n
-    };
-    if len < need {
-        return Err(AccSpmmError::InvalidArgs(format!(
-            "{what}: {len} elements, a {rows}×{n} matrix with leading dimension {ld} needs {need}"
-        )));
-    }
-    Ok(())
-}
-
-/// Rounds an f32 to TF32 the way `cvt.rna.tf32.f32` does (nearest, ties away from zero; 10 explicit
-/// mantissa bits). Non-finite values pass through.
-pub fn to_tf32(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    f32::from_bits((x.to_bits().wrapping_add(0x1000)) & 0xFFFF_E000)
-}
-
 /// Lane-exact CPU model of `acc_spmm_tf32`: walks the flattened schedule per thread block, feature
 /// tile and warp, forms each lane's mma.sync fragments with exactly the kernel's index expressions
 /// (a0 = B[col[t]][f0+4g+2h], …, b0 = T[g][t] decoded by popcount, …), multiplies them with the documented
@@ -705,19 +406,6 @@ pub fn emulate(
     }
 }
 
-/// Copies `data` to the device; an empty array becomes one default element (never read), so no
-/// zero-byte allocation is made.
-pub(crate) fn upload<T: DeviceRepr + Default + Clone>(
-    stream: &Arc<CudaStream>,
-    data: &[T],
-) -> Result<CudaSlice<T>, AccSpmmError> {
-    if data.is_empty() {
-        Ok(stream.clone_htod(&[T::default()])?)
-    } else {
-        Ok(stream.clone_htod(data)?)
-    }
-}
-
 /// A BitTCF matrix and its schedule resident on the GPU, ready for repeated products.
 ///
 /// Invariant: the arrays passed [`check_parts`] and the schedule passed [`flatten_schedule`] before
@@ -777,18 +465,17 @@ impl AccSpmmDevice {
                 .map(|w| [0, 1, 2, 3].map(|i| w[i] as u64)),
             &schedule.window_split,
         )?;
-        let stream = gpu.stream();
         let (main, max_dynamic_smem) = main_function(gpu, variant)?;
         Ok(Self {
             rows: parts.rows,
             cols: parts.cols,
             variant,
             rwo_host: parts.row_window_offset.to_vec(),
-            rwo: upload(stream, parts.row_window_offset)?,
-            bvo: upload(stream, parts.block_value_offset)?,
-            a2b: upload(stream, parts.sparse_a_to_b)?,
-            bits: upload(stream, parts.tc_local_bit)?,
-            values: upload(stream, parts.values)?,
+            rwo: upload_nonempty(gpu, parts.row_window_offset)?,
+            bvo: upload_nonempty(gpu, parts.block_value_offset)?,
+            a2b: upload_nonempty(gpu, parts.sparse_a_to_b)?,
+            bits: upload_nonempty(gpu, parts.tc_local_bit)?,
+            values: upload_nonempty(gpu, parts.values)?,
             sched: DeviceSchedule::upload(gpu, &schedule)?,
             main,
             max_dynamic_smem,
@@ -931,108 +618,6 @@ impl AccSpmmDevice {
     }
 }
 
-/// A validated schedule ([`FlatSchedule`]) on the device, with its split windows. Shared by the
-/// BitTCF and row-tile kernels, which read the same work list.
-pub(crate) struct DeviceSchedule {
-    /// `[window_begin, window_end, block_begin, block_end]` per thread block.
-    pub work: CudaSlice<u32>,
-    /// One split flag per window.
-    pub window_split: CudaSlice<u8>,
-    /// The windows with `window_split == 1` and their β pre-scale.
-    pub split: SplitRows,
-    /// Thread blocks per feature tile.
-    pub num_tbs: usize,
-}
-
-impl DeviceSchedule {
-    /// Uploads `flat` (validated by [`flatten_schedule`]).
-    pub fn upload(gpu: &Gpu, flat: &FlatSchedule) -> Result<Self, AccSpmmError> {
-        let stream = gpu.stream();
-        Ok(Self {
-            work: upload(stream, &flat.work)?,
-            window_split: upload(stream, &flat.window_split)?,
-            split: SplitRows::upload(gpu, &flat.split_windows)?,
-            num_tbs: flat.num_tbs(),
-        })
-    }
-}
-
-/// Groups of C's rows that a kernel accumulates into with atomics (split windows of `group_rows`
-/// rows; single rows, `group_rows` = 1, for the CSR kernel), on the device, with their β
-/// pre-scale `acc_spmm_prescale`, which must run before that kernel on the same stream.
-pub(crate) struct SplitRows {
-    /// Group ids (uploaded with one element when empty).
-    ids: CudaSlice<u32>,
-    count: usize,
-    /// `acc_spmm_prescale`, loaded only when there is a group to scale.
-    prescale: Option<CudaFunction>,
-}
-
-impl SplitRows {
-    /// Uploads the group ids `ids`.
-    pub fn upload(gpu: &Gpu, ids: &[u32]) -> Result<Self, GpuError> {
-        Ok(Self {
-            ids: upload_nonempty(gpu, ids)?,
-            count: ids.len(),
-            prescale: if ids.is_empty() {
-                None
-            } else {
-                Some(gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?)
-            },
-        })
-    }
-
-    /// Number of groups.
-    pub fn count(&self) -> usize {
-        self.count
-    }
-
-    /// Enqueues `C = β·C` (0 when β = 0, C not read) on the groups' rows, groups being
-    /// `group_rows` rows high; nothing when there is no group.
-    ///
-    /// Callers guarantee that every id is `< ⌈rows / group_rows⌉` (the ids come from a schedule
-    /// flattened against this matrix's windows, or from `csr_work` over its rows) and that
-    /// `(rows − 1)·ldc + n ≤ c.len()` was checked.
-    #[allow(clippy::too_many_arguments)]
-    pub fn prescale(
-        &self,
-        gpu: &Gpu,
-        c: &mut CudaSlice<f32>,
-        ldc: usize,
-        rows: usize,
-        n: usize,
-        beta: f32,
-        group_rows: u32,
-    ) -> Result<(), GpuError> {
-        let Some(func) = &self.prescale else {
-            return Ok(());
-        };
-        let count = self.count as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (count.min(65_535 * 4), 1, 1),
-            block_dim: (PRESCALE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (ldc, m, n) = (ldc as u32, rows as u32, n as u32);
-        let mut l = gpu.stream().launch_builder(func);
-        l.arg(&self.ids)
-            .arg(&count)
-            .arg(c)
-            .arg(&ldc)
-            .arg(&m)
-            .arg(&n)
-            .arg(&beta)
-            .arg(&group_rows);
-        // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
-        // u32, u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The
-        // only written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds: `ids`
-        // holds `count` group ids < ⌈M / group_rows⌉ (caller contract), rows ≥ M are skipped in
-        // the kernel and the caller checked (M−1)·ldc + n ≤ C.len().
-        unsafe { l.launch(cfg) }?;
-        Ok(())
-    }
-}
-
 /// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets
 /// the device's opt-in shared-memory limit set on the function (launches above 48 KiB need it).
 fn main_function(gpu: &Gpu, variant: AccVariant) -> Result<(CudaFunction, u32), AccSpmmError> {
@@ -1057,53 +642,4 @@ fn main_function(gpu: &Gpu, variant: AccVariant) -> Result<(CudaFunction, u32), 
         optin,
     )?;
     Ok((f, optin as u32))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn launch_shape_tiles_features() {
-        let s = |n| launch_shape(n, 10).unwrap().map(|s| (s.warps, s.grid_y));
-        assert_eq!(s(0), None);
-        assert_eq!(s(8), Some((1, 1)));
-        assert_eq!(s(16), Some((1, 1)));
-        assert_eq!(s(32), Some((1, 1)));
-        assert_eq!(s(64), Some((2, 1)));
-        assert_eq!(s(128), Some((4, 1)));
-        assert_eq!(s(256), Some((8, 1)));
-        assert_eq!(s(384), Some((6, 2)));
-        assert_eq!(s(512), Some((8, 2)));
-        assert_eq!(s(1024), Some((8, 4)));
-        assert_eq!(s(1000), Some((8, 4)));
-        assert_eq!(launch_shape(128, 0).unwrap(), None);
-        for n in 1..3000 {
-            let sh = launch_shape(n, 1).unwrap().unwrap();
-            assert!(sh.warps >= 1 && sh.warps <= MAX_WARPS);
-            let covered = (sh.grid_y * sh.features_per_tb) as usize;
-            assert!(
-                covered >= n && covered - n < sh.features_per_tb as usize,
-                "n = {n}"
-            );
-        }
-    }
-
-    #[test]
-    fn tf32_rounding_is_nearest_away() {
-        assert_eq!(to_tf32(1.0), 1.0);
-        let ulp = 2f32.powi(-10);
-        assert_eq!(to_tf32(1.0 + ulp / 2.0), 1.0 + ulp); // tie → away from zero
-        assert_eq!(to_tf32(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
-        assert_eq!(to_tf32(1.0 + ulp / 4.0), 1.0);
-        assert!(to_tf32(f32::NAN).is_nan());
-    }
-
-    #[test]
-    fn dense_checks() {
-        assert!(check_dense("B", 10, 2, 5, 5).is_ok());
-        assert!(check_dense("B", 9, 2, 5, 5).is_err());
-        assert!(check_dense("B", 100, 2, 5, 4).is_err());
-        assert!(check_dense("B", 0, 0, 5, 5).is_ok());
-    }
 }

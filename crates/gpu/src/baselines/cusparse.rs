@@ -11,7 +11,8 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::ffi::c_void;
 use tcsparse_formats::Csr;
 
-use crate::csr_spmm::{check_csr, upload_nonempty};
+use crate::schedule::upload_nonempty;
+use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
 
 fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {

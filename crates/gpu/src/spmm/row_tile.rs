@@ -1,5 +1,5 @@
 //! Row-tile tensor-core SpMM (`tc16_spmm_tf32`, `tc32_spmm_tf32`, `tc16d_spmm_tf32`,
-//! `tc32d_spmm_tf32` in `kernels-ptx/acc_spmm.cu`, see [`KERNELS`]): `C = α·A·B + β·C` with A in
+//! `tc32d_spmm_tf32` in `kernels-ptx/row_tile_spmm.cu`, see [`KERNELS`]): `C = α·A·B + β·C` with A in
 //! row-tile TCF (16- or 32-row windows, 8-column blocks over compacted columns, one `u64` tile mask
 //! per 8 rows), B and C dense row-major f32 on the device.
 //!
@@ -23,10 +23,8 @@ use rayon::prelude::*;
 use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
-use crate::acc_spmm::{
-    AccSpmmError, DeviceSchedule, check_dense, flatten_acc_schedule, launch_flags, launch_shape,
-    to_tf32, upload,
-};
+use super::{AccSpmmError, check_dense, launch_flags, launch_shape, to_tf32};
+use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// One row-tile kernel: the window height it runs on and how it stores the tiles.
@@ -218,7 +216,7 @@ const DENSE_PARAMS: [ParamKind; 14] = with_common_tail(&[
 
 const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSignature {
     KernelSignature {
-        module: KernelModule::AccSpmm,
+        module: KernelModule::RowTileSpmm,
         name,
         params,
     }
@@ -366,7 +364,6 @@ impl RowTileDevice {
                 .iter()
                 .all(|&c| c == SENTINEL || (c as usize) < m.cols())
         );
-        let stream = gpu.stream();
         Ok(Self {
             rows: m.rows(),
             kernel,
@@ -374,20 +371,20 @@ impl RowTileDevice {
             row_window_offset: m.row_window_offset().to_vec(),
             schedule,
             sched: upload_schedule(gpu, m.row_window_offset(), schedule)?,
-            rwo: upload(stream, m.row_window_offset())?,
-            a2x: upload(stream, m.block_cols())?,
+            rwo: upload_nonempty(gpu, m.row_window_offset())?,
+            a2x: upload_nonempty(gpu, m.block_cols())?,
             tiles: if dense_tiles {
                 Tiles::Dense {
-                    frag: upload(stream, &fragment_tiles(m))?,
+                    frag: upload_nonempty(gpu, &fragment_tiles(m))?,
                 }
             } else {
                 Tiles::Masked {
-                    bvo: upload(stream, m.block_value_offset())?,
-                    masks: upload(stream, m.masks())?,
-                    values: upload(stream, m.values())?,
+                    bvo: upload_nonempty(gpu, m.block_value_offset())?,
+                    masks: upload_nonempty(gpu, m.masks())?,
+                    values: upload_nonempty(gpu, m.values())?,
                 }
             },
-            main: gpu.function(KernelModule::AccSpmm, entry)?,
+            main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
     }
 
@@ -480,7 +477,7 @@ impl RowTileDevice {
             .arg(&flags);
         // SAFETY: (1) argument types and order match the row-tile entry chosen on upload
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
-        // kernels-ptx/acc_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
+        // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
         // (float4 access) is set
         // only when ldb and ldc are multiples of 4 and device buffers are ≥ 256-byte aligned.
         // (2) Only C is written, borrowed mutably for this call; the matrix buffers are private and

@@ -1,0 +1,424 @@
+// Row-tile kernels tc16_spmm_tf32 / tc32_spmm_tf32: windows of 16 * MT rows (MT = 1, 2; row-tile TCF,
+// tcsparse-formats' rowtile: ME-TCF's compacted 8-column blocks) on the same m16n8k8 TF32 MMA, operands
+// NOT swapped: each 16x8 row tile of the sparse block is an A-operand (16 rows x 8 slots), the 8
+// gathered B rows are the 8x8 B-operand (8 slots x 8 features), the accumulators are C (16 rows x 8
+// features per MMA). One block's 8 gathered B rows serve 16 * MT rows of A instead of Acc-SpMM's 8:
+// where the rows of a window share most columns (bands, clusters), B is gathered 2 * MT times less
+// often per nonzero.
+//
+// A block has 2 * MT masks (mask i: local rows 8i..8i+7, bit = (row % 8) * 8 + slot), values in bit
+// order (mask 0's bits, then mask 1's, ...). With g = lane / 4, t = lane % 4, row tile i:
+// a0 = T[16i+g][t], a1 = T[16i+g+8][t], a2 = T[16i+g][t+4], a3 = T[16i+g+8][t+4];
+// b0 = B[col[t]][f], b1 = B[col[t+4]][f] with MMA j's column n = g mapped to feature f0 + 4g + j, so a
+// lane loads one float4 per gathered row; c0 (row g, n = 2t) of MMA j is feature f0 + 8t + j, c1 is
+// f0 + 8t + 4 + j: each lane stores 8 consecutive features of rows 16i + g and 16i + g + 8.
+//
+// Work: as acc_spmm_tf32's: thread block x executes work[x] = {window_begin, window_end, block_begin,
+// block_end} (windows [window_begin, window_end), of their blocks only [block_begin, block_end)). A
+// window whose window_split flag is 0 is owned by one thread block and written with plain stores
+// (alpha * acc + beta * C, C not read when beta == 0); a split window's rows were pre-scaled by beta
+// (acc_spmm_prescale) and every thread block that touched it adds alpha * acc with vector atomics
+// (red.global.add.v4.f32, sm_90) where 4 features are aligned and in range, scalar atomicAdd else.
+//
+// Shared device helpers (MMA step, B-row gather, tile decode, alpha/beta stores, vector atomics) are in
+// tc_common.cuh; the beta pre-scale of split windows is acc_spmm_prescale in acc_spmm.cu. Generated
+// PTX lives in row_tile_spmm.ptx (`cargo xtask ptx`); host side: crates/gpu/src/spmm/row_tile.rs.
+
+#include "tc_common.cuh"
+
+template <int MT>
+struct MetaRT {
+    u32 col_lo, col_hi;
+    u64 m[2 * MT];
+    u32 vo;
+};
+
+template <int MT>
+struct StageRT {
+    float blo[4];    // B[col[t]][f0 + 4g + q]
+    float bhi[4];    // B[col[t + 4]][f0 + 4g + q]
+    float a[MT][4];  // a0..a3 of every row tile
+};
+
+template <int MT>
+__device__ __forceinline__ MetaRT<MT> meta_rt(const u32* __restrict__ a2x,
+                                             const u64* __restrict__ masks,
+                                             const u32* __restrict__ bvo, u32 blk, u32 t) {
+    MetaRT<MT> m;
+    m.col_lo = __ldg(a2x + 8ull * blk + t);
+    m.col_hi = __ldg(a2x + 8ull * blk + t + 4);
+#pragma unroll
+    for (int i = 0; i < 2 * MT; ++i) m.m[i] = __ldg(masks + 2ull * MT * blk + i);
+    m.vo = __ldg(bvo + blk);
+    return m;
+}
+
+template <int MT>
+__device__ __forceinline__ void stage_rt_zero(StageRT<MT>& s) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        s.blo[q] = 0.0f;
+        s.bhi[q] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i][q] = 0.0f;
+    }
+}
+
+// One block's MMAs for MT row tiles: a[i] = this lane's TF32 A fragments of row tile i, blo/bhi its
+// B values (features f0 + 4g + j of rows col[t] and col[t + 4]), converted here; acc[i][j] is MMA j
+// of row tile i (feature group j).
+template <int MT>
+__device__ __forceinline__ void mma_row_tiles(float (&acc)[MT][4][4], const u32 (&a)[MT][4],
+                                              const float (&blo)[4], const float (&bhi)[4]) {
+    u32 b0[4], b1[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        b0[j] = to_tf32(blo[j]);
+        b1[j] = to_tf32(bhi[j]);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            mma_m16n8k8_tf32(acc[i][j], a[i][0], a[i][1], a[i][2], a[i][3], b0[j], b1[j]);
+        }
+    }
+}
+
+template <int MT>
+__device__ __forceinline__ void zero_acc(float (&acc)[MT][4][4]) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.0f;
+}
+
+// Visits window w's accumulators four features at a time: f(dst, v, vec, fb) gets v = alpha * acc
+// for features fb .. fb + 3 of one row, dst = &C[row][fb], and vec = whether the float4 path may
+// be used (aligned, all four features < N). Rows >= M are skipped.
+// acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
+// [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
+template <int MT, typename F>
+__device__ __forceinline__ void visit_row_tiles(const float (&acc)[MT][4][4],
+                                                float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                u32 w, u32 g, u32 t, u32 f0, float alpha,
+                                                u32 flags, F&& f) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
+            if (row >= M) continue;
+            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+#pragma unroll
+            for (int k = 0; k < 2; ++k) {
+                const u32 fb = f0 + 8 * t + 4 * k;
+                float v[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][j][2 * half + k];
+                f(dst + 4 * k, v, (flags & 1u) && fb + 3 < N, fb);
+            }
+        }
+    }
+}
+
+// Writes window w's accumulators: C = alpha * acc + beta * C (C not read when beta == 0).
+template <int MT>
+__device__ __forceinline__ void store_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
+                                                u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                                float alpha, float beta, u32 flags) {
+    visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
+                        [&](float* d, const float (&v)[4], bool vec, u32 fb) {
+                            if (vec) {
+                                store_axpby4(reinterpret_cast<float4*>(d),
+                                             make_float4(v[0], v[1], v[2], v[3]), beta);
+                                return;
+                            }
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                if (fb + j < N) store_axpby(d + j, v[j], beta);
+                            }
+                        });
+}
+
+// Adds window w's partial sums to C with atomics (a split window, pre-scaled by beta): one
+// red.global.add.v4.f32 (sm_90) per four features on the float4 path, scalar atomicAdd else.
+template <int MT>
+__device__ __forceinline__ void add_row_tiles(const float (&acc)[MT][4][4], float* __restrict__ C,
+                                              u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                              float alpha, u32 flags) {
+    visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
+                        [&](float* d, const float (&v)[4], bool vec, u32 fb) {
+                            if (vec) {
+                                red_add_v4(d, v);
+                                return;
+                            }
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                if (fb + j < N) atomicAdd(d + j, v[j]);
+                            }
+                        });
+}
+
+// Thread block x's share of a work schedule (see "Work" above).
+struct RowTileWork {
+    u32 wb, we;  // windows [wb, we)
+    u32 bb, be;  // blocks [bb, be)
+};
+
+__device__ __forceinline__ RowTileWork row_tile_work(const u32* __restrict__ work) {
+    RowTileWork r;
+    r.wb = __ldg(work + 4ull * blockIdx.x + 0);
+    r.we = __ldg(work + 4ull * blockIdx.x + 1);
+    r.bb = __ldg(work + 4ull * blockIdx.x + 2);
+    r.be = __ldg(work + 4ull * blockIdx.x + 3);
+    return r;
+}
+
+// Writes window w's accumulators: plain stores when the window is this thread block's alone,
+// atomic adds when it is split (nothing when this thread block had none of its blocks).
+template <int MT>
+__device__ __forceinline__ void write_row_tiles(const float (&acc)[MT][4][4],
+                                                const unsigned char* __restrict__ window_split,
+                                                bool touched, float* __restrict__ C, u32 ldc, u32 M,
+                                                u32 N, u32 w, u32 g, u32 t, u32 f0, float alpha,
+                                                float beta, u32 flags) {
+    if (__ldg(window_split + w) == 0) {
+        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+    } else if (touched) {
+        add_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags);
+    }
+}
+
+// Walks thread block wk's windows: per window w, acc is zeroed, step(acc, blk) runs for each of
+// its blocks in [bb, be), and the window's rows are written (write_row_tiles). The masked and the
+// dense kernels differ only in their step (software pipeline of loads and MMAs).
+template <int MT, typename Step>
+__device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rwo,
+                                                      const RowTileWork& wk, Step&& step,
+                                                      const unsigned char* __restrict__ window_split,
+                                                      float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                      u32 g, u32 t, u32 f0, float alpha, float beta,
+                                                      u32 flags) {
+    u32 blk = wk.bb;
+    u32 next_rwo = __ldg(rwo + wk.wb + 1);
+    for (u32 w = wk.wb; w < wk.we; ++w) {
+        const u32 wend = min(next_rwo, wk.be);
+        if (w + 1 < wk.we) next_rwo = __ldg(rwo + w + 2);
+        const bool touched = blk < wend;
+        float acc[MT][4][4];
+        zero_acc<MT>(acc);
+        for (; blk < wend; ++blk) step(acc, blk);
+        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
+                            flags);
+    }
+}
+
+template <int MT>
+__device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
+                                              const u32* __restrict__ bvo,
+                                              const u32* __restrict__ a2x,
+                                              const u64* __restrict__ masks,
+                                              const float* __restrict__ values,
+                                              const u32* __restrict__ work,
+                                              const unsigned char* __restrict__ window_split,
+                                              const float* __restrict__ B,
+                                              u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                              float alpha, float beta, u32 flags) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    const u32 g = lane >> 2;
+    const u32 t = lane & 3;
+    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
+    const u32 fl = f0 + 4 * g;  // first feature this lane loads
+    bool qok[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
+    const bool vec_load = (flags & 1u) && qok[3];
+    const u32 p0 = 8 * g + t;
+    const u64 below0 = (1ull << p0) - 1ull;
+    const u64 below1 = (1ull << (p0 + 4)) - 1ull;
+
+    const RowTileWork wk = row_tile_work(work);
+    const u32 bb = wk.bb, be = wk.be;
+    if (wk.wb >= wk.we) return;
+
+    auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
+        load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
+        u32 base = m.vo;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const u64 lo = m.m[2 * i], hi = m.m[2 * i + 1];
+            const u32 base_hi = base + __popcll(lo);
+            s.a[i][0] = masked_value(values, base, lo, p0, below0);
+            s.a[i][2] = masked_value(values, base, lo, p0 + 4, below1);
+            s.a[i][1] = masked_value(values, base_hi, hi, p0, below0);
+            s.a[i][3] = masked_value(values, base_hi, hi, p0 + 4, below1);
+            base = base_hi + __popcll(hi);
+        }
+    };
+
+    StageRT<MT> cur;
+    stage_rt_zero(cur);
+    MetaRT<MT> m_next;
+    m_next.col_lo = m_next.col_hi = SENTINEL;
+#pragma unroll
+    for (int i = 0; i < 2 * MT; ++i) m_next.m[i] = 0;
+    m_next.vo = 0;
+    if (bb < be) load(meta_rt<MT>(a2x, masks, bvo, bb, t), cur);
+    if (bb + 1 < be) m_next = meta_rt<MT>(a2x, masks, bvo, bb + 1, t);
+
+    auto step = [&](float (&acc)[MT][4][4], u32 blk) {
+        StageRT<MT> nxt;
+        stage_rt_zero(nxt);
+        if (blk + 1 < be) load(m_next, nxt);
+        if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
+        u32 a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
+        mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+        cur = nxt;
+    };
+    walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
+                              flags);
+}
+
+#define ROW_TILE_PARAMS                                                                          \
+    const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
+        const u64 *__restrict__ masks, const float *__restrict__ values,                        \
+        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,           \
+        const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, u32 M, u32 N,     \
+        float alpha, float beta, u32 flags
+#define ROW_TILE_ARGS \
+    rwo, bvo, a2x, masks, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
+
+// At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(ROW_TILE_PARAMS) {
+    row_tile_spmm<1>(ROW_TILE_ARGS);
+}
+
+// Twice the accumulators and tile values: TC32_MIN_BLOCKS resident blocks of 256 threads.
+#ifndef TC32_MIN_BLOCKS
+#define TC32_MIN_BLOCKS 3
+#endif
+#ifndef TC32D_MIN_BLOCKS
+#define TC32D_MIN_BLOCKS 3
+#endif
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
+    tc32_spmm_tf32(ROW_TILE_PARAMS) {
+    row_tile_spmm<2>(ROW_TILE_ARGS);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Dense-tile row-tile kernels tc16d_spmm_tf32 / tc32d_spmm_tf32: the same MMAs, windows and B gathers
+// as tc16 / tc32, but each block's 16 * MT x 8 tile is stored dense (zeros included), in MMA
+// fragment order and already rounded to TF32 on the host: lane L of row tile i finds its
+// a0..a3 = T[16i+g][t], T[16i+g+8][t], T[16i+g][t+4], T[16i+g+8][t+4] as float4 frag[(32 blk + L) MT
+// + i], so a warp reads a block's tile as 512 * MT contiguous bytes and needs no masks, no value
+// offsets and no popcounts. It moves 4 B per tile slot instead of 4 B per nonzero plus the masks: the
+// host offers it only where tiles are dense enough (RowTileKernel docs in crates/gpu).
+
+template <int MT>
+__device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
+                                                    const u32* __restrict__ a2x,
+                                                    const float4* __restrict__ frag,
+                                                    const u32* __restrict__ work,
+                                                    const unsigned char* __restrict__ window_split,
+                                                    const float* __restrict__ B, u32 ldb,
+                                                    float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                    float alpha, float beta, u32 flags) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    const u32 g = lane >> 2;
+    const u32 t = lane & 3;
+    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
+    const u32 fl = f0 + 4 * g;
+    bool qok[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) qok[q] = fl + q < N;
+    const bool vec_load = (flags & 1u) && qok[3];
+
+    const RowTileWork wk = row_tile_work(work);
+    const u32 bb = wk.bb, be = wk.be;
+    if (wk.wb >= wk.we) return;
+
+    const float4* __restrict__ frag_lane = frag + lane * MT;  // this lane's fragments of block 0
+    // Stage of one block: this lane's B values and tile fragments.
+    struct Stage {
+        float blo[4], bhi[4];
+        float4 a[MT];
+    };
+    auto load = [&](u32 blk, u32 col_lo, u32 col_hi, Stage& s) {
+        load_b_rows(B, ldb, fl, col_lo, col_hi, qok, vec_load, s.blo, s.bhi);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i] = __ldg(frag_lane + (u64)blk * (32 * MT) + i);
+    };
+    auto zero = [&](Stage& s) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s.blo[q] = s.bhi[q] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MT; ++i) s.a[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    };
+
+    Stage cur;
+    zero(cur);
+    u32 nlo = SENTINEL, nhi = SENTINEL;  // column ids of block blk + 1
+    if (bb < be) load(bb, __ldg(a2x + 8ull * bb + t), __ldg(a2x + 8ull * bb + t + 4), cur);
+    if (bb + 1 < be) {
+        nlo = __ldg(a2x + 8ull * (bb + 1) + t);
+        nhi = __ldg(a2x + 8ull * (bb + 1) + t + 4);
+    }
+
+    auto step = [&](float (&acc)[MT][4][4], u32 blk) {
+        Stage nxt;
+        if (blk + 1 < be) {
+            load(blk + 1, nlo, nhi, nxt);
+        } else {
+            zero(nxt);
+        }
+        if (blk + 2 < be) {
+            nlo = __ldg(a2x + 8ull * (blk + 2) + t);
+            nhi = __ldg(a2x + 8ull * (blk + 2) + t + 4);
+        }
+        // Already TF32 (rounded on the host): the bits go to the MMA as they are.
+        u32 a[MT][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            a[i][0] = __float_as_uint(cur.a[i].x);
+            a[i][1] = __float_as_uint(cur.a[i].y);
+            a[i][2] = __float_as_uint(cur.a[i].z);
+            a[i][3] = __float_as_uint(cur.a[i].w);
+        }
+        mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+        cur = nxt;
+    };
+    walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
+                              flags);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
+    tc16d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
+                    const float4* __restrict__ frag, const u32* __restrict__ work,
+                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
+                    u32 flags) {
+    row_tile_dense_spmm<1>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
+                           beta, flags);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
+    tc32d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
+                    const float4* __restrict__ frag, const u32* __restrict__ work,
+                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
+                    u32 flags) {
+    row_tile_dense_spmm<2>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
+                           beta, flags);
+}
+

@@ -1,0 +1,94 @@
+// Device helpers shared by the tensor-core SpMM kernels (acc_spmm.cu: Acc-SpMM on BitTCF;
+// row_tile_spmm.cu: the row-tile kernels): types, the TF32 conversion and MMA step, the gather of two
+// B rows, the popcount decode of one tile value, the alpha/beta stores and the vector atomic add.
+// Everything is __forceinline__: each kernel compiles to the code it had when the helpers lived in
+// its own file.
+#ifndef TCSPARSE_TC_COMMON_CUH
+#define TCSPARSE_TC_COMMON_CUH
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define SENTINEL 0xFFFFFFFFu
+#define MAX_WARPS 8
+
+__device__ __forceinline__ u32 to_tf32(float x) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// One m16n8k8 TF32 MMA with f32 accumulate, operands already in TF32: d += A * B with this lane's
+// A fragments a0..a3 and B fragments b0, b1 (PTX ISA fragment layouts).
+__device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                                 u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// mma_m16n8k8_tf32 with the A fragments given in f32 (rounded to TF32 here).
+__device__ __forceinline__ void mma_tf32(float d[4], float a0, float a1, float a2, float a3, u32 b0,
+                                         u32 b1) {
+    mma_m16n8k8_tf32(d, to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3), b0, b1);
+}
+
+// Loads one lane's slice of two gathered B rows: features fl .. fl + 3 of rows col_lo and col_hi
+// (one float4 each when vec, else per-feature guarded by qok). Sentinel columns give a zero row (B is
+// never read at u32::MAX); features >= N read nothing. Shared by every tensor-core kernel.
+__device__ __forceinline__ void load_b_rows(const float* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
+                                            u32 col_hi, const bool qok[4], bool vec, float lo[4],
+                                            float hi[4]) {
+    const bool lo_ok = col_lo != SENTINEL;
+    const bool hi_ok = col_hi != SENTINEL;
+    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    if (vec) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
+        const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
+        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
+        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
+            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
+        }
+    }
+}
+
+// Value of bit p of mask m whose first value is at values[base] (0 when the bit is clear): the
+// popcount decode of one tile element (below = the bits before p).
+__device__ __forceinline__ float masked_value(const float* __restrict__ values, u32 base, u64 m,
+                                              u32 p, u64 below) {
+    return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
+}
+
+// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+    if (beta != 0.0f) {
+        const float4 old = *dst;
+        v.x += beta * old.x;
+        v.y += beta * old.y;
+        v.z += beta * old.z;
+        v.w += beta * old.w;
+    }
+    *dst = v;
+}
+
+// C = v + beta * C for one feature (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby(float* dst, float v, float beta) {
+    *dst = (beta == 0.0f) ? v : v + beta * *dst;
+}
+
+// d[0..3] += v[0..3] with one vector atomic (red.global.add.v4.f32, sm_90; d 16-byte aligned).
+__device__ __forceinline__ void red_add_v4(float* d, const float (&v)[4]) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(d), "f"(v[0]), "f"(v[1]),
+                 "f"(v[2]), "f"(v[3])
+                 : "memory");
+}
+
+#endif  // TCSPARSE_TC_COMMON_CUH
