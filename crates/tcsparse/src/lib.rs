@@ -18,13 +18,18 @@
 //! ```
 
 mod engine;
+mod error;
+mod options;
+mod report;
+mod spmm;
 
-pub use engine::{
-    Backend, Balance, CSR_TUNED_CHUNKS, Engine, Error, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ROW_TILE_SPLIT_BLOCKS, ReorderChoice, RowTileKernel, RowTileSchedule,
-    ScheduleKind, TUNED_SCHEDULES, TuneSample,
-};
+pub use engine::{Backend, Engine, FORCE_CPU_ENV};
+pub use error::Error;
+pub use options::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
+pub use report::{ExecKernel, PrepareReport, ScheduleKind, TuneSample};
+pub use spmm::{CSR_TUNED_CHUNKS, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES};
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
+pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;

@@ -1,0 +1,34 @@
+//! The facade's error type. Every operation of the facade (SpMM today; SpMV and SpAMM beside it)
+//! returns [`Error`]; a new operation adds its variants here.
+
+use tcsparse_formats::csr::CsrError;
+use tcsparse_gpu::GpuError;
+use tcsparse_gpu::spmm::AccSpmmError;
+use tcsparse_reorder::ReorderError;
+use thiserror::Error;
+
+/// Errors of the facade.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// Building a CSR matrix failed.
+    #[error(transparent)]
+    Csr(#[from] CsrError),
+    /// Reordering failed (unknown method, non-square matrix in symmetric mode, …).
+    #[error("reordering: {0}")]
+    Reorder(#[from] ReorderError),
+    /// Building the BitTCF format failed.
+    #[error("building BitTCF: {0}")]
+    Format(String),
+    /// The GPU runtime failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// The Acc-SpMM launch path rejected its inputs or failed.
+    #[error(transparent)]
+    Acc(#[from] AccSpmmError),
+    /// Arguments do not fit the prepared matrix.
+    #[error("invalid argument: {0}")]
+    InvalidArgs(String),
+    /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}

@@ -1,0 +1,166 @@
+//! What [`Engine::prepare`](crate::Engine::prepare)(crate::Engine::prepare) did: [`PrepareReport`], the kernel it set up
+//! ([`ExecKernel`]) and the tuning samples.
+
+use tcsparse_gpu::spmm::acc::AccVariant;
+use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
+use tcsparse_reorder::{Mode, ReorderReport};
+
+use crate::Backend;
+
+/// What [`Prepared`](crate::Prepared) runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecKernel {
+    /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
+    AccSpmm {
+        /// How row windows map to thread blocks.
+        schedule: ScheduleKind,
+    },
+    /// cuSPARSE SpMM (CSR, f32).
+    Cusparse,
+    /// CUDA-core CSR SpMM (f32).
+    CsrCuda {
+        /// Most nonzeros one warp item holds (longer rows are split across warps).
+        chunk_nnz: u32,
+    },
+    /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
+    /// row of a window (16 or 32 rows).
+    RowTile {
+        /// Window height and tile storage.
+        kernel: RowTileKernel,
+        /// How windows map to thread blocks.
+        schedule: RowTileSchedule,
+    },
+    /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
+    CpuBitTcf,
+}
+
+impl std::fmt::Display for ExecKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
+            ExecKernel::Cusparse => write!(f, "cuSPARSE"),
+            ExecKernel::CsrCuda { chunk_nnz } => {
+                write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
+            }
+            ExecKernel::RowTile { kernel, schedule } => {
+                let storage = if kernel.dense_tiles {
+                    "dense tiles, "
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "{} ({}-row tiles, {storage}{schedule})",
+                    kernel.name(),
+                    kernel.window_rows,
+                )
+            }
+            ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
+        }
+    }
+}
+
+/// How the Acc-SpMM schedule maps row windows to thread blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleKind {
+    /// One thread block per row window.
+    Unbalanced,
+    /// Eq. 4 packing (heavy windows split with atomics, light ones packed).
+    Balanced,
+    /// This many consecutive windows per thread block, nothing split.
+    Packed(u32),
+    /// Packed windows run by the kernel variant with a per-warp B-row cache of `2^log2_rows` rows
+    /// in shared memory.
+    PackedCached {
+        /// Consecutive row windows per thread block.
+        windows: u32,
+        /// log2 of the B rows cached per warp.
+        log2_rows: u8,
+    },
+}
+
+impl ScheduleKind {
+    /// The kernel variant this kind runs.
+    pub fn variant(self) -> AccVariant {
+        match self {
+            ScheduleKind::PackedCached { log2_rows, .. } => AccVariant::CachedRows {
+                log2_slots: log2_rows,
+            },
+            _ => AccVariant::RegisterMeta,
+        }
+    }
+}
+
+impl std::fmt::Display for ScheduleKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScheduleKind::Unbalanced => write!(f, "unbalanced"),
+            ScheduleKind::Balanced => write!(f, "balanced"),
+            ScheduleKind::Packed(k) => write!(f, "{}", per_tb(*k)),
+            ScheduleKind::PackedCached { windows, log2_rows } => {
+                write!(f, "{}, {}-row B cache", per_tb(*windows), 1u32 << log2_rows)
+            }
+        }
+    }
+}
+
+/// "1 window per TB", "4 windows per TB".
+fn per_tb(k: u32) -> String {
+    if k == 1 {
+        "1 window per TB".into()
+    } else {
+        format!("{k} windows per TB")
+    }
+}
+
+/// One measured candidate of a tuned [`Engine::prepare`](crate::Engine::prepare).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TuneSample {
+    /// What ran (kernel, order, schedule).
+    pub candidate: String,
+    /// Median time of the timed launches, milliseconds.
+    pub ms: f64,
+}
+
+/// What [`Engine::prepare`](crate::Engine::prepare) did, with the time of each stage (seconds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrepareReport {
+    /// Backend the products run on.
+    pub backend: Backend,
+    /// The kernel set up.
+    pub kernel: ExecKernel,
+    /// Why that kernel (the plan's reason, plus any override).
+    pub kernel_note: String,
+    /// Rows, columns and nonzeros of A.
+    pub rows: usize,
+    /// Columns of A.
+    pub cols: usize,
+    /// Stored nonzeros of A.
+    pub nnz: usize,
+    /// Reordering report (method, its own time, MeanNNZTC before/after), when one was computed.
+    pub reorder: Option<ReorderReport>,
+    /// Whether the permutation was applied (Auto drops one that does not help).
+    pub reordered: bool,
+    /// Symmetric or row-only.
+    pub mode: Mode,
+    /// Reorder stage: computing and applying the permutation.
+    pub reorder_s: f64,
+    /// BitTCF build.
+    pub build_s: f64,
+    /// Planning.
+    pub plan_s: f64,
+    /// Upload (and kernel module load), until the device is idle again.
+    pub upload_s: f64,
+    /// TC blocks of the prepared BitTCF.
+    pub blocks: usize,
+    /// MeanNNZTC of the prepared matrix (nnz / blocks).
+    pub mean_nnz_tc: f64,
+    /// Thread blocks of the Acc-SpMM schedule (0 for other kernels).
+    pub thread_blocks: usize,
+    /// Split windows of the Acc-SpMM schedule.
+    pub split_windows: usize,
+    /// Tuning: every candidate timed, in the order measured (empty when not tuned).
+    pub tuning: Vec<TuneSample>,
+    /// Tuning stage: preparing the extra candidates and timing them.
+    pub tune_s: f64,
+}

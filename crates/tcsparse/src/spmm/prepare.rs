@@ -1,0 +1,382 @@
+//! [`Engine::prepare`]: reorder, build, plan, choose the kernel and upload.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use tcsparse_formats::Csr;
+use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::baselines::cusparse::CusparseCsr;
+use tcsparse_gpu::spmm::acc::AccSpmmDevice;
+use tcsparse_gpu::spmm::csr::CsrSpmm;
+use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileSchedule};
+use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
+use tcsparse_reorder::{Mode, Permutation, ReorderReport};
+
+use super::{DeviceState, Prepared};
+use crate::{
+    Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
+    ReorderChoice, ScheduleKind,
+};
+
+/// Windows per thread block of an explicitly requested row-tile kernel without `Balance::Packed`
+/// or `Balance::On`.
+const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
+/// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
+pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
+
+/// The output of [`Engine::reorder_stage`].
+#[derive(Clone)]
+pub(super) struct Reordered {
+    pub(super) a_re: Csr,
+    pub(super) mode: Mode,
+    pub(super) report: Option<ReorderReport>,
+    pub(super) perm: Option<Permutation>,
+    pub(super) forced: bool,
+    pub(super) reorder_s: f64,
+}
+
+impl Engine {
+    /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
+    pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+        if let Balance::PackedCached { cache_rows, .. } = opts.balance {
+            let max = 1u32 << tcsparse_gpu::acc_spmm::MAX_CACHE_LOG2;
+            if !cache_rows.is_power_of_two() || !(8..=max).contains(&cache_rows) {
+                return Err(Error::InvalidArgs(format!(
+                    "B-row cache of {cache_rows} rows: must be a power of two from 8 to {max}"
+                )));
+            }
+        }
+        if matches!(opts.balance, Balance::NnzPerWarp(_)) && opts.kernel != KernelRequest::Csr {
+            return Err(Error::InvalidArgs(format!(
+                "a nonzero budget per warp applies only to the CSR kernel, not to {:?}",
+                opts.kernel
+            )));
+        }
+        if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
+            return self.prepare_tuned(gpu, a, opts);
+        }
+        let stage = self.reorder_stage(a, opts)?;
+        self.prepare_reordered(a, stage, opts)
+    }
+
+    /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
+    pub(super) fn reorder_stage(&self, a: &Csr, opts: &PrepareOptions) -> Result<Reordered, Error> {
+        let square = a.rows() == a.cols();
+        let mode = opts.mode.unwrap_or(if square {
+            Mode::Symmetric
+        } else {
+            Mode::RowOnly
+        });
+        if mode == Mode::Symmetric && !square {
+            return Err(Error::InvalidArgs(format!(
+                "symmetric reordering needs a square matrix, got {}×{}",
+                a.rows(),
+                a.cols()
+            )));
+        }
+
+        // Reorder.
+        let t = Instant::now();
+        let (method, forced) = match &opts.reorder {
+            ReorderChoice::None | ReorderChoice::Given(_) => (None, false),
+            // CSR kernels run in the original order (prepare_reordered drops an automatic
+            // reordering for them), so an automatic reordering would be computed for nothing.
+            ReorderChoice::Auto
+                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr) =>
+            {
+                (None, false)
+            }
+            ReorderChoice::Auto => (Some("affinity".to_string()), false),
+            ReorderChoice::Method(m) => (Some(m.clone()), true),
+        };
+        let mut report = None;
+        let mut perm = None;
+        let mut a_re = None;
+        if let ReorderChoice::Given(p) = &opts.reorder
+            && p.len() != a.rows()
+        {
+            return Err(Error::InvalidArgs(format!(
+                "the given permutation has {} entries, the matrix {} rows",
+                p.len(),
+                a.rows()
+            )));
+        }
+        if let ReorderChoice::Given(p) = &opts.reorder
+            && !p.is_identity()
+        {
+            a_re = Some(tcsparse_reorder::apply(p, a, mode)?);
+            perm = Some(p.clone());
+        }
+        if let Some(m) = method {
+            let r = tcsparse_reorder::by_name(&m, opts.seed)?.reorder(a, mode)?;
+            let helps = r.report.mean_nnz_tc_after > r.report.mean_nnz_tc_before;
+            if (forced || helps) && !r.perm.is_identity() {
+                a_re = Some(tcsparse_reorder::apply(&r.perm, a, mode)?);
+                perm = Some(r.perm);
+            }
+            report = Some(r.report);
+        }
+        let reorder_s = t.elapsed().as_secs_f64();
+        Ok(Reordered {
+            a_re: a_re.unwrap_or_else(|| a.clone()),
+            mode,
+            report,
+            perm,
+            forced,
+            reorder_s,
+        })
+    }
+
+    /// Build, plan, choose and upload, after [`Engine::reorder_stage`].
+    pub(super) fn prepare_reordered(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+    ) -> Result<Prepared, Error> {
+        let Reordered {
+            a_re,
+            mode,
+            report,
+            mut perm,
+            forced,
+            reorder_s,
+        } = stage;
+        let mut a_re = a_re;
+
+        // Build.
+        let t = Instant::now();
+        let mut bittcf = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+        let mut build_s = t.elapsed().as_secs_f64();
+
+        // Plan.
+        let t = Instant::now();
+        let blocks = bittcf.num_blocks();
+        let mean_nnz_tc = if blocks == 0 {
+            0.0
+        } else {
+            a_re.nnz() as f64 / blocks as f64
+        };
+        let features = MatrixFeatures {
+            rows: a_re.rows(),
+            cols: a_re.cols(),
+            nnz: a_re.nnz() as u64,
+            n: opts.n.max(1),
+            blocks_8x8: blocks as u64,
+            mean_nnz_tc,
+            hrpb_alpha: None,
+            metcf_blocks: None,
+            ibd: None,
+        };
+        let rwo = bittcf.row_window_offset();
+        let plan = plan_spmm(&features, rwo, &self.device);
+        let (kernel, mut kernel_note, schedule) = self.choose(&plan, opts, rwo);
+        let plan_s = t.elapsed().as_secs_f64();
+
+        // A reordering chosen automatically only serves the tensor-core kernel: CSR kernels
+        // (cuSPARSE, ours) lose the input's locality with it (H200, R-MAT scale 20, N = 128:
+        // cuSPARSE 1.13 ms in the original order, 3.62 ms after affinity reordering). Keep the
+        // original order for them unless the caller asked for the reordering.
+        if !forced
+            && perm.is_some()
+            && matches!(kernel, ExecKernel::Cusparse | ExecKernel::CsrCuda { .. })
+        {
+            let t = Instant::now();
+            perm = None;
+            a_re = a.clone();
+            bittcf = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+            build_s += t.elapsed().as_secs_f64();
+            kernel_note.push_str(
+                "; reordering dropped: CSR kernels run on the original order, which keeps its locality",
+            );
+        }
+        let blocks = bittcf.num_blocks();
+        let mean_nnz_tc = if blocks == 0 {
+            0.0
+        } else {
+            a_re.nnz() as f64 / blocks as f64
+        };
+        let rwo = bittcf.row_window_offset();
+
+        // Upload.
+        let t = Instant::now();
+        let mut thread_blocks = 0;
+        let mut split_windows = 0;
+        let dev = match (&self.gpu, kernel) {
+            (Some(gpu), ExecKernel::AccSpmm { .. }) => {
+                let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
+                let mut d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
+                if let ExecKernel::AccSpmm { schedule: kind } = kernel {
+                    d.set_variant(gpu, kind.variant())?;
+                }
+                thread_blocks = d.num_tbs();
+                split_windows = d.num_split_windows();
+                gpu.synchronize()?;
+                DeviceState::Acc(Box::new(d))
+            }
+            (Some(gpu), ExecKernel::Cusparse) => {
+                let csr = CusparseCsr::new(gpu, &a_re)?;
+                gpu.synchronize()?;
+                DeviceState::Cusparse {
+                    csr,
+                    spmm: HashMap::new(),
+                }
+            }
+            (Some(gpu), ExecKernel::CsrCuda { chunk_nnz }) => {
+                let k = CsrSpmm::with_chunk(gpu, &a_re, chunk_nnz)?;
+                gpu.synchronize()?;
+                DeviceState::Csr(Box::new(k))
+            }
+            (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
+                let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?;
+                thread_blocks = d.num_tbs();
+                split_windows = d.num_split_windows();
+                gpu.synchronize()?;
+                DeviceState::RowTile(Box::new(d))
+            }
+            _ => DeviceState::Cpu,
+        };
+        let upload_s = t.elapsed().as_secs_f64();
+
+        let report = PrepareReport {
+            backend: self.backend(),
+            kernel,
+            kernel_note,
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            reorder: report,
+            reordered: perm.is_some(),
+            mode,
+            reorder_s,
+            build_s,
+            plan_s,
+            upload_s,
+            blocks,
+            mean_nnz_tc,
+            thread_blocks,
+            split_windows,
+            tuning: Vec::new(),
+            tune_s: 0.0,
+        };
+        Ok(Prepared {
+            plan,
+            report,
+            perm,
+            a: a_re,
+            bittcf,
+            gpu: self.gpu.clone(),
+            dev,
+        })
+    }
+
+    /// The Acc-SpMM schedule of `kind` for a matrix with these row windows at width `n`.
+    pub(super) fn schedule(&self, rwo: &[u32], kind: ScheduleKind, n: usize) -> AccSchedule {
+        match kind {
+            ScheduleKind::Unbalanced => AccSchedule::unbalanced(rwo),
+            ScheduleKind::Balanced => {
+                AccSchedule::balanced(rwo, &Eq4Model::paper(&self.device), n.max(1))
+            }
+            ScheduleKind::Packed(k) | ScheduleKind::PackedCached { windows: k, .. } => {
+                AccSchedule::packed(rwo, k)
+            }
+        }
+    }
+
+    fn choose(
+        &self,
+        plan: &Plan,
+        opts: &PrepareOptions,
+        rwo: &[u32],
+    ) -> (ExecKernel, String, Option<AccSchedule>) {
+        if self.gpu.is_none() {
+            return (
+                ExecKernel::CpuBitTcf,
+                format!(
+                    "CPU reference path ({}); on the GPU the plan would be: {}",
+                    self.message, plan.reason
+                ),
+                None,
+            );
+        }
+        let plan_balanced = match plan.choice {
+            KernelChoice::AccSpmm { balanced } => Some(balanced),
+            _ => plan.imbalance.as_ref().map(|d| d.balanced),
+        };
+        let acc = |note: String| {
+            let kind = match opts.balance {
+                Balance::On => ScheduleKind::Balanced,
+                Balance::Off => ScheduleKind::Unbalanced,
+                Balance::Packed(k) => ScheduleKind::Packed(k.max(1)),
+                Balance::PackedCached {
+                    windows,
+                    cache_rows,
+                } => ScheduleKind::PackedCached {
+                    windows: windows.max(1),
+                    log2_rows: cache_rows.max(1).ilog2() as u8,
+                },
+                // (NnzPerWarp is refused for every kernel but CSR in `prepare`.)
+                Balance::Auto | Balance::NnzPerWarp(_) if plan_balanced.unwrap_or(false) => {
+                    ScheduleKind::Balanced
+                }
+                Balance::Auto | Balance::NnzPerWarp(_) => ScheduleKind::Unbalanced,
+            };
+            let sched = match (&plan.schedule, kind) {
+                (Some(s), ScheduleKind::Balanced) if s.is_balanced() => s.clone(),
+                (Some(s), ScheduleKind::Unbalanced) if !s.is_balanced() => s.clone(),
+                _ => self.schedule(rwo, kind, opts.n),
+            };
+            (ExecKernel::AccSpmm { schedule: kind }, note, Some(sched))
+        };
+        match opts.kernel {
+            KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
+            KernelRequest::Cusparse => (
+                ExecKernel::Cusparse,
+                format!("cuSPARSE requested (planner: {})", plan.reason),
+                None,
+            ),
+            KernelRequest::Csr => (
+                ExecKernel::CsrCuda {
+                    chunk_nnz: match opts.balance {
+                        Balance::NnzPerWarp(k) => k.max(1),
+                        _ => tcsparse_gpu::csr_spmm::DEFAULT_CHUNK_NNZ,
+                    },
+                },
+                format!("CSR kernel requested (planner: {})", plan.reason),
+                None,
+            ),
+            KernelRequest::RowTile(rt) => {
+                let kernel = ExecKernel::RowTile {
+                    kernel: rt,
+                    schedule: match opts.balance {
+                        Balance::Packed(k) => RowTileSchedule::Packed(k.max(1)),
+                        Balance::On => RowTileSchedule::Split {
+                            max_blocks: ROW_TILE_SPLIT_BLOCKS,
+                        },
+                        _ => RowTileSchedule::Packed(ROW_TILE_DEFAULT_WINDOWS),
+                    },
+                };
+                (
+                    kernel,
+                    format!("{kernel} requested (planner: {})", plan.reason),
+                    None,
+                )
+            }
+            KernelRequest::Auto => match plan.choice {
+                KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
+                KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
+                other => (
+                    ExecKernel::Cusparse,
+                    format!(
+                        "planner chose {other:?}, which the facade does not run yet: cuSPARSE instead ({})",
+                        plan.reason
+                    ),
+                    None,
+                ),
+            },
+        }
+    }
+}
