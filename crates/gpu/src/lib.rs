@@ -16,6 +16,7 @@ use cudarc::driver::{
 };
 
 pub mod baselines;
+pub mod permute;
 pub mod schedule;
 pub mod signature;
 pub mod spmm;
@@ -125,10 +126,12 @@ pub enum KernelModule {
     AccSpmm,
     /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
     RowTileSpmm,
+    /// `kernels-ptx/permute_rows.ptx`: row gather/scatter of dense operands ([`permute`]).
+    Permute,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 3;
+const MODULE_COUNT: usize = 4;
 
 impl KernelModule {
     /// Every module.
@@ -136,6 +139,7 @@ impl KernelModule {
         KernelModule::CsrSpmm,
         KernelModule::AccSpmm,
         KernelModule::RowTileSpmm,
+        KernelModule::Permute,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -149,6 +153,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => "csr_spmm.ptx",
             KernelModule::AccSpmm => "acc_spmm.ptx",
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
+            KernelModule::Permute => "permute_rows.ptx",
         }
     }
 
@@ -158,6 +163,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
         }
     }
 }
@@ -269,6 +275,18 @@ impl Gpu {
     fn create() -> Result<Gpu, GpuError> {
         let ctx = CudaContext::new(0)?;
         let stream = ctx.default_stream();
+        Self::from_parts(ctx, stream)
+    }
+
+    /// A [`Gpu`] on a context and stream the caller already has (e.g. a host application's own
+    /// cudarc stream): every upload, launch and library call of this crate then goes to `stream`.
+    /// The stream must belong to `ctx`.
+    pub fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Gpu, GpuError> {
+        if !Arc::ptr_eq(stream.context(), &ctx) {
+            return Err(GpuError::Invalid(
+                "the stream belongs to another CUDA context".into(),
+            ));
+        }
         use sys::CUdevice_attribute::*;
         let (major, minor) = ctx.compute_capability()?;
         let mut driver_version = 0;

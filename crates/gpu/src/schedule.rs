@@ -2,7 +2,9 @@
 //! [`DeviceSchedule`]), rows accumulated with atomics and their β pre-scale ([`SplitRows`], the
 //! `acc_spmm_prescale` kernel), and the one upload helper ([`upload_nonempty`]).
 
-use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use tcsparse_planner::AccSchedule;
 
 use crate::spmm::AccSpmmError;
@@ -260,10 +262,10 @@ impl SplitRows {
     /// flattened against this matrix's windows, or from `csr_work` over its rows) and that
     /// `(rows − 1)·ldc + n ≤ c.len()` was checked.
     #[allow(clippy::too_many_arguments)]
-    pub fn prescale(
+    pub fn prescale<C: DevicePtrMut<f32>>(
         &self,
         gpu: &Gpu,
-        c: &mut CudaSlice<f32>,
+        c: &mut C,
         ldc: usize,
         rows: usize,
         n: usize,
@@ -280,10 +282,12 @@ impl SplitRows {
             shared_mem_bytes: 0,
         };
         let (ldc, m, n) = (ldc as u32, rows as u32, n as u32);
-        let mut l = gpu.stream().launch_builder(func);
+        let stream = gpu.stream();
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let mut l = stream.launch_builder(func);
         l.arg(&self.ids)
             .arg(&count)
-            .arg(c)
+            .arg(&c_ptr)
             .arg(&ldc)
             .arg(&m)
             .arg(&n)
@@ -291,7 +295,8 @@ impl SplitRows {
             .arg(&group_rows);
         // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
         // u32, u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The
-        // only written buffer is C, borrowed mutably here. (3) Reads/writes stay in bounds: `ids`
+        // only written buffer is C, borrowed mutably here (its raw pointer is taken through
+        // `device_ptr_mut`, whose guard orders the launch after earlier work on C and records it). (3) Reads/writes stay in bounds: `ids`
         // holds `count` group ids < ⌈M / group_rows⌉ (caller contract), rows ≥ M are skipped in
         // the kernel and the caller checked (M−1)·ldc + n ≤ C.len().
         unsafe { l.launch(cfg) }?;

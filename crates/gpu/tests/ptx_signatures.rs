@@ -2,7 +2,7 @@
 //! parameter list (count and PTX types) the launch code passes.
 
 use tcsparse_gpu::spmm::{acc, csr, row_tile};
-use tcsparse_gpu::{KernelModule, KernelSignature, schedule};
+use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -40,6 +40,11 @@ fn csr_spmm_signature_matches_ptx() {
 fn acc_spmm_signatures_match_ptx() {
     check(acc::SIGNATURES);
     check(schedule::SIGNATURES);
+}
+
+#[test]
+fn permute_signature_matches_ptx() {
+    check(permute::SIGNATURES);
 }
 
 #[test]

@@ -388,12 +388,12 @@ impl CusparseSpmm {
     }
 
     /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
-    pub fn run(
+    pub fn run<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        b: &CudaSlice<f32>,
+        b: &B,
         beta: f32,
-        c: &mut CudaSlice<f32>,
+        c: &mut C,
     ) -> Result<(), GpuError> {
         let (m, k, n) = (self.a.rows(), self.a.cols(), self.n);
         if b.len() < k * n || c.len() < m * n {

@@ -10,12 +10,13 @@
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.
 
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 
 pub use super::{
-    AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_shape, to_tf32,
+    AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_flags_at, launch_shape,
+    to_tf32,
 };
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
@@ -413,6 +414,8 @@ pub fn emulate(
 pub struct AccSpmmDevice {
     rows: usize,
     cols: usize,
+    /// Stored values (`values` holds one dummy element when 0).
+    nnz: usize,
     variant: AccVariant,
     /// Host copy of `row_window_offset` (schedules are validated against it).
     rwo_host: Vec<u32>,
@@ -469,6 +472,7 @@ impl AccSpmmDevice {
         Ok(Self {
             rows: parts.rows,
             cols: parts.cols,
+            nnz: parts.values.len(),
             variant,
             rwo_host: parts.row_window_offset.to_vec(),
             rwo: upload_nonempty(gpu, parts.row_window_offset)?,
@@ -488,6 +492,20 @@ impl AccSpmmDevice {
     pub fn set_schedule(&mut self, gpu: &Gpu, schedule: &AccSchedule) -> Result<(), AccSpmmError> {
         let flat = flatten_acc_schedule(&self.rwo_host, schedule)?;
         self.sched = DeviceSchedule::upload(gpu, &flat)?;
+        Ok(())
+    }
+
+    /// Replaces the values (same pattern: BitTCF value order, `values.len()` = the uploaded
+    /// matrix's nonzeros) with one upload; schedule and kernel stay.
+    pub fn set_values(&mut self, gpu: &Gpu, values: &[f32]) -> Result<(), AccSpmmError> {
+        if values.len() != self.nnz {
+            return Err(AccSpmmError::InvalidArgs(format!(
+                "{} values for a matrix with {} nonzeros",
+                values.len(),
+                self.nnz
+            )));
+        }
+        self.values = upload_nonempty(gpu, values)?;
         Ok(())
     }
 
@@ -548,14 +566,14 @@ impl AccSpmmDevice {
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous). B is `K × n` row-major with
     /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch(
+    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
         &self,
         gpu: &Gpu,
         alpha: f32,
-        b: &CudaSlice<f32>,
+        b: &B,
         ldb: usize,
         beta: f32,
-        c: &mut CudaSlice<f32>,
+        c: &mut C,
         ldc: usize,
         n: usize,
     ) -> Result<(), AccSpmmError> {
@@ -564,7 +582,6 @@ impl AccSpmmDevice {
         let Some(shape) = launch_shape(n, self.sched.num_tbs)? else {
             return Ok(());
         };
-        let flags = launch_flags(ldb, ldc);
         let smem = self
             .smem_for(&shape, n)
             .map_err(AccSpmmError::InvalidArgs)?;
@@ -573,6 +590,9 @@ impl AccSpmmDevice {
         self.sched
             .split
             .prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
+        let (b_ptr, _b_sync) = b.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
         let mut l = stream.launch_builder(&self.main);
         l.arg(&self.rwo)
             .arg(&self.bvo)
@@ -581,9 +601,9 @@ impl AccSpmmDevice {
             .arg(&self.values)
             .arg(&self.sched.work)
             .arg(&self.sched.window_split)
-            .arg(b)
+            .arg(&b_ptr)
             .arg(&ldb32)
-            .arg(&mut *c)
+            .arg(&c_ptr)
             .arg(&ldc32)
             .arg(&m)
             .arg(&n32)
@@ -604,9 +624,10 @@ impl AccSpmmDevice {
         // cache_log2 ≤ MAX_CACHE_LOG2, pushed above; its dynamic shared memory, warps · 132 ·
         // 2^cache_log2 bytes, was checked against the opt-in limit set on the function; SIGNATURES
         // is checked against the PTX by a CPU test); flag bit 0 (float4 access) is set only
-        // when ldb and ldc are multiples of 4, and CudaSlice buffers start at cuMemAlloc's
-        // ≥ 256-byte alignment, so every float4 address is 16-byte aligned. (2) Only C is written, and it is borrowed mutably for
-        // this call; the BitTCF/schedule buffers are private and never written after upload.
+        // when ldb and ldc are multiples of 4 and B and C start 16-byte aligned (launch_flags_at),
+        // so every float4 address is 16-byte aligned. (2) Only C is written, and it is borrowed mutably for
+        // this call (raw pointers through device_ptr/device_ptr_mut, whose guards order the launch
+        // after earlier work on B and C and record it); the BitTCF/schedule buffers are private and never written after upload.
         // (3) Every index is in bounds: check_parts proved the offsets are monotone and end at the
         // array lengths, each block's value count equals its mask's popcount (so value reads stay
         // below block_value_offset[j+1] ≤ values.len()) and every column id is < K or the sentinel

@@ -9,9 +9,12 @@
 //! [`CsrSpmm::new`] uploads A and its work list once; [`CsrSpmm::run`] checks the dense operands'
 //! lengths and launches.
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use tcsparse_formats::Csr;
 
+use super::{AccSpmmError, check_dense, launch_flags_at};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -102,6 +105,7 @@ pub struct CsrSpmm {
     gpu: Gpu,
     m: usize,
     k: usize,
+    nnz: usize,
     /// Host copy of the row offsets (work lists are built from it).
     row_offsets: Vec<u32>,
     indptr: CudaSlice<u32>,
@@ -141,7 +145,7 @@ impl std::fmt::Debug for CsrSpmm {
         f.debug_struct("CsrSpmm")
             .field("m", &self.m)
             .field("k", &self.k)
-            .field("nnz", &self.indices.len())
+            .field("nnz", &self.nnz)
             .field("chunk_nnz", &self.work.chunk_nnz)
             .field("items", &self.work.num_items)
             .field("split_rows", &self.work.split.count())
@@ -187,6 +191,7 @@ impl CsrSpmm {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
+            nnz: a.nnz(),
             row_offsets: indptr.raw_storage().to_vec(),
             indptr: gpu.upload(indptr.raw_storage())?,
             indices: upload_nonempty(gpu, a.indices())?,
@@ -237,7 +242,21 @@ impl CsrSpmm {
         }
     }
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32 (row-major).
+    /// Replaces the values (same pattern, CSR order, `values.len()` = nonzeros) with one upload.
+    pub fn set_values(&mut self, values: &[f32]) -> Result<(), GpuError> {
+        if values.len() != self.nnz {
+            return Err(GpuError::Invalid(format!(
+                "{} values for a matrix with {} nonzeros",
+                values.len(),
+                self.nnz
+            )));
+        }
+        self.values = upload_nonempty(&self.gpu, values)?;
+        Ok(())
+    }
+
+    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
+    /// (row-major, leading dimension n): [`CsrSpmm::launch`] with `ldb = ldc = n`.
     pub fn run(
         &self,
         alpha: f32,
@@ -246,15 +265,29 @@ impl CsrSpmm {
         c: &mut CudaSlice<f32>,
         n: usize,
     ) -> Result<(), GpuError> {
-        if b.len() < self.k * n || c.len() < self.m * n {
-            return Err(GpuError::Invalid(format!(
-                "B needs {}·{n} and C {}·{n} elements, got {} and {}",
-                self.k,
-                self.m,
-                b.len(),
-                c.len()
-            )));
-        }
+        self.launch(alpha, b, n, beta, c, n, n)
+    }
+
+    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
+    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
+    /// never read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        &self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        let invalid = |e: AccSpmmError| match e {
+            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
+            other => GpuError::Invalid(other.to_string()),
+        };
+        check_dense("B", b.len(), self.k, n, ldb).map_err(invalid)?;
+        check_dense("C", c.len(), self.m, n, ldc).map_err(invalid)?;
         let num_items = self.work.num_items;
         if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(
@@ -264,39 +297,45 @@ impl CsrSpmm {
         if self.m == 0 || n == 0 {
             return Ok(());
         }
-        let n32 = n as u32;
+        let (n32, ldb32, ldc32) = (n as u32, ldb as u32, ldc as u32);
         // Split rows (groups of one row): C = β·C there before the chunks add with atomics. Their
-        // ids are rows < m (csr_work) and c.len() ≥ m·n (ldc = n) was checked above.
+        // ids are rows < m (csr_work) and (m−1)·ldc + n ≤ c.len() was checked above.
         self.work
             .split
-            .prescale(&self.gpu, c, n, self.m, n, beta, 1)?;
+            .prescale(&self.gpu, c, ldc, self.m, n, beta, 1)?;
         let items = num_items as u32;
-        let flags = u32::from(n.is_multiple_of(4));
-        let mut l = self.gpu.stream().launch_builder(&self.func);
+        let stream = self.gpu.stream();
+        let (b_ptr, _b_sync) = b.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
+        let mut l = stream.launch_builder(&self.func);
         l.arg(&self.indptr)
             .arg(&self.indices)
             .arg(&self.values)
             .arg(&self.work.items)
             .arg(&items)
-            .arg(b)
-            .arg(&n32)
-            .arg(&mut *c)
-            .arg(&n32)
+            .arg(&b_ptr)
+            .arg(&ldb32)
+            .arg(&c_ptr)
+            .arg(&ldc32)
             .arg(&n32)
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
         // SAFETY: (1) types and order match `csr_spmm_f32(const u32*, const u32*, const float*,
         // const u32*, u32, const float*, u32, float*, u32, u32, float, float, u32)` (checked against
-        // the PTX by SIGNATURES); flag bit 0 (float4 access) only when n (= ldb = ldc) is a multiple
-        // of 4, device buffers being 256-byte aligned. (2) Only C is written and it is borrowed
-        // mutably; A's buffers and the work list are private and never written after upload.
-        // (3) Reads stay in bounds: check_csr proved indptr has m+1 entries ending at nnz and every
-        // column < k, so B reads are < k·n ≤ b.len(); csr_work built `items` entries of rows < m
-        // with nonzero ranges inside indptr (upload_nonempty keeps one element when empty, and the
-        // grid covers exactly `items` warps, the rest exit); features ≥ n are guarded, and
-        // c.len() ≥ m·n was checked above. (4) Split rows were pre-scaled on the same stream just
-        // before, so the atomic adds land on β·C.
+        // the PTX by SIGNATURES); flag bit 0 (float4 access) only when ldb and ldc are multiples
+        // of 4 and B and C start 16-byte aligned (launch_flags_at; each lane's first feature is a
+        // multiple of 4), so every float4 address is 16-byte aligned. (2) Only C is written
+        // and it is borrowed mutably (raw pointers through device_ptr/device_ptr_mut, whose guards
+        // order the launch after earlier work on B and C); A's buffers and the work list are
+        // private and never written by a launch. (3) Reads stay in bounds: check_csr proved indptr
+        // has m+1 entries ending at nnz and every column < k, so B reads are < (k−1)·ldb + n ≤
+        // b.len() (check_dense); csr_work built `items` entries of rows < m with nonzero ranges
+        // inside indptr (upload_nonempty keeps one element when empty, and the grid covers exactly
+        // `items` warps, the rest exit); features ≥ n are guarded, and (m−1)·ldc + n ≤ c.len()
+        // was checked above. (4) Split rows were pre-scaled on the same stream just before, so the
+        // atomic adds land on β·C.
         unsafe { l.launch(self.launch_config(n)) }?;
         Ok(())
     }

@@ -99,6 +99,12 @@ pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
     u32::from(ldb.is_multiple_of(4) && ldc.is_multiple_of(4))
 }
 
+/// [`launch_flags`] for operands at device addresses `b_addr` and `c_addr`: the float4 path also
+/// needs both 16-byte aligned (a view into a larger buffer may start anywhere).
+pub fn launch_flags_at(ldb: usize, ldc: usize, b_addr: u64, c_addr: u64) -> u32 {
+    launch_flags(ldb, ldc) & u32::from(b_addr.is_multiple_of(16) && c_addr.is_multiple_of(16))
+}
+
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.
 pub fn check_dense(
     what: &str,

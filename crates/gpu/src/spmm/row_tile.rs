@@ -18,12 +18,12 @@
 //! small matrices (too few windows to fill the GPU) and hub rows (one window with most of the
 //! blocks) need.
 
-use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
 use rayon::prelude::*;
 use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
-use super::{AccSpmmError, check_dense, launch_flags, launch_shape, to_tf32};
+use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
@@ -281,6 +281,10 @@ enum Tiles {
 /// are never written after upload.
 pub struct RowTileDevice {
     rows: usize,
+    /// Stored values of the uploaded matrix.
+    nnz: usize,
+    /// Blocks of the uploaded matrix.
+    blocks: usize,
     kernel: RowTileKernel,
     cols: usize,
     /// Host copy of the window block prefix (schedules are built from it).
@@ -366,6 +370,8 @@ impl RowTileDevice {
         );
         Ok(Self {
             rows: m.rows(),
+            nnz: m.nnz(),
+            blocks: m.num_blocks(),
             kernel,
             cols: m.cols(),
             row_window_offset: m.row_window_offset().to_vec(),
@@ -386,6 +392,28 @@ impl RowTileDevice {
             },
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
+    }
+
+    /// Replaces the values with those of `m`, which must have the uploaded matrix's pattern
+    /// (checked: shape, windows, blocks and nonzero count), with one upload (the values, or the
+    /// dense tiles rebuilt from them); schedule and kernel stay.
+    pub fn set_values(&mut self, gpu: &Gpu, m: &RowTileTcf) -> Result<(), AccSpmmError> {
+        if m.rows() != self.rows
+            || m.cols() != self.cols
+            || m.window_rows() != self.kernel.window_rows as usize
+            || m.row_window_offset() != self.row_window_offset.as_slice()
+            || m.num_blocks() != self.blocks
+            || m.nnz() != self.nnz
+        {
+            return Err(AccSpmmError::InvalidArgs(
+                "new values: the row-tile matrix's pattern differs from the uploaded one".into(),
+            ));
+        }
+        match &mut self.tiles {
+            Tiles::Dense { frag } => *frag = upload_nonempty(gpu, &fragment_tiles(m))?,
+            Tiles::Masked { values, .. } => *values = upload_nonempty(gpu, m.values())?,
+        }
+        Ok(())
     }
 
     /// The kernel it launches.
@@ -432,14 +460,14 @@ impl RowTileDevice {
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous); B is `K × n` row-major with
     /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch(
+    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
         &self,
         gpu: &Gpu,
         alpha: f32,
-        b: &CudaSlice<f32>,
+        b: &B,
         ldb: usize,
         beta: f32,
-        c: &mut CudaSlice<f32>,
+        c: &mut C,
         ldc: usize,
         n: usize,
     ) -> Result<(), AccSpmmError> {
@@ -448,13 +476,16 @@ impl RowTileDevice {
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
-        let flags = launch_flags(ldb, ldc);
         let sched = &self.sched;
         sched
             .split
             .prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
-        let mut l = gpu.stream().launch_builder(&self.main);
+        let stream = gpu.stream();
+        let (b_ptr, _b_sync) = b.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
+        let mut l = stream.launch_builder(&self.main);
         match &self.tiles {
             Tiles::Masked { bvo, masks, values } => l
                 .arg(&self.rwo)
@@ -466,9 +497,9 @@ impl RowTileDevice {
         };
         l.arg(&sched.work)
             .arg(&sched.window_split)
-            .arg(b)
+            .arg(&b_ptr)
             .arg(&ldb32)
-            .arg(&mut *c)
+            .arg(&c_ptr)
             .arg(&ldc32)
             .arg(&m)
             .arg(&n32)
@@ -479,8 +510,10 @@ impl RowTileDevice {
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
         // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
         // (float4 access) is set
-        // only when ldb and ldc are multiples of 4 and device buffers are ≥ 256-byte aligned.
-        // (2) Only C is written, borrowed mutably for this call; the matrix buffers are private and
+        // only when ldb and ldc are multiples of 4 and B and C start 16-byte aligned
+        // (launch_flags_at).
+        // (2) Only C is written, borrowed mutably for this call (raw pointers through
+        // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C); the matrix buffers are private and
         // never written after upload. (3) Every index is in bounds: the RowTileTcf invariants (held
         // by every RowTileTcf, see the struct docs) bound the window and block prefixes by the
         // array lengths, each block's value reads stay below block_value_offset[j + 1] (rank among
