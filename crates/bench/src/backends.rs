@@ -208,14 +208,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
     // The Auto reordering decision once (untuned: only its permutation is kept); the headline then
     // prepares the ORIGINAL matrix with that permutation given, so that its tuning runs cuSPARSE
     // in the original order.
-    let auto = engine.prepare(
-        a,
-        &PrepareOptions {
-            n: n0,
-            tune: false,
-            ..Default::default()
-        },
-    );
+    let auto = engine.prepare(a, &PrepareOptions::builder().n(n0).tune(false).build());
     let (auto_reorder, auto_reorder_ms, auto_err) = match &auto {
         Ok(p) => (
             Some(
@@ -231,12 +224,11 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
     let reordered = engine
         .prepare(
             a,
-            &PrepareOptions {
-                reorder: ReorderChoice::Method("affinity".into()),
-                kernel: KernelRequest::AccSpmm,
-                n: n0,
-                ..Default::default()
-            },
+            &PrepareOptions::builder()
+                .reorder(ReorderChoice::Method("affinity".into()))
+                .kernel(KernelRequest::AccSpmm)
+                .n(n0)
+                .build(),
         )
         .map(|p| (p.matrix().clone(), p.report().reorder_s * 1e3));
     let reordered_wall = t_re.elapsed();
@@ -317,13 +309,12 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                 (HEADLINE, Some(r)) => r.clone(),
                 _ => ReorderChoice::None,
             };
-            let opts = PrepareOptions {
-                reorder,
-                kernel,
-                balance,
-                n,
-                ..Default::default()
-            };
+            let opts = PrepareOptions::builder()
+                .reorder(reorder)
+                .kernel(kernel)
+                .balance(balance)
+                .n(n)
+                .build();
             out.push(engine_case(
                 gpu, &engine, m, mat, &opts, reorder_ms, &b, n, name, t, max_full,
             ));
@@ -467,7 +458,7 @@ fn engine_case(
     let reference = Reference::new(prepared.matrix(), b, n, max_full);
     let result = measure(gpu, &reference, b, n, t, |bd, c| {
         prepared
-            .spmm_device(1.0, bd, n, 0.0, c, n, n)
+            .spmm_device(1.0, bd, n, n, 0.0, c, n)
             .map_err(|e| GpuError::Invalid(e.to_string()))
     });
     record(&mut case, result);

@@ -109,3 +109,34 @@ fn csr_budget_without_the_csr_kernel_is_refused_before_reading() {
         "{stderr}"
     );
 }
+
+#[test]
+fn help_of_the_matrix_commands_names_npz() {
+    for cmd in ["plan", "spmm", "demo"] {
+        let help = run(&[cmd, "--help"]);
+        assert!(
+            help.contains(".npz") && help.contains(".mtx"),
+            "tcsparse {cmd} --help:\n{help}"
+        );
+    }
+    assert!(run(&["spmm", "--help"]).contains("--precision"));
+}
+
+#[test]
+fn spmm_with_f32_precision_prints_it() {
+    let out = run(&[
+        "spmm",
+        "datasets/west0067.mtx.gz",
+        "--n",
+        "8",
+        "--iters",
+        "1",
+        "--precision",
+        "f32",
+    ]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("precision") && l.contains("F32")),
+        "{out}"
+    );
+}

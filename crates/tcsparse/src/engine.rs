@@ -8,6 +8,7 @@ use tcsparse_planner::DeviceSpec;
 pub const FORCE_CPU_ENV: &str = "TCSPARSE_FORCE_CPU";
 
 /// Where products run.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// A CUDA GPU (device 0).
@@ -70,6 +71,17 @@ impl Engine {
             message,
             device,
         }
+    }
+
+    /// An engine on a CUDA context and stream the caller already has (e.g. a host application's
+    /// own cudarc stream): every upload, launch and library call of the prepared matrices goes to
+    /// `stream`, so the products order with the application's own work. The stream must belong to
+    /// `ctx`.
+    pub fn from_cuda(
+        ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<Self, crate::Error> {
+        Ok(Self::with_gpu(Gpu::from_parts(ctx, stream)?))
     }
 
     /// Where products run.

@@ -8,6 +8,7 @@ use tcsparse_reorder::ReorderError;
 use thiserror::Error;
 
 /// Errors of the facade.
+#[non_exhaustive]
 #[derive(Debug, Error)]
 pub enum Error {
     /// Building a CSR matrix failed.
@@ -28,6 +29,14 @@ pub enum Error {
     /// Arguments do not fit the prepared matrix.
     #[error("invalid argument: {0}")]
     InvalidArgs(String),
+    /// New values for a prepared pattern ([`crate::Prepared::update_values`]) of the wrong length.
+    #[error("{got} values given for a matrix with {expected} stored nonzeros")]
+    ValueCount {
+        /// Stored nonzeros of the prepared matrix.
+        expected: usize,
+        /// Values given.
+        got: usize,
+    },
     /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
     #[error("unavailable: {0}")]
     Unavailable(String),

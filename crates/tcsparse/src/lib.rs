@@ -1,9 +1,15 @@
 //! `tcsparse`: the facade. One dependency gives the whole pipeline: read or generate a matrix,
 //! reorder it, build a tensor-core format, plan, upload once and run products many times
 //! (`Engine::prepare(csr, opts) -> Prepared`), on the GPU when there is one and on the CPU reference
-//! path otherwise.
+//! path otherwise. `cargo run --release -p tcsparse --example quickstart` is a complete first
+//! program (examples/quickstart.rs).
 //!
-//! ```no_run
+//! One room per operation: SpMM in [`Prepared`] (from [`Engine::prepare`]); options in
+//! [`PrepareOptions`] (with [`PrepareOptions::builder`]), among them [`Precision`] (TF32 by
+//! default; F32 keeps to f32-rounding kernels) and [`RowOrder`] (device operands in prepared or
+//! original row order); what happened in [`PrepareReport`]; every error in [`Error`].
+//!
+//! ```
 //! use tcsparse::{Engine, PrepareOptions};
 //! # fn main() -> Result<(), tcsparse::Error> {
 //! let a = tcsparse::formats::csr::csr_from_triplets(3, 3, &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, 3.0)])?;
@@ -13,7 +19,8 @@
 //! let (n, b) = (4, vec![1.0f32; 3 * 4]);
 //! let mut c = vec![0.0f32; 3 * 4];
 //! prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?; // C = A·B, original row order
-//! println!("{}", prepared.plan().reason);
+//! assert_eq!(c, [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
+//! println!("{} ({})", prepared.kernel(), prepared.precision());
 //! # Ok(()) }
 //! ```
 
@@ -23,11 +30,19 @@ mod options;
 mod report;
 mod spmm;
 
+/// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers
+/// need not pin the same version by hand.
+pub use cudarc;
 pub use engine::{Backend, Engine, FORCE_CPU_ENV};
 pub use error::Error;
-pub use options::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
+pub use options::{
+    Balance, KernelRequest, Precision, PrepareOptions, PrepareOptionsBuilder, ReorderChoice,
+    RowOrder,
+};
 pub use report::{ExecKernel, PrepareReport, ScheduleKind, TuneSample};
 pub use spmm::{CSR_TUNED_CHUNKS, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES};
+/// The sparse-matrix crate [`formats::Csr`] is built on.
+pub use sprs;
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};

@@ -4,7 +4,84 @@
 use tcsparse_gpu::spmm::row_tile::RowTileKernel;
 use tcsparse_reorder::{Mode, Permutation};
 
+/// Arithmetic a kernel may use, chosen in [`PrepareOptions::precision`]. SpMV and SpAMM use the
+/// same choice.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// TF32 tensor-core inputs (10 explicit mantissa bits), f32 accumulation: each product term is
+    /// off by at most about 2⁻¹⁰ of |a|·|b|, so an element of C by 2·2⁻¹⁰·(|A|·|B|) (relative
+    /// error typically ~2e-4). The default: any kernel may run, tensor-core kernels included.
+    #[default]
+    Tf32,
+    /// f32 rounding throughout (cuSPARSE's accuracy, relative error ~1e-7; an element of C is off
+    /// by at most γ_k·(|A|·|B|), γ_k = k·2⁻²⁴/(1 − k·2⁻²⁴), k = nonzeros of its row): only the
+    /// f32 kernels run (cuSPARSE, the CUDA-core CSR kernel, the CPU path).
+    F32,
+}
+
+impl Precision {
+    /// Short name: `TF32`, `F32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Tf32 => "TF32",
+            Precision::F32 => "F32",
+        }
+    }
+
+    /// Bound on `|C − C_exact| / (|A|·|B|)` per element, for rows of at most `k` nonzeros.
+    pub fn scaled_error_bound(self, k: usize) -> f64 {
+        match self {
+            Precision::Tf32 => 2.0 * 2f64.powi(-10),
+            Precision::F32 => {
+                let ku = k.max(1) as f64 * 2f64.powi(-24);
+                if ku >= 1.0 {
+                    f64::INFINITY
+                } else {
+                    ku / (1.0 - ku)
+                }
+            }
+        }
+    }
+
+    /// The bound as a formula, for reports.
+    pub fn bound_text(self) -> &'static str {
+        match self {
+            Precision::Tf32 => {
+                "|C − C_exact| ≤ 2·2⁻¹⁰·(|A|·|B|) elementwise (TF32 inputs, f32 accumulation)"
+            }
+            Precision::F32 => {
+                "|C − C_exact| ≤ γ_k·(|A|·|B|) elementwise, γ_k = k·2⁻²⁴/(1 − k·2⁻²⁴), k = nonzeros of the row (f32 rounding)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device), chosen in
+/// [`PrepareOptions::device_order`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RowOrder {
+    /// The prepared (reordered) order: no extra work; the caller permutes with
+    /// [`Prepared::permutation`](crate::Prepared::permutation) where needed. The benchmarks' hot
+    /// path.
+    #[default]
+    Prepared,
+    /// The original order, as for [`Prepared::spmm`](crate::Prepared::spmm): when the matrix was
+    /// reordered, the call gathers B's and C's rows into prepared order on the device, multiplies
+    /// and scatters C back (two or three extra row-permutation launches and scratch buffers of
+    /// B's and C's size, kept between calls).
+    Original,
+}
+
 /// Reordering step of [`PrepareOptions`].
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum ReorderChoice {
     /// Keep the input order.
@@ -21,6 +98,7 @@ pub enum ReorderChoice {
 }
 
 /// Load balancing of the Acc-SpMM schedule.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Balance {
     /// The planner decides (IBD plus the hub check).
@@ -54,6 +132,7 @@ pub enum Balance {
 }
 
 /// Which kernel [`Engine::prepare`](crate::Engine::prepare) sets up.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum KernelRequest {
     /// The planner decides (Acc-SpMM where it is predicted faster, cuSPARSE otherwise).
@@ -72,7 +151,9 @@ pub enum KernelRequest {
     RowTile(RowTileKernel),
 }
 
-/// Options of [`Engine::prepare`](crate::Engine::prepare).
+/// Options of [`Engine::prepare`](crate::Engine::prepare). Build them with
+/// [`PrepareOptions::builder`] or by changing the fields of [`PrepareOptions::default`].
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrepareOptions {
     /// Reordering step.
@@ -93,6 +174,12 @@ pub struct PrepareOptions {
     /// with a random B of `n` columns and keep the fastest, instead of trusting the planner's
     /// model alone. Costs a few dozen launches at preparation.
     pub tune: bool,
+    /// Arithmetic the kernel may use: [`Precision::Tf32`] (default: tensor-core kernels allowed)
+    /// or [`Precision::F32`] (only kernels with f32 rounding; a requested tensor-core kernel is
+    /// then an error).
+    pub precision: Precision,
+    /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device).
+    pub device_order: RowOrder,
 }
 
 impl Default for PrepareOptions {
@@ -105,6 +192,83 @@ impl Default for PrepareOptions {
             seed: 0,
             n: 128,
             tune: true,
+            precision: Precision::Tf32,
+            device_order: RowOrder::Prepared,
         }
+    }
+}
+
+impl PrepareOptions {
+    /// A builder starting from [`PrepareOptions::default`].
+    pub fn builder() -> PrepareOptionsBuilder {
+        PrepareOptionsBuilder(Self::default())
+    }
+}
+
+/// Builds [`PrepareOptions`] field by field (the struct is `#[non_exhaustive]`, so other crates
+/// cannot write it as a literal):
+///
+/// ```
+/// use tcsparse::{KernelRequest, PrepareOptions, Precision};
+/// let opts = PrepareOptions::builder()
+///     .kernel(KernelRequest::Auto)
+///     .precision(Precision::F32)
+///     .n(64)
+///     .build();
+/// assert_eq!(opts.n, 64);
+/// assert_eq!(opts.precision, Precision::F32);
+/// ```
+#[derive(Clone, Debug)]
+pub struct PrepareOptionsBuilder(PrepareOptions);
+
+impl PrepareOptionsBuilder {
+    /// Sets [`PrepareOptions::reorder`].
+    pub fn reorder(mut self, reorder: ReorderChoice) -> Self {
+        self.0.reorder = reorder;
+        self
+    }
+    /// Sets [`PrepareOptions::mode`].
+    pub fn mode(mut self, mode: Option<Mode>) -> Self {
+        self.0.mode = mode;
+        self
+    }
+    /// Sets [`PrepareOptions::balance`].
+    pub fn balance(mut self, balance: Balance) -> Self {
+        self.0.balance = balance;
+        self
+    }
+    /// Sets [`PrepareOptions::kernel`].
+    pub fn kernel(mut self, kernel: KernelRequest) -> Self {
+        self.0.kernel = kernel;
+        self
+    }
+    /// Sets [`PrepareOptions::seed`].
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.0.seed = seed;
+        self
+    }
+    /// Sets [`PrepareOptions::n`].
+    pub fn n(mut self, n: usize) -> Self {
+        self.0.n = n;
+        self
+    }
+    /// Sets [`PrepareOptions::tune`].
+    pub fn tune(mut self, tune: bool) -> Self {
+        self.0.tune = tune;
+        self
+    }
+    /// Sets [`PrepareOptions::precision`].
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.0.precision = precision;
+        self
+    }
+    /// Sets [`PrepareOptions::device_order`].
+    pub fn device_order(mut self, order: RowOrder) -> Self {
+        self.0.device_order = order;
+        self
+    }
+    /// The options.
+    pub fn build(self) -> PrepareOptions {
+        self.0
     }
 }

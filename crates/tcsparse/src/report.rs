@@ -5,9 +5,10 @@ use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{Mode, ReorderReport};
 
-use crate::Backend;
+use crate::{Backend, Precision};
 
 /// What [`Prepared`](crate::Prepared) runs.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecKernel {
     /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
@@ -32,6 +33,18 @@ pub enum ExecKernel {
     },
     /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
     CpuBitTcf,
+}
+
+impl ExecKernel {
+    /// The arithmetic it uses: TF32 for the tensor-core kernels, f32 for the others.
+    pub fn precision(self) -> Precision {
+        match self {
+            ExecKernel::AccSpmm { .. } | ExecKernel::RowTile { .. } => Precision::Tf32,
+            ExecKernel::Cusparse | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
+                Precision::F32
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for ExecKernel {
@@ -61,6 +74,7 @@ impl std::fmt::Display for ExecKernel {
 }
 
 /// How the Acc-SpMM schedule maps row windows to thread blocks.
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ScheduleKind {
     /// One thread block per row window.
@@ -114,6 +128,7 @@ fn per_tb(k: u32) -> String {
 }
 
 /// One measured candidate of a tuned [`Engine::prepare`](crate::Engine::prepare).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneSample {
     /// What ran (kernel, order, schedule).
@@ -123,6 +138,7 @@ pub struct TuneSample {
 }
 
 /// What [`Engine::prepare`](crate::Engine::prepare) did, with the time of each stage (seconds).
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrepareReport {
     /// Backend the products run on.
@@ -163,4 +179,12 @@ pub struct PrepareReport {
     pub tuning: Vec<TuneSample>,
     /// Tuning stage: preparing the extra candidates and timing them.
     pub tune_s: f64,
+}
+
+impl PrepareReport {
+    /// The arithmetic of the kernel products run on ([`ExecKernel::precision`]); its error bound is
+    /// [`Precision::bound_text`] (per element: [`crate::Prepared::error_bound`]).
+    pub fn precision(&self) -> Precision {
+        self.kernel.precision()
+    }
 }

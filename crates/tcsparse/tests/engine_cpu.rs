@@ -123,11 +123,10 @@ fn cpu_path_matches_reference_in_original_order() {
         (&rect, ReorderChoice::Auto, None),
     ];
     for (i, (a, reorder, mode)) in cases.into_iter().enumerate() {
-        let opts = PrepareOptions {
-            reorder,
-            mode,
-            ..PrepareOptions::default()
-        };
+        let opts = PrepareOptions::builder()
+            .reorder(reorder)
+            .mode(mode)
+            .build();
         let mut p = engine.prepare(a, &opts).unwrap();
         assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
         let r = p.report();
@@ -157,10 +156,9 @@ fn cpu_path_matches_reference_in_original_order() {
 fn forced_reordering_is_applied_and_reported() {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);
-    let opts = PrepareOptions {
-        reorder: ReorderChoice::Method("degree".into()),
-        ..PrepareOptions::default()
-    };
+    let opts = PrepareOptions::builder()
+        .reorder(ReorderChoice::Method("degree".into()))
+        .build();
     let p = engine.prepare(&a, &opts).unwrap();
     let r = p.report();
     assert!(r.reordered);
@@ -183,10 +181,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
         (KernelRequest::AccSpmm, true),
         (KernelRequest::Auto, true),
     ] {
-        let opts = PrepareOptions {
-            kernel,
-            ..PrepareOptions::default()
-        };
+        let opts = PrepareOptions::builder().kernel(kernel).build();
         let p = engine.prepare(&a, &opts).unwrap();
         assert_eq!(p.report().reorder.is_some(), reorders, "{kernel:?}");
         if !reorders {
@@ -202,10 +197,11 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
 fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);
-    let with = |kernel| PrepareOptions {
-        kernel,
-        balance: Balance::NnzPerWarp(64),
-        ..PrepareOptions::default()
+    let with = |kernel| {
+        PrepareOptions::builder()
+            .kernel(kernel)
+            .balance(Balance::NnzPerWarp(64))
+            .build()
     };
     for kernel in [
         KernelRequest::Auto,
@@ -233,16 +229,14 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
 fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);
-    let forced = PrepareOptions {
-        reorder: ReorderChoice::Method("degree".into()),
-        ..PrepareOptions::default()
-    };
+    let forced = PrepareOptions::builder()
+        .reorder(ReorderChoice::Method("degree".into()))
+        .build();
     let p = engine.prepare(&a, &forced).unwrap();
     let perm = p.permutation().unwrap().clone();
-    let given = PrepareOptions {
-        reorder: ReorderChoice::Given(perm.clone()),
-        ..PrepareOptions::default()
-    };
+    let given = PrepareOptions::builder()
+        .reorder(ReorderChoice::Given(perm.clone()))
+        .build();
     let mut q = engine.prepare(&a, &given).unwrap();
     assert_eq!(q.permutation(), Some(&perm));
     assert_eq!(q.matrix(), p.matrix());
@@ -264,10 +258,9 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
         tcsparse::reorder::Permutation::identity(63),
         tcsparse::reorder::Permutation::new((0..65).rev().collect()).unwrap(),
     ] {
-        let opts = PrepareOptions {
-            reorder: ReorderChoice::Given(wrong),
-            ..PrepareOptions::default()
-        };
+        let opts = PrepareOptions::builder()
+            .reorder(ReorderChoice::Given(wrong))
+            .build();
         assert!(matches!(
             engine.prepare(&a, &opts),
             Err(Error::InvalidArgs(m)) if m.contains("64 rows")
@@ -279,30 +272,27 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
 fn bad_arguments_are_typed_errors() {
     let engine = Engine::cpu("test");
     let rect = matrix(20, 10, 2, 4);
-    let opts = PrepareOptions {
-        mode: Some(Mode::Symmetric),
-        ..PrepareOptions::default()
-    };
+    let opts = PrepareOptions::builder()
+        .mode(Some(Mode::Symmetric))
+        .build();
     assert!(matches!(
         engine.prepare(&rect, &opts),
         Err(Error::InvalidArgs(_))
     ));
-    let opts = PrepareOptions {
-        reorder: ReorderChoice::Method("nope".into()),
-        ..PrepareOptions::default()
-    };
+    let opts = PrepareOptions::builder()
+        .reorder(ReorderChoice::Method("nope".into()))
+        .build();
     assert!(matches!(
         engine.prepare(&rect, &opts),
         Err(Error::Reorder(_))
     ));
     for cache_rows in [0, 4, 100, 2048] {
-        let opts = PrepareOptions {
-            balance: Balance::PackedCached {
+        let opts = PrepareOptions::builder()
+            .balance(Balance::PackedCached {
                 windows: 4,
                 cache_rows,
-            },
-            ..PrepareOptions::default()
-        };
+            })
+            .build();
         assert!(
             matches!(engine.prepare(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
             "cache of {cache_rows} rows"
@@ -310,13 +300,16 @@ fn bad_arguments_are_typed_errors() {
     }
     let mut p = engine.prepare(&rect, &PrepareOptions::default()).unwrap();
     let mut c = vec![0f32; 20 * 8];
-    // B too short.
+    // B too short: an argument error, before any work.
     assert!(matches!(
         p.spmm(1.0, &[0.0; 10], 8, 8, 0.0, &mut c, 8),
-        Err(Error::Acc(_))
+        Err(Error::InvalidArgs(_))
     ));
     // ldc < n.
-    assert!(p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4).is_err());
+    assert!(matches!(
+        p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4),
+        Err(Error::InvalidArgs(_))
+    ));
 }
 
 #[test]

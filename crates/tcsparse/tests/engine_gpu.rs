@@ -107,11 +107,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         let p = engine
             .prepare(
                 &a,
-                &PrepareOptions {
-                    balance,
-                    n: 128,
-                    ..PrepareOptions::default()
-                },
+                &PrepareOptions::builder().balance(balance).n(128).build(),
             )
             .unwrap();
         let r = p.report();
@@ -203,15 +199,15 @@ fn every_kernel_and_reordering_matches_reference() {
                     balances.push(Balance::NnzPerWarp(5));
                 }
                 for balance in balances {
-                    let opts = PrepareOptions {
-                        reorder: reorder.clone(),
-                        mode: Some(mode),
-                        balance,
-                        kernel,
-                        seed: 1,
-                        n: 64,
-                        tune: true,
-                    };
+                    let opts = PrepareOptions::builder()
+                        .reorder(reorder.clone())
+                        .mode(Some(mode))
+                        .balance(balance)
+                        .kernel(kernel)
+                        .seed(1)
+                        .n(64)
+                        .tune(true)
+                        .build();
                     let mut p = engine.prepare(&a, &opts).unwrap();
                     if let Balance::NnzPerWarp(k) = balance {
                         assert_eq!(p.kernel(), ExecKernel::CsrCuda { chunk_nnz: k });
@@ -267,11 +263,10 @@ fn timing_acc_vs_cusparse_on_datasets() {
             continue;
         }
         // Reorder once; every kernel then runs on the same reordered matrix.
-        let base = PrepareOptions {
-            reorder: ReorderChoice::Auto,
-            kernel: KernelRequest::Cusparse,
-            ..PrepareOptions::default()
-        };
+        let base = PrepareOptions::builder()
+            .reorder(ReorderChoice::Auto)
+            .kernel(KernelRequest::Cusparse)
+            .build();
         let t0 = std::time::Instant::now();
         let first = engine.prepare(&a, &base).unwrap();
         let prep_s = t0.elapsed().as_secs_f64();
@@ -288,18 +283,17 @@ fn timing_acc_vs_cusparse_on_datasets() {
             let bd = gpu.upload(&b).unwrap();
             let mut cd = gpu.alloc_zeros::<f32>(ar.rows() * n).unwrap();
             let mut time = |kernel, balance| -> (f64, f64) {
-                let o = PrepareOptions {
-                    reorder: ReorderChoice::None,
-                    kernel,
-                    balance,
-                    n,
-                    ..PrepareOptions::default()
-                };
+                let o = PrepareOptions::builder()
+                    .reorder(ReorderChoice::None)
+                    .kernel(kernel)
+                    .balance(balance)
+                    .n(n)
+                    .build();
                 let mut p = engine.prepare(&ar, &o).unwrap();
                 let err = scaled_error(&mut p, &ar, n, 0.0);
                 let t = gpu
                     .time_launches(5, 30, || {
-                        p.spmm_device(1.0, &bd, n, 0.0, &mut cd, n, n)
+                        p.spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
                             .map_err(|e| GpuError::Invalid(e.to_string()))
                     })
                     .unwrap();
@@ -311,11 +305,10 @@ fn timing_acc_vs_cusparse_on_datasets() {
             let auto = engine
                 .prepare(
                     &ar,
-                    &PrepareOptions {
-                        reorder: ReorderChoice::None,
-                        n,
-                        ..PrepareOptions::default()
-                    },
+                    &PrepareOptions::builder()
+                        .reorder(ReorderChoice::None)
+                        .n(n)
+                        .build(),
                 )
                 .unwrap()
                 .kernel();

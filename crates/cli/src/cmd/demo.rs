@@ -16,7 +16,8 @@ pub const DEFAULT_MATRIX: &str = "datasets/cora.mtx.gz";
 /// Arguments of `tcsparse demo`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix Market file (plain or .gz); default: the shipped datasets/cora.mtx.gz.
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz); default: the shipped
+    /// datasets/cora.mtx.gz.
     #[arg(long)]
     pub matrix: Option<PathBuf>,
     /// Columns of B.
@@ -139,7 +140,7 @@ pub fn measure(
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n)?;
             let t = gpu.time_launches(3, iters, || {
                 prepared
-                    .spmm_device(1.0, &bd, n, 0.0, &mut cd, n, n)
+                    .spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
                     .map_err(|e| tcsparse::gpu::GpuError::Invalid(e.to_string()))
             })?;
             (t.median_ms, true)
@@ -205,6 +206,12 @@ pub fn print_prepare(p: &Prepared) {
         r.kernel,
         r.kernel_note
     );
+    println!(
+        "precision {:>10}  {}: {}",
+        "",
+        r.precision(),
+        r.precision().bound_text()
+    );
     if !r.tuning.is_empty() {
         println!(
             "tune      {:>10.3} ms  {} candidates timed",
@@ -228,9 +235,10 @@ pub fn print_prepare(p: &Prepared) {
 }
 
 /// Prints one product line.
-pub fn print_measured(label: &str, n: usize, m: &Measured) {
+/// `bound` is the kernel's scaled error bound ([`Prepared::error_bound`]).
+pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) {
     println!(
-        "spmm      {:>10.3} ms  {label}, N = {n}: {:.1} GFLOP/s{}; error vs f64: max scaled {:.2e} (TF32 bound {:.2e}), relative {:.2e}",
+        "spmm      {:>10.3} ms  {label}, N = {n}: {:.1} GFLOP/s{}; error vs f64: max scaled {:.2e} (bound {:.2e}), relative {:.2e}",
         m.ms,
         m.gflops,
         if m.device_time {
@@ -239,7 +247,7 @@ pub fn print_measured(label: &str, n: usize, m: &Measured) {
             " (host call)"
         },
         m.error.max_scaled,
-        2.0 * 2f64.powi(-10),
+        bound,
         m.error.relative
     );
 }
@@ -253,12 +261,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     println!("tcsparse demo: C = A·B on {name}");
-    match engine.backend() {
-        Backend::Gpu => println!("backend   {}", engine.message()),
-        Backend::Cpu => println!(
+    if engine.backend() == Backend::Cpu {
+        println!(
             "backend   CPU reference path — {}. Times below are CPU times, not GPU kernel times.",
             engine.message()
-        ),
+        );
+    } else {
+        println!("backend   {}", engine.message());
     }
     let (a, read_ms) = read(&path)?;
     println!(
@@ -267,32 +276,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         a.cols(),
         a.nnz()
     );
-    let opts = PrepareOptions {
-        reorder: reorder_choice(&args.reorder),
-        mode: None,
-        balance: Balance::Auto,
-        kernel: KernelRequest::Auto,
-        seed: args.seed,
-        n: args.n,
-        tune: true,
-    };
+    let opts = PrepareOptions::builder()
+        .reorder(reorder_choice(&args.reorder))
+        .balance(Balance::Auto)
+        .kernel(KernelRequest::Auto)
+        .seed(args.seed)
+        .n(args.n)
+        .tune(true)
+        .build();
     let mut prepared = engine.prepare(&a, &opts)?;
     print_prepare(&prepared);
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
     let m = measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
-    print_measured(&label, args.n, &m);
+    print_measured(&label, args.n, prepared.error_bound(), &m);
 
     if engine.backend() == Backend::Gpu {
         // Acc-SpMM and cuSPARSE side by side on the same reordered matrix.
         let same = prepared.matrix().clone();
         let mut others = Vec::new();
         for kernel in [KernelRequest::AccSpmm, KernelRequest::Cusparse] {
-            let o = PrepareOptions {
-                reorder: ReorderChoice::None,
-                kernel,
-                ..opts.clone()
-            };
+            let mut o = opts.clone();
+            o.reorder = ReorderChoice::None;
+            o.kernel = kernel;
             let mut p = engine.prepare(&same, &o)?;
             if p.kernel() == prepared.kernel() {
                 continue;
@@ -304,7 +310,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bs = perm.apply_dense_rows(&b, a.cols(), args.n)?;
             }
             let mm = measure(&engine, &mut p, &same, &bs, args.n, args.iters)?;
-            print_measured(&p.kernel().to_string(), args.n, &mm);
+            print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm);
             others.push((p.kernel(), mm.ms));
         }
         for (k, ms) in others {

@@ -8,7 +8,7 @@ use tcsparse::planner::{DeviceSpec, MatrixFeatures, plan_spmm};
 /// Arguments of `tcsparse plan`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix Market file (plain or gzip).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
     pub input: PathBuf,
     /// Columns of B (and C).
     #[arg(long, default_value_t = 128)]

@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions, RowTileKernel};
+use tcsparse::{Backend, Balance, KernelRequest, Precision, PrepareOptions, RowTileKernel};
 
 use super::demo;
 
 /// Arguments of `tcsparse spmm`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix Market file (plain or .gz).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
     pub input: PathBuf,
     /// Columns of B.
     #[arg(long, default_value_t = 128)]
@@ -30,6 +30,10 @@ pub struct Args {
     /// split; default 256, tuning tries 64, 256 and 1024).
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
+    /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element) or f32
+    /// (only f32 kernels: cuSPARSE, csr; cuSPARSE-class error ~1e-7).
+    #[arg(long, default_value = "tf32", value_parser = ["tf32", "f32"])]
+    pub precision: String,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
     #[arg(long)]
     pub no_tune: bool,
@@ -85,20 +89,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "csr" => KernelRequest::Csr,
         _ => KernelRequest::Auto,
     };
-    let opts = PrepareOptions {
-        reorder: demo::reorder_choice(&args.reorder),
-        mode: None,
-        balance: args.balance,
-        kernel,
-        seed: args.seed,
-        n: args.n,
-        tune: !args.no_tune,
-    };
+    let opts = PrepareOptions::builder()
+        .reorder(demo::reorder_choice(&args.reorder))
+        .balance(args.balance)
+        .kernel(kernel)
+        .seed(args.seed)
+        .n(args.n)
+        .tune(!args.no_tune)
+        .precision(match args.precision.as_str() {
+            "f32" => Precision::F32,
+            _ => Precision::Tf32,
+        })
+        .build();
     let mut prepared = engine.prepare(&a, &opts)?;
     demo::print_prepare(&prepared);
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
-    demo::print_measured(&prepared.kernel().to_string(), args.n, &m);
+    demo::print_measured(
+        &prepared.kernel().to_string(),
+        args.n,
+        prepared.error_bound(),
+        &m,
+    );
     Ok(())
 }
 

@@ -5,18 +5,21 @@
 
 use std::collections::HashMap;
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::permute::RowPermutation;
+use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, check_dense};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{Mode, Permutation};
 
-use crate::{Error, ExecKernel, PrepareReport, ScheduleKind};
+use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
 mod prepare;
 mod tune;
@@ -46,6 +49,38 @@ pub struct Prepared {
     pub(crate) bittcf: BitTcf,
     pub(crate) gpu: Option<Gpu>,
     pub(crate) dev: DeviceState,
+    /// Row order of B and C in [`Prepared::spmm_device`].
+    pub(crate) device_order: RowOrder,
+    /// The permutation on the device (for [`RowOrder::Original`]), uploaded on first use.
+    pub(crate) device_perm: Option<RowPermutation>,
+    /// Prepared-order copies of B and C (for [`RowOrder::Original`]), kept between calls.
+    pub(crate) scratch: Scratch,
+    /// For each stored value of the ORIGINAL matrix (CSR order), its position in the prepared
+    /// matrix; computed by the first [`Prepared::update_values`] on a reordered matrix.
+    pub(crate) value_map: Option<Vec<u32>>,
+}
+
+/// Device scratch buffers of [`RowOrder::Original`] products.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    b: Option<CudaSlice<f32>>,
+    c: Option<CudaSlice<f32>>,
+}
+
+/// `buf` if it holds at least `len` elements, else a new zeroed buffer of `len`.
+fn at_least(gpu: &Gpu, buf: Option<CudaSlice<f32>>, len: usize) -> Result<CudaSlice<f32>, Error> {
+    match buf {
+        Some(b) if b.len() >= len.max(1) => Ok(b),
+        _ => Ok(gpu.alloc_zeros(len.max(1))?),
+    }
+}
+
+/// `AccSpmmError`'s argument errors as [`Error::InvalidArgs`].
+fn args_error(e: AccSpmmError) -> Error {
+    match e {
+        AccSpmmError::InvalidArgs(s) => Error::InvalidArgs(s),
+        other => Error::Acc(other),
+    }
 }
 
 impl std::fmt::Debug for Prepared {
@@ -118,9 +153,39 @@ impl Prepared {
         self.perm.as_ref().map_or(i, |p| p.as_slice()[i] as usize)
     }
 
+    /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
+    /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row.
+    pub fn error_bound(&self) -> f64 {
+        let ip = self.a.indptr();
+        let ip = ip.raw_storage();
+        let k = ip
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0);
+        self.report.precision().scaled_error_bound(k)
+    }
+
+    /// The arithmetic products use (the kernel's).
+    pub fn precision(&self) -> Precision {
+        self.report.precision()
+    }
+
     /// `C = α·A·B + β·C` on host data in the ORIGINAL row order: B is `cols × n` row-major with
     /// leading dimension `ldb`, C is `rows × n` with `ldc`. With β = 0, C is never read. Permutes B
     /// and un-permutes C as the reordering mode requires.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tcsparse::Error> {
+    /// use tcsparse::{Engine, PrepareOptions};
+    /// // A = [[1, 0, 2], [0, 3, 0]] times B = [1, 10, 100]ᵀ (n = 1), on the CPU path.
+    /// let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
+    /// let mut p = Engine::cpu("doctest").prepare(&a, &PrepareOptions::default())?;
+    /// let mut c = vec![0.0f32; 2];
+    /// p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)?;
+    /// assert_eq!(c, [201.0, 30.0]);
+    /// # Ok(()) }
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn spmm(
         &mut self,
@@ -133,8 +198,8 @@ impl Prepared {
         ldc: usize,
     ) -> Result<(), Error> {
         let (rows, cols) = (self.a.rows(), self.a.cols());
-        check_dense("B", b.len(), cols, n, ldb)?;
-        check_dense("C", c.len(), rows, n, ldc)?;
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
         if n == 0 || rows == 0 {
             return Ok(());
         }
@@ -173,7 +238,7 @@ impl Prepared {
             } else {
                 gpu.alloc_zeros(rows * n)?
             };
-            self.spmm_device(alpha, &bd, n, beta, &mut cd, n, n)?;
+            self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
             cp = gpu.download(&cd)?;
         }
         for (i, src) in cp.chunks_exact(n).enumerate() {
@@ -183,19 +248,99 @@ impl Prepared {
         Ok(())
     }
 
-    /// `C = α·A·B + β·C` on device buffers in PREPARED (reordered) order, queued on the GPU's stream
-    /// (no synchronization): the hot path for benchmarks. B is `cols × n` (leading dimension `ldb`),
-    /// C is `rows × n` (`ldc`); cuSPARSE needs `ldb = ldc = n`.
+    /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
+    /// hot path for benchmarks. Same argument order as [`Prepared::spmm`]: B is `cols × n`
+    /// row-major with leading dimension `ldb`, C is `rows × n` with `ldc`; with β = 0, C is never
+    /// read. B and C may be whole buffers ([`CudaSlice`]) or views into larger ones
+    /// ([`cudarc::driver::CudaView`] / [`cudarc::driver::CudaViewMut`], e.g. `buf.slice(..)`).
+    /// Rows are in PREPARED (reordered) order unless the matrix was prepared with
+    /// [`RowOrder::Original`] (`PrepareOptions::device_order`).
+    ///
+    /// Leading dimensions larger than `n` work on every kernel but cuSPARSE, which needs
+    /// `ldb = ldc = n`; shapes, lengths and leading dimensions are checked before any work
+    /// ([`Error::InvalidArgs`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn spmm_device(
+    pub fn spmm_device<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        b: &CudaSlice<f32>,
+        b: &B,
+        n: usize,
         ldb: usize,
         beta: f32,
-        c: &mut CudaSlice<f32>,
+        c: &mut C,
         ldc: usize,
+    ) -> Result<(), Error> {
+        let gpu = self.gpu.clone().ok_or_else(|| {
+            Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
+        })?;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        if matches!(self.dev, DeviceState::Cusparse { .. }) && (ldb != n || ldc != n) {
+            return Err(Error::InvalidArgs(format!(
+                "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
+            )));
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            return Err(Error::Unavailable("prepared for the CPU path".into()));
+        }
+        if self.device_order == RowOrder::Prepared || self.perm.is_none() {
+            return self.launch_prepared(alpha, b, n, ldb, beta, c, ldc);
+        }
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order, multiply,
+        // scatter C back.
+        if self.device_perm.is_none() {
+            let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+            self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
+        }
+        let symmetric = self.report.mode == Mode::Symmetric;
+        let mut cp = at_least(&gpu, self.scratch.c.take(), rows * n)?;
+        let mut bp = if symmetric {
+            Some(at_least(&gpu, self.scratch.b.take(), cols * n)?)
+        } else {
+            None
+        };
+        let result = (|| {
+            let perm = self
+                .device_perm
+                .as_ref()
+                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            if let Some(bp) = bp.as_mut() {
+                perm.gather(b, ldb, bp, n, n)?;
+            }
+            if beta != 0.0 {
+                perm.gather(c, ldc, &mut cp, n, n)?;
+            }
+            match bp.as_ref() {
+                Some(bp) => self.launch_prepared(alpha, bp, n, n, beta, &mut cp, n)?,
+                None => self.launch_prepared(alpha, b, n, ldb, beta, &mut cp, n)?,
+            }
+            let perm = self
+                .device_perm
+                .as_ref()
+                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            perm.scatter(&cp, n, c, ldc, n)?;
+            Ok(())
+        })();
+        self.scratch.b = bp;
+        self.scratch.c = Some(cp);
+        result
+    }
+
+    /// The product in prepared order on the device kernel (arguments as [`Prepared::spmm_device`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_prepared<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
         n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
     ) -> Result<(), Error> {
         let gpu = self.gpu.as_ref().ok_or_else(|| {
             Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
@@ -209,7 +354,7 @@ impl Prepared {
             DeviceState::Cusparse { csr, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(
-                        "cuSPARSE path needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
+                        "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
                     )));
                 }
                 if n == 0 || csr.rows() == 0 {
@@ -223,15 +368,89 @@ impl Prepared {
                 };
                 s.run(alpha, b, beta, c)?;
             }
-            DeviceState::Csr(k) => {
-                if ldb != n || ldc != n {
-                    return Err(Error::InvalidArgs(format!(
-                        "CSR kernel needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
-                    )));
+            DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
+        }
+        Ok(())
+    }
+
+    /// Replaces the matrix's values, keeping its pattern (GNN edge weights, iterative solvers):
+    /// `values` holds one value per stored nonzero in the ORIGINAL matrix's CSR order. No
+    /// reordering, planning or tuning: the values are moved into the prepared order through a map
+    /// from original to prepared positions (computed once, on the first call, when the matrix was
+    /// reordered), the host copies (prepared CSR and its BitTCF, O(nnz)) are refilled, and the
+    /// device copy of the kernel's layout is replaced with one upload (cuSPARSE: its CSR arrays).
+    /// Afterwards products equal those of a fresh preparation on the new values with the same
+    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
+    pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
+        let nnz = self.a.nnz();
+        if values.len() != nnz {
+            return Err(Error::ValueCount {
+                expected: nnz,
+                got: values.len(),
+            });
+        }
+        if self.perm.is_some() && self.value_map.is_none() {
+            self.value_map = Some(self.original_to_prepared()?);
+        }
+        match &self.value_map {
+            Some(map) if self.perm.is_some() => {
+                let data = self.a.data_mut();
+                for (&v, &q) in values.iter().zip(map) {
+                    data[q as usize] = v;
                 }
-                k.run(alpha, b, beta, c, n)?;
+            }
+            _ => self.a.data_mut().copy_from_slice(values),
+        }
+        self.bittcf = BitTcf::from_csr(&self.a).map_err(|e| Error::Format(e.to_string()))?;
+        let Some(gpu) = self.gpu.clone() else {
+            return Ok(());
+        };
+        match &mut self.dev {
+            DeviceState::Cpu => {}
+            DeviceState::Acc(d) => d.set_values(&gpu, self.bittcf.values())?,
+            DeviceState::Csr(k) => k.set_values(self.a.data())?,
+            DeviceState::Cusparse { csr, spmm } => {
+                *csr = CusparseCsr::new(&gpu, &self.a)?;
+                spmm.clear();
+            }
+            DeviceState::RowTile(d) => {
+                let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                d.set_values(&gpu, &m)?;
             }
         }
         Ok(())
+    }
+
+    /// For each stored value of the original matrix (CSR order), its position in the prepared
+    /// matrix: the prepared matrix with each value replaced by a tag of its own position, put back
+    /// into the original order by the inverse permutation (values are moved, never computed on,
+    /// so the tags come back exact).
+    fn original_to_prepared(&self) -> Result<Vec<u32>, Error> {
+        let Some(perm) = &self.perm else {
+            return Ok((0..self.a.nnz() as u32).collect());
+        };
+        // Tags q + 1 are finite, nonzero f32 bit patterns below the exponent of ∞.
+        if self.a.nnz() >= 0x7F80_0000 {
+            return Err(Error::InvalidArgs(format!(
+                "{} nonzeros: too many to map for a value update",
+                self.a.nnz()
+            )));
+        }
+        let mut tagged = self.a.clone();
+        for (q, v) in tagged.data_mut().iter_mut().enumerate() {
+            *v = f32::from_bits(q as u32 + 1);
+        }
+        let original = tcsparse_reorder::apply(&perm.inverse(), &tagged, self.report.mode)?;
+        original
+            .data()
+            .iter()
+            .map(|v| match v.to_bits().checked_sub(1) {
+                Some(q) if (q as usize) < self.a.nnz() => Ok(q),
+                _ => Err(Error::InvalidArgs(
+                    "value map: the reordering changed the stored values".into(),
+                )),
+            })
+            .collect()
     }
 }

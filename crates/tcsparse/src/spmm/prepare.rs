@@ -13,9 +13,9 @@ use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
 use tcsparse_reorder::{Mode, Permutation, ReorderReport};
 
-use super::{DeviceState, Prepared};
+use super::{DeviceState, Prepared, Scratch};
 use crate::{
-    Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
+    Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, PrepareReport,
     ReorderChoice, ScheduleKind,
 };
 
@@ -53,6 +53,18 @@ impl Engine {
                 opts.kernel
             )));
         }
+        if opts.precision == Precision::F32
+            && matches!(
+                opts.kernel,
+                KernelRequest::AccSpmm | KernelRequest::RowTile(_)
+            )
+        {
+            return Err(Error::InvalidArgs(format!(
+                "{:?} runs on TF32 tensor cores, but F32 precision was asked for: use \
+                 KernelRequest::Auto, Cusparse or Csr (f32 rounding), or Precision::Tf32",
+                opts.kernel
+            )));
+        }
         if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
             return self.prepare_tuned(gpu, a, opts);
         }
@@ -82,8 +94,10 @@ impl Engine {
             ReorderChoice::None | ReorderChoice::Given(_) => (None, false),
             // CSR kernels run in the original order (prepare_reordered drops an automatic
             // reordering for them), so an automatic reordering would be computed for nothing.
+            // (With F32 precision only CSR kernels may run.)
             ReorderChoice::Auto
-                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr) =>
+                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr)
+                    || opts.precision == Precision::F32 =>
             {
                 (None, false)
             }
@@ -270,6 +284,10 @@ impl Engine {
             bittcf,
             gpu: self.gpu.clone(),
             dev,
+            device_order: opts.device_order,
+            device_perm: None,
+            scratch: Scratch::default(),
+            value_map: None,
         })
     }
 
@@ -365,6 +383,15 @@ impl Engine {
                     None,
                 )
             }
+            KernelRequest::Auto if opts.precision == Precision::F32 => (
+                ExecKernel::Cusparse,
+                format!(
+                    "F32 precision asked for: cuSPARSE (f32 rounding) instead of the tensor-core \
+                     kernels (planner: {})",
+                    plan.reason
+                ),
+                None,
+            ),
             KernelRequest::Auto => match plan.choice {
                 KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
                 KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),

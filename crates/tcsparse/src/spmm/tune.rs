@@ -15,7 +15,8 @@ use tcsparse_gpu::{Gpu, GpuError};
 use super::prepare::Reordered;
 use super::{DeviceState, Prepared};
 use crate::{
-    Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, ScheduleKind, TuneSample,
+    Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind,
+    TuneSample,
 };
 
 /// Schedules a tuned preparation tries besides the planner's (when `balance` is Auto). The B-row
@@ -166,7 +167,7 @@ fn time_prepared(
     c: &mut CudaSlice<f32>,
     n: usize,
 ) -> Result<f64, Error> {
-    time_median(gpu, || p.spmm_device(1.0, b, n, 0.0, c, n, n))
+    time_median(gpu, || p.launch_prepared(1.0, b, n, n, 0.0, c, n))
 }
 
 /// Median ms of `launch` over the tuning launches; its own error is returned as it is.
@@ -218,7 +219,10 @@ impl Engine {
         };
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
-        let acc = self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance));
+        // F32 precision: only the f32 kernels (cuSPARSE, ours on CSR) are candidates.
+        let acc = (opts.precision == Precision::Tf32).then(|| {
+            self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
+        });
         let b = gpu.upload(&tuning_b(a.cols(), n))?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
         let mut tuning = Vec::new();
@@ -240,11 +244,12 @@ impl Engine {
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
         let mut acc_err = None;
         let mut acc = match acc {
-            Ok(p) => Some(p),
-            Err(e) => {
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
                 acc_err = Some(e.to_string());
                 None
             }
+            None => None,
         };
         if let Some(p) = acc.as_mut() {
             let ExecKernel::AccSpmm { schedule: planned } = p.report.kernel else {

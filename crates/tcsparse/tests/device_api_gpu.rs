@@ -1,0 +1,323 @@
+//! GPU tests of the facade's device API (ignored without a GPU; they FAIL under
+//! `--include-ignored` on a machine without one): `spmm_device` on views into larger buffers with
+//! leading dimensions ≠ n, in prepared and in original row order, on every kernel; value updates;
+//! an engine on the caller's own context and stream; F32 precision.
+
+use tcsparse::cudarc::driver::CudaContext;
+use tcsparse::formats::Csr;
+use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::gpu::Gpu;
+use tcsparse::{
+    Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
+    RowOrder, RowTileKernel,
+};
+
+fn engine() -> Engine {
+    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
+}
+
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// 203×203 with empty rows, short rows and a few dense (hub) rows, so that split windows and
+/// split CSR rows (atomics after a β pre-scale) are exercised.
+fn matrix() -> Csr {
+    let mut t = Vec::new();
+    let rows = 203u32;
+    for r in 0..rows {
+        if (40..56).contains(&r) {
+            continue;
+        }
+        for k in 0..(r % 7 + 1) {
+            t.push((r, (r * 13 + k * 29) % rows, 0.25 + (k as f32) * 0.1));
+        }
+        if r % 50 == 0 {
+            for c in 0..rows {
+                t.push((r, c, 0.01));
+            }
+        }
+    }
+    tcsparse::formats::csr::csr_from_triplets(rows as usize, rows as usize, &t).unwrap()
+}
+
+/// Every kernel the facade runs on the GPU.
+const KERNELS: [KernelRequest; 7] = [
+    KernelRequest::AccSpmm,
+    KernelRequest::RowTile(RowTileKernel::TC16),
+    KernelRequest::RowTile(RowTileKernel::TC32),
+    KernelRequest::RowTile(RowTileKernel::TC16D),
+    KernelRequest::RowTile(RowTileKernel::TC32D),
+    KernelRequest::Csr,
+    KernelRequest::Cusparse,
+];
+
+/// Longest row of `a`.
+fn max_row(a: &Csr) -> usize {
+    let ip = a.indptr();
+    ip.raw_storage()
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
+/// summed, one rounding for α, two for + β·C).
+fn bound(p: &Prepared, a: &Csr) -> f64 {
+    match p.precision() {
+        Precision::F32 => Precision::F32.scaled_error_bound(max_row(a) + 3),
+        _ => p.error_bound(),
+    }
+}
+
+/// Max scaled error of `c` (rows × n, leading dimension ldc) against α·A·B + β·C0 in f64, with B
+/// (cols × n) and C0 (rows × n) compact.
+#[allow(clippy::too_many_arguments)]
+fn error(
+    a: &Csr,
+    alpha: f32,
+    b: &[f32],
+    beta: f32,
+    c0: &[f32],
+    c: &[f32],
+    ldc: usize,
+    n: usize,
+) -> f64 {
+    let ab = spmm_f64(a, b, n, n, false);
+    let abs = spmm_f64(a, b, n, n, true);
+    let mut got = Vec::with_capacity(a.rows() * n);
+    for i in 0..a.rows() {
+        got.extend_from_slice(&c[i * ldc..i * ldc + n]);
+    }
+    let want: Vec<f64> = ab
+        .iter()
+        .zip(c0)
+        .map(|(&x, &c)| alpha as f64 * x + beta as f64 * c as f64)
+        .collect();
+    let scale: Vec<f64> = abs
+        .iter()
+        .zip(c0)
+        .map(|(&x, &c)| (alpha as f64 * x).abs() + (beta as f64 * c as f64).abs())
+        .collect();
+    max_scaled_error(&got, &want, &scale)
+}
+
+/// B and C0 (compact) copied into buffers with leading dimension `ld` starting at element `off`;
+/// the padding holds NaN so a read or write outside the operand shows up.
+fn padded(x: &[f32], rows: usize, n: usize, ld: usize, off: usize) -> Vec<f32> {
+    let mut v = vec![f32::NAN; off + rows * ld + 7];
+    for r in 0..rows {
+        v[off + r * ld..off + r * ld + n].copy_from_slice(&x[r * n..r * n + n]);
+    }
+    v
+}
+
+/// Views with ld ≠ n (aligned float4 path and an unaligned scalar path), in prepared and in
+/// original order, β = 0 and β ≠ 0, on every kernel, against the f64 reference. cuSPARSE refuses
+/// ld ≠ n up front and runs on views with ld = n.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn views_with_leading_dimensions_in_both_orders() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    let a = matrix();
+    let n = 40;
+    let b = values(a.cols() * n, 1);
+    let c0 = values(a.rows() * n, 2);
+    for kernel in KERNELS {
+        for order in [RowOrder::Prepared, RowOrder::Original] {
+            let opts = PrepareOptions::builder()
+                .kernel(kernel)
+                .reorder(ReorderChoice::Method("degree".into()))
+                .device_order(order)
+                .n(n)
+                .build();
+            let mut p = engine.prepare(&a, &opts).unwrap();
+            assert!(p.permutation().is_some(), "{kernel:?}: reordered");
+            // The matrix the device operands are in the order of.
+            let m = match order {
+                RowOrder::Original => a.clone(),
+                _ => p.matrix().clone(),
+            };
+            let layouts: &[(usize, usize)] = if kernel == KernelRequest::Cusparse {
+                let bd = gpu.upload(&padded(&b, a.cols(), n, n + 4, 0)).unwrap();
+                let mut cd = gpu.upload(&padded(&c0, a.rows(), n, n + 4, 0)).unwrap();
+                let refused = p.spmm_device(1.0, &bd, n, n + 4, 0.0, &mut cd, n + 4);
+                assert!(
+                    matches!(refused, Err(Error::InvalidArgs(_))),
+                    "{kernel:?}: {refused:?}"
+                );
+                &[(n, 0), (n, 8)]
+            } else {
+                &[(n + 4, 0), (n + 4, 8), (n + 3, 3)]
+            };
+            for &(ld, off) in layouts {
+                for beta in [0.0f32, 0.5] {
+                    let bd = gpu.upload(&padded(&b, a.cols(), n, ld, off)).unwrap();
+                    let mut cd = gpu.upload(&padded(&c0, a.rows(), n, ld, off)).unwrap();
+                    let len = cd.len();
+                    {
+                        let bv = bd.slice(off..);
+                        let mut cv = cd.slice_mut(off..len);
+                        p.spmm_device(1.5, &bv, n, ld, beta, &mut cv, ld).unwrap();
+                    }
+                    let c = gpu.download(&cd).unwrap();
+                    // Padding untouched.
+                    for r in 0..a.rows() {
+                        for j in n..ld {
+                            if r * ld + j + off < c.len() && r + 1 < a.rows() {
+                                assert!(
+                                    c[off + r * ld + j].is_nan(),
+                                    "{kernel:?}: padding written"
+                                );
+                            }
+                        }
+                    }
+                    let err = error(&m, 1.5, &b, beta, &c0, &c[off..], ld, n);
+                    assert!(
+                        err <= bound(&p, &m),
+                        "{kernel:?} {order:?} ld {ld} off {off} β {beta}: scaled error {err:.3e}"
+                    );
+                }
+            }
+            // Too short a view is refused before any work.
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.upload(&c0).unwrap();
+            let short = bd.slice(1..);
+            assert!(matches!(
+                p.spmm_device(1.0, &short, n, n, 0.0, &mut cd, n),
+                Err(Error::InvalidArgs(_))
+            ));
+        }
+    }
+}
+
+/// New values through `update_values` give the product of the new matrix, on every kernel, and a
+/// wrong length is a typed error.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn update_values_on_every_kernel() {
+    let engine = engine();
+    let a = matrix();
+    let n = 32;
+    let b = values(a.cols() * n, 3);
+    let c0 = values(a.rows() * n, 4);
+    let mut a2 = a.clone();
+    let new = values(a.nnz(), 5);
+    a2.data_mut().copy_from_slice(&new);
+    for kernel in KERNELS {
+        let opts = PrepareOptions::builder()
+            .kernel(kernel)
+            .reorder(ReorderChoice::Method("degree".into()))
+            .n(n)
+            .build();
+        let mut p = engine.prepare(&a, &opts).unwrap();
+        assert!(matches!(
+            p.update_values(&new[1..]),
+            Err(Error::ValueCount { expected, got }) if expected == a.nnz() && got == a.nnz() - 1
+        ));
+        p.update_values(&new).unwrap();
+        let mut c = c0.clone();
+        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        let err = error(&a2, 1.5, &b, 0.5, &c0, &c, n, n);
+        assert!(err <= bound(&p, &a2), "{kernel:?}: scaled error {err:.3e}");
+    }
+}
+
+/// An engine on the caller's context and stream queues its work there.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn engine_on_the_callers_stream() {
+    Gpu::require().expect("this test needs a CUDA GPU");
+    let ctx = CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let engine = Engine::from_cuda(ctx.clone(), stream.clone()).unwrap();
+    assert!(std::sync::Arc::ptr_eq(
+        engine.gpu().unwrap().stream(),
+        &stream
+    ));
+    let a = matrix();
+    let n = 16;
+    let b = values(a.cols() * n, 6);
+    let mut p = engine
+        .prepare(&a, &PrepareOptions::builder().n(n).build())
+        .unwrap();
+    let mut cd = stream.alloc_zeros::<f32>(a.rows() * n).unwrap();
+    let q = p.permutation().cloned();
+    // Prepared order: permute B as the engine does (symmetric), un-permute C below.
+    let bp: Vec<f32> = match &q {
+        Some(perm) => perm
+            .as_slice()
+            .iter()
+            .flat_map(|&o| b[o as usize * n..o as usize * n + n].to_vec())
+            .collect(),
+        None => b.clone(),
+    };
+    let bpd = stream.clone_htod(&bp).unwrap();
+    p.spmm_device(1.0, &bpd, n, n, 0.0, &mut cd, n).unwrap();
+    stream.synchronize().unwrap();
+    let cp = stream.clone_dtoh(&cd).unwrap();
+    let mut c = vec![0f32; a.rows() * n];
+    for i in 0..a.rows() {
+        let o = q.as_ref().map_or(i, |perm| perm.as_slice()[i] as usize);
+        c[o * n..o * n + n].copy_from_slice(&cp[i * n..i * n + n]);
+    }
+    let zeros = vec![0f32; a.rows() * n];
+    let err = error(&a, 1.0, &b, 0.0, &zeros, &c, n, n);
+    assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
+}
+
+/// F32 precision keeps the tensor-core kernels out of tuning and meets the f32 bound; a requested
+/// tensor-core kernel is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_precision_runs_only_f32_kernels() {
+    let engine = engine();
+    let a = matrix();
+    let n = 64;
+    let opts = PrepareOptions::builder()
+        .precision(Precision::F32)
+        .n(n)
+        .build();
+    let mut p = engine.prepare(&a, &opts).unwrap();
+    assert!(
+        matches!(
+            p.kernel(),
+            ExecKernel::Cusparse | ExecKernel::CsrCuda { .. }
+        ),
+        "{:?}",
+        p.kernel()
+    );
+    assert_eq!(p.precision(), Precision::F32);
+    assert!(!p.report().tuning.is_empty());
+    for t in &p.report().tuning {
+        assert!(
+            !t.candidate.contains("Acc-SpMM") && !t.candidate.starts_with("TC"),
+            "{}",
+            t.candidate
+        );
+    }
+    let b = values(a.cols() * n, 7);
+    let c0 = values(a.rows() * n, 8);
+    let mut c = c0.clone();
+    p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+    let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+    assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
+    let tc = PrepareOptions::builder()
+        .precision(Precision::F32)
+        .kernel(KernelRequest::AccSpmm)
+        .build();
+    assert!(matches!(
+        engine.prepare(&a, &tc),
+        Err(Error::InvalidArgs(_))
+    ));
+}
