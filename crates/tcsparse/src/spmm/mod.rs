@@ -270,9 +270,11 @@ impl Prepared {
         c: &mut C,
         ldc: usize,
     ) -> Result<(), Error> {
-        let gpu = self.gpu.clone().ok_or_else(|| {
-            Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
-        })?;
+        if self.gpu.is_none() {
+            return Err(Error::Unavailable(
+                "spmm_device needs a GPU; this engine runs on the CPU path".into(),
+            ));
+        }
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
@@ -292,6 +294,10 @@ impl Prepared {
         }
         // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order, multiply,
         // scatter C back.
+        let gpu = self
+            .gpu
+            .clone()
+            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
         if self.device_perm.is_none() {
             let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
             self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
