@@ -34,6 +34,15 @@ fn shuffled(a: Csr, seed: u64) -> Csr {
         .expect("square")
 }
 
+/// User + system CPU seconds of this process (all threads), from /proc (0 where unavailable).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) / 100.0
+}
+
 /// FNV-1a over the permutation: equal hashes on every thread count show determinism.
 fn hash(p: &Permutation) -> u64 {
     p.as_slice().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
@@ -66,8 +75,10 @@ fn main() {
             ),
         ),
     ];
-    println!("| matrix | nnz | method | threads | ms | ns/nnz | speedup | MeanNNZTC | perm hash |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| matrix | nnz | method | threads | ms | ns/nnz | speedup | CPU s | MeanNNZTC | perm hash |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (name, a) in &inputs {
         for m in methods.split(',') {
             let method = by_name(m, 0).expect("method");
@@ -79,6 +90,7 @@ fn main() {
                     .expect("thread pool");
                 let mut best = f64::INFINITY;
                 let mut perm = None;
+                let cpu0 = cpu_seconds();
                 for _ in 0..reps {
                     let t0 = Instant::now();
                     let p = pool
@@ -87,11 +99,12 @@ fn main() {
                     best = best.min(t0.elapsed().as_secs_f64());
                     perm = Some(p);
                 }
+                let cpu = (cpu_seconds() - cpu0) / reps as f64;
                 let p = perm.expect("reps >= 1");
                 let base_s = *base.get_or_insert(best);
                 let after = mean_nnz_tc(&p.apply_rows(a).expect("apply"), 8, 8);
                 println!(
-                    "| {name} | {} | {m} | {t} | {:.1} | {:.1} | {:.2} | {:.3} | {:016x} |",
+                    "| {name} | {} | {m} | {t} | {:.1} | {:.1} | {:.2} | {cpu:.2} | {:.3} | {:016x} |",
                     a.nnz(),
                     best * 1e3,
                     best * 1e9 / a.nnz().max(1) as f64,

@@ -89,7 +89,16 @@ impl Reorder for Affinity {
             .for_each(|(lo, out, visited, cnt)| {
                 scratch.with(|s| {
                     self.walk(
-                        lo, out, visited, cnt, s, &rows_dfs, &rowp, coff, clist, a.cols(),
+                        lo,
+                        out,
+                        visited,
+                        cnt,
+                        s,
+                        &rows_dfs,
+                        &rowp,
+                        coff,
+                        clist,
+                        a.cols(),
                     )
                 })
             });

@@ -184,8 +184,11 @@ where
         .collect();
     let mut bucket_start = vec![0usize; nb + 1];
     for b in 0..nb {
-        bucket_start[b + 1] =
-            bucket_start[b] + parts.iter().map(|p| (p.1[b + 1] - p.1[b]) as usize).sum::<usize>();
+        bucket_start[b + 1] = bucket_start[b]
+            + parts
+                .iter()
+                .map(|p| (p.1[b + 1] - p.1[b]) as usize)
+                .sum::<usize>();
     }
     let nnz = bucket_start[nb];
     let mut idx = vec![0u32; nnz];
@@ -195,7 +198,8 @@ where
     {
         let (mut rest_i, mut rest_o) = (&mut idx[..], &mut off[1..]);
         for b in 0..nb {
-            let (ci, ri) = std::mem::take(&mut rest_i).split_at_mut(bucket_start[b + 1] - bucket_start[b]);
+            let (ci, ri) =
+                std::mem::take(&mut rest_i).split_at_mut(bucket_start[b + 1] - bucket_start[b]);
             let width = ((b + 1) << shift).min(k).saturating_sub(b << shift);
             let (co, ro) = std::mem::take(&mut rest_o).split_at_mut(width);
             jobs.push((b, ci, co));
