@@ -63,7 +63,7 @@ impl Reorder for Affinity {
         let mut out = vec![0u32; m];
         let mut visited = vec![false; m];
         let mut cnt = vec![0u32; m];
-        let mut jobs: Vec<(u32, &mut [u32], &mut [bool], &mut [u32])> = Vec::new();
+        let mut jobs: Vec<WalkJob<'_>> = Vec::new();
         {
             let (mut o, mut vis, mut cn) = (&mut out[..], &mut visited[..], &mut cnt[..]);
             let mut lo = 0usize;
@@ -105,6 +105,9 @@ impl Reorder for Affinity {
         Permutation::new(out)
     }
 }
+
+/// One community's walk: its first rank and its slices of `out`, `visited` and `cnt`.
+type WalkJob<'a> = (u32, &'a mut [u32], &'a mut [bool], &'a mut [u32]);
 
 /// Per-thread state of the walk: a cursor per column (valid for the community whose tag it holds)
 /// and the candidate list.

@@ -143,6 +143,10 @@ pub(crate) fn transpose_pattern_relabelled(a: &Csr, rows_in_order: &[u32]) -> Pa
     })
 }
 
+/// One chunk of sources: its (column, source) pairs grouped by column bucket, and the bucket
+/// offsets into them.
+type ChunkPairs = (Vec<(u32, u32)>, Vec<u32>);
+
 /// Transpose of the pattern whose source `i` (`0..n_src`) has columns `row(i)` (each `< k`): for
 /// every column, the sources holding it, ascending. Parallel two-level counting sort: sources are
 /// cut into chunks that sort their entries by column bucket (`c >> shift`), then every bucket
@@ -157,7 +161,7 @@ where
     let nb = (k >> shift) + 1;
     let chunk = n_src.div_ceil(64).max(1024);
     // Per chunk: (column, source) pairs grouped by bucket, and the bucket sizes.
-    let parts: Vec<(Vec<(u32, u32)>, Vec<u32>)> = (0..n_src.div_ceil(chunk))
+    let parts: Vec<ChunkPairs> = (0..n_src.div_ceil(chunk))
         .into_par_iter()
         .map(|ci| {
             let srcs = ci * chunk..((ci + 1) * chunk).min(n_src);
