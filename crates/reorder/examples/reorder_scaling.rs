@@ -15,9 +15,9 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
 use tcsparse_formats::Csr;
-use tcsparse_formats::generate::{clustered_block_diagonal, rmat};
+use tcsparse_formats::generate::{clustered_block_diagonal, rmat, uniform_random};
 use tcsparse_reorder::metrics::mean_nnz_tc;
-use tcsparse_reorder::{Mode, Permutation, by_name};
+use tcsparse_reorder::{Gate, Mode, Permutation, by_name};
 
 fn flag(args: &[String], f: &str) -> Option<String> {
     args.iter()
@@ -75,6 +75,40 @@ fn main() {
             ),
         ),
     ];
+    // The gate first (on the machine's default pool).
+    let extra: Vec<(String, Csr)> = vec![
+        (
+            format!("rmat{scale}-ef11-shuffled"),
+            shuffled(
+                rmat(scale, 11, (0.57, 0.19, 0.19, 0.05), 1).expect("rmat"),
+                4,
+            ),
+        ),
+        (
+            format!("uniform{crows}-16"),
+            uniform_random(crows, crows, 16.0, 5).expect("uniform"),
+        ),
+    ];
+    println!(
+        "| matrix | nnz | gate ms | gate ns/nnz | MeanNNZTC now | reachable (est.) | reorder? |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (name, a) in inputs.iter().chain(&extra) {
+        let g = Gate::default().assess(a);
+        println!(
+            "| {name} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} |",
+            a.nnz(),
+            g.seconds * 1e3,
+            g.seconds * 1e9 / a.nnz().max(1) as f64,
+            g.mean_nnz_tc_now,
+            g.mean_nnz_tc_reachable,
+            if g.worth_reordering { "yes" } else { "skip" }
+        );
+    }
+    if flag(&args, "--gate-only").is_some() || args.iter().any(|a| a == "--gate-only") {
+        return;
+    }
+    println!();
     println!(
         "| matrix | nnz | method | threads | ms | ns/nnz | speedup | CPU s | MeanNNZTC | perm hash |"
     );
