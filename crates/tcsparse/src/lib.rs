@@ -26,8 +26,14 @@ mod spmm;
 pub use engine::{Backend, Engine, FORCE_CPU_ENV};
 pub use error::Error;
 pub use options::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
-pub use report::{ExecKernel, PrepareReport, ScheduleKind, TuneSample};
-pub use spmm::{CSR_TUNED_CHUNKS, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES};
+pub use report::{
+    CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,
+    format_break_even,
+};
+pub use spmm::{
+    CSR_TUNED_CHUNKS, PLAN_VERSION, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES,
+    content_checksum,
+};
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};

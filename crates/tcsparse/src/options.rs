@@ -93,6 +93,12 @@ pub struct PrepareOptions {
     /// with a random B of `n` columns and keep the fastest, instead of trusting the planner's
     /// model alone. Costs a few dozen launches at preparation.
     pub tune: bool,
+    /// Prepared-plan cache: a directory where the permutation and the kernel decision of a
+    /// preparation are stored, keyed by the matrix's content checksum, these options, N, the
+    /// device and the library version; a later preparation with the same key loads them instead
+    /// of reordering and tuning again. A corrupt or stale entry is rebuilt (with a warning), never
+    /// trusted. `None`: no cache. The CLI sets it from `TCSPARSE_CACHE_DIR`.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PrepareOptions {
@@ -105,6 +111,7 @@ impl Default for PrepareOptions {
             seed: 0,
             n: 128,
             tune: true,
+            cache_dir: None,
         }
     }
 }

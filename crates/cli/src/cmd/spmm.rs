@@ -93,12 +93,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         n: args.n,
         tune: !args.no_tune,
+        cache_dir: demo::cache_dir(),
     };
     let mut prepared = engine.prepare(&a, &opts)?;
     demo::print_prepare(&prepared);
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
     demo::print_measured(&prepared.kernel().to_string(), args.n, &m);
+    // cuSPARSE's time: the tuning sample when tuned (same N, same process), else measured here.
+    let tuned = prepared
+        .report()
+        .tuning
+        .iter()
+        .find(|t| t.candidate.starts_with("cuSPARSE"))
+        .map(|t| t.ms);
+    let cusparse_ms = match (tuned, engine.backend(), prepared.kernel()) {
+        (Some(ms), _, _) => Some(ms),
+        (None, Backend::Gpu, tcsparse::ExecKernel::Cusparse) => Some(m.ms),
+        (None, Backend::Gpu, _) => {
+            let o = PrepareOptions {
+                reorder: tcsparse::ReorderChoice::None,
+                kernel: KernelRequest::Cusparse,
+                tune: false,
+                cache_dir: None,
+                ..opts.clone()
+            };
+            let mut cus = engine.prepare(&a, &o)?;
+            Some(demo::measure(&engine, &mut cus, &a, &b, args.n, args.iters)?.ms)
+        }
+        (None, Backend::Cpu, _) => None,
+    };
+    demo::print_break_even(&prepared, cusparse_ms, m.ms);
     Ok(())
 }
 

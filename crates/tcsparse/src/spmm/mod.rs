@@ -18,9 +18,11 @@ use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{Error, ExecKernel, PrepareReport, ScheduleKind};
 
+mod cache;
 mod prepare;
 mod tune;
 
+pub use cache::{PLAN_VERSION, content_checksum};
 pub use prepare::ROW_TILE_SPLIT_BLOCKS;
 pub use tune::{CSR_TUNED_CHUNKS, TUNED_SCHEDULES};
 
