@@ -613,6 +613,16 @@ pub(crate) fn build_windowed<P: PosOut>(
     csr: &Csr,
     spec: WindowSpec,
 ) -> Result<WindowedParts<P>, FormatError> {
+    build_windowed_keys(csr, spec, None)
+}
+
+/// [`build_windowed`], with the dense renumbering of the keys forced on or off (`None`: when the
+/// key space dwarfs the nonzeros).
+fn build_windowed_keys<P: PosOut>(
+    csr: &Csr,
+    spec: WindowSpec,
+    renumber: Option<bool>,
+) -> Result<WindowedParts<P>, FormatError> {
     check_u32(csr)?;
     let WindowSpec {
         window_rows,
@@ -631,6 +641,16 @@ pub(crate) fn build_windowed<P: PosOut>(
     let key_space = match mode {
         ColumnMode::Compacted => csr.cols(),
         ColumnMode::Aligned => csr.cols().div_ceil(block_cols),
+    };
+    // The per-worker scratch is indexed by key (4–16 bytes per key). Where the declared key space
+    // is much larger than the data (a 1 × 4e9 matrix with one nonzero), the keys present are
+    // renumbered densely first (order kept), and mapped back at the end: memory follows nnz.
+    let sparse_keys = renumber
+        .unwrap_or(key_space > SPARSE_KEYS_FACTOR * nnz + SPARSE_KEYS_MIN)
+        .then(|| SparseKeys::new(indices, mode, block_cols));
+    let (indices, key_space) = match &sparse_keys {
+        Some(sk) => (&sk.indices[..], sk.keys.len()),
+        None => (indices, key_space),
     };
     let win_start = |w: usize| indptr[(w * window_rows).min(rows)] as usize;
 
@@ -714,6 +734,13 @@ pub(crate) fn build_windowed<P: PosOut>(
         }
         v
     };
+    let block_keys = || {
+        let mut k = block_keys();
+        if let Some(sk) = &sparse_keys {
+            sk.restore(&mut k);
+        }
+        k
+    };
     let ((window_offset, block_offset), (block_keys, (masks, block_window))) = if serial {
         (
             (window_offset(), block_offset()),
@@ -734,6 +761,53 @@ pub(crate) fn build_windowed<P: PosOut>(
         pos,
         values,
     })
+}
+
+/// Dense renumbering kicks in when the key space exceeds this many keys per nonzero...
+const SPARSE_KEYS_FACTOR: usize = 4;
+/// ... plus this many (small matrices keep the direct path).
+const SPARSE_KEYS_MIN: usize = 1 << 20;
+
+/// The keys present in a matrix whose declared key space dwarfs its nonzeros, renumbered densely
+/// in ascending order (so sorted rows stay sorted and every layout decision is unchanged).
+struct SparseKeys {
+    /// Column ids rewritten: compacted mode `rank(c)`; aligned mode `rank(c >> s) << s | c & mask`
+    /// (`s = log2 block_cols`), so the slot inside a block is kept.
+    indices: Vec<u32>,
+    /// New key → original key (a column id, or a block-column id in aligned mode), ascending.
+    keys: Vec<u32>,
+}
+
+impl SparseKeys {
+    fn new(indices: &[u32], mode: ColumnMode, block_cols: usize) -> Self {
+        let shift = block_cols.trailing_zeros();
+        let key_of = |c: u32| match mode {
+            ColumnMode::Compacted => c,
+            ColumnMode::Aligned => c >> shift,
+        };
+        let mut keys: Vec<u32> = indices.par_iter().map(|&c| key_of(c)).collect();
+        keys.par_sort_unstable();
+        keys.dedup();
+        keys.shrink_to_fit();
+        let rank = |k: u32| keys.partition_point(|&x| x < k) as u32;
+        let indices = indices
+            .par_iter()
+            .map(|&c| match mode {
+                ColumnMode::Compacted => rank(c),
+                ColumnMode::Aligned => rank(c >> shift) << shift | (c & ((1 << shift) - 1)),
+            })
+            .collect();
+        SparseKeys { indices, keys }
+    }
+
+    /// Maps renumbered block keys back to the original ids ([`SENTINEL`] stays).
+    fn restore(&self, block_keys: &mut [u32]) {
+        block_keys.par_iter_mut().for_each(|k| {
+            if *k != SENTINEL {
+                *k = self.keys[*k as usize];
+            }
+        });
+    }
 }
 
 /// The chunks' `part` arrays concatenated (one allocation of the exact size).
@@ -1045,6 +1119,61 @@ where
 mod tests {
     use super::*;
     use crate::csr::csr_from_triplets;
+
+    fn parts_eq<P: PosOut + PartialEq + std::fmt::Debug>(
+        a: &WindowedParts<P>,
+        b: &WindowedParts<P>,
+    ) {
+        assert_eq!(a.window_offset, b.window_offset);
+        assert_eq!(a.block_keys, b.block_keys);
+        assert_eq!(a.block_offset, b.block_offset);
+        assert_eq!(a.masks, b.masks);
+        assert_eq!(a.block_window, b.block_window);
+        assert_eq!(a.pos, b.pos);
+        assert_eq!(a.values, b.values);
+    }
+
+    /// Renumbering the keys present (the path taken when the declared columns dwarf the data)
+    /// builds exactly what the direct per-key scratch builds, in every mode and window shape.
+    #[test]
+    fn renumbered_keys_build_the_same_parts() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for (rows, cols, nnz) in [
+            (40, 3_000_000, 300),
+            (300, 70_000, 5000),
+            (9, 64, 40),
+            (1, 1, 1),
+        ] {
+            let t: Vec<(u32, u32, f32)> = (0..nnz)
+                .map(|i| {
+                    // Clustered column ids, so that blocks share columns and block columns.
+                    let base = rng.random_range(0..cols as u32 / 16 + 1) * 16;
+                    let c = (base + rng.random_range(0..16)).min(cols as u32 - 1);
+                    (rng.random_range(0..rows as u32), c, i as f32 + 0.5)
+                })
+                .collect();
+            let a = csr_from_triplets(rows, cols, &t).unwrap();
+            for (wr, bc, mode, masks) in [
+                (8, 8, ColumnMode::Compacted, true),
+                (16, 8, ColumnMode::Compacted, false),
+                (32, 8, ColumnMode::Compacted, false),
+                (8, 8, ColumnMode::Aligned, true),
+                (16, 16, ColumnMode::Compacted, false),
+            ] {
+                let spec = WindowSpec {
+                    window_rows: wr,
+                    block_cols: bc,
+                    mode,
+                    masks,
+                    block_window: true,
+                };
+                let direct = build_windowed_keys::<u16>(&a, spec, Some(false)).unwrap();
+                let renum = build_windowed_keys::<u16>(&a, spec, Some(true)).unwrap();
+                parts_eq(&direct, &renum);
+            }
+        }
+    }
 
     /// Every path of `sort_keys` (already sorted, rank counting, bitmap, comparison sort) gives
     /// the sorted keys and leaves the bitmap clear.

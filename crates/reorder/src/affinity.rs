@@ -1,8 +1,9 @@
 //! Data-affinity reordering (Acc-SpMM, PPoPP'25, §3.2 Algorithm 1), designed from the paper.
 
 use crate::community::aggregate;
-use crate::graph::pattern_of;
+use crate::graph::{Pattern, PerThread, pattern_of, transpose_pattern_relabelled};
 use crate::{Mode, Permutation, Reorder, ReorderError, graph_for};
+use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
 /// Data-affinity reordering.
@@ -47,80 +48,137 @@ impl Reorder for Affinity {
         let m = a.rows();
         let (order, comm_all) = aggregate(&g).dfs();
         drop(g);
-        // Rows in DFS order, their rank, community and the rank range of each community.
+        // Rows in DFS order (a row's position there is its rank) and the community of each rank.
         let rows_dfs: Vec<u32> = order.into_iter().filter(|&v| (v as usize) < m).collect();
-        let mut rank = vec![0u32; m];
-        for (i, &r) in rows_dfs.iter().enumerate() {
-            rank[r as usize] = i as u32;
-        }
-        let comm: Vec<u32> = rows_dfs.iter().map(|&r| comm_all[r as usize]).collect(); // by rank
+        let comm: Vec<u32> = rows_dfs.par_iter().map(|&r| comm_all[r as usize]).collect(); // by rank
         drop(comm_all);
-        let ncomm = comm.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-        let mut comm_end = vec![0u32; ncomm];
-        let mut comm_start = vec![u32::MAX; ncomm];
-        for (i, &c) in comm.iter().enumerate() {
-            comm_start[c as usize] = comm_start[c as usize].min(i as u32);
-            comm_end[c as usize] = i as u32 + 1;
-        }
-        // Row -> columns (A's pattern) and column -> row ranks, ascending (built in rank order).
+        // Row -> columns (A's pattern) and column -> row ranks, ascending.
         let rowp = pattern_of(a);
-        let k = a.cols();
-        let mut coff = vec![0usize; k + 1];
-        for &c in a.indices() {
-            coff[c as usize + 1] += 1;
-        }
-        for i in 0..k {
-            coff[i + 1] += coff[i];
-        }
-        let mut cursor = coff.clone();
-        let mut clist = vec![0u32; a.nnz()];
-        for (i, &r) in rows_dfs.iter().enumerate() {
-            for &c in rowp.row(r as usize) {
-                clist[cursor[c as usize]] = i as u32;
-                cursor[c as usize] += 1;
-            }
-        }
-        cursor.copy_from_slice(&coff);
+        let cols = transpose_pattern_relabelled(a, &rows_dfs);
+        let (coff, clist) = (&cols.off, &cols.idx);
 
+        // Communities own disjoint rank ranges and candidates never leave the community of `v`, so
+        // the communities are walked independently, in parallel; the result is the same as walking
+        // them one after the other, whatever the thread count.
+        let mut out = vec![0u32; m];
         let mut visited = vec![false; m];
         let mut cnt = vec![0u32; m];
-        let mut touched: Vec<u32> = Vec::new();
-        let mut out: Vec<u32> = Vec::with_capacity(m);
+        let mut jobs: Vec<WalkJob<'_>> = Vec::new();
+        {
+            let (mut o, mut vis, mut cn) = (&mut out[..], &mut visited[..], &mut cnt[..]);
+            let mut lo = 0usize;
+            while lo < m {
+                let c = comm[lo];
+                let mut hi = lo + 1;
+                while hi < m && comm[hi] == c {
+                    hi += 1;
+                }
+                let (a1, b1) = std::mem::take(&mut o).split_at_mut(hi - lo);
+                let (a2, b2) = std::mem::take(&mut vis).split_at_mut(hi - lo);
+                let (a3, b3) = std::mem::take(&mut cn).split_at_mut(hi - lo);
+                jobs.push((lo as u32, a1, a2, a3));
+                (o, vis, cn) = (b1, b2, b3);
+                lo = hi;
+            }
+        }
+        // Largest communities first, so that a big one does not start last.
+        jobs.sort_by_key(|j| std::cmp::Reverse(j.1.len()));
+        let scratch = PerThread::<WalkScratch>::new();
+        jobs.into_par_iter()
+            .with_max_len(1)
+            .for_each(|(lo, out, visited, cnt)| {
+                scratch.with(|s| {
+                    self.walk(
+                        lo,
+                        out,
+                        visited,
+                        cnt,
+                        s,
+                        &rows_dfs,
+                        &rowp,
+                        coff,
+                        clist,
+                        a.cols(),
+                    )
+                })
+            });
+        Permutation::new(out)
+    }
+}
+
+/// One community's walk: its first rank and its slices of `out`, `visited` and `cnt`.
+type WalkJob<'a> = (u32, &'a mut [u32], &'a mut [bool], &'a mut [u32]);
+
+/// Per-thread state of the walk: a cursor per column (valid for the community whose tag it holds)
+/// and the candidate list.
+#[derive(Default)]
+struct WalkScratch {
+    tag: Vec<u32>,
+    cursor: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl Affinity {
+    /// Orders the rows of one top-level community, ranks `lo..lo + out.len()` (Step II above);
+    /// `visited`, `cnt` and `out` are that rank range's slices.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        lo: u32,
+        out: &mut [u32],
+        visited: &mut [bool],
+        cnt: &mut [u32],
+        s: &mut WalkScratch,
+        rows_dfs: &[u32],
+        rowp: &Pattern,
+        coff: &[usize],
+        clist: &[u32],
+        k: usize,
+    ) {
+        let len = out.len();
+        let hi = lo + len as u32;
+        let tag = lo + 1; // unique per community, never 0
+        if s.tag.len() < k {
+            s.tag.resize(k, 0);
+            s.cursor.resize(k, 0);
+        }
+        let mut n_out = 0usize;
         let mut next = 0usize;
-        while out.len() < m {
+        while n_out < len {
             while visited[next] {
                 next += 1;
             }
-            let mut v = next as u32;
+            let mut v = next;
             visited[next] = true;
-            out.push(rows_dfs[next]);
+            out[n_out] = rows_dfs[lo as usize + next];
+            n_out += 1;
             loop {
-                let c_id = comm[v as usize] as usize;
-                let (lo, hi) = (comm_start[c_id], comm_end[c_id]);
-                touched.clear();
+                s.touched.clear();
                 for &c in rowp
-                    .row(rows_dfs[v as usize] as usize)
+                    .row(rows_dfs[lo as usize + v] as usize)
                     .iter()
                     .take(self.max_neighbors)
                 {
-                    let (s, e) = (coff[c as usize], coff[c as usize + 1]);
-                    let list = &clist[s..e];
-                    let mut p = cursor[c as usize];
-                    if p == e || clist[p] < lo {
-                        p = s + list.partition_point(|&x| x < lo);
-                    }
-                    while p < e && visited[clist[p] as usize] {
+                    let c = c as usize;
+                    let (st, e) = (coff[c], coff[c + 1]);
+                    let mut p = if s.tag[c] == tag {
+                        s.cursor[c] as usize
+                    } else {
+                        s.tag[c] = tag;
+                        st + clist[st..e].partition_point(|&x| x < lo)
+                    };
+                    while p < e && clist[p] < hi && visited[(clist[p] - lo) as usize] {
                         p += 1;
                     }
-                    cursor[c as usize] = p;
+                    s.cursor[c] = p as u32;
                     let mut scanned = 0;
                     while p < e && clist[p] < hi && scanned < self.max_scan {
-                        let u = clist[p];
-                        if !visited[u as usize] {
-                            if cnt[u as usize] == 0 {
-                                touched.push(u);
+                        let u = (clist[p] - lo) as usize;
+                        if !visited[u] {
+                            if cnt[u] == 0 {
+                                s.touched.push(u as u32);
                             }
-                            cnt[u as usize] += 1;
+                            cnt[u] += 1;
                         }
                         scanned += 1;
                         p += 1;
@@ -128,7 +186,7 @@ impl Reorder for Affinity {
                 }
                 let mut best = u32::MAX;
                 let mut best_cnt = 0;
-                for &u in &touched {
+                for &u in &s.touched {
                     let cu = cnt[u as usize];
                     if cu > best_cnt || (cu == best_cnt && u < best) {
                         best_cnt = cu;
@@ -140,10 +198,10 @@ impl Reorder for Affinity {
                     break;
                 }
                 visited[best as usize] = true;
-                out.push(rows_dfs[best as usize]);
-                v = best;
+                out[n_out] = rows_dfs[lo as usize + best as usize];
+                n_out += 1;
+                v = best as usize;
             }
         }
-        Permutation::new(out)
     }
 }

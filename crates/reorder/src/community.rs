@@ -9,7 +9,7 @@
 //! list to its destination, which compacts it (targets mapped to their current community, internal
 //! edges dropped, duplicates summed) when it is visited itself.
 
-use crate::graph::Graph;
+use crate::graph::{Graph, PerThread};
 use rayon::prelude::*;
 
 const NONE: u32 = u32::MAX;
@@ -47,17 +47,45 @@ impl Dendrogram {
     }
 }
 
-fn find(parent: &mut [u32], mut x: u32) -> u32 {
+/// Root of `x` without path compression (the forest is read-only while a batch decides).
+fn root(parent: &[u32], mut x: u32) -> u32 {
     while parent[x as usize] != x {
-        let p = parent[x as usize];
-        parent[x as usize] = parent[p as usize];
-        x = p;
+        x = parent[x as usize];
     }
     x
 }
 
-/// Incremental aggregation of `g` (see the module docs). Deterministic: visiting order is (degree,
-/// id) and ties in ΔQ go to the neighbour community met first.
+/// Vertices per batch of the aggregation: a fixed number, so the result does not depend on the
+/// thread count. Smaller batches are closer to the one-at-a-time algorithm, larger ones synchronize
+/// less often.
+pub(crate) const BATCH: usize = 4096;
+
+/// What one vertex of a batch decided: the community to join (or `NONE`) and its neighbour
+/// communities with edge weights (handed to that community if it is still to be visited).
+struct Decision {
+    best: u32,
+    /// Neighbour communities (roots at the start of the batch) in the order first met, with the
+    /// number of edges to each.
+    edges: Vec<(u32, u32)>,
+    /// Length of the vertex's pending list when it was read.
+    pending_read: usize,
+}
+
+#[derive(Default)]
+struct Scratch {
+    acc: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+/// Incremental aggregation of `g` (see the module docs), in batches: the vertices, in ascending
+/// (degree, id) order, are cut into batches of [`BATCH`]; every vertex of a batch picks its best
+/// neighbour community against the state at the start of the batch (in parallel, the expensive
+/// part: a root lookup per edge), then the batch's merges are applied one by one in order. A
+/// decision is redone at commit time (from its community list, see [`redecide`]) when an earlier
+/// merge of the batch made it stale: `u` itself grew, its chosen community grew, or one of the
+/// communities it saw merged away. Other communities that grew only lost gain, so the choice
+/// stands. The result is therefore exactly that of the one-at-a-time algorithm, whatever the
+/// thread count. Ties in ΔQ go to the neighbour community met first.
 pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
     let n = g.n();
     let m2 = g.adj.len() as f64; // 2m = sum of degrees
@@ -67,61 +95,59 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
     order.par_sort_unstable_by_key(|&v| (g.degree(v as usize), v));
     let mut pending: Vec<Vec<(u32, u32)>> = vec![Vec::new(); n];
     let mut processed = vec![false; n];
-    let mut acc = vec![0u32; n];
-    let mut touched: Vec<u32> = Vec::new();
     let mut merges: Vec<(u32, u32)> = Vec::new();
-    for &u in &order {
-        let ui = u as usize;
-        processed[ui] = true;
-        if deg[ui] == 0 {
-            continue;
+    let scratch = PerThread::<Scratch>::new();
+    let mut decisions: Vec<Decision> = Vec::new();
+    let mut seq = Scratch::default();
+    let mut grown = vec![0u32; n];
+    let mut stamp = 1u32;
+    for batch in order.chunks(BATCH) {
+        {
+            let (parent, deg, pending) = (&parent, &deg, &pending);
+            batch
+                .par_iter()
+                .with_min_len(64)
+                .map(|&u| scratch.with(|s| decide(g, u, parent, deg, &pending[u as usize], m2, s)))
+                .collect_into_vec(&mut decisions);
         }
-        touched.clear();
-        for &t in g.neighbors(ui) {
-            let r = find(&mut parent, t);
-            if r != u {
-                if acc[r as usize] == 0 {
-                    touched.push(r);
-                }
-                acc[r as usize] += 1;
+        for (&u, d) in batch.iter().zip(decisions.drain(..)) {
+            let ui = u as usize;
+            // A decision is stale when an earlier merge of this batch touched `u` or one of the
+            // communities it saw (merged it away, grew its degree, handed it edges): decide again
+            // against the current state, exactly as the one-at-a-time algorithm would.
+            processed[ui] = true;
+            let stale = grown[ui] == stamp
+                || (d.best != NONE && grown[d.best as usize] == stamp)
+                || d.edges.iter().any(|&(r, _)| parent[r as usize] != r);
+            let d = if stale {
+                redecide(d, u, &parent, &deg, &pending[ui], m2, &mut seq)
+            } else {
+                d
+            };
+            pending[ui] = Vec::new();
+            if d.best == NONE {
+                continue;
             }
-        }
-        for (t, w) in std::mem::take(&mut pending[ui]) {
-            let r = find(&mut parent, t);
-            if r != u {
-                if acc[r as usize] == 0 {
-                    touched.push(r);
-                }
-                acc[r as usize] += w;
-            }
-        }
-        let du = deg[ui] as f64;
-        let mut best = NONE;
-        let mut best_gain = 0.0f64;
-        for &r in &touched {
-            let gain = acc[r as usize] as f64 / m2 - du * deg[r as usize] as f64 / (m2 * m2);
-            if gain > best_gain {
-                best_gain = gain;
-                best = r;
-            }
-        }
-        if best != NONE {
-            let b = best as usize;
-            parent[ui] = best;
+            let b = d.best as usize;
+            parent[ui] = d.best;
             deg[b] += deg[ui];
-            merges.push((best, u));
+            merges.push((d.best, u));
+            grown[b] = stamp;
             if !processed[b] {
                 let list = &mut pending[b];
-                list.extend(
-                    touched
-                        .iter()
-                        .filter(|&&r| r != best)
-                        .map(|&r| (r, acc[r as usize])),
-                );
+                let edges = d.edges.into_iter().filter(|&(t, _)| t != d.best);
+                if list.is_empty() {
+                    *list = edges.collect();
+                } else {
+                    list.extend(edges);
+                }
             }
         }
-        for &r in &touched {
-            acc[r as usize] = 0;
+        stamp += 1;
+        // Path compression for the next batch's read-only lookups.
+        for &u in batch {
+            let r = root(&parent, u);
+            parent[u as usize] = r;
         }
     }
     // Children in merge order (counting sort by parent keeps the order stable).
@@ -144,4 +170,100 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
         children,
         roots,
     }
+}
+
+/// One vertex's choice against the current forest (read-only): the neighbour community with the
+/// largest positive ΔQ, and `u`'s edges to neighbour communities with their weights.
+fn decide(
+    g: &Graph,
+    u: u32,
+    parent: &[u32],
+    deg: &[u64],
+    pending: &[(u32, u32)],
+    m2: f64,
+    s: &mut Scratch,
+) -> Decision {
+    let ui = u as usize;
+    if deg[ui] == 0 {
+        return Decision {
+            best: NONE,
+            edges: Vec::new(),
+            pending_read: pending.len(),
+        };
+    }
+    if s.acc.len() < parent.len() {
+        s.acc.resize(parent.len(), 0);
+    }
+    s.touched.clear();
+    let neighbours = g
+        .neighbors(ui)
+        .iter()
+        .map(|&t| (t, 1))
+        .chain(pending.iter().copied());
+    for (t, w) in neighbours {
+        let r = root(parent, t);
+        if r != u {
+            if s.acc[r as usize] == 0 {
+                s.touched.push(r);
+            }
+            s.acc[r as usize] += w;
+        }
+    }
+    conclude(u, deg, m2, s, pending.len())
+}
+
+/// The best community among `s.touched` (weights in `s.acc`, which it clears).
+fn conclude(u: u32, deg: &[u64], m2: f64, s: &mut Scratch, pending_read: usize) -> Decision {
+    let du = deg[u as usize] as f64;
+    let mut best = NONE;
+    let mut best_gain = 0.0f64;
+    for &r in &s.touched {
+        let gain = s.acc[r as usize] as f64 / m2 - du * deg[r as usize] as f64 / (m2 * m2);
+        if gain > best_gain {
+            best_gain = gain;
+            best = r;
+        }
+    }
+    let edges = s.touched.iter().map(|&r| (r, s.acc[r as usize])).collect();
+    for &r in &s.touched {
+        s.acc[r as usize] = 0;
+    }
+    Decision {
+        best,
+        edges,
+        pending_read,
+    }
+}
+
+/// `decide` again for a stale decision, from its neighbour communities instead of the raw edges:
+/// each batch-start community maps to its current root (merging the weights of communities that
+/// merged), then the edges handed to `u` since it was read are added. Gives exactly what `decide`
+/// would give now (same communities, weights and first-met order), in O(communities) steps.
+fn redecide(
+    d: Decision,
+    u: u32,
+    parent: &[u32],
+    deg: &[u64],
+    pending: &[(u32, u32)],
+    m2: f64,
+    s: &mut Scratch,
+) -> Decision {
+    if deg[u as usize] == 0 {
+        return d;
+    }
+    if s.acc.len() < parent.len() {
+        s.acc.resize(parent.len(), 0);
+    }
+    s.touched.clear();
+    let fresh = pending.get(d.pending_read..).unwrap_or(&[]);
+    for &(t, w) in d.edges.iter().chain(fresh) {
+        let r = root(parent, t);
+        if r != u {
+            if s.acc[r as usize] == 0 {
+                s.touched.push(r);
+            }
+            s.acc[r as usize] += w;
+        }
+    }
+    conclude(u, deg, m2, s, pending.len())
 }

@@ -18,6 +18,7 @@
 mod affinity;
 mod baselines;
 mod community;
+pub mod gate;
 mod graph;
 mod lsh;
 pub mod metrics;
@@ -26,6 +27,7 @@ mod rabbit;
 
 pub use affinity::Affinity;
 pub use baselines::{DegreeSort, Identity, Rcm};
+pub use gate::{Gate, GateReport};
 pub use lsh::Lsh;
 pub use perm::Permutation;
 pub use rabbit::Rabbit;

@@ -56,21 +56,34 @@ pub fn window_stats(a: &Csr, window_rows: usize, block_cols: usize) -> WindowSta
     let cols = a.cols();
     // Chunks of windows, each with its own stamp array (stamp = window index + 1).
     let chunk = 4096usize.max(windows / 64 + 1);
+    let by_stamp = cols <= 4 * a.nnz() / windows.div_ceil(chunk).max(1) + 65_536;
     let parts: Vec<(u64, u64, u64)> = (0..windows.div_ceil(chunk))
         .into_par_iter()
         .map(|ci| {
-            let mut stamp = vec![0u32; cols];
+            // A stamp per column when that is no more memory than the indices; else each window's
+            // columns are sorted (memory proportional to the nonzeros, not to `cols`).
+            let mut stamp = vec![0u32; if by_stamp { cols } else { 0 }];
+            let mut buf: Vec<u32> = Vec::new();
             let (mut ne, mut blocks, mut distinct) = (0u64, 0u64, 0u64);
             for w in ci * chunk..((ci + 1) * chunk).min(windows) {
                 let tag = (w % (u32::MAX as usize - 1)) as u32 + 1;
                 let (r0, r1) = (w * wr, ((w + 1) * wr).min(rows));
                 let mut d = 0u64;
-                for &c in &idx[ip[r0] as usize..ip[r1] as usize] {
-                    let s = &mut stamp[c as usize];
-                    if *s != tag {
-                        *s = tag;
-                        d += 1;
+                let wcols = &idx[ip[r0] as usize..ip[r1] as usize];
+                if by_stamp {
+                    for &c in wcols {
+                        let s = &mut stamp[c as usize];
+                        if *s != tag {
+                            *s = tag;
+                            d += 1;
+                        }
                     }
+                } else {
+                    buf.clear();
+                    buf.extend_from_slice(wcols);
+                    buf.sort_unstable();
+                    buf.dedup();
+                    d = buf.len() as u64;
                 }
                 if d > 0 {
                     ne += 1;

@@ -7,8 +7,10 @@ use tcsparse_formats::Csr;
 /// Rabbit order: incremental aggregation in ascending degree order, each vertex merged into the
 /// neighbour community with the largest positive modularity gain, then vertices numbered by a
 /// pre-order DFS of the resulting dendrogram (top-level communities by ascending vertex id, children
-/// in merge order). Graph construction is parallel (rayon); the aggregation itself is sequential
-/// (the paper's lock-free parallel merging is not implemented), which keeps it deterministic.
+/// in merge order). Graph construction and the aggregation's decisions are parallel (rayon, in
+/// fixed batches re-checked in order, see `community::aggregate`), so the result is the
+/// one-at-a-time algorithm's whatever the thread count (the paper's lock-free merging is not
+/// deterministic and is not used).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Rabbit;
 

@@ -263,3 +263,49 @@ fn errors_are_typed() {
     assert!(p.apply_rows(&a).is_err());
     assert!(p.apply_dense_rows(&[0.0; 3], 2, 2).is_err());
 }
+
+/// `method`'s permutation computed on a pool of `threads` rayon threads.
+fn perm_on_threads(name: &str, a: &Csr, mode: Mode, threads: usize) -> Permutation {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(|| by_name(name, 5).unwrap().permutation(a, mode).unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn same_permutation_on_any_thread_count(a in random_graph(), r in random_rect()) {
+        for name in METHODS {
+            let one = perm_on_threads(name, &a, Mode::Symmetric, 1);
+            assert_bijection(&one, a.rows());
+            for t in [2, 3, 8] {
+                prop_assert_eq!(&one, &perm_on_threads(name, &a, Mode::Symmetric, t), "{} at {} threads", name, t);
+            }
+            let one = perm_on_threads(name, &r, Mode::RowOnly, 1);
+            assert_bijection(&one, r.rows());
+            prop_assert_eq!(&one, &perm_on_threads(name, &r, Mode::RowOnly, 4), "{} rectangular", name);
+        }
+    }
+}
+
+#[test]
+fn same_permutation_on_any_thread_count_across_many_batches() {
+    // 12,800 vertices: several aggregation batches, hundreds of communities walked in parallel.
+    let a = hidden_blocks(800, 16, 0.4, 6000, 21);
+    for name in ["affinity", "rabbit"] {
+        let one = perm_on_threads(name, &a, Mode::Symmetric, 1);
+        assert_bijection(&one, a.rows());
+        for t in [2, 5, 16] {
+            assert_eq!(
+                one,
+                perm_on_threads(name, &a, Mode::Symmetric, t),
+                "{name} at {t} threads"
+            );
+        }
+        let rows = perm_on_threads(name, &a, Mode::RowOnly, 1);
+        assert_eq!(rows, perm_on_threads(name, &a, Mode::RowOnly, 7));
+    }
+}

@@ -39,8 +39,14 @@ pub use options::{
     Balance, KernelRequest, Precision, PrepareOptions, PrepareOptionsBuilder, ReorderChoice,
     RowOrder,
 };
-pub use report::{ExecKernel, PrepareReport, ScheduleKind, TuneSample};
-pub use spmm::{CSR_TUNED_CHUNKS, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES};
+pub use report::{
+    CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,
+    format_break_even,
+};
+pub use spmm::{
+    CSR_TUNED_CHUNKS, PLAN_VERSION, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES,
+    content_checksum,
+};
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;
 pub use tcsparse_formats as formats;

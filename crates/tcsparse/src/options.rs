@@ -180,6 +180,12 @@ pub struct PrepareOptions {
     pub precision: Precision,
     /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device).
     pub device_order: RowOrder,
+    /// Prepared-plan cache: a directory where the permutation and the kernel decision of a
+    /// preparation are stored, keyed by the matrix's content checksum, these options, N, the
+    /// device and the library version; a later preparation with the same key loads them instead
+    /// of reordering and tuning again. A corrupt or stale entry is rebuilt (with a warning), never
+    /// trusted. `None`: no cache. The CLI sets it from `TCSPARSE_CACHE_DIR`.
+    pub cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PrepareOptions {
@@ -194,6 +200,7 @@ impl Default for PrepareOptions {
             tune: true,
             precision: Precision::Tf32,
             device_order: RowOrder::Prepared,
+            cache_dir: None,
         }
     }
 }
@@ -265,6 +272,11 @@ impl PrepareOptionsBuilder {
     /// Sets [`PrepareOptions::device_order`].
     pub fn device_order(mut self, order: RowOrder) -> Self {
         self.0.device_order = order;
+        self
+    }
+    /// Sets [`PrepareOptions::cache_dir`].
+    pub fn cache_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.0.cache_dir = dir;
         self
     }
     /// The options.

@@ -3,7 +3,7 @@
 
 use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
-use tcsparse_reorder::{Mode, ReorderReport};
+use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
 use crate::{Backend, Precision};
 
@@ -179,6 +179,57 @@ pub struct PrepareReport {
     pub tuning: Vec<TuneSample>,
     /// Tuning stage: preparing the extra candidates and timing them.
     pub tune_s: f64,
+    /// The gate run before an automatic reordering (`None` when no automatic reordering was
+    /// considered): when it says no reordering can make the blocks dense enough, none is computed.
+    pub reorder_gate: Option<GateReport>,
+    /// What the prepared-plan cache did (see `PrepareOptions::cache_dir`).
+    pub cache: CacheOutcome,
+    /// The whole preparation, every stage above included (tuning, cache look-up and store),
+    /// seconds: what a caller pays before the first product.
+    pub total_s: f64,
+}
+
+impl PrepareReport {
+    /// Products after which this preparation has paid for itself against a baseline that needs
+    /// no preparation: `total_s / (baseline_ms − ours_ms)`; `None` ("never") when ours is not
+    /// faster. See [`break_even_calls`].
+    pub fn break_even_calls(&self, baseline_ms: f64, ours_ms: f64) -> Option<f64> {
+        break_even_calls(self.total_s, baseline_ms, ours_ms)
+    }
+}
+
+/// Calls after which a preparation of `prepare_s` seconds is repaid by saving
+/// `baseline_ms − ours_ms` per call; `None` ("never") when ours is not faster or an input is not a
+/// finite number.
+pub fn break_even_calls(prepare_s: f64, baseline_ms: f64, ours_ms: f64) -> Option<f64> {
+    let saved_ms = baseline_ms - ours_ms;
+    (prepare_s.is_finite() && saved_ms.is_finite() && saved_ms > 0.0)
+        .then(|| (prepare_s * 1e3 / saved_ms).max(0.0))
+}
+
+/// "1234" (rounded up) or "never".
+pub fn format_break_even(calls: Option<f64>) -> String {
+    match calls {
+        Some(c) if c < 1e15 => format!("{:.0}", c.ceil()),
+        Some(_) | None => "never".to_string(),
+    }
+}
+
+/// What the prepared-plan cache did for one preparation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// No cache directory was given.
+    #[default]
+    Off,
+    /// No entry for this key: prepared in full and stored.
+    Miss,
+    /// Permutation and kernel decision loaded from the entry.
+    Hit,
+    /// An entry was there but could not be trusted (corrupt, stale, unreadable): prepared in full
+    /// and stored again. The reason is logged as a warning too.
+    Rebuilt(String),
+    /// Prepared in full, but the entry could not be written (the reason).
+    StoreFailed(String),
 }
 
 impl PrepareReport {

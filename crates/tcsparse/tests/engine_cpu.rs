@@ -183,7 +183,10 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).build();
         let p = engine.prepare(&a, &opts).unwrap();
-        assert_eq!(p.report().reorder.is_some(), reorders, "{kernel:?}");
+        // For the tensor-core kernels the gate runs first (and, on this unstructured matrix,
+        // finds no order worth computing); for CSR kernels not even the gate runs.
+        let considered = p.report().reorder.is_some() || p.report().reorder_gate.is_some();
+        assert_eq!(considered, reorders, "{kernel:?}");
         if !reorders {
             assert!(
                 p.permutation().is_none() && !p.report().reordered,

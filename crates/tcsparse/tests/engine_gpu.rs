@@ -128,9 +128,11 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         for kernel in tcsparse::gpu::spmm::row_tile::KERNELS {
             let prefix = format!("{} (", kernel.name());
             let timed = names.iter().filter(|n| n.starts_with(&prefix)).count();
+            // A kernel more than 2× slower than the best so far under its first schedule is
+            // not timed under the others (ROW_TILE_GIVE_UP): 1 sample.
             let allowed: &[usize] = match (balance, kernel.dense_tiles) {
-                (Balance::Auto, false) => &[4, 5],
-                (Balance::Auto, true) => &[0, 4, 5],
+                (Balance::Auto, false) => &[1, 4, 5],
+                (Balance::Auto, true) => &[0, 1, 4, 5],
                 _ => &[0],
             };
             assert!(allowed.contains(&timed), "{prefix}: {timed} in {names:?}");

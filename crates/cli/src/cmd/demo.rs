@@ -165,6 +165,13 @@ pub fn measure(
     })
 }
 
+/// The prepared-plan cache directory: `$TCSPARSE_CACHE_DIR` when set and not empty.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("TCSPARSE_CACHE_DIR")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
 /// Reads a matrix, timing it.
 pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     let t = Instant::now();
@@ -192,7 +199,16 @@ pub fn print_prepare(p: &Prepared) {
             rr.blocks_before,
             rr.blocks_after
         ),
-        None => println!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3),
+        None => match &r.reorder_gate {
+            Some(g) if !g.worth_reordering => {
+                println!(
+                    "reorder   {:>10.3} ms  none: {}",
+                    r.reorder_s * 1e3,
+                    g.reason
+                )
+            }
+            _ => println!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3),
+        },
     }
     println!(
         "build     {:>10.3} ms  BitTCF: {} TC blocks, MeanNNZTC {:.2}",
@@ -231,6 +247,36 @@ pub fn print_prepare(p: &Prepared) {
         );
     } else {
         println!("upload    {:>10.3} ms", r.upload_s * 1e3);
+    }
+    match &r.cache {
+        tcsparse::CacheOutcome::Off => {}
+        tcsparse::CacheOutcome::Hit => {
+            println!("cache     hit: permutation and kernel decision loaded")
+        }
+        tcsparse::CacheOutcome::Miss => println!("cache     miss: prepared in full and stored"),
+        tcsparse::CacheOutcome::Rebuilt(why) => {
+            println!("cache     entry not trusted ({why}): prepared in full and stored again")
+        }
+        tcsparse::CacheOutcome::StoreFailed(why) => println!("cache     not stored: {why}"),
+    }
+    println!(
+        "prepare   {:>10.3} ms  total, every stage above ({:.1} ns per nonzero)",
+        r.total_s * 1e3,
+        r.total_s * 1e9 / r.nnz.max(1) as f64
+    );
+}
+
+/// Prints how many products repay the preparation against cuSPARSE (`cusparse_ms`, `None` when
+/// there is no cuSPARSE time) when ours takes `ours_ms`.
+pub fn print_break_even(p: &Prepared, cusparse_ms: Option<f64>, ours_ms: f64) {
+    let r = p.report();
+    match cusparse_ms {
+        Some(cus) => println!(
+            "break-even {} calls: preparation {:.3} ms / (cuSPARSE {cus:.3} ms − ours {ours_ms:.3} ms per call)",
+            tcsparse::format_break_even(r.break_even_calls(cus, ours_ms)),
+            r.total_s * 1e3
+        ),
+        None => println!("break-even n/a: no cuSPARSE time (CPU path)"),
     }
 }
 
@@ -283,6 +329,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .n(args.n)
         .tune(true)
+        .cache_dir(cache_dir())
         .build();
     let mut prepared = engine.prepare(&a, &opts)?;
     print_prepare(&prepared);

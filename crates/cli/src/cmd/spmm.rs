@@ -100,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "f32" => Precision::F32,
             _ => Precision::Tf32,
         })
+        .cache_dir(demo::cache_dir())
         .build();
     let mut prepared = engine.prepare(&a, &opts)?;
     demo::print_prepare(&prepared);
@@ -111,6 +112,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         prepared.error_bound(),
         &m,
     );
+    // cuSPARSE's time: the tuning sample when tuned (same N, same process), else measured here.
+    let tuned = prepared
+        .report()
+        .tuning
+        .iter()
+        .find(|t| t.candidate.starts_with("cuSPARSE"))
+        .map(|t| t.ms);
+    let cusparse_ms = match (tuned, engine.backend(), prepared.kernel()) {
+        (Some(ms), _, _) => Some(ms),
+        (None, Backend::Gpu, tcsparse::ExecKernel::Cusparse) => Some(m.ms),
+        (None, Backend::Gpu, _) => {
+            let o = PrepareOptions::builder()
+                .reorder(tcsparse::ReorderChoice::None)
+                .kernel(KernelRequest::Cusparse)
+                .tune(false)
+                .n(args.n)
+                .seed(args.seed)
+                .build();
+            let mut cus = engine.prepare(&a, &o)?;
+            Some(demo::measure(&engine, &mut cus, &a, &b, args.n, args.iters)?.ms)
+        }
+        (None, Backend::Cpu, _) => None,
+    };
+    demo::print_break_even(&prepared, cusparse_ms, m.ms);
     Ok(())
 }
 

@@ -21,9 +21,11 @@ use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
+mod cache;
 mod prepare;
 mod tune;
 
+pub use cache::{PLAN_VERSION, content_checksum};
 pub use prepare::ROW_TILE_SPLIT_BLOCKS;
 pub use tune::{CSR_TUNED_CHUNKS, TUNED_SCHEDULES};
 

@@ -11,11 +11,13 @@ use tcsparse_gpu::spmm::acc::AccSpmmDevice;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
-use tcsparse_reorder::{Mode, Permutation, ReorderReport};
+use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
 
+use super::cache::{PlanCache, PlanEntry};
 use super::{DeviceState, Prepared, Scratch};
 use crate::{
-    Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, PrepareReport,
+    Balance, CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
+    PrepareReport,
     ReorderChoice, ScheduleKind,
 };
 
@@ -34,6 +36,7 @@ pub(super) struct Reordered {
     pub(super) perm: Option<Permutation>,
     pub(super) forced: bool,
     pub(super) reorder_s: f64,
+    pub(super) gate: Option<GateReport>,
 }
 
 impl Engine {
@@ -65,11 +68,80 @@ impl Engine {
                 opts.kernel
             )));
         }
-        if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
-            return self.prepare_tuned(gpu, a, opts);
+        let t = Instant::now();
+        let cache = opts
+            .cache_dir
+            .as_ref()
+            .map(|dir| PlanCache::new(dir, a, opts, self));
+        let mut outcome = CacheOutcome::Off;
+        if let Some(c) = &cache {
+            outcome = match c.load(a) {
+                Ok(Some(entry)) => match self.prepare_cached(a, opts, entry) {
+                    Ok(mut p) => {
+                        p.report.cache = CacheOutcome::Hit;
+                        p.report.total_s = t.elapsed().as_secs_f64();
+                        return Ok(p);
+                    }
+                    Err(e) => CacheOutcome::Rebuilt(format!("entry could not be used: {e}")),
+                },
+                Ok(None) => CacheOutcome::Miss,
+                Err(why) => CacheOutcome::Rebuilt(why),
+            };
+            if let CacheOutcome::Rebuilt(why) = &outcome {
+                tracing::warn!(
+                    "plan cache entry {} not trusted ({why}): preparing in full",
+                    c.path().display()
+                );
+            }
         }
-        let stage = self.reorder_stage(a, opts)?;
-        self.prepare_reordered(a, stage, opts)
+        let mut p =
+            if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
+                self.prepare_tuned(gpu, a, opts)?
+            } else {
+                let stage = self.reorder_stage(a, opts)?;
+                self.prepare_reordered(a, stage, opts)?
+            };
+        if let Some(c) = &cache {
+            let entry = PlanEntry {
+                mode: p.report.mode,
+                kernel: p.report.kernel,
+                perm: p.perm.clone(),
+                note: p.report.kernel_note.clone(),
+            };
+            if let Err(e) = c.store(&entry) {
+                tracing::warn!("plan cache: could not store the entry: {e}");
+                outcome = CacheOutcome::StoreFailed(e);
+            }
+        }
+        p.report.cache = outcome;
+        p.report.total_s = t.elapsed().as_secs_f64();
+        Ok(p)
+    }
+
+    /// A preparation from a cache entry: the stored permutation applied, the stored kernel and
+    /// schedule set up directly (no reordering, no tuning).
+    fn prepare_cached(
+        &self,
+        a: &Csr,
+        opts: &PrepareOptions,
+        entry: PlanEntry,
+    ) -> Result<Prepared, Error> {
+        let t = Instant::now();
+        let a_re = match &entry.perm {
+            Some(p) => tcsparse_reorder::apply(p, a, entry.mode)?,
+            None => a.clone(),
+        };
+        let stage = Reordered {
+            a_re,
+            mode: entry.mode,
+            report: None,
+            perm: entry.perm,
+            forced: true,
+            reorder_s: t.elapsed().as_secs_f64(),
+            gate: None,
+        };
+        let note = format!("from the plan cache: {}", entry.note);
+        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note)))
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -103,6 +175,18 @@ impl Engine {
             }
             ReorderChoice::Auto => (Some("affinity".to_string()), false),
             ReorderChoice::Method(m) => (Some(m.clone()), true),
+        };
+        // An automatic reordering is computed only where the gate sees that a row order could
+        // make the blocks dense enough to matter (not on R-MAT or uniform random matrices).
+        let mut gate = None;
+        let method = match method {
+            Some(m) if !forced => {
+                let g = Gate::default().assess(a);
+                let worth = g.worth_reordering;
+                gate = Some(g);
+                worth.then_some(m)
+            }
+            m => m,
         };
         let mut report = None;
         let mut perm = None;
@@ -139,6 +223,7 @@ impl Engine {
             perm,
             forced,
             reorder_s,
+            gate,
         })
     }
 
@@ -149,6 +234,18 @@ impl Engine {
         stage: Reordered,
         opts: &PrepareOptions,
     ) -> Result<Prepared, Error> {
+        self.prepare_reordered_with(a, stage, opts, None)
+    }
+
+    /// [`Engine::prepare_reordered`], with the kernel (and its note) fixed instead of chosen
+    /// (a cached decision).
+    fn prepare_reordered_with(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+        fixed: Option<(ExecKernel, String)>,
+    ) -> Result<Prepared, Error> {
         let Reordered {
             a_re,
             mode,
@@ -156,6 +253,7 @@ impl Engine {
             mut perm,
             forced,
             reorder_s,
+            gate,
         } = stage;
         let mut a_re = a_re;
 
@@ -185,7 +283,16 @@ impl Engine {
         };
         let rwo = bittcf.row_window_offset();
         let plan = plan_spmm(&features, rwo, &self.device);
-        let (kernel, mut kernel_note, schedule) = self.choose(&plan, opts, rwo);
+        let (kernel, mut kernel_note, schedule) = match fixed {
+            Some((k, note)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
+                let sched = match k {
+                    ExecKernel::AccSpmm { schedule } => Some(self.schedule(rwo, schedule, opts.n)),
+                    _ => None,
+                };
+                (k, note, sched)
+            }
+            _ => self.choose(&plan, opts, rwo),
+        };
         let plan_s = t.elapsed().as_secs_f64();
 
         // A reordering chosen automatically only serves the tensor-core kernel: CSR kernels
@@ -275,6 +382,9 @@ impl Engine {
             split_windows,
             tuning: Vec::new(),
             tune_s: 0.0,
+            reorder_gate: gate,
+            cache: CacheOutcome::Off,
+            total_s: 0.0,
         };
         Ok(Prepared {
             plan,

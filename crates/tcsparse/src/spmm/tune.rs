@@ -58,32 +58,43 @@ fn tune_row_tile(
     n: usize,
     order: &str,
     tuning: &mut Vec<TuneSample>,
+    bound: f64,
 ) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
     let first = RowTileSchedule::Packed(ROW_TILE_TUNED_WINDOWS[0]);
     let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, first)?);
-    let mut time = |dev: &mut RowTileDevice, schedule| -> Result<f64, Error> {
+    let mut time = |dev: &mut RowTileDevice, schedule, bound: f64| -> Result<f64, Error> {
         dev.set_schedule(gpu, schedule)?;
-        let ms = time_median(gpu, || Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?))?;
+        let (ms, probe) =
+            time_bounded(gpu, bound, || Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?))?;
         let kernel = ExecKernel::RowTile {
             kernel: rt,
             schedule,
         };
         tuning.push(TuneSample {
-            candidate: format!("{kernel} ({order})"),
+            candidate: format!("{kernel} ({order}){}", probe_mark(probe)),
             ms,
         });
         Ok(ms)
     };
+    // A kernel this much slower than the best so far under its first schedule is not timed
+    // under the others (they moved row-tile times by well under 2× on every matrix measured).
+    let first_ms = time(&mut dev, first, bound)?;
+    if first_ms > ROW_TILE_GIVE_UP * bound {
+        return Ok(Some((first_ms, dev)));
+    }
     let mut fastest: Option<(f64, RowTileSchedule)> = None;
     let mut keep = |ms: f64, schedule| {
         if fastest.is_none_or(|(f, _)| ms < f) {
             fastest = Some((ms, schedule));
         }
     };
-    let mut previous = f64::INFINITY;
-    for k in ROW_TILE_TUNED_WINDOWS {
+    keep(first_ms, first);
+    let mut previous = first_ms;
+    let mut bound = bound.min(first_ms);
+    for k in ROW_TILE_TUNED_WINDOWS.into_iter().skip(1) {
         let schedule = RowTileSchedule::Packed(k);
-        let ms = time(&mut dev, schedule)?;
+        let ms = time(&mut dev, schedule, bound)?;
+        bound = bound.min(ms);
         keep(ms, schedule);
         // More windows per thread block only help while they keep helping.
         if ms > previous {
@@ -93,7 +104,9 @@ fn tune_row_tile(
     }
     for max_blocks in split_caps(m.num_blocks(), n, gpu.info().sm_count) {
         let schedule = RowTileSchedule::Split { max_blocks };
-        keep(time(&mut dev, schedule)?, schedule);
+        let ms = time(&mut dev, schedule, bound)?;
+        bound = bound.min(ms);
+        keep(ms, schedule);
     }
     let Some((ms, schedule)) = fastest else {
         return Ok(None);
@@ -114,7 +127,9 @@ fn tune_csr(
     c: &mut CudaSlice<f32>,
     n: usize,
     tuning: &mut Vec<TuneSample>,
+    bound: f64,
 ) -> Result<Option<(f64, CsrSpmm)>, Error> {
+    let mut bound = bound;
     if a.rows() == 0 {
         return Ok(None);
     }
@@ -124,9 +139,14 @@ fn tune_csr(
         if chunk != dev.chunk_nnz() {
             dev.set_chunk(chunk)?;
         }
-        let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
+        let (ms, probe) = time_bounded(gpu, bound, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
+        bound = bound.min(ms);
         tuning.push(TuneSample {
-            candidate: ExecKernel::CsrCuda { chunk_nnz: chunk }.to_string(),
+            candidate: format!(
+                "{}{}",
+                ExecKernel::CsrCuda { chunk_nnz: chunk },
+                probe_mark(probe)
+            ),
             ms,
         });
         if fastest.is_none_or(|(f, _)| ms < f) {
@@ -170,10 +190,52 @@ fn time_prepared(
     time_median(gpu, || p.launch_prepared(1.0, b, n, n, 0.0, c, n))
 }
 
+/// A candidate whose short probe is this many times slower than the best so far is not timed in
+/// full: its probe time is recorded and it is out of the running.
+const PROBE_REJECT: f64 = 1.25;
+/// Launches of the probe: untimed, then timed (median kept).
+const PROBE_WARMUP: usize = 1;
+const PROBE_ITERS: usize = 3;
+/// A row-tile kernel this many times slower than the best so far under its first schedule is not
+/// timed under its other schedules.
+const ROW_TILE_GIVE_UP: f64 = 2.0;
+
+/// " [probe]" for a candidate only probed, else "".
+fn probe_mark(probe: bool) -> &'static str {
+    if probe { " [probe]" } else { "" }
+}
+
+/// Median ms of `launch`, and whether only the probe ran: a short probe first (when there is a
+/// finite `bound`, the best time so far), which settles candidates that clearly cannot win; the
+/// others are timed in full ([`time_median`]).
+fn time_bounded(
+    gpu: &Gpu,
+    bound: f64,
+    mut launch: impl FnMut() -> Result<(), Error>,
+) -> Result<(f64, bool), Error> {
+    if bound.is_finite() {
+        let probe = time_launches(gpu, PROBE_WARMUP, PROBE_ITERS, &mut launch)?;
+        if probe > PROBE_REJECT * bound {
+            return Ok((probe, true));
+        }
+    }
+    Ok((time_median(gpu, launch)?, false))
+}
+
 /// Median ms of `launch` over the tuning launches; its own error is returned as it is.
 fn time_median(gpu: &Gpu, mut launch: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
+    time_launches(gpu, TUNE_WARMUP, TUNE_ITERS, &mut launch)
+}
+
+/// Median ms of `launch` over `warmup` untimed and `iters` timed launches.
+fn time_launches(
+    gpu: &Gpu,
+    warmup: usize,
+    iters: usize,
+    mut launch: impl FnMut() -> Result<(), Error>,
+) -> Result<f64, Error> {
     let mut err = None;
-    let timing = gpu.time_launches(TUNE_WARMUP, TUNE_ITERS, || {
+    let timing = gpu.time_launches(warmup, iters, || {
         launch().map_err(|e| {
             let msg = e.to_string();
             err = Some(e);
@@ -238,7 +300,9 @@ impl Engine {
         });
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
-        let csr_best = tune_csr(gpu, &cus.a, &b, &mut c, n, &mut tuning)?;
+        let csr_best = tune_csr(gpu, &cus.a, &b, &mut c, n, &mut tuning, cus_ms)?;
+        // The best time so far, which later candidates must approach to be timed in full.
+        let mut bound = csr_best.as_ref().map_or(cus_ms, |(ms, _)| ms.min(cus_ms));
         let mut best: Option<(f64, Candidate)> = None;
         let beats =
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
@@ -279,9 +343,11 @@ impl Engine {
                     tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}");
                     continue;
                 }
-                let ms = time_prepared(gpu, p, &b, &mut c, n)?;
+                let (ms, probe) =
+                    time_bounded(gpu, bound, || p.spmm_device(1.0, &b, n, 0.0, &mut c, n, n))?;
+                bound = bound.min(ms);
                 tuning.push(TuneSample {
-                    candidate: format!("Acc-SpMM ({order}, {kind})"),
+                    candidate: format!("Acc-SpMM ({order}, {kind}){}", probe_mark(probe)),
                     ms,
                 });
                 if beats(&best, ms) {
@@ -307,10 +373,12 @@ impl Engine {
                             continue;
                         }
                         if let Some((ms, dev)) =
-                            tune_row_tile(gpu, &m, rt, &b, &mut c, n, order, &mut tuning)?
-                            && beats(&best, ms)
+                            tune_row_tile(gpu, &m, rt, &b, &mut c, n, order, &mut tuning, bound)?
                         {
-                            best = Some((ms, Candidate::RowTile(dev)));
+                            bound = bound.min(ms);
+                            if beats(&best, ms) {
+                                best = Some((ms, Candidate::RowTile(dev)));
+                            }
                         }
                     }
                 }

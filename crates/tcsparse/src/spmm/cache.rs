@@ -1,0 +1,399 @@
+//! The prepared-plan cache (`PrepareOptions::cache_dir`): what a preparation decided (permutation,
+//! kernel and its schedule) stored on disk, so that the next preparation of the same matrix with
+//! the same options, N, device and library version skips reordering and tuning.
+//!
+//! Key = SHA-256 over a domain tag, the library version, the matrix's content checksum
+//! ([`content_checksum`]: SHA-256 over 1 MiB pieces of its arrays, hashed in parallel, then over
+//! the pieces' digests), the options (all but `cache_dir`), N and the device (backend, GPU name,
+//! SM count, compute capability, planner preset). File `<dir>/<key hex>.plan`:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic `TCSPPLAN` |
+//! | 4 | format version (u32 LE, [`PLAN_VERSION`]) |
+//! | 32 | the key again (a file renamed onto another key is stale) |
+//! | 8 | payload length (u64 LE) |
+//! | 32 | SHA-256 of the payload |
+//! | … | payload |
+//!
+//! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
+//! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); the
+//! original kernel note (u32 length + UTF-8). Loading checks every field, the payload checksum, the
+//! permutation (a bijection of the matrix's row count), the mode against the matrix shape and the
+//! kernel parameters; anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
+//! full and overwrites the entry.
+//!
+//! The layout itself is not stored: checking a stored BitTCF (payload checksum, source checksum,
+//! validation) reads more bytes than building it again from the permuted CSR, which the builders do
+//! at a few ns per nonzero.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+use tcsparse_formats::Csr;
+use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
+use tcsparse_reorder::{Mode, Permutation};
+
+use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
+
+/// File magic.
+const MAGIC: &[u8; 8] = b"TCSPPLAN";
+/// Version of the file layout and payload encoding; bump on any change.
+pub const PLAN_VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
+/// Largest payload accepted (a permutation of u32::MAX rows plus slack).
+const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + (1 << 20);
+
+/// Why an entry was not trusted.
+pub(crate) type StaleOrCorrupt = String;
+
+/// What a preparation decided, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PlanEntry {
+    pub mode: Mode,
+    pub kernel: ExecKernel,
+    pub perm: Option<Permutation>,
+    pub note: String,
+}
+
+/// SHA-256 of the matrix's shape and arrays, hashed as 1 MiB pieces in parallel and then over the
+/// pieces' digests (deterministic, independent of the thread count).
+pub fn content_checksum(a: &Csr) -> [u8; 32] {
+    const PIECE: usize = 1 << 18; // u32 words: 1 MiB
+    let indptr = a.indptr();
+    let arrays: [&[u32]; 2] = [indptr.raw_storage(), a.indices()];
+    let data: &[f32] = a.data();
+    let digest_words = |w: &[u32]| {
+        let mut h = Sha256::new();
+        let mut buf = Vec::with_capacity(4 * w.len());
+        for x in w {
+            buf.extend_from_slice(&x.to_le_bytes());
+        }
+        h.update(&buf);
+        h.finalize()
+    };
+    let mut top = Sha256::new();
+    top.update(b"tcsparse content checksum v1");
+    for v in [a.rows(), a.cols(), a.nnz()] {
+        top.update((v as u64).to_le_bytes());
+    }
+    for arr in arrays {
+        let parts: Vec<_> = arr.par_chunks(PIECE).map(digest_words).collect();
+        top.update((arr.len() as u64).to_le_bytes());
+        for p in parts {
+            top.update(p);
+        }
+    }
+    let parts: Vec<_> = data
+        .par_chunks(PIECE)
+        .map(|w| {
+            let mut h = Sha256::new();
+            let mut buf = Vec::with_capacity(4 * w.len());
+            for x in w {
+                buf.extend_from_slice(&x.to_bits().to_le_bytes());
+            }
+            h.update(&buf);
+            h.finalize()
+        })
+        .collect();
+    top.update((data.len() as u64).to_le_bytes());
+    for p in parts {
+        top.update(p);
+    }
+    top.finalize().into()
+}
+
+/// The cache entry of one (matrix, options, device) triple.
+pub(crate) struct PlanCache {
+    path: PathBuf,
+    key: [u8; 32],
+}
+
+impl PlanCache {
+    /// The entry for `a` prepared with `opts` on `engine`, in `dir`.
+    pub fn new(dir: &Path, a: &Csr, opts: &PrepareOptions, engine: &Engine) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"tcsparse prepared plan");
+        h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        h.update(PLAN_VERSION.to_le_bytes());
+        h.update(content_checksum(a));
+        // Options: everything but the cache directory; a given permutation by its entries.
+        let given = match &opts.reorder {
+            ReorderChoice::Given(p) => {
+                let mut g = Sha256::new();
+                for x in p.as_slice() {
+                    g.update(x.to_le_bytes());
+                }
+                Some(g.finalize())
+            }
+            _ => None,
+        };
+        let opts_key = PrepareOptions {
+            cache_dir: None,
+            reorder: match &opts.reorder {
+                ReorderChoice::Given(_) => ReorderChoice::Method("<given>".into()),
+                r => r.clone(),
+            },
+            ..opts.clone()
+        };
+        h.update(format!("{opts_key:?}").as_bytes());
+        if let Some(g) = given {
+            h.update(g);
+        }
+        // Device.
+        h.update(format!("{:?}", engine.backend()).as_bytes());
+        if let Some(gpu) = &engine.gpu {
+            let i = gpu.info();
+            h.update(
+                format!(
+                    "{}|{}|{:?}|{}",
+                    i.name, i.sm_count, i.compute_capability, i.memory_bytes
+                )
+                .as_bytes(),
+            );
+        }
+        h.update(format!("{:?}", engine.device).as_bytes());
+        let key: [u8; 32] = h.finalize().into();
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        Self {
+            path: dir.join(format!("{hex}.plan")),
+            key,
+        }
+    }
+
+    /// The entry's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `Ok(None)`: no entry. `Err`: an entry that cannot be trusted, and why.
+    pub fn load(&self, a: &Csr) -> Result<Option<PlanEntry>, StaleOrCorrupt> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("unreadable: {e}")),
+        };
+        self.decode(&bytes, a).map(Some)
+    }
+
+    fn decode(&self, bytes: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
+        if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
+            return Err("not a plan cache file (bad magic or truncated header)".into());
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().map_err(|_| "header")?);
+        if version != PLAN_VERSION {
+            return Err(format!(
+                "stale: plan cache version {version}, this build reads {PLAN_VERSION}"
+            ));
+        }
+        if bytes[12..44] != self.key {
+            return Err("stale: the entry was written for another key".into());
+        }
+        let len = u64::from_le_bytes(bytes[44..52].try_into().map_err(|_| "header")?);
+        if len > MAX_PAYLOAD || bytes.len() as u64 != HEADER_LEN as u64 + len {
+            return Err(format!(
+                "corrupt: {} bytes, header says {}",
+                bytes.len(),
+                HEADER_LEN as u64 + len.min(MAX_PAYLOAD)
+            ));
+        }
+        let payload = &bytes[HEADER_LEN..];
+        if Sha256::digest(payload).as_slice() != &bytes[52..84] {
+            return Err("corrupt: payload checksum mismatch".into());
+        }
+        decode_payload(payload, a)
+    }
+
+    /// Writes the entry atomically (temporary file in the same directory, then rename).
+    pub fn store(&self, e: &PlanEntry) -> Result<(), String> {
+        let payload = encode_payload(e);
+        let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&PLAN_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&self.key);
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&Sha256::digest(&payload));
+        bytes.extend_from_slice(&payload);
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let tmp = self.path.with_extension(format!(
+            "tmp.{}.{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(|e| format!("{}: {e}", self.path.display()))
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, x: u32) {
+    out.extend_from_slice(&x.to_le_bytes());
+}
+
+fn encode_payload(e: &PlanEntry) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.push(match e.mode {
+        Mode::Symmetric => 0,
+        Mode::RowOnly => 1,
+    });
+    match e.kernel {
+        ExecKernel::CpuBitTcf => out.push(0),
+        ExecKernel::Cusparse => out.push(1),
+        ExecKernel::CsrCuda { chunk_nnz } => {
+            out.push(2);
+            put_u32(&mut out, chunk_nnz);
+        }
+        ExecKernel::AccSpmm { schedule } => {
+            out.push(3);
+            let (tag, a, b) = match schedule {
+                ScheduleKind::Unbalanced => (0, 0, 0),
+                ScheduleKind::Balanced => (1, 0, 0),
+                ScheduleKind::Packed(k) => (2, k, 0),
+                ScheduleKind::PackedCached { windows, log2_rows } => {
+                    (3, windows, u32::from(log2_rows))
+                }
+            };
+            for x in [tag, a, b] {
+                put_u32(&mut out, x);
+            }
+        }
+        ExecKernel::RowTile { kernel, schedule } => {
+            out.push(4);
+            let idx = ROW_TILE_KERNELS
+                .iter()
+                .position(|k| *k == kernel)
+                .unwrap_or(usize::MAX) as u32;
+            let (tag, x) = match schedule {
+                RowTileSchedule::Packed(k) => (0, k),
+                RowTileSchedule::Split { max_blocks } => (1, max_blocks),
+            };
+            for v in [idx, tag, x] {
+                put_u32(&mut out, v);
+            }
+        }
+    }
+    match &e.perm {
+        None => out.push(0),
+        Some(p) => {
+            out.push(1);
+            put_u32(&mut out, p.len() as u32);
+            for &x in p.as_slice() {
+                put_u32(&mut out, x);
+            }
+        }
+    }
+    put_u32(&mut out, e.note.len() as u32);
+    out.extend_from_slice(e.note.as_bytes());
+    out
+}
+
+/// Reads a payload front to back; every read is bounds-checked.
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn u8(&mut self) -> Result<u8, StaleOrCorrupt> {
+        let (&x, rest) = self.b.split_first().ok_or("corrupt: payload too short")?;
+        self.b = rest;
+        Ok(x)
+    }
+    fn u32(&mut self) -> Result<u32, StaleOrCorrupt> {
+        if self.b.len() < 4 {
+            return Err("corrupt: payload too short".into());
+        }
+        let (x, rest) = self.b.split_at(4);
+        self.b = rest;
+        Ok(u32::from_le_bytes(x.try_into().map_err(|_| "u32")?))
+    }
+}
+
+fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
+    let mut r = Reader { b: payload };
+    let mode = match r.u8()? {
+        0 => Mode::Symmetric,
+        1 => Mode::RowOnly,
+        t => return Err(format!("corrupt: mode tag {t}")),
+    };
+    if mode == Mode::Symmetric && a.rows() != a.cols() {
+        return Err("corrupt: symmetric mode for a rectangular matrix".into());
+    }
+    let kernel = match r.u8()? {
+        0 => ExecKernel::CpuBitTcf,
+        1 => ExecKernel::Cusparse,
+        2 => {
+            let chunk_nnz = r.u32()?;
+            if chunk_nnz == 0 {
+                return Err("corrupt: CSR chunk of 0 nonzeros".into());
+            }
+            ExecKernel::CsrCuda { chunk_nnz }
+        }
+        3 => {
+            let (tag, x, y) = (r.u32()?, r.u32()?, r.u32()?);
+            let schedule = match tag {
+                0 => ScheduleKind::Unbalanced,
+                1 => ScheduleKind::Balanced,
+                2 if x >= 1 => ScheduleKind::Packed(x),
+                3 if x >= 1
+                    && (3..=u32::from(tcsparse_gpu::acc_spmm::MAX_CACHE_LOG2)).contains(&y) =>
+                {
+                    ScheduleKind::PackedCached {
+                        windows: x,
+                        log2_rows: y as u8,
+                    }
+                }
+                _ => return Err(format!("corrupt: Acc-SpMM schedule ({tag}, {x}, {y})")),
+            };
+            ExecKernel::AccSpmm { schedule }
+        }
+        4 => {
+            let (idx, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
+            let kernel = *ROW_TILE_KERNELS
+                .get(idx as usize)
+                .ok_or_else(|| format!("corrupt: row-tile kernel {idx}"))?;
+            let schedule = match tag {
+                0 if x >= 1 => RowTileSchedule::Packed(x),
+                1 if x >= 1 => RowTileSchedule::Split { max_blocks: x },
+                _ => return Err(format!("corrupt: row-tile schedule ({tag}, {x})")),
+            };
+            ExecKernel::RowTile { kernel, schedule }
+        }
+        t => return Err(format!("corrupt: kernel tag {t}")),
+    };
+    let perm = match r.u8()? {
+        0 => None,
+        1 => {
+            let n = r.u32()? as usize;
+            if n != a.rows() || r.b.len() < 4 * n {
+                return Err(format!(
+                    "corrupt: permutation of {n} rows for a matrix of {}",
+                    a.rows()
+                ));
+            }
+            let v: Vec<u32> = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
+            Some(Permutation::new(v).map_err(|e| format!("corrupt: {e}"))?)
+        }
+        t => return Err(format!("corrupt: permutation flag {t}")),
+    };
+    let len = r.u32()? as usize;
+    if r.b.len() != len {
+        return Err("corrupt: note length".into());
+    }
+    let note = String::from_utf8(r.b.to_vec()).map_err(|_| "corrupt: note is not UTF-8")?;
+    Ok(PlanEntry {
+        mode,
+        kernel,
+        perm,
+        note,
+    })
+}

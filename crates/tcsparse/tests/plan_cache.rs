@@ -1,0 +1,234 @@
+//! The prepared-plan cache on the CPU path: a miss stores the entry, a hit loads the same
+//! permutation and kernel (same products), changed options or values miss, and a corrupt, truncated
+//! or stale entry is rebuilt, never trusted.
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+use tcsparse::formats::Csr;
+use tcsparse::formats::generate::clustered_block_diagonal;
+use tcsparse::reorder::Permutation;
+use tcsparse::{CacheOutcome, Engine, PrepareOptions, Prepared};
+
+/// Clustered 64-row blocks with the rows and columns shuffled: the gate lets the automatic
+/// reordering through, so the entry holds a permutation.
+fn matrix() -> Csr {
+    let a = clustered_block_diagonal(4096, 64, 0.3, 2.0, 1).unwrap();
+    let mut v: Vec<u32> = (0..a.rows() as u32).collect();
+    v.shuffle(&mut ChaCha8Rng::seed_from_u64(2));
+    Permutation::new(v).unwrap().apply_symmetric(&a).unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tcsparse-plan-cache-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|e| e == "plan"));
+    v.sort();
+    v
+}
+
+fn product(p: &mut Prepared, a: &Csr) -> Vec<f32> {
+    let n = 4;
+    let b: Vec<f32> = (0..a.cols() * n).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut c = vec![0f32; a.rows() * n];
+    p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    c
+}
+
+fn opts(dir: &Path) -> PrepareOptions {
+    PrepareOptions {
+        cache_dir: Some(dir.to_path_buf()),
+        ..PrepareOptions::default()
+    }
+}
+
+#[test]
+fn miss_then_hit_gives_the_same_preparation() {
+    let dir = temp_dir("hit");
+    let engine = Engine::cpu("test");
+    let a = matrix();
+    let mut first = engine.prepare(&a, &opts(&dir)).unwrap();
+    assert_eq!(first.report().cache, CacheOutcome::Miss);
+    assert!(
+        first.report().reordered,
+        "{:?}",
+        first.report().reorder_gate
+    );
+    assert_eq!(entries(&dir).len(), 1);
+    let mut second = engine.prepare(&a, &opts(&dir)).unwrap();
+    assert_eq!(second.report().cache, CacheOutcome::Hit);
+    assert_eq!(second.permutation(), first.permutation());
+    assert_eq!(second.kernel(), first.kernel());
+    assert_eq!(second.matrix(), first.matrix());
+    assert!(
+        second
+            .report()
+            .kernel_note
+            .starts_with("from the plan cache")
+    );
+    assert!(second.report().total_s > 0.0);
+    assert_eq!(product(&mut second, &a), product(&mut first, &a));
+    // Without a cache directory nothing is read or written.
+    let plain = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    assert_eq!(plain.report().cache, CacheOutcome::Off);
+    assert_eq!(plain.permutation(), first.permutation());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn changed_options_or_values_miss() {
+    let dir = temp_dir("miss");
+    let engine = Engine::cpu("test");
+    let a = matrix();
+    assert_eq!(
+        engine.prepare(&a, &opts(&dir)).unwrap().report().cache,
+        CacheOutcome::Miss
+    );
+    let other_n = PrepareOptions {
+        n: 64,
+        ..opts(&dir)
+    };
+    assert_eq!(
+        engine.prepare(&a, &other_n).unwrap().report().cache,
+        CacheOutcome::Miss
+    );
+    let other_seed = PrepareOptions {
+        seed: 9,
+        ..opts(&dir)
+    };
+    assert_eq!(
+        engine.prepare(&a, &other_seed).unwrap().report().cache,
+        CacheOutcome::Miss
+    );
+    // One value changed (same pattern): another content checksum.
+    let mut t: Vec<(u32, u32, f32)> = Vec::new();
+    for r in 0..a.rows() {
+        let row = a.outer_view(r).unwrap();
+        for (&c, &v) in row.indices().iter().zip(row.data()) {
+            t.push((r as u32, c, v));
+        }
+    }
+    t[17].2 += 1.0;
+    let b = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &t).unwrap();
+    assert_eq!(
+        engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
+        CacheOutcome::Miss
+    );
+    assert_eq!(entries(&dir).len(), 4);
+    // Every one of them hits now.
+    for o in [opts(&dir), other_n, other_seed] {
+        assert_eq!(
+            engine.prepare(&a, &o).unwrap().report().cache,
+            CacheOutcome::Hit
+        );
+    }
+    assert_eq!(
+        engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
+        CacheOutcome::Hit
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn corrupt_truncated_or_stale_entries_are_rebuilt() {
+    let dir = temp_dir("corrupt");
+    let engine = Engine::cpu("test");
+    let a = matrix();
+    let reference = engine.prepare(&a, &opts(&dir)).unwrap();
+    let file = entries(&dir).pop().unwrap();
+    let good = std::fs::read(&file).unwrap();
+    let damages: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+        (
+            "payload byte",
+            Box::new(|b: &mut Vec<u8>| *b.last_mut().unwrap() ^= 0x40),
+        ),
+        (
+            "permutation byte",
+            Box::new(|b: &mut Vec<u8>| b[84 + 10] ^= 1),
+        ),
+        (
+            "truncated",
+            Box::new(|b: &mut Vec<u8>| b.truncate(b.len() / 2)),
+        ),
+        ("header only", Box::new(|b: &mut Vec<u8>| b.truncate(20))),
+        (
+            "version",
+            Box::new(|b: &mut Vec<u8>| b[8] = b[8].wrapping_add(1)),
+        ),
+        ("key", Box::new(|b: &mut Vec<u8>| b[20] ^= 0xff)),
+        ("magic", Box::new(|b: &mut Vec<u8>| b[0] = b'X')),
+        ("empty", Box::new(|b: &mut Vec<u8>| b.clear())),
+        // Checksummed but wrong inside: a repeated permutation entry, an unknown kernel tag.
+        (
+            "valid checksum, not a permutation",
+            Box::new(|b: &mut Vec<u8>| {
+                // payload: mode (1), kernel tag 0 (CPU, no parameters), flag (1), length (4), perm.
+                assert_eq!(b[85], 0, "CPU kernel tag");
+                let p0 = 84 + 1 + 1 + 1 + 4;
+                let first: [u8; 4] = b[p0..p0 + 4].try_into().unwrap();
+                b[p0 + 4..p0 + 8].copy_from_slice(&first);
+                reseal(b);
+            }),
+        ),
+        (
+            "valid checksum, unknown kernel",
+            Box::new(|b: &mut Vec<u8>| {
+                b[85] = 9;
+                reseal(b);
+            }),
+        ),
+    ];
+    for (what, damage) in damages {
+        let mut bytes = good.clone();
+        damage(&mut bytes);
+        std::fs::write(&file, &bytes).unwrap();
+        let p = engine.prepare(&a, &opts(&dir)).unwrap();
+        assert!(
+            matches!(p.report().cache, CacheOutcome::Rebuilt(_)),
+            "{what}: {:?}",
+            p.report().cache
+        );
+        assert_eq!(p.permutation(), reference.permutation(), "{what}");
+        // The rebuilt entry is good again.
+        assert_eq!(std::fs::read(&file).unwrap(), good, "{what}");
+        assert_eq!(
+            engine.prepare(&a, &opts(&dir)).unwrap().report().cache,
+            CacheOutcome::Hit,
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Recomputes the payload checksum of a plan file (header bytes 52..84).
+fn reseal(b: &mut [u8]) {
+    use sha2::{Digest, Sha256};
+    let sum = Sha256::digest(&b[84..]);
+    b[52..84].copy_from_slice(&sum);
+}
+
+#[test]
+fn content_checksum_follows_content_not_thread_count() {
+    let a = matrix();
+    let on = |t| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .unwrap()
+            .install(|| tcsparse::content_checksum(&a))
+    };
+    assert_eq!(on(1), on(3));
+    let b = clustered_block_diagonal(4096, 64, 0.3, 2.0, 5).unwrap();
+    assert_ne!(
+        tcsparse::content_checksum(&a),
+        tcsparse::content_checksum(&b)
+    );
+}
