@@ -280,9 +280,10 @@ impl Gpu {
 
     /// A [`Gpu`] on a context and stream the caller already has (e.g. a host application's own
     /// cudarc stream): every upload, launch and library call of this crate then goes to `stream`.
-    /// The stream must belong to `ctx`.
+    /// The stream must belong to `ctx`'s CUDA context (the same `CUcontext`, e.g. device 0's
+    /// primary context, which every `CudaContext::new(0)` shares).
     pub fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Gpu, GpuError> {
-        if !Arc::ptr_eq(stream.context(), &ctx) {
+        if stream.context().cu_ctx() != ctx.cu_ctx() {
             return Err(GpuError::Invalid(
                 "the stream belongs to another CUDA context".into(),
             ));
