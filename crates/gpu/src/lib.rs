@@ -2,8 +2,9 @@
 //! launches our kernels, wraps the cuSPARSE/cuBLAS baselines and times with CUDA events.
 //!
 //! Entry points: [`Gpu::probe`] (never panics, reports why there is no GPU) and [`Gpu::require`]
-//! (an error instead). A [`Gpu`] is cheap to clone (an `Arc` inside) and owns one context and one
-//! stream on device 0; every upload, launch and library call of this crate goes to that stream.
+//! (an error instead). A [`Gpu`] is cheap to clone (an `Arc` inside) and holds one context and one
+//! stream (device 0's, or a caller's through [`Gpu::from_parts`]); every upload, launch and library
+//! call of this crate goes to that stream.
 //!
 //! All driver libraries are opened at run time (cudarc `dynamic-loading`), so binaries built on a
 //! machine without CUDA start everywhere and report [`GpuStatus::NoDriver`] where there is none.
