@@ -2,8 +2,9 @@
 //! launches our kernels, wraps the cuSPARSE/cuBLAS baselines and times with CUDA events.
 //!
 //! Entry points: [`Gpu::probe`] (never panics, reports why there is no GPU) and [`Gpu::require`]
-//! (an error instead). A [`Gpu`] is cheap to clone (an `Arc` inside) and owns one context and one
-//! stream on device 0; every upload, launch and library call of this crate goes to that stream.
+//! (an error instead). A [`Gpu`] is cheap to clone (an `Arc` inside) and holds one context and one
+//! stream (device 0's, or a caller's through [`Gpu::from_parts`]); every upload, launch and library
+//! call of this crate goes to that stream.
 //!
 //! All driver libraries are opened at run time (cudarc `dynamic-loading`), so binaries built on a
 //! machine without CUDA start everywhere and report [`GpuStatus::NoDriver`] where there is none.
@@ -280,9 +281,10 @@ impl Gpu {
 
     /// A [`Gpu`] on a context and stream the caller already has (e.g. a host application's own
     /// cudarc stream): every upload, launch and library call of this crate then goes to `stream`.
-    /// The stream must belong to `ctx`.
+    /// The stream must belong to `ctx`'s CUDA context (the same `CUcontext`, e.g. device 0's
+    /// primary context, which every `CudaContext::new(0)` shares).
     pub fn from_parts(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Gpu, GpuError> {
-        if !Arc::ptr_eq(stream.context(), &ctx) {
+        if stream.context().cu_ctx() != ctx.cu_ctx() {
             return Err(GpuError::Invalid(
                 "the stream belongs to another CUDA context".into(),
             ));

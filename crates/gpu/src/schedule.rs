@@ -1,6 +1,6 @@
 //! The toolbox the SpMM kernels share: validated work lists ([`FlatSchedule`], uploaded as a
-//! [`DeviceSchedule`]), rows accumulated with atomics and their β pre-scale ([`SplitRows`], the
-//! `acc_spmm_prescale` kernel), and the one upload helper ([`upload_nonempty`]).
+//! `DeviceSchedule`), rows accumulated with atomics and their β pre-scale (`SplitRows`, the
+//! `acc_spmm_prescale` kernel), and the one upload helper (`upload_nonempty`).
 
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,

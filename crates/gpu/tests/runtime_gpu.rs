@@ -452,3 +452,104 @@ fn timing_rmat_scale20_n128() {
         &got,
     );
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn row_permutation_gathers_and_scatters_rows_exactly() {
+    use tcsparse_gpu::permute::RowPermutation;
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    let (rows, n, lds, ldd) = (37usize, 13usize, 16usize, 14usize);
+    // A permutation: a fixed shuffle.
+    let mut idx: Vec<u32> = (0..rows as u32).collect();
+    for i in (1..rows).rev() {
+        idx.swap(i, rng.random_range(0..=i));
+    }
+    let p = RowPermutation::new(&gpu, &idx).unwrap();
+    let src = dense(&mut rng, 3 + rows * lds);
+    let sd = gpu.upload(&src).unwrap();
+    let mut dd = gpu.upload(&vec![f32::NAN; rows * ldd]).unwrap();
+    // Gather from a view that starts 3 elements in.
+    p.gather(&sd.slice(3..), lds, &mut dd, ldd, n).unwrap();
+    let got = gpu.download(&dd).unwrap();
+    for i in 0..rows {
+        let r = idx[i] as usize;
+        assert_eq!(
+            got[i * ldd..i * ldd + n],
+            src[3 + r * lds..3 + r * lds + n],
+            "row {i}"
+        );
+        assert!(got[i * ldd + n..i * ldd + ldd].iter().all(|v| v.is_nan()));
+    }
+    // Scatter back into a fresh buffer: the original rows again, bit for bit.
+    let mut back = gpu.upload(&vec![f32::NAN; rows * lds]).unwrap();
+    p.scatter(&dd, ldd, &mut back, lds, n).unwrap();
+    let back = gpu.download(&back).unwrap();
+    for r in 0..rows {
+        assert_eq!(
+            back[r * lds..r * lds + n],
+            src[3 + r * lds..3 + r * lds + n],
+            "row {r}"
+        );
+    }
+    // Too short a destination is refused before any launch.
+    let mut short = gpu.alloc_zeros::<f32>(rows * n - 1).unwrap();
+    assert!(p.gather(&sd, lds, &mut short, n, n).is_err());
+    assert!(RowPermutation::new(&gpu, &[0, 2, 2]).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_kernel_on_views_with_leading_dimensions() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let a = random_csr(&mut rng, 300, 250, 6);
+    let (n, ldb, ldc, off) = (20usize, 23usize, 26usize, 5usize);
+    for chunk in [8u32, DEFAULT_CHUNK_NNZ] {
+        let k = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
+        let b = dense(&mut rng, a.cols() * n);
+        let c0 = dense(&mut rng, a.rows() * n);
+        let mut bp = vec![f32::NAN; off + a.cols() * ldb];
+        for r in 0..a.cols() {
+            bp[off + r * ldb..off + r * ldb + n].copy_from_slice(&b[r * n..r * n + n]);
+        }
+        let mut cp = vec![f32::NAN; off + a.rows() * ldc];
+        for r in 0..a.rows() {
+            cp[off + r * ldc..off + r * ldc + n].copy_from_slice(&c0[r * n..r * n + n]);
+        }
+        let bd = gpu.upload(&bp).unwrap();
+        let mut cd = gpu.upload(&cp).unwrap();
+        let len = cd.len();
+        k.launch(
+            1.5,
+            &bd.slice(off..),
+            ldb,
+            0.5,
+            &mut cd.slice_mut(off..len),
+            ldc,
+            n,
+        )
+        .unwrap();
+        let got = gpu.download(&cd).unwrap();
+        let c: Vec<f32> = (0..a.rows())
+            .flat_map(|r| got[off + r * ldc..off + r * ldc + n].to_vec())
+            .collect();
+        check_spmm(
+            &format!("CSR on views, chunk {chunk}"),
+            &a,
+            &b,
+            n,
+            1.5,
+            0.5,
+            &c0,
+            &c,
+        );
+        for r in 0..a.rows() {
+            assert!(
+                got[off + r * ldc + n..off + r * ldc + ldc]
+                    .iter()
+                    .all(|v| v.is_nan())
+            );
+        }
+    }
+}

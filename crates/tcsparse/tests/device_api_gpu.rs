@@ -245,6 +245,9 @@ fn engine_on_the_callers_stream() {
         engine.gpu().unwrap().stream(),
         &stream
     ));
+    // A stream of another handle on device 0's primary context is the same CUDA context.
+    let same = CudaContext::new(0).unwrap().new_stream().unwrap();
+    assert!(Engine::from_cuda(ctx.clone(), same).is_ok());
     let a = matrix();
     let n = 16;
     let b = values(a.cols() * n, 6);

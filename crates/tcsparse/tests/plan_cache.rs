@@ -44,10 +44,9 @@ fn product(p: &mut Prepared, a: &Csr) -> Vec<f32> {
 }
 
 fn opts(dir: &Path) -> PrepareOptions {
-    PrepareOptions {
-        cache_dir: Some(dir.to_path_buf()),
-        ..PrepareOptions::default()
-    }
+    PrepareOptions::builder()
+        .cache_dir(Some(dir.to_path_buf()))
+        .build()
 }
 
 #[test]
@@ -92,18 +91,14 @@ fn changed_options_or_values_miss() {
         engine.prepare(&a, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Miss
     );
-    let other_n = PrepareOptions {
-        n: 64,
-        ..opts(&dir)
-    };
+    let mut other_n = opts(&dir);
+    other_n.n = 64;
     assert_eq!(
         engine.prepare(&a, &other_n).unwrap().report().cache,
         CacheOutcome::Miss
     );
-    let other_seed = PrepareOptions {
-        seed: 9,
-        ..opts(&dir)
-    };
+    let mut other_seed = opts(&dir);
+    other_seed.seed = 9;
     assert_eq!(
         engine.prepare(&a, &other_seed).unwrap().report().cache,
         CacheOutcome::Miss

@@ -133,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut cus = engine.prepare(&a, &o)?;
             Some(demo::measure(&engine, &mut cus, &a, &b, args.n, args.iters)?.ms)
         }
-        (None, Backend::Cpu, _) => None,
+        (None, _, _) => None,
     };
     demo::print_break_even(&prepared, cusparse_ms, m.ms);
     Ok(())

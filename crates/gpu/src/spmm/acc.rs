@@ -2,7 +2,7 @@
 //! dense row-major f32 on the device.
 //!
 //! [`AccSpmmDevice::upload`] validates the BitTCF arrays and the [`AccSchedule`] once (every index
-//! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`](crate::schedule::flatten_schedule)) and
+//! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`]) and
 //! uploads them; [`AccSpmmDevice::launch`] then only checks the dense operands' sizes and launches
 //! `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The kernel itself is
 //! documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.

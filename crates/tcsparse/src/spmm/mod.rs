@@ -385,8 +385,10 @@ impl Prepared {
     /// `values` holds one value per stored nonzero in the ORIGINAL matrix's CSR order. No
     /// reordering, planning or tuning: the values are moved into the prepared order through a map
     /// from original to prepared positions (computed once, on the first call, when the matrix was
-    /// reordered), the host copies (prepared CSR and its BitTCF, O(nnz)) are refilled, and the
-    /// device copy of the kernel's layout is replaced with one upload (cuSPARSE: its CSR arrays).
+    /// reordered), the host copies (prepared CSR and its BitTCF) are refilled, and the device copy
+    /// of the kernel's values is replaced with one upload (cuSPARSE: its CSR arrays). The BitTCF
+    /// (and, for a row-tile kernel, its row-tile layout) is rebuilt from the prepared CSR, O(nnz):
+    /// the formats have no value setter yet.
     /// Afterwards products equal those of a fresh preparation on the new values with the same
     /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
     pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {

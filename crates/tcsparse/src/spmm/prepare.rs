@@ -17,8 +17,7 @@ use super::cache::{PlanCache, PlanEntry};
 use super::{DeviceState, Prepared, Scratch};
 use crate::{
     Balance, CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
-    PrepareReport,
-    ReorderChoice, ScheduleKind,
+    PrepareReport, ReorderChoice, ScheduleKind,
 };
 
 /// Windows per thread block of an explicitly requested row-tile kernel without `Balance::Packed`

@@ -344,7 +344,7 @@ impl Engine {
                     continue;
                 }
                 let (ms, probe) =
-                    time_bounded(gpu, bound, || p.spmm_device(1.0, &b, n, 0.0, &mut c, n, n))?;
+                    time_bounded(gpu, bound, || p.spmm_device(1.0, &b, n, n, 0.0, &mut c, n))?;
                 bound = bound.min(ms);
                 tuning.push(TuneSample {
                     candidate: format!("Acc-SpMM ({order}, {kind}){}", probe_mark(probe)),
