@@ -137,6 +137,7 @@ fn csr_bytes(a: &Csr) -> u64 {
 
 fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
     Case {
+        op: crate::report::Op::Spmm,
         matrix: m.name.clone(),
         group: m.group,
         rows: a.rows(),

@@ -8,6 +8,7 @@
 //! reference path on the small shipped matrices only.
 
 mod backends;
+mod compare;
 mod matrices;
 mod report;
 
@@ -58,6 +59,21 @@ struct Args {
     /// one report written to --out.
     #[arg(long, num_args = 1.., value_name = "BENCH_JSON")]
     merge: Vec<PathBuf>,
+    /// Regression gate: compare with these result files (JSON files, or folders whose `*.json` are
+    /// all read; SpMM, SpMV and SpAMM results may be in separate files). Compares this run, or the
+    /// files of --current without running. Exits non-zero on a regression or a FAILED case.
+    #[arg(long, num_args = 1.., value_name = "BASE_JSON")]
+    compare: Vec<PathBuf>,
+    /// With --compare: the new results (files or folders) instead of running the bench.
+    #[arg(long, num_args = 1.., value_name = "NEW_JSON", requires = "compare")]
+    current: Vec<PathBuf>,
+    /// With --compare: largest loss of the geomean speedup ratio of one op, group and backend that
+    /// passes (0.05 = 5 %; default from the H200's run-to-run spread, docs/results/README.md).
+    #[arg(long, default_value_t = compare::DEFAULT_TOLERANCE, requires = "compare")]
+    tolerance: f64,
+    /// With --compare: largest loss of one case's speedup ratio that passes.
+    #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
+    case_tolerance: f64,
 }
 
 fn main() -> Result<()> {
@@ -69,8 +85,21 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    let tolerances = compare::Tolerances {
+        group: args.tolerance,
+        case: args.case_tolerance,
+    };
+    anyhow::ensure!(
+        [tolerances.group, tolerances.case]
+            .iter()
+            .all(|t| t.is_finite() && (0.0..1.0).contains(t)),
+        "tolerances are fractions in [0, 1) (0.05 = 5 %)"
+    );
     if !args.merge.is_empty() {
         return merge(&args.merge, args.out.as_deref());
+    }
+    if !args.compare.is_empty() && !args.current.is_empty() {
+        return gate(&args.compare, &load_reports(&args.current)?, tolerances);
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let started_unix = SystemTime::now()
@@ -188,6 +217,54 @@ fn main() -> Result<()> {
         write(out, &report)?;
         eprintln!("wrote {}/bench.json and spmm-h200.md", out.display());
     }
+    let failed = report.summary().failed;
+    if !args.compare.is_empty() {
+        gate(&args.compare, std::slice::from_ref(&report), tolerances)?;
+    }
+    anyhow::ensure!(
+        failed == 0,
+        "{failed} cases FAILED (accuracy check or error): see the status column"
+    );
+    Ok(())
+}
+
+/// Reads result files: each path a JSON file or a folder whose `*.json` files are all read.
+fn load_reports(paths: &[PathBuf]) -> Result<Vec<Report>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("listing {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            in_dir.sort();
+            anyhow::ensure!(!in_dir.is_empty(), "no *.json in {}", p.display());
+            files.extend(in_dir);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    files
+        .iter()
+        .map(|f| {
+            let text =
+                std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", f.display()))
+        })
+        .collect()
+}
+
+/// Compares `current` with the base files, prints the table; an error when the gate fails.
+fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -> Result<()> {
+    let base = load_reports(base)?;
+    let c = compare::Comparison::new(&base, current, tolerances);
+    print!("{}", c.table());
+    anyhow::ensure!(
+        c.passed(),
+        "regression gate failed: {}",
+        c.failures().join("; ")
+    );
     Ok(())
 }
 

@@ -13,8 +13,49 @@ pub const BASELINE: &str = "cusparse";
 /// Name of our headline backend: the planner's choice (reordering and balancing as the planner decides).
 pub const HEADLINE: &str = "tcsparse";
 
+/// The operation a case measures. Old result files have no `op` field: they are SpMM.
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// C = αA·B + βC, A sparse, B and C dense `cols × n` / `rows × n`.
+    #[default]
+    Spmm,
+    /// y = αA·x + βy for `n` right-hand sides.
+    Spmv,
+    /// Sparse approximate matrix multiplication of two `n × n` matrices.
+    Spamm,
+}
+
+impl Op {
+    /// Name used in file names and tables (`spmm`, `spmv`, `spamm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Spmm => "spmm",
+            Op::Spmv => "spmv",
+            Op::Spamm => "spamm",
+        }
+    }
+
+    /// The vendor baseline every other backend of this op is compared with (same matrix, same
+    /// `n`, same process): cuSPARSE for SpMM and SpMV, cuBLAS for SpAMM.
+    pub fn baseline(self) -> &'static str {
+        match self {
+            Op::Spmm | Op::Spmv => BASELINE,
+            Op::Spamm => "cublas",
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a matrix comes from; the summary groups by it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Group {
     /// Small matrices shipped in `datasets/`.
@@ -59,6 +100,9 @@ pub struct PrepTimes {
 /// One measured (matrix, N, backend) case.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Case {
+    /// The operation (`spmm` when absent: files written before SpMV and SpAMM joined the bench).
+    #[serde(default)]
+    pub op: Op,
     /// Matrix name.
     pub matrix: String,
     /// Matrix group.
@@ -69,9 +113,10 @@ pub struct Case {
     pub cols: usize,
     /// Stored nonzeros of A (after symmetric expansion and de-duplication).
     pub nnz: usize,
-    /// Width of B and C.
+    /// Width of B and C for SpMM, right-hand sides for SpMV, matrix size for SpAMM.
     pub n: usize,
-    /// Backend name (`cusparse`, `tcsparse`, `tcsparse/no-reorder`, …, `cpu-reference`).
+    /// Backend name (`cusparse`, `tcsparse`, `acc/plain`, …, `cpu-reference`; [`Op::baseline`] is
+    /// the vendor baseline).
     pub backend: String,
     /// Outcome.
     #[serde(flatten)]
@@ -109,6 +154,16 @@ impl Case {
     /// Whether the case ran and passed its accuracy check.
     pub fn ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// Whether the case failed (accuracy check or an error while running).
+    pub fn failed(&self) -> bool {
+        matches!(self.status, Status::Failed { .. })
+    }
+
+    /// Whether this case is the vendor baseline of its op.
+    pub fn is_baseline(&self) -> bool {
+        self.backend == self.op.baseline()
     }
 }
 
@@ -158,26 +213,30 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
 }
 
 impl Report {
-    /// Speedup of `case` over the baseline at the same matrix and N: baseline ms / case ms.
-    /// `None` unless both ran and passed their accuracy checks.
+    /// Speedup of `case` over the vendor baseline of its op ([`Op::baseline`]) at the same matrix
+    /// and N: baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
     pub fn speedup(&self, case: &Case) -> Option<f64> {
-        if !case.ok() || case.backend == BASELINE {
+        if !case.ok() || case.is_baseline() {
             return None;
         }
         let base = self.cases.iter().find(|c| {
-            c.backend == BASELINE && c.matrix == case.matrix && c.n == case.n && c.ok()
+            c.op == case.op && c.is_baseline() && c.matrix == case.matrix && c.n == case.n && c.ok()
         })?;
         let (b, t) = (base.ms?, case.ms?);
         (b > 0.0 && t > 0.0).then(|| b / t)
     }
 
-    /// Geomeans per group and the worst case, over the [`HEADLINE`] backend.
+    /// Geomeans per group and the worst case, over the SpMM cases of the [`HEADLINE`] backend.
     pub fn summary(&self) -> Summary {
         let mut large = Vec::new();
         let mut structured = Vec::new();
         let mut shared = Vec::new();
         let mut worst: Option<(f64, String)> = None;
-        for c in self.cases.iter().filter(|c| c.backend == HEADLINE) {
+        for c in self
+            .cases
+            .iter()
+            .filter(|c| c.op == Op::Spmm && c.backend == HEADLINE)
+        {
             let Some(s) = self.speedup(c) else { continue };
             match c.group {
                 Group::Large => {
@@ -198,11 +257,7 @@ impl Report {
             geomean_structured: geomean(&structured),
             geomean_shared: geomean(&shared),
             worst,
-            failed: self
-                .cases
-                .iter()
-                .filter(|c| matches!(c.status, Status::Failed { .. }))
-                .count(),
+            failed: self.cases.iter().filter(|c| c.failed()).count(),
         }
     }
 
@@ -337,6 +392,7 @@ mod tests {
 
     fn case(matrix: &str, group: Group, n: usize, backend: &str, ms: f64, status: Status) -> Case {
         Case {
+            op: Op::Spmm,
             matrix: matrix.into(),
             group,
             rows: 1000,
