@@ -157,6 +157,10 @@ fn main() -> Result<()> {
                 );
                 mats.extend(matrices::read_all(&files, Group::Shared)?);
             } else {
+                anyhow::ensure!(
+                    std::env::var_os("TCSPARSE_REQUIRE_DATA").is_none_or(|v| v != "1"),
+                    "TCSPARSE_REQUIRE_DATA=1 but no shared dataset folder (set TCSPARSE_SHARED_DATASETS)"
+                );
                 eprintln!(
                     "no shared dataset folder found (set TCSPARSE_SHARED_DATASETS): skipping"
                 );
