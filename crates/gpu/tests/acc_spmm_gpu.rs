@@ -193,8 +193,10 @@ fn datasets() -> Option<PathBuf> {
 fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
     let Some(dir) = datasets() else {
         assert!(
-            std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() != Ok("1"),
-            "TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+                .iter()
+                .all(|v| std::env::var(v).as_deref() != Ok("1")),
+            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
         );
         println!("note: no shared dataset folder; skipping real matrices");
         return Vec::new();
