@@ -11,6 +11,7 @@
 mod backends;
 mod compare;
 mod matrices;
+mod plots;
 mod report;
 mod results;
 
@@ -66,6 +67,10 @@ struct Args {
     /// files of --current without running. Exits non-zero on a regression or a FAILED case.
     #[arg(long, num_args = 1.., value_name = "BASE_JSON")]
     compare: Vec<PathBuf>,
+    /// Run nothing: render the SVG plots of these result files into --out (default: the folder of
+    /// each file), e.g. `--plot docs/results/spmm-h200.json`.
+    #[arg(long, num_args = 1.., value_name = "RESULT_JSON")]
+    plot: Vec<PathBuf>,
     /// With --compare: the new results (files or folders) instead of running the bench.
     #[arg(long, num_args = 1.., value_name = "NEW_JSON", requires = "compare")]
     current: Vec<PathBuf>,
@@ -99,6 +104,9 @@ fn main() -> Result<()> {
     );
     if !args.merge.is_empty() {
         return merge(&args.merge, args.out.as_deref());
+    }
+    if !args.plot.is_empty() {
+        return plot(&args.plot, args.out.as_deref());
     }
     if !args.compare.is_empty() && !args.current.is_empty() {
         return gate(&args.compare, &results::load(&args.current)?, tolerances);
@@ -267,6 +275,26 @@ fn merge(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
     print!("{}", results::render(&merged));
     if let Some(out) = out {
         write(out, &merged)?;
+    }
+    Ok(())
+}
+
+/// Renders the plots of each result file into `out` (default: beside the file).
+fn plot(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
+    for f in files {
+        let r = results::read(f)?;
+        let dir = out
+            .map(std::path::Path::to_path_buf)
+            .or_else(|| f.parent().map(std::path::Path::to_path_buf))
+            .unwrap_or_default();
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let plots = plots::render(&r);
+        anyhow::ensure!(!plots.is_empty(), "{}: nothing to plot", f.display());
+        for (name, svg) in plots {
+            let p = dir.join(name);
+            std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
+            eprintln!("wrote {}", p.display());
+        }
     }
     Ok(())
 }

@@ -179,10 +179,11 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Every committed result (docs/results/*.json) agrees with its Markdown: the file is named
-    /// after its op and device, holds one op, and its .md is exactly what the bench renders from the
-    /// JSON (summary lines included), so a hand edit or a stale render fails here. Re-render with
-    /// `tcsparse-bench --merge docs/results/<file>.json --out docs/results`.
+    /// Every committed result (docs/results/*.json) agrees with its Markdown and plots: the file is
+    /// named after its op and device, holds one op, its .md is exactly what the bench renders from
+    /// the JSON (summary lines included) and so are its SVG plots, so a hand edit or a stale render
+    /// fails here. Re-render with `tcsparse-bench --merge docs/results/<file>.json --out
+    /// docs/results` and `tcsparse-bench --plot docs/results/<file>.json`.
     #[test]
     fn committed_results_agree_with_their_markdown() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
@@ -241,6 +242,24 @@ mod tests {
                 "{}: differs from the JSON's render",
                 md_path.display()
             );
+            // The plots: each one present must be the JSON's render; SpMM's must all be there.
+            for (name, svg) in crate::plots::render(&r) {
+                let p = dir.join(&name);
+                match std::fs::read_to_string(&p) {
+                    Ok(got) => assert!(
+                        got == svg,
+                        "{}: differs from the JSON's render (tcsparse-bench --plot {})",
+                        p.display(),
+                        f.display()
+                    ),
+                    Err(_) => assert!(
+                        ops[0] != Op::Spmm,
+                        "{} missing (tcsparse-bench --plot {})",
+                        p.display(),
+                        f.display()
+                    ),
+                }
+            }
         }
     }
 }
