@@ -253,7 +253,7 @@ mod tests {
         assert!(large.contains("N = 128") && large.contains("N = 256"));
         assert!(large.contains("1× = cusparse"));
         // Two matrices × two N: four bars of height 2 (speedup 2×).
-        assert_eq!(large.matches("<rect").count() >= 4, true);
+        assert!(large.matches("<rect").count() >= 4);
         assert!(plots[3].1.contains("3.9 TB/s"));
         // Deterministic: the committed SVGs are compared with a re-render.
         assert_eq!(render(&r), plots);
