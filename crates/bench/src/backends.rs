@@ -268,7 +268,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
         let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
         // cuSPARSE baseline on the original matrix.
         out.push(cusparse_case(gpu, m, a, &b, n, t, max_full));
-        // Our engine: planner's choice, the four ablations on Acc-SpMM and the 16-row kernel.
+        // Our engine: planner's choice, the four ablations on Acc-SpMM, the row-tile kernels and
+        // the paper's pipeline in the same four configurations.
         type Variant<'m> = (&'m str, Option<&'m Csr>, f64, KernelRequest, Balance);
         let variants: Vec<Variant> = {
             let (ra, rms) = match &reordered {
@@ -317,6 +318,36 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     Some(a),
                     0.0,
                     KernelRequest::AccSpmm,
+                    Balance::Off,
+                ),
+                // The paper's own pipeline (cp.async shared metadata, B ld.ca, C st.wt) in the
+                // same four configurations: the ablation table of the report.
+                (
+                    "paper/reorder+balance",
+                    ra,
+                    rms,
+                    KernelRequest::AccSpmmPaper,
+                    Balance::On,
+                ),
+                (
+                    "paper/reorder",
+                    ra,
+                    rms,
+                    KernelRequest::AccSpmmPaper,
+                    Balance::Off,
+                ),
+                (
+                    "paper/balance",
+                    Some(a),
+                    0.0,
+                    KernelRequest::AccSpmmPaper,
+                    Balance::On,
+                ),
+                (
+                    "paper/plain",
+                    Some(a),
+                    0.0,
+                    KernelRequest::AccSpmmPaper,
                     Balance::Off,
                 ),
             ]
@@ -476,7 +507,9 @@ fn engine_case(
     case.plan = Some(r.kernel.to_string());
     case.plan_note = Some(r.kernel_note.clone());
     let a_bytes = match r.kernel {
-        tcsparse::ExecKernel::AccSpmm { .. } => prepared.bittcf().bytes() as u64,
+        tcsparse::ExecKernel::AccSpmm { .. } | tcsparse::ExecKernel::AccSpmmPaper { .. } => {
+            prepared.bittcf().bytes() as u64
+        }
         _ => csr_bytes(mat),
     };
     case.bytes = Some(a_bytes + 4 * (mat.cols() + mat.rows()) as u64 * n as u64);

@@ -127,6 +127,7 @@ fn acc_spmm_edge_cases_match_reference() {
                     AccVariant::SharedMeta,
                     AccVariant::RegisterMeta,
                     AccVariant::CachedRows { log2_slots: 5 },
+                    AccVariant::Paper,
                 ] {
                     for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
                         let what = format!("{name}/{sname}/{variant:?}/n={n}/α={alpha}/β={beta}");
@@ -162,6 +163,7 @@ fn acc_spmm_hub_dominated_split_windows() {
         AccVariant::SharedMeta,
         AccVariant::RegisterMeta,
         AccVariant::CachedRows { log2_slots: 6 },
+        AccVariant::Paper,
     ] {
         for &(beta, n) in &[(0.0f32, 128usize), (0.5, 64), (0.0, 8)] {
             run_gpu(
@@ -279,6 +281,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 (&unb, AccVariant::SharedMeta),
                 (&unb, AccVariant::RegisterMeta),
                 (&bal, AccVariant::SharedMeta),
+                (&bal, AccVariant::Paper),
                 (&pk16, AccVariant::RegisterMeta),
                 (&pk16, AccVariant::CachedRows { log2_slots: 7 }),
             ] {
