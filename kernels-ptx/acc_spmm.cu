@@ -53,6 +53,12 @@
 // issued before block i's rows are inserted; both are separated by __syncwarp). Only used when the
 // whole warp takes the float4 path.
 //
+// Paper pipeline (acc_spmm_tf32_paper, the ablation of issue 20): acc_spmm_tf32's cp.async metadata
+// double buffer plus the paper's cache policy: B rows loaded with ld.global.ca (cached in L1 and L2,
+// instead of the read-only path ld.global.nc that __ldg gives every other entry) and C written with
+// st.global.wt (write-through) instead of the default write-back stores. Split windows still add
+// with atomics. Same results as every other entry.
+//
 // Device helpers shared with the row-tile kernels (row_tile_spmm.cu) are in tc_common.cuh. Generated
 // PTX lives in acc_spmm.ptx (`cargo xtask ptx`). Host-side validation of every index array happens in
 // crates/gpu/src/spmm/acc.rs (and crates/gpu/src/schedule.rs for the work list) before any launch.
@@ -164,10 +170,88 @@ __device__ __forceinline__ void tile_values(const Ctx& c, const Meta& m, Stage& 
                                           : 0.0f;
 }
 
-// Loads the B rows and the two tile values one lane needs for a block.
+// The paper's cache policy: loads through L1 (ld.global.ca), write-through stores (st.global.wt).
+// The loads are not volatile (B is not written during the kernel), so the compiler may schedule
+// them like the __ldg loads of the other entries; the stores are.
+__device__ __forceinline__ float4 ld_ca_v4(const float* p) {
+    float4 v;
+    asm("ld.global.ca.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float ld_ca(const float* p) {
+    float v;
+    asm("ld.global.ca.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void st_wt_v4(float* p, float4 v) {
+    asm volatile("st.global.wt.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ void st_wt(float* p, float v) {
+    asm volatile("st.global.wt.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+
+// load_b_rows (tc_common.cuh) with ld.global.ca: the same guards, the same zero rows.
+__device__ __forceinline__ void load_b_rows_ca(const float* __restrict__ B, u64 ldb, u32 fl,
+                                               u32 col_lo, u32 col_hi, const bool qok[4], bool vec,
+                                               float lo[4], float hi[4]) {
+    const bool lo_ok = col_lo != SENTINEL;
+    const bool hi_ok = col_hi != SENTINEL;
+    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    if (vec) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 l = lo_ok ? ld_ca_v4(rlo) : z;
+        const float4 h = hi_ok ? ld_ca_v4(rhi) : z;
+        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
+        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            lo[q] = (lo_ok && qok[q]) ? ld_ca(rlo + q) : 0.0f;
+            hi[q] = (hi_ok && qok[q]) ? ld_ca(rhi + q) : 0.0f;
+        }
+    }
+}
+
+// Loads the B rows and the two tile values one lane needs for a block (B through L1 with
+// ld.global.ca when PAPER).
+template <bool PAPER = false>
 __device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
-    load_b_rows(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
+    if (PAPER) {
+        load_b_rows_ca(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
+    } else {
+        load_b_rows(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
+    }
     tile_values(c, m, s);
+}
+
+// store_axpby4 / store_axpby (tc_common.cuh) with a write-through store when PAPER.
+template <bool PAPER>
+__device__ __forceinline__ void store_c4(float4* dst, float4 v, float beta) {
+    if (!PAPER) {
+        store_axpby4(dst, v, beta);
+        return;
+    }
+    if (beta != 0.0f) {
+        const float4 old = *dst;
+        v.x += beta * old.x;
+        v.y += beta * old.y;
+        v.z += beta * old.z;
+        v.w += beta * old.w;
+    }
+    st_wt_v4(reinterpret_cast<float*>(dst), v);
+}
+template <bool PAPER>
+__device__ __forceinline__ void store_c(float* dst, float v, float beta) {
+    if (!PAPER) {
+        store_axpby(dst, v, beta);
+        return;
+    }
+    st_wt(dst, (beta == 0.0f) ? v : v + beta * *dst);
 }
 
 // stage_load through the warp's row cache (float4 path only; every lane of the warp takes it).
@@ -228,7 +312,7 @@ __device__ __forceinline__ void stage_zero(Stage& s) {
     s.v1 = 0.0f;
 }
 
-template <bool SMEM, bool CACHE>
+template <bool SMEM, bool CACHE, bool PAPER = false>
 __device__ __forceinline__ void acc_spmm_body(
     const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,
     const u64* __restrict__ bits, const float* __restrict__ values, const u32* __restrict__ work,
@@ -299,7 +383,7 @@ __device__ __forceinline__ void acc_spmm_body(
         if (bb + 1 < be) meta_issue(c, smeta, 1, bb + 1);
         cp_async_wait_all();
         __syncthreads();
-        if (bb < be && warp_on) stage_load(c, meta_shared(c, smeta, 0), cur);
+        if (bb < be && warp_on) stage_load<PAPER>(c, meta_shared(c, smeta, 0), cur);
     } else {
         if (bb < be && cached) {
             stage_load_cached(c, meta_global(c, bb), cur, rc, fill_cur);
@@ -330,7 +414,9 @@ __device__ __forceinline__ void acc_spmm_body(
                 cp_async_wait_all();
                 __syncthreads();
                 if (blk + 2 < be) meta_issue(c, smeta, buf, blk + 2);
-                if (blk + 1 < be && warp_on) stage_load(c, meta_shared(c, smeta, buf ^ 1), nxt);
+                if (blk + 1 < be && warp_on) {
+                    stage_load<PAPER>(c, meta_shared(c, smeta, buf ^ 1), nxt);
+                }
             } else if (cached) {
                 fill_nxt.miss_lo = fill_nxt.miss_hi = false;
                 if (blk + 1 < be) stage_load_cached(c, m_next, nxt, rc, fill_nxt);
@@ -369,10 +455,10 @@ __device__ __forceinline__ void acc_spmm_body(
                 const u32 row = row0 + r;
                 if (row >= M) continue;
                 float4* dst = reinterpret_cast<float4*>(C + (u64)row * ldc + c.f0 + 4 * c.g);
-                store_axpby4(dst,
-                             make_float4(alpha * acc[0][r], alpha * acc[0][r + 2],
-                                         alpha * acc[1][r], alpha * acc[1][r + 2]),
-                             beta);
+                store_c4<PAPER>(dst,
+                                make_float4(alpha * acc[0][r], alpha * acc[0][r + 2],
+                                            alpha * acc[1][r], alpha * acc[1][r + 2]),
+                                beta);
             }
             continue;
         }
@@ -388,7 +474,7 @@ __device__ __forceinline__ void acc_spmm_body(
                 if (split) {
                     atomicAdd(dst, v);
                 } else {
-                    store_axpby(dst, v, beta);
+                    store_c<PAPER>(dst, v, beta);
                 }
             }
         }
@@ -416,6 +502,18 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
                       float beta, u32 flags) {
     acc_spmm_body<false, false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
                                 alpha, beta, flags, 0);
+}
+
+// acc_spmm_tf32 with the paper's cache policy: B by ld.global.ca, C by st.global.wt.
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
+    acc_spmm_tf32_paper(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
+                        const u32* __restrict__ a2b, const u64* __restrict__ bits,
+                        const float* __restrict__ values, const u32* __restrict__ work,
+                        const unsigned char* __restrict__ window_split, const float* __restrict__ B,
+                        u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
+                        float beta, u32 flags) {
+    acc_spmm_body<true, false, true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc,
+                                     M, N, alpha, beta, flags, 0);
 }
 
 // acc_spmm_tf32_reg with the per-warp B-row cache of 2^cache_log2 slots (dynamic shared memory:

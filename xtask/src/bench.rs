@@ -1,6 +1,8 @@
 //! `cargo xtask bench [-- BENCH ARGS]`: builds `tcsparse-bench` in release and runs it here, writing
-//! `docs/results/{bench.json, spmm-h200.md}` (or `--out DIR`). Uses the GPU when there is one; without
-//! one the bench says so and runs the CPU reference path on the shipped matrices.
+//! `<op>-<device>.{json,md}` (e.g. `spmm-h200.json`) into docs/results when this machine has an
+//! NVIDIA GPU, else into target/bench-results (or `--out DIR`): a machine without a GPU never
+//! writes docs/results. Without a GPU the bench says so and runs the CPU reference path on the
+//! shipped matrices.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,7 +12,8 @@ use anyhow::{Context, Result, bail};
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Output folder (default: docs/results of this checkout).
+    /// Output folder (default: docs/results of this checkout with a GPU, target/bench-results
+    /// without one).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Small smoke subset.
@@ -27,7 +30,20 @@ pub fn run(args: Args) -> Result<()> {
         .parent()
         .map(PathBuf::from)
         .context("xtask has no parent folder")?;
-    let out = args.out.unwrap_or_else(|| root.join("docs/results"));
+    let out = args.out.unwrap_or_else(|| {
+        if has_gpu() {
+            root.join("docs/results")
+        } else {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            eprintln!(
+                "no NVIDIA GPU here (nvidia-smi -L lists none): results go to target/bench-results, \
+                 not docs/results"
+            );
+            target.join("bench-results")
+        }
+    });
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
@@ -44,4 +60,13 @@ pub fn run(args: Args) -> Result<()> {
         bail!("tcsparse-bench failed ({status})");
     }
     Ok(())
+}
+
+/// Whether `nvidia-smi -L` runs and lists a GPU (the bench itself probes the driver; this only picks
+/// the default output folder).
+fn has_gpu() -> bool {
+    Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("GPU "))
 }

@@ -13,8 +13,49 @@ pub const BASELINE: &str = "cusparse";
 /// Name of our headline backend: the planner's choice (reordering and balancing as the planner decides).
 pub const HEADLINE: &str = "tcsparse";
 
+/// The operation a case measures. Old result files have no `op` field: they are SpMM.
+#[derive(
+    Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// C = αA·B + βC, A sparse, B and C dense `cols × n` / `rows × n`.
+    #[default]
+    Spmm,
+    /// y = αA·x + βy for `n` right-hand sides.
+    Spmv,
+    /// Sparse approximate matrix multiplication of two `n × n` matrices.
+    Spamm,
+}
+
+impl Op {
+    /// Name used in file names and tables (`spmm`, `spmv`, `spamm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Spmm => "spmm",
+            Op::Spmv => "spmv",
+            Op::Spamm => "spamm",
+        }
+    }
+
+    /// The vendor baseline every other backend of this op is compared with (same matrix, same
+    /// `n`, same process): cuSPARSE for SpMM and SpMV, cuBLAS for SpAMM.
+    pub fn baseline(self) -> &'static str {
+        match self {
+            Op::Spmm | Op::Spmv => BASELINE,
+            Op::Spamm => "cublas",
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a matrix comes from; the summary groups by it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Group {
     /// Small matrices shipped in `datasets/`.
@@ -59,6 +100,9 @@ pub struct PrepTimes {
 /// One measured (matrix, N, backend) case.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Case {
+    /// The operation (`spmm` when absent: files written before SpMV and SpAMM joined the bench).
+    #[serde(default)]
+    pub op: Op,
     /// Matrix name.
     pub matrix: String,
     /// Matrix group.
@@ -69,9 +113,10 @@ pub struct Case {
     pub cols: usize,
     /// Stored nonzeros of A (after symmetric expansion and de-duplication).
     pub nnz: usize,
-    /// Width of B and C.
+    /// Width of B and C for SpMM, right-hand sides for SpMV, matrix size for SpAMM.
     pub n: usize,
-    /// Backend name (`cusparse`, `tcsparse`, `tcsparse/no-reorder`, …, `cpu-reference`).
+    /// Backend name (`cusparse`, `tcsparse`, `acc/plain`, …, `cpu-reference`; [`Op::baseline`] is
+    /// the vendor baseline).
     pub backend: String,
     /// Outcome.
     #[serde(flatten)]
@@ -109,6 +154,16 @@ impl Case {
     /// Whether the case ran and passed its accuracy check.
     pub fn ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// Whether the case failed (accuracy check or an error while running).
+    pub fn failed(&self) -> bool {
+        matches!(self.status, Status::Failed { .. })
+    }
+
+    /// Whether this case is the vendor baseline of its op.
+    pub fn is_baseline(&self) -> bool {
+        self.backend == self.op.baseline()
     }
 }
 
@@ -158,26 +213,30 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
 }
 
 impl Report {
-    /// Speedup of `case` over the baseline at the same matrix and N: baseline ms / case ms.
-    /// `None` unless both ran and passed their accuracy checks.
+    /// Speedup of `case` over the vendor baseline of its op ([`Op::baseline`]) at the same matrix
+    /// and N: baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
     pub fn speedup(&self, case: &Case) -> Option<f64> {
-        if !case.ok() || case.backend == BASELINE {
+        if !case.ok() || case.is_baseline() {
             return None;
         }
         let base = self.cases.iter().find(|c| {
-            c.backend == BASELINE && c.matrix == case.matrix && c.n == case.n && c.ok()
+            c.op == case.op && c.is_baseline() && c.matrix == case.matrix && c.n == case.n && c.ok()
         })?;
         let (b, t) = (base.ms?, case.ms?);
         (b > 0.0 && t > 0.0).then(|| b / t)
     }
 
-    /// Geomeans per group and the worst case, over the [`HEADLINE`] backend.
+    /// Geomeans per group and the worst case, over the SpMM cases of the [`HEADLINE`] backend.
     pub fn summary(&self) -> Summary {
         let mut large = Vec::new();
         let mut structured = Vec::new();
         let mut shared = Vec::new();
         let mut worst: Option<(f64, String)> = None;
-        for c in self.cases.iter().filter(|c| c.backend == HEADLINE) {
+        for c in self
+            .cases
+            .iter()
+            .filter(|c| c.op == Op::Spmm && c.backend == HEADLINE)
+        {
             let Some(s) = self.speedup(c) else { continue };
             match c.group {
                 Group::Large => {
@@ -198,11 +257,7 @@ impl Report {
             geomean_structured: geomean(&structured),
             geomean_shared: geomean(&shared),
             worst,
-            failed: self
-                .cases
-                .iter()
-                .filter(|c| matches!(c.status, Status::Failed { .. }))
-                .count(),
+            failed: self.cases.iter().filter(|c| c.failed()).count(),
         }
     }
 
@@ -327,6 +382,103 @@ impl Report {
                 status
             );
         }
+        s.push_str(&self.ablation());
+        s
+    }
+
+    /// The ablation section: the paper's Acc-SpMM pipeline against ours in the same four
+    /// configurations (with/without reordering and balancing), and the row-tile kernels, as geomean
+    /// speedups over cuSPARSE per group over the (matrix, N) cases where both backends of a row
+    /// passed.
+    pub fn ablation(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\n## Ablation: the Acc-SpMM paper's pipeline vs ours\n\n\
+             Geomean speedup over cuSPARSE of the same cases (matrix, N) on both sides. Ours: block \
+             metadata in registers (every warp loads it, no barriers), B by the read-only path \
+             (`ld.global.nc`), default stores. Paper: block metadata by `cp.async` into a shared \
+             double buffer (one barrier per block), B by `ld.global.ca`, C by `st.global.wt`. \
+             Both: BitTCF, TF32 mma.m16n8k8, the same schedules (balance = Eq. 4 packing with \
+             split windows; reorder = data-affinity).\n"
+        );
+        let _ = writeln!(
+            s,
+            "| group | configuration | cases | ours | paper | paper / ours |"
+        );
+        let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+        let x = |v: Option<f64>| v.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into());
+        let pairs = [
+            (
+                "reorder + balance",
+                "acc/reorder+balance",
+                "paper/reorder+balance",
+            ),
+            ("reorder", "acc/reorder", "paper/reorder"),
+            ("balance", "acc/balance", "paper/balance"),
+            ("neither", "acc/plain", "paper/plain"),
+            ("row-tile TC16 (reorder)", "tc16/reorder", ""),
+            ("row-tile TC32 (reorder)", "tc32/reorder", ""),
+            ("tuned engine", HEADLINE, ""),
+        ];
+        for group in [Group::Shared, Group::Large] {
+            let name = match group {
+                Group::Shipped => "shipped",
+                Group::Shared => "shared",
+                Group::Large => "large",
+            };
+            for (label, ours, paper) in pairs {
+                let speedup = |backend: &str, matrix: &str, n: usize| {
+                    self.cases
+                        .iter()
+                        .find(|c| {
+                            c.op == Op::Spmm
+                                && c.backend == backend
+                                && c.matrix == matrix
+                                && c.n == n
+                        })
+                        .and_then(|c| self.speedup(c))
+                };
+                // A paper backend never run (results older than the ablation): ours over all its
+                // cases, the paper column says so.
+                let paper_run = !paper.is_empty() && self.cases.iter().any(|c| c.backend == paper);
+                let not_run = !paper.is_empty() && !paper_run;
+                let paper = if paper_run { paper } else { "" };
+                let (mut o, mut p) = (Vec::new(), Vec::new());
+                for c in self
+                    .cases
+                    .iter()
+                    .filter(|c| c.op == Op::Spmm && c.group == group && c.backend == ours)
+                {
+                    let Some(so) = speedup(ours, &c.matrix, c.n) else {
+                        continue;
+                    };
+                    if paper.is_empty() {
+                        o.push(so);
+                    } else if let Some(sp) = speedup(paper, &c.matrix, c.n) {
+                        o.push(so);
+                        p.push(sp);
+                    }
+                }
+                if o.is_empty() {
+                    continue;
+                }
+                let (go, gp) = (geomean(&o), geomean(&p));
+                let ratio = go.zip(gp).map(|(a, b)| format!("{:.2}", b / a));
+                let _ = writeln!(
+                    s,
+                    "| {name} | {label} | {} | {} | {} | {} |",
+                    o.len(),
+                    x(go),
+                    match (paper_run, not_run) {
+                        (true, _) => x(gp),
+                        (false, true) => "not measured".to_string(),
+                        (false, false) => String::new(),
+                    },
+                    ratio.unwrap_or_default()
+                );
+            }
+        }
         s
     }
 }
@@ -337,6 +489,7 @@ mod tests {
 
     fn case(matrix: &str, group: Group, n: usize, backend: &str, ms: f64, status: Status) -> Case {
         Case {
+            op: Op::Spmm,
             matrix: matrix.into(),
             group,
             rows: 1000,
@@ -492,6 +645,23 @@ mod tests {
         let j = serde_json::to_string(&r).unwrap();
         let back: Report = serde_json::from_str(&j).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn ablation_pairs_paper_and_ours_on_the_same_cases() {
+        let mut r = sample();
+        r.cases.extend([
+            case("rmat20", Group::Large, 128, "acc/plain", 1.0, Status::Ok),
+            case("rmat20", Group::Large, 128, "paper/plain", 1.25, Status::Ok),
+            case("banded", Group::Large, 128, "acc/plain", 1.5, Status::Ok),
+        ]);
+        let a = r.ablation();
+        // rmat20 only (banded has no paper case): ours 2.00×, paper 1.60×, ratio 0.80.
+        assert!(
+            a.contains("| large | neither | 1 | 2.00× | 1.60× | 0.80 |"),
+            "{a}"
+        );
+        assert!(a.contains("| large | reorder | 0") || !a.contains("large | reorder |"));
     }
 
     #[test]

@@ -127,6 +127,7 @@ fn acc_spmm_edge_cases_match_reference() {
                     AccVariant::SharedMeta,
                     AccVariant::RegisterMeta,
                     AccVariant::CachedRows { log2_slots: 5 },
+                    AccVariant::Paper,
                 ] {
                     for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
                         let what = format!("{name}/{sname}/{variant:?}/n={n}/α={alpha}/β={beta}");
@@ -162,6 +163,7 @@ fn acc_spmm_hub_dominated_split_windows() {
         AccVariant::SharedMeta,
         AccVariant::RegisterMeta,
         AccVariant::CachedRows { log2_slots: 6 },
+        AccVariant::Paper,
     ] {
         for &(beta, n) in &[(0.0f32, 128usize), (0.5, 64), (0.0, 8)] {
             run_gpu(
@@ -193,8 +195,10 @@ fn datasets() -> Option<PathBuf> {
 fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
     let Some(dir) = datasets() else {
         assert!(
-            std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() != Ok("1"),
-            "TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+                .iter()
+                .all(|v| std::env::var(v).as_deref() != Ok("1")),
+            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
         );
         println!("note: no shared dataset folder; skipping real matrices");
         return Vec::new();
@@ -277,6 +281,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 (&unb, AccVariant::SharedMeta),
                 (&unb, AccVariant::RegisterMeta),
                 (&bal, AccVariant::SharedMeta),
+                (&bal, AccVariant::Paper),
                 (&pk16, AccVariant::RegisterMeta),
                 (&pk16, AccVariant::CachedRows { log2_slots: 7 }),
             ] {

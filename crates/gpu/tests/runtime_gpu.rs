@@ -37,11 +37,16 @@ fn datasets_dir() -> Option<PathBuf> {
 }
 
 /// The `.mtx.gz` files; none (with a note) when the folder is missing, except under
-/// TCSPARSE_REQUIRE_GPU=1 where a missing folder is a failure.
+/// TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 where a missing folder is a failure.
 fn dataset_files() -> Vec<PathBuf> {
     let Some(dir) = datasets_dir() else {
-        if std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
-            panic!("TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)");
+        if ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+            .iter()
+            .any(|v| std::env::var(v).as_deref() == Ok("1"))
+        {
+            panic!(
+                "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+            );
         }
         println!("note: shared datasets folder not found; skipping real matrices");
         return Vec::new();

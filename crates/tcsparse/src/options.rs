@@ -140,6 +140,11 @@ pub enum KernelRequest {
     Auto,
     /// Acc-SpMM on BitTCF.
     AccSpmm,
+    /// Acc-SpMM on BitTCF run by the paper's own pipeline (block metadata by `cp.async` into a
+    /// shared-memory double buffer, B rows by `ld.global.ca`, C by `st.global.wt`) instead of ours
+    /// (register metadata, read-only B loads): the ablation of docs/results. Schedules as
+    /// [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs as `Balance::Packed`).
+    AccSpmmPaper,
     /// cuSPARSE SpMM on CSR.
     Cusparse,
     /// The CUDA-core CSR kernel.

@@ -16,6 +16,12 @@ pub enum ExecKernel {
         /// How row windows map to thread blocks.
         schedule: ScheduleKind,
     },
+    /// Acc-SpMM by the paper's own pipeline ([`AccVariant::Paper`]: shared-memory metadata by
+    /// `cp.async`, B `ld.global.ca`, C `st.global.wt`) with the given schedule kind.
+    AccSpmmPaper {
+        /// How row windows map to thread blocks.
+        schedule: ScheduleKind,
+    },
     /// cuSPARSE SpMM (CSR, f32).
     Cusparse,
     /// CUDA-core CSR SpMM (f32).
@@ -39,7 +45,9 @@ impl ExecKernel {
     /// The arithmetic it uses: TF32 for the tensor-core kernels, f32 for the others.
     pub fn precision(self) -> Precision {
         match self {
-            ExecKernel::AccSpmm { .. } | ExecKernel::RowTile { .. } => Precision::Tf32,
+            ExecKernel::AccSpmm { .. }
+            | ExecKernel::AccSpmmPaper { .. }
+            | ExecKernel::RowTile { .. } => Precision::Tf32,
             ExecKernel::Cusparse | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
                 Precision::F32
             }
@@ -51,6 +59,9 @@ impl std::fmt::Display for ExecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
+            ExecKernel::AccSpmmPaper { schedule } => {
+                write!(f, "Acc-SpMM, paper pipeline ({schedule})")
+            }
             ExecKernel::Cusparse => write!(f, "cuSPARSE"),
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 /// The shared dataset folder: `$TCSPARSE_SHARED_DATASETS`, else `shared/datasets` next to this
-/// checkout; `None` (after a note on stderr) when it is absent, so the caller skips.
+/// checkout; `None` (after a note on stderr) when it is absent, so the caller skips. Panics when it
+/// is absent under `TCSPARSE_REQUIRE_DATA=1` (set by .ci/run where ../shared exists): a dataset
+/// test never passes silently.
 pub fn shared_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
         .map(PathBuf::from)
@@ -11,6 +13,11 @@ pub fn shared_dir() -> Option<PathBuf> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
         });
     if !dir.is_dir() {
+        assert!(
+            std::env::var("TCSPARSE_REQUIRE_DATA").as_deref() != Ok("1"),
+            "TCSPARSE_REQUIRE_DATA=1 but no dataset folder at {} (set TCSPARSE_SHARED_DATASETS)",
+            dir.display()
+        );
         eprintln!("note: shared/datasets not found (set TCSPARSE_SHARED_DATASETS); skipping");
         return None;
     }

@@ -32,13 +32,17 @@ pub const ENTRY_SHARED: &str = "acc_spmm_tf32";
 pub const ENTRY_REGISTER: &str = "acc_spmm_tf32_reg";
 /// Kernel entry with register metadata and a per-warp B-row cache in shared memory.
 pub const ENTRY_CACHE: &str = "acc_spmm_tf32_cache";
+/// Kernel entry of the paper's whole pipeline: [`ENTRY_SHARED`] plus its cache policy (B rows by
+/// `ld.global.ca`, C by `st.global.wt`).
+pub const ENTRY_PAPER: &str = "acc_spmm_tf32_paper";
 /// Largest B-row cache: 2^10 slots per warp (132 KiB per warp; the launch also checks the device's
 /// shared-memory limit).
 pub const MAX_CACHE_LOG2: u8 = 10;
 /// Shared-memory bytes per cache slot: a 128-byte row slice (32 features) and a 4-byte tag.
 const CACHE_SLOT_BYTES: u32 = 132;
 
-/// Parameters of the main entries, in order (`acc_spmm_tf32`, `acc_spmm_tf32_reg`).
+/// Parameters of the main entries, in order (`acc_spmm_tf32`, `acc_spmm_tf32_reg`,
+/// `acc_spmm_tf32_paper`).
 const MAIN_PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // rwo
     ParamKind::Ptr, // bvo
@@ -86,6 +90,11 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_CACHE,
         params: &CACHE_PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::AccSpmm,
+        name: ENTRY_PAPER,
+        params: MAIN_PARAMS,
+    },
 ];
 
 /// Which kernel entry executes the product (same results, different metadata staging).
@@ -106,6 +115,11 @@ pub enum AccVariant {
         /// log2 of the slots per warp, at most [`MAX_CACHE_LOG2`].
         log2_slots: u8,
     },
+    /// The paper's whole pipeline: [`AccVariant::SharedMeta`] with its cache policy, B rows loaded
+    /// with `ld.global.ca` (through L1; the other entries use the read-only path `ld.global.nc`) and
+    /// C written with `st.global.wt` (write-through). Same results as the other variants; the
+    /// ablation of docs/results (issue 20).
+    Paper,
 }
 
 impl AccVariant {
@@ -115,6 +129,7 @@ impl AccVariant {
             Self::SharedMeta => ENTRY_SHARED,
             Self::RegisterMeta => ENTRY_REGISTER,
             Self::CachedRows { .. } => ENTRY_CACHE,
+            Self::Paper => ENTRY_PAPER,
         }
     }
 
@@ -137,6 +152,7 @@ impl std::fmt::Display for AccVariant {
             Self::CachedRows { log2_slots } => {
                 write!(f, "B-row cache of {} rows", 1u32 << log2_slots)
             }
+            Self::Paper => write!(f, "paper pipeline: shared metadata, B ld.ca, C st.wt"),
         }
     }
 }
@@ -617,7 +633,7 @@ impl AccSpmmDevice {
         if matches!(self.variant, AccVariant::CachedRows { .. }) {
             l.arg(&cache_log2);
         }
-        // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg](const u32* rwo, const u32*
+        // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg|_paper](const u32* rwo, const u32*
         // bvo, const u32* a2b, const u64* bits, const float* values, const u32* work, const u8*
         // window_split, const float* B, u32 ldb, float* C, u32 ldc, u32 M, u32 N, float alpha, float
         // beta, u32 flags)` in kernels-ptx/acc_spmm.cu (`acc_spmm_tf32_cache` takes one more u32,

@@ -253,8 +253,12 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
             out.push(2);
             put_u32(&mut out, chunk_nnz);
         }
-        ExecKernel::AccSpmm { schedule } => {
-            out.push(3);
+        ExecKernel::AccSpmm { schedule } | ExecKernel::AccSpmmPaper { schedule } => {
+            out.push(if matches!(e.kernel, ExecKernel::AccSpmmPaper { .. }) {
+                5
+            } else {
+                3
+            });
             let (tag, a, b) = match schedule {
                 ScheduleKind::Unbalanced => (0, 0, 0),
                 ScheduleKind::Balanced => (1, 0, 0),
@@ -338,7 +342,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             }
             ExecKernel::CsrCuda { chunk_nnz }
         }
-        3 => {
+        kernel_tag @ (3 | 5) => {
             let (tag, x, y) = (r.u32()?, r.u32()?, r.u32()?);
             let schedule = match tag {
                 0 => ScheduleKind::Unbalanced,
@@ -354,7 +358,11 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 }
                 _ => return Err(format!("corrupt: Acc-SpMM schedule ({tag}, {x}, {y})")),
             };
-            ExecKernel::AccSpmm { schedule }
+            if kernel_tag == 5 {
+                ExecKernel::AccSpmmPaper { schedule }
+            } else {
+                ExecKernel::AccSpmm { schedule }
+            }
         }
         4 => {
             let (idx, tag, x) = (r.u32()?, r.u32()?, r.u32()?);

@@ -7,7 +7,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
-use tcsparse_gpu::spmm::acc::AccSpmmDevice;
+use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
@@ -58,7 +58,7 @@ impl Engine {
         if opts.precision == Precision::F32
             && matches!(
                 opts.kernel,
-                KernelRequest::AccSpmm | KernelRequest::RowTile(_)
+                KernelRequest::AccSpmm | KernelRequest::AccSpmmPaper | KernelRequest::RowTile(_)
             )
         {
             return Err(Error::InvalidArgs(format!(
@@ -324,11 +324,12 @@ impl Engine {
         let mut thread_blocks = 0;
         let mut split_windows = 0;
         let dev = match (&self.gpu, kernel) {
-            (Some(gpu), ExecKernel::AccSpmm { .. }) => {
+            (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
                 let mut d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
-                if let ExecKernel::AccSpmm { schedule: kind } = kernel {
-                    d.set_variant(gpu, kind.variant())?;
+                match kernel {
+                    ExecKernel::AccSpmm { schedule: kind } => d.set_variant(gpu, kind.variant())?,
+                    _ => d.set_variant(gpu, AccVariant::Paper)?,
                 }
                 thread_blocks = d.num_tbs();
                 split_windows = d.num_split_windows();
@@ -460,6 +461,21 @@ impl Engine {
         };
         match opts.kernel {
             KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
+            KernelRequest::AccSpmmPaper => {
+                let (k, note, sched) = acc(format!(
+                    "Acc-SpMM, paper pipeline requested (planner: {})",
+                    plan.reason
+                ));
+                let schedule = match k {
+                    // The paper's pipeline has no B-row cache: the same windows, packed.
+                    ExecKernel::AccSpmm {
+                        schedule: ScheduleKind::PackedCached { windows, .. },
+                    } => ScheduleKind::Packed(windows),
+                    ExecKernel::AccSpmm { schedule } => schedule,
+                    _ => ScheduleKind::Unbalanced,
+                };
+                (ExecKernel::AccSpmmPaper { schedule }, note, sched)
+            }
             KernelRequest::Cusparse => (
                 ExecKernel::Cusparse,
                 format!("cuSPARSE requested (planner: {})", plan.reason),

@@ -1,0 +1,615 @@
+//! The regression gate: `tcsparse-bench --compare BASE… [--current NEW…]`.
+//!
+//! Absolute times drift between machines and driver versions, so the gate compares speedup
+//! ratios only: for every case it takes our backend's speedup over the vendor baseline measured in
+//! the same process ([`Report::speedup`]) and divides the new speedup by the base one (`ratio`:
+//! 1.00 = unchanged, 0.90 = our kernel lost 10 % against the vendor). Cases are matched by
+//! (op, matrix, n, backend).
+//!
+//! Two thresholds, both from the H200's run-to-run spread (docs/results/README.md, "Regression
+//! gate"):
+//! - `tolerance` (default [`DEFAULT_TOLERANCE`]) on the geometric mean of the ratios of each
+//!   (op, group, backend): a kernel that got 10 % slower moves every case of its backend, and the
+//!   geomean of a group moved by less than 1 % between two runs of unchanged kernels;
+//! - `case_tolerance` (default [`DEFAULT_CASE_TOLERANCE`]) on a single case: single cases of
+//!   unchanged kernels moved by up to 15 % (15 µs kernels whose cuSPARSE time moved by 2 µs).
+//!
+//! The gate fails on a group below `1 − tolerance`, a case below `1 − case_tolerance`, any case of
+//! the new run that FAILED its accuracy check, or no case in common at all.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::report::{Group, Op, Report};
+
+/// Default tolerance on the geomean ratio of one (op, group, backend).
+pub const DEFAULT_TOLERANCE: f64 = 0.05;
+/// Default tolerance on the ratio of one case.
+pub const DEFAULT_CASE_TOLERANCE: f64 = 0.20;
+
+/// The gate's thresholds (fractions: 0.05 = 5 %).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerances {
+    /// Largest loss of a (op, group, backend) geomean ratio that passes.
+    pub group: f64,
+    /// Largest loss of one case's ratio that passes.
+    pub case: f64,
+}
+
+impl Default for Tolerances {
+    fn default() -> Self {
+        Self {
+            group: DEFAULT_TOLERANCE,
+            case: DEFAULT_CASE_TOLERANCE,
+        }
+    }
+}
+
+/// (op, matrix, n, backend).
+type Key = (Op, String, usize, String);
+
+/// Speedups of one side, keyed by case; a case measured in several files (merged re-runs) keeps
+/// the geomean of its speedups. Also the group of each case and the failed cases.
+#[derive(Default)]
+struct Side {
+    speedups: BTreeMap<Key, (Group, Vec<f64>)>,
+    failed: Vec<String>,
+    devices: Vec<String>,
+}
+
+impl Side {
+    fn new(reports: &[Report]) -> Self {
+        let mut side = Side::default();
+        for r in reports {
+            let name = r.device.split(" (").next().unwrap_or(&r.device).to_string();
+            if !side.devices.contains(&name) {
+                side.devices.push(name);
+            }
+            for c in &r.cases {
+                if c.failed() {
+                    side.failed.push(format!(
+                        "{} {} N={} {}: {}",
+                        c.op,
+                        c.matrix,
+                        c.n,
+                        c.backend,
+                        match &c.status {
+                            crate::report::Status::Failed { reason } => reason.as_str(),
+                            _ => "",
+                        }
+                    ));
+                }
+                if let Some(s) = r.speedup(c) {
+                    side.speedups
+                        .entry((c.op, c.matrix.clone(), c.n, c.backend.clone()))
+                        .or_insert_with(|| (c.group, Vec::new()))
+                        .1
+                        .push(s);
+                }
+            }
+        }
+        side
+    }
+
+    fn speedup(&self, k: &Key) -> Option<(Group, f64)> {
+        let (g, v) = self.speedups.get(k)?;
+        Some((*g, crate::report::geomean(v)?))
+    }
+}
+
+/// Verdict on one compared line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Within tolerance.
+    Same,
+    /// Better by more than the tolerance (reported, never a failure).
+    Faster,
+    /// Worse by more than the group tolerance but within the case tolerance (a single case: reported
+    /// only).
+    Slower,
+    /// Fails the gate.
+    Regression,
+}
+
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower (within case tolerance)",
+            Verdict::Regression => "REGRESSION",
+        }
+    }
+}
+
+/// One matched case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseLine {
+    /// Operation.
+    pub op: Op,
+    /// Matrix group.
+    pub group: Group,
+    /// Matrix.
+    pub matrix: String,
+    /// N.
+    pub n: usize,
+    /// Backend.
+    pub backend: String,
+    /// Speedup over the vendor baseline in the base run.
+    pub base: f64,
+    /// Speedup over the vendor baseline in the new run.
+    pub new: f64,
+    /// Verdict.
+    pub verdict: Verdict,
+}
+
+impl CaseLine {
+    /// new / base.
+    pub fn ratio(&self) -> f64 {
+        self.new / self.base
+    }
+}
+
+/// Geomean of the ratios of one (op, group, backend).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupLine {
+    /// Operation.
+    pub op: Op,
+    /// Matrix group.
+    pub group: Group,
+    /// Backend.
+    pub backend: String,
+    /// Matched cases.
+    pub cases: usize,
+    /// Geomean of new / base over them.
+    pub ratio: f64,
+    /// Verdict.
+    pub verdict: Verdict,
+}
+
+/// The result of comparing a run with a base.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// Thresholds used.
+    pub tolerances: Tolerances,
+    /// Every matched case.
+    pub cases: Vec<CaseLine>,
+    /// One line per (op, group, backend).
+    pub groups: Vec<GroupLine>,
+    /// Cases of the new run that FAILED (accuracy or error): each fails the gate.
+    pub failed: Vec<String>,
+    /// Cases with a speedup in the base but none in the new run (not run, or not comparable).
+    pub only_base: usize,
+    /// Cases with a speedup in the new run but none in the base.
+    pub only_new: usize,
+    /// Device names of the base and new runs (a note when they differ).
+    pub devices: (Vec<String>, Vec<String>),
+}
+
+fn group_name(g: Group) -> &'static str {
+    match g {
+        Group::Shipped => "shipped",
+        Group::Shared => "shared",
+        Group::Large => "large",
+    }
+}
+
+impl Comparison {
+    /// Compares `new` with `base` (each possibly several files: different ops, runs split to fit a
+    /// time limit, or re-runs).
+    pub fn new(base: &[Report], new: &[Report], tolerances: Tolerances) -> Self {
+        let (b, n) = (Side::new(base), Side::new(new));
+        let mut cases = Vec::new();
+        let mut only_base = 0;
+        for k in b.speedups.keys() {
+            let (Some((group, bs)), Some((_, ns))) = (b.speedup(k), n.speedup(k)) else {
+                only_base += 1;
+                continue;
+            };
+            let ratio = ns / bs;
+            let verdict = if ratio < 1.0 - tolerances.case {
+                Verdict::Regression
+            } else if ratio < 1.0 - tolerances.group {
+                Verdict::Slower
+            } else if ratio > 1.0 + tolerances.group {
+                Verdict::Faster
+            } else {
+                Verdict::Same
+            };
+            cases.push(CaseLine {
+                op: k.0,
+                group,
+                matrix: k.1.clone(),
+                n: k.2,
+                backend: k.3.clone(),
+                base: bs,
+                new: ns,
+                verdict,
+            });
+        }
+        let only_new = n
+            .speedups
+            .keys()
+            .filter(|k| !b.speedups.contains_key(*k))
+            .count();
+        let mut by_group: BTreeMap<(Op, Group, String), Vec<f64>> = BTreeMap::new();
+        for c in &cases {
+            by_group
+                .entry((c.op, c.group, c.backend.clone()))
+                .or_default()
+                .push(c.ratio());
+        }
+        let groups = by_group
+            .into_iter()
+            .filter_map(|((op, group, backend), ratios)| {
+                let ratio = crate::report::geomean(&ratios)?;
+                let verdict = if ratio < 1.0 - tolerances.group {
+                    Verdict::Regression
+                } else if ratio > 1.0 + tolerances.group {
+                    Verdict::Faster
+                } else {
+                    Verdict::Same
+                };
+                Some(GroupLine {
+                    op,
+                    group,
+                    backend,
+                    cases: ratios.len(),
+                    ratio,
+                    verdict,
+                })
+            })
+            .collect();
+        Comparison {
+            tolerances,
+            cases,
+            groups,
+            failed: n.failed,
+            only_base,
+            only_new,
+            devices: (b.devices, n.devices),
+        }
+    }
+
+    /// Why the gate fails, one line each; empty when it passes.
+    pub fn failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.cases.is_empty() {
+            out.push("no case in common with the base: nothing was compared".to_string());
+        }
+        for g in self
+            .groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Regression)
+        {
+            out.push(format!(
+                "{} {} {}: geomean ratio {:.3} over {} cases (< {:.3})",
+                g.op,
+                group_name(g.group),
+                g.backend,
+                g.ratio,
+                g.cases,
+                1.0 - self.tolerances.group
+            ));
+        }
+        for c in self
+            .cases
+            .iter()
+            .filter(|c| c.verdict == Verdict::Regression)
+        {
+            out.push(format!(
+                "{} {} N={} {}: ratio {:.3} (< {:.3})",
+                c.op,
+                c.matrix,
+                c.n,
+                c.backend,
+                c.ratio(),
+                1.0 - self.tolerances.case
+            ));
+        }
+        for f in &self.failed {
+            out.push(format!("FAILED {f}"));
+        }
+        out
+    }
+
+    /// Whether the gate passes.
+    pub fn passed(&self) -> bool {
+        self.failures().is_empty()
+    }
+
+    /// The comparison as Markdown: header, every group line, the cases that moved beyond the
+    /// group tolerance, the failed cases and the verdict.
+    pub fn table(&self) -> String {
+        let t = &self.tolerances;
+        let pct = |r: f64| format!("{:+.1} %", (r - 1.0) * 100.0);
+        let mut s = String::new();
+        let _ = writeln!(s, "## Regression gate\n");
+        let _ = writeln!(
+            s,
+            "Ratio = new speedup / base speedup over the vendor baseline (same matrix, N and process \
+             on each side). Tolerance: {:.1} % on the geomean of each op, group and backend, {:.1} % \
+             on a single case.\n",
+            t.group * 100.0,
+            t.case * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "- matched cases: {}; only in the base: {}; only in the new run: {}",
+            self.cases.len(),
+            self.only_base,
+            self.only_new
+        );
+        let _ = writeln!(s, "- base device: {}", self.devices.0.join(", "));
+        let _ = writeln!(s, "- new device: {}", self.devices.1.join(", "));
+        if self.devices.0 != self.devices.1 {
+            let _ = writeln!(
+                s,
+                "- note: the devices differ; ratios of different GPUs are not a regression test"
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n| op | group | backend | cases | geomean ratio | change | verdict |"
+        );
+        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---|");
+        for g in &self.groups {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.3} | {} | {} |",
+                g.op,
+                group_name(g.group),
+                g.backend,
+                g.cases,
+                g.ratio,
+                pct(g.ratio),
+                g.verdict.label()
+            );
+        }
+        let moved: Vec<&CaseLine> = self
+            .cases
+            .iter()
+            .filter(|c| c.verdict != Verdict::Same)
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nCases that moved by more than {:.1} %: {}\n",
+            t.group * 100.0,
+            moved.len()
+        );
+        if !moved.is_empty() {
+            let _ = writeln!(
+                s,
+                "| op | matrix | N | backend | base speedup | new speedup | change | verdict |"
+            );
+            let _ = writeln!(s, "|---|---|---:|---|---:|---:|---:|---|");
+            for c in moved {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {:.2}× | {:.2}× | {} | {} |",
+                    c.op,
+                    c.matrix,
+                    c.n,
+                    c.backend,
+                    c.base,
+                    c.new,
+                    pct(c.ratio()),
+                    c.verdict.label()
+                );
+            }
+            let _ = writeln!(s);
+        }
+        if !self.failed.is_empty() {
+            let _ = writeln!(s, "Failed cases in the new run: {}\n", self.failed.len());
+            for f in &self.failed {
+                let _ = writeln!(s, "- FAILED {}", f.replace('|', "/"));
+            }
+            let _ = writeln!(s);
+        }
+        let failures = self.failures();
+        if failures.is_empty() {
+            let _ = writeln!(s, "gate: PASSED");
+        } else {
+            let _ = writeln!(s, "gate: FAILED ({} reasons)", failures.len());
+            for f in failures {
+                let _ = writeln!(s, "- {f}");
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Case, Status};
+
+    /// Deterministic jitter in [-1, 1] per (matrix, n, backend, seed): a re-run's noise.
+    fn jitter(key: &str, seed: u64) -> f64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+        for b in key.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        (h % 2001) as f64 / 1000.0 - 1.0
+    }
+
+    const BACKENDS: [&str; 4] = ["tcsparse", "acc/plain", "tc32/reorder", "acc/reorder"];
+
+    /// A synthetic run in the shape of docs/results/spmm-h200.json: 7 shared and 3 large matrices
+    /// at N = 128/256/512. Every time carries ±`noise` of seeded jitter (the baseline's too);
+    /// `slow` multiplies the times of backend `slow_backend` (1.10 = 10 % slower).
+    fn run(seed: u64, noise: f64, slow_backend: &str, slow: f64) -> Report {
+        let mut cases = Vec::new();
+        let mats = [
+            ("cora", Group::Shared, 0.02),
+            ("bcsstk17", Group::Shared, 0.04),
+            ("mbeacxc", Group::Shared, 0.015),
+            ("rajat01", Group::Shared, 0.03),
+            ("c-62", Group::Shared, 0.06),
+            ("cage10", Group::Shared, 0.05),
+            ("copter2", Group::Shared, 0.08),
+            ("rmat20-ef11", Group::Large, 1.1),
+            ("banded2m-hb32", Group::Large, 2.3),
+            ("reddit-like", Group::Large, 9.0),
+        ];
+        for (mi, (m, g, base_ms)) in mats.iter().enumerate() {
+            for n in [128usize, 256, 512] {
+                let scale = n as f64 / 128.0;
+                let mut push = |backend: &str, ms: f64, op: Op| {
+                    let key = format!("{m}/{n}/{backend}");
+                    let mut ms = ms * (1.0 + noise * jitter(&key, seed));
+                    if backend == slow_backend {
+                        ms *= slow;
+                    }
+                    cases.push(Case {
+                        op,
+                        matrix: m.to_string(),
+                        group: *g,
+                        rows: 1000,
+                        cols: 1000,
+                        nnz: 10_000,
+                        n,
+                        backend: backend.into(),
+                        status: Status::Ok,
+                        ms: Some(ms),
+                        bytes: Some(1 << 20),
+                        rel_err: Some(1e-4),
+                        scaled_err: Some(2e-4),
+                        prep: None,
+                        plan: None,
+                        plan_note: None,
+                    });
+                };
+                push("cusparse", base_ms * scale, Op::Spmm);
+                for (bi, b) in BACKENDS.iter().enumerate() {
+                    let speed = 0.6 + 0.3 * ((mi + bi) % 5) as f64;
+                    push(b, base_ms * scale / speed, Op::Spmm);
+                }
+            }
+        }
+        Report {
+            command: format!("synthetic seed {seed}"),
+            device: "NVIDIA H200 (132 SMs)".into(),
+            started_unix: 0,
+            cases,
+        }
+    }
+
+    /// Noise of a re-run: ±3 % on every time (ours and cuSPARSE's, both runs), so single ratios
+    /// move by up to ±12 %, typically 2–3 %: more than the H200's measured spread (median 1 %, 90th
+    /// percentile 2.3–3.7 %, docs/results/README.md), so the gate is tested on the noisy side.
+    const RERUN_NOISE: f64 = 0.03;
+
+    #[test]
+    fn a_rerun_of_unchanged_code_passes() {
+        for seed in 1..20 {
+            let c = Comparison::new(
+                &[run(0, RERUN_NOISE, "", 1.0)],
+                &[run(seed, RERUN_NOISE, "", 1.0)],
+                Tolerances::default(),
+            );
+            assert_eq!(c.cases.len(), 10 * 3 * BACKENDS.len());
+            assert!(c.passed(), "seed {seed}:\n{}", c.table());
+        }
+    }
+
+    #[test]
+    fn a_ten_percent_slower_kernel_fails_the_gate() {
+        for seed in 1..20 {
+            let c = Comparison::new(
+                &[run(0, RERUN_NOISE, "", 1.0)],
+                &[run(seed, RERUN_NOISE, "acc/plain", 1.10)],
+                Tolerances::default(),
+            );
+            assert!(!c.passed(), "seed {seed}:\n{}", c.table());
+            let bad: Vec<_> = c
+                .groups
+                .iter()
+                .filter(|g| g.verdict == Verdict::Regression)
+                .map(|g| g.backend.as_str())
+                .collect();
+            // Both groups of the slowed backend, and nothing else.
+            assert_eq!(bad, ["acc/plain", "acc/plain"], "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn accuracy_failure_fails_and_no_overlap_fails() {
+        let base = run(0, 0.0, "", 1.0);
+        let mut new = run(0, 0.0, "", 1.0);
+        new.cases[3].status = Status::Failed {
+            reason: "scaled error 3.0e-1 > 2.0e-3".into(),
+        };
+        let c = Comparison::new(std::slice::from_ref(&base), &[new], Tolerances::default());
+        assert_eq!(c.failed.len(), 1);
+        assert!(!c.passed());
+        assert_eq!(c.only_base, 1);
+        // Only another op in the new run: nothing in common.
+        let mut other = run(0, 0.0, "", 1.0);
+        for k in &mut other.cases {
+            k.op = Op::Spmv;
+        }
+        let c = Comparison::new(&[base], &[other], Tolerances::default());
+        assert!(c.cases.is_empty() && !c.passed());
+        assert_eq!(c.only_new, 10 * 3 * BACKENDS.len());
+    }
+
+    #[test]
+    fn ops_are_matched_separately_and_files_combine() {
+        // Base and new each in two files (one per op); SpAMM's baseline is cuBLAS.
+        let mk = |op: Op, vendor: &str, ours_ms: f64| Report {
+            command: "x".into(),
+            device: "NVIDIA H200 (132 SMs)".into(),
+            started_unix: 0,
+            cases: [(vendor, 1.0), ("ours", ours_ms)]
+                .iter()
+                .map(|(b, ms)| Case {
+                    op,
+                    matrix: "m".into(),
+                    group: Group::Large,
+                    rows: 1,
+                    cols: 1,
+                    nnz: 1,
+                    n: 64,
+                    backend: b.to_string(),
+                    status: Status::Ok,
+                    ms: Some(*ms),
+                    bytes: None,
+                    rel_err: None,
+                    scaled_err: None,
+                    prep: None,
+                    plan: None,
+                    plan_note: None,
+                })
+                .collect(),
+        };
+        let base = [mk(Op::Spmm, "cusparse", 0.5), mk(Op::Spamm, "cublas", 0.25)];
+        let new = [mk(Op::Spamm, "cublas", 0.5), mk(Op::Spmm, "cusparse", 0.5)];
+        let c = Comparison::new(&base, &new, Tolerances::default());
+        assert_eq!(c.cases.len(), 2);
+        let spamm = c.cases.iter().find(|l| l.op == Op::Spamm).unwrap();
+        assert_eq!((spamm.base, spamm.new), (4.0, 2.0));
+        assert_eq!(spamm.verdict, Verdict::Regression);
+        let spmm = c.cases.iter().find(|l| l.op == Op::Spmm).unwrap();
+        assert_eq!(spmm.verdict, Verdict::Same);
+    }
+
+    #[test]
+    fn comparison_table_snapshot() {
+        // Half the tests' noise, to keep the list of moved cases short.
+        let base = run(0, RERUN_NOISE / 2.0, "", 1.0);
+        let mut new = run(7, RERUN_NOISE / 2.0, "acc/plain", 1.10);
+        // One case 30 % slower, one FAILED.
+        for c in &mut new.cases {
+            if c.matrix == "cage10" && c.n == 256 && c.backend == "tc32/reorder" {
+                c.ms = c.ms.map(|t| t * 1.3);
+            }
+            if c.matrix == "cora" && c.n == 512 && c.backend == "acc/reorder" {
+                c.status = Status::Failed {
+                    reason: "scaled error 3.0e-1 > 2.0e-3 (rel 1.0e-1)".into(),
+                };
+            }
+        }
+        insta::assert_snapshot!(Comparison::new(&[base], &[new], Tolerances::default()).table());
+    }
+}

@@ -1,0 +1,266 @@
+//! Result files: named after the operation and the device they came from (`spmm-h200.json` +
+//! `spmm-h200.md`, `spmm-cpu.json`, …), so that a run on another machine never overwrites the
+//! published H200 numbers; reading them back (files or folders); the Markdown of each op.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::report::{Op, Report};
+
+/// Words of a GPU name that say nothing about the model.
+const VENDOR_WORDS: [&str; 5] = ["nvidia", "geforce", "tesla", "quadro", "graphics"];
+
+/// File-name slug of a device name: the model, lower case, letters and digits only, up to its first
+/// word with a digit: `NVIDIA H200` → `h200`, `NVIDIA H100 80GB HBM3` → `h100`, `NVIDIA A100-SXM4-80GB`
+/// → `a100`, `NVIDIA GeForce RTX 4090` → `rtx4090`; `gpu` when nothing is left.
+pub fn device_slug(name: &str) -> String {
+    let mut slug = String::new();
+    for word in name
+        .split(|c: char| c.is_whitespace() || c == '-' || c == '_' || c == '/')
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .collect::<String>()
+                .to_ascii_lowercase()
+        })
+        .filter(|w| !w.is_empty() && !VENDOR_WORDS.contains(&w.as_str()))
+    {
+        slug.push_str(&word);
+        if word.chars().any(|c| c.is_ascii_digit()) {
+            break;
+        }
+    }
+    if slug.is_empty() { "gpu".into() } else { slug }
+}
+
+/// Device line of a run without a GPU starts with this.
+pub const NO_GPU: &str = "no GPU";
+
+/// Slug of the device a report came from: `cpu` for a run without a GPU, else [`device_slug`] of
+/// the name before the first ` (` of its device line.
+pub fn report_slug(r: &Report) -> String {
+    if r.device.starts_with(NO_GPU) {
+        return "cpu".into();
+    }
+    device_slug(r.device.split(" (").next().unwrap_or(&r.device))
+}
+
+/// File stem of the results of `op` on the device of `r`: `<op>-<slug>`.
+pub fn file_stem(op: Op, r: &Report) -> String {
+    format!("{}-{}", op.name(), report_slug(r))
+}
+
+/// The ops a report holds, in order (SpMM for an empty report).
+pub fn ops(r: &Report) -> Vec<Op> {
+    let mut ops: Vec<Op> = r.cases.iter().map(|c| c.op).collect();
+    ops.sort();
+    ops.dedup();
+    if ops.is_empty() {
+        ops.push(Op::Spmm);
+    }
+    ops
+}
+
+/// The cases of one op, with the report's header.
+pub fn only(r: &Report, op: Op) -> Report {
+    Report {
+        cases: r.cases.iter().filter(|c| c.op == op).cloned().collect(),
+        ..r.clone()
+    }
+}
+
+/// The Markdown of a report holding the cases of one op.
+pub fn render(r: &Report) -> String {
+    r.markdown()
+}
+
+/// Writes `<op>-<slug>.json` and `<op>-<slug>.md` into `out` for every op of `r`; returns the
+/// paths written.
+pub fn write(out: &Path, r: &Report) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
+    for op in ops(r) {
+        let part = only(r, op);
+        let stem = file_stem(op, &part);
+        let json = out.join(format!("{stem}.json"));
+        let md = out.join(format!("{stem}.md"));
+        std::fs::write(&json, serde_json::to_string_pretty(&part)?)
+            .with_context(|| format!("writing {}", json.display()))?;
+        std::fs::write(&md, render(&part)).with_context(|| format!("writing {}", md.display()))?;
+        written.extend([json, md]);
+    }
+    Ok(written)
+}
+
+/// Reads result files: each path a JSON file or a folder whose `*.json` files are all read.
+pub fn load(paths: &[PathBuf]) -> Result<Vec<Report>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let in_dir = json_files(p)?;
+            anyhow::ensure!(!in_dir.is_empty(), "no *.json in {}", p.display());
+            files.extend(in_dir);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    files.iter().map(|f| read(f)).collect()
+}
+
+/// The `*.json` files of a folder, sorted.
+pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|f| f.extension().is_some_and(|x| x == "json"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Reads one result file.
+pub fn read(f: &Path) -> Result<Report> {
+    let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", f.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_slugs() {
+        for (name, slug) in [
+            ("NVIDIA H200", "h200"),
+            ("NVIDIA H100 80GB HBM3", "h100"),
+            ("NVIDIA H100 PCIe", "h100"),
+            ("NVIDIA A100-SXM4-80GB", "a100"),
+            ("NVIDIA GeForce RTX 4090", "rtx4090"),
+            ("Tesla V100-SXM2-16GB", "v100"),
+            ("NVIDIA GH200 480GB", "gh200"),
+            ("NVIDIA L40S", "l40s"),
+            ("NVIDIA", "gpu"),
+            ("", "gpu"),
+        ] {
+            assert_eq!(device_slug(name), slug, "{name}");
+        }
+        let mut r = Report {
+            command: "c".into(),
+            device: "NVIDIA H200 (132 SMs, compute 9.0, 140 GiB, L2 60 MiB, driver CUDA 13.0)"
+                .into(),
+            started_unix: 0,
+            cases: vec![],
+        };
+        assert_eq!(file_stem(Op::Spmm, &r), "spmm-h200");
+        r.device = "NVIDIA H200 (partial: run in progress)".into();
+        assert_eq!(file_stem(Op::Spmv, &r), "spmv-h200");
+        r.device = "no GPU (no libcuda.so); CPU reference path only, no cuSPARSE baseline".into();
+        assert_eq!(file_stem(Op::Spmm, &r), "spmm-cpu");
+    }
+
+    #[test]
+    fn write_names_files_after_op_and_device() {
+        let dir =
+            std::env::temp_dir().join(format!("tcsparse-bench-results-{}", std::process::id()));
+        let r = Report {
+            command: "c".into(),
+            device: "no GPU (test)".into(),
+            started_unix: 0,
+            cases: vec![],
+        };
+        let written = write(&dir, &r).unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["spmm-cpu.json", "spmm-cpu.md"]);
+        assert_eq!(load(std::slice::from_ref(&dir)).unwrap(), vec![r]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Every committed result (docs/results/*.json) agrees with its Markdown and plots: the file is
+    /// named after its op and device, holds one op, its .md is exactly what the bench renders from
+    /// the JSON (summary lines included) and so are its SVG plots, so a hand edit or a stale render
+    /// fails here. Re-render with `tcsparse-bench --merge docs/results/<file>.json --out
+    /// docs/results` and `tcsparse-bench --plot docs/results/<file>.json`.
+    #[test]
+    fn committed_results_agree_with_their_markdown() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        let files = json_files(&dir).unwrap();
+        assert!(!files.is_empty(), "no result JSON in {}", dir.display());
+        for f in files {
+            let r = read(&f).unwrap();
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            let ops = ops(&r);
+            assert_eq!(
+                ops.len(),
+                1,
+                "{}: one op per file, found {ops:?}",
+                f.display()
+            );
+            assert_eq!(
+                stem,
+                file_stem(ops[0], &r),
+                "{}: named after another op or device than its content",
+                f.display()
+            );
+            let md_path = f.with_extension("md");
+            let md = std::fs::read_to_string(&md_path)
+                .unwrap_or_else(|e| panic!("{}: {e}", md_path.display()));
+            let want = render(&r);
+            // The summary lines first, for a readable message; then every line.
+            let summary: Vec<&str> = want
+                .lines()
+                .filter(|l| {
+                    l.starts_with("geomean") || l.starts_with("worst") || l.starts_with("failed")
+                })
+                .collect();
+            assert!(
+                !summary.is_empty() || r.cases.is_empty(),
+                "{stem}: no summary lines"
+            );
+            for line in summary {
+                assert!(
+                    md.lines().any(|l| l == line),
+                    "{}: summary line `{line}` of the JSON is not in the .md (re-render it)",
+                    md_path.display()
+                );
+            }
+            for (i, (got, want)) in md.lines().zip(want.lines()).enumerate() {
+                assert_eq!(
+                    got,
+                    want,
+                    "{} line {}: differs from the JSON's render",
+                    md_path.display(),
+                    i + 1
+                );
+            }
+            assert!(
+                md == want,
+                "{}: differs from the JSON's render ({} lines, render {})",
+                md_path.display(),
+                md.lines().count(),
+                want.lines().count()
+            );
+            // The plots: each one present must be the JSON's render; SpMM's must all be there.
+            for (name, svg) in crate::plots::render(&r) {
+                let p = dir.join(&name);
+                match std::fs::read_to_string(&p) {
+                    Ok(got) => assert!(
+                        got == svg,
+                        "{}: differs from the JSON's render (tcsparse-bench --plot {})",
+                        p.display(),
+                        f.display()
+                    ),
+                    Err(_) => assert!(
+                        ops[0] != Op::Spmm,
+                        "{} missing (tcsparse-bench --plot {})",
+                        p.display(),
+                        f.display()
+                    ),
+                }
+            }
+        }
+    }
+}
