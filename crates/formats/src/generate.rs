@@ -133,7 +133,7 @@ fn assemble(rows: usize, cols: usize, chunks: Vec<RowChunk>) -> Result<Csr, GenE
         indices.extend_from_slice(&c.cols);
         data.extend_from_slice(&c.vals);
     }
-    csr_from_parts(rows, cols, indptr, indices, data).map_err(GenError::TooLarge)
+    csr_from_parts(rows, cols, indptr, indices, data).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// Appends `k` distinct values of `0..n`, sorted, to `out` (all of `0..n` when `k >= n`).
@@ -383,7 +383,7 @@ pub fn rmat(
             let mut rng = chunk_rng(seed, VALUE_STREAMS + k as u64);
             chunk.iter_mut().for_each(|v| *v = value(&mut rng));
         });
-    csr_from_parts(n, n, indptr, indices, data).map_err(GenError::TooLarge)
+    csr_from_parts(n, n, indptr, indices, data).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// Dense `n × n` row-major matrix with algebraic decay (cuSpAMM's test matrix):
@@ -426,7 +426,7 @@ fn dense_to_csr(n: usize, values: Vec<f32>) -> Result<Csr, GenError> {
     check_dense(n)?;
     let indptr = (0..=n).map(|i| (i * n) as u32).collect();
     let indices = (0..n).flat_map(|_| 0..n as u32).collect();
-    csr_from_parts(n, n, indptr, indices, values).map_err(GenError::TooLarge)
+    csr_from_parts(n, n, indptr, indices, values).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// A generator and its parameters: serde-able (externally tagged, so bincode works too), parsed from
