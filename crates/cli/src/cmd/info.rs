@@ -36,6 +36,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
     println!("{}", args.file.display());
     print!("{}", MatrixStats::compute(&csr));
+    let non_finite = csr.non_finite();
+    if non_finite > 0 {
+        println!(
+            "non-finite values: {non_finite} NaN or ±inf (accepted, as scipy does; products that use them are not finite)"
+        );
+    }
     if args.formats {
         println!();
         crate::cmd::formats_table::print(&csr)?;
