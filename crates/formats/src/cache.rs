@@ -186,8 +186,8 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
     }
 }
 
-/// Writes `format` (built from `source`) to `path` atomically.
-pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
+/// The bytes of a cache file holding `format` (built from `source`): what [`save`] writes.
+pub fn encode<T: CachedFormat>(format: &T, source: &Csr) -> Result<Vec<u8>, CacheError> {
     let payload = bincode::serde::encode_to_vec(format, config())
         .map_err(|e| CacheError::Codec(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
@@ -198,6 +198,12 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&Sha256::digest(&payload));
     bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// Writes `format` (built from `source`) to `path` atomically.
+pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
+    let bytes = encode(format, source)?;
 
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = match path.parent() {
