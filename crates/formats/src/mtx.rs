@@ -110,9 +110,15 @@ pub enum MtxError {
     /// The matrix does not fit u32 indices.
     #[error(transparent)]
     Csr(#[from] CsrError),
-    /// What the header declares would need more memory than the budget.
-    #[error(transparent)]
-    Budget(#[from] BudgetError),
+    /// What the size line declares would need more memory than the budget.
+    #[error("line {line}: {source}")]
+    Budget {
+        /// Line of the size line.
+        line: u64,
+        /// How much would be needed, and the budget.
+        #[source]
+        source: BudgetError,
+    },
     /// Reading a `.npz` file failed.
     #[error(transparent)]
     Npz(#[from] crate::npz::NpzError),
@@ -450,7 +456,10 @@ fn parse<R: BufRead>(reader: R, limits: &Limits) -> Result<Csr, MtxError> {
     };
     // The row offsets scale with the declared rows: check them (and the declared entries, which
     // the file must then hold) against the budget before reading on.
-    check_csr_budget(h.rows as usize, expanded, limits)?;
+    check_csr_budget(h.rows as usize, expanded, limits).map_err(|source| MtxError::Budget {
+        line: lines.line,
+        source,
+    })?;
     // Never trust the header with a large reservation: start small, let the vector grow with the
     // entries the file really holds.
     let mut triplets: Vec<(u32, u32, f32)> = Vec::with_capacity(expanded.min(1 << 16) as usize);
