@@ -291,8 +291,8 @@ pub fn csr_from_triplets_with(
     // passes the read cursor); ptr[r] becomes the compacted end of row r.
     let mut w = 0usize;
     let mut start = 0usize;
-    for r in 0..rows {
-        let end = ptr[r] as usize;
+    for slot in ptr[..rows].iter_mut() {
+        let end = *slot as usize;
         order[start..end].sort_unstable_by_key(|&(c, _)| c);
         let row_start = w;
         for k in start..end {
@@ -304,7 +304,7 @@ pub fn csr_from_triplets_with(
                 w += 1;
             }
         }
-        ptr[r] = w as u32;
+        *slot = w as u32;
         start = end;
     }
     ptr.rotate_right(1);

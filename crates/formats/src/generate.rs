@@ -84,7 +84,7 @@ fn check_dim(name: &'static str, v: usize) -> Result<(), GenError> {
 /// bounded by what its output holds.
 fn check_output(rows: usize, nnz: f64) -> Result<(), GenError> {
     check_dim("rows", rows)?;
-    if !(nnz <= u32::MAX as f64) {
+    if nnz.is_nan() || nnz > u32::MAX as f64 {
         return Err(GenError::TooLarge(format!("about {nnz:.0} nonzeros")));
     }
     crate::csr::check_csr_budget(rows, nnz as u64, &crate::limits::Limits::global())?;
@@ -199,7 +199,7 @@ fn bernoulli_range(rng: &mut ChaCha8Rng, lo: u32, hi: u32, p: f64, out: &mut Vec
     // would make every skip −inf: an endless loop). A p too small to ever keep an entry in this
     // range keeps none.
     let log_q = (-p).ln_1p();
-    if !(log_q < 0.0) {
+    if log_q.is_nan() || log_q >= 0.0 {
         return;
     }
     let mut c = lo as f64 - 1.0;

@@ -398,11 +398,9 @@ fn inside(c: &NpzCase) -> Vec<(i64, i64, i32)> {
 fn render_npz(c: &NpzCase) -> Vec<u8> {
     use npz_writer::*;
     let t = inside(c);
-    let (major, minor_of): (i64, fn(&(i64, i64, i32)) -> (i64, i64)) = if c.format == "csc" {
-        (c.shape.1.clamp(0, 64), |e| (e.1, e.0))
-    } else {
-        (c.shape.0.clamp(0, 64), |e| (e.0, e.1))
-    };
+    let csc = c.format == "csc";
+    let major = if csc { c.shape.1 } else { c.shape.0 }.clamp(0, 64);
+    let minor_of = |e: &(i64, i64, i32)| if csc { (e.1, e.0) } else { (e.0, e.1) };
     let mut members = vec![
         member("format.npy", text(c.format, c.unicode, c.big)),
         member("shape.npy", ints(&[c.shape.0, c.shape.1], 8, true, c.big)),
