@@ -215,7 +215,7 @@ fn bernoulli_range(rng: &mut ChaCha8Rng, lo: u32, hi: u32, p: f64, out: &mut Vec
 
 /// Random sparse matrix: `round(rows · nnz_per_row_avg)` nonzeros with uniformly random positions,
 /// no duplicates (row lengths are multinomial; a row is clipped at `cols`, the only case where the
-/// total is lower). Values uniform in `[-1, 1)`.
+/// total is lower; `nnz_per_row_avg` may be at most `16 · cols`). Values uniform in `[-1, 1)`.
 pub fn uniform_random(
     rows: usize,
     cols: usize,
@@ -234,18 +234,22 @@ pub fn uniform_random(
             "a matrix with 0 columns has no room for nonzeros",
         ));
     }
-    if nnz_per_row_avg > cols as f64 {
+    // Rows are clipped at `cols`, but every requested nonzero is drawn: bound that work by a
+    // small multiple of what the output can hold (uniform:n=1,avg=1e9 would draw 10⁹ times to
+    // fill one entry).
+    if nnz_per_row_avg > 16.0 * cols as f64 {
         return Err(invalid(
             "nnz_per_row_avg",
             format!(
-                "must be at most cols = {cols} (a row holds at most that many), got {nnz_per_row_avg}"
+                "must be at most 16 × cols = {} (a row holds at most cols = {cols}), got {nnz_per_row_avg}",
+                16 * cols as u64
             ),
         ));
     }
     let target = |r: usize| (r as f64 * nnz_per_row_avg).round() as u64;
     check_dim("rows", rows)?;
     check_dim("cols", cols)?;
-    check_output(rows, target(rows) as f64)?;
+    check_output(rows, rows as f64 * nnz_per_row_avg.min(cols as f64))?;
     let chunks: Vec<RowChunk> = (0..rows.div_ceil(CHUNK_ROWS))
         .into_par_iter()
         .map(|k| {

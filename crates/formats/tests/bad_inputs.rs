@@ -349,7 +349,7 @@ fn tiny_densities_finish_with_the_diagonal() {
 fn generator_parameters_are_validated() {
     for (s, name) in [
         ("uniform:n=1,avg=1e9", "nnz_per_row_avg"),
-        ("uniform:rows=10,cols=3,avg=4", "nnz_per_row_avg"),
+        ("uniform:rows=10,cols=3,avg=49", "nnz_per_row_avg"),
         ("exponential:n=4,rate=nan", "rate"),
         ("exponential:n=4,rate=-1", "rate"),
         ("banded:n=10,fill=nan", "fill"),
