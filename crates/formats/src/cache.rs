@@ -234,6 +234,8 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
 /// Reads a layout of type `T` from `path`. With `source`, also checks that the file was built from
 /// exactly that matrix.
 pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, CacheError> {
+    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    crate::limits::Limits::global().check(|| format!("reading {}", path.display()), len)?;
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     decode(&bytes, source)
 }

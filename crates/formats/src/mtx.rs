@@ -237,12 +237,16 @@ struct Lines<R> {
     line: u64,
 }
 
+/// Longest line read (the Matrix Market spec allows 1024 characters): a line without an end, a
+/// gzip bomb of spaces for example, is an error instead of a buffer as large as the stream.
+pub const MAX_LINE_BYTES: u64 = 1 << 20;
+
 impl<R: BufRead> Lines<R> {
     /// Reads the next line (without the newline); `Ok(false)` at the end of input.
     fn next(&mut self) -> Result<bool, MtxError> {
         self.buf.clear();
-        let n = self
-            .reader
+        let n = (&mut self.reader)
+            .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut self.buf)
             .map_err(|source| MtxError::Io {
                 line: self.line + 1,
@@ -252,6 +256,12 @@ impl<R: BufRead> Lines<R> {
             return Ok(false);
         }
         self.line += 1;
+        if n as u64 > MAX_LINE_BYTES && self.buf.last() != Some(&b'\n') {
+            return Err(MtxError::Parse {
+                line: self.line,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+        }
         if self.buf.last() == Some(&b'\n') {
             self.buf.pop();
         }

@@ -101,6 +101,28 @@ fn triplets_beyond_the_budget_are_refused_before_allocating() {
     );
 }
 
+#[test]
+fn a_line_without_end_is_an_error_not_a_buffer_of_the_stream() {
+    // 64 MiB of spaces after the size line, gzip-compressed to a few KiB.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(
+        &mut gz,
+        b"%%MatrixMarket matrix coordinate real general\n1 1 1\n",
+    )
+    .unwrap();
+    let spaces = vec![b' '; 1 << 20];
+    for _ in 0..64 {
+        std::io::Write::write_all(&mut gz, &spaces).unwrap();
+    }
+    let bomb = gz.finish().unwrap();
+    assert!(bomb.len() < 1 << 20);
+    let e = mtx::read_matrix_market_from_with(Cursor::new(bomb), &GIB).unwrap_err();
+    assert!(
+        matches!(e, MtxError::Parse { line: 3, ref message } if message.contains("longer than")),
+        "{e}"
+    );
+}
+
 // ---------------------------------------------------------------- npz
 
 fn npz_file(name: &str) -> Vec<u8> {
