@@ -169,11 +169,16 @@ fn system_budget() -> Option<u64> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .map(|kb| kb.saturating_mul(1024))
     }));
-    take(
-        std::fs::read_to_string("/sys/fs/cgroup/memory.max")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok()),
-    );
+    for cgroup in [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ] {
+        take(
+            std::fs::read_to_string(cgroup)
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok()),
+        );
+    }
     take(
         std::fs::read_to_string("/proc/self/limits")
             .ok()
