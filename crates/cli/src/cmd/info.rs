@@ -14,7 +14,7 @@ use tcsparse::formats::stats::MatrixStats;
 empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
 FILE is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
 real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
-scipy sparse `.npz` (csr/csc). Use -v to log reading progress and speed."
+scipy sparse `.npz` (csr/csc/coo). Use -v to log reading progress and speed."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
