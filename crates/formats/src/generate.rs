@@ -242,7 +242,7 @@ pub fn uniform_random(
             "nnz_per_row_avg",
             format!(
                 "must be at most 16 × cols = {} (a row holds at most cols = {cols}), got {nnz_per_row_avg}",
-                16 * cols as u64
+                16u64.saturating_mul(cols as u64)
             ),
         ));
     }

@@ -372,6 +372,11 @@ fn generator_parameters_are_validated() {
     for (s, name) in [
         ("uniform:n=1,avg=1e9", "nnz_per_row_avg"),
         ("uniform:rows=10,cols=3,avg=49", "nnz_per_row_avg"),
+        // Found by the fuzz target: the message's 16 × cols overflowed.
+        (
+            "uniform:n=7258039217320509226,nnz_per_row=3.6e200",
+            "nnz_per_row_avg",
+        ),
         ("exponential:n=4,rate=nan", "rate"),
         ("exponential:n=4,rate=-1", "rate"),
         ("banded:n=10,fill=nan", "fill"),
