@@ -11,6 +11,10 @@ struct Cli {
     /// More logging (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Memory budget for what scales with a declared size (bytes, or with a K/M/G/T suffix, or
+    /// `unlimited`); default: TCSPARSE_MEMORY_BUDGET, else half of the memory available.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_budget)]
+    memory_budget: Option<tcsparse::formats::Limits>,
     #[command(subcommand)]
     command: Command,
 }
@@ -36,6 +40,9 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
+    if let Some(limits) = cli.memory_budget {
+        tcsparse::formats::Limits::set_global(limits);
+    }
     match cli.command {
         Command::Info(a) => cmd::info::run(a),
         Command::Gen(a) => cmd::gen_cmd::run(a),
@@ -45,6 +52,12 @@ fn main() -> anyhow::Result<()> {
         Command::Spmm(a) => cmd::spmm::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     }
+}
+
+fn parse_budget(s: &str) -> Result<tcsparse::formats::Limits, String> {
+    tcsparse::formats::limits::parse_budget(s).ok_or_else(|| {
+        format!("expected bytes with an optional K, M, G or T suffix, or `unlimited`, got `{s}`")
+    })
 }
 
 fn init_tracing(verbose: u8) {

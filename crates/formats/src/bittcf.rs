@@ -272,7 +272,7 @@ pub(crate) fn add_scaled_row(
 pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(
-        cols == 0 || n == 0 || b.len() >= (cols - 1) * ldb + n,
+        crate::reference::dense_len(cols, n, ldb).is_some_and(|need| b.len() >= need),
         "B too short"
     );
 }

@@ -6,7 +6,9 @@
 //! Payload = bincode 2.0.1 (serde API, standard config) of the layout. Files are written to a
 //! temporary file in the same directory and renamed into place. Loading checks every header field
 //! and the payload checksum before decoding, and decodes through each layout's validating shadow
-//! struct, so a bad file gives a [`CacheError`], never a panic or an invalid layout.
+//! struct, so a bad file gives a [`CacheError`], never a panic or an invalid layout. Finally the
+//! decoded layout is converted back and its checksum compared with the header's source checksum, so
+//! a payload re-signed for another matrix is refused even when no source is given.
 
 use crate::Csr;
 use crate::bitbsr::BitBsr;
@@ -49,6 +51,10 @@ pub trait CachedFormat: Serialize + DeserializeOwned {
     const KIND: FormatKind;
     /// Re-checks every invariant after decoding.
     fn validate_cached(&self) -> Result<(), FormatError>;
+    /// Rows, columns and stored entries of the layout.
+    fn dims(&self) -> (usize, usize, usize);
+    /// The matrix the layout holds, converted back exactly.
+    fn source_csr(&self) -> Csr;
 }
 
 macro_rules! cached {
@@ -57,6 +63,12 @@ macro_rules! cached {
             const KIND: FormatKind = FormatKind::$k;
             fn validate_cached(&self) -> Result<(), FormatError> {
                 self.validate()
+            }
+            fn dims(&self) -> (usize, usize, usize) {
+                (self.rows(), self.cols(), self.nnz())
+            }
+            fn source_csr(&self) -> Csr {
+                self.to_csr()
             }
         }
     };
@@ -120,6 +132,22 @@ pub enum CacheError {
     /// The decoded layout failed validation.
     #[error("cached layout is invalid: {0}")]
     Invalid(#[from] FormatError),
+    /// The decoded layout does not hold the matrix the header's source checksum names (a payload
+    /// edited and re-signed, for example a 68×67 layout under a 67×67 source's header).
+    #[error(
+        "cached {rows}×{cols} layout with {nnz} entries does not hold the matrix its header names (source checksum mismatch after decoding)"
+    )]
+    PayloadNotFromSource {
+        /// Rows of the decoded layout.
+        rows: usize,
+        /// Columns of the decoded layout.
+        cols: usize,
+        /// Entries of the decoded layout.
+        nnz: usize,
+    },
+    /// Converting the decoded layout back would need more memory than the budget.
+    #[error(transparent)]
+    Budget(#[from] crate::limits::BudgetError),
 }
 
 /// SHA-256 over rows, cols, nnz (u64 LE), then indptr, indices (u32 LE) and data (f32 bits LE).
@@ -158,8 +186,8 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
     }
 }
 
-/// Writes `format` (built from `source`) to `path` atomically.
-pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
+/// The bytes of a cache file holding `format` (built from `source`): what [`save`] writes.
+pub fn encode<T: CachedFormat>(format: &T, source: &Csr) -> Result<Vec<u8>, CacheError> {
     let payload = bincode::serde::encode_to_vec(format, config())
         .map_err(|e| CacheError::Codec(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
@@ -170,6 +198,12 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&Sha256::digest(&payload));
     bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// Writes `format` (built from `source`) to `path` atomically.
+pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<(), CacheError> {
+    let bytes = encode(format, source)?;
 
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = match path.parent() {
@@ -200,6 +234,8 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
 /// Reads a layout of type `T` from `path`. With `source`, also checks that the file was built from
 /// exactly that matrix.
 pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, CacheError> {
+    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
+    crate::limits::Limits::global().check(|| format!("reading {}", path.display()), len)?;
     let bytes = std::fs::read(path).map_err(io_err(path))?;
     decode(&bytes, source)
 }
@@ -262,5 +298,13 @@ pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, 
         return Err(CacheError::TrailingBytes((payload.len() - used) as u64));
     }
     value.validate_cached()?;
+    // Tie the layout to its source: the matrix it holds must be the one the header's checksum
+    // names (which `source`, when given, was checked against above). The payload checksum only
+    // proves the payload is intact, not that it was built from that matrix.
+    let (rows, cols, nnz) = value.dims();
+    crate::csr::check_csr_budget(rows, nnz as u64, &crate::limits::Limits::global())?;
+    if source_checksum(&value.source_csr()) != src {
+        return Err(CacheError::PayloadNotFromSource { rows, cols, nnz });
+    }
     Ok(value)
 }

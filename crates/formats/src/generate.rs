@@ -41,6 +41,9 @@ pub enum GenError {
     /// The matrix would not fit u32 indices (rows, columns or nonzeros above `u32::MAX`).
     #[error("generated matrix too large for u32 indices: {0}")]
     TooLarge(String),
+    /// The matrix the parameters ask for would not fit the memory budget.
+    #[error(transparent)]
+    Budget(#[from] crate::limits::BudgetError),
     /// A spec string could not be parsed.
     #[error("bad generator spec `{spec}`: {message}")]
     Spec {
@@ -73,6 +76,18 @@ fn check_dim(name: &'static str, v: usize) -> Result<(), GenError> {
     if v as u64 > u32::MAX as u64 {
         return Err(GenError::TooLarge(format!("{name} = {v}")));
     }
+    Ok(())
+}
+
+/// Checks an output of `rows` rows and about `nnz` nonzeros (an upper bound or the expectation)
+/// against u32 indices and the memory budget before any work: the work of every generator is
+/// bounded by what its output holds.
+fn check_output(rows: usize, nnz: f64) -> Result<(), GenError> {
+    check_dim("rows", rows)?;
+    if nnz.is_nan() || nnz > u32::MAX as f64 {
+        return Err(GenError::TooLarge(format!("about {nnz:.0} nonzeros")));
+    }
+    crate::csr::check_csr_budget(rows, nnz as u64, &crate::limits::Limits::global())?;
     Ok(())
 }
 
@@ -133,7 +148,7 @@ fn assemble(rows: usize, cols: usize, chunks: Vec<RowChunk>) -> Result<Csr, GenE
         indices.extend_from_slice(&c.cols);
         data.extend_from_slice(&c.vals);
     }
-    csr_from_parts(rows, cols, indptr, indices, data).map_err(GenError::TooLarge)
+    csr_from_parts(rows, cols, indptr, indices, data).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// Appends `k` distinct values of `0..n`, sorted, to `out` (all of `0..n` when `k >= n`).
@@ -180,7 +195,13 @@ fn bernoulli_range(rng: &mut ChaCha8Rng, lo: u32, hi: u32, p: f64, out: &mut Vec
         out.extend(lo..hi);
         return;
     }
-    let log_q = (1.0 - p).ln();
+    // ln(1 − p) through ln_1p stays non-zero for tiny p (1 − 1e-20 rounds to 1, whose log is 0 and
+    // would make every skip −inf: an endless loop). A p too small to ever keep an entry in this
+    // range keeps none.
+    let log_q = (-p).ln_1p();
+    if log_q.is_nan() || log_q >= 0.0 {
+        return;
+    }
     let mut c = lo as f64 - 1.0;
     loop {
         let u = 1.0 - rng.random::<f64>(); // (0, 1]
@@ -194,7 +215,7 @@ fn bernoulli_range(rng: &mut ChaCha8Rng, lo: u32, hi: u32, p: f64, out: &mut Vec
 
 /// Random sparse matrix: `round(rows · nnz_per_row_avg)` nonzeros with uniformly random positions,
 /// no duplicates (row lengths are multinomial; a row is clipped at `cols`, the only case where the
-/// total is lower). Values uniform in `[-1, 1)`.
+/// total is lower; `nnz_per_row_avg` may be at most `16 · cols`). Values uniform in `[-1, 1)`.
 pub fn uniform_random(
     rows: usize,
     cols: usize,
@@ -213,12 +234,22 @@ pub fn uniform_random(
             "a matrix with 0 columns has no room for nonzeros",
         ));
     }
-    let target = |r: usize| (r as f64 * nnz_per_row_avg).round() as u64;
-    if target(rows) > u32::MAX as u64 {
-        return Err(GenError::TooLarge(format!("nnz = {}", target(rows))));
+    // Rows are clipped at `cols`, but every requested nonzero is drawn: bound that work by a
+    // small multiple of what the output can hold (uniform:n=1,avg=1e9 would draw 10⁹ times to
+    // fill one entry).
+    if nnz_per_row_avg > 16.0 * cols as f64 {
+        return Err(invalid(
+            "nnz_per_row_avg",
+            format!(
+                "must be at most 16 × cols = {} (a row holds at most cols = {cols}), got {nnz_per_row_avg}",
+                16u64.saturating_mul(cols as u64)
+            ),
+        ));
     }
+    let target = |r: usize| (r as f64 * nnz_per_row_avg).round() as u64;
     check_dim("rows", rows)?;
     check_dim("cols", cols)?;
+    check_output(rows, rows as f64 * nnz_per_row_avg.min(cols as f64))?;
     let chunks: Vec<RowChunk> = (0..rows.div_ceil(CHUNK_ROWS))
         .into_par_iter()
         .map(|k| {
@@ -252,6 +283,8 @@ pub fn banded(n: usize, half_bandwidth: usize, fill: f64, seed: u64) -> Result<C
     if !(fill > 0.0 && fill <= 1.0) {
         return Err(invalid("fill", format!("must be in (0, 1], got {fill}")));
     }
+    let band = half_bandwidth.min(n.saturating_sub(1)) as f64;
+    check_output(n, n as f64 * (1.0 + 2.0 * band * fill))?;
     build_rows(n, n, seed, |rng, r, out| {
         let lo = r.saturating_sub(half_bandwidth) as u32;
         let hi = r.saturating_add(half_bandwidth).saturating_add(1).min(n) as u32;
@@ -287,6 +320,17 @@ pub fn clustered_block_diagonal(
             format!("must be finite and >= 0, got {inter_nnz_per_row}"),
         ));
     }
+    if inter_nnz_per_row > n as f64 {
+        return Err(invalid(
+            "inter_nnz_per_row",
+            format!("must be at most n = {n}, got {inter_nnz_per_row}"),
+        ));
+    }
+    let block = block_size.min(n) as f64;
+    check_output(
+        n,
+        n as f64 * (1.0 + block * intra_density + inter_nnz_per_row),
+    )?;
     let whole = inter_nnz_per_row.floor() as usize;
     let frac = inter_nnz_per_row - inter_nnz_per_row.floor();
     build_rows(n, n, seed, |rng, r, out| {
@@ -340,6 +384,7 @@ pub fn rmat(
     if edges > u32::MAX as u64 {
         return Err(GenError::TooLarge(format!("edges = {edges}")));
     }
+    check_output(n, edges as f64)?;
     let mut keys: Vec<u64> = (0..edges.div_ceil(CHUNK_EDGES))
         .into_par_iter()
         .flat_map_iter(|k| {
@@ -383,7 +428,7 @@ pub fn rmat(
             let mut rng = chunk_rng(seed, VALUE_STREAMS + k as u64);
             chunk.iter_mut().for_each(|v| *v = value(&mut rng));
         });
-    csr_from_parts(n, n, indptr, indices, data).map_err(GenError::TooLarge)
+    csr_from_parts(n, n, indptr, indices, data).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// Dense `n × n` row-major matrix with algebraic decay (cuSpAMM's test matrix):
@@ -414,10 +459,13 @@ fn dense(n: usize, f: impl Fn(usize) -> f64 + Sync) -> Vec<f32> {
 
 /// Checks that a dense `n × n` matrix stored as CSR fits u32 indices (before allocating it).
 fn check_dense(n: usize) -> Result<(), GenError> {
-    let nnz = n as u64 * n as u64;
-    if nnz > u32::MAX as u64 {
-        return Err(GenError::TooLarge(format!("nnz = {n}² = {nnz}")));
+    let nnz = (n as u64).checked_mul(n as u64);
+    match nnz {
+        Some(nnz) if nnz <= u32::MAX as u64 => {}
+        _ => return Err(GenError::TooLarge(format!("nnz = {n}²"))),
     }
+    // The dense values, their CSR copy and the column indices.
+    check_output(n, (n as f64) * (n as f64) * 1.5)?;
     Ok(())
 }
 
@@ -426,7 +474,7 @@ fn dense_to_csr(n: usize, values: Vec<f32>) -> Result<Csr, GenError> {
     check_dense(n)?;
     let indptr = (0..=n).map(|i| (i * n) as u32).collect();
     let indices = (0..n).flat_map(|_| 0..n as u32).collect();
-    csr_from_parts(n, n, indptr, indices, values).map_err(GenError::TooLarge)
+    csr_from_parts(n, n, indptr, indices, values).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
 /// A generator and its parameters: serde-able (externally tagged, so bincode works too), parsed from
@@ -545,6 +593,12 @@ impl GeneratorSpec {
                 dense_to_csr(n, algebraic_decay_dense(n))
             }
             Self::Exponential { n, rate } => {
+                if !(rate.is_finite() && rate >= 0.0) {
+                    return Err(invalid(
+                        "rate",
+                        format!("must be finite and >= 0, got {rate}"),
+                    ));
+                }
                 check_dense(n)?;
                 dense_to_csr(n, exponential_decay_dense(n, rate))
             }

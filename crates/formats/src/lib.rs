@@ -9,7 +9,9 @@
 //!
 //! The crate never touches CUDA: it builds and tests on any machine.
 //!
-//! The common matrix type is [`Csr`]: `sprs::CsMatI<f32, u32>` with sorted, duplicate-free rows.
+//! The common matrix type is [`Csr`]: a checked wrapper of `sprs::CsMatI<f32, u32>` (CSR storage,
+//! offsets from 0, sorted, duplicate-free rows). Whatever scales with a declared size is checked
+//! against a memory budget first ([`limits`]).
 
 pub mod bitbsr;
 pub mod bittcf;
@@ -17,6 +19,7 @@ pub mod cache;
 pub mod csr;
 pub mod generate;
 pub mod hrpb;
+pub mod limits;
 pub mod metcf;
 pub mod metrics;
 pub mod mtx;
@@ -28,3 +31,7 @@ pub mod stats;
 pub mod tcf;
 
 pub use csr::{Csr, CsrError};
+pub use limits::{BudgetError, Limits};
+/// The sprs version [`Csr`] wraps, so callers build the matrices `Csr::try_from` takes without
+/// pinning it themselves.
+pub use sprs;

@@ -19,7 +19,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use thiserror::Error;
 
-use crate::csr::{Csr, CsrError, csr_from_triplets};
+use crate::csr::{Csr, CsrError, check_csr_budget, csr_from_triplets_with};
+use crate::limits::{BudgetError, Limits};
 
 /// Errors reading or writing Matrix Market files. `line` is 1-based (line 1 is the banner).
 #[derive(Debug, Error)]
@@ -109,6 +110,15 @@ pub enum MtxError {
     /// The matrix does not fit u32 indices.
     #[error(transparent)]
     Csr(#[from] CsrError),
+    /// What the size line declares would need more memory than the budget.
+    #[error("line {line}: {source}")]
+    Budget {
+        /// Line of the size line.
+        line: u64,
+        /// How much would be needed, and the budget.
+        #[source]
+        source: BudgetError,
+    },
     /// Reading a `.npz` file failed.
     #[error(transparent)]
     Npz(#[from] crate::npz::NpzError),
@@ -197,16 +207,26 @@ pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
 }
 
 /// Reads Matrix Market text from any buffered reader; a gzip stream (magic bytes `1f 8b`) is
-/// decompressed transparently.
-pub fn read_matrix_market_from(mut reader: impl BufRead) -> Result<Csr, MtxError> {
+/// decompressed transparently. Uses [`Limits::global`].
+pub fn read_matrix_market_from(reader: impl BufRead) -> Result<Csr, MtxError> {
+    read_matrix_market_from_with(reader, &Limits::global())
+}
+
+/// [`read_matrix_market_from`] under an explicit memory budget. Memory is proportional to the
+/// entries the file really holds (16 bytes each while reading, a symmetric one twice) plus the row
+/// offsets of the declared row count, which are checked against `limits` first.
+pub fn read_matrix_market_from_with(
+    mut reader: impl BufRead,
+    limits: &Limits,
+) -> Result<Csr, MtxError> {
     let head = reader
         .fill_buf()
         .map_err(|source| MtxError::Io { line: 1, source })?;
     if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
         let gz = flate2::bufread::MultiGzDecoder::new(reader);
-        parse(BufReader::with_capacity(1 << 20, gz))
+        parse(BufReader::with_capacity(1 << 20, gz), limits)
     } else {
-        parse(reader)
+        parse(reader, limits)
     }
 }
 
@@ -217,12 +237,16 @@ struct Lines<R> {
     line: u64,
 }
 
+/// Longest line read (the Matrix Market spec allows 1024 characters): a line without an end, a
+/// gzip bomb of spaces for example, is an error instead of a buffer as large as the stream.
+pub const MAX_LINE_BYTES: u64 = 1 << 20;
+
 impl<R: BufRead> Lines<R> {
     /// Reads the next line (without the newline); `Ok(false)` at the end of input.
     fn next(&mut self) -> Result<bool, MtxError> {
         self.buf.clear();
-        let n = self
-            .reader
+        let n = (&mut self.reader)
+            .take(MAX_LINE_BYTES + 1)
             .read_until(b'\n', &mut self.buf)
             .map_err(|source| MtxError::Io {
                 line: self.line + 1,
@@ -232,6 +256,12 @@ impl<R: BufRead> Lines<R> {
             return Ok(false);
         }
         self.line += 1;
+        if n as u64 > MAX_LINE_BYTES && self.buf.last() != Some(&b'\n') {
+            return Err(MtxError::Parse {
+                line: self.line,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+        }
         if self.buf.last() == Some(&b'\n') {
             self.buf.pop();
         }
@@ -421,7 +451,7 @@ fn token_text(t: &[u8]) -> String {
     truncate(&String::from_utf8_lossy(t), 40).to_string()
 }
 
-fn parse<R: BufRead>(reader: R) -> Result<Csr, MtxError> {
+fn parse<R: BufRead>(reader: R, limits: &Limits) -> Result<Csr, MtxError> {
     let mut lines = Lines {
         reader,
         buf: Vec::with_capacity(256),
@@ -434,8 +464,15 @@ fn parse<R: BufRead>(reader: R) -> Result<Csr, MtxError> {
     } else {
         h.entries.saturating_mul(2)
     };
-    // Never trust the header with a huge allocation: cap the reservation, let the vector grow.
-    let mut triplets: Vec<(u32, u32, f32)> = Vec::with_capacity(expanded.min(1 << 26) as usize);
+    // The row offsets scale with the declared rows: check them (and the declared entries, which
+    // the file must then hold) against the budget before reading on.
+    check_csr_budget(h.rows as usize, expanded, limits).map_err(|source| MtxError::Budget {
+        line: lines.line,
+        source,
+    })?;
+    // Never trust the header with a large reservation: start small, let the vector grow with the
+    // entries the file really holds.
+    let mut triplets: Vec<(u32, u32, f32)> = Vec::with_capacity(expanded.min(1 << 16) as usize);
     let mut found: u64 = 0;
     let progress_every: u64 = 10_000_000;
     while lines.next()? {
@@ -532,16 +569,18 @@ fn parse<R: BufRead>(reader: R) -> Result<Csr, MtxError> {
             found,
         });
     }
-    Ok(csr_from_triplets(
+    Ok(csr_from_triplets_with(
         h.rows as usize,
         h.cols as usize,
         &triplets,
+        limits,
     )?)
 }
 
 /// Writes `csr` as a `coordinate real general` Matrix Market file (1-based, rows in order). Values use
-/// Rust's shortest round-trip formatting, so [`read_matrix_market`] reads them back bit-exact. A path
-/// ending in `.gz` is gzip-compressed.
+/// Rust's shortest round-trip formatting, so [`read_matrix_market`] reads them back bit-exact,
+/// `±inf` and `nan`/`-nan` included (text has no way to carry a NaN's payload bits: a NaN reads
+/// back as the quiet NaN of the same sign). A path ending in `.gz` is gzip-compressed.
 pub fn write_matrix_market(path: impl AsRef<Path>, csr: &Csr) -> Result<(), MtxError> {
     let path = path.as_ref();
     let io = |source| MtxError::Io { line: 0, source };
@@ -595,7 +634,14 @@ pub fn write_matrix_market_to(w: &mut impl Write, csr: &Csr) -> io::Result<()> {
                 for r in r0..r1 {
                     for k in offsets[r] as usize..offsets[r + 1] as usize {
                         // Writing into a Vec cannot fail.
-                        let _ = writeln!(out, "{} {} {:?}", r + 1, indices[k] + 1, data[k]);
+                        let v = data[k];
+                        let _ = if v.is_nan() {
+                            // `{:?}` drops a NaN's sign; the reader maps `-nan` back to 0xffc00000.
+                            let sign = if v.is_sign_negative() { "-" } else { "" };
+                            writeln!(out, "{} {} {sign}nan", r + 1, indices[k] + 1)
+                        } else {
+                            writeln!(out, "{} {} {:?}", r + 1, indices[k] + 1, v)
+                        };
                     }
                 }
                 out

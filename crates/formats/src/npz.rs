@@ -1,18 +1,30 @@
 //! scipy sparse `.npz` input (`scipy.sparse.save_npz`): a zip of `.npy` arrays `data`, `indices`,
-//! `indptr`, `shape` and `format`.
+//! `indptr` (or `row`, `col` for coo), `shape` and `format`.
 //!
-//! Formats `csr` and `csc` are read (csc is converted); `coo`, `bsr` and others give
-//! [`NpzError::UnsupportedFormat`]. The zip members may be stored or deflated (zip64 size fields are
-//! understood). Indices may be int32/int64 (or unsigned), values float32/float64/integer/bool, all
-//! little-endian and C order. Unsorted or duplicate column indices are accepted: rows are sorted and
-//! duplicates summed, as for Matrix Market input.
+//! Formats `csr`, `csc` (converted) and `coo` (duplicates summed, as scipy's `tocsr` does) are read;
+//! `bsr`, `dia` and others give [`NpzError::UnsupportedFormat`]. The zip members may be stored or
+//! deflated (zip64 size and offset fields are understood, with checked arithmetic). Indices may be
+//! int8…int64 or unsigned, values float32/float64/integer/bool, little- or big-endian; `format` may be
+//! bytes (`|S3`, what `save_npz` writes) or unicode (`<U3`, what `np.savez(..., format='csr')`
+//! writes). Unsorted or duplicate column indices are accepted: rows are sorted and duplicates summed,
+//! as for Matrix Market input. An indptr that does not start at 0 is refused (scipy refuses it too).
+//!
+//! Memory stays proportional to what the file holds: a member's declared size is checked against the
+//! [`Limits`] budget before it is inflated and the inflater never reads past it, and the CSR's row
+//! offsets (what scales with the declared shape) are checked against the budget before allocation.
+//!
+//! The container and `.npy` parsing are hand-written (about 200 lines) rather than taken from the
+//! `npyz` crate: every size read from the file has to pass our budget and checked arithmetic before
+//! anything is reserved, which a general-purpose zip reader does not promise, and it keeps the
+//! `zip` crate's dependency tree out of a 2-core CI build.
 
 use std::io::Read;
 use std::path::Path;
 
 use thiserror::Error;
 
-use crate::csr::{Csr, CsrError, csr_from_triplets};
+use crate::csr::{Csr, CsrError, check_csr_budget, csr_from_triplets_with};
+use crate::limits::{BudgetError, Limits};
 
 /// Errors reading a `.npz` file.
 #[derive(Debug, Error)]
@@ -34,8 +46,8 @@ pub enum NpzError {
     /// A required array is missing.
     #[error("the npz file has no `{0}` array (not written by scipy.sparse.save_npz?)")]
     MissingArray(String),
-    /// The sparse format stored is not csr or csc.
-    #[error("unsupported sparse format `{0}` (only csr and csc are read)")]
+    /// The sparse format stored is not csr, csc or coo.
+    #[error("unsupported sparse format `{0}` (only csr, csc and coo are read)")]
     UnsupportedFormat(String),
     /// The arrays are inconsistent (offsets not monotone, index out of range, ...).
     #[error("invalid sparse matrix: {0}")]
@@ -43,32 +55,51 @@ pub enum NpzError {
     /// The matrix does not fit u32 indices.
     #[error(transparent)]
     Csr(#[from] CsrError),
+    /// Something the file declares would need more memory than the budget.
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
 }
 
-/// Reads a scipy `.npz` sparse matrix into a [`Csr`].
+/// Reads a scipy `.npz` sparse matrix into a [`Csr`] under [`Limits::global`].
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Csr, NpzError> {
-    let bytes = std::fs::read(path.as_ref())?;
-    read_npz_bytes(&bytes)
+    let limits = Limits::global();
+    let path = path.as_ref();
+    let len = std::fs::metadata(path)?.len();
+    limits.check(|| format!("reading {}", path.display()), len)?;
+    let bytes = std::fs::read(path)?;
+    read_npz_bytes_with(&bytes, &limits)
 }
 
-/// Reads a scipy `.npz` sparse matrix held in memory.
+/// Reads a scipy `.npz` sparse matrix held in memory under [`Limits::global`].
 pub fn read_npz_bytes(bytes: &[u8]) -> Result<Csr, NpzError> {
+    read_npz_bytes_with(bytes, &Limits::global())
+}
+
+/// Reads a scipy `.npz` sparse matrix held in memory under an explicit budget.
+pub fn read_npz_bytes_with(bytes: &[u8], limits: &Limits) -> Result<Csr, NpzError> {
     let members = zip_members(bytes)?;
     let get = |name: &str| -> Result<Array, NpzError> {
         let m = members
             .iter()
             .find(|m| m.name == format!("{name}.npy"))
             .ok_or_else(|| NpzError::MissingArray(name.into()))?;
-        let raw = m.extract(bytes)?;
+        let raw = m.extract(bytes, limits)?;
         parse_npy(name, &raw)
     };
     let format = match get("format")? {
         Array::Text(s) => s,
         _ => return Err(NpzError::Invalid("`format` is not a string".into())),
     };
-    let csc = match format.as_str() {
-        "csr" => false,
-        "csc" => true,
+    #[derive(PartialEq)]
+    enum Kind {
+        Csr,
+        Csc,
+        Coo,
+    }
+    let kind = match format.as_str() {
+        "csr" => Kind::Csr,
+        "csc" => Kind::Csc,
+        "coo" => Kind::Coo,
         other => return Err(NpzError::UnsupportedFormat(other.into())),
     };
     let shape = get("shape")?.into_u64("shape")?;
@@ -84,47 +115,82 @@ pub fn read_npz_bytes(bytes: &[u8]) -> Result<Csr, NpzError> {
             return Err(CsrError::TooLarge { what, value }.into());
         }
     }
-    let indptr = get("indptr")?.into_u64("indptr")?;
-    let indices = get("indices")?.into_u64("indices")?;
     let data = get("data")?.into_f32("data")?;
-    let (major, minor) = if csc { (cols, rows) } else { (rows, cols) };
-    if indptr.len() as u64 != major + 1 {
-        return Err(NpzError::Invalid(format!(
-            "indptr has {} entries, expected {}",
-            indptr.len(),
-            major + 1
-        )));
-    }
-    if indices.len() != data.len() || indptr.last().copied() != Some(indices.len() as u64) {
-        return Err(NpzError::Invalid(format!(
-            "indices ({}), data ({}) and indptr[-1] ({:?}) disagree",
-            indices.len(),
-            data.len(),
-            indptr.last()
-        )));
-    }
+    // What scales with the declared shape (the row offsets) is checked before anything is built.
+    check_csr_budget(rows as usize, data.len() as u64, limits)?;
     let mut triplets = Vec::with_capacity(data.len());
-    for m in 0..major as usize {
-        let (a, b) = (indptr[m], indptr[m + 1]);
-        if a > b || b > indices.len() as u64 {
-            return Err(NpzError::Invalid(format!("indptr is not monotone at {m}")));
+    if kind == Kind::Coo {
+        let row = get("row")?.into_u64("row")?;
+        let col = get("col")?.into_u64("col")?;
+        if row.len() != data.len() || col.len() != data.len() {
+            return Err(NpzError::Invalid(format!(
+                "row ({}), col ({}) and data ({}) lengths disagree",
+                row.len(),
+                col.len(),
+                data.len()
+            )));
         }
-        for k in a as usize..b as usize {
-            let i = indices[k];
-            if i >= minor {
+        for (k, ((&r, &c), &v)) in row.iter().zip(&col).zip(&data).enumerate() {
+            if r >= rows || c >= cols {
                 return Err(NpzError::Invalid(format!(
-                    "index {i} out of range {minor} at {k}"
+                    "entry {k} at ({r}, {c}) is outside the {rows}×{cols} shape"
                 )));
             }
-            let (r, c) = if csc {
-                (i as u32, m as u32)
-            } else {
-                (m as u32, i as u32)
-            };
-            triplets.push((r, c, data[k]));
+            triplets.push((r as u32, c as u32, v));
+        }
+    } else {
+        let csc = kind == Kind::Csc;
+        let indptr = get("indptr")?.into_u64("indptr")?;
+        let indices = get("indices")?.into_u64("indices")?;
+        let (major, minor) = if csc { (cols, rows) } else { (rows, cols) };
+        if indptr.len() as u64 != major + 1 {
+            return Err(NpzError::Invalid(format!(
+                "indptr has {} entries, expected {}",
+                indptr.len(),
+                major + 1
+            )));
+        }
+        if indptr[0] != 0 {
+            return Err(NpzError::Invalid(format!(
+                "indptr[0] is {}, expected 0 (scipy refuses it too)",
+                indptr[0]
+            )));
+        }
+        if indices.len() != data.len() || indptr.last().copied() != Some(indices.len() as u64) {
+            return Err(NpzError::Invalid(format!(
+                "indices ({}), data ({}) and indptr[-1] ({:?}) disagree",
+                indices.len(),
+                data.len(),
+                indptr.last()
+            )));
+        }
+        for m in 0..major as usize {
+            let (a, b) = (indptr[m], indptr[m + 1]);
+            if a > b || b > indices.len() as u64 {
+                return Err(NpzError::Invalid(format!("indptr is not monotone at {m}")));
+            }
+            for k in a as usize..b as usize {
+                let i = indices[k];
+                if i >= minor {
+                    return Err(NpzError::Invalid(format!(
+                        "index {i} out of range {minor} at {k}"
+                    )));
+                }
+                let (r, c) = if csc {
+                    (i as u32, m as u32)
+                } else {
+                    (m as u32, i as u32)
+                };
+                triplets.push((r, c, data[k]));
+            }
         }
     }
-    Ok(csr_from_triplets(rows as usize, cols as usize, &triplets)?)
+    Ok(csr_from_triplets_with(
+        rows as usize,
+        cols as usize,
+        &triplets,
+        limits,
+    )?)
 }
 
 struct Member {
@@ -135,14 +201,24 @@ struct Member {
     offset: u64,
 }
 
-fn le16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+/// `b[base + off ..][..N]`, with every addition checked.
+fn bytes_at<const N: usize>(b: &[u8], base: usize, off: usize) -> Option<[u8; N]> {
+    let at = base.checked_add(off)?;
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
 }
-fn le32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+fn le16(b: &[u8], base: usize, off: usize) -> Option<u16> {
+    bytes_at(b, base, off).map(u16::from_le_bytes)
 }
-fn le64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+fn le32(b: &[u8], base: usize, off: usize) -> Option<u32> {
+    bytes_at(b, base, off).map(u32::from_le_bytes)
+}
+fn le64(b: &[u8], base: usize, off: usize) -> Option<u64> {
+    bytes_at(b, base, off).map(u64::from_le_bytes)
+}
+/// `b[base + off .. base + off + len]`, checked.
+fn slice_at(b: &[u8], base: usize, off: usize, len: usize) -> Option<&[u8]> {
+    let at = base.checked_add(off)?;
+    b.get(at..at.checked_add(len)?)
 }
 
 fn zip_err(msg: &str) -> NpzError {
@@ -154,52 +230,57 @@ fn zip_members(b: &[u8]) -> Result<Vec<Member>, NpzError> {
     let lo = b.len().saturating_sub(22 + 65535);
     let eocd = (lo..=b.len().saturating_sub(22))
         .rev()
-        .find(|&i| le32(b, i) == Some(0x0605_4b50))
+        .find(|&i| le32(b, i, 0) == Some(0x0605_4b50))
         .ok_or_else(|| zip_err("no end-of-central-directory record (not a zip file?)"))?;
     let short = || zip_err("truncated central directory");
-    let mut count = le16(b, eocd + 10).ok_or_else(short)? as u64;
-    let mut cd = le32(b, eocd + 16).ok_or_else(short)? as u64;
+    let mut count = le16(b, eocd, 10).ok_or_else(short)? as u64;
+    let mut cd = le32(b, eocd, 16).ok_or_else(short)? as u64;
     if count == 0xFFFF || cd == 0xFFFF_FFFF {
         // Zip64: the locator sits just before the EOCD and points at the zip64 EOCD record.
         let loc = eocd.checked_sub(20).ok_or_else(short)?;
-        if le32(b, loc) != Some(0x0706_4b50) {
+        if le32(b, loc, 0) != Some(0x0706_4b50) {
             return Err(zip_err("zip64 locator missing"));
         }
-        let z = le64(b, loc + 8).ok_or_else(short)? as usize;
-        if le32(b, z) != Some(0x0606_4b50) {
+        let z = usize::try_from(le64(b, loc, 8).ok_or_else(short)?)
+            .map_err(|_| zip_err("zip64 end record offset out of range"))?;
+        if le32(b, z, 0) != Some(0x0606_4b50) {
             return Err(zip_err("zip64 end record missing"));
         }
-        count = le64(b, z + 32).ok_or_else(short)?;
-        cd = le64(b, z + 48).ok_or_else(short)?;
+        count = le64(b, z, 32).ok_or_else(short)?;
+        cd = le64(b, z, 48).ok_or_else(short)?;
     }
-    let mut members = Vec::new();
+    // Every entry takes at least 46 bytes: a count the file cannot hold is refused, not reserved.
+    if count > (b.len() / 46) as u64 {
+        return Err(zip_err(
+            "central directory claims more entries than the file holds",
+        ));
+    }
+    let mut members = Vec::with_capacity(count as usize);
     let mut p = usize::try_from(cd).map_err(|_| short())?;
     for _ in 0..count {
-        if le32(b, p) != Some(0x0201_4b50) {
+        if le32(b, p, 0) != Some(0x0201_4b50) {
             return Err(zip_err("bad central directory entry"));
         }
-        let method = le16(b, p + 10).ok_or_else(short)?;
-        let mut compressed = le32(b, p + 20).ok_or_else(short)? as u64;
-        let mut uncompressed = le32(b, p + 24).ok_or_else(short)? as u64;
-        let name_len = le16(b, p + 28).ok_or_else(short)? as usize;
-        let extra_len = le16(b, p + 30).ok_or_else(short)? as usize;
-        let comment_len = le16(b, p + 32).ok_or_else(short)? as usize;
-        let mut offset = le32(b, p + 42).ok_or_else(short)? as u64;
-        let name = b.get(p + 46..p + 46 + name_len).ok_or_else(short)?;
+        let method = le16(b, p, 10).ok_or_else(short)?;
+        let mut compressed = le32(b, p, 20).ok_or_else(short)? as u64;
+        let mut uncompressed = le32(b, p, 24).ok_or_else(short)? as u64;
+        let name_len = le16(b, p, 28).ok_or_else(short)? as usize;
+        let extra_len = le16(b, p, 30).ok_or_else(short)? as usize;
+        let comment_len = le16(b, p, 32).ok_or_else(short)? as usize;
+        let mut offset = le32(b, p, 42).ok_or_else(short)? as u64;
+        let name = slice_at(b, p, 46, name_len).ok_or_else(short)?;
         let name = String::from_utf8_lossy(name).into_owned();
-        let extra = b
-            .get(p + 46 + name_len..p + 46 + name_len + extra_len)
-            .ok_or_else(short)?;
+        let extra = slice_at(b, p, 46 + name_len, extra_len).ok_or_else(short)?;
         // Zip64 extra field: only the fields saturated in the fixed header are present, in order.
         let mut e = 0;
         while e + 4 <= extra.len() {
-            let id = le16(extra, e).ok_or_else(short)?;
-            let len = le16(extra, e + 2).ok_or_else(short)? as usize;
+            let id = le16(extra, e, 0).ok_or_else(short)?;
+            let len = le16(extra, e, 2).ok_or_else(short)? as usize;
             if id == 1 {
                 let mut q = e + 4;
                 for field in [&mut uncompressed, &mut compressed, &mut offset] {
                     if *field == 0xFFFF_FFFF {
-                        *field = le64(extra, q).ok_or_else(short)?;
+                        *field = le64(extra, q, 0).ok_or_else(short)?;
                         q += 8;
                     }
                 }
@@ -213,36 +294,56 @@ fn zip_members(b: &[u8]) -> Result<Vec<Member>, NpzError> {
             uncompressed,
             offset,
         });
-        p += 46 + name_len + extra_len + comment_len;
+        p = p
+            .checked_add(46 + name_len + extra_len + comment_len)
+            .ok_or_else(short)?;
     }
     Ok(members)
 }
 
 impl Member {
-    fn extract(&self, b: &[u8]) -> Result<Vec<u8>, NpzError> {
+    fn extract(&self, b: &[u8], limits: &Limits) -> Result<Vec<u8>, NpzError> {
         let short = || NpzError::Zip(format!("member `{}` is truncated", self.name));
         let h = usize::try_from(self.offset).map_err(|_| short())?;
-        if le32(b, h) != Some(0x0403_4b50) {
+        if le32(b, h, 0) != Some(0x0403_4b50) {
             return Err(NpzError::Zip(format!(
                 "bad local header for `{}`",
                 self.name
             )));
         }
-        let start = h
-            + 30
-            + le16(b, h + 26).ok_or_else(short)? as usize
-            + le16(b, h + 28).ok_or_else(short)? as usize;
+        let name_len = le16(b, h, 26).ok_or_else(short)? as usize;
+        let extra_len = le16(b, h, 28).ok_or_else(short)? as usize;
         let len = usize::try_from(self.compressed).map_err(|_| short())?;
-        let raw = b
-            .get(start..start.checked_add(len).ok_or_else(short)?)
-            .ok_or_else(short)?;
+        let raw = slice_at(b, h, 30 + name_len + extra_len, len).ok_or_else(short)?;
         match self.method {
-            0 => Ok(raw.to_vec()),
-            8 => {
-                let mut out = Vec::with_capacity(self.uncompressed.min(1 << 30) as usize);
-                flate2::read::DeflateDecoder::new(raw).read_to_end(&mut out)?;
-                if out.len() as u64 != self.uncompressed {
+            0 => {
+                if self.uncompressed != self.compressed {
                     return Err(short());
+                }
+                Ok(raw.to_vec())
+            }
+            8 => {
+                limits.check(
+                    || format!("inflating npz member `{}`", self.name),
+                    self.uncompressed,
+                )?;
+                // Reserve only what the compressed bytes can possibly inflate to (deflate expands
+                // at most ~1032:1), never the bare claim; read at most one byte past the claim.
+                let cap = self
+                    .uncompressed
+                    .min(self.compressed.saturating_mul(1032))
+                    .min(1 << 26);
+                let mut out = Vec::with_capacity(cap as usize);
+                flate2::read::DeflateDecoder::new(raw)
+                    .take(self.uncompressed.saturating_add(1))
+                    .read_to_end(&mut out)?;
+                if out.len() as u64 != self.uncompressed {
+                    return Err(NpzError::Zip(format!(
+                        "member `{}` inflates to {} bytes, its header says {}",
+                        self.name,
+                        out.len(),
+                        self.uncompressed
+                    )));
                 }
                 Ok(out)
             }
@@ -254,9 +355,12 @@ impl Member {
     }
 }
 
-/// A decoded `.npy` array, widened.
+/// A decoded `.npy` array.
 enum Array {
-    Ints(Vec<i128>),
+    /// Integers (and bools), widened.
+    Ints(Vec<i64>),
+    /// Unsigned integers wider than i64 can hold.
+    Uints(Vec<u64>),
     Floats(Vec<f64>),
     Text(String),
 }
@@ -270,15 +374,34 @@ impl Array {
         match self {
             Array::Ints(v) => v
                 .into_iter()
-                .map(|x| u64::try_from(x).map_err(|_| bad(format!("negative or huge value {x}"))))
+                .enumerate()
+                .map(|(k, x)| {
+                    u64::try_from(x).map_err(|_| bad(format!("negative value {x} at {k}")))
+                })
                 .collect(),
+            Array::Uints(v) => Ok(v),
             _ => Err(bad("expected an integer array".into())),
         }
     }
     fn into_f32(self, name: &str) -> Result<Vec<f32>, NpzError> {
         match self {
             Array::Ints(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
-            Array::Floats(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
+            Array::Uints(v) => Ok(v.into_iter().map(|x| x as f32).collect()),
+            Array::Floats(v) => v
+                .into_iter()
+                .enumerate()
+                .map(|(k, x)| {
+                    let f = x as f32;
+                    if x.is_finite() && !f.is_finite() {
+                        Err(NpzError::Npy {
+                            name: name.into(),
+                            message: format!("value {x} at {k} does not fit f32"),
+                        })
+                    } else {
+                        Ok(f)
+                    }
+                })
+                .collect(),
             Array::Text(_) => Err(NpzError::Npy {
                 name: name.into(),
                 message: "expected a numeric array".into(),
@@ -296,20 +419,18 @@ fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
         return Err(bad("not a .npy array (bad magic)"));
     }
     let major = *b.get(6).ok_or_else(|| bad("truncated header"))?;
-    let (hlen, hstart) = if major == 1 {
-        (
-            le16(b, 8).ok_or_else(|| bad("truncated header"))? as usize,
+    let (hlen, hstart) = match major {
+        1 => (
+            le16(b, 8, 0).ok_or_else(|| bad("truncated header"))? as usize,
             10,
-        )
-    } else {
-        (
-            le32(b, 8).ok_or_else(|| bad("truncated header"))? as usize,
+        ),
+        2 | 3 => (
+            le32(b, 8, 0).ok_or_else(|| bad("truncated header"))? as usize,
             12,
-        )
+        ),
+        _ => return Err(bad("unsupported .npy version")),
     };
-    let header = b
-        .get(hstart..hstart + hlen)
-        .ok_or_else(|| bad("truncated header"))?;
+    let header = slice_at(b, hstart, 0, hlen).ok_or_else(|| bad("truncated header"))?;
     let header = String::from_utf8_lossy(header);
     let body = &b[hstart + hlen..];
     let descr = dict_value(&header, "descr").ok_or_else(|| bad("header has no descr"))?;
@@ -319,73 +440,90 @@ fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
         .filter(|&c| c == '\'' || c == '"')
         .ok_or_else(|| bad("bad descr"))?;
     let descr = descr[1..].split(quote).next().unwrap_or_default();
-    // `fortran_order` is ignored: a sparse npz holds only 1-D arrays, for which order is moot.
+    // `fortran_order` is moot: only 0-D and 1-D arrays are accepted.
     let shape = dict_value(&header, "shape").ok_or_else(|| bad("header has no shape"))?;
-    let shape = shape.trim_start_matches('(');
+    let shape = shape.strip_prefix('(').ok_or_else(|| bad("bad shape"))?;
     let shape = &shape[..shape.find(')').ok_or_else(|| bad("bad shape"))?];
     let mut count: usize = 1;
+    let mut dims = 0;
     for dim in shape.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let d: usize = dim.parse().map_err(|_| bad("bad shape"))?;
         count = count.checked_mul(d).ok_or_else(|| bad("shape overflows"))?;
+        dims += 1;
     }
-    let (order, kind, size) = {
-        let mut chars = descr.chars();
-        let order = chars.next().ok_or_else(|| bad("empty descr"))?;
-        let kind = chars.next().ok_or_else(|| bad("bad descr"))?;
-        let size: usize = chars.as_str().parse().map_err(|_| bad("bad descr"))?;
-        (order, kind, size)
+    if dims > 1 {
+        return Err(bad("expected a 1-D array"));
+    }
+    let mut chars = descr.chars();
+    let order = chars.next().ok_or_else(|| bad("empty descr"))?;
+    let kind = chars.next().ok_or_else(|| bad("bad descr"))?;
+    let n: usize = chars.as_str().parse().map_err(|_| bad("bad descr"))?;
+    let big = match order {
+        '<' | '|' | '=' => false,
+        '>' => true,
+        _ => return Err(bad(&format!("bad byte order in descr `{descr}`"))),
     };
-    if order == '>' && size > 1 {
-        return Err(bad("big-endian arrays are not supported"));
-    }
+    // Item size in bytes: a unicode item of n characters takes 4·n bytes.
+    let item = if kind == 'U' {
+        n.checked_mul(4).ok_or_else(|| bad("bad descr"))?
+    } else {
+        n
+    };
     let need = count
-        .checked_mul(size)
+        .checked_mul(item)
         .ok_or_else(|| bad("shape overflows"))?;
     let body = body.get(..need).ok_or_else(|| bad("truncated data"))?;
-    let chunks = body.chunks_exact(size.max(1));
-    Ok(match (kind, size) {
+    let word = |c: &[u8]| -> [u8; 8] {
+        // The item's bytes as a little-endian u64 (sign extension is done by the caller).
+        let mut w = [0u8; 8];
+        if big {
+            for (i, &x) in c.iter().rev().enumerate() {
+                w[i] = x;
+            }
+        } else {
+            w[..c.len()].copy_from_slice(c);
+        }
+        w
+    };
+    let chunks = body.chunks_exact(item.max(1));
+    Ok(match (kind, n) {
         ('f', 4) => Array::Floats(
             chunks
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap_or_default()) as f64)
+                .map(|c| f32::from_bits(u64::from_le_bytes(word(c)) as u32) as f64)
                 .collect(),
         ),
         ('f', 8) => Array::Floats(
             chunks
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default()))
+                .map(|c| f64::from_bits(u64::from_le_bytes(word(c))))
                 .collect(),
         ),
-        ('i' | 'u' | 'b', 1 | 2 | 4 | 8) => {
-            let signed = kind == 'i';
+        ('i', 1 | 2 | 4 | 8) => {
+            let shift = 64 - 8 * n as u32;
             Array::Ints(
                 chunks
-                    .map(|c| {
-                        let mut w = [0u8; 16];
-                        w[..size].copy_from_slice(c);
-                        if signed && c[size - 1] & 0x80 != 0 {
-                            w[size..].fill(0xFF);
-                        }
-                        i128::from_le_bytes(w)
-                    })
+                    .map(|c| (u64::from_le_bytes(word(c)) << shift) as i64 >> shift)
                     .collect(),
             )
         }
+        ('u' | 'b', 1 | 2 | 4) => {
+            Array::Ints(chunks.map(|c| u64::from_le_bytes(word(c)) as i64).collect())
+        }
+        ('u', 8) => Array::Uints(chunks.map(|c| u64::from_le_bytes(word(c))).collect()),
         ('S', _) => Array::Text(
             String::from_utf8_lossy(body)
                 .trim_end_matches('\0')
                 .to_string(),
         ),
-        ('U', n) => {
-            let units = body
-                .chunks_exact(4)
-                .take(n)
-                .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()));
-            Array::Text(
-                units
-                    .filter(|&u| u != 0)
-                    .filter_map(char::from_u32)
-                    .collect(),
-            )
-        }
+        ('U', _) => Array::Text(
+            body.chunks_exact(4)
+                .map(|c| {
+                    let u = u32::from_le_bytes(c.try_into().unwrap_or_default());
+                    if big { u.swap_bytes() } else { u }
+                })
+                .filter(|&u| u != 0)
+                .filter_map(char::from_u32)
+                .collect(),
+        ),
         _ => return Err(bad(&format!("unsupported dtype `{descr}`"))),
     })
 }
@@ -484,7 +622,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_csc_and_rejects_coo() {
+    fn reads_csc_and_rejects_bsr() {
         // csc of [[1, 0], [3, 4]]: columns [1,3], [4].
         let members = |fmt: &[u8]| {
             zip(&[
@@ -512,7 +650,7 @@ mod tests {
         assert_eq!(m.indices(), &[0, 0, 1]);
         assert_eq!(m.data(), &[1.0, 3.0, 4.0]);
         assert!(
-            matches!(read_npz_bytes(&members(b"coo")), Err(NpzError::UnsupportedFormat(f)) if f == "coo")
+            matches!(read_npz_bytes(&members(b"bsr")), Err(NpzError::UnsupportedFormat(f)) if f == "bsr")
         );
     }
 

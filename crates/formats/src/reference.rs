@@ -13,10 +13,10 @@ use rayon::prelude::*;
 pub fn spmm_f64(a: &Csr, b: &[f32], n: usize, ldb: usize, abs: bool) -> Vec<f64> {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(
-        a.cols() == 0 || b.len() >= (a.cols() - 1) * ldb + n,
+        a.cols() == 0 || dense_len(a.cols(), n, ldb).is_some_and(|need| b.len() >= need),
         "B too short"
     );
-    let mut c = vec![0f64; a.rows() * n];
+    let mut c = vec![0f64; a.rows().checked_mul(n).expect("rows·n overflows usize")];
     if n == 0 {
         return c;
     }
@@ -37,6 +37,15 @@ pub fn spmm_f64(a: &Csr, b: &[f32], n: usize, ldb: usize, abs: bool) -> Vec<f64>
         }
     });
     c
+}
+
+/// Elements a `rows × n` row-major matrix with leading dimension `ld` spans, `(rows − 1)·ld + n`
+/// (0 when empty); `None` when that overflows `usize`.
+pub fn dense_len(rows: usize, n: usize, ld: usize) -> Option<usize> {
+    if rows == 0 || n == 0 {
+        return Some(0);
+    }
+    (rows - 1).checked_mul(ld)?.checked_add(n)
 }
 
 /// y = A·x in f64 (or |A|·|x| when `abs`).

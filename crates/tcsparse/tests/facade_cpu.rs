@@ -260,7 +260,7 @@ fn sprs_and_cudarc_are_re_exported() {
     // A CSR built with the re-exported sprs is the facade's matrix type.
     let m: tcsparse::sprs::CsMatI<f32, u32> =
         tcsparse::sprs::CsMatI::new((2, 2), vec![0u32, 1, 2], vec![1u32, 0], vec![2.0f32, 3.0]);
-    let a: Csr = m;
+    let a = Csr::try_from(m).unwrap();
     let mut p = Engine::cpu("test")
         .prepare(&a, &PrepareOptions::default())
         .unwrap();

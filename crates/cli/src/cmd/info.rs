@@ -14,7 +14,7 @@ use tcsparse::formats::stats::MatrixStats;
 empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
 FILE is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
 real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
-scipy sparse `.npz` (csr/csc). Use -v to log reading progress and speed."
+scipy sparse `.npz` (csr/csc/coo). Use -v to log reading progress and speed."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
@@ -36,6 +36,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
     println!("{}", args.file.display());
     print!("{}", MatrixStats::compute(&csr));
+    let non_finite = csr.non_finite();
+    if non_finite > 0 {
+        println!(
+            "non-finite values: {non_finite} NaN or ±inf (accepted, as scipy does; products that use them are not finite)"
+        );
+    }
     if args.formats {
         println!();
         crate::cmd::formats_table::print(&csr)?;
