@@ -18,6 +18,7 @@ use cudarc::driver::{
 pub mod baselines;
 pub mod schedule;
 pub mod signature;
+pub mod spamm;
 pub mod spmm;
 
 // The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
@@ -125,10 +126,12 @@ pub enum KernelModule {
     AccSpmm,
     /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
     RowTileSpmm,
+    /// `kernels-ptx/spamm.ptx`: cuSpAMM norm maps and norm-gated dense products.
+    Spamm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 3;
+const MODULE_COUNT: usize = 4;
 
 impl KernelModule {
     /// Every module.
@@ -136,6 +139,7 @@ impl KernelModule {
         KernelModule::CsrSpmm,
         KernelModule::AccSpmm,
         KernelModule::RowTileSpmm,
+        KernelModule::Spamm,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -149,6 +153,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => "csr_spmm.ptx",
             KernelModule::AccSpmm => "acc_spmm.ptx",
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
+            KernelModule::Spamm => "spamm.ptx",
         }
     }
 
@@ -158,6 +163,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
         }
     }
 }
@@ -269,6 +275,10 @@ impl Gpu {
     fn create() -> Result<Gpu, GpuError> {
         let ctx = CudaContext::new(0)?;
         let stream = ctx.default_stream();
+        Self::with_context(ctx, stream)
+    }
+
+    fn with_context(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Gpu, GpuError> {
         use sys::CUdevice_attribute::*;
         let (major, minor) = ctx.compute_capability()?;
         let mut driver_version = 0;
@@ -300,6 +310,33 @@ impl Gpu {
                 Err(GpuError::Unavailable(m))
             }
         }
+    }
+
+    /// Number of CUDA devices (0 when there is no driver or it fails).
+    pub fn device_count() -> usize {
+        // SAFETY: only tries to dlopen libcuda by its usual names.
+        if !unsafe { sys::is_culib_present() } || cudarc::driver::result::init().is_err() {
+            return 0;
+        }
+        CudaContext::device_count().map_or(0, |c| c.max(0) as usize)
+    }
+
+    /// Device `ordinal` (its primary context) with a new stream of its own (multi-GPU work: one
+    /// `Gpu` per device).
+    pub fn open_device(ordinal: usize) -> Result<Gpu, GpuError> {
+        if ordinal >= Self::device_count() {
+            return Err(GpuError::Unavailable(format!("no CUDA device {ordinal}")));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let stream = ctx.new_stream()?;
+        Self::with_context(ctx, stream)
+    }
+
+    /// The same device and context with a new stream (and its own module cache): work queued on
+    /// the two handles may overlap.
+    pub fn with_new_stream(&self) -> Result<Gpu, GpuError> {
+        let stream = self.inner.ctx.new_stream()?;
+        Self::with_context(self.inner.ctx.clone(), stream)
     }
 
     /// Device facts read at creation.
