@@ -177,7 +177,7 @@ struct Layout {
     static const int B_ELEMS = TILE * BPITCH;
     static const int STAGE_BYTES = (A_ELEMS + B_ELEMS) * (int)sizeof(T);
     static const int LIST_OFF = 2 * STAGE_BYTES;
-    static const int SMEM_BYTES = LIST_OFF + CHUNK * 4 + 32 * 4;
+    static const int SMEM_BYTES = LIST_OFF + 2 * CHUNK * 4 + 32 * 4;
 };
 
 struct Params {
@@ -193,6 +193,8 @@ struct Params {
     float tau, alpha, beta;
     const u32* assign_off;
     const u32* assign_ids;
+    const u32* cand_off;  // per block row: candidate k tiles cand_k[cand_off[bi] .. cand_off[bi+1])
+    const u32* cand_k;
     u32 flags;  // bit 0: A rows 16-byte aligned; bit 1: B rows 16-byte aligned
     u64* valid;  // may be null
 };
@@ -285,6 +287,15 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
     } else if (P == P_TF32 || P == P_3XTF32) {
         const float* A = (const float*)sa + ar * L::APITCH;
         const float* B = (const float*)sb + bc;
+        // The tensor cores' f32 accumulation truncates: accumulate one k tile (4 steps) apart
+        // and add it with a rounded f32 add, so the bias does not grow with K.
+        float t4[2][4][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < TILE; kk += 8) {
             u32 ah[2][4], bh[4][2];
@@ -314,15 +325,28 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
                     if (P == P_3XTF32) {
-                        mma_tf32(acc[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
-                        mma_tf32(acc[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
+                        mma_tf32(t4[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
+                        mma_tf32(t4[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
                     }
-                    mma_tf32(acc[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
+                    mma_tf32(t4[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
                 }
         }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
     } else {  // F16
         const f16* A = (const f16*)sa + ar * L::APITCH;
         const f16* B = (const f16*)sb + bc;
+        float t4[2][4][4];  // one k tile apart, as above
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < TILE; kk += 16) {
             u32 a[2][4], b[4][2];
@@ -343,8 +367,14 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-                for (int nt = 0; nt < 4; ++nt) mma_f16(acc[mt][nt], a[mt], b[nt][0], b[nt][1]);
+                for (int nt = 0; nt < 4; ++nt) mma_f16(t4[mt][nt], a[mt], b[nt][0], b[nt][1]);
         }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
     }
 }
 
@@ -396,8 +426,9 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
     // Stage buffers: A of stage s at smem + s * STAGE_BYTES, B right after it.
 #define SA(s) ((T*)(smem + (s) * L::STAGE_BYTES))
 #define SB(s) (SA(s) + L::A_ELEMS)
-    u32* list = (u32*)(smem + L::LIST_OFF);
-    u32* wcnt = list + CHUNK;
+    u32* list_k = (u32*)(smem + L::LIST_OFF);  // k tile of each list entry
+    u32* list_m = list_k + CHUNK;               // its BT*BT-bit mask of valid sub-products
+    u32* wcnt = list_m + CHUNK;
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int wa = warp / BT, wb = warp % BT;
@@ -417,13 +448,17 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
                 for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
         u32 computed = 0;  // valid products this warp computed (lane 0's count is used)
 
-        for (u32 kc = 0; kc < tk; kc += CHUNK) {
+        // Candidate k tiles of this block row (a superset of the valid ones, built on the host
+        // from the row maxima of the norm maps; all k tiles when tau = 0).
+        const u32 c0 = p.cand_off[bi], nc = p.cand_off[bi + 1] - c0;
+        for (u32 kc = 0; kc < nc; kc += CHUNK) {
             // Compaction of this chunk's k tiles with any valid sub-product.
             u32 base = 0;
-            for (u32 r = 0; r < CHUNK; r += NT) {
-                const u32 kt = kc + r + threadIdx.x;
-                u32 mask = 0;
-                if (kt < tk) {
+            for (u32 r = 0; r < CHUNK && kc + r < nc; r += NT) {
+                const u32 idx = kc + r + threadIdx.x;
+                u32 mask = 0, kt = 0;
+                if (idx < nc) {
+                    kt = p.cand_k[c0 + idx];
 #pragma unroll
                     for (int a = 0; a < BT; ++a) {
                         const u32 ti = ti0 + a;
@@ -445,27 +480,30 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
                     if (w < warp) off += c;
                     total += c;
                 }
-                if (mask) list[off + __popc(bal & ((1u << lane) - 1))] = (kt - kc) | (mask << 16);
+                if (mask) {
+                    const u32 pos = off + __popc(bal & ((1u << lane) - 1));
+                    list_k[pos] = kt;
+                    list_m[pos] = mask;
+                }
                 base += total;
                 __syncthreads();
             }
             const u32 cnt = base;
             if (cnt == 0) continue;
             const u32 row0 = ti0 * TILE, col0 = tj0 * TILE;
-            load_stage<BT, P>(p, row0, col0, kc + (list[0] & 0xffffu), SA(0), SB(0));
+            load_stage<BT, P>(p, row0, col0, list_k[0], SA(0), SB(0));
             cp_async_commit();
             for (u32 i = 0; i < cnt; ++i) {
                 const u32 cur = i & 1;
                 if (i + 1 < cnt) {
-                    load_stage<BT, P>(p, row0, col0, kc + (list[i + 1] & 0xffffu), SA(cur ^ 1),
-                                      SB(cur ^ 1));
+                    load_stage<BT, P>(p, row0, col0, list_k[i + 1], SA(cur ^ 1), SB(cur ^ 1));
                     cp_async_commit();
                     cp_async_wait_1();
                 } else {
                     cp_async_wait_0();
                 }
                 __syncthreads();
-                const u32 mask = list[i] >> 16;
+                const u32 mask = list_m[i];
                 if ((mask >> warp) & 1) {
                     warp_mma<BT, P>(acc, SA(cur), SB(cur), wa * TILE, wb * TILE);
                     ++computed;
@@ -485,9 +523,11 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
     extern "C" __global__ void __launch_bounds__(32 * BT * BT, 1) NAME(                                     \
         const void* a, u64 lda, const void* b, u64 ldb, float* c, u64 ldc, u32 m, u32 n, u32 k,    \
         const float* na, const float* nbt, float tau, float alpha, float beta,                     \
-        const u32* assign_off, const u32* assign_ids, u32 flags, u64* valid) {                     \
-        Params p = {a,  lda, b,   ldb,   c,    ldc,        m,          n,     k,                   \
-                    na, nbt, tau, alpha, beta, assign_off, assign_ids, flags, valid};              \
+        const u32* assign_off, const u32* assign_ids, const u32* cand_off, const u32* cand_k,      \
+        u32 flags, u64* valid) {                                                                   \
+        Params p = {a,   lda,   b,    ldb,        c,          ldc,      m,      n,     k,  na,     \
+                    nbt, tau,   alpha, beta,      assign_off, assign_ids, cand_off, cand_k, flags, \
+                    valid};                                                                        \
         spamm_mm<BT, P>(p);                                                                        \
     }
 

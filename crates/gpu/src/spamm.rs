@@ -108,7 +108,7 @@ pub fn mm_shared_bytes(p: SpammPrecision, b: SpammBlock) -> u32 {
         (TILE + 4, bt * TILE + 8)
     };
     let stage = (bt * TILE * apitch + TILE * bpitch) * p.element_bytes();
-    (2 * stage + 512 * 4 + 32 * 4) as u32
+    (2 * stage + 2 * 512 * 4 + 32 * 4) as u32
 }
 
 const MM_PARAMS: &[ParamKind] = &[
@@ -128,6 +128,8 @@ const MM_PARAMS: &[ParamKind] = &[
     ParamKind::F32, // beta
     ParamKind::Ptr, // assignment offsets
     ParamKind::Ptr, // assignment block ids
+    ParamKind::Ptr, // candidate offsets per block row
+    ParamKind::Ptr, // candidate k tiles
     ParamKind::U32, // flags
     ParamKind::Ptr, // valid counter (u64) or null
 ];
@@ -408,6 +410,94 @@ fn launch_norms(
     Ok(())
 }
 
+/// Candidate k tiles per C block row at threshold τ: k is a candidate of block row `bi` iff
+/// `max_{i ∈ bi} normA(i,k) · max_j normB(k,j) ≥ τ`, a superset of every k with a valid product
+/// in that row (f32 products of non-negative numbers are monotone). The kernel tests only these.
+/// Returns CSR offsets (block rows + 1) and the k tiles.
+pub fn block_row_candidates(
+    na: &[f32],
+    nb: &[f32],
+    tiles: (usize, usize, usize),
+    block: SpammBlock,
+    tau: f32,
+) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
+    let (tm, tk, tn) = tiles;
+    if na.len() < tm * tk || nb.len() < tk * tn {
+        return Err(GpuError::Invalid("norm maps shorter than their tile counts".into()));
+    }
+    let bmax: Vec<f32> = (0..tk)
+        .map(|k| nb[k * tn..(k + 1) * tn].iter().copied().fold(0f32, f32::max))
+        .collect();
+    let bt = block.tiles();
+    let mut off = vec![0u32];
+    let mut ks = Vec::new();
+    for bi in 0..tm.div_ceil(bt) {
+        for (k, &bm) in bmax.iter().enumerate() {
+            let amax = (bi * bt..((bi + 1) * bt).min(tm))
+                .map(|i| na[i * tk + k])
+                .fold(0f32, f32::max);
+            if amax * bm >= tau {
+                ks.push(k as u32);
+            }
+        }
+        off.push(to_u32(ks.len(), "candidates")?);
+    }
+    Ok((off, ks))
+}
+
+/// τ and its candidate lists on the device, for one pair of norm maps and one block size.
+pub struct SpammSchedule {
+    tau: f32,
+    block: SpammBlock,
+    candidates: usize,
+    offsets: CudaSlice<u32>,
+    ks: CudaSlice<u32>,
+}
+
+impl std::fmt::Debug for SpammSchedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpammSchedule")
+            .field("tau", &self.tau)
+            .field("block", &self.block)
+            .field("candidates", &self.candidates)
+            .finish()
+    }
+}
+
+impl SpammSchedule {
+    /// Builds ([`block_row_candidates`]) and uploads the schedule of threshold τ.
+    pub fn new(
+        gpu: &Gpu,
+        na: &[f32],
+        nb: &[f32],
+        tiles: (usize, usize, usize),
+        block: SpammBlock,
+        tau: f32,
+    ) -> Result<Self, GpuError> {
+        if tau.is_nan() {
+            return Err(GpuError::Invalid("τ is NaN".into()));
+        }
+        let (off, ks) = block_row_candidates(na, nb, tiles, block, tau)?;
+        Ok(Self {
+            tau,
+            block,
+            candidates: ks.len(),
+            offsets: gpu.upload(&off)?,
+            ks: gpu.upload(if ks.is_empty() { &[0u32][..] } else { &ks })?,
+        })
+    }
+
+    /// Threshold.
+    pub fn tau(&self) -> f32 {
+        self.tau
+    }
+
+    /// Total candidate (block row, k tile) pairs.
+    pub fn candidates(&self) -> usize {
+        self.candidates
+    }
+}
+
 /// A product kernel with its uploaded strided assignment for one C shape.
 pub struct SpammKernel {
     precision: SpammPrecision,
@@ -488,13 +578,13 @@ impl SpammKernel {
         self.s
     }
 
-    /// Enqueues `C = α·Ã·B + β·C` with threshold τ (C: `m × n`, leading dimension n; β = 0
-    /// never reads C). With `stats`, adds the number of computed 32³ tile products to `stats[0]`
-    /// (zero it before).
+    /// Enqueues `C = α·Ã·B + β·C` with the schedule's threshold τ (C: `m × n`, leading
+    /// dimension n; β = 0 never reads C). With `stats`, adds the number of computed 32³ tile
+    /// products to `stats[0]` (zero it before). The schedule must come from `ops`' norm maps.
     pub fn run(
         &self,
         ops: &SpammOperands,
-        tau: f32,
+        sched: &SpammSchedule,
         alpha: f32,
         beta: f32,
         c: &mut CudaSlice<f32>,
@@ -520,8 +610,12 @@ impl SpammKernel {
                 c.len()
             )));
         }
-        if tau.is_nan() {
-            return Err(GpuError::Invalid("τ is NaN".into()));
+        let tau = sched.tau;
+        let edge = self.block.tiles() * TILE;
+        if sched.block != self.block || sched.offsets.len() != m.div_ceil(edge) + 1 {
+            return Err(GpuError::Invalid(
+                "schedule built for another block size or shape".into(),
+            ));
         }
         if m == 0 || n == 0 || self.blocks == 0 {
             return Ok(());
@@ -547,7 +641,8 @@ impl SpammKernel {
         l.arg(&m32).arg(&n32).arg(&k32);
         l.arg(&ops.na).arg(&ops.nbt);
         l.arg(&tau).arg(&alpha).arg(&beta);
-        l.arg(&self.offsets).arg(&self.ids).arg(&flags);
+        l.arg(&self.offsets).arg(&self.ids);
+        l.arg(&sched.offsets).arg(&sched.ks).arg(&flags);
         match stats {
             Some(s) => l.arg(s),
             None => l.arg(&null),
@@ -559,8 +654,10 @@ impl SpammKernel {
         };
         // SAFETY: A (m·k), B (k·n), C (≥ m·n) were checked; the norm maps were allocated for this
         // m, n, k (tm·tk and tn·tk floats); the assignment lists block ids < ⌈m/E⌉·⌈n/E⌉ for this
-        // kernel's (m, n) (checked against the operands above); the kernel masks every access
-        // beyond m, n, k; stats (when given) is a device u64, else the pointer is null and unread.
+        // kernel's (m, n) (checked against the operands above); the schedule has one offset per
+        // block row + 1 (checked) and k tiles < tk (built from norm maps of this k: the caller's
+        // contract); the kernel masks every access beyond m, n, k; stats (when given) is a
+        // device u64, else the pointer is null and unread.
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
@@ -769,9 +866,11 @@ pub fn spamm_host(
             }
             let g = ops.gpu();
             let kern = SpammKernel::new(g, pm, pn, cfg.precision, cfg.block, cfg.s)?;
+            let (pa, pb) = ops.norms_host()?;
+            let sched = SpammSchedule::new(g, &pa, &pb, ops.tiles(), cfg.block, tau)?;
             let mut dc = g.alloc_zeros::<f32>(pm * pn)?;
             let mut st = g.alloc_zeros::<u64>(1)?;
-            kern.run(ops, tau, 1.0, 0.0, &mut dc, Some(&mut st))?;
+            kern.run(ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
             g.stream().memcpy_dtoh(&dc, c_part)?;
             *valid += g.download(&st)?[0];
             g.synchronize()?;
@@ -816,5 +915,59 @@ pub fn spamm_host(
             }
             _ => return Ok((c, run)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_cover_every_valid_product_and_only_plausible_ones() {
+        let (tm, tk, tn) = (7, 9, 5);
+        let mut x = 12345u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32).powi(4)
+        };
+        let na: Vec<f32> = (0..tm * tk).map(|_| next()).collect();
+        let nb: Vec<f32> = (0..tk * tn).map(|_| next()).collect();
+        for block in [SpammBlock::B64, SpammBlock::B128] {
+            let bt = block.tiles();
+            for tau in [0.0f32, 1e-3, 0.05, 0.3, f32::INFINITY] {
+                let (off, ks) = block_row_candidates(&na, &nb, (tm, tk, tn), block, tau).unwrap();
+                assert_eq!(off.len(), tm.div_ceil(bt) + 1);
+                for i in 0..tm {
+                    let row = &ks[off[i / bt] as usize..off[i / bt + 1] as usize];
+                    for k in 0..tk {
+                        let valid = (0..tn).any(|j| na[i * tk + k] * nb[k * tn + j] >= tau);
+                        if valid {
+                            assert!(row.contains(&(k as u32)), "{block:?} τ={tau}: k {k} missing");
+                        }
+                    }
+                }
+                if tau == 0.0 {
+                    assert_eq!(ks.len(), tm.div_ceil(bt) * tk);
+                }
+                if tau == f32::INFINITY {
+                    assert!(ks.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shared_memory_fits_the_device_limit() {
+        for p in SpammPrecision::ALL {
+            for b in [SpammBlock::B64, SpammBlock::B128] {
+                assert!(mm_shared_bytes(p, b) <= 227 * 1024, "{p:?} {b:?}");
+            }
+        }
+        assert_eq!(SpammPrecision::parse("3xtf32"), Some(SpammPrecision::Tf32x3));
+        assert_eq!(rel_bound(0.0, 0.0), 0.0);
+        assert_eq!(rel_bound(1.0, 3.0), 0.5);
+        assert_eq!(rel_bound(2.0, 1.0), f64::INFINITY);
     }
 }

@@ -21,6 +21,7 @@ mod engine;
 mod error;
 mod options;
 mod report;
+pub mod spamm;
 mod spmm;
 
 pub use engine::{Backend, Engine, FORCE_CPU_ENV};
