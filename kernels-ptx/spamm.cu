@@ -195,7 +195,7 @@ struct Params {
     const u32* assign_ids;
     const u32* cand_off;  // per block row: candidate k tiles cand_k[cand_off[bi] .. cand_off[bi+1])
     const u32* cand_k;
-    u32 flags;  // bit 0: A rows 16-byte aligned; bit 1: B rows 16-byte aligned
+    u32 flags;  // bits 0, 1, 2: rows of A, B, C 16-byte aligned
     u64* valid;  // may be null
 };
 
@@ -382,11 +382,20 @@ __device__ __forceinline__ float axpby(float alpha, float acc, float beta, const
     return beta == 0.0f ? alpha * acc : fmaf(beta, *c, alpha * acc);
 }
 
-// Writes the warp's 32x32 tile at (r0, c0) of C.
+// Writes the warp's 32x32 tile at (r0, c0) of C. A tile with no valid product and beta == 0 is
+// all zeros: written with 16-byte stores, 4 full 128-byte rows per instruction (most of C at low
+// valid ratios, so the product runs at C's write bandwidth).
 template <int P>
 __device__ __forceinline__ void store_tile(const Params& p, const float (&acc)[2][4][4], u32 r0,
-                                           u32 c0) {
+                                           u32 c0, bool empty) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (empty && p.beta == 0.0f && (p.flags & 4) && r0 + 32 <= p.m && c0 + 32 <= p.n) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int r = lane >> 3; r < 32; r += 4)
+            *reinterpret_cast<float4*>(p.c + (u64)(r0 + r) * p.ldc + c0 + 4 * (lane & 7)) = z;
+        return;
+    }
     if (P == P_F32) {
         const float* x = &acc[0][0][0];
         const u32 col = c0 + lane;
@@ -511,7 +520,7 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
                 __syncthreads();
             }
         }
-        store_tile<P>(p, acc, (ti0 + wa) * TILE, (tj0 + wb) * TILE);
+        store_tile<P>(p, acc, (ti0 + wa) * TILE, (tj0 + wb) * TILE, computed == 0);
         if (p.valid != nullptr && lane == 0 && computed != 0)
             atomicAdd(p.valid, (u64)computed);
     }

@@ -623,7 +623,8 @@ impl SpammKernel {
         let epc = 16 / self.precision.element_bytes();
         // Rows are 16-byte aligned when the leading dimension is a multiple of a chunk (device
         // allocations are 256-byte aligned).
-        let flags = u32::from(k % epc == 0) | (u32::from(n % epc == 0) << 1);
+        let flags =
+            u32::from(k % epc == 0) | (u32::from(n % epc == 0) << 1) | (u32::from(n % 4 == 0) << 2);
         let (m32, n32, k32) = (m as u32, n as u32, k as u32);
         let (lda, ldb, ldc) = (k as u64, n as u64, n as u64);
         let null = 0u64;
