@@ -145,7 +145,9 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Vec<S
     let mut cases: Vec<SpammCase> = Vec::new();
     let config = format!("block {:?}, s = {}", args.block, args.s);
     let time = |f: &mut dyn FnMut() -> Result<(), tcsparse::gpu::GpuError>| -> Result<f64> {
-        Ok(gpu.time_launches(args.warmup, args.iters.max(1), f)?.median_ms)
+        Ok(gpu
+            .time_launches(args.warmup, args.iters.max(1), f)?
+            .median_ms)
     };
     for &n in &args.sizes {
         for (name, target) in matrices() {
@@ -313,7 +315,13 @@ fn write(out: &Path, f: &SpammReportFile) -> Result<()> {
 }
 
 /// Speedup of the fastest SpAMM case of (matrix, n) with rel_err ≤ `max_err` over `vendor`.
-pub fn headline(cases: &[SpammCase], matrix: &str, n: usize, vendor: &str, max_err: f64) -> Option<f64> {
+pub fn headline(
+    cases: &[SpammCase],
+    matrix: &str,
+    n: usize,
+    vendor: &str,
+    max_err: f64,
+) -> Option<f64> {
     let v = cases
         .iter()
         .find(|c| c.matrix == matrix && c.n == n && c.backend == vendor)?;
@@ -335,8 +343,12 @@ pub fn headline(cases: &[SpammCase], matrix: &str, n: usize, vendor: &str, max_e
 pub fn markdown(f: &SpammReportFile) -> String {
     let mut s = String::new();
     s.push_str("# SpAMM on the H200: tcsparse cuSpAMM vs cuBLAS\n\n");
-    s.push_str(&format!("Device: {}\n\nCommand: `{}`\n\nConfig: {}\n\n", f.device, f.command, f.config));
-    let line = |vendor: &str, label: &str| match headline(&f.cases, "exp-r0.1", 16384, vendor, 1e-5) {
+    s.push_str(&format!(
+        "Device: {}\n\nCommand: `{}`\n\nConfig: {}\n\n",
+        f.device, f.command, f.config
+    ));
+    let line = |vendor: &str, label: &str| match headline(&f.cases, "exp-r0.1", 16384, vendor, 1e-5)
+    {
         Some(x) => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): {x:.2}×\n\n"),
         None => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): n/a (not measured)\n\n"),
     };
@@ -406,8 +418,14 @@ mod tests {
             case("spamm-3xtf32", 1.0, 2e-6),
             case("spamm-f32", 2.0, 1e-6),
         ];
-        assert_eq!(headline(&cases, "exp-r0.1", 16384, "cublas-sgemm", 1e-5), Some(100.0));
-        assert_eq!(headline(&cases, "exp-r0.1", 8192, "cublas-sgemm", 1e-5), None);
+        assert_eq!(
+            headline(&cases, "exp-r0.1", 16384, "cublas-sgemm", 1e-5),
+            Some(100.0)
+        );
+        assert_eq!(
+            headline(&cases, "exp-r0.1", 8192, "cublas-sgemm", 1e-5),
+            None
+        );
         let md = markdown(&SpammReportFile {
             command: "x".into(),
             device: "d".into(),

@@ -83,7 +83,10 @@ fn spamm_valid_ratio_on_npy_and_bad_inputs() {
     let p = path.to_str().unwrap();
     let (ok, out, err) = run(&["spamm", p, "--valid-ratio", "0.5", "--cpu"]);
     assert!(ok, "{err}\n{out}");
-    assert!(out.contains("spamm ") && out.contains("40×40 · 40×40"), "{out}");
+    assert!(
+        out.contains("spamm ") && out.contains("40×40 · 40×40"),
+        "{out}"
+    );
     assert!(out.contains("measured ‖E‖F/‖C‖F"), "{out}");
     // Wrong inputs are refused with a message.
     let (ok, _, err) = run(&["spamm", p, "--precision", "f8", "--cpu"]);

@@ -393,7 +393,11 @@ fn launch_norms(
         transpose as u32,
     );
     let cfg = LaunchConfig {
-        grid_dim: (to_u32(tc.div_ceil(8), "tile columns")?, tr.min(65535) as u32, 1),
+        grid_dim: (
+            to_u32(tc.div_ceil(8), "tile columns")?,
+            tr.min(65535) as u32,
+            1,
+        ),
         block_dim: (32, 8, 1),
         shared_mem_bytes: 0,
     };
@@ -423,10 +427,17 @@ pub fn block_row_candidates(
 ) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
     let (tm, tk, tn) = tiles;
     if na.len() < tm * tk || nb.len() < tk * tn {
-        return Err(GpuError::Invalid("norm maps shorter than their tile counts".into()));
+        return Err(GpuError::Invalid(
+            "norm maps shorter than their tile counts".into(),
+        ));
     }
     let bmax: Vec<f32> = (0..tk)
-        .map(|k| nb[k * tn..(k + 1) * tn].iter().copied().fold(0f32, f32::max))
+        .map(|k| {
+            nb[k * tn..(k + 1) * tn]
+                .iter()
+                .copied()
+                .fold(0f32, f32::max)
+        })
         .collect();
     let bt = block.tiles();
     let mut off = vec![0u32];
@@ -857,26 +868,24 @@ pub fn spamm_host(
         }
         let mut c = vec![0f32; m * n];
         let mut valid = 0u64;
-        let run_part = |ops: &SpammOperands,
-                        c_part: &mut [f32],
-                        valid: &mut u64|
-         -> Result<(), GpuError> {
-            let (pm, pn, _) = ops.shape();
-            if pm == 0 {
-                return Ok(());
-            }
-            let g = ops.gpu();
-            let kern = SpammKernel::new(g, pm, pn, cfg.precision, cfg.block, cfg.s)?;
-            let (pa, pb) = ops.norms_host()?;
-            let sched = SpammSchedule::new(g, &pa, &pb, ops.tiles(), cfg.block, tau)?;
-            let mut dc = g.alloc_zeros::<f32>(pm * pn)?;
-            let mut st = g.alloc_zeros::<u64>(1)?;
-            kern.run(ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
-            g.stream().memcpy_dtoh(&dc, c_part)?;
-            *valid += g.download(&st)?[0];
-            g.synchronize()?;
-            Ok(())
-        };
+        let run_part =
+            |ops: &SpammOperands, c_part: &mut [f32], valid: &mut u64| -> Result<(), GpuError> {
+                let (pm, pn, _) = ops.shape();
+                if pm == 0 {
+                    return Ok(());
+                }
+                let g = ops.gpu();
+                let kern = SpammKernel::new(g, pm, pn, cfg.precision, cfg.block, cfg.s)?;
+                let (pa, pb) = ops.norms_host()?;
+                let sched = SpammSchedule::new(g, &pa, &pb, ops.tiles(), cfg.block, tau)?;
+                let mut dc = g.alloc_zeros::<f32>(pm * pn)?;
+                let mut st = g.alloc_zeros::<u64>(1)?;
+                kern.run(ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
+                g.stream().memcpy_dtoh(&dc, c_part)?;
+                *valid += g.download(&st)?[0];
+                g.synchronize()?;
+                Ok(())
+            };
         if parts.is_empty() {
             run_part(&full, &mut c, &mut valid)?;
         } else {
@@ -885,11 +894,7 @@ pub fn spamm_host(
             }
         }
         let abs = skipped_bound(&na, &nb, tm, tk, tn, tau).map_err(e)?;
-        let result_norm = c
-            .iter()
-            .map(|&x| x as f64 * x as f64)
-            .sum::<f64>()
-            .sqrt();
+        let result_norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
         let rel = rel_bound(abs, result_norm);
         let total = (tm * tk * tn) as f64;
         let run = SpammRun {
@@ -945,7 +950,10 @@ mod tests {
                     for k in 0..tk {
                         let valid = (0..tn).any(|j| na[i * tk + k] * nb[k * tn + j] >= tau);
                         if valid {
-                            assert!(row.contains(&(k as u32)), "{block:?} τ={tau}: k {k} missing");
+                            assert!(
+                                row.contains(&(k as u32)),
+                                "{block:?} τ={tau}: k {k} missing"
+                            );
                         }
                     }
                 }
@@ -966,7 +974,10 @@ mod tests {
                 assert!(mm_shared_bytes(p, b) <= 227 * 1024, "{p:?} {b:?}");
             }
         }
-        assert_eq!(SpammPrecision::parse("3xtf32"), Some(SpammPrecision::Tf32x3));
+        assert_eq!(
+            SpammPrecision::parse("3xtf32"),
+            Some(SpammPrecision::Tf32x3)
+        );
         assert_eq!(rel_bound(0.0, 0.0), 0.0);
         assert_eq!(rel_bound(1.0, 3.0), 0.5);
         assert_eq!(rel_bound(2.0, 1.0), f64::INFINITY);

@@ -25,7 +25,9 @@ fn gpu() -> Gpu {
 
 fn random(len: usize, seed: u64, scale: f32) -> Vec<f32> {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
-    (0..len).map(|_| scale * r.random_range(-1.0f32..1.0)).collect()
+    (0..len)
+        .map(|_| scale * r.random_range(-1.0f32..1.0))
+        .collect()
 }
 
 /// f64 product of rows `rows` of A (m × k) with B (k × n): rows.len() × n.
@@ -208,7 +210,9 @@ fn gpu_norms_match_cpu_and_f16_norms_do_not_overflow() {
 /// A τ near `tau0` in a gap of the sorted distinct products `prods` that is at least 0.1 % wide
 /// (equal-looking products of a Toeplitz matrix differ in the last bit), at its geometric middle.
 fn tie_free_tau(prods: &[f32], tau0: f32) -> f32 {
-    let p = prods.partition_point(|&x| x < tau0).clamp(1, prods.len() - 1);
+    let p = prods
+        .partition_point(|&x| x < tau0)
+        .clamp(1, prods.len() - 1);
     let wide = |i: usize| prods[i] / prods[i - 1] > 1.001;
     let i = (0..prods.len())
         .flat_map(|d| [p + d, p.wrapping_sub(d)])
@@ -284,7 +288,10 @@ fn skipped_tiles_stay_within_the_bound_and_match_cpu_spamm() {
                     .sqrt();
                 // A product flipped across τ (GPU f32 vs CPU f64 norm sums) moves C by ≤ ~τ.
                 let flips = valid.abs_diff(cpu_valid) as f64 * tau as f64 * 1.01;
-                assert!(d <= 2.0 * bound(p) * r + flips, "{p:?}: vs CPU SpAMM {d:.3e}");
+                assert!(
+                    d <= 2.0 * bound(p) * r + flips,
+                    "{p:?}: vs CPU SpAMM {d:.3e}"
+                );
             }
         }
     }
@@ -305,7 +312,10 @@ fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
         // τ above every product: nothing valid, C must be all zeros (it was all NaN).
         let (out, valid) = run(&g, &a, &b, &c, p, SpammBlock::B64, 1, f32::INFINITY);
         assert_eq!(valid, 0);
-        assert!(out.iter().all(|&x| x == 0.0), "{p:?}: C tile left unwritten");
+        assert!(
+            out.iter().all(|&x| x == 0.0),
+            "{p:?}: C tile left unwritten"
+        );
     }
     // Block-diagonal A: only diagonal tiles valid, off-diagonal C tiles exactly 0.
     let n = 160;
@@ -318,7 +328,16 @@ fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
         }
     }
     let cs = Case { m: n, n, k: n };
-    let (out, valid) = run(&g, &a, &a, &cs, SpammPrecision::Tf32, SpammBlock::B128, 1, 1e-3);
+    let (out, valid) = run(
+        &g,
+        &a,
+        &a,
+        &cs,
+        SpammPrecision::Tf32,
+        SpammBlock::B128,
+        1,
+        1e-3,
+    );
     assert_eq!(valid, 5);
     for i in 0..n {
         for j in 0..n {
@@ -347,8 +366,7 @@ fn alpha_beta_update_existing_c() {
     let rows: Vec<usize> = (0..c.m).collect();
     let cref = reference(&a, &b, c.k, c.n, &rows);
     let ops = SpammOperands::upload(&g, &a, &b, c.m, c.n, c.k, SpammPrecision::F32).unwrap();
-    let kern =
-        SpammKernel::new(&g, c.m, c.n, SpammPrecision::F32, SpammBlock::B64, 1).unwrap();
+    let kern = SpammKernel::new(&g, c.m, c.n, SpammPrecision::F32, SpammBlock::B64, 1).unwrap();
     let (na, nb) = ops.norms_host().unwrap();
     let sched = SpammSchedule::new(&g, &na, &nb, ops.tiles(), SpammBlock::B64, 0.0).unwrap();
     let mut dc = g.upload(&c0).unwrap();
@@ -389,7 +407,10 @@ fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
     println!("{r1:?} measured rel err {:.3e}", e / r);
     assert!(r1.rel_bound <= 1e-5, "{r1:?}");
     assert!(e / r <= r1.rel_bound + 1e-6, "{:.3e} vs {r1:?}", e / r);
-    assert!(r1.valid_ratio < 0.5, "a decay matrix skips most tiles: {r1:?}");
+    assert!(
+        r1.valid_ratio < 0.5,
+        "a decay matrix skips most tiles: {r1:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

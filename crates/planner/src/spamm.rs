@@ -214,7 +214,9 @@ pub fn skipped_bound(
     tau: f32,
 ) -> Result<f64, PlanError> {
     check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
-    Ok(bound_unchecked(norm_a, norm_b, tiles_m, tiles_k, tiles_n, tau))
+    Ok(bound_unchecked(
+        norm_a, norm_b, tiles_m, tiles_k, tiles_n, tau,
+    ))
 }
 
 fn bound_unchecked(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize, tau: f32) -> f64 {
@@ -505,7 +507,9 @@ mod tests {
     fn lcg_maps(seed: u64, tm: usize, tk: usize, tn: usize) -> (Vec<f32>, Vec<f32>) {
         let mut x = seed;
         let mut next = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x >> 40) as f32 / (1u64 << 24) as f32).powi(3)
         };
         let a = (0..tm * tk).map(|_| next()).collect();
@@ -530,7 +534,10 @@ mod tests {
                     sq += e * e;
                 }
             }
-            assert!((got - sq.sqrt()).abs() <= 1e-12 * sq.sqrt().max(1.0), "{tau}");
+            assert!(
+                (got - sq.sqrt()).abs() <= 1e-12 * sq.sqrt().max(1.0),
+                "{tau}"
+            );
             assert!(got >= prev, "bound must grow with τ");
             prev = got;
         }

@@ -7,9 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use tcsparse::formats::generate::{GeneratorSpec, algebraic_decay_dense, exponential_decay_dense};
 use tcsparse::gpu::spamm::SpammBlock;
-use tcsparse::spamm::{
-    DenseRef, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm,
-};
+use tcsparse::spamm::{DenseRef, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm};
 
 /// Arguments of `tcsparse spamm`.
 #[derive(clap::Args, Debug)]
@@ -69,8 +67,10 @@ pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
     let major = *b.get(6).context("truncated .npy header")?;
     let (hlen, start) = match major {
         1 => (
-            u16::from_le_bytes([*b.get(8).context("truncated")?, *b.get(9).context("truncated")?])
-                as usize,
+            u16::from_le_bytes([
+                *b.get(8).context("truncated")?,
+                *b.get(9).context("truncated")?,
+            ]) as usize,
             10,
         ),
         _ => {
@@ -88,7 +88,10 @@ pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
     } else if header.contains("'<f8'") || header.contains("\"<f8\"") {
         8
     } else {
-        bail!("{}: only little-endian float32/float64 arrays", path.display());
+        bail!(
+            "{}: only little-endian float32/float64 arrays",
+            path.display()
+        );
     };
     if header.contains("'fortran_order': True") {
         bail!("{}: Fortran-order arrays are not supported", path.display());
@@ -204,10 +207,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     let secs = t.elapsed().as_secs_f64();
     println!("spamm {what}: {m}×{k} · {k}×{n}");
-    println!(
-        "backend {} ({}), target {target:?}",
-        r.backend, r.precision
-    );
+    println!("backend {} ({}), target {target:?}", r.backend, r.precision);
     println!(
         "tau {:.4e}, valid ratio {:.4}%, bound ‖E‖F/‖C‖F ≤ {:.3e} (attempts {})",
         r.tau,
@@ -216,8 +216,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         r.attempts
     );
     if let Some(e) = r.measured_error {
-        println!("measured ‖E‖F/‖C‖F {e:.3e} ({} rows)", args.check_rows.min(m));
+        println!(
+            "measured ‖E‖F/‖C‖F {e:.3e} ({} rows)",
+            args.check_rows.min(m)
+        );
     }
-    println!("input {:.3} ms, spamm (with uploads and τ search) {:.3} ms", input_s * 1e3, secs * 1e3);
+    println!(
+        "input {:.3} ms, spamm (with uploads and τ search) {:.3} ms",
+        input_s * 1e3,
+        secs * 1e3
+    );
     Ok(())
 }
