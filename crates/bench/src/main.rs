@@ -14,6 +14,7 @@ mod matrices;
 mod plots;
 mod report;
 mod results;
+mod spamm;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -81,6 +82,16 @@ struct Args {
     /// With --compare: largest loss of one case's speedup ratio that passes.
     #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
     case_tolerance: f64,
+    /// Operation: spmm (default) or spamm (cuSpAMM vs cuBLAS; --n gives the matrix sizes,
+    /// default 4096,8192,16384; writes spamm-h200.json/.md).
+    #[arg(long, default_value = "spmm")]
+    op: String,
+    /// SpAMM C block edge (64 or 128).
+    #[arg(long, default_value_t = 64)]
+    spamm_block: usize,
+    /// SpAMM strided balance parameter s.
+    #[arg(long, default_value_t = 1)]
+    spamm_s: usize,
 }
 
 fn main() -> Result<()> {
@@ -112,6 +123,10 @@ fn main() -> Result<()> {
         return gate(&args.compare, &results::load(&args.current)?, tolerances);
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    if args.op == "spamm" {
+        return run_spamm(&args, command);
+    }
+    anyhow::ensure!(args.op == "spmm", "--op must be spmm or spamm");
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -266,6 +281,30 @@ fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -
         "regression gate failed: {}",
         c.failures().join("; ")
     );
+    Ok(())
+}
+
+/// `--op spamm`: needs a GPU.
+fn run_spamm(args: &Args, command: String) -> Result<()> {
+    let Device::Gpu(gpu) = backends::probe() else {
+        anyhow::bail!("--op spamm needs a CUDA GPU");
+    };
+    let block = match args.spamm_block {
+        64 => tcsparse::gpu::spamm::SpammBlock::B64,
+        128 => tcsparse::gpu::spamm::SpammBlock::B128,
+        b => anyhow::bail!("--spamm-block must be 64 or 128, not {b}"),
+    };
+    let sa = spamm::SpammBenchArgs {
+        sizes: args.n.clone().unwrap_or_else(|| vec![4096, 8192, 16384]),
+        iters: args.iters.clamp(1, 20),
+        warmup: args.warmup.min(3),
+        out: args.out.as_deref(),
+        only: args.only.clone(),
+        block,
+        s: args.spamm_s.max(1),
+        command,
+    };
+    spamm::run(&gpu, backends::describe(&gpu), &sa)?;
     Ok(())
 }
 

@@ -35,6 +35,8 @@ enum Command {
     Spmm(cmd::spmm::Args),
     /// Run the whole pipeline on a shipped matrix: reorder, build, plan, multiply.
     Demo(cmd::demo::Args),
+    /// Approximate dense product of decay matrices (cuSpAMM: norm-gated tile products).
+    Spamm(cmd::spamm::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +53,7 @@ fn main() -> anyhow::Result<()> {
         Command::Plan(a) => cmd::plan::run(a),
         Command::Spmm(a) => cmd::spmm::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Spamm(a) => cmd::spamm::run(a),
     }
 }
 

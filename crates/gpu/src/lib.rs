@@ -20,6 +20,7 @@ pub mod baselines;
 pub mod permute;
 pub mod schedule;
 pub mod signature;
+pub mod spamm;
 pub mod spmm;
 
 // The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
@@ -129,10 +130,12 @@ pub enum KernelModule {
     RowTileSpmm,
     /// `kernels-ptx/permute_rows.ptx`: row gather/scatter of dense operands ([`permute`]).
     Permute,
+    /// `kernels-ptx/spamm.ptx`: cuSpAMM norm maps and norm-gated dense products.
+    Spamm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 4;
+const MODULE_COUNT: usize = 5;
 
 impl KernelModule {
     /// Every module.
@@ -141,6 +144,7 @@ impl KernelModule {
         KernelModule::AccSpmm,
         KernelModule::RowTileSpmm,
         KernelModule::Permute,
+        KernelModule::Spamm,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -155,6 +159,7 @@ impl KernelModule {
             KernelModule::AccSpmm => "acc_spmm.ptx",
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
             KernelModule::Permute => "permute_rows.ptx",
+            KernelModule::Spamm => "spamm.ptx",
         }
     }
 
@@ -165,6 +170,7 @@ impl KernelModule {
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
             KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
+            KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
         }
     }
 }
@@ -320,6 +326,33 @@ impl Gpu {
                 Err(GpuError::Unavailable(m))
             }
         }
+    }
+
+    /// Number of CUDA devices (0 when there is no driver or it fails).
+    pub fn device_count() -> usize {
+        // SAFETY: only tries to dlopen libcuda by its usual names.
+        if !unsafe { sys::is_culib_present() } || cudarc::driver::result::init().is_err() {
+            return 0;
+        }
+        CudaContext::device_count().map_or(0, |c| c.max(0) as usize)
+    }
+
+    /// Device `ordinal` (its primary context) with a new stream of its own (multi-GPU work: one
+    /// `Gpu` per device).
+    pub fn open_device(ordinal: usize) -> Result<Gpu, GpuError> {
+        if ordinal >= Self::device_count() {
+            return Err(GpuError::Unavailable(format!("no CUDA device {ordinal}")));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let stream = ctx.new_stream()?;
+        Self::from_parts(ctx, stream)
+    }
+
+    /// The same device and context with a new stream (and its own module cache): work queued on
+    /// the two handles may overlap.
+    pub fn with_new_stream(&self) -> Result<Gpu, GpuError> {
+        let stream = self.inner.ctx.new_stream()?;
+        Self::from_parts(self.inner.ctx.clone(), stream)
     }
 
     /// Device facts read at creation.

@@ -2,7 +2,7 @@
 //! parameter list (count and PTX types) the launch code passes.
 
 use tcsparse_gpu::spmm::{acc, csr, row_tile};
-use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule};
+use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, spamm};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -50,6 +50,11 @@ fn permute_signature_matches_ptx() {
 #[test]
 fn row_tile_signatures_match_ptx() {
     check(row_tile::SIGNATURES);
+}
+
+#[test]
+fn spamm_signatures_match_ptx() {
+    check(spamm::SIGNATURES);
 }
 
 #[test]

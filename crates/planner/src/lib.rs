@@ -25,8 +25,8 @@ pub use choice::{KernelChoice, KernelPrediction, MatrixFeatures, Plan, plan_spmm
 pub use device::{DeviceSpec, KernelResources};
 pub use imbalance::{ImbalanceDecision, decide_imbalance, ibd};
 pub use spamm::{
-    StridedAssignment, TauResult, TauSearchOptions, split_rows_across_gpus, strided_assignment,
-    tau_search,
+    StridedAssignment, TauForError, TauResult, TauSearchOptions, skipped_bound,
+    split_rows_across_gpus, strided_assignment, tau_for_error, tau_search,
 };
 pub use wave::{VirtualPanel, WaveSplit, wave_split};
 

@@ -201,6 +201,123 @@ fn consider(best: &mut TauResult, tau: f32, r: f64, target: f64, k: u32) {
     }
 }
 
+/// Frobenius bound of what the skipped tile products can contribute at threshold τ:
+/// `sqrt(Σ_ij (Σ_{k: a_ik·b_kj < τ} a_ik·b_kj)²)` (triangle inequality per C tile, then the
+/// Frobenius sum over tiles), so ‖C − C̃‖F ≤ the bound for the SpAMM result C̃ (exact
+/// arithmetic). With τ = +∞ every product is skipped and the value bounds ‖C‖F itself.
+pub fn skipped_bound(
+    norm_a: &[f32],
+    norm_b: &[f32],
+    tiles_m: usize,
+    tiles_k: usize,
+    tiles_n: usize,
+    tau: f32,
+) -> Result<f64, PlanError> {
+    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
+    Ok(bound_unchecked(
+        norm_a, norm_b, tiles_m, tiles_k, tiles_n, tau,
+    ))
+}
+
+fn bound_unchecked(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize, tau: f32) -> f64 {
+    use rayon::prelude::*;
+    let sq: f64 = (0..tm)
+        .into_par_iter()
+        .map(|i| {
+            let mut e = vec![0f64; tn];
+            for k in 0..tk {
+                let x = a[i * tk + k];
+                if x == 0.0 {
+                    continue;
+                }
+                for (ej, &y) in e.iter_mut().zip(&b[k * tn..(k + 1) * tn]) {
+                    // Same rule as the kernels: computed iff the f32 product is ≥ τ.
+                    if x * y < tau {
+                        *ej += x as f64 * y as f64;
+                    }
+                }
+            }
+            e.iter().map(|v| v * v).sum::<f64>()
+        })
+        .sum();
+    sq.sqrt()
+}
+
+/// Result of [`tau_for_error`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TauForError {
+    /// Products with f32 norm product ≥ τ are computed.
+    pub tau: f32,
+    /// [`skipped_bound`] at `tau` (absolute, Frobenius).
+    pub bound: f64,
+    /// Valid ratio at `tau`.
+    pub valid_ratio: f64,
+}
+
+/// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
+/// [`skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
+/// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
+pub fn tau_for_error(
+    norm_a: &[f32],
+    norm_b: &[f32],
+    tiles_m: usize,
+    tiles_k: usize,
+    tiles_n: usize,
+    max_bound: f64,
+) -> Result<TauForError, PlanError> {
+    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
+    if !(max_bound.is_finite() && max_bound >= 0.0) {
+        return Err(PlanError::InvalidInput(format!(
+            "error bound {max_bound} must be finite and ≥ 0"
+        )));
+    }
+    let bound = |t: f32| bound_unchecked(norm_a, norm_b, tiles_m, tiles_k, tiles_n, t);
+    let ratio = |t: f32| Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n).ratio(t);
+    let amax = norm_a.iter().copied().fold(0f32, f32::max);
+    let bmax = norm_b.iter().copied().fold(0f32, f32::max);
+    // Above the largest product everything is skipped.
+    let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
+    if bound(top) <= max_bound {
+        return Ok(TauForError {
+            tau: top,
+            bound: bound(top),
+            valid_ratio: ratio(top),
+        });
+    }
+    // Bisection on log τ between a tiny τ (admitted or not) and `top` (not admitted).
+    let mut lo = f32::MIN_POSITIVE;
+    if bound(lo) > max_bound {
+        return Ok(TauForError {
+            tau: 0.0,
+            bound: 0.0,
+            valid_ratio: 1.0,
+        });
+    }
+    let mut hi = top;
+    let mut lo_bound = bound(lo);
+    for _ in 0..100 {
+        if hi / lo <= 1.0001 {
+            break;
+        }
+        let mid = ((lo as f64) * (hi as f64)).sqrt() as f32;
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        let bm = bound(mid);
+        if bm <= max_bound {
+            lo = mid;
+            lo_bound = bm;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(TauForError {
+        tau: lo,
+        bound: lo_bound,
+        valid_ratio: ratio(lo),
+    })
+}
+
 /// Valid products per C tile row at threshold τ (the load each row brings to the product).
 pub fn valid_per_row(
     norm_a: &[f32],
@@ -385,6 +502,68 @@ mod tests {
             vec![(0, 1), (1, 2), (2, 2)]
         );
         assert!(split_rows_across_gpus(&[1], 0).is_err());
+    }
+
+    fn lcg_maps(seed: u64, tm: usize, tk: usize, tn: usize) -> (Vec<f32>, Vec<f32>) {
+        let mut x = seed;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32).powi(3)
+        };
+        let a = (0..tm * tk).map(|_| next()).collect();
+        let b = (0..tk * tn).map(|_| next()).collect();
+        (a, b)
+    }
+
+    #[test]
+    fn skipped_bound_brute_force_and_monotone() {
+        let (tm, tk, tn) = (5, 7, 4);
+        let (a, b) = lcg_maps(7, tm, tk, tn);
+        let mut prev = 0.0;
+        for tau in [0.0f32, 1e-4, 1e-3, 1e-2, 0.1, 1.0, f32::INFINITY] {
+            let got = skipped_bound(&a, &b, tm, tk, tn, tau).unwrap();
+            let mut sq = 0f64;
+            for i in 0..tm {
+                for j in 0..tn {
+                    let e: f64 = (0..tk)
+                        .filter(|&k| a[i * tk + k] * b[k * tn + j] < tau)
+                        .map(|k| a[i * tk + k] as f64 * b[k * tn + j] as f64)
+                        .sum();
+                    sq += e * e;
+                }
+            }
+            assert!(
+                (got - sq.sqrt()).abs() <= 1e-12 * sq.sqrt().max(1.0),
+                "{tau}"
+            );
+            assert!(got >= prev, "bound must grow with τ");
+            prev = got;
+        }
+        assert_eq!(skipped_bound(&a, &b, tm, tk, tn, 0.0).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn tau_for_error_meets_the_bound_and_is_nearly_largest() {
+        let (tm, tk, tn) = (6, 6, 6);
+        let (a, b) = lcg_maps(3, tm, tk, tn);
+        let total = skipped_bound(&a, &b, tm, tk, tn, f32::INFINITY).unwrap();
+        for frac in [1e-1, 1e-2, 1e-4] {
+            let want = frac * total;
+            let r = tau_for_error(&a, &b, tm, tk, tn, want).unwrap();
+            assert!(r.bound <= want, "{frac}: {r:?}");
+            assert_eq!(r.bound, skipped_bound(&a, &b, tm, tk, tn, r.tau).unwrap());
+            // A slightly larger τ would break the bound (unless τ already skips everything).
+            if r.valid_ratio > 0.0 {
+                let over = skipped_bound(&a, &b, tm, tk, tn, r.tau * 1.001).unwrap();
+                assert!(over > want, "{frac}: τ not maximal ({over} ≤ {want})");
+            }
+        }
+        let r = tau_for_error(&a, &b, tm, tk, tn, 0.0).unwrap();
+        assert_eq!((r.bound, r.valid_ratio), (0.0, 1.0));
+        assert!(tau_for_error(&a, &b, tm, tk, tn, f64::NAN).is_err());
+        assert!(tau_for_error(&a, &b, tm, tk, tn, -1.0).is_err());
     }
 
     #[test]

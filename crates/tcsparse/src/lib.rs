@@ -28,6 +28,7 @@ mod engine;
 mod error;
 mod options;
 mod report;
+pub mod spamm;
 mod spmm;
 
 /// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers

@@ -8,4 +8,5 @@ pub mod info;
 pub mod plan;
 pub mod reorder;
 pub mod reorder_table;
+pub mod spamm;
 pub mod spmm;

@@ -1,0 +1,445 @@
+//! `tcsparse-bench --op spamm`: cuSpAMM (our norm-gated dense products) against cuBLAS SGEMM,
+//! TF32 GEMM and f16 GemmEx in the same process, on decay matrices of size N ∈ {4096, 8192,
+//! 16384}: exp(−r|i−j|) with r ∈ {0.5, 0.1, 0.02}, the paper's algebraic matrix and an
+//! exponential-decay matrix with random signs. Times are medians of CUDA-event-timed launches and
+//! include the norm maps; errors are relative Frobenius errors against f64 on sampled rows.
+//! Writes `spamm-h200.json` (cases with `op = "spamm"`) and `spamm-h200.md`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use tcsparse::formats::generate::{algebraic_decay_dense, exponential_decay_dense};
+use tcsparse::gpu::Gpu;
+use tcsparse::gpu::baselines::cublas::{Cublas, GemmPrecision};
+use tcsparse::gpu::baselines::cublas_ex::{CublasEx, GemmExInput, GemmExKind};
+use tcsparse::gpu::spamm::{
+    SpammBlock, SpammKernel, SpammOperands, SpammPrecision, SpammSchedule, TILE, TauTarget,
+    choose_tau, rel_bound, to_f16,
+};
+use tcsparse::planner::spamm::skipped_bound;
+use tcsparse::spamm::measured_error;
+
+/// One case (same keys as the SpMM bench's `Case` for the regression gate: op, matrix, n,
+/// backend, status).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpammCase {
+    /// Always "spamm".
+    pub op: String,
+    /// Matrix name (e.g. `exp-r0.1`).
+    pub matrix: String,
+    /// Matrix size N (A, B, C are N × N).
+    pub n: usize,
+    /// `cublas-sgemm`, `cublas-tf32`, `cublas-f16`, `spamm-<precision>`.
+    pub backend: String,
+    /// "ok", or "failed" when the measured error exceeds the reported bound plus the
+    /// precision's rounding.
+    pub status: String,
+    /// Median time in ms (SpAMM: norm maps + product).
+    pub ms: f64,
+    /// Norm maps alone (SpAMM only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norms_ms: Option<f64>,
+    /// Relative Frobenius error vs f64 (sampled rows).
+    pub rel_err: f64,
+    /// τ (SpAMM only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau: Option<f32>,
+    /// Valid ratio (SpAMM only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_ratio: Option<f64>,
+    /// Reported bound on ‖E‖F/‖C‖F from the skipped products (SpAMM only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_bound: Option<f64>,
+    /// How τ was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// The JSON file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SpammReportFile {
+    /// Command line.
+    pub command: String,
+    /// Device description.
+    pub device: String,
+    /// C block and balance parameter used.
+    pub config: String,
+    /// Cases.
+    pub cases: Vec<SpammCase>,
+}
+
+/// Options.
+pub struct SpammBenchArgs<'a> {
+    /// Matrix sizes.
+    pub sizes: Vec<usize>,
+    /// Timed samples.
+    pub iters: usize,
+    /// Warm-up launches.
+    pub warmup: usize,
+    /// Output folder.
+    pub out: Option<&'a Path>,
+    /// Only matrices whose name contains one of these.
+    pub only: Option<Vec<String>>,
+    /// C block.
+    pub block: SpammBlock,
+    /// Balance parameter.
+    pub s: usize,
+    /// Command line.
+    pub command: String,
+}
+
+/// exp(−rate·|i−j|) with a random sign per entry (a hash of (i, j, seed)): cancellation makes
+/// the norm bound loose, unlike the all-positive decay matrices.
+pub fn signed_exponential(n: usize, rate: f64, seed: u64) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut a = vec![0f32; n * n];
+    a.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, row)| {
+        for (j, x) in row.iter_mut().enumerate() {
+            let mut h = (i as u64) << 32 ^ j as u64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^= h >> 33;
+            let v = (-rate * (i as f64 - j as f64).abs()).exp() as f32;
+            *x = if h & 1 == 1 { -v } else { v };
+        }
+    });
+    a
+}
+
+fn matrices() -> Vec<(&'static str, TauTarget)> {
+    vec![
+        ("exp-r0.5", TauTarget::RelError(1e-5)),
+        ("exp-r0.1", TauTarget::RelError(1e-5)),
+        ("exp-r0.02", TauTarget::RelError(1e-5)),
+        ("signed-exp-r0.1", TauTarget::RelError(1e-5)),
+        ("algebraic", TauTarget::ValidRatio(0.05)),
+    ]
+}
+
+fn build(name: &str, n: usize) -> Vec<f32> {
+    match name {
+        "exp-r0.5" => exponential_decay_dense(n, 0.5),
+        "exp-r0.1" => exponential_decay_dense(n, 0.1),
+        "exp-r0.02" => exponential_decay_dense(n, 0.02),
+        "signed-exp-r0.1" => signed_exponential(n, 0.1, 7),
+        _ => algebraic_decay_dense(n),
+    }
+}
+
+/// Rounding bound of each precision (relative Frobenius, all tiles valid).
+fn precision_slack(p: SpammPrecision) -> f64 {
+    match p {
+        SpammPrecision::F32 | SpammPrecision::Tf32x3 => 1e-5,
+        SpammPrecision::Tf32 | SpammPrecision::F16 => 4e-3,
+    }
+}
+
+fn sample_rows(n: usize) -> Vec<usize> {
+    let k = 32.min(n);
+    (0..k).map(|i| i * n / k + (n / k) / 2).collect()
+}
+
+/// Runs the SpAMM bench.
+pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Vec<SpammCase>> {
+    let mut cases: Vec<SpammCase> = Vec::new();
+    let config = format!("block {:?}, s = {}", args.block, args.s);
+    let time = |f: &mut dyn FnMut() -> Result<(), tcsparse::gpu::GpuError>| -> Result<f64> {
+        Ok(gpu
+            .time_launches(args.warmup, args.iters.max(1), f)?
+            .median_ms)
+    };
+    for &n in &args.sizes {
+        for (name, target) in matrices() {
+            if let Some(o) = &args.only
+                && !o.iter().any(|s| name.contains(s.as_str()))
+            {
+                continue;
+            }
+            let t0 = Instant::now();
+            let a = build(name, n);
+            let rows = sample_rows(n);
+            let da = gpu.upload(&a)?;
+            let mut dc = gpu.alloc_zeros::<f32>(n * n)?;
+            let err = |dc: &cudarc::driver::CudaSlice<f32>| -> Result<f64> {
+                let c = gpu.download(dc)?;
+                Ok(measured_error(&a, &a, &c, n, n, &rows))
+            };
+            // Vendor baselines.
+            let mut blas = Cublas::new(gpu)?;
+            let mut ex = CublasEx::new(gpu)?;
+            let h = to_f16(gpu, &da)?;
+            for (backend, which) in [("cublas-sgemm", 0), ("cublas-tf32", 1), ("cublas-f16", 2)] {
+                let mut f = || -> Result<(), tcsparse::gpu::GpuError> {
+                    match which {
+                        0 => blas.gemm_row_major(
+                            GemmPrecision::F32,
+                            n,
+                            n,
+                            n,
+                            1.0,
+                            &da,
+                            &da,
+                            0.0,
+                            &mut dc,
+                        ),
+                        1 => blas.gemm_row_major(
+                            GemmPrecision::Tf32,
+                            n,
+                            n,
+                            n,
+                            1.0,
+                            &da,
+                            &da,
+                            0.0,
+                            &mut dc,
+                        ),
+                        _ => ex.gemm_row_major(
+                            GemmExKind::F16,
+                            n,
+                            n,
+                            n,
+                            GemmExInput::F16(&h, &h),
+                            &mut dc,
+                        ),
+                    }
+                };
+                let ms = time(&mut f)?;
+                f()?;
+                let rel_err = err(&dc)?;
+                cases.push(SpammCase {
+                    op: "spamm".into(),
+                    matrix: name.into(),
+                    n,
+                    backend: backend.into(),
+                    status: "ok".into(),
+                    ms,
+                    norms_ms: None,
+                    rel_err,
+                    tau: None,
+                    valid_ratio: None,
+                    rel_bound: None,
+                    target: None,
+                });
+            }
+            drop(h);
+            for p in SpammPrecision::ALL {
+                let mut ops = SpammOperands::from_device(gpu, da.clone(), da.clone(), n, n, n, p)?;
+                let (na, nb) = ops.norms_host()?;
+                let t = n.div_ceil(TILE);
+                let c_est = skipped_bound(&na, &nb, t, t, t, f32::INFINITY)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let kern = SpammKernel::new(gpu, n, n, p, args.block, args.s)?;
+                let mut st = gpu.alloc_zeros::<u64>(1)?;
+                // τ for the target; an error target is re-checked against the result's norm
+                // and tightened (as tcsparse::spamm does).
+                let mut c_norm = c_est;
+                let (mut tau, mut bound, mut valid, mut sched);
+                let mut attempts = 0;
+                loop {
+                    attempts += 1;
+                    tau = choose_tau(&na, &nb, (t, t, t), target, c_norm)?;
+                    sched = SpammSchedule::new(gpu, &na, &nb, (t, t, t), args.block, tau)?;
+                    gpu.stream().memset_zeros(&mut st)?;
+                    kern.run(&ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
+                    valid = gpu.download(&st)?[0];
+                    let c = gpu.download(&dc)?;
+                    let norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+                    let abs = skipped_bound(&na, &nb, t, t, t, tau)
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    bound = rel_bound(abs, norm);
+                    match target {
+                        TauTarget::RelError(r) if bound > r && attempts < 4 && tau > 0.0 => {
+                            c_norm = norm.min(c_norm) * if attempts > 1 { 0.5 } else { 1.0 };
+                        }
+                        _ => break,
+                    }
+                }
+                let rel_err = err(&dc)?;
+                let norms_ms = time(&mut || ops.compute_norms())?;
+                let ms = time(&mut || {
+                    ops.compute_norms()?;
+                    kern.run(&ops, &sched, 1.0, 0.0, &mut dc, None)
+                })?;
+                let ok = rel_err <= bound + precision_slack(p);
+                cases.push(SpammCase {
+                    op: "spamm".into(),
+                    matrix: name.into(),
+                    n,
+                    backend: format!("spamm-{}", p.name()),
+                    status: if ok { "ok" } else { "failed" }.into(),
+                    ms,
+                    norms_ms: Some(norms_ms),
+                    rel_err,
+                    tau: Some(tau),
+                    valid_ratio: Some(valid as f64 / (t * t * t) as f64),
+                    rel_bound: Some(bound),
+                    target: Some(format!("{target:?}")),
+                });
+            }
+            eprintln!("{name} N={n}: {:.1?}", t0.elapsed());
+            if let Some(out) = args.out {
+                write(
+                    out,
+                    &SpammReportFile {
+                        command: args.command.clone(),
+                        device: format!("{device} (partial)"),
+                        config: config.clone(),
+                        cases: cases.clone(),
+                    },
+                )?;
+            }
+        }
+    }
+    let file = SpammReportFile {
+        command: args.command.clone(),
+        device,
+        config,
+        cases: cases.clone(),
+    };
+    print!("{}", markdown(&file));
+    if let Some(out) = args.out {
+        write(out, &file)?;
+    }
+    Ok(cases)
+}
+
+fn write(out: &Path, f: &SpammReportFile) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(
+        out.join("spamm-h200.json"),
+        serde_json::to_string_pretty(f)?,
+    )?;
+    std::fs::write(out.join("spamm-h200.md"), markdown(f))?;
+    Ok(())
+}
+
+/// Speedup of the fastest SpAMM case of (matrix, n) with rel_err ≤ `max_err` over `vendor`.
+pub fn headline(
+    cases: &[SpammCase],
+    matrix: &str,
+    n: usize,
+    vendor: &str,
+    max_err: f64,
+) -> Option<f64> {
+    let v = cases
+        .iter()
+        .find(|c| c.matrix == matrix && c.n == n && c.backend == vendor)?;
+    let best = cases
+        .iter()
+        .filter(|c| {
+            c.matrix == matrix
+                && c.n == n
+                && c.backend.starts_with("spamm-")
+                && c.status == "ok"
+                && c.rel_err <= max_err
+        })
+        .map(|c| c.ms)
+        .fold(f64::INFINITY, f64::min);
+    best.is_finite().then(|| v.ms / best)
+}
+
+/// The Markdown report.
+pub fn markdown(f: &SpammReportFile) -> String {
+    let mut s = String::new();
+    s.push_str("# SpAMM on the H200: tcsparse cuSpAMM vs cuBLAS\n\n");
+    s.push_str(&format!(
+        "Device: {}\n\nCommand: `{}`\n\nConfig: {}\n\n",
+        f.device, f.command, f.config
+    ));
+    let line = |vendor: &str, label: &str| match headline(&f.cases, "exp-r0.1", 16384, vendor, 1e-5)
+    {
+        Some(x) => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): {x:.2}×\n\n"),
+        None => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): n/a (not measured)\n\n"),
+    };
+    s.push_str(&line("cublas-sgemm", "vs SGEMM"));
+    s.push_str(&line("cublas-tf32", "vs TF32 GEMM"));
+    s.push_str(
+        "Times: median ms (CUDA events); SpAMM times include both norm maps. rel err: ‖C − C̃‖F/‖C‖F \
+against f64 on 32 sampled rows. bound: the reported bound from the skipped norm products.\n\n",
+    );
+    s.push_str("| matrix | N | backend | ms | norms ms | vs SGEMM | vs TF32 | vs f16 | rel err | bound | valid % | τ | status |\n");
+    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for c in &f.cases {
+        let v = |b: &str| {
+            f.cases
+                .iter()
+                .find(|x| x.matrix == c.matrix && x.n == c.n && x.backend == b)
+                .map(|x| format!("{:.2}×", x.ms / c.ms))
+                .unwrap_or_else(|| "–".into())
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.2e} | {} | {} | {} | {} |\n",
+            c.matrix,
+            c.n,
+            c.backend,
+            c.ms,
+            c.norms_ms.map_or("–".into(), |x| format!("{x:.3}")),
+            v("cublas-sgemm"),
+            v("cublas-tf32"),
+            v("cublas-f16"),
+            c.rel_err,
+            c.rel_bound.map_or("–".into(), |x| format!("{x:.1e}")),
+            c.valid_ratio
+                .map_or("–".into(), |x| format!("{:.3}", 100.0 * x)),
+            c.tau.map_or("–".into(), |x| format!("{x:.2e}")),
+            c.status
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(backend: &str, ms: f64, err: f64) -> SpammCase {
+        SpammCase {
+            op: "spamm".into(),
+            matrix: "exp-r0.1".into(),
+            n: 16384,
+            backend: backend.into(),
+            status: "ok".into(),
+            ms,
+            norms_ms: None,
+            rel_err: err,
+            tau: None,
+            valid_ratio: None,
+            rel_bound: None,
+            target: None,
+        }
+    }
+
+    #[test]
+    fn headline_takes_the_fastest_accurate_enough() {
+        let cases = vec![
+            case("cublas-sgemm", 100.0, 1e-6),
+            case("spamm-tf32", 0.5, 3e-4),
+            case("spamm-3xtf32", 1.0, 2e-6),
+            case("spamm-f32", 2.0, 1e-6),
+        ];
+        assert_eq!(
+            headline(&cases, "exp-r0.1", 16384, "cublas-sgemm", 1e-5),
+            Some(100.0)
+        );
+        assert_eq!(
+            headline(&cases, "exp-r0.1", 8192, "cublas-sgemm", 1e-5),
+            None
+        );
+        let md = markdown(&SpammReportFile {
+            command: "x".into(),
+            device: "d".into(),
+            config: "c".into(),
+            cases,
+        });
+        assert!(md.contains("vs SGEMM at relerr ≤ 1e-5 (exp r=0.1, N=16384): 100.00×"));
+    }
+
+    #[test]
+    fn signed_matrix_has_both_signs_and_decays() {
+        let a = signed_exponential(64, 0.1, 1);
+        assert!(a.iter().any(|&x| x < 0.0) && a.iter().any(|&x| x > 0.0));
+        assert_eq!(a[0].abs(), 1.0);
+        assert!((a[10].abs() - (-1.0f64).exp() as f32).abs() < 1e-6);
+    }
+}

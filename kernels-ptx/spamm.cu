@@ -1,0 +1,550 @@
+// cuSpAMM on the GPU: norm maps and norm-gated dense products C = alpha * A~B + beta * C, where A~B
+// keeps only the 32x32 tile products A(i,k) * B(k,j) with normA(i,k) * normB(k,j) >= tau (the same
+// rule as formats::normmap::spamm_cpu and planner::spamm: products of f32 norms, >= everywhere).
+//
+// Matrices are dense row-major: A m x k (leading dimension lda), B k x n (ldb), C m x n (ldc).
+// Norm tiles are 32 x 32 (LoNum = 32); edge tiles are partial. beta == 0 never reads C.
+//
+// Norm kernels (spamm_norms_f32 / _f16): one warp per 32x32 tile, lane L sums the squares of column
+// L of the tile over its 32 rows in f32 (f16 inputs are converted to f32 before squaring: no
+// overflow above |a| = 256), then a shuffle reduction. Block (32, 8): 8 tiles of one tile row, so
+// each row of the block reads 1 KiB contiguous. Output is the tile_rows x tile_cols map, row-major,
+// or its transpose (flag 1): the product kernels read B's map transposed so that the k's of one
+// tile column are contiguous.
+//
+// Product kernels (spamm_mm_<prec>_b<64|128>): a thread block owns C blocks of BT x BT norm tiles
+// (BT = 2: 64 x 64, 4 warps; BT = 4: 128 x 128, 16 warps); warp w owns the 32 x 32 tile
+// (w / BT, w % BT) of the block. The blocks a thread block handles come from the strided assignment
+// of planner::spamm (offsets / ids), so the heavy blocks near the diagonal of a decay matrix are
+// spread over all thread blocks (balance parameter s). For each C block the k tiles are scanned in
+// chunks of CHUNK: every thread tests BT*BT norm products of one k, the k's with any valid product
+// are compacted (in ascending k, so sums are deterministic) into a shared list with the BT*BT-bit
+// mask of valid sub-products. The list is walked with a two-stage cp.async pipeline (A's BT*32 x 32
+// and B's 32 x BT*32 panels); warp w multiplies only when its bit is set, so exactly the products
+// the rule admits are computed. Chunking makes any K work (no fixed-size list: the released code
+// miscounted above K = 12288). Every C tile is written, also those with no valid product.
+//
+// Precisions: F32 (CUDA-core FMA, lane = column), TF32 (mma.m16n8k8, operands rounded with
+// cvt.rna), 3xTF32 (a = a_hi + a_lo, a_hi*b_hi + a_hi*b_lo + a_lo*b_hi: f32-level accuracy on
+// tensor cores), F16 (mma.m16n8k16, f16 operands, f32 accumulation). Optional valid counter: one
+// atomicAdd per C block of the number of computed 32x32x32 tile products.
+
+typedef unsigned int u32;
+typedef unsigned short f16;  // IEEE half, as raw bits (NVRTC here has no cuda_fp16.h)
+typedef unsigned long long u64;
+
+#define TILE 32
+#define CHUNK 512
+
+// ---------------------------------------------------------------------------------------------
+// Norm maps.
+
+template <typename T>
+__device__ __forceinline__ float to_f32(T x);
+template <>
+__device__ __forceinline__ float to_f32<float>(float x) {
+    return x;
+}
+template <>
+__device__ __forceinline__ float to_f32<f16>(f16 x) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+}
+
+template <typename T>
+__device__ __forceinline__ void norms(const T* __restrict__ a, u32 rows, u32 cols, u64 ld,
+                                      float* __restrict__ out, u32 transpose) {
+    const u32 tr = (rows + TILE - 1) / TILE, tc = (cols + TILE - 1) / TILE;
+    const u32 lane = threadIdx.x;
+    const u32 tj = blockIdx.x * blockDim.y + threadIdx.y;
+    for (u32 ti = blockIdx.y; ti < tr; ti += gridDim.y) {
+        if (tj >= tc) return;
+        const u32 col = tj * TILE + lane;
+        const u32 r0 = ti * TILE;
+        float s = 0.0f;
+        if (col < cols) {
+            const T* p = a + (u64)r0 * ld + col;
+            const u32 nr = min(TILE, rows - r0);
+            if (nr == TILE) {
+#pragma unroll
+                for (int r = 0; r < TILE; ++r) {
+                    const float v = to_f32<T>(p[(u64)r * ld]);
+                    s = fmaf(v, v, s);
+                }
+            } else {
+                for (u32 r = 0; r < nr; ++r) {
+                    const float v = to_f32<T>(p[(u64)r * ld]);
+                    s = fmaf(v, v, s);
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) out[transpose ? (u64)tj * tr + ti : (u64)ti * tc + tj] = sqrtf(s);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) spamm_norms_f32(const float* __restrict__ a,
+                                                                   u32 rows, u32 cols, u64 ld,
+                                                                   float* __restrict__ out,
+                                                                   u32 transpose) {
+    norms<float>(a, rows, cols, ld, out, transpose);
+}
+
+extern "C" __global__ void __launch_bounds__(256) spamm_norms_f16(const f16* __restrict__ a,
+                                                                   u32 rows, u32 cols, u64 ld,
+                                                                   float* __restrict__ out,
+                                                                   u32 transpose) {
+    norms<f16>(a, rows, cols, ld, out, transpose);
+}
+
+// f32 -> f16 (round to nearest; beyond 65504 gives inf, as __float2half does).
+extern "C" __global__ void spamm_f32_to_f16(const float* __restrict__ x, f16* __restrict__ y,
+                                            u64 len) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+         i += (u64)gridDim.x * blockDim.x) {
+        f16 h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x[i]));
+        y[i] = h;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Primitives.
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+// 4 bytes, zero-filled when !in (nothing is read then).
+__device__ __forceinline__ void cp_async_4z(void* smem, const void* gmem, bool in) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)),
+                 "l"(gmem), "r"(in ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_0() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ u32 tf32(float x) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Product kernels.
+
+enum Prec { P_F32 = 0, P_TF32 = 1, P_3XTF32 = 2, P_F16 = 3 };
+
+template <int P>
+struct Elem {
+    typedef float T;
+};
+template <>
+struct Elem<P_F16> {
+    typedef f16 T;
+};
+
+// Shared layout of one pipeline stage: A panel (BT*32) x 32 with row pitch APITCH elements, B panel
+// 32 x (BT*32) with pitch BPITCH. Pads keep the fragment reads free of bank conflicts and every
+// row 16-byte aligned for cp.async.
+template <int BT, int P>
+struct Layout {
+    typedef typename Elem<P>::T T;
+    static const int EPC = 16 / sizeof(T);  // elements per 16-byte chunk
+    static const int APITCH = TILE + (P == P_F16 ? 8 : 4);
+    static const int BPITCH = BT * TILE + (P == P_F16 ? 8 : 8);
+    static const int A_ELEMS = BT * TILE * APITCH;
+    static const int B_ELEMS = TILE * BPITCH;
+    static const int STAGE_BYTES = (A_ELEMS + B_ELEMS) * (int)sizeof(T);
+    static const int LIST_OFF = 2 * STAGE_BYTES;
+    static const int SMEM_BYTES = LIST_OFF + 2 * CHUNK * 4 + 32 * 4;
+};
+
+struct Params {
+    const void* a;
+    u64 lda;
+    const void* b;
+    u64 ldb;
+    float* c;
+    u64 ldc;
+    u32 m, n, k;
+    const float* na;   // tm x tk
+    const float* nbt;  // tn x tk (B's map transposed)
+    float tau, alpha, beta;
+    const u32* assign_off;
+    const u32* assign_ids;
+    const u32* cand_off;  // per block row: candidate k tiles cand_k[cand_off[bi] .. cand_off[bi+1])
+    const u32* cand_k;
+    u32 flags;  // bits 0, 1, 2: rows of A, B, C 16-byte aligned
+    u64* valid;  // may be null
+};
+
+// Issues the cp.async copies of k tile kt (A's columns / B's rows kt*32 ..) for the C block at
+// tile (bi, bj) into stage buffers sa, sb.
+template <int BT, int P>
+__device__ __forceinline__ void load_stage(const Params& p, u32 row0, u32 col0, u32 kt,
+                                           typename Elem<P>::T* sa, typename Elem<P>::T* sb) {
+    typedef Layout<BT, P> L;
+    typedef typename Elem<P>::T T;
+    const int NT = 32 * BT * BT;
+    const T* A = (const T*)p.a;
+    const T* B = (const T*)p.b;
+    const u32 k0 = kt * TILE;
+    // A panel: BT*32 rows x 32 cols = BT*32 * (32/EPC) chunks.
+    const int ACH = TILE / L::EPC;
+    for (int c = threadIdx.x; c < BT * TILE * ACH; c += NT) {
+        const int r = c / ACH, cc = (c % ACH) * L::EPC;
+        const u32 gr = row0 + r, gc = k0 + cc;
+        T* dst = sa + r * L::APITCH + cc;
+        const T* src = A + (u64)gr * p.lda + gc;
+        if ((p.flags & 1) && gr < p.m && gc + L::EPC <= p.k) {
+            cp_async_16(dst, src);
+        } else if (P != P_F16) {
+#pragma unroll
+            for (int e = 0; e < L::EPC; ++e) {
+                const bool in = gr < p.m && gc + e < p.k;
+                cp_async_4z(dst + e, in ? (const void*)(src + e) : p.a, in);
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < L::EPC; ++e) {
+                const bool in = gr < p.m && gc + e < p.k;
+                dst[e] = in ? src[e] : (T)0;
+            }
+        }
+    }
+    // B panel: 32 rows x BT*32 cols.
+    const int BCH = BT * TILE / L::EPC;
+    for (int c = threadIdx.x; c < TILE * BCH; c += NT) {
+        const int r = c / BCH, cc = (c % BCH) * L::EPC;
+        const u32 gr = k0 + r, gc = col0 + cc;
+        T* dst = sb + r * L::BPITCH + cc;
+        const T* src = B + (u64)gr * p.ldb + gc;
+        if ((p.flags & 2) && gr < p.k && gc + L::EPC <= p.n) {
+            cp_async_16(dst, src);
+        } else if (P != P_F16) {
+#pragma unroll
+            for (int e = 0; e < L::EPC; ++e) {
+                const bool in = gr < p.k && gc + e < p.n;
+                cp_async_4z(dst + e, in ? (const void*)(src + e) : p.b, in);
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < L::EPC; ++e) {
+                const bool in = gr < p.k && gc + e < p.n;
+                dst[e] = in ? src[e] : (T)0;
+            }
+        }
+    }
+}
+
+// Warp's 32x32 += A(32x32) * B(32x32) from the stage buffers; ar, bc: the warp's offsets.
+// acc[mt][nt][4] in the m16n8 accumulator layout (F32 path: acc viewed as 32 rows of column lane).
+template <int BT, int P>
+__device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename Elem<P>::T* sa,
+                                         const typename Elem<P>::T* sb, int ar, int bc) {
+    typedef Layout<BT, P> L;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (P == P_F32) {
+        const float* A = (const float*)sa + ar * L::APITCH;
+        const float* B = (const float*)sb + bc + lane;
+        float* x = &acc[0][0][0];
+#pragma unroll 2
+        for (int kk = 0; kk < TILE; kk += 4) {
+            const float b0 = B[(kk + 0) * L::BPITCH], b1 = B[(kk + 1) * L::BPITCH];
+            const float b2 = B[(kk + 2) * L::BPITCH], b3 = B[(kk + 3) * L::BPITCH];
+#pragma unroll
+            for (int r = 0; r < 32; ++r) {
+                const float4 a4 = *reinterpret_cast<const float4*>(A + r * L::APITCH + kk);
+                float v = x[r];
+                v = fmaf(a4.x, b0, v);
+                v = fmaf(a4.y, b1, v);
+                v = fmaf(a4.z, b2, v);
+                v = fmaf(a4.w, b3, v);
+                x[r] = v;
+            }
+        }
+    } else if (P == P_TF32 || P == P_3XTF32) {
+        const float* A = (const float*)sa + ar * L::APITCH;
+        const float* B = (const float*)sb + bc;
+        // The tensor cores' f32 accumulation truncates: accumulate one k tile (4 steps) apart
+        // and add it with a rounded f32 add, so the bias does not grow with K.
+        float t4[2][4][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < TILE; kk += 8) {
+            u32 ah[2][4], bh[4][2];
+            u32 al[2][4], bl[4][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                const float* q = A + (mt * 16 + g) * L::APITCH + kk + t;
+                const float v[4] = {q[0], q[8 * L::APITCH], q[4], q[8 * L::APITCH + 4]};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    ah[mt][e] = tf32(v[e]);
+                    if (P == P_3XTF32) al[mt][e] = tf32(v[e] - __uint_as_float(ah[mt][e]));
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const float* q = B + (kk + t) * L::BPITCH + nt * 8 + g;
+                const float v[2] = {q[0], q[4 * L::BPITCH]};
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    bh[nt][e] = tf32(v[e]);
+                    if (P == P_3XTF32) bl[nt][e] = tf32(v[e] - __uint_as_float(bh[nt][e]));
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    if (P == P_3XTF32) {
+                        mma_tf32(t4[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
+                        mma_tf32(t4[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
+                    }
+                    mma_tf32(t4[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
+                }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
+    } else {  // F16
+        const f16* A = (const f16*)sa + ar * L::APITCH;
+        const f16* B = (const f16*)sb + bc;
+        float t4[2][4][4];  // one k tile apart, as above
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < TILE; kk += 16) {
+            u32 a[2][4], b[4][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt) {
+                const f16* q = A + (mt * 16 + g) * L::APITCH + kk + 2 * t;
+                a[mt][0] = *reinterpret_cast<const u32*>(q);
+                a[mt][1] = *reinterpret_cast<const u32*>(q + 8 * L::APITCH);
+                a[mt][2] = *reinterpret_cast<const u32*>(q + 8);
+                a[mt][3] = *reinterpret_cast<const u32*>(q + 8 * L::APITCH + 8);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const f16* q = B + (kk + 2 * t) * L::BPITCH + nt * 8 + g;
+                b[nt][0] = (u32)q[0] | ((u32)q[L::BPITCH] << 16);
+                b[nt][1] = (u32)q[8 * L::BPITCH] | ((u32)q[9 * L::BPITCH] << 16);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) mma_f16(t4[mt][nt], a[mt], b[nt][0], b[nt][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
+    }
+}
+
+__device__ __forceinline__ float axpby(float alpha, float acc, float beta, const float* c) {
+    return beta == 0.0f ? alpha * acc : fmaf(beta, *c, alpha * acc);
+}
+
+// Writes the warp's 32x32 tile at (r0, c0) of C. A tile with no valid product and beta == 0 is
+// all zeros: written with 16-byte stores, 4 full 128-byte rows per instruction (most of C at low
+// valid ratios, so the product runs at C's write bandwidth).
+template <int P>
+__device__ __forceinline__ void store_tile(const Params& p, const float (&acc)[2][4][4], u32 r0,
+                                           u32 c0, bool empty) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    if (empty && p.beta == 0.0f && (p.flags & 4) && r0 + 32 <= p.m && c0 + 32 <= p.n) {
+        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int r = lane >> 3; r < 32; r += 4)
+            *reinterpret_cast<float4*>(p.c + (u64)(r0 + r) * p.ldc + c0 + 4 * (lane & 7)) = z;
+        return;
+    }
+    if (P == P_F32) {
+        const float* x = &acc[0][0][0];
+        const u32 col = c0 + lane;
+        if (col >= p.n) return;
+#pragma unroll
+        for (int r = 0; r < 32; ++r) {
+            const u32 row = r0 + r;
+            if (row >= p.m) continue;
+            float* q = p.c + (u64)row * p.ldc + col;
+            *q = axpby(p.alpha, x[r], p.beta, q);
+        }
+        return;
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const u32 row = r0 + mt * 16 + g + 8 * h;
+            if (row >= p.m) continue;
+            float* crow = p.c + (u64)row * p.ldc;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const u32 col = c0 + nt * 8 + 2 * t;
+                const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
+                if (col < p.n) crow[col] = axpby(p.alpha, v0, p.beta, crow + col);
+                if (col + 1 < p.n) crow[col + 1] = axpby(p.alpha, v1, p.beta, crow + col + 1);
+            }
+        }
+}
+
+template <int BT, int P>
+__device__ __forceinline__ void spamm_mm(const Params& p) {
+    typedef Layout<BT, P> L;
+    typedef typename Elem<P>::T T;
+    const int NT = 32 * BT * BT;
+    extern __shared__ __align__(16) unsigned char smem[];
+    // Stage buffers: A of stage s at smem + s * STAGE_BYTES, B right after it.
+#define SA(s) ((T*)(smem + (s) * L::STAGE_BYTES))
+#define SB(s) (SA(s) + L::A_ELEMS)
+    u32* list_k = (u32*)(smem + L::LIST_OFF);  // k tile of each list entry
+    u32* list_m = list_k + CHUNK;               // its BT*BT-bit mask of valid sub-products
+    u32* wcnt = list_m + CHUNK;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int wa = warp / BT, wb = warp % BT;
+    const u32 tm = (p.m + TILE - 1) / TILE, tn = (p.n + TILE - 1) / TILE, tk = (p.k + TILE - 1) / TILE;
+    const u32 bn = (tn + BT - 1) / BT;
+
+    for (u32 e = p.assign_off[blockIdx.x]; e < p.assign_off[blockIdx.x + 1]; ++e) {
+        const u32 id = p.assign_ids[e];
+        const u32 bi = id / bn, bj = id % bn;
+        const u32 ti0 = bi * BT, tj0 = bj * BT;
+        float acc[2][4][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+        u32 computed = 0;  // valid products this warp computed (lane 0's count is used)
+
+        // Candidate k tiles of this block row (a superset of the valid ones, built on the host
+        // from the row maxima of the norm maps; all k tiles when tau = 0).
+        const u32 c0 = p.cand_off[bi], nc = p.cand_off[bi + 1] - c0;
+        for (u32 kc = 0; kc < nc; kc += CHUNK) {
+            // Compaction of this chunk's k tiles with any valid sub-product.
+            u32 base = 0;
+            for (u32 r = 0; r < CHUNK && kc + r < nc; r += NT) {
+                const u32 idx = kc + r + threadIdx.x;
+                u32 mask = 0, kt = 0;
+                if (idx < nc) {
+                    kt = p.cand_k[c0 + idx];
+#pragma unroll
+                    for (int a = 0; a < BT; ++a) {
+                        const u32 ti = ti0 + a;
+                        const float x = ti < tm ? __ldg(p.na + (u64)ti * tk + kt) : 0.0f;
+#pragma unroll
+                        for (int b = 0; b < BT; ++b) {
+                            const u32 tj = tj0 + b;
+                            const float y = tj < tn ? __ldg(p.nbt + (u64)tj * tk + kt) : 0.0f;
+                            if (ti < tm && tj < tn && x * y >= p.tau) mask |= 1u << (a * BT + b);
+                        }
+                    }
+                }
+                const u32 bal = __ballot_sync(0xffffffffu, mask != 0);
+                if (lane == 0) wcnt[warp] = __popc(bal);
+                __syncthreads();
+                u32 off = base, total = 0;
+                for (int w = 0; w < NT / 32; ++w) {
+                    const u32 c = wcnt[w];
+                    if (w < warp) off += c;
+                    total += c;
+                }
+                if (mask) {
+                    const u32 pos = off + __popc(bal & ((1u << lane) - 1));
+                    list_k[pos] = kt;
+                    list_m[pos] = mask;
+                }
+                base += total;
+                __syncthreads();
+            }
+            const u32 cnt = base;
+            if (cnt == 0) continue;
+            const u32 row0 = ti0 * TILE, col0 = tj0 * TILE;
+            load_stage<BT, P>(p, row0, col0, list_k[0], SA(0), SB(0));
+            cp_async_commit();
+            for (u32 i = 0; i < cnt; ++i) {
+                const u32 cur = i & 1;
+                if (i + 1 < cnt) {
+                    load_stage<BT, P>(p, row0, col0, list_k[i + 1], SA(cur ^ 1), SB(cur ^ 1));
+                    cp_async_commit();
+                    cp_async_wait_1();
+                } else {
+                    cp_async_wait_0();
+                }
+                __syncthreads();
+                const u32 mask = list_m[i];
+                if ((mask >> warp) & 1) {
+                    warp_mma<BT, P>(acc, SA(cur), SB(cur), wa * TILE, wb * TILE);
+                    ++computed;
+                }
+                __syncthreads();
+            }
+        }
+        store_tile<P>(p, acc, (ti0 + wa) * TILE, (tj0 + wb) * TILE, computed == 0);
+        if (p.valid != nullptr && lane == 0 && computed != 0)
+            atomicAdd(p.valid, (u64)computed);
+    }
+#undef SA
+#undef SB
+}
+
+#define SPAMM_ENTRY(NAME, BT, P)                                                                   \
+    extern "C" __global__ void __launch_bounds__(32 * BT * BT, 1) NAME(                                     \
+        const void* a, u64 lda, const void* b, u64 ldb, float* c, u64 ldc, u32 m, u32 n, u32 k,    \
+        const float* na, const float* nbt, float tau, float alpha, float beta,                     \
+        const u32* assign_off, const u32* assign_ids, const u32* cand_off, const u32* cand_k,      \
+        u32 flags, u64* valid) {                                                                   \
+        Params p = {a,   lda,   b,    ldb,        c,          ldc,      m,      n,     k,  na,     \
+                    nbt, tau,   alpha, beta,      assign_off, assign_ids, cand_off, cand_k, flags, \
+                    valid};                                                                        \
+        spamm_mm<BT, P>(p);                                                                        \
+    }
+
+SPAMM_ENTRY(spamm_mm_f32_b64, 2, P_F32)
+SPAMM_ENTRY(spamm_mm_tf32_b64, 2, P_TF32)
+SPAMM_ENTRY(spamm_mm_3xtf32_b64, 2, P_3XTF32)
+SPAMM_ENTRY(spamm_mm_f16_b64, 2, P_F16)
+SPAMM_ENTRY(spamm_mm_f32_b128, 4, P_F32)
+SPAMM_ENTRY(spamm_mm_tf32_b128, 4, P_TF32)
+SPAMM_ENTRY(spamm_mm_3xtf32_b128, 4, P_3XTF32)
+SPAMM_ENTRY(spamm_mm_f16_b128, 4, P_F16)
