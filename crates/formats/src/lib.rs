@@ -12,6 +12,7 @@
 //! The common matrix type is [`Csr`]: `sprs::CsMatI<f32, u32>` with sorted, duplicate-free rows.
 
 pub mod bitbsr;
+pub mod bitbsr_device;
 pub mod bittcf;
 pub mod cache;
 pub mod csr;
