@@ -19,6 +19,7 @@ pub mod baselines;
 pub mod schedule;
 pub mod signature;
 pub mod spmm;
+pub mod spmv;
 
 // The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
 // release so that code written against them still builds.
@@ -125,10 +126,12 @@ pub enum KernelModule {
     AccSpmm,
     /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
     RowTileSpmm,
+    /// `kernels-ptx/spmv.ptx`: bitBSR SpMV (Spaden, tensor cores).
+    Spmv,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 3;
+const MODULE_COUNT: usize = 4;
 
 impl KernelModule {
     /// Every module.
@@ -136,6 +139,7 @@ impl KernelModule {
         KernelModule::CsrSpmm,
         KernelModule::AccSpmm,
         KernelModule::RowTileSpmm,
+        KernelModule::Spmv,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -149,6 +153,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => "csr_spmm.ptx",
             KernelModule::AccSpmm => "acc_spmm.ptx",
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
+            KernelModule::Spmv => "spmv.ptx",
         }
     }
 
@@ -158,6 +163,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! parameter list (count and PTX types) the launch code passes.
 
 use tcsparse_gpu::spmm::{acc, csr, row_tile};
-use tcsparse_gpu::{KernelModule, KernelSignature, schedule};
+use tcsparse_gpu::{KernelModule, KernelSignature, schedule, spmv};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -45,6 +45,11 @@ fn acc_spmm_signatures_match_ptx() {
 #[test]
 fn row_tile_signatures_match_ptx() {
     check(row_tile::SIGNATURES);
+}
+
+#[test]
+fn spmv_signatures_match_ptx() {
+    check(spmv::SIGNATURES);
 }
 
 #[test]
