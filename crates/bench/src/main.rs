@@ -10,6 +10,7 @@
 mod backends;
 mod matrices;
 mod report;
+mod spmv;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -58,6 +59,13 @@ struct Args {
     /// one report written to --out.
     #[arg(long, num_args = 1.., value_name = "BENCH_JSON")]
     merge: Vec<PathBuf>,
+    /// Operation: `spmm` (default) or `spmv` (bitBSR SpMV vs cuSPARSE CSR SpMV; writes
+    /// spmv-h200.json and spmv-h200.md; --rhs picks the right-hand-side counts).
+    #[arg(long, default_value = "spmm")]
+    op: String,
+    /// SpMV right-hand sides per case (default 1,8).
+    #[arg(long, value_delimiter = ',')]
+    rhs: Option<Vec<usize>>,
 }
 
 fn main() -> Result<()> {
@@ -95,6 +103,10 @@ fn main() -> Result<()> {
     };
 
     let device = backends::probe();
+    if args.op == "spmv" {
+        return run_spmv(&args, &device, &command, &keep);
+    }
+    anyhow::ensure!(args.op == "spmm", "--op must be spmm or spmv");
     let mut cases = Vec::new();
     let device_line = match &device {
         Device::Gpu(gpu) => {
@@ -189,6 +201,45 @@ fn main() -> Result<()> {
         eprintln!("wrote {}/bench.json and spmm-h200.md", out.display());
     }
     Ok(())
+}
+
+/// `--op spmv`: shared datasets + the large generated SpMV set, n ∈ --rhs (default 1, 8).
+fn run_spmv(
+    args: &Args,
+    device: &Device,
+    command: &str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let Device::Gpu(gpu) = device else {
+        anyhow::bail!("--op spmv needs a GPU (the CPU path is `tcsparse spmv FILE`)");
+    };
+    let d = backends::describe(gpu);
+    eprintln!("device: {d}");
+    let ns = args.rhs.clone().unwrap_or_else(|| vec![1, 8]);
+    anyhow::ensure!(
+        ns.iter().all(|&n| (1..=8).contains(&n)),
+        "--rhs takes 1..=8"
+    );
+    let mut mats = Vec::new();
+    if let Some(dir) = matrices::shared_dir(args.datasets.as_deref()).filter(|d| d.is_dir()) {
+        let quick = ["cora", "bcsstk17"];
+        let files: Vec<_> = matrices::list_mtx(&dir, args.quick.then_some(&quick[..]))?
+            .into_iter()
+            .filter(|(n, _)| keep(n.as_str()))
+            .collect();
+        mats.extend(matrices::read_all(&files, Group::Shared)?);
+    }
+    if !args.no_generated {
+        let specs: Vec<_> = spmv::generated_specs()
+            .into_iter()
+            .filter(|(n, _)| keep(n.as_str()))
+            .take(if args.quick { 1 } else { usize::MAX })
+            .collect();
+        let t = Instant::now();
+        mats.extend(matrices::generate(&specs)?);
+        eprintln!("generated {} matrices in {:.1?}", specs.len(), t.elapsed());
+    }
+    spmv::run(gpu, &d, command, &mats, &ns, args.out.as_deref())
 }
 
 /// Merges reports of the same device: cases concatenated, commands joined with `; `.
