@@ -35,8 +35,11 @@
 // accumulates directly.
 //
 // Pipeline: each half keeps a window of 32 tile records in registers (lane i holds tile base + i,
-// one coalesced 512-byte load), steps fetch their tile record by shuffle, and the values and X of step
-// s + 1 are loaded before step s is multiplied.
+// one coalesced 512-byte load) and its row ends / row scales likewise (a half spans at most 32
+// tile-rows, so row changes need no dependent global load); steps fetch their tile record by
+// shuffle, and the values and X of U steps (8 or 4 per entry) are loaded before the first of them is
+// multiplied (memory-level parallelism: one step alone is a few dozen instructions against a DRAM
+// round trip).
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -71,18 +74,23 @@ __device__ __forceinline__ u32 bit_at(u32 lo, u32 hi, u32 p) {
 }
 
 struct Half {
-    u32 row;      // current tile-row
-    u32 row_end;  // one past the last tile-row
-    u32 t;        // next tile
-    u32 te;       // one past the last tile
-    u32 e;        // one past the last tile of the current row (min(ptr[row + 1], te))
-    u32 slot;     // partial slot (split halves) or 0xffffffff
-    u32 base;     // first tile of the register window
-    uint4 win;    // tile record base + lane
+    u32 row;       // current tile-row
+    u32 row_begin; // first tile-row (row window base)
+    u32 row_end;   // one past the last tile-row
+    u32 t;         // next tile
+    u32 te;        // one past the last tile
+    u32 e;         // one past the last tile of the current row (min(ptr[row + 1], te))
+    u32 slot;      // partial slot (split halves) or 0xffffffff
+    u32 base;      // first tile of the tile window
+    uint4 win;     // tile record base + lane
+    u32 rwin;      // ptr[row_begin + 1 + lane] (row ends; a half spans <= 32 rows)
+    float swin;    // row_scale[row_begin + lane] (F16)
 };
 
-__device__ __forceinline__ void half_init(Half& h, uint4 w, const u32* __restrict__ ptr) {
-    h.row = w.x;
+template <int MODE>
+__device__ __forceinline__ void half_init(Half& h, uint4 w, const u32* __restrict__ ptr,
+                                          const float* __restrict__ row_scale, u32 lane) {
+    h.row = h.row_begin = w.x;
     if (w.y & SPLIT_BIT) {
         h.slot = w.y & ~SPLIT_BIT;
         h.row_end = w.x + 1;
@@ -92,24 +100,35 @@ __device__ __forceinline__ void half_init(Half& h, uint4 w, const u32* __restric
     }
     h.t = w.z;
     h.te = w.w;
-    h.e = h.row < h.row_end ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
+    // One coalesced load of the half's row ends (and scales) instead of a dependent load per row.
+    const bool in = h.row_begin + lane < h.row_end;
+    h.rwin = in ? __ldg(ptr + h.row_begin + 1 + lane) : 0u;
+    h.swin = (MODE == 0 && in) ? __ldg(row_scale + h.row_begin + lane) : 1.0f;
+    const u32 r1 = __shfl_sync(FULL_MASK, h.rwin, 0);
+    h.e = h.row < h.row_end ? min(r1, h.te) : h.te;
     h.base = 0xffffffffu;
     h.win = make_uint4(0, 0, 0, 0);
 }
 
-// Tile record of the half's next tile (zeros when the half has run out), refilling the window.
-__device__ __forceinline__ uint4 half_tile(Half& h, const uint4* __restrict__ tiles, u32 lane) {
-    if (h.t >= h.te) return make_uint4(0, 0, 0, 0);
-    if (h.t - h.base >= 32u) {  // warp-uniform (h is uniform); base = ~0 forces the first load
+// Makes the tile window cover tiles t .. t + U - 1 (warp-uniform).
+template <int U>
+__device__ __forceinline__ void half_window(Half& h, const uint4* __restrict__ tiles, u32 lane) {
+    if (h.t < h.te && (h.t < h.base || h.t + U > h.base + 32u)) {
         h.base = h.t;
         h.win = h.base + lane < h.te ? __ldg(tiles + h.base + lane) : make_uint4(0, 0, 0, 0);
     }
-    const u32 src = h.t - h.base;
+}
+
+// Tile record of tile t + u of the half (zeros beyond its end).
+__device__ __forceinline__ uint4 half_tile(const Half& h, u32 u) {
+    const u32 i = h.t + u;
+    const u32 src = (i - h.base) & 31u;
     uint4 r;
     r.x = __shfl_sync(FULL_MASK, h.win.x, src);
     r.y = __shfl_sync(FULL_MASK, h.win.y, src);
     r.z = __shfl_sync(FULL_MASK, h.win.z, src);
     r.w = __shfl_sync(FULL_MASK, h.win.w, src);
+    if (i >= h.te) r = make_uint4(0, 0, 0, 0);
     return r;
 }
 
@@ -177,10 +196,11 @@ __device__ __forceinline__ void mma_tf32(float c[4], u32 a0, u32 a1, u32 a2, u32
 // Writes the half's accumulators (acc[0], acc[1] = rows g of tile-row h.row, RHS 2t, 2t + 1) and
 // zeroes them.
 template <int MODE>
-__device__ __forceinline__ void flush(const Half& h, float acc[2], const float* __restrict__ row_scale,
-                                      float* __restrict__ y, float* __restrict__ partial, u32 rows,
-                                      u32 n, float alpha, float beta, u32 g, u32 t) {
-    const float s = alpha * (MODE == 0 ? __ldg(row_scale + h.row) : 1.0f);
+__device__ __forceinline__ void flush(const Half& h, float acc[2], float* __restrict__ y,
+                                      float* __restrict__ partial, u32 rows, u32 n, float alpha,
+                                      float beta, u32 g, u32 t) {
+    const float rs = __shfl_sync(FULL_MASK, h.swin, (h.row - h.row_begin) & 31u);
+    const float s = alpha * (MODE == 0 ? rs : 1.0f);
     const u64 r = (u64)h.row * 8 + g;
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
@@ -200,18 +220,20 @@ __device__ __forceinline__ void flush(const Half& h, float acc[2], const float* 
 
 // Flushes every row of the half that ends at its current tile (empty rows included).
 template <int MODE>
-__device__ __forceinline__ void advance(Half& h, float acc[2], const u32* __restrict__ ptr,
-                                        const float* __restrict__ row_scale, float* __restrict__ y,
+__device__ __forceinline__ void advance(Half& h, float acc[2], float* __restrict__ y,
                                         float* __restrict__ partial, u32 rows, u32 n, float alpha,
                                         float beta, u32 g, u32 t) {
     while (h.row < h.row_end && h.t == h.e) {
-        flush<MODE>(h, acc, row_scale, y, partial, rows, n, alpha, beta, g, t);
+        flush<MODE>(h, acc, y, partial, rows, n, alpha, beta, g, t);
         ++h.row;
-        h.e = h.row < h.row_end ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
+        const u32 re = __shfl_sync(FULL_MASK, h.rwin, (h.row - h.row_begin) & 31u);
+        h.e = h.row < h.row_end ? min(re, h.te) : h.te;
     }
 }
 
-template <int MODE, int NR>
+// U = steps per batch: all loads of a batch are issued before its MMAs (memory-level parallelism);
+// per entry below, as large as fits without spills (ptxas -v).
+template <int MODE, int NR, int U>
 __device__ __forceinline__ void spmv_body(const uint4* __restrict__ tiles,
                                           const void* __restrict__ values,
                                           const float* __restrict__ row_scale,
@@ -226,60 +248,62 @@ __device__ __forceinline__ void spmv_body(const uint4* __restrict__ tiles,
     const u32 n = NR == 1 ? 1u : n_arg;
     const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3;
     Half h0, h1;
-    half_init(h0, __ldg(work + 2 * item), ptr);
-    half_init(h1, __ldg(work + 2 * item + 1), ptr);
+    half_init<MODE>(h0, __ldg(work + 2 * item), ptr, row_scale, lane);
+    half_init<MODE>(h1, __ldg(work + 2 * item + 1), ptr, row_scale, lane);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    advance<MODE>(h0, acc, ptr, row_scale, y, partial, rows, n, alpha, beta, g, t);
-    advance<MODE>(h1, acc + 2, ptr, row_scale, y, partial, rows, n, alpha, beta, g, t);
-    if (h0.t >= h0.te && h1.t >= h1.te) return;
-
-    Step nx;
-    {
-        const uint4 m0 = half_tile(h0, tiles, lane), m1 = half_tile(h1, tiles, lane);
-        load_tile_operands<MODE>(m0, values, x, xs, n, cols, g, t, nx.a_top, nx.b_top, nx.s_top);
-        load_tile_operands<MODE>(m1, values, x, xs, n, cols, g, t, nx.a_bot, nx.b_bot, nx.s_bot);
-    }
+    advance<MODE>(h0, acc, y, partial, rows, n, alpha, beta, g, t);
+    advance<MODE>(h1, acc + 2, y, partial, rows, n, alpha, beta, g, t);
     while (h0.t < h0.te || h1.t < h1.te) {
-        const Step cur = nx;
-        if (h0.t < h0.te) ++h0.t;
-        if (h1.t < h1.te) ++h1.t;
-        if (h0.t < h0.te || h1.t < h1.te) {  // prefetch step s + 1 (uniform)
-            const uint4 m0 = half_tile(h0, tiles, lane), m1 = half_tile(h1, tiles, lane);
-            load_tile_operands<MODE>(m0, values, x, xs, n, cols, g, t, nx.a_top, nx.b_top, nx.s_top);
-            load_tile_operands<MODE>(m1, values, x, xs, n, cols, g, t, nx.a_bot, nx.b_bot, nx.s_bot);
+        half_window<U>(h0, tiles, lane);
+        half_window<U>(h1, tiles, lane);
+        Step st[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const uint4 m0 = half_tile(h0, u), m1 = half_tile(h1, u);
+            load_tile_operands<MODE>(m0, values, x, xs, n, cols, g, t, st[u].a_top, st[u].b_top,
+                                     st[u].s_top);
+            load_tile_operands<MODE>(m1, values, x, xs, n, cols, g, t, st[u].a_bot, st[u].b_bot,
+                                     st[u].s_bot);
         }
-        if (MODE == 0) {
-            float d[4];
-            mma_f16(d, cur.a_top[0], cur.a_bot[0], cur.b_top[0], cur.b_bot[0]);
-            acc[0] = fmaf(cur.s_top[0], d[0], acc[0]);
-            acc[1] = fmaf(cur.s_top[1], d[1], acc[1]);
-            acc[2] = fmaf(cur.s_bot[0], d[2], acc[2]);
-            acc[3] = fmaf(cur.s_bot[1], d[3], acc[3]);
-        } else {
-            // A = [T1; 0] (a0 = T1[g][t], a2 = T1[g][t + 4]) times x1, then [0; T2] times x2.
-            mma_tf32(acc, cur.a_top[0], 0u, cur.a_top[1], 0u, cur.b_top[0], cur.b_top[1]);
-            mma_tf32(acc, 0u, cur.a_bot[0], 0u, cur.a_bot[1], cur.b_bot[0], cur.b_bot[1]);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (!(h0.t < h0.te || h1.t < h1.te)) break;  // uniform
+            const Step& cur = st[u];
+            if (MODE == 0) {
+                float d[4];
+                mma_f16(d, cur.a_top[0], cur.a_bot[0], cur.b_top[0], cur.b_bot[0]);
+                acc[0] = fmaf(cur.s_top[0], d[0], acc[0]);
+                acc[1] = fmaf(cur.s_top[1], d[1], acc[1]);
+                acc[2] = fmaf(cur.s_bot[0], d[2], acc[2]);
+                acc[3] = fmaf(cur.s_bot[1], d[3], acc[3]);
+            } else {
+                // A = [T1; 0] (a0 = T1[g][t], a2 = T1[g][t + 4]) times x1, then [0; T2] times x2.
+                mma_tf32(acc, cur.a_top[0], 0u, cur.a_top[1], 0u, cur.b_top[0], cur.b_top[1]);
+                mma_tf32(acc, 0u, cur.a_bot[0], 0u, cur.a_bot[1], cur.b_bot[0], cur.b_bot[1]);
+            }
+            if (h0.t < h0.te) ++h0.t;
+            if (h1.t < h1.te) ++h1.t;
+            advance<MODE>(h0, acc, y, partial, rows, n, alpha, beta, g, t);
+            advance<MODE>(h1, acc + 2, y, partial, rows, n, alpha, beta, g, t);
         }
-        advance<MODE>(h0, acc, ptr, row_scale, y, partial, rows, n, alpha, beta, g, t);
-        advance<MODE>(h1, acc + 2, ptr, row_scale, y, partial, rows, n, alpha, beta, g, t);
     }
 }
 
-#define SPMV_ENTRY(NAME, MODE, NR)                                                               \
+#define SPMV_ENTRY(NAME, MODE, NR, U)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
         const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
         u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
-        spmv_body<MODE, NR>(tiles, values, row_scale, ptr, work, num_items, x, xs, y, partial,   \
+        spmv_body<MODE, NR, U>(tiles, values, row_scale, ptr, work, num_items, x, xs, y, partial,   \
                             rows, cols, n, alpha, beta);                                         \
     }
 
-SPMV_ENTRY(spmv_f16_r1, 0, 1)
-SPMV_ENTRY(spmv_f16_r8, 0, 8)
-SPMV_ENTRY(spmv_tf32_r1, 1, 1)
-SPMV_ENTRY(spmv_tf32_r8, 1, 8)
+SPMV_ENTRY(spmv_f16_r1, 0, 1, 8)
+SPMV_ENTRY(spmv_f16_r8, 0, 8, 4)
+SPMV_ENTRY(spmv_tf32_r1, 1, 1, 4)
+SPMV_ENTRY(spmv_tf32_r8, 1, 8, 4)
 
 // X (K x n f32, row-major) to f16 pairs scaled per (8-row segment c, RHS j): one thread per (c, j).
 // x16[(c * 4 + p) * n + j] = {X[8c + 2p][j], X[8c + 2p + 1][j]} / xs[c * n + j] (rows >= K are 0),

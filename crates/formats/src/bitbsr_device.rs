@@ -353,7 +353,8 @@ pub struct SpmvWork {
     pub chunk_tiles: u32,
 }
 
-/// Most tile-rows one half packs (bounds the flushes of a run of empty or one-tile rows).
+/// Most tile-rows one half packs (bounds the flushes of a run of empty or one-tile rows; the
+/// kernels keep a half's row ends in one 32-lane register window and rely on it).
 pub const MAX_ROWS_PER_HALF: u32 = 32;
 
 /// Builds the work list over tile-row offsets `ptr` with at most `chunk_tiles` (≥ 1) tiles per half:
@@ -440,6 +441,9 @@ impl SpmvWork {
                 None => {
                     if r0 != next_row || t0 != ptr[r0 as usize] || t1 != ptr[r1 as usize] {
                         return bad(format!("whole half {h:?} not on row boundaries"));
+                    }
+                    if r1 - r0 > MAX_ROWS_PER_HALF {
+                        return bad(format!("whole half {h:?} spans more than {MAX_ROWS_PER_HALF} rows"));
                     }
                     next_row = r1;
                 }
