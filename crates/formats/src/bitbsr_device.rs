@@ -443,7 +443,9 @@ impl SpmvWork {
                         return bad(format!("whole half {h:?} not on row boundaries"));
                     }
                     if r1 - r0 > MAX_ROWS_PER_HALF {
-                        return bad(format!("whole half {h:?} spans more than {MAX_ROWS_PER_HALF} rows"));
+                        return bad(format!(
+                            "whole half {h:?} spans more than {MAX_ROWS_PER_HALF} rows"
+                        ));
                     }
                     next_row = r1;
                 }
@@ -675,6 +677,39 @@ mod tests {
         assert_eq!(f16_scale(f32::NAN), 1.0);
         assert_eq!(f16_scale(1.0), 2f32.powi(-14));
         assert_eq!(f16_scale(65504.0 * 4.0), 8.0);
+    }
+
+    /// The GPU test `spmv_f16_never_overflows` on the CPU walk: one magnitude class (3e10, 1e-9, 1)
+    /// per tile-row, X with 1e6 spikes, within 2⁻⁹·|A|·|X|.
+    #[test]
+    fn f16_walk_meets_the_bound_per_tile_row_classes() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let t: Vec<(u32, u32, f32)> = (0..5000)
+            .map(|i| {
+                let r = rng.random_range(0..200u32);
+                let v: f32 = rng.random_range(-1.0..1.0);
+                let s = [3.0e10, 1.0e-9, 1.0][((r / 8) % 3) as usize];
+                (r, (i * 37 % 300) as u32, v * s)
+            })
+            .collect();
+        let a = csr_from_triplets(200, 300, &t).unwrap();
+        let d = DeviceBitBsr::encode(&BitBsr::from_csr(&a).unwrap(), TileStorage::F16).unwrap();
+        let w = spmv_work(d.tile_row_ptr(), 32);
+        for n in [1, 8] {
+            let x: Vec<f32> = (0..300 * n)
+                .map(|i| rng.random_range(-1.0f32..1.0) * if i % 5 == 0 { 1.0e6 } else { 1.0 })
+                .collect();
+            let mut y = vec![f32::NAN; 200 * n];
+            d.spmv_cpu(&w, 1.0, &x, 0.0, &mut y, n).unwrap();
+            let want = spmm_f64(&a, &x, n, n, false);
+            let scale = spmm_f64(&a, &x, n, n, true);
+            for i in 0..y.len() {
+                assert!(
+                    (y[i] as f64 - want[i]).abs() <= 2f64.powi(-9) * scale[i],
+                    "y[{i}]"
+                );
+            }
+        }
     }
 
     #[test]
