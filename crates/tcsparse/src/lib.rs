@@ -22,6 +22,7 @@ mod error;
 mod options;
 mod report;
 mod spmm;
+pub mod spmv;
 
 pub use engine::{Backend, Engine, FORCE_CPU_ENV};
 pub use error::Error;

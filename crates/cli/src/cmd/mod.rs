@@ -9,3 +9,4 @@ pub mod plan;
 pub mod reorder;
 pub mod reorder_table;
 pub mod spmm;
+pub mod spmv;
