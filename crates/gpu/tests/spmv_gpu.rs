@@ -66,6 +66,7 @@ fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
 }
 
 /// Checks `y` (after y = α·A·X + β·y₀) against f64.
+#[allow(clippy::too_many_arguments)]
 fn check(
     what: &str,
     a: &Csr,
