@@ -15,6 +15,7 @@ mod plots;
 mod report;
 mod results;
 mod spamm;
+mod spmv;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -82,8 +83,9 @@ struct Args {
     /// With --compare: largest loss of one case's speedup ratio that passes.
     #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
     case_tolerance: f64,
-    /// Operation: spmm (default) or spamm (cuSpAMM vs cuBLAS; --n gives the matrix sizes,
-    /// default 4096,8192,16384; writes spamm-h200.json/.md).
+    /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
+    /// right-hand-side counts; writes spmv-h200.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives the
+    /// matrix sizes, default 4096,8192,16384; writes spamm-h200.json/.md).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
@@ -92,6 +94,9 @@ struct Args {
     /// SpAMM strided balance parameter s.
     #[arg(long, default_value_t = 1)]
     spamm_s: usize,
+    /// SpMV right-hand sides per case (default 1,8).
+    #[arg(long, value_delimiter = ',')]
+    rhs: Option<Vec<usize>>,
 }
 
 fn main() -> Result<()> {
@@ -126,7 +131,6 @@ fn main() -> Result<()> {
     if args.op == "spamm" {
         return run_spamm(&args, command);
     }
-    anyhow::ensure!(args.op == "spmm", "--op must be spmm or spamm");
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -149,6 +153,10 @@ fn main() -> Result<()> {
     };
 
     let device = backends::probe();
+    if args.op == "spmv" {
+        return run_spmv(&args, &device, &command, &keep);
+    }
+    anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv or spamm");
     let mut cases = Vec::new();
     let device_line = match &device {
         Device::Gpu(gpu) => {
@@ -306,6 +314,45 @@ fn run_spamm(args: &Args, command: String) -> Result<()> {
     };
     spamm::run(&gpu, backends::describe(&gpu), &sa)?;
     Ok(())
+}
+
+/// `--op spmv`: shared datasets + the large generated SpMV set, n ∈ --rhs (default 1, 8).
+fn run_spmv(
+    args: &Args,
+    device: &Device,
+    command: &str,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<()> {
+    let Device::Gpu(gpu) = device else {
+        anyhow::bail!("--op spmv needs a GPU (the CPU path is `tcsparse spmv FILE`)");
+    };
+    let d = backends::describe(gpu);
+    eprintln!("device: {d}");
+    let ns = args.rhs.clone().unwrap_or_else(|| vec![1, 8]);
+    anyhow::ensure!(
+        ns.iter().all(|&n| (1..=8).contains(&n)),
+        "--rhs takes 1..=8"
+    );
+    let mut mats = Vec::new();
+    if let Some(dir) = matrices::shared_dir(args.datasets.as_deref()).filter(|d| d.is_dir()) {
+        let quick = ["cora", "bcsstk17"];
+        let files: Vec<_> = matrices::list_mtx(&dir, args.quick.then_some(&quick[..]))?
+            .into_iter()
+            .filter(|(n, _)| keep(n.as_str()))
+            .collect();
+        mats.extend(matrices::read_all(&files, Group::Shared)?);
+    }
+    if !args.no_generated {
+        let specs: Vec<_> = spmv::generated_specs()
+            .into_iter()
+            .filter(|(n, _)| keep(n.as_str()))
+            .take(if args.quick { 1 } else { usize::MAX })
+            .collect();
+        let t = Instant::now();
+        mats.extend(matrices::generate(&specs)?);
+        eprintln!("generated {} matrices in {:.1?}", specs.len(), t.elapsed());
+    }
+    spmv::run(gpu, &d, command, &mats, &ns, args.out.as_deref())
 }
 
 /// Merges reports of the same device: cases concatenated, commands joined with `; `.

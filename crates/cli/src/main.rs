@@ -33,6 +33,8 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run C = A·B on the GPU (or the CPU reference path) and report time and error.
     Spmm(cmd::spmm::Args),
+    /// Run y = A·X (1–8 right-hand sides) with bitBSR on tensor cores or cuSPARSE, whichever is faster.
+    Spmv(cmd::spmv::Args),
     /// Run the whole pipeline on a shipped matrix: reorder, build, plan, multiply.
     Demo(cmd::demo::Args),
     /// Approximate dense product of decay matrices (cuSpAMM: norm-gated tile products).
@@ -52,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         Command::Reorder(a) => cmd::reorder::run(a),
         Command::Plan(a) => cmd::plan::run(a),
         Command::Spmm(a) => cmd::spmm::run(a),
+        Command::Spmv(a) => cmd::spmv::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Spamm(a) => cmd::spamm::run(a),
     }

@@ -14,6 +14,7 @@
 //! against a memory budget first ([`limits`]).
 
 pub mod bitbsr;
+pub mod bitbsr_device;
 pub mod bittcf;
 pub mod cache;
 pub mod csr;

@@ -22,6 +22,7 @@ pub mod schedule;
 pub mod signature;
 pub mod spamm;
 pub mod spmm;
+pub mod spmv;
 
 // The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
 // release so that code written against them still builds.
@@ -132,10 +133,12 @@ pub enum KernelModule {
     Permute,
     /// `kernels-ptx/spamm.ptx`: cuSpAMM norm maps and norm-gated dense products.
     Spamm,
+    /// `kernels-ptx/spmv.ptx`: bitBSR SpMV (Spaden, tensor cores).
+    Spmv,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 5;
+const MODULE_COUNT: usize = 6;
 
 impl KernelModule {
     /// Every module.
@@ -145,6 +148,7 @@ impl KernelModule {
         KernelModule::RowTileSpmm,
         KernelModule::Permute,
         KernelModule::Spamm,
+        KernelModule::Spmv,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -160,6 +164,7 @@ impl KernelModule {
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
             KernelModule::Permute => "permute_rows.ptx",
             KernelModule::Spamm => "spamm.ptx",
+            KernelModule::Spmv => "spmv.ptx",
         }
     }
 
@@ -171,6 +176,7 @@ impl KernelModule {
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
             KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
             KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
+            KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
         }
     }
 }

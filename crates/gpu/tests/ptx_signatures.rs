@@ -2,7 +2,7 @@
 //! parameter list (count and PTX types) the launch code passes.
 
 use tcsparse_gpu::spmm::{acc, csr, row_tile};
-use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, spamm};
+use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, spamm, spmv};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -55,6 +55,11 @@ fn row_tile_signatures_match_ptx() {
 #[test]
 fn spamm_signatures_match_ptx() {
     check(spamm::SIGNATURES);
+}
+
+#[test]
+fn spmv_signatures_match_ptx() {
+    check(spmv::SIGNATURES);
 }
 
 #[test]

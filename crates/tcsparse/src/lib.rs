@@ -30,6 +30,7 @@ mod options;
 mod report;
 pub mod spamm;
 mod spmm;
+pub mod spmv;
 
 /// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers
 /// need not pin the same version by hand.

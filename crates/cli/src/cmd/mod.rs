@@ -10,3 +10,4 @@ pub mod reorder;
 pub mod reorder_table;
 pub mod spamm;
 pub mod spmm;
+pub mod spmv;

@@ -1,0 +1,546 @@
+//! `tcsparse-bench --op spmv`: bitBSR SpMV on tensor cores against cuSPARSE CSR SpMV (SpMM for more
+//! than one right-hand side) in the same process, both timed as the median over CUDA graphs of
+//! [`GRAPH_LAUNCHES`] launches each (cuSPARSE's per-call floor would otherwise hide small matrices).
+//!
+//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our kernel, best tile
+//! budget per half of [`CHUNKS`]); `tcsparse` (the tuned engine at the default precision: the fastest
+//! of cuSPARSE and the TF32 kernel) and `tcsparse-f16` (the tuned engine with f16 tiles allowed).
+//! GFLOP/s = 2·nnz·n/t; GB/s over the bytes that must move once (bitBSR arrays + X + y for ours, CSR
+//! + X + y for cuSPARSE); accuracy against f64, element-wise, scaled by |A|·|X|.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use tcsparse::formats::bitbsr::BitBsr;
+use tcsparse::formats::bitbsr_device::{DeviceBitBsr, TileStorage};
+use tcsparse::formats::generate::GeneratorSpec;
+use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
+use tcsparse::gpu::cusparse::CusparseCsr;
+use tcsparse::gpu::spmv::BitBsrSpmv;
+use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse::gpu::spmv::graph::time_graph;
+use tcsparse::gpu::{Gpu, GpuError};
+
+use crate::matrices::Matrix;
+use crate::report::{Case, Status};
+
+/// Launches per captured graph.
+pub const GRAPH_LAUNCHES: usize = 20;
+/// Graph launches timed per case (median reported).
+pub const SAMPLES: usize = 15;
+/// Tile budgets per half tried for our kernel.
+pub const CHUNKS: [u32; 3] = [8, 32, 128];
+/// Accuracy bound of our kernels (f16 and TF32 keep 11 bits of A and X): 2⁻⁹·(|A|·|X|).
+pub const TOL_OURS: f64 = 1.0 / 512.0;
+/// Accuracy bound of cuSPARSE (f32): 2⁻¹⁷·(|A|·|X|), far above its rounding.
+pub const TOL_F32: f64 = 1.0 / 131_072.0;
+
+/// The large generated set for SpMV (≥ 10M nonzeros each).
+pub fn generated_specs() -> Vec<(String, GeneratorSpec)> {
+    let g500 = (0.57, 0.19, 0.19, 0.05);
+    vec![
+        // Banded: 2M rows, |i-j| ≤ 32 kept with p = 0.25 (~17 nnz/row, ~35M nnz).
+        (
+            "banded2m-hb32".into(),
+            GeneratorSpec::Banded {
+                n: 1 << 21,
+                half_bandwidth: 32,
+                fill: 0.25,
+                seed: 5,
+            },
+        ),
+        // FEM-like: a dense-ish band (512K rows, |i-j| ≤ 48 at 80%: ~78 nnz/row, ~40M nnz).
+        (
+            "fem-like512k-hb48".into(),
+            GeneratorSpec::Banded {
+                n: 1 << 19,
+                half_bandwidth: 48,
+                fill: 0.8,
+                seed: 9,
+            },
+        ),
+        // Clustered block diagonal: 1M rows, 64-blocks at 25% + 2 random entries per row (~18M).
+        (
+            "clustered1m-b64".into(),
+            GeneratorSpec::Clustered {
+                n: 1 << 20,
+                block_size: 64,
+                intra_density: 0.25,
+                inter_nnz_per_row: 2.0,
+                seed: 7,
+            },
+        ),
+        // 256K rows, 256-blocks at 45% + 2 random per row (~118 nnz/row, ~31M nnz).
+        (
+            "clustered256k-b256".into(),
+            GeneratorSpec::Clustered {
+                n: 1 << 18,
+                block_size: 256,
+                intra_density: 0.45,
+                inter_nnz_per_row: 2.0,
+                seed: 17,
+            },
+        ),
+        // R-MAT, Graph500 parameters (~11.5M edges before de-duplication).
+        (
+            "rmat20-ef11".into(),
+            GeneratorSpec::Rmat {
+                scale: 20,
+                edge_factor: 11,
+                a: g500.0,
+                b: g500.1,
+                c: g500.2,
+                d: g500.3,
+                seed: 20,
+            },
+        ),
+    ]
+}
+
+struct Measured {
+    ms: f64,
+    scaled_err: f64,
+    rel_err: f64,
+    plan: String,
+    bytes: u64,
+}
+
+fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f64) -> Case {
+    let (status, ms, bytes, rel, scaled, plan) = match r {
+        Ok(x) => {
+            let st = if x.scaled_err <= tol {
+                Status::Ok
+            } else {
+                Status::Failed {
+                    reason: format!("scaled error {:.3e} > {tol:.3e}", x.scaled_err),
+                }
+            };
+            (
+                st,
+                Some(x.ms),
+                Some(x.bytes),
+                Some(x.rel_err),
+                Some(x.scaled_err),
+                Some(x.plan),
+            )
+        }
+        Err(e) => (Status::Failed { reason: e }, None, None, None, None, None),
+    };
+    Case {
+        op: crate::report::Op::Spmv,
+        matrix: m.name.clone(),
+        group: m.group,
+        rows: m.csr.rows(),
+        cols: m.csr.cols(),
+        nnz: m.csr.nnz(),
+        n,
+        backend: backend.into(),
+        status,
+        ms,
+        bytes,
+        rel_err: rel,
+        scaled_err: scaled,
+        prep: None,
+        plan,
+        plan_note: None,
+    }
+}
+
+fn ptrs(
+    gpu: &Gpu,
+    x: &cudarc::driver::CudaSlice<f32>,
+    y: &mut cudarc::driver::CudaSlice<f32>,
+) -> (u64, u64) {
+    let (px, _g) = x.device_ptr(gpu.stream());
+    let (py, _h) = y.device_ptr_mut(gpu.stream());
+    (px, py)
+}
+
+/// All cases of one matrix for each n in `ns`.
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
+    let mut out = Vec::new();
+    let a = &m.csr;
+    let t = Instant::now();
+    let bsr = match BitBsr::from_csr(a) {
+        Ok(b) => b,
+        Err(e) => {
+            for &n in ns {
+                out.push(case(
+                    m,
+                    n,
+                    "tcsparse/f16",
+                    Err(format!("bitBSR: {e}")),
+                    TOL_OURS,
+                ));
+            }
+            return out;
+        }
+    };
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut ours: Vec<(TileStorage, Result<BitBsrSpmv, String>)> = Vec::new();
+    for st in [TileStorage::F16, TileStorage::Tf32] {
+        let k = DeviceBitBsr::encode(&bsr, st)
+            .map_err(|e| e.to_string())
+            .and_then(|d| BitBsrSpmv::new(gpu, &d).map_err(|e| e.to_string()));
+        ours.push((st, k));
+    }
+    let ca = CusparseCsr::new(gpu, a).map_err(|e| e.to_string());
+    let mut rng = StdRng::seed_from_u64(a.nnz() as u64);
+    for &n in ns {
+        let x: Vec<f32> = (0..a.cols() * n)
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
+        let want = spmm_f64(a, &x, n, n, false);
+        let scale = spmm_f64(a, &x, n, n, true);
+        let y0 = vec![f32::NAN; a.rows() * n];
+        let check = |y: &[f32]| (max_scaled_error(y, &want, &scale), relative_error(y, &want));
+        let run = || -> Result<_, GpuError> {
+            let dx = gpu.upload(&x)?;
+            let dy = gpu.upload(&y0)?;
+            Ok((dx, dy))
+        };
+        let Ok((dx, mut dy)) = run() else {
+            continue;
+        };
+        let (px, py) = ptrs(gpu, &dx, &mut dy);
+        // cuSPARSE.
+        let base = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
+            let b = CusparseSpmvGraphable::new(gpu, ca, n).map_err(|e| e.to_string())?;
+            let mut measure = || -> Result<Measured, GpuError> {
+                gpu.stream().memcpy_htod(&y0, &mut dy)?;
+                // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the calls (synchronised).
+                let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                    b.enqueue(s, 1.0, px, 0.0, py)
+                })?;
+                let y = gpu.download(&dy)?;
+                let (se, re) = check(&y);
+                Ok(Measured {
+                    ms: tm.median_ms,
+                    scaled_err: se,
+                    rel_err: re,
+                    plan: if n == 1 {
+                        "cusparseSpMV CSR".into()
+                    } else {
+                        "cusparseSpMM CSR".into()
+                    },
+                    bytes: (4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols()))
+                        as u64,
+                })
+            };
+            measure().map_err(|e| e.to_string())
+        });
+        let mut results: Vec<(String, Result<Measured, String>)> = Vec::new();
+        for (st, k) in ours.iter_mut() {
+            let name = match st {
+                TileStorage::F16 => "tcsparse/f16",
+                TileStorage::Tf32 => "tcsparse/tf32",
+            };
+            let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
+                let mut best: Option<(f64, u32)> = None;
+                let mut measure = || -> Result<Measured, GpuError> {
+                    for c in CHUNKS {
+                        k.set_chunk(c)?;
+                        // SAFETY: as above.
+                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                            k.enqueue(s, 1.0, px, 0.0, py, n)
+                        })?;
+                        if best.is_none_or(|b| tm.median_ms < b.0) {
+                            best = Some((tm.median_ms, c));
+                        }
+                    }
+                    let (ms, c) = best.unwrap_or((f64::NAN, 32));
+                    k.set_chunk(c)?;
+                    gpu.stream().memcpy_htod(&y0, &mut dy)?;
+                    k.run(1.0, &dx, 0.0, &mut dy, n)?;
+                    let y = gpu.download(&dy)?;
+                    let (se, re) = check(&y);
+                    Ok(Measured {
+                        ms,
+                        scaled_err: se,
+                        rel_err: re,
+                        plan: format!(
+                            "{} chunk {c} ({} split tile-rows)",
+                            k.kernel_name(n),
+                            k.num_split_rows()
+                        ),
+                        bytes: k.min_bytes(n) as u64,
+                    })
+                };
+                measure().map_err(|e| e.to_string())
+            });
+            results.push((name.into(), r));
+        }
+        let pick = |allowed: &[&str]| -> Result<Measured, String> {
+            let mut best: Option<Measured> = base
+                .as_ref()
+                .ok()
+                .filter(|b| b.scaled_err <= TOL_F32)
+                .map(|b| Measured {
+                    ms: b.ms,
+                    scaled_err: b.scaled_err,
+                    rel_err: b.rel_err,
+                    plan: format!("cuSPARSE ({})", b.plan),
+                    bytes: b.bytes,
+                });
+            for (name, r) in &results {
+                if let Ok(r) = r
+                    && allowed.contains(&name.as_str())
+                    && r.scaled_err <= TOL_OURS
+                    && best.as_ref().is_none_or(|b| r.ms < b.ms)
+                {
+                    best = Some(Measured {
+                        ms: r.ms,
+                        scaled_err: r.scaled_err,
+                        rel_err: r.rel_err,
+                        plan: r.plan.clone(),
+                        bytes: r.bytes,
+                    });
+                }
+            }
+            best.ok_or_else(|| "no backend passed".into())
+        };
+        let tuned = pick(&["tcsparse/tf32"]);
+        let tuned16 = pick(&["tcsparse/f16", "tcsparse/tf32"]);
+        out.push(case(m, n, "cusparse", base, TOL_F32));
+        for (name, r) in results {
+            out.push(case(m, n, &name, r, TOL_OURS));
+        }
+        out.push(case(m, n, "tcsparse", tuned, TOL_OURS));
+        out.push(case(m, n, "tcsparse-f16", tuned16, TOL_OURS));
+    }
+    eprintln!("  {}: bitBSR built in {build_ms:.0} ms", m.name);
+    out
+}
+
+fn ms_of(cases: &[Case], m: &str, n: usize, b: &str) -> Option<f64> {
+    cases
+        .iter()
+        .find(|c| c.matrix == m && c.n == n && c.backend == b && c.ok())
+        .and_then(|c| c.ms)
+}
+
+fn geomean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp())
+}
+
+/// The Markdown report: one table per n and the summary lines per tuned engine.
+pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# SpMV (bitBSR on tensor cores) vs cuSPARSE CSR — {device}\n"
+    );
+    let _ = writeln!(s, "Command: `{command}`\n");
+    let _ = writeln!(
+        s,
+        "Times: median over {SAMPLES} CUDA-graph launches of {GRAPH_LAUNCHES} calls each, per call. \
+         Speedup = cuSPARSE time / ours (same matrix, same n, same process). GB/s over the bytes \
+         that must move once (bitBSR arrays + X + y; CSR + X + y for cuSPARSE).\n"
+    );
+    let mut ns: Vec<usize> = cases.iter().map(|c| c.n).collect();
+    ns.sort_unstable();
+    ns.dedup();
+    let mut mats: Vec<(String, usize, usize)> = Vec::new();
+    for c in cases {
+        if !mats.iter().any(|m| m.0 == c.matrix) {
+            mats.push((c.matrix.clone(), c.rows, c.nnz));
+        }
+    }
+    for &n in &ns {
+        let _ = writeln!(s, "## n = {n}\n");
+        let _ = writeln!(
+            s,
+            "| matrix | rows | nnz | nnz/row | cuSPARSE µs | f16 µs (×) | TF32 µs (×) | tuned µs (×) | tuned+f16 µs (×) | f16 GB/s | kernel (tuned+f16) |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for (m, rows, nnz) in &mats {
+            let base = ms_of(cases, m, n, "cusparse");
+            let cell = |b: &str| match (ms_of(cases, m, n, b), base) {
+                (Some(t), Some(bt)) => format!("{:.2} ({:.2}×)", t * 1e3, bt / t),
+                (Some(t), None) => format!("{:.2}", t * 1e3),
+                _ => {
+                    if cases
+                        .iter()
+                        .any(|c| c.matrix == *m && c.n == n && c.backend == b)
+                    {
+                        "FAILED".into()
+                    } else {
+                        "–".into()
+                    }
+                }
+            };
+            let gbs = cases
+                .iter()
+                .find(|c| c.matrix == *m && c.n == n && c.backend == "tcsparse/f16" && c.ok())
+                .and_then(|c| c.gbps())
+                .map(|g| format!("{g:.0}"))
+                .unwrap_or_else(|| "–".into());
+            let plan = cases
+                .iter()
+                .find(|c| c.matrix == *m && c.n == n && c.backend == "tcsparse-f16")
+                .and_then(|c| c.plan.clone())
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| {m} | {rows} | {nnz} | {:.1} | {} | {} | {} | {} | {} | {gbs} | {plan} |",
+                *nnz as f64 / (*rows).max(1) as f64,
+                base.map(|b| format!("{:.2}", b * 1e3))
+                    .unwrap_or_else(|| "FAILED".into()),
+                cell("tcsparse/f16"),
+                cell("tcsparse/tf32"),
+                cell("tcsparse"),
+                cell("tcsparse-f16"),
+            );
+        }
+        let _ = writeln!(s);
+        for (title, backend) in [
+            (
+                "tuned engine, default precision (TF32 tiles or cuSPARSE)",
+                "tcsparse",
+            ),
+            ("tuned engine with f16 tiles allowed", "tcsparse-f16"),
+            (
+                "our f16 kernel alone (no cuSPARSE fallback)",
+                "tcsparse/f16",
+            ),
+            (
+                "our TF32 kernel alone (no cuSPARSE fallback)",
+                "tcsparse/tf32",
+            ),
+        ] {
+            let mut all = Vec::new();
+            let mut dense = Vec::new();
+            let mut worst: Option<(f64, String)> = None;
+            for (m, rows, nnz) in &mats {
+                if let (Some(b), Some(t)) =
+                    (ms_of(cases, m, n, "cusparse"), ms_of(cases, m, n, backend))
+                {
+                    let r = b / t;
+                    all.push(r);
+                    if *nnz as f64 / (*rows).max(1) as f64 > 32.0 {
+                        dense.push(r);
+                    }
+                    if worst.as_ref().is_none_or(|w| r < w.0) {
+                        worst = Some((r, m.clone()));
+                    }
+                }
+            }
+            let _ = writeln!(s, "{title}, n = {n}:\n");
+            let f = |g: Option<f64>| {
+                g.map(|g| format!("{g:.2}×"))
+                    .unwrap_or_else(|| "n/a".into())
+            };
+            let _ = writeln!(
+                s,
+                "- geomean (nnz/row > 32): {} over {} matrices",
+                f(geomean(&dense)),
+                dense.len()
+            );
+            let _ = writeln!(
+                s,
+                "- geomean (all): {} over {} matrices",
+                f(geomean(&all)),
+                all.len()
+            );
+            match worst {
+                Some((r, m)) => {
+                    let _ = writeln!(s, "- worst case: {r:.2}× ({m})\n");
+                }
+                None => {
+                    let _ = writeln!(s, "- worst case: n/a\n");
+                }
+            }
+        }
+    }
+    if ns.contains(&1) && ns.contains(&8) {
+        let _ = writeln!(s, "## 8 right-hand sides vs 1 (time ratio, our kernels)\n");
+        let _ = writeln!(
+            s,
+            "| matrix | f16 t(8)/t(1) | TF32 t(8)/t(1) | cuSPARSE t(8)/t(1) |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|");
+        for (m, _, _) in &mats {
+            let r = |b: &str| match (ms_of(cases, m, 8, b), ms_of(cases, m, 1, b)) {
+                (Some(a), Some(b)) => format!("{:.2}", a / b),
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {m} | {} | {} | {} |",
+                r("tcsparse/f16"),
+                r("tcsparse/tf32"),
+                r("cusparse")
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// Runs the SpMV benchmark and writes `spmv-h200.json` / `spmv-h200.md` into `out`.
+pub fn run(
+    gpu: &Gpu,
+    device: &str,
+    command: &str,
+    mats: &[Matrix],
+    ns: &[usize],
+    out: Option<&Path>,
+) -> Result<()> {
+    let mut cases = Vec::new();
+    for m in mats {
+        let t = Instant::now();
+        let got = gpu_cases(gpu, m, ns);
+        eprintln!(
+            "{:<22} {:>9} rows {:>11} nnz: {} cases in {:.1?}",
+            m.name,
+            m.csr.rows(),
+            m.csr.nnz(),
+            got.len(),
+            t.elapsed()
+        );
+        cases.extend(got);
+        if let Some(out) = out {
+            write(out, device, command, &cases)?;
+        }
+    }
+    print!("{}", markdown(device, command, &cases));
+    if let Some(out) = out {
+        write(out, device, command, &cases)?;
+        eprintln!("wrote {}/spmv-h200.json and spmv-h200.md", out.display());
+    }
+    Ok(())
+}
+
+/// JSON in the shape of `bench.json` (command, device, started_unix, cases) with `"op": "spmv"` in
+/// every case record (the gate matches cases by op, matrix, n, backend).
+fn write(out: &Path, device: &str, command: &str, cases: &[Case]) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut recs = Vec::new();
+    for c in cases {
+        let mut v = serde_json::to_value(c)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("op".into(), "spmv".into());
+        }
+        recs.push(v);
+    }
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let doc = serde_json::json!({
+        "command": command,
+        "device": device,
+        "started_unix": started_unix,
+        "cases": recs,
+    });
+    std::fs::write(
+        out.join("spmv-h200.json"),
+        serde_json::to_string_pretty(&doc)?,
+    )?;
+    std::fs::write(out.join("spmv-h200.md"), markdown(device, command, cases))?;
+    Ok(())
+}

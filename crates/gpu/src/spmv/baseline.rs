@@ -1,0 +1,297 @@
+//! The cuSPARSE CSR baseline of SpMV that can be queued on any stream (for CUDA graphs): `cusparseSpMV`
+//! for one right-hand side, `cusparseSpMM` (row-major X and y) for 2 to 8.
+
+use std::ffi::c_void;
+
+use cudarc::cusparse::sys as cs;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, sys};
+
+use crate::baselines::cusparse::{CusparseCsr, CusparseHandle};
+use crate::{Gpu, GpuError};
+
+fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
+    s.result().map_err(|e| GpuError::cusparse(call, e))
+}
+
+const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
+
+enum Dense {
+    Vec(cs::cusparseDnVecDescr_t),
+    Mat(cs::cusparseDnMatDescr_t),
+}
+
+impl Dense {
+    /// # Safety
+    /// `ptr` must hold `rows·n` f32 whenever the descriptor is used.
+    unsafe fn new(rows: usize, n: usize, ptr: u64) -> Result<Self, GpuError> {
+        if n == 1 {
+            let mut d = std::ptr::null_mut();
+            // SAFETY: forwarded from the caller.
+            ok("cusparseCreateDnVec", unsafe {
+                cs::cusparseCreateDnVec(
+                    &mut d,
+                    rows as i64,
+                    ptr as *mut c_void,
+                    cs::cudaDataType::CUDA_R_32F,
+                )
+            })?;
+            Ok(Dense::Vec(d))
+        } else {
+            let mut d = std::ptr::null_mut();
+            // SAFETY: forwarded from the caller.
+            ok("cusparseCreateDnMat", unsafe {
+                cs::cusparseCreateDnMat(
+                    &mut d,
+                    rows as i64,
+                    n as i64,
+                    n as i64,
+                    ptr as *mut c_void,
+                    cs::cudaDataType::CUDA_R_32F,
+                    cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
+                )
+            })?;
+            Ok(Dense::Mat(d))
+        }
+    }
+
+    /// # Safety
+    /// As for [`Dense::new`].
+    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            match self {
+                Dense::Vec(d) => ok(
+                    "cusparseDnVecSetValues",
+                    cs::cusparseDnVecSetValues(*d, ptr as *mut c_void),
+                ),
+                Dense::Mat(d) => ok(
+                    "cusparseDnMatSetValues",
+                    cs::cusparseDnMatSetValues(*d, ptr as *mut c_void),
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Dense {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            match self {
+                Dense::Vec(d) => {
+                    let _ = cs::cusparseDestroyDnVec(*d);
+                }
+                Dense::Mat(d) => {
+                    let _ = cs::cusparseDestroyDnMat(*d);
+                }
+            }
+        }
+    }
+}
+
+/// A prepared cuSPARSE CSR product `y = α·A·X + β·y` with `n` right-hand sides (X: `K × n`, y:
+/// `M × n`, row-major), queueable on any stream of the context.
+pub struct CusparseSpmvGraphable {
+    x: Dense,
+    y: Dense,
+    spmat: cs::cusparseSpMatDescr_t,
+    handle: CusparseHandle,
+    a: CusparseCsr,
+    n: usize,
+    workspace: CudaSlice<u8>,
+    gpu: Gpu,
+}
+
+// SAFETY: the descriptors are only used through &mut self / &self of the single owner; cuSPARSE
+// handles may move between threads when calls do not overlap (as `CusparseHandle`).
+unsafe impl Send for CusparseSpmvGraphable {}
+
+impl Drop for CusparseSpmvGraphable {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once, before `a`'s buffers (fields dropped after).
+        let _ = unsafe { cs::cusparseDestroySpMat(self.spmat) };
+    }
+}
+
+impl CusparseSpmvGraphable {
+    /// Prepares the product for `n` (1..=8 is what the SpMV room uses; any n ≥ 1 works).
+    pub fn new(gpu: &Gpu, a: &CusparseCsr, n: usize) -> Result<Self, GpuError> {
+        if n == 0 || n > i32::MAX as usize {
+            return Err(GpuError::Invalid(format!("n = {n} must be ≥ 1")));
+        }
+        let handle = CusparseHandle::new(gpu)?;
+        let s = gpu.stream();
+        let (ip, ix, iv) = a.buffers();
+        let mut spmat = std::ptr::null_mut();
+        {
+            let (p, _g1) = ip.device_ptr(s);
+            let (i, _g2) = ix.device_ptr(s);
+            let (v, _g3) = iv.device_ptr(s);
+            // SAFETY: `a`'s live device buffers (m+1, nnz, nnz; one element when empty), kept alive
+            // by the clone stored in the returned value, which destroys the descriptor first.
+            ok("cusparseCreateCsr", unsafe {
+                cs::cusparseCreateCsr(
+                    &mut spmat,
+                    a.rows() as i64,
+                    a.cols() as i64,
+                    a.nnz() as i64,
+                    p as *mut c_void,
+                    i as *mut c_void,
+                    v as *mut c_void,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    cs::cudaDataType::CUDA_R_32F,
+                )
+            })?;
+        }
+        let tmp_x: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
+        let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
+        let (px, _gx) = tmp_x.device_ptr(s);
+        let (py, _gy) = tmp_y.device_ptr_mut(s);
+        // SAFETY: the temporaries hold cols·n and rows·n f32 while used here; every later use
+        // re-points the descriptors (`enqueue`).
+        let (x, y) = unsafe { (Dense::new(a.cols(), n, px)?, Dense::new(a.rows(), n, py)?) };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut size = 0usize;
+        // SAFETY: live handle and descriptors, host scalars, `size` valid for writes.
+        unsafe {
+            match (&x, &y) {
+                (Dense::Vec(dx), Dense::Vec(dy)) => ok(
+                    "cusparseSpMV_bufferSize",
+                    cs::cusparseSpMV_bufferSize(
+                        handle.raw(),
+                        OP_N,
+                        &alpha as *const f32 as *const c_void,
+                        spmat,
+                        *dx,
+                        &beta as *const f32 as *const c_void,
+                        *dy,
+                        cs::cudaDataType::CUDA_R_32F,
+                        cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                        &mut size,
+                    ),
+                )?,
+                (Dense::Mat(dx), Dense::Mat(dy)) => ok(
+                    "cusparseSpMM_bufferSize",
+                    cs::cusparseSpMM_bufferSize(
+                        handle.raw(),
+                        OP_N,
+                        OP_N,
+                        &alpha as *const f32 as *const c_void,
+                        spmat,
+                        *dx,
+                        &beta as *const f32 as *const c_void,
+                        *dy,
+                        cs::cudaDataType::CUDA_R_32F,
+                        cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+                        &mut size,
+                    ),
+                )?,
+                _ => return Err(GpuError::Invalid("mixed dense descriptors".into())),
+            }
+        }
+        let workspace = gpu.alloc_zeros(size.max(1))?;
+        gpu.synchronize()?;
+        drop((_gx, _gy));
+        Ok(Self {
+            x,
+            y,
+            spmat,
+            handle,
+            a: a.clone(),
+            n,
+            workspace,
+            gpu: gpu.clone(),
+        })
+    }
+
+    /// Right-hand sides.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Queues the product on the GPU's stream.
+    pub fn run(
+        &mut self,
+        alpha: f32,
+        x: &CudaSlice<f32>,
+        beta: f32,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<(), GpuError> {
+        if x.len() < self.a.cols() * self.n || y.len() < self.a.rows() * self.n {
+            return Err(GpuError::Invalid(format!(
+                "X needs {}·{n} and y {}·{n} elements",
+                self.a.cols(),
+                self.a.rows(),
+                n = self.n
+            )));
+        }
+        let s = self.gpu.stream().clone();
+        let (px, _gx) = x.device_ptr(&s);
+        let (py, _gy) = y.device_ptr_mut(&s);
+        // SAFETY: lengths checked; buffers borrowed while queued on the GPU's stream.
+        unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py) }
+    }
+
+    /// Queues the product on `stream` with raw pointers.
+    ///
+    /// # Safety
+    /// `x` must hold `cols·n` and `y` `rows·n` f32 of this context, alive and not written by others
+    /// until the call completes; `stream` must be a live stream of this context ordered after
+    /// [`CusparseSpmvGraphable::new`]; no concurrent call on this value.
+    pub unsafe fn enqueue(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+    ) -> Result<(), GpuError> {
+        let (pw, _gw) = self.workspace.device_ptr(self.gpu.stream());
+        // SAFETY: caller's contract for x, y and the stream; workspace sized by cuSPARSE for this
+        // matrix and n; the handle's stream is set for this call (every call sets it).
+        unsafe {
+            ok(
+                "cusparseSetStream",
+                cs::cusparseSetStream(self.handle.raw(), stream as cs::cudaStream_t),
+            )?;
+            self.x.set(x)?;
+            self.y.set(y)?;
+            match (&self.x, &self.y) {
+                (Dense::Vec(dx), Dense::Vec(dy)) => ok(
+                    "cusparseSpMV",
+                    cs::cusparseSpMV(
+                        self.handle.raw(),
+                        OP_N,
+                        &alpha as *const f32 as *const c_void,
+                        self.spmat,
+                        *dx,
+                        &beta as *const f32 as *const c_void,
+                        *dy,
+                        cs::cudaDataType::CUDA_R_32F,
+                        cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                        pw as *mut c_void,
+                    ),
+                ),
+                (Dense::Mat(dx), Dense::Mat(dy)) => ok(
+                    "cusparseSpMM",
+                    cs::cusparseSpMM(
+                        self.handle.raw(),
+                        OP_N,
+                        OP_N,
+                        &alpha as *const f32 as *const c_void,
+                        self.spmat,
+                        *dx,
+                        &beta as *const f32 as *const c_void,
+                        *dy,
+                        cs::cudaDataType::CUDA_R_32F,
+                        cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+                        pw as *mut c_void,
+                    ),
+                ),
+                _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
+            }
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! bitBSR SpMV on tensor cores (`kernels-ptx/spmv.cu`): `y = α·A·X + β·y` for 1 to 8 right-hand
+//! sides, X (`K × n`) and y (`M × n`) row-major f32.
+//!
+//! [`BitBsrSpmv::new`] uploads a [`DeviceBitBsr`] (f16 or TF32 tiles) and its tile-balanced work
+//! list ([`spmv_work`]); [`BitBsrSpmv::run`] queues the call on [`Gpu::stream`], and
+//! [`BitBsrSpmv::enqueue`] on any raw stream with raw pointers (for CUDA graphs, [`graph`]). One call
+//! is: `spmv_x16` (f16 tiles only: X to scaled f16 pairs), the main kernel, and `spmv_fixup` (only
+//! when some tile-row is split over several halves). Every element of y is written exactly once; with
+//! β = 0 y is never read.
+
+pub mod baseline;
+pub mod graph;
+
+use std::ffi::c_void;
+
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, sys};
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
+
+use crate::schedule::upload_nonempty;
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+
+/// Warps per thread block (`SPMV_WARPS`).
+pub const WARPS_PER_BLOCK: u32 = 8;
+/// Most right-hand sides of one call.
+pub const MAX_RHS: usize = 8;
+/// Default tile budget per half ([`spmv_work`]).
+pub const DEFAULT_CHUNK_TILES: u32 = 32;
+/// `spmv_x16` entry.
+pub const ENTRY_X16: &str = "spmv_x16";
+/// `spmv_fixup` entry.
+pub const ENTRY_FIXUP: &str = "spmv_fixup";
+
+const MAIN_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // tiles (uint4)
+    ParamKind::Ptr, // values (u16 or f32)
+    ParamKind::Ptr, // row_scale (f32)
+    ParamKind::Ptr, // ptr (u32)
+    ParamKind::Ptr, // work (uint4 pairs)
+    ParamKind::U32, // items
+    ParamKind::Ptr, // x (f16 pairs or f32)
+    ParamKind::Ptr, // xs (f32)
+    ParamKind::Ptr, // y
+    ParamKind::Ptr, // partial
+    ParamKind::U32, // rows
+    ParamKind::U32, // cols
+    ParamKind::U32, // n
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+];
+
+/// The main kernels: (storage, RHS variant) → entry.
+pub const KERNELS: [(TileStorage, bool, &str); 4] = [
+    (TileStorage::F16, false, "spmv_f16_r1"),
+    (TileStorage::F16, true, "spmv_f16_r8"),
+    (TileStorage::Tf32, false, "spmv_tf32_r1"),
+    (TileStorage::Tf32, true, "spmv_tf32_r8"),
+];
+
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+pub const SIGNATURES: &[KernelSignature] = &[
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: "spmv_f16_r1",
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: "spmv_f16_r8",
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: "spmv_tf32_r1",
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: "spmv_tf32_r8",
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: ENTRY_X16,
+        params: &[
+            ParamKind::Ptr, // x
+            ParamKind::U32, // k
+            ParamKind::U32, // n
+            ParamKind::Ptr, // x16
+            ParamKind::Ptr, // xs
+        ],
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: ENTRY_FIXUP,
+        params: &[
+            ParamKind::Ptr, // fix
+            ParamKind::U32, // num_fix
+            ParamKind::Ptr, // partial
+            ParamKind::Ptr, // y
+            ParamKind::U32, // rows
+            ParamKind::U32, // n
+            ParamKind::F32, // beta
+        ],
+    },
+];
+
+/// A work list on the device.
+struct DeviceWork {
+    chunk_tiles: u32,
+    num_items: u32,
+    items: CudaSlice<u32>,
+    num_fix: u32,
+    fix: CudaSlice<u32>,
+    /// `slots · 8 · MAX_RHS` f32.
+    partial: CudaSlice<f32>,
+}
+
+impl DeviceWork {
+    fn build(gpu: &Gpu, ptr: &[u32], chunk: u32) -> Result<Self, GpuError> {
+        let w: SpmvWork = spmv_work(ptr, chunk);
+        // The kernels index tiles, rows and slots through this list: re-check it.
+        w.check(ptr)
+            .map_err(|e| GpuError::Invalid(format!("SpMV work list: {e}")))?;
+        if w.items.len() >= (u32::MAX / 2) as usize {
+            return Err(GpuError::Invalid("too many SpMV work items".into()));
+        }
+        let flat: Vec<u32> = w.items.iter().flatten().flatten().copied().collect();
+        let fix: Vec<u32> = w.fix.iter().flatten().copied().collect();
+        Ok(Self {
+            chunk_tiles: w.chunk_tiles,
+            num_items: w.items.len() as u32,
+            items: upload_nonempty(gpu, &flat)?,
+            num_fix: w.fix.len() as u32,
+            fix: upload_nonempty(gpu, &fix)?,
+            partial: gpu.alloc_zeros((w.slots as usize * 8 * MAX_RHS).max(1))?,
+        })
+    }
+}
+
+/// Values on the device.
+enum DeviceValues {
+    F16(CudaSlice<u16>),
+    F32(CudaSlice<f32>),
+}
+
+/// A bitBSR matrix on the GPU, ready for repeated SpMV with up to [`MAX_RHS`] right-hand sides.
+pub struct BitBsrSpmv {
+    gpu: Gpu,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    a_bytes: usize,
+    storage: TileStorage,
+    row_ptr: Vec<u32>,
+    tiles: CudaSlice<u32>,
+    values: DeviceValues,
+    row_scale: CudaSlice<f32>,
+    ptr: CudaSlice<u32>,
+    work: DeviceWork,
+    /// X as scaled f16 pairs (`⌈K/8⌉·4·MAX_RHS` u32) and its scales (`⌈K/8⌉·MAX_RHS`), f16 only.
+    x16: CudaSlice<u32>,
+    xs: CudaSlice<f32>,
+    main: [CudaFunction; 2],
+    x16_fn: CudaFunction,
+    fixup: CudaFunction,
+}
+
+impl std::fmt::Debug for BitBsrSpmv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BitBsrSpmv")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("storage", &self.storage)
+            .field("chunk_tiles", &self.work.chunk_tiles)
+            .field("items", &self.work.num_items)
+            .field("split_rows", &self.work.num_fix)
+            .finish()
+    }
+}
+
+fn ptr_of<T>(s: &CudaSlice<T>, gpu: &Gpu) -> u64 {
+    let (p, _g) = s.device_ptr(gpu.stream());
+    p
+}
+
+impl BitBsrSpmv {
+    /// Uploads `a` with the default tile budget per half.
+    pub fn new(gpu: &Gpu, a: &DeviceBitBsr) -> Result<Self, GpuError> {
+        Self::with_chunk(gpu, a, DEFAULT_CHUNK_TILES)
+    }
+
+    /// Uploads `a` with at most `chunk_tiles` tiles per half ([`spmv_work`]).
+    pub fn with_chunk(gpu: &Gpu, a: &DeviceBitBsr, chunk_tiles: u32) -> Result<Self, GpuError> {
+        let (rows, cols) = (a.rows(), a.cols());
+        if rows >= u32::MAX as usize / 2 || cols >= u32::MAX as usize / 2 {
+            return Err(GpuError::Invalid(format!(
+                "{rows}×{cols} exceeds u32 indices"
+            )));
+        }
+        let ptr = a.tile_row_ptr();
+        let ntiles = a.tiles().len();
+        // The kernel's reads rely on: ptr has tile-rows + 1 entries from 0 to the tile count and
+        // never decreases; every tile's column < ⌈K/8⌉ and its values inside the value array.
+        let segs = cols.div_ceil(8);
+        let bad = |s: &str| Err(GpuError::Invalid(format!("device bitBSR: {s}")));
+        if ptr.len() != rows.div_ceil(8) + 1
+            || ptr[0] != 0
+            || *ptr.last().unwrap_or(&0) as usize != ntiles
+        {
+            return bad("tile-row offsets");
+        }
+        if ptr.windows(2).any(|w| w[1] < w[0]) {
+            return bad("tile-row offsets decrease");
+        }
+        for t in a.tiles() {
+            let pop = t[0].count_ones() + t[1].count_ones();
+            if t[2] as usize >= segs || t[3] as usize + pop as usize > a.nnz() {
+                return bad("tile column or value offset out of range");
+            }
+        }
+        let flat: Vec<u32> = a.tiles().iter().flatten().copied().collect();
+        let (values, row_scale) = match a.values() {
+            TileValues::F16 { bits, row_scale } => (
+                DeviceValues::F16(upload_nonempty(gpu, bits)?),
+                upload_nonempty(gpu, row_scale)?,
+            ),
+            TileValues::Tf32(v) => (
+                DeviceValues::F32(upload_nonempty(gpu, v)?),
+                gpu.upload(&[1f32])?,
+            ),
+        };
+        let f16 = a.storage() == TileStorage::F16;
+        let name = |wide: bool| {
+            KERNELS
+                .iter()
+                .find(|k| k.0 == a.storage() && k.1 == wide)
+                .map(|k| k.2)
+                .unwrap_or("spmv_f16_r1")
+        };
+        Ok(Self {
+            gpu: gpu.clone(),
+            rows,
+            cols,
+            nnz: a.nnz(),
+            a_bytes: a.bytes(),
+            storage: a.storage(),
+            row_ptr: ptr.to_vec(),
+            tiles: upload_nonempty(gpu, &flat)?,
+            values,
+            row_scale,
+            ptr: gpu.upload(ptr)?,
+            work: DeviceWork::build(gpu, ptr, chunk_tiles)?,
+            x16: gpu.alloc_zeros(if f16 { (segs * 4 * MAX_RHS).max(1) } else { 1 })?,
+            xs: gpu.alloc_zeros(if f16 { (segs * MAX_RHS).max(1) } else { 1 })?,
+            main: [
+                gpu.function(KernelModule::Spmv, name(false))?,
+                gpu.function(KernelModule::Spmv, name(true))?,
+            ],
+            x16_fn: gpu.function(KernelModule::Spmv, ENTRY_X16)?,
+            fixup: gpu.function(KernelModule::Spmv, ENTRY_FIXUP)?,
+        })
+    }
+
+    /// Rebuilds the work list with at most `chunk_tiles` tiles per half; A stays uploaded.
+    pub fn set_chunk(&mut self, chunk_tiles: u32) -> Result<(), GpuError> {
+        self.work = DeviceWork::build(&self.gpu, &self.row_ptr, chunk_tiles)?;
+        Ok(())
+    }
+
+    /// Rows of A.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of A.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Stored nonzeros.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+    /// Tile storage.
+    pub fn storage(&self) -> TileStorage {
+        self.storage
+    }
+    /// Tile budget per half.
+    pub fn chunk_tiles(&self) -> u32 {
+        self.work.chunk_tiles
+    }
+    /// Tile-rows split over several halves.
+    pub fn num_split_rows(&self) -> usize {
+        self.work.num_fix as usize
+    }
+    /// Bytes one call must move at least: A's device arrays, X and y (read when β ≠ 0 is not
+    /// counted), for `n` right-hand sides.
+    pub fn min_bytes(&self, n: usize) -> usize {
+        self.a_bytes + 4 * n * (self.cols + self.rows)
+    }
+    /// Name of the kernel a call with `n` right-hand sides runs.
+    pub fn kernel_name(&self, n: usize) -> &'static str {
+        let wide = n > 1;
+        KERNELS
+            .iter()
+            .find(|k| k.0 == self.storage && k.1 == wide)
+            .map(|k| k.2)
+            .unwrap_or("?")
+    }
+
+    fn check_n(&self, n: usize, x_len: usize, y_len: usize) -> Result<(), GpuError> {
+        if n == 0 || n > MAX_RHS {
+            return Err(GpuError::Invalid(format!(
+                "SpMV takes 1 to {MAX_RHS} right-hand sides, got {n}"
+            )));
+        }
+        if x_len < self.cols * n || y_len < self.rows * n {
+            return Err(GpuError::Invalid(format!(
+                "X needs {}·{n} and y {}·{n} elements, got {x_len} and {y_len}",
+                self.cols, self.rows
+            )));
+        }
+        Ok(())
+    }
+
+    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major).
+    pub fn run(
+        &mut self,
+        alpha: f32,
+        x: &CudaSlice<f32>,
+        beta: f32,
+        y: &mut CudaSlice<f32>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        self.check_n(n, x.len(), y.len())?;
+        let s = self.gpu.stream().clone();
+        let (px, _gx) = x.device_ptr(&s);
+        let (py, _gy) = y.device_ptr_mut(&s);
+        // SAFETY: lengths checked above; both buffers stay borrowed (guards alive) while the
+        // work is queued on the GPU's stream, the stream all of this struct's buffers live on.
+        unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py, n) }
+    }
+
+    /// Queues one call on `stream` with raw device pointers (for graph capture).
+    ///
+    /// # Safety
+    /// `x` must point at `cols·n` and `y` at `rows·n` f32 of this context that stay alive and are
+    /// not written by others until the call completes; `stream` must be a live stream of this
+    /// context, ordered after the uploads of [`BitBsrSpmv::new`] (synchronise the GPU's stream
+    /// first), and no other call of this value may run concurrently (scratch buffers are shared).
+    pub unsafe fn enqueue(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if n == 0 || n > MAX_RHS {
+            return Err(GpuError::Invalid(format!("n = {n} not in 1..={MAX_RHS}")));
+        }
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let g = &self.gpu;
+        let (rows, cols, n32) = (self.rows as u32, self.cols as u32, n as u32);
+        let f16 = self.storage == TileStorage::F16;
+        let (mut p_x16, mut p_xs) = (ptr_of(&self.x16, g), ptr_of(&self.xs, g));
+        let mut x_in = x;
+        if f16 {
+            let segs = self.cols.div_ceil(8) as u64 * n as u64;
+            if segs > 0 {
+                let mut x_arg = x;
+                let mut k = cols;
+                let mut nn = n32;
+                let mut params: [*mut c_void; 5] = [
+                    &mut x_arg as *mut u64 as *mut c_void,
+                    &mut k as *mut u32 as *mut c_void,
+                    &mut nn as *mut u32 as *mut c_void,
+                    &mut p_x16 as *mut u64 as *mut c_void,
+                    &mut p_xs as *mut u64 as *mut c_void,
+                ];
+                // SAFETY: parameter types/order match `spmv_x16(const float*, u32, u32, u32*,
+                // float*)` (SIGNATURES); the kernel reads x[r·n + j] for r < K, j < n (caller's
+                // contract) and writes segs·4·n ≤ x16.len() and segs·n ≤ xs.len() elements
+                // (allocated for MAX_RHS ≥ n); one thread per (segment, RHS), extra threads exit.
+                unsafe {
+                    result::launch_kernel(
+                        self.x16_fn.cu_function(),
+                        (segs.div_ceil(256) as u32, 1, 1),
+                        (256, 1, 1),
+                        0,
+                        stream,
+                        &mut params,
+                    )
+                }?;
+            }
+            x_in = p_x16;
+        }
+        let mut a_tiles = ptr_of(&self.tiles, g);
+        let mut a_vals = match &self.values {
+            DeviceValues::F16(v) => ptr_of(v, g),
+            DeviceValues::F32(v) => ptr_of(v, g),
+        };
+        let mut a_scale = ptr_of(&self.row_scale, g);
+        let mut a_ptr = ptr_of(&self.ptr, g);
+        let mut w_items = ptr_of(&self.work.items, g);
+        let mut items = self.work.num_items;
+        let mut partial = ptr_of(&self.work.partial, g);
+        let (mut xa, mut xsa, mut ya) = (x_in, p_xs, y);
+        let (mut r, mut c, mut nn, mut al, mut be) = (rows, cols, n32, alpha, beta);
+        if items > 0 {
+            let mut params: [*mut c_void; 15] = [
+                &mut a_tiles as *mut u64 as *mut c_void,
+                &mut a_vals as *mut u64 as *mut c_void,
+                &mut a_scale as *mut u64 as *mut c_void,
+                &mut a_ptr as *mut u64 as *mut c_void,
+                &mut w_items as *mut u64 as *mut c_void,
+                &mut items as *mut u32 as *mut c_void,
+                &mut xa as *mut u64 as *mut c_void,
+                &mut xsa as *mut u64 as *mut c_void,
+                &mut ya as *mut u64 as *mut c_void,
+                &mut partial as *mut u64 as *mut c_void,
+                &mut r as *mut u32 as *mut c_void,
+                &mut c as *mut u32 as *mut c_void,
+                &mut nn as *mut u32 as *mut c_void,
+                &mut al as *mut f32 as *mut c_void,
+                &mut be as *mut f32 as *mut c_void,
+            ];
+            let func = &self.main[usize::from(n > 1)];
+            // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
+            // checked against the PTX by a CPU test); the r1 kernels are only used with n = 1.
+            // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
+            // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
+            // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
+            // `SpmvWork::check` (every half inside the tiles/rows, slots < slots·8·MAX_RHS partial
+            // floats); y writes are guarded by rows and n ≤ MAX_RHS. (3) y is the only buffer
+            // written besides this value's scratch (partial, x16, xs), which no concurrent call
+            // uses (caller's contract).
+            unsafe {
+                result::launch_kernel(
+                    func.cu_function(),
+                    (items.div_ceil(WARPS_PER_BLOCK), 1, 1),
+                    (32, WARPS_PER_BLOCK, 1),
+                    0,
+                    stream,
+                    &mut params,
+                )
+            }?;
+        }
+        if self.work.num_fix > 0 {
+            let mut fix = ptr_of(&self.work.fix, g);
+            let mut nf = self.work.num_fix;
+            let mut part = ptr_of(&self.work.partial, g);
+            let (mut ya, mut r, mut nn, mut be) = (y, rows, n32, beta);
+            let mut params: [*mut c_void; 7] = [
+                &mut fix as *mut u64 as *mut c_void,
+                &mut nf as *mut u32 as *mut c_void,
+                &mut part as *mut u64 as *mut c_void,
+                &mut ya as *mut u64 as *mut c_void,
+                &mut r as *mut u32 as *mut c_void,
+                &mut nn as *mut u32 as *mut c_void,
+                &mut be as *mut f32 as *mut c_void,
+            ];
+            let threads = self.work.num_fix as u64 * 8 * n as u64;
+            // SAFETY: types/order match `spmv_fixup(const u32*, u32, const float*, float*, u32,
+            // u32, float)`; fix holds num_fix checked triples (rows < tile-rows, slots < slots),
+            // rows ≥ M are skipped, y holds rows·n (caller's contract); same stream as the main
+            // kernel, so the partials are complete.
+            unsafe {
+                result::launch_kernel(
+                    self.fixup.cu_function(),
+                    (threads.div_ceil(256) as u32, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    stream,
+                    &mut params,
+                )
+            }?;
+        }
+        Ok(())
+    }
+}

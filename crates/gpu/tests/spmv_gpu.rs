@@ -1,0 +1,390 @@
+//! GPU tests of the bitBSR SpMV kernels (ignored by default; `--include-ignored` on a GPU machine).
+//! Without a GPU they FAIL (`Gpu::require`), never pass vacuously.
+//!
+//! Bound, element-wise against the f64 reference: |y − y_ref| ≤ 2⁻⁹·(|α|·(|A|·|X|) + |β|·|y₀|).
+//! f16 and TF32 both keep 11 significant bits of A and X (relative rounding ≤ 2⁻¹¹ each, so ≤ 2⁻¹⁰
+//! per product) and accumulate in f32; 2⁻⁹ leaves a factor 2 for the f32 sums. With β = 0, y is
+//! poisoned with NaN first (it must never be read). The same check runs through the graph-timed
+//! path and the cuSPARSE baseline (f32: bound 2⁻¹⁷, far looser than its rounding).
+
+use std::path::{Path, PathBuf};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tcsparse_formats::Csr;
+use tcsparse_formats::bitbsr::BitBsr;
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
+use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::mtx::{Field, read_header, read_matrix};
+use tcsparse_formats::reference::spmm_f64;
+use tcsparse_gpu::Gpu;
+use tcsparse_gpu::cusparse::CusparseCsr;
+use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse_gpu::spmv::graph::time_graph;
+use tcsparse_gpu::spmv::{BitBsrSpmv, MAX_RHS};
+
+const TOL: f64 = 1.0 / 512.0;
+
+fn gpu() -> Gpu {
+    Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+}
+
+fn datasets_dir() -> Option<PathBuf> {
+    std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")))
+        .filter(|p| p.is_dir())
+}
+
+fn dataset_files() -> Vec<PathBuf> {
+    let Some(dir) = datasets_dir() else {
+        if std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
+            panic!("TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)");
+        }
+        println!("note: shared datasets folder not found; skipping real matrices");
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("dataset folder readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
+    v
+}
+
+fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
+    let mut a = read_matrix(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = read_header(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if header.field == Field::Pattern {
+        for v in a.data_mut() {
+            *v = rng.random_range(-1.0f32..1.0);
+        }
+    }
+    a
+}
+
+/// Checks `y` (after y = α·A·X + β·y₀) against f64.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    what: &str,
+    a: &Csr,
+    x: &[f32],
+    n: usize,
+    alpha: f32,
+    beta: f32,
+    y0: &[f32],
+    y: &[f32],
+    tol: f64,
+) {
+    let want = spmm_f64(a, x, n, n, false);
+    let scale = spmm_f64(a, x, n, n, true);
+    let mut worst = 0f64;
+    for i in 0..a.rows() * n {
+        let (w0, s0) = if beta == 0.0 {
+            (0.0, 0.0)
+        } else {
+            (y0[i] as f64, y0[i].abs() as f64)
+        };
+        let want = alpha as f64 * want[i] + beta as f64 * w0;
+        let bound = tol * (alpha.abs() as f64 * scale[i] + beta.abs() as f64 * s0);
+        let err = (y[i] as f64 - want).abs();
+        assert!(
+            y[i].is_finite() && err <= bound,
+            "{what}: y[{i}] (row {}, rhs {}) = {} want {want} (bound {bound:e})",
+            i / n,
+            i % n,
+            y[i]
+        );
+        if bound > 0.0 {
+            worst = worst.max(err / bound);
+        }
+    }
+    println!("{what}: ok (worst error {worst:.3} of the bound)");
+}
+
+fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Vec<f32>) {
+    let x: Vec<f32> = (0..a.cols() * n)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    let y0: Vec<f32> = (0..a.rows() * n)
+        .map(|_| {
+            if beta == 0.0 {
+                f32::NAN
+            } else {
+                rng.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    (x, y0)
+}
+
+/// Our kernel (both storages, n ∈ {1, 3, 8}, chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
+fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[TileStorage]) {
+    let b = BitBsr::from_csr(a).expect("bitBSR");
+    for &st in storages {
+        let d = DeviceBitBsr::encode(&b, st).expect("encode");
+        let mut k = BitBsrSpmv::new(gpu, &d).expect("upload");
+        for chunk in [1, 7, 32] {
+            k.set_chunk(chunk).expect("work");
+            for n in [1, 3, MAX_RHS] {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
+                    let (x, y0) = operands(rng, a, n, beta);
+                    let dx = gpu.upload(&x).expect("x");
+                    let mut dy = gpu.upload(&y0).expect("y");
+                    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
+                    let y = gpu.download(&dy).expect("download");
+                    check(
+                        &format!("{name} {st:?} chunk {chunk} n {n} β {beta}"),
+                        a,
+                        &x,
+                        n,
+                        alpha,
+                        beta,
+                        &y0,
+                        &y,
+                        TOL,
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn triplets(rows: usize, cols: usize, t: &[(u32, u32, f32)]) -> Csr {
+    csr_from_triplets(rows, cols, t).expect("csr")
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_edge_shapes_match_f64() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let both = [TileStorage::F16, TileStorage::Tf32];
+    // M and K not multiples of 8/16, rectangular both ways, empty tile-rows (rows 24..47 empty).
+    let mut t = Vec::new();
+    for _ in 0..3000 {
+        let r = rng.random_range(0..101u32);
+        if (24..48).contains(&r) {
+            continue;
+        }
+        t.push((r, rng.random_range(0..77u32), rng.random_range(-1.0..1.0)));
+    }
+    check_ours(&gpu, &mut rng, "101x77", &triplets(101, 77, &t), &both);
+    let t: Vec<_> = (0..4000)
+        .map(|_| {
+            (
+                rng.random_range(0..13u32),
+                rng.random_range(0..1003u32),
+                rng.random_range(-1.0..1.0),
+            )
+        })
+        .collect();
+    check_ours(&gpu, &mut rng, "13x1003", &triplets(13, 1003, &t), &both);
+    let t: Vec<_> = (0..4000)
+        .map(|_| {
+            (
+                rng.random_range(0..999u32),
+                rng.random_range(0..9u32),
+                rng.random_range(-1.0..1.0),
+            )
+        })
+        .collect();
+    check_ours(&gpu, &mut rng, "999x9", &triplets(999, 9, &t), &both);
+    // One tile-row 1000× longer than the rest (3 tiles each elsewhere).
+    let mut t = Vec::new();
+    for r in 0..400u32 {
+        for j in 0..3u32 {
+            t.push((
+                r,
+                (r / 8 * 8 + j * 8) % 24_000,
+                1.0 - (r + j) as f32 / 500.0,
+            ));
+        }
+    }
+    for c in 0..3000u32 {
+        t.push((17, c * 8 + (c % 5), 0.25 + (c % 3) as f32));
+    }
+    check_ours(
+        &gpu,
+        &mut rng,
+        "long tile-row",
+        &triplets(400, 24_000, &t),
+        &both,
+    );
+    // Odd tile counts in the two halves of a warp (the published stale-tile bug): tile-row 0 has 1
+    // tile, tile-row 1 has 4, tile-row 2 has 3, with a chunk large enough to pair whole rows.
+    let mut t = Vec::new();
+    for (tr, tiles) in [(0u32, 1u32), (1, 4), (2, 3), (3, 0), (4, 5)] {
+        for b in 0..tiles {
+            for i in 0..8 {
+                t.push((
+                    tr * 8 + i,
+                    b * 8 + (i * 3) % 8,
+                    1.0 + i as f32 / 8.0 + b as f32,
+                ));
+            }
+        }
+    }
+    check_ours(&gpu, &mut rng, "odd pairs", &triplets(40, 48, &t), &both);
+}
+
+/// Values far beyond f16 (bcsstk18-like, up to 3e10) and far below its normal range (1e-9), one
+/// magnitude class per tile-row (the f16 scale is per tile-row: it keeps 24 binary orders of
+/// magnitude below the tile-row's maximum), X beyond f16 too: within the bound. A tile-row mixing
+/// 3e10 and 1e-9 loses the small rows to f16 underflow (documented), but nothing is ever NaN or
+/// infinite.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_f16_never_overflows() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    for mixed in [false, true] {
+        let t: Vec<_> = (0..5000)
+            .map(|i| {
+                let r = rng.random_range(0..200u32);
+                let v: f32 = rng.random_range(-1.0..1.0);
+                let class = if mixed { r % 3 } else { (r / 8) % 3 };
+                let s = match class {
+                    0 => 3.0e10,
+                    1 => 1.0e-9,
+                    _ => 1.0,
+                };
+                (r, (i * 37 % 300) as u32, v * s)
+            })
+            .collect();
+        let a = triplets(200, 300, &t);
+        let b = BitBsr::from_csr(&a).expect("bitBSR");
+        let d = DeviceBitBsr::encode(&b, TileStorage::F16).expect("encode");
+        let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
+        for n in [1, MAX_RHS] {
+            let x: Vec<f32> = (0..300 * n)
+                .map(|i| rng.random_range(-1.0f32..1.0) * if i % 5 == 0 { 1.0e6 } else { 1.0 })
+                .collect();
+            let dx = gpu.upload(&x).expect("x");
+            let y0 = vec![f32::NAN; 200 * n];
+            let mut dy = gpu.upload(&y0).expect("y");
+            k.run(1.0, &dx, 0.0, &mut dy, n).expect("launch");
+            let y = gpu.download(&dy).expect("download");
+            if mixed {
+                assert!(
+                    y.iter().all(|v| v.is_finite()),
+                    "f16 mixed tile-rows: non-finite y"
+                );
+                println!("f16 mixed tile-rows n {n}: all finite");
+            } else {
+                check(
+                    &format!("f16 huge values n {n}"),
+                    &a,
+                    &x,
+                    n,
+                    1.0,
+                    0.0,
+                    &y0,
+                    &y,
+                    TOL,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_graph_path_and_baseline_match_f64() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let t: Vec<_> = (0..20_000)
+        .map(|_| {
+            (
+                rng.random_range(0..2001u32),
+                rng.random_range(0..1999u32),
+                rng.random_range(-1.0..1.0),
+            )
+        })
+        .collect();
+    let a = triplets(2001, 1999, &t);
+    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+    for n in [1, MAX_RHS] {
+        let (x, y0) = operands(&mut rng, &a, n, 0.0);
+        let dx = gpu.upload(&x).expect("x");
+        let mut dy = gpu.upload(&y0).expect("y");
+        let (px, py) = {
+            use cudarc::driver::{DevicePtr, DevicePtrMut};
+            let (px, _g) = dx.device_ptr(gpu.stream());
+            let (py, _h) = dy.device_ptr_mut(gpu.stream());
+            (px, py)
+        };
+        for st in [TileStorage::F16, TileStorage::Tf32] {
+            let k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
+                .expect("upload");
+            // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
+            let tm = time_graph(&gpu, 20, 3, |s| unsafe {
+                k.enqueue(s, 1.0, px, 0.0, py, n)
+            })
+            .expect("graph");
+            let y = gpu.download(&dy).expect("download");
+            check(
+                &format!("graph {st:?} n {n} ({:.2} µs)", tm.median_ms * 1e3),
+                &a,
+                &x,
+                n,
+                1.0,
+                0.0,
+                &y0,
+                &y,
+                TOL,
+            );
+        }
+        let base = CusparseSpmvGraphable::new(&gpu, &ca, n).expect("prepare");
+        let mut dy = gpu.upload(&y0).expect("y");
+        let py = {
+            use cudarc::driver::DevicePtrMut;
+            let (py, _h) = dy.device_ptr_mut(gpu.stream());
+            py
+        };
+        // SAFETY: as above.
+        let tm = time_graph(&gpu, 20, 3, |s| unsafe {
+            base.enqueue(s, 1.0, px, 0.0, py)
+        })
+        .expect("graph");
+        let y = gpu.download(&dy).expect("download");
+        check(
+            &format!("cusparse graph n {n} ({:.2} µs)", tm.median_ms * 1e3),
+            &a,
+            &x,
+            n,
+            1.0,
+            0.0,
+            &y0,
+            &y,
+            1.0 / 131_072.0,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_matches_f64_on_shared_datasets() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for path in dataset_files() {
+        let a = read_dataset(&path, &mut rng);
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
+        // TF32 everywhere; f16 too (bcsstk17-like value ranges are what the scales are for).
+        check_ours(
+            &gpu,
+            &mut rng,
+            &name,
+            &a,
+            &[TileStorage::F16, TileStorage::Tf32],
+        );
+    }
+}

@@ -1,0 +1,558 @@
+//! The SpMV room: `y = α·A·X + β·y` with 1 to 8 right-hand sides (X: `cols × n`, y: `rows × n`,
+//! row-major f32) on Spaden's bitBSR and tensor cores, or cuSPARSE where that is faster.
+//!
+//! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
+//! (SpMM for n > 1) and our kernels (each allowed tile storage × tile budgets per half) inside CUDA
+//! graphs and keeps the fastest, so the prepared product is never slower than cuSPARSE (up to timing
+//! noise). Precision ([`SpmvPrecision`]):
+//!
+//! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X) or
+//!   cuSPARSE;
+//! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
+//!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
+//!   from range), same 11-bit significands as TF32;
+//! * `F32`: f32 products only: cuSPARSE on the GPU, f32 CSR on the CPU.
+//!
+//! Without a GPU the product walks bitBSR on the CPU exactly as the kernel does (same roundings, same
+//! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32
+//! summation order.
+
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use tcsparse_formats::Csr;
+use tcsparse_formats::bitbsr::BitBsr;
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
+use tcsparse_gpu::baselines::cusparse::CusparseCsr;
+use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse_gpu::spmv::graph::time_graph;
+use tcsparse_gpu::spmv::{BitBsrSpmv, DEFAULT_CHUNK_TILES, MAX_RHS};
+use tcsparse_gpu::{Gpu, Timing};
+
+use crate::{Engine, Error};
+
+/// Arithmetic an SpMV may use (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SpmvPrecision {
+    /// f16 tiles allowed (explicit opt-in), TF32 tiles, cuSPARSE.
+    F16,
+    /// TF32 tiles or cuSPARSE (default).
+    #[default]
+    Tf32,
+    /// f32 only (cuSPARSE; CSR on the CPU).
+    F32,
+}
+
+impl SpmvPrecision {
+    /// Parses `f16`, `tf32`, `f32` (case-insensitive).
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s.to_ascii_lowercase().as_str() {
+            "f16" => Ok(Self::F16),
+            "tf32" => Ok(Self::Tf32),
+            "f32" => Ok(Self::F32),
+            _ => Err(Error::InvalidArgs(format!(
+                "precision {s:?}: expected f16, tf32 or f32"
+            ))),
+        }
+    }
+
+    /// Tile storages our kernels may use at this precision, cheapest first.
+    pub fn storages(self) -> &'static [TileStorage] {
+        match self {
+            Self::F16 => &[TileStorage::F16, TileStorage::Tf32],
+            Self::Tf32 => &[TileStorage::Tf32],
+            Self::F32 => &[],
+        }
+    }
+
+    /// Element-wise error bound relative to |α|·|A|·|X| (+ |β|·|y|): 2⁻⁹ for f16/TF32 (11-bit A and X,
+    /// f32 sums), 2⁻¹⁷ for f32.
+    pub fn bound(self) -> f64 {
+        match self {
+            Self::F16 | Self::Tf32 => 2f64.powi(-9),
+            Self::F32 => 2f64.powi(-17),
+        }
+    }
+}
+
+/// Options of [`Engine::prepare_spmv`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpmvOptions {
+    /// Precision (default TF32).
+    pub precision: SpmvPrecision,
+    /// Right-hand sides per call, 1..=8 (default 1).
+    pub rhs: usize,
+    /// Tile budget per half when not tuning (default [`DEFAULT_CHUNK_TILES`]).
+    pub chunk_tiles: u32,
+    /// Time the candidates on the GPU and keep the fastest (default true); false keeps our kernel
+    /// with the cheapest allowed storage (cuSPARSE at F32).
+    pub tune: bool,
+}
+
+impl Default for SpmvOptions {
+    fn default() -> Self {
+        Self {
+            precision: SpmvPrecision::Tf32,
+            rhs: 1,
+            chunk_tiles: DEFAULT_CHUNK_TILES,
+            tune: true,
+        }
+    }
+}
+
+/// Tile budgets per half tried when tuning.
+pub const SPMV_TUNED_CHUNKS: [u32; 3] = [8, 32, 128];
+
+/// The product a prepared SpMV runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpmvKernel {
+    /// Our bitBSR kernel.
+    BitBsr {
+        /// Tile storage.
+        storage: TileStorage,
+        /// Tile budget per half.
+        chunk_tiles: u32,
+    },
+    /// cuSPARSE CSR SpMV / SpMM.
+    Cusparse,
+    /// CPU walk of bitBSR (the kernel's arithmetic).
+    CpuBitBsr {
+        /// Tile storage.
+        storage: TileStorage,
+    },
+    /// CPU f32 CSR (precision F32 without a GPU).
+    CpuCsr,
+}
+
+impl std::fmt::Display for SpmvKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpmvKernel::BitBsr {
+                storage,
+                chunk_tiles,
+            } => write!(
+                f,
+                "bitBSR {storage:?} tiles, {chunk_tiles} tiles per half (GPU)"
+            ),
+            SpmvKernel::Cusparse => write!(f, "cuSPARSE CSR (GPU)"),
+            SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
+            SpmvKernel::CpuCsr => write!(f, "CSR f32 (CPU)"),
+        }
+    }
+}
+
+/// One timed candidate of the tuning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpmvSample {
+    /// The candidate.
+    pub kernel: SpmvKernel,
+    /// Median per-call time in ms (CUDA graphs).
+    pub ms: f64,
+}
+
+enum Exec {
+    Ours(Box<BitBsrSpmv>),
+    Cusparse(Box<CusparseSpmvGraphable>),
+    Cpu(Box<CpuSpmv>),
+}
+
+/// The CPU path: the kernel's bitBSR walk, or f32 CSR at precision F32.
+struct CpuSpmv {
+    dev: Option<DeviceBitBsr>,
+    work: Option<SpmvWork>,
+    csr: Csr,
+}
+
+/// A matrix prepared for SpMV ([`Engine::prepare_spmv`]).
+pub struct PreparedSpmv {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    n: usize,
+    kernel: SpmvKernel,
+    samples: Vec<SpmvSample>,
+    bytes: usize,
+    exec: Exec,
+    gpu: Option<Gpu>,
+}
+
+impl std::fmt::Debug for PreparedSpmv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedSpmv")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("n", &self.n)
+            .field("kernel", &self.kernel)
+            .finish()
+    }
+}
+
+fn fmt_err(e: impl std::fmt::Display) -> Error {
+    Error::Format(e.to_string())
+}
+
+impl Engine {
+    /// Prepares `a` for SpMV with `opts.rhs` right-hand sides (see the module docs).
+    pub fn prepare_spmv(&self, a: &Csr, opts: &SpmvOptions) -> Result<PreparedSpmv, Error> {
+        let n = opts.rhs;
+        if n == 0 || n > MAX_RHS {
+            return Err(Error::InvalidArgs(format!(
+                "SpMV takes 1 to {MAX_RHS} right-hand sides, got {n}"
+            )));
+        }
+        let bsr = BitBsr::from_csr(a).map_err(fmt_err)?;
+        let base = |kernel, exec, bytes| PreparedSpmv {
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            n,
+            kernel,
+            samples: Vec::new(),
+            bytes,
+            exec,
+            gpu: self.gpu.clone(),
+        };
+        let csr_bytes = 4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols());
+        let Some(gpu) = &self.gpu else {
+            let Some(&st) = opts.precision.storages().first() else {
+                return Ok(base(
+                    SpmvKernel::CpuCsr,
+                    Exec::Cpu(Box::new(CpuSpmv {
+                        dev: None,
+                        work: None,
+                        csr: a.clone(),
+                    })),
+                    csr_bytes,
+                ));
+            };
+            let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
+            let work = spmv_work(dev.tile_row_ptr(), opts.chunk_tiles);
+            let bytes = dev.bytes() + 4 * n * (a.rows() + a.cols());
+            return Ok(base(
+                SpmvKernel::CpuBitBsr { storage: st },
+                Exec::Cpu(Box::new(CpuSpmv {
+                    dev: Some(dev),
+                    work: Some(work),
+                    csr: a.clone(),
+                })),
+                bytes,
+            ));
+        };
+        let storages = opts.precision.storages();
+        if !opts.tune {
+            if let Some(&st) = storages.first() {
+                let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
+                let k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
+                let bytes = k.min_bytes(n);
+                return Ok(base(
+                    SpmvKernel::BitBsr {
+                        storage: st,
+                        chunk_tiles: k.chunk_tiles(),
+                    },
+                    Exec::Ours(Box::new(k)),
+                    bytes,
+                ));
+            }
+            let ca = CusparseCsr::new(gpu, a)?;
+            let c = CusparseSpmvGraphable::new(gpu, &ca, n)?;
+            return Ok(base(
+                SpmvKernel::Cusparse,
+                Exec::Cusparse(Box::new(c)),
+                csr_bytes,
+            ));
+        }
+        // Tuning: scratch operands, every candidate timed in CUDA graphs, fastest kept.
+        let x: Vec<f32> = (0..a.cols() * n)
+            .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
+            .collect();
+        let dx = gpu.upload(&x)?;
+        let mut dy: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
+        let (px, py) = {
+            let (px, _g) = dx.device_ptr(gpu.stream());
+            let (py, _h) = dy.device_ptr_mut(gpu.stream());
+            (px, py)
+        };
+        let time = |f: &mut dyn FnMut(
+            cudarc::driver::sys::CUstream,
+        ) -> Result<(), tcsparse_gpu::GpuError>|
+         -> Result<Timing, Error> { Ok(time_graph(gpu, 20, 5, &mut *f)?) };
+        let mut samples = Vec::new();
+        let ca = CusparseCsr::new(gpu, a)?;
+        let c = CusparseSpmvGraphable::new(gpu, &ca, n)?;
+        // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
+        let t = time(&mut |s| unsafe { c.enqueue(s, 1.0, px, 0.0, py) })?;
+        samples.push(SpmvSample {
+            kernel: SpmvKernel::Cusparse,
+            ms: t.median_ms,
+        });
+        let mut best: (f64, Exec, SpmvKernel, usize) = (
+            t.median_ms,
+            Exec::Cusparse(Box::new(c)),
+            SpmvKernel::Cusparse,
+            csr_bytes,
+        );
+        for &st in storages {
+            let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
+            let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;
+            let mut kbest: Option<(f64, u32)> = None;
+            for chunk in SPMV_TUNED_CHUNKS {
+                k.set_chunk(chunk)?;
+                // SAFETY: as above.
+                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                samples.push(SpmvSample {
+                    kernel: SpmvKernel::BitBsr {
+                        storage: st,
+                        chunk_tiles: chunk,
+                    },
+                    ms: t.median_ms,
+                });
+                if kbest.is_none_or(|b| t.median_ms < b.0) {
+                    kbest = Some((t.median_ms, chunk));
+                }
+            }
+            if let Some((ms, chunk)) = kbest
+                && ms < best.0
+            {
+                k.set_chunk(chunk)?;
+                let bytes = k.min_bytes(n);
+                best = (
+                    ms,
+                    Exec::Ours(Box::new(k)),
+                    SpmvKernel::BitBsr {
+                        storage: st,
+                        chunk_tiles: chunk,
+                    },
+                    bytes,
+                );
+            }
+        }
+        drop(dy);
+        let mut p = base(best.2, best.1, best.3);
+        p.samples = samples;
+        Ok(p)
+    }
+}
+
+impl PreparedSpmv {
+    /// Rows of A.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of A.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Stored nonzeros of A.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+    /// Right-hand sides per call.
+    pub fn rhs(&self) -> usize {
+        self.n
+    }
+    /// The product this prepared SpMV runs.
+    pub fn kernel(&self) -> &SpmvKernel {
+        &self.kernel
+    }
+    /// The tuning's timed candidates (empty without tuning or on the CPU).
+    pub fn samples(&self) -> &[SpmvSample] {
+        &self.samples
+    }
+    /// Bytes one call must move at least (A's arrays as the chosen product reads them, X, y).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn check(&self, x: usize, y: usize) -> Result<(), Error> {
+        if x < self.cols * self.n || y < self.rows * self.n {
+            return Err(Error::InvalidArgs(format!(
+                "SpMV with {} right-hand sides needs X of {}·{n} and y of {}·{n} elements, got {x} and {y}",
+                self.n,
+                self.cols,
+                self.rows,
+                n = self.n
+            )));
+        }
+        Ok(())
+    }
+
+    /// `y = α·A·X + β·y` on host slices (X: `cols × rhs`, y: `rows × rhs`, row-major). β = 0 never
+    /// reads y.
+    pub fn spmv(&mut self, alpha: f32, x: &[f32], beta: f32, y: &mut [f32]) -> Result<(), Error> {
+        self.check(x.len(), y.len())?;
+        let n = self.n;
+        match &mut self.exec {
+            Exec::Cpu(c) => match (&c.dev, &c.work) {
+                (Some(d), Some(w)) => d.spmv_cpu(w, alpha, x, beta, y, n).map_err(fmt_err),
+                _ => {
+                    csr_f32(&c.csr, alpha, x, beta, y, n);
+                    Ok(())
+                }
+            },
+            _ => {
+                let gpu = self
+                    .gpu
+                    .clone()
+                    .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+                let dx = gpu.upload(&x[..self.cols * n])?;
+                let mut dy = gpu.upload(&y[..self.rows * n])?;
+                self.spmv_device(alpha, &dx, beta, &mut dy)?;
+                let out = gpu.download(&dy)?;
+                y[..self.rows * n].copy_from_slice(&out);
+                Ok(())
+            }
+        }
+    }
+
+    /// `y = α·A·X + β·y` on device buffers, queued on the engine's GPU stream.
+    pub fn spmv_device(
+        &mut self,
+        alpha: f32,
+        x: &CudaSlice<f32>,
+        beta: f32,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<(), Error> {
+        self.check(x.len(), y.len())?;
+        match &mut self.exec {
+            Exec::Ours(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
+            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y)?),
+            Exec::Cpu(_) => Err(Error::Unavailable(
+                "spmv_device on an engine without a GPU".into(),
+            )),
+        }
+    }
+
+    /// Median per-call time in ms of the prepared product inside CUDA graphs of 20 calls
+    /// (`samples` graph launches), on device buffers `x`, `y` (β = 0).
+    pub fn time_device(
+        &mut self,
+        x: &CudaSlice<f32>,
+        y: &mut CudaSlice<f32>,
+        samples: usize,
+    ) -> Result<Timing, Error> {
+        self.check(x.len(), y.len())?;
+        let gpu = self
+            .gpu
+            .clone()
+            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+        let (px, py) = {
+            let (px, _g) = x.device_ptr(gpu.stream());
+            let (py, _h) = y.device_ptr_mut(gpu.stream());
+            (px, py)
+        };
+        let n = self.n;
+        match &self.exec {
+            // SAFETY: x/y hold cols·n / rows·n f32 (checked) and are borrowed for the whole timing.
+            Exec::Ours(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
+                k.enqueue(s, 1.0, px, 0.0, py, n)
+            })?),
+            // SAFETY: as above.
+            Exec::Cusparse(c) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
+                c.enqueue(s, 1.0, px, 0.0, py)
+            })?),
+            Exec::Cpu(_) => Err(Error::Unavailable("no GPU".into())),
+        }
+    }
+}
+
+/// y = α·A·X + β·y in f32 on CSR (X, y row-major with n columns).
+fn csr_f32(a: &Csr, alpha: f32, x: &[f32], beta: f32, y: &mut [f32], n: usize) {
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let mut acc = vec![0f32; n];
+    for r in 0..a.rows() {
+        acc.fill(0.0);
+        for p in ip[r] as usize..ip[r + 1] as usize {
+            let (c, v) = (a.indices()[p] as usize, a.data()[p]);
+            for j in 0..n {
+                acc[j] += v * x[c * n + j];
+            }
+        }
+        for j in 0..n {
+            let o = &mut y[r * n + j];
+            *o = if beta == 0.0 {
+                alpha * acc[j]
+            } else {
+                beta.mul_add(*o, alpha * acc[j])
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcsparse_formats::csr::csr_from_triplets;
+    use tcsparse_formats::reference::spmm_f64;
+
+    fn sample() -> Csr {
+        let mut t = Vec::new();
+        for r in 0..45u32 {
+            for k in 0..(r % 7) {
+                t.push((r, (r * 13 + k * 29) % 61, 1.0 - (r + k) as f32 / 40.0));
+            }
+        }
+        for c in 0..400u32 {
+            t.push((9, c % 61, (c % 5) as f32 - 2.0));
+        }
+        csr_from_triplets(45, 61, &t).unwrap()
+    }
+
+    #[test]
+    fn cpu_path_matches_f64_at_every_precision() {
+        let a = sample();
+        let engine = Engine::cpu("test");
+        for prec in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
+            for n in [1, 5, 8] {
+                let opts = SpmvOptions {
+                    precision: prec,
+                    rhs: n,
+                    chunk_tiles: 2,
+                    tune: true,
+                };
+                let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+                let x: Vec<f32> = (0..61 * n).map(|i| (i % 11) as f32 / 5.0 - 1.0).collect();
+                let mut y = vec![f32::NAN; 45 * n];
+                p.spmv(2.0, &x, 0.0, &mut y).unwrap();
+                let want = spmm_f64(&a, &x, n, n, false);
+                let scale = spmm_f64(&a, &x, n, n, true);
+                for i in 0..y.len() {
+                    let bound = prec.bound() * 2.0 * scale[i];
+                    assert!(
+                        (y[i] as f64 - 2.0 * want[i]).abs() <= bound,
+                        "{prec:?} n {n} y[{i}] = {} want {}",
+                        y[i],
+                        2.0 * want[i]
+                    );
+                }
+                let expect_cpu = match prec {
+                    SpmvPrecision::F32 => SpmvKernel::CpuCsr,
+                    SpmvPrecision::F16 => SpmvKernel::CpuBitBsr {
+                        storage: TileStorage::F16,
+                    },
+                    SpmvPrecision::Tf32 => SpmvKernel::CpuBitBsr {
+                        storage: TileStorage::Tf32,
+                    },
+                };
+                assert_eq!(p.kernel(), &expect_cpu);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let a = sample();
+        let engine = Engine::cpu("test");
+        let opts = SpmvOptions {
+            rhs: 9,
+            ..SpmvOptions::default()
+        };
+        assert!(matches!(
+            engine.prepare_spmv(&a, &opts),
+            Err(Error::InvalidArgs(_))
+        ));
+        let mut p = engine.prepare_spmv(&a, &SpmvOptions::default()).unwrap();
+        let mut y = vec![0f32; 45];
+        assert!(p.spmv(1.0, &[0.0; 60], 0.0, &mut y).is_err());
+        assert!(SpmvPrecision::parse("bf16").is_err());
+        assert_eq!(SpmvPrecision::parse("F16").unwrap(), SpmvPrecision::F16);
+    }
+}

@@ -1,0 +1,94 @@
+//! GPU tests of the facade's SpMV room (ignored by default; `--include-ignored` on a GPU machine).
+//! Without a GPU they FAIL (`Gpu::require`), never pass vacuously.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tcsparse::Engine;
+use tcsparse::formats::csr::csr_from_triplets;
+use tcsparse::formats::reference::spmm_f64;
+use tcsparse::gpu::Gpu;
+use tcsparse::spmv::{SpmvKernel, SpmvOptions, SpmvPrecision};
+
+/// Tuned preparation at every precision and 1/8 RHS: y within the precision's bound of f64 (β = 0
+/// with NaN y, then β ≠ 0 through spmv_device), the kept product never slower than cuSPARSE's
+/// tuning sample, F32 only ever cuSPARSE.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
+    let gpu = Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    let engine = Engine::with_gpu(gpu.clone());
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    // Dense-ish band (bitBSR's favourable case) with K not a multiple of 8.
+    let mut t = Vec::new();
+    for r in 0..3001u32 {
+        for d in 0..40u32 {
+            let c = r + d;
+            if c < 3003 && rng.random_range(0..4) > 0 {
+                t.push((r, c, rng.random_range(-1.0f32..1.0)));
+            }
+        }
+    }
+    let a = csr_from_triplets(3001, 3003, &t).expect("csr");
+    for prec in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
+        for n in [1, 8] {
+            let opts = SpmvOptions {
+                precision: prec,
+                rhs: n,
+                ..SpmvOptions::default()
+            };
+            let mut p = engine.prepare_spmv(&a, &opts).expect("prepare");
+            let cus = p
+                .samples()
+                .iter()
+                .find(|s| s.kernel == SpmvKernel::Cusparse)
+                .expect("cuSPARSE timed")
+                .ms;
+            let best = p
+                .samples()
+                .iter()
+                .map(|s| s.ms)
+                .fold(f64::INFINITY, f64::min);
+            assert!(best <= cus, "{prec:?} n {n}: kept {best} > cuSPARSE {cus}");
+            if prec == SpmvPrecision::F32 {
+                assert_eq!(p.kernel(), &SpmvKernel::Cusparse);
+            }
+            let x: Vec<f32> = (0..a.cols() * n)
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect();
+            let mut y = vec![f32::NAN; a.rows() * n];
+            p.spmv(1.0, &x, 0.0, &mut y).expect("spmv");
+            let want = spmm_f64(&a, &x, n, n, false);
+            let scale = spmm_f64(&a, &x, n, n, true);
+            for i in 0..y.len() {
+                assert!(
+                    (y[i] as f64 - want[i]).abs() <= prec.bound() * scale[i],
+                    "{prec:?} n {n} ({}): y[{i}] = {} want {}",
+                    p.kernel(),
+                    y[i],
+                    want[i]
+                );
+            }
+            let y0: Vec<f32> = (0..a.rows() * n)
+                .map(|_| rng.random_range(-1.0..1.0))
+                .collect();
+            let dx = gpu.upload(&x).expect("x");
+            let mut dy = gpu.upload(&y0).expect("y");
+            p.spmv_device(2.0, &dx, 0.5, &mut dy).expect("spmv_device");
+            let y = gpu.download(&dy).expect("y");
+            for i in 0..y.len() {
+                let w = 2.0 * want[i] + 0.5 * y0[i] as f64;
+                let b = prec.bound() * (2.0 * scale[i] + 0.5 * y0[i].abs() as f64);
+                assert!(
+                    (y[i] as f64 - w).abs() <= b,
+                    "{prec:?} n {n} device β: y[{i}]"
+                );
+            }
+            println!(
+                "{prec:?} n {n}: {} (cuSPARSE {:.2} µs, kept {:.2} µs)",
+                p.kernel(),
+                cus * 1e3,
+                best * 1e3
+            );
+        }
+    }
+}
