@@ -25,7 +25,7 @@
 // accumulators c0 / c1 of MMA j are features f0 + 8t + j / f0 + 8t + 4 + j of row g (c2 / c3: row
 // g + 8): two float4 stores per row. Features >= N load zeros and are not stored (any N).
 //
-// Work (built on the host, crates/gpu/src/hrpb_spmm.rs): thread block x runs work[4x .. 4x + 4] =
+// Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
 // global indices). flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds

@@ -125,10 +125,12 @@ pub enum KernelModule {
     AccSpmm,
     /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
     RowTileSpmm,
+    /// `kernels-ptx/hrpb_spmm.ptx`: cuTeSpMM (HRPB, tensor cores).
+    HrpbSpmm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 3;
+const MODULE_COUNT: usize = 4;
 
 impl KernelModule {
     /// Every module.
@@ -136,6 +138,7 @@ impl KernelModule {
         KernelModule::CsrSpmm,
         KernelModule::AccSpmm,
         KernelModule::RowTileSpmm,
+        KernelModule::HrpbSpmm,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -149,6 +152,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => "csr_spmm.ptx",
             KernelModule::AccSpmm => "acc_spmm.ptx",
             KernelModule::RowTileSpmm => "row_tile_spmm.ptx",
+            KernelModule::HrpbSpmm => "hrpb_spmm.ptx",
         }
     }
 
@@ -288,6 +292,7 @@ impl Gpu {
                 stream,
                 info,
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
+                modules: RwLock::new([None, None, None]),
             }),
         })
     }

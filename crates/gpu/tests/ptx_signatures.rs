@@ -1,7 +1,7 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::spmm::{acc, csr, row_tile};
+use tcsparse_gpu::spmm::{acc, csr, hrpb, row_tile};
 use tcsparse_gpu::{KernelModule, KernelSignature, schedule};
 
 fn check(sigs: &[KernelSignature]) {
@@ -45,6 +45,11 @@ fn acc_spmm_signatures_match_ptx() {
 #[test]
 fn row_tile_signatures_match_ptx() {
     check(row_tile::SIGNATURES);
+}
+
+#[test]
+fn hrpb_spmm_signatures_match_ptx() {
+    check(hrpb::SIGNATURES);
 }
 
 #[test]
