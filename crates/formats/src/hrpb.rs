@@ -572,7 +572,7 @@ impl HrpbDevice {
     pub fn validate(&self) -> Result<(), FormatError> {
         const DEV: &str = "HRPB device layout";
         let nb = self.num_bricks();
-        if self.bricks.len() % DEVICE_BRICK_WORDS != 0 {
+        if !self.bricks.len().is_multiple_of(DEVICE_BRICK_WORDS) {
             return Err(invalid(DEV, "brick words not a multiple of 8"));
         }
         if self.rows >= u32::MAX as usize

@@ -162,6 +162,7 @@ impl KernelModule {
             KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
             KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
             KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::HrpbSpmm => include_str!("../../../kernels-ptx/hrpb_spmm.ptx"),
         }
     }
 }
@@ -292,7 +293,6 @@ impl Gpu {
                 stream,
                 info,
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
-                modules: RwLock::new([None, None, None]),
             }),
         })
     }

@@ -12,9 +12,11 @@ mod acc_support;
 use std::path::PathBuf;
 
 use acc_support::*;
+use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::reference::spmm_f64;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
@@ -107,6 +109,30 @@ fn hrpb_kernels_match_reference() {
     println!("worst scaled error {worst:.3e}");
 }
 
+/// Largest scaled error |got − ab| / abs of a β = 0 product against its f64 reference (`ab`, and
+/// `abs` = |A|·|B|), asserting every element finite and within the TF32 bound 2·2⁻¹⁰.
+fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
+    let bound = 2.0 * 2f64.powi(-10);
+    got.par_iter()
+        .zip(ab.par_iter().zip(abs.par_iter()))
+        .enumerate()
+        .map(|(i, (&g, (&w, &s)))| {
+            assert!(g.is_finite(), "{what}: C[{i}] = {g} (want {w})");
+            let e = (g as f64 - w).abs();
+            let scaled = if e == 0.0 {
+                0.0
+            } else {
+                e / s.max(f64::MIN_POSITIVE)
+            };
+            assert!(
+                scaled <= bound,
+                "{what}: C[{i}] = {g}, want {w}, scaled error {scaled:.3e}"
+            );
+            scaled
+        })
+        .reduce(|| 0.0, f64::max)
+}
+
 /// Shared dataset folder: $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate.
 fn dataset_files() -> Vec<PathBuf> {
     let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
@@ -176,6 +202,9 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let bd = gpu.upload(&b).unwrap();
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
             let c0 = vec![f32::NAN; a.rows() * n];
+            // The f64 reference once per (matrix, N), compared in parallel.
+            let ab = spmm_f64(&a, &b, n, n, false);
+            let abs = spmm_f64(&a, &b, n, n, true);
             let mut times = Vec::new();
             let mut err = 0f64;
             for d in &devs {
@@ -183,7 +212,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
                 d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
                 let got = gpu.download(&cd).unwrap();
                 let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
-                err = err.max(check_result(&what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n));
+                err = err.max(scaled_error(&what, &got, &ab, &abs));
                 let t = gpu
                     .time_launches(3, 20, || d.run(1.0, &bd, 0.0, &mut cd, n))
                     .unwrap();

@@ -30,6 +30,7 @@ pub use report::{ExecKernel, PrepareReport, ScheduleKind, TuneSample};
 pub use spmm::{CSR_TUNED_CHUNKS, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES};
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
+pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;

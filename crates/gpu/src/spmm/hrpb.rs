@@ -138,6 +138,9 @@ struct DeviceWork {
     wave: WaveSplit,
 }
 
+/// A work list with the (feature tiles, warps per block) it was built for.
+type CachedWork = ((u32, u32), Arc<DeviceWork>);
+
 /// An HRPB matrix resident on the GPU, ready for repeated SpMM.
 pub struct HrpbSpmm {
     gpu: Gpu,
@@ -153,7 +156,7 @@ pub struct HrpbSpmm {
     split: HrpbSplit,
     func: CudaFunction,
     /// Work list for the last (feature tiles, warps) it was built for.
-    work: Mutex<Option<((u32, u32), Arc<DeviceWork>)>>,
+    work: Mutex<Option<CachedWork>>,
 }
 
 impl std::fmt::Debug for HrpbSpmm {
@@ -442,7 +445,7 @@ mod tests {
                 .map(|v| v.panel)
                 .collect::<Vec<_>>()
         );
-        let mut covered = vec![0u32; 15];
+        let mut covered = [0u32; 15];
         for it in items.chunks(4) {
             let (p, b0, b1) = (it[0] as usize, it[1], it[2]);
             assert!(pb[p] <= b0 && b0 <= b1 && b1 <= pb[p + 1]);

@@ -12,6 +12,7 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, check_dense};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
+use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{Mode, Permutation};
@@ -34,6 +35,7 @@ pub(crate) enum DeviceState {
     },
     Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
+    Hrpb(Box<HrpbSpmm>),
 }
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
@@ -227,6 +229,14 @@ impl Prepared {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(
                         "CSR kernel needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
+                    )));
+                }
+                k.run(alpha, b, beta, c, n)?;
+            }
+            DeviceState::Hrpb(k) => {
+                if ldb != n || ldc != n {
+                    return Err(Error::InvalidArgs(format!(
+                        "HRPB kernel needs ldb = ldc = n (got {ldb}, {ldc}, n = {n})"
                     )));
                 }
                 k.run(alpha, b, beta, c, n)?;
