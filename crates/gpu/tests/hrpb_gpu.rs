@@ -5,7 +5,7 @@
 //! Covered: empty panels (inside and trailing), one dense panel, M and K not multiples of 16,
 //! rectangular (tall and wide), hub rows (split panels with atomics), an empty matrix,
 //! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, both MMA shapes (k4, k8) and the
-//! three split policies; then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
+//! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
 
 mod acc_support;
 
@@ -26,6 +26,14 @@ fn gpu() -> Gpu {
 }
 
 const SPLITS: [HrpbSplit; 3] = [HrpbSplit::None, HrpbSplit::Wave, HrpbSplit::WaveCoarse(4)];
+/// Edge cases also run every brick as its own piece (the most atomics) and pieces of 3 bricks.
+const EDGE_SPLITS: [HrpbSplit; 5] = [
+    HrpbSplit::None,
+    HrpbSplit::Wave,
+    HrpbSplit::WaveCoarse(4),
+    HrpbSplit::Cap(1),
+    HrpbSplit::Cap(3),
+];
 
 /// One product on the GPU with `C0` poisoned by NaN when β = 0, checked against f64.
 fn check(gpu: &Gpu, what: &str, a: &Csr, dev: &HrpbSpmm, n: usize, alpha: f32, beta: f32) -> f64 {
@@ -82,7 +90,7 @@ fn hrpb_kernels_match_reference() {
     for (name, a) in edge_cases() {
         let h = Hrpb::from_csr(&a).unwrap();
         for mma in HrpbMma::ALL {
-            for split in SPLITS {
+            for split in EDGE_SPLITS {
                 let dev = HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap();
                 for n in [8usize, 32, 100, 128, 512, 1000] {
                     let what = format!("{name}/{}/{split:?}/n={n}", mma.name());
@@ -164,7 +172,7 @@ fn dataset_files() -> Vec<PathBuf> {
 fn hrpb_shared_datasets_match_reference_and_time() {
     let gpu = gpu();
     println!(
-        "{:<16} {:>8} {:>9} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
+        "{:<16} {:>8} {:>9} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
         "matrix",
         "rows",
         "nnz",
@@ -176,6 +184,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
         "k8 none",
         "k8 wave",
         "k8 wv/4",
+        "k8 fill",
         "cusp ms",
         "speedup",
         "err"
@@ -196,8 +205,11 @@ fn hrpb_shared_datasets_match_reference_and_time() {
                 devs.push(HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap());
             }
         }
+        // k8 split at the two-wave brick cap of each N (the tuned engine's fifth HRPB candidate).
+        let mut fill = HrpbSpmm::from_hrpb(&gpu, &h, HrpbMma::K8, HrpbSplit::Wave).unwrap();
         let csr = CusparseCsr::new(&gpu, &a).unwrap();
         for n in [128usize, 256, 512] {
+            fill.set_split(HrpbSplit::Cap(fill.fill_cap(n).unwrap()));
             let b = dense(a.cols(), n, n, 77);
             let bd = gpu.upload(&b).unwrap();
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
@@ -207,7 +219,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let abs = spmm_f64(&a, &b, n, n, true);
             let mut times = Vec::new();
             let mut err = 0f64;
-            for d in &devs {
+            for d in devs.iter().chain([&fill]) {
                 gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
                 d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
                 let got = gpu.download(&cd).unwrap();
@@ -226,7 +238,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let speedup = tc.median_ms / best;
             logs.push(speedup.ln());
             println!(
-                "{:<16} {:>8} {:>9} {:>6.3} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>7.2}× {:>9.2e}",
+                "{:<16} {:>8} {:>9} {:>6.3} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>7.2}× {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
@@ -238,6 +250,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
                 times[3],
                 times[4],
                 times[5],
+                times[6],
                 tc.median_ms,
                 speedup,
                 err

@@ -68,6 +68,7 @@ impl std::fmt::Display for ExecKernel {
                     HrpbSplit::None => "panels whole".to_string(),
                     HrpbSplit::Wave => "wave-aware split".to_string(),
                     HrpbSplit::WaveCoarse(k) => format!("wave-aware split at 1/{k} of the slots"),
+                    HrpbSplit::Cap(c) => format!("split, ≤ {c} bricks per TB"),
                 };
                 write!(f, "HRPB ({}, {split})", mma.name())
             }

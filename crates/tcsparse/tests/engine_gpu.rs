@@ -139,9 +139,10 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             };
             assert!(allowed.contains(&timed), "{prefix}: {timed} in {names:?}");
         }
-        // Auto also times HRPB: both MMA shapes, wave-split and whole panels.
+        // Auto also times HRPB: both MMA shapes, wave-split and whole panels, and k8 at the
+        // two-wave brick cap.
         let hrpb = names.iter().filter(|n| n.starts_with("HRPB (")).count();
-        let want = if balance == Balance::Auto { 4 } else { 0 };
+        let want = if balance == Balance::Auto { 5 } else { 0 };
         assert_eq!(hrpb, want, "{names:?}");
         match balance {
             Balance::Auto => assert!(

@@ -100,6 +100,10 @@ pub enum HrpbSplit {
     /// The wave-aware split as if only `1/k` of the resident thread blocks existed (`k` ≥ 1: fewer,
     /// coarser pieces), for tuning.
     WaveCoarse(u32),
+    /// Every panel cut into pieces of at most this many bricks (0 is treated as 1), whatever the
+    /// waves: fills the device when there are fewer panels than resident thread blocks (Eq. 7
+    /// never cuts panels of equal weight). See [`HrpbSpmm::fill_cap`].
+    Cap(u32),
 }
 
 /// Warps per thread block and feature tiles for width `n`.
@@ -267,6 +271,19 @@ impl HrpbSpmm {
             .max(1))
     }
 
+    /// Bricks per piece for [`HrpbSplit::Cap`] at width `n` so that the pieces make about two
+    /// waves of resident thread blocks (SM count × occupancy): ⌈bricks · tiles / (2 · resident)⌉,
+    /// at least 4 (the row-tile kernels' wave-aware cap, docs/kernels/row-tile.md v5).
+    pub fn fill_cap(&self, n: usize) -> Result<u32, GpuError> {
+        let (_, tiles) = tiling(n);
+        let resident =
+            u64::from(self.blocks_per_sm(n)?) * u64::from(self.gpu.info().sm_count.max(1));
+        let bricks = self.num_bricks() as u64 * u64::from(tiles);
+        Ok(bricks
+            .div_ceil(2 * resident.max(1))
+            .clamp(4, u32::MAX as u64) as u32)
+    }
+
     /// The wave split used at width `n` (Eq. 6–7 numbers and the virtual panels).
     pub fn wave_split(&self, n: usize) -> Result<WaveSplit, GpuError> {
         Ok(self.device_work(n)?.wave.clone())
@@ -284,7 +301,7 @@ impl HrpbSpmm {
         let counts: Vec<u32> = self.panel_bricks.windows(2).map(|w| w[1] - w[0]).collect();
         let concurrent = match self.split {
             // One "resident block" per panel-tile: nothing is ever split.
-            HrpbSplit::None => u64::MAX,
+            HrpbSplit::None | HrpbSplit::Cap(_) => u64::MAX,
             HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => {
                 let per_sm = self.blocks_per_sm(n)? as u64;
                 let sms = u64::from(self.gpu.info().sm_count.max(1));
@@ -295,10 +312,11 @@ impl HrpbSpmm {
                 (sms * per_sm / coarse).max(1)
             }
         };
-        let wave = if self.split == HrpbSplit::None {
-            whole_panels(&counts, tiles)
-        } else {
-            wave_split(&counts, concurrent, tiles).map_err(|e| GpuError::Invalid(e.to_string()))?
+        let wave = match self.split {
+            HrpbSplit::None => whole_panels(&counts, tiles),
+            HrpbSplit::Cap(cap) => capped_panels(&counts, tiles, cap),
+            HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => wave_split(&counts, concurrent, tiles)
+                .map_err(|e| GpuError::Invalid(e.to_string()))?,
         };
         let (items, split_panels) = work_items(&self.panel_bricks, &wave);
         if items.len() / 4 >= i32::MAX as usize {
@@ -412,6 +430,30 @@ fn whole_panels(counts: &[u32], tiles: u32) -> WaveSplit {
     }
 }
 
+/// Every panel cut into pieces of at most `cap` bricks (0 is treated as 1), nearly equal in size;
+/// a panel of more than one piece is marked atomic.
+fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
+    use tcsparse_planner::wave::VirtualPanel;
+    let cap = cap.max(1);
+    let mut s = whole_panels(counts, tiles);
+    s.panels.clear();
+    for (p, &c) in counts.iter().enumerate() {
+        let pieces = c.div_ceil(cap).max(1);
+        for i in 0..pieces {
+            s.panels.push(VirtualPanel {
+                panel: p as u32,
+                block_begin: (c as u64 * i as u64 / pieces as u64) as u32,
+                block_end: (c as u64 * (i as u64 + 1) / pieces as u64) as u32,
+                atomic: pieces > 1,
+            });
+        }
+        if pieces > 1 {
+            s.split_panels += 1;
+        }
+    }
+    s
+}
+
 /// Bytes per brick of the device encoding (for reports).
 pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
 
@@ -456,6 +498,14 @@ mod tests {
         assert!(covered.iter().all(|&c| c == 1));
         // The empty panel still has its item (so its rows are written).
         assert_eq!(&items[..4], &[0, 0, 0, 0]);
+        // Capped at 5 bricks: panel 1 in 3 pieces of 4, panel 2 whole; every brick once.
+        let c = capped_panels(&counts, 1, 5);
+        assert_eq!(c.split_panels, 1);
+        let (items, split) = work_items(&pb, &c);
+        assert_eq!(split, [1]);
+        let pieces: Vec<(u32, u32)> = items.chunks(4).map(|it| (it[1], it[2])).collect();
+        assert_eq!(pieces, [(0, 0), (0, 4), (4, 8), (8, 12), (12, 15)]);
+        assert_eq!(capped_panels(&counts, 1, 0).panels.len(), 1 + 12 + 3);
         // No split: one item per panel.
         let w = whole_panels(&counts, 2);
         let (items, split) = work_items(&pb, &w);

@@ -55,8 +55,10 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K4, HrpbSplit::None),
 ];
 
-/// Times the HRPB candidates ([`HRPB_TUNED`]) on `a`, recording every sample in `tuning`; returns
-/// the device set to the fastest (`None` when HRPB cannot be built for `a`).
+/// Times the HRPB candidates ([`HRPB_TUNED`], then k8 split at [`HrpbSpmm::fill_cap`]: pieces for
+/// about two waves, which also cuts the panels of small matrices the wave split leaves whole) on
+/// `a`, recording every sample in `tuning`; returns the device set to the fastest (`None` when HRPB
+/// cannot be built for `a`).
 fn tune_hrpb(
     gpu: &Gpu,
     a: &Csr,
@@ -72,7 +74,8 @@ fn tune_hrpb(
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(gpu, &h, mma0, split0)?);
     let mut fastest: Option<(f64, HrpbMma, HrpbSplit)> = None;
-    for (mma, split) in HRPB_TUNED {
+    let fill = (HrpbMma::K8, HrpbSplit::Cap(dev.fill_cap(n)?));
+    for (mma, split) in HRPB_TUNED.into_iter().chain([fill]) {
         if mma != dev.mma() {
             dev.set_mma(mma)?;
         }
