@@ -342,6 +342,14 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     KernelRequest::AccSpmmPaper,
                     Balance::Off,
                 ),
+                ("hrpb/wave", Some(a), 0.0, KernelRequest::Hrpb, Balance::On),
+                (
+                    "hrpb/whole",
+                    Some(a),
+                    0.0,
+                    KernelRequest::Hrpb,
+                    Balance::Off,
+                ),
             ]
         };
         for (name, mat, reorder_ms, kernel, balance) in variants {
@@ -501,6 +509,8 @@ fn engine_case(
         tcsparse::ExecKernel::AccSpmm { .. } | tcsparse::ExecKernel::AccSpmmPaper { .. } => {
             prepared.bittcf().bytes() as u64
         }
+        tcsparse::ExecKernel::Hrpb { .. } => tcsparse::formats::hrpb::Hrpb::from_csr(mat)
+            .map_or(csr_bytes(mat), |h| h.device_layout().bytes() as u64),
         _ => csr_bytes(mat),
     };
     case.bytes = Some(a_bytes + 4 * (mat.cols() + mat.rows()) as u64 * n as u64);

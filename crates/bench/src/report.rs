@@ -261,6 +261,28 @@ impl Report {
         }
     }
 
+    /// Geomean over the (matrix, N) cases of `group` of the best speedup among the backends named
+    /// `prefix…` (e.g. every `hrpb/…` variant); `None` when no such case passed.
+    pub fn geomean_best_of(&self, prefix: &str, group: Group) -> Option<f64> {
+        let mut best: Vec<((&str, usize), f64)> = Vec::new();
+        for c in self.cases.iter() {
+            let Some(s) = (c.group == group && c.backend.starts_with(prefix))
+                .then(|| self.speedup(c))
+                .flatten()
+            else {
+                continue;
+            };
+            match best
+                .iter_mut()
+                .find(|(k, _)| *k == (c.matrix.as_str(), c.n))
+            {
+                Some((_, b)) => *b = b.max(s),
+                None => best.push(((c.matrix.as_str(), c.n), s)),
+            }
+        }
+        geomean(&best.iter().map(|(_, s)| *s).collect::<Vec<_>>())
+    }
+
     /// Merges reports of runs split to fit a time limit: cases concatenated in order, commands
     /// joined with `; `, the header of the first report unless one was cut off (its
     /// "(partial: …)" mark is kept). `None` for no report.
@@ -314,6 +336,9 @@ impl Report {
             x(sm.geomean_structured)
         );
         let _ = writeln!(s, "geomean (shared datasets): {}  ", x(sm.geomean_shared));
+        if let Some(g) = self.geomean_best_of("hrpb/", Group::Shared) {
+            let _ = writeln!(s, "geomean (hrpb alone, shared datasets): {g:.2}×  ");
+        }
         match &sm.worst {
             Some((w, label)) => {
                 let _ = writeln!(s, "worst case: {w:.2}× ({label})  ");

@@ -136,6 +136,19 @@ proptest! {
         prop_assert_eq!(f.num_blocks(), block_count(&a, 16, 16));
         prop_assert_eq!(f.num_bricks(), block_count(&a, 16, 4));
         prop_assert!(f.size_ptr().iter().all(|s| s % 2 == 0));
+        // The device encoding: valid, same bricks and values, same product bit for bit.
+        let d = f.device_layout();
+        prop_assert_eq!(d.validate(), Ok(()));
+        prop_assert_eq!(d.num_bricks(), f.num_bricks());
+        prop_assert_eq!(d.values.len(), a.nnz());
+        prop_assert_eq!(*d.block_bricks.last().unwrap() as usize, d.num_bricks());
+        let n = 3;
+        let b: Vec<f32> = (0..a.cols() * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let (x, y): (Vec<u32>, Vec<u32>) = (
+            f.spmm_cpu(&b, n, n).iter().map(|v| v.to_bits()).collect(),
+            d.spmm_cpu(&b, n, n).iter().map(|v| v.to_bits()).collect(),
+        );
+        prop_assert_eq!(x, y);
     }
 
     #[test]

@@ -135,10 +135,12 @@ pub enum KernelModule {
     Spamm,
     /// `kernels-ptx/spmv.ptx`: bitBSR SpMV (Spaden, tensor cores).
     Spmv,
+    /// `kernels-ptx/hrpb_spmm.ptx`: cuTeSpMM (HRPB, tensor cores).
+    HrpbSpmm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 6;
+const MODULE_COUNT: usize = 7;
 
 impl KernelModule {
     /// Every module.
@@ -149,6 +151,7 @@ impl KernelModule {
         KernelModule::Permute,
         KernelModule::Spamm,
         KernelModule::Spmv,
+        KernelModule::HrpbSpmm,
     ];
 
     /// Position in [`KernelModule::ALL`].
@@ -165,6 +168,7 @@ impl KernelModule {
             KernelModule::Permute => "permute_rows.ptx",
             KernelModule::Spamm => "spamm.ptx",
             KernelModule::Spmv => "spmv.ptx",
+            KernelModule::HrpbSpmm => "hrpb_spmm.ptx",
         }
     }
 
@@ -177,6 +181,7 @@ impl KernelModule {
             KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
             KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
             KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
+            KernelModule::HrpbSpmm => include_str!("../../../kernels-ptx/hrpb_spmm.ptx"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::spmm::{acc, csr, row_tile};
+use tcsparse_gpu::spmm::{acc, csr, hrpb, row_tile};
 use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, spamm, spmv};
 
 fn check(sigs: &[KernelSignature]) {
@@ -60,6 +60,11 @@ fn spamm_signatures_match_ptx() {
 #[test]
 fn spmv_signatures_match_ptx() {
     check(spmv::SIGNATURES);
+}
+
+#[test]
+fn hrpb_spmm_signatures_match_ptx() {
+    check(hrpb::SIGNATURES);
 }
 
 #[test]

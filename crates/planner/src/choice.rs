@@ -11,8 +11,13 @@
 //!   by `r(x) = 3.52 · x / (x + 6.6)` TFLOP/s (1.1 at 3 nnz/row, 2.2 at 11, 3.5 at 450: the measured
 //!   0.9–1.3, 2.1–2.3 and 2.4–4.4), scaled by the device's bandwidth relative to the H200's 3.9
 //!   TB/s, with a floor of nnz × N gathered f32 at most once per nonzero through L2 not assumed.
-//! * cuTeSpMM (HRPB): active B rows per 16-row panel ≈ nnz / (16 α), each read once per panel;
-//!   A records padded to 512 B (≈ 2 / α bytes per nonzero), at [`HRPB_EFFICIENCY`] of the bandwidth.
+//! * cuTeSpMM (HRPB, our kernel `hrpb_spmm`): bricks = nnz / (64 α), each gathering 4 B rows
+//!   (active B rows per 16-row panel ≈ nnz / (16 α)); A = 4 B per nonzero + a 32 B record per brick
+//!   (no 512-byte padding); C once; at [`HRPB_EFFICIENCY`] of the bandwidth. α's synergy class
+//!   (cuTeSpMM Table 1) gates the tensor cores: with α known and Low (< 12.5 %) the plan is cuSPARSE
+//!   (the facade's CUDA-core CSR kernel competes with it when tuning), whatever the tensor-core
+//!   predictions; Medium and High let HRPB compete.
+//! * DTC-SpMM (ME-TCF): from the ME-TCF 16×8 block count when the facade supplies it.
 //! * DTC-SpMM (ME-TCF): 16×8 blocks, 8 B rows each, at 0.8× our efficiency (it measured 1.00× vs
 //!   Acc-SpMM's 1.20× cuSPARSE geomean).
 //!
@@ -23,6 +28,7 @@ use crate::acc::{AccSchedule, Eq4Model};
 use crate::imbalance::{ImbalanceDecision, decide_imbalance};
 use crate::{DeviceSpec, KernelResources};
 use serde::{Deserialize, Serialize};
+use tcsparse_formats::metrics::Synergy;
 
 /// A tensor-core kernel must be predicted this many times faster than cuSPARSE to be chosen.
 pub const TC_MARGIN: f64 = 1.10;
@@ -111,6 +117,14 @@ pub struct Plan {
     pub imbalance: Option<ImbalanceDecision>,
     /// The BitTCF schedule when the choice is Acc-SpMM.
     pub schedule: Option<AccSchedule>,
+}
+
+/// Bytes the HRPB model moves for `nnz` nonzeros at brick density `alpha`, B rows of `b_row`
+/// bytes and `c_bytes` of C: every brick (nnz / (64 α)) gathers 4 B rows and reads its 32-byte
+/// record, every nonzero its 4-byte value, C is written once.
+pub fn hrpb_bytes(nnz: f64, alpha: f64, b_row: f64, c_bytes: f64) -> f64 {
+    let bricks = nnz / (64.0 * alpha);
+    bricks * (4.0 * b_row + 32.0) + 4.0 * nnz + c_bytes
 }
 
 /// Fitted cuSPARSE SpMM rate on `device`, TFLOP/s, at `nnz_per_row`.
@@ -256,11 +270,13 @@ pub fn plan_spmm_with(
     let bw = device.bytes_per_s();
     let b_row = 4.0 * n as f64;
     let c_bytes = f.rows as f64 * b_row;
-    if let Some(alpha) = f.hrpb_alpha.filter(|a| a.is_finite() && *a > 0.0) {
-        let bytes = f.nnz as f64 / (16.0 * alpha) * b_row + f.nnz as f64 * 2.0 / alpha + c_bytes;
+    let alpha = f.hrpb_alpha.filter(|a| a.is_finite() && *a > 0.0);
+    let synergy = alpha.map(Synergy::from_alpha);
+    if let Some(alpha) = alpha {
+        let bytes = hrpb_bytes(f.nnz as f64, alpha, b_row, c_bytes);
         preds.push(prediction(
             KernelChoice::HrpbSpmm,
-            ms_of(bytes / bw, LAUNCH_US),
+            ms_of(bytes / (HRPB_EFFICIENCY * bw), LAUNCH_US),
             flops,
             bytes,
         ));
@@ -280,6 +296,17 @@ pub fn plan_spmm_with(
         .find(|p| p.kernel != KernelChoice::Cusparse)
         .cloned();
     let (chosen, verdict) = match best_tc {
+        Some(tc) if synergy == Some(Synergy::Low) => {
+            let v = format!(
+                "cuSPARSE: HRPB α = {:.3} is Low TCU synergy (< 12.5 % of a 16×4 brick column filled), so \
+                 no tensor-core kernel (best {:?} predicted {:.4} ms vs cuSPARSE {:.4} ms)",
+                alpha.unwrap_or(0.0),
+                tc.kernel,
+                tc.ms,
+                cus.ms
+            );
+            (cus.clone(), v)
+        }
         Some(tc) if tc.ms * TC_MARGIN <= cus.ms => {
             let v = format!(
                 "{:?} predicted {:.4} ms ({:.0} GFLOP/s) vs cuSPARSE {:.4} ms ({:.0} GFLOP/s at {nnz_row:.1} nnz/row): \
@@ -341,5 +368,69 @@ mod tests {
         assert!((0.9..=1.3).contains(&cusparse_tflops(&h, 3.0)));
         assert!((2.1..=2.3).contains(&cusparse_tflops(&h, 11.0)));
         assert!((2.4..=4.4).contains(&cusparse_tflops(&h, 450.0)));
+    }
+
+    fn feats(alpha: Option<f64>, metcf_blocks: Option<u64>) -> MatrixFeatures {
+        // 65536 rows, 16 nnz/row, N = 256, dense 8×8 blocks (so Acc-SpMM is modeled too).
+        let nnz = 65536 * 16;
+        MatrixFeatures {
+            rows: 65536,
+            cols: 65536,
+            nnz,
+            n: 256,
+            blocks_8x8: nnz / 40,
+            mean_nnz_tc: 40.0,
+            hrpb_alpha: alpha,
+            metcf_blocks,
+            ibd: None,
+        }
+    }
+
+    fn rwo() -> Vec<u32> {
+        (0..=8192u32).map(|w| w * 3).collect()
+    }
+
+    #[test]
+    fn low_synergy_keeps_cusparse_whatever_the_tensor_core_model_says() {
+        let h = DeviceSpec::h200();
+        let r = rwo();
+        let f = feats(None, None);
+        let tc = plan_spmm(&f, &r, &h);
+        assert_ne!(tc.choice, KernelChoice::Cusparse, "{}", tc.reason);
+        let low = plan_spmm(&feats(Some(0.08), None), &r, &h);
+        assert_eq!(low.choice, KernelChoice::Cusparse);
+        assert!(low.reason.contains("Low TCU synergy"), "{}", low.reason);
+        assert!(
+            low.predictions
+                .iter()
+                .any(|p| p.kernel == KernelChoice::HrpbSpmm)
+        );
+    }
+
+    #[test]
+    fn high_synergy_lets_hrpb_compete_and_its_bytes_shrink_with_alpha() {
+        let h = DeviceSpec::h200();
+        let r = rwo();
+        let p = plan_spmm(&feats(Some(0.6), None), &r, &h);
+        let ms = |k: KernelChoice| p.predictions.iter().find(|q| q.kernel == k).unwrap().ms;
+        assert!(ms(KernelChoice::HrpbSpmm) * TC_MARGIN < ms(KernelChoice::Cusparse));
+        assert_ne!(p.choice, KernelChoice::Cusparse, "{}", p.reason);
+        // Medium: still a candidate.
+        let m = plan_spmm(&feats(Some(0.2), None), &r, &h);
+        assert!(
+            m.predictions
+                .iter()
+                .any(|q| q.kernel == KernelChoice::HrpbSpmm)
+        );
+        assert!(hrpb_bytes(1e6, 0.5, 512.0, 0.0) < hrpb_bytes(1e6, 0.25, 512.0, 0.0));
+        // 1e6 nnz at α = 0.25: 62500 bricks × (4·512 + 32) B + 4 MB.
+        assert_eq!(hrpb_bytes(1e6, 0.25, 512.0, 0.0), 62500.0 * 2080.0 + 4e6);
+        // The ME-TCF block count is modeled when given.
+        let q = plan_spmm(&feats(Some(0.2), Some(20_000)), &r, &h);
+        assert!(
+            q.predictions
+                .iter()
+                .any(|x| x.kernel == KernelChoice::MeTcfSpmm)
+        );
     }
 }

@@ -53,6 +53,7 @@ pub use spmm::{
 pub use sprs;
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
+pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;

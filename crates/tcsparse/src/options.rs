@@ -154,6 +154,9 @@ pub enum KernelRequest {
     /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per
     /// thread block.
     RowTile(RowTileKernel),
+    /// cuTeSpMM's HRPB kernel (m16n8k8 on brick pairs): `Balance::Off` keeps every row panel
+    /// whole, anything else splits heavy panels wave-aware from the device.
+    Hrpb,
 }
 
 /// Options of [`Engine::prepare`](crate::Engine::prepare). Build them with

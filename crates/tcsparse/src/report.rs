@@ -2,6 +2,7 @@
 //! ([`ExecKernel`]) and the tuning samples.
 
 use tcsparse_gpu::spmm::acc::AccVariant;
+use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
@@ -37,6 +38,13 @@ pub enum ExecKernel {
         /// How windows map to thread blocks.
         schedule: RowTileSchedule,
     },
+    /// cuTeSpMM's HRPB kernel (TF32, 16×4 bricks).
+    Hrpb {
+        /// MMA shape.
+        mma: HrpbMma,
+        /// How heavy row panels are split.
+        split: HrpbSplit,
+    },
     /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
     CpuBitTcf,
 }
@@ -47,7 +55,8 @@ impl ExecKernel {
         match self {
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
-            | ExecKernel::RowTile { .. } => Precision::Tf32,
+            | ExecKernel::RowTile { .. }
+            | ExecKernel::Hrpb { .. } => Precision::Tf32,
             ExecKernel::Cusparse | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
                 Precision::F32
             }
@@ -78,6 +87,15 @@ impl std::fmt::Display for ExecKernel {
                     kernel.name(),
                     kernel.window_rows,
                 )
+            }
+            ExecKernel::Hrpb { mma, split } => {
+                let split = match split {
+                    HrpbSplit::None => "panels whole".to_string(),
+                    HrpbSplit::Wave => "wave-aware split".to_string(),
+                    HrpbSplit::WaveCoarse(k) => format!("wave-aware split at 1/{k} of the slots"),
+                    HrpbSplit::Cap(c) => format!("split, ≤ {c} bricks per TB"),
+                };
+                write!(f, "HRPB ({}, {split})", mma.name())
             }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
         }

@@ -137,6 +137,11 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             };
             assert!(allowed.contains(&timed), "{prefix}: {timed} in {names:?}");
         }
+        // Auto also times HRPB: both MMA shapes, wave-split and whole panels, and k8 at the
+        // two-wave brick cap.
+        let hrpb = names.iter().filter(|n| n.starts_with("HRPB (")).count();
+        let want = if balance == Balance::Auto { 5 } else { 0 };
+        assert_eq!(hrpb, want, "{names:?}");
         match balance {
             Balance::Auto => assert!(
                 (TUNED_SCHEDULES.len()..=TUNED_SCHEDULES.len() + 1).contains(&acc),
@@ -155,6 +160,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
             k @ ExecKernel::RowTile { .. } => best.candidate.starts_with(&k.to_string()),
             k @ ExecKernel::CsrCuda { .. } => best.candidate == k.to_string(),
+            k @ ExecKernel::Hrpb { .. } => best.candidate.starts_with(&k.to_string()),
             k => panic!("unexpected kernel {k}"),
         };
         assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
@@ -180,6 +186,7 @@ fn every_kernel_and_reordering_matches_reference() {
         KernelRequest::RowTile(RowTileKernel::TC32D),
         KernelRequest::Cusparse,
         KernelRequest::Csr,
+        KernelRequest::Hrpb,
         KernelRequest::Auto,
     ] {
         for reorder in [

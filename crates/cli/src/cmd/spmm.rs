@@ -16,8 +16,9 @@ pub struct Args {
     #[arg(long, default_value_t = 128)]
     pub n: usize,
     /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
-    /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr"])]
+    /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR),
+    /// hrpb (cuTeSpMM's HRPB kernel, wave-aware split).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "hrpb"])]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto")]
@@ -89,6 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
         "cusparse" => KernelRequest::Cusparse,
         "csr" => KernelRequest::Csr,
+        "hrpb" => KernelRequest::Hrpb,
         _ => KernelRequest::Auto,
     };
     let opts = PrepareOptions::builder()

@@ -1,7 +1,7 @@
 //! SpMM kernels, one room each: [`acc`] (Acc-SpMM on BitTCF, TF32 tensor cores), [`row_tile`]
-//! (row-tile TCF, TF32 tensor cores) and [`csr`] (CUDA cores, f32). The launch-shape and
-//! dense-operand helpers they share live here; work lists, split rows and uploads in
-//! [`crate::schedule`]; the vendor baselines in [`crate::baselines`].
+//! (row-tile TCF, TF32 tensor cores), [`hrpb`] (cuTeSpMM on HRPB, TF32 tensor cores) and [`csr`]
+//! (CUDA cores, f32). The launch-shape and dense-operand helpers they share live here; work lists,
+//! split rows and uploads in [`crate::schedule`]; the vendor baselines in [`crate::baselines`].
 
 use cudarc::driver::LaunchConfig;
 use thiserror::Error;
@@ -10,6 +10,7 @@ use crate::GpuError;
 
 pub mod acc;
 pub mod csr;
+pub mod hrpb;
 pub mod row_tile;
 
 /// Most warps per thread block (the kernel's `__launch_bounds__`).

@@ -29,6 +29,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -285,6 +286,22 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
+        ExecKernel::Hrpb { mma, split } => {
+            out.push(6);
+            let m = match mma {
+                HrpbMma::K4 => 0,
+                HrpbMma::K8 => 1,
+            };
+            let (tag, x) = match split {
+                HrpbSplit::None => (0, 0),
+                HrpbSplit::Wave => (1, 0),
+                HrpbSplit::WaveCoarse(k) => (2, k),
+                HrpbSplit::Cap(k) => (3, k),
+            };
+            for v in [m, tag, x] {
+                put_u32(&mut out, v);
+            }
+        }
     }
     match &e.perm {
         None => out.push(0),
@@ -375,6 +392,22 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 _ => return Err(format!("corrupt: row-tile schedule ({tag}, {x})")),
             };
             ExecKernel::RowTile { kernel, schedule }
+        }
+        6 => {
+            let (m, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
+            let mma = match m {
+                0 => HrpbMma::K4,
+                1 => HrpbMma::K8,
+                _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
+            };
+            let split = match tag {
+                0 => HrpbSplit::None,
+                1 => HrpbSplit::Wave,
+                2 if x >= 1 => HrpbSplit::WaveCoarse(x),
+                3 if x >= 1 => HrpbSplit::Cap(x),
+                _ => return Err(format!("corrupt: HRPB split ({tag}, {x})")),
+            };
+            ExecKernel::Hrpb { mma, split }
         }
         t => return Err(format!("corrupt: kernel tag {t}")),
     };

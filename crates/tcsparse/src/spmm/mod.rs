@@ -15,6 +15,7 @@ use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, check_dense};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
+use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{Mode, Permutation};
@@ -39,6 +40,7 @@ pub(crate) enum DeviceState {
     },
     Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
+    Hrpb(Box<HrpbSpmm>),
 }
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
@@ -377,6 +379,7 @@ impl Prepared {
                 s.run(alpha, b, beta, c)?;
             }
             DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Hrpb(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
         }
         Ok(())
     }
@@ -427,6 +430,12 @@ impl Prepared {
                 let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
                 d.set_values(&gpu, &m)?;
+            }
+            DeviceState::Hrpb(k) => {
+                let h = tcsparse_formats::hrpb::Hrpb::from_csr(&self.a)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                let (mma, split) = (k.mma(), k.split());
+                **k = HrpbSpmm::from_hrpb(&gpu, &h, mma, split)?;
             }
         }
         Ok(())

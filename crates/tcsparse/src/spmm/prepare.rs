@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
-use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileSchedule};
+use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
+use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileKernel, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
 use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
 
@@ -25,6 +27,61 @@ use crate::{
 const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
+
+/// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
+const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
+    mma: HrpbMma::K8,
+    split: HrpbSplit::Wave,
+};
+
+/// Warp items of the CSR kernel per SM below which an untuned preparation keeps cuSPARSE for a
+/// CUDA-core plan: too little work to hide the kernel's load latency (citeseer, 9 k nonzeros:
+/// 142 items for 132 SMs, 1.38× slower than cuSPARSE on the H200).
+const CSR_MIN_ITEMS_PER_SM: usize = 8;
+
+/// The CUDA-core kernel an untuned preparation runs where the planner's model says "no tensor
+/// cores" (cuSPARSE-class, e.g. Low TCU synergy): our CSR kernel at a nonzero budget per warp
+/// giving about 16 items per resident warp (64..=1024 nonzeros; the tuned choice on the shared
+/// datasets was 64, on R-MAT 256, on reddit-like 1024), where it was measured 1.1–4.3× faster
+/// than cuSPARSE on 21 of 24 shared-dataset cases; `None` (cuSPARSE) when there are fewer than
+/// [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per SM.
+fn csr_kernel_for(nnz: usize, sm_count: u32) -> Option<ExecKernel> {
+    let sms = sm_count.max(1) as usize;
+    if nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms {
+        return None;
+    }
+    // 64 resident warps per SM, 16 items each.
+    let chunk = (nnz / (sms * 64 * 16)).clamp(64, 1024) as u32;
+    Some(ExecKernel::CsrCuda {
+        chunk_nnz: chunk.next_power_of_two().min(1024),
+    })
+}
+
+/// The kernel an untuned preparation runs where the planner picks ME-TCF (DTC-SpMM's 16×8
+/// blocks): the row-tile kernel on the same blocks, TC16d (dense tiles) when its tile copy is at
+/// most 16 slots per nonzero, else TC16, one window per thread block (the tuned choice on
+/// bcsstk17 and PROTEINS_full).
+fn metcf_kernel(nnz: usize, metcf_blocks: Option<u64>) -> ExecKernel {
+    let slots = metcf_blocks.unwrap_or(u64::MAX).saturating_mul(128) as f64;
+    let dense = nnz > 0
+        && slots / nnz as f64 <= tcsparse_gpu::spmm::row_tile::MAX_DENSE_SLOTS_PER_NNZ
+        && slots * 4.0 <= tcsparse_gpu::spmm::row_tile::MAX_DENSE_TILE_BYTES as f64;
+    ExecKernel::RowTile {
+        kernel: if dense {
+            RowTileKernel::TC16D
+        } else {
+            RowTileKernel::TC16
+        },
+        schedule: RowTileSchedule::Packed(1),
+    }
+}
+
+/// cuTeSpMM's α of `a` (nonzeros per 16×4 brick slot over compacted columns), `None` when `a` has
+/// no nonzero.
+fn hrpb_alpha(a: &Csr) -> Option<f64> {
+    let bricks = tcsparse_formats::metrics::block_count(a, 16, 4);
+    (bricks > 0).then(|| a.nnz() as f64 / (64.0 * bricks as f64))
+}
 
 /// The output of [`Engine::reorder_stage`].
 #[derive(Clone)]
@@ -58,7 +115,10 @@ impl Engine {
         if opts.precision == Precision::F32
             && matches!(
                 opts.kernel,
-                KernelRequest::AccSpmm | KernelRequest::AccSpmmPaper | KernelRequest::RowTile(_)
+                KernelRequest::AccSpmm
+                    | KernelRequest::AccSpmmPaper
+                    | KernelRequest::RowTile(_)
+                    | KernelRequest::Hrpb
             )
         {
             return Err(Error::InvalidArgs(format!(
@@ -276,8 +336,8 @@ impl Engine {
             n: opts.n.max(1),
             blocks_8x8: blocks as u64,
             mean_nnz_tc,
-            hrpb_alpha: None,
-            metcf_blocks: None,
+            hrpb_alpha: hrpb_alpha(&a_re),
+            metcf_blocks: Some(tcsparse_formats::metrics::block_count(&a_re, 16, 8) as u64),
             ibd: None,
         };
         let rwo = bittcf.row_window_offset();
@@ -290,7 +350,7 @@ impl Engine {
                 };
                 (k, note, sched)
             }
-            _ => self.choose(&plan, opts, rwo),
+            _ => self.choose(&plan, opts, rwo, a_re.nnz(), features.metcf_blocks),
         };
         let plan_s = t.elapsed().as_secs_f64();
 
@@ -358,6 +418,13 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
             }
+            (Some(gpu), ExecKernel::Hrpb { mma, split }) => {
+                let h = Hrpb::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+                let d = HrpbSpmm::from_hrpb(gpu, &h, mma, split)?;
+                thread_blocks = d.wave_split(opts.n.max(1))?.panels.len();
+                gpu.synchronize()?;
+                DeviceState::Hrpb(Box::new(d))
+            }
             _ => DeviceState::Cpu,
         };
         let upload_s = t.elapsed().as_secs_f64();
@@ -419,6 +486,8 @@ impl Engine {
         plan: &Plan,
         opts: &PrepareOptions,
         rwo: &[u32],
+        nnz: usize,
+        metcf_blocks: Option<u64>,
     ) -> (ExecKernel, String, Option<AccSchedule>) {
         if self.gpu.is_none() {
             return (
@@ -517,18 +586,88 @@ impl Engine {
                 ),
                 None,
             ),
+            KernelRequest::Hrpb => (
+                ExecKernel::Hrpb {
+                    mma: HrpbMma::K8,
+                    // Balance::Off keeps every panel whole; anything else splits wave-aware.
+                    split: if opts.balance == Balance::Off {
+                        HrpbSplit::None
+                    } else {
+                        HrpbSplit::Wave
+                    },
+                },
+                format!("HRPB requested (planner: {})", plan.reason),
+                None,
+            ),
             KernelRequest::Auto => match plan.choice {
                 KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
-                KernelChoice::Cusparse => (ExecKernel::Cusparse, plan.reason.clone(), None),
-                other => (
-                    ExecKernel::Cusparse,
-                    format!(
-                        "planner chose {other:?}, which the facade does not run yet: cuSPARSE instead ({})",
-                        plan.reason
-                    ),
-                    None,
-                ),
+                KernelChoice::HrpbSpmm => (HRPB_DEFAULT, plan.reason.clone(), None),
+                KernelChoice::Cusparse => {
+                    let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
+                    match csr_kernel_for(nnz, sms) {
+                        Some(kernel) => (
+                            kernel,
+                            format!(
+                                "{} (a CUDA-core kernel: ours, {kernel}, runs it)",
+                                plan.reason
+                            ),
+                            None,
+                        ),
+                        None => (ExecKernel::Cusparse, plan.reason.clone(), None),
+                    }
+                }
+                KernelChoice::MeTcfSpmm => {
+                    let kernel = metcf_kernel(nnz, metcf_blocks);
+                    (
+                        kernel,
+                        format!("{} (ME-TCF blocks run by {kernel})", plan.reason),
+                        None,
+                    )
+                }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_core_plans_run_our_csr_kernel_unless_the_matrix_is_tiny() {
+        // citeseer (9104 nonzeros): 142 items of 64 for 132 SMs → cuSPARSE.
+        assert_eq!(csr_kernel_for(9104, 132), None);
+        // BlogCatalog, REDDIT-BINARY: 64 (the tuned budget on the H200).
+        for nnz in [343_486, 1_991_016] {
+            assert_eq!(
+                csr_kernel_for(nnz, 132),
+                Some(ExecKernel::CsrCuda { chunk_nnz: 64 })
+            );
+        }
+        // R-MAT scale 20 (≈ 23 M) → 256; reddit-like (114 M) → 1024 (the tuned budgets).
+        assert_eq!(
+            csr_kernel_for(23_000_000, 132),
+            Some(ExecKernel::CsrCuda { chunk_nnz: 256 })
+        );
+        assert_eq!(
+            csr_kernel_for(114_000_000, 132),
+            Some(ExecKernel::CsrCuda { chunk_nnz: 1024 })
+        );
+    }
+
+    #[test]
+    fn metcf_plans_run_tc16_dense_only_where_the_tiles_stay_small() {
+        let tc16 = |dense| ExecKernel::RowTile {
+            kernel: if dense {
+                RowTileKernel::TC16D
+            } else {
+                RowTileKernel::TC16
+            },
+            schedule: RowTileSchedule::Packed(1),
+        };
+        assert_eq!(metcf_kernel(428_650, Some(12_000)), tc16(true));
+        assert_eq!(metcf_kernel(100_000, Some(100_000)), tc16(false));
+        assert_eq!(metcf_kernel(100_000, None), tc16(false));
+        assert_eq!(metcf_kernel(0, Some(0)), tc16(false));
     }
 }

@@ -4,8 +4,10 @@ use std::time::Instant;
 
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
+use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
+use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
@@ -42,6 +44,60 @@ enum Candidate {
     Acc(ScheduleKind),
     /// A row-tile kernel: its device, set to its fastest schedule.
     RowTile(Box<RowTileDevice>),
+    /// The HRPB kernel: its device, set to its fastest shape and split.
+    Hrpb(Box<HrpbSpmm>),
+}
+
+/// HRPB candidates a tuned preparation times (both MMA shapes, panels whole or wave-split).
+const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
+    (HrpbMma::K8, HrpbSplit::Wave),
+    (HrpbMma::K8, HrpbSplit::None),
+    (HrpbMma::K4, HrpbSplit::Wave),
+    (HrpbMma::K4, HrpbSplit::None),
+];
+
+/// Times the HRPB candidates ([`HRPB_TUNED`], then k8 split at [`HrpbSpmm::fill_cap`]: pieces for
+/// about two waves, which also cuts the panels of small matrices the wave split leaves whole) on
+/// `a`, recording every sample in `tuning`; returns the device set to the fastest (`None` when HRPB
+/// cannot be built for `a`).
+fn tune_hrpb(
+    gpu: &Gpu,
+    a: &Csr,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+    order: &str,
+    tuning: &mut Vec<TuneSample>,
+) -> Result<Option<(f64, Box<HrpbSpmm>)>, Error> {
+    let Ok(h) = Hrpb::from_csr(a) else {
+        return Ok(None);
+    };
+    let (mma0, split0) = HRPB_TUNED[0];
+    let mut dev = Box::new(HrpbSpmm::from_hrpb(gpu, &h, mma0, split0)?);
+    let mut fastest: Option<(f64, HrpbMma, HrpbSplit)> = None;
+    let fill = (HrpbMma::K8, HrpbSplit::Cap(dev.fill_cap(n)?));
+    for (mma, split) in HRPB_TUNED.into_iter().chain([fill]) {
+        if mma != dev.mma() {
+            dev.set_mma(mma)?;
+        }
+        dev.set_split(split);
+        let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
+        tuning.push(TuneSample {
+            candidate: format!("{} ({order})", ExecKernel::Hrpb { mma, split }),
+            ms,
+        });
+        if fastest.is_none_or(|(f, _, _)| ms < f) {
+            fastest = Some((ms, mma, split));
+        }
+    }
+    let Some((ms, mma, split)) = fastest else {
+        return Ok(None);
+    };
+    if mma != dev.mma() {
+        dev.set_mma(mma)?;
+    }
+    dev.set_split(split);
+    Ok(Some((ms, dev)))
 }
 
 /// Times row-tile kernel `rt` on `m` (B and C of width `n`) at 1/4/16 windows per thread block,
@@ -382,6 +438,11 @@ impl Engine {
                         }
                     }
                 }
+                if let Some((ms, dev)) = tune_hrpb(gpu, &p.a, &b, &mut c, n, order, &mut tuning)?
+                    && beats(&best, ms)
+                {
+                    best = Some((ms, Candidate::Hrpb(dev)));
+                }
             }
         }
         let tune_s = t.elapsed().as_secs_f64();
@@ -422,6 +483,20 @@ impl Engine {
                     schedule: d.schedule(),
                 };
                 p.dev = DeviceState::RowTile(d);
+                p.report.kernel_note = format!(
+                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
+                    p.report.kernel, p.plan.reason
+                );
+                p
+            }
+            (None, Some(mut p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
+                p.report.thread_blocks = d.wave_split(n)?.panels.len();
+                p.report.split_windows = 0;
+                p.report.kernel = ExecKernel::Hrpb {
+                    mma: d.mma(),
+                    split: d.split(),
+                };
+                p.dev = DeviceState::Hrpb(d);
                 p.report.kernel_note = format!(
                     "tuned at N = {n}: {} fastest ({summary}); planner: {}",
                     p.report.kernel, p.plan.reason

@@ -1,0 +1,541 @@
+//! cuTeSpMM's HRPB kernel (`kernels-ptx/hrpb_spmm.cu`): `C = α·A·B + β·C`, f32 in, TF32 tensor
+//! cores, B (`K × n`) and C (`M × n`) dense row-major with leading dimension `n`. With β = 0, C is
+//! never read; every row of C is written (empty panels too).
+//!
+//! [`HrpbSpmm::new`] builds the device encoding ([`tcsparse_formats::hrpb::HrpbDevice`]) and uploads
+//! it once. The work list is cuTeSpMM's wave-aware split (§5, Eq. 6–7, [`wave_split`]) computed from
+//! the device, not from an SM table: the SM count of [`Gpu::info`] times the kernel's occupancy
+//! (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for its real registers and block size) gives
+//! the resident thread blocks, the grid's feature tiles give the waves. Panels cut into several
+//! virtual panels are pre-scaled by β (`acc_spmm_prescale` on 16-row groups, the shared
+//! [`SplitRows`]) and accumulated with atomics; the work list is rebuilt when the number of feature
+//! tiles (⌈n / 128⌉) changes.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
+use tcsparse_formats::Csr;
+use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
+use tcsparse_planner::wave::{WaveSplit, wave_split};
+
+use crate::schedule::{SplitRows, upload_nonempty};
+use crate::spmm::{AccSpmmError, check_dense};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+
+/// Entry of the m16n8k4 kernel (one MMA per brick and 8 features, as the paper).
+pub const ENTRY_K4: &str = "hrpb_spmm_k4";
+/// Entry of the m16n8k8 kernel (one MMA per pair of bricks and 8 features).
+pub const ENTRY_K8: &str = "hrpb_spmm_k8";
+/// Features per warp (TN).
+pub const TN: usize = 32;
+/// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
+pub const MAX_WARPS: usize = 4;
+/// Rows per panel.
+pub const PANEL_ROWS: u32 = 16;
+
+const PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // work   (u32, 4 per virtual panel)
+    ParamKind::Ptr, // bricks (u32, 8 per brick)
+    ParamKind::Ptr, // values (f32)
+    ParamKind::Ptr, // B
+    ParamKind::U32, // ldb
+    ParamKind::Ptr, // C
+    ParamKind::U32, // ldc
+    ParamKind::U32, // m
+    ParamKind::U32, // n
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::U32, // flags
+];
+
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+pub const SIGNATURES: &[KernelSignature] = &[
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K4,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8,
+        params: PARAMS,
+    },
+];
+
+/// MMA shape of the HRPB kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HrpbMma {
+    /// `mma.m16n8k4`, one per brick (the paper).
+    K4,
+    /// `mma.m16n8k8`, one per pair of consecutive bricks (half the MMA instructions).
+    K8,
+}
+
+impl HrpbMma {
+    /// Both shapes.
+    pub const ALL: [HrpbMma; 2] = [HrpbMma::K4, HrpbMma::K8];
+
+    fn entry(self) -> &'static str {
+        match self {
+            HrpbMma::K4 => ENTRY_K4,
+            HrpbMma::K8 => ENTRY_K8,
+        }
+    }
+
+    /// Short name for reports (`k4`, `k8`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HrpbMma::K4 => "k4",
+            HrpbMma::K8 => "k8",
+        }
+    }
+}
+
+/// How row panels are cut into virtual panels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HrpbSplit {
+    /// Every panel whole (one thread block per panel and feature tile, no atomics).
+    None,
+    /// cuTeSpMM's wave-aware split from the device's SM count and the kernel's occupancy.
+    Wave,
+    /// The wave-aware split as if only `1/k` of the resident thread blocks existed (`k` ≥ 1: fewer,
+    /// coarser pieces), for tuning.
+    WaveCoarse(u32),
+    /// Every panel cut into pieces of at most this many bricks (0 is treated as 1), whatever the
+    /// waves: fills the device when there are fewer panels than resident thread blocks (Eq. 7
+    /// never cuts panels of equal weight). See [`HrpbSpmm::fill_cap`].
+    Cap(u32),
+}
+
+/// Warps per thread block and feature tiles for width `n`.
+pub fn tiling(n: usize) -> (u32, u32) {
+    let warps = n.div_ceil(TN).clamp(1, MAX_WARPS);
+    let tiles = n.div_ceil(TN * warps).max(1);
+    (warps as u32, tiles.min(u32::MAX as usize) as u32)
+}
+
+/// Work items `{panel, brick_begin, brick_end, flags}` (flags bit 0: split, added with atomics)
+/// and the split panels, from a [`WaveSplit`] over the panels' brick counts.
+pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32>) {
+    let mut items = Vec::with_capacity(4 * split.panels.len());
+    let mut split_panels = Vec::new();
+    for v in &split.panels {
+        let base = panel_bricks[v.panel as usize];
+        items.extend_from_slice(&[
+            v.panel,
+            base + v.block_begin,
+            base + v.block_end,
+            u32::from(v.atomic),
+        ]);
+        if v.atomic && v.block_begin == 0 {
+            split_panels.push(v.panel);
+        }
+    }
+    (items, split_panels)
+}
+
+/// A work list on the device.
+struct DeviceWork {
+    items: CudaSlice<u32>,
+    count: usize,
+    split: SplitRows,
+    /// The split it was built from (numbers of Eq. 6–7).
+    wave: WaveSplit,
+}
+
+/// A work list with the (feature tiles, warps per block) it was built for.
+type CachedWork = ((u32, u32), Arc<DeviceWork>);
+
+/// An HRPB matrix resident on the GPU, ready for repeated SpMM.
+pub struct HrpbSpmm {
+    gpu: Gpu,
+    m: usize,
+    k: usize,
+    nnz: usize,
+    /// Host copy of the panel brick prefix (work lists are built from it).
+    panel_bricks: Vec<u32>,
+    bricks: CudaSlice<u32>,
+    values: CudaSlice<f32>,
+    bytes: usize,
+    mma: HrpbMma,
+    split: HrpbSplit,
+    func: CudaFunction,
+    /// Work list for the last (feature tiles, warps) it was built for.
+    work: Mutex<Option<CachedWork>>,
+}
+
+impl std::fmt::Debug for HrpbSpmm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HrpbSpmm")
+            .field("m", &self.m)
+            .field("k", &self.k)
+            .field("nnz", &self.nnz)
+            .field("bricks", &(self.panel_bricks.last().copied().unwrap_or(0)))
+            .field("mma", &self.mma)
+            .field("split", &self.split)
+            .finish()
+    }
+}
+
+impl HrpbSpmm {
+    /// Builds HRPB from `a`, validates and uploads it (m16n8k8, wave-aware split).
+    pub fn new(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
+        let h = Hrpb::from_csr(a).map_err(|e| GpuError::Invalid(e.to_string()))?;
+        Self::from_hrpb(gpu, &h, HrpbMma::K8, HrpbSplit::Wave)
+    }
+
+    /// Uploads the device encoding of `h` for the given MMA shape and split policy.
+    pub fn from_hrpb(
+        gpu: &Gpu,
+        h: &Hrpb,
+        mma: HrpbMma,
+        split: HrpbSplit,
+    ) -> Result<Self, GpuError> {
+        Self::from_device(gpu, &h.device_layout(), mma, split)
+    }
+
+    /// Validates and uploads a device encoding.
+    pub fn from_device(
+        gpu: &Gpu,
+        d: &HrpbDevice,
+        mma: HrpbMma,
+        split: HrpbSplit,
+    ) -> Result<Self, GpuError> {
+        d.validate().map_err(|e| GpuError::Invalid(e.to_string()))?;
+        if d.num_panels() >= i32::MAX as usize {
+            return Err(GpuError::Invalid(format!(
+                "{} panels exceed the grid",
+                d.num_panels()
+            )));
+        }
+        Ok(Self {
+            gpu: gpu.clone(),
+            m: d.rows,
+            k: d.cols,
+            nnz: d.values.len(),
+            panel_bricks: d.panel_bricks.clone(),
+            bricks: upload_nonempty(gpu, &d.bricks)?,
+            values: upload_nonempty(gpu, &d.values)?,
+            bytes: d.bytes(),
+            mma,
+            split,
+            func: gpu.function(KernelModule::HrpbSpmm, mma.entry())?,
+            work: Mutex::new(None),
+        })
+    }
+
+    /// Changes the MMA shape (A stays uploaded).
+    pub fn set_mma(&mut self, mma: HrpbMma) -> Result<(), GpuError> {
+        self.func = self.gpu.function(KernelModule::HrpbSpmm, mma.entry())?;
+        self.mma = mma;
+        *self.work.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Changes the split policy (A stays uploaded).
+    pub fn set_split(&mut self, split: HrpbSplit) {
+        self.split = split;
+        *self.work.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Rows of A.
+    pub fn rows(&self) -> usize {
+        self.m
+    }
+    /// Columns of A.
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+    /// MMA shape.
+    pub fn mma(&self) -> HrpbMma {
+        self.mma
+    }
+    /// Split policy.
+    pub fn split(&self) -> HrpbSplit {
+        self.split
+    }
+    /// Bytes of the device encoding.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// Stored bricks.
+    pub fn num_bricks(&self) -> usize {
+        self.panel_bricks.last().copied().unwrap_or(0) as usize
+    }
+
+    /// Thread blocks of the kernel resident per SM at width `n` (driver occupancy query).
+    pub fn blocks_per_sm(&self, n: usize) -> Result<u32, GpuError> {
+        let (warps, _) = tiling(n);
+        Ok(self
+            .func
+            .occupancy_max_active_blocks_per_multiprocessor(32 * warps, 0, None)?
+            .max(1))
+    }
+
+    /// Bricks per piece for [`HrpbSplit::Cap`] at width `n` so that the pieces make about two
+    /// waves of resident thread blocks (SM count × occupancy): ⌈bricks · tiles / (2 · resident)⌉,
+    /// at least 4 (the row-tile kernels' wave-aware cap, docs/kernels/row-tile.md v5).
+    pub fn fill_cap(&self, n: usize) -> Result<u32, GpuError> {
+        let (_, tiles) = tiling(n);
+        let resident =
+            u64::from(self.blocks_per_sm(n)?) * u64::from(self.gpu.info().sm_count.max(1));
+        let bricks = self.num_bricks() as u64 * u64::from(tiles);
+        Ok(bricks
+            .div_ceil(2 * resident.max(1))
+            .clamp(4, u32::MAX as u64) as u32)
+    }
+
+    /// The wave split used at width `n` (Eq. 6–7 numbers and the virtual panels).
+    pub fn wave_split(&self, n: usize) -> Result<WaveSplit, GpuError> {
+        Ok(self.device_work(n)?.wave.clone())
+    }
+
+    fn device_work(&self, n: usize) -> Result<Arc<DeviceWork>, GpuError> {
+        let (warps, tiles) = tiling(n);
+        let key = (tiles, warps);
+        let mut slot = self.work.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, w)) = slot.as_ref()
+            && *k == key
+        {
+            return Ok(w.clone());
+        }
+        let counts: Vec<u32> = self.panel_bricks.windows(2).map(|w| w[1] - w[0]).collect();
+        let concurrent = match self.split {
+            // One "resident block" per panel-tile: nothing is ever split.
+            HrpbSplit::None | HrpbSplit::Cap(_) => u64::MAX,
+            HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => {
+                let per_sm = self.blocks_per_sm(n)? as u64;
+                let sms = u64::from(self.gpu.info().sm_count.max(1));
+                let coarse = match self.split {
+                    HrpbSplit::WaveCoarse(k) => u64::from(k.max(1)),
+                    _ => 1,
+                };
+                (sms * per_sm / coarse).max(1)
+            }
+        };
+        let wave = match self.split {
+            HrpbSplit::None => whole_panels(&counts, tiles),
+            HrpbSplit::Cap(cap) => capped_panels(&counts, tiles, cap),
+            HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => wave_split(&counts, concurrent, tiles)
+                .map_err(|e| GpuError::Invalid(e.to_string()))?,
+        };
+        let (items, split_panels) = work_items(&self.panel_bricks, &wave);
+        if items.len() / 4 >= i32::MAX as usize {
+            return Err(GpuError::Invalid("too many virtual panels".into()));
+        }
+        let w = Arc::new(DeviceWork {
+            items: upload_nonempty(&self.gpu, &items)?,
+            count: items.len() / 4,
+            split: SplitRows::upload(&self.gpu, &split_panels)?,
+            wave,
+        });
+        *slot = Some((key, w.clone()));
+        Ok(w)
+    }
+
+    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
+    /// (row-major, leading dimension `n`): [`HrpbSpmm::launch`] with `ldb = ldc = n`.
+    pub fn run(
+        &self,
+        alpha: f32,
+        b: &CudaSlice<f32>,
+        beta: f32,
+        c: &mut CudaSlice<f32>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        self.launch(alpha, b, n, beta, c, n, n)
+    }
+
+    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
+    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
+    /// never read.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        &self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        let invalid = |e: AccSpmmError| match e {
+            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
+            other => GpuError::Invalid(other.to_string()),
+        };
+        check_dense("B", b.len(), self.k, n, ldb).map_err(invalid)?;
+        check_dense("C", c.len(), self.m, n, ldc).map_err(invalid)?;
+        if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
+            return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
+        }
+        if self.m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (warps, tiles) = tiling(n);
+        if tiles > 65_535 {
+            return Err(GpuError::Invalid(format!(
+                "n = {n} needs {tiles} feature tiles (> 65535)"
+            )));
+        }
+        let work = self.device_work(n)?;
+        // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their ids are
+        // panels < ⌈m/16⌉ (from the split of this matrix's panels) and (m−1)·ldc + n ≤ c.len()
+        // was checked above.
+        work.split
+            .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
+        let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
+        let stream = self.gpu.stream();
+        let (b_ptr, _b_sync) = b.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        // Bit 0: float4 B loads (ldb % 4 = 0, B 16-byte aligned); bit 1: float4 C access (ldc).
+        let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
+            | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
+        let cfg = LaunchConfig {
+            grid_dim: (work.count as u32, tiles, 1),
+            block_dim: (32, warps, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = stream.launch_builder(&self.func);
+        l.arg(&work.items)
+            .arg(&self.bricks)
+            .arg(&self.values)
+            .arg(&b_ptr)
+            .arg(&ldb32)
+            .arg(&c_ptr)
+            .arg(&ldc32)
+            .arg(&m32)
+            .arg(&n32)
+            .arg(&alpha)
+            .arg(&beta)
+            .arg(&flags);
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8(const u32*, const u32*, const float*,
+        // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
+        // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
+        // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
+        // address is 16-byte aligned (each lane's first feature is a multiple of 4). (2) Only C is
+        // written and it is borrowed mutably (raw pointers through device_ptr/device_ptr_mut, whose
+        // guards order the launch after earlier work on B and C); the layout and work buffers are
+        // private and never written after upload. (3) Reads stay in bounds: HrpbDevice::validate
+        // proved every brick's values lie inside `values`, every column is < k or the sentinel
+        // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
+        // inside their panel's (work_items) and the grid has exactly one block per item; B reads
+        // are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are not read or stored, rows
+        // ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
+        // pre-scaled on the same stream just before, so the atomic adds land on β·C.
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+}
+
+/// Every panel as one virtual panel.
+fn whole_panels(counts: &[u32], tiles: u32) -> WaveSplit {
+    use tcsparse_planner::wave::VirtualPanel;
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    WaveSplit {
+        panels: counts
+            .iter()
+            .enumerate()
+            .map(|(p, &c)| VirtualPanel {
+                panel: p as u32,
+                block_begin: 0,
+                block_end: c,
+                atomic: false,
+            })
+            .collect(),
+        concurrent_tbs: u64::MAX,
+        num_waves: (counts.len() as u64 * tiles as u64).max(1),
+        mean_blocks: if counts.is_empty() {
+            0.0
+        } else {
+            total as f64 / counts.len() as f64
+        },
+        split_panels: 0,
+    }
+}
+
+/// Every panel cut into pieces of at most `cap` bricks (0 is treated as 1), nearly equal in size;
+/// a panel of more than one piece is marked atomic.
+fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
+    use tcsparse_planner::wave::VirtualPanel;
+    let cap = cap.max(1);
+    let mut s = whole_panels(counts, tiles);
+    s.panels.clear();
+    for (p, &c) in counts.iter().enumerate() {
+        let pieces = c.div_ceil(cap).max(1);
+        for i in 0..pieces {
+            s.panels.push(VirtualPanel {
+                panel: p as u32,
+                block_begin: (c as u64 * i as u64 / pieces as u64) as u32,
+                block_end: (c as u64 * (i as u64 + 1) / pieces as u64) as u32,
+                atomic: pieces > 1,
+            });
+        }
+        if pieces > 1 {
+            s.split_panels += 1;
+        }
+    }
+    s
+}
+
+/// Bytes per brick of the device encoding (for reports).
+pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiling_covers_any_width() {
+        assert_eq!(tiling(8), (1, 1));
+        assert_eq!(tiling(32), (1, 1));
+        assert_eq!(tiling(100), (4, 1));
+        assert_eq!(tiling(128), (4, 1));
+        assert_eq!(tiling(129), (4, 2));
+        assert_eq!(tiling(1000), (4, 8));
+        assert_eq!(tiling(0), (1, 1));
+    }
+
+    #[test]
+    fn work_items_cover_every_brick_once_and_mark_split_panels() {
+        // Panels of 0, 12 and 3 bricks on 1 resident block: panel 1 is cut.
+        let pb = [0u32, 0, 12, 15];
+        let counts = [0u32, 12, 3];
+        let s = wave_split(&counts, 1, 1).unwrap();
+        let (items, split) = work_items(&pb, &s);
+        assert_eq!(
+            split,
+            s.panels
+                .iter()
+                .filter(|v| v.atomic && v.block_begin == 0)
+                .map(|v| v.panel)
+                .collect::<Vec<_>>()
+        );
+        let mut covered = [0u32; 15];
+        for it in items.chunks(4) {
+            let (p, b0, b1) = (it[0] as usize, it[1], it[2]);
+            assert!(pb[p] <= b0 && b0 <= b1 && b1 <= pb[p + 1]);
+            for b in b0..b1 {
+                covered[b as usize] += 1;
+            }
+        }
+        assert!(covered.iter().all(|&c| c == 1));
+        // The empty panel still has its item (so its rows are written).
+        assert_eq!(&items[..4], &[0, 0, 0, 0]);
+        // Capped at 5 bricks: panel 1 in 3 pieces of 4, panel 2 whole; every brick once.
+        let c = capped_panels(&counts, 1, 5);
+        assert_eq!(c.split_panels, 1);
+        let (items, split) = work_items(&pb, &c);
+        assert_eq!(split, [1]);
+        let pieces: Vec<(u32, u32)> = items.chunks(4).map(|it| (it[1], it[2])).collect();
+        assert_eq!(pieces, [(0, 0), (0, 4), (4, 8), (8, 12), (12, 15)]);
+        assert_eq!(capped_panels(&counts, 1, 0).panels.len(), 1 + 12 + 3);
+        // No split: one item per panel.
+        let w = whole_panels(&counts, 2);
+        let (items, split) = work_items(&pb, &w);
+        assert_eq!(items.len(), 12);
+        assert!(split.is_empty());
+    }
+}

@@ -1,0 +1,267 @@
+//! GPU tests of the HRPB (cuTeSpMM) kernels against the f64 reference with the TF32 bound
+//! |C − C_ref| ≤ 2·2⁻¹⁰·(|α|·|A|·|B| + |β|·|C₀|), element-wise. Ignored without a GPU; with
+//! `--include-ignored` on a machine without one they FAIL (Gpu::require), never pass vacuously.
+//!
+//! Covered: empty panels (inside and trailing), one dense panel, M and K not multiples of 16,
+//! rectangular (tall and wide), hub rows (split panels with atomics), an empty matrix,
+//! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, both MMA shapes (k4, k8) and the
+//! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
+
+mod acc_support;
+
+use std::path::PathBuf;
+
+use acc_support::*;
+use rayon::prelude::*;
+use tcsparse_formats::Csr;
+use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::reference::spmm_f64;
+use tcsparse_gpu::Gpu;
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
+
+fn gpu() -> Gpu {
+    Gpu::require().expect("this test needs a CUDA GPU")
+}
+
+const SPLITS: [HrpbSplit; 3] = [HrpbSplit::None, HrpbSplit::Wave, HrpbSplit::WaveCoarse(4)];
+/// Edge cases also run every brick as its own piece (the most atomics) and pieces of 3 bricks.
+const EDGE_SPLITS: [HrpbSplit; 5] = [
+    HrpbSplit::None,
+    HrpbSplit::Wave,
+    HrpbSplit::WaveCoarse(4),
+    HrpbSplit::Cap(1),
+    HrpbSplit::Cap(3),
+];
+
+/// One product on the GPU with `C0` poisoned by NaN when β = 0, checked against f64.
+fn check(gpu: &Gpu, what: &str, a: &Csr, dev: &HrpbSpmm, n: usize, alpha: f32, beta: f32) -> f64 {
+    let b = dense(a.cols(), n, n, 1000 + n as u64);
+    let mut c0 = dense(a.rows(), n, n, 2000 + n as u64);
+    if beta == 0.0 {
+        c0.iter_mut().for_each(|x| *x = f32::NAN);
+    }
+    let bd = gpu.upload(&b).unwrap();
+    let mut cd = gpu.upload(&c0).unwrap();
+    dev.run(alpha, &bd, beta, &mut cd, n).expect("launch");
+    let got = gpu.download(&cd).unwrap();
+    check_result(what, a, alpha, &b, n, beta, &c0, &got, n, n)
+}
+
+/// The edge-case matrices by name.
+fn edge_cases() -> Vec<(&'static str, Csr)> {
+    let mut v = Vec::new();
+    // M and K not multiples of 16, empty panels inside (rows 32..80) and a trailing empty panel.
+    let mut g = Gen::new(203, 77, 5, 1);
+    g.empty_windows = 4..10;
+    g.trailing_empty = true;
+    v.push(("ragged+empty panels", g.build()));
+    // Hubs: a few rows with hundreds of entries, so some panels are far above the mean (split).
+    let mut g = Gen::new(517, 600, 3, 2);
+    g.hubs = 2;
+    g.hub_len = 400;
+    v.push(("hubs", g.build()));
+    // Banded (full bricks).
+    let mut g = Gen::new(300, 300, 8, 3);
+    g.banded = true;
+    v.push(("banded", g.build()));
+    // Rectangular: tall and wide.
+    v.push(("tall 1000x37", Gen::new(1000, 37, 4, 4).build()));
+    v.push(("wide 45x2000", Gen::new(45, 2000, 40, 5).build()));
+    // One dense panel: rows 16..32 of a 70×90 matrix hold every column, nothing else.
+    let mut t = Vec::new();
+    for r in 16..32u32 {
+        for c in 0..90u32 {
+            t.push((r, c, ((r * 31 + c * 7) % 13) as f32 / 13.0 - 0.5));
+        }
+    }
+    v.push(("one dense panel", csr_from_triplets(70, 90, &t).unwrap()));
+    // Empty matrix (every row written with 0 or β·C).
+    v.push(("empty", csr_from_triplets(40, 33, &[]).unwrap()));
+    v
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hrpb_kernels_match_reference() {
+    let gpu = gpu();
+    let mut worst = 0f64;
+    for (name, a) in edge_cases() {
+        let h = Hrpb::from_csr(&a).unwrap();
+        for mma in HrpbMma::ALL {
+            for split in EDGE_SPLITS {
+                let dev = HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap();
+                for n in [8usize, 32, 100, 128, 512, 1000] {
+                    let what = format!("{name}/{}/{split:?}/n={n}", mma.name());
+                    worst = worst.max(check(&gpu, &format!("{what}/β=0"), &a, &dev, n, 1.0, 0.0));
+                    if n == 100 || n == 128 {
+                        worst =
+                            worst.max(check(&gpu, &format!("{what}/β≠0"), &a, &dev, n, -0.5, 0.75));
+                    }
+                }
+                if name == "hubs" && split == HrpbSplit::Wave {
+                    let s = dev.wave_split(128).unwrap();
+                    println!(
+                        "hubs/{}: waves {}, concurrent TBs {}, split panels {}",
+                        mma.name(),
+                        s.num_waves,
+                        s.concurrent_tbs,
+                        s.split_panels
+                    );
+                    assert!(s.split_panels > 0, "hubs should split a panel on one wave");
+                }
+            }
+        }
+    }
+    println!("worst scaled error {worst:.3e}");
+}
+
+/// Largest scaled error |got − ab| / abs of a β = 0 product against its f64 reference (`ab`, and
+/// `abs` = |A|·|B|), asserting every element finite and within the TF32 bound 2·2⁻¹⁰.
+fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
+    let bound = 2.0 * 2f64.powi(-10);
+    got.par_iter()
+        .zip(ab.par_iter().zip(abs.par_iter()))
+        .enumerate()
+        .map(|(i, (&g, (&w, &s)))| {
+            assert!(g.is_finite(), "{what}: C[{i}] = {g} (want {w})");
+            let e = (g as f64 - w).abs();
+            let scaled = if e == 0.0 {
+                0.0
+            } else {
+                e / s.max(f64::MIN_POSITIVE)
+            };
+            assert!(
+                scaled <= bound,
+                "{what}: C[{i}] = {g}, want {w}, scaled error {scaled:.3e}"
+            );
+            scaled
+        })
+        .reduce(|| 0.0, f64::max)
+}
+
+/// Shared dataset folder: $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate.
+fn dataset_files() -> Vec<PathBuf> {
+    let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
+    if !dir.is_dir() {
+        assert!(
+            std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() != Ok("1"),
+            "TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+        );
+        println!("note: no shared dataset folder; skipping real matrices");
+        return Vec::new();
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.to_string_lossy().ends_with(".mtx.gz"));
+    v.sort();
+    v
+}
+
+/// Every shared dataset: correctness of k4/k8 under every split at N = 128, 256, 512 (β = 0, NaN
+/// C), and median times against cuSPARSE (default algorithm) in the same process; prints the
+/// geomean of cuSPARSE / best HRPB.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hrpb_shared_datasets_match_reference_and_time() {
+    let gpu = gpu();
+    println!(
+        "{:<16} {:>8} {:>9} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
+        "matrix",
+        "rows",
+        "nnz",
+        "alpha",
+        "N",
+        "k4 none",
+        "k4 wave",
+        "k4 wv/4",
+        "k8 none",
+        "k8 wave",
+        "k8 wv/4",
+        "k8 fill",
+        "cusp ms",
+        "speedup",
+        "err"
+    );
+    let mut logs = Vec::new();
+    for path in dataset_files() {
+        let name = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".mtx.gz", "");
+        let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
+        let h = Hrpb::from_csr(&a).unwrap();
+        let alpha = a.nnz() as f64 / (64.0 * h.num_bricks().max(1) as f64);
+        let mut devs = Vec::new();
+        for mma in HrpbMma::ALL {
+            for split in SPLITS {
+                devs.push(HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap());
+            }
+        }
+        // k8 split at the two-wave brick cap of each N (the tuned engine's fifth HRPB candidate).
+        let mut fill = HrpbSpmm::from_hrpb(&gpu, &h, HrpbMma::K8, HrpbSplit::Wave).unwrap();
+        let csr = CusparseCsr::new(&gpu, &a).unwrap();
+        for n in [128usize, 256, 512] {
+            fill.set_split(HrpbSplit::Cap(fill.fill_cap(n).unwrap()));
+            let b = dense(a.cols(), n, n, 77);
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+            let c0 = vec![f32::NAN; a.rows() * n];
+            // The f64 reference once per (matrix, N), compared in parallel.
+            let ab = spmm_f64(&a, &b, n, n, false);
+            let abs = spmm_f64(&a, &b, n, n, true);
+            let mut times = Vec::new();
+            let mut err = 0f64;
+            for d in devs.iter().chain([&fill]) {
+                gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
+                d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+                let got = gpu.download(&cd).unwrap();
+                let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
+                err = err.max(scaled_error(&what, &got, &ab, &abs));
+                let t = gpu
+                    .time_launches(3, 20, || d.run(1.0, &bd, 0.0, &mut cd, n))
+                    .unwrap();
+                times.push(t.median_ms);
+            }
+            let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
+            let tc = gpu
+                .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
+                .unwrap();
+            let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+            let speedup = tc.median_ms / best;
+            logs.push(speedup.ln());
+            println!(
+                "{:<16} {:>8} {:>9} {:>6.3} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>7.2}× {:>9.2e}",
+                name,
+                a.rows(),
+                a.nnz(),
+                alpha,
+                n,
+                times[0],
+                times[1],
+                times[2],
+                times[3],
+                times[4],
+                times[5],
+                times[6],
+                tc.median_ms,
+                speedup,
+                err
+            );
+        }
+    }
+    if !logs.is_empty() {
+        let g = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+        println!(
+            "geomean (hrpb alone, shared datasets): {g:.2}× over {} cases",
+            logs.len()
+        );
+    }
+}

@@ -1,0 +1,226 @@
+// cuTeSpMM (HRPB) SpMM on tensor cores, TF32: C = alpha * A * B + beta * C.
+//
+// A is HRPB in its device encoding (tcsparse-formats `HrpbDevice`): 16-row panels, each panel's
+// active columns compacted and cut into 16x4 bricks; per stored brick 8 u32 words
+//   { pattern_lo, pattern_hi, value_offset, 0, col0, col1, col2, col3 }
+// with pattern bit p = row * 4 + col (LSB first), so bit `lane` is row lane / 4, column lane % 4, and
+// bit 32 + lane is row 8 + lane / 4: exactly the A fragment of mma.m16n8k4 TF32 (a0 = A[g][t],
+// a1 = A[g + 8][t], g = lane / 4, t = lane % 4). Values are stored per brick in bit order, so lane
+// (g, t) finds a0 at value_offset + popc(lo & below) and a1 at value_offset + popc(lo) + popc(hi & below)
+// (below = bits under the lane). Column id 0xFFFFFFFF (sentinel, at a panel's tail) means "zero B row":
+// its B row is never read (a NaN in some B row cannot leak into other rows through padding).
+//
+// B (K x N) and C (M x N) are row-major f32 with leading dimensions ldb, ldc (elements).
+//
+// Two kernels, the same walk, different MMA shape:
+//   hrpb_spmm_k4: one mma.m16n8k4 per brick and 8 features (the paper's instruction);
+//   hrpb_spmm_k8: one mma.m16n8k8 per PAIR of consecutive bricks and 8 features: a0, a1 from brick i
+//                 and a2, a3 (rows g, g + 8, k = t + 4) from brick i + 1, b0 = B[col_i[t]], b1 =
+//                 B[col_{i+1}[t]]. Same loads, half the MMA instructions. A missing second brick
+//                 (odd count) is zeros.
+//
+// Feature permutation (TN = 32 features per warp, 4 MMAs of 8 columns each): MMA j's column n is
+// feature f0 + 4n + j, so lane (g, t) loads ONE float4 per brick, B[col[t]][f0 + 4g .. f0 + 4g + 3]
+// (component j feeds MMA j; a warp's 8 lanes of one t read 128 contiguous bytes), and its
+// accumulators c0 / c1 of MMA j are features f0 + 8t + j / f0 + 8t + 4 + j of row g (c2 / c3: row
+// g + 8): two float4 stores per row. Features >= N load zeros and are not stored (any N).
+//
+// Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
+// { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
+// global indices). flags bit 0: the panel is split over several virtual panels; its rows were
+// pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
+// alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
+// once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
+// beta * C) and NaN in C does not propagate with beta == 0. Rows >= M are not stored.
+// gridDim.y tiles the features: blockDim = (32, W), warp w of TB (x, y) owns features
+// [32 (y W + w), +32); warps wholly beyond N exit.
+//
+// Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
+// the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
+// shared-memory B cache costs more occupancy than it saves L2 bytes).
+//
+// launch flags (kernel argument): bit 0 = ldb % 4 == 0 (float4 B loads), bit 1 = ldc % 4 == 0
+// (float4 C stores / vector atomics). Device buffers are 256-byte aligned.
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define SENTINEL 0xFFFFFFFFu
+#define BRICK_WORDS 8
+#ifndef HRPB_MIN_BLOCKS
+#define HRPB_MIN_BLOCKS 8
+#endif
+
+__device__ __forceinline__ u32 to_tf32(float x) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void mma_k4(float d[4], float a0, float a1, float b0) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(to_tf32(a0)), "r"(to_tf32(a1)), "r"(to_tf32(b0)));
+}
+
+__device__ __forceinline__ void mma_k8(float d[4], float a0, float a1, float a2, float a3, float b0,
+                                       float b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(to_tf32(a0)), "r"(to_tf32(a1)), "r"(to_tf32(a2)), "r"(to_tf32(a3)),
+          "r"(to_tf32(b0)), "r"(to_tf32(b1)));
+}
+
+__device__ __forceinline__ float comp(const float4& v, int j) {
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// Features col .. col + 3 of B row k (zeros beyond n).
+__device__ __forceinline__ float4 load_b4(const float* __restrict__ b, u32 ldb, u32 k, u64 col,
+                                          u32 n, bool vec) {
+    const float* p = b + (u64)k * ldb + col;
+    if (vec && col + 3 < n) return __ldg(reinterpret_cast<const float4*>(p));
+    float4 v;
+    v.x = col < n ? __ldg(p) : 0.0f;
+    v.y = col + 1 < n ? __ldg(p + 1) : 0.0f;
+    v.z = col + 2 < n ? __ldg(p + 2) : 0.0f;
+    v.w = col + 3 < n ? __ldg(p + 3) : 0.0f;
+    return v;
+}
+
+// One step: two bricks' A elements of this lane and their B float4.
+struct Step {
+    float a[4];  // a0, a1 of brick i, then of brick i + 1
+    float4 b[2];
+};
+
+__device__ __forceinline__ Step load_step(const u32* __restrict__ bricks,
+                                          const float* __restrict__ values,
+                                          const float* __restrict__ b, u32 ldb, u32 n, u32 i,
+                                          u32 end, u32 lane, u64 fb, bool bvec) {
+    Step s;
+    const u32 t = lane & 3;
+    const u32 below = (1u << lane) - 1;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        s.a[2 * q] = 0.0f;
+        s.a[2 * q + 1] = 0.0f;
+        s.b[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const u32 k = i + q;
+        if (k < end) {  // warp-uniform
+            const u32* r = bricks + (u64)k * BRICK_WORDS;
+            const uint4 m = __ldg(reinterpret_cast<const uint4*>(r));
+            const u32 col = __ldg(r + 4 + t);
+            if ((m.x >> lane) & 1u) s.a[2 * q] = __ldg(values + m.z + __popc(m.x & below));
+            if ((m.y >> lane) & 1u)
+                s.a[2 * q + 1] = __ldg(values + m.z + __popc(m.x) + __popc(m.y & below));
+            if (col != SENTINEL && fb < n) s.b[q] = load_b4(b, ldb, col, fb, n, bvec);
+        }
+    }
+    return s;
+}
+
+// alpha * v to four features col .. col + 3 of C row `row`: stored with beta * C added (C not read
+// when beta == 0), or added with atomics for a split panel (C pre-scaled by beta).
+__device__ __forceinline__ void write_c4(float* __restrict__ c, u32 ldc, u32 row, u64 col, u32 n,
+                                         bool vec, bool split, float beta, float4 v) {
+    float* p = c + (u64)row * ldc + col;
+    const float w[4] = {v.x, v.y, v.z, v.w};
+    if (vec && col + 3 < n) {
+        if (split) {
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(w[0]),
+                         "f"(w[1]), "f"(w[2]), "f"(w[3])
+                         : "memory");
+            return;
+        }
+        float4* q = reinterpret_cast<float4*>(p);
+        if (beta != 0.0f) {
+            const float4 old = *q;
+            v.x += beta * old.x;
+            v.y += beta * old.y;
+            v.z += beta * old.z;
+            v.w += beta * old.w;
+        }
+        *q = v;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (col + j < n) {
+            if (split) {
+                atomicAdd(p + j, w[j]);
+            } else {
+                p[j] = beta == 0.0f ? w[j] : fmaf(beta, p[j], w[j]);
+            }
+        }
+    }
+}
+
+template <bool K8>
+__device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
+                                          const u32* __restrict__ bricks,
+                                          const float* __restrict__ values,
+                                          const float* __restrict__ b, u32 ldb,
+                                          float* __restrict__ c, u32 ldc, u32 m, u32 n,
+                                          float alpha, float beta, u32 flags) {
+    const u64 f0 = ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    if (f0 >= n) return;  // whole warp
+    const u32 lane = threadIdx.x;
+    const u32 g = lane >> 2, t = lane & 3;
+    const u32* wk = work + 4ull * blockIdx.x;
+    const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
+    const bool split = __ldg(wk + 3) & 1u;
+    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
+    const u64 fb = f0 + 4 * g;  // this lane's B features
+
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    Step cur = load_step(bricks, values, b, ldb, n, begin, end, lane, fb, bvec);
+    for (u32 i = begin; i < end; i += 2) {
+        const Step nxt = load_step(bricks, values, b, ldb, n, i + 2, end, lane, fb, bvec);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (K8) {
+                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
+                       comp(cur.b[1], j));
+            } else {
+                mma_k4(acc[j], cur.a[0], cur.a[1], comp(cur.b[0], j));
+                mma_k4(acc[j], cur.a[2], cur.a[3], comp(cur.b[1], j));
+            }
+        }
+        cur = nxt;
+    }
+
+    const u64 fc = f0 + 8 * t;  // this lane's C features: fc .. fc + 7
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // h = 0: row g (c0, c1), h = 1: row g + 8 (c2, c3)
+        const u32 row = 16 * panel + g + 8 * h;
+        if (row >= m) continue;
+        const float4 lo = make_float4(alpha * acc[0][2 * h], alpha * acc[1][2 * h],
+                                      alpha * acc[2][2 * h], alpha * acc[3][2 * h]);
+        const float4 hi = make_float4(alpha * acc[0][2 * h + 1], alpha * acc[1][2 * h + 1],
+                                      alpha * acc[2][2 * h + 1], alpha * acc[3][2 * h + 1]);
+        if (fc < n) write_c4(c, ldc, row, fc, n, cvec, split, beta, lo);
+        if (fc + 4 < n) write_c4(c, ldc, row, fc + 4, n, cvec, split, beta, hi);
+    }
+}
+
+#define HRPB_PARAMS                                                                           \
+    const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
+        const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
+        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
+    hrpb_spmm<false>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8(HRPB_PARAMS) {
+    hrpb_spmm<true>(HRPB_ARGS);
+}
