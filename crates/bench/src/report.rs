@@ -407,6 +407,7 @@ impl Report {
             "| group | configuration | cases | ours | paper | paper / ours |"
         );
         let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+        let mut rows = 0;
         let x = |v: Option<f64>| v.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into());
         let pairs = [
             (
@@ -477,7 +478,14 @@ impl Report {
                     },
                     ratio.unwrap_or_default()
                 );
+                rows += 1;
             }
+        }
+        if rows == 0 {
+            let _ = writeln!(
+                s,
+                "| – | no case with a speedup over cuSPARSE | 0 | – | – | – |"
+            );
         }
         s
     }
