@@ -39,11 +39,12 @@ impl Op {
     }
 
     /// The vendor baseline every other backend of this op is compared with (same matrix, same
-    /// `n`, same process): cuSPARSE for SpMM and SpMV, cuBLAS for SpAMM.
+    /// `n`, same process): cuSPARSE for SpMM and SpMV, cuBLAS's TF32 GEMM (`cublas-tf32`, the
+    /// same tensor-core precision as ours) for SpAMM.
     pub fn baseline(self) -> &'static str {
         match self {
             Op::Spmm | Op::Spmv => BASELINE,
-            Op::Spamm => "cublas",
+            Op::Spamm => "cublas-tf32",
         }
     }
 }
