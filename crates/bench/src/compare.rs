@@ -583,8 +583,14 @@ mod tests {
                 })
                 .collect(),
         };
-        let base = [mk(Op::Spmm, "cusparse", 0.5), mk(Op::Spamm, "cublas", 0.25)];
-        let new = [mk(Op::Spamm, "cublas", 0.5), mk(Op::Spmm, "cusparse", 0.5)];
+        let base = [
+            mk(Op::Spmm, "cusparse", 0.5),
+            mk(Op::Spamm, "cublas-tf32", 0.25),
+        ];
+        let new = [
+            mk(Op::Spamm, "cublas-tf32", 0.5),
+            mk(Op::Spmm, "cusparse", 0.5),
+        ];
         let c = Comparison::new(&base, &new, Tolerances::default());
         assert_eq!(c.cases.len(), 2);
         let spamm = c.cases.iter().find(|l| l.op == Op::Spamm).unwrap();
