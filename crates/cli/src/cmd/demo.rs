@@ -296,14 +296,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
     }
     let (a, read_ms) = read(&path)?;
+    check_n(&a, args.n)?;
+    note_non_finite(&a);
     println!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
     );
-    note_non_finite(&a);
-    check_n(&a, args.n)?;
     let opts = PrepareOptions {
         reorder: reorder_choice(&args.reorder),
         mode: None,
