@@ -322,6 +322,7 @@ struct NpzCase {
     big: bool,
     f4: bool,
     unicode: bool,
+    coords: bool,
     deflate: Vec<bool>,
     claim: Option<(usize, u32)>,
     zip64: Option<(u64, Option<u64>)>,
@@ -349,7 +350,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
         vec(any::<bool>(), 6),
         proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
         zip64,
@@ -364,7 +365,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                 signed,
                 big,
                 f4,
-                unicode,
+                (unicode, coords),
                 deflate,
                 claim,
                 zip64,
@@ -379,6 +380,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                     big,
                     f4,
                     unicode,
+                    coords,
                     deflate,
                     claim,
                     zip64,
@@ -416,8 +418,19 @@ fn render_npz(c: &NpzCase) -> Vec<u8> {
     if c.format == "coo" {
         let rows: Vec<i64> = t.iter().map(|e| e.0).collect();
         let cols: Vec<i64> = t.iter().map(|e| e.1).collect();
-        members.push(member("row.npy", idx(&rows)));
-        members.push(member("col.npy", idx(&cols)));
+        if c.coords {
+            // One 2 × nnz array: the row indices, then the column indices.
+            let mut both = rows.clone();
+            both.extend_from_slice(&cols);
+            let two_d = format!("(2, {})", rows.len());
+            members.push(member(
+                "coords.npy",
+                ints_shaped(&both, c.index_size, c.signed, c.big, &two_d),
+            ));
+        } else {
+            members.push(member("row.npy", idx(&rows)));
+            members.push(member("col.npy", idx(&cols)));
+        }
     } else {
         // Entries grouped by major index in input order (rows unsorted, duplicates kept).
         let mut indptr = vec![0i64; major as usize + 1];
