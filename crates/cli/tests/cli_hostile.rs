@@ -169,4 +169,12 @@ fn memory_budget_option_overrides_and_is_checked() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("K, M, G or T suffix"));
     let o = limited(&["--memory-budget", "1M", "info", &m], &dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The environment variable sets the default.
+    let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+        .args(["info", &m])
+        .env("TCSPARSE_MEMORY_BUDGET", "32")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("over the memory budget of 32 B"));
 }

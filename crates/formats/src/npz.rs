@@ -1,7 +1,8 @@
 //! scipy sparse `.npz` input (`scipy.sparse.save_npz`): a zip of `.npy` arrays `data`, `indices`,
 //! `indptr` (or `row`, `col` for coo), `shape` and `format`.
 //!
-//! Formats `csr`, `csc` (converted) and `coo` (duplicates summed, as scipy's `tocsr` does) are read;
+//! Formats `csr`, `csc` (converted) and `coo` (`row`/`col`, or a 2 × nnz `coords`; duplicates summed,
+//! as scipy's `tocsr` does) are read;
 //! `bsr`, `dia` and others give [`NpzError::UnsupportedFormat`]. The zip members may be stored or
 //! deflated (zip64 size and offset fields are understood, with checked arithmetic). Indices may be
 //! int8…int64 or unsigned, values float32/float64/integer/bool, little- or big-endian; `format` may be
@@ -78,13 +79,23 @@ pub fn read_npz_bytes(bytes: &[u8]) -> Result<Csr, NpzError> {
 /// Reads a scipy `.npz` sparse matrix held in memory under an explicit budget.
 pub fn read_npz_bytes_with(bytes: &[u8], limits: &Limits) -> Result<Csr, NpzError> {
     let members = zip_members(bytes)?;
-    let get = |name: &str| -> Result<Array, NpzError> {
+    let has = |name: &str| members.iter().any(|m| m.name == format!("{name}.npy"));
+    let get_shaped = |name: &str| -> Result<(Array, Layout), NpzError> {
         let m = members
             .iter()
             .find(|m| m.name == format!("{name}.npy"))
             .ok_or_else(|| NpzError::MissingArray(name.into()))?;
         let raw = m.extract(bytes, limits)?;
         parse_npy(name, &raw)
+    };
+    let get = |name: &str| -> Result<Array, NpzError> {
+        match get_shaped(name)? {
+            (a, Layout { dims, .. }) if dims.len() <= 1 => Ok(a),
+            _ => Err(NpzError::Npy {
+                name: name.into(),
+                message: "expected a 1-D array".into(),
+            }),
+        }
     };
     let format = match get("format")? {
         Array::Text(s) => s,
@@ -120,8 +131,28 @@ pub fn read_npz_bytes_with(bytes: &[u8], limits: &Limits) -> Result<Csr, NpzErro
     check_csr_budget(rows as usize, data.len() as u64, limits)?;
     let mut triplets = Vec::with_capacity(data.len());
     if kind == Kind::Coo {
-        let row = get("row")?.into_u64("row")?;
-        let col = get("col")?.into_u64("col")?;
+        // scipy writes `row` and `col` for 2-D coo; `coords` (2 × nnz) is its announced future.
+        let (row, col) = if !has("row") && has("coords") {
+            let (a, layout) = get_shaped("coords")?;
+            let v = a.into_u64("coords")?;
+            let nnz = data.len();
+            if layout.dims != [2, nnz] {
+                return Err(NpzError::Invalid(format!(
+                    "coords has shape {:?}, expected [2, {nnz}]",
+                    layout.dims
+                )));
+            }
+            if layout.fortran {
+                (
+                    v.iter().step_by(2).copied().collect(),
+                    v.iter().skip(1).step_by(2).copied().collect(),
+                )
+            } else {
+                (v[..nnz].to_vec(), v[nnz..].to_vec())
+            }
+        } else {
+            (get("row")?.into_u64("row")?, get("col")?.into_u64("col")?)
+        };
         if row.len() != data.len() || col.len() != data.len() {
             return Err(NpzError::Invalid(format!(
                 "row ({}), col ({}) and data ({}) lengths disagree",
@@ -410,7 +441,13 @@ impl Array {
     }
 }
 
-fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
+/// Shape and order of a decoded `.npy` array.
+struct Layout {
+    dims: Vec<usize>,
+    fortran: bool,
+}
+
+fn parse_npy(name: &str, b: &[u8]) -> Result<(Array, Layout), NpzError> {
     let bad = |message: &str| NpzError::Npy {
         name: name.into(),
         message: message.into(),
@@ -440,20 +477,21 @@ fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
         .filter(|&c| c == '\'' || c == '"')
         .ok_or_else(|| bad("bad descr"))?;
     let descr = descr[1..].split(quote).next().unwrap_or_default();
-    // `fortran_order` is moot: only 0-D and 1-D arrays are accepted.
+    let fortran = dict_value(&header, "fortran_order").is_some_and(|v| v.starts_with("True"));
     let shape = dict_value(&header, "shape").ok_or_else(|| bad("header has no shape"))?;
     let shape = shape.strip_prefix('(').ok_or_else(|| bad("bad shape"))?;
     let shape = &shape[..shape.find(')').ok_or_else(|| bad("bad shape"))?];
     let mut count: usize = 1;
-    let mut dims = 0;
+    let mut dims = Vec::new();
     for dim in shape.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let d: usize = dim.parse().map_err(|_| bad("bad shape"))?;
         count = count.checked_mul(d).ok_or_else(|| bad("shape overflows"))?;
-        dims += 1;
+        dims.push(d);
     }
-    if dims > 1 {
-        return Err(bad("expected a 1-D array"));
+    if dims.len() > 2 {
+        return Err(bad("expected a 1-D or 2-D array"));
     }
+    let layout = Layout { dims, fortran };
     let mut chars = descr.chars();
     let order = chars.next().ok_or_else(|| bad("empty descr"))?;
     let kind = chars.next().ok_or_else(|| bad("bad descr"))?;
@@ -486,7 +524,7 @@ fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
         w
     };
     let chunks = body.chunks_exact(item.max(1));
-    Ok(match (kind, n) {
+    let array = match (kind, n) {
         ('f', 4) => Array::Floats(
             chunks
                 .map(|c| f32::from_bits(u64::from_le_bytes(word(c)) as u32) as f64)
@@ -525,7 +563,8 @@ fn parse_npy(name: &str, b: &[u8]) -> Result<Array, NpzError> {
                 .collect(),
         ),
         _ => return Err(bad(&format!("unsupported dtype `{descr}`"))),
-    })
+    };
+    Ok((array, layout))
 }
 
 /// The raw text after `'key':` in a numpy header dict.
@@ -652,6 +691,34 @@ mod tests {
         assert!(
             matches!(read_npz_bytes(&members(b"bsr")), Err(NpzError::UnsupportedFormat(f)) if f == "bsr")
         );
+    }
+
+    #[test]
+    fn reads_coo_with_coords() {
+        // [[1, 0, 2], [0, 3, 0]] as a 2 × 3 coords array (row indices, then column indices).
+        let file = zip(&[
+            (
+                "coords.npy",
+                npy(
+                    "<i8",
+                    "(2, 3)",
+                    &le(&[0i64, 0, 1, 0, 2, 1], i64::to_le_bytes),
+                ),
+            ),
+            ("format.npy", npy("|S3", "()", b"coo")),
+            (
+                "shape.npy",
+                npy("<i8", "(2,)", &le(&[2i64, 3], i64::to_le_bytes)),
+            ),
+            (
+                "data.npy",
+                npy("<f8", "(3,)", &le(&[1.0f64, 2.0, 3.0], f64::to_le_bytes)),
+            ),
+        ]);
+        let m = read_npz_bytes(&file).unwrap();
+        assert_eq!(m.row_offsets(), &[0, 2, 3]);
+        assert_eq!(m.indices(), &[0, 2, 1]);
+        assert_eq!(m.data(), &[1.0, 2.0, 3.0]);
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! they were built from, a cache file must decode to its source or not at all).
 //!
 //! Each target runs for `TCSPARSE_FUZZ_SECS` seconds (default 2, so CI stays fast) from the seed
-//! `TCSPARSE_FUZZ_SEED` (default: the clock; printed, with the failing input, on a panic) and
+//! `TCSPARSE_FUZZ_SEED` (default fixed; `clock` for a fresh one; printed, with the failing input,
+//! on a panic) and
 //! prints how many inputs it tried (`cargo test -p tcsparse-formats --test fuzz_inputs -- --nocapture`).
-//! A long run: `TCSPARSE_FUZZ_SECS=150 cargo test --release -p tcsparse-formats --test fuzz_inputs
+//! A long run: `TCSPARSE_FUZZ_SEED=clock TCSPARSE_FUZZ_SECS=150 cargo test --release -p tcsparse-formats --test fuzz_inputs
 //! -- --nocapture --test-threads=1` under `ulimit -v`.
 
 #[path = "support/npz_writer.rs"]
@@ -46,16 +47,17 @@ fn secs() -> f64 {
         .unwrap_or(2.0)
 }
 
+/// `TCSPARSE_FUZZ_SEED`: a number, or `clock` for a fresh seed each run; unset, a fixed seed (CI
+/// sees the same inputs, as far as its time budget reaches).
 fn seed() -> u64 {
-    std::env::var("TCSPARSE_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        })
+    match std::env::var("TCSPARSE_FUZZ_SEED").ok().as_deref() {
+        Some("clock") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+        Some(s) => s.parse().expect("TCSPARSE_FUZZ_SEED is a u64 or `clock`"),
+        None => 21,
+    }
 }
 
 /// Draws inputs from `strategy` and runs `check` on each until the time budget is spent.
@@ -320,6 +322,7 @@ struct NpzCase {
     big: bool,
     f4: bool,
     unicode: bool,
+    coords: bool,
     deflate: Vec<bool>,
     claim: Option<(usize, u32)>,
     zip64: Option<(u64, Option<u64>)>,
@@ -347,7 +350,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
         vec(any::<bool>(), 6),
         proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
         zip64,
@@ -362,7 +365,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                 signed,
                 big,
                 f4,
-                unicode,
+                (unicode, coords),
                 deflate,
                 claim,
                 zip64,
@@ -377,6 +380,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                     big,
                     f4,
                     unicode,
+                    coords,
                     deflate,
                     claim,
                     zip64,
@@ -414,8 +418,19 @@ fn render_npz(c: &NpzCase) -> Vec<u8> {
     if c.format == "coo" {
         let rows: Vec<i64> = t.iter().map(|e| e.0).collect();
         let cols: Vec<i64> = t.iter().map(|e| e.1).collect();
-        members.push(member("row.npy", idx(&rows)));
-        members.push(member("col.npy", idx(&cols)));
+        if c.coords {
+            // One 2 × nnz array: the row indices, then the column indices.
+            let mut both = rows.clone();
+            both.extend_from_slice(&cols);
+            let two_d = format!("(2, {})", rows.len());
+            members.push(member(
+                "coords.npy",
+                ints_shaped(&both, c.index_size, c.signed, c.big, &two_d),
+            ));
+        } else {
+            members.push(member("row.npy", idx(&rows)));
+            members.push(member("col.npy", idx(&cols)));
+        }
     } else {
         // Entries grouped by major index in input order (rows unsorted, duplicates kept).
         let mut indptr = vec![0i64; major as usize + 1];

@@ -172,41 +172,6 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
-/// Checks, before anything is allocated, that the dense operands of an `a · (cols × n)` product
-/// and its f64 check fit the memory budget: B and C (4 bytes an element), C again on the device
-/// path, the reference and its |A|·|B| scale (8 bytes each), all with checked arithmetic.
-pub fn check_n(a: &Csr, n: usize) -> anyhow::Result<()> {
-    use tcsparse::formats::Limits;
-    let elems = |rows: usize| (rows as u64).checked_mul(n as u64);
-    let need = elems(a.cols())
-        .and_then(|b| b.checked_mul(4))
-        .zip(elems(a.rows()).and_then(|c| c.checked_mul(4 + 4 + 8 + 8)))
-        .and_then(|(b, c)| b.checked_add(c))
-        .unwrap_or(u64::MAX);
-    Limits::global().check(
-        || {
-            format!(
-                "--n {n}: B ({} × {n}), C ({} × {n}) and the f64 check",
-                a.cols(),
-                a.rows()
-            )
-        },
-        need,
-    )?;
-    Ok(())
-}
-
-/// Says how many stored values are NaN or ±inf (accepted, as scipy accepts them, but every output
-/// row that touches one is non-finite, and so is the relative error).
-pub fn note_non_finite(a: &Csr) {
-    let k = a.non_finite();
-    if k > 0 {
-        println!(
-            "note      {k} stored values are NaN or ±inf: the rows of C that use them are not finite, nor is the error below"
-        );
-    }
-}
-
 /// Reads a matrix, timing it.
 pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     let t = Instant::now();
@@ -351,14 +316,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("backend   {}", engine.message());
     }
     let (a, read_ms) = read(&path)?;
+    super::checks::check_n(&a, args.n)?;
+    super::checks::note_non_finite(&a);
     println!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
     );
-    note_non_finite(&a);
-    check_n(&a, args.n)?;
     let opts = PrepareOptions::builder()
         .reorder(reorder_choice(&args.reorder))
         .balance(Balance::Auto)

@@ -1,5 +1,6 @@
 //! One module per subcommand: each has `Args` (clap) and `run(Args) -> anyhow::Result<()>`.
 
+pub mod checks;
 pub mod convert;
 pub mod demo;
 pub mod formats_table;

@@ -80,8 +80,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         a.cols(),
         a.nnz()
     );
-    demo::note_non_finite(&a);
-    demo::check_n(&a, args.n)?;
+    super::checks::note_non_finite(&a);
+    super::checks::check_n(&a, args.n)?;
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
         "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),

@@ -20,6 +20,11 @@ pub fn npy(descr: &str, shape: &str, body: &[u8]) -> Vec<u8> {
 
 /// Integer array with the given item size (1, 2, 4, 8), signedness and byte order.
 pub fn ints(values: &[i64], size: usize, signed: bool, big: bool) -> Vec<u8> {
+    ints_shaped(values, size, signed, big, &format!("({},)", values.len()))
+}
+
+/// [`ints`] with an explicit shape (C order).
+pub fn ints_shaped(values: &[i64], size: usize, signed: bool, big: bool, shape: &str) -> Vec<u8> {
     let descr = format!(
         "{}{}{size}",
         if big { '>' } else { '<' },
@@ -34,7 +39,7 @@ pub fn ints(values: &[i64], size: usize, signed: bool, big: bool) -> Vec<u8> {
         }
         body.extend_from_slice(&item);
     }
-    npy(&descr, &format!("({},)", values.len()), &body)
+    npy(&descr, shape, &body)
 }
 
 /// Float array (4 or 8 bytes) in the given byte order.

@@ -1,0 +1,39 @@
+//! Checks shared by the subcommands that multiply: the dense operands `--n` asks for against the
+//! memory budget (before anything is allocated), and a note when the matrix holds NaN or ±inf.
+
+use tcsparse::formats::Csr;
+
+/// Checks, before anything is allocated, that the dense operands of an `a · (cols × n)` product
+/// and its f64 check fit the memory budget: B and C (4 bytes an element), C again on the device
+/// path, the reference and its |A|·|B| scale (8 bytes each), all with checked arithmetic.
+pub fn check_n(a: &Csr, n: usize) -> anyhow::Result<()> {
+    use tcsparse::formats::Limits;
+    let elems = |rows: usize| (rows as u64).checked_mul(n as u64);
+    let need = elems(a.cols())
+        .and_then(|b| b.checked_mul(4))
+        .zip(elems(a.rows()).and_then(|c| c.checked_mul(4 + 4 + 8 + 8)))
+        .and_then(|(b, c)| b.checked_add(c))
+        .unwrap_or(u64::MAX);
+    Limits::global().check(
+        || {
+            format!(
+                "--n {n}: B ({} × {n}), C ({} × {n}) and the f64 check",
+                a.cols(),
+                a.rows()
+            )
+        },
+        need,
+    )?;
+    Ok(())
+}
+
+/// Says how many stored values are NaN or ±inf (accepted, as scipy accepts them, but every output
+/// row that touches one is non-finite, and so is the relative error).
+pub fn note_non_finite(a: &Csr) {
+    let k = a.non_finite();
+    if k > 0 {
+        println!(
+            "note      {k} stored values are NaN or ±inf: the rows of C that use them are not finite, nor is the error below"
+        );
+    }
+}
