@@ -198,6 +198,10 @@ pub fn print_prepare(p: &Prepared) {
             rr.blocks_before,
             rr.blocks_after
         ),
+        None if r.reordered => println!(
+            "reorder   {:>10.3} ms  permutation applied (given, or from the plan cache)",
+            r.reorder_s * 1e3
+        ),
         None => match &r.reorder_gate {
             Some(g) if !g.worth_reordering => {
                 println!(
