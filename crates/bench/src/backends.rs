@@ -502,6 +502,10 @@ fn engine_case(
         build_ms: Some(r.build_s * 1e3),
         plan_ms: Some(r.plan_s * 1e3),
         upload_ms: Some(r.upload_s * 1e3),
+        tune_ms: (!r.tuning.is_empty()).then_some(r.tune_s * 1e3),
+        // The reordering carried over from stage 1 plus everything this preparation did
+        // besides applying it.
+        total_ms: Some(reorder_ms + (r.total_s - r.reorder_s).max(0.0) * 1e3),
     });
     case.plan = Some(r.kernel.to_string());
     case.plan_note = Some(r.kernel_note.clone());
@@ -563,6 +567,8 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
             build_ms: Some(r.build_s * 1e3),
             plan_ms: Some(r.plan_s * 1e3),
             upload_ms: None,
+            tune_ms: None,
+            total_ms: Some(r.total_s * 1e3),
         });
         case.plan = Some(r.kernel.to_string());
         case.bytes =

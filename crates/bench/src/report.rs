@@ -96,6 +96,13 @@ pub struct PrepTimes {
     pub plan_ms: Option<f64>,
     /// Upload to the device.
     pub upload_ms: Option<f64>,
+    /// Tuning (timing the candidates), when the preparation was tuned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune_ms: Option<f64>,
+    /// The whole preparation a user pays before the first product (every stage above, the
+    /// reorder gate and the checks between them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_ms: Option<f64>,
 }
 
 /// One measured (matrix, N, backend) case.
@@ -194,6 +201,14 @@ pub struct Summary {
     pub worst: Option<(f64, String)>,
     /// Cases that failed (any backend).
     pub failed: usize,
+    /// Median over the [`HEADLINE`] cases on large matrices of the whole preparation per
+    /// nonzero, ns.
+    #[serde(default)]
+    pub prepare_large_ns_per_nnz: Option<f64>,
+    /// Largest break-even call count of the [`HEADLINE`] cases on large matrices that kept a kernel
+    /// other than cuSPARSE (`Some(None)`: one of them never breaks even).
+    #[serde(default)]
+    pub worst_break_even_large: Option<Option<f64>>,
 }
 
 /// Name prefixes of the generated matrices with structure (banded, clustered, R-MAT), as opposed
@@ -227,7 +242,23 @@ impl Report {
         (b > 0.0 && t > 0.0).then(|| b / t)
     }
 
+    /// Products after which `case`'s preparation ([`PrepTimes::total_ms`]) is repaid against
+    /// the baseline at the same matrix and N: `total / (baseline ms − case ms)`. `None`: no
+    /// preparation total or no passing baseline; `Some(None)`: never (not faster).
+    pub fn break_even(&self, case: &Case) -> Option<Option<f64>> {
+        let total = case.prep.as_ref()?.total_ms?;
+        if !case.ok() || case.backend == BASELINE {
+            return None;
+        }
+        let base = self.cases.iter().find(|c| {
+            c.backend == BASELINE && c.matrix == case.matrix && c.n == case.n && c.ok()
+        })?;
+        let saved = base.ms? - case.ms?;
+        Some((saved > 0.0 && total.is_finite()).then(|| total / saved))
+    }
+
     /// Geomeans per group and the worst case, over the SpMM cases of the [`HEADLINE`] backend.
+
     pub fn summary(&self) -> Summary {
         let mut large = Vec::new();
         let mut structured = Vec::new();
@@ -253,7 +284,36 @@ impl Report {
                 worst = Some((s, format!("{} N={}", c.matrix, c.n)));
             }
         }
+        let headline_large = || {
+            self.cases
+                .iter()
+                .filter(|c| c.backend == HEADLINE && c.group == Group::Large && c.ok())
+        };
+        let mut prep_ns: Vec<f64> = headline_large()
+            .filter_map(|c| Some(c.prep.as_ref()?.total_ms? * 1e6 / c.nnz.max(1) as f64))
+            .collect();
+        prep_ns.sort_by(f64::total_cmp);
+        let prepare_large_ns_per_nnz = match prep_ns.len() {
+            0 => None,
+            k if k % 2 == 1 => Some(prep_ns[k / 2]),
+            k => Some((prep_ns[k / 2 - 1] + prep_ns[k / 2]) / 2.0),
+        };
+        let mut worst_break_even_large: Option<Option<f64>> = None;
+        for c in
+            headline_large().filter(|c| !c.plan.as_deref().unwrap_or("").starts_with("cuSPARSE"))
+        {
+            let Some(be) = self.break_even(c) else {
+                continue;
+            };
+            worst_break_even_large = Some(match (worst_break_even_large, be) {
+                (Some(None), _) | (_, None) => None,
+                (Some(Some(w)), Some(b)) => Some(w.max(b)),
+                (None, Some(b)) => Some(b),
+            });
+        }
         Summary {
+            prepare_large_ns_per_nnz,
+            worst_break_even_large,
             geomean_large: geomean(&large),
             geomean_structured: geomean(&structured),
             geomean_shared: geomean(&shared),
@@ -348,14 +408,29 @@ impl Report {
                 let _ = writeln!(s, "worst case: n/a  ");
             }
         }
-        let _ = writeln!(s, "failed cases: {}\n", sm.failed);
         let _ = writeln!(
             s,
-            "| matrix | group | rows | nnz | N | backend | ms | GFLOP/s | GB/s | rel err | scaled err | speedup | prep ms (reorder/build/plan/upload) | plan | status |"
+            "prepare (large): {}  ",
+            sm.prepare_large_ns_per_nnz
+                .map_or_else(|| "n/a".into(), |v| format!("{v:.1} ns/nnz"))
         );
         let _ = writeln!(
             s,
-            "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|"
+            "worst break-even (large): {}  ",
+            match sm.worst_break_even_large {
+                None => "n/a".to_string(),
+                Some(None) => "never".to_string(),
+                Some(Some(v)) => format!("{:.0} calls", v.ceil()),
+            }
+        );
+        let _ = writeln!(s, "failed cases: {}\n", sm.failed);
+        let _ = writeln!(
+            s,
+            "| matrix | group | rows | nnz | N | backend | ms | GFLOP/s | GB/s | rel err | scaled err | speedup | prep ms (reorder/build/plan/upload) | prep total ms | break-even calls | plan | status |"
+        );
+        let _ = writeln!(
+            s,
+            "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
         );
         for c in &self.cases {
             let group = match c.group {
@@ -388,9 +463,15 @@ impl Report {
                     )
                 })
                 .unwrap_or_else(|| "–".into());
+            let total = f2(c.prep.as_ref().and_then(|p| p.total_ms));
+            let break_even = match self.break_even(c) {
+                None => "–".to_string(),
+                Some(None) => "never".to_string(),
+                Some(Some(v)) => format!("{:.0}", v.ceil()),
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {total} | {break_even} | {} | {} |",
                 c.matrix,
                 group,
                 c.rows,
@@ -541,10 +622,49 @@ mod tests {
                 build_ms: Some(2.0),
                 plan_ms: Some(0.25),
                 upload_ms: Some(0.5),
+                tune_ms: None,
+                total_ms: Some(10.0),
             }),
             plan: (backend != BASELINE).then(|| "acc_spmm balanced".into()),
             plan_note: None,
         }
+    }
+
+    #[test]
+    fn break_even_and_prepare_summary() {
+        let mut r = Report {
+            command: "t".into(),
+            device: "d".into(),
+            started_unix: 0,
+            cases: vec![
+                case("rmat20", Group::Large, 128, BASELINE, 2.0, Status::Ok),
+                case("rmat20", Group::Large, 128, HEADLINE, 1.5, Status::Ok),
+                case("banded", Group::Large, 128, BASELINE, 1.0, Status::Ok),
+                case("banded", Group::Large, 128, HEADLINE, 0.5, Status::Ok),
+            ],
+        };
+        // 10 ms of preparation, 0.5 ms saved per call: 20 calls; the baseline has none.
+        assert_eq!(r.break_even(&r.cases[1]), Some(Some(20.0)));
+        assert_eq!(r.break_even(&r.cases[0]), None);
+        let sm = r.summary();
+        assert_eq!(sm.worst_break_even_large, Some(Some(20.0)));
+        // 10 ms over 50,000 nonzeros on both matrices.
+        assert_eq!(sm.prepare_large_ns_per_nnz, Some(200.0));
+        // Slower than cuSPARSE: never; a case that kept cuSPARSE does not count.
+        r.cases[3].ms = Some(1.2);
+        assert_eq!(r.break_even(&r.cases[3]), Some(None));
+        assert_eq!(r.summary().worst_break_even_large, Some(None));
+        r.cases[3].plan = Some("cuSPARSE".into());
+        assert_eq!(r.summary().worst_break_even_large, Some(Some(20.0)));
+        let md = r.markdown();
+        assert!(md.contains("prepare (large): 200.0 ns/nnz"), "{md}");
+        assert!(md.contains("worst break-even (large): 20 calls"), "{md}");
+        assert!(md.contains("| 10.00 | 20 |"), "{md}");
+        assert!(md.contains("| 10.00 | never |"), "{md}");
+        // Files written before these fields existed still read.
+        let old = r#"{"reorder_ms":1.0,"build_ms":null,"plan_ms":null,"upload_ms":null}"#;
+        let p: PrepTimes = serde_json::from_str(old).unwrap();
+        assert_eq!(p.total_ms, None);
     }
 
     #[test]

@@ -140,3 +140,41 @@ fn spmm_with_f32_precision_prints_it() {
         "{out}"
     );
 }
+
+#[test]
+fn spmm_uses_the_plan_cache_from_the_environment() {
+    let dir = std::env::temp_dir().join(format!("tcsparse-cli-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spmm = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+            .args([
+                "spmm",
+                "datasets/west0067.mtx.gz",
+                "--n",
+                "8",
+                "--cpu",
+                "--iters",
+                "1",
+            ])
+            .current_dir(repo_root())
+            .env("TCSPARSE_FORCE_CPU", "1")
+            .env("TCSPARSE_CACHE_DIR", &dir)
+            .output()
+            .expect("run tcsparse");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = spmm();
+    assert!(first.contains("cache     miss"), "{first}");
+    let second = spmm();
+    assert!(second.contains("cache     hit"), "{second}");
+    assert!(
+        second.contains("prepare ") && second.contains("total"),
+        "{second}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

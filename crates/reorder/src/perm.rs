@@ -10,6 +10,7 @@
 //!   ([`Permutation::apply_dense_rows`]) and `C = Pᵀ·(A'·B')`, again with `unapply_dense_rows`.
 
 use crate::ReorderError;
+use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
 /// A bijection on `0..n` stored as `perm[new] = old`. Invariant: every value in `0..n` occurs once.
@@ -105,27 +106,16 @@ impl Permutation {
     }
 
     /// `P·A`: row `new` of the result is row `perm[new]` of `a`. Needs `a.rows() == n`.
+    /// Parallel over chunks of rows.
     pub fn apply_rows(&self, a: &Csr) -> Result<Csr, ReorderError> {
         self.check_len(a.rows(), "apply_rows (matrix rows)")?;
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
-        let mut indptr = Vec::with_capacity(a.rows() + 1);
-        let mut indices = Vec::with_capacity(a.nnz());
-        let mut data = Vec::with_capacity(a.nnz());
-        indptr.push(0u32);
-        for &old in &self.perm {
-            let (s, e) = (ip[old as usize] as usize, ip[old as usize + 1] as usize);
-            indices.extend_from_slice(&a.indices()[s..e]);
-            data.extend_from_slice(&a.data()[s..e]);
-            indptr.push(indices.len() as u32);
-        }
-        Ok(Csr::new((a.rows(), a.cols()), indptr, indices, data))
+        Ok(permute(a, Some(&self.perm), None))
     }
 
     /// `A·Pᵀ`: column `new` of the result is column `perm[new]` of `a`. Needs `a.cols() == n`.
     pub fn apply_cols(&self, a: &Csr) -> Result<Csr, ReorderError> {
         self.check_len(a.cols(), "apply_cols (matrix columns)")?;
-        Ok(relabel_cols(a, &self.inverse().perm, None))
+        Ok(permute(a, None, Some(&self.inverse().perm)))
     }
 
     /// `P·A·Pᵀ`: entry `(i, j)` of the result is entry `(perm[i], perm[j])` of `a`. Needs a square
@@ -138,7 +128,7 @@ impl Permutation {
             });
         }
         self.check_len(a.rows(), "apply_symmetric (matrix rows)")?;
-        Ok(relabel_cols(a, &self.inverse().perm, Some(&self.perm)))
+        Ok(permute(a, Some(&self.perm), Some(&self.inverse().perm)))
     }
 
     /// `P·X` for a row-major dense `X` with `n` rows of `ld ≥ width` elements: row `new` of the result
@@ -191,33 +181,69 @@ impl Permutation {
     }
 }
 
-/// Rows taken in order `row_order` (identity when `None`), columns relabelled `c -> new_of_col[c]`
-/// and each row re-sorted.
-fn relabel_cols(a: &Csr, new_of_col: &[u32], row_order: Option<&[u32]>) -> Csr {
+/// Rows taken in order `row_order` (identity when `None`), columns relabelled
+/// `c -> new_of_col[c]` (kept when `None`) and each relabelled row re-sorted. Parallel over chunks
+/// of rows, each writing its own slice of the output (the result does not depend on the thread
+/// count).
+fn permute(a: &Csr, row_order: Option<&[u32]>, new_of_col: Option<&[u32]>) -> Csr {
     let ip = a.indptr();
     let ip = ip.raw_storage();
-    let mut indptr = Vec::with_capacity(a.rows() + 1);
-    let mut indices = Vec::with_capacity(a.nnz());
-    let mut data = Vec::with_capacity(a.nnz());
-    let mut row_buf: Vec<(u32, f32)> = Vec::new();
+    let rows = a.rows();
+    let old = |r: usize| row_order.map_or(r, |o| o[r] as usize);
+    let mut indptr = Vec::with_capacity(rows + 1);
     indptr.push(0u32);
-    for r in 0..a.rows() {
-        let old = row_order.map_or(r, |o| o[r] as usize);
-        let (s, e) = (ip[old] as usize, ip[old + 1] as usize);
-        row_buf.clear();
-        row_buf.extend(
-            a.indices()[s..e]
-                .iter()
-                .zip(&a.data()[s..e])
-                .map(|(&c, &v)| (new_of_col[c as usize], v)),
-        );
-        row_buf.sort_unstable_by_key(|&(c, _)| c);
-        for &(c, v) in &row_buf {
-            indices.push(c);
-            data.push(v);
-        }
-        indptr.push(indices.len() as u32);
+    let mut end = 0u32;
+    for r in 0..rows {
+        let o = old(r);
+        end += ip[o + 1] - ip[o];
+        indptr.push(end);
     }
+    let nnz = a.nnz();
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f32; nnz];
+    const CHUNK: usize = 4096;
+    let mut jobs: Vec<(usize, &mut [u32], &mut [f32])> = Vec::with_capacity(rows.div_ceil(CHUNK));
+    {
+        let (mut ri, mut rd) = (&mut indices[..], &mut data[..]);
+        for r0 in (0..rows).step_by(CHUNK) {
+            let len = (indptr[(r0 + CHUNK).min(rows)] - indptr[r0]) as usize;
+            let (ci, ni) = std::mem::take(&mut ri).split_at_mut(len);
+            let (cd, nd) = std::mem::take(&mut rd).split_at_mut(len);
+            jobs.push((r0, ci, cd));
+            (ri, rd) = (ni, nd);
+        }
+    }
+    let (src_i, src_d) = (a.indices(), a.data());
+    jobs.into_par_iter()
+        .for_each_init(Vec::new, |buf: &mut Vec<(u32, f32)>, (r0, oi, od)| {
+            let mut k = 0usize;
+            for r in r0..(r0 + CHUNK).min(rows) {
+                let o = old(r);
+                let (s, e) = (ip[o] as usize, ip[o + 1] as usize);
+                let n = e - s;
+                match new_of_col {
+                    None => {
+                        oi[k..k + n].copy_from_slice(&src_i[s..e]);
+                        od[k..k + n].copy_from_slice(&src_d[s..e]);
+                    }
+                    Some(map) => {
+                        buf.clear();
+                        buf.extend(
+                            src_i[s..e]
+                                .iter()
+                                .zip(&src_d[s..e])
+                                .map(|(&c, &v)| (map[c as usize], v)),
+                        );
+                        buf.sort_unstable_by_key(|&(c, _)| c);
+                        for (j, &(c, v)) in buf.iter().enumerate() {
+                            oi[k + j] = c;
+                            od[k + j] = v;
+                        }
+                    }
+                }
+                k += n;
+            }
+        });
     Csr::new((a.rows(), a.cols()), indptr, indices, data)
 }
 

@@ -140,7 +140,7 @@ fn corrupt_truncated_or_stale_entries_are_rebuilt() {
     let reference = engine.prepare(&a, &opts(&dir)).unwrap();
     let file = entries(&dir).pop().unwrap();
     let good = std::fs::read(&file).unwrap();
-    let damages: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    let damages: Vec<(&str, Damage)> = vec![
         (
             "payload byte",
             Box::new(|b: &mut Vec<u8>| *b.last_mut().unwrap() ^= 0x40),
@@ -202,6 +202,9 @@ fn corrupt_truncated_or_stale_entries_are_rebuilt() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A way of damaging a plan file's bytes.
+type Damage = Box<dyn Fn(&mut Vec<u8>)>;
 
 /// Recomputes the payload checksum of a plan file (header bytes 52..84).
 fn reseal(b: &mut [u8]) {
