@@ -247,11 +247,16 @@ impl Report {
     /// preparation total or no passing baseline; `Some(None)`: never (not faster).
     pub fn break_even(&self, case: &Case) -> Option<Option<f64>> {
         let total = case.prep.as_ref()?.total_ms?;
-        if !case.ok() || case.backend == BASELINE {
+        let baseline = case.op.baseline();
+        if !case.ok() || case.backend == baseline {
             return None;
         }
         let base = self.cases.iter().find(|c| {
-            c.backend == BASELINE && c.matrix == case.matrix && c.n == case.n && c.ok()
+            c.op == case.op
+                && c.backend == baseline
+                && c.matrix == case.matrix
+                && c.n == case.n
+                && c.ok()
         })?;
         let saved = base.ms? - case.ms?;
         Some((saved > 0.0 && total.is_finite()).then(|| total / saved))
