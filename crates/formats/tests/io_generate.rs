@@ -362,12 +362,14 @@ fn arb_spec() -> impl Strategy<Value = GeneratorSpec> {
             0.0f64..4.0,
             any::<u64>()
         )
+            // At most n entries per row exist off the blocks (larger values are refused, see
+            // the generator's parameter checks).
             .prop_map(|(n, block_size, intra_density, inter_nnz_per_row, seed)| {
                 GeneratorSpec::Clustered {
                     n,
                     block_size,
                     intra_density,
-                    inter_nnz_per_row,
+                    inter_nnz_per_row: inter_nnz_per_row.min(n as f64),
                     seed,
                 }
             }),
