@@ -228,6 +228,7 @@ fn main() -> Result<()> {
                         device: format!("{d} (partial: run in progress)"),
                         started_unix,
                         cases: cases.clone(),
+                        config: None,
                     };
                     write(out, &partial)?;
                 }
@@ -260,6 +261,7 @@ fn main() -> Result<()> {
         device: device_line,
         started_unix,
         cases,
+        config: None,
     };
     let md = results::render(&report);
     print!("{md}");

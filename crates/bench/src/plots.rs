@@ -31,11 +31,7 @@ enum Kind {
 }
 
 fn group_name(g: Group) -> &'static str {
-    match g {
-        Group::Shipped => "shipped",
-        Group::Shared => "shared",
-        Group::Large => "large",
-    }
+    g.name()
 }
 
 /// Values of the headline backend of `op` in `group`: matrix → (N → value), matrices sorted.
@@ -215,6 +211,11 @@ mod tests {
             prep: None,
             plan: None,
             plan_note: None,
+            norms_ms: None,
+            tau: None,
+            valid_ratio: None,
+            rel_bound: None,
+            target: None,
         }
     }
 
@@ -235,6 +236,7 @@ mod tests {
             command: "c".into(),
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
+            config: None,
             cases,
         };
         let plots = render(&r);

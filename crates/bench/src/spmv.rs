@@ -146,6 +146,11 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         prep: None,
         plan,
         plan_note: None,
+        norms_ms: None,
+        tau: None,
+        valid_ratio: None,
+        rel_bound: None,
+        target: None,
     }
 }
 
