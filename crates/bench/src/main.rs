@@ -84,8 +84,8 @@ struct Args {
     #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
     case_tolerance: f64,
     /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
-    /// right-hand-side counts; writes spmv-h200.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives the
-    /// matrix sizes, default 4096,8192,16384; writes spamm-h200.json/.md).
+    /// right-hand-side counts; writes spmv-<device>.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives
+    /// the matrix sizes, default 4096,8192,16384; writes spamm-<device>.json/.md).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
@@ -129,7 +129,8 @@ fn main() -> Result<()> {
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     if args.op == "spamm" {
-        return run_spamm(&args, command);
+        let report = run_spamm(&args, command)?;
+        return finish(&args, &report, tolerances);
     }
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -154,7 +155,8 @@ fn main() -> Result<()> {
 
     let device = backends::probe();
     if args.op == "spmv" {
-        return run_spmv(&args, &device, &command, &keep);
+        let report = run_spmv(&args, &device, &command, &keep)?;
+        return finish(&args, &report, tolerances);
     }
     anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv or spamm");
     let mut cases = Vec::new();
@@ -263,16 +265,21 @@ fn main() -> Result<()> {
         cases,
         config: None,
     };
-    let md = results::render(&report);
-    print!("{md}");
+    finish(&args, &report, tolerances)
+}
+
+/// The end of a run of any op: prints the report's Markdown, writes `<op>-<device>.json` / `.md`
+/// into --out, runs the regression gate of --compare; an error on a FAILED case.
+fn finish(args: &Args, report: &Report, tolerances: compare::Tolerances) -> Result<()> {
+    print!("{}", results::render(report));
     if let Some(out) = &args.out {
-        for p in results::write(out, &report)? {
+        for p in results::write(out, report)? {
             eprintln!("wrote {}", p.display());
         }
     }
-    let failed = report.summary().failed;
+    let failed = report.cases.iter().filter(|c| c.failed()).count();
     if !args.compare.is_empty() {
-        gate(&args.compare, std::slice::from_ref(&report), tolerances)?;
+        gate(&args.compare, std::slice::from_ref(report), tolerances)?;
     }
     anyhow::ensure!(
         failed == 0,
@@ -295,7 +302,7 @@ fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -
 }
 
 /// `--op spamm`: needs a GPU.
-fn run_spamm(args: &Args, command: String) -> Result<()> {
+fn run_spamm(args: &Args, command: String) -> Result<Report> {
     let Device::Gpu(gpu) = backends::probe() else {
         anyhow::bail!("--op spamm needs a CUDA GPU");
     };
@@ -314,8 +321,7 @@ fn run_spamm(args: &Args, command: String) -> Result<()> {
         s: args.spamm_s.max(1),
         command,
     };
-    spamm::run(&gpu, backends::describe(&gpu), &sa)?;
-    Ok(())
+    spamm::run(&gpu, backends::describe(&gpu), &sa)
 }
 
 /// `--op spmv`: shared datasets + the large generated SpMV set, n ∈ --rhs (default 1, 8).
@@ -324,7 +330,7 @@ fn run_spmv(
     device: &Device,
     command: &str,
     keep: &dyn Fn(&str) -> bool,
-) -> Result<()> {
+) -> Result<Report> {
     let Device::Gpu(gpu) = device else {
         anyhow::bail!("--op spmv needs a GPU (the CPU path is `tcsparse spmv FILE`)");
     };
@@ -377,7 +383,23 @@ fn plot(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
             .unwrap_or_default();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let plots = plots::render(&r);
-        anyhow::ensure!(!plots.is_empty(), "{}: nothing to plot", f.display());
+        if plots.is_empty() {
+            // SpAMM (no single headline backend: one per precision, each at its own error)
+            // and runs without a speedup (CPU runs) have no plot.
+            eprintln!(
+                "{}: nothing to plot ({} cases of {}; plots show the {} backend's speedup and \
+                 bandwidth over SpMM/SpMV vendor baselines), skipped",
+                f.display(),
+                r.cases.len(),
+                results::ops(&r)
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                report::HEADLINE
+            );
+            continue;
+        }
         for (name, svg) in plots {
             let p = dir.join(name);
             std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
