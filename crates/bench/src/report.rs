@@ -172,7 +172,8 @@ pub struct Case {
     /// SpAMM: fraction of the tile products computed (valid ratio).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_ratio: Option<f64>,
-    /// SpAMM: reported bound on ‖E‖F/‖C‖F from the skipped products.
+    /// SpAMM: reported bound on ‖E‖F/‖C‖F from the skipped products; `null` in the JSON (which has
+    /// no infinity) when a SpAMM case (τ set) has no finite bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rel_bound: Option<f64>,
     /// SpAMM: how τ was chosen (`RelError(1e-5)`, `ValidRatio(0.05)`).

@@ -355,7 +355,13 @@ against f64 on 32 sampled rows. bound: the reported bound from the skipped norm 
             v("cublas-tf32"),
             v("cublas-f16"),
             f(c.rel_err.map(|x| format!("{x:.2e}"))),
-            f(c.rel_bound.map(|x| format!("{x:.1e}"))),
+            // Every SpAMM case (τ set) has a bound; JSON has no infinity, so serde writes an
+            // infinite one (the skipped products may be as large as C) as null.
+            match (c.rel_bound, c.tau) {
+                (Some(x), _) => format!("{x:.1e}"),
+                (None, Some(_)) => "inf".into(),
+                (None, None) => "–".into(),
+            },
             f(c.valid_ratio.map(|x| format!("{:.3}", 100.0 * x))),
             f(c.tau.map(|x| format!("{x:.2e}"))),
         ));
