@@ -309,7 +309,6 @@ impl Report {
     }
 
     /// Geomeans per group and the worst case, over the SpMM cases of the [`HEADLINE`] backend.
-
     pub fn summary(&self) -> Summary {
         let mut large = Vec::new();
         let mut structured = Vec::new();
