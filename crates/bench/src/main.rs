@@ -7,6 +7,11 @@
 //! after warm-up, rotating B buffers when B fits in L2; accuracy checked against f64 before and after
 //! timing; preprocessing stages reported separately. Without a GPU it says so and runs the CPU
 //! reference path on the small shipped matrices only.
+//!
+//! `--op spmv` (spmv.rs: bitBSR SpMV vs cuSPARSE) and `--op spamm` (spamm.rs: cuSpAMM vs cuBLAS)
+//! produce the same `Report` of `Case` records; every op's run ends alike (`finish`): its Markdown
+//! (`results::render`), its files (`results::write`), the gate of `--compare`, and a non-zero exit
+//! on a FAILED case.
 
 mod backends;
 mod compare;
@@ -30,7 +35,7 @@ use report::{Group, Report};
 #[derive(Parser, Debug)]
 #[command(
     name = "tcsparse-bench",
-    about = "SpMM: tcsparse vs cuSPARSE on one GPU"
+    about = "SpMM, SpMV and SpAMM: tcsparse vs cuSPARSE/cuBLAS on one GPU"
 )]
 struct Args {
     /// Small subset for smoke runs (two shared matrices, two small generated ones, N = 128).
