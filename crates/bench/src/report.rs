@@ -743,6 +743,19 @@ mod tests {
         assert_eq!(merged.cases, full.cases);
         assert_eq!(merged.command, "bench --only rmat20; bench --no-generated");
         assert!(merged.device.contains("partial"));
+        assert_eq!(merged.config, None);
+        // SpAMM's configuration: kept once when the parts agree, joined when they differ.
+        let with = |c: &str| Report {
+            config: Some(c.into()),
+            ..part(a, "H200", "x")
+        };
+        let one = Report::merge(vec![with("block B64, s = 1"), with("block B64, s = 1")]);
+        assert_eq!(one.unwrap().config.as_deref(), Some("block B64, s = 1"));
+        let two = Report::merge(vec![with("block B64, s = 1"), with("block B128, s = 2")]);
+        assert_eq!(
+            two.unwrap().config.as_deref(),
+            Some("block B64, s = 1; block B128, s = 2")
+        );
         assert_eq!(merged.summary(), full.summary());
         assert!(Report::merge(Vec::new()).is_none());
     }

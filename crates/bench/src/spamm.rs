@@ -423,6 +423,26 @@ mod tests {
     }
 
     #[test]
+    fn an_infinite_bound_survives_the_json_as_inf() {
+        let mut c = case("spamm-f16", 1.0, 0.9);
+        c.tau = Some(1.17);
+        c.rel_bound = Some(f64::INFINITY);
+        let r = report(vec![case("cublas-tf32", 2.0, 1e-4), c]);
+        let back: Report =
+            serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        // JSON has no infinity: null, read back as None; the table still says inf.
+        assert_eq!(back.cases[1].rel_bound, None);
+        assert_eq!(markdown(&back), markdown(&r));
+        assert!(
+            markdown(&back).contains("| 9.00e-1 | inf | "),
+            "{}",
+            markdown(&back)
+        );
+        // A vendor case (no τ) has no bound at all.
+        assert!(markdown(&back).contains("| 1.00e-4 | – | "));
+    }
+
+    #[test]
     fn spamm_cases_are_dense_decay_cases() {
         let c = case("spamm-tf32", 2.0, 1e-6);
         assert_eq!((c.op, c.group), (Op::Spamm, Group::Decay));
