@@ -169,6 +169,11 @@ fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
         prep: None,
         plan: None,
         plan_note: None,
+        norms_ms: None,
+        tau: None,
+        valid_ratio: None,
+        rel_bound: None,
+        target: None,
     }
 }
 

@@ -4,7 +4,9 @@
 //! ratios only: for every case it takes our backend's speedup over the vendor baseline measured in
 //! the same process ([`Report::speedup`]) and divides the new speedup by the base one (`ratio`:
 //! 1.00 = unchanged, 0.90 = our kernel lost 10 % against the vendor). Cases are matched by
-//! (op, matrix, n, backend).
+//! (op, matrix, n, backend); each case's speedup is over the baseline of the same op, matrix and n
+//! (a SpAMM case over the `cublas-tf32` case of its matrix and size), and only our backends are
+//! gated: other vendor routines (`cublas-sgemm`, `cublas-f16`) are not.
 //!
 //! Two thresholds, both from the H200's run-to-run spread (docs/results/README.md, "Regression
 //! gate"):
@@ -79,7 +81,9 @@ impl Side {
                         }
                     ));
                 }
-                if let Some(s) = r.speedup(c) {
+                // Ours only: another vendor routine's ratio to the baseline (SpAMM's
+                // cublas-sgemm against cublas-tf32) is no regression of ours.
+                if let Some(s) = r.speedup(c).filter(|_| !c.is_vendor()) {
                     side.speedups
                         .entry((c.op, c.matrix.clone(), c.n, c.backend.clone()))
                         .or_insert_with(|| (c.group, Vec::new()))
@@ -187,11 +191,7 @@ pub struct Comparison {
 }
 
 fn group_name(g: Group) -> &'static str {
-    match g {
-        Group::Shipped => "shipped",
-        Group::Shared => "shared",
-        Group::Large => "large",
-    }
+    g.name()
 }
 
 impl Comparison {
@@ -478,6 +478,11 @@ mod tests {
                         prep: None,
                         plan: None,
                         plan_note: None,
+                        norms_ms: None,
+                        tau: None,
+                        valid_ratio: None,
+                        rel_bound: None,
+                        target: None,
                     });
                 };
                 push("cusparse", base_ms * scale, Op::Spmm);
@@ -491,6 +496,7 @@ mod tests {
             command: format!("synthetic seed {seed}"),
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
+            config: None,
             cases,
         }
     }
@@ -561,6 +567,7 @@ mod tests {
             command: "x".into(),
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
+            config: None,
             cases: [(vendor, 1.0), ("ours", ours_ms)]
                 .iter()
                 .map(|(b, ms)| Case {
@@ -580,6 +587,11 @@ mod tests {
                     prep: None,
                     plan: None,
                     plan_note: None,
+                    norms_ms: None,
+                    tau: None,
+                    valid_ratio: None,
+                    rel_bound: None,
+                    target: None,
                 })
                 .collect(),
         };
@@ -598,6 +610,217 @@ mod tests {
         assert_eq!(spamm.verdict, Verdict::Regression);
         let spmm = c.cases.iter().find(|l| l.op == Op::Spmm).unwrap();
         assert_eq!(spmm.verdict, Verdict::Same);
+    }
+
+    /// One result file per op, as the bench writes them (`results::write` into a folder, read
+    /// back by `results::load`): SpMM (cuSPARSE, tcsparse), SpMV (cuSPARSE, tcsparse,
+    /// tcsparse/f16) and SpAMM (the three cuBLAS GEMMs, the four SpAMM precisions) on shared,
+    /// large and decay matrices. Every time carries ±`noise` of seeded jitter; times of backends
+    /// named `slow_prefix…` are multiplied by `slow`.
+    fn three_ops(seed: u64, noise: f64, slow_prefix: &str, slow: f64) -> Vec<Report> {
+        let mut cases = Vec::new();
+        let mut push = |op: Op, m: &str, g: Group, n: usize, backend: &str, ms: f64| {
+            let key = format!("{op}/{m}/{n}/{backend}");
+            let mut ms = ms * (1.0 + noise * jitter(&key, seed));
+            if !slow_prefix.is_empty() && backend.starts_with(slow_prefix) {
+                ms *= slow;
+            }
+            let dense = op == Op::Spamm;
+            cases.push(Case {
+                op,
+                matrix: m.into(),
+                group: g,
+                rows: if dense { n } else { 1000 },
+                cols: if dense { n } else { 1000 },
+                nnz: if dense { n * n } else { 10_000 },
+                n,
+                backend: backend.into(),
+                status: Status::Ok,
+                ms: Some(ms),
+                bytes: (!dense).then_some(1 << 20),
+                rel_err: Some(1e-6),
+                scaled_err: None,
+                prep: None,
+                plan: None,
+                plan_note: None,
+                norms_ms: dense.then_some(ms / 4.0),
+                tau: dense.then_some(0.5),
+                valid_ratio: dense.then_some(0.01),
+                rel_bound: dense.then_some(1e-7),
+                target: dense.then(|| "RelError(1e-5)".into()),
+            });
+        };
+        let sparse = [
+            ("cora", Group::Shared, 0.02),
+            ("bcsstk17", Group::Shared, 0.04),
+            ("mbeacxc", Group::Shared, 0.015),
+            ("rajat01", Group::Shared, 0.03),
+            ("rmat20-ef11", Group::Large, 1.1),
+            ("banded2m-hb32", Group::Large, 2.3),
+            ("reddit-like", Group::Large, 9.0),
+        ];
+        for (i, (m, g, ms)) in sparse.iter().enumerate() {
+            for n in [128, 256, 512] {
+                let t = ms * n as f64 / 128.0;
+                push(Op::Spmm, m, *g, n, "cusparse", t);
+                push(Op::Spmm, m, *g, n, "tcsparse", t / (0.8 + 0.2 * i as f64));
+            }
+            for n in [1, 8] {
+                let t = ms / 50.0 * n as f64;
+                push(Op::Spmv, m, *g, n, "cusparse", t);
+                push(Op::Spmv, m, *g, n, "tcsparse", t / (1.0 + 0.1 * i as f64));
+                push(
+                    Op::Spmv,
+                    m,
+                    *g,
+                    n,
+                    "tcsparse/f16",
+                    t / (1.2 + 0.1 * i as f64),
+                );
+            }
+        }
+        for (i, m) in ["exp-r0.5", "exp-r0.1", "exp-r0.02", "algebraic"]
+            .iter()
+            .enumerate()
+        {
+            for n in [4096usize, 8192, 16384] {
+                // The vendor times depend on n only; ours on the matrix's decay too.
+                let tf32 = 20.0 * (n as f64 / 16384.0).powi(3);
+                push(Op::Spamm, m, Group::Decay, n, "cublas-sgemm", 8.0 * tf32);
+                push(Op::Spamm, m, Group::Decay, n, "cublas-tf32", tf32);
+                push(Op::Spamm, m, Group::Decay, n, "cublas-f16", 0.6 * tf32);
+                for (k, p) in ["f32", "tf32", "3xtf32", "f16"].iter().enumerate() {
+                    let speedup = 2.0 + 3.0 * i as f64 + k as f64;
+                    push(
+                        Op::Spamm,
+                        m,
+                        Group::Decay,
+                        n,
+                        &format!("spamm-{p}"),
+                        tf32 / speedup,
+                    );
+                }
+            }
+        }
+        let report = Report {
+            command: format!("synthetic seed {seed}"),
+            device: "NVIDIA H200 (132 SMs)".into(),
+            started_unix: 0,
+            cases,
+            config: Some("block B64, s = 1".into()),
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "tcsparse-bench-three-ops-{}-{seed}-{slow_prefix}-{}",
+            std::process::id(),
+            (slow * 100.0) as u32
+        ));
+        let written = crate::results::write(&dir, &report).unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "spmm-h200.json",
+                "spmm-h200.md",
+                "spmv-h200.json",
+                "spmv-h200.md",
+                "spamm-h200.json",
+                "spamm-h200.md"
+            ]
+        );
+        let back = crate::results::load(std::slice::from_ref(&dir)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(back.len(), 3);
+        back
+    }
+
+    /// Matched cases of `three_ops`: SpMM 7 × 3, SpMV 7 × 2 × 2, SpAMM 4 × 3 × 4 (ours only:
+    /// cuBLAS SGEMM and f16 are vendor routines, not gated).
+    const THREE_OPS_CASES: usize = 21 + 28 + 48;
+
+    #[test]
+    fn every_op_a_rerun_passes_and_a_slower_spamm_fails() {
+        let base = three_ops(0, RERUN_NOISE, "", 1.0);
+        for seed in 1..20 {
+            let c = Comparison::new(
+                &base,
+                &three_ops(seed, RERUN_NOISE, "", 1.0),
+                Tolerances::default(),
+            );
+            assert_eq!(c.cases.len(), THREE_OPS_CASES, "seed {seed}");
+            assert_eq!((c.only_base, c.only_new), (0, 0));
+            assert!(c.passed(), "seed {seed}:\n{}", c.table());
+            let slow = Comparison::new(
+                &base,
+                &three_ops(seed, RERUN_NOISE, "spamm-", 1.10),
+                Tolerances::default(),
+            );
+            assert!(!slow.passed(), "seed {seed}:\n{}", slow.table());
+            let bad: Vec<_> = slow
+                .groups
+                .iter()
+                .filter(|g| g.verdict == Verdict::Regression)
+                .map(|g| (g.op, g.group, g.backend.as_str()))
+                .collect();
+            // The four SpAMM precisions, nothing of SpMM or SpMV.
+            assert_eq!(
+                bad,
+                [
+                    (Op::Spamm, Group::Decay, "spamm-3xtf32"),
+                    (Op::Spamm, Group::Decay, "spamm-f16"),
+                    (Op::Spamm, Group::Decay, "spamm-f32"),
+                    (Op::Spamm, Group::Decay, "spamm-tf32"),
+                ],
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn spamm_cases_compare_with_the_tf32_gemm_of_their_matrix_and_size_only() {
+        let base = three_ops(0, 0.0, "", 1.0);
+        // A slower cuBLAS SGEMM or f16 GEMM is no regression of ours: not even compared.
+        let c = Comparison::new(
+            &base,
+            &three_ops(0, 0.0, "cublas-sgemm", 1.5),
+            Tolerances::default(),
+        );
+        assert!(c.passed(), "{}", c.table());
+        assert!(c.cases.iter().all(|l| !l.backend.starts_with("cublas")));
+        // Each SpAMM speedup is over the cublas-tf32 case of the same matrix and n: the synthetic
+        // speedups (2 + 3·matrix + precision) come back exactly, whatever n's GEMM time.
+        for l in c.cases.iter().filter(|l| l.op == Op::Spamm) {
+            let i = ["exp-r0.5", "exp-r0.1", "exp-r0.02", "algebraic"]
+                .iter()
+                .position(|m| *m == l.matrix)
+                .unwrap();
+            let k = ["spamm-f32", "spamm-tf32", "spamm-3xtf32", "spamm-f16"]
+                .iter()
+                .position(|b| *b == l.backend)
+                .unwrap();
+            let want = 2.0 + 3.0 * i as f64 + k as f64;
+            assert!(
+                (l.base - want).abs() < 1e-9 && (l.new - want).abs() < 1e-9,
+                "{l:?}"
+            );
+        }
+        // A slower TF32 GEMM makes every SpAMM case look faster, and only SpAMM's.
+        let c = Comparison::new(
+            &base,
+            &three_ops(0, 0.0, "cublas-tf32", 1.5),
+            Tolerances::default(),
+        );
+        assert!(c.passed());
+        for l in &c.cases {
+            let want = if l.op == Op::Spamm {
+                Verdict::Faster
+            } else {
+                Verdict::Same
+            };
+            assert_eq!(l.verdict, want, "{l:?}");
+        }
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! after warm-up, rotating B buffers when B fits in L2; accuracy checked against f64 before and after
 //! timing; preprocessing stages reported separately. Without a GPU it says so and runs the CPU
 //! reference path on the small shipped matrices only.
+//!
+//! `--op spmv` (spmv.rs: bitBSR SpMV vs cuSPARSE) and `--op spamm` (spamm.rs: cuSpAMM vs cuBLAS)
+//! produce the same `Report` of `Case` records; every op's run ends alike (`finish`): its Markdown
+//! (`results::render`), its files (`results::write`), the gate of `--compare`, and a non-zero exit
+//! on a FAILED case.
 
 mod backends;
 mod compare;
@@ -30,7 +35,7 @@ use report::{Group, Report};
 #[derive(Parser, Debug)]
 #[command(
     name = "tcsparse-bench",
-    about = "SpMM: tcsparse vs cuSPARSE on one GPU"
+    about = "SpMM, SpMV and SpAMM: tcsparse vs cuSPARSE/cuBLAS on one GPU"
 )]
 struct Args {
     /// Small subset for smoke runs (two shared matrices, two small generated ones, N = 128).
@@ -84,8 +89,8 @@ struct Args {
     #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
     case_tolerance: f64,
     /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
-    /// right-hand-side counts; writes spmv-h200.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives the
-    /// matrix sizes, default 4096,8192,16384; writes spamm-h200.json/.md).
+    /// right-hand-side counts; writes spmv-<device>.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives
+    /// the matrix sizes, default 4096,8192,16384; writes spamm-<device>.json/.md).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
@@ -129,7 +134,8 @@ fn main() -> Result<()> {
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     if args.op == "spamm" {
-        return run_spamm(&args, command);
+        let report = run_spamm(&args, command)?;
+        return finish(&args, &report, tolerances);
     }
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -154,7 +160,8 @@ fn main() -> Result<()> {
 
     let device = backends::probe();
     if args.op == "spmv" {
-        return run_spmv(&args, &device, &command, &keep);
+        let report = run_spmv(&args, &device, &command, &keep)?;
+        return finish(&args, &report, tolerances);
     }
     anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv or spamm");
     let mut cases = Vec::new();
@@ -228,6 +235,7 @@ fn main() -> Result<()> {
                         device: format!("{d} (partial: run in progress)"),
                         started_unix,
                         cases: cases.clone(),
+                        config: None,
                     };
                     write(out, &partial)?;
                 }
@@ -260,17 +268,23 @@ fn main() -> Result<()> {
         device: device_line,
         started_unix,
         cases,
+        config: None,
     };
-    let md = results::render(&report);
-    print!("{md}");
+    finish(&args, &report, tolerances)
+}
+
+/// The end of a run of any op: prints the report's Markdown, writes `<op>-<device>.json` / `.md`
+/// into --out, runs the regression gate of --compare; an error on a FAILED case.
+fn finish(args: &Args, report: &Report, tolerances: compare::Tolerances) -> Result<()> {
+    print!("{}", results::render(report));
     if let Some(out) = &args.out {
-        for p in results::write(out, &report)? {
+        for p in results::write(out, report)? {
             eprintln!("wrote {}", p.display());
         }
     }
-    let failed = report.summary().failed;
+    let failed = report.cases.iter().filter(|c| c.failed()).count();
     if !args.compare.is_empty() {
-        gate(&args.compare, std::slice::from_ref(&report), tolerances)?;
+        gate(&args.compare, std::slice::from_ref(report), tolerances)?;
     }
     anyhow::ensure!(
         failed == 0,
@@ -293,7 +307,7 @@ fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -
 }
 
 /// `--op spamm`: needs a GPU.
-fn run_spamm(args: &Args, command: String) -> Result<()> {
+fn run_spamm(args: &Args, command: String) -> Result<Report> {
     let Device::Gpu(gpu) = backends::probe() else {
         anyhow::bail!("--op spamm needs a CUDA GPU");
     };
@@ -312,8 +326,7 @@ fn run_spamm(args: &Args, command: String) -> Result<()> {
         s: args.spamm_s.max(1),
         command,
     };
-    spamm::run(&gpu, backends::describe(&gpu), &sa)?;
-    Ok(())
+    spamm::run(&gpu, backends::describe(&gpu), &sa)
 }
 
 /// `--op spmv`: shared datasets + the large generated SpMV set, n ∈ --rhs (default 1, 8).
@@ -322,7 +335,7 @@ fn run_spmv(
     device: &Device,
     command: &str,
     keep: &dyn Fn(&str) -> bool,
-) -> Result<()> {
+) -> Result<Report> {
     let Device::Gpu(gpu) = device else {
         anyhow::bail!("--op spmv needs a GPU (the CPU path is `tcsparse spmv FILE`)");
     };
@@ -375,7 +388,23 @@ fn plot(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
             .unwrap_or_default();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let plots = plots::render(&r);
-        anyhow::ensure!(!plots.is_empty(), "{}: nothing to plot", f.display());
+        if plots.is_empty() {
+            // SpAMM (no single headline backend: one per precision, each at its own error)
+            // and runs without a speedup (CPU runs) have no plot.
+            eprintln!(
+                "{}: nothing to plot ({} cases of {}; plots show the {} backend's speedup and \
+                 bandwidth over SpMM/SpMV vendor baselines), skipped",
+                f.display(),
+                r.cases.len(),
+                results::ops(&r)
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                report::HEADLINE
+            );
+            continue;
+        }
         for (name, svg) in plots {
             let p = dir.join(name);
             std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;

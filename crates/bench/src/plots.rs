@@ -31,11 +31,7 @@ enum Kind {
 }
 
 fn group_name(g: Group) -> &'static str {
-    match g {
-        Group::Shipped => "shipped",
-        Group::Shared => "shared",
-        Group::Large => "large",
-    }
+    g.name()
 }
 
 /// Values of the headline backend of `op` in `group`: matrix → (N → value), matrices sorted.
@@ -87,7 +83,11 @@ fn chart(r: &Report, op: Op, group: Group, kind: Kind, device: &str) -> Option<S
                 "{op} on the {device}, {} matrices: achieved bandwidth of {HEADLINE}",
                 group_name(group)
             ),
-            "GB/s (compressed A + B + C moved once / kernel time)".to_string(),
+            match op {
+                Op::Spmv => "GB/s (bitBSR A + X + y moved once / kernel time)",
+                _ => "GB/s (compressed A + B + C moved once / kernel time)",
+            }
+            .to_string(),
             (
                 PEAK_GBPS,
                 format!("{:.1} TB/s measured DRAM bandwidth", PEAK_GBPS / 1000.0),
@@ -174,7 +174,9 @@ fn chart(r: &Report, op: Op, group: Group, kind: Kind, device: &str) -> Option<S
     Some(svg)
 }
 
-/// Every plot of a report: (file name, SVG). File names `<stem>-speedup-<group>.svg` and
+/// Every plot of a report: (file name, SVG). SpMM and SpMV plot the [`HEADLINE`] backend (the
+/// tuned engine) over cuSPARSE; SpAMM has no plot (no single headline backend: one per precision,
+/// each at its own error) and `--plot` says so. File names `<stem>-speedup-<group>.svg` and
 /// `<stem>-bandwidth-<group>.svg`, `stem` = the result file's (`spmm-h200`).
 pub fn render(r: &Report) -> Vec<(String, String)> {
     let device = r.device.split(" (").next().unwrap_or(&r.device).to_string();
@@ -215,6 +217,11 @@ mod tests {
             prep: None,
             plan: None,
             plan_note: None,
+            norms_ms: None,
+            tau: None,
+            valid_ratio: None,
+            rel_bound: None,
+            target: None,
         }
     }
 
@@ -235,6 +242,7 @@ mod tests {
             command: "c".into(),
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
+            config: None,
             cases,
         };
         let plots = render(&r);
@@ -257,5 +265,42 @@ mod tests {
         assert!(plots[3].1.contains("3.9 TB/s"));
         // Deterministic: the committed SVGs are compared with a re-render.
         assert_eq!(render(&r), plots);
+    }
+
+    #[test]
+    fn spmv_is_plotted_and_spamm_is_not() {
+        let mut cases = Vec::new();
+        for n in [1, 8] {
+            for (backend, ms) in [("cusparse", 2.0), (HEADLINE, 1.0)] {
+                cases.push(Case {
+                    op: Op::Spmv,
+                    ..case("cora", Group::Shared, n, backend, ms)
+                });
+            }
+        }
+        for backend in ["cublas-tf32", "spamm-tf32"] {
+            cases.push(Case {
+                op: Op::Spamm,
+                ..case("exp-r0.1", Group::Decay, 4096, backend, 1.0)
+            });
+        }
+        let r = Report {
+            command: "c".into(),
+            device: "NVIDIA H200 (132 SMs)".into(),
+            started_unix: 0,
+            cases,
+            config: None,
+        };
+        let plots = render(&r);
+        let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "spmv-h200-speedup-shared.svg",
+                "spmv-h200-bandwidth-shared.svg"
+            ]
+        );
+        assert!(plots[1].1.contains("bitBSR A + X + y"));
+        assert!(render(&crate::results::only(&r, Op::Spamm)).is_empty());
     }
 }

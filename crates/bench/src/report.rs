@@ -65,6 +65,20 @@ pub enum Group {
     Shared,
     /// Large generated matrices (5–100M nonzeros).
     Large,
+    /// Dense `n × n` decay matrices generated in the process (SpAMM: exp(−r|i−j|), algebraic, …).
+    Decay,
+}
+
+impl Group {
+    /// Name used in tables and file names (`shipped`, `shared`, `large`, `decay`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Shipped => "shipped",
+            Group::Shared => "shared",
+            Group::Large => "large",
+            Group::Decay => "decay",
+        }
+    }
 }
 
 /// Outcome of one case.
@@ -106,6 +120,11 @@ pub struct PrepTimes {
 }
 
 /// One measured (matrix, N, backend) case.
+///
+/// SpAMM cases (two dense `n × n` factors) fill the matrix fields as a dense matrix: `group` is
+/// [`Group::Decay`], `rows = cols = n`, `nnz = n²` (every entry is stored and read; so
+/// [`Case::gflops`] is the dense 2n³/t), and carry the SpAMM fields below (`norms_ms`, `tau`,
+/// `valid_ratio`, `rel_bound`, `target`); the precision is the backend's name (`spamm-tf32`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Case {
     /// The operation (`spmm` when absent: files written before SpMV and SpAMM joined the bench).
@@ -144,6 +163,22 @@ pub struct Case {
     /// Why the planner chose it (JSON only; too long for the table).
     #[serde(default)]
     pub plan_note: Option<String>,
+    /// SpAMM: time of the two norm maps alone, ms (included in [`Case::ms`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norms_ms: Option<f64>,
+    /// SpAMM: the norm threshold τ (tile products with ‖A_ik‖·‖B_kj‖ < τ are skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tau: Option<f32>,
+    /// SpAMM: fraction of the tile products computed (valid ratio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_ratio: Option<f64>,
+    /// SpAMM: reported bound on ‖E‖F/‖C‖F from the skipped products; `null` in the JSON (which has
+    /// no infinity) when a SpAMM case (τ set) has no finite bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_bound: Option<f64>,
+    /// SpAMM: how τ was chosen (`RelError(1e-5)`, `ValidRatio(0.05)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 impl Case {
@@ -173,6 +208,13 @@ impl Case {
     pub fn is_baseline(&self) -> bool {
         self.backend == self.op.baseline()
     }
+
+    /// Whether this case is a vendor library (`cusparse…`, `cublas…`: the baseline or another
+    /// vendor routine such as SpAMM's `cublas-sgemm`), not one of ours: the regression gate
+    /// compares only ours.
+    pub fn is_vendor(&self) -> bool {
+        self.backend.starts_with("cusparse") || self.backend.starts_with("cublas")
+    }
 }
 
 /// A whole benchmark run.
@@ -186,6 +228,10 @@ pub struct Report {
     pub started_unix: u64,
     /// Every case, in run order.
     pub cases: Vec<Case>,
+    /// Configuration shared by every case, when the op has one (SpAMM: C block and balance
+    /// parameter, e.g. `block B64, s = 1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
 }
 
 /// The headline numbers of a report.
@@ -282,7 +328,7 @@ impl Report {
                     }
                 }
                 Group::Shared => shared.push(s),
-                Group::Shipped => {}
+                Group::Shipped | Group::Decay => {}
             }
             if worst.as_ref().is_none_or(|(w, _)| s < *w) {
                 worst = Some((s, format!("{} N={}", c.matrix, c.n)));
@@ -367,6 +413,15 @@ impl Report {
                 .join("; "),
             device,
             started_unix: first.started_unix,
+            config: {
+                let mut configs: Vec<&str> = Vec::new();
+                for c in reports.iter().filter_map(|r| r.config.as_deref()) {
+                    if !configs.contains(&c) {
+                        configs.push(c);
+                    }
+                }
+                (!configs.is_empty()).then(|| configs.join("; "))
+            },
             cases: reports.into_iter().flat_map(|r| r.cases).collect(),
         })
     }
@@ -437,11 +492,7 @@ impl Report {
             "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|"
         );
         for c in &self.cases {
-            let group = match c.group {
-                Group::Shipped => "shipped",
-                Group::Shared => "shared",
-                Group::Large => "large",
-            };
+            let group = c.group.name();
             let status = match &c.status {
                 Status::Ok => "ok".to_string(),
                 Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
@@ -534,11 +585,7 @@ impl Report {
             ("tuned engine", HEADLINE, ""),
         ];
         for group in [Group::Shared, Group::Large] {
-            let name = match group {
-                Group::Shipped => "shipped",
-                Group::Shared => "shared",
-                Group::Large => "large",
-            };
+            let name = group.name();
             for (label, ours, paper) in pairs {
                 let speedup = |backend: &str, matrix: &str, n: usize| {
                     self.cases
@@ -631,6 +678,11 @@ mod tests {
             }),
             plan: (backend != BASELINE).then(|| "acc_spmm balanced".into()),
             plan_note: None,
+            norms_ms: None,
+            tau: None,
+            valid_ratio: None,
+            rel_bound: None,
+            target: None,
         }
     }
 
@@ -640,6 +692,7 @@ mod tests {
             command: "t".into(),
             device: "d".into(),
             started_unix: 0,
+            config: None,
             cases: vec![
                 case("rmat20", Group::Large, 128, BASELINE, 2.0, Status::Ok),
                 case("rmat20", Group::Large, 128, HEADLINE, 1.5, Status::Ok),
@@ -679,6 +732,7 @@ mod tests {
             command: command.into(),
             device: device.into(),
             started_unix: 7,
+            config: None,
             cases: cases.to_vec(),
         };
         let merged = Report::merge(vec![
@@ -689,6 +743,19 @@ mod tests {
         assert_eq!(merged.cases, full.cases);
         assert_eq!(merged.command, "bench --only rmat20; bench --no-generated");
         assert!(merged.device.contains("partial"));
+        assert_eq!(merged.config, None);
+        // SpAMM's configuration: kept once when the parts agree, joined when they differ.
+        let with = |c: &str| Report {
+            config: Some(c.into()),
+            ..part(a, "H200", "x")
+        };
+        let one = Report::merge(vec![with("block B64, s = 1"), with("block B64, s = 1")]);
+        assert_eq!(one.unwrap().config.as_deref(), Some("block B64, s = 1"));
+        let two = Report::merge(vec![with("block B64, s = 1"), with("block B128, s = 2")]);
+        assert_eq!(
+            two.unwrap().config.as_deref(),
+            Some("block B64, s = 1; block B128, s = 2")
+        );
         assert_eq!(merged.summary(), full.summary());
         assert!(Report::merge(Vec::new()).is_none());
     }
@@ -702,6 +769,7 @@ mod tests {
             command: "tcsparse-bench --quick --out docs/results".into(),
             device: "NVIDIA H200 (132 SMs), driver 13.0".into(),
             started_unix: 0,
+            config: None,
             cases: vec![
                 case("rmat20", Large, 128, BASELINE, 2.0, Status::Ok),
                 case("rmat20", Large, 128, HEADLINE, 1.0, Status::Ok),
@@ -785,6 +853,7 @@ mod tests {
             command: "c".into(),
             device: "none".into(),
             started_unix: 0,
+            config: None,
             cases: vec![],
         };
         let md = r.markdown();

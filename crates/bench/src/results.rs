@@ -70,19 +70,17 @@ pub fn only(r: &Report, op: Op) -> Report {
     }
 }
 
-/// The Markdown of a report holding the cases of one op, when this module knows the op's renderer
-/// (`None`: the op's own module renders it; register it here so that `--merge` and the
-/// committed-results test use it too).
-pub fn renderer(r: &Report) -> Option<String> {
-    match ops(r)[..] {
-        [Op::Spmm] => Some(r.markdown()),
-        _ => None,
-    }
-}
-
-/// [`renderer`], or the SpMM layout (every op's cases fit its table) for an op without one.
+/// The Markdown of a report holding the cases of one op, from the report alone (deterministic:
+/// the committed-results test re-renders every file): SpMM's table and summary
+/// ([`Report::markdown`]), SpMV's per-n tables ([`crate::spmv::markdown`]) or SpAMM's
+/// ([`crate::spamm::markdown`]). A report mixing ops (never written: [`write`] splits by op) gets
+/// the SpMM layout, whose table fits every op's cases.
 pub fn render(r: &Report) -> String {
-    renderer(r).unwrap_or_else(|| r.markdown())
+    match ops(r)[..] {
+        [Op::Spmv] => crate::spmv::markdown(&r.device, &r.command, &r.cases),
+        [Op::Spamm] => crate::spamm::markdown(r),
+        _ => r.markdown(),
+    }
 }
 
 /// Writes `<op>-<slug>.json` and `<op>-<slug>.md` into `out` for every op of `r`; returns the
@@ -161,6 +159,7 @@ mod tests {
                 .into(),
             started_unix: 0,
             cases: vec![],
+            config: None,
         };
         assert_eq!(file_stem(Op::Spmm, &r), "spmm-h200");
         r.device = "NVIDIA H200 (partial: run in progress)".into();
@@ -178,6 +177,7 @@ mod tests {
             device: "no GPU (test)".into(),
             started_unix: 0,
             cases: vec![],
+            config: None,
         };
         let written = write(&dir, &r).unwrap();
         let names: Vec<_> = written
@@ -189,7 +189,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Every committed result (docs/results/*.json) agrees with its Markdown and plots: the file is
+    /// Every committed result (docs/results/*.json) agrees with its Markdown and plots: the file
+    /// round-trips byte for byte through [`Report`] (so `--merge` re-writes it unchanged), is
     /// named after its op and device, holds one op, its .md is exactly what the bench renders from
     /// the JSON (summary lines included) and so are its SVG plots, so a hand edit or a stale render
     /// fails here. Re-render with `tcsparse-bench --merge docs/results/<file>.json --out
@@ -201,6 +202,16 @@ mod tests {
         assert!(!files.is_empty(), "no result JSON in {}", dir.display());
         for f in files {
             let r = read(&f).unwrap();
+            // Written by the bench itself (`results::write`, or `--merge` to re-write it): every
+            // field known, nothing lost or reformatted.
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(
+                serde_json::to_string_pretty(&r).unwrap() == text,
+                "{}: does not round-trip byte for byte through the bench's Report (re-write it \
+                 with tcsparse-bench --merge {} --out docs/results)",
+                f.display(),
+                f.display()
+            );
             let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
             let ops = ops(&r);
             assert_eq!(
@@ -218,21 +229,17 @@ mod tests {
             let md_path = f.with_extension("md");
             let md = std::fs::read_to_string(&md_path)
                 .unwrap_or_else(|e| panic!("{}: {e}", md_path.display()));
-            let Some(want) = renderer(&r) else {
-                // An op whose renderer lives in its own module: at least the header must agree.
-                assert!(
-                    md.contains(&r.device),
-                    "{}: does not name the JSON's device `{}`",
-                    md_path.display(),
-                    r.device
-                );
-                continue;
-            };
+            let want = render(&r);
             // The summary lines first, for a readable message; then every line.
             let summary: Vec<&str> = want
                 .lines()
                 .filter(|l| {
-                    l.starts_with("geomean") || l.starts_with("worst") || l.starts_with("failed")
+                    // SpMM: `geomean …`, `worst case …`, `failed cases …`; SpMV: the same as
+                    // list items; SpAMM: `vs SGEMM at relerr ≤ …`.
+                    let l = l.strip_prefix("- ").unwrap_or(l);
+                    ["geomean", "worst", "failed", "vs "]
+                        .iter()
+                        .any(|p| l.starts_with(p))
                 })
                 .collect();
             assert!(
@@ -262,7 +269,8 @@ mod tests {
                 md.lines().count(),
                 want.lines().count()
             );
-            // The plots: each one present must be the JSON's render; SpMM's must all be there.
+            // The plots: each one present must be the JSON's render; SpMM's and SpMV's must all be
+            // there (SpAMM has none).
             for (name, svg) in crate::plots::render(&r) {
                 let p = dir.join(&name);
                 match std::fs::read_to_string(&p) {
@@ -273,7 +281,7 @@ mod tests {
                         f.display()
                     ),
                     Err(_) => assert!(
-                        ops[0] != Op::Spmm,
+                        !matches!(ops[0], Op::Spmm | Op::Spmv),
                         "{} missing (tcsparse-bench --plot {})",
                         p.display(),
                         f.display()

@@ -3,13 +3,14 @@
 //! 16384}: exp(−r|i−j|) with r ∈ {0.5, 0.1, 0.02}, the paper's algebraic matrix and an
 //! exponential-decay matrix with random signs. Times are medians of CUDA-event-timed launches and
 //! include the norm maps; errors are relative Frobenius errors against f64 on sampled rows.
-//! Writes `spamm-h200.json` (cases with `op = "spamm"`) and `spamm-h200.md`.
+//! Results are [`Report`]s of [`Case`]s with `op = "spamm"` (a dense matrix: group `decay`, rows =
+//! cols = N, nnz = N²), written by `results::write` as `spamm-<device>.json` / `.md`; [`markdown`]
+//! renders them from the report alone.
 
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
+use anyhow::Result;
 use tcsparse::formats::generate::{algebraic_decay_dense, exponential_decay_dense};
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::baselines::cublas::{Cublas, GemmPrecision};
@@ -21,54 +22,7 @@ use tcsparse::gpu::spamm::{
 use tcsparse::planner::spamm::skipped_bound;
 use tcsparse::spamm::measured_error;
 
-/// One case (same keys as the SpMM bench's `Case` for the regression gate: op, matrix, n,
-/// backend, status).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SpammCase {
-    /// Always "spamm".
-    pub op: String,
-    /// Matrix name (e.g. `exp-r0.1`).
-    pub matrix: String,
-    /// Matrix size N (A, B, C are N × N).
-    pub n: usize,
-    /// `cublas-sgemm`, `cublas-tf32`, `cublas-f16`, `spamm-<precision>`.
-    pub backend: String,
-    /// "ok", or "failed" when the measured error exceeds the reported bound plus the
-    /// precision's rounding.
-    pub status: String,
-    /// Median time in ms (SpAMM: norm maps + product).
-    pub ms: f64,
-    /// Norm maps alone (SpAMM only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub norms_ms: Option<f64>,
-    /// Relative Frobenius error vs f64 (sampled rows).
-    pub rel_err: f64,
-    /// τ (SpAMM only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tau: Option<f32>,
-    /// Valid ratio (SpAMM only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valid_ratio: Option<f64>,
-    /// Reported bound on ‖E‖F/‖C‖F from the skipped products (SpAMM only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rel_bound: Option<f64>,
-    /// How τ was chosen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<String>,
-}
-
-/// The JSON file.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SpammReportFile {
-    /// Command line.
-    pub command: String,
-    /// Device description.
-    pub device: String,
-    /// C block and balance parameter used.
-    pub config: String,
-    /// Cases.
-    pub cases: Vec<SpammCase>,
-}
+use crate::report::{Case, Group, Op, Report, Status};
 
 /// Options.
 pub struct SpammBenchArgs<'a> {
@@ -140,10 +94,22 @@ fn sample_rows(n: usize) -> Vec<usize> {
     (0..k).map(|i| i * n / k + (n / k) / 2).collect()
 }
 
-/// Runs the SpAMM bench.
-pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Vec<SpammCase>> {
-    let mut cases: Vec<SpammCase> = Vec::new();
+/// Runs the SpAMM bench; writes partial results to `args.out` after each matrix and returns the
+/// whole report (the caller writes, prints and gates it).
+pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Report> {
+    let mut cases: Vec<Case> = Vec::new();
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let config = format!("block {:?}, s = {}", args.block, args.s);
+    let report = |device: String, cases: Vec<Case>| Report {
+        command: args.command.clone(),
+        device,
+        started_unix,
+        cases,
+        config: Some(config.clone()),
+    };
     let time = |f: &mut dyn FnMut() -> Result<(), tcsparse::gpu::GpuError>| -> Result<f64> {
         Ok(gpu
             .time_launches(args.warmup, args.iters.max(1), f)?
@@ -207,20 +173,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Vec<S
                 let ms = time(&mut f)?;
                 f()?;
                 let rel_err = err(&dc)?;
-                cases.push(SpammCase {
-                    op: "spamm".into(),
-                    matrix: name.into(),
-                    n,
-                    backend: backend.into(),
-                    status: "ok".into(),
-                    ms,
-                    norms_ms: None,
-                    rel_err,
-                    tau: None,
-                    valid_ratio: None,
-                    rel_bound: None,
-                    target: None,
-                });
+                cases.push(case(name, n, backend, Status::Ok, ms, rel_err));
             }
             drop(h);
             for p in SpammPrecision::ALL {
@@ -261,93 +214,110 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Vec<S
                     ops.compute_norms()?;
                     kern.run(&ops, &sched, 1.0, 0.0, &mut dc, None)
                 })?;
-                let ok = rel_err <= bound + precision_slack(p);
-                cases.push(SpammCase {
-                    op: "spamm".into(),
-                    matrix: name.into(),
-                    n,
-                    backend: format!("spamm-{}", p.name()),
-                    status: if ok { "ok" } else { "failed" }.into(),
-                    ms,
+                let slack = precision_slack(p);
+                let status = if rel_err <= bound + slack {
+                    Status::Ok
+                } else {
+                    Status::Failed {
+                        reason: format!(
+                            "rel err {rel_err:.2e} > bound {bound:.1e} + rounding {slack:.0e}"
+                        ),
+                    }
+                };
+                cases.push(Case {
                     norms_ms: Some(norms_ms),
-                    rel_err,
                     tau: Some(tau),
                     valid_ratio: Some(valid as f64 / (t * t * t) as f64),
                     rel_bound: Some(bound),
                     target: Some(format!("{target:?}")),
+                    ..case(name, n, &format!("spamm-{}", p.name()), status, ms, rel_err)
                 });
             }
             eprintln!("{name} N={n}: {:.1?}", t0.elapsed());
+            // Partial results survive an interrupted run.
             if let Some(out) = args.out {
-                write(
+                crate::results::write(
                     out,
-                    &SpammReportFile {
-                        command: args.command.clone(),
-                        device: format!("{device} (partial)"),
-                        config: config.clone(),
-                        cases: cases.clone(),
-                    },
+                    &report(
+                        format!("{device} (partial: run in progress)"),
+                        cases.clone(),
+                    ),
                 )?;
             }
         }
     }
-    let file = SpammReportFile {
-        command: args.command.clone(),
-        device,
-        config,
-        cases: cases.clone(),
-    };
-    print!("{}", markdown(&file));
-    if let Some(out) = args.out {
-        write(out, &file)?;
+    Ok(report(device, cases))
+}
+
+/// A SpAMM case of the dense `n × n` matrix `matrix` (group [`Group::Decay`], nnz = n²) with no
+/// SpAMM fields yet.
+fn case(matrix: &str, n: usize, backend: &str, status: Status, ms: f64, rel_err: f64) -> Case {
+    Case {
+        op: Op::Spamm,
+        matrix: matrix.into(),
+        group: Group::Decay,
+        rows: n,
+        cols: n,
+        nnz: n * n,
+        n,
+        backend: backend.into(),
+        status,
+        ms: Some(ms),
+        bytes: None,
+        rel_err: Some(rel_err),
+        scaled_err: None,
+        prep: None,
+        plan: None,
+        plan_note: None,
+        norms_ms: None,
+        tau: None,
+        valid_ratio: None,
+        rel_bound: None,
+        target: None,
     }
-    Ok(cases)
 }
 
-fn write(out: &Path, f: &SpammReportFile) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    std::fs::write(
-        out.join("spamm-h200.json"),
-        serde_json::to_string_pretty(f)?,
-    )?;
-    std::fs::write(out.join("spamm-h200.md"), markdown(f))?;
-    Ok(())
-}
-
-/// Speedup of the fastest SpAMM case of (matrix, n) with rel_err ≤ `max_err` over `vendor`.
-pub fn headline(
-    cases: &[SpammCase],
-    matrix: &str,
-    n: usize,
-    vendor: &str,
-    max_err: f64,
-) -> Option<f64> {
+/// Speedup of the fastest passing SpAMM case of (matrix, n) with rel_err ≤ `max_err` over `vendor`.
+pub fn headline(cases: &[Case], matrix: &str, n: usize, vendor: &str, max_err: f64) -> Option<f64> {
     let v = cases
         .iter()
-        .find(|c| c.matrix == matrix && c.n == n && c.backend == vendor)?;
+        .find(|c| c.matrix == matrix && c.n == n && c.backend == vendor)?
+        .ms?;
     let best = cases
         .iter()
         .filter(|c| {
             c.matrix == matrix
                 && c.n == n
                 && c.backend.starts_with("spamm-")
-                && c.status == "ok"
-                && c.rel_err <= max_err
+                && c.ok()
+                && c.rel_err.is_some_and(|e| e <= max_err)
         })
-        .map(|c| c.ms)
+        .filter_map(|c| c.ms)
         .fold(f64::INFINITY, f64::min);
-    best.is_finite().then(|| v.ms / best)
+    best.is_finite().then(|| v / best)
 }
 
-/// The Markdown report.
-pub fn markdown(f: &SpammReportFile) -> String {
+/// The device's model for the title: the device line before ` (`, without `NVIDIA `.
+fn model(device: &str) -> &str {
+    let name = device.split(" (").next().unwrap_or(device);
+    name.strip_prefix("NVIDIA ").unwrap_or(name)
+}
+
+/// The Markdown report (`spamm-<device>.md`), from the report alone.
+pub fn markdown(r: &Report) -> String {
     let mut s = String::new();
-    s.push_str("# SpAMM on the H200: tcsparse cuSpAMM vs cuBLAS\n\n");
     s.push_str(&format!(
-        "Device: {}\n\nCommand: `{}`\n\nConfig: {}\n\n",
-        f.device, f.command, f.config
+        "# SpAMM on the {}: tcsparse cuSpAMM vs cuBLAS\n\n",
+        model(&r.device)
     ));
-    let line = |vendor: &str, label: &str| match headline(&f.cases, "exp-r0.1", 16384, vendor, 1e-5)
+    s.push_str(&format!(
+        "Device: {}\n\nCommand: `{}`\n\n",
+        r.device, r.command
+    ));
+    if let Some(config) = &r.config {
+        s.push_str(&format!("Config: {config}\n\n"));
+    }
+    let line = |vendor: &str, label: &str| match headline(&r.cases, "exp-r0.1", 16384, vendor, 1e-5)
     {
         Some(x) => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): {x:.2}×\n\n"),
         None => format!("{label} at relerr ≤ 1e-5 (exp r=0.1, N=16384): n/a (not measured)\n\n"),
@@ -360,30 +330,40 @@ against f64 on 32 sampled rows. bound: the reported bound from the skipped norm 
     );
     s.push_str("| matrix | N | backend | ms | norms ms | vs SGEMM | vs TF32 | vs f16 | rel err | bound | valid % | τ | status |\n");
     s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    for c in &f.cases {
+    let f = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+    for c in &r.cases {
         let v = |b: &str| {
-            f.cases
+            r.cases
                 .iter()
                 .find(|x| x.matrix == c.matrix && x.n == c.n && x.backend == b)
-                .map(|x| format!("{:.2}×", x.ms / c.ms))
+                .and_then(|x| Some(format!("{:.2}×", x.ms? / c.ms?)))
                 .unwrap_or_else(|| "–".into())
         };
+        let status = match &c.status {
+            Status::Ok => "ok".to_string(),
+            Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
+            Status::NotAvailable { why } => format!("not available: {}", why.replace('|', "/")),
+        };
         s.push_str(&format!(
-            "| {} | {} | {} | {:.3} | {} | {} | {} | {} | {:.2e} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {status} |\n",
             c.matrix,
             c.n,
             c.backend,
-            c.ms,
-            c.norms_ms.map_or("–".into(), |x| format!("{x:.3}")),
+            f(c.ms.map(|x| format!("{x:.3}"))),
+            f(c.norms_ms.map(|x| format!("{x:.3}"))),
             v("cublas-sgemm"),
             v("cublas-tf32"),
             v("cublas-f16"),
-            c.rel_err,
-            c.rel_bound.map_or("–".into(), |x| format!("{x:.1e}")),
-            c.valid_ratio
-                .map_or("–".into(), |x| format!("{:.3}", 100.0 * x)),
-            c.tau.map_or("–".into(), |x| format!("{x:.2e}")),
-            c.status
+            f(c.rel_err.map(|x| format!("{x:.2e}"))),
+            // Every SpAMM case (τ set) has a bound; JSON has no infinity, so serde writes an
+            // infinite one (the skipped products may be as large as C) as null.
+            match (c.rel_bound, c.tau) {
+                (Some(x), _) => format!("{x:.1e}"),
+                (None, Some(_)) => "inf".into(),
+                (None, None) => "–".into(),
+            },
+            f(c.valid_ratio.map(|x| format!("{:.3}", 100.0 * x))),
+            f(c.tau.map(|x| format!("{x:.2e}"))),
         ));
     }
     s
@@ -393,20 +373,17 @@ against f64 on 32 sampled rows. bound: the reported bound from the skipped norm 
 mod tests {
     use super::*;
 
-    fn case(backend: &str, ms: f64, err: f64) -> SpammCase {
-        SpammCase {
-            op: "spamm".into(),
-            matrix: "exp-r0.1".into(),
-            n: 16384,
-            backend: backend.into(),
-            status: "ok".into(),
-            ms,
-            norms_ms: None,
-            rel_err: err,
-            tau: None,
-            valid_ratio: None,
-            rel_bound: None,
-            target: None,
+    fn case(backend: &str, ms: f64, err: f64) -> Case {
+        super::case("exp-r0.1", 16384, backend, Status::Ok, ms, err)
+    }
+
+    fn report(cases: Vec<Case>) -> Report {
+        Report {
+            command: "x".into(),
+            device: "NVIDIA H200 (132 SMs)".into(),
+            started_unix: 0,
+            cases,
+            config: Some("block B64, s = 1".into()),
         }
     }
 
@@ -426,13 +403,53 @@ mod tests {
             headline(&cases, "exp-r0.1", 8192, "cublas-sgemm", 1e-5),
             None
         );
-        let md = markdown(&SpammReportFile {
-            command: "x".into(),
-            device: "d".into(),
-            config: "c".into(),
-            cases,
-        });
+        let md = markdown(&report(cases.clone()));
+        assert!(md.starts_with("# SpAMM on the H200: "), "{md}");
+        assert!(md.contains("Config: block B64, s = 1"), "{md}");
         assert!(md.contains("vs SGEMM at relerr ≤ 1e-5 (exp r=0.1, N=16384): 100.00×"));
+        // No TF32 GEMM measured: the line says so.
+        assert!(md.contains("vs TF32 GEMM at relerr ≤ 1e-5 (exp r=0.1, N=16384): n/a"));
+        // A FAILED case never makes the headline and says why in its row.
+        let mut failed = cases;
+        failed[2].status = Status::Failed {
+            reason: "rel err 3.00e-4 > bound 1.0e-5 + rounding 1e-5".into(),
+        };
+        assert_eq!(
+            headline(&failed, "exp-r0.1", 16384, "cublas-sgemm", 1e-5),
+            Some(50.0)
+        );
+        let md = markdown(&report(failed));
+        assert!(md.contains("| FAILED: rel err 3.00e-4 > bound 1.0e-5 + rounding 1e-5 |"));
+    }
+
+    #[test]
+    fn an_infinite_bound_survives_the_json_as_inf() {
+        let mut c = case("spamm-f16", 1.0, 0.9);
+        c.tau = Some(1.17);
+        c.rel_bound = Some(f64::INFINITY);
+        let r = report(vec![case("cublas-tf32", 2.0, 1e-4), c]);
+        let back: Report =
+            serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        // JSON has no infinity: null, read back as None; the table still says inf.
+        assert_eq!(back.cases[1].rel_bound, None);
+        assert_eq!(markdown(&back), markdown(&r));
+        assert!(
+            markdown(&back).contains("| 9.00e-1 | inf | "),
+            "{}",
+            markdown(&back)
+        );
+        // A vendor case (no τ) has no bound at all.
+        assert!(markdown(&back).contains("| 1.00e-4 | – | "));
+    }
+
+    #[test]
+    fn spamm_cases_are_dense_decay_cases() {
+        let c = case("spamm-tf32", 2.0, 1e-6);
+        assert_eq!((c.op, c.group), (Op::Spamm, Group::Decay));
+        assert_eq!((c.rows, c.cols, c.nnz), (16384, 16384, 16384 * 16384));
+        // 2·n³ flops in 2 ms.
+        let want = 2.0 * 16384f64.powi(3) / 2e-3 / 1e9;
+        assert!((c.gflops().unwrap() - want).abs() < 1e-6 * want);
     }
 
     #[test]

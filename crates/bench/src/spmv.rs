@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::bitbsr::BitBsr;
@@ -25,7 +25,7 @@ use tcsparse::gpu::spmv::graph::time_graph;
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
-use crate::report::{Case, Status};
+use crate::report::{Case, Report, Status};
 
 /// Launches per captured graph.
 pub const GRAPH_LAUNCHES: usize = 20;
@@ -146,6 +146,11 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         prep: None,
         plan,
         plan_note: None,
+        norms_ms: None,
+        tau: None,
+        valid_ratio: None,
+        rel_bound: None,
+        target: None,
     }
 }
 
@@ -481,7 +486,9 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
     s
 }
 
-/// Runs the SpMV benchmark and writes `spmv-h200.json` / `spmv-h200.md` into `out`.
+/// Runs the SpMV benchmark; writes partial results (`results::write`: `spmv-<device>.json` /
+/// `.md`) into `out` after each matrix and returns the whole report (the caller writes, prints and
+/// gates it).
 pub fn run(
     gpu: &Gpu,
     device: &str,
@@ -489,7 +496,18 @@ pub fn run(
     mats: &[Matrix],
     ns: &[usize],
     out: Option<&Path>,
-) -> Result<()> {
+) -> Result<Report> {
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let report = |device: String, cases: Vec<Case>| Report {
+        command: command.into(),
+        device,
+        started_unix,
+        cases,
+        config: None,
+    };
     let mut cases = Vec::new();
     for m in mats {
         let t = Instant::now();
@@ -503,44 +521,16 @@ pub fn run(
             t.elapsed()
         );
         cases.extend(got);
+        // Partial results survive an interrupted run.
         if let Some(out) = out {
-            write(out, device, command, &cases)?;
+            crate::results::write(
+                out,
+                &report(
+                    format!("{device} (partial: run in progress)"),
+                    cases.clone(),
+                ),
+            )?;
         }
     }
-    print!("{}", markdown(device, command, &cases));
-    if let Some(out) = out {
-        write(out, device, command, &cases)?;
-        eprintln!("wrote {}/spmv-h200.json and spmv-h200.md", out.display());
-    }
-    Ok(())
-}
-
-/// JSON in the shape of `bench.json` (command, device, started_unix, cases) with `"op": "spmv"` in
-/// every case record (the gate matches cases by op, matrix, n, backend).
-fn write(out: &Path, device: &str, command: &str, cases: &[Case]) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let mut recs = Vec::new();
-    for c in cases {
-        let mut v = serde_json::to_value(c)?;
-        if let Some(o) = v.as_object_mut() {
-            o.insert("op".into(), "spmv".into());
-        }
-        recs.push(v);
-    }
-    let started_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let doc = serde_json::json!({
-        "command": command,
-        "device": device,
-        "started_unix": started_unix,
-        "cases": recs,
-    });
-    std::fs::write(
-        out.join("spmv-h200.json"),
-        serde_json::to_string_pretty(&doc)?,
-    )?;
-    std::fs::write(out.join("spmv-h200.md"), markdown(device, command, cases))?;
-    Ok(())
+    Ok(report(device.into(), cases))
 }
