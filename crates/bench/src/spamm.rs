@@ -81,14 +81,6 @@ fn build(name: &str, n: usize) -> Vec<f32> {
     }
 }
 
-/// Rounding bound of each precision (relative Frobenius, all tiles valid).
-fn precision_slack(p: SpammPrecision) -> f64 {
-    match p {
-        SpammPrecision::F32 | SpammPrecision::Tf32x3 => 1e-5,
-        SpammPrecision::Tf32 | SpammPrecision::F16 => 4e-3,
-    }
-}
-
 fn sample_rows(n: usize) -> Vec<usize> {
     let k = 32.min(n);
     (0..k).map(|i| i * n / k + (n / k) / 2).collect()
@@ -214,7 +206,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                     ops.compute_norms()?;
                     kern.run(&ops, &sched, 1.0, 0.0, &mut dc, None)
                 })?;
-                let slack = precision_slack(p);
+                let slack = p.rounding_bound();
                 let status = if rel_err <= bound + slack {
                     Status::Ok
                 } else {

@@ -38,6 +38,16 @@ impl SpammPrecision {
     /// Every precision.
     pub const ALL: [SpammPrecision; 4] = [Self::F32, Self::Tf32, Self::Tf32x3, Self::F16];
 
+    /// Bound on the relative Frobenius error of the arithmetic itself (all tiles valid), which
+    /// comes on top of the skipped-product bound: f32 and 3×TF32 round like f32 (1e-5 over the
+    /// sizes tested), TF32 and f16 operands carry 10–11 mantissa bits (4e-3).
+    pub fn rounding_bound(self) -> f64 {
+        match self {
+            Self::F32 | Self::Tf32x3 => 1e-5,
+            Self::Tf32 | Self::F16 => 4e-3,
+        }
+    }
+
     /// Short name (`f32`, `tf32`, `3xtf32`, `f16`).
     pub fn name(self) -> &'static str {
         match self {

@@ -208,13 +208,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let secs = t.elapsed().as_secs_f64();
     println!("spamm {what}: {m}×{k} · {k}×{n}");
     println!("backend {} ({}), target {target:?}", r.backend, r.precision);
+    let rounding = precision.rounding_bound();
     println!(
-        "tau {:.4e}, valid ratio {:.4}%, bound ‖E‖F/‖C‖F ≤ {:.3e} (attempts {})",
+        "tau {:.4e}, valid ratio {:.4}%, bound ‖E‖F/‖C‖F ≤ {:.3e} (skipped products; attempts {}) + {rounding:.0e} ({} rounding)",
         r.tau,
         100.0 * r.valid_ratio,
         r.rel_bound,
-        r.attempts
+        r.attempts,
+        r.precision
     );
+    if let TauTarget::RelError(t) = target
+        && rounding > t
+    {
+        println!(
+            "note      {} rounding alone may exceed the target error {t:.0e}: use --precision f32 or 3xtf32 for that accuracy",
+            r.precision
+        );
+    }
     if let Some(e) = r.measured_error {
         println!(
             "measured ‖E‖F/‖C‖F {e:.3e} ({} rows)",
