@@ -14,7 +14,7 @@ use cudarc::driver::{
 };
 use tcsparse_formats::Csr;
 
-use super::{AccSpmmError, check_dense, launch_flags_at};
+use super::{check_operands, launch_flags_at};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -282,12 +282,7 @@ impl CsrSpmm {
         ldc: usize,
         n: usize,
     ) -> Result<(), GpuError> {
-        let invalid = |e: AccSpmmError| match e {
-            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
-            other => GpuError::Invalid(other.to_string()),
-        };
-        check_dense("B", b.len(), self.k, n, ldb).map_err(invalid)?;
-        check_dense("C", c.len(), self.m, n, ldc).map_err(invalid)?;
+        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
         let num_items = self.work.num_items;
         if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(

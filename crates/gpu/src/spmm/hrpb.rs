@@ -21,7 +21,7 @@ use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split};
 
 use crate::schedule::{SplitRows, upload_nonempty};
-use crate::spmm::{AccSpmmError, check_dense};
+use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Entry of the m16n8k4 kernel (one MMA per brick and 8 features, as the paper).
@@ -362,12 +362,7 @@ impl HrpbSpmm {
         ldc: usize,
         n: usize,
     ) -> Result<(), GpuError> {
-        let invalid = |e: AccSpmmError| match e {
-            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
-            other => GpuError::Invalid(other.to_string()),
-        };
-        check_dense("B", b.len(), self.k, n, ldb).map_err(invalid)?;
-        check_dense("C", c.len(), self.m, n, ldc).map_err(invalid)?;
+        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
         if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
         }
