@@ -241,6 +241,41 @@ impl BitTcf {
     pub fn values(&self) -> &[f32] {
         &self.values
     }
+    /// The stored values (block bit order), for new values of the same pattern: the structure
+    /// (masks, column ids, offsets) cannot change through it. See [`BitTcf::csr_positions`].
+    pub fn values_mut(&mut self) -> &mut [f32] {
+        &mut self.values
+    }
+    /// For each stored value of `BitTcf::from_csr(csr)` (block bit order), the position of its
+    /// entry in `csr.data()`: new values of the same pattern refill the layout by
+    /// `values_mut()[i] = new[positions[i]]`, O(nnz), without a build. Computed once by building
+    /// the layout of a copy whose values are the positions' bit patterns (values are only moved,
+    /// never computed on, and explicit zeros are kept, so every slot reads back its position).
+    pub fn csr_positions(csr: &Csr) -> Result<Vec<u32>, FormatError> {
+        // Tags p + 1 are finite, nonzero f32 bit patterns below the exponent of ∞.
+        if csr.nnz() >= 0x7F80_0000 {
+            return Err(FormatError::TooLarge(format!(
+                "{} nonzeros: too many to map value positions",
+                csr.nnz()
+            )));
+        }
+        let mut tagged = csr.clone();
+        for (p, v) in tagged.data_mut().iter_mut().enumerate() {
+            *v = f32::from_bits(p as u32 + 1);
+        }
+        let layout = Self::from_csr(&tagged)?;
+        layout
+            .values
+            .iter()
+            .map(|v| match v.to_bits().checked_sub(1) {
+                Some(p) if (p as usize) < csr.nnz() => Ok(p),
+                _ => Err(crate::tcf::invalid(
+                    "BitTCF",
+                    "a value slot without a CSR position",
+                )),
+            })
+            .collect()
+    }
     /// Bytes of all arrays (4-byte offsets and ids, 8-byte masks, 4-byte values).
     pub fn bytes(&self) -> usize {
         4 * (self.row_window_offset.len()

@@ -83,6 +83,29 @@ fn finite(a: &Csr) -> Csr {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    /// The slot map is a permutation of the CSR positions, reads back the layout's own values,
+    /// and refills the layout for new values of the same pattern exactly as a fresh build does.
+    #[test]
+    fn bittcf_csr_positions_refill_like_a_build(a in matrix(), seed in any::<u32>()) {
+        let mut f = BitTcf::from_csr(&a).unwrap();
+        let pos = BitTcf::csr_positions(&a).unwrap();
+        prop_assert_eq!(pos.len(), a.nnz());
+        let mut seen = vec![false; a.nnz()];
+        for (i, &p) in pos.iter().enumerate() {
+            prop_assert!(!seen[p as usize]);
+            seen[p as usize] = true;
+            prop_assert_eq!(f.values()[i].to_bits(), a.data()[p as usize].to_bits());
+        }
+        let mut b = a.clone();
+        for (k, v) in b.data_mut().iter_mut().enumerate() {
+            *v = (k as u32 ^ seed) as f32 * 0.25 - 3.0;
+        }
+        for (v, &p) in f.values_mut().iter_mut().zip(&pos) {
+            *v = b.data()[p as usize];
+        }
+        prop_assert_eq!(f, BitTcf::from_csr(&b).unwrap());
+    }
+
     #[test]
     fn bittcf_round_trip(a in matrix()) {
         let f = BitTcf::from_csr(&a).unwrap();

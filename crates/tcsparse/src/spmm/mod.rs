@@ -62,6 +62,9 @@ pub struct Prepared {
     /// For each stored value of the ORIGINAL matrix (CSR order), its position in the prepared
     /// matrix; computed by the first [`Prepared::update_values`] on a reordered matrix.
     pub(crate) value_map: Option<Vec<u32>>,
+    /// For each BitTCF value slot, its position in the prepared CSR (`BitTcf::csr_positions`);
+    /// computed by the first [`Prepared::update_values`].
+    pub(crate) bittcf_slots: Option<Vec<u32>>,
 }
 
 /// Device scratch buffers of [`RowOrder::Original`] products.
@@ -390,8 +393,10 @@ impl Prepared {
     /// from original to prepared positions (computed once, on the first call, when the matrix was
     /// reordered), the host copies (prepared CSR and its BitTCF) are refilled, and the device copy
     /// of the kernel's values is replaced with one upload (cuSPARSE: its CSR arrays). The BitTCF
-    /// (and, for a row-tile kernel, its row-tile layout) is rebuilt from the prepared CSR, O(nnz):
-    /// the formats have no value setter yet.
+    /// values are refilled through a map from its value slots to prepared CSR positions
+    /// (`BitTcf::csr_positions`, computed on the first call), O(nnz) without a build; the
+    /// row-tile and HRPB layouts (when one of those kernels runs) are still rebuilt from the
+    /// prepared CSR, O(nnz), as they have no slot map yet.
     /// Afterwards products equal those of a fresh preparation on the new values with the same
     /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
     pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
@@ -414,7 +419,16 @@ impl Prepared {
             }
             _ => self.a.data_mut().copy_from_slice(values),
         }
-        self.bittcf = BitTcf::from_csr(&self.a).map_err(|e| Error::Format(e.to_string()))?;
+        if self.bittcf_slots.is_none() {
+            self.bittcf_slots =
+                Some(BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?);
+        }
+        if let Some(slots) = &self.bittcf_slots {
+            let data = self.a.data();
+            for (v, &p) in self.bittcf.values_mut().iter_mut().zip(slots) {
+                *v = data[p as usize];
+            }
+        }
         let Some(gpu) = self.gpu.clone() else {
             return Ok(());
         };

@@ -465,6 +465,7 @@ impl Engine {
             device_perm: None,
             scratch: Scratch::default(),
             value_map: None,
+            bittcf_slots: None,
         })
     }
 
