@@ -1,33 +1,13 @@
 //! `tcsparse spamm` on the CPU reference path: output snapshotted with the times redacted.
 
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 
-fn repo_root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
+use common::repo_root;
 
-/// Replaces every number directly followed by ` ms` with `[t]`.
 fn redact(s: &str) -> String {
-    let mut out = String::new();
-    for line in s.lines() {
-        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
-        for i in 0..words.len() {
-            let is_num = !words[i].is_empty()
-                && words[i]
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || c == '.' || c == 'e' || c == '-');
-            let next = words
-                .get(i + 1)
-                .map(|w| w.trim_end_matches([',', ';', ':']));
-            if is_num && next == Some("ms") {
-                words[i] = "[t]".into();
-            }
-        }
-        out.push_str(&words.join(" "));
-        out.push('\n');
-    }
-    out
+    common::redact(s, &[])
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
