@@ -8,9 +8,11 @@
 //! kernel variants, unbalanced / chopped / packed / streamed / planner-balanced schedules (split
 //! windows with atomics), and the shared real matrices.
 
+mod data_support;
+
 mod acc_support;
 
-use std::path::PathBuf;
+use data_support::dataset_files;
 
 use acc_support::*;
 use cudarc::driver::CudaSlice;
@@ -180,37 +182,6 @@ fn acc_spmm_hub_dominated_split_windows() {
             );
         }
     }
-}
-
-/// Shared dataset folder: $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate.
-fn datasets() -> Option<PathBuf> {
-    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    p.is_dir().then_some(p)
-}
-
-fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
-    let Some(dir) = datasets() else {
-        assert!(
-            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
-                .iter()
-                .all(|v| std::env::var(v).as_deref() != Ok("1")),
-            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
-        );
-        println!("note: no shared dataset folder; skipping real matrices");
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| {
-        p.to_string_lossy().ends_with(".mtx.gz") && p.metadata().is_ok_and(|m| m.len() <= max_bytes)
-    });
-    v.sort();
-    v
 }
 
 /// Runs `launch` (C = A·B with β = 0, ld = n) once into a fresh C, checks it against the f64

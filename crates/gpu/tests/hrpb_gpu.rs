@@ -7,9 +7,11 @@
 //! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, both MMA shapes (k4, k8) and the
 //! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
 
+mod data_support;
+
 mod acc_support;
 
-use std::path::PathBuf;
+use data_support::dataset_files;
 
 use acc_support::*;
 use rayon::prelude::*;
@@ -141,29 +143,6 @@ fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
         .reduce(|| 0.0, f64::max)
 }
 
-/// Shared dataset folder: $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate.
-fn dataset_files() -> Vec<PathBuf> {
-    let dir = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    if !dir.is_dir() {
-        assert!(
-            std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() != Ok("1"),
-            "TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
-        );
-        println!("note: no shared dataset folder; skipping real matrices");
-        return Vec::new();
-    }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| p.to_string_lossy().ends_with(".mtx.gz"));
-    v.sort();
-    v
-}
-
 /// Every shared dataset: correctness of k4/k8 under every split at N = 128, 256, 512 (β = 0, NaN
 /// C), and median times against cuSPARSE (default algorithm) in the same process; prints the
 /// geomean of cuSPARSE / best HRPB.
@@ -190,7 +169,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
         "err"
     );
     let mut logs = Vec::new();
-    for path in dataset_files() {
+    for path in dataset_files(u64::MAX) {
         let name = path
             .file_name()
             .unwrap()

@@ -5,7 +5,9 @@
 //! f32: |C − C_ref| ≤ c·2⁻²³·(|α|·(|A|·|B|)·len(row) + |β|·|C₀|), TF32: c·2⁻¹⁰·(|A|·|B|) (+ f32 terms).
 //! B is drawn fresh for every check; with β = 0, C is poisoned with NaN first (must never be read).
 
-use std::path::{Path, PathBuf};
+mod data_support;
+
+use data_support::{dataset_files, read_dataset};
 
 use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng};
@@ -13,7 +15,6 @@ use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::generate::rmat;
-use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_gpu::baselines::cublas::{Cublas, GemmPrecision};
 use tcsparse_gpu::baselines::cusparse::{
@@ -27,51 +28,6 @@ const TF32_EPS: f64 = 1.0 / 1024.0;
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
-}
-
-fn datasets_dir() -> Option<PathBuf> {
-    std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")))
-        .filter(|p| p.is_dir())
-}
-
-/// The `.mtx.gz` files; none (with a note) when the folder is missing, except under
-/// TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 where a missing folder is a failure.
-fn dataset_files() -> Vec<PathBuf> {
-    let Some(dir) = datasets_dir() else {
-        if ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
-            .iter()
-            .any(|v| std::env::var(v).as_deref() == Ok("1"))
-        {
-            panic!(
-                "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
-            );
-        }
-        println!("note: shared datasets folder not found; skipping real matrices");
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("dataset folder readable")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
-    v
-}
-
-/// A shared dataset through the project's reader. Pattern matrices get random values in [-1, 1)
-/// so products are not all-ones.
-fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
-    let mut a = read_matrix(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let header = read_header(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if header.field == Field::Pattern {
-        for v in a.data_mut() {
-            *v = rng.random_range(-1.0f32..1.0);
-        }
-    }
-    a
 }
 
 /// Random m×k CSR; row lengths vary from 0 to ~2·avg (some empty rows), values in [-1, 1).
@@ -250,7 +206,7 @@ fn cusparse_spmm_matches_reference_on_generated_matrices() {
 fn spmm_and_spmv_match_reference_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for path in dataset_files() {
+    for path in dataset_files(u64::MAX) {
         let a = read_dataset(&path, &mut rng);
         let name = path
             .file_name()

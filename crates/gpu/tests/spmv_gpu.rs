@@ -7,7 +7,9 @@
 //! poisoned with NaN first (it must never be read). The same check runs through the graph-timed
 //! path and the cuSPARSE baseline (f32: bound 2⁻¹⁷, far looser than its rounding).
 
-use std::path::{Path, PathBuf};
+mod data_support;
+
+use data_support::{dataset_files, read_dataset};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -15,7 +17,6 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse_formats::csr::csr_from_triplets;
-use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 use tcsparse_formats::reference::spmm_f64;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
@@ -27,42 +28,6 @@ const TOL: f64 = 1.0 / 512.0;
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
-}
-
-fn datasets_dir() -> Option<PathBuf> {
-    std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .or_else(|| Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")))
-        .filter(|p| p.is_dir())
-}
-
-fn dataset_files() -> Vec<PathBuf> {
-    let Some(dir) = datasets_dir() else {
-        if std::env::var("TCSPARSE_REQUIRE_GPU").as_deref() == Ok("1") {
-            panic!("TCSPARSE_REQUIRE_GPU=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)");
-        }
-        println!("note: shared datasets folder not found; skipping real matrices");
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("dataset folder readable")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".mtx.gz"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
-    v
-}
-
-fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
-    let mut a = read_matrix(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let header = read_header(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    if header.field == Field::Pattern {
-        for v in a.data_mut() {
-            *v = rng.random_range(-1.0f32..1.0);
-        }
-    }
-    a
 }
 
 /// Checks `y` (after y = α·A·X + β·y₀) against f64.
@@ -370,7 +335,7 @@ fn spmv_graph_path_and_baseline_match_f64() {
 fn spmv_matches_f64_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    for path in dataset_files() {
+    for path in dataset_files(u64::MAX) {
         let a = read_dataset(&path, &mut rng);
         let name = path
             .file_name()

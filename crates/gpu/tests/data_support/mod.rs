@@ -1,0 +1,60 @@
+//! The shared datasets for the GPU tests: one lister and one reader, so every test treats a missing
+//! folder the same way (a note, or a failure under TCSPARSE_REQUIRE_GPU=1 / TCSPARSE_REQUIRE_DATA=1).
+
+#![allow(dead_code)] // not every test binary that includes this module uses every helper
+
+use std::path::{Path, PathBuf};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use tcsparse_formats::Csr;
+use tcsparse_formats::mtx::{Field, read_header, read_matrix};
+
+/// $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate, if it is a folder.
+pub fn datasets_dir() -> Option<PathBuf> {
+    std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"))
+        .canonicalize()
+        .ok()
+        .filter(|p| p.is_dir())
+}
+
+/// The `.mtx.gz` files of at most `max_bytes` each, sorted; none (with a note) when the folder is
+/// missing, except under TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1, where that fails.
+pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
+    let Some(dir) = datasets_dir() else {
+        assert!(
+            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+                .iter()
+                .all(|v| std::env::var(v).as_deref() != Ok("1")),
+            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+        );
+        println!("note: no shared dataset folder; skipping real matrices");
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("dataset folder readable")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.to_string_lossy().ends_with(".mtx.gz")
+                && p.metadata().is_ok_and(|m| m.len() <= max_bytes)
+        })
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
+    v
+}
+
+/// A shared dataset through the project's reader. Pattern matrices get random values in [-1, 1)
+/// so products are not all-ones.
+pub fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
+    let mut a = read_matrix(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = read_header(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if header.field == Field::Pattern {
+        for v in a.data_mut() {
+            *v = rng.random_range(-1.0f32..1.0);
+        }
+    }
+    a
+}
