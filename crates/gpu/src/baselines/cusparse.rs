@@ -105,31 +105,7 @@ impl CusparseCsr {
         let indptr = gpu.upload(a.indptr().raw_storage())?;
         let indices = upload_nonempty(gpu, a.indices())?;
         let values = upload_nonempty(gpu, a.data())?;
-        let mut descr = std::ptr::null_mut();
-        {
-            let s = gpu.stream();
-            let (p, _g1) = indptr.device_ptr(s);
-            let (i, _g2) = indices.device_ptr(s);
-            let (v, _g3) = values.device_ptr(s);
-            // SAFETY: the pointers are live device buffers of the stated lengths (m+1, nnz, nnz; one
-            // dummy element when nnz = 0) owned by the returned struct, which destroys the
-            // descriptor before freeing them (field order / Drop).
-            ok("cusparseCreateCsr", unsafe {
-                cs::cusparseCreateCsr(
-                    &mut descr,
-                    a.rows() as i64,
-                    a.cols() as i64,
-                    a.nnz() as i64,
-                    p as *mut c_void,
-                    i as *mut c_void,
-                    v as *mut c_void,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    cs::cudaDataType::CUDA_R_32F,
-                )
-            })?;
-        }
+        let descr = csr_descriptor(gpu, a.rows(), a.cols(), a.nnz(), &indptr, &indices, &values)?;
         Ok(Self {
             inner: std::sync::Arc::new(CsrInner {
                 gpu: gpu.clone(),
@@ -167,6 +143,56 @@ impl CusparseCsr {
     pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
         (&self.inner.indptr, &self.inner.indices, &self.inner.values)
     }
+
+    /// A further generic-API descriptor over the same device arrays (e.g. for a product on another
+    /// stream or inside a graph). The caller destroys it (`cusparseDestroySpMat`) before this
+    /// matrix's buffers go (keep a clone of `self` beside it).
+    pub(crate) fn new_descriptor(&self) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+        let i = &self.inner;
+        csr_descriptor(
+            &i.gpu, i.rows, i.cols, i.nnz, &i.indptr, &i.indices, &i.values,
+        )
+    }
+}
+
+/// A cuSPARSE generic-API CSR descriptor (32-bit indices, base 0, f32) over device arrays of
+/// `rows + 1`, `nnz` and `nnz` elements (one when `nnz` = 0). Sizes were checked to fit `i32`.
+/// The descriptor only records the pointers: whoever holds it must destroy it before the buffers
+/// are freed.
+fn csr_descriptor(
+    gpu: &Gpu,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    indptr: &CudaSlice<u32>,
+    indices: &CudaSlice<u32>,
+    values: &CudaSlice<f32>,
+) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+    let mut descr = std::ptr::null_mut();
+    let s = gpu.stream();
+    let (p, _g1) = indptr.device_ptr(s);
+    let (i, _g2) = indices.device_ptr(s);
+    let (v, _g3) = values.device_ptr(s);
+    // SAFETY: the pointers are live device buffers of the stated lengths (rows + 1, nnz, nnz; one
+    // dummy element when nnz = 0); creating the descriptor reads none of them, and every holder
+    // destroys it before the buffers are freed (CsrInner's Drop; the SpMV baseline keeps a clone
+    // of the matrix).
+    ok("cusparseCreateCsr", unsafe {
+        cs::cusparseCreateCsr(
+            &mut descr,
+            rows as i64,
+            cols as i64,
+            nnz as i64,
+            p as *mut c_void,
+            i as *mut c_void,
+            v as *mut c_void,
+            cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+            cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+            cs::cudaDataType::CUDA_R_32F,
+        )
+    })?;
+    Ok(descr)
 }
 
 // SAFETY: the sparse descriptor is created once and never modified afterwards (only read by

@@ -121,30 +121,7 @@ impl CusparseSpmvGraphable {
         }
         let handle = CusparseHandle::new(gpu)?;
         let s = gpu.stream();
-        let (ip, ix, iv) = a.buffers();
-        let mut spmat = std::ptr::null_mut();
-        {
-            let (p, _g1) = ip.device_ptr(s);
-            let (i, _g2) = ix.device_ptr(s);
-            let (v, _g3) = iv.device_ptr(s);
-            // SAFETY: `a`'s live device buffers (m+1, nnz, nnz; one element when empty), kept alive
-            // by the clone stored in the returned value, which destroys the descriptor first.
-            ok("cusparseCreateCsr", unsafe {
-                cs::cusparseCreateCsr(
-                    &mut spmat,
-                    a.rows() as i64,
-                    a.cols() as i64,
-                    a.nnz() as i64,
-                    p as *mut c_void,
-                    i as *mut c_void,
-                    v as *mut c_void,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    cs::cudaDataType::CUDA_R_32F,
-                )
-            })?;
-        }
+        let spmat = a.new_descriptor()?;
         let tmp_x: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
         let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
         let (px, _gx) = tmp_x.device_ptr(s);
