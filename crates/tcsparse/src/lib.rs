@@ -46,8 +46,8 @@ pub use report::{
     format_break_even,
 };
 pub use spmm::{
-    CSR_TUNED_CHUNKS, PLAN_VERSION, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES,
-    content_checksum,
+    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS,
+    TUNED_SCHEDULES, content_checksum,
 };
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;

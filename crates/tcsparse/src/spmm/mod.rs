@@ -28,7 +28,7 @@ mod tune;
 
 pub use cache::{PLAN_VERSION, content_checksum};
 pub use prepare::ROW_TILE_SPLIT_BLOCKS;
-pub use tune::{CSR_TUNED_CHUNKS, TUNED_SCHEDULES};
+pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.
 pub(crate) enum DeviceState {
