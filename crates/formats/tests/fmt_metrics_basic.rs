@@ -82,3 +82,12 @@ mod planner_counts {
         }
     }
 }
+
+#[test]
+fn the_empty_bittcf_is_the_build_of_the_empty_matrix() {
+    use tcsparse_formats::bittcf::BitTcf;
+    let e = BitTcf::empty();
+    assert_eq!(e.validate(), Ok(()));
+    assert_eq!(e, BitTcf::from_csr(&csr_from_triplets(0, 0, &[]).unwrap()).unwrap());
+    assert_eq!(e.num_blocks(), 0);
+}

@@ -467,7 +467,7 @@ impl Engine {
             let mut launchable = Vec::with_capacity(kinds.len());
             for (i, &kind) in kinds.iter().enumerate() {
                 if i > 0 {
-                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
                 }
                 match p.launch_refusal(n) {
@@ -486,7 +486,7 @@ impl Engine {
                 |i| {
                     let kind = launchable[i];
                     if current != Some(kind) {
-                        let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                        let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                         p.set_schedule(&sched, kind)?;
                         current = Some(kind);
                     }
@@ -571,7 +571,7 @@ impl Engine {
             }
             (None, Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
-                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
                 }
                 p.report.kernel_note = format!(
