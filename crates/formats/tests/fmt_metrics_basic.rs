@@ -88,6 +88,9 @@ fn the_empty_bittcf_is_the_build_of_the_empty_matrix() {
     use tcsparse_formats::bittcf::BitTcf;
     let e = BitTcf::empty();
     assert_eq!(e.validate(), Ok(()));
-    assert_eq!(e, BitTcf::from_csr(&csr_from_triplets(0, 0, &[]).unwrap()).unwrap());
+    assert_eq!(
+        e,
+        BitTcf::from_csr(&csr_from_triplets(0, 0, &[]).unwrap()).unwrap()
+    );
     assert_eq!(e.num_blocks(), 0);
 }

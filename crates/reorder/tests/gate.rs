@@ -109,8 +109,16 @@ fn a_known_density_gives_the_same_verdict_as_counting_it() {
         let g = Gate::default().assess(&a);
         let h = Gate::default().assess_with_density(&a, mean_nnz_tc(&a, 8, 8));
         assert_eq!(
-            (g.worth_reordering, g.mean_nnz_tc_now, g.mean_nnz_tc_reachable),
-            (h.worth_reordering, h.mean_nnz_tc_now, h.mean_nnz_tc_reachable)
+            (
+                g.worth_reordering,
+                g.mean_nnz_tc_now,
+                g.mean_nnz_tc_reachable
+            ),
+            (
+                h.worth_reordering,
+                h.mean_nnz_tc_now,
+                h.mean_nnz_tc_reachable
+            )
         );
         assert_eq!((g.reason, g.sampled_rows), (h.reason, h.sampled_rows));
     }

@@ -380,3 +380,32 @@ fn timing_acc_vs_cusparse_on_datasets() {
         println!("<!-- {name}: prepare (reorder+build+plan+upload) {prep_s:.3} s -->");
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn module_load_costs() {
+    // What loading each embedded PTX module costs a fresh `Gpu` (its own module cache): the
+    // driver's PTX JIT, unless its disk cache (CUDA_CACHE_DISABLE=1 turns it off) has the module.
+    // Modules load on first use, so a preparation pays only for the kernels it builds.
+    let gpu = Gpu::require().expect("this test needs a CUDA GPU");
+    let mut total = 0.0;
+    for m in tcsparse::gpu::KernelModule::ALL {
+        let t = std::time::Instant::now();
+        gpu.module(m).unwrap();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        total += ms;
+        let again = std::time::Instant::now();
+        gpu.module(m).unwrap();
+        assert!(again.elapsed().as_secs_f64() < 0.01, "{m:?} loaded twice");
+        println!(
+            "module {:<20} {:>8.1} ms ({} bytes of PTX)",
+            m.file_name(),
+            ms,
+            m.ptx().len()
+        );
+    }
+    println!(
+        "modules: {total:.1} ms in all (CUDA_CACHE_DISABLE={:?})",
+        std::env::var("CUDA_CACHE_DISABLE").ok()
+    );
+}

@@ -68,6 +68,9 @@ pub struct Prepared {
     /// For each BitTCF value slot, its position in the prepared CSR (`BitTcf::csr_positions`);
     /// computed by the first [`Prepared::update_values`].
     pub(crate) bittcf_slots: Option<Vec<u32>>,
+    /// The prepared matrix's 8×8, 16×4 and 16×8 block counts (the planner's features), for the
+    /// plan cache.
+    pub(crate) block_counts: Option<[u64; 3]>,
 }
 
 /// Device scratch buffers of [`RowOrder::Original`] products.
@@ -431,9 +434,8 @@ impl Prepared {
         // A BitTCF not built yet will be built from the refilled CSR when asked for.
         if let Some(bittcf) = self.bittcf.get_mut() {
             if self.bittcf_slots.is_none() {
-                self.bittcf_slots = Some(
-                    BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?,
-                );
+                self.bittcf_slots =
+                    Some(BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?);
             }
             if let Some(slots) = &self.bittcf_slots {
                 let data = self.a.data();

@@ -169,6 +169,7 @@ impl Engine {
                 mode: p.report.mode,
                 kernel: p.report.kernel,
                 perm: p.perm.clone(),
+                blocks: p.block_counts,
                 note: p.report.kernel_note.clone(),
             };
             if let Err(e) = c.store(&entry) {
@@ -205,7 +206,7 @@ impl Engine {
             counts: None,
         };
         let note = format!("from the plan cache: {}", entry.note);
-        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note)))
+        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note, entry.blocks)))
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -318,7 +319,7 @@ impl Engine {
         a: &Csr,
         stage: Reordered,
         opts: &PrepareOptions,
-        fixed: Option<(ExecKernel, String)>,
+        fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
     ) -> Result<Prepared, Error> {
         let Reordered {
             a_re,
@@ -337,10 +338,31 @@ impl Engine {
             _ => Arc::new(planner_block_counts(m)),
         };
 
-        // Plan: one counting pass over the matrix gives every feature; no layout is built.
+        // Plan: one counting pass over the matrix gives every feature; no layout is built. A
+        // cached decision for a kernel that needs no BitTCF schedule brings its counts along.
         let t = Instant::now();
-        let mut counts = counts_of(perm.is_none(), &a_re);
-        let blocks = counts.blocks_8x8();
+        let on_bittcf = |k: ExecKernel| {
+            matches!(
+                k,
+                ExecKernel::AccSpmm { .. }
+                    | ExecKernel::AccSpmmPaper { .. }
+                    | ExecKernel::CpuBitTcf
+            )
+        };
+        let stored = match &fixed {
+            Some((k, _, Some(b))) if self.gpu.is_some() && !on_bittcf(*k) => Some(*b),
+            _ => None,
+        };
+        let mut counts: Option<Arc<PlannerBlockCounts>> = None;
+        let [mut blocks, mut blocks_16x4, mut blocks_16x8] = match stored {
+            Some(b) => b.map(|x| x as usize),
+            None => {
+                let c = counts_of(perm.is_none(), &a_re);
+                let b = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
+                counts = Some(c);
+                b
+            }
+        };
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
@@ -353,14 +375,14 @@ impl Engine {
             n: opts.n.max(1),
             blocks_8x8: blocks as u64,
             mean_nnz_tc,
-            hrpb_alpha: hrpb_alpha(a_re.nnz(), counts.blocks_16x4),
-            metcf_blocks: Some(counts.blocks_16x8 as u64),
+            hrpb_alpha: hrpb_alpha(a_re.nnz(), blocks_16x4),
+            metcf_blocks: Some(blocks_16x8 as u64),
             ibd: None,
         };
-        let rwo = &counts.row_window_offset;
+        let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
         let plan = plan_spmm(&features, rwo, &self.device);
         let (kernel, mut kernel_note, schedule) = match fixed {
-            Some((k, note)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
+            Some((k, note, _)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
                 let sched = match k {
                     ExecKernel::AccSpmm { schedule } => Some(self.schedule(rwo, schedule, opts.n)),
                     _ => None,
@@ -383,19 +405,21 @@ impl Engine {
             let t = Instant::now();
             perm = None;
             a_re = a.clone();
-            counts = counts_of(true, &a_re);
+            let c = counts_of(true, &a_re);
+            [blocks, blocks_16x4, blocks_16x8] = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
+            counts = Some(c);
             build_s += t.elapsed().as_secs_f64();
             kernel_note.push_str(
                 "; reordering dropped: CSR kernels run on the original order, which keeps its locality",
             );
         }
-        let blocks = counts.blocks_8x8();
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
             a_re.nnz() as f64 / blocks as f64
         };
-        let rwo = &counts.row_window_offset;
+        let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
+        let block_counts = [blocks as u64, blocks_16x4 as u64, blocks_16x8 as u64];
 
         // Build: BitTCF only for the kernels that run on it (and the CPU path); the others build
         // their own layout at upload, and `Prepared::bittcf` builds it on first use.
@@ -501,6 +525,7 @@ impl Engine {
             scratch: Scratch::default(),
             value_map: None,
             bittcf_slots: None,
+            block_counts: Some(block_counts),
         })
     }
 
