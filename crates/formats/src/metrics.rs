@@ -75,9 +75,10 @@ pub fn planner_block_counts(csr: &Csr) -> PlannerBlockCounts {
     let indices = csr.indices();
     let windows8 = rows.div_ceil(8);
     // Per 16-row window: (unique columns of the first half, of the second, of both).
+    // Small pieces: the first windows of a power-law matrix hold most of its nonzeros.
     let per: Vec<(u32, u32, usize)> = (0..rows.div_ceil(16))
         .into_par_iter()
-        .with_min_len(256)
+        .with_min_len(16)
         .map_init(
             || (Vec::new(), Vec::new()),
             |(x, y): &mut (Vec<u32>, Vec<u32>), w| {

@@ -15,7 +15,7 @@ use tcsparse_gpu::spmm::row_tile::{
 use tcsparse_gpu::{Gpu, GpuError};
 use tcsparse_planner::KernelChoice;
 
-use super::prepare::Reordered;
+use super::prepare::{Reordered, copy_csr};
 use super::{DeviceState, Prepared};
 use crate::{
     Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind,
@@ -287,11 +287,16 @@ fn tune_row_tile(
     Ok(Some((ms, dev)))
 }
 
-/// The CUDA-core CSR kernel on `a` at each of [`CSR_TUNED_CHUNKS`]; returns the kernel set to the
-/// finalist and its full time (`None` when `a` has no rows or no budget came close to cuSPARSE).
+/// A CSR matrix's arrays on the device (indptr, indices, values).
+type DeviceCsr<'a> = (&'a CudaSlice<u32>, &'a CudaSlice<u32>, &'a CudaSlice<f32>);
+
+/// The CUDA-core CSR kernel on `a` (its arrays copied on the device from `on_device` when given,
+/// else uploaded) at each of [`CSR_TUNED_CHUNKS`]; returns the kernel set to the finalist and its
+/// full time (`None` when `a` has no rows or no budget came close to cuSPARSE).
 fn tune_csr(
     t: &mut Tuning,
     a: &Csr,
+    on_device: Option<DeviceCsr>,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
     n: usize,
@@ -299,7 +304,10 @@ fn tune_csr(
     if a.rows() == 0 {
         return Ok(None);
     }
-    let mut dev = CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?;
+    let mut dev = match on_device {
+        Some(arrays) => CsrSpmm::with_chunk_from_device(t.gpu, a, CSR_TUNED_CHUNKS[0], arrays)?,
+        None => CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?,
+    };
     let names: Vec<String> = CSR_TUNED_CHUNKS
         .iter()
         .map(|&chunk_nnz| ExecKernel::CsrCuda { chunk_nnz }.to_string())
@@ -323,10 +331,10 @@ fn tune_csr(
     Ok(Some((ms, dev)))
 }
 
-/// Deterministic B for tuning (values in [-1, 1); timing does not depend on them).
-fn tuning_b(rows: usize, n: usize) -> Vec<f32> {
+/// Values of tuning's B pattern (deterministic, in [-1, 1); timing does not depend on them).
+fn tuning_pattern(len: usize) -> Vec<f32> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..rows * n)
+    (0..len)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -334,6 +342,29 @@ fn tuning_b(rows: usize, n: usize) -> Vec<f32> {
             (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0
         })
         .collect()
+}
+
+/// Values in tuning's B pattern: larger B repeats it.
+const TUNING_PATTERN: usize = 1 << 20;
+
+/// Tuning's B on the device (`len` f32): a [`TUNING_PATTERN`]-value pattern made on the host,
+/// uploaded once and repeated by device copies. (Generating and uploading all of B cost
+/// 0.3–0.6 s on R-MAT scale 20 at N = 128, 512 MB, more than all the tuning launches.)
+fn tuning_b(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>, Error> {
+    let pattern = gpu.upload(&tuning_pattern(len.min(TUNING_PATTERN)))?;
+    if len <= TUNING_PATTERN {
+        return Ok(pattern);
+    }
+    let mut b = gpu.alloc_zeros::<f32>(len)?;
+    let stream = gpu.stream();
+    for start in (0..len).step_by(TUNING_PATTERN) {
+        let end = (start + TUNING_PATTERN).min(len);
+        let mut dst = b.slice_mut(start..end);
+        stream
+            .memcpy_dtod(&pattern.slice(0..end - start), &mut dst)
+            .map_err(GpuError::from)?;
+    }
+    Ok(b)
 }
 
 /// Median ms of `launch` over `warmup` untimed and `iters` timed launches; `launch`'s own error is
@@ -384,15 +415,26 @@ impl Engine {
             tune: false,
             ..opts.clone()
         };
-        let cus_stage = if stage.forced || stage.perm.is_none() {
-            stage.clone()
+        // cuSPARSE's stage: the stage itself when it runs in the same order (moved, not copied;
+        // the tensor-core candidates, when built, copy cuSPARSE's matrix), else the original.
+        let original_counts = stage.counts.clone();
+        let (cus_stage, tc_stage) = if stage.forced || stage.perm.is_none() {
+            (stage, None)
         } else {
-            Reordered {
-                a_re: a.clone(),
+            let original = Reordered {
+                a_re: copy_csr(a),
                 perm: None,
-                ..stage.clone()
-            }
+                mode: stage.mode,
+                report: stage.report.clone(),
+                forced: stage.forced,
+                reorder_s: stage.reorder_s,
+                gate: stage.gate.clone(),
+                counts: stage.counts.clone(),
+            };
+            (original, Some(stage))
         };
+        let stage_reordered = tc_stage.as_ref().is_some_and(|s| s.perm.is_some())
+            || cus_stage.perm.is_some();
         let mut tuning = Tuning {
             gpu,
             samples: Vec::new(),
@@ -402,7 +444,7 @@ impl Engine {
         let t_family = Instant::now();
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
-        let b = gpu.upload(&tuning_b(a.cols(), n))?;
+        let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
         let cus_name = if cus.perm.is_some() {
             "cuSPARSE (reordered)"
@@ -422,12 +464,17 @@ impl Engine {
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
         let t_family = Instant::now();
-        let csr_best = tune_csr(&mut tuning, &cus.a, &b, &mut c, n)?;
+        // (A's arrays copied from cuSPARSE's on the device rather than uploaded again.)
+        let on_device = match &cus.dev {
+            DeviceState::Cusparse { csr, .. } => Some(csr.buffers()),
+            _ => None,
+        };
+        let csr_best = tune_csr(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
         tuning.cost("CSR", t_family);
         // The tensor-core candidates: not built where the planner's class rules them out.
         let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
         let tensor_cores = opts.precision == Precision::Tf32
-            && tensor_cores_worth_tuning(planner_cusparse, stage.perm.is_some(), a.nnz());
+            && tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
         let pruned = opts.precision == Precision::Tf32 && !tensor_cores;
         let mut best: Option<(f64, Candidate)> = None;
         let beats =
@@ -435,6 +482,19 @@ impl Engine {
         let mut acc_err = None;
         let t_family = Instant::now();
         let mut acc = if tensor_cores {
+            let stage = match tc_stage {
+                Some(stage) => stage,
+                None => Reordered {
+                    a_re: copy_csr(&cus.a),
+                    perm: cus.perm.clone(),
+                    mode: cus.report.mode,
+                    report: cus.report.reorder.clone(),
+                    forced: true,
+                    reorder_s: cus.report.reorder_s,
+                    gate: cus.report.reorder_gate.clone(),
+                    counts: original_counts,
+                },
+            };
             match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance)) {
                 Ok(p) => Some(p),
                 Err(e) => {
