@@ -93,6 +93,22 @@ pub fn tensor_cores_worth_tuning(planner_cusparse: bool, reordered: bool, nnz: u
     !planner_cusparse || reordered || nnz < PRUNE_MIN_NNZ
 }
 
+/// HRPB is not built for a matrix of at least [`PRUNE_MIN_NNZ`] nonzeros when the planner's
+/// predicted HRPB time is this many times the best time measured so far: its build and upload
+/// (6–7 ns per nonzero on the H200 host, 0.2 s on clustered256k-b256) would buy nothing. (HRPB won
+/// only on matrices below 16 k nonzeros in session 8; on the large ones it ran 2–6× behind the
+/// kept kernel.)
+pub const HRPB_SKIP_FACTOR: f64 = 2.0;
+
+/// Whether the HRPB candidate is built, given the planner's predicted HRPB time (`None` when not
+/// modeled), the best full time so far and the matrix's nonzeros.
+pub fn hrpb_worth_tuning(predicted_ms: Option<f64>, best_ms: f64, nnz: usize) -> bool {
+    match predicted_ms {
+        Some(p) if nnz >= PRUNE_MIN_NNZ && best_ms.is_finite() => p <= HRPB_SKIP_FACTOR * best_ms,
+        _ => true,
+    }
+}
+
 /// Timed samples of a full timing of a launch that probed at `probe_ms`: enough for about
 /// [`TUNE_BUDGET_MS`] of launches, from [`TUNE_MIN_ITERS`] to [`TUNE_ITERS`].
 pub fn full_iters(probe_ms: f64) -> usize {
@@ -433,8 +449,8 @@ impl Engine {
             };
             (original, Some(stage))
         };
-        let stage_reordered = tc_stage.as_ref().is_some_and(|s| s.perm.is_some())
-            || cus_stage.perm.is_some();
+        let stage_reordered =
+            tc_stage.as_ref().is_some_and(|s| s.perm.is_some()) || cus_stage.perm.is_some();
         let mut tuning = Tuning {
             gpu,
             samples: Vec::new(),
@@ -480,6 +496,7 @@ impl Engine {
         let beats =
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
         let mut acc_err = None;
+        let mut skipped_hrpb = None;
         let t_family = Instant::now();
         let mut acc = if tensor_cores {
             let stage = match tc_stage {
@@ -586,12 +603,22 @@ impl Engine {
                 }
                 tuning.cost("row-tile", t_family);
                 let t_family = Instant::now();
-                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
-                    && beats(&best, ms)
-                {
-                    best = Some((ms, Candidate::Hrpb(dev)));
+                let predicted = p
+                    .plan
+                    .predictions
+                    .iter()
+                    .find(|k| k.kernel == KernelChoice::HrpbSpmm)
+                    .map(|k| k.ms);
+                if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+                    if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
+                        && beats(&best, ms)
+                    {
+                        best = Some((ms, Candidate::Hrpb(dev)));
+                    }
+                    tuning.cost("HRPB", t_family);
+                } else {
+                    skipped_hrpb = predicted;
                 }
-                tuning.cost("HRPB", t_family);
             }
         } else if tensor_cores {
             tuning.cost("Acc-SpMM", t_family);
@@ -611,6 +638,11 @@ impl Engine {
             summary.push_str(
                 "; tensor-core candidates not built (planner: cuSPARSE class, no reordering kept)",
             );
+        }
+        if let Some(p) = skipped_hrpb {
+            summary.push_str(&format!(
+                "; HRPB not built (predicted {p:.3} ms, over {HRPB_SKIP_FACTOR}× the best measured)"
+            ));
         }
         summary.push_str("; tuning cost");
         for (family, ms) in &costs {
@@ -737,6 +769,17 @@ mod tests {
         assert!(row_tile_probe_wanted(4, &worse4, bound));
         let better4 = [Some(0.45), Some(0.42), None, None, None];
         assert!(row_tile_probe_wanted(2, &better4, bound));
+    }
+
+    #[test]
+    fn hrpb_is_skipped_only_on_large_matrices_predicted_far_behind() {
+        // clustered256k-b256: best 0.397 ms measured; a prediction of 0.9 ms is > 2× behind.
+        assert!(!hrpb_worth_tuning(Some(0.9), 0.397, 30_863_235));
+        assert!(hrpb_worth_tuning(Some(0.7), 0.397, 30_863_235));
+        // Small matrices (where HRPB did win), no prediction, or nothing measured: built.
+        assert!(hrpb_worth_tuning(Some(0.9), 0.397, 9_104));
+        assert!(hrpb_worth_tuning(None, 0.397, 30_863_235));
+        assert!(hrpb_worth_tuning(Some(0.9), f64::INFINITY, 30_863_235));
     }
 
     #[test]
