@@ -61,6 +61,8 @@ mod planner_counts {
         // Row counts that are not multiples of 8 or 16.
         for rows in [1, 7, 8, 9, 15, 16, 17, 1001] {
             check(&uniform_random(rows, 300, 6.0, rows as u64).unwrap());
+            // Declared columns far beyond the nonzeros: counted by sorting, not by stamps.
+            check(&uniform_random(rows, 100_000, 3.0, rows as u64).unwrap());
         }
     }
 
@@ -69,11 +71,15 @@ mod planner_counts {
         fn one_pass_equals_the_bittcf_build_on_random_patterns(
             rows in 1usize..70,
             cols in 1usize..90,
+            wide in proptest::bool::ANY,
             cells in proptest::collection::vec((0usize..70, 0usize..90), 0..400),
         ) {
+            // `wide` spreads the columns over 90 000 (the sorting path), else stamps count.
+            let scale = if wide { 1000 } else { 1 };
+            let cols = cols * scale;
             let mut rc: Vec<(u32, u32)> = cells
                 .into_iter()
-                .map(|(r, c)| ((r % rows) as u32, (c % cols) as u32))
+                .map(|(r, c)| ((r % rows) as u32, ((c * scale) % cols) as u32))
                 .collect();
             rc.sort_unstable();
             rc.dedup();
