@@ -454,7 +454,7 @@ impl Prepared {
         match &mut self.dev {
             DeviceState::Cpu => {}
             DeviceState::Acc(d) => {
-                let bittcf = self.bittcf.get_or_init(|| BitTcf::empty());
+                let bittcf = self.bittcf.get_or_init(BitTcf::empty);
                 d.set_values(&gpu, bittcf.values())?
             }
             DeviceState::Csr(k) => k.set_values(self.a.data())?,

@@ -112,7 +112,7 @@ pub fn hrpb_worth_tuning(predicted_ms: Option<f64>, best_ms: f64, nnz: usize) ->
 /// Timed samples of a full timing of a launch that probed at `probe_ms`: enough for about
 /// [`TUNE_BUDGET_MS`] of launches, from [`TUNE_MIN_ITERS`] to [`TUNE_ITERS`].
 pub fn full_iters(probe_ms: f64) -> usize {
-    if !(probe_ms > 0.0) {
+    if probe_ms.is_nan() || probe_ms <= 0.0 {
         return TUNE_ITERS;
     }
     ((TUNE_BUDGET_MS / probe_ms).ceil() as usize).clamp(TUNE_MIN_ITERS, TUNE_ITERS)
