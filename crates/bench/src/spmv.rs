@@ -21,9 +21,9 @@ use tcsparse::formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
-use tcsparse::gpu::spmv::BitBsrSpmv;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -258,20 +258,30 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             };
             tols.push((name.into(), tol));
             let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
-                k.set_core(core);
-                let mut best: Option<(f64, u32)> = None;
+                // The walk's layouts are timed like the tile budgets (the facade's tuning does
+                // the same).
+                let layouts: Vec<Option<&str>> = if core {
+                    CORE_LAYOUTS.iter().map(|l| Some(l.0)).collect()
+                } else {
+                    vec![None]
+                };
+                let mut best: Option<(f64, u32, Option<&str>)> = None;
                 let mut measure = || -> Result<Measured, GpuError> {
-                    for c in CHUNKS {
-                        k.set_chunk(c)?;
-                        // SAFETY: as above.
-                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                            k.enqueue(s, 1.0, px, 0.0, py, n)
-                        })?;
-                        if best.is_none_or(|b| tm.median_ms < b.0) {
-                            best = Some((tm.median_ms, c));
+                    for &l in &layouts {
+                        k.set_core_layout(l)?;
+                        for c in CHUNKS {
+                            k.set_chunk(c)?;
+                            // SAFETY: as above.
+                            let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                                k.enqueue(s, 1.0, px, 0.0, py, n)
+                            })?;
+                            if best.is_none_or(|b| tm.median_ms < b.0) {
+                                best = Some((tm.median_ms, c, l));
+                            }
                         }
                     }
-                    let (ms, c) = best.unwrap_or((f64::NAN, 32));
+                    let (ms, c, l) = best.unwrap_or((f64::NAN, 32, None));
+                    k.set_core_layout(l)?;
                     k.set_chunk(c)?;
                     gpu.stream().memcpy_htod(&y0, &mut dy)?;
                     k.run(1.0, &dx, 0.0, &mut dy, n)?;

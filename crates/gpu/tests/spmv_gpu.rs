@@ -22,7 +22,7 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, MAX_RHS};
+use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS};
 
 const TOL: f64 = 1.0 / 512.0;
 /// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
@@ -98,43 +98,39 @@ fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[
     for &st in storages {
         let d = DeviceBitBsr::encode(&b, st).expect("encode");
         let mut k = BitBsrSpmv::new(gpu, &d).expect("upload");
-        for (core, ns, tol) in [
-            (false, &[1, 3, MAX_RHS][..], TOL),
-            (
-                true,
-                &[1][..],
-                if st == TileStorage::F32 {
-                    TOL_F32_CORE
-                } else {
-                    TOL
-                },
-            ),
-        ] {
-        k.set_core(core);
-        for chunk in [1, 7, 32] {
-            k.set_chunk(chunk).expect("work");
-            for &n in ns {
-                assert_eq!(k.uses_core(n), core, "{}", k.kernel_name(n));
-                for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
-                    let (x, y0) = operands(rng, a, n, beta);
-                    let dx = gpu.upload(&x).expect("x");
-                    let mut dy = gpu.upload(&y0).expect("y");
-                    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
-                    let y = gpu.download(&dy).expect("download");
-                    check(
-                        &format!("{name} {} chunk {chunk} n {n} β {beta}", k.kernel_name(n)),
-                        a,
-                        &x,
-                        n,
-                        alpha,
-                        beta,
-                        &y0,
-                        &y,
-                        tol,
-                    );
+        let core_tol = if st == TileStorage::F32 {
+            TOL_F32_CORE
+        } else {
+            TOL
+        };
+        let mut modes = vec![(None, &[1, 3, MAX_RHS][..], TOL)];
+        modes.extend(CORE_LAYOUTS.iter().map(|l| (Some(l.0), &[1][..], core_tol)));
+        for (core, ns, tol) in modes {
+            k.set_core_layout(core).expect("layout");
+            for chunk in [1, 7, 32] {
+                k.set_chunk(chunk).expect("work");
+                for &n in ns {
+                    assert_eq!(k.uses_core(n), core.is_some(), "{}", k.kernel_name(n));
+                    for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
+                        let (x, y0) = operands(rng, a, n, beta);
+                        let dx = gpu.upload(&x).expect("x");
+                        let mut dy = gpu.upload(&y0).expect("y");
+                        k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
+                        let y = gpu.download(&dy).expect("download");
+                        check(
+                            &format!("{name} {} chunk {chunk} n {n} β {beta}", k.kernel_name(n)),
+                            a,
+                            &x,
+                            n,
+                            alpha,
+                            beta,
+                            &y0,
+                            &y,
+                            tol,
+                        );
+                    }
                 }
             }
-        }
         }
     }
 }
@@ -245,8 +241,11 @@ fn spmv_f16_never_overflows() {
         let b = BitBsr::from_csr(&a).expect("bitBSR");
         let d = DeviceBitBsr::encode(&b, TileStorage::F16).expect("encode");
         let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
-        for (n, core) in [(1, false), (MAX_RHS, false), (1, true)] {
-            k.set_core(core);
+        let modes = [(1, None), (MAX_RHS, None)]
+            .into_iter()
+            .chain(CORE_LAYOUTS.iter().map(|l| (1, Some(l.0))));
+        for (n, core) in modes {
+            k.set_core_layout(core).expect("layout");
             let x: Vec<f32> = (0..300 * n)
                 .map(|i| rng.random_range(-1.0f32..1.0) * if i % 5 == 0 { 1.0e6 } else { 1.0 })
                 .collect();
@@ -307,14 +306,15 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (px, py)
         };
         for (st, core) in [
-            (TileStorage::F16, false),
-            (TileStorage::Tf32, false),
-            (TileStorage::F16, true),
-            (TileStorage::F32, true),
+            (TileStorage::F16, None),
+            (TileStorage::Tf32, None),
+            (TileStorage::F16, Some("core")),
+            (TileStorage::F32, Some("corew1")),
+            (TileStorage::F16, Some("corew2")),
         ] {
             let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");
-            k.set_core(core);
+            k.set_core_layout(core).expect("layout");
             // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
             let tm = time_graph(&gpu, 20, 3, |s| unsafe {
                 k.enqueue(s, 1.0, px, 0.0, py, n)
@@ -322,7 +322,11 @@ fn spmv_graph_path_and_baseline_match_f64() {
             .expect("graph");
             let y = gpu.download(&dy).expect("download");
             check(
-                &format!("graph {} n {n} ({:.2} µs)", k.kernel_name(n), tm.median_ms * 1e3),
+                &format!(
+                    "graph {} n {n} ({:.2} µs)",
+                    k.kernel_name(n),
+                    tm.median_ms * 1e3
+                ),
                 &a,
                 &x,
                 n,

@@ -26,7 +26,9 @@ use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, DEFAULT_CHUNK_TILES, MAX_RHS};
+use tcsparse_gpu::spmv::{
+    BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS,
+};
 use tcsparse_gpu::{Gpu, Timing};
 
 use crate::{Engine, Error};
@@ -122,8 +124,9 @@ pub enum SpmvKernel {
         storage: TileStorage,
         /// Tile budget per half.
         chunk_tiles: u32,
-        /// The CUDA-core walk (one right-hand side) instead of the tensor-core MMA kernel.
-        core: bool,
+        /// The CUDA-core walk's layout (one right-hand side; a [`CORE_LAYOUTS`] name) instead of
+        /// the tensor-core MMA kernel (None).
+        core: Option<&'static str>,
     },
     /// cuSPARSE CSR SpMV / SpMM.
     Cusparse,
@@ -146,7 +149,10 @@ impl std::fmt::Display for SpmvKernel {
             } => write!(
                 f,
                 "bitBSR {storage:?} tiles on {}, {chunk_tiles} tiles per half (GPU)",
-                if *core { "CUDA cores" } else { "tensor cores" }
+                match core {
+                    Some(l) => format!("CUDA cores ({l})"),
+                    None => "tensor cores".into(),
+                }
             ),
             SpmvKernel::Cusparse => write!(f, "cuSPARSE CSR (GPU)"),
             SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
@@ -261,12 +267,12 @@ impl Engine {
         if !opts.tune {
             let first = core_storages
                 .first()
-                .map(|&s| (s, true))
-                .or(storages.first().map(|&s| (s, false)));
+                .map(|&s| (s, Some(DEFAULT_CORE_LAYOUT)))
+                .or(storages.first().map(|&s| (s, None)));
             if let Some((st, core)) = first {
                 let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
                 let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
-                k.set_core(core);
+                k.set_core_layout(core)?;
                 let bytes = k.min_bytes(n);
                 return Ok(base(
                     SpmvKernel::BitBsr {
@@ -324,21 +330,18 @@ impl Engine {
             }
         }
         for st in all {
-            let modes: Vec<bool> = [false, true]
-                .into_iter()
-                .filter(|&c| {
-                    if c {
-                        core_storages.contains(&st)
-                    } else {
-                        storages.contains(&st)
-                    }
-                })
-                .collect();
+            let mut modes: Vec<Option<&'static str>> = Vec::new();
+            if storages.contains(&st) {
+                modes.push(None);
+            }
+            if core_storages.contains(&st) {
+                modes.extend(CORE_LAYOUTS.iter().map(|l| Some(l.0)));
+            }
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;
-            let mut kbest: Option<(f64, u32, bool)> = None;
+            let mut kbest: Option<(f64, u32, Option<&'static str>)> = None;
             for core in modes {
-                k.set_core(core);
+                k.set_core_layout(core)?;
                 for chunk in SPMV_TUNED_CHUNKS {
                     k.set_chunk(chunk)?;
                     // SAFETY: as above.
@@ -360,7 +363,7 @@ impl Engine {
                 && ms < best.0
             {
                 k.set_chunk(chunk)?;
-                k.set_core(core);
+                k.set_core_layout(core)?;
                 let bytes = k.min_bytes(n);
                 best = (
                     ms,

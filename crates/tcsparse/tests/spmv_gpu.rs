@@ -55,7 +55,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
                 n == 1,
                 p.samples()
                     .iter()
-                    .any(|s| matches!(s.kernel, SpmvKernel::BitBsr { core: true, .. })),
+                    .any(|s| matches!(s.kernel, SpmvKernel::BitBsr { core: Some(_), .. })),
                 "{prec:?} n {n}: CUDA-core walk timed iff n = 1"
             );
             if prec == SpmvPrecision::F32 {
@@ -63,7 +63,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
                 let ok = match p.kernel() {
                     SpmvKernel::Cusparse => true,
                     SpmvKernel::BitBsr { storage, core, .. } => {
-                        *storage == TileStorage::F32 && *core && n == 1
+                        *storage == TileStorage::F32 && core.is_some() && n == 1
                     }
                     _ => false,
                 };
@@ -71,7 +71,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
             }
             if n > 1 {
                 assert!(
-                    !matches!(p.kernel(), SpmvKernel::BitBsr { core: true, .. }),
+                    !matches!(p.kernel(), SpmvKernel::BitBsr { core: Some(_), .. }),
                     "the CUDA-core walk takes one right-hand side"
                 );
             }

@@ -80,14 +80,7 @@ const CORE_ENTRIES: [&str; 6] = [
     "spmv_corew2_f32",
 ];
 
-fn core_entry(storage: TileStorage) -> (&'static str, u32) {
-    let want = std::env::var("TCSPARSE_SPMV_CORE").unwrap_or_default();
-    let (layout, per_block) = CORE_LAYOUTS
-        .iter()
-        .find(|l| l.0 == want)
-        .or_else(|| CORE_LAYOUTS.iter().find(|l| l.0 == DEFAULT_CORE_LAYOUT))
-        .copied()
-        .unwrap_or(CORE_LAYOUTS[0]);
+fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
     let suffix = CORE_KERNELS
         .iter()
         .find(|k| k.0 == storage)
@@ -95,23 +88,26 @@ fn core_entry(storage: TileStorage) -> (&'static str, u32) {
         .unwrap_or("f32");
     let name = CORE_ENTRIES
         .iter()
-        .find(|e| e.strip_prefix("spmv_").and_then(|e| e.strip_prefix(layout)) == Some(&format!("_{suffix}")[..]))
+        .find(|e| {
+            e.strip_prefix("spmv_").and_then(|e| e.strip_prefix(layout))
+                == Some(&format!("_{suffix}")[..])
+        })
         .copied()
         .unwrap_or("spmv_core_f32");
-    (name, per_block)
+    name
 }
 
 /// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
-/// consecutive tiles of a tile-row per step. `TCSPARSE_SPMV_CORE=core|corew1|corew2` picks one
-/// (default [`DEFAULT_CORE_LAYOUT`]).
+/// consecutive tiles of a tile-row per step. None wins everywhere (H200: `core` on banded rows of
+/// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
 pub const CORE_LAYOUTS: [(&str, u32); 3] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
 ];
-/// The CUDA-core layout used unless `TCSPARSE_SPMV_CORE` names another.
-pub const DEFAULT_CORE_LAYOUT: &str = "corew1";
+/// The CUDA-core layout [`BitBsrSpmv::set_core`] picks.
+pub const DEFAULT_CORE_LAYOUT: &str = "core";
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
@@ -248,11 +244,11 @@ pub struct BitBsrSpmv {
     x16: CudaSlice<u32>,
     xs: CudaSlice<f32>,
     main: [CudaFunction; 2],
-    core_fn: CudaFunction,
-    core_name: &'static str,
-    core_per_block: u32,
-    /// Run one-RHS calls on the CUDA-core walk.
-    core: bool,
+    /// The CUDA-core walks of this storage, one per [`CORE_LAYOUTS`] entry: (layout, entry, halves
+    /// per block, function).
+    core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
+    /// Layout (index into `core_fns`) one-RHS calls run on, or None for the MMA kernel.
+    core: Option<usize>,
     x16_fn: CudaFunction,
     fixup: CudaFunction,
 }
@@ -330,7 +326,17 @@ impl BitBsrSpmv {
                 .map(|k| k.2)
                 .unwrap_or("spmv_f16_r1")
         };
-        let (core_name, core_per_block) = core_entry(a.storage());
+        let mut core_fns = Vec::with_capacity(CORE_LAYOUTS.len());
+        for (layout, per_block) in CORE_LAYOUTS {
+            let entry = core_entry(a.storage(), layout);
+            core_fns.push((
+                layout,
+                entry,
+                per_block,
+                gpu.function(KernelModule::Spmv, entry)?,
+            ));
+        }
+        let default_core = CORE_LAYOUTS.iter().position(|l| l.0 == DEFAULT_CORE_LAYOUT);
         Ok(Self {
             gpu: gpu.clone(),
             rows,
@@ -350,10 +356,12 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, name(false))?,
                 gpu.function(KernelModule::Spmv, name(true))?,
             ],
-            core_fn: gpu.function(KernelModule::Spmv, core_name)?,
-            core_name,
-            core_per_block,
-            core: a.storage() == TileStorage::F32,
+            core_fns,
+            core: if a.storage() == TileStorage::F32 {
+                default_core
+            } else {
+                None
+            },
             x16_fn: gpu.function(KernelModule::Spmv, ENTRY_X16)?,
             fixup: gpu.function(KernelModule::Spmv, ENTRY_FIXUP)?,
         })
@@ -365,14 +373,41 @@ impl BitBsrSpmv {
         Ok(())
     }
 
-    /// Runs calls with one right-hand side on the CUDA-core walk (`true`) or the MMA kernel.
+    /// Runs calls with one right-hand side on the CUDA-core walk ([`DEFAULT_CORE_LAYOUT`], `true`)
+    /// or the MMA kernel.
     pub fn set_core(&mut self, core: bool) {
-        self.core = core;
+        self.core = if core {
+            self.core_fns
+                .iter()
+                .position(|c| c.0 == DEFAULT_CORE_LAYOUT)
+        } else {
+            None
+        };
+    }
+
+    /// Runs calls with one right-hand side on the CUDA-core walk with `layout` (a
+    /// [`CORE_LAYOUTS`] name), or on the MMA kernel with `None`.
+    pub fn set_core_layout(&mut self, layout: Option<&str>) -> Result<(), GpuError> {
+        self.core = match layout {
+            None => None,
+            Some(l) => Some(
+                self.core_fns
+                    .iter()
+                    .position(|c| c.0 == l)
+                    .ok_or_else(|| GpuError::Invalid(format!("no SpMV core layout {l:?}")))?,
+            ),
+        };
+        Ok(())
+    }
+
+    /// The CUDA-core layout one-RHS calls run on (None: the MMA kernel).
+    pub fn core_layout(&self) -> Option<&'static str> {
+        self.core.map(|i| self.core_fns[i].0)
     }
 
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk.
     pub fn uses_core(&self, n: usize) -> bool {
-        self.core && n == 1
+        self.core.is_some() && n == 1
     }
 
     /// Rows of A.
@@ -406,8 +441,10 @@ impl BitBsrSpmv {
     }
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
-        if self.uses_core(n) {
-            return self.core_name;
+        if let Some(i) = self.core
+            && n == 1
+        {
+            return self.core_fns[i].1;
         }
         let wide = n > 1;
         KERNELS
@@ -538,16 +575,20 @@ impl BitBsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            let (func, grid) = if core {
-                (&self.core_fn, (2 * items).div_ceil(self.core_per_block))
+            let (func, grid) = if let (true, Some(i)) = (core, self.core) {
+                let c = &self.core_fns[i];
+                (&c.3, (2 * items).div_ceil(c.2))
             } else {
-                (&self.main[usize::from(n > 1)], items.div_ceil(WARPS_PER_BLOCK))
+                (
+                    &self.main[usize::from(n > 1)],
+                    items.div_ceil(WARPS_PER_BLOCK),
+                )
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
             // checked against the PTX by a CPU test); the r1 and core kernels are only used with
             // n = 1; the core walk reads X as cols f32 (guarded by K; float4 loads only when X is
             // 16-byte aligned, checked in the kernel) and covers 2·items halves with
-            // core_per_block per block (CORE_LAYOUTS; extra groups / warps exit).
+            // the layout's halves per block (CORE_LAYOUTS; extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
             // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
