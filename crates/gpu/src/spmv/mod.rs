@@ -86,15 +86,14 @@ fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
         .find(|k| k.0 == storage)
         .map(|k| k.1)
         .unwrap_or("f32");
-    let name = CORE_ENTRIES
+    CORE_ENTRIES
         .iter()
         .find(|e| {
             e.strip_prefix("spmv_").and_then(|e| e.strip_prefix(layout))
                 == Some(&format!("_{suffix}")[..])
         })
         .copied()
-        .unwrap_or("spmv_core_f32");
-    name
+        .unwrap_or("spmv_core_f32")
 }
 
 /// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
