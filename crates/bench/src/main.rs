@@ -174,10 +174,7 @@ fn main() -> Result<()> {
         let report = run_spmv(&args, &device, &command, &keep)?;
         return finish(&args, &report, tolerances);
     }
-    anyhow::ensure!(
-        args.op == "spmm",
-        "--op must be spmm, spmv, spamm or multi"
-    );
+    anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv, spamm or multi");
     let mut cases = Vec::new();
     let device_line = match &device {
         Device::Gpu(gpu) => {

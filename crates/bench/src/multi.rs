@@ -264,7 +264,9 @@ pub fn markdown(r: &MultiReport) -> String {
          count. Scaling = 1-GPU time / G-GPU time, same problem, same process.\n\n",
         r.device, r.command
     );
-    s.push_str("| op | problem | GPUs | ms | scaling | rows per device | B transport | rel err |\n");
+    s.push_str(
+        "| op | problem | GPUs | ms | scaling | rows per device | B transport | rel err |\n",
+    );
     s.push_str("|---|---|---:|---:|---:|---|---|---:|\n");
     for c in &r.cases {
         let one = r
@@ -336,7 +338,10 @@ mod tests {
                 case("spmm", "banded", 2, 2.5),
             ],
         };
-        assert_eq!(scaling_line(&r, 2), "scaling (2 GPUs): 1.60× (spmm, banded)");
+        assert_eq!(
+            scaling_line(&r, 2),
+            "scaling (2 GPUs): 1.60× (spmm, banded)"
+        );
         assert_eq!(
             scaling_line(&r, 4),
             "scaling (4 GPUs): not measured (2 CUDA device(s) present)"

@@ -40,7 +40,13 @@ fn malformed_and_missing_device_lists_are_errors() {
         }
     }
     let (ok, err) = run(&[
-        "spamm", "--gen", "exponential:n=64,rate=0.1", "--gpus", "2", "--devices", "0,1",
+        "spamm",
+        "--gen",
+        "exponential:n=64,rate=0.1",
+        "--gpus",
+        "2",
+        "--devices",
+        "0,1",
     ]);
     assert!(!ok && err.contains("cannot be used with"), "{err}");
 }

@@ -50,10 +50,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub s: usize,
     /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long, conflicts_with_all = ["devices", "cpu"])]
     pub gpus: Option<usize>,
     /// Split C's rows over these GPUs, e.g. 0,1,2,3 (B broadcast through NCCL). Default: 0.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cpu")]
     pub devices: Option<String>,
     /// Run on the CPU reference path even with a GPU.
     #[arg(long)]
@@ -195,6 +195,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         device: if args.cpu {
             SpammDevice::Cpu
+        } else if args.devices.is_some() || args.gpus.is_some() {
+            // An explicit device list asks for GPUs: an error without them, not the CPU path.
+            SpammDevice::Gpu
         } else {
             SpammDevice::Auto
         },
