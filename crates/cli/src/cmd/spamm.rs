@@ -189,7 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         s: args.s,
         devices: match (&args.devices, args.gpus) {
             (Some(list), _) => DeviceSet::parse(list)?,
-            (None, Some(g)) if g == 0 => bail!("--gpus 0: give at least one GPU (or --cpu)"),
+            (None, Some(0)) => bail!("--gpus 0: give at least one GPU (or --cpu)"),
             (None, Some(g)) => DeviceSet::first(g),
             (None, None) => DeviceSet::default(),
         },

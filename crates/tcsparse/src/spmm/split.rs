@@ -240,9 +240,11 @@ impl SplitPrepared {
         Ok(())
     }
 
-    /// The result left on the devices: each device's (rows, C block `rows × n` row-major).
-    pub fn c_blocks(&self) -> Vec<((usize, usize), Option<&CudaSlice<f32>>)> {
-        self.parts.iter().map(|p| (p.rows, p.c.as_ref())).collect()
+    /// The result left on device `part` (index in device order): its C rows and its C block
+    /// (`rows × n`, row-major; after [`SplitPrepared::place_b`]), or `None`.
+    pub fn c_block(&self, part: usize) -> Option<((usize, usize), &CudaSlice<f32>)> {
+        let p = self.parts.get(part)?;
+        Some((p.rows, p.c.as_ref()?))
     }
 
     /// `C = α·A·B` (β = 0) on host data: B placed, every device run, C gathered.
