@@ -19,6 +19,7 @@ use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
     split_rows,
 };
+use tcsparse::spamm::measured_error;
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::backends;
@@ -114,7 +115,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     let one = DeviceGroup::open(DeviceSet::default())?;
     let (c1, run1) = spamm_group(&one, &a, &a, n, n, n, &cfg)?;
     let rows = sample(n);
-    let rel = spamm_rel_error(&a, &c1, n, &rows);
+    let rel = measured_error(&a, &a, &c1, n, n, &rows);
     drop(c1);
     let full = SpammOperands::upload(gpu, &a, &a, n, n, n, cfg.precision)?;
     let (na, nb) = full.norms_host()?;
@@ -132,7 +133,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
         })?;
         let mut c = vec![0f32; n * n];
         split.gather(&mut c)?;
-        let err = spamm_rel_error(&a, &c, n, &rows);
+        let err = measured_error(&a, &a, &c, n, n, &rows);
         eprintln!("multi: spamm exp-r0.02 N={n} on {g} GPU(s): {ms:.3} ms, rel err {err:.2e}");
         cases.push(MultiCase {
             op: "spamm".into(),
@@ -198,31 +199,6 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
 fn sample(n: usize) -> Vec<usize> {
     let k = 64.min(n);
     (0..k).map(|i| i * n / k.max(1)).collect()
-}
-
-/// ‖C − A·A‖F/‖A·A‖F on sampled rows (f64 reference; A square n × n, row-major).
-fn spamm_rel_error(a: &[f32], c: &[f32], n: usize, rows: &[usize]) -> f64 {
-    use rayon::prelude::*;
-    let (e, r) = rows
-        .par_iter()
-        .map(|&i| {
-            let mut want = vec![0f64; n];
-            for t in 0..n {
-                let av = a[i * n + t] as f64;
-                if av != 0.0 {
-                    for (w, &bv) in want.iter_mut().zip(&a[t * n..(t + 1) * n]) {
-                        *w += av * bv as f64;
-                    }
-                }
-            }
-            want.iter()
-                .zip(&c[i * n..(i + 1) * n])
-                .fold((0f64, 0f64), |(e, r), (&w, &g)| {
-                    (e + (g as f64 - w).powi(2), r + w * w)
-                })
-        })
-        .reduce(|| (0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1));
-    if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
 }
 
 /// Scaling of `g` GPUs for every problem: (op, problem, t1 / tg).

@@ -4,16 +4,10 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::repo_root;
 
 fn run(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("run tcsparse");
+    let out = common::tcsparse(args, repo_root());
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
