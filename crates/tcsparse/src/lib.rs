@@ -47,7 +47,7 @@ pub use report::{
 };
 pub use spmm::{
     CSR_TUNED_CHUNKS, PLAN_VERSION, Prepared, ROW_TILE_SPLIT_BLOCKS, TUNED_SCHEDULES,
-    content_checksum,
+    content_checksum, model_kernel,
 };
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;

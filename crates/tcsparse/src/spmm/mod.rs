@@ -27,7 +27,7 @@ mod prepare;
 mod tune;
 
 pub use cache::{PLAN_VERSION, content_checksum};
-pub use prepare::ROW_TILE_SPLIT_BLOCKS;
+pub use prepare::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
 pub use tune::{CSR_TUNED_CHUNKS, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.
