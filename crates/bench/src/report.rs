@@ -950,4 +950,50 @@ mod tests {
     fn markdown_snapshot() {
         insta::assert_snapshot!(sample().markdown());
     }
+
+    #[test]
+    fn model_agreement_counts_headline_cases_within_ten_percent() {
+        let mut r = sample();
+        // No model pick recorded: no line.
+        assert_eq!(r.model_agreement(&[]), (0, 0));
+        assert!(!r.markdown().contains("model within"));
+        let pick = |ms| {
+            Some(ModelPick {
+                plan: "CSR (CUDA cores, ≤ 64 nonzeros per warp) (original order)".into(),
+                ms,
+            })
+        };
+        let mut headline = r
+            .cases
+            .iter_mut()
+            .filter(|c| c.backend == HEADLINE && c.ok());
+        // 1.1 × the tuned time is within; just above is not.
+        let a = headline.next().unwrap();
+        a.model = pick(a.ms.unwrap() * MODEL_TOLERANCE);
+        let b = headline.next().unwrap();
+        b.model = pick(b.ms.unwrap() * 1.2);
+        let groups = (a.group, b.group);
+        drop(headline);
+        assert_eq!(r.model_agreement(&[]), (1, 2));
+        let line = r
+            .markdown()
+            .lines()
+            .find(|l| l.starts_with("model within 10 % of tuned: 1 of 2 (50 %; "))
+            .map(str::to_string);
+        assert!(line.is_some(), "{}", r.markdown());
+        let (w, o) = r.model_agreement(&[groups.0]);
+        assert!(o >= 1 && w <= o);
+        // A model pick on a non-headline case is ignored.
+        let other = r.cases.iter_mut().find(|c| c.backend != HEADLINE).unwrap();
+        other.model = pick(1e9);
+        assert_eq!(r.model_agreement(&[]), (1, 2));
+        // JSON: the field round-trips and is absent when None.
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&text).unwrap(), r);
+        assert!(
+            !serde_json::to_string(&sample())
+                .unwrap()
+                .contains("\"model\"")
+        );
+    }
 }
