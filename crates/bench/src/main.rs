@@ -63,6 +63,10 @@ struct Args {
     /// Only matrices whose name contains one of these (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// SpMM: only the backends whose names start with one of these (comma-separated, e.g.
+    /// `tcsparse,hrpb/`), besides the cuSPARSE baseline.
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<String>>,
     /// Check every row against f64 up to this many rows; sample beyond.
     #[arg(long, default_value_t = 65_536)]
     max_full_check: usize,
@@ -229,7 +233,14 @@ fn main() -> Result<()> {
             };
             for m in &mats {
                 let t = Instant::now();
-                let got = backends::gpu_cases(gpu, m, &ns, timing, args.max_full_check);
+                let got = backends::gpu_cases(
+                    gpu,
+                    m,
+                    &ns,
+                    timing,
+                    args.max_full_check,
+                    args.backends.as_deref().unwrap_or(&[]),
+                );
                 eprintln!(
                     "{:<20} {:>9} rows {:>11} nnz: {} cases in {:.1?}",
                     m.name,

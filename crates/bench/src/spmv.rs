@@ -153,6 +153,7 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         valid_ratio: None,
         rel_bound: None,
         target: None,
+        model: None,
     }
 }
 
