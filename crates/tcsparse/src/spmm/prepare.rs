@@ -679,7 +679,7 @@ impl Engine {
                     ExecKernel::Cusparse => plan.reason.clone(),
                     ExecKernel::Hrpb { .. } if plan.choice != KernelChoice::HrpbSpmm && floor => {
                         format!(
-                            "{} (launch floor: {nnz} nonzeros, fewer than {CSR_MIN_ITEMS_PER_SM}                              warp items of 64 per SM; {kernel} bounds every thread block's walk)",
+                            "{} (launch floor: {nnz} nonzeros, fewer than {CSR_MIN_ITEMS_PER_SM} warp items of 64 per SM; {kernel} bounds every thread block's walk)",
                             plan.reason
                         )
                     }
@@ -688,7 +688,7 @@ impl Engine {
                         plan.reason
                     ),
                     ExecKernel::CsrCuda { .. } => format!(
-                        "{} (balanced row windows at α < {BALANCED_TC_MIN_ALPHA}: our CSR kernel,                          {kernel}, splits the heavy rows instead)",
+                        "{} (balanced row windows at α < {BALANCED_TC_MIN_ALPHA}: our CSR kernel, {kernel}, splits the heavy rows instead)",
                         plan.reason
                     ),
                     _ => format!("{} ({planned} plan run by {kernel})", plan.reason),
