@@ -360,3 +360,290 @@ extern "C" __global__ void __launch_bounds__(256)
     float* p = y + r * n + j;
     *p = beta == 0.0f ? sum : fmaf(beta, *p, sum);
 }
+
+// ---------------------------------------------------------------------------------------------
+// CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
+// 1/8 of its B columns and the kernels above are instruction-issue bound (~10 warp-instructions per
+// nonzero); this walk spends ~1 per nonzero on banded matrices.
+//
+// A warp is 4 groups of 8 lanes; group q of warp w takes half 4w + q of the same work list (two
+// halves per item, so a warp covers two items). Lane r of a group owns row r of the current
+// tile-row and keeps its sum in one register over all of the row's tiles: no shuffles, no
+// reductions. Per tile the 16-byte record is one address for the group's 8 lanes (broadcast), the
+// lane takes its row byte of the bitmap, its first value is offset + popc(bitmap bits below row r),
+// the tile's 8 x values are two float4 loads (one address per group; scalar, guarded, at the K tail
+// or when x is not 16-byte aligned), then 8 predicated value loads and FMAs. Two tiles per
+// iteration (their loads issued before either's FMAs), the next two tile records and the next row's
+// end and scale prefetched one iteration ahead, so a row change costs no dependent load.
+// F16: values are f16 scaled per tile-row, x is read as f32 (no x16 pass: one kernel node), the row
+// scale is applied once at the flush: y = (alpha * s_r) * acc + beta * y. F32: f32 values (TF32- or
+// f32-storage) on f32 FMAs. Split rows write their partial slot and spmv_fixup adds them (n = 1).
+// ---------------------------------------------------------------------------------------------
+
+// Value i as f32 (f16 bits converted, or f32).
+template <int F16>
+__device__ __forceinline__ float core_val(const void* __restrict__ values, u32 i) {
+    if (F16) {
+        const u16 b = __ldg(reinterpret_cast<const u16*>(values) + i);
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+        return f;
+    }
+    return __ldg(reinterpret_cast<const float*>(values) + i);
+}
+
+// The 8 x values of column segment c (zeros beyond K).
+__device__ __forceinline__ void core_x(const float* __restrict__ x, u32 c, u32 cols, bool vec,
+                                       float xv[8]) {
+    const u32 k0 = c * 8;
+    if (vec && k0 + 8 <= cols) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(x + k0));
+        const float4 b = __ldg(reinterpret_cast<const float4*>(x + k0) + 1);
+        xv[0] = a.x; xv[1] = a.y; xv[2] = a.z; xv[3] = a.w;
+        xv[4] = b.x; xv[5] = b.y; xv[6] = b.z; xv[7] = b.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xv[j] = k0 + j < cols ? __ldg(x + k0 + j) : 0.0f;
+    }
+}
+
+// Lane r's row byte of tile record m and the index of its first value.
+struct CoreTile {
+    u32 bits;
+    u32 idx;
+};
+
+__device__ __forceinline__ CoreTile core_decode(uint4 m, u32 sh, bool hi, u32 lo_mask,
+                                                u32 hi_mask) {
+    CoreTile c;
+    c.bits = ((hi ? m.y : m.x) >> sh) & 0xffu;
+    c.idx = m.w + __popc(m.x & lo_mask) + __popc(m.y & hi_mask);
+    return c;
+}
+
+template <int F16>
+__device__ __forceinline__ void core_load(const void* __restrict__ values, CoreTile c,
+                                          float v[8]) {
+    u32 idx = c.idx;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const bool b = (c.bits >> j) & 1u;
+        v[j] = b ? core_val<F16>(values, idx) : 0.0f;
+        idx += b ? 1u : 0u;
+    }
+}
+
+template <int F16>
+__device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
+                                               const void* __restrict__ values,
+                                               const float* __restrict__ row_scale,
+                                               const u32* __restrict__ ptr,
+                                               const uint4* __restrict__ work, u32 num_items,
+                                               const float* __restrict__ x, float* __restrict__ y,
+                                               float* __restrict__ partial, u32 rows, u32 cols,
+                                               float alpha, float beta) {
+    const u32 lane = threadIdx.x, r = lane & 7u;
+    const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
+    if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
+    const uint4 w = __ldg(work + hidx);
+    const bool split = (w.y & SPLIT_BIT) != 0u;
+    const u32 slot = w.y & ~SPLIT_BIT;
+    const u32 rend = split ? w.x + 1u : w.y;
+    u32 row = w.x, t = w.z;
+    const u32 te = w.w;
+    if (row >= rend) return;  // the empty half that pads an odd count
+    const bool hi = r >= 4u;
+    const u32 sh = 8u * (r & 3u);
+    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
+    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
+    // Current row's end tile and scale; the next row's, prefetched.
+    u32 e = min(__ldg(ptr + row + 1), te);
+    float s = F16 ? __ldg(row_scale + row) : 1.0f;
+    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
+    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    float acc = 0.0f;
+    // Writes the current row and moves to the next (empty rows included) while it ends at t.
+    auto settle = [&]() {
+        while (row < rend && t == e) {
+            const float v = (alpha * s) * acc;
+            acc = 0.0f;
+            const u64 yr = (u64)row * 8u + r;
+            if (split) {
+                partial[(u64)slot * 8u + r] = v;
+            } else if (yr < rows) {
+                y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
+            }
+            ++row;
+            e = min(e_next, te);
+            s = s_next;
+            if (row + 1u < rend) {
+                e_next = __ldg(ptr + row + 2);
+                if (F16) s_next = __ldg(row_scale + row + 1);
+            }
+        }
+    };
+    settle();
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 m0 = t < te ? __ldg(tiles + t) : zero;
+    uint4 m1 = t + 1u < te ? __ldg(tiles + t + 1) : zero;
+    while (t < te) {
+        const uint4 p0 = t + 2u < te ? __ldg(tiles + t + 2) : zero;
+        const uint4 p1 = t + 3u < te ? __ldg(tiles + t + 3) : zero;
+        const CoreTile c0 = core_decode(m0, sh, hi, lo_mask, hi_mask);
+        const CoreTile c1 = core_decode(m1, sh, hi, lo_mask, hi_mask);
+        float x0[8], x1[8], v0[8], v1[8];
+        core_x(x, m0.z, cols, vec, x0);
+        core_x(x, m1.z, cols, vec, x1);  // m1 beyond te is zero: column 0, in bounds, unused
+        core_load<F16>(values, c0, v0);
+        core_load<F16>(values, c1, v1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc = fmaf(v0[j], x0[j], acc);
+        ++t;
+        settle();
+        if (t < te) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc = fmaf(v1[j], x1[j], acc);
+            ++t;
+            settle();
+        }
+        m0 = p0;
+        m1 = p1;
+    }
+}
+
+#define SPMV_CORE_ENTRY(NAME, F16)                                                                 \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
+        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
+        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
+        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
+        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        (void)xs;                                                                                \
+        (void)n;                                                                                 \
+        spmv_core_body<F16>(tiles, values, row_scale, ptr, work, num_items,                      \
+                            reinterpret_cast<const float*>(x), y, partial, rows, cols, alpha,    \
+                            beta);                                                               \
+    }
+
+SPMV_CORE_ENTRY(spmv_core_f16, 1)
+SPMV_CORE_ENTRY(spmv_core_f32, 0)
+
+// ---------------------------------------------------------------------------------------------
+// Variant "warp per half": the warp walks one half's tile-rows; per step its 4 groups take U x 4
+// consecutive tiles of the current tile-row (group q: tiles t + q, t + 4 + q, ...), so each load
+// instruction touches 1-2 cache lines (records, values and, on banded matrices, x segments are
+// contiguous) instead of 4. Lane r of group q accumulates row r over its group's tiles; at the end
+// of a tile-row two xor-shuffles add the 4 groups and group 0 writes. The next step's records (the
+// next tile-row's first ones at a row end) and the next row's end and scale are prefetched.
+// ---------------------------------------------------------------------------------------------
+template <int F16, int U>
+__device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
+                                                const void* __restrict__ values,
+                                                const float* __restrict__ row_scale,
+                                                const u32* __restrict__ ptr,
+                                                const uint4* __restrict__ work, u32 num_items,
+                                                const float* __restrict__ x,
+                                                float* __restrict__ y,
+                                                float* __restrict__ partial, u32 rows, u32 cols,
+                                                float alpha, float beta) {
+    const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
+    const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
+    if (hidx >= 2u * num_items) return;  // whole warp
+    const uint4 w = __ldg(work + hidx);
+    const bool split = (w.y & SPLIT_BIT) != 0u;
+    const u32 slot = w.y & ~SPLIT_BIT;
+    const u32 rend = split ? w.x + 1u : w.y;
+    u32 row = w.x, t = w.z;
+    const u32 te = w.w;
+    if (row >= rend) return;  // the empty half that pads an odd count (whole warp)
+    const bool hi = r >= 4u;
+    const u32 sh = 8u * (r & 3u);
+    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
+    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
+    u32 e = min(__ldg(ptr + row + 1), te);
+    float s = F16 ? __ldg(row_scale + row) : 1.0f;
+    u32 e_next = row + 1u < rend ? min(__ldg(ptr + row + 2), te) : te;
+    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 m[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const u32 i = t + 4u * u + q;
+        m[u] = i < e ? __ldg(tiles + i) : zero;
+    }
+    float acc = 0.0f;
+    while (row < rend) {
+        // Next step: the rest of this tile-row, or the next tile-row's first tiles.
+        const bool row_end = t + 4u * U >= e;
+        const u32 nt = row_end ? e : t + 4u * U;
+        const u32 ne = row_end ? (row + 1u < rend ? e_next : nt) : e;
+        uint4 mn[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const u32 i = nt + 4u * u + q;
+            mn[u] = i < ne ? __ldg(tiles + i) : zero;
+        }
+        float xv[U][8], v[U][8];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const CoreTile c = core_decode(m[u], sh, hi, lo_mask, hi_mask);
+            if ((m[u].x | m[u].y) != 0u) {
+                core_x(x, m[u].z, cols, vec, xv[u]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) xv[u][j] = 0.0f;
+            }
+            core_load<F16>(values, c, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) acc = fmaf(v[u][j], xv[u][j], acc);
+        }
+        if (row_end) {  // warp-uniform
+            acc += __shfl_xor_sync(FULL_MASK, acc, 8);
+            acc += __shfl_xor_sync(FULL_MASK, acc, 16);
+            if (q == 0u) {
+                const float val = (alpha * s) * acc;
+                const u64 yr = (u64)row * 8u + r;
+                if (split) {
+                    partial[(u64)slot * 8u + r] = val;
+                } else if (yr < rows) {
+                    y[yr] = beta == 0.0f ? val : fmaf(beta, y[yr], val);
+                }
+            }
+            acc = 0.0f;
+            ++row;
+            e = ne;
+            s = s_next;
+            if (row + 1u < rend) {
+                e_next = min(__ldg(ptr + row + 2), te);
+                if (F16) s_next = __ldg(row_scale + row + 1);
+            }
+        }
+        t = nt;
+#pragma unroll
+        for (int u = 0; u < U; ++u) m[u] = mn[u];
+    }
+}
+
+#define SPMV_COREW_ENTRY(NAME, F16, U)                                                             \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
+        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
+        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
+        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
+        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        (void)xs;                                                                                \
+        (void)n;                                                                                 \
+        spmv_corew_body<F16, U>(tiles, values, row_scale, ptr, work, num_items,                  \
+                                reinterpret_cast<const float*>(x), y, partial, rows, cols,       \
+                                alpha, beta);                                                    \
+    }
+
+SPMV_COREW_ENTRY(spmv_corew1_f16, 1, 1)
+SPMV_COREW_ENTRY(spmv_corew1_f32, 0, 1)
+SPMV_COREW_ENTRY(spmv_corew2_f16, 1, 2)
+SPMV_COREW_ENTRY(spmv_corew2_f32, 0, 2)

@@ -117,6 +117,19 @@ export TCSPARSE_REQUIRE_DATA=1
 export TCSPARSE_SHARED_DATASETS="$HERE/datasets"
 export TCSPARSE_PTX_DIR="$HERE/kernels-ptx"
 export RUST_BACKTRACE=1
+# Multi-GPU: NVLink multicast stays off; cudarc opens libnccl.so, which the GPU image ships only as
+# libnccl.so.2 inside the nvidia-nccl Python wheel: link it under OUTDIR and require it in the tests.
+export NCCL_NVLS_ENABLE=0
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
+  nccl_dir="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)"
+  if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/libnccl.so.2" ]; then
+    mkdir -p "$OUTDIR/nccl" && ln -sf "$nccl_dir/libnccl.so.2" "$OUTDIR/nccl/libnccl.so"
+    export LD_LIBRARY_PATH="$OUTDIR/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
+if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so ' || [ -e "$OUTDIR/nccl/libnccl.so" ]; then
+  export TCSPARSE_REQUIRE_NCCL=1
+fi
 (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvidia-smi) \
   > "$OUTDIR/logs/nvidia-smi.log" 2>&1 || true
 fail=0

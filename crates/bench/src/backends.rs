@@ -174,6 +174,7 @@ fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
         valid_ratio: None,
         rel_bound: None,
         target: None,
+        model: None,
     }
 }
 
@@ -218,8 +219,16 @@ impl Buffers {
     }
 }
 
-/// Runs all GPU backends on one matrix for every N; returns one case per (N, backend).
-pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize) -> Vec<Case> {
+/// Runs the GPU backends on one matrix for every N; returns one case per (N, backend). `backends`:
+/// name prefixes of the backends to run besides the cuSPARSE baseline (empty: all).
+pub fn gpu_cases(
+    gpu: &Gpu,
+    m: &Matrix,
+    ns: &[usize],
+    t: Timing,
+    max_full: usize,
+    backends: &[String],
+) -> Vec<Case> {
     let mut out = Vec::new();
     let engine = Engine::with_gpu(gpu.clone());
     let a = &m.csr;
@@ -348,6 +357,9 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
                     Balance::Off,
                 ),
                 ("hrpb/wave", Some(a), 0.0, KernelRequest::Hrpb, Balance::On),
+                // HRPB on the affinity-reordered matrix: rows with similar columns share
+                // panels, so the bricks fill better (higher α).
+                ("hrpb/reorder", ra, rms, KernelRequest::Hrpb, Balance::On),
                 (
                     "hrpb/whole",
                     Some(a),
@@ -358,6 +370,9 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize], t: Timing, max_full: usize
             ]
         };
         for (name, mat, reorder_ms, kernel, balance) in variants {
+            if !backends.is_empty() && !backends.iter().any(|p| name.starts_with(p.as_str())) {
+                continue;
+            }
             let Some(mat) = mat else {
                 let why = match &reordered {
                     Err(e) if name != HEADLINE => format!("prepare with reordering: {e}"),
@@ -538,7 +553,61 @@ fn engine_case(
     })
     .map(|(ms, rel, scaled)| (ms / f64::from(per), rel, scaled));
     record(&mut case, result);
+    if name == HEADLINE && opts.tune && opts.kernel == KernelRequest::Auto && case.ok() {
+        drop(prepared);
+        case.model = model_pick(gpu, engine, mat, opts, &r, case.ms, b, n, t, max_full);
+    }
     case
+}
+
+/// The kernel an untuned preparation (`--no-tune`: the planner's model alone) runs for the same
+/// matrix, options and N, and its time: `tuned_ms` when it is the tuned kernel in the same order,
+/// else timed here the same way (`None` when it fails to prepare, run or pass its check).
+#[allow(clippy::too_many_arguments)]
+fn model_pick(
+    gpu: &Gpu,
+    engine: &Engine,
+    mat: &Csr,
+    opts: &PrepareOptions,
+    tuned: &tcsparse::PrepareReport,
+    tuned_ms: Option<f64>,
+    b: &[f32],
+    n: usize,
+    t: Timing,
+    max_full: usize,
+) -> Option<crate::report::ModelPick> {
+    let mut untuned = opts.clone();
+    untuned.tune = false;
+    let mut p = engine
+        .prepare(mat, &untuned)
+        .map_err(|e| tracing::warn!("model-only preparation: {e}"))
+        .ok()?;
+    let r = p.report().clone();
+    let order = |reordered: bool| {
+        if reordered {
+            "reordered"
+        } else {
+            "original order"
+        }
+    };
+    let plan = format!("{} ({})", r.kernel, order(r.reordered));
+    let ms = if r.kernel == tuned.kernel && r.reordered == tuned.reordered {
+        tuned_ms?
+    } else {
+        let reference = Reference::new(p.matrix(), b, n, max_full);
+        let (ms, rel, scaled) = measure(gpu, &reference, b, n, t, |bd, c| {
+            p.spmm_device(1.0, bd, n, n, 0.0, c, n)
+                .map_err(|e| GpuError::Invalid(e.to_string()))
+        })
+        .map_err(|e| tracing::warn!("model-only kernel {plan}: {e}"))
+        .ok()?;
+        if accuracy_status(rel, scaled) != Status::Ok {
+            tracing::warn!("model-only kernel {plan} failed its check");
+            return None;
+        }
+        ms
+    };
+    Some(crate::report::ModelPick { plan, ms })
 }
 
 /// Without a GPU: the facade's CPU reference path (host `spmm`, original order), timed with the

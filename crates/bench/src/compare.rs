@@ -483,6 +483,7 @@ mod tests {
                         valid_ratio: None,
                         rel_bound: None,
                         target: None,
+                        model: None,
                     });
                 };
                 push("cusparse", base_ms * scale, Op::Spmm);
@@ -592,6 +593,7 @@ mod tests {
                     valid_ratio: None,
                     rel_bound: None,
                     target: None,
+                    model: None,
                 })
                 .collect(),
         };
@@ -648,6 +650,7 @@ mod tests {
                 valid_ratio: dense.then_some(0.01),
                 rel_bound: dense.then_some(1e-7),
                 target: dense.then(|| "RelError(1e-5)".into()),
+                model: None,
             });
         };
         let sparse = [

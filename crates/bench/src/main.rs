@@ -16,6 +16,7 @@
 mod backends;
 mod compare;
 mod matrices;
+mod multi;
 mod plots;
 mod report;
 mod results;
@@ -62,6 +63,10 @@ struct Args {
     /// Only matrices whose name contains one of these (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
+    /// SpMM: only the backends whose names start with one of these (comma-separated, e.g.
+    /// `tcsparse,hrpb/`), besides the cuSPARSE baseline.
+    #[arg(long, value_delimiter = ',')]
+    backends: Option<Vec<String>>,
     /// Check every row against f64 up to this many rows; sample beyond.
     #[arg(long, default_value_t = 65_536)]
     max_full_check: usize,
@@ -90,7 +95,8 @@ struct Args {
     case_tolerance: f64,
     /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
     /// right-hand-side counts; writes spmv-<device>.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives
-    /// the matrix sizes, default 4096,8192,16384; writes spamm-<device>.json/.md).
+    /// the matrix sizes, default 4096,8192,16384; writes spamm-<device>.json/.md) or multi
+    /// (SpAMM and SpMM split over 1, 2 and 4 GPUs; writes multi-gpu-<device>.json/.md).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
@@ -99,6 +105,12 @@ struct Args {
     /// SpAMM strided balance parameter s.
     #[arg(long, default_value_t = 1)]
     spamm_s: usize,
+    /// `--op multi`: size of the SpAMM problem (exp decay r = 0.02).
+    #[arg(long, default_value_t = 32768)]
+    multi_spamm_n: usize,
+    /// `--op multi`: width of B of the SpMM problems.
+    #[arg(long, default_value_t = 512)]
+    multi_spmm_n: usize,
     /// SpMV right-hand sides per case (default 1,8).
     #[arg(long, value_delimiter = ',')]
     rhs: Option<Vec<usize>>,
@@ -137,6 +149,9 @@ fn main() -> Result<()> {
         let report = run_spamm(&args, command)?;
         return finish(&args, &report, tolerances);
     }
+    if args.op == "multi" {
+        return run_multi(&args, command);
+    }
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -163,7 +178,7 @@ fn main() -> Result<()> {
         let report = run_spmv(&args, &device, &command, &keep)?;
         return finish(&args, &report, tolerances);
     }
-    anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv or spamm");
+    anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv, spamm or multi");
     let mut cases = Vec::new();
     let device_line = match &device {
         Device::Gpu(gpu) => {
@@ -218,7 +233,14 @@ fn main() -> Result<()> {
             };
             for m in &mats {
                 let t = Instant::now();
-                let got = backends::gpu_cases(gpu, m, &ns, timing, args.max_full_check);
+                let got = backends::gpu_cases(
+                    gpu,
+                    m,
+                    &ns,
+                    timing,
+                    args.max_full_check,
+                    args.backends.as_deref().unwrap_or(&[]),
+                );
                 eprintln!(
                     "{:<20} {:>9} rows {:>11} nnz: {} cases in {:.1?}",
                     m.name,
@@ -303,6 +325,32 @@ fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -
         "regression gate failed: {}",
         c.failures().join("; ")
     );
+    Ok(())
+}
+
+/// `--op multi`: SpAMM and SpMM split over 1, 2 and 4 GPUs (those present); `--only` names the
+/// generated SpMM matrices (default: banded2m-hb32 and reddit-like, the largest).
+fn run_multi(args: &Args, command: String) -> Result<()> {
+    let Device::Gpu(gpu) = backends::probe() else {
+        anyhow::bail!("--op multi needs a CUDA GPU");
+    };
+    let ma = multi::MultiArgs {
+        spamm_n: args.multi_spamm_n,
+        spmm_n: args.multi_spmm_n,
+        matrices: args
+            .only
+            .clone()
+            .unwrap_or_else(|| vec!["banded2m-hb32".into(), "reddit-like".into()]),
+        iters: args.iters.clamp(1, 50),
+        command,
+    };
+    let report = multi::run(&gpu, &ma)?;
+    print!("{}", multi::markdown(&report));
+    if let Some(out) = &args.out {
+        for p in multi::write(out, &report)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
     Ok(())
 }
 

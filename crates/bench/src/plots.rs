@@ -222,6 +222,7 @@ mod tests {
             valid_ratio: None,
             rel_bound: None,
             target: None,
+            model: None,
         }
     }
 

@@ -179,7 +179,25 @@ pub struct Case {
     /// SpAMM: how τ was chosen (`RelError(1e-5)`, `ValidRatio(0.05)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// SpMM headline (tuned) cases: what the planner's model alone (an untuned preparation,
+    /// `--no-tune`) runs for the same matrix and N, and its time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelPick>,
 }
+
+/// The untuned (model-only) choice of a tuned case.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ModelPick {
+    /// The kernel and its order, as the tuning samples name it (`CSR (CUDA cores, ≤ 64 nonzeros
+    /// per warp) (original order)`).
+    pub plan: String,
+    /// Its median time, ms: the tuned case's own time when the model ran the same kernel in the
+    /// same order, else timed in the same process the same way.
+    pub ms: f64,
+}
+
+/// Model-only time within this factor of the tuned time counts as agreeing.
+pub const MODEL_TOLERANCE: f64 = 1.1;
 
 impl Case {
     /// GFLOP/s = 2·nnz·N / t.
@@ -372,6 +390,25 @@ impl Report {
         }
     }
 
+    /// Headline cases with a model-only time, and those whose model-only time is within
+    /// [`MODEL_TOLERANCE`] of the tuned time: (within, of), per group in `groups` (all when empty).
+    pub fn model_agreement(&self, groups: &[Group]) -> (usize, usize) {
+        let mut within = 0;
+        let mut of = 0;
+        for c in self.cases.iter().filter(|c| {
+            c.backend == HEADLINE && c.ok() && (groups.is_empty() || groups.contains(&c.group))
+        }) {
+            let (Some(m), Some(t)) = (&c.model, c.ms) else {
+                continue;
+            };
+            of += 1;
+            if m.ms <= MODEL_TOLERANCE * t {
+                within += 1;
+            }
+        }
+        (within, of)
+    }
+
     /// Geomean over the (matrix, N) cases of `group` of the best speedup among the backends named
     /// `prefix…` (e.g. every `hrpb/…` variant); `None` when no such case passed.
     pub fn geomean_best_of(&self, prefix: &str, group: Group) -> Option<f64> {
@@ -458,6 +495,23 @@ impl Report {
         let _ = writeln!(s, "geomean (shared datasets): {}  ", x(sm.geomean_shared));
         if let Some(g) = self.geomean_best_of("hrpb/", Group::Shared) {
             let _ = writeln!(s, "geomean (hrpb alone, shared datasets): {g:.2}×  ");
+        }
+        let (within, of) = self.model_agreement(&[]);
+        if of > 0 {
+            let part = |g: Group| {
+                let (w, o) = self.model_agreement(&[g]);
+                (o > 0).then(|| format!("{}: {w} of {o}", g.name()))
+            };
+            let parts: Vec<String> = [Group::Shared, Group::Large, Group::Shipped]
+                .into_iter()
+                .filter_map(part)
+                .collect();
+            let _ = writeln!(
+                s,
+                "model within 10 % of tuned: {within} of {of} ({:.0} %; {})  ",
+                100.0 * within as f64 / of as f64,
+                parts.join(", ")
+            );
         }
         match &sm.worst {
             Some((w, label)) => {
@@ -683,6 +737,7 @@ mod tests {
             valid_ratio: None,
             rel_bound: None,
             target: None,
+            model: None,
         }
     }
 
@@ -894,5 +949,51 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         insta::assert_snapshot!(sample().markdown());
+    }
+
+    #[test]
+    fn model_agreement_counts_headline_cases_within_ten_percent() {
+        let mut r = sample();
+        // No model pick recorded: no line.
+        assert_eq!(r.model_agreement(&[]), (0, 0));
+        assert!(!r.markdown().contains("model within"));
+        let pick = |ms| {
+            Some(ModelPick {
+                plan: "CSR (CUDA cores, ≤ 64 nonzeros per warp) (original order)".into(),
+                ms,
+            })
+        };
+        let mut headline = r
+            .cases
+            .iter_mut()
+            .filter(|c| c.backend == HEADLINE && c.ok());
+        // 1.1 × the tuned time is within; just above is not.
+        let a = headline.next().unwrap();
+        a.model = pick(a.ms.unwrap() * MODEL_TOLERANCE);
+        let b = headline.next().unwrap();
+        b.model = pick(b.ms.unwrap() * 1.2);
+        let groups = (a.group, b.group);
+        drop(headline);
+        assert_eq!(r.model_agreement(&[]), (1, 2));
+        let line = r
+            .markdown()
+            .lines()
+            .find(|l| l.starts_with("model within 10 % of tuned: 1 of 2 (50 %; "))
+            .map(str::to_string);
+        assert!(line.is_some(), "{}", r.markdown());
+        let (w, o) = r.model_agreement(&[groups.0]);
+        assert!(o >= 1 && w <= o);
+        // A model pick on a non-headline case is ignored.
+        let other = r.cases.iter_mut().find(|c| c.backend != HEADLINE).unwrap();
+        other.model = pick(1e9);
+        assert_eq!(r.model_agreement(&[]), (1, 2));
+        // JSON: the field round-trips and is absent when None.
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&text).unwrap(), r);
+        assert!(
+            !serde_json::to_string(&sample())
+                .unwrap()
+                .contains("\"model\"")
+        );
     }
 }

@@ -122,6 +122,11 @@ pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .with_context(|| format!("listing {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|f| f.extension().is_some_and(|x| x == "json"))
+        // `--op multi` results have their own schema (crate::multi), not the gate's.
+        .filter(|f| {
+            !f.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("multi-gpu-"))
+        })
         .collect();
     out.sort();
     Ok(out)

@@ -222,6 +222,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                     valid_ratio: Some(valid as f64 / (t * t * t) as f64),
                     rel_bound: Some(bound),
                     target: Some(format!("{target:?}")),
+                    model: None,
                     ..case(name, n, &format!("spamm-{}", p.name()), status, ms, rel_err)
                 });
             }
@@ -266,6 +267,7 @@ fn case(matrix: &str, n: usize, backend: &str, status: Status, ms: f64, rel_err:
         valid_ratio: None,
         rel_bound: None,
         target: None,
+        model: None,
     }
 }
 

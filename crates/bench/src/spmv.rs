@@ -2,9 +2,11 @@
 //! than one right-hand side) in the same process, both timed as the median over CUDA graphs of
 //! [`GRAPH_LAUNCHES`] launches each (cuSPARSE's per-call floor would otherwise hide small matrices).
 //!
-//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our kernel, best tile
-//! budget per half of [`CHUNKS`]); `tcsparse` (the tuned engine at the default precision: the fastest
-//! of cuSPARSE and the TF32 kernel) and `tcsparse-f16` (the tuned engine with f16 tiles allowed).
+//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our MMA kernels, best
+//! tile budget per half of [`CHUNKS`]); for n = 1 `tcsparse/core-f16` and `tcsparse/core-f32` (the
+//! CUDA-core walk on f16 / f32 tiles); `tcsparse` (the tuned engine at the default precision: the
+//! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
+//! tiles allowed) and `tcsparse-f32` (f32 products only: cuSPARSE or the f32 walk).
 //! GFLOP/s = 2·nnz·n/t; GB/s over the bytes that must move once (bitBSR arrays + X + y for ours, CSR
 //! + X + y for cuSPARSE); accuracy against f64, element-wise, scaled by |A|·|X|.
 
@@ -19,9 +21,9 @@ use tcsparse::formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
-use tcsparse::gpu::spmv::BitBsrSpmv;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -151,6 +153,7 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         valid_ratio: None,
         rel_bound: None,
         target: None,
+        model: None,
     }
 }
 
@@ -186,7 +189,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
     };
     let build_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut ours: Vec<(TileStorage, Result<BitBsrSpmv, String>)> = Vec::new();
-    for st in [TileStorage::F16, TileStorage::Tf32] {
+    for st in [TileStorage::F16, TileStorage::Tf32, TileStorage::F32] {
         let k = DeviceBitBsr::encode(&bsr, st)
             .map_err(|e| e.to_string())
             .and_then(|d| BitBsrSpmv::new(gpu, &d).map_err(|e| e.to_string()));
@@ -238,25 +241,48 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             measure().map_err(|e| e.to_string())
         });
         let mut results: Vec<(String, Result<Measured, String>)> = Vec::new();
-        for (st, k) in ours.iter_mut() {
-            let name = match st {
-                TileStorage::F16 => "tcsparse/f16",
-                TileStorage::Tf32 => "tcsparse/tf32",
+        // (storage, CUDA-core walk, backend, accuracy bound): the MMA kernels at every n, the walks
+        // at n = 1.
+        let variants = [
+            (TileStorage::F16, false, "tcsparse/f16", TOL_OURS),
+            (TileStorage::Tf32, false, "tcsparse/tf32", TOL_OURS),
+            (TileStorage::F16, true, "tcsparse/core-f16", TOL_OURS),
+            (TileStorage::F32, true, "tcsparse/core-f32", TOL_F32),
+        ];
+        let mut tols: Vec<(String, f64)> = Vec::new();
+        for (st, core, name, tol) in variants {
+            if core && n != 1 {
+                continue;
+            }
+            let Some((_, k)) = ours.iter_mut().find(|o| o.0 == st) else {
+                continue;
             };
+            tols.push((name.into(), tol));
             let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
-                let mut best: Option<(f64, u32)> = None;
+                // The walk's layouts are timed like the tile budgets (the facade's tuning does
+                // the same).
+                let layouts: Vec<Option<&str>> = if core {
+                    CORE_LAYOUTS.iter().map(|l| Some(l.0)).collect()
+                } else {
+                    vec![None]
+                };
+                let mut best: Option<(f64, u32, Option<&str>)> = None;
                 let mut measure = || -> Result<Measured, GpuError> {
-                    for c in CHUNKS {
-                        k.set_chunk(c)?;
-                        // SAFETY: as above.
-                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                            k.enqueue(s, 1.0, px, 0.0, py, n)
-                        })?;
-                        if best.is_none_or(|b| tm.median_ms < b.0) {
-                            best = Some((tm.median_ms, c));
+                    for &l in &layouts {
+                        k.set_core_layout(l)?;
+                        for c in CHUNKS {
+                            k.set_chunk(c)?;
+                            // SAFETY: as above.
+                            let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                                k.enqueue(s, 1.0, px, 0.0, py, n)
+                            })?;
+                            if best.is_none_or(|b| tm.median_ms < b.0) {
+                                best = Some((tm.median_ms, c, l));
+                            }
                         }
                     }
-                    let (ms, c) = best.unwrap_or((f64::NAN, 32));
+                    let (ms, c, l) = best.unwrap_or((f64::NAN, 32, None));
+                    k.set_core_layout(l)?;
                     k.set_chunk(c)?;
                     gpu.stream().memcpy_htod(&y0, &mut dy)?;
                     k.run(1.0, &dx, 0.0, &mut dy, n)?;
@@ -278,6 +304,12 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             });
             results.push((name.into(), r));
         }
+        let tol_of = |name: &str| {
+            tols.iter()
+                .find(|t| t.0 == name)
+                .map(|t| t.1)
+                .unwrap_or(TOL_OURS)
+        };
         let pick = |allowed: &[&str]| -> Result<Measured, String> {
             let mut best: Option<Measured> = base
                 .as_ref()
@@ -293,7 +325,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             for (name, r) in &results {
                 if let Ok(r) = r
                     && allowed.contains(&name.as_str())
-                    && r.scaled_err <= TOL_OURS
+                    && r.scaled_err <= tol_of(name)
                     && best.as_ref().is_none_or(|b| r.ms < b.ms)
                 {
                     best = Some(Measured {
@@ -307,14 +339,22 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             }
             best.ok_or_else(|| "no backend passed".into())
         };
-        let tuned = pick(&["tcsparse/tf32"]);
-        let tuned16 = pick(&["tcsparse/f16", "tcsparse/tf32"]);
+        let tuned = pick(&["tcsparse/tf32", "tcsparse/core-f32"]);
+        let tuned16 = pick(&[
+            "tcsparse/f16",
+            "tcsparse/tf32",
+            "tcsparse/core-f16",
+            "tcsparse/core-f32",
+        ]);
+        let tuned32 = pick(&["tcsparse/core-f32"]);
         out.push(case(m, n, "cusparse", base, TOL_F32));
         for (name, r) in results {
-            out.push(case(m, n, &name, r, TOL_OURS));
+            let tol = tol_of(&name);
+            out.push(case(m, n, &name, r, tol));
         }
         out.push(case(m, n, "tcsparse", tuned, TOL_OURS));
         out.push(case(m, n, "tcsparse-f16", tuned16, TOL_OURS));
+        out.push(case(m, n, "tcsparse-f32", tuned32, TOL_F32));
     }
     eprintln!("  {}: bitBSR built in {build_ms:.0} ms", m.name);
     out
@@ -359,9 +399,12 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
         let _ = writeln!(s, "## n = {n}\n");
         let _ = writeln!(
             s,
-            "| matrix | rows | nnz | nnz/row | cuSPARSE µs | f16 µs (×) | TF32 µs (×) | tuned µs (×) | tuned+f16 µs (×) | f16 GB/s | kernel (tuned+f16) |"
+            "| matrix | rows | nnz | nnz/row | cuSPARSE µs | f16 µs (×) | TF32 µs (×) | core f16 µs (×) | core f32 µs (×) | tuned µs (×) | tuned+f16 µs (×) | tuned f32 µs (×) | f16 GB/s | core f16 GB/s | kernel (tuned+f16) |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(
+            s,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        );
         for (m, rows, nnz) in &mats {
             let base = ms_of(cases, m, n, "cusparse");
             let cell = |b: &str| match (ms_of(cases, m, n, b), base) {
@@ -378,12 +421,16 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                     }
                 }
             };
-            let gbs = cases
-                .iter()
-                .find(|c| c.matrix == *m && c.n == n && c.backend == "tcsparse/f16" && c.ok())
-                .and_then(|c| c.gbps())
-                .map(|g| format!("{g:.0}"))
-                .unwrap_or_else(|| "–".into());
+            let gbs_of = |b: &str| {
+                cases
+                    .iter()
+                    .find(|c| c.matrix == *m && c.n == n && c.backend == b && c.ok())
+                    .and_then(|c| c.gbps())
+                    .map(|g| format!("{g:.0}"))
+                    .unwrap_or_else(|| "–".into())
+            };
+            let gbs = gbs_of("tcsparse/f16");
+            let gbs_core = gbs_of("tcsparse/core-f16");
             let plan = cases
                 .iter()
                 .find(|c| c.matrix == *m && c.n == n && c.backend == "tcsparse-f16")
@@ -391,23 +438,38 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {m} | {rows} | {nnz} | {:.1} | {} | {} | {} | {} | {} | {gbs} | {plan} |",
+                "| {m} | {rows} | {nnz} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {gbs} | {gbs_core} | {plan} |",
                 *nnz as f64 / (*rows).max(1) as f64,
                 base.map(|b| format!("{:.2}", b * 1e3))
                     .unwrap_or_else(|| "FAILED".into()),
                 cell("tcsparse/f16"),
                 cell("tcsparse/tf32"),
+                cell("tcsparse/core-f16"),
+                cell("tcsparse/core-f32"),
                 cell("tcsparse"),
                 cell("tcsparse-f16"),
+                cell("tcsparse-f32"),
             );
         }
         let _ = writeln!(s);
         for (title, backend) in [
             (
-                "tuned engine, default precision (TF32 tiles or cuSPARSE)",
+                "tuned engine, default precision (TF32 tiles, the f32 CUDA-core walk at n = 1, or cuSPARSE)",
                 "tcsparse",
             ),
             ("tuned engine with f16 tiles allowed", "tcsparse-f16"),
+            (
+                "tuned engine at f32 precision (the f32 CUDA-core walk at n = 1, or cuSPARSE)",
+                "tcsparse-f32",
+            ),
+            (
+                "our CUDA-core f16 walk alone (no cuSPARSE fallback)",
+                "tcsparse/core-f16",
+            ),
+            (
+                "our CUDA-core f32 walk alone (no cuSPARSE fallback)",
+                "tcsparse/core-f32",
+            ),
             (
                 "our f16 kernel alone (no cuSPARSE fallback)",
                 "tcsparse/f16",
@@ -462,12 +524,17 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
         }
     }
     if ns.contains(&1) && ns.contains(&8) {
-        let _ = writeln!(s, "## 8 right-hand sides vs 1 (time ratio, our kernels)\n");
+        let _ = writeln!(s, "## 8 right-hand sides vs 1 (time ratio)\n");
         let _ = writeln!(
             s,
-            "| matrix | f16 t(8)/t(1) | TF32 t(8)/t(1) | cuSPARSE t(8)/t(1) |"
+            "f16 / TF32: our MMA kernels alone; tuned: the tuned engine at the default precision \
+             (at n = 1 usually the CUDA-core walk or cuSPARSE).\n"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|");
+        let _ = writeln!(
+            s,
+            "| matrix | f16 t(8)/t(1) | TF32 t(8)/t(1) | cuSPARSE t(8)/t(1) | tuned t(8)/t(1) |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|");
         for (m, _, _) in &mats {
             let r = |b: &str| match (ms_of(cases, m, 8, b), ms_of(cases, m, 1, b)) {
                 (Some(a), Some(b)) => format!("{:.2}", a / b),
@@ -475,10 +542,11 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {m} | {} | {} | {} |",
+                "| {m} | {} | {} | {} | {} |",
                 r("tcsparse/f16"),
                 r("tcsparse/tf32"),
-                r("cusparse")
+                r("cusparse"),
+                r("tcsparse")
             );
         }
         let _ = writeln!(s);

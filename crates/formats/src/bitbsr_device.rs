@@ -5,7 +5,8 @@
 //!   offset}`, the tile-row offsets, and the values either as f16 scaled per tile-row by a power of
 //!   two ([`TileStorage::F16`]: the row's largest magnitude lands in [2¹⁴, 2¹⁵), so no value overflows
 //!   f16 and none within 2⁻²⁴ of the row maximum is subnormal) or as f32 rounded to TF32
-//!   ([`TileStorage::Tf32`], round to nearest, ties away, as `cvt.rna.tf32.f32`).
+//!   ([`TileStorage::Tf32`], round to nearest, ties away, as `cvt.rna.tf32.f32`), or as plain f32
+//!   ([`TileStorage::F32`], for the CUDA-core walk `spmv_core_f32`: full f32 products).
 //! * [`spmv_work`]: warp items of two *halves* (the top and bottom of the MMA). A half holds either
 //!   whole consecutive tile-rows with at most `chunk_tiles` tiles in all, or one chunk of a longer
 //!   tile-row (a *split* half, which writes a partial slot summed by the fix-up pass). Every tile lies
@@ -28,6 +29,9 @@ pub enum TileStorage {
     F16,
     /// f32 values rounded to TF32 (4 bytes per nonzero), multiplied on `m16n8k8` TF32 MMAs.
     Tf32,
+    /// f32 values as they are (4 bytes per nonzero), multiplied on CUDA cores (`spmv_core_f32`,
+    /// one right-hand side); the TF32 MMA kernels read them too (the MMA ignores the low bits).
+    F32,
 }
 
 impl TileStorage {
@@ -35,7 +39,7 @@ impl TileStorage {
     pub fn value_bytes(self) -> usize {
         match self {
             TileStorage::F16 => 2,
-            TileStorage::Tf32 => 4,
+            TileStorage::Tf32 | TileStorage::F32 => 4,
         }
     }
 }
@@ -52,6 +56,8 @@ pub enum TileValues {
     },
     /// f32 values rounded to TF32.
     Tf32(Vec<f32>),
+    /// f32 values unrounded.
+    F32(Vec<f32>),
 }
 
 /// bitBSR in the SpMV kernels' device encoding (see the module docs).
@@ -111,6 +117,7 @@ impl DeviceBitBsr {
             TileStorage::Tf32 => {
                 TileValues::Tf32(b.values().iter().map(|&v| round_tf32(v)).collect())
             }
+            TileStorage::F32 => TileValues::F32(b.values().to_vec()),
             TileStorage::F16 => {
                 let brows = ptr.len() - 1;
                 let mut row_scale = vec![1f32; brows];
@@ -172,13 +179,14 @@ impl DeviceBitBsr {
         match self.values {
             TileValues::F16 { .. } => TileStorage::F16,
             TileValues::Tf32(_) => TileStorage::Tf32,
+            TileValues::F32(_) => TileStorage::F32,
         }
     }
     /// Stored nonzeros.
     pub fn nnz(&self) -> usize {
         match &self.values {
             TileValues::F16 { bits, .. } => bits.len(),
-            TileValues::Tf32(v) => v.len(),
+            TileValues::Tf32(v) | TileValues::F32(v) => v.len(),
         }
     }
     /// Bytes the kernel reads for A once: tile records, tile-row offsets, values, row scales.
@@ -187,7 +195,7 @@ impl DeviceBitBsr {
             + 4 * self.tile_row_ptr.len()
             + match &self.values {
                 TileValues::F16 { bits, row_scale } => 2 * bits.len() + 4 * row_scale.len(),
-                TileValues::Tf32(v) => 4 * v.len(),
+                TileValues::Tf32(v) | TileValues::F32(v) => 4 * v.len(),
             }
     }
 
@@ -195,22 +203,23 @@ impl DeviceBitBsr {
     fn value(&self, q: usize) -> f32 {
         match &self.values {
             TileValues::F16 { bits, .. } => f16::from_bits(bits[q]).to_f32(),
-            TileValues::Tf32(v) => v[q],
+            TileValues::Tf32(v) | TileValues::F32(v) => v[q],
         }
     }
 
     fn row_scale(&self, r: usize) -> f32 {
         match &self.values {
             TileValues::F16 { row_scale, .. } => row_scale[r],
-            TileValues::Tf32(_) => 1.0,
+            TileValues::Tf32(_) | TileValues::F32(_) => 1.0,
         }
     }
 
     /// X as the kernels read it: `(value, scale)` per element (K × n row-major); f16 storage scales
-    /// each 8-row segment of each RHS (see `spmv_x16`), TF32 rounds.
+    /// each 8-row segment of each RHS (see `spmv_x16`), TF32 rounds, F32 reads X as it is.
     fn device_x(&self, x: &[f32], n: usize) -> (Vec<f32>, Vec<f32>) {
         let k = self.cols;
         match self.storage() {
+            TileStorage::F32 => (x[..k * n].to_vec(), vec![1.0; k.div_ceil(BLOCK) * n]),
             TileStorage::Tf32 => (
                 x[..k * n].iter().map(|&v| round_tf32(v)).collect(),
                 vec![1.0; k.div_ceil(BLOCK) * n],
@@ -647,6 +656,7 @@ mod tests {
             for (storage, tol) in [
                 (TileStorage::F16, 2f64.powi(-9)),
                 (TileStorage::Tf32, 2f64.powi(-9)),
+                (TileStorage::F32, 2f64.powi(-17)),
             ] {
                 for n in [1, 3, 8] {
                     for chunk in [1, 5, 32] {

@@ -15,6 +15,7 @@ use tcsparse_planner::spamm::{
     valid_per_row,
 };
 
+use crate::multi::DeviceGroup;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Norm tile edge (LoNum).
@@ -806,9 +807,170 @@ pub fn split_rows(
         .collect())
 }
 
+/// One member's share of a split product: its C rows, operands, schedule and C block.
+struct SplitPart {
+    rows: (usize, usize),
+    ops: SpammOperands,
+    kern: SpammKernel,
+    sched: Option<SpammSchedule>,
+    c: CudaSlice<f32>,
+    valid: CudaSlice<u64>,
+}
+
+/// SpAMM with C's rows split over the members of a [`DeviceGroup`], everything resident: member
+/// d holds its A rows (uploaded from the host), B (uploaded once to member 0 and broadcast, NCCL
+/// where the group has it), its own norm maps, its schedule at τ and its block of C. Launches
+/// on every member are queued before any is waited for, so the members run at the same time.
+pub struct SpammSplit {
+    parts: Vec<SplitPart>,
+    m: usize,
+    n: usize,
+}
+
+impl std::fmt::Debug for SpammSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpammSplit")
+            .field("row_ranges", &self.row_ranges())
+            .finish()
+    }
+}
+
+impl SpammSplit {
+    /// Places row-major host A (`m × k`) by `ranges` (one `(r0, r1)` per member, covering
+    /// `0..m` in order) and B (`k × n`) on the group's members.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        group: &DeviceGroup,
+        a: &[f32],
+        b: &[f32],
+        m: usize,
+        n: usize,
+        k: usize,
+        cfg: &SpammConfig,
+        ranges: &[(usize, usize)],
+    ) -> Result<Self, GpuError> {
+        check_shape(a.len(), b.len(), m, n, k)?;
+        if ranges.len() != group.len() {
+            return Err(GpuError::Invalid(format!(
+                "{} row ranges for {} devices",
+                ranges.len(),
+                group.len()
+            )));
+        }
+        let mut next = 0;
+        for &(r0, r1) in ranges {
+            if r0 != next || r1 < r0 || r1 > m {
+                return Err(GpuError::Invalid(format!(
+                    "row ranges {ranges:?} do not cover 0..{m} in order"
+                )));
+            }
+            next = r1;
+        }
+        if next != m {
+            return Err(GpuError::Invalid(format!(
+                "row ranges {ranges:?} do not cover 0..{m}"
+            )));
+        }
+        let root = &group.gpus()[0];
+        let b_root = root.upload(nonempty(b))?;
+        let bs = group.broadcast(&b_root)?;
+        drop(b_root);
+        let mut parts = Vec::with_capacity(ranges.len());
+        for ((g, &(r0, r1)), b_dev) in group.gpus().iter().zip(ranges).zip(bs) {
+            let pm = r1 - r0;
+            let a_dev = g.upload(nonempty(&a[r0 * k..r1 * k]))?;
+            let ops = SpammOperands::from_device(g, a_dev, b_dev, pm, n, k, cfg.precision)?;
+            let kern = SpammKernel::new(g, pm, n, cfg.precision, cfg.block, cfg.s)?;
+            parts.push(SplitPart {
+                rows: (r0, r1),
+                ops,
+                kern,
+                sched: None,
+                c: g.alloc_zeros((pm * n).max(1))?,
+                valid: g.alloc_zeros(1)?,
+            });
+        }
+        Ok(Self { parts, m, n })
+    }
+
+    /// C rows per member.
+    pub fn row_ranges(&self) -> Vec<(usize, usize)> {
+        self.parts.iter().map(|p| p.rows).collect()
+    }
+
+    /// Builds every member's schedule at threshold τ (from its own norm maps).
+    pub fn schedule(&mut self, tau: f32) -> Result<(), GpuError> {
+        for p in &mut self.parts {
+            let (pa, pb) = p.ops.norms_host()?;
+            p.sched = Some(SpammSchedule::new(
+                p.ops.gpu(),
+                &pa,
+                &pb,
+                p.ops.tiles(),
+                p.kern.block(),
+                tau,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Queues every member's product (β = 0) and returns without waiting.
+    pub fn run(&mut self) -> Result<(), GpuError> {
+        for p in &mut self.parts {
+            let Some(sched) = &p.sched else {
+                return Err(GpuError::Invalid("SpammSplit::run before schedule".into()));
+            };
+            if p.rows.1 == p.rows.0 {
+                continue;
+            }
+            p.ops.gpu().stream().memset_zeros(&mut p.valid)?;
+            p.kern
+                .run(&p.ops, sched, 1.0, 0.0, &mut p.c, Some(&mut p.valid))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every member.
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        for p in &self.parts {
+            p.ops.gpu().synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Copies every member's C rows into `c` (`m × n`, row-major) and returns the computed tile
+    /// products counted by the kernels.
+    pub fn gather(&self, c: &mut [f32]) -> Result<u64, GpuError> {
+        if c.len() != self.m * self.n {
+            return Err(GpuError::Invalid(format!(
+                "C needs {} elements, has {}",
+                self.m * self.n,
+                c.len()
+            )));
+        }
+        let mut valid = 0;
+        for p in &self.parts {
+            let (r0, r1) = p.rows;
+            if r1 == r0 {
+                continue;
+            }
+            let g = p.ops.gpu();
+            let dst = &mut c[r0 * self.n..r1 * self.n];
+            g.stream().memcpy_dtoh(&p.c.slice(..dst.len()), dst)?;
+            valid += g.download(&p.valid)?[0];
+        }
+        self.synchronize()?;
+        Ok(valid)
+    }
+
+    /// The result left on the devices: each member's (rows, C block `rows × n` row-major).
+    pub fn blocks(&self) -> Vec<((usize, usize), &CudaSlice<f32>)> {
+        self.parts.iter().map(|p| (p.rows, &p.c)).collect()
+    }
+}
+
 /// SpAMM of host matrices on `gpus` (≥ 1 handles; several may share a device, each with its own
-/// stream): norms on the first, τ by `cfg.target`, C's rows split over the handles
-/// ([`split_rows`]), B replicated. Returns C (`m × n`, row-major) and the run's report.
+/// stream; B is then copied through the host): see [`spamm_group`].
 #[allow(clippy::too_many_arguments)]
 pub fn spamm_host(
     gpus: &[Gpu],
@@ -819,7 +981,25 @@ pub fn spamm_host(
     k: usize,
     cfg: &SpammConfig,
 ) -> Result<(Vec<f32>, SpammRun), GpuError> {
-    let Some(g0) = gpus.first() else {
+    let group = DeviceGroup::host_staged(gpus.to_vec(), "handles given by the caller");
+    spamm_group(&group, a, b, m, n, k, cfg)
+}
+
+/// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`, C's
+/// rows split over the members ([`split_rows`], balancing valid products) and computed at the
+/// same time ([`SpammSplit`]); one member runs on the whole operands as a single GPU does.
+/// Returns C (`m × n`, row-major) and the run's report.
+#[allow(clippy::too_many_arguments)]
+pub fn spamm_group(
+    group: &DeviceGroup,
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    cfg: &SpammConfig,
+) -> Result<(Vec<f32>, SpammRun), GpuError> {
+    let Some(g0) = group.gpus().first() else {
         return Err(GpuError::Invalid("no GPU handles".into()));
     };
     check_shape(a.len(), b.len(), m, n, k)?;
@@ -849,60 +1029,35 @@ pub fn spamm_host(
         _ => 0.0,
     };
     let mut attempts = 0;
-    let mut parts: Vec<(usize, usize, SpammOperands)> = Vec::new();
-    let mut part_rows = Vec::new();
+    let mut split: Option<SpammSplit> = None;
+    let mut part_rows = vec![(0, m)];
     loop {
         attempts += 1;
         let tau = choose_tau(&na, &nb, tiles, cfg.target, c_norm)?;
-        if parts.is_empty() {
-            let ranges = split_rows(&na, &nb, tiles, tau, m, cfg.block, gpus.len())?;
-            part_rows = ranges.clone();
-            for (g, &(r0, r1)) in gpus.iter().zip(&ranges) {
-                let ops = if gpus.len() == 1 {
-                    None
-                } else {
-                    Some(SpammOperands::upload(
-                        g,
-                        &a[r0 * k..r1 * k],
-                        b,
-                        r1 - r0,
-                        n,
-                        k,
-                        cfg.precision,
-                    )?)
-                };
-                if let Some(o) = ops {
-                    parts.push((r0, r1, o));
-                }
-            }
-        }
         let mut c = vec![0f32; m * n];
-        let mut valid = 0u64;
-        let run_part =
-            |ops: &SpammOperands, c_part: &mut [f32], valid: &mut u64| -> Result<(), GpuError> {
-                let (pm, pn, _) = ops.shape();
-                if pm == 0 {
-                    return Ok(());
-                }
-                let g = ops.gpu();
-                let kern = SpammKernel::new(g, pm, pn, cfg.precision, cfg.block, cfg.s)?;
-                let (pa, pb) = ops.norms_host()?;
-                let sched = SpammSchedule::new(g, &pa, &pb, ops.tiles(), cfg.block, tau)?;
-                let mut dc = g.alloc_zeros::<f32>(pm * pn)?;
-                let mut st = g.alloc_zeros::<u64>(1)?;
-                kern.run(ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
-                g.stream().memcpy_dtoh(&dc, c_part)?;
-                *valid += g.download(&st)?[0];
-                g.synchronize()?;
-                Ok(())
-            };
-        if parts.is_empty() {
-            run_part(&full, &mut c, &mut valid)?;
+        let valid = if group.len() == 1 {
+            let kern = SpammKernel::new(g0, m, n, cfg.precision, cfg.block, cfg.s)?;
+            let sched = SpammSchedule::new(g0, &na, &nb, tiles, cfg.block, tau)?;
+            let mut dc = g0.alloc_zeros::<f32>(m * n)?;
+            let mut st = g0.alloc_zeros::<u64>(1)?;
+            kern.run(&full, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
+            g0.stream().memcpy_dtoh(&dc, &mut c)?;
+            let v = g0.download(&st)?[0];
+            g0.synchronize()?;
+            v
         } else {
-            for (r0, r1, ops) in &parts {
-                run_part(ops, &mut c[r0 * n..r1 * n], &mut valid)?;
+            if split.is_none() {
+                let ranges = split_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
+                part_rows = ranges.clone();
+                split = Some(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?);
             }
-        }
+            let Some(s) = split.as_mut() else {
+                return Err(GpuError::Invalid("row split missing".into()));
+            };
+            s.schedule(tau)?;
+            s.run()?;
+            s.gather(&mut c)?
+        };
         let abs = skipped_bound(&na, &nb, tm, tk, tn, tau).map_err(e)?;
         let result_norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
         let rel = rel_bound(abs, result_norm);

@@ -22,9 +22,15 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, MAX_RHS};
+use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS};
 
 const TOL: f64 = 1.0 / 512.0;
+/// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
+/// the f32 rounding of sums of a few thousand products (the long tile-row below).
+const TOL_F32_CORE: f64 = 1.0 / 32_768.0;
+
+/// Every tile storage.
+const ALL: [TileStorage; 3] = [TileStorage::F16, TileStorage::Tf32, TileStorage::F32];
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
@@ -85,32 +91,44 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
     (x, y0)
 }
 
-/// Our kernel (both storages, n ∈ {1, 3, 8}, chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
+/// Our kernels (each storage; MMA kernels with n ∈ {1, 3, 8}, the CUDA-core walk with n = 1;
+/// chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
 fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[TileStorage]) {
     let b = BitBsr::from_csr(a).expect("bitBSR");
     for &st in storages {
         let d = DeviceBitBsr::encode(&b, st).expect("encode");
         let mut k = BitBsrSpmv::new(gpu, &d).expect("upload");
-        for chunk in [1, 7, 32] {
-            k.set_chunk(chunk).expect("work");
-            for n in [1, 3, MAX_RHS] {
-                for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
-                    let (x, y0) = operands(rng, a, n, beta);
-                    let dx = gpu.upload(&x).expect("x");
-                    let mut dy = gpu.upload(&y0).expect("y");
-                    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
-                    let y = gpu.download(&dy).expect("download");
-                    check(
-                        &format!("{name} {st:?} chunk {chunk} n {n} β {beta}"),
-                        a,
-                        &x,
-                        n,
-                        alpha,
-                        beta,
-                        &y0,
-                        &y,
-                        TOL,
-                    );
+        let core_tol = if st == TileStorage::F32 {
+            TOL_F32_CORE
+        } else {
+            TOL
+        };
+        let mut modes = vec![(None, &[1, 3, MAX_RHS][..], TOL)];
+        modes.extend(CORE_LAYOUTS.iter().map(|l| (Some(l.0), &[1][..], core_tol)));
+        for (core, ns, tol) in modes {
+            k.set_core_layout(core).expect("layout");
+            for chunk in [1, 7, 32] {
+                k.set_chunk(chunk).expect("work");
+                for &n in ns {
+                    assert_eq!(k.uses_core(n), core.is_some(), "{}", k.kernel_name(n));
+                    for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
+                        let (x, y0) = operands(rng, a, n, beta);
+                        let dx = gpu.upload(&x).expect("x");
+                        let mut dy = gpu.upload(&y0).expect("y");
+                        k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
+                        let y = gpu.download(&dy).expect("download");
+                        check(
+                            &format!("{name} {} chunk {chunk} n {n} β {beta}", k.kernel_name(n)),
+                            a,
+                            &x,
+                            n,
+                            alpha,
+                            beta,
+                            &y0,
+                            &y,
+                            tol,
+                        );
+                    }
                 }
             }
         }
@@ -126,7 +144,7 @@ fn triplets(rows: usize, cols: usize, t: &[(u32, u32, f32)]) -> Csr {
 fn spmv_edge_shapes_match_f64() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let both = [TileStorage::F16, TileStorage::Tf32];
+    let both = ALL;
     // M and K not multiples of 8/16, rectangular both ways, empty tile-rows (rows 24..47 empty).
     let mut t = Vec::new();
     for _ in 0..3000 {
@@ -223,7 +241,11 @@ fn spmv_f16_never_overflows() {
         let b = BitBsr::from_csr(&a).expect("bitBSR");
         let d = DeviceBitBsr::encode(&b, TileStorage::F16).expect("encode");
         let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
-        for n in [1, MAX_RHS] {
+        let modes = [(1, None), (MAX_RHS, None)]
+            .into_iter()
+            .chain(CORE_LAYOUTS.iter().map(|l| (1, Some(l.0))));
+        for (n, core) in modes {
+            k.set_core_layout(core).expect("layout");
             let x: Vec<f32> = (0..300 * n)
                 .map(|i| rng.random_range(-1.0f32..1.0) * if i % 5 == 0 { 1.0e6 } else { 1.0 })
                 .collect();
@@ -235,12 +257,13 @@ fn spmv_f16_never_overflows() {
             if mixed {
                 assert!(
                     y.iter().all(|v| v.is_finite()),
-                    "f16 mixed tile-rows: non-finite y"
+                    "f16 mixed tile-rows ({}): non-finite y",
+                    k.kernel_name(n)
                 );
-                println!("f16 mixed tile-rows n {n}: all finite");
+                println!("f16 mixed tile-rows {} n {n}: all finite", k.kernel_name(n));
             } else {
                 check(
-                    &format!("f16 huge values n {n}"),
+                    &format!("f16 huge values {} n {n}", k.kernel_name(n)),
                     &a,
                     &x,
                     n,
@@ -282,9 +305,16 @@ fn spmv_graph_path_and_baseline_match_f64() {
             let (py, _h) = dy.device_ptr_mut(gpu.stream());
             (px, py)
         };
-        for st in [TileStorage::F16, TileStorage::Tf32] {
-            let k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
+        for (st, core) in [
+            (TileStorage::F16, None),
+            (TileStorage::Tf32, None),
+            (TileStorage::F16, Some("core")),
+            (TileStorage::F32, Some("corew1")),
+            (TileStorage::F16, Some("corew2")),
+        ] {
+            let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");
+            k.set_core_layout(core).expect("layout");
             // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
             let tm = time_graph(&gpu, 20, 3, |s| unsafe {
                 k.enqueue(s, 1.0, px, 0.0, py, n)
@@ -292,7 +322,11 @@ fn spmv_graph_path_and_baseline_match_f64() {
             .expect("graph");
             let y = gpu.download(&dy).expect("download");
             check(
-                &format!("graph {st:?} n {n} ({:.2} µs)", tm.median_ms * 1e3),
+                &format!(
+                    "graph {} n {n} ({:.2} µs)",
+                    k.kernel_name(n),
+                    tm.median_ms * 1e3
+                ),
                 &a,
                 &x,
                 n,
@@ -344,12 +378,6 @@ fn spmv_matches_f64_on_shared_datasets() {
             .into_owned();
         println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
         // TF32 everywhere; f16 too (bcsstk17-like value ranges are what the scales are for).
-        check_ours(
-            &gpu,
-            &mut rng,
-            &name,
-            &a,
-            &[TileStorage::F16, TileStorage::Tf32],
-        );
+        check_ours(&gpu, &mut rng, &name, &a, &ALL);
     }
 }

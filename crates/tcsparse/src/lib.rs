@@ -46,13 +46,15 @@ pub use report::{
     format_break_even,
 };
 pub use spmm::{
-    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS,
-    TUNED_SCHEDULES, content_checksum,
+    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
+    TUNED_SCHEDULES, content_checksum, model_kernel, prepare_on_group, prepare_split,
+    split_rows_by_nonzeros,
 };
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
+pub use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;

@@ -8,9 +8,11 @@
 
 use tcsparse_formats::normmap::{NormMap, spamm_cpu};
 use tcsparse_gpu::Gpu;
+pub use tcsparse_gpu::multi::DeviceSet;
+use tcsparse_gpu::multi::{DeviceGroup, Transport};
 use tcsparse_gpu::spamm::{
     SpammBlock, SpammConfig, SpammKernel, SpammOperands, SpammSchedule, TILE, choose_tau,
-    rel_bound, spamm_host,
+    rel_bound, spamm_group,
 };
 use tcsparse_planner::spamm::skipped_bound;
 
@@ -51,8 +53,10 @@ pub struct SpammOptions {
     pub block: SpammBlock,
     /// Strided balance parameter s (≥ 1).
     pub s: usize,
-    /// GPUs to split C's rows over (≥ 1; capped by the devices present).
-    pub gpus: usize,
+    /// GPUs to split C's rows over (default: device 0 alone). Two or more: C's rows are split
+    /// by valid tile products and computed on every device at once, B broadcast through NCCL
+    /// ([`tcsparse_gpu::multi::DeviceGroup`]). Every listed device must be present.
+    pub devices: DeviceSet,
     /// Where to run.
     pub device: SpammDevice,
     /// Also compute the exact error ‖C − C̃‖F/‖C‖F against an f64 product (O(m·n·k) on the host:
@@ -69,7 +73,7 @@ impl Default for SpammOptions {
             precision: SpammPrecision::Tf32x3,
             block: SpammBlock::B64,
             s: 1,
-            gpus: 1,
+            devices: DeviceSet::default(),
             device: SpammDevice::Auto,
             measure_error: false,
             measure_rows: 0,
@@ -98,6 +102,8 @@ pub struct SpammReport {
     pub attempts: u32,
     /// C rows per GPU.
     pub row_ranges: Vec<(usize, usize)>,
+    /// How B reached the devices: `single`, `nccl`, or `host-staged (why)`; `cpu` on the CPU.
+    pub transport: String,
 }
 
 fn check(a: &DenseRef<'_>, b: &DenseRef<'_>) -> Result<(usize, usize, usize), Error> {
@@ -150,6 +156,15 @@ pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows:
     if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
 }
 
+/// The report's name of a group's transport.
+fn transport_name(t: &Transport) -> String {
+    match t {
+        Transport::Single => "single".into(),
+        Transport::Nccl => "nccl".into(),
+        Transport::HostStaged(why) => format!("host-staged ({why})"),
+    }
+}
+
 fn sample_rows(m: usize, max: usize) -> Vec<usize> {
     if max == 0 || max >= m {
         (0..m).collect()
@@ -165,34 +180,19 @@ pub fn spamm(
     opts: &SpammOptions,
 ) -> Result<(Vec<f32>, SpammReport), Error> {
     let (m, n, k) = check(&a, &b)?;
-    let gpus = match opts.device {
-        SpammDevice::Cpu => Vec::new(),
-        SpammDevice::Auto | SpammDevice::Gpu => {
-            let count = Gpu::device_count().min(opts.gpus.max(1));
-            let mut v = Vec::new();
-            for d in 0..count {
-                match Gpu::open_device(d) {
-                    Ok(g) => v.push(g),
-                    Err(e) if opts.device == SpammDevice::Gpu => return Err(e.into()),
-                    Err(_) => break,
-                }
-            }
-            if v.is_empty() && opts.device == SpammDevice::Gpu {
-                return Err(Error::Unavailable("no CUDA GPU for spamm".into()));
-            }
-            v
-        }
+    let group = match opts.device {
+        SpammDevice::Cpu => None,
+        SpammDevice::Auto if Gpu::device_count() == 0 => None,
+        SpammDevice::Auto | SpammDevice::Gpu => Some(DeviceGroup::open(opts.devices)?),
     };
-    let (c, mut report) = if gpus.is_empty() {
-        spamm_on_cpu(a, b, m, n, k, opts)?
-    } else {
+    let (c, mut report) = if let Some(group) = group {
         let cfg = SpammConfig {
             precision: opts.precision,
             block: opts.block,
             s: opts.s.max(1),
             target: opts.target,
         };
-        let (c, run) = spamm_host(&gpus, a.data, b.data, m, n, k, &cfg)?;
+        let (c, run) = spamm_group(&group, a.data, b.data, m, n, k, &cfg)?;
         (
             c,
             SpammReport {
@@ -205,8 +205,11 @@ pub fn spamm(
                 measured_error: None,
                 attempts: run.attempts,
                 row_ranges: run.row_ranges,
+                transport: transport_name(group.transport()),
             },
         )
+    } else {
+        spamm_on_cpu(a, b, m, n, k, opts)?
     };
     if opts.measure_error {
         let rows = sample_rows(m, opts.measure_rows);
@@ -240,6 +243,7 @@ fn spamm_on_cpu(
                 measured_error: None,
                 attempts: 0,
                 row_ranges: vec![(0, m)],
+                transport: "cpu".into(),
             },
         ));
     }
@@ -275,6 +279,7 @@ fn spamm_on_cpu(
             measured_error: None,
             attempts,
             row_ranges: vec![(0, m)],
+            transport: "cpu".into(),
         };
         match opts.target {
             TauTarget::RelError(r) if rel > r && attempts < 4 && tau > 0.0 && norm > 0.0 => {
@@ -334,6 +339,7 @@ pub fn spamm_device(
         measured_error: None,
         attempts: 1,
         row_ranges: vec![(0, m)],
+        transport: "single".into(),
     })
 }
 

@@ -2,16 +2,18 @@
 //! row-major f32) on Spaden's bitBSR and tensor cores, or cuSPARSE where that is faster.
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
-//! (SpMM for n > 1) and our kernels (each allowed tile storage × tile budgets per half) inside CUDA
-//! graphs and keeps the fastest, so the prepared product is never slower than cuSPARSE (up to timing
-//! noise). Precision ([`SpmvPrecision`]):
+//! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or, for one
+//! right-hand side, the CUDA-core walk × tile budgets per half) inside CUDA graphs and keeps the
+//! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
+//! ([`SpmvPrecision`]):
 //!
-//! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X) or
-//!   cuSPARSE;
+//! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X), the
+//!   CUDA-core walk on f32 tiles (n = 1; f32 products, more accurate than asked) or cuSPARSE;
 //! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
 //!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
 //!   from range), same 11-bit significands as TF32;
-//! * `F32`: f32 products only: cuSPARSE on the GPU, f32 CSR on the CPU.
+//! * `F32`: f32 products only: cuSPARSE or (one right-hand side) the CUDA-core walk on f32 tiles on
+//!   the GPU, f32 CSR on the CPU.
 //!
 //! Without a GPU the product walks bitBSR on the CPU exactly as the kernel does (same roundings, same
 //! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32
@@ -24,7 +26,9 @@ use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, DEFAULT_CHUNK_TILES, MAX_RHS};
+use tcsparse_gpu::spmv::{
+    BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS,
+};
 use tcsparse_gpu::{Gpu, Timing};
 
 use crate::{Engine, Error};
@@ -54,7 +58,7 @@ impl SpmvPrecision {
         }
     }
 
-    /// Tile storages our kernels may use at this precision, cheapest first.
+    /// Tile storages our tensor-core kernels may use at this precision, cheapest first.
     pub fn storages(self) -> &'static [TileStorage] {
         match self {
             Self::F16 => &[TileStorage::F16, TileStorage::Tf32],
@@ -63,8 +67,17 @@ impl SpmvPrecision {
         }
     }
 
+    /// Tile storages the CUDA-core walk (one right-hand side) may use at this precision: f32 tiles
+    /// (as fast as TF32 ones on CUDA cores, and exact) at every precision, f16 tiles when allowed.
+    pub fn core_storages(self) -> &'static [TileStorage] {
+        match self {
+            Self::F16 => &[TileStorage::F16, TileStorage::F32],
+            Self::Tf32 | Self::F32 => &[TileStorage::F32],
+        }
+    }
+
     /// Element-wise error bound relative to |α|·|A|·|X| (+ |β|·|y|): 2⁻⁹ for f16/TF32 (11-bit A and X,
-    /// f32 sums), 2⁻¹⁷ for f32.
+    /// f32 sums), 2⁻¹⁷ for f32 (f32 products and sums, cuSPARSE or the CUDA-core walk).
     pub fn bound(self) -> f64 {
         match self {
             Self::F16 | Self::Tf32 => 2f64.powi(-9),
@@ -83,7 +96,8 @@ pub struct SpmvOptions {
     /// Tile budget per half when not tuning (default [`DEFAULT_CHUNK_TILES`]).
     pub chunk_tiles: u32,
     /// Time the candidates on the GPU and keep the fastest (default true); false keeps our kernel
-    /// with the cheapest allowed storage (cuSPARSE at F32).
+    /// with the cheapest allowed storage (the CUDA-core walk for one right-hand side, cuSPARSE at
+    /// F32).
     pub tune: bool,
 }
 
@@ -110,6 +124,9 @@ pub enum SpmvKernel {
         storage: TileStorage,
         /// Tile budget per half.
         chunk_tiles: u32,
+        /// The CUDA-core walk's layout (one right-hand side; a [`CORE_LAYOUTS`] name) instead of
+        /// the tensor-core MMA kernel (None).
+        core: Option<&'static str>,
     },
     /// cuSPARSE CSR SpMV / SpMM.
     Cusparse,
@@ -128,9 +145,14 @@ impl std::fmt::Display for SpmvKernel {
             SpmvKernel::BitBsr {
                 storage,
                 chunk_tiles,
+                core,
             } => write!(
                 f,
-                "bitBSR {storage:?} tiles, {chunk_tiles} tiles per half (GPU)"
+                "bitBSR {storage:?} tiles on {}, {chunk_tiles} tiles per half (GPU)",
+                match core {
+                    Some(l) => format!("CUDA cores ({l})"),
+                    None => "tensor cores".into(),
+                }
             ),
             SpmvKernel::Cusparse => write!(f, "cuSPARSE CSR (GPU)"),
             SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
@@ -237,15 +259,26 @@ impl Engine {
             ));
         };
         let storages = opts.precision.storages();
+        let core_storages: &[TileStorage] = if n == 1 {
+            opts.precision.core_storages()
+        } else {
+            &[]
+        };
         if !opts.tune {
-            if let Some(&st) = storages.first() {
+            let first = core_storages
+                .first()
+                .map(|&s| (s, Some(DEFAULT_CORE_LAYOUT)))
+                .or(storages.first().map(|&s| (s, None)));
+            if let Some((st, core)) = first {
                 let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
-                let k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
+                let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
+                k.set_core_layout(core)?;
                 let bytes = k.min_bytes(n);
                 return Ok(base(
                     SpmvKernel::BitBsr {
                         storage: st,
                         chunk_tiles: k.chunk_tiles(),
+                        core,
                     },
                     Exec::Ours(Box::new(k)),
                     bytes,
@@ -289,29 +322,48 @@ impl Engine {
             SpmvKernel::Cusparse,
             csr_bytes,
         );
-        for &st in storages {
+        // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.
+        let mut all: Vec<TileStorage> = storages.to_vec();
+        for &s in core_storages {
+            if !all.contains(&s) {
+                all.push(s);
+            }
+        }
+        for st in all {
+            let mut modes: Vec<Option<&'static str>> = Vec::new();
+            if storages.contains(&st) {
+                modes.push(None);
+            }
+            if core_storages.contains(&st) {
+                modes.extend(CORE_LAYOUTS.iter().map(|l| Some(l.0)));
+            }
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;
-            let mut kbest: Option<(f64, u32)> = None;
-            for chunk in SPMV_TUNED_CHUNKS {
-                k.set_chunk(chunk)?;
-                // SAFETY: as above.
-                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
-                samples.push(SpmvSample {
-                    kernel: SpmvKernel::BitBsr {
-                        storage: st,
-                        chunk_tiles: chunk,
-                    },
-                    ms: t.median_ms,
-                });
-                if kbest.is_none_or(|b| t.median_ms < b.0) {
-                    kbest = Some((t.median_ms, chunk));
+            let mut kbest: Option<(f64, u32, Option<&'static str>)> = None;
+            for core in modes {
+                k.set_core_layout(core)?;
+                for chunk in SPMV_TUNED_CHUNKS {
+                    k.set_chunk(chunk)?;
+                    // SAFETY: as above.
+                    let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                    samples.push(SpmvSample {
+                        kernel: SpmvKernel::BitBsr {
+                            storage: st,
+                            chunk_tiles: chunk,
+                            core,
+                        },
+                        ms: t.median_ms,
+                    });
+                    if kbest.is_none_or(|b| t.median_ms < b.0) {
+                        kbest = Some((t.median_ms, chunk, core));
+                    }
                 }
             }
-            if let Some((ms, chunk)) = kbest
+            if let Some((ms, chunk, core)) = kbest
                 && ms < best.0
             {
                 k.set_chunk(chunk)?;
+                k.set_core_layout(core)?;
                 let bytes = k.min_bytes(n);
                 best = (
                     ms,
@@ -319,6 +371,7 @@ impl Engine {
                     SpmvKernel::BitBsr {
                         storage: st,
                         chunk_tiles: chunk,
+                        core,
                     },
                     bytes,
                 );

@@ -7,7 +7,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use tcsparse::formats::generate::{GeneratorSpec, algebraic_decay_dense, exponential_decay_dense};
 use tcsparse::gpu::spamm::SpammBlock;
-use tcsparse::spamm::{DenseRef, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm};
+use tcsparse::spamm::{
+    DenseRef, DeviceSet, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm,
+};
 
 /// Arguments of `tcsparse spamm`.
 #[derive(clap::Args, Debug)]
@@ -47,9 +49,12 @@ pub struct Args {
     /// Strided balance parameter s.
     #[arg(long, default_value_t = 1)]
     pub s: usize,
-    /// Split C's rows over this many GPUs.
-    #[arg(long, default_value_t = 1)]
-    pub gpus: usize,
+    /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1).
+    #[arg(long, conflicts_with_all = ["devices", "cpu"])]
+    pub gpus: Option<usize>,
+    /// Split C's rows over these GPUs, e.g. 0,1,2,3 (B broadcast through NCCL). Default: 0.
+    #[arg(long, conflicts_with = "cpu")]
+    pub devices: Option<String>,
     /// Run on the CPU reference path even with a GPU.
     #[arg(long)]
     pub cpu: bool,
@@ -182,9 +187,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         precision,
         block,
         s: args.s,
-        gpus: args.gpus,
+        devices: match (&args.devices, args.gpus) {
+            (Some(list), _) => DeviceSet::parse(list)?,
+            (None, Some(0)) => bail!("--gpus 0: give at least one GPU (or --cpu)"),
+            (None, Some(g)) => DeviceSet::first(g),
+            (None, None) => DeviceSet::default(),
+        },
         device: if args.cpu {
             SpammDevice::Cpu
+        } else if args.devices.is_some() || args.gpus.is_some() {
+            // An explicit device list asks for GPUs: an error without them, not the CPU path.
+            SpammDevice::Gpu
         } else {
             SpammDevice::Auto
         },
@@ -224,6 +237,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "note      {} rounding alone may exceed the target error {t:.0e}: use --precision f32 or 3xtf32 for that accuracy",
             r.precision
         );
+    }
+    if r.row_ranges.len() > 1 {
+        let parts: Vec<String> = r
+            .row_ranges
+            .iter()
+            .map(|(a, b)| format!("{a}..{b}"))
+            .collect();
+        println!("devices   rows {} (B: {})", parts.join(", "), r.transport);
     }
     if let Some(e) = r.measured_error {
         println!(

@@ -3,7 +3,7 @@
 //! never read; every row of C is written (empty panels too).
 //!
 //! [`HrpbSpmm::new`] builds the device encoding ([`tcsparse_formats::hrpb::HrpbDevice`]) and uploads
-//! it once. The work list is cuTeSpMM's wave-aware split (§5, Eq. 6–7, [`wave_split`]) computed from
+//! it once. The work list is cuTeSpMM's wave-aware split (§5, Eq. 6–7, [`tcsparse_planner::wave::wave_split`], then a brick cap) computed from
 //! the device, not from an SM table: the SM count of [`Gpu::info`] times the kernel's occupancy
 //! (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for its real registers and block size) gives
 //! the resident thread blocks, the grid's feature tiles give the waves. Panels cut into several
@@ -18,7 +18,7 @@ use cudarc::driver::{
 };
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
-use tcsparse_planner::wave::{WaveSplit, wave_split};
+use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::spmm::check_operands;
@@ -98,10 +98,12 @@ impl HrpbMma {
 pub enum HrpbSplit {
     /// Every panel whole (one thread block per panel and feature tile, no atomics).
     None,
-    /// cuTeSpMM's wave-aware split from the device's SM count and the kernel's occupancy.
+    /// cuTeSpMM's wave-aware split (Eq. 6–7) from the device's SM count and the kernel's
+    /// occupancy, every piece then limited to [`HrpbSpmm::wave_cap`] bricks (about two waves of
+    /// pieces, at least 16 bricks; 4 when the panels do not give every SM a thread block).
     Wave,
-    /// The wave-aware split as if only `1/k` of the resident thread blocks existed (`k` ≥ 1: fewer,
-    /// coarser pieces), for tuning.
+    /// Eq. 6–7 alone (no brick cap), as if only `1/k` of the resident thread blocks existed (`k` ≥
+    /// 1: fewer, coarser pieces; `WaveCoarse(1)` is the paper's split), for tuning and comparison.
     WaveCoarse(u32),
     /// Every panel cut into pieces of at most this many bricks (0 is treated as 1), whatever the
     /// waves: fills the device when there are fewer panels than resident thread blocks (Eq. 7
@@ -287,6 +289,22 @@ impl HrpbSpmm {
             .clamp(4, u32::MAX as u64) as u32)
     }
 
+    /// Bricks per piece of [`HrpbSplit::Wave`] at width `n`: [`tcsparse_planner::wave::fill_cap`]
+    /// of this matrix's bricks and panels on this device (SM count × the kernel's occupancy).
+    pub fn wave_cap(&self, n: usize) -> Result<u32, GpuError> {
+        let (_, tiles) = tiling(n);
+        let sms = self.gpu.info().sm_count.max(1);
+        let resident = u64::from(self.blocks_per_sm(n)?) * u64::from(sms);
+        let panels = self.panel_bricks.len().saturating_sub(1) as u64;
+        Ok(tcsparse_planner::wave::fill_cap(
+            self.num_bricks() as u64,
+            panels,
+            tiles,
+            resident,
+            sms,
+        ))
+    }
+
     /// The wave split used at width `n` (Eq. 6–7 numbers and the virtual panels).
     pub fn wave_split(&self, n: usize) -> Result<WaveSplit, GpuError> {
         Ok(self.device_work(n)?.wave.clone())
@@ -318,8 +336,14 @@ impl HrpbSpmm {
         let wave = match self.split {
             HrpbSplit::None => whole_panels(&counts, tiles),
             HrpbSplit::Cap(cap) => capped_panels(&counts, tiles, cap),
-            HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => wave_split(&counts, concurrent, tiles)
-                .map_err(|e| GpuError::Invalid(e.to_string()))?,
+            HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => {
+                let cap = match self.split {
+                    HrpbSplit::Wave => self.wave_cap(n)?,
+                    _ => u32::MAX,
+                };
+                wave_split_capped(&counts, concurrent, tiles, cap)
+                    .map_err(|e| GpuError::Invalid(e.to_string()))?
+            }
         };
         let (items, split_panels) = work_items(&self.panel_bricks, &wave);
         if items.len() / 4 >= i32::MAX as usize {
@@ -498,7 +522,7 @@ mod tests {
         // Panels of 0, 12 and 3 bricks on 1 resident block: panel 1 is cut.
         let pb = [0u32, 0, 12, 15];
         let counts = [0u32, 12, 3];
-        let s = wave_split(&counts, 1, 1).unwrap();
+        let s = tcsparse_planner::wave::wave_split(&counts, 1, 1).unwrap();
         let (items, split) = work_items(&pb, &s);
         assert_eq!(
             split,

@@ -7,6 +7,10 @@
 //! is: `spmv_x16` (f16 tiles only: X to scaled f16 pairs), the main kernel, and `spmv_fixup` (only
 //! when some tile-row is split over several halves). Every element of y is written exactly once; with
 //! β = 0 y is never read.
+//!
+//! With [`BitBsrSpmv::set_core`] a call with one right-hand side runs the CUDA-core walk instead
+//! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
+//! calls with more right-hand sides keep the MMA kernels. F32 storage starts on the CUDA-core walk.
 
 pub mod baseline;
 pub mod graph;
@@ -48,13 +52,61 @@ const MAIN_PARAMS: &[ParamKind] = &[
     ParamKind::F32, // beta
 ];
 
-/// The main kernels: (storage, RHS variant) → entry.
-pub const KERNELS: [(TileStorage, bool, &str); 4] = [
+/// The main kernels: (storage, RHS variant) → entry. F32 storage runs the TF32 MMAs (which read
+/// the top 19 bits of each value).
+pub const KERNELS: [(TileStorage, bool, &str); 6] = [
     (TileStorage::F16, false, "spmv_f16_r1"),
     (TileStorage::F16, true, "spmv_f16_r8"),
     (TileStorage::Tf32, false, "spmv_tf32_r1"),
     (TileStorage::Tf32, true, "spmv_tf32_r8"),
+    (TileStorage::F32, false, "spmv_tf32_r1"),
+    (TileStorage::F32, true, "spmv_tf32_r8"),
 ];
+
+/// The CUDA-core walks (one right-hand side): storage → entry suffix (`spmv_<layout>_<suffix>`,
+/// same parameters as the main kernels; `xs` and `n` unused).
+pub const CORE_KERNELS: [(TileStorage, &str); 3] = [
+    (TileStorage::F16, "f16"),
+    (TileStorage::Tf32, "f32"),
+    (TileStorage::F32, "f32"),
+];
+
+const CORE_ENTRIES: [&str; 6] = [
+    "spmv_core_f16",
+    "spmv_core_f32",
+    "spmv_corew1_f16",
+    "spmv_corew1_f32",
+    "spmv_corew2_f16",
+    "spmv_corew2_f32",
+];
+
+fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
+    let suffix = CORE_KERNELS
+        .iter()
+        .find(|k| k.0 == storage)
+        .map(|k| k.1)
+        .unwrap_or("f32");
+    CORE_ENTRIES
+        .iter()
+        .find(|e| {
+            e.strip_prefix("spmv_").and_then(|e| e.strip_prefix(layout))
+                == Some(&format!("_{suffix}")[..])
+        })
+        .copied()
+        .unwrap_or("spmv_core_f32")
+}
+
+/// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
+/// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
+/// consecutive tiles of a tile-row per step. None wins everywhere (H200: `core` on banded rows of
+/// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
+pub const CORE_LAYOUTS: [(&str, u32); 3] = [
+    ("core", 4 * WARPS_PER_BLOCK),
+    ("corew1", WARPS_PER_BLOCK),
+    ("corew2", WARPS_PER_BLOCK),
+];
+/// The CUDA-core layout [`BitBsrSpmv::set_core`] picks.
+pub const DEFAULT_CORE_LAYOUT: &str = "core";
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
@@ -76,6 +128,36 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: "spmv_tf32_r8",
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[5],
         params: MAIN_PARAMS,
     },
     KernelSignature {
@@ -161,6 +243,11 @@ pub struct BitBsrSpmv {
     x16: CudaSlice<u32>,
     xs: CudaSlice<f32>,
     main: [CudaFunction; 2],
+    /// The CUDA-core walks of this storage, one per [`CORE_LAYOUTS`] entry: (layout, entry, halves
+    /// per block, function).
+    core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
+    /// Layout (index into `core_fns`) one-RHS calls run on, or None for the MMA kernel.
+    core: Option<usize>,
     x16_fn: CudaFunction,
     fixup: CudaFunction,
 }
@@ -171,6 +258,7 @@ impl std::fmt::Debug for BitBsrSpmv {
             .field("rows", &self.rows)
             .field("cols", &self.cols)
             .field("storage", &self.storage)
+            .field("core", &self.core)
             .field("chunk_tiles", &self.work.chunk_tiles)
             .field("items", &self.work.num_items)
             .field("split_rows", &self.work.num_fix)
@@ -224,7 +312,7 @@ impl BitBsrSpmv {
                 DeviceValues::F16(upload_nonempty(gpu, bits)?),
                 upload_nonempty(gpu, row_scale)?,
             ),
-            TileValues::Tf32(v) => (
+            TileValues::Tf32(v) | TileValues::F32(v) => (
                 DeviceValues::F32(upload_nonempty(gpu, v)?),
                 gpu.upload(&[1f32])?,
             ),
@@ -237,6 +325,17 @@ impl BitBsrSpmv {
                 .map(|k| k.2)
                 .unwrap_or("spmv_f16_r1")
         };
+        let mut core_fns = Vec::with_capacity(CORE_LAYOUTS.len());
+        for (layout, per_block) in CORE_LAYOUTS {
+            let entry = core_entry(a.storage(), layout);
+            core_fns.push((
+                layout,
+                entry,
+                per_block,
+                gpu.function(KernelModule::Spmv, entry)?,
+            ));
+        }
+        let default_core = CORE_LAYOUTS.iter().position(|l| l.0 == DEFAULT_CORE_LAYOUT);
         Ok(Self {
             gpu: gpu.clone(),
             rows,
@@ -256,6 +355,12 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, name(false))?,
                 gpu.function(KernelModule::Spmv, name(true))?,
             ],
+            core_fns,
+            core: if a.storage() == TileStorage::F32 {
+                default_core
+            } else {
+                None
+            },
             x16_fn: gpu.function(KernelModule::Spmv, ENTRY_X16)?,
             fixup: gpu.function(KernelModule::Spmv, ENTRY_FIXUP)?,
         })
@@ -265,6 +370,43 @@ impl BitBsrSpmv {
     pub fn set_chunk(&mut self, chunk_tiles: u32) -> Result<(), GpuError> {
         self.work = DeviceWork::build(&self.gpu, &self.row_ptr, chunk_tiles)?;
         Ok(())
+    }
+
+    /// Runs calls with one right-hand side on the CUDA-core walk ([`DEFAULT_CORE_LAYOUT`], `true`)
+    /// or the MMA kernel.
+    pub fn set_core(&mut self, core: bool) {
+        self.core = if core {
+            self.core_fns
+                .iter()
+                .position(|c| c.0 == DEFAULT_CORE_LAYOUT)
+        } else {
+            None
+        };
+    }
+
+    /// Runs calls with one right-hand side on the CUDA-core walk with `layout` (a
+    /// [`CORE_LAYOUTS`] name), or on the MMA kernel with `None`.
+    pub fn set_core_layout(&mut self, layout: Option<&str>) -> Result<(), GpuError> {
+        self.core = match layout {
+            None => None,
+            Some(l) => Some(
+                self.core_fns
+                    .iter()
+                    .position(|c| c.0 == l)
+                    .ok_or_else(|| GpuError::Invalid(format!("no SpMV core layout {l:?}")))?,
+            ),
+        };
+        Ok(())
+    }
+
+    /// The CUDA-core layout one-RHS calls run on (None: the MMA kernel).
+    pub fn core_layout(&self) -> Option<&'static str> {
+        self.core.map(|i| self.core_fns[i].0)
+    }
+
+    /// Whether a call with `n` right-hand sides runs the CUDA-core walk.
+    pub fn uses_core(&self, n: usize) -> bool {
+        self.core.is_some() && n == 1
     }
 
     /// Rows of A.
@@ -298,6 +440,11 @@ impl BitBsrSpmv {
     }
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
+        if let Some(i) = self.core
+            && n == 1
+        {
+            return self.core_fns[i].1;
+        }
         let wide = n > 1;
         KERNELS
             .iter()
@@ -363,7 +510,8 @@ impl BitBsrSpmv {
         }
         let g = &self.gpu;
         let (rows, cols, n32) = (self.rows as u32, self.cols as u32, n as u32);
-        let f16 = self.storage == TileStorage::F16;
+        let core = self.uses_core(n);
+        let f16 = self.storage == TileStorage::F16 && !core;
         let (mut p_x16, mut p_xs) = (ptr_of(&self.x16, g), ptr_of(&self.xs, g));
         let mut x_in = x;
         if f16 {
@@ -426,9 +574,20 @@ impl BitBsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            let func = &self.main[usize::from(n > 1)];
+            let (func, grid) = if let (true, Some(i)) = (core, self.core) {
+                let c = &self.core_fns[i];
+                (&c.3, (2 * items).div_ceil(c.2))
+            } else {
+                (
+                    &self.main[usize::from(n > 1)],
+                    items.div_ceil(WARPS_PER_BLOCK),
+                )
+            };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
-            // checked against the PTX by a CPU test); the r1 kernels are only used with n = 1.
+            // checked against the PTX by a CPU test); the r1 and core kernels are only used with
+            // n = 1; the core walk reads X as cols f32 (guarded by K; float4 loads only when X is
+            // 16-byte aligned, checked in the kernel) and covers 2·items halves with
+            // the layout's halves per block (CORE_LAYOUTS; extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
             // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
@@ -439,7 +598,7 @@ impl BitBsrSpmv {
             unsafe {
                 result::launch_kernel(
                     func.cu_function(),
-                    (items.div_ceil(WARPS_PER_BLOCK), 1, 1),
+                    (grid, 1, 1),
                     (32, WARPS_PER_BLOCK, 1),
                     0,
                     stream,

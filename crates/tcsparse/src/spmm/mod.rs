@@ -25,10 +25,12 @@ use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind}
 
 mod cache;
 mod prepare;
+mod split;
 mod tune;
 
 pub use cache::{PLAN_VERSION, content_checksum};
-pub use prepare::ROW_TILE_SPLIT_BLOCKS;
+pub use prepare::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
+pub use split::{SplitPrepared, prepare_on_group, prepare_split, split_rows_by_nonzeros};
 pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.

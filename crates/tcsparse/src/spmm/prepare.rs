@@ -80,6 +80,62 @@ fn metcf_kernel(nnz: usize, metcf_blocks: Option<u64>) -> ExecKernel {
     }
 }
 
+/// α below which a balanced (split-window) tensor-core plan runs on CUDA cores instead: the
+/// High-synergy boundary of cuTeSpMM (25 % of a 16×4 brick column filled).
+const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
+
+/// The kernel an untuned preparation (`KernelRequest::Auto`, `Balance::Auto`, TF32: the planner's
+/// model alone) runs for `plan` on a GPU of `sm_count` SMs, given the matrix's nonzeros, ME-TCF
+/// block count and HRPB α (all of the matrix the plan was made on). Rules, in order, each with the
+/// H200 measurements it rests on (docs/kernels/hrpb.md, "Model-only vs tuned choice"):
+///
+/// 1. **Launch floor** (fewer than [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per SM,
+///    under ≈ 68 k nonzeros on 132 SMs): every kernel's time is its longest thread block's
+///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB k8 with its capped
+///    wave split bounds every thread block's walk (pieces of 4–16 bricks, hub panels cut), so
+///    it runs whatever the planner's rate model said (cora, citeseer, rajat01: within 10 % of the
+///    fastest tuned kernel on 7 of 9 cases, where the old choices, cuSPARSE and TC16d with one
+///    window per thread block, were 1.3–10× slower).
+/// 2. **Acc-SpMM with the balanced schedule at α < 0.25**: the planner balanced because row
+///    windows are very unequal (hub rows); with sparse bricks our CSR kernel splits hub rows by
+///    nonzeros for free, without split windows' atomics and pre-scale (c-62: CSR 1.15–1.2×
+///    faster than balanced Acc-SpMM; NotreDame_www: within 3 %).
+/// 3. **Acc-SpMM unbalanced**: the same row windows as dense 16×8 tiles ([`metcf_kernel`]: no
+///    bitmap decode, one vector load per tile row) — TC16d with one window per thread block was
+///    within 10 % of the fastest on PROTEINS_full, copter2 and xenon1 where unbalanced Acc-SpMM
+///    was 1.2–1.3× slower.
+/// 4. Otherwise the planner's kernel: HRPB k8 (capped wave split), our CSR kernel or cuSPARSE for
+///    a CUDA-core plan ([`csr_kernel_for`]), the row-tile kernel on ME-TCF's blocks
+///    ([`metcf_kernel`]), Acc-SpMM balanced at High α.
+pub fn model_kernel(
+    plan: &Plan,
+    nnz: usize,
+    metcf_blocks: Option<u64>,
+    alpha: Option<f64>,
+    sm_count: u32,
+) -> ExecKernel {
+    let sms = sm_count.max(1) as usize;
+    if nnz > 0 && alpha.is_some() && nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms {
+        return HRPB_DEFAULT;
+    }
+    let csr = || csr_kernel_for(nnz, sm_count).unwrap_or(ExecKernel::Cusparse);
+    match plan.choice {
+        KernelChoice::AccSpmm { balanced: true }
+            if alpha.is_some_and(|a| a < BALANCED_TC_MIN_ALPHA) =>
+        {
+            csr()
+        }
+        KernelChoice::AccSpmm { balanced: true } => ExecKernel::AccSpmm {
+            schedule: ScheduleKind::Balanced,
+        },
+        KernelChoice::AccSpmm { balanced: false } | KernelChoice::MeTcfSpmm => {
+            metcf_kernel(nnz, metcf_blocks)
+        }
+        KernelChoice::HrpbSpmm => HRPB_DEFAULT,
+        KernelChoice::Cusparse => csr(),
+    }
+}
+
 /// cuTeSpMM's α of a matrix of `nnz` nonzeros in `bricks` 16×4 bricks over compacted columns
 /// (nonzeros per brick slot), `None` when there is no brick.
 fn hrpb_alpha(nnz: usize, bricks: usize) -> Option<f64> {
@@ -413,7 +469,14 @@ impl Engine {
                 };
                 (k, note, sched)
             }
-            _ => self.choose(&plan, opts, rwo, a_re.nnz(), features.metcf_blocks),
+            _ => self.choose(
+                &plan,
+                opts,
+                rwo,
+                a_re.nnz(),
+                features.metcf_blocks,
+                features.hrpb_alpha,
+            ),
         };
         let plan_s = t.elapsed().as_secs_f64();
         let mut build_s = 0.0;
@@ -573,6 +636,7 @@ impl Engine {
         rwo: &[u32],
         nnz: usize,
         metcf_blocks: Option<u64>,
+        alpha: Option<f64>,
     ) -> (ExecKernel, String, Option<AccSchedule>) {
         if self.gpu.is_none() {
             return (
@@ -684,32 +748,37 @@ impl Engine {
                 format!("HRPB requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Auto => match plan.choice {
-                KernelChoice::AccSpmm { .. } => acc(plan.reason.clone()),
-                KernelChoice::HrpbSpmm => (HRPB_DEFAULT, plan.reason.clone(), None),
-                KernelChoice::Cusparse => {
-                    let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
-                    match csr_kernel_for(nnz, sms) {
-                        Some(kernel) => (
-                            kernel,
-                            format!(
-                                "{} (a CUDA-core kernel: ours, {kernel}, runs it)",
-                                plan.reason
-                            ),
-                            None,
-                        ),
-                        None => (ExecKernel::Cusparse, plan.reason.clone(), None),
+            KernelRequest::Auto => {
+                let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
+                let kernel = model_kernel(plan, nnz, metcf_blocks, alpha, sms);
+                let planned = match plan.choice {
+                    KernelChoice::AccSpmm { .. } => "Acc-SpMM",
+                    KernelChoice::HrpbSpmm => "HRPB",
+                    KernelChoice::MeTcfSpmm => "ME-TCF",
+                    KernelChoice::Cusparse => "cuSPARSE",
+                };
+                let floor = nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms as usize;
+                let note = match kernel {
+                    ExecKernel::AccSpmm { .. } => return acc(plan.reason.clone()),
+                    ExecKernel::Cusparse => plan.reason.clone(),
+                    ExecKernel::Hrpb { .. } if plan.choice != KernelChoice::HrpbSpmm && floor => {
+                        format!(
+                            "{} (launch floor: {nnz} nonzeros, fewer than {CSR_MIN_ITEMS_PER_SM} warp items of 64 per SM; {kernel} bounds every thread block's walk)",
+                            plan.reason
+                        )
                     }
-                }
-                KernelChoice::MeTcfSpmm => {
-                    let kernel = metcf_kernel(nnz, metcf_blocks);
-                    (
-                        kernel,
-                        format!("{} (ME-TCF blocks run by {kernel})", plan.reason),
-                        None,
-                    )
-                }
-            },
+                    _ if plan.choice == KernelChoice::Cusparse => format!(
+                        "{} (a CUDA-core kernel: ours, {kernel}, runs it)",
+                        plan.reason
+                    ),
+                    ExecKernel::CsrCuda { .. } => format!(
+                        "{} (balanced row windows at α < {BALANCED_TC_MIN_ALPHA}: our CSR kernel, {kernel}, splits the heavy rows instead)",
+                        plan.reason
+                    ),
+                    _ => format!("{} ({planned} plan run by {kernel})", plan.reason),
+                };
+                (kernel, note, None)
+            }
         }
     }
 }
@@ -737,6 +806,81 @@ mod tests {
         assert_eq!(
             csr_kernel_for(114_000_000, 132),
             Some(ExecKernel::CsrCuda { chunk_nnz: 1024 })
+        );
+    }
+
+    fn plan(choice: KernelChoice) -> Plan {
+        Plan {
+            choice,
+            reason: String::new(),
+            n: 128,
+            device: "H200".into(),
+            predicted_ms: 0.0,
+            predictions: Vec::new(),
+            imbalance: None,
+            schedule: None,
+        }
+    }
+
+    #[test]
+    fn model_kernel_rules() {
+        let tc16d = ExecKernel::RowTile {
+            kernel: RowTileKernel::TC16D,
+            schedule: RowTileSchedule::Packed(1),
+        };
+        let acc = |balanced| plan(KernelChoice::AccSpmm { balanced });
+        // 1. Launch floor (cora: 10 556 nonzeros < 8 · 64 · 132): HRPB whatever the plan.
+        for c in [
+            KernelChoice::Cusparse,
+            KernelChoice::MeTcfSpmm,
+            KernelChoice::AccSpmm { balanced: true },
+        ] {
+            assert_eq!(
+                model_kernel(&plan(c), 10_556, Some(2000), Some(0.067), 132),
+                HRPB_DEFAULT
+            );
+        }
+        // … but only where HRPB was built (α known); an empty matrix keeps the plan.
+        assert_eq!(
+            model_kernel(&plan(KernelChoice::Cusparse), 10_556, None, None, 132),
+            ExecKernel::Cusparse
+        );
+        // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
+        assert_eq!(
+            model_kernel(&acc(true), 559_343, Some(40_000), Some(0.14), 132),
+            ExecKernel::CsrCuda { chunk_nnz: 64 }
+        );
+        assert_eq!(
+            model_kernel(&acc(true), 559_343, Some(40_000), Some(0.3), 132),
+            ExecKernel::AccSpmm {
+                schedule: ScheduleKind::Balanced
+            }
+        );
+        // 3. Unbalanced Acc-SpMM → TC16d, one window per thread block (PROTEINS_full).
+        assert_eq!(
+            model_kernel(&acc(false), 162_088, Some(12_000), Some(0.15), 132),
+            tc16d
+        );
+        // 4. The rest as planned.
+        assert_eq!(
+            model_kernel(
+                &plan(KernelChoice::HrpbSpmm),
+                1_000_000,
+                None,
+                Some(0.4),
+                132
+            ),
+            HRPB_DEFAULT
+        );
+        assert_eq!(
+            model_kernel(
+                &plan(KernelChoice::Cusparse),
+                1_991_016,
+                None,
+                Some(0.077),
+                132
+            ),
+            ExecKernel::CsrCuda { chunk_nnz: 64 }
         );
     }
 

@@ -1,0 +1,322 @@
+//! SpMM over several GPUs: A's rows split into contiguous blocks of balanced nonzeros, each block
+//! prepared (reordered, built, tuned) on its own device by that device's [`Engine`], B broadcast
+//! from the first device (NCCL where the group has it), each device writing its block of C.
+//!
+//! Every part is prepared with [`RowOrder::Original`], so a part's C block is in the original row
+//! order whatever its own reordering: the blocks are C's rows `r0..r1` as they are.
+
+use cudarc::driver::CudaSlice;
+use tcsparse_formats::Csr;
+use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
+use tcsparse_planner::spamm::split_rows_across_gpus;
+
+use super::Prepared;
+use crate::{Engine, Error, PrepareOptions, RowOrder};
+
+/// One device's share: C rows `rows.0..rows.1`, the prepared block of A, and the device
+/// buffers of the last [`SplitPrepared::place_b`].
+struct Part {
+    rows: (usize, usize),
+    prepared: Prepared,
+    b: Option<CudaSlice<f32>>,
+    c: Option<CudaSlice<f32>>,
+}
+
+/// A matrix prepared over several GPUs ([`prepare_split`]).
+pub struct SplitPrepared {
+    group: DeviceGroup,
+    parts: Vec<Part>,
+    rows: usize,
+    cols: usize,
+    /// Columns of the B placed by [`SplitPrepared::place_b`] (0 before).
+    n: usize,
+}
+
+impl std::fmt::Debug for SplitPrepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SplitPrepared")
+            .field("group", &self.group)
+            .field("row_ranges", &self.row_ranges())
+            .finish()
+    }
+}
+
+/// Contiguous row blocks of `a`, one per part, minimising the largest block's weight
+/// (nonzeros + 1 per row, so empty rows still count their C stores).
+pub fn split_rows_by_nonzeros(a: &Csr, parts: usize) -> Result<Vec<(usize, usize)>, Error> {
+    let loads: Vec<u64> = a
+        .row_offsets()
+        .windows(2)
+        .map(|w| u64::from(w[1] - w[0]) + 1)
+        .collect();
+    let ranges = split_rows_across_gpus(&loads, parts.max(1))
+        .map_err(|e| Error::InvalidArgs(format!("row split: {e}")))?;
+    Ok(ranges
+        .into_iter()
+        .map(|(r0, r1)| (r0 as usize, r1 as usize))
+        .collect())
+}
+
+/// Rows `r0..r1` of `a` (all columns).
+fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
+    let off = a.row_offsets();
+    let (s, e) = (off[r0] as usize, off[r1] as usize);
+    let indptr: Vec<u32> = off[r0..=r1].iter().map(|&p| p - off[r0]).collect();
+    Csr::try_new(
+        (r1 - r0, a.cols()),
+        indptr,
+        a.indices()[s..e].to_vec(),
+        a.data()[s..e].to_vec(),
+    )
+    .map_err(|e| Error::InvalidArgs(format!("row block {r0}..{r1}: {e}")))
+}
+
+/// Prepares `a` over `devices`: rows split by nonzeros ([`split_rows_by_nonzeros`]), each block
+/// prepared with `opts` (its row order forced to [`RowOrder::Original`]) on its own device, all
+/// at once (one host thread per device). One device gives one part: the same preparation as
+/// [`Engine::prepare`] on that device.
+pub fn prepare_split(
+    devices: DeviceSet,
+    a: &Csr,
+    opts: &PrepareOptions,
+) -> Result<SplitPrepared, Error> {
+    let group = DeviceGroup::open(devices)?;
+    prepare_on_group(group, a, opts)
+}
+
+/// [`prepare_split`] on a group the caller made (e.g. several streams of one device, to test the
+/// split on a single GPU: [`DeviceGroup::host_staged`]).
+pub fn prepare_on_group(
+    group: DeviceGroup,
+    a: &Csr,
+    opts: &PrepareOptions,
+) -> Result<SplitPrepared, Error> {
+    let ranges = split_rows_by_nonzeros(a, group.len())?;
+    let mut part_opts = opts.clone();
+    part_opts.device_order = RowOrder::Original;
+    let blocks = ranges
+        .iter()
+        .map(|&(r0, r1)| row_block(a, r0, r1))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prepared: Vec<Result<Prepared, Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = group
+            .gpus()
+            .iter()
+            .zip(&blocks)
+            .map(|(gpu, block)| {
+                let engine = Engine::with_gpu(gpu.clone());
+                let o = &part_opts;
+                scope.spawn(move || engine.prepare(block, o))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(Error::Unavailable(
+                        "a device's preparation thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    });
+    let mut parts = Vec::with_capacity(ranges.len());
+    for (rows, p) in ranges.into_iter().zip(prepared) {
+        parts.push(Part {
+            rows,
+            prepared: p?,
+            b: None,
+            c: None,
+        });
+    }
+    Ok(SplitPrepared {
+        group,
+        parts,
+        rows: a.rows(),
+        cols: a.cols(),
+        n: 0,
+    })
+}
+
+impl SplitPrepared {
+    /// C rows per device, in device order.
+    pub fn row_ranges(&self) -> Vec<(usize, usize)> {
+        self.parts.iter().map(|p| p.rows).collect()
+    }
+
+    /// Each device's preparation, in device order.
+    pub fn parts(&self) -> impl Iterator<Item = &Prepared> {
+        self.parts.iter().map(|p| &p.prepared)
+    }
+
+    /// How B reaches the devices.
+    pub fn transport(&self) -> &Transport {
+        self.group.transport()
+    }
+
+    /// The devices.
+    pub fn group(&self) -> &DeviceGroup {
+        &self.group
+    }
+
+    /// Uploads host B (`cols × n`, row-major, leading dimension `ldb`) to the first device and
+    /// broadcasts it to the others; allocates every device's C block (`rows × n`). Queued, not
+    /// waited for.
+    pub fn place_b(&mut self, b: &[f32], n: usize, ldb: usize) -> Result<(), Error> {
+        if n == 0 || ldb < n || b.len() < self.cols.saturating_sub(1) * ldb + n {
+            return Err(Error::InvalidArgs(format!(
+                "B must be {}×{n} with leading dimension ≥ {n} (ldb = {ldb}, {} values)",
+                self.cols,
+                b.len()
+            )));
+        }
+        let compact: Vec<f32> = if ldb == n {
+            b[..self.cols * n].to_vec()
+        } else {
+            (0..self.cols)
+                .flat_map(|r| b[r * ldb..r * ldb + n].iter().copied())
+                .collect()
+        };
+        let root = &self.group.gpus()[0];
+        let b0 = root.upload(if compact.is_empty() { &[0.0] } else { &compact })?;
+        let bs = self.group.broadcast(&b0)?;
+        for ((part, bd), g) in self.parts.iter_mut().zip(bs).zip(self.group.gpus()) {
+            part.b = Some(bd);
+            part.c = Some(g.alloc_zeros(((part.rows.1 - part.rows.0) * n).max(1))?);
+        }
+        self.n = n;
+        Ok(())
+    }
+
+    /// Queues `C_d = α·A_d·B` on every device (β = 0; B from [`SplitPrepared::place_b`]) and
+    /// returns without waiting: the devices run at the same time.
+    pub fn run(&mut self, alpha: f32) -> Result<(), Error> {
+        let n = self.n;
+        if n == 0 {
+            return Err(Error::InvalidArgs(
+                "SplitPrepared::run before place_b".into(),
+            ));
+        }
+        for part in &mut self.parts {
+            let (Some(b), Some(c)) = (&part.b, &mut part.c) else {
+                return Err(Error::InvalidArgs(
+                    "SplitPrepared::run before place_b".into(),
+                ));
+            };
+            if part.rows.1 > part.rows.0 {
+                part.prepared.spmm_device(alpha, b, n, n, 0.0, c, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every device.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        Ok(self.group.synchronize()?)
+    }
+
+    /// Copies every device's C block into host `c` (`rows × n`, leading dimension `ldc`).
+    pub fn gather(&self, c: &mut [f32], ldc: usize) -> Result<(), Error> {
+        let n = self.n;
+        if ldc < n || c.len() < self.rows.saturating_sub(1) * ldc + n {
+            return Err(Error::InvalidArgs(format!(
+                "C must be {}×{n} with leading dimension ≥ {n} (ldc = {ldc}, {} values)",
+                self.rows,
+                c.len()
+            )));
+        }
+        for (part, g) in self.parts.iter().zip(self.group.gpus()) {
+            let (r0, r1) = part.rows;
+            let Some(cd) = &part.c else { continue };
+            if r1 == r0 {
+                continue;
+            }
+            let block = g.download(cd)?;
+            for (i, row) in block[..(r1 - r0) * n].chunks_exact(n).enumerate() {
+                let r = r0 + i;
+                c[r * ldc..r * ldc + n].copy_from_slice(row);
+            }
+        }
+        Ok(())
+    }
+
+    /// The result left on device `part` (index in device order): its C rows and its C block
+    /// (`rows × n`, row-major; after [`SplitPrepared::place_b`]), or `None`.
+    pub fn c_block(&self, part: usize) -> Option<((usize, usize), &CudaSlice<f32>)> {
+        let p = self.parts.get(part)?;
+        Some((p.rows, p.c.as_ref()?))
+    }
+
+    /// `C = α·A·B` (β = 0) on host data: B placed, every device run, C gathered.
+    pub fn spmm(
+        &mut self,
+        alpha: f32,
+        b: &[f32],
+        n: usize,
+        ldb: usize,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> Result<(), Error> {
+        self.place_b(b, n, ldb)?;
+        self.run(alpha)?;
+        self.synchronize()?;
+        self.gather(c, ldc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcsparse_formats::csr::csr_from_triplets;
+
+    #[test]
+    fn row_blocks_balance_nonzeros_and_cover_every_row() {
+        // Row i has i nonzeros (i < 40): the blocks must cover 0..40 in order and the heaviest
+        // block must be the optimum of a brute force over cut positions.
+        let mut t = Vec::new();
+        for i in 0..40u32 {
+            for j in 0..i {
+                t.push((i, j, 1.0f32));
+            }
+        }
+        let a = csr_from_triplets(40, 40, &t).unwrap();
+        for parts in 1..=4 {
+            let r = split_rows_by_nonzeros(&a, parts).unwrap();
+            assert_eq!(r.len(), parts);
+            assert_eq!(r[0].0, 0);
+            assert_eq!(r[parts - 1].1, 40);
+            assert!(r.windows(2).all(|w| w[0].1 == w[1].0));
+            let w = |(a, b): (usize, usize)| (a..b).map(|i| i as u64 + 1).sum::<u64>();
+            let heaviest = r.iter().map(|&x| w(x)).max().unwrap();
+            if parts == 2 {
+                let best = (0..=40).map(|c| w((0, c)).max(w((c, 40)))).min().unwrap();
+                assert_eq!(heaviest, best);
+            }
+            let total: u64 = w((0, 40));
+            assert!(heaviest * parts as u64 >= total);
+        }
+    }
+
+    #[test]
+    fn a_row_block_is_the_rows_of_the_matrix() {
+        let a = csr_from_triplets(
+            4,
+            3,
+            &[
+                (0, 0, 1.0),
+                (1, 2, 2.0),
+                (2, 1, 3.0),
+                (2, 2, 4.0),
+                (3, 0, 5.0),
+            ],
+        )
+        .unwrap();
+        let b = row_block(&a, 1, 3).unwrap();
+        assert_eq!((b.rows(), b.cols()), (2, 3));
+        assert_eq!(b.row_offsets(), &[0, 1, 3]);
+        assert_eq!(b.indices(), &[2, 1, 2]);
+        assert_eq!(b.data(), &[2.0, 3.0, 4.0]);
+        let empty = row_block(&a, 2, 2).unwrap();
+        assert_eq!((empty.rows(), empty.nnz()), (0, 0));
+    }
+}

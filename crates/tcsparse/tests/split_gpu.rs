@@ -1,0 +1,123 @@
+//! GPU tests of SpMM split over devices (ignored without a GPU; they FAIL under
+//! `--include-ignored` on a machine without one): A's rows split by nonzeros, each block prepared
+//! on its own device (here: on every device present, and on three streams of one device), B
+//! broadcast, C gathered — against the f64 reference and against the single-GPU product.
+
+use tcsparse::formats::Csr;
+use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::gpu::Gpu;
+use tcsparse::{
+    DeviceGroup, DeviceSet, Engine, KernelRequest, PrepareOptions, prepare_on_group, prepare_split,
+};
+
+fn gpu() -> Gpu {
+    Gpu::require().expect("this test needs a CUDA GPU")
+}
+
+/// 2000 × 1500 with hub rows at the start (so a row split by count would be unbalanced), empty
+/// rows and banded rows.
+fn matrix() -> Csr {
+    let (rows, cols) = (2000usize, 1500usize);
+    let mut t = Vec::new();
+    for r in 0..rows {
+        if r < 8 {
+            for c in (0..cols).step_by(2) {
+                t.push((r as u32, c as u32, 0.01 * (c % 7) as f32 - 0.02));
+            }
+        } else if r % 97 != 0 {
+            for k in 0..(r % 9 + 1) {
+                t.push((
+                    r as u32,
+                    ((r * 3 / 4 + k * 5) % cols) as u32,
+                    0.25 - 0.05 * k as f32,
+                ));
+            }
+        }
+    }
+    tcsparse::formats::csr::csr_from_triplets(rows, cols, &t).unwrap()
+}
+
+fn b_matrix(k: usize, n: usize) -> Vec<f32> {
+    (0..k * n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+        .collect()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_spmm_matches_f64_and_the_single_gpu_product() {
+    let g = gpu();
+    let a = matrix();
+    let n = 100;
+    let b = b_matrix(a.cols(), n);
+    let want = spmm_f64(&a, &b, n, n, false);
+    let scale = spmm_f64(&a, &b, n, n, true);
+    for kernel in [
+        KernelRequest::Auto,
+        KernelRequest::Csr,
+        KernelRequest::AccSpmm,
+    ] {
+        let opts = PrepareOptions::builder().kernel(kernel).n(n).build();
+        let mut single = Engine::with_gpu(g.clone()).prepare(&a, &opts).unwrap();
+        let mut c1 = vec![f32::NAN; a.rows() * n];
+        single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();
+        let bound = single.error_bound();
+        let mut splits = vec![
+            prepare_on_group(
+                DeviceGroup::host_staged(
+                    vec![
+                        g.clone(),
+                        g.with_new_stream().unwrap(),
+                        g.with_new_stream().unwrap(),
+                    ],
+                    "test: three streams of one device",
+                ),
+                &a,
+                &opts,
+            )
+            .unwrap(),
+            prepare_split(DeviceSet::default(), &a, &opts).unwrap(),
+        ];
+        let count = Gpu::device_count();
+        if count > 1 {
+            splits.push(prepare_split(DeviceSet::first(count), &a, &opts).unwrap());
+        }
+        for split in &mut splits {
+            let ranges = split.row_ranges();
+            assert_eq!(ranges.first().map(|r| r.0), Some(0));
+            assert_eq!(ranges.last().map(|r| r.1), Some(a.rows()));
+            if ranges.len() == 3 {
+                // The hub rows (8 × 750 nonzeros) must not all land with a third of the rows.
+                let nnz = |(r0, r1): (usize, usize)| a.row_offsets()[r1] - a.row_offsets()[r0];
+                let heaviest = ranges.iter().map(|&r| nnz(r)).max().unwrap();
+                assert!(
+                    (heaviest as usize) < a.nnz() * 6 / 10,
+                    "{ranges:?}: {heaviest} of {} nonzeros",
+                    a.nnz()
+                );
+            }
+            let mut c = vec![f32::NAN; a.rows() * n];
+            split.spmm(1.0, &b, n, n, &mut c, n).unwrap();
+            let err = max_scaled_error(&c, &want, &scale);
+            assert!(
+                err <= bound,
+                "{kernel:?} {:?}: error {err:.3e} > bound {bound:.3e}",
+                split.transport()
+            );
+            // One device with the same decision (tuning may choose another kernel or order on
+            // another run): the single-GPU product, bit for bit.
+            let same = split.parts().next().is_some_and(|p| {
+                p.kernel() == single.kernel() && p.permutation() == single.permutation()
+            });
+            if ranges.len() == 1 && same {
+                assert_eq!(c, c1, "one device: the single-GPU product");
+            }
+            // Twice more (resident B), the same result.
+            split.run(1.0).unwrap();
+            split.synchronize().unwrap();
+            let mut again = vec![0f32; a.rows() * n];
+            split.gather(&mut again, n).unwrap();
+            assert_eq!(again, c);
+        }
+    }
+}
