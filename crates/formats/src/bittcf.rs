@@ -102,6 +102,19 @@ impl BitTcf {
         Ok(f)
     }
 
+    /// The layout of the 0 × 0 matrix (no window, no block).
+    pub fn empty() -> Self {
+        BitTcf {
+            rows: 0,
+            cols: 0,
+            row_window_offset: vec![0],
+            sparse_a_to_b: Vec::new(),
+            tc_local_bit: Vec::new(),
+            block_value_offset: vec![0],
+            values: Vec::new(),
+        }
+    }
+
     /// Converts back to CSR, bit-exact (values and pattern, explicit zeros included).
     pub fn to_csr(&self) -> Csr {
         csr_from_masks(

@@ -44,6 +44,152 @@ pub fn block_count(csr: &Csr, window_rows: usize, block_cols: usize) -> usize {
         .sum()
 }
 
+/// The block counts a planner needs, from one pass over the matrix instead of a BitTCF build
+/// and two [`block_count`] passes: see [`planner_block_counts`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannerBlockCounts {
+    /// BitTCF's `row_window_offset` (8-row windows, 8 compacted columns per block): prefix of
+    /// blocks per window, `⌈rows / 8⌉ + 1` entries.
+    pub row_window_offset: Vec<u32>,
+    /// [`block_count`]`(csr, 16, 4)` (HRPB bricks, cuTeSpMM's α).
+    pub blocks_16x4: usize,
+    /// [`block_count`]`(csr, 16, 8)` (ME-TCF blocks).
+    pub blocks_16x8: usize,
+}
+
+impl PlannerBlockCounts {
+    /// Nonempty 8×8 blocks (BitTCF's block count).
+    pub fn blocks_8x8(&self) -> usize {
+        self.row_window_offset.last().copied().unwrap_or(0) as usize
+    }
+}
+
+/// One parallel pass over 16-row windows: each 8-row half's unique columns give its BitTCF block
+/// count, their union the 16-row window's (16×4 and 16×8 blocks). Equal to
+/// `BitTcf::from_csr(csr)?.row_window_offset()`, `block_count(csr, 16, 4)` and
+/// `block_count(csr, 16, 8)` (property-tested), at a fraction of the cost of one of those passes.
+///
+/// Columns are counted with a stamp per column (no sort) when the declared columns are at most
+/// 4 × nnz + 4096 (the stamps then cost no more memory than the matrix), else by sorting each
+/// window's columns. The windows are cut into pieces of about equal nonzeros, one stamp array per
+/// piece.
+pub fn planner_block_counts(csr: &Csr) -> PlannerBlockCounts {
+    let rows = csr.rows();
+    let indptr = csr.indptr();
+    let indptr = indptr.raw_storage();
+    let indices = csr.indices();
+    let windows8 = rows.div_ceil(8);
+    let windows16 = rows.div_ceil(16);
+    let row_cols = |a: usize, b: usize| &indices[indptr[a] as usize..indptr[b] as usize];
+    // Per 16-row window: (unique columns of the first half, of the second, of both).
+    let per: Vec<(u32, u32, usize)> = if csr.cols() <= 4 * csr.nnz() + 4096 {
+        // Pieces of contiguous windows with about nnz / pieces nonzeros each.
+        let pieces = (4 * rayon::current_num_threads()).clamp(1, windows16.max(1));
+        let per_piece = csr.nnz().div_ceil(pieces).max(1);
+        let mut cuts = vec![0usize];
+        for w in 0..windows16 {
+            let end = indptr[((w + 1) * 16).min(rows)] as usize;
+            if end >= cuts.len() * per_piece && w + 1 < windows16 {
+                cuts.push(w + 1);
+            }
+        }
+        cuts.push(windows16);
+        let parts: Vec<Vec<(u32, u32, usize)>> = cuts
+            .par_windows(2)
+            .map(|c| {
+                // stamp[col] = 3w + 1: seen in window w's first half only; 3w + 2: in its
+                // second half only; 3w + 3: in both. Earlier windows' stamps are smaller.
+                let mut stamp = vec![0u32; csr.cols()];
+                (c[0]..c[1])
+                    .map(|w| {
+                        let base = 3 * w as u32;
+                        let r0 = w * 16;
+                        let rm = (r0 + 8).min(rows);
+                        let r1 = (r0 + 16).min(rows);
+                        let (mut u0, mut u1, mut extra) = (0u32, 0u32, 0usize);
+                        for &col in row_cols(r0, rm) {
+                            let s = &mut stamp[col as usize];
+                            if *s != base + 1 {
+                                *s = base + 1;
+                                u0 += 1;
+                            }
+                        }
+                        for &col in row_cols(rm, r1) {
+                            let s = &mut stamp[col as usize];
+                            if *s == base + 1 {
+                                *s = base + 3;
+                                u1 += 1;
+                            } else if *s < base + 1 {
+                                *s = base + 2;
+                                u1 += 1;
+                                extra += 1;
+                            }
+                        }
+                        (u0, u1, u0 as usize + extra)
+                    })
+                    .collect()
+            })
+            .collect();
+        parts.concat()
+    } else {
+        // Small pieces: the first windows of a power-law matrix hold most of its nonzeros.
+        (0..windows16)
+            .into_par_iter()
+            .with_min_len(16)
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(x, y): &mut (Vec<u32>, Vec<u32>), w| {
+                    let r0 = w * 16;
+                    let rm = (r0 + 8).min(rows);
+                    let r1 = (r0 + 16).min(rows);
+                    let unique = |keys: &mut Vec<u32>, a: usize, b: usize| {
+                        keys.clear();
+                        keys.extend_from_slice(row_cols(a, b));
+                        if b - a > 1 {
+                            keys.sort_unstable();
+                            keys.dedup();
+                        }
+                    };
+                    unique(x, r0, rm);
+                    unique(y, rm, r1);
+                    // |x ∪ y| by a merge of the two sorted, distinct lists.
+                    let (mut i, mut j, mut common) = (0, 0, 0);
+                    while i < x.len() && j < y.len() {
+                        match x[i].cmp(&y[j]) {
+                            std::cmp::Ordering::Less => i += 1,
+                            std::cmp::Ordering::Greater => j += 1,
+                            std::cmp::Ordering::Equal => {
+                                common += 1;
+                                i += 1;
+                                j += 1;
+                            }
+                        }
+                    }
+                    (x.len() as u32, y.len() as u32, x.len() + y.len() - common)
+                },
+            )
+            .collect()
+    };
+    let mut row_window_offset = Vec::with_capacity(windows8 + 1);
+    row_window_offset.push(0u32);
+    let (mut total, mut blocks_16x4, mut blocks_16x8) = (0u32, 0usize, 0usize);
+    for (w, &(u0, u1, both)) in per.iter().enumerate() {
+        total += u0.div_ceil(8);
+        row_window_offset.push(total);
+        if 2 * w + 1 < windows8 {
+            total += u1.div_ceil(8);
+            row_window_offset.push(total);
+        }
+        blocks_16x4 += both.div_ceil(4);
+        blocks_16x8 += both.div_ceil(8);
+    }
+    PlannerBlockCounts {
+        row_window_offset,
+        blocks_16x4,
+        blocks_16x8,
+    }
+}
+
 /// MeanNNZTC (Acc-SpMM): nonzeros per nonempty block of the same blocking as [`block_count`]
 /// (0 when there is no block).
 pub fn mean_nnz_per_block(csr: &Csr, window_rows: usize, block_cols: usize) -> f64 {

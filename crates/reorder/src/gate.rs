@@ -73,6 +73,16 @@ impl Gate {
     pub fn assess(&self, a: &Csr) -> GateReport {
         let t = std::time::Instant::now();
         let now = crate::metrics::mean_nnz_tc(a, 8, 8);
+        self.assess_from(a, now, t)
+    }
+
+    /// [`Gate::assess`] with the current MeanNNZTC (8×8) already known (the caller counted the
+    /// blocks for its planner anyway): one pass over the matrix less.
+    pub fn assess_with_density(&self, a: &Csr, mean_nnz_tc_now: f64) -> GateReport {
+        self.assess_from(a, mean_nnz_tc_now, std::time::Instant::now())
+    }
+
+    fn assess_from(&self, a: &Csr, now: f64, t: std::time::Instant) -> GateReport {
         let (reachable, sampled) = self.reachable(a);
         let (worth, reason) = if a.nnz() == 0 {
             (false, "no nonzeros".to_string())

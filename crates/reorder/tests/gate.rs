@@ -97,3 +97,29 @@ fn deterministic_on_any_thread_count() {
     assert_eq!(x.mean_nnz_tc_reachable, y.mean_nnz_tc_reachable);
     assert_eq!(x.worth_reordering, y.worth_reordering);
 }
+
+#[test]
+fn a_known_density_gives_the_same_verdict_as_counting_it() {
+    let ordered = clustered_block_diagonal(16_384, 64, 0.3, 2.0, 4).unwrap();
+    for a in [
+        rmat(14, 11, (0.57, 0.19, 0.19, 0.05), 3).unwrap(),
+        shuffled(&ordered, 7),
+        ordered,
+    ] {
+        let g = Gate::default().assess(&a);
+        let h = Gate::default().assess_with_density(&a, mean_nnz_tc(&a, 8, 8));
+        assert_eq!(
+            (
+                g.worth_reordering,
+                g.mean_nnz_tc_now,
+                g.mean_nnz_tc_reachable
+            ),
+            (
+                h.worth_reordering,
+                h.mean_nnz_tc_now,
+                h.mean_nnz_tc_reachable
+            )
+        );
+        assert_eq!((g.reason, g.sampled_rows), (h.reason, h.sampled_rows));
+    }
+}

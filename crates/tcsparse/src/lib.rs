@@ -46,7 +46,7 @@ pub use report::{
     format_break_even,
 };
 pub use spmm::{
-    CSR_TUNED_CHUNKS, PLAN_VERSION, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
+    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
     TUNED_SCHEDULES, content_checksum, model_kernel, prepare_on_group, prepare_split,
     split_rows_by_nonzeros,
 };

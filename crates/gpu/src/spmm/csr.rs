@@ -201,6 +201,44 @@ impl CsrSpmm {
         })
     }
 
+    /// [`CsrSpmm::with_chunk`] with A's arrays copied on the device from buffers that already
+    /// hold this matrix (e.g. cuSPARSE's, [`crate::baselines::cusparse::CusparseCsr::buffers`]),
+    /// instead of uploaded again from the host. The buffers' lengths are checked against `a`.
+    pub fn with_chunk_from_device(
+        gpu: &Gpu,
+        a: &Csr,
+        chunk_nnz: u32,
+        (indptr, indices, values): (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
+    ) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        let nnz = a.nnz().max(1);
+        if indptr.len() != a.rows() + 1 || indices.len() != nnz || values.len() != nnz {
+            return Err(GpuError::Invalid(format!(
+                "device CSR arrays of {}/{}/{} entries for a {}×{} matrix with {} nonzeros",
+                indptr.len(),
+                indices.len(),
+                values.len(),
+                a.rows(),
+                a.cols(),
+                a.nnz()
+            )));
+        }
+        let s = gpu.stream();
+        let row_offsets = a.indptr().raw_storage().to_vec();
+        Ok(Self {
+            gpu: gpu.clone(),
+            m: a.rows(),
+            k: a.cols(),
+            nnz: a.nnz(),
+            work: DeviceWork::build(gpu, &row_offsets, chunk_nnz)?,
+            row_offsets,
+            indptr: s.clone_dtod(indptr)?,
+            indices: s.clone_dtod(indices)?,
+            values: s.clone_dtod(values)?,
+            func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
+        })
+    }
+
     /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded.
     /// On error the previous work list stays.
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {

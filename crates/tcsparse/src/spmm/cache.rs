@@ -17,8 +17,10 @@
 //! | … | payload |
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
-//! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); the
-//! original kernel note (u32 length + UTF-8). Loading checks every field, the payload checksum, the
+//! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
+//! planner's features, so that a hit needs no counting pass); the original kernel note (u32
+//! length + UTF-8). Loading checks every field, the payload checksum, the
 //! permutation (a bijection of the matrix's row count), the mode against the matrix shape and the
 //! kernel parameters; anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
 //! full and overwrites the entry.
@@ -42,7 +44,7 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
 /// Version of the file layout and payload encoding; bump on any change.
-pub const PLAN_VERSION: u32 = 1;
+pub const PLAN_VERSION: u32 = 2;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 /// Largest payload accepted (a permutation of u32::MAX rows plus slack).
 const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + (1 << 20);
@@ -56,6 +58,8 @@ pub(crate) struct PlanEntry {
     pub mode: Mode,
     pub kernel: ExecKernel,
     pub perm: Option<Permutation>,
+    /// The prepared matrix's block counts (8×8, 16×4, 16×8), when known.
+    pub blocks: Option<[u64; 3]>,
     pub note: String,
 }
 
@@ -313,6 +317,15 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
             }
         }
     }
+    match e.blocks {
+        None => out.push(0),
+        Some(b) => {
+            out.push(1);
+            for x in b {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
     put_u32(&mut out, e.note.len() as u32);
     out.extend_from_slice(e.note.as_bytes());
     out
@@ -336,6 +349,11 @@ impl Reader<'_> {
         let (x, rest) = self.b.split_at(4);
         self.b = rest;
         Ok(u32::from_le_bytes(x.try_into().map_err(|_| "u32")?))
+    }
+    fn u64(&mut self) -> Result<u64, StaleOrCorrupt> {
+        let lo = u64::from(self.u32()?);
+        let hi = u64::from(self.u32()?);
+        Ok(lo | hi << 32)
     }
 }
 
@@ -426,6 +444,19 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         t => return Err(format!("corrupt: permutation flag {t}")),
     };
+    let blocks = match r.u8()? {
+        0 => None,
+        1 => {
+            let b = [r.u64()?, r.u64()?, r.u64()?];
+            // Every block holds a nonzero; a 16×8 block covers at least one 16×4 brick.
+            let nnz = a.nnz() as u64;
+            if b.iter().any(|&x| x > nnz) || b[2] > b[1] || (nnz > 0 && b.contains(&0)) {
+                return Err(format!("corrupt: block counts {b:?} for {nnz} nonzeros"));
+            }
+            Some(b)
+        }
+        t => return Err(format!("corrupt: block counts flag {t}")),
+    };
     let len = r.u32()? as usize;
     if r.b.len() != len {
         return Err("corrupt: note length".into());
@@ -435,6 +466,44 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         mode,
         kernel,
         perm,
+        blocks,
         note,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix() -> Csr {
+        tcsparse_formats::csr::csr_from_triplets(
+            20,
+            20,
+            &(0..20u32)
+                .map(|r| (r, (r * 7) % 20, 1.0))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn block_counts_round_trip_and_impossible_ones_are_refused() {
+        let a = matrix();
+        let mut e = PlanEntry {
+            mode: Mode::Symmetric,
+            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            perm: None,
+            blocks: Some([3, 5, 2]),
+            note: "n".into(),
+        };
+        assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));
+        e.blocks = None;
+        assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));
+        // More blocks than nonzeros, more 16×8 blocks than 16×4 bricks, no block at all.
+        for bad in [[21, 5, 2], [3, 5, 6], [0, 5, 2]] {
+            e.blocks = Some(bad);
+            let why = decode_payload(&encode_payload(&e), &a).unwrap_err();
+            assert!(why.contains("block counts"), "{why}");
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! order (the hot path for benchmarks).
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
@@ -30,7 +31,7 @@ mod tune;
 pub use cache::{PLAN_VERSION, content_checksum};
 pub use prepare::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
 pub use split::{SplitPrepared, prepare_on_group, prepare_split, split_rows_by_nonzeros};
-pub use tune::{CSR_TUNED_CHUNKS, TUNED_SCHEDULES};
+pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.
 pub(crate) enum DeviceState {
@@ -52,7 +53,9 @@ pub struct Prepared {
     pub(crate) report: PrepareReport,
     pub(crate) perm: Option<Permutation>,
     pub(crate) a: Csr,
-    pub(crate) bittcf: BitTcf,
+    /// The prepared matrix in BitTCF: built during preparation for the kernels that run on it
+    /// (Acc-SpMM, the CPU path), else on first use of [`Prepared::bittcf`].
+    pub(crate) bittcf: OnceLock<BitTcf>,
     pub(crate) gpu: Option<Gpu>,
     pub(crate) dev: DeviceState,
     /// Row order of B and C in [`Prepared::spmm_device`].
@@ -67,6 +70,9 @@ pub struct Prepared {
     /// For each BitTCF value slot, its position in the prepared CSR (`BitTcf::csr_positions`);
     /// computed by the first [`Prepared::update_values`].
     pub(crate) bittcf_slots: Option<Vec<u32>>,
+    /// The prepared matrix's 8×8, 16×4 and 16×8 block counts (the planner's features), for the
+    /// plan cache.
+    pub(crate) block_counts: Option<[u64; 3]>,
 }
 
 /// Device scratch buffers of [`RowOrder::Original`] products.
@@ -127,9 +133,15 @@ impl Prepared {
         &self.a
     }
 
-    /// The prepared matrix in BitTCF.
+    /// The prepared matrix in BitTCF (built now if the kernel does not run on it; a matrix too
+    /// large for BitTCF's u32 layout, which no kernel on it could run, gives an empty layout).
     pub fn bittcf(&self) -> &BitTcf {
-        &self.bittcf
+        self.bittcf.get_or_init(|| {
+            BitTcf::from_csr(&self.a).unwrap_or_else(|e| {
+                tracing::warn!("BitTCF of the prepared matrix: {e}; an empty layout instead");
+                BitTcf::empty()
+            })
+        })
     }
 
     /// Swaps the Acc-SpMM schedule (device matrix kept); no-op on other kernels.
@@ -228,7 +240,7 @@ impl Prepared {
             }
         }
         if matches!(self.dev, DeviceState::Cpu) {
-            let y = self.bittcf.spmm_cpu(&bp, n, n);
+            let y = self.bittcf().spmm_cpu(&bp, n, n);
             for (out, &v) in cp.iter_mut().zip(&y) {
                 *out = if beta == 0.0 {
                     alpha * v
@@ -421,22 +433,32 @@ impl Prepared {
             }
             _ => self.a.data_mut().copy_from_slice(values),
         }
-        if self.bittcf_slots.is_none() {
-            self.bittcf_slots =
-                Some(BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?);
-        }
-        if let Some(slots) = &self.bittcf_slots {
-            let data = self.a.data();
-            for (v, &p) in self.bittcf.values_mut().iter_mut().zip(slots) {
-                *v = data[p as usize];
+        // A BitTCF not built yet will be built from the refilled CSR when asked for.
+        if let Some(bittcf) = self.bittcf.get_mut() {
+            if self.bittcf_slots.is_none() {
+                self.bittcf_slots =
+                    Some(BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?);
+            }
+            if let Some(slots) = &self.bittcf_slots {
+                let data = self.a.data();
+                for (v, &p) in bittcf.values_mut().iter_mut().zip(slots) {
+                    *v = data[p as usize];
+                }
             }
         }
         let Some(gpu) = self.gpu.clone() else {
             return Ok(());
         };
+        if matches!(self.dev, DeviceState::Acc(_)) {
+            // Built during preparation for Acc-SpMM; this only guards the refill above.
+            self.bittcf();
+        }
         match &mut self.dev {
             DeviceState::Cpu => {}
-            DeviceState::Acc(d) => d.set_values(&gpu, self.bittcf.values())?,
+            DeviceState::Acc(d) => {
+                let bittcf = self.bittcf.get_or_init(BitTcf::empty);
+                d.set_values(&gpu, bittcf.values())?
+            }
             DeviceState::Csr(k) => k.set_values(self.a.data())?,
             DeviceState::Cusparse { csr, spmm } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;

@@ -1,11 +1,15 @@
 //! [`Engine::prepare`]: reorder, build, plan, choose the kernel and upload.
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use rayon::prelude::*;
 use std::time::Instant;
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
@@ -132,11 +136,32 @@ pub fn model_kernel(
     }
 }
 
-/// cuTeSpMM's α of `a` (nonzeros per 16×4 brick slot over compacted columns), `None` when `a` has
-/// no nonzero.
-fn hrpb_alpha(a: &Csr) -> Option<f64> {
-    let bricks = tcsparse_formats::metrics::block_count(a, 16, 4);
-    (bricks > 0).then(|| a.nnz() as f64 / (64.0 * bricks as f64))
+/// cuTeSpMM's α of a matrix of `nnz` nonzeros in `bricks` 16×4 bricks over compacted columns
+/// (nonzeros per brick slot), `None` when there is no brick.
+fn hrpb_alpha(nnz: usize, bricks: usize) -> Option<f64> {
+    (bricks > 0).then(|| nnz as f64 / (64.0 * bricks as f64))
+}
+
+/// A copy of `a`, its arrays copied in parallel (a plain clone of R-MAT scale 20's 134 MB took
+/// 60 ms on the H200 host, most of it first-touch page faults on one thread).
+pub(super) fn copy_csr(a: &Csr) -> Csr {
+    fn copy<T: Copy + Default + Send + Sync>(src: &[T]) -> Vec<T> {
+        const PIECE: usize = 1 << 16;
+        let mut v = vec![T::default(); src.len()];
+        v.par_chunks_mut(PIECE)
+            .zip(src.par_chunks(PIECE))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+        v
+    }
+    let indptr = a.indptr();
+    Csr::try_new(
+        (a.rows(), a.cols()),
+        copy(indptr.raw_storage()),
+        copy(a.indices()),
+        copy(a.data()),
+    )
+    // (Cannot fail: the arrays are a valid matrix's.)
+    .unwrap_or_else(|_| a.clone())
 }
 
 /// The output of [`Engine::reorder_stage`].
@@ -149,6 +174,9 @@ pub(super) struct Reordered {
     pub(super) forced: bool,
     pub(super) reorder_s: f64,
     pub(super) gate: Option<GateReport>,
+    /// The planner's block counts of the ORIGINAL matrix when the gate counted them (reused
+    /// wherever the matrix runs in its original order).
+    pub(super) counts: Option<Arc<PlannerBlockCounts>>,
 }
 
 impl Engine {
@@ -221,6 +249,7 @@ impl Engine {
                 mode: p.report.mode,
                 kernel: p.report.kernel,
                 perm: p.perm.clone(),
+                blocks: p.block_counts,
                 note: p.report.kernel_note.clone(),
             };
             if let Err(e) = c.store(&entry) {
@@ -244,7 +273,7 @@ impl Engine {
         let t = Instant::now();
         let a_re = match &entry.perm {
             Some(p) => tcsparse_reorder::apply(p, a, entry.mode)?,
-            None => a.clone(),
+            None => copy_csr(a),
         };
         let stage = Reordered {
             a_re,
@@ -254,9 +283,10 @@ impl Engine {
             forced: true,
             reorder_s: t.elapsed().as_secs_f64(),
             gate: None,
+            counts: None,
         };
         let note = format!("from the plan cache: {}", entry.note);
-        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note)))
+        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note, entry.blocks)))
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -294,9 +324,18 @@ impl Engine {
         // An automatic reordering is computed only where the gate sees that a row order could
         // make the blocks dense enough to matter (not on R-MAT or uniform random matrices).
         let mut gate = None;
+        let mut counts = None;
         let method = match method {
             Some(m) if !forced => {
-                let g = Gate::default().assess(a);
+                // The planner needs these block counts of the matrix anyway (when it runs in
+                // this order): counted once, for the gate's current density and the plan.
+                let c = planner_block_counts(a);
+                let now = match c.blocks_8x8() {
+                    0 => 0.0,
+                    b => a.nnz() as f64 / b as f64,
+                };
+                counts = Some(Arc::new(c));
+                let g = Gate::default().assess_with_density(a, now);
                 let worth = g.worth_reordering;
                 gate = Some(g);
                 worth.then_some(m)
@@ -332,13 +371,14 @@ impl Engine {
         }
         let reorder_s = t.elapsed().as_secs_f64();
         Ok(Reordered {
-            a_re: a_re.unwrap_or_else(|| a.clone()),
+            a_re: a_re.unwrap_or_else(|| copy_csr(a)),
             mode,
             report,
             perm,
             forced,
             reorder_s,
             gate,
+            counts,
         })
     }
 
@@ -359,7 +399,7 @@ impl Engine {
         a: &Csr,
         stage: Reordered,
         opts: &PrepareOptions,
-        fixed: Option<(ExecKernel, String)>,
+        fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
     ) -> Result<Prepared, Error> {
         let Reordered {
             a_re,
@@ -369,17 +409,40 @@ impl Engine {
             forced,
             reorder_s,
             gate,
+            counts: original_counts,
         } = stage;
         let mut a_re = a_re;
+        // The block counts of `m` (the original matrix's from the gate when `m` is it).
+        let counts_of = |m_is_original: bool, m: &Csr| match (&original_counts, m_is_original) {
+            (Some(c), true) => c.clone(),
+            _ => Arc::new(planner_block_counts(m)),
+        };
 
-        // Build.
+        // Plan: one counting pass over the matrix gives every feature; no layout is built. A
+        // cached decision for a kernel that needs no BitTCF schedule brings its counts along.
         let t = Instant::now();
-        let mut bittcf = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
-        let mut build_s = t.elapsed().as_secs_f64();
-
-        // Plan.
-        let t = Instant::now();
-        let blocks = bittcf.num_blocks();
+        let on_bittcf = |k: ExecKernel| {
+            matches!(
+                k,
+                ExecKernel::AccSpmm { .. }
+                    | ExecKernel::AccSpmmPaper { .. }
+                    | ExecKernel::CpuBitTcf
+            )
+        };
+        let stored = match &fixed {
+            Some((k, _, Some(b))) if self.gpu.is_some() && !on_bittcf(*k) => Some(*b),
+            _ => None,
+        };
+        let mut counts: Option<Arc<PlannerBlockCounts>> = None;
+        let [mut blocks, mut blocks_16x4, mut blocks_16x8] = match stored {
+            Some(b) => b.map(|x| x as usize),
+            None => {
+                let c = counts_of(perm.is_none(), &a_re);
+                let b = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
+                counts = Some(c);
+                b
+            }
+        };
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
@@ -392,14 +455,14 @@ impl Engine {
             n: opts.n.max(1),
             blocks_8x8: blocks as u64,
             mean_nnz_tc,
-            hrpb_alpha: hrpb_alpha(&a_re),
-            metcf_blocks: Some(tcsparse_formats::metrics::block_count(&a_re, 16, 8) as u64),
+            hrpb_alpha: hrpb_alpha(a_re.nnz(), blocks_16x4),
+            metcf_blocks: Some(blocks_16x8 as u64),
             ibd: None,
         };
-        let rwo = bittcf.row_window_offset();
+        let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
         let plan = plan_spmm(&features, rwo, &self.device);
         let (kernel, mut kernel_note, schedule) = match fixed {
-            Some((k, note)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
+            Some((k, note, _)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
                 let sched = match k {
                     ExecKernel::AccSpmm { schedule } => Some(self.schedule(rwo, schedule, opts.n)),
                     _ => None,
@@ -416,6 +479,7 @@ impl Engine {
             ),
         };
         let plan_s = t.elapsed().as_secs_f64();
+        let mut build_s = 0.0;
 
         // A reordering chosen automatically only serves the tensor-core kernel: CSR kernels
         // (cuSPARSE, ours) lose the input's locality with it (H200, R-MAT scale 20, N = 128:
@@ -427,20 +491,36 @@ impl Engine {
         {
             let t = Instant::now();
             perm = None;
-            a_re = a.clone();
-            bittcf = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+            a_re = copy_csr(a);
+            let c = counts_of(true, &a_re);
+            [blocks, blocks_16x4, blocks_16x8] = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
+            counts = Some(c);
             build_s += t.elapsed().as_secs_f64();
             kernel_note.push_str(
                 "; reordering dropped: CSR kernels run on the original order, which keeps its locality",
             );
         }
-        let blocks = bittcf.num_blocks();
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
             a_re.nnz() as f64 / blocks as f64
         };
-        let rwo = bittcf.row_window_offset();
+        let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
+        let block_counts = [blocks as u64, blocks_16x4 as u64, blocks_16x8 as u64];
+
+        // Build: BitTCF only for the kernels that run on it (and the CPU path); the others build
+        // their own layout at upload, and `Prepared::bittcf` builds it on first use.
+        let t = Instant::now();
+        let bittcf = OnceLock::new();
+        if matches!(
+            kernel,
+            ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. } | ExecKernel::CpuBitTcf
+        ) || self.gpu.is_none()
+        {
+            let built = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+            let _ = bittcf.set(built);
+        }
+        build_s += t.elapsed().as_secs_f64();
 
         // Upload.
         let t = Instant::now();
@@ -449,7 +529,10 @@ impl Engine {
         let dev = match (&self.gpu, kernel) {
             (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
-                let mut d = AccSpmmDevice::upload(gpu, &bittcf, &sched)?;
+                let Some(built) = bittcf.get() else {
+                    unreachable!("BitTCF is built above for the Acc-SpMM kernels");
+                };
+                let mut d = AccSpmmDevice::upload(gpu, built, &sched)?;
                 match kernel {
                     ExecKernel::AccSpmm { schedule: kind } => d.set_variant(gpu, kind.variant())?,
                     _ => d.set_variant(gpu, AccVariant::Paper)?,
@@ -529,6 +612,7 @@ impl Engine {
             scratch: Scratch::default(),
             value_map: None,
             bittcf_slots: None,
+            block_counts: Some(block_counts),
         })
     }
 

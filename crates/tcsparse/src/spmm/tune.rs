@@ -13,8 +13,9 @@ use tcsparse_gpu::spmm::row_tile::{
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
 use tcsparse_gpu::{Gpu, GpuError};
+use tcsparse_planner::KernelChoice;
 
-use super::prepare::Reordered;
+use super::prepare::{Reordered, copy_csr};
 use super::{DeviceState, Prepared};
 use crate::{
     Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind,
@@ -32,9 +33,9 @@ pub const TUNED_SCHEDULES: [ScheduleKind; 4] = [
     ScheduleKind::Packed(16),
 ];
 
-/// Windows per thread block of the packed row-tile candidates a tuned preparation times, in this
-/// order (stopping once a larger pack is slower), before the two split schedules of
-/// `split_caps` (wave-aware block caps).
+/// Windows per thread block of the packed row-tile candidates a tuned preparation probes, in this
+/// order (16 only when 4 beat 1), before the two split schedules of `split_caps` (wave-aware
+/// block caps).
 const ROW_TILE_TUNED_WINDOWS: [u32; 3] = [1, 4, 16];
 
 /// A tuning candidate on the tensor cores.
@@ -56,43 +57,197 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K4, HrpbSplit::None),
 ];
 
-/// Times the HRPB candidates ([`HRPB_TUNED`], then k8 split at [`HrpbSpmm::fill_cap`]: pieces for
-/// about two waves, which also cuts the panels of small matrices the wave split leaves whole) on
-/// `a`, recording every sample in `tuning`; returns the device set to the fastest (`None` when HRPB
-/// cannot be built for `a`).
+/// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
+pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
+
+/// A candidate whose probe is this many times slower than the best full time so far is not timed
+/// in full: its probe time is recorded (marked " [probe]") and it is out of the running.
+const PROBE_REJECT: f64 = 1.25;
+/// Launches of a probe: untimed, then timed (median kept; short launches batched by
+/// [`Gpu::time_launches`]).
+const PROBE_WARMUP: usize = 1;
+const PROBE_ITERS: usize = 3;
+/// Launches of a full timing (after the probe has warmed the kernel): untimed, then at most
+/// [`TUNE_ITERS`] timed, fewer for long launches ([`full_iters`]).
+const TUNE_WARMUP: usize = 1;
+const TUNE_ITERS: usize = 9;
+/// Device time a full timing aims at: long launches get fewer timed samples (at least
+/// [`TUNE_MIN_ITERS`]), since their median is steadier and each costs more.
+const TUNE_BUDGET_MS: f64 = 6.0;
+const TUNE_MIN_ITERS: usize = 3;
+/// A row-tile kernel this many times slower than the best so far under its first schedule is not
+/// probed under its other schedules.
+const ROW_TILE_GIVE_UP: f64 = 2.0;
+/// Nonzeros from which the tensor-core candidates are not built when the planner's class is
+/// cuSPARSE (Low TCU synergy or too few nonzeros per block) and no reordering was kept: there
+/// the builds and uploads cost tens to hundreds of milliseconds and never won (H200, session 8:
+/// every such matrix of ≥ 343 k nonzeros kept a CUDA-core kernel; the three below 16 k nonzeros,
+/// where everything is launch-bound and the builds take microseconds, kept a tensor-core one).
+pub const PRUNE_MIN_NNZ: usize = 1 << 18;
+
+/// Whether a tuned preparation builds and times the tensor-core candidates (Acc-SpMM, row-tile,
+/// HRPB) besides cuSPARSE and our CSR kernel: not where the planner's class for the matrix as it
+/// will run is cuSPARSE (`planner_cusparse`), no reordering was kept (the gate skipped it or it did
+/// not raise the block density) and the matrix has at least [`PRUNE_MIN_NNZ`] nonzeros.
+pub fn tensor_cores_worth_tuning(planner_cusparse: bool, reordered: bool, nnz: usize) -> bool {
+    !planner_cusparse || reordered || nnz < PRUNE_MIN_NNZ
+}
+
+/// HRPB is not built for a matrix of at least [`PRUNE_MIN_NNZ`] nonzeros when the planner's
+/// predicted HRPB time is this many times the best time measured so far: its build and upload
+/// (6–7 ns per nonzero on the H200 host, 0.2 s on clustered256k-b256) would buy nothing. (HRPB won
+/// only on matrices below 16 k nonzeros in session 8; on the large ones it ran 2–6× behind the
+/// kept kernel.)
+pub const HRPB_SKIP_FACTOR: f64 = 2.0;
+
+/// Whether the HRPB candidate is built, given the planner's predicted HRPB time (`None` when not
+/// modeled), the best full time so far and the matrix's nonzeros.
+pub fn hrpb_worth_tuning(predicted_ms: Option<f64>, best_ms: f64, nnz: usize) -> bool {
+    match predicted_ms {
+        Some(p) if nnz >= PRUNE_MIN_NNZ && best_ms.is_finite() => p <= HRPB_SKIP_FACTOR * best_ms,
+        _ => true,
+    }
+}
+
+/// Timed samples of a full timing of a launch that probed at `probe_ms`: enough for about
+/// [`TUNE_BUDGET_MS`] of launches, from [`TUNE_MIN_ITERS`] to [`TUNE_ITERS`].
+pub fn full_iters(probe_ms: f64) -> usize {
+    if probe_ms.is_nan() || probe_ms <= 0.0 {
+        return TUNE_ITERS;
+    }
+    ((TUNE_BUDGET_MS / probe_ms).ceil() as usize).clamp(TUNE_MIN_ITERS, TUNE_ITERS)
+}
+
+/// The candidate of a family to time in full after its probes (`None` = skipped): the fastest
+/// probe, when it is within [`PROBE_REJECT`] of `bound` (the best full time so far; infinite
+/// before the first).
+pub fn finalist(probes: &[Option<f64>], bound: f64) -> Option<usize> {
+    let (i, ms) = probes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.map(|ms| (i, ms)))
+        .min_by(|x, y| x.1.total_cmp(&y.1))?;
+    (!bound.is_finite() || ms <= PROBE_REJECT * bound).then_some(i)
+}
+
+/// Whether row-tile schedule `i` of [`row_tile_schedules`] is probed, given the probes so far:
+/// none after the first when the first is [`ROW_TILE_GIVE_UP`] × `bound` or slower; 16 windows
+/// per thread block only when 4 beat 1.
+pub fn row_tile_probe_wanted(i: usize, probes: &[Option<f64>], bound: f64) -> bool {
+    let first = probes.first().copied().flatten();
+    match i {
+        0 => true,
+        _ if first.is_some_and(|f| f > ROW_TILE_GIVE_UP * bound) => false,
+        2 => matches!((probes.first(), probes.get(1)), (Some(Some(a)), Some(Some(b))) if b <= a),
+        _ => true,
+    }
+}
+
+/// The row-tile schedules a tuned preparation probes, in this order: packed at 1, 4 and 16
+/// windows per thread block, then split at the two `split_caps`.
+fn row_tile_schedules(blocks: usize, n: usize, sms: u32) -> Vec<RowTileSchedule> {
+    ROW_TILE_TUNED_WINDOWS
+        .into_iter()
+        .map(RowTileSchedule::Packed)
+        .chain(
+            split_caps(blocks, n, sms)
+                .into_iter()
+                .map(|max_blocks| RowTileSchedule::Split { max_blocks }),
+        )
+        .collect()
+}
+
+/// Measured candidates of one tuned preparation, the best full time so far and what each
+/// family of candidates cost (build, upload and launches, host wall time).
+struct Tuning<'g> {
+    gpu: &'g Gpu,
+    samples: Vec<TuneSample>,
+    bound: f64,
+    costs: Vec<(&'static str, f64)>,
+}
+
+impl Tuning<'_> {
+    /// Probes candidates `0..names.len()` of one family (`wanted(i, probes)` says whether `i` is
+    /// probed; `launch(i)` selects candidate `i` and queues one product), then times the
+    /// [`finalist`] in full. Every probe is recorded; the finalist's sample is replaced by its full
+    /// time. Returns the finalist and its full time.
+    fn family(
+        &mut self,
+        names: &[String],
+        mut wanted: impl FnMut(usize, &[Option<f64>]) -> bool,
+        mut launch: impl FnMut(usize) -> Result<(), Error>,
+    ) -> Result<Option<(usize, f64)>, Error> {
+        let mut probes = vec![None; names.len()];
+        let mut at = vec![usize::MAX; names.len()];
+        for i in 0..names.len() {
+            if !wanted(i, &probes) {
+                continue;
+            }
+            let ms = time_launches(self.gpu, PROBE_WARMUP, PROBE_ITERS, || launch(i))?;
+            probes[i] = Some(ms);
+            at[i] = self.samples.len();
+            self.samples.push(TuneSample {
+                candidate: format!("{} [probe]", names[i]),
+                ms,
+            });
+        }
+        let Some(i) = finalist(&probes, self.bound) else {
+            return Ok(None);
+        };
+        let iters = full_iters(probes[i].unwrap_or(f64::NAN));
+        let ms = time_launches(self.gpu, TUNE_WARMUP, iters, || launch(i))?;
+        self.samples[at[i]] = TuneSample {
+            candidate: names[i].clone(),
+            ms,
+        };
+        self.bound = self.bound.min(ms);
+        Ok(Some((i, ms)))
+    }
+
+    /// Records the host time `t` has run as the cost of `family`.
+    fn cost(&mut self, family: &'static str, t: Instant) {
+        self.costs.push((family, t.elapsed().as_secs_f64() * 1e3));
+    }
+}
+
+/// The HRPB candidates ([`HRPB_TUNED`], then k8 split at [`HrpbSpmm::fill_cap`]: pieces for
+/// about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
+/// HRPB cannot be built for `a` or no candidate came close to the best so far).
 fn tune_hrpb(
-    gpu: &Gpu,
+    t: &mut Tuning,
     a: &Csr,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
     n: usize,
     order: &str,
-    tuning: &mut Vec<TuneSample>,
 ) -> Result<Option<(f64, Box<HrpbSpmm>)>, Error> {
     let Ok(h) = Hrpb::from_csr(a) else {
         return Ok(None);
     };
     let (mma0, split0) = HRPB_TUNED[0];
-    let mut dev = Box::new(HrpbSpmm::from_hrpb(gpu, &h, mma0, split0)?);
-    let mut fastest: Option<(f64, HrpbMma, HrpbSplit)> = None;
+    let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
     let fill = (HrpbMma::K8, HrpbSplit::Cap(dev.fill_cap(n)?));
-    for (mma, split) in HRPB_TUNED.into_iter().chain([fill]) {
-        if mma != dev.mma() {
-            dev.set_mma(mma)?;
-        }
-        dev.set_split(split);
-        let ms = time_median(gpu, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
-        tuning.push(TuneSample {
-            candidate: format!("{} ({order})", ExecKernel::Hrpb { mma, split }),
-            ms,
-        });
-        if fastest.is_none_or(|(f, _, _)| ms < f) {
-            fastest = Some((ms, mma, split));
-        }
-    }
-    let Some((ms, mma, split)) = fastest else {
+    let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
+    let names: Vec<String> = configs
+        .iter()
+        .map(|&(mma, split)| format!("{} ({order})", ExecKernel::Hrpb { mma, split }))
+        .collect();
+    let found = t.family(
+        &names,
+        |_, _| true,
+        |i| {
+            let (mma, split) = configs[i];
+            if mma != dev.mma() {
+                dev.set_mma(mma)?;
+            }
+            dev.set_split(split);
+            Ok(dev.run(1.0, b, 0.0, c, n)?)
+        },
+    )?;
+    let Some((i, ms)) = found else {
         return Ok(None);
     };
+    let (mma, split) = configs[i];
     if mma != dev.mma() {
         dev.set_mma(mma)?;
     }
@@ -100,132 +255,102 @@ fn tune_hrpb(
     Ok(Some((ms, dev)))
 }
 
-/// Times row-tile kernel `rt` on `m` (B and C of width `n`) at 1/4/16 windows per thread block,
-/// stopping once a larger pack is slower, then split at the two `split_caps`; records every
-/// sample in `tuning` (the matrix's `order` in its name) and returns the device set to its fastest
-/// schedule.
+/// Row-tile kernel `rt` on `m` (B and C of width `n`) under [`row_tile_schedules`]
+/// ([`row_tile_probe_wanted`] prunes them); returns the device set to the finalist and its full
+/// time.
 #[allow(clippy::too_many_arguments)]
 fn tune_row_tile(
-    gpu: &Gpu,
+    t: &mut Tuning,
     m: &RowTileTcf,
     rt: RowTileKernel,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
     n: usize,
     order: &str,
-    tuning: &mut Vec<TuneSample>,
-    bound: f64,
 ) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
-    let first = RowTileSchedule::Packed(ROW_TILE_TUNED_WINDOWS[0]);
-    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, first)?);
-    let mut time = |dev: &mut RowTileDevice, schedule, bound: f64| -> Result<f64, Error> {
-        dev.set_schedule(gpu, schedule)?;
-        let (ms, probe) =
-            time_bounded(gpu, bound, || Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?))?;
-        let kernel = ExecKernel::RowTile {
-            kernel: rt,
-            schedule,
-        };
-        tuning.push(TuneSample {
-            candidate: format!("{kernel} ({order}){}", probe_mark(probe)),
-            ms,
-        });
-        Ok(ms)
-    };
-    // A kernel this much slower than the best so far under its first schedule is not timed
-    // under the others (they moved row-tile times by well under 2× on every matrix measured).
-    let first_ms = time(&mut dev, first, bound)?;
-    if first_ms > ROW_TILE_GIVE_UP * bound {
-        return Ok(Some((first_ms, dev)));
-    }
-    let mut fastest: Option<(f64, RowTileSchedule)> = None;
-    let mut keep = |ms: f64, schedule| {
-        if fastest.is_none_or(|(f, _)| ms < f) {
-            fastest = Some((ms, schedule));
-        }
-    };
-    keep(first_ms, first);
-    let mut previous = first_ms;
-    let mut bound = bound.min(first_ms);
-    for k in ROW_TILE_TUNED_WINDOWS.into_iter().skip(1) {
-        let schedule = RowTileSchedule::Packed(k);
-        let ms = time(&mut dev, schedule, bound)?;
-        bound = bound.min(ms);
-        keep(ms, schedule);
-        // More windows per thread block only help while they keep helping.
-        if ms > previous {
-            break;
-        }
-        previous = ms;
-    }
-    for max_blocks in split_caps(m.num_blocks(), n, gpu.info().sm_count) {
-        let schedule = RowTileSchedule::Split { max_blocks };
-        let ms = time(&mut dev, schedule, bound)?;
-        bound = bound.min(ms);
-        keep(ms, schedule);
-    }
-    let Some((ms, schedule)) = fastest else {
+    let gpu = t.gpu;
+    let schedules = row_tile_schedules(m.num_blocks(), n, gpu.info().sm_count);
+    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, schedules[0])?);
+    let names: Vec<String> = schedules
+        .iter()
+        .map(|&schedule| {
+            let kernel = ExecKernel::RowTile {
+                kernel: rt,
+                schedule,
+            };
+            format!("{kernel} ({order})")
+        })
+        .collect();
+    let bound = t.bound;
+    let mut current = schedules[0];
+    let found = t.family(
+        &names,
+        |i, probes| row_tile_probe_wanted(i, probes, bound),
+        |i| {
+            if schedules[i] != current {
+                dev.set_schedule(gpu, schedules[i])?;
+                current = schedules[i];
+            }
+            Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?)
+        },
+    )?;
+    let Some((i, ms)) = found else {
         return Ok(None);
     };
-    dev.set_schedule(gpu, schedule)?;
+    if schedules[i] != current {
+        dev.set_schedule(gpu, schedules[i])?;
+    }
     Ok(Some((ms, dev)))
 }
 
-/// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
-pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
+/// A CSR matrix's arrays on the device (indptr, indices, values).
+type DeviceCsr<'a> = (&'a CudaSlice<u32>, &'a CudaSlice<u32>, &'a CudaSlice<f32>);
 
-/// Times the CUDA-core CSR kernel on `a` at each of [`CSR_TUNED_CHUNKS`], recording every sample
-/// in `tuning`; returns the kernel set to its fastest budget (`None` when `a` has no rows).
+/// The CUDA-core CSR kernel on `a` (its arrays copied on the device from `on_device` when given,
+/// else uploaded) at each of [`CSR_TUNED_CHUNKS`]; returns the kernel set to the finalist and its
+/// full time (`None` when `a` has no rows or no budget came close to cuSPARSE).
 fn tune_csr(
-    gpu: &Gpu,
+    t: &mut Tuning,
     a: &Csr,
+    on_device: Option<DeviceCsr>,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
     n: usize,
-    tuning: &mut Vec<TuneSample>,
-    bound: f64,
 ) -> Result<Option<(f64, CsrSpmm)>, Error> {
-    let mut bound = bound;
     if a.rows() == 0 {
         return Ok(None);
     }
-    let mut dev = CsrSpmm::with_chunk(gpu, a, CSR_TUNED_CHUNKS[0])?;
-    let mut fastest: Option<(f64, u32)> = None;
-    for chunk in CSR_TUNED_CHUNKS {
-        if chunk != dev.chunk_nnz() {
-            dev.set_chunk(chunk)?;
-        }
-        let (ms, probe) = time_bounded(gpu, bound, || Ok(dev.run(1.0, b, 0.0, c, n)?))?;
-        bound = bound.min(ms);
-        tuning.push(TuneSample {
-            candidate: format!(
-                "{}{}",
-                ExecKernel::CsrCuda { chunk_nnz: chunk },
-                probe_mark(probe)
-            ),
-            ms,
-        });
-        if fastest.is_none_or(|(f, _)| ms < f) {
-            fastest = Some((ms, chunk));
-        }
-    }
-    let Some((ms, chunk)) = fastest else {
+    let mut dev = match on_device {
+        Some(arrays) => CsrSpmm::with_chunk_from_device(t.gpu, a, CSR_TUNED_CHUNKS[0], arrays)?,
+        None => CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?,
+    };
+    let names: Vec<String> = CSR_TUNED_CHUNKS
+        .iter()
+        .map(|&chunk_nnz| ExecKernel::CsrCuda { chunk_nnz }.to_string())
+        .collect();
+    let found = t.family(
+        &names,
+        |_, _| true,
+        |i| {
+            if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
+                dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
+            }
+            Ok(dev.run(1.0, b, 0.0, c, n)?)
+        },
+    )?;
+    let Some((i, ms)) = found else {
         return Ok(None);
     };
-    if chunk != dev.chunk_nnz() {
-        dev.set_chunk(chunk)?;
+    if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
+        dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
     }
     Ok(Some((ms, dev)))
 }
 
-/// Launches per candidate when tuning: untimed, then timed (median kept).
-const TUNE_WARMUP: usize = 2;
-const TUNE_ITERS: usize = 9;
-
-/// Deterministic B for tuning (values in [-1, 1); timing does not depend on them).
-fn tuning_b(rows: usize, n: usize) -> Vec<f32> {
+/// Values of tuning's B pattern (deterministic, in [-1, 1); timing does not depend on them).
+fn tuning_pattern(len: usize) -> Vec<f32> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..rows * n)
+    (0..len)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -235,55 +360,31 @@ fn tuning_b(rows: usize, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Median ms of `p`'s product on (b, c) at width n.
-fn time_prepared(
-    gpu: &Gpu,
-    p: &mut Prepared,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-) -> Result<f64, Error> {
-    time_median(gpu, || p.launch_prepared(1.0, b, n, n, 0.0, c, n))
-}
+/// Values in tuning's B pattern: larger B repeats it.
+const TUNING_PATTERN: usize = 1 << 20;
 
-/// A candidate whose short probe is this many times slower than the best so far is not timed in
-/// full: its probe time is recorded and it is out of the running.
-const PROBE_REJECT: f64 = 1.25;
-/// Launches of the probe: untimed, then timed (median kept).
-const PROBE_WARMUP: usize = 1;
-const PROBE_ITERS: usize = 3;
-/// A row-tile kernel this many times slower than the best so far under its first schedule is not
-/// timed under its other schedules.
-const ROW_TILE_GIVE_UP: f64 = 2.0;
-
-/// " [probe]" for a candidate only probed, else "".
-fn probe_mark(probe: bool) -> &'static str {
-    if probe { " [probe]" } else { "" }
-}
-
-/// Median ms of `launch`, and whether only the probe ran: a short probe first (when there is a
-/// finite `bound`, the best time so far), which settles candidates that clearly cannot win; the
-/// others are timed in full ([`time_median`]).
-fn time_bounded(
-    gpu: &Gpu,
-    bound: f64,
-    mut launch: impl FnMut() -> Result<(), Error>,
-) -> Result<(f64, bool), Error> {
-    if bound.is_finite() {
-        let probe = time_launches(gpu, PROBE_WARMUP, PROBE_ITERS, &mut launch)?;
-        if probe > PROBE_REJECT * bound {
-            return Ok((probe, true));
-        }
+/// Tuning's B on the device (`len` f32): a [`TUNING_PATTERN`]-value pattern made on the host,
+/// uploaded once and repeated by device copies. (Generating and uploading all of B cost
+/// 0.3–0.6 s on R-MAT scale 20 at N = 128, 512 MB, more than all the tuning launches.)
+fn tuning_b(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>, Error> {
+    let pattern = gpu.upload(&tuning_pattern(len.min(TUNING_PATTERN)))?;
+    if len <= TUNING_PATTERN {
+        return Ok(pattern);
     }
-    Ok((time_median(gpu, launch)?, false))
+    let mut b = gpu.alloc_zeros::<f32>(len)?;
+    let stream = gpu.stream();
+    for start in (0..len).step_by(TUNING_PATTERN) {
+        let end = (start + TUNING_PATTERN).min(len);
+        let mut dst = b.slice_mut(start..end);
+        stream
+            .memcpy_dtod(&pattern.slice(0..end - start), &mut dst)
+            .map_err(GpuError::from)?;
+    }
+    Ok(b)
 }
 
-/// Median ms of `launch` over the tuning launches; its own error is returned as it is.
-fn time_median(gpu: &Gpu, mut launch: impl FnMut() -> Result<(), Error>) -> Result<f64, Error> {
-    time_launches(gpu, TUNE_WARMUP, TUNE_ITERS, &mut launch)
-}
-
-/// Median ms of `launch` over `warmup` untimed and `iters` timed launches.
+/// Median ms of `launch` over `warmup` untimed and `iters` timed launches; `launch`'s own error is
+/// returned as it is.
 fn time_launches(
     gpu: &Gpu,
     warmup: usize,
@@ -306,11 +407,15 @@ fn time_launches(
 }
 
 impl Engine {
-    /// [`Engine::prepare`] with tuning: reorder once, prepare Acc-SpMM (reordered as asked) and
-    /// cuSPARSE (original order unless the reordering was forced), time cuSPARSE, each Acc-SpMM
-    /// schedule and (with `Balance::Auto`) each row-tile kernel on the Acc-SpMM candidate's matrix
-    /// at width `opts.n`, keep the fastest. An Acc-SpMM candidate that cannot be prepared (too large
-    /// for the u32 layout, …) leaves cuSPARSE, without timing the row-tile kernels.
+    /// [`Engine::prepare`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
+    /// (original order unless the reordering was forced), time it, then our CSR kernel on the same
+    /// matrix and, unless [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as
+    /// asked) under each schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the
+    /// Acc-SpMM candidate's matrix, at width `opts.n`; keep the fastest. Each family of candidates
+    /// is probed briefly and only its fastest probe, when it comes within [`PROBE_REJECT`] of the
+    /// best so far, is timed in full (cuSPARSE always is, so the choice is never a kernel measured
+    /// slower than it). An Acc-SpMM candidate that cannot be prepared (too large for the u32
+    /// layout, …) leaves cuSPARSE and CSR, without timing the row-tile kernels.
     pub(super) fn prepare_tuned(
         &self,
         gpu: &Gpu,
@@ -326,50 +431,96 @@ impl Engine {
             tune: false,
             ..opts.clone()
         };
-        let cus_stage = if stage.forced || stage.perm.is_none() {
-            stage.clone()
+        // cuSPARSE's stage: the stage itself when it runs in the same order (moved, not copied;
+        // the tensor-core candidates, when built, copy cuSPARSE's matrix), else the original.
+        let original_counts = stage.counts.clone();
+        let (cus_stage, tc_stage) = if stage.forced || stage.perm.is_none() {
+            (stage, None)
         } else {
-            Reordered {
-                a_re: a.clone(),
+            let original = Reordered {
+                a_re: copy_csr(a),
                 perm: None,
-                ..stage.clone()
-            }
+                mode: stage.mode,
+                report: stage.report.clone(),
+                forced: stage.forced,
+                reorder_s: stage.reorder_s,
+                gate: stage.gate.clone(),
+                counts: stage.counts.clone(),
+            };
+            (original, Some(stage))
         };
+        let stage_reordered =
+            tc_stage.as_ref().is_some_and(|s| s.perm.is_some()) || cus_stage.perm.is_some();
+        let mut tuning = Tuning {
+            gpu,
+            samples: Vec::new(),
+            bound: f64::INFINITY,
+            costs: Vec::new(),
+        };
+        let t_family = Instant::now();
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
-        // F32 precision: only the f32 kernels (cuSPARSE, ours on CSR) are candidates.
-        let acc = (opts.precision == Precision::Tf32).then(|| {
-            self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
-        });
-        let b = gpu.upload(&tuning_b(a.cols(), n))?;
+        let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
-        let mut tuning = Vec::new();
         let cus_name = if cus.perm.is_some() {
             "cuSPARSE (reordered)"
         } else {
             "cuSPARSE (original order)"
         };
-        let cus_ms = time_prepared(gpu, &mut cus, &b, &mut c, n)?;
-        tuning.push(TuneSample {
+        // cuSPARSE is always timed in full: every other candidate is measured against it.
+        let cus_ms = time_launches(gpu, 2, TUNE_ITERS, || {
+            cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
+        })?;
+        tuning.samples.push(TuneSample {
             candidate: cus_name.into(),
             ms: cus_ms,
         });
+        tuning.bound = cus_ms;
+        tuning.cost("cuSPARSE", t_family);
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
-        let csr_best = tune_csr(gpu, &cus.a, &b, &mut c, n, &mut tuning, cus_ms)?;
-        // The best time so far, which later candidates must approach to be timed in full.
-        let mut bound = csr_best.as_ref().map_or(cus_ms, |(ms, _)| ms.min(cus_ms));
+        let t_family = Instant::now();
+        // (A's arrays copied from cuSPARSE's on the device rather than uploaded again.)
+        let on_device = match &cus.dev {
+            DeviceState::Cusparse { csr, .. } => Some(csr.buffers()),
+            _ => None,
+        };
+        let csr_best = tune_csr(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
+        tuning.cost("CSR", t_family);
+        // The tensor-core candidates: not built where the planner's class rules them out.
+        let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
+        let tensor_cores = opts.precision == Precision::Tf32
+            && tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
+        let pruned = opts.precision == Precision::Tf32 && !tensor_cores;
         let mut best: Option<(f64, Candidate)> = None;
         let beats =
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
         let mut acc_err = None;
-        let mut acc = match acc {
-            Some(Ok(p)) => Some(p),
-            Some(Err(e)) => {
-                acc_err = Some(e.to_string());
-                None
+        let mut skipped_hrpb = None;
+        let t_family = Instant::now();
+        let mut acc = if tensor_cores {
+            let stage = match tc_stage {
+                Some(stage) => stage,
+                None => Reordered {
+                    a_re: copy_csr(&cus.a),
+                    perm: cus.perm.clone(),
+                    mode: cus.report.mode,
+                    report: cus.report.reorder.clone(),
+                    forced: true,
+                    reorder_s: cus.report.reorder_s,
+                    gate: cus.report.reorder_gate.clone(),
+                    counts: original_counts,
+                },
+            };
+            match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance)) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    acc_err = Some(e.to_string());
+                    None
+                }
             }
-            None => None,
+        } else {
+            None
         };
         if let Some(p) = acc.as_mut() {
             let ExecKernel::AccSpmm { schedule: planned } = p.report.kernel else {
@@ -388,33 +539,47 @@ impl Engine {
             } else {
                 "original order"
             };
+            // A candidate the device cannot launch at this N (a row cache larger than its
+            // shared memory) is skipped, not fatal.
+            let mut launchable = Vec::with_capacity(kinds.len());
             for (i, &kind) in kinds.iter().enumerate() {
                 if i > 0 {
-                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
                 }
-                // A candidate the device cannot launch at this N (a row cache larger than its
-                // shared memory) is skipped, not fatal.
-                if let Some(why) = p.launch_refusal(n) {
-                    tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}");
-                    continue;
-                }
-                let (ms, probe) =
-                    time_bounded(gpu, bound, || p.spmm_device(1.0, &b, n, n, 0.0, &mut c, n))?;
-                bound = bound.min(ms);
-                tuning.push(TuneSample {
-                    candidate: format!("Acc-SpMM ({order}, {kind}){}", probe_mark(probe)),
-                    ms,
-                });
-                if beats(&best, ms) {
-                    best = Some((ms, Candidate::Acc(kind)));
+                match p.launch_refusal(n) {
+                    Some(why) => tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}"),
+                    None => launchable.push(kind),
                 }
             }
+            let names: Vec<String> = launchable
+                .iter()
+                .map(|kind| format!("Acc-SpMM ({order}, {kind})"))
+                .collect();
+            let mut current = kinds.last().copied();
+            let found = tuning.family(
+                &names,
+                |_, _| true,
+                |i| {
+                    let kind = launchable[i];
+                    if current != Some(kind) {
+                        let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
+                        p.set_schedule(&sched, kind)?;
+                        current = Some(kind);
+                    }
+                    p.spmm_device(1.0, &b, n, n, 0.0, &mut c, n)
+                },
+            )?;
+            if let Some((i, ms)) = found {
+                best = Some((ms, Candidate::Acc(launchable[i])));
+            }
+            tuning.cost("Acc-SpMM", t_family);
             // The row-tile kernels on the same (reordered) matrix, each layout built once per
             // window height; a candidate keeps its device only while it is the fastest so far.
             // Dense-tile kernels are skipped where their tile copy would be too large
             // (dense_tiles_worth_trying).
             if opts.balance == Balance::Auto {
+                let t_family = Instant::now();
                 for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows)
                 {
                     let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
@@ -429,28 +594,60 @@ impl Engine {
                             continue;
                         }
                         if let Some((ms, dev)) =
-                            tune_row_tile(gpu, &m, rt, &b, &mut c, n, order, &mut tuning, bound)?
+                            tune_row_tile(&mut tuning, &m, rt, &b, &mut c, n, order)?
+                            && beats(&best, ms)
                         {
-                            bound = bound.min(ms);
-                            if beats(&best, ms) {
-                                best = Some((ms, Candidate::RowTile(dev)));
-                            }
+                            best = Some((ms, Candidate::RowTile(dev)));
                         }
                     }
                 }
-                if let Some((ms, dev)) = tune_hrpb(gpu, &p.a, &b, &mut c, n, order, &mut tuning)?
-                    && beats(&best, ms)
-                {
-                    best = Some((ms, Candidate::Hrpb(dev)));
+                tuning.cost("row-tile", t_family);
+                let t_family = Instant::now();
+                let predicted = p
+                    .plan
+                    .predictions
+                    .iter()
+                    .find(|k| k.kernel == KernelChoice::HrpbSpmm)
+                    .map(|k| k.ms);
+                if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+                    if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
+                        && beats(&best, ms)
+                    {
+                        best = Some((ms, Candidate::Hrpb(dev)));
+                    }
+                    tuning.cost("HRPB", t_family);
+                } else {
+                    skipped_hrpb = predicted;
                 }
             }
+        } else if tensor_cores {
+            tuning.cost("Acc-SpMM", t_family);
         }
         let tune_s = t.elapsed().as_secs_f64();
-        let summary = tuning
+        let Tuning {
+            samples: tuning,
+            costs,
+            ..
+        } = tuning;
+        let mut summary = tuning
             .iter()
             .map(|s| format!("{} {:.3} ms", s.candidate, s.ms))
             .collect::<Vec<_>>()
             .join(", ");
+        if pruned {
+            summary.push_str(
+                "; tensor-core candidates not built (planner: cuSPARSE class, no reordering kept)",
+            );
+        }
+        if let Some(p) = skipped_hrpb {
+            summary.push_str(&format!(
+                "; HRPB not built (predicted {p:.3} ms, over {HRPB_SKIP_FACTOR}× the best measured)"
+            ));
+        }
+        summary.push_str("; tuning cost");
+        for (family, ms) in &costs {
+            summary.push_str(&format!(" {family} {ms:.1} ms"));
+        }
         let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
         let mut chosen = match (csr_best, acc, best) {
             (Some((_, dev)), _, _) => {
@@ -466,7 +663,7 @@ impl Engine {
             }
             (None, Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
-                    let sched = self.schedule(p.bittcf.row_window_offset(), kind, n);
+                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                     p.set_schedule(&sched, kind)?;
                 }
                 p.report.kernel_note = format!(
@@ -518,5 +715,96 @@ impl Engine {
         chosen.report.tuning = tuning;
         chosen.report.tune_s = tune_s;
         Ok(chosen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_cores_are_pruned_only_for_large_unreordered_cusparse_class_matrices() {
+        // rmat20-ef11 (gate skipped the reordering, α Low): cuSPARSE and CSR only.
+        assert!(!tensor_cores_worth_tuning(true, false, 11_166_427));
+        // BlogCatalog (343 k, Low α) likewise.
+        assert!(!tensor_cores_worth_tuning(true, false, 343_486));
+        // cora, citeseer, west0067: tiny, a tensor-core kernel won there.
+        assert!(tensor_cores_worth_tuning(true, false, 9_104));
+        assert!(tensor_cores_worth_tuning(true, false, PRUNE_MIN_NNZ - 1));
+        // A kept reordering, or a tensor-core class: everything is tried.
+        assert!(tensor_cores_worth_tuning(true, true, 11_166_427));
+        assert!(tensor_cores_worth_tuning(false, false, 30_863_235));
+    }
+
+    #[test]
+    fn only_the_fastest_probe_of_a_family_within_the_bound_is_timed_in_full() {
+        // Fake probes: CSR budgets on rmat20 (cuSPARSE 1.133 ms full).
+        let probes = [Some(0.891), Some(0.875), Some(0.998)];
+        assert_eq!(finalist(&probes, 1.133), Some(1));
+        // Acc-SpMM schedules on rmat20, all far behind the CSR kernel's 0.875 ms.
+        let acc = [Some(1.445), Some(4.538), Some(8.654), Some(16.224)];
+        assert_eq!(finalist(&acc, 0.875), None);
+        // Within PROBE_REJECT of the bound: timed in full (its probe may be pessimistic).
+        assert_eq!(finalist(&[Some(1.2)], 1.0), Some(0));
+        assert_eq!(finalist(&[Some(1.26)], 1.0), None);
+        // Skipped candidates are ignored; no probe at all → nothing; no bound yet → the best.
+        assert_eq!(finalist(&[None, Some(3.0), None], 1.0), None);
+        assert_eq!(finalist(&[None, None], 1.0), None);
+        assert_eq!(finalist(&[Some(5.0), Some(4.0)], f64::INFINITY), Some(1));
+    }
+
+    #[test]
+    fn row_tile_schedules_are_probed_while_they_can_matter() {
+        let bound = 0.4;
+        // The first schedule is always probed.
+        assert!(row_tile_probe_wanted(0, &[None; 5], bound));
+        // 2× behind the best so far under its first schedule: nothing else.
+        let slow = [Some(0.81), None, None, None, None];
+        assert!((1..5).all(|i| !row_tile_probe_wanted(i, &slow, bound)));
+        // 16 windows only when 4 beat 1; the splits in any case.
+        let worse4 = [Some(0.45), Some(0.50), None, None, None];
+        assert!(row_tile_probe_wanted(1, &worse4, bound));
+        assert!(!row_tile_probe_wanted(2, &worse4, bound));
+        assert!(row_tile_probe_wanted(3, &worse4, bound));
+        assert!(row_tile_probe_wanted(4, &worse4, bound));
+        let better4 = [Some(0.45), Some(0.42), None, None, None];
+        assert!(row_tile_probe_wanted(2, &better4, bound));
+    }
+
+    #[test]
+    fn hrpb_is_skipped_only_on_large_matrices_predicted_far_behind() {
+        // clustered256k-b256: best 0.397 ms measured; a prediction of 0.9 ms is > 2× behind.
+        assert!(!hrpb_worth_tuning(Some(0.9), 0.397, 30_863_235));
+        assert!(hrpb_worth_tuning(Some(0.7), 0.397, 30_863_235));
+        // Small matrices (where HRPB did win), no prediction, or nothing measured: built.
+        assert!(hrpb_worth_tuning(Some(0.9), 0.397, 9_104));
+        assert!(hrpb_worth_tuning(None, 0.397, 30_863_235));
+        assert!(hrpb_worth_tuning(Some(0.9), f64::INFINITY, 30_863_235));
+    }
+
+    #[test]
+    fn long_launches_get_fewer_timed_samples() {
+        assert_eq!(full_iters(0.2), TUNE_ITERS);
+        assert_eq!(full_iters(1.0), 6);
+        assert_eq!(full_iters(2.0), 3);
+        assert_eq!(full_iters(11.0), TUNE_MIN_ITERS);
+        assert_eq!(full_iters(f64::NAN), TUNE_ITERS);
+        assert_eq!(full_iters(0.0), TUNE_ITERS);
+    }
+
+    #[test]
+    fn a_fake_tuning_round_times_few_launches_and_keeps_the_fastest() {
+        // The families of rmat20 at N = 128 (session-8 H200 times as fake probes = full times):
+        // cuSPARSE 1.133 full; CSR probes; then nothing else (pruned). Count launches.
+        let cus = 1.133;
+        let csr = [Some(0.891), Some(0.875), Some(0.998)];
+        let f = finalist(&csr, cus).expect("a CSR budget within the bound");
+        let probe_launches = csr.len() * (PROBE_WARMUP + 1 + PROBE_ITERS);
+        let full_launches = TUNE_WARMUP + 1 + full_iters(csr[f].unwrap());
+        assert_eq!(f, 1);
+        // Before: 3 × (2 + 1 + 9) = 36 CSR launches; now 3 probes of 1 + 1 + 3 and one full
+        // timing of 1 + 1 + 7 (6 ms of 0.875 ms launches).
+        assert_eq!(probe_launches, 15);
+        assert_eq!(full_launches, 9);
     }
 }
