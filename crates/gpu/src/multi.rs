@@ -112,7 +112,7 @@ pub enum Transport {
     HostStaged(String),
 }
 
-/// GPUs used together: one [`Gpu`] per member, the first is the root of broadcasts.
+/// GPUs used together: one [`Gpu`] per member (never none), the first is the root of broadcasts.
 pub struct DeviceGroup {
     gpus: Vec<Gpu>,
     comms: Vec<Comm>,
@@ -161,10 +161,7 @@ impl DeviceGroup {
             });
         }
         if !nccl_available() {
-            return Ok(Self::host_staged(
-                gpus,
-                "libnccl.so not found on the library path",
-            ));
+            return Self::host_staged(gpus, "libnccl.so not found on the library path");
         }
         Self::with_nccl(gpus)
     }
@@ -203,19 +200,22 @@ impl DeviceGroup {
         })
     }
 
-    /// A group over handles that may share devices; broadcasts go through the host. `why` is
-    /// reported by [`DeviceGroup::transport`].
-    pub fn host_staged(gpus: Vec<Gpu>, why: &str) -> Self {
-        let transport = if gpus.len() <= 1 {
+    /// A group over handles (at least one) that may share devices; broadcasts go through the
+    /// host. `why` is reported by [`DeviceGroup::transport`].
+    pub fn host_staged(gpus: Vec<Gpu>, why: &str) -> Result<Self, GpuError> {
+        if gpus.is_empty() {
+            return Err(GpuError::Invalid("no GPU handles".into()));
+        }
+        let transport = if gpus.len() == 1 {
             Transport::Single
         } else {
             Transport::HostStaged(why.into())
         };
-        Self {
+        Ok(Self {
             gpus,
             comms: Vec::new(),
             transport,
-        }
+        })
     }
 
     /// The members, root first.
@@ -324,5 +324,7 @@ mod tests {
         let e =
             DeviceGroup::open(DeviceSet::from_ordinals(&[0, missing.max(1)]).unwrap()).unwrap_err();
         assert!(matches!(e, GpuError::Unavailable(_)), "{e}");
+        // A group of no handles is refused (every member-0 access relies on it).
+        assert!(DeviceGroup::host_staged(Vec::new(), "test").is_err());
     }
 }

@@ -981,7 +981,7 @@ pub fn spamm_host(
     k: usize,
     cfg: &SpammConfig,
 ) -> Result<(Vec<f32>, SpammRun), GpuError> {
-    let group = DeviceGroup::host_staged(gpus.to_vec(), "handles given by the caller");
+    let group = DeviceGroup::host_staged(gpus.to_vec(), "handles given by the caller")?;
     spamm_group(&group, a, b, m, n, k, cfg)
 }
 

@@ -71,7 +71,8 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
                         g.with_new_stream().unwrap(),
                     ],
                     "test: three streams of one device",
-                ),
+                )
+                .unwrap(),
                 &a,
                 &opts,
             )

@@ -529,8 +529,11 @@ impl Engine {
         let dev = match (&self.gpu, kernel) {
             (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
+                // Built above for the Acc-SpMM kernels.
                 let Some(built) = bittcf.get() else {
-                    unreachable!("BitTCF is built above for the Acc-SpMM kernels");
+                    return Err(Error::Format(
+                        "BitTCF missing for an Acc-SpMM kernel".into(),
+                    ));
                 };
                 let mut d = AccSpmmDevice::upload(gpu, built, &sched)?;
                 match kernel {
