@@ -108,20 +108,24 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
                 "{kernel:?} {:?}: error {err:.3e} > bound {bound:.3e}",
                 split.transport()
             );
-            // One device with the same decision (tuning may choose another kernel or order on
-            // another run): the single-GPU product, bit for bit.
-            let same = split.parts().next().is_some_and(|p| {
-                p.kernel() == single.kernel() && p.permutation() == single.permutation()
-            });
-            if ranges.len() == 1 && same {
-                assert_eq!(c, c1, "one device: the single-GPU product");
-            }
-            // Twice more (resident B), the same result.
+            // The single-GPU product is held to the same f64 reference above, not compared bit
+            // for bit: the kernels tuning keeps here (split rows, split panels, split windows) add
+            // partial sums with atomics, whose order changes from run to run.
+            let err1 = max_scaled_error(&c1, &want, &scale);
+            assert!(
+                err1 <= bound,
+                "{kernel:?} single GPU: error {err1:.3e} > {bound:.3e}"
+            );
+            // Again on the resident B (no new broadcast): every row written, within the bound.
             split.run(1.0).unwrap();
             split.synchronize().unwrap();
-            let mut again = vec![0f32; a.rows() * n];
+            let mut again = vec![f32::NAN; a.rows() * n];
             split.gather(&mut again, n).unwrap();
-            assert_eq!(again, c);
+            let err2 = max_scaled_error(&again, &want, &scale);
+            assert!(
+                err2 <= bound,
+                "{kernel:?} second run: error {err2:.3e} > {bound:.3e}"
+            );
         }
     }
 }
