@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
-use tcsparse::gpu::multi::{DeviceGroup, DeviceSet, Transport};
+use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
     split_rows,
@@ -90,14 +90,6 @@ fn median_wall(iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(t[t.len() / 2])
 }
 
-fn transport_name(t: &Transport) -> String {
-    match t {
-        Transport::Single => "single".into(),
-        Transport::Nccl => "nccl".into(),
-        Transport::HostStaged(why) => format!("host-staged ({why})"),
-    }
-}
-
 /// Runs the SpAMM and SpMM problems on every device count present.
 pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     let present = Gpu::device_count();
@@ -141,7 +133,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
             gpus: g,
             ms,
             row_ranges: split.row_ranges(),
-            transport: transport_name(group.transport()),
+            transport: group.transport().to_string(),
             rel_err: err,
         });
     }
@@ -183,7 +175,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
                 gpus: g,
                 ms,
                 row_ranges: split.row_ranges(),
-                transport: transport_name(split.transport()),
+                transport: split.transport().to_string(),
                 rel_err: err,
             });
         }

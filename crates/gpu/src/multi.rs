@@ -112,6 +112,17 @@ pub enum Transport {
     HostStaged(String),
 }
 
+impl std::fmt::Display for Transport {
+    /// `single`, `nccl` or `host-staged (why)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Single => f.write_str("single"),
+            Transport::Nccl => f.write_str("nccl"),
+            Transport::HostStaged(why) => write!(f, "host-staged ({why})"),
+        }
+    }
+}
+
 /// GPUs used together: one [`Gpu`] per member (never none), the first is the root of broadcasts.
 pub struct DeviceGroup {
     gpus: Vec<Gpu>,
@@ -216,6 +227,17 @@ impl DeviceGroup {
             comms: Vec::new(),
             transport,
         })
+    }
+
+    /// `count` (≥ 1) handles on `gpu`'s device: `gpu` itself and `count − 1` new streams of its
+    /// context, host-staged. Runs a split on one GPU (the parts overlap on the device), which is
+    /// how the split is tested where only one GPU is present.
+    pub fn streams_of(gpu: &Gpu, count: usize) -> Result<Self, GpuError> {
+        let mut gpus = vec![gpu.clone()];
+        for _ in 1..count.max(1) {
+            gpus.push(gpu.with_new_stream()?);
+        }
+        Self::host_staged(gpus, &format!("{} streams of one device", count.max(1)))
     }
 
     /// The members, root first.

@@ -33,15 +33,7 @@ fn broadcast_reaches_every_member_on_every_transport() {
     let root = g.upload(&data).unwrap();
     let mut groups = vec![
         DeviceGroup::open(DeviceSet::default()).unwrap(),
-        DeviceGroup::host_staged(
-            vec![
-                g.clone(),
-                g.with_new_stream().unwrap(),
-                g.with_new_stream().unwrap(),
-            ],
-            "test: three streams of one device",
-        )
-        .unwrap(),
+        DeviceGroup::streams_of(&g, 3).unwrap(),
     ];
     if want_nccl() {
         let one = DeviceGroup::with_nccl(vec![Gpu::open_device(0).unwrap()]).unwrap();
@@ -91,17 +83,7 @@ fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
         target: TauTarget::RelError(1e-5),
     };
     let (c1, r1) = spamm_host(std::slice::from_ref(&g), &a, &a, n, n, n, &cfg).unwrap();
-    let mut groups = vec![
-        DeviceGroup::host_staged(
-            vec![
-                g.clone(),
-                g.with_new_stream().unwrap(),
-                g.with_new_stream().unwrap(),
-            ],
-            "test: three streams of one device",
-        )
-        .unwrap(),
-    ];
+    let mut groups = vec![DeviceGroup::streams_of(&g, 3).unwrap()];
     let count = Gpu::device_count();
     if count > 1 {
         groups.push(DeviceGroup::open(DeviceSet::first(count)).unwrap());

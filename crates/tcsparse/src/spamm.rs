@@ -8,8 +8,8 @@
 
 use tcsparse_formats::normmap::{NormMap, spamm_cpu};
 use tcsparse_gpu::Gpu;
+use tcsparse_gpu::multi::DeviceGroup;
 pub use tcsparse_gpu::multi::DeviceSet;
-use tcsparse_gpu::multi::{DeviceGroup, Transport};
 use tcsparse_gpu::spamm::{
     SpammBlock, SpammConfig, SpammKernel, SpammOperands, SpammSchedule, TILE, choose_tau,
     rel_bound, spamm_group,
@@ -156,15 +156,6 @@ pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows:
     if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
 }
 
-/// The report's name of a group's transport.
-fn transport_name(t: &Transport) -> String {
-    match t {
-        Transport::Single => "single".into(),
-        Transport::Nccl => "nccl".into(),
-        Transport::HostStaged(why) => format!("host-staged ({why})"),
-    }
-}
-
 fn sample_rows(m: usize, max: usize) -> Vec<usize> {
     if max == 0 || max >= m {
         (0..m).collect()
@@ -205,7 +196,7 @@ pub fn spamm(
                 measured_error: None,
                 attempts: run.attempts,
                 row_ranges: run.row_ranges,
-                transport: transport_name(group.transport()),
+                transport: group.transport().to_string(),
             },
         )
     } else {

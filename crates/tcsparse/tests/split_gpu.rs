@@ -63,20 +63,7 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
         single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();
         let bound = single.error_bound();
         let mut splits = vec![
-            prepare_on_group(
-                DeviceGroup::host_staged(
-                    vec![
-                        g.clone(),
-                        g.with_new_stream().unwrap(),
-                        g.with_new_stream().unwrap(),
-                    ],
-                    "test: three streams of one device",
-                )
-                .unwrap(),
-                &a,
-                &opts,
-            )
-            .unwrap(),
+            prepare_on_group(DeviceGroup::streams_of(&g, 3).unwrap(), &a, &opts).unwrap(),
             prepare_split(DeviceSet::default(), &a, &opts).unwrap(),
         ];
         let count = Gpu::device_count();
