@@ -236,8 +236,12 @@ impl HrpbSpmm {
         Ok(())
     }
 
-    /// Changes the split policy (A stays uploaded).
+    /// Changes the split policy (A stays uploaded); the cached work list is dropped only when the
+    /// policy changes.
     pub fn set_split(&mut self, split: HrpbSplit) {
+        if self.split == split {
+            return;
+        }
         self.split = split;
         *self.work.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
