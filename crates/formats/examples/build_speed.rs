@@ -4,38 +4,18 @@
 //! `cargo run --release -p tcsparse-formats --example build_speed -- [--threads 1,2,4,8,16]
 //! [--reps 5]`
 
-use std::time::Instant;
+mod bench_args;
+
+use bench_args::{best_ns, flag, threads};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::generate::{clustered_block_diagonal, rmat, uniform_random};
 use tcsparse_formats::rowtile::RowTileTcf;
 
-fn flag(args: &[String], f: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == f)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn best_ns<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
-    std::hint::black_box(f());
-    (0..reps)
-        .map(|_| {
-            let s = Instant::now();
-            std::hint::black_box(f());
-            s.elapsed().as_nanos() as f64
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let threads: Vec<usize> = flag(&args, "--threads")
-        .unwrap_or_else(|| "1,2".into())
-        .split(',')
-        .map(|t| t.parse().expect("--threads"))
-        .collect();
+    let threads = threads(&args);
     let reps: usize = flag(&args, "--reps").map_or(5, |s| s.parse().expect("--reps"));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average: {}", load.trim());

@@ -4,34 +4,17 @@
 //!
 //! `cargo run --release -p tcsparse-formats --example planner_counts_speed -- --threads 1,16`
 
+mod bench_args;
+
+use bench_args::{best_ns, flag, threads};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::generate::{clustered_block_diagonal, rmat};
 use tcsparse_formats::metrics::{block_count, planner_block_counts};
 
-fn flag(args: &[String], f: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == f)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn best_ns<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
-    (0..reps.max(1))
-        .map(|_| {
-            let t = std::time::Instant::now();
-            std::hint::black_box(f());
-            t.elapsed().as_nanos() as f64
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let threads: Vec<usize> = flag(&args, "--threads")
-        .unwrap_or_else(|| "1,2".into())
-        .split(',')
-        .map(|t| t.parse().expect("--threads"))
-        .collect();
+    let threads = threads(&args);
     let reps: usize = flag(&args, "--reps").map_or(3, |s| s.parse().expect("--reps"));
     let scale: u32 = flag(&args, "--scale").map_or(19, |s| s.parse().expect("--scale"));
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
