@@ -43,6 +43,12 @@ const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
 /// 142 items for 132 SMs, 1.38× slower than cuSPARSE on the H200).
 const CSR_MIN_ITEMS_PER_SM: usize = 8;
 
+/// Whether `nnz` nonzeros make fewer than [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per
+/// SM on `sm_count` SMs: every kernel is then bound by its launch and longest thread block.
+fn at_launch_floor(nnz: usize, sm_count: u32) -> bool {
+    nnz / 64 < CSR_MIN_ITEMS_PER_SM * sm_count.max(1) as usize
+}
+
 /// The CUDA-core kernel an untuned preparation runs where the planner's model says "no tensor
 /// cores" (cuSPARSE-class, e.g. Low TCU synergy): our CSR kernel at a nonzero budget per warp
 /// giving about 16 items per resident warp (64..=1024 nonzeros; the tuned choice on the shared
@@ -50,10 +56,10 @@ const CSR_MIN_ITEMS_PER_SM: usize = 8;
 /// than cuSPARSE on 21 of 24 shared-dataset cases; `None` (cuSPARSE) when there are fewer than
 /// [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per SM.
 fn csr_kernel_for(nnz: usize, sm_count: u32) -> Option<ExecKernel> {
-    let sms = sm_count.max(1) as usize;
-    if nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms {
+    if at_launch_floor(nnz, sm_count) {
         return None;
     }
+    let sms = sm_count.max(1) as usize;
     // 64 resident warps per SM, 16 items each.
     let chunk = (nnz / (sms * 64 * 16)).clamp(64, 1024) as u32;
     Some(ExecKernel::CsrCuda {
@@ -114,8 +120,7 @@ pub fn model_kernel(
     alpha: Option<f64>,
     sm_count: u32,
 ) -> ExecKernel {
-    let sms = sm_count.max(1) as usize;
-    if nnz > 0 && alpha.is_some() && nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms {
+    if nnz > 0 && alpha.is_some() && at_launch_floor(nnz, sm_count) {
         return HRPB_DEFAULT;
     }
     let csr = || csr_kernel_for(nnz, sm_count).unwrap_or(ExecKernel::Cusparse);
@@ -760,7 +765,7 @@ impl Engine {
                     KernelChoice::MeTcfSpmm => "ME-TCF",
                     KernelChoice::Cusparse => "cuSPARSE",
                 };
-                let floor = nnz / 64 < CSR_MIN_ITEMS_PER_SM * sms as usize;
+                let floor = at_launch_floor(nnz, sms);
                 let note = match kernel {
                     ExecKernel::AccSpmm { .. } => return acc(plan.reason.clone()),
                     ExecKernel::Cusparse => plan.reason.clone(),

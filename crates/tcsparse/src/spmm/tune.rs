@@ -236,15 +236,13 @@ fn tune_hrpb(
         &names,
         |_, _| true,
         |i| {
-            // Only on a change: `set_split` drops the cached work list, and rebuilding it on
-            // every launch (occupancy query, split, upload) would be timed with the kernel.
+            // `set_split` keeps the cached work list when the split is unchanged, so the timed
+            // launches do not rebuild and upload it.
             let (mma, split) = configs[i];
             if mma != dev.mma() {
                 dev.set_mma(mma)?;
             }
-            if split != dev.split() {
-                dev.set_split(split);
-            }
+            dev.set_split(split);
             Ok(dev.run(1.0, b, 0.0, c, n)?)
         },
     )?;
@@ -255,9 +253,7 @@ fn tune_hrpb(
     if mma != dev.mma() {
         dev.set_mma(mma)?;
     }
-    if split != dev.split() {
-        dev.set_split(split);
-    }
+    dev.set_split(split);
     Ok(Some((ms, dev)))
 }
 
