@@ -260,43 +260,36 @@ impl DeviceGroup {
         &self.transport
     }
 
-    /// Copies `root` (on member 0) to every member: returns one buffer per member, member 0's a
-    /// device copy of `root`. Queued on the members' streams; synchronize before reading on the
+    /// Sends `root` (on member 0) to every member: returns one buffer per member, member 0's being
+    /// `root` itself (no copy). Queued on the members' streams; synchronize before reading on the
     /// host (the NCCL path orders itself after work already queued on each stream).
-    pub fn broadcast<T>(&self, root: &CudaSlice<T>) -> Result<Vec<CudaSlice<T>>, GpuError>
+    pub fn broadcast<T>(&self, root: CudaSlice<T>) -> Result<Vec<CudaSlice<T>>, GpuError>
     where
-        T: DeviceRepr + ValidAsZeroBits + NcclType + Clone + Default,
+        T: DeviceRepr + ValidAsZeroBits + NcclType,
     {
         let len = root.len();
         let mut out = Vec::with_capacity(self.gpus.len());
         match &self.transport {
-            Transport::Single => {
-                let g = &self.gpus[0];
-                let mut copy = g.alloc_zeros::<T>(len)?;
-                g.stream().memcpy_dtod(root, &mut copy)?;
-                out.push(copy);
-            }
+            Transport::Single => out.push(root),
             Transport::HostStaged(_) => {
-                let host = self.gpus[0].download(root)?;
-                for g in &self.gpus {
+                let host = self.gpus[0].download(&root)?;
+                out.push(root);
+                for g in &self.gpus[1..] {
                     out.push(g.upload(&host)?);
                 }
             }
             Transport::Nccl => {
-                for g in &self.gpus {
+                out.push(root);
+                for g in &self.gpus[1..] {
                     out.push(g.alloc_zeros::<T>(len)?);
                 }
                 if len > 0 {
+                    // In place on every rank: the root's buffer is its send and receive buffer.
                     cudarc::nccl::result::group_start()
                         .map_err(|e| nccl_error("ncclGroupStart", e))?;
                     let mut result = Ok(());
-                    for (rank, (comm, buf)) in self.comms.iter().zip(out.iter_mut()).enumerate() {
-                        let r = if rank == 0 {
-                            comm.broadcast(Some(root), buf, 0)
-                        } else {
-                            comm.broadcast::<CudaSlice<T>, _, T>(None, buf, 0)
-                        };
-                        if let Err(e) = r {
+                    for (comm, buf) in self.comms.iter().zip(out.iter_mut()) {
+                        if let Err(e) = comm.broadcast_in_place(buf, 0) {
                             result = Err(nccl_error("ncclBroadcast", e));
                             break;
                         }

@@ -872,9 +872,7 @@ impl SpammSplit {
             )));
         }
         let root = &group.gpus()[0];
-        let b_root = root.upload(nonempty(b))?;
-        let bs = group.broadcast(&b_root)?;
-        drop(b_root);
+        let bs = group.broadcast(root.upload(nonempty(b))?)?;
         let mut parts = Vec::with_capacity(ranges.len());
         for ((g, &(r0, r1)), b_dev) in group.gpus().iter().zip(ranges).zip(bs) {
             let pm = r1 - r0;

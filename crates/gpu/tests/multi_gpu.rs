@@ -53,7 +53,7 @@ fn broadcast_reaches_every_member_on_every_transport() {
         } else {
             root.clone()
         };
-        let out = group.broadcast(&root).unwrap();
+        let out = group.broadcast(root).unwrap();
         assert_eq!(out.len(), group.len());
         group.synchronize().unwrap();
         for (i, (buf, g)) in out.iter().zip(group.gpus()).enumerate() {

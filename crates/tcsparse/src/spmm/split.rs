@@ -7,6 +7,7 @@
 
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
+use tcsparse_gpu::GpuError;
 use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 use tcsparse_planner::spamm::split_rows_across_gpus;
 
@@ -170,19 +171,27 @@ impl SplitPrepared {
                 b.len()
             )));
         }
-        let compact: Vec<f32> = if ldb == n {
-            b[..self.cols * n].to_vec()
-        } else {
-            (0..self.cols)
-                .flat_map(|r| b[r * ldb..r * ldb + n].iter().copied())
-                .collect()
-        };
+        // B compact (ld = n) on the first device: uploaded straight from `b` when it already is.
+        let need = self.cols * n;
         let root = &self.group.gpus()[0];
-        let b0 = root.upload(if compact.is_empty() { &[0.0] } else { &compact })?;
-        let bs = self.group.broadcast(&b0)?;
+        let b0 = if need == 0 {
+            root.upload(&[0.0f32])?
+        } else if ldb == n {
+            root.upload(&b[..need])?
+        } else {
+            let compact: Vec<f32> = (0..self.cols)
+                .flat_map(|r| b[r * ldb..r * ldb + n].iter().copied())
+                .collect();
+            root.upload(&compact)?
+        };
+        let bs = self.group.broadcast(b0)?;
         for ((part, bd), g) in self.parts.iter_mut().zip(bs).zip(self.group.gpus()) {
             part.b = Some(bd);
-            part.c = Some(g.alloc_zeros(((part.rows.1 - part.rows.0) * n).max(1))?);
+            // C blocks are kept between calls while they are large enough.
+            let len = ((part.rows.1 - part.rows.0) * n).max(1);
+            if part.c.as_ref().is_none_or(|c| c.len() < len) {
+                part.c = Some(g.alloc_zeros(len)?);
+            }
         }
         self.n = n;
         Ok(())
@@ -231,12 +240,21 @@ impl SplitPrepared {
             if r1 == r0 {
                 continue;
             }
-            let block = g.download(cd)?;
-            for (i, row) in block[..(r1 - r0) * n].chunks_exact(n).enumerate() {
-                let r = r0 + i;
-                c[r * ldc..r * ldc + n].copy_from_slice(row);
+            let len = (r1 - r0) * n;
+            if ldc == n {
+                // Straight into the caller's rows.
+                g.stream()
+                    .memcpy_dtoh(&cd.slice(..len), &mut c[r0 * n..r0 * n + len])
+                    .map_err(GpuError::from)?;
+            } else {
+                let block = g.download(cd)?;
+                for (i, row) in block[..len].chunks_exact(n).enumerate() {
+                    let r = r0 + i;
+                    c[r * ldc..r * ldc + n].copy_from_slice(row);
+                }
             }
         }
+        self.synchronize()?;
         Ok(())
     }
 
