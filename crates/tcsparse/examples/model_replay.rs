@@ -2,24 +2,20 @@
 //! H200 preparation would run it (132 SMs), printed one line per case in the tuning samples'
 //! naming (`<kernel> (<order>)`): the input of the model-vs-tuned replay on the bench's tuning
 //! samples (docs/kernels/hrpb.md). CPU only (the reordering, the formats and the planner are all
-//! host code); ignored because it reads real matrices:
+//! host code). A tool, not a test: the bench measures the same agreement itself (`Case::model`).
 //!
-//! `TCSPARSE_REPLAY_DIR=/path/to/mtx cargo test -p tcsparse --release --test model_replay -- \
-//!  --ignored --nocapture`
+//! `cargo run -p tcsparse --release --example model_replay -- /path/to/mtx-folder`
 
 use tcsparse::formats::bittcf::BitTcf;
 use tcsparse::formats::metrics::block_count;
 use tcsparse::planner::{DeviceSpec, MatrixFeatures, plan_spmm};
 use tcsparse::{Engine, ExecKernel, PrepareOptions, model_kernel};
 
-#[test]
-#[ignore = "reads the matrices of $TCSPARSE_REPLAY_DIR"]
-fn model_only_choices() {
-    let Some(dir) = std::env::var_os("TCSPARSE_REPLAY_DIR") else {
-        panic!("set TCSPARSE_REPLAY_DIR to a folder of .mtx / .mtx.gz files");
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let Some(dir) = std::env::args_os().nth(1) else {
+        return Err("usage: model_replay FOLDER (of .mtx / .mtx.gz files)".into());
     };
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().contains(".mtx"))
         .collect();
@@ -29,18 +25,16 @@ fn model_only_choices() {
     for path in files {
         let name = path
             .file_name()
-            .unwrap()
+            .unwrap_or_default()
             .to_string_lossy()
             .replace(".mtx.gz", "")
             .replace(".mtx", "");
-        let a = tcsparse::formats::mtx::read_matrix(&path).expect("read matrix");
+        let a = tcsparse::formats::mtx::read_matrix(&path)?;
         // The Auto reordering decision (host code, the same on every device).
-        let p = engine
-            .prepare(&a, &PrepareOptions::builder().n(128).tune(false).build())
-            .expect("prepare");
+        let p = engine.prepare(&a, &PrepareOptions::builder().n(128).tune(false).build())?;
         let a_re = p.matrix().clone();
         let reordered = p.permutation().is_some();
-        let bittcf = BitTcf::from_csr(&a_re).unwrap();
+        let bittcf = BitTcf::from_csr(&a_re)?;
         let blocks = bittcf.num_blocks();
         let bricks = block_count(&a_re, 16, 4);
         for n in [128usize, 256, 512] {
@@ -77,4 +71,5 @@ fn model_only_choices() {
             println!("REPLAY\t{name}\t{n}\t{k} ({order})\t{}", plan.reason);
         }
     }
+    Ok(())
 }
