@@ -28,6 +28,10 @@ use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 pub const ENTRY_K4: &str = "hrpb_spmm_k4";
 /// Entry of the m16n8k8 kernel (one MMA per pair of bricks and 8 features).
 pub const ENTRY_K8: &str = "hrpb_spmm_k8";
+/// Entry of the m16n8k8 kernel with steps of 4 bricks and coalesced, prefetched brick records.
+pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
+/// Entry of the m16n8k8 kernel with steps of 8 bricks and coalesced, prefetched brick records.
+pub const ENTRY_K8D8: &str = "hrpb_spmm_k8d8";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -62,6 +66,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8D4,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8D8,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -71,24 +85,35 @@ pub enum HrpbMma {
     K4,
     /// `mma.m16n8k8`, one per pair of consecutive bricks (half the MMA instructions).
     K8,
+    /// `mma.m16n8k8` in steps of 4 bricks: the step's brick records come in one coalesced load,
+    /// issued a step early, so a step waits on one round trip (values and B) instead of two
+    /// (record, then values and B); 4 bricks' loads in flight per warp instead of 2.
+    K8D4,
+    /// As [`HrpbMma::K8D4`] with steps of 8 bricks (96 registers: 5 instead of 8 thread blocks per
+    /// SM, 8 bricks in flight per warp).
+    K8D8,
 }
 
 impl HrpbMma {
-    /// Both shapes.
-    pub const ALL: [HrpbMma; 2] = [HrpbMma::K4, HrpbMma::K8];
+    /// Every kernel.
+    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8D8];
 
     fn entry(self) -> &'static str {
         match self {
             HrpbMma::K4 => ENTRY_K4,
             HrpbMma::K8 => ENTRY_K8,
+            HrpbMma::K8D4 => ENTRY_K8D4,
+            HrpbMma::K8D8 => ENTRY_K8D8,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8d8`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
+            HrpbMma::K8D4 => "k8d4",
+            HrpbMma::K8D8 => "k8d8",
         }
     }
 }

@@ -32,9 +32,13 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
+/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: steps of 8
+/// bricks with prefetched brick records (docs/kernels/hrpb.md, v3).
+const HRPB_MMA: HrpbMma = HrpbMma::K8D8;
+
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
-    mma: HrpbMma::K8,
+    mma: HRPB_MMA,
     split: HrpbSplit::Wave,
 };
 
@@ -745,7 +749,7 @@ impl Engine {
             ),
             KernelRequest::Hrpb => (
                 ExecKernel::Hrpb {
-                    mma: HrpbMma::K8,
+                    mma: HRPB_MMA,
                     // Balance::Off keeps every panel whole; anything else splits wave-aware.
                     split: if opts.balance == Balance::Off {
                         HrpbSplit::None
