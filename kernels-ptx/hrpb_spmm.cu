@@ -27,7 +27,9 @@
 //
 // Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
-// global indices). flags bit 0: the panel is split over several virtual panels; its rows were
+// global indices); with warp items (hrpb_spmm_k8w, hrpb_spmm_k8d4w) warp w of TB x runs item 4x + w
+// on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
+// bit 1 is set (skipped). flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
 // alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
 // once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
@@ -178,20 +180,25 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
     }
 }
 
-template <bool K8>
+template <bool K8, bool WI>
 __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           const u32* __restrict__ bricks,
                                           const float* __restrict__ values,
                                           const float* __restrict__ b, u32 ldb,
                                           float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                           float alpha, float beta, u32 flags) {
-    const u64 f0 = ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features and share the B rows
+    // those panels have in common through L1; else the TB's warps split one item's features.
+    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (f0 >= n) return;  // whole warp
     const u32 lane = threadIdx.x;
     const u32 g = lane >> 2, t = lane & 3;
-    const u32* wk = work + 4ull * blockIdx.x;
+    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32 wflags = __ldg(wk + 3);
+    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
     const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
-    const bool split = __ldg(wk + 3) & 1u;
+    const bool split = wflags & 1u;
     const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
     const u64 fb = f0 + 4 * g;  // this lane's B features
 
@@ -218,8 +225,8 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
     store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
 }
 
-// Deep variant (v3, hrpb_spmm_k8d4 / hrpb_spmm_k8d8): the same m16n8k8 pairs, but a step is CH
-// bricks (4 or 8) and the step's metadata arrives one step early and in one coalesced load: the CH
+// Deep variant (v3, hrpb_spmm_k8d4, and with warp items hrpb_spmm_k8d4w): the same m16n8k8 pairs,
+// but a step is CH = 4 bricks (CH = 8 at 96 registers was measured 15-35 % slower) and the step's metadata arrives one step early and in one coalesced load: the CH
 // brick records (CH x 32 bytes) are read as CH / 4 u32 words per lane (lane l holds word l % 8 of
 // record 4w + l / 8) and handed to the lanes with shuffles; the next step's records are loaded
 // before this step's value and B loads. So the dependent chain of a step is one round trip (values
@@ -236,20 +243,25 @@ __device__ __forceinline__ void load_meta(const u32* __restrict__ bricks, u32 i,
     }
 }
 
-template <int CH>
+template <int CH, bool WI>
 __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
                                                const u32* __restrict__ bricks,
                                                const float* __restrict__ values,
                                                const float* __restrict__ b, u32 ldb,
                                                float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                                float alpha, float beta, u32 flags) {
-    const u64 f0 = ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features and share the B rows
+    // those panels have in common through L1; else the TB's warps split one item's features.
+    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (f0 >= n) return;  // whole warp
     const u32 lane = threadIdx.x;
     const u32 g = lane >> 2, t = lane & 3;
-    const u32* wk = work + 4ull * blockIdx.x;
+    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32 wflags = __ldg(wk + 3);
+    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
     const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
-    const bool split = __ldg(wk + 3) & 1u;
+    const bool split = wflags & 1u;
     const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
     const u64 fb = f0 + 4 * g;  // this lane's B features
     const u32 below = (1u << lane) - 1;
@@ -305,17 +317,21 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 #define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
-    hrpb_spmm<false>(HRPB_ARGS);
+    hrpb_spmm<false, false>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8(HRPB_PARAMS) {
-    hrpb_spmm<true>(HRPB_ARGS);
+    hrpb_spmm<true, false>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8w(HRPB_PARAMS) {
+    hrpb_spmm<true, true>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4(HRPB_PARAMS) {
-    hrpb_spmm_deep<4>(HRPB_ARGS);
+    hrpb_spmm_deep<4, false>(HRPB_ARGS);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 5) hrpb_spmm_k8d8(HRPB_PARAMS) {
-    hrpb_spmm_deep<8>(HRPB_ARGS);
+extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4w(HRPB_PARAMS) {
+    hrpb_spmm_deep<4, true>(HRPB_ARGS);
 }

@@ -30,8 +30,10 @@ pub const ENTRY_K4: &str = "hrpb_spmm_k4";
 pub const ENTRY_K8: &str = "hrpb_spmm_k8";
 /// Entry of the m16n8k8 kernel with steps of 4 bricks and coalesced, prefetched brick records.
 pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
-/// Entry of the m16n8k8 kernel with steps of 8 bricks and coalesced, prefetched brick records.
-pub const ENTRY_K8D8: &str = "hrpb_spmm_k8d8";
+/// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
+pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
+/// [`ENTRY_K8D4`] with the warp items of [`ENTRY_K8W`].
+pub const ENTRY_K8D4W: &str = "hrpb_spmm_k8d4w";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -73,7 +75,12 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
     KernelSignature {
         module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8D8,
+        name: ENTRY_K8W,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8D4W,
         params: PARAMS,
     },
 ];
@@ -89,31 +96,59 @@ pub enum HrpbMma {
     /// issued a step early, so a step waits on one round trip (values and B) instead of two
     /// (record, then values and B); 4 bricks' loads in flight per warp instead of 2.
     K8D4,
-    /// As [`HrpbMma::K8D4`] with steps of 8 bricks (96 registers: 5 instead of 8 thread blocks per
-    /// SM, 8 bricks in flight per warp).
-    K8D8,
+    /// [`HrpbMma::K8`] with warp items: warp w of thread block x runs work item 4x + w on 32
+    /// features (grid.y = ⌈n/32⌉), so a thread block's 4 warps walk 4 consecutive panels on the
+    /// same features and share, through L1, the B rows those panels have in common.
+    K8W,
+    /// [`HrpbMma::K8D4`] with the warp items of [`HrpbMma::K8W`].
+    K8D4W,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8D8];
+    pub const ALL: [HrpbMma; 5] = [
+        HrpbMma::K4,
+        HrpbMma::K8,
+        HrpbMma::K8D4,
+        HrpbMma::K8W,
+        HrpbMma::K8D4W,
+    ];
 
     fn entry(self) -> &'static str {
         match self {
             HrpbMma::K4 => ENTRY_K4,
             HrpbMma::K8 => ENTRY_K8,
             HrpbMma::K8D4 => ENTRY_K8D4,
-            HrpbMma::K8D8 => ENTRY_K8D8,
+            HrpbMma::K8W => ENTRY_K8W,
+            HrpbMma::K8D4W => ENTRY_K8D4W,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8d8`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8d4w`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
             HrpbMma::K8D4 => "k8d4",
-            HrpbMma::K8D8 => "k8d8",
+            HrpbMma::K8W => "k8w",
+            HrpbMma::K8D4W => "k8d4w",
+        }
+    }
+
+    /// Whether each warp runs its own work item (4 per thread block) on 32 features.
+    pub fn warp_items(self) -> bool {
+        matches!(self, HrpbMma::K8W | HrpbMma::K8D4W)
+    }
+
+    /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
+    /// one work item runs on (a thread block, or a warp for [`HrpbMma::warp_items`]).
+    fn launch_shape(self, n: usize) -> (u32, u32, u32) {
+        if self.warp_items() {
+            let tiles = n.div_ceil(TN).clamp(1, u32::MAX as usize) as u32;
+            (MAX_WARPS as u32, tiles, MAX_WARPS as u32)
+        } else {
+            let (warps, tiles) = tiling(n);
+            (warps, tiles, 1)
         }
     }
 }
@@ -298,7 +333,7 @@ impl HrpbSpmm {
 
     /// Thread blocks of the kernel resident per SM at width `n` (driver occupancy query).
     pub fn blocks_per_sm(&self, n: usize) -> Result<u32, GpuError> {
-        let (warps, _) = tiling(n);
+        let (warps, _, _) = self.mma.launch_shape(n);
         Ok(self
             .func
             .occupancy_max_active_blocks_per_multiprocessor(32 * warps, 0, None)?
@@ -309,9 +344,7 @@ impl HrpbSpmm {
     /// waves of resident thread blocks (SM count × occupancy): ⌈bricks · tiles / (2 · resident)⌉,
     /// at least 4 (the row-tile kernels' wave-aware cap, docs/kernels/row-tile.md v5).
     pub fn fill_cap(&self, n: usize) -> Result<u32, GpuError> {
-        let (_, tiles) = tiling(n);
-        let resident =
-            u64::from(self.blocks_per_sm(n)?) * u64::from(self.gpu.info().sm_count.max(1));
+        let (tiles, resident) = self.tiles_and_resident(n)?;
         let bricks = self.num_bricks() as u64 * u64::from(tiles);
         Ok(bricks
             .div_ceil(2 * resident.max(1))
@@ -321,9 +354,8 @@ impl HrpbSpmm {
     /// Bricks per piece of [`HrpbSplit::Wave`] at width `n`: [`tcsparse_planner::wave::fill_cap`]
     /// of this matrix's bricks and panels on this device (SM count × the kernel's occupancy).
     pub fn wave_cap(&self, n: usize) -> Result<u32, GpuError> {
-        let (_, tiles) = tiling(n);
+        let (tiles, resident) = self.tiles_and_resident(n)?;
         let sms = self.gpu.info().sm_count.max(1);
-        let resident = u64::from(self.blocks_per_sm(n)?) * u64::from(sms);
         let panels = self.panel_bricks.len().saturating_sub(1) as u64;
         Ok(tcsparse_planner::wave::fill_cap(
             self.num_bricks() as u64,
@@ -334,13 +366,24 @@ impl HrpbSpmm {
         ))
     }
 
+    /// (feature tiles, resident work units) at width `n`: the units are thread blocks, or warps
+    /// for a kernel with warp items (SM count × occupancy × 4).
+    fn tiles_and_resident(&self, n: usize) -> Result<(u32, u64), GpuError> {
+        let (_, tiles, units) = self.mma.launch_shape(n);
+        let sms = u64::from(self.gpu.info().sm_count.max(1));
+        Ok((
+            tiles,
+            u64::from(self.blocks_per_sm(n)?) * sms * u64::from(units),
+        ))
+    }
+
     /// The wave split used at width `n` (Eq. 6–7 numbers and the virtual panels).
     pub fn wave_split(&self, n: usize) -> Result<WaveSplit, GpuError> {
         Ok(self.device_work(n)?.wave.clone())
     }
 
     fn device_work(&self, n: usize) -> Result<Arc<DeviceWork>, GpuError> {
-        let (warps, tiles) = tiling(n);
+        let (warps, tiles, _) = self.mma.launch_shape(n);
         let key = (tiles, warps);
         let mut slot = self.work.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((k, w)) = slot.as_ref()
@@ -353,13 +396,12 @@ impl HrpbSpmm {
             // One "resident block" per panel-tile: nothing is ever split.
             HrpbSplit::None | HrpbSplit::Cap(_) => u64::MAX,
             HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => {
-                let per_sm = self.blocks_per_sm(n)? as u64;
-                let sms = u64::from(self.gpu.info().sm_count.max(1));
+                let (_, resident) = self.tiles_and_resident(n)?;
                 let coarse = match self.split {
                     HrpbSplit::WaveCoarse(k) => u64::from(k.max(1)),
                     _ => 1,
                 };
-                (sms * per_sm / coarse).max(1)
+                (resident / coarse).max(1)
             }
         };
         let wave = match self.split {
@@ -374,7 +416,13 @@ impl HrpbSpmm {
                     .map_err(|e| GpuError::Invalid(e.to_string()))?
             }
         };
-        let (items, split_panels) = work_items(&self.panel_bricks, &wave);
+        let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
+        if self.mma.warp_items() {
+            // 4 items per thread block: pad with items the kernel skips (flags bit 1).
+            while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
+                items.extend_from_slice(&[0, 0, 0, 2]);
+            }
+        }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
         }
@@ -422,7 +470,7 @@ impl HrpbSpmm {
         if self.m == 0 || n == 0 {
             return Ok(());
         }
-        let (warps, tiles) = tiling(n);
+        let (warps, tiles, units) = self.mma.launch_shape(n);
         if tiles > 65_535 {
             return Err(GpuError::Invalid(format!(
                 "n = {n} needs {tiles} feature tiles (> 65535)"
@@ -442,7 +490,7 @@ impl HrpbSpmm {
         let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
             | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
         let cfg = LaunchConfig {
-            grid_dim: (work.count as u32, tiles, 1),
+            grid_dim: (work.count as u32 / units, tiles, 1),
             block_dim: (32, warps, 1),
             shared_mem_bytes: 0,
         };

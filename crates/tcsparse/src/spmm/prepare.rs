@@ -34,7 +34,7 @@ pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
 /// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: steps of 8
 /// bricks with prefetched brick records (docs/kernels/hrpb.md, v3).
-const HRPB_MMA: HrpbMma = HrpbMma::K8D8;
+const HRPB_MMA: HrpbMma = HrpbMma::K8D4W;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
