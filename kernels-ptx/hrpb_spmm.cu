@@ -27,7 +27,7 @@
 //
 // Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
-// global indices); with warp items (hrpb_spmm_k8w, hrpb_spmm_k8d4w) warp w of TB x runs item 4x + w
+// global indices); with warp items (hrpb_spmm_k8w) warp w of TB x runs item 4x + w
 // on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
 // bit 1 is set (skipped). flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
@@ -225,8 +225,8 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
     store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
 }
 
-// Deep variant (v3, hrpb_spmm_k8d4, and with warp items hrpb_spmm_k8d4w): the same m16n8k8 pairs,
-// but a step is CH = 4 bricks (CH = 8 at 96 registers was measured 15-35 % slower) and the step's metadata arrives one step early and in one coalesced load: the CH
+// Deep variant (v3, hrpb_spmm_k8d4): the same m16n8k8 pairs, but a step is CH = 4 bricks (CH = 8
+// at 96 registers, and CH = 4 with warp items, were measured slower on the H200) and the step's metadata arrives one step early and in one coalesced load: the CH
 // brick records (CH x 32 bytes) are read as CH / 4 u32 words per lane (lane l holds word l % 8 of
 // record 4w + l / 8) and handed to the lanes with shuffles; the next step's records are loaded
 // before this step's value and B loads. So the dependent chain of a step is one round trip (values
@@ -330,8 +330,4 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8w
 
 extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4(HRPB_PARAMS) {
     hrpb_spmm_deep<4, false>(HRPB_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4w(HRPB_PARAMS) {
-    hrpb_spmm_deep<4, true>(HRPB_ARGS);
 }

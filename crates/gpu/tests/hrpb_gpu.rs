@@ -5,7 +5,7 @@
 //! Covered: empty panels (inside and trailing), one dense panel, M and K not multiples of 16,
 //! rectangular (tall and wide), hub rows (split panels with atomics), an empty matrix,
 //! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, every kernel (k4, k8, the deep k8d4
-//! and the warp-item k8w, k8d4w) and the
+//! and the warp-item k8w) and the
 //! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
 
 mod data_support;

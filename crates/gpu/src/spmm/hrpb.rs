@@ -32,8 +32,6 @@ pub const ENTRY_K8: &str = "hrpb_spmm_k8";
 pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 /// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
-/// [`ENTRY_K8D4`] with the warp items of [`ENTRY_K8W`].
-pub const ENTRY_K8D4W: &str = "hrpb_spmm_k8d4w";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -78,11 +76,6 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8W,
         params: PARAMS,
     },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8D4W,
-        params: PARAMS,
-    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -100,19 +93,11 @@ pub enum HrpbMma {
     /// features (grid.y = ⌈n/32⌉), so a thread block's 4 warps walk 4 consecutive panels on the
     /// same features and share, through L1, the B rows those panels have in common.
     K8W,
-    /// [`HrpbMma::K8D4`] with the warp items of [`HrpbMma::K8W`].
-    K8D4W,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 5] = [
-        HrpbMma::K4,
-        HrpbMma::K8,
-        HrpbMma::K8D4,
-        HrpbMma::K8W,
-        HrpbMma::K8D4W,
-    ];
+    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8W];
 
     fn entry(self) -> &'static str {
         match self {
@@ -120,24 +105,22 @@ impl HrpbMma {
             HrpbMma::K8 => ENTRY_K8,
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
-            HrpbMma::K8D4W => ENTRY_K8D4W,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8d4w`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
-            HrpbMma::K8D4W => "k8d4w",
         }
     }
 
     /// Whether each warp runs its own work item (4 per thread block) on 32 features.
     pub fn warp_items(self) -> bool {
-        matches!(self, HrpbMma::K8W | HrpbMma::K8D4W)
+        matches!(self, HrpbMma::K8W)
     }
 
     /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
@@ -196,6 +179,14 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
         }
     }
     (items, split_panels)
+}
+
+/// Pads a work list to a multiple of [`MAX_WARPS`] items for a kernel with warp items (4 items
+/// per thread block) with items the kernel skips (flags bit 1).
+pub fn pad_warp_items(items: &mut Vec<u32>) {
+    while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
+        items.extend_from_slice(&[0, 0, 0, 2]);
+    }
 }
 
 /// A work list on the device.
@@ -418,10 +409,7 @@ impl HrpbSpmm {
         };
         let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
         if self.mma.warp_items() {
-            // 4 items per thread block: pad with items the kernel skips (flags bit 1).
-            while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
-                items.extend_from_slice(&[0, 0, 0, 2]);
-            }
+            pad_warp_items(&mut items);
         }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
@@ -507,7 +495,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -517,7 +505,8 @@ impl HrpbSpmm {
         // private and never written after upload. (3) Reads stay in bounds: HrpbDevice::validate
         // proved every brick's values lie inside `values`, every column is < k or the sentinel
         // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
-        // inside their panel's (work_items) and the grid has exactly one block per item; B reads
+        // inside their panel's (work_items) and the grid has exactly one block per item (one
+        // warp per item with warp items: the list is padded to 4 per block, padding skipped); B reads
         // are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are not read or stored, rows
         // ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
         // pre-scaled on the same stream just before, so the atomic adds land on β·C.
@@ -633,5 +622,32 @@ mod tests {
         let (items, split) = work_items(&pb, &w);
         assert_eq!(items.len(), 12);
         assert!(split.is_empty());
+    }
+
+    #[test]
+    fn warp_items_pad_to_whole_thread_blocks_with_skipped_items() {
+        // 5 pieces (the capped split above): padded to 8, the 3 extra skipped (flags bit 1), the
+        // real ones untouched; a list already a multiple of 4 items (or empty) is left alone.
+        let pb = [0u32, 0, 12, 15];
+        let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5));
+        let before = items.clone();
+        pad_warp_items(&mut items);
+        assert_eq!(items.len(), 4 * 8);
+        assert_eq!(&items[..before.len()], &before[..]);
+        for it in items[before.len()..].chunks(4) {
+            assert_eq!(it, [0, 0, 0, 2]);
+        }
+        assert!(before.chunks(4).all(|it| it[3] & 2 == 0));
+        let mut four = items[..16].to_vec();
+        pad_warp_items(&mut four);
+        assert_eq!(four.len(), 16);
+        let mut none = Vec::new();
+        pad_warp_items(&mut none);
+        assert!(none.is_empty());
+        // Launch shapes: warp items always run 4 warps on ⌈n/32⌉ feature tiles, 4 items per block.
+        assert_eq!(HrpbMma::K8W.launch_shape(8), (4, 1, 4));
+        assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
+        assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
     }
 }

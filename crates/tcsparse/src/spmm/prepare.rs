@@ -32,9 +32,10 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
-/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: steps of 8
-/// bricks with prefetched brick records (docs/kernels/hrpb.md, v3).
-const HRPB_MMA: HrpbMma = HrpbMma::K8D4W;
+/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: m16n8k8 with
+/// warp items (a thread block's warps walk consecutive panels on the same features and share B
+/// rows through L1; docs/kernels/hrpb.md, v3).
+const HRPB_MMA: HrpbMma = HrpbMma::K8W;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
