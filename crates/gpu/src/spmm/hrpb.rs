@@ -91,7 +91,8 @@ pub enum HrpbMma {
     K8D4,
     /// [`HrpbMma::K8`] with warp items: warp w of thread block x runs work item 4x + w on 32
     /// features (grid.y = ⌈n/32⌉), so a thread block's 4 warps walk 4 consecutive panels on the
-    /// same features and share, through L1, the B rows those panels have in common.
+    /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
+    /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
     K8W,
 }
 
