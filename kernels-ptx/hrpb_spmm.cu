@@ -188,8 +188,8 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                           float alpha, float beta, u32 flags) {
     // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
-    // warps of a TB walk 4 consecutive (virtual) panels on the same features and share the B rows
-    // those panels have in common through L1; else the TB's warps split one item's features.
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
+    // of common B rows); else the TB's warps split one item's features.
     const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (f0 >= n) return;  // whole warp
     const u32 lane = threadIdx.x;
@@ -251,8 +251,8 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
                                                float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                                float alpha, float beta, u32 flags) {
     // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
-    // warps of a TB walk 4 consecutive (virtual) panels on the same features and share the B rows
-    // those panels have in common through L1; else the TB's warps split one item's features.
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
+    // of common B rows); else the TB's warps split one item's features.
     const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (f0 >= n) return;  // whole warp
     const u32 lane = threadIdx.x;
