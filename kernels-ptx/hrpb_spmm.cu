@@ -27,7 +27,9 @@
 //
 // Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
-// global indices). flags bit 0: the panel is split over several virtual panels; its rows were
+// global indices); with warp items (hrpb_spmm_k8w) warp w of TB x runs item 4x + w
+// on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
+// bit 1 is set (skipped). flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
 // alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
 // once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
@@ -160,20 +162,43 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u32 ldc, u32 row
     }
 }
 
-template <bool K8>
+// Lane (g, t)'s accumulators to C: features f0 + 8t .. + 7 of rows 16 panel + g and + g + 8.
+__device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u32 n, float alpha,
+                                        float beta, bool split, bool cvec, u32 panel, u64 f0,
+                                        u32 t, u32 g, const float (&acc)[4][4]) {
+    const u64 fc = f0 + 8 * t;  // this lane's C features: fc .. fc + 7
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // h = 0: row g (c0, c1), h = 1: row g + 8 (c2, c3)
+        const u32 row = 16 * panel + g + 8 * h;
+        if (row >= m) continue;
+        const float4 lo = make_float4(alpha * acc[0][2 * h], alpha * acc[1][2 * h],
+                                      alpha * acc[2][2 * h], alpha * acc[3][2 * h]);
+        const float4 hi = make_float4(alpha * acc[0][2 * h + 1], alpha * acc[1][2 * h + 1],
+                                      alpha * acc[2][2 * h + 1], alpha * acc[3][2 * h + 1]);
+        if (fc < n) write_c4(c, ldc, row, fc, n, cvec, split, beta, lo);
+        if (fc + 4 < n) write_c4(c, ldc, row, fc + 4, n, cvec, split, beta, hi);
+    }
+}
+
+template <bool K8, bool WI>
 __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           const u32* __restrict__ bricks,
                                           const float* __restrict__ values,
                                           const float* __restrict__ b, u32 ldb,
                                           float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                           float alpha, float beta, u32 flags) {
-    const u64 f0 = ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
+    // of common B rows); else the TB's warps split one item's features.
+    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (f0 >= n) return;  // whole warp
     const u32 lane = threadIdx.x;
     const u32 g = lane >> 2, t = lane & 3;
-    const u32* wk = work + 4ull * blockIdx.x;
+    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32 wflags = __ldg(wk + 3);
+    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
     const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
-    const bool split = __ldg(wk + 3) & 1u;
+    const bool split = wflags & 1u;
     const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
     const u64 fb = f0 + 4 * g;  // this lane's B features
 
@@ -197,19 +222,93 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
         cur = nxt;
     }
 
-    const u64 fc = f0 + 8 * t;  // this lane's C features: fc .. fc + 7
+    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+}
+
+// Deep variant (v3, hrpb_spmm_k8d4): the same m16n8k8 pairs, but a step is CH = 4 bricks (CH = 8
+// at 96 registers, and CH = 4 with warp items, were measured slower on the H200) and the step's metadata arrives one step early and in one coalesced load: the CH
+// brick records (CH x 32 bytes) are read as CH / 4 u32 words per lane (lane l holds word l % 8 of
+// record 4w + l / 8) and handed to the lanes with shuffles; the next step's records are loaded
+// before this step's value and B loads. So the dependent chain of a step is one round trip (values
+// and B, whose addresses are already in registers) instead of two (record, then values and B), and
+// a warp has CH bricks' loads in flight at once (the 2-brick kernels: 2). Single-buffered: the
+// registers go to more bricks per warp, not to a second step (the MMAs are short next to a load).
+template <int CH>
+__device__ __forceinline__ void load_meta(const u32* __restrict__ bricks, u32 i, u32 end,
+                                          u32 lane, u32 (&mw)[CH / 4]) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // h = 0: row g (c0, c1), h = 1: row g + 8 (c2, c3)
-        const u32 row = 16 * panel + g + 8 * h;
-        if (row >= m) continue;
-        const float4 lo = make_float4(alpha * acc[0][2 * h], alpha * acc[1][2 * h],
-                                      alpha * acc[2][2 * h], alpha * acc[3][2 * h]);
-        const float4 hi = make_float4(alpha * acc[0][2 * h + 1], alpha * acc[1][2 * h + 1],
-                                      alpha * acc[2][2 * h + 1], alpha * acc[3][2 * h + 1]);
-        if (fc < n) write_c4(c, ldc, row, fc, n, cvec, split, beta, lo);
-        if (fc + 4 < n) write_c4(c, ldc, row, fc + 4, n, cvec, split, beta, hi);
+    for (int w = 0; w < CH / 4; ++w) {
+        const u32 k = i + 4 * w + (lane >> 3);  // the brick whose record word this lane reads
+        mw[w] = k < end && k >= i ? __ldg(bricks + (u64)i * BRICK_WORDS + 32 * w + lane) : 0u;
     }
 }
+
+template <int CH, bool WI>
+__device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
+                                               const u32* __restrict__ bricks,
+                                               const float* __restrict__ values,
+                                               const float* __restrict__ b, u32 ldb,
+                                               float* __restrict__ c, u32 ldc, u32 m, u32 n,
+                                               float alpha, float beta, u32 flags) {
+    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
+    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
+    // of common B rows); else the TB's warps split one item's features.
+    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    if (f0 >= n) return;  // whole warp
+    const u32 lane = threadIdx.x;
+    const u32 g = lane >> 2, t = lane & 3;
+    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32 wflags = __ldg(wk + 3);
+    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
+    const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
+    const bool split = wflags & 1u;
+    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
+    const u64 fb = f0 + 4 * g;  // this lane's B features
+    const u32 below = (1u << lane) - 1;
+
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    u32 mw[CH / 4];
+    load_meta<CH>(bricks, begin, end, lane, mw);
+    for (u32 i = begin; i < end; i += CH) {
+        u32 mn[CH / 4];
+        load_meta<CH>(bricks, i + CH, end, lane, mn);  // next step's records, in flight now
+        float a[2 * CH];
+        float4 bv[CH];
+#pragma unroll
+        for (int q = 0; q < CH; ++q) {
+            a[2 * q] = 0.0f;
+            a[2 * q + 1] = 0.0f;
+            bv[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i + q < end) {  // warp-uniform
+                const u32 src = 8 * (q & 3);
+                const u32 lo = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src);
+                const u32 hi = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 1);
+                const u32 off = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 2);
+                const u32 col = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 4 + t);
+                if ((lo >> lane) & 1u) a[2 * q] = __ldg(values + off + __popc(lo & below));
+                if ((hi >> lane) & 1u)
+                    a[2 * q + 1] = __ldg(values + off + __popc(lo) + __popc(hi & below));
+                if (col != SENTINEL && fb < n) bv[q] = load_b4(b, ldb, col, fb, n, bvec);
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < CH / 2; ++p) {
+            if (i + 2 * p < end) {  // warp-uniform
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    mma_k8(acc[j], a[4 * p], a[4 * p + 1], a[4 * p + 2], a[4 * p + 3],
+                           comp(bv[2 * p], j), comp(bv[2 * p + 1], j));
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < CH / 4; ++w) mw[w] = mn[w];
+    }
+    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+}
+
 
 #define HRPB_PARAMS                                                                           \
     const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
@@ -218,9 +317,17 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
 #define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
-    hrpb_spmm<false>(HRPB_ARGS);
+    hrpb_spmm<false, false>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8(HRPB_PARAMS) {
-    hrpb_spmm<true>(HRPB_ARGS);
+    hrpb_spmm<true, false>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8w(HRPB_PARAMS) {
+    hrpb_spmm<true, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4(HRPB_PARAMS) {
+    hrpb_spmm_deep<4, false>(HRPB_ARGS);
 }

@@ -4,7 +4,8 @@
 //!
 //! Covered: empty panels (inside and trailing), one dense panel, M and K not multiples of 16,
 //! rectangular (tall and wide), hub rows (split panels with atomics), an empty matrix,
-//! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, both MMA shapes (k4, k8) and the
+//! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, every kernel (k4, k8, the deep k8d4
+//! and the warp-item k8w) and the
 //! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
 
 mod data_support;
@@ -144,31 +145,36 @@ fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
         .reduce(|| 0.0, f64::max)
 }
 
-/// Every shared dataset: correctness of k4/k8 under every split at N = 128, 256, 512 (β = 0, NaN
+/// Every shared dataset: correctness of every kernel under every split at N = 128, 256, 512 (β = 0, NaN
 /// C), and median times against cuSPARSE (default algorithm) in the same process; prints the
 /// geomean of cuSPARSE / best HRPB.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn hrpb_shared_datasets_match_reference_and_time() {
     let gpu = gpu();
-    println!(
-        "{:<16} {:>8} {:>9} {:>6} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}",
-        "matrix",
-        "rows",
-        "nnz",
-        "alpha",
-        "N",
-        "k4 none",
-        "k4 wave",
-        "k4 eq7",
-        "k8 none",
-        "k8 wave",
-        "k8 eq7",
-        "k8 fill",
-        "cusp ms",
-        "speedup",
-        "err"
+    // Column labels: every kernel × split, then the k8 fill cap.
+    let mut labels: Vec<String> = Vec::new();
+    for mma in HrpbMma::ALL {
+        for split in SPLITS {
+            let s = match split {
+                HrpbSplit::None => "none",
+                HrpbSplit::Wave => "wave",
+                _ => "eq7",
+            };
+            labels.push(format!("{} {s}", mma.name()));
+        }
+    }
+    labels.push("k8 fill".into());
+    print!(
+        "{:<16} {:>8} {:>9} {:>6} {:>5}",
+        "matrix", "rows", "nnz", "alpha", "N"
     );
+    for l in &labels {
+        print!(" {l:>10}");
+    }
+    println!(" {:>9} {:>8} {:>9}", "cusp ms", "speedup", "err");
+    // Per column: log of cuSPARSE / its time (geomean per kernel and split at the end).
+    let mut col_logs = vec![0f64; labels.len()];
     let mut logs = Vec::new();
     for path in dataset_files(u64::MAX) {
         let name = path
@@ -217,23 +223,28 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let best = times.iter().copied().fold(f64::INFINITY, f64::min);
             let speedup = tc.median_ms / best;
             logs.push(speedup.ln());
-            println!(
-                "{:<16} {:>8} {:>9} {:>6.3} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>7.2}× {:>9.2e}",
+            for (l, t) in col_logs.iter_mut().zip(&times) {
+                *l += (tc.median_ms / t).ln();
+            }
+            print!(
+                "{:<16} {:>8} {:>9} {:>6.3} {:>5}",
                 name,
                 a.rows(),
                 a.nnz(),
                 alpha,
-                n,
-                times[0],
-                times[1],
-                times[2],
-                times[3],
-                times[4],
-                times[5],
-                times[6],
-                tc.median_ms,
-                speedup,
-                err
+                n
+            );
+            for t in &times {
+                print!(" {t:>10.4}");
+            }
+            println!(" {:>9.4} {:>7.2}× {:>9.2e}", tc.median_ms, speedup, err);
+        }
+    }
+    for (l, sum) in labels.iter().zip(&col_logs) {
+        if !logs.is_empty() {
+            println!(
+                "geomean cuSPARSE / {l}: {:.3}×",
+                (sum / logs.len() as f64).exp()
             );
         }
     }

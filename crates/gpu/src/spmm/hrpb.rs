@@ -28,6 +28,10 @@ use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 pub const ENTRY_K4: &str = "hrpb_spmm_k4";
 /// Entry of the m16n8k8 kernel (one MMA per pair of bricks and 8 features).
 pub const ENTRY_K8: &str = "hrpb_spmm_k8";
+/// Entry of the m16n8k8 kernel with steps of 4 bricks and coalesced, prefetched brick records.
+pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
+/// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
+pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -62,6 +66,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8D4,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8W,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -71,24 +85,54 @@ pub enum HrpbMma {
     K4,
     /// `mma.m16n8k8`, one per pair of consecutive bricks (half the MMA instructions).
     K8,
+    /// `mma.m16n8k8` in steps of 4 bricks: the step's brick records come in one coalesced load,
+    /// issued a step early, so a step waits on one round trip (values and B) instead of two
+    /// (record, then values and B); 4 bricks' loads in flight per warp instead of 2.
+    K8D4,
+    /// [`HrpbMma::K8`] with warp items: warp w of thread block x runs work item 4x + w on 32
+    /// features (grid.y = ⌈n/32⌉), so a thread block's 4 warps walk 4 consecutive panels on the
+    /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
+    /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
+    K8W,
 }
 
 impl HrpbMma {
-    /// Both shapes.
-    pub const ALL: [HrpbMma; 2] = [HrpbMma::K4, HrpbMma::K8];
+    /// Every kernel.
+    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8W];
 
     fn entry(self) -> &'static str {
         match self {
             HrpbMma::K4 => ENTRY_K4,
             HrpbMma::K8 => ENTRY_K8,
+            HrpbMma::K8D4 => ENTRY_K8D4,
+            HrpbMma::K8W => ENTRY_K8W,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
+            HrpbMma::K8D4 => "k8d4",
+            HrpbMma::K8W => "k8w",
+        }
+    }
+
+    /// Whether each warp runs its own work item (4 per thread block) on 32 features.
+    pub fn warp_items(self) -> bool {
+        matches!(self, HrpbMma::K8W)
+    }
+
+    /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
+    /// one work item runs on (a thread block, or a warp for [`HrpbMma::warp_items`]).
+    fn launch_shape(self, n: usize) -> (u32, u32, u32) {
+        if self.warp_items() {
+            let tiles = n.div_ceil(TN).clamp(1, u32::MAX as usize) as u32;
+            (MAX_WARPS as u32, tiles, MAX_WARPS as u32)
+        } else {
+            let (warps, tiles) = tiling(n);
+            (warps, tiles, 1)
         }
     }
 }
@@ -136,6 +180,14 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
         }
     }
     (items, split_panels)
+}
+
+/// Pads a work list to a multiple of [`MAX_WARPS`] items for a kernel with warp items (4 items
+/// per thread block) with items the kernel skips (flags bit 1).
+pub fn pad_warp_items(items: &mut Vec<u32>) {
+    while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
+        items.extend_from_slice(&[0, 0, 0, 2]);
+    }
 }
 
 /// A work list on the device.
@@ -273,7 +325,7 @@ impl HrpbSpmm {
 
     /// Thread blocks of the kernel resident per SM at width `n` (driver occupancy query).
     pub fn blocks_per_sm(&self, n: usize) -> Result<u32, GpuError> {
-        let (warps, _) = tiling(n);
+        let (warps, _, _) = self.mma.launch_shape(n);
         Ok(self
             .func
             .occupancy_max_active_blocks_per_multiprocessor(32 * warps, 0, None)?
@@ -284,9 +336,7 @@ impl HrpbSpmm {
     /// waves of resident thread blocks (SM count × occupancy): ⌈bricks · tiles / (2 · resident)⌉,
     /// at least 4 (the row-tile kernels' wave-aware cap, docs/kernels/row-tile.md v5).
     pub fn fill_cap(&self, n: usize) -> Result<u32, GpuError> {
-        let (_, tiles) = tiling(n);
-        let resident =
-            u64::from(self.blocks_per_sm(n)?) * u64::from(self.gpu.info().sm_count.max(1));
+        let (tiles, resident) = self.tiles_and_resident(n)?;
         let bricks = self.num_bricks() as u64 * u64::from(tiles);
         Ok(bricks
             .div_ceil(2 * resident.max(1))
@@ -296,9 +346,8 @@ impl HrpbSpmm {
     /// Bricks per piece of [`HrpbSplit::Wave`] at width `n`: [`tcsparse_planner::wave::fill_cap`]
     /// of this matrix's bricks and panels on this device (SM count × the kernel's occupancy).
     pub fn wave_cap(&self, n: usize) -> Result<u32, GpuError> {
-        let (_, tiles) = tiling(n);
+        let (tiles, resident) = self.tiles_and_resident(n)?;
         let sms = self.gpu.info().sm_count.max(1);
-        let resident = u64::from(self.blocks_per_sm(n)?) * u64::from(sms);
         let panels = self.panel_bricks.len().saturating_sub(1) as u64;
         Ok(tcsparse_planner::wave::fill_cap(
             self.num_bricks() as u64,
@@ -309,13 +358,24 @@ impl HrpbSpmm {
         ))
     }
 
+    /// (feature tiles, resident work units) at width `n`: the units are thread blocks, or warps
+    /// for a kernel with warp items (SM count × occupancy × 4).
+    fn tiles_and_resident(&self, n: usize) -> Result<(u32, u64), GpuError> {
+        let (_, tiles, units) = self.mma.launch_shape(n);
+        let sms = u64::from(self.gpu.info().sm_count.max(1));
+        Ok((
+            tiles,
+            u64::from(self.blocks_per_sm(n)?) * sms * u64::from(units),
+        ))
+    }
+
     /// The wave split used at width `n` (Eq. 6–7 numbers and the virtual panels).
     pub fn wave_split(&self, n: usize) -> Result<WaveSplit, GpuError> {
         Ok(self.device_work(n)?.wave.clone())
     }
 
     fn device_work(&self, n: usize) -> Result<Arc<DeviceWork>, GpuError> {
-        let (warps, tiles) = tiling(n);
+        let (warps, tiles, _) = self.mma.launch_shape(n);
         let key = (tiles, warps);
         let mut slot = self.work.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((k, w)) = slot.as_ref()
@@ -328,13 +388,12 @@ impl HrpbSpmm {
             // One "resident block" per panel-tile: nothing is ever split.
             HrpbSplit::None | HrpbSplit::Cap(_) => u64::MAX,
             HrpbSplit::Wave | HrpbSplit::WaveCoarse(_) => {
-                let per_sm = self.blocks_per_sm(n)? as u64;
-                let sms = u64::from(self.gpu.info().sm_count.max(1));
+                let (_, resident) = self.tiles_and_resident(n)?;
                 let coarse = match self.split {
                     HrpbSplit::WaveCoarse(k) => u64::from(k.max(1)),
                     _ => 1,
                 };
-                (sms * per_sm / coarse).max(1)
+                (resident / coarse).max(1)
             }
         };
         let wave = match self.split {
@@ -349,7 +408,10 @@ impl HrpbSpmm {
                     .map_err(|e| GpuError::Invalid(e.to_string()))?
             }
         };
-        let (items, split_panels) = work_items(&self.panel_bricks, &wave);
+        let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
+        if self.mma.warp_items() {
+            pad_warp_items(&mut items);
+        }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
         }
@@ -397,7 +459,7 @@ impl HrpbSpmm {
         if self.m == 0 || n == 0 {
             return Ok(());
         }
-        let (warps, tiles) = tiling(n);
+        let (warps, tiles, units) = self.mma.launch_shape(n);
         if tiles > 65_535 {
             return Err(GpuError::Invalid(format!(
                 "n = {n} needs {tiles} feature tiles (> 65535)"
@@ -417,7 +479,7 @@ impl HrpbSpmm {
         let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
             | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
         let cfg = LaunchConfig {
-            grid_dim: (work.count as u32, tiles, 1),
+            grid_dim: (work.count as u32 / units, tiles, 1),
             block_dim: (32, warps, 1),
             shared_mem_bytes: 0,
         };
@@ -434,7 +496,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -444,7 +506,8 @@ impl HrpbSpmm {
         // private and never written after upload. (3) Reads stay in bounds: HrpbDevice::validate
         // proved every brick's values lie inside `values`, every column is < k or the sentinel
         // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
-        // inside their panel's (work_items) and the grid has exactly one block per item; B reads
+        // inside their panel's (work_items) and the grid has exactly one block per item (one
+        // warp per item with warp items: the list is padded to 4 per block, padding skipped); B reads
         // are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are not read or stored, rows
         // ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
         // pre-scaled on the same stream just before, so the atomic adds land on β·C.
@@ -560,5 +623,32 @@ mod tests {
         let (items, split) = work_items(&pb, &w);
         assert_eq!(items.len(), 12);
         assert!(split.is_empty());
+    }
+
+    #[test]
+    fn warp_items_pad_to_whole_thread_blocks_with_skipped_items() {
+        // 5 pieces (the capped split above): padded to 8, the 3 extra skipped (flags bit 1), the
+        // real ones untouched; a list already a multiple of 4 items (or empty) is left alone.
+        let pb = [0u32, 0, 12, 15];
+        let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5));
+        let before = items.clone();
+        pad_warp_items(&mut items);
+        assert_eq!(items.len(), 4 * 8);
+        assert_eq!(&items[..before.len()], &before[..]);
+        for it in items[before.len()..].chunks(4) {
+            assert_eq!(it, [0, 0, 0, 2]);
+        }
+        assert!(before.chunks(4).all(|it| it[3] & 2 == 0));
+        let mut four = items[..16].to_vec();
+        pad_warp_items(&mut four);
+        assert_eq!(four.len(), 16);
+        let mut none = Vec::new();
+        pad_warp_items(&mut none);
+        assert!(none.is_empty());
+        // Launch shapes: warp items always run 4 warps on ⌈n/32⌉ feature tiles, 4 items per block.
+        assert_eq!(HrpbMma::K8W.launch_shape(8), (4, 1, 4));
+        assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
+        assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
     }
 }

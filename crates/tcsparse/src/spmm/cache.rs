@@ -295,6 +295,8 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
             let m = match mma {
                 HrpbMma::K4 => 0,
                 HrpbMma::K8 => 1,
+                HrpbMma::K8D4 => 2,
+                HrpbMma::K8W => 3,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -416,6 +418,8 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             let mma = match m {
                 0 => HrpbMma::K4,
                 1 => HrpbMma::K8,
+                2 => HrpbMma::K8D4,
+                3 => HrpbMma::K8W,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

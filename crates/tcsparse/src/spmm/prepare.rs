@@ -32,9 +32,14 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
+/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: m16n8k8 with
+/// warp items (a thread block's warps walk consecutive panels on the same features), 1.099× vs
+/// k8's 1.050× cuSPARSE geomean on the shared datasets (H200, same process; docs/kernels/hrpb.md v3).
+const HRPB_MMA: HrpbMma = HrpbMma::K8W;
+
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
-    mma: HrpbMma::K8,
+    mma: HRPB_MMA,
     split: HrpbSplit::Wave,
 };
 
@@ -745,7 +750,7 @@ impl Engine {
             ),
             KernelRequest::Hrpb => (
                 ExecKernel::Hrpb {
-                    mma: HrpbMma::K8,
+                    mma: HRPB_MMA,
                     // Balance::Off keeps every panel whole; anything else splits wave-aware.
                     split: if opts.balance == Balance::Off {
                         HrpbSplit::None
