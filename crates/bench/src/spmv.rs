@@ -4,7 +4,7 @@
 //!
 //! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our MMA kernels, best
 //! tile budget per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
-//! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walk [`MULTI_LAYOUT`] at n > 1, one
+//! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1, one
 //! pass over A for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
 //! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
 //! tiles allowed) and `tcsparse-f32` (f32 products only: cuSPARSE or the f32 walk).
@@ -24,7 +24,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
-use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUT};
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -243,7 +243,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
         });
         let mut results: Vec<(String, Result<Measured, String>)> = Vec::new();
         // (storage, CUDA-core walk, backend, accuracy bound): the MMA kernels and the walks at
-        // every n (the walks' layouts: all at n = 1, the set-bit walk at n > 1).
+        // every n (the walks' layouts: all at n = 1, the set-bit walks at n > 1).
         let variants = [
             (TileStorage::F16, false, "tcsparse/f16", TOL_OURS),
             (TileStorage::Tf32, false, "tcsparse/tf32", TOL_OURS),
@@ -262,7 +262,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 let layouts: Vec<Option<&str>> = if core && n == 1 {
                     CORE_LAYOUTS.iter().map(|l| Some(l.0)).collect()
                 } else if core {
-                    vec![Some(MULTI_LAYOUT)]
+                    MULTI_LAYOUTS.iter().map(|&l| Some(l)).collect()
                 } else {
                     vec![None]
                 };

@@ -22,7 +22,7 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUT};
+use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS};
 
 const TOL: f64 = 1.0 / 512.0;
 /// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
@@ -105,7 +105,7 @@ fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[
         };
         let mut modes = vec![(None, &[1, 3, MAX_RHS][..], TOL)];
         modes.extend(CORE_LAYOUTS.iter().map(|l| {
-            let ns = if l.0 == MULTI_LAYOUT {
+            let ns = if MULTI_LAYOUTS.contains(&l.0) {
                 &[1, 2, 3, 4, 5, 6, 7, 8][..]
             } else {
                 &[1][..]
@@ -248,8 +248,9 @@ fn spmv_f16_never_overflows() {
         let b = BitBsr::from_csr(&a).expect("bitBSR");
         let d = DeviceBitBsr::encode(&b, TileStorage::F16).expect("encode");
         let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
-        let modes = [(1, None), (MAX_RHS, None), (MAX_RHS, Some(MULTI_LAYOUT))]
+        let modes = [(1, None), (MAX_RHS, None)]
             .into_iter()
+            .chain(MULTI_LAYOUTS.iter().map(|&l| (MAX_RHS, Some(l))))
             .chain(CORE_LAYOUTS.iter().map(|l| (1, Some(l.0))));
         for (n, core) in modes {
             k.set_core_layout(core).expect("layout");
@@ -318,8 +319,10 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (TileStorage::F16, Some("core")),
             (TileStorage::F32, Some("corew1")),
             (TileStorage::F16, Some("corew2")),
-            (TileStorage::F16, Some(MULTI_LAYOUT)),
-            (TileStorage::F32, Some(MULTI_LAYOUT)),
+            (TileStorage::F16, Some("bits")),
+            (TileStorage::F32, Some("bits")),
+            (TileStorage::F16, Some("seg")),
+            (TileStorage::F32, Some("seg")),
         ] {
             let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");

@@ -3,7 +3,7 @@
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
-//! walk — every layout for one right-hand side, the set-bit walk [`MULTI_LAYOUT`] for 2 to 8 — ×
+//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8 — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
 //! ([`SpmvPrecision`]):
@@ -29,6 +29,7 @@ use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT,
+    MULTI_LAYOUTS,
 };
 use tcsparse_gpu::{Gpu, Timing};
 
@@ -125,7 +126,7 @@ pub enum SpmvKernel {
         storage: TileStorage,
         /// Tile budget per half.
         chunk_tiles: u32,
-        /// The CUDA-core walk's layout (a [`CORE_LAYOUTS`] name; [`MULTI_LAYOUT`] when n > 1)
+        /// The CUDA-core walk's layout (a [`CORE_LAYOUTS`] name; one of [`MULTI_LAYOUTS`] when n > 1)
         /// instead of the tensor-core MMA kernel (None).
         core: Option<&'static str>,
     },
@@ -261,11 +262,11 @@ impl Engine {
         };
         let storages = opts.precision.storages();
         let core_storages = opts.precision.core_storages();
-        // The walk's layouts for n: all of them at n = 1, the set-bit walk for more.
+        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more.
         let core_layouts: Vec<&'static str> = if n == 1 {
             CORE_LAYOUTS.iter().map(|l| l.0).collect()
         } else {
-            vec![MULTI_LAYOUT]
+            MULTI_LAYOUTS.to_vec()
         };
         if !opts.tune {
             let default_layout = if n == 1 {

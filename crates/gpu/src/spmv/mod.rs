@@ -97,8 +97,38 @@ const BITS_ENTRIES: [[&str; MAX_RHS]; 2] = [
     ],
 ];
 
-fn bits_entries(storage: TileStorage) -> &'static [&'static str; MAX_RHS] {
-    &BITS_ENTRIES[usize::from(storage != TileStorage::F16)]
+/// The set-bit walk with the x segment staged in shared memory, n = 1..=8 (`[f16, f32][n - 1]`).
+const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_seg1_f16",
+        "spmv_seg2_f16",
+        "spmv_seg3_f16",
+        "spmv_seg4_f16",
+        "spmv_seg5_f16",
+        "spmv_seg6_f16",
+        "spmv_seg7_f16",
+        "spmv_seg8_f16",
+    ],
+    [
+        "spmv_seg1_f32",
+        "spmv_seg2_f32",
+        "spmv_seg3_f32",
+        "spmv_seg4_f32",
+        "spmv_seg5_f32",
+        "spmv_seg6_f32",
+        "spmv_seg7_f32",
+        "spmv_seg8_f32",
+    ],
+];
+
+/// The entries of a layout serving every n ([`MULTI_LAYOUTS`]), index n − 1.
+fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'static str; MAX_RHS]> {
+    let i = usize::from(storage != TileStorage::F16);
+    match layout {
+        "bits" => Some(&BITS_ENTRIES[i]),
+        "seg" => Some(&SEG_ENTRIES[i]),
+        _ => None,
+    }
 }
 
 const CORE_ENTRIES: [&str; 6] = [
@@ -111,8 +141,8 @@ const CORE_ENTRIES: [&str; 6] = [
 ];
 
 fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
-    if layout == MULTI_LAYOUT {
-        return bits_entries(storage)[0];
+    if let Some(e) = multi_entries(layout, storage) {
+        return e[0];
     }
     let suffix = CORE_KERNELS
         .iter()
@@ -132,17 +162,21 @@ fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
 /// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
 /// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
-/// bits of its row byte, for 1 to 8 right-hand sides ([`MULTI_LAYOUT`]). None wins everywhere
+/// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
+/// staged once in shared memory ([`MULTI_LAYOUTS`]). None wins everywhere
 /// (H200: `core` on banded rows of ~10 tiles, `corew*` on shorter or denser ones), so the facade's
 /// tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 4] = [
+pub const CORE_LAYOUTS: [(&str, u32); 5] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
-    (MULTI_LAYOUT, 4 * WARPS_PER_BLOCK),
+    ("bits", 4 * WARPS_PER_BLOCK),
+    ("seg", 4 * WARPS_PER_BLOCK),
 ];
-/// The CUDA-core layout that also serves calls with more than one right-hand side (the set-bit
-/// walk: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
+/// The CUDA-core layouts that also serve calls with more than one right-hand side (the set-bit
+/// walks: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
+pub const MULTI_LAYOUTS: [&str; 2] = ["bits", "seg"];
+/// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout [`BitBsrSpmv::set_core`] picks.
 pub const DEFAULT_CORE_LAYOUT: &str = "core";
@@ -281,6 +315,86 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
     KernelSignature {
         module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
         name: ENTRY_X16,
         params: &[
             ParamKind::Ptr, // x
@@ -365,8 +479,8 @@ pub struct BitBsrSpmv {
     /// The CUDA-core walks of this storage, one per [`CORE_LAYOUTS`] entry: (layout, entry, halves
     /// per block, function).
     core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
-    /// The set-bit walk of this storage for n = 1..=8 (index n − 1).
-    bits_fns: Vec<CudaFunction>,
+    /// The multi-RHS walks of this storage: (layout, functions for n = 1..=8, index n − 1).
+    multi_fns: Vec<(&'static str, Vec<CudaFunction>)>,
     /// Layout (index into `core_fns`) one-RHS calls run on (every call when it is
     /// [`MULTI_LAYOUT`]), or None for the MMA kernel.
     core: Option<usize>,
@@ -470,9 +584,13 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, entry)?,
             ));
         }
-        let mut bits_fns = Vec::with_capacity(MAX_RHS);
-        for entry in bits_entries(a.storage()) {
-            bits_fns.push(gpu.function(KernelModule::Spmv, entry)?);
+        let mut multi_fns = Vec::with_capacity(MULTI_LAYOUTS.len());
+        for layout in MULTI_LAYOUTS {
+            let mut fns = Vec::with_capacity(MAX_RHS);
+            for entry in multi_entries(layout, a.storage()).into_iter().flatten() {
+                fns.push(gpu.function(KernelModule::Spmv, entry)?);
+            }
+            multi_fns.push((layout, fns));
         }
         let default_core = CORE_LAYOUTS.iter().position(|l| l.0 == DEFAULT_CORE_LAYOUT);
         Ok(Self {
@@ -495,7 +613,7 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, name(true))?,
             ],
             core_fns,
-            bits_fns,
+            multi_fns,
             core: if a.storage() == TileStorage::F32 {
                 default_core
             } else {
@@ -545,12 +663,23 @@ impl BitBsrSpmv {
     }
 
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
-    /// [`MULTI_LAYOUT`]).
+    /// [`MULTI_LAYOUTS`]).
     pub fn uses_core(&self, n: usize) -> bool {
-        match self.core {
-            Some(i) => n == 1 || (self.core_fns[i].0 == MULTI_LAYOUT && (1..=MAX_RHS).contains(&n)),
-            None => false,
+        self.core_fn(n).is_some()
+    }
+
+    /// The walk a call with `n` right-hand sides runs: (entry, function, halves per block).
+    fn core_fn(&self, n: usize) -> Option<(&'static str, &CudaFunction, u32)> {
+        let c = &self.core_fns[self.core?];
+        if n == 1 {
+            return Some((c.1, &c.3, c.2));
         }
+        if !(2..=MAX_RHS).contains(&n) {
+            return None;
+        }
+        let (_, fns) = self.multi_fns.iter().find(|m| m.0 == c.0)?;
+        let entry = multi_entries(c.0, self.storage)?[n - 1];
+        Some((entry, fns.get(n - 1)?, c.2))
     }
 
     /// Rows of A.
@@ -584,13 +713,8 @@ impl BitBsrSpmv {
     }
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
-        if let Some(i) = self.core
-            && self.uses_core(n)
-        {
-            if n == 1 {
-                return self.core_fns[i].1;
-            }
-            return bits_entries(self.storage)[n - 1];
+        if let Some((entry, _, _)) = self.core_fn(n) {
+            return entry;
         }
         let wide = n > 1;
         KERNELS
@@ -721,10 +845,8 @@ impl BitBsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            let (func, grid) = if let (true, Some(i)) = (core, self.core) {
-                let c = &self.core_fns[i];
-                let f = if n == 1 { &c.3 } else { &self.bits_fns[n - 1] };
-                (f, (2 * items).div_ceil(c.2))
+            let (func, grid) = if let Some((_, f, per_block)) = self.core_fn(n) {
+                (f, (2 * items).div_ceil(per_block))
             } else {
                 (
                     &self.main[usize::from(n > 1)],
@@ -733,7 +855,7 @@ impl BitBsrSpmv {
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
             // checked against the PTX by a CPU test); the r1 and core kernels are only used with
-            // n = 1, spmv_bits{n} with its own n; the core walk reads X as cols f32 (guarded by K;
+            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols f32 (guarded by K;
             // float4 loads only when X is 16-byte aligned, checked in the kernel), the set-bit walk
             // X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
