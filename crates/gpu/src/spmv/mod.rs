@@ -11,8 +11,8 @@
 //! With [`BitBsrSpmv::set_core`] a call with one right-hand side runs the CUDA-core walk instead
 //! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
 //! calls with more right-hand sides keep the MMA kernels. F32 storage starts on the CUDA-core walk.
-//! The layout [`MULTI_LAYOUT`] (`bits`: the set-bit walk, `spmv_bits{n}_*`) serves every n from 1
-//! to 8 on CUDA cores, reading A once for all n right-hand sides.
+//! The layouts [`MULTI_LAYOUTS`] (the set-bit walks `spmv_bits{n}_*` and `spmv_seg{n}_*`) serve
+//! every n from 1 to 8 on CUDA cores, reading A once for all n right-hand sides.
 
 pub mod baseline;
 pub mod graph;
@@ -481,8 +481,8 @@ pub struct BitBsrSpmv {
     core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
     /// The multi-RHS walks of this storage: (layout, functions for n = 1..=8, index n − 1).
     multi_fns: Vec<(&'static str, Vec<CudaFunction>)>,
-    /// Layout (index into `core_fns`) one-RHS calls run on (every call when it is
-    /// [`MULTI_LAYOUT`]), or None for the MMA kernel.
+    /// Layout (index into `core_fns`) one-RHS calls run on (every call when it is one of
+    /// [`MULTI_LAYOUTS`]), or None for the MMA kernel.
     core: Option<usize>,
     x16_fn: CudaFunction,
     fixup: CudaFunction,
@@ -855,9 +855,9 @@ impl BitBsrSpmv {
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
             // checked against the PTX by a CPU test); the r1 and core kernels are only used with
-            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols f32 (guarded by K;
-            // float4 loads only when X is 16-byte aligned, checked in the kernel), the set-bit walk
-            // X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
+            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols
+            // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
+            // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
             // extra groups / warps exit).
