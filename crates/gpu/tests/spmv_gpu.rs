@@ -22,7 +22,7 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS};
+use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS};
 
 const TOL: f64 = 1.0 / 512.0;
 /// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
@@ -91,8 +91,8 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
     (x, y0)
 }
 
-/// Our kernels (each storage; MMA kernels with n ∈ {1, 3, 8}, the CUDA-core walk with n = 1;
-/// chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
+/// Our kernels (each storage; MMA kernels with n ∈ {1, 3, 8}, the CUDA-core walk with n = 1, its
+/// set-bit layout with every n from 1 to 8; chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
 fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[TileStorage]) {
     let b = BitBsr::from_csr(a).expect("bitBSR");
     for &st in storages {
@@ -104,7 +104,14 @@ fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[
             TOL
         };
         let mut modes = vec![(None, &[1, 3, MAX_RHS][..], TOL)];
-        modes.extend(CORE_LAYOUTS.iter().map(|l| (Some(l.0), &[1][..], core_tol)));
+        modes.extend(CORE_LAYOUTS.iter().map(|l| {
+            let ns = if MULTI_LAYOUTS.contains(&l.0) {
+                &[1, 2, 3, 4, 5, 6, 7, 8][..]
+            } else {
+                &[1][..]
+            };
+            (Some(l.0), ns, core_tol)
+        }));
         for (core, ns, tol) in modes {
             k.set_core_layout(core).expect("layout");
             for chunk in [1, 7, 32] {
@@ -243,6 +250,7 @@ fn spmv_f16_never_overflows() {
         let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
         let modes = [(1, None), (MAX_RHS, None)]
             .into_iter()
+            .chain(MULTI_LAYOUTS.iter().map(|&l| (MAX_RHS, Some(l))))
             .chain(CORE_LAYOUTS.iter().map(|l| (1, Some(l.0))));
         for (n, core) in modes {
             k.set_core_layout(core).expect("layout");
@@ -311,6 +319,10 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (TileStorage::F16, Some("core")),
             (TileStorage::F32, Some("corew1")),
             (TileStorage::F16, Some("corew2")),
+            (TileStorage::F16, Some("bits")),
+            (TileStorage::F32, Some("bits")),
+            (TileStorage::F16, Some("seg")),
+            (TileStorage::F32, Some("seg")),
         ] {
             let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");

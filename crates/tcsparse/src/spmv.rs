@@ -2,18 +2,19 @@
 //! row-major f32) on Spaden's bitBSR and tensor cores, or cuSPARSE where that is faster.
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
-//! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or, for one
-//! right-hand side, the CUDA-core walk × tile budgets per half) inside CUDA graphs and keeps the
+//! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
+//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8 — ×
+//! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
 //! ([`SpmvPrecision`]):
 //!
 //! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X), the
-//!   CUDA-core walk on f32 tiles (n = 1; f32 products, more accurate than asked) or cuSPARSE;
+//!   CUDA-core walk on f32 tiles (f32 products, more accurate than asked) or cuSPARSE;
 //! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
 //!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
 //!   from range), same 11-bit significands as TF32;
-//! * `F32`: f32 products only: cuSPARSE or (one right-hand side) the CUDA-core walk on f32 tiles on
-//!   the GPU, f32 CSR on the CPU.
+//! * `F32`: f32 products only: cuSPARSE or the CUDA-core walk on f32 tiles on the GPU, f32 CSR on
+//!   the CPU.
 //!
 //! Without a GPU the product walks bitBSR on the CPU exactly as the kernel does (same roundings, same
 //! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32
@@ -27,7 +28,8 @@ use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
-    BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS,
+    BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT,
+    MULTI_LAYOUTS,
 };
 use tcsparse_gpu::{Gpu, Timing};
 
@@ -67,7 +69,7 @@ impl SpmvPrecision {
         }
     }
 
-    /// Tile storages the CUDA-core walk (one right-hand side) may use at this precision: f32 tiles
+    /// Tile storages the CUDA-core walk (any n) may use at this precision: f32 tiles
     /// (as fast as TF32 ones on CUDA cores, and exact) at every precision, f16 tiles when allowed.
     pub fn core_storages(self) -> &'static [TileStorage] {
         match self {
@@ -96,8 +98,8 @@ pub struct SpmvOptions {
     /// Tile budget per half when not tuning (default [`DEFAULT_CHUNK_TILES`]).
     pub chunk_tiles: u32,
     /// Time the candidates on the GPU and keep the fastest (default true); false keeps our kernel
-    /// with the cheapest allowed storage (the CUDA-core walk for one right-hand side, cuSPARSE at
-    /// F32).
+    /// with the cheapest allowed storage (the CUDA-core walk: [`DEFAULT_CORE_LAYOUT`] for one
+    /// right-hand side, [`MULTI_LAYOUT`] for more).
     pub tune: bool,
 }
 
@@ -124,8 +126,8 @@ pub enum SpmvKernel {
         storage: TileStorage,
         /// Tile budget per half.
         chunk_tiles: u32,
-        /// The CUDA-core walk's layout (one right-hand side; a [`CORE_LAYOUTS`] name) instead of
-        /// the tensor-core MMA kernel (None).
+        /// The CUDA-core walk's layout (a [`CORE_LAYOUTS`] name; one of [`MULTI_LAYOUTS`] when n > 1)
+        /// instead of the tensor-core MMA kernel (None).
         core: Option<&'static str>,
     },
     /// cuSPARSE CSR SpMV / SpMM.
@@ -259,15 +261,22 @@ impl Engine {
             ));
         };
         let storages = opts.precision.storages();
-        let core_storages: &[TileStorage] = if n == 1 {
-            opts.precision.core_storages()
+        let core_storages = opts.precision.core_storages();
+        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more.
+        let core_layouts: Vec<&'static str> = if n == 1 {
+            CORE_LAYOUTS.iter().map(|l| l.0).collect()
         } else {
-            &[]
+            MULTI_LAYOUTS.to_vec()
         };
         if !opts.tune {
+            let default_layout = if n == 1 {
+                DEFAULT_CORE_LAYOUT
+            } else {
+                MULTI_LAYOUT
+            };
             let first = core_storages
                 .first()
-                .map(|&s| (s, Some(DEFAULT_CORE_LAYOUT)))
+                .map(|&s| (s, Some(default_layout)))
                 .or(storages.first().map(|&s| (s, None)));
             if let Some((st, core)) = first {
                 let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
@@ -335,7 +344,7 @@ impl Engine {
                 modes.push(None);
             }
             if core_storages.contains(&st) {
-                modes.extend(CORE_LAYOUTS.iter().map(|l| Some(l.0)));
+                modes.extend(core_layouts.iter().map(|&l| Some(l)));
             }
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;

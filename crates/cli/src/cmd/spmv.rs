@@ -1,5 +1,5 @@
 //! `tcsparse spmv FILE [--precision f16|tf32|f32] [--rhs K]`: y = A·X with K right-hand sides on the
-//! GPU (bitBSR on tensor cores, for one right-hand side on CUDA cores, or cuSPARSE, whichever the
+//! GPU (bitBSR on tensor cores or CUDA cores, or cuSPARSE, whichever the
 //! preparation timed faster) or the CPU walk of bitBSR; prints time, GB/s, GFLOP/s, the error against f64 and the kernel chosen.
 
 use std::path::PathBuf;
@@ -15,12 +15,12 @@ use tcsparse::{Backend, Engine};
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Runs y = A·X (X: cols × K, K = --rhs right-hand sides, 1..=8) with Spaden's bitBSR \
-on tensor cores (K = 1: also a CUDA-core walk of bitBSR). On a GPU the preparation times cuSPARSE CSR \
+on tensor cores or a CUDA-core walk of bitBSR (every K: one pass over A for all K). On a GPU the preparation times cuSPARSE CSR \
 SpMV (SpMM for K > 1) and our kernels (allowed tile storages × kernels × tile budgets) inside CUDA \
 graphs and keeps the fastest; times are medians over CUDA graphs of 20 calls. Without a GPU the CPU walks bitBSR exactly as the kernel does.\n\n\
---precision: tf32 (default: TF32 tiles, f32 tiles on CUDA cores for K = 1, or cuSPARSE), f16 (also \
+--precision: tf32 (default: TF32 tiles, f32 tiles on CUDA cores, or cuSPARSE), f16 (also \
 f16 tiles, scaled per tile-row and per x segment so nothing overflows; same 11-bit significands as \
-TF32), f32 (f32 products only: cuSPARSE, f32 tiles on CUDA cores for K = 1, f32 CSR on the CPU)."
+TF32), f32 (f32 products only: cuSPARSE, f32 tiles on CUDA cores, f32 CSR on the CPU)."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.

@@ -11,6 +11,8 @@
 //! With [`BitBsrSpmv::set_core`] a call with one right-hand side runs the CUDA-core walk instead
 //! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
 //! calls with more right-hand sides keep the MMA kernels. F32 storage starts on the CUDA-core walk.
+//! The layouts [`MULTI_LAYOUTS`] (the set-bit walks `spmv_bits{n}_*` and `spmv_seg{n}_*`) serve
+//! every n from 1 to 8 on CUDA cores, reading A once for all n right-hand sides.
 
 pub mod baseline;
 pub mod graph;
@@ -71,6 +73,64 @@ pub const CORE_KERNELS: [(TileStorage, &str); 3] = [
     (TileStorage::F32, "f32"),
 ];
 
+/// The set-bit walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`).
+const BITS_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_bits1_f16",
+        "spmv_bits2_f16",
+        "spmv_bits3_f16",
+        "spmv_bits4_f16",
+        "spmv_bits5_f16",
+        "spmv_bits6_f16",
+        "spmv_bits7_f16",
+        "spmv_bits8_f16",
+    ],
+    [
+        "spmv_bits1_f32",
+        "spmv_bits2_f32",
+        "spmv_bits3_f32",
+        "spmv_bits4_f32",
+        "spmv_bits5_f32",
+        "spmv_bits6_f32",
+        "spmv_bits7_f32",
+        "spmv_bits8_f32",
+    ],
+];
+
+/// The set-bit walk with the x segment staged in shared memory, n = 1..=8 (`[f16, f32][n - 1]`).
+const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_seg1_f16",
+        "spmv_seg2_f16",
+        "spmv_seg3_f16",
+        "spmv_seg4_f16",
+        "spmv_seg5_f16",
+        "spmv_seg6_f16",
+        "spmv_seg7_f16",
+        "spmv_seg8_f16",
+    ],
+    [
+        "spmv_seg1_f32",
+        "spmv_seg2_f32",
+        "spmv_seg3_f32",
+        "spmv_seg4_f32",
+        "spmv_seg5_f32",
+        "spmv_seg6_f32",
+        "spmv_seg7_f32",
+        "spmv_seg8_f32",
+    ],
+];
+
+/// The entries of a layout serving every n ([`MULTI_LAYOUTS`]), index n − 1.
+fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'static str; MAX_RHS]> {
+    let i = usize::from(storage != TileStorage::F16);
+    match layout {
+        "bits" => Some(&BITS_ENTRIES[i]),
+        "seg" => Some(&SEG_ENTRIES[i]),
+        _ => None,
+    }
+}
+
 const CORE_ENTRIES: [&str; 6] = [
     "spmv_core_f16",
     "spmv_core_f32",
@@ -81,6 +141,9 @@ const CORE_ENTRIES: [&str; 6] = [
 ];
 
 fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
+    if let Some(e) = multi_entries(layout, storage) {
+        return e[0];
+    }
     let suffix = CORE_KERNELS
         .iter()
         .find(|k| k.0 == storage)
@@ -98,13 +161,23 @@ fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
 
 /// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
-/// consecutive tiles of a tile-row per step. None wins everywhere (H200: `core` on banded rows of
-/// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 3] = [
+/// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
+/// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
+/// staged once in shared memory ([`MULTI_LAYOUTS`]). None wins everywhere
+/// (H200: `core` on banded rows of ~10 tiles, `corew*` on shorter or denser ones), so the facade's
+/// tuning times each.
+pub const CORE_LAYOUTS: [(&str, u32); 5] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
+    ("bits", 4 * WARPS_PER_BLOCK),
+    ("seg", 4 * WARPS_PER_BLOCK),
 ];
+/// The CUDA-core layouts that also serve calls with more than one right-hand side (the set-bit
+/// walks: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
+pub const MULTI_LAYOUTS: [&str; 2] = ["bits", "seg"];
+/// The multi-RHS layout used without tuning.
+pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout [`BitBsrSpmv::set_core`] picks.
 pub const DEFAULT_CORE_LAYOUT: &str = "core";
 
@@ -158,6 +231,166 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[0][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: BITS_ENTRIES[1][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[0][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: SEG_ENTRIES[1][7],
         params: MAIN_PARAMS,
     },
     KernelSignature {
@@ -246,7 +479,10 @@ pub struct BitBsrSpmv {
     /// The CUDA-core walks of this storage, one per [`CORE_LAYOUTS`] entry: (layout, entry, halves
     /// per block, function).
     core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
-    /// Layout (index into `core_fns`) one-RHS calls run on, or None for the MMA kernel.
+    /// The multi-RHS walks of this storage: (layout, functions for n = 1..=8, index n − 1).
+    multi_fns: Vec<(&'static str, Vec<CudaFunction>)>,
+    /// Layout (index into `core_fns`) one-RHS calls run on (every call when it is one of
+    /// [`MULTI_LAYOUTS`]), or None for the MMA kernel.
     core: Option<usize>,
     x16_fn: CudaFunction,
     fixup: CudaFunction,
@@ -300,10 +536,23 @@ impl BitBsrSpmv {
         if ptr.windows(2).any(|w| w[1] < w[0]) {
             return bad("tile-row offsets decrease");
         }
+        // Bits of the last segment's columns ≥ K (the set-bit walk reads the x row of every set
+        // bit without a K guard): none may be set.
+        let tail = cols % 8;
+        let beyond: u64 = if tail == 0 {
+            0
+        } else {
+            let row = (0xffu64 << tail) & 0xff;
+            (0..8).fold(0, |m, r| m | (row << (8 * r)))
+        };
         for t in a.tiles() {
             let pop = t[0].count_ones() + t[1].count_ones();
             if t[2] as usize >= segs || t[3] as usize + pop as usize > a.nnz() {
                 return bad("tile column or value offset out of range");
+            }
+            let bits = u64::from(t[0]) | (u64::from(t[1]) << 32);
+            if t[2] as usize + 1 == segs && bits & beyond != 0 {
+                return bad("tile bit beyond the last column");
             }
         }
         let flat: Vec<u32> = a.tiles().iter().flatten().copied().collect();
@@ -335,6 +584,14 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, entry)?,
             ));
         }
+        let mut multi_fns = Vec::with_capacity(MULTI_LAYOUTS.len());
+        for layout in MULTI_LAYOUTS {
+            let mut fns = Vec::with_capacity(MAX_RHS);
+            for entry in multi_entries(layout, a.storage()).into_iter().flatten() {
+                fns.push(gpu.function(KernelModule::Spmv, entry)?);
+            }
+            multi_fns.push((layout, fns));
+        }
         let default_core = CORE_LAYOUTS.iter().position(|l| l.0 == DEFAULT_CORE_LAYOUT);
         Ok(Self {
             gpu: gpu.clone(),
@@ -356,6 +613,7 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, name(true))?,
             ],
             core_fns,
+            multi_fns,
             core: if a.storage() == TileStorage::F32 {
                 default_core
             } else {
@@ -404,9 +662,24 @@ impl BitBsrSpmv {
         self.core.map(|i| self.core_fns[i].0)
     }
 
-    /// Whether a call with `n` right-hand sides runs the CUDA-core walk.
+    /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
+    /// [`MULTI_LAYOUTS`]).
     pub fn uses_core(&self, n: usize) -> bool {
-        self.core.is_some() && n == 1
+        self.core_fn(n).is_some()
+    }
+
+    /// The walk a call with `n` right-hand sides runs: (entry, function, halves per block).
+    fn core_fn(&self, n: usize) -> Option<(&'static str, &CudaFunction, u32)> {
+        let c = &self.core_fns[self.core?];
+        if n == 1 {
+            return Some((c.1, &c.3, c.2));
+        }
+        if !(2..=MAX_RHS).contains(&n) {
+            return None;
+        }
+        let (_, fns) = self.multi_fns.iter().find(|m| m.0 == c.0)?;
+        let entry = multi_entries(c.0, self.storage)?[n - 1];
+        Some((entry, fns.get(n - 1)?, c.2))
     }
 
     /// Rows of A.
@@ -440,10 +713,8 @@ impl BitBsrSpmv {
     }
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
-        if let Some(i) = self.core
-            && n == 1
-        {
-            return self.core_fns[i].1;
+        if let Some((entry, _, _)) = self.core_fn(n) {
+            return entry;
         }
         let wide = n > 1;
         KERNELS
@@ -574,9 +845,8 @@ impl BitBsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            let (func, grid) = if let (true, Some(i)) = (core, self.core) {
-                let c = &self.core_fns[i];
-                (&c.3, (2 * items).div_ceil(c.2))
+            let (func, grid) = if let Some((_, f, per_block)) = self.core_fn(n) {
+                (f, (2 * items).div_ceil(per_block))
             } else {
                 (
                     &self.main[usize::from(n > 1)],
@@ -585,9 +855,12 @@ impl BitBsrSpmv {
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
             // checked against the PTX by a CPU test); the r1 and core kernels are only used with
-            // n = 1; the core walk reads X as cols f32 (guarded by K; float4 loads only when X is
-            // 16-byte aligned, checked in the kernel) and covers 2·items halves with
-            // the layout's halves per block (CORE_LAYOUTS; extra groups / warps exit).
+            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols
+            // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
+            // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
+            // floats each (vector loads only when X is aligned for them, checked in the kernel),
+            // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
+            // extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
             // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
