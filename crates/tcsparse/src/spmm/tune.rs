@@ -63,17 +63,19 @@ pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 /// A candidate whose probe is this many times slower than the best full time so far is not timed
 /// in full: its probe time is recorded (marked " [probe]") and it is out of the running.
 const PROBE_REJECT: f64 = 1.25;
-/// Launches of a probe: untimed, then timed (median kept; short launches batched by
-/// [`Gpu::time_launches`]).
+/// Launches of a probe: untimed (only before a family's first probe: later probes run the same
+/// kernel, and [`Gpu::time_launches`]'s calibration launch is untimed too), then timed (median
+/// kept; short launches batched by [`Gpu::time_launches`]).
 const PROBE_WARMUP: usize = 1;
 const PROBE_ITERS: usize = 3;
-/// Launches of a full timing (after the probe has warmed the kernel): untimed, then at most
-/// [`TUNE_ITERS`] timed, fewer for long launches ([`full_iters`]).
-const TUNE_WARMUP: usize = 1;
+/// Timed samples of a full timing: at most [`TUNE_ITERS`], fewer for long launches
+/// ([`full_iters`]); the probe's samples count among them, so a full timing adds
+/// `full_iters − PROBE_ITERS` samples (and one calibration launch), none for long launches.
 const TUNE_ITERS: usize = 9;
 /// Device time a full timing aims at: long launches get fewer timed samples (at least
-/// [`TUNE_MIN_ITERS`]), since their median is steadier and each costs more.
-const TUNE_BUDGET_MS: f64 = 6.0;
+/// [`TUNE_MIN_ITERS`]), since their median is steadier and each costs more. (Session 9: 6 ms;
+/// at 4 ms rmat20's finalists of 0.9–1.1 ms take 4–5 samples instead of 6–7.)
+const TUNE_BUDGET_MS: f64 = 4.0;
 const TUNE_MIN_ITERS: usize = 3;
 /// A row-tile kernel this many times slower than the best so far under its first schedule is not
 /// probed under its other schedules.
@@ -178,13 +180,18 @@ impl Tuning<'_> {
         mut launch: impl FnMut(usize) -> Result<(), Error>,
     ) -> Result<Option<(usize, f64)>, Error> {
         let mut probes = vec![None; names.len()];
+        let mut probe_samples = vec![Vec::new(); names.len()];
         let mut at = vec![usize::MAX; names.len()];
+        let mut warmup = PROBE_WARMUP;
         for i in 0..names.len() {
             if !wanted(i, &probes) {
                 continue;
             }
-            let ms = time_launches(self.gpu, PROBE_WARMUP, PROBE_ITERS, || launch(i))?;
+            let samples = time_samples(self.gpu, warmup, PROBE_ITERS, || launch(i))?;
+            warmup = 0;
+            let ms = median(&samples);
             probes[i] = Some(ms);
+            probe_samples[i] = samples;
             at[i] = self.samples.len();
             self.samples.push(TuneSample {
                 candidate: format!("{} [probe]", names[i]),
@@ -194,8 +201,12 @@ impl Tuning<'_> {
         let Some(i) = finalist(&probes, self.bound) else {
             return Ok(None);
         };
-        let iters = full_iters(probes[i].unwrap_or(f64::NAN));
-        let ms = time_launches(self.gpu, TUNE_WARMUP, iters, || launch(i))?;
+        let mut samples = std::mem::take(&mut probe_samples[i]);
+        let more = full_iters(probes[i].unwrap_or(f64::NAN)).saturating_sub(samples.len());
+        if more > 0 {
+            samples.extend(time_samples(self.gpu, 0, more, || launch(i))?);
+        }
+        let ms = median(&samples);
         self.samples[at[i]] = TuneSample {
             candidate: names[i].clone(),
             ms,
@@ -385,14 +396,19 @@ fn tuning_b(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>, Error> {
     Ok(b)
 }
 
-/// Median ms of `launch` over `warmup` untimed and `iters` timed launches; `launch`'s own error is
-/// returned as it is.
-fn time_launches(
+/// Median of samples (ms); NaN when empty.
+fn median(samples: &[f64]) -> f64 {
+    tcsparse_gpu::Timing::from_samples(samples.to_vec()).map_or(f64::NAN, |t| t.median_ms)
+}
+
+/// Timed samples (ms per launch) of `launch` after `warmup` untimed launches and
+/// [`Gpu::time_launches`]'s calibration launch; `launch`'s own error is returned as it is.
+fn time_samples(
     gpu: &Gpu,
     warmup: usize,
     iters: usize,
     mut launch: impl FnMut() -> Result<(), Error>,
-) -> Result<f64, Error> {
+) -> Result<Vec<f64>, Error> {
     let mut err = None;
     let timing = gpu.time_launches(warmup, iters, || {
         launch().map_err(|e| {
@@ -403,7 +419,7 @@ fn time_launches(
     });
     match (timing, err) {
         (_, Some(e)) => Err(e),
-        (Ok(t), None) => Ok(t.median_ms),
+        (Ok(t), None) => Ok(t.samples),
         (Err(e), None) => Err(e.into()),
     }
 }
@@ -440,7 +456,7 @@ impl Engine {
             (stage, None)
         } else {
             let original = Reordered {
-                a_re: copy_csr(a),
+                a_re: None,
                 perm: None,
                 mode: stage.mode,
                 report: stage.report.clone(),
@@ -469,10 +485,18 @@ impl Engine {
         } else {
             "cuSPARSE (original order)"
         };
-        // cuSPARSE is always timed in full: every other candidate is measured against it.
-        let cus_ms = time_launches(gpu, 2, TUNE_ITERS, || {
+        // cuSPARSE is always timed in full: every other candidate is measured against it. (Its
+        // first launch sets cuSPARSE up: one untimed launch, then samples as for a finalist.)
+        let mut cus_samples = time_samples(gpu, 1, PROBE_ITERS, || {
             cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
         })?;
+        let more = full_iters(median(&cus_samples)).saturating_sub(cus_samples.len());
+        if more > 0 {
+            cus_samples.extend(time_samples(gpu, 0, more, || {
+                cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
+            })?);
+        }
+        let cus_ms = median(&cus_samples);
         tuning.samples.push(TuneSample {
             candidate: cus_name.into(),
             ms: cus_ms,
@@ -504,7 +528,7 @@ impl Engine {
             let stage = match tc_stage {
                 Some(stage) => stage,
                 None => Reordered {
-                    a_re: copy_csr(&cus.a),
+                    a_re: cus.perm.is_some().then(|| copy_csr(&cus.a)),
                     perm: cus.perm.clone(),
                     mode: cus.report.mode,
                     report: cus.report.reorder.clone(),
@@ -787,7 +811,8 @@ mod tests {
     #[test]
     fn long_launches_get_fewer_timed_samples() {
         assert_eq!(full_iters(0.2), TUNE_ITERS);
-        assert_eq!(full_iters(1.0), 6);
+        assert_eq!(full_iters(1.0), 4);
+        assert_eq!(full_iters(0.875), 5);
         assert_eq!(full_iters(2.0), 3);
         assert_eq!(full_iters(11.0), TUNE_MIN_ITERS);
         assert_eq!(full_iters(f64::NAN), TUNE_ITERS);
@@ -801,12 +826,15 @@ mod tests {
         let cus = 1.133;
         let csr = [Some(0.891), Some(0.875), Some(0.998)];
         let f = finalist(&csr, cus).expect("a CSR budget within the bound");
-        let probe_launches = csr.len() * (PROBE_WARMUP + 1 + PROBE_ITERS);
-        let full_launches = TUNE_WARMUP + 1 + full_iters(csr[f].unwrap());
+        // One warm-up before the family's first probe; each timing has a calibration launch.
+        let probe_launches = PROBE_WARMUP + csr.len() * (1 + PROBE_ITERS);
+        // The finalist's probe samples count: the full timing adds the rest (and a calibration).
+        let more = full_iters(csr[f].unwrap()) - PROBE_ITERS;
+        let full_launches = 1 + more;
         assert_eq!(f, 1);
-        // Before: 3 × (2 + 1 + 9) = 36 CSR launches; now 3 probes of 1 + 1 + 3 and one full
-        // timing of 1 + 1 + 7 (6 ms of 0.875 ms launches).
-        assert_eq!(probe_launches, 15);
-        assert_eq!(full_launches, 9);
+        // Session 8: 3 × (2 + 1 + 9) = 36 CSR launches; session 9: 3 probes of 1 + 1 + 3 and a
+        // full timing of 1 + 1 + 7 (24); now 1 + 3 × (1 + 3) and 1 + 2 (16 launches, 14 ms).
+        assert_eq!(probe_launches, 13);
+        assert_eq!(full_launches, 3);
     }
 }
