@@ -187,6 +187,22 @@ pub(super) struct Reordered {
     pub(super) counts: Option<Arc<PlannerBlockCounts>>,
 }
 
+impl Reordered {
+    /// Everything but the matrix (`a_re` = `None`), for a second preparation of the same stage.
+    pub(super) fn without_matrix(&self) -> Reordered {
+        Reordered {
+            a_re: None,
+            mode: self.mode,
+            report: self.report.clone(),
+            perm: self.perm.clone(),
+            forced: self.forced,
+            reorder_s: self.reorder_s,
+            gate: self.gate.clone(),
+            counts: self.counts.clone(),
+        }
+    }
+}
+
 impl Engine {
     /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`].
     pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
@@ -294,7 +310,13 @@ impl Engine {
             counts: None,
         };
         let note = format!("from the plan cache: {}", entry.note);
-        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note, entry.blocks)))
+        self.prepare_reordered_with(
+            a,
+            stage,
+            opts,
+            Some((entry.kernel, note, entry.blocks)),
+            true,
+        )
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -397,7 +419,19 @@ impl Engine {
         stage: Reordered,
         opts: &PrepareOptions,
     ) -> Result<Prepared, Error> {
-        self.prepare_reordered_with(a, stage, opts, None)
+        self.prepare_reordered_with(a, stage, opts, None, true)
+    }
+
+    /// [`Engine::prepare_reordered`] without building BitTCF or uploading anything: plan,
+    /// permutation and matrix only ([`DeviceState::Cpu`]), for a tuned preparation to set the
+    /// device it times fastest into.
+    pub(super) fn prepare_host(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+    ) -> Result<Prepared, Error> {
+        self.prepare_reordered_with(a, stage, opts, None, false)
     }
 
     /// [`Engine::prepare_reordered`], with the kernel (and its note) fixed instead of chosen
@@ -410,9 +444,10 @@ impl Engine {
         stage: Reordered,
         opts: &PrepareOptions,
         fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        upload: bool,
     ) -> Result<Prepared, Error> {
         if stage.a_re.is_some() {
-            let (mut p, original) = self.prepare_in_place(a, stage, opts, fixed)?;
+            let (mut p, original) = self.prepare_in_place(a, stage, opts, fixed, upload)?;
             if original {
                 // (A dropped automatic reordering: the original order after all.)
                 p.a = copy_csr(a);
@@ -421,7 +456,7 @@ impl Engine {
         }
         std::thread::scope(|s| {
             let copy = s.spawn(|| copy_csr(a));
-            let prepared = self.prepare_in_place(a, stage, opts, fixed);
+            let prepared = self.prepare_in_place(a, stage, opts, fixed, upload);
             // (The copy cannot panic short of running out of memory; a plain clone then.)
             let copied = copy.join().unwrap_or_else(|_| a.clone());
             let (mut p, _) = prepared?;
@@ -432,12 +467,14 @@ impl Engine {
 
     /// [`Engine::prepare_reordered_with`] on `stage.a_re`, or on `a` itself where that is `None`;
     /// `true` with a [`Prepared`] whose matrix is still to be filled in with a copy of `a`.
+    /// Without `upload`, nothing is built or uploaded ([`DeviceState::Cpu`] on any engine).
     fn prepare_in_place(
         &self,
         a: &Csr,
         stage: Reordered,
         opts: &PrepareOptions,
         fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        upload: bool,
     ) -> Result<(Prepared, bool), Error> {
         let Reordered {
             a_re,
@@ -552,10 +589,13 @@ impl Engine {
         // their own layout at upload, and `Prepared::bittcf` builds it on first use.
         let t = Instant::now();
         let bittcf = OnceLock::new();
-        if matches!(
-            kernel,
-            ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. } | ExecKernel::CpuBitTcf
-        ) || self.gpu.is_none()
+        if upload
+            && (matches!(
+                kernel,
+                ExecKernel::AccSpmm { .. }
+                    | ExecKernel::AccSpmmPaper { .. }
+                    | ExecKernel::CpuBitTcf
+            ) || self.gpu.is_none())
         {
             let built = BitTcf::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
             let _ = bittcf.set(built);
@@ -567,6 +607,7 @@ impl Engine {
         let mut thread_blocks = 0;
         let mut split_windows = 0;
         let dev = match (&self.gpu, kernel) {
+            _ if !upload => DeviceState::Cpu,
             (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
                 // Built above for the Acc-SpMM kernels.

@@ -425,6 +425,75 @@ fn time_samples(
 }
 
 impl Engine {
+    /// The Acc-SpMM family on `p` (prepared for Acc-SpMM): its planned schedule and, with
+    /// `Balance::Auto`, each of [`TUNED_SCHEDULES`]; `best` becomes its finalist where that is
+    /// faster.
+    #[allow(clippy::too_many_arguments)]
+    fn tune_acc(
+        &self,
+        tuning: &mut Tuning,
+        best: &mut Option<(f64, Candidate)>,
+        p: &mut Prepared,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        n: usize,
+        balance: Balance,
+    ) -> Result<(), Error> {
+        let ExecKernel::AccSpmm { schedule: planned } = p.report.kernel else {
+            unreachable!("prepared with KernelRequest::AccSpmm on a GPU engine");
+        };
+        let mut kinds = vec![planned];
+        if balance == Balance::Auto {
+            for k in TUNED_SCHEDULES {
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+        }
+        let order = if p.perm.is_some() {
+            "reordered"
+        } else {
+            "original order"
+        };
+        // A candidate the device cannot launch at this N (a row cache larger than its
+        // shared memory) is skipped, not fatal.
+        let mut launchable = Vec::with_capacity(kinds.len());
+        for (i, &kind) in kinds.iter().enumerate() {
+            if i > 0 {
+                let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
+                p.set_schedule(&sched, kind)?;
+            }
+            match p.launch_refusal(n) {
+                Some(why) => tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}"),
+                None => launchable.push(kind),
+            }
+        }
+        let names: Vec<String> = launchable
+            .iter()
+            .map(|kind| format!("Acc-SpMM ({order}, {kind})"))
+            .collect();
+        let mut current = kinds.last().copied();
+        let found = tuning.family(
+            &names,
+            |_, _| true,
+            |i| {
+                let kind = launchable[i];
+                if current != Some(kind) {
+                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
+                    p.set_schedule(&sched, kind)?;
+                    current = Some(kind);
+                }
+                p.spmm_device(1.0, b, n, n, 0.0, &mut *c, n)
+            },
+        )?;
+        if let Some((i, ms)) = found
+            && best.as_ref().is_none_or(|b| ms < b.0)
+        {
+            *best = Some((ms, Candidate::Acc(launchable[i])));
+        }
+        Ok(())
+    }
+
     /// [`Engine::prepare`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
     /// (original order unless the reordering was forced), time it, then our CSR kernel on the same
     /// matrix and, unless [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as
@@ -523,8 +592,19 @@ impl Engine {
             |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
         let mut acc_err = None;
         let mut skipped_hrpb = None;
+        let mut skipped_acc = None;
+        // The tensor-core candidates' matrix (reordered as asked): prepared for Acc-SpMM first
+        // (small matrices, or no row-tile kernels to try), else host-only: the row-tile
+        // kernels and HRPB are timed first and Acc-SpMM (its BitTCF build and upload) only
+        // where its prediction is within HRPB_SKIP_FACTOR of the best measured (on the H200 it
+        // was kept only on matrices of ≤ 9 k nonzeros, and on clustered256k-b256 its family
+        // cost 200 ms against a row-tile kernel 2.5× faster).
+        let acc_first = a.nnz() < PRUNE_MIN_NNZ || opts.balance != Balance::Auto;
         let t_family = Instant::now();
-        let mut acc = if tensor_cores {
+        let mut acc: Option<Prepared> = None;
+        let mut host: Option<Prepared> = None;
+        let mut acc_stage = None;
+        if tensor_cores {
             let stage = match tc_stage {
                 Some(stage) => stage,
                 None => Reordered {
@@ -538,117 +618,110 @@ impl Engine {
                     counts: original_counts,
                 },
             };
-            match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance)) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    acc_err = Some(e.to_string());
-                    None
+            if acc_first {
+                match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
+                {
+                    Ok(p) => acc = Some(p),
+                    Err(e) => acc_err = Some(e.to_string()),
                 }
+            } else {
+                acc_stage = Some(stage.without_matrix());
+                // (Prepared as for Acc-SpMM, which keeps the reordering, but nothing built.)
+                host = Some(self.prepare_host(
+                    a,
+                    stage,
+                    &fixed(KernelRequest::AccSpmm, opts.balance),
+                )?);
             }
-        } else {
-            None
-        };
+        }
         if let Some(p) = acc.as_mut() {
-            let ExecKernel::AccSpmm { schedule: planned } = p.report.kernel else {
-                unreachable!("prepared with KernelRequest::AccSpmm on a GPU engine");
-            };
-            let mut kinds = vec![planned];
-            if opts.balance == Balance::Auto {
-                for k in TUNED_SCHEDULES {
-                    if !kinds.contains(&k) {
-                        kinds.push(k);
-                    }
-                }
-            }
+            self.tune_acc(&mut tuning, &mut best, p, &b, &mut c, n, opts.balance)?;
+            tuning.cost("Acc-SpMM", t_family);
+        } else if tensor_cores && acc_first {
+            tuning.cost("Acc-SpMM", t_family);
+        }
+        // The row-tile kernels on the same (reordered) matrix, each layout built once per
+        // window height; a candidate keeps its device only while it is the fastest so far.
+        // Dense-tile kernels are skipped where their tile copy would be too large
+        // (dense_tiles_worth_trying).
+        if let Some(p) = acc.as_ref().or(host.as_ref())
+            && opts.balance == Balance::Auto
+        {
             let order = if p.perm.is_some() {
                 "reordered"
             } else {
                 "original order"
             };
-            // A candidate the device cannot launch at this N (a row cache larger than its
-            // shared memory) is skipped, not fatal.
-            let mut launchable = Vec::with_capacity(kinds.len());
-            for (i, &kind) in kinds.iter().enumerate() {
-                if i > 0 {
-                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
-                    p.set_schedule(&sched, kind)?;
-                }
-                match p.launch_refusal(n) {
-                    Some(why) => tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}"),
-                    None => launchable.push(kind),
-                }
-            }
-            let names: Vec<String> = launchable
-                .iter()
-                .map(|kind| format!("Acc-SpMM ({order}, {kind})"))
-                .collect();
-            let mut current = kinds.last().copied();
-            let found = tuning.family(
-                &names,
-                |_, _| true,
-                |i| {
-                    let kind = launchable[i];
-                    if current != Some(kind) {
-                        let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
-                        p.set_schedule(&sched, kind)?;
-                        current = Some(kind);
+            let t_family = Instant::now();
+            for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows) {
+                let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                for &rt in same_height {
+                    if rt.dense_tiles && !dense_tiles_worth_trying(&m) {
+                        tracing::debug!(
+                            "tuning: skipping {}: {:.1} tile slots per nonzero",
+                            rt.name(),
+                            dense_slots_per_nnz(&m)
+                        );
+                        continue;
                     }
-                    p.spmm_device(1.0, &b, n, n, 0.0, &mut c, n)
-                },
-            )?;
-            if let Some((i, ms)) = found {
-                best = Some((ms, Candidate::Acc(launchable[i])));
-            }
-            tuning.cost("Acc-SpMM", t_family);
-            // The row-tile kernels on the same (reordered) matrix, each layout built once per
-            // window height; a candidate keeps its device only while it is the fastest so far.
-            // Dense-tile kernels are skipped where their tile copy would be too large
-            // (dense_tiles_worth_trying).
-            if opts.balance == Balance::Auto {
-                let t_family = Instant::now();
-                for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows)
-                {
-                    let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
-                        .map_err(|e| Error::Format(e.to_string()))?;
-                    for &rt in same_height {
-                        if rt.dense_tiles && !dense_tiles_worth_trying(&m) {
-                            tracing::debug!(
-                                "tuning: skipping {}: {:.1} tile slots per nonzero",
-                                rt.name(),
-                                dense_slots_per_nnz(&m)
-                            );
-                            continue;
-                        }
-                        if let Some((ms, dev)) =
-                            tune_row_tile(&mut tuning, &m, rt, &b, &mut c, n, order)?
-                            && beats(&best, ms)
-                        {
-                            best = Some((ms, Candidate::RowTile(dev)));
-                        }
-                    }
-                }
-                tuning.cost("row-tile", t_family);
-                let t_family = Instant::now();
-                let predicted = p
-                    .plan
-                    .predictions
-                    .iter()
-                    .find(|k| k.kernel == KernelChoice::HrpbSpmm)
-                    .map(|k| k.ms);
-                if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
-                    if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
+                    if let Some((ms, dev)) =
+                        tune_row_tile(&mut tuning, &m, rt, &b, &mut c, n, order)?
                         && beats(&best, ms)
                     {
-                        best = Some((ms, Candidate::Hrpb(dev)));
+                        best = Some((ms, Candidate::RowTile(dev)));
                     }
-                    tuning.cost("HRPB", t_family);
-                } else {
-                    skipped_hrpb = predicted;
                 }
             }
-        } else if tensor_cores {
-            tuning.cost("Acc-SpMM", t_family);
+            tuning.cost("row-tile", t_family);
+            let t_family = Instant::now();
+            let predicted = p
+                .plan
+                .predictions
+                .iter()
+                .find(|k| k.kernel == KernelChoice::HrpbSpmm)
+                .map(|k| k.ms);
+            if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
+                    && beats(&best, ms)
+                {
+                    best = Some((ms, Candidate::Hrpb(dev)));
+                }
+                tuning.cost("HRPB", t_family);
+            } else {
+                skipped_hrpb = predicted;
+            }
         }
+        // Acc-SpMM after the row-tile kernels (large matrices): only where it may still win.
+        if let (Some(h), Some(stage)) = (host.as_ref(), acc_stage) {
+            let t_family = Instant::now();
+            let predicted = h
+                .plan
+                .predictions
+                .iter()
+                .filter(|k| matches!(k.kernel, KernelChoice::AccSpmm { .. }))
+                .map(|k| k.ms)
+                .min_by(f64::total_cmp);
+            if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+                let stage = Reordered {
+                    a_re: h.perm.is_some().then(|| copy_csr(&h.a)),
+                    ..stage
+                };
+                match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
+                {
+                    Ok(mut p) => {
+                        self.tune_acc(&mut tuning, &mut best, &mut p, &b, &mut c, n, opts.balance)?;
+                        acc = Some(p);
+                    }
+                    Err(e) => tracing::debug!("tuning: Acc-SpMM could not be prepared: {e}"),
+                }
+                tuning.cost("Acc-SpMM", t_family);
+            } else {
+                skipped_acc = predicted;
+            }
+        }
+        // The matrix a row-tile or HRPB device is set into (Acc-SpMM's when it was built).
+        let acc = acc.or(host);
         let tune_s = t.elapsed().as_secs_f64();
         let Tuning {
             samples: tuning,
@@ -664,6 +737,11 @@ impl Engine {
             summary.push_str(
                 "; tensor-core candidates not built (planner: cuSPARSE class, no reordering kept)",
             );
+        }
+        if let Some(p) = skipped_acc {
+            summary.push_str(&format!(
+                "; Acc-SpMM not built (predicted {p:.3} ms, over {HRPB_SKIP_FACTOR}× the best measured)"
+            ));
         }
         if let Some(p) = skipped_hrpb {
             summary.push_str(&format!(
