@@ -68,7 +68,13 @@ pub(crate) fn upload<T: DeviceRepr>(
     data: &[T],
 ) -> Result<CudaSlice<T>, DriverError> {
     let bytes = std::mem::size_of_val(data);
-    let mut guard = staging.lock().unwrap_or_else(|e| e.into_inner());
+    // Busy (another thread's upload, or this thread's own from inside the parallel copy below,
+    // should rayon run such a job there): the driver's pageable copy instead of waiting.
+    let mut guard = match staging.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return stream.clone_htod(data),
+    };
     let st = match &mut *guard {
         Some(st) => st,
         slot @ None => slot.insert(Staging::new(ctx)?),

@@ -498,7 +498,10 @@ impl Engine {
     /// (original order unless the reordering was forced), time it, then our CSR kernel on the same
     /// matrix and, unless [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as
     /// asked) under each schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the
-    /// Acc-SpMM candidate's matrix, at width `opts.n`; keep the fastest. Each family of candidates
+    /// Acc-SpMM candidate's matrix, at width `opts.n`; keep the fastest. On matrices of at least
+    /// [`PRUNE_MIN_NNZ`] nonzeros with `Balance::Auto` the row-tile kernels and HRPB come first
+    /// (on a host-only preparation) and Acc-SpMM is built only where its prediction is within
+    /// [`HRPB_SKIP_FACTOR`] of the best measured. Each family of candidates
     /// is probed briefly and only its fastest probe, when it comes within [`PROBE_REJECT`] of the
     /// best so far, is timed in full (cuSPARSE always is, so the choice is never a kernel measured
     /// slower than it). An Acc-SpMM candidate that cannot be prepared (too large for the u32
