@@ -24,6 +24,7 @@ pub mod signature;
 pub mod spamm;
 pub mod spmm;
 pub mod spmv;
+mod staging;
 
 // The module paths before the re-layout into rooms (`spmm::*`, `baselines::*`), kept for one
 // release so that code written against them still builds.
@@ -228,6 +229,8 @@ struct Inner {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     modules: RwLock<[Option<Arc<CudaModule>>; MODULE_COUNT]>,
+    /// Pinned buffers of large uploads (allocated on the first one).
+    staging: std::sync::Mutex<Option<staging::Staging>>,
 }
 
 /// A CUDA device 0 with one context and one stream. Cheap to clone.
@@ -326,6 +329,7 @@ impl Gpu {
                 stream,
                 info,
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
+                staging: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -428,8 +432,13 @@ impl Gpu {
             })
     }
 
-    /// Copies `data` to a new device buffer.
+    /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through pinned
+    /// staging buffers filled by all cores, about 4× the driver's pageable copy).
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
+            let i = &self.inner;
+            return Ok(staging::upload(&i.ctx, &i.stream, &i.staging, data)?);
+        }
         Ok(self.inner.stream.clone_htod(data)?)
     }
 
@@ -486,6 +495,9 @@ impl Gpu {
         Timing::from_samples(samples).ok_or_else(|| GpuError::Invalid("no timing samples".into()))
     }
 }
+
+/// Uploads of at least this many bytes go through pinned staging buffers ([`Gpu::upload`]).
+pub const STAGED_UPLOAD_BYTES: usize = staging::MIN_BYTES;
 
 /// Each timing sample of [`Gpu::time_launches`] spans at least this many milliseconds of launches.
 pub const BATCH_TARGET_MS: f64 = 0.25;

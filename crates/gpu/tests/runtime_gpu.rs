@@ -203,6 +203,76 @@ fn cusparse_spmm_matches_reference_on_generated_matrices() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn cusparse_spmm_set_up_on_the_callers_buffers_matches_reference() {
+    // Set up on the very B and C of the product (β ≠ 0 included: the setup must leave C as it
+    // was), as the engine's first cuSPARSE product does.
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for (name, a) in generated_cases(&mut rng) {
+        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+        for alg in SpmmAlg::ALL {
+            for n in [1, 33, 128] {
+                spmm_case(
+                    &gpu,
+                    &mut rng,
+                    &format!("cusparse with_buffers {alg:?} {name} n={n}"),
+                    &a,
+                    n,
+                    &mut |al, b, be, c| {
+                        let mut s =
+                            CusparseSpmm::with_buffers(&gpu, &ca, n, alg, b, c).expect("prepare");
+                        s.run(al, b, be, c).expect("cusparseSpMM");
+                    },
+                );
+            }
+        }
+    }
+    // Buffers smaller than B (cols·n) or C (rows·n) are refused.
+    let a = generated_cases(&mut rng).remove(0).1;
+    let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+    let n = 8;
+    let b = gpu.alloc_zeros::<f32>(a.cols() * n - 1).unwrap();
+    let mut c = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+    assert!(CusparseSpmm::with_buffers(&gpu, &ca, n, SpmmAlg::Default, &b, &mut c).is_err());
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn large_uploads_through_the_staging_buffers_arrive_intact() {
+    use tcsparse_gpu::STAGED_UPLOAD_BYTES;
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let chunk = 8 << 20;
+    // Around the threshold, several chunks (two buffers reused), a ragged last chunk.
+    for bytes in [
+        STAGED_UPLOAD_BYTES - 4,
+        STAGED_UPLOAD_BYTES,
+        2 * chunk,
+        5 * chunk / 2 + 12,
+        7 * chunk + 4,
+    ] {
+        let mut v: Vec<u32> = (0..bytes / 4).map(|_| rng.random()).collect();
+        let kept = v.clone();
+        let d = gpu.upload(&v).expect("upload");
+        // The source may change as soon as upload returns.
+        v.iter_mut().for_each(|x| *x = !*x);
+        let w = gpu.upload(&v).expect("second upload");
+        assert_eq!(gpu.download(&d).expect("download"), kept, "{bytes} bytes");
+        assert_eq!(
+            gpu.download(&w).expect("download"),
+            v,
+            "{bytes} bytes, second"
+        );
+    }
+    // Element sizes other than 4, odd lengths.
+    let bytes: Vec<u8> = (0..3 * chunk + 5).map(|_| rng.random()).collect();
+    assert_eq!(gpu.download(&gpu.upload(&bytes).unwrap()).unwrap(), bytes);
+    let wide: Vec<u64> = (0..(chunk / 8) * 3 + 3).map(|_| rng.random()).collect();
+    assert_eq!(gpu.download(&gpu.upload(&wide).unwrap()).unwrap(), wide);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn spmm_and_spmv_match_reference_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(3);

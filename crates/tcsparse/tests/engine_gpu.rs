@@ -211,6 +211,61 @@ fn tuning_an_rmat_matrix_builds_no_tensor_core_candidate() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
+    // Dense 64-row diagonal blocks, ≥ PRUNE_MIN_NNZ nonzeros: the tensor-core candidates are
+    // tuned, the row-tile kernels (and HRPB) first on a host-only preparation, Acc-SpMM only
+    // where its prediction is within 2× of the best measured. The kept kernel is the fastest
+    // full timing and its products are right.
+    let engine = engine();
+    let a =
+        tcsparse::formats::generate::clustered_block_diagonal(16_384, 64, 0.45, 2.0, 17).unwrap();
+    assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
+    let mut p = engine
+        .prepare(&a, &PrepareOptions::builder().n(128).build())
+        .unwrap();
+    let r = p.report().clone();
+    let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
+    let first_tc = names
+        .iter()
+        .position(|n| !n.starts_with("cuSPARSE") && !n.starts_with("CSR (CUDA cores"))
+        .unwrap_or_else(|| panic!("no tensor-core candidate timed: {}", r.kernel_note));
+    assert!(
+        !names[first_tc].starts_with("Acc-SpMM"),
+        "{first_tc}: {names:?}"
+    );
+    let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
+    assert_eq!(
+        acc == 0,
+        r.kernel_note.contains("Acc-SpMM not built"),
+        "{}",
+        r.kernel_note
+    );
+    let best = r
+        .tuning
+        .iter()
+        .filter(|t| !t.candidate.ends_with(" [probe]"))
+        .min_by(|x, y| x.ms.total_cmp(&y.ms))
+        .unwrap();
+    let kept = match r.kernel {
+        ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
+        ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
+        k => best.candidate.starts_with(&k.to_string()),
+    };
+    assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
+    println!(
+        "clustered16k-b64 tuned: {} in {:.1} ms: {}",
+        r.kernel,
+        r.tune_s * 1e3,
+        r.kernel_note
+    );
+    for beta in [0.0, -0.5] {
+        let e = scaled_error(&mut p, &a, 128, beta);
+        assert!(e <= BOUND, "β = {beta}: error {e:.3e}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn every_kernel_and_reordering_matches_reference() {
     let engine = engine();
     let a = small_matrix();

@@ -330,21 +330,51 @@ const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATIO
 
 impl CusparseSpmm {
     /// Prepares SpMM with `n` dense columns. Allocates temporary B and C (zero) for the
-    /// preprocessing call, then frees them.
+    /// preprocessing call, then frees them ([`CusparseSpmm::with_buffers`] borrows the caller's
+    /// instead: R-MAT scale 20 at n = 128 allocated and zeroed 1 GB here).
     pub fn new(gpu: &Gpu, a: &CusparseCsr, n: usize, alg: SpmmAlg) -> Result<Self, GpuError> {
         if n == 0 || n > i32::MAX as usize {
             return Err(GpuError::Invalid(format!(
                 "n = {n} must be in 1..=i32::MAX"
             )));
         }
-        let handle = CusparseHandle::new(gpu)?;
         let tmp_b: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
         let mut tmp_c: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
+        Self::with_buffers(gpu, a, n, alg, &tmp_b, &mut tmp_c)
+    }
+
+    /// [`CusparseSpmm::new`] with the preprocessing call pointed at the caller's B (`cols × n`)
+    /// and C (`rows × n`), e.g. those of the first product, instead of temporaries. Neither is
+    /// read or written by the preprocessing that matters here; they only have to be live
+    /// buffers of the right size.
+    pub fn with_buffers<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        gpu: &Gpu,
+        a: &CusparseCsr,
+        n: usize,
+        alg: SpmmAlg,
+        b_buf: &B,
+        c_buf: &mut C,
+    ) -> Result<Self, GpuError> {
+        if n == 0 || n > i32::MAX as usize {
+            return Err(GpuError::Invalid(format!(
+                "n = {n} must be in 1..=i32::MAX"
+            )));
+        }
+        let (m, k) = (a.rows(), a.cols());
+        if b_buf.len() < (k * n).max(1) || c_buf.len() < (m * n).max(1) {
+            return Err(GpuError::Invalid(format!(
+                "B needs {k}·{n} and C {m}·{n} elements, got {} and {}",
+                b_buf.len(),
+                c_buf.len()
+            )));
+        }
+        let handle = CusparseHandle::new(gpu)?;
         let s = gpu.stream();
-        let (pb, _gb) = tmp_b.device_ptr(s);
-        let (pc, _gc) = tmp_c.device_ptr_mut(s);
-        // SAFETY: tmp_b holds cols·n and tmp_c rows·n f32 (at least 1) while used below; `run`
-        // re-points both descriptors before every later use.
+        let (pb, _gb) = b_buf.device_ptr(s);
+        let (pc, _gc) = c_buf.device_ptr_mut(s);
+        // SAFETY: b_buf holds cols·n and c_buf rows·n f32 (at least 1, checked above) and are
+        // borrowed until the synchronize below; `run` re-points both descriptors before every
+        // later use.
         let (b, c) = unsafe { (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?) };
         let (alpha, beta) = (1.0f32, 0.0f32);
         let mut size = 0usize;

@@ -389,9 +389,10 @@ impl Prepared {
                 }
                 let s = match spmm.entry(n) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(CusparseSpmm::new(gpu, csr, n, SpmmAlg::Default)?)
-                    }
+                    // Set up on the caller's B and C (no temporaries of their size).
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                        CusparseSpmm::with_buffers(gpu, csr, n, SpmmAlg::Default, b, c)?,
+                    ),
                 };
                 s.run(alpha, b, beta, c)?;
             }

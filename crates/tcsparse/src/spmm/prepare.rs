@@ -177,7 +177,10 @@ pub(super) fn copy_csr(a: &Csr) -> Csr {
 /// The output of [`Engine::reorder_stage`].
 #[derive(Clone)]
 pub(super) struct Reordered {
-    pub(super) a_re: Csr,
+    /// The reordered matrix; `None` when it runs in its original order (`a` itself: the copy the
+    /// [`Prepared`] keeps is made while the rest of the preparation runs, see
+    /// [`Engine::prepare_reordered`]).
+    pub(super) a_re: Option<Csr>,
     pub(super) mode: Mode,
     pub(super) report: Option<ReorderReport>,
     pub(super) perm: Option<Permutation>,
@@ -187,6 +190,22 @@ pub(super) struct Reordered {
     /// The planner's block counts of the ORIGINAL matrix when the gate counted them (reused
     /// wherever the matrix runs in its original order).
     pub(super) counts: Option<Arc<PlannerBlockCounts>>,
+}
+
+impl Reordered {
+    /// Everything but the matrix (`a_re` = `None`), for a second preparation of the same stage.
+    pub(super) fn without_matrix(&self) -> Reordered {
+        Reordered {
+            a_re: None,
+            mode: self.mode,
+            report: self.report.clone(),
+            perm: self.perm.clone(),
+            forced: self.forced,
+            reorder_s: self.reorder_s,
+            gate: self.gate.clone(),
+            counts: self.counts.clone(),
+        }
+    }
 }
 
 impl Engine {
@@ -282,8 +301,8 @@ impl Engine {
     ) -> Result<Prepared, Error> {
         let t = Instant::now();
         let a_re = match &entry.perm {
-            Some(p) => tcsparse_reorder::apply(p, a, entry.mode)?,
-            None => copy_csr(a),
+            Some(p) => Some(tcsparse_reorder::apply(p, a, entry.mode)?),
+            None => None,
         };
         let stage = Reordered {
             a_re,
@@ -296,7 +315,13 @@ impl Engine {
             counts: None,
         };
         let note = format!("from the plan cache: {}", entry.note);
-        self.prepare_reordered_with(a, stage, opts, Some((entry.kernel, note, entry.blocks)))
+        self.prepare_reordered_with(
+            a,
+            stage,
+            opts,
+            Some((entry.kernel, note, entry.blocks)),
+            true,
+        )
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -381,7 +406,7 @@ impl Engine {
         }
         let reorder_s = t.elapsed().as_secs_f64();
         Ok(Reordered {
-            a_re: a_re.unwrap_or_else(|| copy_csr(a)),
+            a_re,
             mode,
             report,
             perm,
@@ -399,18 +424,63 @@ impl Engine {
         stage: Reordered,
         opts: &PrepareOptions,
     ) -> Result<Prepared, Error> {
-        self.prepare_reordered_with(a, stage, opts, None)
+        self.prepare_reordered_with(a, stage, opts, None, true)
+    }
+
+    /// [`Engine::prepare_reordered`] without building BitTCF or uploading anything: plan,
+    /// permutation and matrix only ([`DeviceState::Cpu`]), for a tuned preparation to set the
+    /// device it times fastest into.
+    pub(super) fn prepare_host(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+    ) -> Result<Prepared, Error> {
+        self.prepare_reordered_with(a, stage, opts, None, false)
     }
 
     /// [`Engine::prepare_reordered`], with the kernel (and its note) fixed instead of chosen
-    /// (a cached decision).
+    /// (a cached decision). A matrix in its original order is read in place by the counting
+    /// pass, the plan, the build and the upload, while another thread makes the copy that the
+    /// [`Prepared`] keeps (R-MAT scale 20: a 24 ms copy that used to run before all of them).
     fn prepare_reordered_with(
         &self,
         a: &Csr,
         stage: Reordered,
         opts: &PrepareOptions,
         fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        upload: bool,
     ) -> Result<Prepared, Error> {
+        if stage.a_re.is_some() {
+            let (mut p, original) = self.prepare_in_place(a, stage, opts, fixed, upload)?;
+            if original {
+                // (A dropped automatic reordering: the original order after all.)
+                p.a = copy_csr(a);
+            }
+            return Ok(p);
+        }
+        std::thread::scope(|s| {
+            let copy = s.spawn(|| copy_csr(a));
+            let prepared = self.prepare_in_place(a, stage, opts, fixed, upload);
+            // (The copy cannot panic short of running out of memory; a plain clone then.)
+            let copied = copy.join().unwrap_or_else(|_| a.clone());
+            let (mut p, _) = prepared?;
+            p.a = copied;
+            Ok(p)
+        })
+    }
+
+    /// [`Engine::prepare_reordered_with`] on `stage.a_re`, or on `a` itself where that is `None`;
+    /// `true` with a [`Prepared`] whose matrix is still to be filled in with a copy of `a`.
+    /// Without `upload`, nothing is built or uploaded ([`DeviceState::Cpu`] on any engine).
+    fn prepare_in_place(
+        &self,
+        a: &Csr,
+        stage: Reordered,
+        opts: &PrepareOptions,
+        fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        upload: bool,
+    ) -> Result<(Prepared, bool), Error> {
         let Reordered {
             a_re,
             mode,
@@ -422,6 +492,7 @@ impl Engine {
             counts: original_counts,
         } = stage;
         let mut a_re = a_re;
+        let src = a_re.as_ref().unwrap_or(a);
         // The block counts of `m` (the original matrix's from the gate when `m` is it).
         let counts_of = |m_is_original: bool, m: &Csr| match (&original_counts, m_is_original) {
             (Some(c), true) => c.clone(),
@@ -447,7 +518,7 @@ impl Engine {
         let [mut blocks, mut blocks_16x4, mut blocks_16x8] = match stored {
             Some(b) => b.map(|x| x as usize),
             None => {
-                let c = counts_of(perm.is_none(), &a_re);
+                let c = counts_of(perm.is_none(), src);
                 let b = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
                 counts = Some(c);
                 b
@@ -456,16 +527,16 @@ impl Engine {
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
-            a_re.nnz() as f64 / blocks as f64
+            src.nnz() as f64 / blocks as f64
         };
         let features = MatrixFeatures {
-            rows: a_re.rows(),
-            cols: a_re.cols(),
-            nnz: a_re.nnz() as u64,
+            rows: src.rows(),
+            cols: src.cols(),
+            nnz: src.nnz() as u64,
             n: opts.n.max(1),
             blocks_8x8: blocks as u64,
             mean_nnz_tc,
-            hrpb_alpha: hrpb_alpha(a_re.nnz(), blocks_16x4),
+            hrpb_alpha: hrpb_alpha(src.nnz(), blocks_16x4),
             metcf_blocks: Some(blocks_16x8 as u64),
             ibd: None,
         };
@@ -483,7 +554,7 @@ impl Engine {
                 &plan,
                 opts,
                 rwo,
-                a_re.nnz(),
+                src.nnz(),
                 features.metcf_blocks,
                 features.hrpb_alpha,
             ),
@@ -501,8 +572,8 @@ impl Engine {
         {
             let t = Instant::now();
             perm = None;
-            a_re = copy_csr(a);
-            let c = counts_of(true, &a_re);
+            a_re = None;
+            let c = counts_of(true, a);
             [blocks, blocks_16x4, blocks_16x8] = [c.blocks_8x8(), c.blocks_16x4, c.blocks_16x8];
             counts = Some(c);
             build_s += t.elapsed().as_secs_f64();
@@ -510,10 +581,11 @@ impl Engine {
                 "; reordering dropped: CSR kernels run on the original order, which keeps its locality",
             );
         }
+        let src = a_re.as_ref().unwrap_or(a);
         let mean_nnz_tc = if blocks == 0 {
             0.0
         } else {
-            a_re.nnz() as f64 / blocks as f64
+            src.nnz() as f64 / blocks as f64
         };
         let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
         let block_counts = [blocks as u64, blocks_16x4 as u64, blocks_16x8 as u64];
@@ -522,12 +594,15 @@ impl Engine {
         // their own layout at upload, and `Prepared::bittcf` builds it on first use.
         let t = Instant::now();
         let bittcf = OnceLock::new();
-        if matches!(
-            kernel,
-            ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. } | ExecKernel::CpuBitTcf
-        ) || self.gpu.is_none()
+        if upload
+            && (matches!(
+                kernel,
+                ExecKernel::AccSpmm { .. }
+                    | ExecKernel::AccSpmmPaper { .. }
+                    | ExecKernel::CpuBitTcf
+            ) || self.gpu.is_none())
         {
-            let built = BitTcf::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+            let built = BitTcf::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
             let _ = bittcf.set(built);
         }
         build_s += t.elapsed().as_secs_f64();
@@ -537,6 +612,7 @@ impl Engine {
         let mut thread_blocks = 0;
         let mut split_windows = 0;
         let dev = match (&self.gpu, kernel) {
+            _ if !upload => DeviceState::Cpu,
             (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
                 let sched = schedule.unwrap_or_else(|| AccSchedule::unbalanced(rwo));
                 // Built above for the Acc-SpMM kernels.
@@ -556,7 +632,7 @@ impl Engine {
                 DeviceState::Acc(Box::new(d))
             }
             (Some(gpu), ExecKernel::Cusparse) => {
-                let csr = CusparseCsr::new(gpu, &a_re)?;
+                let csr = CusparseCsr::new(gpu, src)?;
                 gpu.synchronize()?;
                 DeviceState::Cusparse {
                     csr,
@@ -564,12 +640,12 @@ impl Engine {
                 }
             }
             (Some(gpu), ExecKernel::CsrCuda { chunk_nnz }) => {
-                let k = CsrSpmm::with_chunk(gpu, &a_re, chunk_nnz)?;
+                let k = CsrSpmm::with_chunk(gpu, src, chunk_nnz)?;
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
             }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
-                let m = RowTileTcf::from_csr(&a_re, kernel.window_rows as usize)
+                let m = RowTileTcf::from_csr(src, kernel.window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
                 let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?;
                 thread_blocks = d.num_tbs();
@@ -578,7 +654,7 @@ impl Engine {
                 DeviceState::RowTile(Box::new(d))
             }
             (Some(gpu), ExecKernel::Hrpb { mma, split }) => {
-                let h = Hrpb::from_csr(&a_re).map_err(|e| Error::Format(e.to_string()))?;
+                let h = Hrpb::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
                 let d = HrpbSpmm::from_hrpb(gpu, &h, mma, split)?;
                 thread_blocks = d.wave_split(opts.n.max(1))?.panels.len();
                 gpu.synchronize()?;
@@ -612,11 +688,13 @@ impl Engine {
             cache: CacheOutcome::Off,
             total_s: 0.0,
         };
-        Ok(Prepared {
+        let original = a_re.is_none();
+        let prepared = Prepared {
             plan,
             report,
             perm,
-            a: a_re,
+            // (Filled in with a copy of `a` by the caller when `original`.)
+            a: a_re.unwrap_or_else(|| Csr::new((0, 0), vec![0], Vec::new(), Vec::new())),
             bittcf,
             gpu: self.gpu.clone(),
             dev,
@@ -626,7 +704,8 @@ impl Engine {
             value_map: None,
             bittcf_slots: None,
             block_counts: Some(block_counts),
-        })
+        };
+        Ok((prepared, original))
     }
 
     /// The Acc-SpMM schedule of `kind` for a matrix with these row windows at width `n`.
