@@ -49,12 +49,14 @@ enum Candidate {
     Hrpb(Box<HrpbSpmm>),
 }
 
-/// HRPB candidates a tuned preparation times (both MMA shapes, panels whole or wave-split).
+/// HRPB candidates a tuned preparation times: every kernel under the wave-aware split (which
+/// leaves short panels whole), the per-warp k8w first (fastest on the shared datasets' geomean,
+/// docs/kernels/hrpb.md v3); panels whole without a cap lost everywhere in session 9's bench.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
+    (HrpbMma::K8W, HrpbSplit::Wave),
     (HrpbMma::K8, HrpbSplit::Wave),
-    (HrpbMma::K8, HrpbSplit::None),
+    (HrpbMma::K8D4, HrpbSplit::Wave),
     (HrpbMma::K4, HrpbSplit::Wave),
-    (HrpbMma::K4, HrpbSplit::None),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
@@ -221,7 +223,7 @@ impl Tuning<'_> {
     }
 }
 
-/// The HRPB candidates ([`HRPB_TUNED`], then k8 split at [`HrpbSpmm::fill_cap`]: pieces for
+/// The HRPB candidates ([`HRPB_TUNED`], then k8w split at [`HrpbSpmm::fill_cap`]: pieces for
 /// about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
 /// HRPB cannot be built for `a` or no candidate came close to the best so far).
 fn tune_hrpb(
@@ -237,7 +239,8 @@ fn tune_hrpb(
     };
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    let fill = (HrpbMma::K8, HrpbSplit::Cap(dev.fill_cap(n)?));
+    // The cap is k8w's (dev is k8w here): its resident units are warps, not thread blocks.
+    let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
     let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
     let names: Vec<String> = configs
         .iter()
