@@ -682,125 +682,6 @@ __device__ __forceinline__ void bits_xrow(const float* __restrict__ p, bool vec,
     }
 }
 
-template <int F16, int N>
-__device__ __forceinline__ void spmv_bits_body(const uint4* __restrict__ tiles,
-                                               const void* __restrict__ values,
-                                               const float* __restrict__ row_scale,
-                                               const u32* __restrict__ ptr,
-                                               const uint4* __restrict__ work, u32 num_items,
-                                               const float* __restrict__ x, float* __restrict__ y,
-                                               float* __restrict__ partial, u32 rows,
-                                               float alpha, float beta) {
-    constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
-    const u32 lane = threadIdx.x, r = lane & 7u;
-    const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
-    if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
-    const uint4 w = __ldg(work + hidx);
-    const bool split = (w.y & SPLIT_BIT) != 0u;
-    const u32 slot = w.y & ~SPLIT_BIT;
-    const u32 rend = split ? w.x + 1u : w.y;
-    u32 row = w.x, t = w.z;
-    const u32 te = w.w;
-    if (row >= rend) return;  // the empty half that pads an odd count
-    const bool hi = r >= 4u;
-    const u32 sh = 8u * (r & 3u);
-    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
-    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
-    const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
-    u32 e = min(__ldg(ptr + row + 1), te);
-    float s = F16 ? __ldg(row_scale + row) : 1.0f;
-    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
-    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
-    float acc[N];
-#pragma unroll
-    for (int q = 0; q < N; ++q) acc[q] = 0.0f;
-    auto settle = [&]() {
-        while (row < rend && t == e) {
-            const float sc = alpha * s;
-            const u64 yr = (u64)row * 8u + r;
-#pragma unroll
-            for (int q = 0; q < N; ++q) {
-                const float v = sc * acc[q];
-                acc[q] = 0.0f;
-                if (split) {
-                    partial[((u64)slot * 8u + r) * N + q] = v;
-                } else if (yr < rows) {
-                    float* py = y + yr * N + q;
-                    *py = beta == 0.0f ? v : fmaf(beta, *py, v);
-                }
-            }
-            ++row;
-            e = min(e_next, te);
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = __ldg(ptr + row + 2);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
-        }
-    };
-    settle();
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    uint4 m = t < te ? __ldg(tiles + t) : zero;
-    while (t < te) {
-        const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;  // next record, prefetched
-        const CoreTile c = core_decode(m, sh, hi, lo_mask, hi_mask);
-        u32 bits = c.bits, idx = c.idx;
-        const float* xseg = x + (u64)m.z * 8u * N;
-        while (bits != 0u) {
-            const u32 j0 = __ffs(bits) - 1u;
-            bits &= bits - 1u;
-            const bool two = bits != 0u;
-            const u32 j1 = two ? __ffs(bits) - 1u : j0;
-            bits &= bits - 1u;
-            float x0[N], x1[N];
-            const float v0 = core_val<F16>(values, idx);
-            const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
-            idx += 2u;
-            bits_xrow<N, W>(xseg + j0 * N, vec, x0);
-            bits_xrow<N, W>(xseg + j1 * N, vec, x1);
-#pragma unroll
-            for (int q = 0; q < N; ++q) acc[q] = fmaf(v0, x0[q], acc[q]);
-            if (two) {
-#pragma unroll
-                for (int q = 0; q < N; ++q) acc[q] = fmaf(v1, x1[q], acc[q]);
-            }
-        }
-        ++t;
-        settle();
-        m = p;
-    }
-}
-
-#define SPMV_BITS_ENTRY(NAME, F16, N)                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
-        (void)xs;                                                                                \
-        (void)cols;                                                                              \
-        (void)n;                                                                                 \
-        spmv_bits_body<F16, N>(tiles, values, row_scale, ptr, work, num_items,                   \
-                               reinterpret_cast<const float*>(x), y, partial, rows, alpha, beta); \
-    }
-
-SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
-SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
-SPMV_BITS_ENTRY(spmv_bits3_f16, 1, 3)
-SPMV_BITS_ENTRY(spmv_bits4_f16, 1, 4)
-SPMV_BITS_ENTRY(spmv_bits5_f16, 1, 5)
-SPMV_BITS_ENTRY(spmv_bits6_f16, 1, 6)
-SPMV_BITS_ENTRY(spmv_bits7_f16, 1, 7)
-SPMV_BITS_ENTRY(spmv_bits8_f16, 1, 8)
-SPMV_BITS_ENTRY(spmv_bits1_f32, 0, 1)
-SPMV_BITS_ENTRY(spmv_bits2_f32, 0, 2)
-SPMV_BITS_ENTRY(spmv_bits3_f32, 0, 3)
-SPMV_BITS_ENTRY(spmv_bits4_f32, 0, 4)
-SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
-SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
-SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
-SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
 
 // ---------------------------------------------------------------------------------------------
 // "seg": the set-bit walk with the tile's x segment staged in shared memory. Per tile, lane r of
@@ -849,20 +730,23 @@ __device__ __forceinline__ void seg_store(float* p, const float v[N]) {
     }
 }
 
-template <int F16, int N>
-__device__ __forceinline__ void spmv_seg_body(const uint4* __restrict__ tiles,
-                                              const void* __restrict__ values,
-                                              const float* __restrict__ row_scale,
-                                              const u32* __restrict__ ptr,
-                                              const uint4* __restrict__ work, u32 num_items,
-                                              const float* __restrict__ x, float* __restrict__ y,
-                                              float* __restrict__ partial, u32 rows,
-                                              float alpha, float beta) {
+// Both set-bit walks: SEG = false reads each nonzero's x row from global memory (`bits`); SEG =
+// true first stages the tile's used x rows in the group's shared slab (`seg`, below).
+template <int F16, int N, bool SEG>
+__device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles,
+                                                 const void* __restrict__ values,
+                                                 const float* __restrict__ row_scale,
+                                                 const u32* __restrict__ ptr,
+                                                 const uint4* __restrict__ work, u32 num_items,
+                                                 const float* __restrict__ x,
+                                                 float* __restrict__ y,
+                                                 float* __restrict__ partial, u32 rows,
+                                                 float alpha, float beta) {
     constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
-    __shared__ __align__(16) float slab[SPMV_WARPS * 4][8 * N];
+    __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
-    if (hidx >= 2u * num_items) return;  // whole groups (the barriers below are per group)
+    if (hidx >= 2u * num_items) return;  // whole groups (SEG's barriers below are per group)
     const uint4 w = __ldg(work + hidx);
     const bool split = (w.y & SPLIT_BIT) != 0u;
     const u32 slot = w.y & ~SPLIT_BIT;
@@ -912,17 +796,20 @@ __device__ __forceinline__ void spmv_seg_body(const uint4* __restrict__ tiles,
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m = t < te ? __ldg(tiles + t) : zero;
     while (t < te) {  // group-uniform
-        const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;
+        const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;  // next record, prefetched
         const CoreTile c = core_decode(m, sh, hi, lo_mask, hi_mask);
-        u32 cm = m.x | m.y;
-        cm |= cm >> 16;
-        cm |= cm >> 8;
-        const bool use = (cm >> r) & 1u;  // column r used: 8c + r < K (checked at upload)
-        float xr[N];
-        if (use) bits_xrow<N, W>(x + ((u64)m.z * 8u + r) * N, vec, xr);
-        __syncwarp(gmask);  // the previous tile's reads of the slab are done
-        if (use) seg_store<N, W>(seg + r * N, xr);
-        __syncwarp(gmask);
+        const float* xseg = x + (u64)m.z * 8u * N;
+        if (SEG) {
+            u32 cm = m.x | m.y;
+            cm |= cm >> 16;
+            cm |= cm >> 8;
+            const bool use = (cm >> r) & 1u;  // column r used: 8c + r < K (checked at upload)
+            float xr[N];
+            if (use) bits_xrow<N, W>(xseg + r * N, vec, xr);
+            __syncwarp(gmask);  // the previous tile's reads of the slab are done
+            if (use) seg_store<N, W>(seg + r * N, xr);
+            __syncwarp(gmask);
+        }
         u32 bits = c.bits, idx = c.idx;
         while (bits != 0u) {
             const u32 j0 = __ffs(bits) - 1u;
@@ -934,8 +821,13 @@ __device__ __forceinline__ void spmv_seg_body(const uint4* __restrict__ tiles,
             const float v0 = core_val<F16>(values, idx);
             const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
             idx += 2u;
-            seg_row<N, W>(seg + j0 * N, x0);
-            seg_row<N, W>(seg + j1 * N, x1);
+            if (SEG) {
+                seg_row<N, W>(seg + j0 * N, x0);
+                seg_row<N, W>(seg + j1 * N, x1);
+            } else {
+                bits_xrow<N, W>(xseg + j0 * N, vec, x0);
+                bits_xrow<N, W>(xseg + j1 * N, vec, x1);
+            }
 #pragma unroll
             for (int q = 0; q < N; ++q) acc[q] = fmaf(v0, x0[q], acc[q]);
             if (two) {
@@ -949,6 +841,38 @@ __device__ __forceinline__ void spmv_seg_body(const uint4* __restrict__ tiles,
     }
 }
 
+#define SPMV_BITS_ENTRY(NAME, F16, N)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
+        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
+        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
+        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
+        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        (void)xs;                                                                                \
+        (void)cols;                                                                              \
+        (void)n;                                                                                 \
+        spmv_setbit_body<F16, N, false>(tiles, values, row_scale, ptr, work, num_items,          \
+                                        reinterpret_cast<const float*>(x), y, partial, rows,  \
+                                        alpha, beta);                                         \
+    }
+
+SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
+SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
+SPMV_BITS_ENTRY(spmv_bits3_f16, 1, 3)
+SPMV_BITS_ENTRY(spmv_bits4_f16, 1, 4)
+SPMV_BITS_ENTRY(spmv_bits5_f16, 1, 5)
+SPMV_BITS_ENTRY(spmv_bits6_f16, 1, 6)
+SPMV_BITS_ENTRY(spmv_bits7_f16, 1, 7)
+SPMV_BITS_ENTRY(spmv_bits8_f16, 1, 8)
+SPMV_BITS_ENTRY(spmv_bits1_f32, 0, 1)
+SPMV_BITS_ENTRY(spmv_bits2_f32, 0, 2)
+SPMV_BITS_ENTRY(spmv_bits3_f32, 0, 3)
+SPMV_BITS_ENTRY(spmv_bits4_f32, 0, 4)
+SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
+SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
+SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
+SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
+
 #define SPMV_SEG_ENTRY(NAME, F16, N)                                                               \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
         const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
@@ -959,8 +883,9 @@ __device__ __forceinline__ void spmv_seg_body(const uint4* __restrict__ tiles,
         (void)xs;                                                                                \
         (void)cols;                                                                              \
         (void)n;                                                                                 \
-        spmv_seg_body<F16, N>(tiles, values, row_scale, ptr, work, num_items,                    \
-                              reinterpret_cast<const float*>(x), y, partial, rows, alpha, beta);  \
+        spmv_setbit_body<F16, N, true>(tiles, values, row_scale, ptr, work, num_items,           \
+                                       reinterpret_cast<const float*>(x), y, partial, rows,   \
+                                       alpha, beta);                                          \
     }
 
 SPMV_SEG_ENTRY(spmv_seg1_f16, 1, 1)
