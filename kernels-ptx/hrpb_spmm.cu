@@ -180,6 +180,31 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
     }
 }
 
+// One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
+struct WarpItem {
+    u64 f0;
+    u32 panel, begin, end;
+    bool split;
+};
+
+// Reads this warp's work item; false when the warp has nothing to do (features beyond n, or a
+// padding item). WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32),
+// so the 4 warps of a TB walk 4 consecutive (virtual) panels on the same features; else the TB's
+// warps split one item's features.
+template <bool WI>
+__device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, WarpItem& it) {
+    it.f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    if (it.f0 >= n) return false;
+    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32 wflags = __ldg(wk + 3);
+    if (wflags & 2u) return false;  // padding item (WI lists are padded to a multiple of 4)
+    it.panel = __ldg(wk);
+    it.begin = __ldg(wk + 1);
+    it.end = __ldg(wk + 2);
+    it.split = wflags & 1u;
+    return true;
+}
+
 template <bool K8, bool WI>
 __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           const u32* __restrict__ bricks,
@@ -187,18 +212,13 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           const float* __restrict__ b, u32 ldb,
                                           float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                           float alpha, float beta, u32 flags) {
-    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
-    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
-    // of common B rows); else the TB's warps split one item's features.
-    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
-    if (f0 >= n) return;  // whole warp
+    WarpItem it;
+    if (!warp_item<WI>(work, n, it)) return;  // whole warp
+    const u64 f0 = it.f0;
+    const u32 panel = it.panel, begin = it.begin, end = it.end;
+    const bool split = it.split;
     const u32 lane = threadIdx.x;
     const u32 g = lane >> 2, t = lane & 3;
-    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
-    const u32 wflags = __ldg(wk + 3);
-    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
-    const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
-    const bool split = wflags & 1u;
     const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
     const u64 fb = f0 + 4 * g;  // this lane's B features
 
@@ -250,18 +270,13 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
                                                const float* __restrict__ b, u32 ldb,
                                                float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                                float alpha, float beta, u32 flags) {
-    // WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32), so the 4
-    // warps of a TB walk 4 consecutive (virtual) panels on the same features (meant for L1 reuse
-    // of common B rows); else the TB's warps split one item's features.
-    const u64 f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
-    if (f0 >= n) return;  // whole warp
+    WarpItem it;
+    if (!warp_item<WI>(work, n, it)) return;  // whole warp
+    const u64 f0 = it.f0;
+    const u32 panel = it.panel, begin = it.begin, end = it.end;
+    const bool split = it.split;
     const u32 lane = threadIdx.x;
     const u32 g = lane >> 2, t = lane & 3;
-    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
-    const u32 wflags = __ldg(wk + 3);
-    if (wflags & 2u) return;  // padding item (WI lists are padded to a multiple of 4)
-    const u32 panel = __ldg(wk), begin = __ldg(wk + 1), end = __ldg(wk + 2);
-    const bool split = wflags & 1u;
     const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
     const u64 fb = f0 + 4 * g;  // this lane's B features
     const u32 below = (1u << lane) - 1;
