@@ -10,14 +10,35 @@ use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Balance, CSR_TUNED_CHUNKS, Engine, ExecKernel, KernelRequest, PrepareOptions, Prepared,
-    ReorderChoice, RowTileKernel, TUNED_SCHEDULES,
+    Balance, CSR_TUNED_CHUNKS, Engine, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
+    Prepared, ReorderChoice, RowTileKernel, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
+}
+
+/// Each family's fastest probe within reach is timed in full (its sample loses the " [probe]"
+/// mark); the kept kernel is the fastest of those full timings.
+fn assert_kept_the_fastest(r: &PrepareReport) {
+    let best = r
+        .tuning
+        .iter()
+        .filter(|t| !t.candidate.ends_with(" [probe]"))
+        .min_by(|x, y| x.ms.total_cmp(&y.ms))
+        .expect("a tuned preparation times at least cuSPARSE");
+    let kept = match r.kernel {
+        ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
+        ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
+        k @ ExecKernel::CsrCuda { .. } => best.candidate == k.to_string(),
+        k @ (ExecKernel::RowTile { .. } | ExecKernel::Hrpb { .. }) => {
+            best.candidate.starts_with(&k.to_string())
+        }
+        k => panic!("unexpected kernel {k}"),
+    };
+    assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
 }
 
 fn datasets() -> Option<PathBuf> {
@@ -137,8 +158,8 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             };
             assert!(allowed.contains(&timed), "{prefix}: {timed} in {names:?}");
         }
-        // Auto also times HRPB: both MMA shapes, wave-split and whole panels, and k8 at the
-        // two-wave brick cap.
+        // Auto also times HRPB: k8w, k8, k8d4 and k4 wave-split, and k8w at the two-wave brick
+        // cap.
         let hrpb = names.iter().filter(|n| n.starts_with("HRPB (")).count();
         let want = if balance == Balance::Auto { 5 } else { 0 };
         assert_eq!(hrpb, want, "{names:?}");
@@ -150,23 +171,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             _ => assert_eq!(acc, 1, "{names:?}"),
         }
         assert!(r.tuning.iter().all(|t| t.ms.is_finite() && t.ms > 0.0));
-        // Each family's fastest probe within reach is timed in full (its sample loses the
-        // " [probe]" mark); the kept kernel is the fastest of those full timings.
-        let best = r
-            .tuning
-            .iter()
-            .filter(|t| !t.candidate.ends_with(" [probe]"))
-            .min_by(|x, y| x.ms.total_cmp(&y.ms))
-            .unwrap();
-        let kept = match r.kernel {
-            ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
-            ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
-            k @ ExecKernel::RowTile { .. } => best.candidate.starts_with(&k.to_string()),
-            k @ ExecKernel::CsrCuda { .. } => best.candidate == k.to_string(),
-            k @ ExecKernel::Hrpb { .. } => best.candidate.starts_with(&k.to_string()),
-            k => panic!("unexpected kernel {k}"),
-        };
-        assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
+        assert_kept_the_fastest(r);
         assert!(
             r.kernel_note.starts_with("tuned at N = 128"),
             "{}",
@@ -240,18 +245,7 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
         "{}",
         r.kernel_note
     );
-    let best = r
-        .tuning
-        .iter()
-        .filter(|t| !t.candidate.ends_with(" [probe]"))
-        .min_by(|x, y| x.ms.total_cmp(&y.ms))
-        .unwrap();
-    let kept = match r.kernel {
-        ExecKernel::Cusparse => best.candidate.starts_with("cuSPARSE"),
-        ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
-        k => best.candidate.starts_with(&k.to_string()),
-    };
-    assert!(kept, "kept {} but the fastest was {best:?}", r.kernel);
+    assert_kept_the_fastest(&r);
     println!(
         "clustered16k-b64 tuned: {} in {:.1} ms: {}",
         r.kernel,
