@@ -438,6 +438,11 @@ impl PreparedSpmv {
 
     /// `y = α·A·X + β·y` on host slices (X: `cols × rhs`, y: `rows × rhs`, row-major). β = 0 never
     /// reads y.
+    ///
+    /// Non-finite X: the tensor-core kernels and the per-tile-row walks multiply a tile's absent
+    /// entries (zeros) by its columns of X, so an ∞ or NaN in X can give NaN in a row of the same
+    /// tile that has no entry in that column, where cuSPARSE and the set-bit walks give a finite
+    /// value ([`PreparedSpmv::kernel`] names the kernel kept).
     pub fn spmv(&mut self, alpha: f32, x: &[f32], beta: f32, y: &mut [f32]) -> Result<(), Error> {
         self.check(x.len(), y.len())?;
         let n = self.n;

@@ -196,6 +196,11 @@ impl Prepared {
     /// leading dimension `ldb`, C is `rows × n` with `ldc`. With β = 0, C is never read. Permutes B
     /// and un-permutes C as the reordering mode requires.
     ///
+    /// Non-finite B: the tensor-core kernels (Acc-SpMM, row-tile, HRPB) multiply a block's absent
+    /// entries (zeros) by its rows of B, so an ∞ or NaN in B can give NaN in a row of the same
+    /// block that has no entry in that column, where cuSPARSE and the CSR kernel give a finite
+    /// value ([`Prepared::report`] names the kernel kept).
+    ///
     /// ```
     /// # fn main() -> Result<(), tcsparse::Error> {
     /// use tcsparse::{Engine, PrepareOptions};

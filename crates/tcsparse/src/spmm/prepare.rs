@@ -100,24 +100,24 @@ const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
 /// block count and HRPB α (all of the matrix the plan was made on). Rules, in order, each with the
 /// H200 measurements it rests on (docs/kernels/hrpb.md, "Model-only vs tuned choice"):
 ///
-/// 1. **Launch floor** (fewer than [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per SM,
+/// 1. **Launch floor** (fewer than `CSR_MIN_ITEMS_PER_SM` warp items of 64 nonzeros per SM,
 ///    under ≈ 68 k nonzeros on 132 SMs): every kernel's time is its longest thread block's
-///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB k8 with its capped
-///    wave split bounds every thread block's walk (pieces of 4–16 bricks, hub panels cut), so
-///    it runs whatever the planner's rate model said (cora, citeseer, rajat01: within 10 % of the
+///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB (k8 when this was
+///    measured, k8w since session 10) with its capped wave split bounds every thread block's
+///    walk (pieces of 4–16 bricks, hub panels cut), so it runs whatever the planner's rate model said (cora, citeseer, rajat01: within 10 % of the
 ///    fastest tuned kernel on 7 of 9 cases, where the old choices, cuSPARSE and TC16d with one
 ///    window per thread block, were 1.3–10× slower).
 /// 2. **Acc-SpMM with the balanced schedule at α < 0.25**: the planner balanced because row
 ///    windows are very unequal (hub rows); with sparse bricks our CSR kernel splits hub rows by
 ///    nonzeros for free, without split windows' atomics and pre-scale (c-62: CSR 1.15–1.2×
 ///    faster than balanced Acc-SpMM; NotreDame_www: within 3 %).
-/// 3. **Acc-SpMM unbalanced**: the same row windows as dense 16×8 tiles ([`metcf_kernel`]: no
+/// 3. **Acc-SpMM unbalanced**: the same row windows as dense 16×8 tiles (`metcf_kernel`: no
 ///    bitmap decode, one vector load per tile row) — TC16d with one window per thread block was
 ///    within 10 % of the fastest on PROTEINS_full, copter2 and xenon1 where unbalanced Acc-SpMM
 ///    was 1.2–1.3× slower.
-/// 4. Otherwise the planner's kernel: HRPB k8 (capped wave split), our CSR kernel or cuSPARSE for
-///    a CUDA-core plan ([`csr_kernel_for`]), the row-tile kernel on ME-TCF's blocks
-///    ([`metcf_kernel`]), Acc-SpMM balanced at High α.
+/// 4. Otherwise the planner's kernel: HRPB (capped wave split), our CSR kernel or cuSPARSE for
+///    a CUDA-core plan (`csr_kernel_for`), the row-tile kernel on ME-TCF's blocks
+///    (`metcf_kernel`), Acc-SpMM balanced at High α.
 pub fn model_kernel(
     plan: &Plan,
     nnz: usize,
