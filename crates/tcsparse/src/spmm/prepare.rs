@@ -104,9 +104,10 @@ const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
 ///    under ≈ 68 k nonzeros on 132 SMs): every kernel's time is its longest thread block's
 ///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB (k8 when this was
 ///    measured, k8w since session 10) with its capped wave split bounds every thread block's
-///    walk (pieces of 4–16 bricks, hub panels cut), so it runs whatever the planner's rate model said (cora, citeseer, rajat01: within 10 % of the
-///    fastest tuned kernel on 7 of 9 cases, where the old choices, cuSPARSE and TC16d with one
-///    window per thread block, were 1.3–10× slower).
+///    walk (pieces of 4–16 bricks, hub panels cut), so it runs whatever the planner's rate
+///    model said (cora, citeseer, rajat01: within 10 % of the fastest tuned kernel on 7 of 9
+///    cases, where the old choices, cuSPARSE and TC16d with one window per thread block, were
+///    1.3–10× slower).
 /// 2. **Acc-SpMM with the balanced schedule at α < 0.25**: the planner balanced because row
 ///    windows are very unequal (hub rows); with sparse bricks our CSR kernel splits hub rows by
 ///    nonzeros for free, without split windows' atomics and pre-scale (c-62: CSR 1.15–1.2×
