@@ -841,7 +841,8 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
     }
 }
 
-#define SPMV_BITS_ENTRY(NAME, F16, N)                                                              \
+// One entry of a set-bit walk (SEG: x rows staged in shared memory, `seg`; else `bits`).
+#define SPMV_SETBIT_ENTRY(NAME, F16, N, SEG)                                                       \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
         const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
@@ -851,10 +852,12 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         (void)xs;                                                                                \
         (void)cols;                                                                              \
         (void)n;                                                                                 \
-        spmv_setbit_body<F16, N, false>(tiles, values, row_scale, ptr, work, num_items,          \
-                                        reinterpret_cast<const float*>(x), y, partial, rows,  \
-                                        alpha, beta);                                         \
+        spmv_setbit_body<F16, N, SEG>(tiles, values, row_scale, ptr, work, num_items,            \
+                                      reinterpret_cast<const float*>(x), y, partial, rows,     \
+                                      alpha, beta);                                            \
     }
+#define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
+#define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
 
 SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
 SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
@@ -872,21 +875,6 @@ SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
 SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
 SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
 SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
-
-#define SPMV_SEG_ENTRY(NAME, F16, N)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
-        (void)xs;                                                                                \
-        (void)cols;                                                                              \
-        (void)n;                                                                                 \
-        spmv_setbit_body<F16, N, true>(tiles, values, row_scale, ptr, work, num_items,           \
-                                       reinterpret_cast<const float*>(x), y, partial, rows,   \
-                                       alpha, beta);                                          \
-    }
 
 SPMV_SEG_ENTRY(spmv_seg1_f16, 1, 1)
 SPMV_SEG_ENTRY(spmv_seg2_f16, 1, 2)
