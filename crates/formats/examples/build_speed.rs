@@ -6,7 +6,7 @@
 
 mod bench_args;
 
-use bench_args::{best_ns, flag, threads};
+use bench_args::{best_ns, flag, threads, with_threads};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
@@ -38,11 +38,7 @@ fn main() {
     for (name, a) in &inputs {
         let nnz = a.nnz().max(1) as f64;
         for &t in &threads {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(t)
-                .build()
-                .expect("pool");
-            let (bt, r16, r32, bb) = pool.install(|| {
+            let (bt, r16, r32, bb) = with_threads(t, || {
                 (
                     best_ns(reps, || BitTcf::from_csr(a).expect("bittcf")) / nnz,
                     best_ns(reps, || RowTileTcf::from_csr(a, 16).expect("rowtile")) / nnz,

@@ -6,7 +6,7 @@
 
 mod bench_args;
 
-use bench_args::{best_ns, flag, threads};
+use bench_args::{best_ns, flag, threads, with_threads};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::generate::{clustered_block_diagonal, rmat};
@@ -34,11 +34,7 @@ fn main() {
     for (name, a) in &inputs {
         let nnz = a.nnz().max(1) as f64;
         for &t in &threads {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(t)
-                .build()
-                .expect("pool");
-            let (one, before) = pool.install(|| {
+            let (one, before) = with_threads(t, || {
                 (
                     best_ns(reps, || planner_block_counts(a)) / nnz,
                     best_ns(reps, || {

@@ -28,3 +28,12 @@ pub fn best_ns<T>(reps: usize, mut f: impl FnMut() -> T) -> f64 {
         })
         .fold(f64::INFINITY, f64::min)
 }
+
+/// Runs `f` on a rayon pool of `threads` threads (what each row of a speed table is timed on).
+pub fn with_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("rayon thread pool")
+        .install(f)
+}
