@@ -127,9 +127,9 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
     export LD_LIBRARY_PATH="$OUTDIR/nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
 fi
-if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so ' || [ -e "$OUTDIR/nccl/libnccl.so" ]; then
-  export TCSPARSE_REQUIRE_NCCL=1
-fi
+# Required whether or not it was found, so that a machine without NCCL fails the NCCL tests
+# instead of skipping them.
+export TCSPARSE_REQUIRE_NCCL=1
 (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvidia-smi) \
   > "$OUTDIR/logs/nvidia-smi.log" 2>&1 || true
 fail=0

@@ -117,6 +117,8 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { tcsparse::gpu::multi::disable_nvls_at_startup() };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -42,6 +42,8 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // SAFETY: first thing in main, before any other thread exists.
+    unsafe { tcsparse::gpu::multi::disable_nvls_at_startup() };
     let cli = Cli::parse();
     init_tracing(cli.verbose);
     if let Some(limits) = cli.memory_budget {

@@ -12,8 +12,10 @@
 //! Without it, or for handles that share one device (tests of the split on a single GPU), the
 //! group copies through the host instead ([`Transport::HostStaged`]) and says so.
 //!
-//! NVLink multicast (NVLS) is never used: NCCL_NVLS_ENABLE=0 is set for the process before the
-//! communicators are made unless the caller set it, and this crate never calls cuMulticastCreate.
+//! NVLink multicast (NVLS) is never used: NCCL communicators are made only with
+//! NCCL_NVLS_ENABLE=0 in the environment (else [`DeviceGroup::open`] host-stages and says why,
+//! and [`DeviceGroup::with_nccl`] refuses); the binaries set it first thing in `main`
+//! ([`disable_nvls_at_startup`]), and this crate never calls cuMulticastCreate.
 
 use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use cudarc::nccl::{Comm, NcclType};
@@ -145,6 +147,30 @@ pub fn nccl_available() -> bool {
     unsafe { cudarc::nccl::sys::is_culib_present() }
 }
 
+/// Whether NVLink multicast is off for NCCL (`NCCL_NVLS_ENABLE=0` in the environment). The
+/// library never sets it itself: changing the environment while other threads may read it is
+/// undefined behaviour, so the process sets it before it starts threads ([`disable_nvls_at_startup`]).
+pub fn nvls_disabled() -> bool {
+    std::env::var_os("NCCL_NVLS_ENABLE").is_some_and(|v| v == "0")
+}
+
+const NVLS_REQUIRED: &str = "NCCL_NVLS_ENABLE is not 0 (NVLink multicast must stay off: set \
+     NCCL_NVLS_ENABLE=0 in the environment, or call tcsparse_gpu::multi::disable_nvls_at_startup \
+     at the start of main)";
+
+/// Sets `NCCL_NVLS_ENABLE=0` unless the environment already has a value: for a binary's `main`,
+/// before it starts any thread.
+///
+/// # Safety
+/// No other thread may read or write the environment while this runs (call it first thing in
+/// `main`, before a thread pool, a CUDA context or a logger thread exists).
+pub unsafe fn disable_nvls_at_startup() {
+    if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
+        // SAFETY: the caller guarantees no other thread touches the environment meanwhile.
+        unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+    }
+}
+
 fn nccl_error(what: &str, e: cudarc::nccl::result::NcclError) -> GpuError {
     GpuError::Invalid(format!("NCCL {what}: {e:?}"))
 }
@@ -174,6 +200,9 @@ impl DeviceGroup {
         if !nccl_available() {
             return Self::host_staged(gpus, "libnccl.so not found on the library path");
         }
+        if !nvls_disabled() {
+            return Self::host_staged(gpus, NVLS_REQUIRED);
+        }
         Self::with_nccl(gpus)
     }
 
@@ -197,10 +226,8 @@ impl DeviceGroup {
                     .into(),
             ));
         }
-        if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
-            // SAFETY: set before any NCCL communicator exists; tcsparse reads no other variable
-            // concurrently here, and NCCL reads it during ncclCommInitAll below.
-            unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+        if !nvls_disabled() {
+            return Err(GpuError::Invalid(NVLS_REQUIRED.into()));
         }
         let streams = gpus.iter().map(|g| g.stream().clone()).collect();
         let comms = Comm::from_devices(streams).map_err(|e| nccl_error("ncclCommInitAll", e))?;
