@@ -162,12 +162,10 @@ fn run_split(
     let t = std::time::Instant::now();
     let mut split = tcsparse::prepare_split(devices, a, opts)?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
-    let transport = match split.transport() {
-        tcsparse::Transport::Single => "one device".to_string(),
-        tcsparse::Transport::Nccl => "NCCL broadcast".to_string(),
-        tcsparse::Transport::HostStaged(why) => format!("through the host ({why})"),
-    };
-    println!("devices   {devices} (B: {transport}); prepare {prep_ms:.1} ms on all of them");
+    println!(
+        "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
+        split.transport()
+    );
     for ((r0, r1), p) in split.row_ranges().into_iter().zip(split.parts()) {
         println!(
             "part      rows {r0}..{r1}: {} nonzeros, {}",

@@ -58,18 +58,10 @@ pub fn split_rows_by_nonzeros(a: &Csr, parts: usize) -> Result<Vec<(usize, usize
         .collect())
 }
 
-/// Rows `r0..r1` of `a` (all columns).
+/// Rows `r0..r1` of `a` (all columns): sprs's outer slice, re-based by the checked conversion.
 fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
-    let off = a.row_offsets();
-    let (s, e) = (off[r0] as usize, off[r1] as usize);
-    let indptr: Vec<u32> = off[r0..=r1].iter().map(|&p| p - off[r0]).collect();
-    Csr::try_new(
-        (r1 - r0, a.cols()),
-        indptr,
-        a.indices()[s..e].to_vec(),
-        a.data()[s..e].to_vec(),
-    )
-    .map_err(|e| Error::InvalidArgs(format!("row block {r0}..{r1}: {e}")))
+    Csr::try_from(a.as_inner().slice_outer(r0..r1).to_owned())
+        .map_err(|e| Error::InvalidArgs(format!("row block {r0}..{r1}: {e}")))
 }
 
 /// Prepares `a` over `devices`: rows split by nonzeros ([`split_rows_by_nonzeros`]), each block
