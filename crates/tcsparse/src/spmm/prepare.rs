@@ -48,6 +48,24 @@ const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
 /// 142 items for 132 SMs, 1.38× slower than cuSPARSE on the H200).
 const CSR_MIN_ITEMS_PER_SM: usize = 8;
 
+/// Whether `kernel` runs on BitTCF (the layout a preparation builds for it; the other kernels
+/// build their own at upload).
+fn runs_on_bittcf(kernel: ExecKernel) -> bool {
+    matches!(
+        kernel,
+        ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. } | ExecKernel::CpuBitTcf
+    )
+}
+
+/// MeanNNZTC: nonzeros per 8×8 block (0 without blocks).
+fn nnz_per_block(nnz: usize, blocks_8x8: usize) -> f64 {
+    if blocks_8x8 == 0 {
+        0.0
+    } else {
+        nnz as f64 / blocks_8x8 as f64
+    }
+}
+
 /// Whether `nnz` nonzeros make fewer than [`CSR_MIN_ITEMS_PER_SM`] warp items of 64 nonzeros per
 /// SM on `sm_count` SMs: every kernel is then bound by its launch and longest thread block.
 fn at_launch_floor(nnz: usize, sm_count: u32) -> bool {
@@ -366,10 +384,7 @@ impl Engine {
                 // The planner needs these block counts of the matrix anyway (when it runs in
                 // this order): counted once, for the gate's current density and the plan.
                 let c = planner_block_counts(a);
-                let now = match c.blocks_8x8() {
-                    0 => 0.0,
-                    b => a.nnz() as f64 / b as f64,
-                };
+                let now = nnz_per_block(a.nnz(), c.blocks_8x8());
                 counts = Some(Arc::new(c));
                 let g = Gate::default().assess_with_density(a, now);
                 let worth = g.worth_reordering;
@@ -503,16 +518,8 @@ impl Engine {
         // Plan: one counting pass over the matrix gives every feature; no layout is built. A
         // cached decision for a kernel that needs no BitTCF schedule brings its counts along.
         let t = Instant::now();
-        let on_bittcf = |k: ExecKernel| {
-            matches!(
-                k,
-                ExecKernel::AccSpmm { .. }
-                    | ExecKernel::AccSpmmPaper { .. }
-                    | ExecKernel::CpuBitTcf
-            )
-        };
         let stored = match &fixed {
-            Some((k, _, Some(b))) if self.gpu.is_some() && !on_bittcf(*k) => Some(*b),
+            Some((k, _, Some(b))) if self.gpu.is_some() && !runs_on_bittcf(*k) => Some(*b),
             _ => None,
         };
         let mut counts: Option<Arc<PlannerBlockCounts>> = None;
@@ -525,11 +532,7 @@ impl Engine {
                 b
             }
         };
-        let mean_nnz_tc = if blocks == 0 {
-            0.0
-        } else {
-            src.nnz() as f64 / blocks as f64
-        };
+        let mean_nnz_tc = nnz_per_block(src.nnz(), blocks);
         let features = MatrixFeatures {
             rows: src.rows(),
             cols: src.cols(),
@@ -583,11 +586,7 @@ impl Engine {
             );
         }
         let src = a_re.as_ref().unwrap_or(a);
-        let mean_nnz_tc = if blocks == 0 {
-            0.0
-        } else {
-            src.nnz() as f64 / blocks as f64
-        };
+        let mean_nnz_tc = nnz_per_block(src.nnz(), blocks);
         let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
         let block_counts = [blocks as u64, blocks_16x4 as u64, blocks_16x8 as u64];
 
@@ -595,14 +594,7 @@ impl Engine {
         // their own layout at upload, and `Prepared::bittcf` builds it on first use.
         let t = Instant::now();
         let bittcf = OnceLock::new();
-        if upload
-            && (matches!(
-                kernel,
-                ExecKernel::AccSpmm { .. }
-                    | ExecKernel::AccSpmmPaper { .. }
-                    | ExecKernel::CpuBitTcf
-            ) || self.gpu.is_none())
-        {
+        if upload && (runs_on_bittcf(kernel) || self.gpu.is_none()) {
             let built = BitTcf::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
             let _ = bittcf.set(built);
         }

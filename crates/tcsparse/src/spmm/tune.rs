@@ -537,14 +537,8 @@ impl Engine {
             (stage, None)
         } else {
             let original = Reordered {
-                a_re: None,
                 perm: None,
-                mode: stage.mode,
-                report: stage.report.clone(),
-                forced: stage.forced,
-                reorder_s: stage.reorder_s,
-                gate: stage.gate.clone(),
-                counts: stage.counts.clone(),
+                ..stage.without_matrix()
             };
             (original, Some(stage))
         };
