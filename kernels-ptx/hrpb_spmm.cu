@@ -343,6 +343,6 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8w
     hrpb_spmm<true, true>(HRPB_ARGS);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 8) hrpb_spmm_k8d4(HRPB_PARAMS) {
+extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d4(HRPB_PARAMS) {
     hrpb_spmm_deep<4, false>(HRPB_ARGS);
 }
