@@ -498,6 +498,8 @@ impl Gpu {
 
 /// Uploads of at least this many bytes go through pinned staging buffers ([`Gpu::upload`]).
 pub const STAGED_UPLOAD_BYTES: usize = staging::MIN_BYTES;
+/// Bytes of each of the two pinned staging buffers (one chunk of a staged upload).
+pub const STAGED_CHUNK_BYTES: usize = staging::CHUNK_BYTES;
 
 /// Each timing sample of [`Gpu::time_launches`] spans at least this many milliseconds of launches.
 pub const BATCH_TARGET_MS: f64 = 0.25;

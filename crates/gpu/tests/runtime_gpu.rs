@@ -239,10 +239,10 @@ fn cusparse_spmm_set_up_on_the_callers_buffers_matches_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn large_uploads_through_the_staging_buffers_arrive_intact() {
-    use tcsparse_gpu::STAGED_UPLOAD_BYTES;
+    use tcsparse_gpu::{STAGED_CHUNK_BYTES, STAGED_UPLOAD_BYTES};
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let chunk = 8 << 20;
+    let chunk = STAGED_CHUNK_BYTES;
     // Around the threshold, several chunks (two buffers reused), a ragged last chunk.
     for bytes in [
         STAGED_UPLOAD_BYTES - 4,

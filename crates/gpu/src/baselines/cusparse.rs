@@ -328,16 +328,22 @@ pub struct CusparseSpmm {
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
 
+/// cuSPARSE takes the width of B and C as an `i32`.
+fn check_width(n: usize) -> Result<(), GpuError> {
+    if n == 0 || n > i32::MAX as usize {
+        return Err(GpuError::Invalid(format!(
+            "n = {n} must be in 1..=i32::MAX"
+        )));
+    }
+    Ok(())
+}
+
 impl CusparseSpmm {
     /// Prepares SpMM with `n` dense columns. Allocates temporary B and C (zero) for the
     /// preprocessing call, then frees them ([`CusparseSpmm::with_buffers`] borrows the caller's
     /// instead: R-MAT scale 20 at n = 128 allocated and zeroed 1 GB here).
     pub fn new(gpu: &Gpu, a: &CusparseCsr, n: usize, alg: SpmmAlg) -> Result<Self, GpuError> {
-        if n == 0 || n > i32::MAX as usize {
-            return Err(GpuError::Invalid(format!(
-                "n = {n} must be in 1..=i32::MAX"
-            )));
-        }
+        check_width(n)?;
         let tmp_b: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
         let mut tmp_c: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
         Self::with_buffers(gpu, a, n, alg, &tmp_b, &mut tmp_c)
@@ -355,11 +361,7 @@ impl CusparseSpmm {
         b_buf: &B,
         c_buf: &mut C,
     ) -> Result<Self, GpuError> {
-        if n == 0 || n > i32::MAX as usize {
-            return Err(GpuError::Invalid(format!(
-                "n = {n} must be in 1..=i32::MAX"
-            )));
-        }
+        check_width(n)?;
         let (m, k) = (a.rows(), a.cols());
         if b_buf.len() < (k * n).max(1) || c_buf.len() < (m * n).max(1) {
             return Err(GpuError::Invalid(format!(
