@@ -8,7 +8,7 @@
 //! when some tile-row is split over several halves). Every element of y is written exactly once; with
 //! β = 0 y is never read.
 //!
-//! With [`BitBsrSpmv::set_core`] a call with one right-hand side runs the CUDA-core walk instead
+//! With [`BitBsrSpmv::set_core_layout`] a call with one right-hand side runs a CUDA-core walk instead
 //! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
 //! calls with more right-hand sides keep the MMA kernels. F32 storage starts on the CUDA-core walk.
 //! The layouts [`MULTI_LAYOUTS`] (the set-bit walks `spmv_bits{n}_*` and `spmv_seg{n}_*`) serve
@@ -63,14 +63,6 @@ pub const KERNELS: [(TileStorage, bool, &str); 6] = [
     (TileStorage::Tf32, true, "spmv_tf32_r8"),
     (TileStorage::F32, false, "spmv_tf32_r1"),
     (TileStorage::F32, true, "spmv_tf32_r8"),
-];
-
-/// The CUDA-core walks (one right-hand side): storage → entry suffix (`spmv_<layout>_<suffix>`,
-/// same parameters as the main kernels; `xs` and `n` unused).
-pub const CORE_KERNELS: [(TileStorage, &str); 3] = [
-    (TileStorage::F16, "f16"),
-    (TileStorage::Tf32, "f32"),
-    (TileStorage::F32, "f32"),
 ];
 
 /// The set-bit walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`).
@@ -131,32 +123,22 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
     }
 }
 
-const CORE_ENTRIES: [&str; 6] = [
-    "spmv_core_f16",
-    "spmv_core_f32",
-    "spmv_corew1_f16",
-    "spmv_corew1_f32",
-    "spmv_corew2_f16",
-    "spmv_corew2_f32",
+/// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2` (same
+/// parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32 walk.
+const CORE_ENTRIES: [(&str, [&str; 2]); 3] = [
+    ("core", ["spmv_core_f16", "spmv_core_f32"]),
+    ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
+    ("corew2", ["spmv_corew2_f16", "spmv_corew2_f32"]),
 ];
 
-fn core_entry(storage: TileStorage, layout: &str) -> &'static str {
+/// The one-RHS entry of CUDA-core `layout` ([`CORE_LAYOUTS`]) for `storage`; `None` for an unknown
+/// layout.
+fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
+    let i = usize::from(storage != TileStorage::F16);
     if let Some(e) = multi_entries(layout, storage) {
-        return e[0];
+        return Some(e[0]);
     }
-    let suffix = CORE_KERNELS
-        .iter()
-        .find(|k| k.0 == storage)
-        .map(|k| k.1)
-        .unwrap_or("f32");
-    CORE_ENTRIES
-        .iter()
-        .find(|e| {
-            e.strip_prefix("spmv_").and_then(|e| e.strip_prefix(layout))
-                == Some(&format!("_{suffix}")[..])
-        })
-        .copied()
-        .unwrap_or("spmv_core_f32")
+    CORE_ENTRIES.iter().find(|c| c.0 == layout).map(|c| c.1[i])
 }
 
 /// The CUDA-core walk's layouts: entry prefix and halves per thread block. `core`: one half per
@@ -178,7 +160,7 @@ pub const CORE_LAYOUTS: [(&str, u32); 5] = [
 pub const MULTI_LAYOUTS: [&str; 2] = ["bits", "seg"];
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
-/// The CUDA-core layout [`BitBsrSpmv::set_core`] picks.
+/// The CUDA-core layout F32 storage starts on.
 pub const DEFAULT_CORE_LAYOUT: &str = "core";
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
@@ -205,32 +187,32 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[0],
+        name: CORE_ENTRIES[0].1[0],
         params: MAIN_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[1],
+        name: CORE_ENTRIES[0].1[1],
         params: MAIN_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[2],
+        name: CORE_ENTRIES[1].1[0],
         params: MAIN_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[3],
+        name: CORE_ENTRIES[1].1[1],
         params: MAIN_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[4],
+        name: CORE_ENTRIES[2].1[0],
         params: MAIN_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
-        name: CORE_ENTRIES[5],
+        name: CORE_ENTRIES[2].1[1],
         params: MAIN_PARAMS,
     },
     KernelSignature {
@@ -576,7 +558,8 @@ impl BitBsrSpmv {
         };
         let mut core_fns = Vec::with_capacity(CORE_LAYOUTS.len());
         for (layout, per_block) in CORE_LAYOUTS {
-            let entry = core_entry(a.storage(), layout);
+            let entry = core_entry(a.storage(), layout)
+                .ok_or_else(|| GpuError::Invalid(format!("no SpMV core layout {layout:?}")))?;
             core_fns.push((
                 layout,
                 entry,
@@ -628,18 +611,6 @@ impl BitBsrSpmv {
     pub fn set_chunk(&mut self, chunk_tiles: u32) -> Result<(), GpuError> {
         self.work = DeviceWork::build(&self.gpu, &self.row_ptr, chunk_tiles)?;
         Ok(())
-    }
-
-    /// Runs calls with one right-hand side on the CUDA-core walk ([`DEFAULT_CORE_LAYOUT`], `true`)
-    /// or the MMA kernel.
-    pub fn set_core(&mut self, core: bool) {
-        self.core = if core {
-            self.core_fns
-                .iter()
-                .position(|c| c.0 == DEFAULT_CORE_LAYOUT)
-        } else {
-            None
-        };
     }
 
     /// Runs calls with one right-hand side on the CUDA-core walk with `layout` (a
@@ -910,5 +881,28 @@ impl BitBsrSpmv {
             }?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_core_layout_has_an_entry_per_storage() {
+        use TileStorage::{F16, F32, Tf32};
+        let got: Vec<_> = CORE_LAYOUTS
+            .iter()
+            .map(|&(l, _)| [F16, Tf32, F32].map(|st| core_entry(st, l)))
+            .collect();
+        let want = [
+            ["spmv_core_f16", "spmv_core_f32", "spmv_core_f32"],
+            ["spmv_corew1_f16", "spmv_corew1_f32", "spmv_corew1_f32"],
+            ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
+            ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
+            ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
+        ];
+        assert_eq!(got, want.map(|r| r.map(Some)));
+        assert_eq!(core_entry(F32, "nope"), None);
     }
 }
