@@ -78,6 +78,14 @@ impl SpmvPrecision {
         }
     }
 
+    /// The walk storage an untuned preparation uses (the first of [`Precision::core_storages`]).
+    pub fn default_core_storage(self) -> TileStorage {
+        match self {
+            Self::F16 => TileStorage::F16,
+            Self::Tf32 | Self::F32 => TileStorage::F32,
+        }
+    }
+
     /// Element-wise error bound relative to |α|·|A|·|X| (+ |β|·|y|): 2⁻⁹ for f16/TF32 (11-bit A and X,
     /// f32 sums), 2⁻¹⁷ for f32 (f32 products and sums, cuSPARSE or the CUDA-core walk).
     pub fn bound(self) -> f64 {
@@ -274,31 +282,21 @@ impl Engine {
             } else {
                 MULTI_LAYOUT
             };
-            let first = core_storages
-                .first()
-                .map(|&s| (s, Some(default_layout)))
-                .or(storages.first().map(|&s| (s, None)));
-            if let Some((st, core)) = first {
-                let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
-                let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
-                k.set_core_layout(core)?;
-                let bytes = k.min_bytes(n);
-                return Ok(base(
-                    SpmvKernel::BitBsr {
-                        storage: st,
-                        chunk_tiles: k.chunk_tiles(),
-                        core,
-                    },
-                    Exec::Ours(Box::new(k)),
-                    bytes,
-                ));
-            }
-            let ca = CusparseCsr::new(gpu, a)?;
-            let c = CusparseSpmvGraphable::new(gpu, &ca, n)?;
+            // (The precision's first walk storage: every precision has one.)
+            let st = opts.precision.default_core_storage();
+            let core = Some(default_layout);
+            let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
+            let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
+            k.set_core_layout(core)?;
+            let bytes = k.min_bytes(n);
             return Ok(base(
-                SpmvKernel::Cusparse,
-                Exec::Cusparse(Box::new(c)),
-                csr_bytes,
+                SpmvKernel::BitBsr {
+                    storage: st,
+                    chunk_tiles: k.chunk_tiles(),
+                    core,
+                },
+                Exec::Ours(Box::new(k)),
+                bytes,
             ));
         }
         // Tuning: scratch operands, every candidate timed in CUDA graphs, fastest kept.
@@ -549,6 +547,13 @@ mod tests {
     use super::*;
     use tcsparse_formats::csr::csr_from_triplets;
     use tcsparse_formats::reference::spmm_f64;
+
+    #[test]
+    fn the_untuned_walk_storage_is_the_first_the_precision_allows() {
+        for p in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
+            assert_eq!(p.core_storages().first(), Some(&p.default_core_storage()));
+        }
+    }
 
     fn sample() -> Csr {
         let mut t = Vec::new();
