@@ -1,6 +1,7 @@
 //! The benchmark's matrices: shipped (`datasets/`), shared real datasets and large generated ones.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -15,8 +16,9 @@ pub struct Matrix {
     pub name: String,
     /// Group for the summary.
     pub group: Group,
-    /// The matrix.
-    pub csr: Csr,
+    /// The matrix, loaded once and shared with the preparations that run it as loaded
+    /// (`Engine::prepare_shared`, as a user holding it in an `Arc` calls it).
+    pub csr: Arc<Csr>,
 }
 
 /// The large generated set (5–100M nonzeros), or a small stand-in per kind with `quick`.
@@ -113,7 +115,7 @@ pub fn generate(specs: &[(String, GeneratorSpec)]) -> Result<Vec<Matrix>> {
             Ok(Matrix {
                 name: name.clone(),
                 group: Group::Large,
-                csr,
+                csr: Arc::new(csr),
             })
         })
         .collect()
@@ -177,7 +179,7 @@ pub fn read_all(files: &[(String, PathBuf)], group: Group) -> Result<Vec<Matrix>
             Ok(Matrix {
                 name: name.clone(),
                 group,
-                csr,
+                csr: Arc::new(csr),
             })
         })
         .collect()

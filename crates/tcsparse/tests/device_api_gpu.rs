@@ -233,6 +233,51 @@ fn update_values_on_every_kernel() {
     }
 }
 
+/// `prepare_shared`, tuned and on every kernel in the original order: the prepared matrix is the
+/// caller's (no copy), products meet the bound, and a value update leaves the caller's matrix
+/// as it was.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_shared_matrix_is_not_copied_on_the_gpu() {
+    let engine = engine();
+    let a = std::sync::Arc::new(matrix());
+    let original = (*a).clone();
+    let n = 32;
+    let b = values(a.cols() * n, 6);
+    let c0 = values(a.rows() * n, 7);
+    let tuned = PrepareOptions::builder().n(n).build();
+    let fixed = KERNELS.map(|kernel| {
+        PrepareOptions::builder()
+            .kernel(kernel)
+            .reorder(ReorderChoice::None)
+            .n(n)
+            .build()
+    });
+    for opts in std::iter::once(&tuned).chain(&fixed) {
+        let mut p = engine.prepare_shared(&a, opts).unwrap();
+        let what = format!("{:?} ({})", opts.kernel, p.kernel());
+        if p.permutation().is_none() {
+            assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
+        }
+        let mut c = c0.clone();
+        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+        assert!(err <= bound(&p, &a), "{what}: scaled error {err:.3e}");
+        let new = values(a.nnz(), 8);
+        p.update_values(&new).unwrap();
+        assert_eq!(*a, original, "{what}: the caller's matrix changed");
+        let mut a2 = original.clone();
+        a2.data_mut().copy_from_slice(&new);
+        let mut c = c0.clone();
+        p.spmm(1.5, &b, n, n, 0.0, &mut c, n).unwrap();
+        let err = error(&a2, 1.5, &b, 0.0, &c0, &c, n, n);
+        assert!(
+            err <= bound(&p, &a2),
+            "{what}: after the update, scaled error {err:.3e}"
+        );
+    }
+}
+
 /// An engine on the caller's context and stream queues its work there.
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -128,6 +128,44 @@ fn update_values_is_bit_identical_to_a_fresh_prepare() {
 }
 
 #[test]
+fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
+    let engine = Engine::cpu("test");
+    let a = std::sync::Arc::new(matrix(150, 150));
+    let original = (*a).clone();
+    // In its original order: the same matrix, not a copy; the same products as a borrowed one.
+    let opts = PrepareOptions::builder()
+        .reorder(ReorderChoice::None)
+        .build();
+    let mut shared = engine.prepare_shared(&a, &opts).unwrap();
+    let mut borrowed = engine.prepare(&a, &opts).unwrap();
+    assert!(std::ptr::eq(shared.matrix(), &*a));
+    assert!(!std::ptr::eq(borrowed.matrix(), &*a));
+    assert_eq!(
+        bits(&product(&mut shared, &a, 24, 0.5)),
+        bits(&product(&mut borrowed, &a, 24, 0.5))
+    );
+    // A value update copies it first: the caller's matrix keeps its values.
+    let new = values(a.nnz(), 33);
+    shared.update_values(&new).unwrap();
+    assert_eq!(*a, original);
+    assert_eq!(shared.matrix().data(), &new[..]);
+    let a2 = with_values(&a, &new);
+    let mut fresh = engine.prepare(&a2, &opts).unwrap();
+    assert_eq!(
+        bits(&product(&mut shared, &a2, 24, 0.0)),
+        bits(&product(&mut fresh, &a2, 24, 0.0))
+    );
+    // Reordered, the prepared matrix is its own (the permuted one).
+    let degree = PrepareOptions::builder()
+        .reorder(ReorderChoice::Method("degree".into()))
+        .build();
+    let p = engine.prepare_shared(&a, &degree).unwrap();
+    assert!(p.permutation().is_some());
+    assert!(!std::ptr::eq(p.matrix(), &*a));
+    assert_eq!(*a, original);
+}
+
+#[test]
 fn precision_is_a_choice() {
     assert_eq!(PrepareOptions::default().precision, Precision::Tf32);
     assert_eq!(Precision::default(), Precision::Tf32);

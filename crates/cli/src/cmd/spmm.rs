@@ -114,7 +114,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let devices = tcsparse::DeviceSet::parse(list)?;
         return run_split(devices, &a, &opts, &args);
     }
-    let mut prepared = engine.prepare(&a, &opts)?;
+    // Shared with the preparation: no copy of A where it runs in the original order.
+    let a = std::sync::Arc::new(a);
+    let mut prepared = engine.prepare_shared(&a, &opts)?;
     demo::print_prepare(&prepared);
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;

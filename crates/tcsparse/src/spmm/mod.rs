@@ -4,7 +4,7 @@
 //! order (the hot path for benchmarks).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
@@ -52,7 +52,9 @@ pub struct Prepared {
     pub(crate) plan: Plan,
     pub(crate) report: PrepareReport,
     pub(crate) perm: Option<Permutation>,
-    pub(crate) a: Csr,
+    /// The prepared matrix (shared with the caller where [`Engine::prepare_shared`] ran it in
+    /// its original order; copied on write by [`Prepared::update_values`]).
+    pub(crate) a: Arc<Csr>,
     /// The prepared matrix in BitTCF: built during preparation for the kernels that run on it
     /// (Acc-SpMM, the CPU path), else on first use of [`Prepared::bittcf`].
     pub(crate) bittcf: OnceLock<BitTcf>,
@@ -432,12 +434,14 @@ impl Prepared {
         }
         match &self.value_map {
             Some(map) if self.perm.is_some() => {
-                let data = self.a.data_mut();
+                let data = Arc::make_mut(&mut self.a).data_mut();
                 for (&v, &q) in values.iter().zip(map) {
                     data[q as usize] = v;
                 }
             }
-            _ => self.a.data_mut().copy_from_slice(values),
+            _ => Arc::make_mut(&mut self.a)
+                .data_mut()
+                .copy_from_slice(values),
         }
         // A BitTCF not built yet will be built from the refilled CSR when asked for.
         if let Some(bittcf) = self.bittcf.get_mut() {
@@ -500,7 +504,7 @@ impl Prepared {
                 self.a.nnz()
             )));
         }
-        let mut tagged = self.a.clone();
+        let mut tagged = (*self.a).clone();
         for (q, v) in tagged.data_mut().iter_mut().enumerate() {
             *v = f32::from_bits(q as u32 + 1);
         }

@@ -15,7 +15,7 @@ use tcsparse_gpu::spmm::row_tile::{
 use tcsparse_gpu::{Gpu, GpuError};
 use tcsparse_planner::KernelChoice;
 
-use super::prepare::{Reordered, copy_csr};
+use super::prepare::{Reordered, Source, copy_csr};
 use super::{DeviceState, Prepared};
 use crate::{
     Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind,
@@ -518,11 +518,11 @@ impl Engine {
     pub(super) fn prepare_tuned(
         &self,
         gpu: &Gpu,
-        a: &Csr,
+        a: Source<'_>,
         opts: &PrepareOptions,
     ) -> Result<Prepared, Error> {
         let n = opts.n.max(1);
-        let stage = self.reorder_stage(a, opts)?;
+        let stage = self.reorder_stage(&a, opts)?;
         let t = Instant::now();
         let fixed = |kernel, balance| PrepareOptions {
             kernel,
@@ -553,6 +553,10 @@ impl Engine {
         let t_family = Instant::now();
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
+        // The original matrix as cuSPARSE's preparation keeps it, shared by the candidates that
+        // run in the original order (no further copies).
+        let original = cus.perm.is_none().then(|| std::sync::Arc::clone(&cus.a));
+        let a = original.as_ref().map_or(a, Source::Shared);
         let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
         let cus_name = if cus.perm.is_some() {
