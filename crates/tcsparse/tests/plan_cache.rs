@@ -229,4 +229,33 @@ fn content_checksum_follows_content_not_thread_count() {
         tcsparse::content_checksum(&a),
         tcsparse::content_checksum(&b)
     );
+    // Arrays of several MiB (BLAKE3's tree is then split over the threads): the same digest on
+    // any thread count, and a different one after any one-element change.
+    let big = tcsparse::formats::generate::uniform_random(400_000, 300_000, 3.0, 9).unwrap();
+    let sum = |m: &Csr, t| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .unwrap()
+            .install(|| tcsparse::content_checksum(m))
+    };
+    let base = sum(&big, 1);
+    assert_eq!(base, sum(&big, 4));
+    let mut value = big.clone();
+    let v = &mut value.data_mut()[big.nnz() / 2];
+    *v = f32::from_bits(v.to_bits() ^ 1);
+    assert_ne!(sum(&value, 2), base, "one value's last bit");
+    let ip = big.indptr().raw_storage().to_vec();
+    let mut idx = big.indices().to_vec();
+    let r = (0..big.rows()).find(|&r| ip[r + 1] - ip[r] == 1).unwrap();
+    idx[ip[r] as usize] = (idx[ip[r] as usize] + 1) % big.cols() as u32;
+    let moved = Csr::new(big.shape(), ip.clone(), idx, big.data().to_vec());
+    assert_ne!(sum(&moved, 2), base, "one column index");
+    let wider = Csr::new(
+        (big.rows(), big.cols() + 1),
+        ip,
+        big.indices().to_vec(),
+        big.data().to_vec(),
+    );
+    assert_ne!(sum(&wider, 2), base, "the declared column count");
 }

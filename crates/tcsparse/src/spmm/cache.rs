@@ -3,8 +3,7 @@
 //! the same options, N, device and library version skips reordering and tuning.
 //!
 //! Key = SHA-256 over a domain tag, the library version, the matrix's content checksum
-//! ([`content_checksum`]: SHA-256 over 1 MiB pieces of its arrays, hashed in parallel, then over
-//! the pieces' digests), the options (all but `cache_dir`), N and the device (backend, GPU name,
+//! ([`content_checksum`]: BLAKE3 of its shape and arrays, in parallel), the options (all but `cache_dir`), N and the device (backend, GPU name,
 //! SM count, compute capability, planner preset). File `<dir>/<key hex>.plan`:
 //!
 //! | bytes | field |
@@ -33,7 +32,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
@@ -63,51 +61,34 @@ pub(crate) struct PlanEntry {
     pub note: String,
 }
 
-/// SHA-256 of the matrix's shape and arrays, hashed as 1 MiB pieces in parallel and then over the
-/// pieces' digests (deterministic, independent of the thread count).
+/// BLAKE3 of the matrix's shape and arrays (their little-endian bytes), hashed on all cores by
+/// BLAKE3's tree mode: the same digest on any thread count, and several times the speed of the
+/// SHA-256 over 1 MiB pieces it replaces (which also copied every piece into a byte buffer).
 pub fn content_checksum(a: &Csr) -> [u8; 32] {
-    const PIECE: usize = 1 << 18; // u32 words: 1 MiB
-    let indptr = a.indptr();
-    let arrays: [&[u32]; 2] = [indptr.raw_storage(), a.indices()];
-    let data: &[f32] = a.data();
-    let digest_words = |w: &[u32]| {
-        let mut h = Sha256::new();
-        let mut buf = Vec::with_capacity(4 * w.len());
-        for x in w {
-            buf.extend_from_slice(&x.to_le_bytes());
-        }
-        h.update(&buf);
-        h.finalize()
-    };
-    let mut top = Sha256::new();
-    top.update(b"tcsparse content checksum v1");
+    let mut h = blake3::Hasher::new();
+    h.update(b"tcsparse content checksum v2");
     for v in [a.rows(), a.cols(), a.nnz()] {
-        top.update((v as u64).to_le_bytes());
+        h.update(&(v as u64).to_le_bytes());
     }
-    for arr in arrays {
-        let parts: Vec<_> = arr.par_chunks(PIECE).map(digest_words).collect();
-        top.update((arr.len() as u64).to_le_bytes());
-        for p in parts {
-            top.update(p);
+    let indptr = a.indptr();
+    hash_le(&mut h, indptr.raw_storage());
+    hash_le(&mut h, a.indices());
+    hash_le(&mut h, a.data());
+    h.finalize().into()
+}
+
+/// Appends the length of `x` and its elements' little-endian bytes to `h`.
+fn hash_le<T: bytemuck::Pod>(h: &mut blake3::Hasher, x: &[T]) {
+    h.update(&(x.len() as u64).to_le_bytes());
+    if cfg!(target_endian = "little") {
+        h.update_rayon(bytemuck::cast_slice(x));
+    } else {
+        for e in x {
+            let mut b = bytemuck::bytes_of(e).to_vec();
+            b.reverse();
+            h.update(&b);
         }
     }
-    let parts: Vec<_> = data
-        .par_chunks(PIECE)
-        .map(|w| {
-            let mut h = Sha256::new();
-            let mut buf = Vec::with_capacity(4 * w.len());
-            for x in w {
-                buf.extend_from_slice(&x.to_bits().to_le_bytes());
-            }
-            h.update(&buf);
-            h.finalize()
-        })
-        .collect();
-    top.update((data.len() as u64).to_le_bytes());
-    for p in parts {
-        top.update(p);
-    }
-    top.finalize().into()
 }
 
 /// The cache entry of one (matrix, options, device) triple.
