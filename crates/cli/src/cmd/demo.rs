@@ -252,16 +252,22 @@ pub fn print_prepare(p: &Prepared) {
     } else {
         println!("upload    {:>10.3} ms", r.upload_s * 1e3);
     }
-    match &r.cache {
-        tcsparse::CacheOutcome::Off => {}
+    let what = match &r.cache {
+        tcsparse::CacheOutcome::Off => None,
         tcsparse::CacheOutcome::Hit => {
-            println!("cache     hit: permutation and kernel decision loaded")
+            Some("hit: permutation and kernel decision loaded".to_string())
         }
-        tcsparse::CacheOutcome::Miss => println!("cache     miss: prepared in full and stored"),
-        tcsparse::CacheOutcome::Rebuilt(why) => {
-            println!("cache     entry not trusted ({why}): prepared in full and stored again")
-        }
-        tcsparse::CacheOutcome::StoreFailed(why) => println!("cache     not stored: {why}"),
+        tcsparse::CacheOutcome::Miss => Some("miss: prepared in full and stored".to_string()),
+        tcsparse::CacheOutcome::Rebuilt(why) => Some(format!(
+            "entry not trusted ({why}): prepared in full and stored again"
+        )),
+        tcsparse::CacheOutcome::StoreFailed(why) => Some(format!("not stored: {why}")),
+    };
+    if let Some(what) = what {
+        println!(
+            "cache     {:>10.3} ms  {what} (checksum, entry read and checks, store)",
+            r.cache_s * 1e3
+        );
     }
     println!(
         "prepare   {:>10.3} ms  total, every stage above",

@@ -310,11 +310,15 @@ impl Engine {
             .as_ref()
             .map(|dir| PlanCache::new(dir, &a, opts, self));
         let mut outcome = CacheOutcome::Off;
+        let mut cache_s = 0.0;
         if let Some(c) = &cache {
-            outcome = match c.load(&a) {
+            let loaded = c.load(&a);
+            cache_s = t.elapsed().as_secs_f64();
+            outcome = match loaded {
                 Ok(Some(entry)) => match self.prepare_cached(a, opts, entry) {
                     Ok(mut p) => {
                         p.report.cache = CacheOutcome::Hit;
+                        p.report.cache_s = cache_s;
                         p.report.total_s = t.elapsed().as_secs_f64();
                         return Ok(p);
                     }
@@ -338,6 +342,7 @@ impl Engine {
                 self.prepare_reordered(a, stage, opts)?
             };
         if let Some(c) = &cache {
+            let t_store = Instant::now();
             let entry = PlanEntry {
                 mode: p.report.mode,
                 kernel: p.report.kernel,
@@ -349,8 +354,10 @@ impl Engine {
                 tracing::warn!("plan cache: could not store the entry: {e}");
                 outcome = CacheOutcome::StoreFailed(e);
             }
+            cache_s += t_store.elapsed().as_secs_f64();
         }
         p.report.cache = outcome;
+        p.report.cache_s = cache_s;
         p.report.total_s = t.elapsed().as_secs_f64();
         Ok(p)
     }
@@ -724,6 +731,7 @@ impl Engine {
             tune_s: 0.0,
             reorder_gate: gate,
             cache: CacheOutcome::Off,
+            cache_s: 0.0,
             total_s: 0.0,
         };
         let original = a_re.is_none();
