@@ -436,6 +436,10 @@ impl Engine {
                 // The planner needs these block counts of the matrix anyway (when it runs in
                 // this order): counted once, for the gate's current density and the plan.
                 let c = planner_block_counts(a);
+                tracing::debug!(
+                    "prepare: counting pass {:.1} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
                 let now = nnz_per_block(a.nnz(), c.blocks_8x8());
                 counts = Some(Arc::new(c));
                 let g = Gate::default().assess_with_density(a, now);

@@ -189,9 +189,15 @@ impl Tuning<'_> {
             if !wanted(i, &probes) {
                 continue;
             }
+            let t_probe = Instant::now();
             let samples = time_samples(self.gpu, warmup, PROBE_ITERS, || launch(i))?;
             warmup = 0;
             let ms = median(&samples);
+            tracing::debug!(
+                "tuning: probe {} {ms:.3} ms per launch, {:.1} ms wall",
+                names[i],
+                t_probe.elapsed().as_secs_f64() * 1e3
+            );
             probes[i] = Some(ms);
             probe_samples[i] = samples;
             at[i] = self.samples.len();
@@ -206,7 +212,13 @@ impl Tuning<'_> {
         let mut samples = std::mem::take(&mut probe_samples[i]);
         let more = full_iters(probes[i].unwrap_or(f64::NAN)).saturating_sub(samples.len());
         if more > 0 {
+            let t_full = Instant::now();
             samples.extend(time_samples(self.gpu, 0, more, || launch(i))?);
+            tracing::debug!(
+                "tuning: {} timed in full, {more} more launches, {:.1} ms wall",
+                names[i],
+                t_full.elapsed().as_secs_f64() * 1e3
+            );
         }
         let ms = median(&samples);
         self.samples[at[i]] = TuneSample {
@@ -336,10 +348,15 @@ fn tune_csr(
     if a.rows() == 0 {
         return Ok(None);
     }
+    let t0 = Instant::now();
     let mut dev = match on_device {
         Some(arrays) => CsrSpmm::with_chunk_from_device(t.gpu, a, CSR_TUNED_CHUNKS[0], arrays)?,
         None => CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?,
     };
+    tracing::debug!(
+        "tuning: CSR kernel set up in {:.1} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
     let names: Vec<String> = CSR_TUNED_CHUNKS
         .iter()
         .map(|&chunk_nnz| ExecKernel::CsrCuda { chunk_nnz }.to_string())
@@ -380,8 +397,9 @@ fn tuning_pattern(len: usize) -> Vec<f32> {
 const TUNING_PATTERN: usize = 1 << 20;
 
 /// Tuning's B on the device (`len` f32): a [`TUNING_PATTERN`]-value pattern made on the host,
-/// uploaded once and repeated by device copies. (Generating and uploading all of B cost
-/// 0.3–0.6 s on R-MAT scale 20 at N = 128, 512 MB, more than all the tuning launches.)
+/// uploaded once and repeated by device copies, each doubling the filled prefix (R-MAT scale 20
+/// at N = 128: 9 copies instead of 512). (Generating and uploading all of B cost 0.3–0.6 s
+/// there, 512 MB, more than all the tuning launches.)
 fn tuning_b(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>, Error> {
     let pattern = gpu.upload(&tuning_pattern(len.min(TUNING_PATTERN)))?;
     if len <= TUNING_PATTERN {
@@ -389,12 +407,17 @@ fn tuning_b(gpu: &Gpu, len: usize) -> Result<CudaSlice<f32>, Error> {
     }
     let mut b = gpu.alloc_zeros::<f32>(len)?;
     let stream = gpu.stream();
-    for start in (0..len).step_by(TUNING_PATTERN) {
-        let end = (start + TUNING_PATTERN).min(len);
-        let mut dst = b.slice_mut(start..end);
+    stream
+        .memcpy_dtod(&pattern, &mut b.slice_mut(0..TUNING_PATTERN))
+        .map_err(GpuError::from)?;
+    let mut filled = TUNING_PATTERN;
+    while filled < len {
+        let more = filled.min(len - filled);
+        let (done, mut rest) = b.split_at_mut(filled);
         stream
-            .memcpy_dtod(&pattern.slice(0..end - start), &mut dst)
+            .memcpy_dtod(&done.slice(0..more), &mut rest.slice_mut(0..more))
             .map_err(GpuError::from)?;
+        filled += more;
     }
     Ok(b)
 }
@@ -551,14 +574,27 @@ impl Engine {
             costs: Vec::new(),
         };
         let t_family = Instant::now();
+        // (Debug-level marks of where the tuning time goes: `RUST_LOG=tcsparse=debug`.)
+        let mark = |what: &str| {
+            tracing::debug!(
+                "tuning +{:.1} ms: {what}",
+                t_family.elapsed().as_secs_f64() * 1e3
+            )
+        };
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
+        mark(&format!(
+            "cuSPARSE prepared (plan {:.1} ms, upload {:.1} ms)",
+            cus.report.plan_s * 1e3,
+            cus.report.upload_s * 1e3
+        ));
         // The original matrix as cuSPARSE's preparation keeps it, shared by the candidates that
         // run in the original order (no further copies).
         let original = cus.perm.is_none().then(|| std::sync::Arc::clone(&cus.a));
         let a = original.as_ref().map_or(a, Source::Shared);
         let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
+        mark("tuning's B and C on the device");
         let cus_name = if cus.perm.is_some() {
             "cuSPARSE (reordered)"
         } else {
@@ -581,6 +617,7 @@ impl Engine {
             ms: cus_ms,
         });
         tuning.bound = cus_ms;
+        mark(&format!("cuSPARSE timed ({} samples)", cus_samples.len()));
         tuning.cost("cuSPARSE", t_family);
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
@@ -894,6 +931,27 @@ mod tests {
         assert!(hrpb_worth_tuning(Some(0.9), 0.397, 9_104));
         assert!(hrpb_worth_tuning(None, 0.397, 30_863_235));
         assert!(hrpb_worth_tuning(Some(0.9), f64::INFINITY, 30_863_235));
+    }
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn tuning_b_repeats_its_pattern_to_the_last_value() {
+        let gpu = Gpu::require().expect("this test needs a CUDA GPU");
+        let pattern = tuning_pattern(TUNING_PATTERN);
+        for len in [
+            5,
+            TUNING_PATTERN,
+            TUNING_PATTERN + 3,
+            7 * TUNING_PATTERN / 2,
+        ] {
+            let b = gpu.download(&tuning_b(&gpu, len).unwrap()).unwrap();
+            assert_eq!(b.len(), len);
+            // (A shorter pattern is a prefix of the full one: same generator.)
+            for (i, v) in b.iter().enumerate() {
+                let want = pattern[i % TUNING_PATTERN];
+                assert_eq!(v.to_bits(), want.to_bits(), "len {len}, element {i}");
+            }
+        }
     }
 
     #[test]
