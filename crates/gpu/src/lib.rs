@@ -408,6 +408,7 @@ impl Gpu {
         if let Some(x) = &w[i] {
             return Ok(x.clone());
         }
+        let t = std::time::Instant::now();
         let module = self
             .inner
             .ctx
@@ -417,6 +418,10 @@ impl Gpu {
                 name: "",
                 source,
             })?;
+        tracing::debug!(
+            "module {m:?} loaded in {:.1} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
         w[i] = Some(module.clone());
         Ok(module)
     }

@@ -67,6 +67,7 @@ pub(crate) fn upload<T: DeviceRepr>(
     staging: &std::sync::Mutex<Option<Staging>>,
     data: &[T],
 ) -> Result<CudaSlice<T>, DriverError> {
+    let t = std::time::Instant::now();
     let bytes = std::mem::size_of_val(data);
     // Busy (another thread's upload, or this thread's own from inside the parallel copy below,
     // should rayon run such a job there): the driver's pageable copy instead of waiting.
@@ -77,7 +78,15 @@ pub(crate) fn upload<T: DeviceRepr>(
     };
     let st = match &mut *guard {
         Some(st) => st,
-        slot @ None => slot.insert(Staging::new(ctx)?),
+        slot @ None => {
+            let t = std::time::Instant::now();
+            let st = slot.insert(Staging::new(ctx)?);
+            tracing::debug!(
+                "staging buffers allocated in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+            st
+        }
     };
     // SAFETY: every byte of the new buffer is written by the copies below before the buffer is
     // returned (chunks cover 0..bytes).
@@ -122,5 +131,9 @@ pub(crate) fn upload<T: DeviceRepr>(
         st.done[h].record(stream)?;
     }
     drop(record);
+    tracing::debug!(
+        "staged upload of {bytes} bytes read in {:.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     Ok(dst)
 }

@@ -130,6 +130,11 @@ impl Gate {
         let ip = ip.raw_storage();
         let idx = a.indices();
         let row = |r: usize| &idx[ip[r] as usize..ip[r + 1] as usize];
+        // (Debug-level marks of the phases: `RUST_LOG=tcsparse_reorder=debug`.)
+        let t0 = std::time::Instant::now();
+        let mark = |what: &str| {
+            tracing::debug!("gate +{:.1} ms: {what}", t0.elapsed().as_secs_f64() * 1e3)
+        };
         let s = self.sample_rows.clamp(1, rows);
         let sample: Vec<usize> = (0..s).map(|i| i * rows / s + rows / s / 2).collect();
         // The sampled rows' columns (at most max_neighbors each), sorted, distinct.
@@ -178,6 +183,12 @@ impl Gate {
                 out
             })
             .collect();
+        mark(&format!(
+            "scan of {} nonzeros for {} sampled columns: {} pairs",
+            a.nnz(),
+            scols.len(),
+            parts.iter().map(Vec::len).sum::<usize>()
+        ));
         // Merged in parallel over ranges of columns, each range reading every part in row order
         // (so each list still holds the first `cap` rows; R-MAT scale 20: 2.7 M pairs, merged
         // sequentially before).
@@ -198,6 +209,7 @@ impl Gate {
                 }
             }
         });
+        mark("candidate lists merged");
         // Best window around every sampled row.
         let (nnz, blocks) = sample
             .par_iter()
@@ -245,6 +257,7 @@ impl Gate {
                 (nnz, (cols.len() as u64).div_ceil(8))
             })
             .reduce(|| (0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
+        mark("windows of the sampled rows");
         let est = if blocks == 0 {
             0.0
         } else {
