@@ -24,7 +24,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
-use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS};
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS, TC_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -259,12 +259,27 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
                 // The walk's layouts are timed like the tile budgets (the facade's tuning does
                 // the same).
+                // The tensor-core walk (TC_LAYOUTS, a TF32 product) is timed with the MMA
+                // kernels, not with the CUDA-core walks.
+                let walk = |l: &&str| !TC_LAYOUTS.contains(l);
                 let layouts: Vec<Option<&str>> = if core && n == 1 {
-                    CORE_LAYOUTS.iter().map(|l| Some(l.0)).collect()
+                    CORE_LAYOUTS
+                        .iter()
+                        .map(|l| l.0)
+                        .filter(walk)
+                        .map(Some)
+                        .collect()
                 } else if core {
-                    MULTI_LAYOUTS.iter().map(|&l| Some(l)).collect()
+                    MULTI_LAYOUTS
+                        .iter()
+                        .copied()
+                        .filter(walk)
+                        .map(Some)
+                        .collect()
                 } else {
-                    vec![None]
+                    std::iter::once(None)
+                        .chain(TC_LAYOUTS.iter().map(|&l| Some(l)))
+                        .collect()
                 };
                 let mut best: Option<(f64, u32, Option<&str>)> = None;
                 let mut measure = || -> Result<Measured, GpuError> {
