@@ -906,10 +906,8 @@ SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
 // popc per position give both value offsets (values are in bit order), a bit test each predicates
 // the value load; no shuffles, no x16 pass (X read as f32, rounded with cvt.rna.tf32), tile records
 // loaded directly (one address per warp, broadcast) one iteration ahead. F16 tiles: values converted
-// to f32 (exact in TF32) and the tile-row scale applied at the flush. U = 1 step per iteration
-// (U = 2 without the prefetch below ran at ~1 TB/s on banded2m, DRAM-latency-bound, and U = 2
-// with it spills at 64 registers); each half-warp streams its half's values and records into L2
-// ahead of the walk (tc_prefetch). A zero tile (a half that has run out) loads nothing.
+// to f32 (exact in TF32) and the tile-row scale applied at the flush. U = 2 steps per iteration,
+// all loads of both before the first MMA. A zero tile (a half that has run out) loads nothing.
 // Caveat shared with the MMA kernels: an inf/NaN in X multiplies the zeros of its tile column too.
 // ---------------------------------------------------------------------------------------------
 
@@ -992,27 +990,6 @@ __device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ va
     b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
 }
 
-// L2 prefetch of a half's stream (its values or its tile records) ahead of the walk: the lines
-// (128 bytes) from the current byte cur up to cur + lead, clipped to the half's last line,
-// that were not prefetched before (next = the first line not yet asked for); the 16 lanes j of a
-// half-warp take every 16th line. A warp's own loads alone keep ~300 DRAM bytes in flight (v5's
-// first run: ~1 TB/s on banded2m, latency-bound); the prefetch keeps lead bytes per half in flight
-// at no register cost, so the walk's loads hit L2.
-__device__ __forceinline__ void tc_prefetch(const char* __restrict__ base, u64 cur, u32 lastl,
-                                            u32 lead, u32& next, u32 j) {
-    const u32 last = min((u32)((cur + lead) >> 7), lastl);
-    for (u32 l = max(next, (u32)(cur >> 7)) + j; l <= last; l += 16u)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + ((u64)l << 7)));
-    next = max(next, last + 1u);
-}
-
-#ifndef SPMV_TC_VLEAD
-#define SPMV_TC_VLEAD 2048u
-#endif
-#ifndef SPMV_TC_RLEAD
-#define SPMV_TC_RLEAD 512u
-#endif
-
 template <int F16, int N, int U>
 __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
                                              const void* __restrict__ values,
@@ -1045,30 +1022,7 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
         m0[u] = h0.t + u < h0.te ? __ldg(tiles + h0.t + u) : zero;
         m1[u] = h1.t + u < h1.te ? __ldg(tiles + h1.t + u) : zero;
     }
-    // Prefetch (tc_prefetch): half-warp hl streams half hl's values and records into L2 ahead.
-    const u32 hl = lane >> 4, pj = lane & 15u;
-    constexpr u32 ESZ = F16 ? 2u : 4u;
-    // The last line of the half's values and records (a half with no tiles prefetches nothing:
-    // its current record is zero and its tile index is at its end).
-    u32 vlast, rlast;
-    {
-        const u32 tb = hl ? h1.t : h0.t, tend = hl ? h1.te : h0.te;
-        const uint4 last = tend > tb ? __ldg(tiles + tend - 1u) : zero;
-        vlast = (u32)(((u64)(last.w + __popc(last.x) + __popc(last.y)) * ESZ - 1u) >> 7);
-        rlast = (u32)(((u64)tend * 16u - 1u) >> 7);
-    }
-    u32 vnext = 0u, rnext = 0u;
     while (h0.t < h0.te || h1.t < h1.te) {  // warp-uniform
-        {
-            const uint4 mc = hl ? m1[0] : m0[0];
-            const u32 tc = hl ? h1.t : h0.t;
-            if ((mc.x | mc.y) != 0u) {  // the half has tiles left (so tend > tb above)
-                tc_prefetch(reinterpret_cast<const char*>(values), (u64)mc.w * ESZ, vlast,
-                            SPMV_TC_VLEAD, vnext, pj);
-                tc_prefetch(reinterpret_cast<const char*>(tiles), (u64)tc * 16u, rlast,
-                            SPMV_TC_RLEAD, rnext, pj);
-            }
-        }
         // Next iteration's records (tiles t + U .. t + 2U - 1 of each half), prefetched.
         uint4 n0[U], n1[U];
 #pragma unroll
@@ -1102,10 +1056,11 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
 }
 
 #ifndef SPMV_TC_U
-#define SPMV_TC_U 1
+#define SPMV_TC_U 2
 #endif
 
-// MINB = blocks per SM asked of ptxas: 4 (64 registers, 32 warps per SM; no spills at U = 1).
+// MINB = blocks per SM asked of ptxas: 4 (64 registers, 32 warps per SM) where that does not
+// spill (f32 values, n >= 2), else 3 (f16 values spill 16-48 bytes at 64 registers).
 #define SPMV_TC_ENTRY(NAME, F16, N, MINB)                                                          \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, MINB) NAME(                    \
         const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
@@ -1120,15 +1075,15 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
                                         cols, alpha, beta);                                      \
     }
 
-SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 4)
-SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 4)
-SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 4)
-SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 4)
-SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 4)
-SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 4)
-SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 4)
-SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 4)
-SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 4)
+SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
+SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 3)
+SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 3)
+SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 3)
+SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 3)
+SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 3)
+SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
+SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
+SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 3)
 SPMV_TC_ENTRY(spmv_tc2_f32, 0, 2, 4)
 SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 4)
 SPMV_TC_ENTRY(spmv_tc4_f32, 0, 4, 4)
