@@ -2,8 +2,9 @@
 //! than one right-hand side) in the same process, both timed as the median over CUDA graphs of
 //! [`GRAPH_LAUNCHES`] launches each (cuSPARSE's per-call floor would otherwise hide small matrices).
 //!
-//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our MMA kernels, best
-//! tile budget per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
+//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our tensor-core
+//! kernels: the MMA kernel and the tensor-core walk [`TC_LAYOUTS`], best of both and of the tile
+//! budgets per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
 //! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1, one
 //! pass over A for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
 //! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
