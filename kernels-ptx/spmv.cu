@@ -892,3 +892,202 @@ SPMV_SEG_ENTRY(spmv_seg5_f32, 0, 5)
 SPMV_SEG_ENTRY(spmv_seg6_f32, 0, 6)
 SPMV_SEG_ENTRY(spmv_seg7_f32, 0, 7)
 SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
+
+// ---------------------------------------------------------------------------------------------
+// "tc": the set-bit walk's x reuse on tensor cores, n = 1..8 right-hand sides (v5). One warp per
+// work item (two halves: top and bottom of the MMA, as the MMA kernels above), but with the walk's
+// lean bookkeeping: per step the warp multiplies the next tile T1 of its top half and T2 of its
+// bottom half with two mma.sync.m16n8k8 (TF32) accumulating in C: A = [T1; 0] with B = the x
+// segment of T1 (8 k-rows x 8 RHS), then [0; T2] with T2's segment. Each x element of a tile's
+// segment is loaded once per tile (lane (g, t): x[8c + t][g] and x[8c + t + 4][g], 32 lanes = 256
+// contiguous bytes at N = 8) instead of once per nonzero (the set-bit walk's 32-byte x row per
+// nonzero, its L1/LSU bound). Decode per tile and lane: the lane's two A positions (g, t) and
+// (g, t + 4) lie in row byte g, so one word select, one popc of the low word (rows g >= 4) and one
+// popc per position give both value offsets (values are in bit order), a bit test each predicates
+// the value load; no shuffles, no x16 pass (X read as f32, rounded with cvt.rna.tf32), tile records
+// loaded directly (one address per warp, broadcast) one iteration ahead. F16 tiles: values converted
+// to f32 (exact in TF32) and the tile-row scale applied at the flush. U = 2 steps per iteration,
+// all loads of both before the first MMA. A zero tile (a half that has run out) loads nothing.
+// Caveat shared with the MMA kernels: an inf/NaN in X multiplies the zeros of its tile column too.
+// ---------------------------------------------------------------------------------------------
+
+struct TcHalf {
+    u32 row, rend, t, te, e, e_next, slot;
+    bool split;
+    float s, s_next;
+};
+
+template <int F16>
+__device__ __forceinline__ void tc_init(TcHalf& h, uint4 w, const u32* __restrict__ ptr,
+                                        const float* __restrict__ row_scale) {
+    h.split = (w.y & SPLIT_BIT) != 0u;
+    h.slot = w.y & ~SPLIT_BIT;
+    h.rend = h.split ? w.x + 1u : w.y;
+    h.row = w.x;
+    h.t = w.z;
+    h.te = w.w;
+    const bool in = h.row < h.rend;
+    h.e = in ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
+    h.s = (F16 && in) ? __ldg(row_scale + h.row) : 1.0f;
+    h.e_next = h.row + 1u < h.rend ? __ldg(ptr + h.row + 2) : h.te;
+    h.s_next = (F16 && h.row + 1u < h.rend) ? __ldg(row_scale + h.row + 1) : 1.0f;
+}
+
+// Writes the rows of half h that end at its current tile (acc[0], acc[1] = row g, RHS 2t, 2t + 1).
+template <int F16, int N>
+__device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __restrict__ ptr,
+                                          const float* __restrict__ row_scale,
+                                          float* __restrict__ y, float* __restrict__ partial,
+                                          u32 rows, float alpha, float beta, u32 g, u32 t) {
+    while (h.row < h.rend && h.t == h.e) {  // warp-uniform
+        const float sc = alpha * h.s;
+        const u64 yr = (u64)h.row * 8u + g;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 j = 2u * t + q;
+            const float v = sc * acc[q];
+            acc[q] = 0.0f;
+            if (j < (u32)N) {
+                if (h.split) {
+                    partial[((u64)h.slot * 8u + g) * N + j] = v;
+                } else if (yr < rows) {
+                    float* py = y + yr * N + j;
+                    *py = beta == 0.0f ? v : fmaf(beta, *py, v);
+                }
+            }
+        }
+        ++h.row;
+        h.e = min(h.e_next, h.te);
+        h.s = h.s_next;
+        if (h.row + 1u < h.rend) {
+            h.e_next = __ldg(ptr + h.row + 2);
+            if (F16) h.s_next = __ldg(row_scale + h.row + 1);
+        }
+    }
+}
+
+// Lane constants of the decode: row g's word (hi: bitmap bits 32-63), the masks of the bits below
+// positions (g, t) and (g, t + 4) inside that word, and their own bits.
+struct TcLane {
+    bool hi;
+    u32 below0, below1, bit0, bit1;
+};
+
+// A fragment (a0 = T[g][t], a2 = T[g][t + 4], TF32 bits) and B fragment (b0 = x[8c + t][g],
+// b1 = x[8c + t + 4][g], TF32) of tile record m; zeros for a zero record.
+template <int F16, int N>
+__device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ values,
+                                            const float* __restrict__ x, u32 cols, TcLane L,
+                                            u32 g, u32 t, u32 a[2], u32 b[2]) {
+    const u32 w = L.hi ? m.y : m.x;
+    const u32 base = m.w + (L.hi ? __popc(m.x) : 0u);
+    const u32 i0 = base + __popc(w & L.below0), i1 = base + __popc(w & L.below1);
+    a[0] = (w & L.bit0) ? __float_as_uint(core_val<F16>(values, i0)) : 0u;
+    a[1] = (w & L.bit1) ? __float_as_uint(core_val<F16>(values, i1)) : 0u;
+    const u32 k0 = m.z * 8u + t;
+    const bool live = (m.x | m.y) != 0u && g < (u32)N;
+    b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
+    b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
+}
+
+template <int F16, int N, int U>
+__device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
+                                             const void* __restrict__ values,
+                                             const float* __restrict__ row_scale,
+                                             const u32* __restrict__ ptr,
+                                             const uint4* __restrict__ work, u32 num_items,
+                                             const float* __restrict__ x, float* __restrict__ y,
+                                             float* __restrict__ partial, u32 rows, u32 cols,
+                                             float alpha, float beta) {
+    const u32 item = blockIdx.x * SPMV_WARPS + threadIdx.y;
+    if (item >= num_items) return;  // whole warp
+    const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3u;
+    TcLane L;
+    L.hi = g >= 4u;
+    const u32 p0 = 8u * (g & 3u) + t;  // position (g, t) inside row g's word
+    L.below0 = (1u << p0) - 1u;
+    L.below1 = (1u << (p0 + 4u)) - 1u;
+    L.bit0 = 1u << p0;
+    L.bit1 = 1u << (p0 + 4u);
+    TcHalf h0, h1;
+    tc_init<F16>(h0, __ldg(work + 2 * item), ptr, row_scale);
+    tc_init<F16>(h1, __ldg(work + 2 * item + 1), ptr, row_scale);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 m0[U], m1[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        m0[u] = h0.t + u < h0.te ? __ldg(tiles + h0.t + u) : zero;
+        m1[u] = h1.t + u < h1.te ? __ldg(tiles + h1.t + u) : zero;
+    }
+    while (h0.t < h0.te || h1.t < h1.te) {  // warp-uniform
+        // Next iteration's records (tiles t + U .. t + 2U - 1 of each half), prefetched.
+        uint4 n0[U], n1[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            n0[u] = h0.t + U + u < h0.te ? __ldg(tiles + h0.t + U + u) : zero;
+            n1[u] = h1.t + U + u < h1.te ? __ldg(tiles + h1.t + U + u) : zero;
+        }
+        u32 a0[U][2], a1[U][2], b0[U][2], b1[U][2];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            tc_operands<F16, N>(m0[u], values, x, cols, L, g, t, a0[u], b0[u]);
+            tc_operands<F16, N>(m1[u], values, x, cols, L, g, t, a1[u], b1[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (!(h0.t < h0.te || h1.t < h1.te)) break;  // warp-uniform
+            // [T1; 0] x1 (rows 0-7: a0, a2), then [0; T2] x2 (rows 8-15: a1, a3).
+            mma_tf32(acc, a0[u][0], 0u, a0[u][1], 0u, b0[u][0], b0[u][1]);
+            mma_tf32(acc, 0u, a1[u][0], 0u, a1[u][1], b1[u][0], b1[u][1]);
+            if (h0.t < h0.te) ++h0.t;
+            if (h1.t < h1.te) ++h1.t;
+            tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+            tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            m0[u] = n0[u];
+            m1[u] = n1[u];
+        }
+    }
+}
+
+#ifndef SPMV_TC_U
+#define SPMV_TC_U 2
+#endif
+
+// MINB = blocks per SM asked of ptxas: 4 (64 registers, 32 warps per SM) where that does not
+// spill (f32 values, n >= 2), else 3 (f16 values spill 16-48 bytes at 64 registers).
+#define SPMV_TC_ENTRY(NAME, F16, N, MINB)                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, MINB) NAME(                    \
+        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
+        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
+        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
+        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        (void)xs;                                                                                \
+        (void)n;                                                                                 \
+        spmv_tc_body<F16, N, SPMV_TC_U>(tiles, values, row_scale, ptr, work, num_items,          \
+                                        reinterpret_cast<const float*>(x), y, partial, rows,     \
+                                        cols, alpha, beta);                                      \
+    }
+
+SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
+SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 3)
+SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 3)
+SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 3)
+SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 3)
+SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 3)
+SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
+SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
+SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 3)
+SPMV_TC_ENTRY(spmv_tc2_f32, 0, 2, 4)
+SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 4)
+SPMV_TC_ENTRY(spmv_tc4_f32, 0, 4, 4)
+SPMV_TC_ENTRY(spmv_tc5_f32, 0, 5, 4)
+SPMV_TC_ENTRY(spmv_tc6_f32, 0, 6, 4)
+SPMV_TC_ENTRY(spmv_tc7_f32, 0, 7, 4)
+SPMV_TC_ENTRY(spmv_tc8_f32, 0, 8, 4)

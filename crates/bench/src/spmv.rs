@@ -2,8 +2,9 @@
 //! than one right-hand side) in the same process, both timed as the median over CUDA graphs of
 //! [`GRAPH_LAUNCHES`] launches each (cuSPARSE's per-call floor would otherwise hide small matrices).
 //!
-//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our MMA kernels, best
-//! tile budget per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
+//! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our tensor-core
+//! kernels: the MMA kernel and the tensor-core walk [`TC_LAYOUTS`], best of both and of the tile
+//! budgets per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
 //! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1, one
 //! pass over A for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
 //! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
@@ -24,7 +25,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
-use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS};
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS, TC_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -259,12 +260,27 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
                 // The walk's layouts are timed like the tile budgets (the facade's tuning does
                 // the same).
+                // The tensor-core walk (TC_LAYOUTS, a TF32 product) is timed with the MMA
+                // kernels, not with the CUDA-core walks.
+                let walk = |l: &&str| !TC_LAYOUTS.contains(l);
                 let layouts: Vec<Option<&str>> = if core && n == 1 {
-                    CORE_LAYOUTS.iter().map(|l| Some(l.0)).collect()
+                    CORE_LAYOUTS
+                        .iter()
+                        .map(|l| l.0)
+                        .filter(walk)
+                        .map(Some)
+                        .collect()
                 } else if core {
-                    MULTI_LAYOUTS.iter().map(|&l| Some(l)).collect()
+                    MULTI_LAYOUTS
+                        .iter()
+                        .copied()
+                        .filter(walk)
+                        .map(Some)
+                        .collect()
                 } else {
-                    vec![None]
+                    std::iter::once(None)
+                        .chain(TC_LAYOUTS.iter().map(|&l| Some(l)))
+                        .collect()
                 };
                 let mut best: Option<(f64, u32, Option<&str>)> = None;
                 let mut measure = || -> Result<Measured, GpuError> {

@@ -3,7 +3,8 @@
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
-//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8 — ×
+//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8; the
+//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
 //! ([`SpmvPrecision`]):
@@ -29,7 +30,7 @@ use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT,
-    MULTI_LAYOUTS,
+    MULTI_LAYOUTS, TC_LAYOUTS,
 };
 use tcsparse_gpu::{Gpu, Timing};
 
@@ -270,12 +271,21 @@ impl Engine {
         };
         let storages = opts.precision.storages();
         let core_storages = opts.precision.core_storages();
-        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more.
+        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more; the
+        // tensor-core walks (TC_LAYOUTS: TF32 products) only where the MMA kernels are allowed.
         let core_layouts: Vec<&'static str> = if n == 1 {
             CORE_LAYOUTS.iter().map(|l| l.0).collect()
         } else {
             MULTI_LAYOUTS.to_vec()
         };
+        // (At n = 1 the tensor-core walk uses 1/8 of each MMA and was never the fastest on the
+        // H200 bench, session 11: not timed there, to keep the preparation short.)
+        let (mut tc_layouts, core_layouts): (Vec<&'static str>, Vec<&'static str>) = core_layouts
+            .into_iter()
+            .partition(|l| TC_LAYOUTS.contains(l));
+        if n == 1 {
+            tc_layouts.clear();
+        }
         if !opts.tune {
             let default_layout = if n == 1 {
                 DEFAULT_CORE_LAYOUT
@@ -340,6 +350,7 @@ impl Engine {
             let mut modes: Vec<Option<&'static str>> = Vec::new();
             if storages.contains(&st) {
                 modes.push(None);
+                modes.extend(tc_layouts.iter().map(|&l| Some(l)));
             }
             if core_storages.contains(&st) {
                 modes.extend(core_layouts.iter().map(|&l| Some(l)));

@@ -8,7 +8,7 @@ use tcsparse::formats::bitbsr_device::TileStorage;
 use tcsparse::formats::csr::csr_from_triplets;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::gpu::Gpu;
-use tcsparse::gpu::spmv::MULTI_LAYOUTS;
+use tcsparse::gpu::spmv::{MULTI_LAYOUTS, TC_LAYOUTS};
 use tcsparse::spmv::{SpmvKernel, SpmvOptions, SpmvPrecision};
 
 /// Tuned preparation at every precision and 1/8 RHS: y within the precision's bound of f64 (β = 0
@@ -74,11 +74,18 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
                 let ok = match p.kernel() {
                     SpmvKernel::Cusparse => true,
                     SpmvKernel::BitBsr { storage, core, .. } => {
-                        *storage == TileStorage::F32 && core.is_some()
+                        *storage == TileStorage::F32
+                            && core.is_some_and(|l| !TC_LAYOUTS.contains(&l))
                     }
                     _ => false,
                 };
                 assert!(ok, "F32 n {n}: {}", p.kernel());
+                // The tensor-core walk (a TF32 product) is not even timed.
+                for s in p.samples() {
+                    if let SpmvKernel::BitBsr { core: Some(l), .. } = &s.kernel {
+                        assert!(!TC_LAYOUTS.contains(l), "F32 n {n}: timed {l}");
+                    }
+                }
             }
             let x: Vec<f32> = (0..a.cols() * n)
                 .map(|_| rng.random_range(-1.0..1.0))

@@ -12,7 +12,9 @@
 //! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
 //! calls with more right-hand sides keep the MMA kernels. F32 storage starts on the CUDA-core walk.
 //! The layouts [`MULTI_LAYOUTS`] (the set-bit walks `spmv_bits{n}_*` and `spmv_seg{n}_*`) serve
-//! every n from 1 to 8 on CUDA cores, reading A once for all n right-hand sides.
+//! every n from 1 to 8 on CUDA cores, reading A once for all n right-hand sides; the layout `tc`
+//! ([`TC_LAYOUTS`], `spmv_tc{n}_*`) walks the same work list on TF32 MMAs, loading each tile's x
+//! segment once instead of one x row per nonzero (a TF32 product).
 
 pub mod baseline;
 pub mod graph;
@@ -113,12 +115,38 @@ const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = [
     ],
 ];
 
+/// The tensor-core walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`; TF32 MMAs, so on f32
+/// values a TF32 product: [`TC_LAYOUTS`]).
+const TC_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_tc1_f16",
+        "spmv_tc2_f16",
+        "spmv_tc3_f16",
+        "spmv_tc4_f16",
+        "spmv_tc5_f16",
+        "spmv_tc6_f16",
+        "spmv_tc7_f16",
+        "spmv_tc8_f16",
+    ],
+    [
+        "spmv_tc1_f32",
+        "spmv_tc2_f32",
+        "spmv_tc3_f32",
+        "spmv_tc4_f32",
+        "spmv_tc5_f32",
+        "spmv_tc6_f32",
+        "spmv_tc7_f32",
+        "spmv_tc8_f32",
+    ],
+];
+
 /// The entries of a layout serving every n ([`MULTI_LAYOUTS`]), index n − 1.
 fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'static str; MAX_RHS]> {
     let i = usize::from(storage != TileStorage::F16);
     match layout {
         "bits" => Some(&BITS_ENTRIES[i]),
         "seg" => Some(&SEG_ENTRIES[i]),
+        "tc" => Some(&TC_ENTRIES[i]),
         _ => None,
     }
 }
@@ -145,19 +173,25 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
 /// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
 /// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
-/// staged once in shared memory ([`MULTI_LAYOUTS`]). None wins everywhere
+/// staged once in shared memory ([`MULTI_LAYOUTS`]); `tc`: one warp per item (two halves) on
+/// TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]). None wins everywhere
 /// (H200: `core` on banded rows of ~10 tiles, `corew*` on shorter or denser ones), so the facade's
 /// tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 5] = [
+pub const CORE_LAYOUTS: [(&str, u32); 6] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
+    ("tc", 2 * WARPS_PER_BLOCK),
 ];
 /// The CUDA-core layouts that also serve calls with more than one right-hand side (the set-bit
 /// walks: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
-pub const MULTI_LAYOUTS: [&str; 2] = ["bits", "seg"];
+pub const MULTI_LAYOUTS: [&str; 3] = ["bits", "seg", "tc"];
+/// The layouts of [`CORE_LAYOUTS`] that multiply on tensor cores (TF32 MMAs: A and X rounded to
+/// 11 significant bits, on f32 values too), so a TF32 product, not an f32 one: callers offer them
+/// only where the MMA kernels are allowed (never for f32 products).
+pub const TC_LAYOUTS: [&str; 1] = ["tc"];
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout F32 storage starts on.
@@ -398,6 +432,86 @@ pub const SIGNATURES: &[KernelSignature] = &[
             ParamKind::U32, // n
             ParamKind::F32, // beta
         ],
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[0][7],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][0],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][1],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][2],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][3],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][4],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][5],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][6],
+        params: MAIN_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: TC_ENTRIES[1][7],
+        params: MAIN_PARAMS,
     },
 ];
 
@@ -830,6 +944,7 @@ impl BitBsrSpmv {
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
             // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
+            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), one warp per item,
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
             // extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
@@ -901,6 +1016,7 @@ mod tests {
             ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
+            ["spmv_tc1_f16", "spmv_tc1_f32", "spmv_tc1_f32"],
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
         assert_eq!(core_entry(F32, "nope"), None);
