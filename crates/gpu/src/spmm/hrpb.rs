@@ -32,6 +32,8 @@ pub const ENTRY_K8: &str = "hrpb_spmm_k8";
 pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 /// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
+/// Entry of the m16n8k8 kernel whose thread blocks run 2 consecutive work items on 64 features.
+pub const ENTRY_K8P: &str = "hrpb_spmm_k8p";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -76,6 +78,11 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8W,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8P,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -94,11 +101,22 @@ pub enum HrpbMma {
     /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
     /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
     K8W,
+    /// [`HrpbMma::K8`] with pair items: warps 2i and 2i + 1 of thread block x run work item
+    /// 2x + i on 64 features (grid.y = ⌈n/64⌉): between k8 (one item, 4 warps sharing its records
+    /// and values through L1) and k8w (4 items, none shared), for the short panels where k8w
+    /// loses (REDDIT, NotreDame: docs/kernels/hrpb.md v4).
+    K8P,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8W];
+    pub const ALL: [HrpbMma; 5] = [
+        HrpbMma::K4,
+        HrpbMma::K8,
+        HrpbMma::K8D4,
+        HrpbMma::K8W,
+        HrpbMma::K8P,
+    ];
 
     fn entry(self) -> &'static str {
         match self {
@@ -106,30 +124,44 @@ impl HrpbMma {
             HrpbMma::K8 => ENTRY_K8,
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
+            HrpbMma::K8P => ENTRY_K8P,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8p`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
+            HrpbMma::K8P => "k8p",
         }
     }
 
-    /// Whether each warp runs its own work item (4 per thread block) on 32 features.
+    /// Whether a thread block runs several work items (k8w: 4, one per warp; k8p: 2, two warps
+    /// each) instead of one.
     pub fn warp_items(self) -> bool {
-        matches!(self, HrpbMma::K8W)
+        self.items_per_block() > 1
+    }
+
+    /// Work items per thread block.
+    pub fn items_per_block(self) -> u32 {
+        match self {
+            HrpbMma::K8W => MAX_WARPS as u32,
+            HrpbMma::K8P => 2,
+            _ => 1,
+        }
     }
 
     /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
     /// one work item runs on (a thread block, or a warp for [`HrpbMma::warp_items`]).
     fn launch_shape(self, n: usize) -> (u32, u32, u32) {
         if self.warp_items() {
-            let tiles = n.div_ceil(TN).clamp(1, u32::MAX as usize) as u32;
-            (MAX_WARPS as u32, tiles, MAX_WARPS as u32)
+            let ipb = self.items_per_block();
+            let features = TN * (MAX_WARPS / ipb as usize); // per item and thread block row
+            let tiles = n.div_ceil(features).clamp(1, u32::MAX as usize) as u32;
+            (MAX_WARPS as u32, tiles, ipb)
         } else {
             let (warps, tiles) = tiling(n);
             (warps, tiles, 1)
@@ -182,10 +214,10 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
     (items, split_panels)
 }
 
-/// Pads a work list to a multiple of [`MAX_WARPS`] items for a kernel with warp items (4 items
-/// per thread block) with items the kernel skips (flags bit 1).
-pub fn pad_warp_items(items: &mut Vec<u32>) {
-    while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
+/// Pads a work list to a multiple of `per_block` items for a kernel with several items per thread
+/// block (k8w: 4, k8p: 2) with items the kernel skips (flags bit 1).
+pub fn pad_warp_items(items: &mut Vec<u32>, per_block: u32) {
+    while !(items.len() / 4).is_multiple_of(per_block.max(1) as usize) {
         items.extend_from_slice(&[0, 0, 0, 2]);
     }
 }
@@ -410,7 +442,7 @@ impl HrpbSpmm {
         };
         let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
         if self.mma.warp_items() {
-            pad_warp_items(&mut items);
+            pad_warp_items(&mut items, self.mma.items_per_block());
         }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
@@ -496,7 +528,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8p(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -507,9 +539,9 @@ impl HrpbSpmm {
         // proved every brick's values lie inside `values`, every column is < k or the sentinel
         // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
         // inside their panel's (work_items) and the grid has exactly one block per item (one
-        // warp per item with warp items: the list is padded to 4 per block, padding skipped); B reads
-        // are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are not read or stored, rows
-        // ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
+        // warp per item with warp items, two warps with pair items: the list is padded to 4 (2)
+        // items per block, padding skipped); B reads are < (k−1)·ldb + n ≤ b.len()
+        // (check_dense), features ≥ n are not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
         // pre-scaled on the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(cfg) }?;
         Ok(())
@@ -632,7 +664,11 @@ mod tests {
         let pb = [0u32, 0, 12, 15];
         let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5));
         let before = items.clone();
-        pad_warp_items(&mut items);
+        let mut pairs = items.clone();
+        pad_warp_items(&mut pairs, 2);
+        assert_eq!(pairs.len(), 4 * 6);
+        assert_eq!(&pairs[20..], &[0, 0, 0, 2]);
+        pad_warp_items(&mut items, 4);
         assert_eq!(items.len(), 4 * 8);
         assert_eq!(&items[..before.len()], &before[..]);
         for it in items[before.len()..].chunks(4) {
@@ -640,15 +676,19 @@ mod tests {
         }
         assert!(before.chunks(4).all(|it| it[3] & 2 == 0));
         let mut four = items[..16].to_vec();
-        pad_warp_items(&mut four);
+        pad_warp_items(&mut four, 4);
         assert_eq!(four.len(), 16);
         let mut none = Vec::new();
-        pad_warp_items(&mut none);
+        pad_warp_items(&mut none, 4);
         assert!(none.is_empty());
         // Launch shapes: warp items always run 4 warps on ⌈n/32⌉ feature tiles, 4 items per block.
         assert_eq!(HrpbMma::K8W.launch_shape(8), (4, 1, 4));
         assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
+        // Pair items: 4 warps, 2 items per block, ⌈n/64⌉ feature tiles.
+        assert_eq!(HrpbMma::K8P.launch_shape(8), (4, 1, 2));
+        assert_eq!(HrpbMma::K8P.launch_shape(128), (4, 2, 2));
+        assert_eq!(HrpbMma::K8P.launch_shape(1000), (4, 16, 2));
     }
 }

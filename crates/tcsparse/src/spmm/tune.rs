@@ -49,14 +49,15 @@ enum Candidate {
     Hrpb(Box<HrpbSpmm>),
 }
 
-/// HRPB candidates a tuned preparation times: every kernel under the wave-aware split (which
+/// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
 /// leaves short panels whole), the per-warp k8w first (fastest on the shared datasets' geomean,
-/// docs/kernels/hrpb.md v3); panels whole without a cap lost everywhere in session 9's bench.
+/// docs/kernels/hrpb.md v3), then the pair-item k8p (v4) in place of k4 (k4 times as k8 within
+/// ±3 % on every shared case); panels whole without a cap lost everywhere in session 9's bench.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8W, HrpbSplit::Wave),
+    (HrpbMma::K8P, HrpbSplit::Wave),
     (HrpbMma::K8, HrpbSplit::Wave),
     (HrpbMma::K8D4, HrpbSplit::Wave),
-    (HrpbMma::K4, HrpbSplit::Wave),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
