@@ -28,9 +28,8 @@
 // Work (built on the host, crates/gpu/src/spmm/hrpb.rs): thread block x runs work[4x .. 4x + 4] =
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
 // global indices); with warp items (hrpb_spmm_k8w) warp w of TB x runs item 4x + w
-// on features [32 y, +32) instead, with pair items (hrpb_spmm_k8p) warps 2i, 2i + 1 run item 2x + i
-// on features [64 y, +64), and the list is padded to a multiple of 4 (2) with items whose flags
-// bit 1 is set (skipped). flags bit 0: the panel is split over several virtual panels; its rows were
+// on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
+// bit 1 is set (skipped). k8o and k8wo are k8 and k8w at 10 resident blocks per SM instead of 8. flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
 // alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
 // once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
@@ -52,6 +51,13 @@ typedef unsigned long long u64;
 #define BRICK_WORDS 8
 #ifndef HRPB_MIN_BLOCKS
 #define HRPB_MIN_BLOCKS 8
+#endif
+// The occupancy variants (k8o, k8wo, v4): 10 resident blocks of 128 threads per SM (48 registers,
+// ptxas 12.4: k8 4 bytes of spill, k8w 24) instead of 8 (k8 59, k8w 56 registers: 8 and 9 blocks).
+// ncu on the H200 (docs/kernels/hrpb.md v4): the walk is latency-bound (long-scoreboard stalls,
+// 0.43-0.62 instructions issued per scheduler and cycle, L1 <= 71 %, L2 <= 62 %, DRAM <= 35 %).
+#ifndef HRPB_OCC_BLOCKS
+#define HRPB_OCC_BLOCKS 10
 #endif
 
 __device__ __forceinline__ u32 to_tf32(float x) {
@@ -193,9 +199,8 @@ struct WarpItem {
 //   IPB = 1: the TB's warps split one item's features [32 (y W + w), +32);
 //   IPB = 4 (warp items, k8w): warp w of TB x runs item 4x + w on features [32 y, +32), so the 4
 //            warps walk 4 consecutive (virtual) panels on the same features;
-//   IPB = 2 (pair items, k8p): warps 2i and 2i + 1 of TB x run item 2x + i on features
-//            [32 (2y + w % 2), +32): 2 consecutive panels, each on 64 features (its records and
-//            values read by 2 warps of the same TB, as k8 shares them between 4).
+//   (IPB = 2, pair items: warps 2i and 2i + 1 run item 2x + i on 64 features, was measured as
+//   k8 and dropped: docs/kernels/hrpb.md v4.)
 // Lists with IPB > 1 are padded to a multiple of IPB with skipped items (flags bit 1).
 template <int IPB>
 __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, WarpItem& it) {
@@ -356,6 +361,10 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d
     hrpb_spmm_deep<4, 1>(HRPB_ARGS);
 }
 
-extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8p(HRPB_PARAMS) {
-    hrpb_spmm<true, 2>(HRPB_ARGS);
+extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o(HRPB_PARAMS) {
+    hrpb_spmm<true, 1>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8wo(HRPB_PARAMS) {
+    hrpb_spmm<true, 4>(HRPB_ARGS);
 }

@@ -32,8 +32,10 @@ pub const ENTRY_K8: &str = "hrpb_spmm_k8";
 pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 /// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
-/// Entry of the m16n8k8 kernel whose thread blocks run 2 consecutive work items on 64 features.
-pub const ENTRY_K8P: &str = "hrpb_spmm_k8p";
+/// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
+pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
+/// [`ENTRY_K8W`] at 10 resident thread blocks per SM (48 registers) instead of 9.
+pub const ENTRY_K8WO: &str = "hrpb_spmm_k8wo";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -80,7 +82,12 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
     KernelSignature {
         module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8P,
+        name: ENTRY_K8O,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WO,
         params: PARAMS,
     },
 ];
@@ -101,21 +108,24 @@ pub enum HrpbMma {
     /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
     /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
     K8W,
-    /// [`HrpbMma::K8`] with pair items: warps 2i and 2i + 1 of thread block x run work item
-    /// 2x + i on 64 features (grid.y = ⌈n/64⌉): between k8 (one item, 4 warps sharing its records
-    /// and values through L1) and k8w (4 items, none shared), for the short panels where k8w
-    /// loses (REDDIT, NotreDame: docs/kernels/hrpb.md v4).
-    K8P,
+    /// [`HrpbMma::K8`] compiled for 10 resident thread blocks per SM (48 registers, 4 bytes of
+    /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
+    /// warps in flight.
+    K8O,
+    /// [`HrpbMma::K8W`] compiled for 10 resident thread blocks per SM (48 registers, 24 bytes of
+    /// spill) instead of 9.
+    K8WO,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 5] = [
+    pub const ALL: [HrpbMma; 6] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
         HrpbMma::K8W,
-        HrpbMma::K8P,
+        HrpbMma::K8O,
+        HrpbMma::K8WO,
     ];
 
     fn entry(self) -> &'static str {
@@ -124,23 +134,25 @@ impl HrpbMma {
             HrpbMma::K8 => ENTRY_K8,
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
-            HrpbMma::K8P => ENTRY_K8P,
+            HrpbMma::K8O => ENTRY_K8O,
+            HrpbMma::K8WO => ENTRY_K8WO,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8p`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8wo`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
-            HrpbMma::K8P => "k8p",
+            HrpbMma::K8O => "k8o",
+            HrpbMma::K8WO => "k8wo",
         }
     }
 
-    /// Whether a thread block runs several work items (k8w: 4, one per warp; k8p: 2, two warps
-    /// each) instead of one.
+    /// Whether a thread block runs several work items (k8w, k8wo: 4, one per warp) instead of
+    /// one.
     pub fn warp_items(self) -> bool {
         self.items_per_block() > 1
     }
@@ -148,8 +160,7 @@ impl HrpbMma {
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W => MAX_WARPS as u32,
-            HrpbMma::K8P => 2,
+            HrpbMma::K8W | HrpbMma::K8WO => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -215,7 +226,7 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
 }
 
 /// Pads a work list to a multiple of `per_block` items for a kernel with several items per thread
-/// block (k8w: 4, k8p: 2) with items the kernel skips (flags bit 1).
+/// block (k8w, k8wo: 4) with items the kernel skips (flags bit 1).
 pub fn pad_warp_items(items: &mut Vec<u32>, per_block: u32) {
     while !(items.len() / 4).is_multiple_of(per_block.max(1) as usize) {
         items.extend_from_slice(&[0, 0, 0, 2]);
@@ -528,7 +539,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8p(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o/k8wo(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -539,8 +550,8 @@ impl HrpbSpmm {
         // proved every brick's values lie inside `values`, every column is < k or the sentinel
         // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
         // inside their panel's (work_items) and the grid has exactly one block per item (one
-        // warp per item with warp items, two warps with pair items: the list is padded to 4 (2)
-        // items per block, padding skipped); B reads are < (k−1)·ldb + n ≤ b.len()
+        // warp per item with warp items: the list is padded to a multiple of 4 items, padding
+        // skipped); B reads are < (k−1)·ldb + n ≤ b.len()
         // (check_dense), features ≥ n are not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
         // pre-scaled on the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(cfg) }?;
@@ -686,9 +697,7 @@ mod tests {
         assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
-        // Pair items: 4 warps, 2 items per block, ⌈n/64⌉ feature tiles.
-        assert_eq!(HrpbMma::K8P.launch_shape(8), (4, 1, 2));
-        assert_eq!(HrpbMma::K8P.launch_shape(128), (4, 2, 2));
-        assert_eq!(HrpbMma::K8P.launch_shape(1000), (4, 16, 2));
+        assert_eq!(HrpbMma::K8WO.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
     }
 }

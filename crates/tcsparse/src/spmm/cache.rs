@@ -297,7 +297,8 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8 => 1,
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
-                HrpbMma::K8P => 4,
+                HrpbMma::K8O => 4,
+                HrpbMma::K8WO => 5,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -421,7 +422,8 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 1 => HrpbMma::K8,
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
-                4 => HrpbMma::K8P,
+                4 => HrpbMma::K8O,
+                5 => HrpbMma::K8WO,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

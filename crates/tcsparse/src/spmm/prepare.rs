@@ -35,7 +35,7 @@ pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 /// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: m16n8k8 with
 /// warp items (a thread block's warps walk consecutive panels on the same features), 1.099× vs
 /// k8's 1.050× cuSPARSE geomean on the shared datasets (H200, same process; docs/kernels/hrpb.md v3).
-const HRPB_MMA: HrpbMma = HrpbMma::K8W;
+const HRPB_MMA: HrpbMma = HrpbMma::K8WO;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
