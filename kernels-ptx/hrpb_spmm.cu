@@ -29,7 +29,7 @@
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
 // global indices); with warp items (hrpb_spmm_k8w) warp w of TB x runs item 4x + w
 // on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
-// bit 1 is set (skipped). k8o and k8wo are k8 and k8w at 10 resident blocks per SM instead of 8. flags bit 0: the panel is split over several virtual panels; its rows were
+// bit 1 is set (skipped). k8o is k8 at 10 resident blocks per SM instead of 8. flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
 // alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
 // once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
@@ -52,8 +52,9 @@ typedef unsigned long long u64;
 #ifndef HRPB_MIN_BLOCKS
 #define HRPB_MIN_BLOCKS 8
 #endif
-// The occupancy variants (k8o, k8wo, v4): 10 resident blocks of 128 threads per SM (48 registers,
-// ptxas 12.4: k8 4 bytes of spill, k8w 24) instead of 8 (k8 59, k8w 56 registers: 8 and 9 blocks).
+// The occupancy variant k8o (v4): k8 at 10 resident blocks of 128 threads per SM (48 registers,
+// 4 bytes of spill, ptxas 12.4) instead of 8 (59 registers). k8w built the same way (24 bytes of
+// spill) was 5-17 % slower than k8w and was dropped.
 // ncu on the H200 (docs/kernels/hrpb.md v4): the walk is latency-bound (long-scoreboard stalls,
 // 0.43-0.62 instructions issued per scheduler and cycle, L1 <= 71 %, L2 <= 62 %, DRAM <= 35 %).
 #ifndef HRPB_OCC_BLOCKS
@@ -363,8 +364,4 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o(HRPB_PARAMS) {
     hrpb_spmm<true, 1>(HRPB_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8wo(HRPB_PARAMS) {
-    hrpb_spmm<true, 4>(HRPB_ARGS);
 }

@@ -34,14 +34,16 @@ pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
 /// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
 pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
-/// [`ENTRY_K8W`] at 10 resident thread blocks per SM (48 registers) instead of 9.
-pub const ENTRY_K8WO: &str = "hrpb_spmm_k8wo";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
 pub const MAX_WARPS: usize = 4;
 /// Rows per panel.
 pub const PANEL_ROWS: u32 = 16;
+/// Waves of whole row panels (at 8 thread blocks per SM) from which [`HrpbMma::for_rows`] picks
+/// one work item per thread block (k8o) over warp items (k8w): 4224 panels (67 584 rows) on the
+/// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
+pub const MANY_PANEL_WAVES: usize = 4;
 
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
@@ -85,11 +87,6 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8O,
         params: PARAMS,
     },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WO,
-        params: PARAMS,
-    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -112,20 +109,16 @@ pub enum HrpbMma {
     /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
     /// warps in flight.
     K8O,
-    /// [`HrpbMma::K8W`] compiled for 10 resident thread blocks per SM (48 registers, 24 bytes of
-    /// spill) instead of 9.
-    K8WO,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 6] = [
+    pub const ALL: [HrpbMma; 5] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
         HrpbMma::K8W,
         HrpbMma::K8O,
-        HrpbMma::K8WO,
     ];
 
     fn entry(self) -> &'static str {
@@ -135,11 +128,10 @@ impl HrpbMma {
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
             HrpbMma::K8O => ENTRY_K8O,
-            HrpbMma::K8WO => ENTRY_K8WO,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8wo`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -147,20 +139,38 @@ impl HrpbMma {
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
             HrpbMma::K8O => "k8o",
-            HrpbMma::K8WO => "k8wo",
         }
     }
 
-    /// Whether a thread block runs several work items (k8w, k8wo: 4, one per warp) instead of
-    /// one.
+    /// Whether a thread block runs several work items (k8w: 4, one per warp) instead of one.
     pub fn warp_items(self) -> bool {
         self.items_per_block() > 1
+    }
+
+    /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
+    /// candidates: [`HrpbMma::K8O`] when the row panels alone make at least
+    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, else [`HrpbMma::K8W`].
+    ///
+    /// Why (H200, docs/kernels/hrpb.md v4): the walk is latency-bound, so resident warps decide.
+    /// Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k,
+    /// mdual 16.2 k) k8w's four warp items per block end at different times and hold the block
+    /// (ncu, REDDIT N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), and
+    /// k8o's one item per block at 10 blocks per SM was 3–23 % faster than k8w; over a few waves
+    /// (every other shared dataset, ≤ 3.5 k panels) the wave split balances k8w's finer units and
+    /// k8w was faster (c-62, copter2, xenon1, BlogCatalog 3–19 %) or within noise.
+    pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
+        let panels = rows.div_ceil(PANEL_ROWS as usize);
+        if panels >= MANY_PANEL_WAVES * 8 * sm_count.max(1) as usize {
+            HrpbMma::K8O
+        } else {
+            HrpbMma::K8W
+        }
     }
 
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W | HrpbMma::K8WO => MAX_WARPS as u32,
+            HrpbMma::K8W => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -226,7 +236,7 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
 }
 
 /// Pads a work list to a multiple of `per_block` items for a kernel with several items per thread
-/// block (k8w, k8wo: 4) with items the kernel skips (flags bit 1).
+/// block (k8w: 4) with items the kernel skips (flags bit 1).
 pub fn pad_warp_items(items: &mut Vec<u32>, per_block: u32) {
     while !(items.len() / 4).is_multiple_of(per_block.max(1) as usize) {
         items.extend_from_slice(&[0, 0, 0, 2]);
@@ -539,7 +549,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o/k8wo(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -697,7 +707,13 @@ mod tests {
         assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
-        assert_eq!(HrpbMma::K8WO.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
+        // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8O); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8O); // mdual
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8O);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8W); // copter2
+        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
     }
 }

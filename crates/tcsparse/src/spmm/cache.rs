@@ -298,7 +298,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
                 HrpbMma::K8O => 4,
-                HrpbMma::K8WO => 5,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -423,7 +422,6 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
                 4 => HrpbMma::K8O,
-                5 => HrpbMma::K8WO,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

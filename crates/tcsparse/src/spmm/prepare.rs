@@ -32,10 +32,12 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
-/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: m16n8k8 with
-/// warp items (a thread block's warps walk consecutive panels on the same features), 1.099× vs
-/// k8's 1.050× cuSPARSE geomean on the shared datasets (H200, same process; docs/kernels/hrpb.md v3).
-const HRPB_MMA: HrpbMma = HrpbMma::K8WO;
+/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb` as
+/// [`model_kernel`] returns it: m16n8k8 with warp items (a thread block's warps walk consecutive
+/// panels on the same features), 1.099× vs k8's 1.050× cuSPARSE geomean on the shared datasets
+/// (H200, same process; docs/kernels/hrpb.md v3). [`Engine::prepare`] then sets the shape from
+/// the matrix's rows ([`hrpb_for_rows`]: k8o over many waves of panels, v4).
+const HRPB_MMA: HrpbMma = HrpbMma::K8W;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
 const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
@@ -162,6 +164,18 @@ pub fn model_kernel(
         }
         KernelChoice::HrpbSpmm => HRPB_DEFAULT,
         KernelChoice::Cusparse => csr(),
+    }
+}
+
+/// `k` with an HRPB kernel's MMA shape set for a matrix of `rows` rows on `sm_count` SMs
+/// ([`HrpbMma::for_rows`]); any other kernel unchanged.
+fn hrpb_for_rows(k: ExecKernel, rows: usize, sm_count: u32) -> ExecKernel {
+    match k {
+        ExecKernel::Hrpb { split, .. } => ExecKernel::Hrpb {
+            mma: HrpbMma::for_rows(rows, sm_count),
+            split,
+        },
+        k => k,
     }
 }
 
@@ -558,6 +572,7 @@ impl Engine {
                 &plan,
                 opts,
                 rwo,
+                src.rows(),
                 src.nnz(),
                 features.metcf_blocks,
                 features.hrpb_alpha,
@@ -719,10 +734,12 @@ impl Engine {
         plan: &Plan,
         opts: &PrepareOptions,
         rwo: &[u32],
+        rows: usize,
         nnz: usize,
         metcf_blocks: Option<u64>,
         alpha: Option<f64>,
     ) -> (ExecKernel, String, Option<AccSchedule>) {
+        let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
         if self.gpu.is_none() {
             return (
                 ExecKernel::CpuBitTcf,
@@ -822,7 +839,7 @@ impl Engine {
             ),
             KernelRequest::Hrpb => (
                 ExecKernel::Hrpb {
-                    mma: HRPB_MMA,
+                    mma: HrpbMma::for_rows(rows, sms),
                     // Balance::Off keeps every panel whole; anything else splits wave-aware.
                     split: if opts.balance == Balance::Off {
                         HrpbSplit::None
@@ -834,8 +851,8 @@ impl Engine {
                 None,
             ),
             KernelRequest::Auto => {
-                let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
-                let kernel = model_kernel(plan, nnz, metcf_blocks, alpha, sms);
+                let kernel =
+                    hrpb_for_rows(model_kernel(plan, nnz, metcf_blocks, alpha, sms), rows, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",
                     KernelChoice::HrpbSpmm => "HRPB",

@@ -51,13 +51,13 @@ enum Candidate {
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
 /// leaves short panels whole), the per-warp k8w first (fastest on the shared datasets' geomean,
-/// docs/kernels/hrpb.md v3) at 10 blocks per SM (k8wo, v4), then k8 at 10 blocks per SM (k8o: one
-/// item per thread block, faster than warp items on short panels over many waves), k8w and k8d4;
-/// panels whole without a cap lost everywhere in session 9's bench; k4 times as k8 within ±3 %.
+/// docs/kernels/hrpb.md v3), then k8o (k8 at 10 blocks per SM: 11-23 % faster than k8w on
+/// REDDIT-BINARY and NotreDame_www, v4), k8 and k8d4; panels whole without a cap lost everywhere
+/// in session 9's bench; k4 times as k8 within ±5 %.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
-    (HrpbMma::K8WO, HrpbSplit::Wave),
-    (HrpbMma::K8O, HrpbSplit::Wave),
     (HrpbMma::K8W, HrpbSplit::Wave),
+    (HrpbMma::K8O, HrpbSplit::Wave),
+    (HrpbMma::K8, HrpbSplit::Wave),
     (HrpbMma::K8D4, HrpbSplit::Wave),
 ];
 
