@@ -572,8 +572,7 @@ impl Engine {
                 &plan,
                 opts,
                 rwo,
-                src.rows(),
-                src.nnz(),
+                src,
                 features.metcf_blocks,
                 features.hrpb_alpha,
             ),
@@ -734,11 +733,11 @@ impl Engine {
         plan: &Plan,
         opts: &PrepareOptions,
         rwo: &[u32],
-        rows: usize,
-        nnz: usize,
+        src: &Csr,
         metcf_blocks: Option<u64>,
         alpha: Option<f64>,
     ) -> (ExecKernel, String, Option<AccSchedule>) {
+        let (rows, nnz) = (src.rows(), src.nnz());
         let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
         if self.gpu.is_none() {
             return (
