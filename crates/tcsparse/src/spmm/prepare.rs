@@ -889,6 +889,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn hrpb_shape_follows_the_row_panels() {
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8o, the split kept; copter2 (3.5 k): k8w.
+        let wave = |mma| ExecKernel::Hrpb {
+            mma,
+            split: HrpbSplit::Wave,
+        };
+        assert_eq!(
+            hrpb_for_rows(HRPB_DEFAULT, 859_254, 132),
+            wave(HrpbMma::K8O)
+        );
+        assert_eq!(hrpb_for_rows(HRPB_DEFAULT, 55_476, 132), wave(HrpbMma::K8W));
+        let whole = ExecKernel::Hrpb {
+            mma: HrpbMma::K4,
+            split: HrpbSplit::None,
+        };
+        assert_eq!(
+            hrpb_for_rows(whole, 859_254, 132),
+            ExecKernel::Hrpb {
+                mma: HrpbMma::K8O,
+                split: HrpbSplit::None
+            }
+        );
+        // Other kernels pass unchanged.
+        assert_eq!(
+            hrpb_for_rows(ExecKernel::Cusparse, 859_254, 132),
+            ExecKernel::Cusparse
+        );
+    }
+
+    #[test]
     fn cuda_core_plans_run_our_csr_kernel_unless_the_matrix_is_tiny() {
         // citeseer (9104 nonzeros): 142 items of 64 for 132 SMs → cuSPARSE.
         assert_eq!(csr_kernel_for(9104, 132), None);
