@@ -29,7 +29,7 @@
 // { panel, brick_begin, brick_end, flags } (a virtual panel of planner::wave::wave_split; bricks are
 // global indices); with warp items (hrpb_spmm_k8w) warp w of TB x runs item 4x + w
 // on features [32 y, +32) instead, and the list is padded to a multiple of 4 with items whose flags
-// bit 1 is set (skipped). flags bit 0: the panel is split over several virtual panels; its rows were
+// bit 1 is set (skipped). k8o is k8 at 10 resident blocks per SM instead of 8. flags bit 0: the panel is split over several virtual panels; its rows were
 // pre-scaled by beta (acc_spmm_prescale, 16-row groups, same stream, just before) and this TB adds
 // alpha * acc with atomics (red.global.add.v4.f32 on the float4 path). Every other panel is written
 // once: alpha * acc + beta * C, C not read when beta == 0, so empty panels are written too (0 or
@@ -51,6 +51,14 @@ typedef unsigned long long u64;
 #define BRICK_WORDS 8
 #ifndef HRPB_MIN_BLOCKS
 #define HRPB_MIN_BLOCKS 8
+#endif
+// The occupancy variant k8o (v4): k8 at 10 resident blocks of 128 threads per SM (48 registers,
+// 4 bytes of spill, ptxas 12.4) instead of 8 (59 registers). k8w built the same way (24 bytes of
+// spill) was 5-17 % slower than k8w and was dropped.
+// ncu on the H200 (docs/kernels/hrpb.md v4): the walk is latency-bound (long-scoreboard stalls,
+// 0.43-0.62 instructions issued per scheduler and cycle, L1 <= 71 %, L2 <= 62 %, DRAM <= 35 %).
+#ifndef HRPB_OCC_BLOCKS
+#define HRPB_OCC_BLOCKS 10
 #endif
 
 __device__ __forceinline__ u32 to_tf32(float x) {
@@ -188,16 +196,23 @@ struct WarpItem {
 };
 
 // Reads this warp's work item; false when the warp has nothing to do (features beyond n, or a
-// padding item). WI (warp items): warp w of TB x runs work item 4x + w on features [32 y, +32),
-// so the 4 warps of a TB walk 4 consecutive (virtual) panels on the same features; else the TB's
-// warps split one item's features.
-template <bool WI>
+// padding item). IPB = work items per thread block (blockDim.y = 4 when IPB > 1):
+//   IPB = 1: the TB's warps split one item's features [32 (y W + w), +32);
+//   IPB = 4 (warp items, k8w): warp w of TB x runs item 4x + w on features [32 y, +32), so the 4
+//            warps walk 4 consecutive (virtual) panels on the same features;
+//   (IPB = 2, pair items: warps 2i and 2i + 1 run item 2x + i on 64 features, was measured as
+//   k8 and dropped: docs/kernels/hrpb.md v4.)
+// Lists with IPB > 1 are padded to a multiple of IPB with skipped items (flags bit 1).
+template <int IPB>
 __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, WarpItem& it) {
-    it.f0 = WI ? (u64)blockIdx.y * 32 : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+    constexpr u32 WPI = IPB > 1 ? 4 / IPB : 1;  // warps per item (IPB > 1)
+    it.f0 = IPB > 1 ? ((u64)blockIdx.y * WPI + threadIdx.y % WPI) * 32
+                    : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
     if (it.f0 >= n) return false;
-    const u32* wk = work + 4ull * (WI ? 4ull * blockIdx.x + threadIdx.y : (u64)blockIdx.x);
+    const u32* wk = work + 4ull * (IPB > 1 ? (u64)IPB * blockIdx.x + threadIdx.y / WPI
+                                           : (u64)blockIdx.x);
     const u32 wflags = __ldg(wk + 3);
-    if (wflags & 2u) return false;  // padding item (WI lists are padded to a multiple of 4)
+    if (wflags & 2u) return false;  // padding item
     it.panel = __ldg(wk);
     it.begin = __ldg(wk + 1);
     it.end = __ldg(wk + 2);
@@ -205,7 +220,7 @@ __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, W
     return true;
 }
 
-template <bool K8, bool WI>
+template <bool K8, int IPB>
 __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           const u32* __restrict__ bricks,
                                           const float* __restrict__ values,
@@ -213,7 +228,7 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
                                           float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                           float alpha, float beta, u32 flags) {
     WarpItem it;
-    if (!warp_item<WI>(work, n, it)) return;  // whole warp
+    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
     const u64 f0 = it.f0;
     const u32 panel = it.panel, begin = it.begin, end = it.end;
     const bool split = it.split;
@@ -263,7 +278,7 @@ __device__ __forceinline__ void load_meta(const u32* __restrict__ bricks, u32 i,
     }
 }
 
-template <int CH, bool WI>
+template <int CH, int IPB>
 __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
                                                const u32* __restrict__ bricks,
                                                const float* __restrict__ values,
@@ -271,7 +286,7 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
                                                float* __restrict__ c, u32 ldc, u32 m, u32 n,
                                                float alpha, float beta, u32 flags) {
     WarpItem it;
-    if (!warp_item<WI>(work, n, it)) return;  // whole warp
+    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
     const u64 f0 = it.f0;
     const u32 panel = it.panel, begin = it.begin, end = it.end;
     const bool split = it.split;
@@ -332,17 +347,21 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 #define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
-    hrpb_spmm<false, false>(HRPB_ARGS);
+    hrpb_spmm<false, 1>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8(HRPB_PARAMS) {
-    hrpb_spmm<true, false>(HRPB_ARGS);
+    hrpb_spmm<true, 1>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8w(HRPB_PARAMS) {
-    hrpb_spmm<true, true>(HRPB_ARGS);
+    hrpb_spmm<true, 4>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d4(HRPB_PARAMS) {
-    hrpb_spmm_deep<4, false>(HRPB_ARGS);
+    hrpb_spmm_deep<4, 1>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o(HRPB_PARAMS) {
+    hrpb_spmm<true, 1>(HRPB_ARGS);
 }

@@ -4,8 +4,8 @@
 //!
 //! Covered: empty panels (inside and trailing), one dense panel, M and K not multiples of 16,
 //! rectangular (tall and wide), hub rows (split panels with atomics), an empty matrix,
-//! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, every kernel (k4, k8, the deep k8d4
-//! and the warp-item k8w) and the
+//! N ∈ {8, 32, 100, 128, 512, 1000}, β = 0 with NaN in C, β ≠ 0, every kernel (k4, k8, the deep k8d4,
+//! the warp-item k8w and k8 built for 10 blocks per SM, k8o) and the
 //! split policies (none, wave, coarse wave, every brick its own piece, pieces of 3); then every shared dataset at N = 128/256/512 with timings against cuSPARSE.
 
 mod data_support;
@@ -255,4 +255,52 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             logs.len()
         );
     }
+}
+
+/// One launch per kernel of the k8 family (k8, k8w, k8o; wave split, N = 128, β = 0 with
+/// NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
+/// prefixes; default cora), each checked against f64 — short enough to run under Nsight Compute
+/// (`ncu -k regex:hrpb_spmm_k8 … --exact hrpb_probe_launches_for_profiling`).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hrpb_probe_launches_for_profiling() {
+    let gpu = gpu();
+    let want = std::env::var("TCSPARSE_HRPB_PROBE").unwrap_or_else(|_| "cora".into());
+    let n = 128;
+    let mut ran = 0;
+    for path in dataset_files(u64::MAX) {
+        let name = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".mtx.gz", "");
+        if !want
+            .split(',')
+            .any(|w| !w.is_empty() && name.starts_with(w))
+        {
+            continue;
+        }
+        let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
+        let h = Hrpb::from_csr(&a).unwrap();
+        let b = dense(a.cols(), n, n, 77);
+        let bd = gpu.upload(&b).unwrap();
+        let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+        let c0 = vec![f32::NAN; a.rows() * n];
+        let ab = spmm_f64(&a, &b, n, n, false);
+        let abs = spmm_f64(&a, &b, n, n, true);
+        for mma in [HrpbMma::K8, HrpbMma::K8W, HrpbMma::K8O] {
+            let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
+            gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
+            d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+            let got = gpu.download(&cd).unwrap();
+            let what = format!("probe {name}/n={n}/{}", mma.name());
+            let e = scaled_error(&what, &got, &ab, &abs);
+            println!("{what}: {} bricks, scaled error {e:.2e}", h.num_bricks());
+            ran += 1;
+        }
+    }
+    assert!(
+        ran > 0,
+        "no shared dataset matches TCSPARSE_HRPB_PROBE={want}"
+    );
 }

@@ -32,12 +32,18 @@ pub const ENTRY_K8: &str = "hrpb_spmm_k8";
 pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 /// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
+/// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
+pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
 pub const MAX_WARPS: usize = 4;
 /// Rows per panel.
 pub const PANEL_ROWS: u32 = 16;
+/// Waves of whole row panels (at 8 thread blocks per SM) from which [`HrpbMma::for_rows`] picks
+/// one work item per thread block (k8o) over warp items (k8w): 4224 panels (67 584 rows) on the
+/// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
+pub const MANY_PANEL_WAVES: usize = 4;
 
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
@@ -76,6 +82,11 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8W,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8O,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -94,11 +105,21 @@ pub enum HrpbMma {
     /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
     /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
     K8W,
+    /// [`HrpbMma::K8`] compiled for 10 resident thread blocks per SM (48 registers, 4 bytes of
+    /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
+    /// warps in flight.
+    K8O,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 4] = [HrpbMma::K4, HrpbMma::K8, HrpbMma::K8D4, HrpbMma::K8W];
+    pub const ALL: [HrpbMma; 5] = [
+        HrpbMma::K4,
+        HrpbMma::K8,
+        HrpbMma::K8D4,
+        HrpbMma::K8W,
+        HrpbMma::K8O,
+    ];
 
     fn entry(self) -> &'static str {
         match self {
@@ -106,30 +127,62 @@ impl HrpbMma {
             HrpbMma::K8 => ENTRY_K8,
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
+            HrpbMma::K8O => ENTRY_K8O,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
             HrpbMma::K8 => "k8",
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
+            HrpbMma::K8O => "k8o",
         }
     }
 
-    /// Whether each warp runs its own work item (4 per thread block) on 32 features.
+    /// Whether a thread block runs several work items (k8w: 4, one per warp) instead of one.
     pub fn warp_items(self) -> bool {
-        matches!(self, HrpbMma::K8W)
+        self.items_per_block() > 1
+    }
+
+    /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
+    /// candidates: [`HrpbMma::K8O`] when the row panels alone make at least
+    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, else [`HrpbMma::K8W`].
+    ///
+    /// Why (H200, docs/kernels/hrpb.md v4): the walk is latency-bound, so resident warps decide.
+    /// Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k,
+    /// mdual 16.2 k) k8w's four warp items per block end at different times and hold the block
+    /// (ncu, REDDIT N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), and
+    /// k8o's one item per block at 10 blocks per SM was 3–23 % faster than k8w; over a few waves
+    /// (every other shared dataset, ≤ 3.5 k panels) the wave split balances k8w's finer units and
+    /// k8w was faster (c-62, copter2, xenon1, BlogCatalog 3–19 %) or within noise.
+    pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
+        let panels = rows.div_ceil(PANEL_ROWS as usize);
+        if panels >= MANY_PANEL_WAVES * 8 * sm_count.max(1) as usize {
+            HrpbMma::K8O
+        } else {
+            HrpbMma::K8W
+        }
+    }
+
+    /// Work items per thread block.
+    pub fn items_per_block(self) -> u32 {
+        match self {
+            HrpbMma::K8W => MAX_WARPS as u32,
+            _ => 1,
+        }
     }
 
     /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
     /// one work item runs on (a thread block, or a warp for [`HrpbMma::warp_items`]).
     fn launch_shape(self, n: usize) -> (u32, u32, u32) {
         if self.warp_items() {
-            let tiles = n.div_ceil(TN).clamp(1, u32::MAX as usize) as u32;
-            (MAX_WARPS as u32, tiles, MAX_WARPS as u32)
+            let ipb = self.items_per_block();
+            let features = TN * (MAX_WARPS / ipb as usize); // per item and thread block row
+            let tiles = n.div_ceil(features).clamp(1, u32::MAX as usize) as u32;
+            (MAX_WARPS as u32, tiles, ipb)
         } else {
             let (warps, tiles) = tiling(n);
             (warps, tiles, 1)
@@ -182,10 +235,10 @@ pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32
     (items, split_panels)
 }
 
-/// Pads a work list to a multiple of [`MAX_WARPS`] items for a kernel with warp items (4 items
-/// per thread block) with items the kernel skips (flags bit 1).
-pub fn pad_warp_items(items: &mut Vec<u32>) {
-    while !(items.len() / 4).is_multiple_of(MAX_WARPS) {
+/// Pads a work list to a multiple of `per_block` items for a kernel with several items per thread
+/// block (k8w: 4) with items the kernel skips (flags bit 1).
+pub fn pad_warp_items(items: &mut Vec<u32>, per_block: u32) {
+    while !(items.len() / 4).is_multiple_of(per_block.max(1) as usize) {
         items.extend_from_slice(&[0, 0, 0, 2]);
     }
 }
@@ -410,7 +463,7 @@ impl HrpbSpmm {
         };
         let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
         if self.mma.warp_items() {
-            pad_warp_items(&mut items);
+            pad_warp_items(&mut items, self.mma.items_per_block());
         }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
@@ -496,7 +549,7 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w(const u32*, const u32*, const float*,
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*, const float*,
         // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
         // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
         // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
@@ -507,9 +560,9 @@ impl HrpbSpmm {
         // proved every brick's values lie inside `values`, every column is < k or the sentinel
         // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
         // inside their panel's (work_items) and the grid has exactly one block per item (one
-        // warp per item with warp items: the list is padded to 4 per block, padding skipped); B reads
-        // are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are not read or stored, rows
-        // ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
+        // warp per item with warp items: the list is padded to a multiple of 4 items, padding
+        // skipped); B reads are < (k−1)·ldb + n ≤ b.len()
+        // (check_dense), features ≥ n are not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
         // pre-scaled on the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(cfg) }?;
         Ok(())
@@ -632,7 +685,11 @@ mod tests {
         let pb = [0u32, 0, 12, 15];
         let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5));
         let before = items.clone();
-        pad_warp_items(&mut items);
+        let mut pairs = items.clone();
+        pad_warp_items(&mut pairs, 2);
+        assert_eq!(pairs.len(), 4 * 6);
+        assert_eq!(&pairs[20..], &[0, 0, 0, 2]);
+        pad_warp_items(&mut items, 4);
         assert_eq!(items.len(), 4 * 8);
         assert_eq!(&items[..before.len()], &before[..]);
         for it in items[before.len()..].chunks(4) {
@@ -640,15 +697,23 @@ mod tests {
         }
         assert!(before.chunks(4).all(|it| it[3] & 2 == 0));
         let mut four = items[..16].to_vec();
-        pad_warp_items(&mut four);
+        pad_warp_items(&mut four, 4);
         assert_eq!(four.len(), 16);
         let mut none = Vec::new();
-        pad_warp_items(&mut none);
+        pad_warp_items(&mut none, 4);
         assert!(none.is_empty());
         // Launch shapes: warp items always run 4 warps on ⌈n/32⌉ feature tiles, 4 items per block.
         assert_eq!(HrpbMma::K8W.launch_shape(8), (4, 1, 4));
         assert_eq!(HrpbMma::K8W.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
+        assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
+        // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8O); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8O); // mdual
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8O);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8W); // copter2
+        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
     }
 }

@@ -278,6 +278,7 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8 => 1,
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
+                HrpbMma::K8O => 4,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -401,6 +402,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 1 => HrpbMma::K8,
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
+                4 => HrpbMma::K8O,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

@@ -32,9 +32,11 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
-/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb`: m16n8k8 with
-/// warp items (a thread block's warps walk consecutive panels on the same features), 1.099× vs
-/// k8's 1.050× cuSPARSE geomean on the shared datasets (H200, same process; docs/kernels/hrpb.md v3).
+/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb` as
+/// [`model_kernel`] returns it: m16n8k8 with warp items (a thread block's warps walk consecutive
+/// panels on the same features), 1.099× vs k8's 1.050× cuSPARSE geomean on the shared datasets
+/// (H200, same process; docs/kernels/hrpb.md v3). [`Engine::prepare`] then sets the shape from
+/// the matrix's rows ([`hrpb_for_rows`]: k8o over many waves of panels, v4).
 const HRPB_MMA: HrpbMma = HrpbMma::K8W;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
@@ -162,6 +164,18 @@ pub fn model_kernel(
         }
         KernelChoice::HrpbSpmm => HRPB_DEFAULT,
         KernelChoice::Cusparse => csr(),
+    }
+}
+
+/// `k` with an HRPB kernel's MMA shape set for a matrix of `rows` rows on `sm_count` SMs
+/// ([`HrpbMma::for_rows`]); any other kernel unchanged.
+fn hrpb_for_rows(k: ExecKernel, rows: usize, sm_count: u32) -> ExecKernel {
+    match k {
+        ExecKernel::Hrpb { split, .. } => ExecKernel::Hrpb {
+            mma: HrpbMma::for_rows(rows, sm_count),
+            split,
+        },
+        k => k,
     }
 }
 
@@ -614,7 +628,7 @@ impl Engine {
                 &plan,
                 opts,
                 rwo,
-                src.nnz(),
+                src,
                 features.metcf_blocks,
                 features.hrpb_alpha,
             ),
@@ -776,10 +790,12 @@ impl Engine {
         plan: &Plan,
         opts: &PrepareOptions,
         rwo: &[u32],
-        nnz: usize,
+        src: &Csr,
         metcf_blocks: Option<u64>,
         alpha: Option<f64>,
     ) -> (ExecKernel, String, Option<AccSchedule>) {
+        let (rows, nnz) = (src.rows(), src.nnz());
+        let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
         if self.gpu.is_none() {
             return (
                 ExecKernel::CpuBitTcf,
@@ -879,7 +895,7 @@ impl Engine {
             ),
             KernelRequest::Hrpb => (
                 ExecKernel::Hrpb {
-                    mma: HRPB_MMA,
+                    mma: HrpbMma::for_rows(rows, sms),
                     // Balance::Off keeps every panel whole; anything else splits wave-aware.
                     split: if opts.balance == Balance::Off {
                         HrpbSplit::None
@@ -891,8 +907,8 @@ impl Engine {
                 None,
             ),
             KernelRequest::Auto => {
-                let sms = self.gpu.as_ref().map_or(1, |g| g.info().sm_count.max(1));
-                let kernel = model_kernel(plan, nnz, metcf_blocks, alpha, sms);
+                let kernel =
+                    hrpb_for_rows(model_kernel(plan, nnz, metcf_blocks, alpha, sms), rows, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",
                     KernelChoice::HrpbSpmm => "HRPB",
@@ -928,6 +944,36 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hrpb_shape_follows_the_row_panels() {
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8o, the split kept; copter2 (3.5 k): k8w.
+        let wave = |mma| ExecKernel::Hrpb {
+            mma,
+            split: HrpbSplit::Wave,
+        };
+        assert_eq!(
+            hrpb_for_rows(HRPB_DEFAULT, 859_254, 132),
+            wave(HrpbMma::K8O)
+        );
+        assert_eq!(hrpb_for_rows(HRPB_DEFAULT, 55_476, 132), wave(HrpbMma::K8W));
+        let whole = ExecKernel::Hrpb {
+            mma: HrpbMma::K4,
+            split: HrpbSplit::None,
+        };
+        assert_eq!(
+            hrpb_for_rows(whole, 859_254, 132),
+            ExecKernel::Hrpb {
+                mma: HrpbMma::K8O,
+                split: HrpbSplit::None
+            }
+        );
+        // Other kernels pass unchanged.
+        assert_eq!(
+            hrpb_for_rows(ExecKernel::Cusparse, 859_254, 132),
+            ExecKernel::Cusparse
+        );
+    }
 
     #[test]
     fn cuda_core_plans_run_our_csr_kernel_unless_the_matrix_is_tiny() {

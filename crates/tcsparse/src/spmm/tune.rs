@@ -49,14 +49,16 @@ enum Candidate {
     Hrpb(Box<HrpbSpmm>),
 }
 
-/// HRPB candidates a tuned preparation times: every kernel under the wave-aware split (which
+/// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
 /// leaves short panels whole), the per-warp k8w first (fastest on the shared datasets' geomean,
-/// docs/kernels/hrpb.md v3); panels whole without a cap lost everywhere in session 9's bench.
+/// docs/kernels/hrpb.md v3), then k8o (k8 at 10 blocks per SM: 13-23 % faster than k8w on
+/// REDDIT-BINARY and NotreDame_www, v4), k8 and k8d4; panels whole without a cap lost everywhere
+/// in session 9's bench; k4 timed 0.96-1.06 × k8.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8W, HrpbSplit::Wave),
+    (HrpbMma::K8O, HrpbSplit::Wave),
     (HrpbMma::K8, HrpbSplit::Wave),
     (HrpbMma::K8D4, HrpbSplit::Wave),
-    (HrpbMma::K4, HrpbSplit::Wave),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
