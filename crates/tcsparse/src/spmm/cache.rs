@@ -3,8 +3,9 @@
 //! the same options, N, device and library version skips reordering and tuning.
 //!
 //! Key = SHA-256 over a domain tag, the library version, the matrix's content checksum
-//! ([`content_checksum`]: BLAKE3 of its shape and arrays, in parallel), the options (all but `cache_dir`), N and the device (backend, GPU name,
-//! SM count, compute capability, planner preset). File `<dir>/<key hex>.plan`:
+//! ([`content_checksum`]: BLAKE3 of its shape and arrays, in parallel), the options (all but
+//! `cache_dir`), N and the device (backend, GPU name, SM count, compute capability, planner
+//! preset). File `<dir>/<key hex>.plan`:
 //!
 //! | bytes | field |
 //! |---|---|
