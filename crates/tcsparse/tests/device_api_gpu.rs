@@ -278,6 +278,36 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
     }
 }
 
+/// `Engine::warm_up` before and beside a preparation whose uploads go through the staging
+/// buffers (arrays of ≥ 4 MB): the products still meet the bound (an upload that meets the
+/// warm-up mid-way takes the pageable path).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn warm_up_beside_a_preparation_changes_no_result() {
+    let engine = engine();
+    engine.warm_up().unwrap();
+    let a = tcsparse::formats::generate::uniform_random(200_000, 150_000, 6.0, 11).unwrap();
+    assert!(a.nnz() * 4 >= tcsparse::gpu::STAGED_UPLOAD_BYTES);
+    let n = 8;
+    let b = values(a.cols() * n, 12);
+    let c0 = values(a.rows() * n, 13);
+    for kernel in [KernelRequest::Cusparse, KernelRequest::Csr] {
+        let opts = PrepareOptions::builder()
+            .kernel(kernel)
+            .reorder(ReorderChoice::None)
+            .n(n)
+            .build();
+        let mut p = std::thread::scope(|s| {
+            s.spawn(|| engine.warm_up().unwrap());
+            engine.prepare(&a, &opts).unwrap()
+        });
+        let mut c = c0.clone();
+        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+        assert!(err <= bound(&p, &a), "{kernel:?}: scaled error {err:.3e}");
+    }
+}
+
 /// An engine on the caller's context and stream queues its work there.
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -136,6 +136,8 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::None)
         .build();
+    // (Nothing to warm up on the CPU path.)
+    engine.warm_up().unwrap();
     let mut shared = engine.prepare_shared(&a, &opts).unwrap();
     let mut borrowed = engine.prepare(&a, &opts).unwrap();
     assert!(std::ptr::eq(shared.matrix(), &*a));
