@@ -911,13 +911,6 @@ SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
 // Caveat shared with the MMA kernels: an inf/NaN in X multiplies the zeros of its tile column too.
 // ---------------------------------------------------------------------------------------------
 
-// e = the tile where the half's current row ends (clipped to te), e_next the next row's; past the
-// half's last row both are TC_NO_ROW (above every tile index), so "row ends here" is just t == e.
-#define TC_NO_ROW 0xffffffffu
-// x offset of the lanes whose column g is no right-hand side (g >= N): every offset m.z * 8N + it
-// is >= K * N, so they load nothing ((K + 16) * N < 2^31, checked at launch).
-#define TC_NO_X 0x80000000u
-
 struct TcHalf {
     u32 row, rend, t, te, e, e_next, slot;
     bool split;
@@ -934,9 +927,9 @@ __device__ __forceinline__ void tc_init(TcHalf& h, uint4 w, const u32* __restric
     h.t = w.z;
     h.te = w.w;
     const bool in = h.row < h.rend;
-    h.e = in ? min(__ldg(ptr + h.row + 1), h.te) : TC_NO_ROW;
+    h.e = in ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
     h.s = (F16 && in) ? __ldg(row_scale + h.row) : 1.0f;
-    h.e_next = h.row + 1u < h.rend ? min(__ldg(ptr + h.row + 2), h.te) : TC_NO_ROW;
+    h.e_next = h.row + 1u < h.rend ? __ldg(ptr + h.row + 2) : h.te;
     h.s_next = (F16 && h.row + 1u < h.rend) ? __ldg(row_scale + h.row + 1) : 1.0f;
 }
 
@@ -946,7 +939,7 @@ __device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __
                                           const float* __restrict__ row_scale,
                                           float* __restrict__ y, float* __restrict__ partial,
                                           u32 rows, float alpha, float beta, u32 g, u32 t) {
-    while (h.t == h.e) {  // warp-uniform (e = TC_NO_ROW past the last row)
+    while (h.row < h.rend && h.t == h.e) {  // warp-uniform
         const float sc = alpha * h.s;
         const u64 yr = (u64)h.row * 8u + g;
 #pragma unroll
@@ -964,68 +957,37 @@ __device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __
             }
         }
         ++h.row;
-        h.e = h.e_next;
+        h.e = min(h.e_next, h.te);
         h.s = h.s_next;
-        h.e_next = TC_NO_ROW;
         if (h.row + 1u < h.rend) {
-            h.e_next = min(__ldg(ptr + h.row + 2), h.te);
+            h.e_next = __ldg(ptr + h.row + 2);
             if (F16) h.s_next = __ldg(row_scale + h.row + 1);
         }
     }
 }
 
-// Lane constants of the decode and the x load: row g's word (hi: bitmap bits 32-63), the masks of
-// the bits below positions (g, t) and (g, t + 4) inside that word and their own bits; the lane's x
-// element offset t * N + g inside a tile's segment (TC_NO_X when g >= N), so that x element
-// (8c + t, g) exists iff 8cN + xoff < xend = K * N (32-bit offsets: (K + 16) * N < 2^31, checked
-// at launch).
+// Lane constants of the decode: row g's word (hi: bitmap bits 32-63), the masks of the bits below
+// positions (g, t) and (g, t + 4) inside that word, and their own bits.
 struct TcLane {
     bool hi;
-    u32 below0, below1, bit0, bit1, xoff;
+    u32 below0, below1, bit0, bit1;
 };
 
-// Keeps a lane constant in a register: NVVM otherwise recomputes it from %tid.x in every tile.
-__device__ __forceinline__ u32 tc_keep(u32 v) {
-    asm volatile("" : "+r"(v));
-    return v;
-}
-
 // A fragment (a0 = T[g][t], a2 = T[g][t + 4], TF32 bits) and B fragment (b0 = x[8c + t][g],
-// b1 = x[8c + t + 4][g], TF32) of tile record m; zeros for a zero record. v5c: no branches -- every
-// load is from a valid address (a position whose bit is clear loads the tile's first value, a
-// dead x element loads x[0]) and a select zeroes what must be zero; 32-bit element offsets.
+// b1 = x[8c + t + 4][g], TF32) of tile record m; zeros for a zero record.
 template <int F16, int N>
 __device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ values,
-                                            const float* __restrict__ x, u32 xend, TcLane L,
-                                            u32 a[2], u32 b[2]) {
+                                            const float* __restrict__ x, u32 cols, TcLane L,
+                                            u32 g, u32 t, u32 a[2], u32 b[2]) {
     const u32 w = L.hi ? m.y : m.x;
     const u32 base = m.w + (L.hi ? __popc(m.x) : 0u);
-    const bool on0 = (w & L.bit0) != 0u, on1 = (w & L.bit1) != 0u;
-    const u32 i0 = on0 ? base + __popc(w & L.below0) : m.w;
-    const u32 i1 = on1 ? base + __popc(w & L.below1) : m.w;
-    const float v0 = core_val<F16>(values, i0), v1 = core_val<F16>(values, i1);
-    a[0] = on0 ? __float_as_uint(v0) : 0u;
-    a[1] = on1 ? __float_as_uint(v1) : 0u;
-    // A zero record has m.z = ceil(K / 8) (tc_record), so its offsets are >= xend too.
-    const u32 o0 = m.z * (8u * N) + L.xoff, o1 = o0 + 4u * N;
-    const bool ok0 = o0 < xend, ok1 = o1 < xend;
-    const float x0 = __ldg(x + (ok0 ? o0 : 0u)), x1 = __ldg(x + (ok1 ? o1 : 0u));
-    const u32 r0 = f32_to_tf32(x0), r1 = f32_to_tf32(x1);  // unconditional: no branch
-    b[0] = ok0 ? r0 : 0u;
-    b[1] = ok1 ? r1 : 0u;
-}
-
-// Tile record i of a half ending at te, or a zero record past te: loaded from tile 0 (valid: the
-// walk only runs while some half has a tile), its bitmap zeroed and its column set to zseg =
-// ceil(K / 8) (no x element), without a branch. Its value offset stays tile 0's (valid).
-__device__ __forceinline__ uint4 tc_record(const uint4* __restrict__ tiles, u32 i, u32 te,
-                                           u32 zseg) {
-    const bool in = i < te;
-    uint4 r = __ldg(tiles + (in ? i : 0u));
-    r.x = in ? r.x : 0u;
-    r.y = in ? r.y : 0u;
-    r.z = in ? r.z : zseg;
-    return r;
+    const u32 i0 = base + __popc(w & L.below0), i1 = base + __popc(w & L.below1);
+    a[0] = (w & L.bit0) ? __float_as_uint(core_val<F16>(values, i0)) : 0u;
+    a[1] = (w & L.bit1) ? __float_as_uint(core_val<F16>(values, i1)) : 0u;
+    const u32 k0 = m.z * 8u + t;
+    const bool live = (m.x | m.y) != 0u && g < (u32)N;
+    b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
+    b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
 }
 
 template <int F16, int N, int U>
@@ -1042,39 +1004,37 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
     const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3u;
     TcLane L;
     L.hi = g >= 4u;
-    L.xoff = tc_keep(g < (u32)N ? t * (u32)N + g : TC_NO_X);
-    const u32 zseg = (cols + 7u) / 8u, xend = cols * (u32)N;
     const u32 p0 = 8u * (g & 3u) + t;  // position (g, t) inside row g's word
-    L.below0 = tc_keep((1u << p0) - 1u);
-    L.below1 = tc_keep((1u << (p0 + 4u)) - 1u);
-    L.bit0 = tc_keep(1u << p0);
-    L.bit1 = tc_keep(1u << (p0 + 4u));
+    L.below0 = (1u << p0) - 1u;
+    L.below1 = (1u << (p0 + 4u)) - 1u;
+    L.bit0 = 1u << p0;
+    L.bit1 = 1u << (p0 + 4u);
     TcHalf h0, h1;
     tc_init<F16>(h0, __ldg(work + 2 * item), ptr, row_scale);
     tc_init<F16>(h1, __ldg(work + 2 * item + 1), ptr, row_scale);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
     tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
-    if (!(h0.t < h0.te || h1.t < h1.te)) return;  // warp-uniform; else tile 0 exists
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m0[U], m1[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        m0[u] = tc_record(tiles, h0.t + u, h0.te, zseg);
-        m1[u] = tc_record(tiles, h1.t + u, h1.te, zseg);
+        m0[u] = h0.t + u < h0.te ? __ldg(tiles + h0.t + u) : zero;
+        m1[u] = h1.t + u < h1.te ? __ldg(tiles + h1.t + u) : zero;
     }
     while (h0.t < h0.te || h1.t < h1.te) {  // warp-uniform
         // Next iteration's records (tiles t + U .. t + 2U - 1 of each half), prefetched.
         uint4 n0[U], n1[U];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            n0[u] = tc_record(tiles, h0.t + U + u, h0.te, zseg);
-            n1[u] = tc_record(tiles, h1.t + U + u, h1.te, zseg);
+            n0[u] = h0.t + U + u < h0.te ? __ldg(tiles + h0.t + U + u) : zero;
+            n1[u] = h1.t + U + u < h1.te ? __ldg(tiles + h1.t + U + u) : zero;
         }
         u32 a0[U][2], a1[U][2], b0[U][2], b1[U][2];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            tc_operands<F16, N>(m0[u], values, x, xend, L, a0[u], b0[u]);
-            tc_operands<F16, N>(m1[u], values, x, xend, L, a1[u], b1[u]);
+            tc_operands<F16, N>(m0[u], values, x, cols, L, g, t, a0[u], b0[u]);
+            tc_operands<F16, N>(m1[u], values, x, cols, L, g, t, a1[u], b1[u]);
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -1082,8 +1042,8 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
             // [T1; 0] x1 (rows 0-7: a0, a2), then [0; T2] x2 (rows 8-15: a1, a3).
             mma_tf32(acc, a0[u][0], 0u, a0[u][1], 0u, b0[u][0], b0[u][1]);
             mma_tf32(acc, 0u, a1[u][0], 0u, a1[u][1], b1[u][0], b1[u][1]);
-            h0.t += h0.t < h0.te ? 1u : 0u;
-            h1.t += h1.t < h1.te ? 1u : 0u;
+            if (h0.t < h0.te) ++h0.t;
+            if (h1.t < h1.te) ++h1.t;
             tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
             tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
         }
@@ -1125,9 +1085,9 @@ SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
 SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
 SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 3)
 SPMV_TC_ENTRY(spmv_tc2_f32, 0, 2, 4)
-SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 3)
+SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 4)
 SPMV_TC_ENTRY(spmv_tc4_f32, 0, 4, 4)
-SPMV_TC_ENTRY(spmv_tc5_f32, 0, 5, 3)
-SPMV_TC_ENTRY(spmv_tc6_f32, 0, 6, 3)
+SPMV_TC_ENTRY(spmv_tc5_f32, 0, 5, 4)
+SPMV_TC_ENTRY(spmv_tc6_f32, 0, 6, 4)
 SPMV_TC_ENTRY(spmv_tc7_f32, 0, 7, 4)
 SPMV_TC_ENTRY(spmv_tc8_f32, 0, 8, 4)

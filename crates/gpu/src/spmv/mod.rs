@@ -864,15 +864,6 @@ impl BitBsrSpmv {
         if self.rows == 0 {
             return Ok(());
         }
-        // spmv_tc{n} addresses X with 32-bit element offsets below 2^31 + (K + 11)·n.
-        if self.kernel_name(n).starts_with("spmv_tc")
-            && (self.cols as u64 + 16) * n as u64 >= 1 << 31
-        {
-            return Err(GpuError::Invalid(format!(
-                "the tc layout needs (K + 16)·n < 2^31, got K = {} and n = {n}",
-                self.cols
-            )));
-        }
         let g = &self.gpu;
         let (rows, cols, n32) = (self.rows as u32, self.cols as u32, n as u32);
         let core = self.uses_core(n);
@@ -953,7 +944,7 @@ impl BitBsrSpmv {
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
             // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
-            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel; an unused element reads x[0]; 32-bit offsets, bounded above), one warp per item,
+            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), one warp per item,
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
             // extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
