@@ -56,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let plan = plan_spmm(&features, bittcf.row_window_offset(), &device);
             let k = model_kernel(
                 &plan,
+                a_re.rows(),
                 a_re.nnz(),
                 features.metcf_blocks,
                 features.hrpb_alpha,

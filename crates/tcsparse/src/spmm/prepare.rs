@@ -32,18 +32,17 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 /// Most blocks per thread block of an explicitly requested row-tile kernel with `Balance::On`.
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
-/// The HRPB kernel of a plain (untuned) preparation and of `KernelRequest::Hrpb` as
-/// [`model_kernel`] returns it: m16n8k8 with warp items (a thread block's warps walk consecutive
-/// panels on the same features), 1.099× vs k8's 1.050× cuSPARSE geomean on the shared datasets
-/// (H200, same process; docs/kernels/hrpb.md v3). [`Engine::prepare`] then sets the shape from
-/// the matrix's rows ([`hrpb_for_rows`]: k8o over many waves of panels, v4).
-const HRPB_MMA: HrpbMma = HrpbMma::K8W;
-
-/// The HRPB kernel a plain (untuned) preparation runs when the planner picks HRPB.
-const HRPB_DEFAULT: ExecKernel = ExecKernel::Hrpb {
-    mma: HRPB_MMA,
-    split: HrpbSplit::Wave,
-};
+/// The HRPB kernel a plain (untuned) preparation runs when the model picks HRPB, for a matrix of
+/// `rows` rows on `sm_count` SMs: the wave-aware split, and [`HrpbMma::for_rows`]'s shape (k8w,
+/// m16n8k8 with warp items: 1.099× vs k8's 1.050× cuSPARSE geomean on the shared datasets,
+/// docs/kernels/hrpb.md v3; k8o over many waves of panels, v4). `KernelRequest::Hrpb` takes the
+/// same shape.
+fn hrpb_default(rows: usize, sm_count: u32) -> ExecKernel {
+    ExecKernel::Hrpb {
+        mma: HrpbMma::for_rows(rows, sm_count),
+        split: HrpbSplit::Wave,
+    }
+}
 
 /// Warp items of the CSR kernel per SM below which an untuned preparation keeps cuSPARSE for a
 /// CUDA-core plan: too little work to hide the kernel's load latency (citeseer, 9 k nonzeros:
@@ -141,13 +140,14 @@ const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
 ///    (`metcf_kernel`), Acc-SpMM balanced at High α.
 pub fn model_kernel(
     plan: &Plan,
+    rows: usize,
     nnz: usize,
     metcf_blocks: Option<u64>,
     alpha: Option<f64>,
     sm_count: u32,
 ) -> ExecKernel {
     if nnz > 0 && alpha.is_some() && at_launch_floor(nnz, sm_count) {
-        return HRPB_DEFAULT;
+        return hrpb_default(rows, sm_count);
     }
     let csr = || csr_kernel_for(nnz, sm_count).unwrap_or(ExecKernel::Cusparse);
     match plan.choice {
@@ -162,20 +162,8 @@ pub fn model_kernel(
         KernelChoice::AccSpmm { balanced: false } | KernelChoice::MeTcfSpmm => {
             metcf_kernel(nnz, metcf_blocks)
         }
-        KernelChoice::HrpbSpmm => HRPB_DEFAULT,
+        KernelChoice::HrpbSpmm => hrpb_default(rows, sm_count),
         KernelChoice::Cusparse => csr(),
-    }
-}
-
-/// `k` with an HRPB kernel's MMA shape set for a matrix of `rows` rows on `sm_count` SMs
-/// ([`HrpbMma::for_rows`]); any other kernel unchanged.
-fn hrpb_for_rows(k: ExecKernel, rows: usize, sm_count: u32) -> ExecKernel {
-    match k {
-        ExecKernel::Hrpb { split, .. } => ExecKernel::Hrpb {
-            mma: HrpbMma::for_rows(rows, sm_count),
-            split,
-        },
-        k => k,
     }
 }
 
@@ -907,8 +895,7 @@ impl Engine {
                 None,
             ),
             KernelRequest::Auto => {
-                let kernel =
-                    hrpb_for_rows(model_kernel(plan, nnz, metcf_blocks, alpha, sms), rows, sms);
+                let kernel = model_kernel(plan, rows, nnz, metcf_blocks, alpha, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",
                     KernelChoice::HrpbSpmm => "HRPB",
@@ -952,26 +939,26 @@ mod tests {
             mma,
             split: HrpbSplit::Wave,
         };
+        let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
-            hrpb_for_rows(HRPB_DEFAULT, 859_254, 132),
+            model_kernel(&hrpb, 859_254, 1_991_016, None, Some(0.3), 132),
             wave(HrpbMma::K8O)
         );
-        assert_eq!(hrpb_for_rows(HRPB_DEFAULT, 55_476, 132), wave(HrpbMma::K8W));
-        let whole = ExecKernel::Hrpb {
-            mma: HrpbMma::K4,
-            split: HrpbSplit::None,
-        };
         assert_eq!(
-            hrpb_for_rows(whole, 859_254, 132),
-            ExecKernel::Hrpb {
-                mma: HrpbMma::K8O,
-                split: HrpbSplit::None
-            }
+            model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
+            wave(HrpbMma::K8W)
         );
-        // Other kernels pass unchanged.
+        // The launch-floor rule takes the same shape (cora: few panels → k8w).
         assert_eq!(
-            hrpb_for_rows(ExecKernel::Cusparse, 859_254, 132),
-            ExecKernel::Cusparse
+            model_kernel(
+                &plan(KernelChoice::Cusparse),
+                2_708,
+                10_556,
+                None,
+                Some(0.067),
+                132
+            ),
+            wave(HrpbMma::K8W)
         );
     }
 
@@ -1024,45 +1011,54 @@ mod tests {
             KernelChoice::AccSpmm { balanced: true },
         ] {
             assert_eq!(
-                model_kernel(&plan(c), 10_556, Some(2000), Some(0.067), 132),
-                HRPB_DEFAULT
+                model_kernel(&plan(c), 2_708, 10_556, Some(2000), Some(0.067), 132),
+                hrpb_default(2_708, 132)
             );
         }
         // … but only where HRPB was built (α known); an empty matrix keeps the plan.
         assert_eq!(
-            model_kernel(&plan(KernelChoice::Cusparse), 10_556, None, None, 132),
+            model_kernel(
+                &plan(KernelChoice::Cusparse),
+                2_708,
+                10_556,
+                None,
+                None,
+                132
+            ),
             ExecKernel::Cusparse
         );
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
         assert_eq!(
-            model_kernel(&acc(true), 559_343, Some(40_000), Some(0.14), 132),
+            model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.14), 132),
             ExecKernel::CsrCuda { chunk_nnz: 64 }
         );
         assert_eq!(
-            model_kernel(&acc(true), 559_343, Some(40_000), Some(0.3), 132),
+            model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.3), 132),
             ExecKernel::AccSpmm {
                 schedule: ScheduleKind::Balanced
             }
         );
         // 3. Unbalanced Acc-SpMM → TC16d, one window per thread block (PROTEINS_full).
         assert_eq!(
-            model_kernel(&acc(false), 162_088, Some(12_000), Some(0.15), 132),
+            model_kernel(&acc(false), 43_471, 162_088, Some(12_000), Some(0.15), 132),
             tc16d
         );
         // 4. The rest as planned.
         assert_eq!(
             model_kernel(
                 &plan(KernelChoice::HrpbSpmm),
+                100_000,
                 1_000_000,
                 None,
                 Some(0.4),
                 132
             ),
-            HRPB_DEFAULT
+            hrpb_default(100_000, 132)
         );
         assert_eq!(
             model_kernel(
                 &plan(KernelChoice::Cusparse),
+                859_254,
                 1_991_016,
                 None,
                 Some(0.077),
