@@ -12,7 +12,7 @@ mod data_support;
 
 mod acc_support;
 
-use data_support::dataset_files;
+use data_support::{dataset_files, dataset_name};
 
 use acc_support::*;
 use cudarc::driver::CudaSlice;
@@ -231,11 +231,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
         "err"
     );
     for path in dataset_files(10 << 20) {
-        let name = path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".mtx.gz", "");
+        let name = dataset_name(&path);
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let bt = OwnedBitTcf::from_csr(&a);
         let unb = unbalanced_schedule(&bt.rwo);

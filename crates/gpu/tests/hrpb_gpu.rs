@@ -12,7 +12,7 @@ mod data_support;
 
 mod acc_support;
 
-use data_support::dataset_files;
+use data_support::{dataset_files, dataset_name};
 
 use acc_support::*;
 use rayon::prelude::*;
@@ -177,11 +177,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
     let mut col_logs = vec![0f64; labels.len()];
     let mut logs = Vec::new();
     for path in dataset_files(u64::MAX) {
-        let name = path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".mtx.gz", "");
+        let name = dataset_name(&path);
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let h = Hrpb::from_csr(&a).unwrap();
         let alpha = a.nnz() as f64 / (64.0 * h.num_bricks().max(1) as f64);
@@ -269,11 +265,7 @@ fn hrpb_probe_launches_for_profiling() {
     let n = 128;
     let mut ran = 0;
     for path in dataset_files(u64::MAX) {
-        let name = path
-            .file_name()
-            .unwrap()
-            .to_string_lossy()
-            .replace(".mtx.gz", "");
+        let name = dataset_name(&path);
         if !want
             .split(',')
             .any(|w| !w.is_empty() && name.starts_with(w))

@@ -46,6 +46,12 @@ pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
     v
 }
 
+/// A dataset's name: its file name without `.mtx.gz`.
+pub fn dataset_name(path: &Path) -> String {
+    path.file_name()
+        .map_or_else(String::new, |f| f.to_string_lossy().replace(".mtx.gz", ""))
+}
+
 /// A shared dataset through the project's reader. Pattern matrices get random values in [-1, 1)
 /// so products are not all-ones.
 pub fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
