@@ -132,7 +132,7 @@ impl Gate {
         let row = |r: usize| &idx[ip[r] as usize..ip[r + 1] as usize];
         // (Debug-level marks of the phases: `RUST_LOG=tcsparse_reorder=debug`.)
         let t0 = std::time::Instant::now();
-        let mark = |what: &str| {
+        let mark = |what: std::fmt::Arguments<'_>| {
             tracing::debug!("gate +{:.1} ms: {what}", t0.elapsed().as_secs_f64() * 1e3)
         };
         let s = self.sample_rows.clamp(1, rows);
@@ -145,7 +145,7 @@ impl Gate {
         scols.par_sort_unstable();
         scols.dedup();
         let (lists, pairs) = candidate_lists(a, &scols, self.max_scan);
-        mark(&format!(
+        mark(format_args!(
             "candidate lists of {} sampled columns from {} nonzeros: {} + {} pairs",
             scols.len(),
             a.nnz(),
@@ -198,7 +198,7 @@ impl Gate {
                 (nnz, (cols.len() as u64).div_ceil(8))
             })
             .reduce(|| (0, 0), |x, y| (x.0 + y.0, x.1 + y.1));
-        mark("windows of the sampled rows");
+        mark(format_args!("windows of the sampled rows"));
         let est = if blocks == 0 {
             0.0
         } else {

@@ -577,7 +577,7 @@ impl Engine {
         };
         let t_family = Instant::now();
         // (Debug-level marks of where the tuning time goes: `RUST_LOG=tcsparse=debug`.)
-        let mark = |what: &str| {
+        let mark = |what: std::fmt::Arguments<'_>| {
             tracing::debug!(
                 "tuning +{:.1} ms: {what}",
                 t_family.elapsed().as_secs_f64() * 1e3
@@ -585,7 +585,7 @@ impl Engine {
         };
         let mut cus =
             self.prepare_reordered(a, cus_stage, &fixed(KernelRequest::Cusparse, Balance::Auto))?;
-        mark(&format!(
+        mark(format_args!(
             "cuSPARSE prepared (plan {:.1} ms, upload {:.1} ms)",
             cus.report.plan_s * 1e3,
             cus.report.upload_s * 1e3
@@ -596,7 +596,7 @@ impl Engine {
         let a = original.as_ref().map_or(a, Source::Shared);
         let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
-        mark("tuning's B and C on the device");
+        mark(format_args!("tuning's B and C on the device"));
         let cus_name = if cus.perm.is_some() {
             "cuSPARSE (reordered)"
         } else {
@@ -619,7 +619,10 @@ impl Engine {
             ms: cus_ms,
         });
         tuning.bound = cus_ms;
-        mark(&format!("cuSPARSE timed ({} samples)", cus_samples.len()));
+        mark(format_args!(
+            "cuSPARSE timed ({} samples)",
+            cus_samples.len()
+        ));
         tuning.cost("cuSPARSE", t_family);
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
