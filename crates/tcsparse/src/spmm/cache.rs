@@ -84,10 +84,14 @@ fn hash_le<T: bytemuck::Pod>(h: &mut blake3::Hasher, x: &[T]) {
     if cfg!(target_endian = "little") {
         h.update_rayon(bytemuck::cast_slice(x));
     } else {
-        for e in x {
-            let mut b = bytemuck::bytes_of(e).to_vec();
-            b.reverse();
-            h.update(&b);
+        // (Each element's bytes reversed, a chunk at a time through one buffer.)
+        let mut buf = Vec::new();
+        for chunk in x.chunks(1 << 14) {
+            buf.clear();
+            for e in chunk {
+                buf.extend(bytemuck::bytes_of(e).iter().rev());
+            }
+            h.update(&buf);
         }
     }
 }
