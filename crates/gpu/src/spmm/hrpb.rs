@@ -549,21 +549,22 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*, const float*,
-        // const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES, checked against
-        // the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a multiple of 4 and
-        // B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so every float4
-        // address is 16-byte aligned (each lane's first feature is a multiple of 4). (2) Only C is
-        // written and it is borrowed mutably (raw pointers through device_ptr/device_ptr_mut, whose
-        // guards order the launch after earlier work on B and C); the layout and work buffers are
-        // private and never written after upload. (3) Reads stay in bounds: HrpbDevice::validate
-        // proved every brick's values lie inside `values`, every column is < k or the sentinel
-        // (never read), and the panel prefix ends at the brick count; work items hold brick ranges
-        // inside their panel's (work_items) and the grid has exactly one block per item (one
-        // warp per item with warp items: the list is padded to a multiple of 4 items, padding
-        // skipped); B reads are < (k−1)·ldb + n ≤ b.len()
-        // (check_dense), features ≥ n are not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked. (4) Split panels were
-        // pre-scaled on the same stream just before, so the atomic adds land on β·C.
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*,
+        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES,
+        // checked against the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a
+        // multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so
+        // every float4 address is 16-byte aligned (each lane's first feature is a multiple of 4).
+        // (2) Only C is written and it is borrowed mutably (raw pointers through
+        // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C);
+        // the layout and work buffers are private and never written after upload. (3) Reads stay
+        // in bounds: HrpbDevice::validate proved every brick's values lie inside `values`, every
+        // column is < k or the sentinel (never read), and the panel prefix ends at the brick
+        // count; work items hold brick ranges inside their panel's (work_items) and the grid has
+        // exactly one block per `items_per_block` items (the list is padded to a multiple of it,
+        // padding skipped); B reads are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are
+        // not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked.
+        // (4) Split panels were pre-scaled on the same stream just before, so the atomic adds land
+        // on β·C.
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
