@@ -288,10 +288,166 @@ impl RowTileTcf {
     }
 }
 
+/// The skeleton of a [`RowTileTcf`] without masks or values: its shape, window height, window
+/// block prefix and block columns. The plan cache stores it (a 32nd of a 32-row dense-tile layout)
+/// so that a cache hit can fill the tiles on the GPU straight from the CSR.
+///
+/// Invariants (checked by [`RowTileStructure::new`]): a valid window height; `row_window_offset`
+/// has ⌈rows / window_rows⌉ + 1 entries, starts at 0, never decreases and ends at the block count;
+/// `block_cols` holds 8 ids per block; within a window the ids rise strictly and are `< cols`,
+/// except [`SENTINEL`] padding at the end of the window's last block (never its slot 0).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowTileStructure {
+    rows: usize,
+    cols: usize,
+    window_rows: usize,
+    row_window_offset: Vec<u32>,
+    block_cols: Vec<u32>,
+}
+
+impl RowTileStructure {
+    /// Checks the invariants (in parallel over windows) and wraps the arrays.
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        window_rows: usize,
+        row_window_offset: Vec<u32>,
+        block_cols: Vec<u32>,
+    ) -> Result<Self, FormatError> {
+        if !valid_height(window_rows) {
+            return Err(invalid(NAME, format!("window_rows = {window_rows}")));
+        }
+        if rows >= u32::MAX as usize || cols >= u32::MAX as usize {
+            return Err(invalid(NAME, "dimensions exceed u32"));
+        }
+        if !block_cols.len().is_multiple_of(BLOCK_COLS) {
+            return Err(invalid(NAME, "block_cols length is not 8·blocks"));
+        }
+        let blocks = block_cols.len() / BLOCK_COLS;
+        let windows = rows.div_ceil(window_rows);
+        check_prefix(
+            NAME,
+            "row_window_offset",
+            &row_window_offset,
+            windows + 1,
+            blocks,
+        )?;
+        (0..windows)
+            .into_par_iter()
+            .with_min_len(256)
+            .try_for_each(|w| {
+                let (b0, b1) = (
+                    row_window_offset[w] as usize,
+                    row_window_offset[w + 1] as usize,
+                );
+                let mut prev: Option<u32> = None;
+                for b in b0..b1 {
+                    let ids = &block_cols[b * BLOCK_COLS..(b + 1) * BLOCK_COLS];
+                    // Every slot but the padding holds a column.
+                    let used = ids
+                        .iter()
+                        .enumerate()
+                        .filter(|&(_, &c)| c != SENTINEL)
+                        .fold(0u8, |m, (s, _)| m | 1 << s);
+                    check_block_cols(NAME, b, ids, used, b + 1 == b1, cols, &mut prev)?;
+                }
+                Ok(())
+            })?;
+        Ok(Self {
+            rows,
+            cols,
+            window_rows,
+            row_window_offset,
+            block_cols,
+        })
+    }
+
+    /// Rows of the matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns of the matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Rows per window.
+    pub fn window_rows(&self) -> usize {
+        self.window_rows
+    }
+    /// Number of `window_rows × 8` blocks.
+    pub fn num_blocks(&self) -> usize {
+        self.block_cols.len() / BLOCK_COLS
+    }
+    /// Prefix of blocks per window (len windows+1).
+    pub fn row_window_offset(&self) -> &[u32] {
+        &self.row_window_offset
+    }
+    /// 8 column ids per block, sentinel-padded.
+    pub fn block_cols(&self) -> &[u32] {
+        &self.block_cols
+    }
+}
+
+impl RowTileTcf {
+    /// The layout's [`RowTileStructure`] (a copy of its window prefix and block columns).
+    pub fn structure(&self) -> RowTileStructure {
+        RowTileStructure {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: self.window_rows,
+            row_window_offset: self.row_window_offset.clone(),
+            block_cols: self.block_cols.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::csr::csr_from_triplets;
+
+    #[test]
+    fn a_layouts_structure_passes_its_checks_and_broken_ones_do_not() {
+        let t: Vec<(u32, u32, f32)> = (0..37u32)
+            .flat_map(|r| {
+                (0..30u32)
+                    .filter(move |c| (r + 2 * c) % 5 < 2)
+                    .map(move |c| (r, c, 1.0))
+            })
+            .collect();
+        let a = csr_from_triplets(37, 30, &t).unwrap();
+        for wr in [16, 32] {
+            let m = RowTileTcf::from_csr(&a, wr).unwrap();
+            let s = m.structure();
+            let rebuilt = RowTileStructure::new(
+                37,
+                30,
+                wr,
+                s.row_window_offset().to_vec(),
+                s.block_cols().to_vec(),
+            );
+            assert_eq!(rebuilt.as_ref(), Ok(&s));
+            assert_eq!(s.num_blocks(), m.num_blocks());
+            let rwo = s.row_window_offset().to_vec();
+            let cols = s.block_cols().to_vec();
+            let bad = |rwo: Vec<u32>, cols: Vec<u32>| RowTileStructure::new(37, 30, wr, rwo, cols);
+            // Columns out of order, out of range, a sentinel in slot 0, a prefix off by one.
+            let mut swapped = cols.clone();
+            swapped.swap(0, 1);
+            assert!(bad(rwo.clone(), swapped).is_err());
+            let mut wide = cols.clone();
+            wide[7] = 30;
+            assert!(bad(rwo.clone(), wide).is_err());
+            let mut lead = cols.clone();
+            lead[0] = SENTINEL;
+            assert!(bad(rwo.clone(), lead).is_err());
+            let mut short = rwo.clone();
+            *short.last_mut().unwrap() -= 1;
+            assert!(bad(short, cols.clone()).is_err());
+            assert!(bad(rwo.clone(), cols[..cols.len() - 1].to_vec()).is_err());
+            assert!(RowTileStructure::new(37, 30, 24 + wr, rwo, cols).is_err());
+        }
+    }
 
     #[test]
     fn rejects_bad_window_heights() {
