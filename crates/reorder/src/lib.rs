@@ -153,6 +153,45 @@ pub fn apply(perm: &Permutation, a: &Csr, mode: Mode) -> Result<Csr, ReorderErro
     }
 }
 
+/// A permutation and mode checked against the matrix they reorder (by [`CheckedReorder::new`],
+/// with [`apply`]'s checks), so that [`CheckedReorder::apply`] cannot fail: for a reordered copy
+/// made later, on first use.
+#[derive(Clone, Debug)]
+pub struct CheckedReorder {
+    a: std::sync::Arc<Csr>,
+    perm: Permutation,
+    mode: Mode,
+}
+
+impl CheckedReorder {
+    /// `perm` (`perm[new] = old`) as `mode` applies it to `a`: a symmetric mode needs a square
+    /// `a`, and `perm` must have `a`'s row count.
+    pub fn new(
+        a: std::sync::Arc<Csr>,
+        perm: Permutation,
+        mode: Mode,
+    ) -> Result<Self, ReorderError> {
+        if mode == Mode::Symmetric && a.rows() != a.cols() {
+            return Err(ReorderError::NotSquare {
+                rows: a.rows(),
+                cols: a.cols(),
+            });
+        }
+        perm.check_len(a.rows(), "CheckedReorder (matrix rows)")?;
+        Ok(Self { a, perm, mode })
+    }
+
+    /// The matrix it reorders.
+    pub fn source(&self) -> &std::sync::Arc<Csr> {
+        &self.a
+    }
+
+    /// The reordered matrix ([`apply`] of the checked triple).
+    pub fn apply(&self) -> Csr {
+        perm::permute_checked(&self.a, &self.perm, self.mode)
+    }
+}
+
 /// Names accepted by [`by_name`], in the order tables list them.
 pub const METHODS: [&str; 6] = ["none", "degree", "rcm", "lsh", "rabbit", "affinity"];
 

@@ -94,7 +94,7 @@ impl Permutation {
         })
     }
 
-    fn check_len(&self, got: usize, what: &'static str) -> Result<(), ReorderError> {
+    pub(crate) fn check_len(&self, got: usize, what: &'static str) -> Result<(), ReorderError> {
         if got != self.perm.len() {
             return Err(ReorderError::DimensionMismatch {
                 what,
@@ -185,6 +185,15 @@ impl Permutation {
 /// `c -> new_of_col[c]` (kept when `None`) and each relabelled row re-sorted. Parallel over chunks
 /// of rows, each writing its own slice of the output (the result does not depend on the thread
 /// count).
+/// [`crate::apply`] of `perm` to `a` in `mode`, for a triple whose lengths and shape
+/// [`crate::CheckedReorder::new`] checked.
+pub(crate) fn permute_checked(a: &Csr, perm: &Permutation, mode: crate::Mode) -> Csr {
+    match mode {
+        crate::Mode::Symmetric => permute(a, Some(&perm.perm), Some(&perm.inverse().perm)),
+        crate::Mode::RowOnly => permute(a, Some(&perm.perm), None),
+    }
+}
+
 fn permute(a: &Csr, row_order: Option<&[u32]>, new_of_col: Option<&[u32]>) -> Csr {
     let ip = a.indptr();
     let ip = ip.raw_storage();
@@ -258,6 +267,32 @@ mod tests {
         assert!(Permutation::new(vec![1, 1]).is_err());
         assert!(Permutation::new(vec![]).is_ok());
         assert!(Permutation::new(vec![2, 0, 1]).is_ok());
+    }
+
+    #[test]
+    fn a_checked_reorder_applies_as_apply_and_refuses_what_apply_refuses() {
+        use crate::{CheckedReorder, Mode, apply};
+        use std::sync::Arc;
+        let p = Permutation::new(vec![2, 0, 3, 1]).unwrap();
+        let t = [
+            (0, 1, 1.0),
+            (2, 0, 2.0),
+            (2, 3, 3.0),
+            (3, 3, 4.0),
+            (1, 2, 5.0),
+        ];
+        let a = Arc::new(csr_from_triplets(4, 4, &t).unwrap());
+        for mode in [Mode::Symmetric, Mode::RowOnly] {
+            let r = CheckedReorder::new(Arc::clone(&a), p.clone(), mode).unwrap();
+            assert_eq!(r.apply(), apply(&p, &a, mode).unwrap());
+            assert!(Arc::ptr_eq(r.source(), &a));
+        }
+        let wide = Arc::new(csr_from_triplets(4, 6, &[(0, 5, 1.0)]).unwrap());
+        assert!(CheckedReorder::new(Arc::clone(&wide), p.clone(), Mode::Symmetric).is_err());
+        let r = CheckedReorder::new(Arc::clone(&wide), p.clone(), Mode::RowOnly).unwrap();
+        assert_eq!(r.apply(), p.apply_rows(&wide).unwrap());
+        let short = Permutation::new(vec![1, 0]).unwrap();
+        assert!(CheckedReorder::new(a, short, Mode::RowOnly).is_err());
     }
 
     #[test]
