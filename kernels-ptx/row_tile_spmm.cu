@@ -422,3 +422,55 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
                            beta, flags);
 }
 
+
+// Dense-tile build on the device (a plan-cache hit, RowTileDevice::build_dense in
+// crates/gpu/src/spmm/row_tile.rs): scatters the nonzeros of a CSR matrix given in its ORIGINAL
+// order into the fragment-order tiles of its prepared layout, whose window prefix rwo and block
+// columns a2x (per window: sorted unique prepared columns, SENTINEL-padded; validated on the host)
+// come from the cache. Input row r is prepared row new_row[r] (identity when null), column c is
+// prepared column new_col[c] (identity when null). Each value is rounded to TF32 as the host's
+// fragment_tiles does (bit for bit: carry into bit 13, clear bits 0-12; not finite: unchanged) and
+// stored where fragment_tiles puts tile entry T[row][slot]: block j, lane 4g + t, row tile i holds
+// T[16i+g][t], T[16i+g+8][t], T[16i+g][t+4], T[16i+g+8][t+4] at ((32j + lane)·MT + i)·4. frag must
+// be zeroed. A nonzero whose column is missing from its window's columns (a layout that does not
+// belong to this matrix) is skipped and counted in *missing. One warp per input row, lanes over
+// its nonzeros; grid-stride over rows.
+extern "C" __global__ void row_tile_dense_build(const u32* __restrict__ indptr,
+                                                const u32* __restrict__ indices,
+                                                const float* __restrict__ values, u32 rows,
+                                                const u32* __restrict__ new_row,
+                                                const u32* __restrict__ new_col,
+                                                const u32* __restrict__ rwo,
+                                                const u32* __restrict__ a2x, u32 window_rows,
+                                                float* __restrict__ frag, u32* __restrict__ missing) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warps = (gridDim.x * blockDim.x) >> 5;
+    const u32 mt = window_rows / 16;
+    u32 misses = 0;
+    for (u32 r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const u32 nr = new_row ? __ldg(new_row + r) : r;
+        const u32 w = nr / window_rows, lr = nr % window_rows;
+        const u32 lo = __ldg(rwo + w) * 8u, hi = __ldg(rwo + w + 1) * 8u;
+        const u32 i = lr / 16, g = lr % 8, row_hi = (lr % 16) / 8;
+        const u32 s = __ldg(indptr + r), e = __ldg(indptr + r + 1);
+        for (u32 k = s + lane; k < e; k += 32) {
+            const u32 c0 = __ldg(indices + k);
+            const u32 c = new_col ? __ldg(new_col + c0) : c0;
+            u32 a = lo, b = hi;  // lower bound of c in a2x[lo, hi)
+            while (a < b) {
+                const u32 m = a + (b - a) / 2;
+                if (__ldg(a2x + m) < c) a = m + 1; else b = m;
+            }
+            if (a == hi || __ldg(a2x + a) != c) {
+                ++misses;
+                continue;
+            }
+            const u32 j = a / 8, slot = a % 8, t = slot % 4, col_hi = slot / 4;
+            const u64 at = (u64)j * window_rows * 8 + 4ull * ((4 * g + t) * mt + i) + row_hi + 2 * col_hi;
+            const float v = __ldg(values + k);
+            const u32 bits = __float_as_uint(v);
+            frag[at] = isfinite(v) ? __uint_as_float((bits + 0x1000u) & 0xFFFFE000u) : v;
+        }
+    }
+    if (misses) atomicAdd(missing, misses);
+}

@@ -20,10 +20,12 @@
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
 use rayon::prelude::*;
-use tcsparse_formats::rowtile::{RowTileTcf, SENTINEL};
+use tcsparse_formats::Csr;
+use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
 use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
+use crate::permute::check_permutation;
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
@@ -222,13 +224,35 @@ const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSi
     }
 }
 
+/// The dense-tile build on the device ([`RowTileDevice::build_dense`]).
+const BUILD_ENTRY: &str = "row_tile_dense_build";
+
+const BUILD_PARAMS: [ParamKind; 11] = [
+    ParamKind::Ptr, // indptr (rows + 1)
+    ParamKind::Ptr, // indices
+    ParamKind::Ptr, // values
+    ParamKind::U32, // rows
+    ParamKind::Ptr, // new_row (rows) or null
+    ParamKind::Ptr, // new_col (cols) or null
+    ParamKind::Ptr, // rwo (windows + 1)
+    ParamKind::Ptr, // a2x (8 per block)
+    ParamKind::U32, // window_rows
+    ParamKind::Ptr, // frag (window_rows · 8 per block), zeroed
+    ParamKind::Ptr, // missing (one u32)
+];
+
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[0], &MASKED_PARAMS),
     signature(ENTRIES[1], &DENSE_PARAMS),
     signature(ENTRIES[2], &MASKED_PARAMS),
     signature(ENTRIES[3], &DENSE_PARAMS),
+    signature(BUILD_ENTRY, &BUILD_PARAMS),
 ];
+
+/// Threads per block of the dense-tile build, and most blocks of its grid (it strides over rows).
+const BUILD_THREADS: u32 = 256;
+const BUILD_MAX_BLOCKS: u32 = 4096;
 
 /// The tiles of `m` dense in MMA fragment order, values rounded to TF32 as `cvt.rna` does: block
 /// `j`, lane `L = 4g + t`, row tile `i` holds at `((32 j + L)·MT + i)·4` the four values
@@ -392,6 +416,162 @@ impl RowTileDevice {
             },
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
+    }
+
+    /// The dense-tile device copy of `a` in its prepared order, built on the GPU from `a`'s CSR
+    /// and its layout's stored skeleton `s` (a plan-cache hit: no host layout, no host
+    /// permutation), for the dense kernel of `s`'s window height, run under `schedule`.
+    /// `new_of_old[r]` is the prepared row of input row `r` (`None`: `a` is in the prepared order
+    /// already); with `cols_too` columns are relabelled the same way (a symmetric reordering).
+    ///
+    /// Equal bit for bit to [`RowTileDevice::upload`] of the host-built layout when `s` is that
+    /// layout's [`RowTileTcf::structure`]. A skeleton that does not belong to `a` (a nonzero whose
+    /// column its window lacks) is an [`AccSpmmError::InvalidFormat`]; shapes, the relabelling and
+    /// the skeleton's invariants (by its type) are checked before anything runs.
+    pub fn build_dense(
+        gpu: &Gpu,
+        a: &Csr,
+        new_of_old: Option<&[u32]>,
+        cols_too: bool,
+        s: &RowTileStructure,
+        schedule: RowTileSchedule,
+    ) -> Result<Self, AccSpmmError> {
+        let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
+        let kernel = RowTileKernel::new(s.window_rows() as u32, true);
+        let Some(entry) = kernel.entry() else {
+            return bad(format!(
+                "no row-tile kernel for {}-row windows (16 or 32)",
+                s.window_rows()
+            ));
+        };
+        if (a.rows(), a.cols()) != (s.rows(), s.cols()) {
+            return bad(format!(
+                "a {}×{} layout skeleton for a {}×{} matrix",
+                s.rows(),
+                s.cols(),
+                a.rows(),
+                a.cols()
+            ));
+        }
+        let blocks = s.num_blocks();
+        let tile_slots = blocks as u64 * s.window_rows() as u64 * 8;
+        if tile_slots >= u64::from(u32::MAX) || blocks >= (u32::MAX / 8) as usize {
+            return bad(format!("{tile_slots} dense tile slots exceed u32 indices"));
+        }
+        if a.rows() > u32::MAX as usize - 32 || a.nnz() >= u32::MAX as usize {
+            return bad(format!(
+                "{}×{} with {} nonzeros is too large for u32 indices",
+                a.rows(),
+                a.cols(),
+                a.nnz()
+            ));
+        }
+        if let Some(p) = new_of_old {
+            if p.len() != a.rows() {
+                return Err(AccSpmmError::InvalidArgs(format!(
+                    "a relabelling of {} rows for a matrix of {}",
+                    p.len(),
+                    a.rows()
+                )));
+            }
+            check_permutation(p)?;
+        }
+        if cols_too && (new_of_old.is_none() || a.rows() != a.cols()) {
+            return Err(AccSpmmError::InvalidArgs(
+                "relabelling the columns needs a square matrix and a row relabelling".into(),
+            ));
+        }
+        let indptr = gpu.upload(a.indptr().raw_storage())?;
+        let indices = upload_nonempty(gpu, a.indices())?;
+        let values = upload_nonempty(gpu, a.data())?;
+        let relabel = new_of_old.map(|p| upload_nonempty(gpu, p)).transpose()?;
+        let rwo = upload_nonempty(gpu, s.row_window_offset())?;
+        let a2x = upload_nonempty(gpu, s.block_cols())?;
+        let frag = gpu.alloc_zeros::<f32>((tile_slots as usize).max(1))?;
+        let mut missing = gpu.alloc_zeros::<u32>(1)?;
+        let build = gpu.function(KernelModule::RowTileSpmm, BUILD_ENTRY)?;
+        let (rows, wr) = (a.rows() as u32, s.window_rows() as u32);
+        let grid = (rows.div_ceil(BUILD_THREADS / 32)).clamp(1, BUILD_MAX_BLOCKS);
+        let null = 0u64;
+        let stream = gpu.stream();
+        let mut l = stream.launch_builder(&build);
+        l.arg(&indptr).arg(&indices).arg(&values).arg(&rows);
+        match &relabel {
+            Some(p) => l.arg(p),
+            None => l.arg(&null),
+        };
+        match (&relabel, cols_too) {
+            (Some(p), true) => l.arg(p),
+            _ => l.arg(&null),
+        };
+        l.arg(&rwo).arg(&a2x).arg(&wr).arg(&frag).arg(&mut missing);
+        // SAFETY: (1) argument types and order match `row_tile_dense_build` in
+        // kernels-ptx/row_tile_spmm.cu (BUILD_PARAMS in SIGNATURES, checked against the PTX by a
+        // CPU test). (2) Only `frag` and `missing` are written, both allocated here and not yet
+        // shared. (3) Every index is in bounds: the CSR arrays are `a`'s (a `Csr`: row offsets
+        // from 0 to nnz, columns < cols), the relabelling was checked to be a permutation of
+        // 0..rows (and, for columns, rows = cols), so every prepared row names a window of `s`
+        // (which has ⌈rows / window_rows⌉ of them); `s`'s type guarantees a window prefix of that
+        // length ending at its block count, so the search reads a2x only inside the window's
+        // slots [8·rwo[w], 8·rwo[w+1]) ⊆ [0, 8·blocks) and a found slot names a block < blocks,
+        // whose window_rows · 8 tile slots lie inside `frag` (allocated for all of them); the
+        // lane / row-tile offset is < window_rows · 8 (g < 8, t < 4, i < window_rows / 16).
+        unsafe {
+            l.launch(cudarc::driver::LaunchConfig {
+                grid_dim: (grid, 1, 1),
+                block_dim: (BUILD_THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }?;
+        let lost = gpu.download(&missing)?.first().copied().unwrap_or(0);
+        if lost > 0 {
+            return bad(format!(
+                "{lost} nonzeros have a column their window's skeleton lacks: the skeleton is not this matrix's"
+            ));
+        }
+        drop((indptr, indices, values, relabel));
+        Ok(Self {
+            rows: a.rows(),
+            nnz: a.nnz(),
+            blocks,
+            kernel,
+            cols: a.cols(),
+            row_window_offset: s.row_window_offset().to_vec(),
+            schedule,
+            sched: upload_schedule(gpu, s.row_window_offset(), schedule)?,
+            rwo,
+            a2x,
+            tiles: Tiles::Dense { frag },
+            main: gpu.function(KernelModule::RowTileSpmm, entry)?,
+        })
+    }
+
+    /// The uploaded layout's skeleton (its window prefix, and its block columns downloaded):
+    /// what the plan cache stores so that a hit can [`RowTileDevice::build_dense`].
+    pub fn structure(&self, gpu: &Gpu) -> Result<RowTileStructure, AccSpmmError> {
+        let block_cols = if self.blocks == 0 {
+            Vec::new()
+        } else {
+            gpu.download(&self.a2x)?
+        };
+        RowTileStructure::new(
+            self.rows,
+            self.cols,
+            self.kernel.window_rows as usize,
+            self.row_window_offset.clone(),
+            block_cols,
+        )
+        .map_err(|e| AccSpmmError::InvalidFormat(e.to_string()))
+    }
+
+    /// The dense tiles as uploaded (fragment order, see [`fragment_tiles`]); `None` for a masked
+    /// kernel. For tests that compare device builds.
+    pub fn dense_tiles(&self, gpu: &Gpu) -> Result<Option<Vec<f32>>, AccSpmmError> {
+        match &self.tiles {
+            Tiles::Dense { frag } if self.blocks > 0 => Ok(Some(gpu.download(frag)?)),
+            Tiles::Dense { .. } => Ok(Some(Vec::new())),
+            Tiles::Masked { .. } => Ok(None),
+        }
     }
 
     /// Replaces the values with those of `m`, which must have the uploaded matrix's pattern
@@ -573,7 +753,7 @@ mod tests {
             assert_eq!(k.entry(), Some(e));
         }
         assert_eq!(RowTileKernel::new(64, false).entry(), None);
-        assert_eq!(SIGNATURES.len(), KERNELS.len());
+        assert_eq!(SIGNATURES.len(), KERNELS.len() + 1);
     }
 
     #[test]
