@@ -399,3 +399,68 @@ fn f32_precision_runs_only_f32_kernels() {
         Err(Error::InvalidArgs(_))
     ));
 }
+
+/// A plan-cache hit on a dense-tile row-tile kernel builds the layout on the GPU from the cached
+/// skeleton (no host layout, no host permutation): its products equal the first preparation's
+/// bit for bit, in both reordering modes and both window heights; the reordered matrix is made on
+/// first use and equals the first's; value updates after the hit match the first's too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
+    use std::sync::Arc;
+    use tcsparse::reorder::Mode;
+    let engine = engine();
+    let a = Arc::new(matrix());
+    let n = 24;
+    let b = values(a.cols() * n, 3);
+    let c0 = values(a.rows() * n, 4);
+    let product = |p: &mut Prepared| {
+        let mut c = c0.clone();
+        p.spmm(1.25, &b, n, n, -0.5, &mut c, n).unwrap();
+        c
+    };
+    for kernel in [RowTileKernel::TC16D, RowTileKernel::TC32D] {
+        for mode in [Mode::Symmetric, Mode::RowOnly] {
+            let what = format!("{}/{mode:?}", kernel.name());
+            let dir = std::env::temp_dir().join(format!(
+                "tcsparse-gpu-hit-{}-{}-{mode:?}",
+                std::process::id(),
+                kernel.name()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let opts = PrepareOptions::builder()
+                .kernel(KernelRequest::RowTile(kernel))
+                .reorder(ReorderChoice::Method("affinity".into()))
+                .mode(Some(mode))
+                .n(n)
+                .cache_dir(Some(dir.clone()))
+                .build();
+            let mut first = engine.prepare_shared(&a, &opts).unwrap();
+            assert!(first.permutation().is_some(), "{what}");
+            let mut hit = engine.prepare_shared(&a, &opts).unwrap();
+            assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{what}");
+            assert!(
+                hit.report().kernel_note.contains("built on the GPU"),
+                "{what}: {}",
+                hit.report().kernel_note
+            );
+            assert_eq!(hit.kernel(), first.kernel(), "{what}");
+            assert_eq!(hit.permutation(), first.permutation(), "{what}");
+            let (want, got) = (product(&mut first), product(&mut hit));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{what}");
+            let err = error(&a, 1.25, &b, -0.5, &c0, &got, n, n);
+            assert!(err <= bound(&hit, &a), "{what}: scaled error {err:.3e}");
+            assert_eq!(hit.matrix(), first.matrix(), "{what}");
+            let v2 = values(a.nnz(), 9);
+            first.update_values(&v2).unwrap();
+            hit.update_values(&v2).unwrap();
+            assert_eq!(
+                bits(&product(&mut hit)),
+                bits(&product(&mut first)),
+                "{what}"
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

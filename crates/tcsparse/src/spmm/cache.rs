@@ -13,21 +13,25 @@
 //! | 4 | format version (u32 LE, [`PLAN_VERSION`]) |
 //! | 32 | the key again (a file renamed onto another key is stale) |
 //! | 8 | payload length (u64 LE) |
-//! | 32 | SHA-256 of the payload |
+//! | 32 | BLAKE3 of the payload |
 //! | … | payload |
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
 //! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
-//! planner's features, so that a hit needs no counting pass); the original kernel note (u32
-//! length + UTF-8). Loading checks every field, the payload checksum, the
-//! permutation (a bijection of the matrix's row count), the mode against the matrix shape and the
-//! kernel parameters; anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
+//! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
+//! (dense-tile row-tile kernels) its window height u32, window prefix and block columns (each a u32
+//! length and its u32s: [`RowTileStructure`], so that a hit fills the tiles on the GPU from the
+//! CSR); the original kernel note (u32 length + UTF-8). Loading checks every field, the payload
+//! checksum, the permutation (a bijection of the matrix's row count), the mode against the matrix
+//! shape, the kernel parameters and the skeleton's invariants (and that it fits the kernel);
+//! anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
 //! full and overwrites the entry.
 //!
-//! The layout itself is not stored: checking a stored BitTCF (payload checksum, source checksum,
-//! validation) reads more bytes than building it again from the permuted CSR, which the builders do
-//! at a few ns per nonzero.
+//! The layouts themselves are not stored: checking a stored BitTCF (payload checksum, source
+//! checksum, validation) reads more bytes than building it again from the permuted CSR, which the
+//! builders do at a few ns per nonzero; a dense-tile row-tile layout (4 bytes per tile slot,
+//! 345 MB for 30.9 M nonzeros) is filled on the GPU from its skeleton, a 32nd of it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -35,6 +39,7 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
+use tcsparse_formats::rowtile::RowTileStructure;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
 use tcsparse_reorder::{Mode, Permutation};
 
@@ -43,10 +48,12 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
 /// Version of the file layout and payload encoding; bump on any change.
-pub const PLAN_VERSION: u32 = 2;
+pub const PLAN_VERSION: u32 = 3;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
-/// Largest payload accepted (a permutation of u32::MAX rows plus slack).
-const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + (1 << 20);
+/// Largest row-tile skeleton stored (bytes of its two arrays); a larger one is left out.
+const MAX_SKELETON_BYTES: usize = 1 << 30;
+/// Largest payload accepted (a permutation of u32::MAX rows, the largest skeleton, slack).
+const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + MAX_SKELETON_BYTES as u64 + (1 << 20);
 
 /// Why an entry was not trusted.
 pub(crate) type StaleOrCorrupt = String;
@@ -59,6 +66,8 @@ pub(crate) struct PlanEntry {
     pub perm: Option<Permutation>,
     /// The prepared matrix's block counts (8×8, 16×4, 16×8), when known.
     pub blocks: Option<[u64; 3]>,
+    /// The skeleton of a dense-tile row-tile layout, when the kernel runs on one.
+    pub row_tile: Option<RowTileStructure>,
     pub note: String,
 }
 
@@ -191,7 +200,7 @@ impl PlanCache {
             ));
         }
         let payload = &bytes[HEADER_LEN..];
-        if Sha256::digest(payload).as_slice() != &bytes[52..84] {
+        if blake3::hash(payload).as_bytes() != &bytes[52..84] {
             return Err("corrupt: payload checksum mismatch".into());
         }
         decode_payload(payload, a)
@@ -205,7 +214,7 @@ impl PlanCache {
         bytes.extend_from_slice(&PLAN_VERSION.to_le_bytes());
         bytes.extend_from_slice(&self.key);
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&Sha256::digest(&payload));
+        bytes.extend_from_slice(blake3::hash(&payload).as_bytes());
         bytes.extend_from_slice(&payload);
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -315,9 +324,34 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
             }
         }
     }
+    match &e.row_tile {
+        Some(s)
+            if 4 * (s.row_window_offset().len() + s.block_cols().len()) <= MAX_SKELETON_BYTES =>
+        {
+            out.push(1);
+            put_u32(&mut out, s.window_rows() as u32);
+            for part in [s.row_window_offset(), s.block_cols()] {
+                put_u32(&mut out, part.len() as u32);
+                if cfg!(target_endian = "little") {
+                    out.extend_from_slice(bytemuck::cast_slice::<u32, u8>(part));
+                } else {
+                    part.iter().for_each(|&x| put_u32(&mut out, x));
+                }
+            }
+        }
+        _ => out.push(0),
+    }
     put_u32(&mut out, e.note.len() as u32);
     out.extend_from_slice(e.note.as_bytes());
     out
+}
+
+/// Little-endian u32s from bytes whose length is a multiple of 4.
+fn u32s_le(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// Reads a payload front to back; every read is bounds-checked.
@@ -338,6 +372,16 @@ impl Reader<'_> {
         let (x, rest) = self.b.split_at(4);
         self.b = rest;
         Ok(u32::from_le_bytes(x.try_into().map_err(|_| "u32")?))
+    }
+    /// A u32 length `n ≤ max` and the `4n` bytes after it, as u32s.
+    fn u32_array(&mut self, max: usize, what: &str) -> Result<Vec<u32>, StaleOrCorrupt> {
+        let n = self.u32()? as usize;
+        if n > max || self.b.len() < 4 * n {
+            return Err(format!("corrupt: {what} of {n} entries"));
+        }
+        let (x, rest) = self.b.split_at(4 * n);
+        self.b = rest;
+        Ok(u32s_le(x))
     }
     fn u64(&mut self) -> Result<u64, StaleOrCorrupt> {
         let lo = u64::from(self.u32()?);
@@ -449,6 +493,25 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         t => return Err(format!("corrupt: block counts flag {t}")),
     };
+    let row_tile = match r.u8()? {
+        0 => None,
+        1 => {
+            let window_rows = r.u32()? as usize;
+            let windows = a.rows().div_ceil(window_rows.max(1));
+            let rwo = r.u32_array(windows + 1, "a row-tile window prefix")?;
+            // Every block holds a nonzero: at most 8 ids per nonzero.
+            let cols = r.u32_array(8 * a.nnz(), "row-tile block columns")?;
+            let s = RowTileStructure::new(a.rows(), a.cols(), window_rows, rwo, cols)
+                .map_err(|e| format!("corrupt: {e}"))?;
+            if !matches!(kernel, ExecKernel::RowTile { kernel: k, .. }
+                if k.dense_tiles && k.window_rows as usize == window_rows)
+            {
+                return Err("corrupt: a row-tile skeleton for another kernel".into());
+            }
+            Some(s)
+        }
+        t => return Err(format!("corrupt: row-tile skeleton flag {t}")),
+    };
     let len = r.u32()? as usize;
     if r.b.len() != len {
         return Err("corrupt: note length".into());
@@ -459,6 +522,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         kernel,
         perm,
         blocks,
+        row_tile,
         note,
     })
 }
@@ -479,6 +543,57 @@ mod tests {
     }
 
     #[test]
+    fn row_tile_skeletons_round_trip_and_broken_or_foreign_ones_are_refused() {
+        use tcsparse_formats::rowtile::RowTileTcf;
+        use tcsparse_gpu::spmm::row_tile::RowTileKernel;
+        let a = matrix();
+        let m = RowTileTcf::from_csr(&a, 16).unwrap();
+        let kernel = |k| ExecKernel::RowTile {
+            kernel: k,
+            schedule: RowTileSchedule::Split { max_blocks: 4 },
+        };
+        let mut e = PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: kernel(RowTileKernel::TC16D),
+            perm: None,
+            blocks: Some([3, 5, 2]),
+            row_tile: Some(m.structure()),
+            note: "n".into(),
+        };
+        assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));
+        // A skeleton for a kernel of another height or with masked tiles.
+        for other in [RowTileKernel::TC32D, RowTileKernel::TC16] {
+            let mut f = e.clone();
+            f.kernel = kernel(other);
+            let why = decode_payload(&encode_payload(&f), &a).unwrap_err();
+            assert!(why.contains("another kernel"), "{why}");
+        }
+        // Every byte of the skeleton's arrays changed in turn: refused, or (a column id that still
+        // keeps the invariants) accepted as a different skeleton, never a panic.
+        let bytes = encode_payload(&e);
+        let start = bytes.len() - 4 - e.note.len() - 4 * m.block_cols().len();
+        for i in (start - 4 * (m.row_window_offset().len() + 1) - 4..start).chain(start..start + 64)
+        {
+            let mut b = bytes.clone();
+            b[i] ^= 0x5A;
+            if let Ok(got) = decode_payload(&b, &a) {
+                assert_ne!(got, e, "byte {i}");
+            }
+        }
+        // A skeleton claiming more column ids than 8 per nonzero.
+        let mut b = bytes.clone();
+        let at = start - 4;
+        b[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(
+            decode_payload(&b, &a)
+                .unwrap_err()
+                .contains("block columns")
+        );
+        e.row_tile = None;
+        assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e));
+    }
+
+    #[test]
     fn block_counts_round_trip_and_impossible_ones_are_refused() {
         let a = matrix();
         let mut e = PlanEntry {
@@ -486,6 +601,7 @@ mod tests {
             kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
             perm: None,
             blocks: Some([3, 5, 2]),
+            row_tile: None,
             note: "n".into(),
         };
         assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));

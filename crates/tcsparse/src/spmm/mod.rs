@@ -19,7 +19,7 @@ use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, Plan};
-use tcsparse_reorder::{Mode, Permutation};
+use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
 
 use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
@@ -53,8 +53,9 @@ pub struct Prepared {
     pub(crate) report: PrepareReport,
     pub(crate) perm: Option<Permutation>,
     /// The prepared matrix (shared with the caller where [`Engine::prepare_shared`] ran it in
-    /// its original order; copied on write by [`Prepared::update_values`]).
-    pub(crate) a: Arc<Csr>,
+    /// its original order; copied on write by [`Prepared::update_values`]; after a plan-cache
+    /// hit whose layout was built on the GPU, reordered on first use).
+    pub(crate) a: PreparedMatrix,
     /// The prepared matrix in BitTCF: built during preparation for the kernels that run on it
     /// (Acc-SpMM, the CPU path), else on first use of [`Prepared::bittcf`].
     pub(crate) bittcf: OnceLock<BitTcf>,
@@ -75,6 +76,110 @@ pub struct Prepared {
     /// The prepared matrix's 8×8, 16×4 and 16×8 block counts (the planner's features), for the
     /// plan cache.
     pub(crate) block_counts: Option<[u64; 3]>,
+}
+
+/// The prepared matrix: held, or made on first use from the caller's shared matrix and a
+/// checked reordering (a plan-cache hit that built its layout on the GPU needs no host copy, and
+/// most users never ask for one). Its shape and nonzero count never need the copy.
+pub(crate) struct PreparedMatrix {
+    /// The matrix, once held or made.
+    made: OnceLock<Arc<Csr>>,
+    /// What `made` is made from while it is empty.
+    from: Option<CheckedReorder>,
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+}
+
+impl PreparedMatrix {
+    /// `a` itself.
+    pub(crate) fn held(a: Arc<Csr>) -> Self {
+        let (rows, cols, nnz) = (a.rows(), a.cols(), a.nnz());
+        Self {
+            made: OnceLock::from(a),
+            from: None,
+            rows,
+            cols,
+            nnz,
+        }
+    }
+
+    /// The reordered matrix `r` makes, made on first use.
+    pub(crate) fn reordered_later(r: CheckedReorder, rows: usize, cols: usize, nnz: usize) -> Self {
+        Self {
+            made: OnceLock::new(),
+            from: Some(r),
+            rows,
+            cols,
+            nnz,
+        }
+    }
+
+    fn make(&self) -> Csr {
+        match &self.from {
+            Some(r) => r.apply(),
+            // (Never: `held` fills `made`, `reordered_later` sets `from`.)
+            None => Csr::new(
+                (self.rows, self.cols),
+                vec![0; self.rows + 1],
+                Vec::new(),
+                Vec::new(),
+            ),
+        }
+    }
+
+    /// The matrix (made now if it is still to be made).
+    pub(crate) fn arc(&self) -> &Arc<Csr> {
+        self.made.get_or_init(|| Arc::new(self.make()))
+    }
+
+    /// The matrix for writing: made if need be, copied first if shared (copy on write).
+    pub(crate) fn make_mut(&mut self) -> &mut Csr {
+        let a = match self.made.take() {
+            Some(a) => a,
+            None => Arc::new(self.make()),
+        };
+        self.from = None;
+        self.made = OnceLock::from(a);
+        Arc::make_mut(self.made.get_mut().expect("set just above"))
+    }
+
+    /// Stored values of the longest row (no copy made: a reordering keeps the row lengths).
+    pub(crate) fn longest_row(&self) -> usize {
+        let a = match (self.made.get(), &self.from) {
+            (Some(a), _) => a,
+            (None, Some(r)) => r.source(),
+            (None, None) => return 0,
+        };
+        let ip = a.indptr();
+        ip.raw_storage()
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Rows (no copy made).
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (no copy made).
+    pub(crate) fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Stored values (no copy made).
+    pub(crate) fn nnz(&self) -> usize {
+        self.nnz
+    }
+}
+
+impl std::ops::Deref for PreparedMatrix {
+    type Target = Csr;
+    fn deref(&self) -> &Csr {
+        self.arc()
+    }
 }
 
 /// Device scratch buffers of [`RowOrder::Original`] products.
@@ -179,14 +284,9 @@ impl Prepared {
     /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row.
     pub fn error_bound(&self) -> f64 {
-        let ip = self.a.indptr();
-        let ip = ip.raw_storage();
-        let k = ip
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0);
-        self.report.precision().scaled_error_bound(k)
+        self.report
+            .precision()
+            .scaled_error_bound(self.a.longest_row())
     }
 
     /// The arithmetic products use (the kernel's).
@@ -434,14 +534,12 @@ impl Prepared {
         }
         match &self.value_map {
             Some(map) if self.perm.is_some() => {
-                let data = Arc::make_mut(&mut self.a).data_mut();
+                let data = self.a.make_mut().data_mut();
                 for (&v, &q) in values.iter().zip(map) {
                     data[q as usize] = v;
                 }
             }
-            _ => Arc::make_mut(&mut self.a)
-                .data_mut()
-                .copy_from_slice(values),
+            _ => self.a.make_mut().data_mut().copy_from_slice(values),
         }
         // A BitTCF not built yet will be built from the refilled CSR when asked for.
         if let Some(bittcf) = self.bittcf.get_mut() {

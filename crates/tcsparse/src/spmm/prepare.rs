@@ -17,10 +17,10 @@ use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileKernel, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, MatrixFeatures, Plan, plan_spmm};
-use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
+use tcsparse_reorder::{CheckedReorder, Gate, GateReport, Mode, Permutation, ReorderReport};
 
 use super::cache::{PlanCache, PlanEntry};
-use super::{DeviceState, Prepared, Scratch};
+use super::{DeviceState, Prepared, PreparedMatrix, Scratch};
 use crate::{
     Balance, CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
     PrepareReport, ReorderChoice, ScheduleKind,
@@ -260,6 +260,28 @@ impl Reordered {
     }
 }
 
+/// A decision a preparation takes as given instead of choosing (a plan-cache entry's).
+pub(super) struct Fixed {
+    kernel: ExecKernel,
+    note: String,
+    /// The prepared matrix's stored block counts.
+    blocks: Option<[u64; 3]>,
+    /// The row-tile device layout, already built (on the GPU, from the entry's skeleton).
+    row_tile: Option<Box<RowTileDevice>>,
+}
+
+/// The skeleton of `p`'s dense-tile row-tile layout (downloaded), for the plan cache; `None` for
+/// other kernels or where the download fails.
+fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::RowTileStructure> {
+    match (&p.dev, &p.gpu) {
+        (DeviceState::RowTile(d), Some(gpu)) if d.kernel().dense_tiles => d
+            .structure(gpu)
+            .inspect_err(|e| tracing::warn!("plan cache: row-tile skeleton not stored: {e}"))
+            .ok(),
+        _ => None,
+    }
+}
+
 impl Engine {
     /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`]. The [`Prepared`]
     /// keeps its own copy of `a` (made while the rest of the preparation runs); see
@@ -350,6 +372,7 @@ impl Engine {
                 kernel: p.report.kernel,
                 perm: p.perm.clone(),
                 blocks: p.block_counts,
+                row_tile: dense_row_tile_structure(&p),
                 note: p.report.kernel_note.clone(),
             };
             if let Err(e) = c.store(&entry) {
@@ -365,7 +388,9 @@ impl Engine {
     }
 
     /// A preparation from a cache entry: the stored permutation applied, the stored kernel and
-    /// schedule set up directly (no reordering, no tuning).
+    /// schedule set up directly (no reordering, no tuning). A dense-tile row-tile kernel with its
+    /// stored skeleton, on a shared matrix, builds its layout on the GPU from the uploaded CSR
+    /// and leaves the reordered host copy to first use ([`RowTileDevice::build_dense`]).
     fn prepare_cached(
         &self,
         a: Source<'_>,
@@ -373,6 +398,15 @@ impl Engine {
         entry: PlanEntry,
     ) -> Result<Prepared, Error> {
         let t = Instant::now();
+        let note = format!("from the plan cache: {}", entry.note);
+        if let (Some(gpu), Source::Shared(shared), Some(s)) = (&self.gpu, &a, &entry.row_tile) {
+            match self.prepare_cached_on_device(gpu, shared, opts, &entry, s, &note) {
+                Ok(p) => return Ok(p),
+                Err(e) => tracing::warn!(
+                    "plan cache: the layout could not be built on the GPU ({e}); building it on the host"
+                ),
+            }
+        }
         let a_re = match &entry.perm {
             Some(p) => Some(tcsparse_reorder::apply(p, &a, entry.mode)?),
             None => None,
@@ -387,14 +421,89 @@ impl Engine {
             gate: None,
             counts: None,
         };
-        let note = format!("from the plan cache: {}", entry.note);
-        self.prepare_reordered_with(
+        let fixed = Fixed {
+            kernel: entry.kernel,
+            note,
+            blocks: entry.blocks,
+            row_tile: None,
+        };
+        self.prepare_reordered_with(a, stage, opts, Some(fixed), true)
+    }
+
+    /// [`Engine::prepare_cached`] for a dense-tile row-tile entry with its skeleton `s`: the
+    /// layout filled on the GPU from `a`'s CSR in its original order, the reordered host copy
+    /// left to first use.
+    fn prepare_cached_on_device(
+        &self,
+        gpu: &tcsparse_gpu::Gpu,
+        a: &Arc<Csr>,
+        opts: &PrepareOptions,
+        entry: &PlanEntry,
+        s: &tcsparse_formats::rowtile::RowTileStructure,
+        note: &str,
+    ) -> Result<Prepared, Error> {
+        let ExecKernel::RowTile { kernel, schedule } = entry.kernel else {
+            return Err(Error::Format(
+                "a row-tile skeleton for another kernel".into(),
+            ));
+        };
+        if entry.blocks.is_none() {
+            // (The plan would count the blocks of the matrix in its original order.)
+            return Err(Error::Format("no stored block counts".into()));
+        }
+        let t = Instant::now();
+        let later = match &entry.perm {
+            Some(p) => Some(CheckedReorder::new(Arc::clone(a), p.clone(), entry.mode)?),
+            None => None,
+        };
+        let new_of_old = entry.perm.as_ref().map(Permutation::inverse);
+        let symmetric = entry.mode == Mode::Symmetric && new_of_old.is_some();
+        if !kernel.dense_tiles || kernel.window_rows as usize != s.window_rows() {
+            return Err(Error::Format(format!(
+                "a {}-row skeleton for {}",
+                s.window_rows(),
+                kernel.name()
+            )));
+        }
+        let d = RowTileDevice::build_dense(
+            gpu,
             a,
-            stage,
-            opts,
-            Some((entry.kernel, note, entry.blocks)),
-            true,
-        )
+            new_of_old.as_ref().map(Permutation::as_slice),
+            symmetric,
+            s,
+            schedule,
+        )?;
+        let build_s = t.elapsed().as_secs_f64();
+        tracing::debug!(
+            "plan cache hit: {} layout built on the GPU in {:.1} ms",
+            kernel.name(),
+            1e3 * build_s
+        );
+        let stage = Reordered {
+            a_re: None,
+            mode: entry.mode,
+            report: None,
+            perm: entry.perm.clone(),
+            forced: true,
+            reorder_s: 0.0,
+            gate: None,
+            counts: None,
+        };
+        let fixed = Fixed {
+            kernel: entry.kernel,
+            note: format!("{note} (layout built on the GPU from the cached skeleton)"),
+            blocks: entry.blocks,
+            row_tile: Some(Box::new(d)),
+        };
+        // (`a` stands in for the reordered matrix: with the stored block counts the plan reads
+        // only its shape and nonzero count, which a reordering keeps.)
+        let (mut p, _) = self.prepare_in_place(a, stage, opts, Some(fixed), true)?;
+        p.report.upload_s += build_s;
+        p.a = match later {
+            Some(r) => PreparedMatrix::reordered_later(r, a.rows(), a.cols(), a.nnz()),
+            None => PreparedMatrix::held(Arc::clone(a)),
+        };
+        Ok(p)
     }
 
     /// Reordering, as `opts.reorder` asks (Auto keeps data-affinity only when it raises MeanNNZTC).
@@ -522,14 +631,14 @@ impl Engine {
         a: Source<'_>,
         stage: Reordered,
         opts: &PrepareOptions,
-        fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        fixed: Option<Fixed>,
         upload: bool,
     ) -> Result<Prepared, Error> {
         if stage.a_re.is_some() || matches!(a, Source::Shared(_)) {
             let (mut p, original) = self.prepare_in_place(&a, stage, opts, fixed, upload)?;
             if original {
                 // (Shared, or a dropped automatic reordering: the original order after all.)
-                p.a = a.keep();
+                p.a = PreparedMatrix::held(a.keep());
             }
             return Ok(p);
         }
@@ -539,7 +648,7 @@ impl Engine {
             // (The copy cannot panic short of running out of memory; a plain clone then.)
             let copied = copy.join().unwrap_or_else(|_| (*a).clone());
             let (mut p, _) = prepared?;
-            p.a = Arc::new(copied);
+            p.a = PreparedMatrix::held(Arc::new(copied));
             Ok(p)
         })
     }
@@ -552,7 +661,7 @@ impl Engine {
         a: &Csr,
         stage: Reordered,
         opts: &PrepareOptions,
-        fixed: Option<(ExecKernel, String, Option<[u64; 3]>)>,
+        fixed: Option<Fixed>,
         upload: bool,
     ) -> Result<(Prepared, bool), Error> {
         let Reordered {
@@ -577,8 +686,16 @@ impl Engine {
         // cached decision for a kernel that needs no BitTCF schedule brings its counts along.
         let t = Instant::now();
         let stored = match &fixed {
-            Some((k, _, Some(b))) if self.gpu.is_some() && !runs_on_bittcf(*k) => Some(*b),
+            Some(Fixed {
+                kernel,
+                blocks: Some(b),
+                ..
+            }) if self.gpu.is_some() && !runs_on_bittcf(*kernel) => Some(*b),
             _ => None,
+        };
+        let (fixed, mut prebuilt) = match fixed {
+            Some(f) => (Some((f.kernel, f.note)), f.row_tile),
+            None => (None, None),
         };
         let mut counts: Option<Arc<PlannerBlockCounts>> = None;
         let [mut blocks, mut blocks_16x4, mut blocks_16x8] = match stored {
@@ -605,7 +722,7 @@ impl Engine {
         let rwo: &[u32] = counts.as_deref().map_or(&[], |c| &c.row_window_offset);
         let plan = plan_spmm(&features, rwo, &self.device);
         let (kernel, mut kernel_note, schedule) = match fixed {
-            Some((k, note, _)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
+            Some((k, note)) if self.gpu.is_some() || k == ExecKernel::CpuBitTcf => {
                 let sched = match k {
                     ExecKernel::AccSpmm { schedule } => Some(self.schedule(rwo, schedule, opts.n)),
                     _ => None,
@@ -696,9 +813,14 @@ impl Engine {
                 DeviceState::Csr(Box::new(k))
             }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
-                let m = RowTileTcf::from_csr(src, kernel.window_rows as usize)
-                    .map_err(|e| Error::Format(e.to_string()))?;
-                let d = RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?;
+                let d = match prebuilt.take() {
+                    Some(d) => *d,
+                    None => {
+                        let m = RowTileTcf::from_csr(src, kernel.window_rows as usize)
+                            .map_err(|e| Error::Format(e.to_string()))?;
+                        RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?
+                    }
+                };
                 thread_blocks = d.num_tbs();
                 split_windows = d.num_split_windows();
                 gpu.synchronize()?;
@@ -746,7 +868,9 @@ impl Engine {
             report,
             perm,
             // (Filled in with `a` by the caller when `original`.)
-            a: Arc::new(a_re.unwrap_or_else(|| Csr::new((0, 0), vec![0], Vec::new(), Vec::new()))),
+            a: PreparedMatrix::held(Arc::new(
+                a_re.unwrap_or_else(|| Csr::new((0, 0), vec![0], Vec::new(), Vec::new())),
+            )),
             bittcf,
             gpu: self.gpu.clone(),
             dev,

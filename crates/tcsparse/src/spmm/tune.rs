@@ -592,7 +592,10 @@ impl Engine {
         ));
         // The original matrix as cuSPARSE's preparation keeps it, shared by the candidates that
         // run in the original order (no further copies).
-        let original = cus.perm.is_none().then(|| std::sync::Arc::clone(&cus.a));
+        let original = cus
+            .perm
+            .is_none()
+            .then(|| std::sync::Arc::clone(cus.a.arc()));
         let a = original.as_ref().map_or(a, Source::Shared);
         let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
