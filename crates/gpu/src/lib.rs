@@ -17,6 +17,7 @@ use cudarc::driver::{
 };
 
 pub mod baselines;
+pub mod device_csr;
 pub mod multi;
 pub mod permute;
 pub mod schedule;

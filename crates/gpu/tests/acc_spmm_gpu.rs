@@ -20,6 +20,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{
     AccSpmmDevice, AccSpmmError, AccVariant, FlatSchedule, emulate, flatten_acc_schedule,
     flatten_schedule, unbalanced_schedule,
@@ -558,9 +559,11 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
                 let m = RowTileTcf::from_csr(&want_csr, window_rows).unwrap();
                 let sched = RowTileSchedule::Split { max_blocks: 3 };
                 let host = RowTileDevice::upload(&gpu, &m, true, sched).unwrap();
+                let csr = DeviceCsr::upload(&gpu, a).unwrap();
                 let dev = RowTileDevice::build_dense(
                     &gpu,
                     a,
+                    &csr,
                     new_of_old,
                     cols_too,
                     &m.structure(),
@@ -590,9 +593,11 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
     let b = tcsparse_formats::csr::csr_from_triplets(64, 64, &t).unwrap();
     let mb = RowTileTcf::from_csr(&b, 16).unwrap();
     let ma = RowTileTcf::from_csr(&a, 16).unwrap();
+    let csr = DeviceCsr::upload(&gpu, &a).unwrap();
     let e = RowTileDevice::build_dense(
         &gpu,
         &a,
+        &csr,
         None,
         false,
         &mb.structure(),
@@ -600,12 +605,26 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
     )
     .expect_err("a foreign skeleton must be refused");
     assert!(e.to_string().contains("1 nonzeros"), "{e}");
+    // Another matrix's upload: refused.
+    assert!(
+        RowTileDevice::build_dense(
+            &gpu,
+            &a,
+            &DeviceCsr::upload(&gpu, &b).unwrap(),
+            None,
+            false,
+            &ma.structure(),
+            RowTileSchedule::Packed(1)
+        )
+        .is_err()
+    );
     // A relabelling that is not a permutation: refused before anything runs.
     let bad: Vec<u32> = vec![0; 64];
     assert!(
         RowTileDevice::build_dense(
             &gpu,
             &a,
+            &csr,
             Some(&bad),
             false,
             &ma.structure(),

@@ -11,6 +11,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::ffi::c_void;
 use tcsparse_formats::Csr;
 
+use crate::device_csr::DeviceCsr;
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
@@ -93,18 +94,21 @@ struct CsrInner {
 impl CusparseCsr {
     /// Validates `a` (indices must fit `i32`) and uploads it.
     pub fn new(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
-        check_csr(a)?;
-        if a.nnz() > i32::MAX as usize
-            || a.rows() > i32::MAX as usize
-            || a.cols() > i32::MAX as usize
-        {
-            return Err(GpuError::Invalid(
-                "cuSPARSE CSR with 32-bit indices needs sizes ≤ i32::MAX".into(),
-            ));
-        }
-        let indptr = gpu.upload(a.indptr().raw_storage())?;
-        let indices = upload_nonempty(gpu, a.indices())?;
-        let values = upload_nonempty(gpu, a.data())?;
+        Self::check_i32(a)?;
+        Self::from_device(gpu, a, DeviceCsr::upload(gpu, a)?)
+    }
+
+    /// [`CusparseCsr::new`] on `a`'s arrays already uploaded (`d`, the upload of `a`: its shape
+    /// is checked), without a second upload.
+    pub fn from_device(gpu: &Gpu, a: &Csr, d: DeviceCsr) -> Result<Self, GpuError> {
+        Self::check_i32(a)?;
+        d.check_matches(a)?;
+        let DeviceCsr {
+            indptr,
+            indices,
+            values,
+            ..
+        } = d;
         let descr = csr_descriptor(gpu, a.rows(), a.cols(), a.nnz(), &indptr, &indices, &values)?;
         Ok(Self {
             inner: std::sync::Arc::new(CsrInner {
@@ -118,6 +122,19 @@ impl CusparseCsr {
                 descr,
             }),
         })
+    }
+
+    fn check_i32(a: &Csr) -> Result<(), GpuError> {
+        check_csr(a)?;
+        if a.nnz() > i32::MAX as usize
+            || a.rows() > i32::MAX as usize
+            || a.cols() > i32::MAX as usize
+        {
+            return Err(GpuError::Invalid(
+                "cuSPARSE CSR with 32-bit indices needs sizes ≤ i32::MAX".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Rows.

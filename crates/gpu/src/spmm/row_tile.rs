@@ -25,6 +25,7 @@ use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
 use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
+use crate::device_csr::DeviceCsr;
 use crate::permute::check_permutation;
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
@@ -419,8 +420,9 @@ impl RowTileDevice {
     }
 
     /// The dense-tile device copy of `a` in its prepared order, built on the GPU from `a`'s CSR
-    /// and its layout's stored skeleton `s` (a plan-cache hit: no host layout, no host
-    /// permutation), for the dense kernel of `s`'s window height, run under `schedule`.
+    /// (`csr`, the upload of `a`: its shape is checked) and its layout's stored skeleton `s` (a
+    /// plan-cache hit: no host layout, no host permutation), for the dense kernel of `s`'s window
+    /// height, run under `schedule`.
     /// `new_of_old[r]` is the prepared row of input row `r` (`None`: `a` is in the prepared order
     /// already); with `cols_too` columns are relabelled the same way (a symmetric reordering).
     ///
@@ -431,6 +433,7 @@ impl RowTileDevice {
     pub fn build_dense(
         gpu: &Gpu,
         a: &Csr,
+        csr: &DeviceCsr,
         new_of_old: Option<&[u32]>,
         cols_too: bool,
         s: &RowTileStructure,
@@ -481,9 +484,7 @@ impl RowTileDevice {
                 "relabelling the columns needs a square matrix and a row relabelling".into(),
             ));
         }
-        let indptr = gpu.upload(a.indptr().raw_storage())?;
-        let indices = upload_nonempty(gpu, a.indices())?;
-        let values = upload_nonempty(gpu, a.data())?;
+        csr.check_matches(a)?;
         let relabel = new_of_old.map(|p| upload_nonempty(gpu, p)).transpose()?;
         let rwo = upload_nonempty(gpu, s.row_window_offset())?;
         let a2x = upload_nonempty(gpu, s.block_cols())?;
@@ -495,7 +496,10 @@ impl RowTileDevice {
         let null = 0u64;
         let stream = gpu.stream();
         let mut l = stream.launch_builder(&build);
-        l.arg(&indptr).arg(&indices).arg(&values).arg(&rows);
+        l.arg(&csr.indptr)
+            .arg(&csr.indices)
+            .arg(&csr.values)
+            .arg(&rows);
         match &relabel {
             Some(p) => l.arg(p),
             None => l.arg(&null),
@@ -508,8 +512,9 @@ impl RowTileDevice {
         // SAFETY: (1) argument types and order match `row_tile_dense_build` in
         // kernels-ptx/row_tile_spmm.cu (BUILD_PARAMS in SIGNATURES, checked against the PTX by a
         // CPU test). (2) Only `frag` and `missing` are written, both allocated here and not yet
-        // shared. (3) Every index is in bounds: the CSR arrays are `a`'s (a `Csr`: row offsets
-        // from 0 to nnz, columns < cols), the relabelling was checked to be a permutation of
+        // shared. (3) Every index is in bounds: the CSR arrays are an upload of a `Csr` of
+        // `a`'s shape and nonzero count (DeviceCsr's invariant, shape checked above: row
+        // offsets from 0 to nnz, columns < cols), the relabelling was checked to be a permutation of
         // 0..rows (and, for columns, rows = cols), so every prepared row names a window of `s`
         // (which has ⌈rows / window_rows⌉ of them); `s`'s type guarantees a window prefix of that
         // length ending at its block count, so the search reads a2x only inside the window's
@@ -529,7 +534,7 @@ impl RowTileDevice {
                 "{lost} nonzeros have a column their window's skeleton lacks: the skeleton is not this matrix's"
             ));
         }
-        drop((indptr, indices, values, relabel));
+        drop(relabel);
         Ok(Self {
             rows: a.rows(),
             nnz: a.nnz(),

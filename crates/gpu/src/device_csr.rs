@@ -1,0 +1,73 @@
+//! A CSR matrix's arrays on the device, uploaded once and handed to whichever consumer needs them
+//! (cuSPARSE's descriptor, the CSR kernel, the row-tile build of a plan-cache hit): a preparation
+//! can start the upload before it knows which consumer that will be.
+
+use cudarc::driver::CudaSlice;
+use tcsparse_formats::Csr;
+
+use crate::schedule::upload_nonempty;
+use crate::spmm::csr::check_csr;
+use crate::{Gpu, GpuError};
+
+/// The arrays of one [`Csr`] on the device (row offsets, column indices, values; the two
+/// nonzero arrays hold one element when the matrix has none).
+///
+/// Invariant: they are an upload of a [`Csr`] of `rows × cols` with `nnz` values (its invariants:
+/// row offsets rising from 0 to nnz, every column < cols, all < u32::MAX) and are never written.
+/// Consumers take it together with that matrix and check that its shape matches.
+pub struct DeviceCsr {
+    rows: usize,
+    cols: usize,
+    nnz: usize,
+    pub(crate) indptr: CudaSlice<u32>,
+    pub(crate) indices: CudaSlice<u32>,
+    pub(crate) values: CudaSlice<f32>,
+}
+
+impl std::fmt::Debug for DeviceCsr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceCsr")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("nnz", &self.nnz)
+            .finish()
+    }
+}
+
+impl DeviceCsr {
+    /// Uploads `a` (staged for large arrays, see [`Gpu::upload`]).
+    pub fn upload(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        Ok(Self {
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            indptr: gpu.upload(a.row_offsets())?,
+            indices: upload_nonempty(gpu, a.indices())?,
+            values: upload_nonempty(gpu, a.data())?,
+        })
+    }
+
+    /// Rows, columns and stored values of the uploaded matrix.
+    pub fn shape(&self) -> (usize, usize, usize) {
+        (self.rows, self.cols, self.nnz)
+    }
+
+    /// `Ok` when `a` has the uploaded matrix's shape and nonzero count (the caller vouches that
+    /// it is the same matrix).
+    pub(crate) fn check_matches(&self, a: &Csr) -> Result<(), GpuError> {
+        if self.shape() == (a.rows(), a.cols(), a.nnz()) {
+            Ok(())
+        } else {
+            Err(GpuError::Invalid(format!(
+                "device CSR of {}×{} with {} values for a {}×{} matrix with {}",
+                self.rows,
+                self.cols,
+                self.nnz,
+                a.rows(),
+                a.cols(),
+                a.nnz()
+            )))
+        }
+    }
+}
