@@ -12,6 +12,7 @@ use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
+use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
@@ -227,7 +228,6 @@ impl Source<'_> {
 }
 
 /// The output of [`Engine::reorder_stage`].
-#[derive(Clone)]
 pub(super) struct Reordered {
     /// The reordered matrix; `None` when it runs in its original order (`a` itself: the copy the
     /// [`Prepared`] keeps is made while the rest of the preparation runs, see
@@ -242,6 +242,9 @@ pub(super) struct Reordered {
     /// The planner's block counts of the ORIGINAL matrix when the gate counted them (reused
     /// wherever the matrix runs in its original order).
     pub(super) counts: Option<Arc<PlannerBlockCounts>>,
+    /// The ORIGINAL matrix's arrays already on the GPU (uploaded during the plan-cache look-up),
+    /// taken instead of a new upload by the first kernel set up on the original order.
+    pub(super) device: Option<DeviceCsr>,
 }
 
 impl Reordered {
@@ -256,6 +259,7 @@ impl Reordered {
             reorder_s: self.reorder_s,
             gate: self.gate.clone(),
             counts: self.counts.clone(),
+            device: None,
         }
     }
 }
@@ -329,17 +333,39 @@ impl Engine {
             )));
         }
         let t = Instant::now();
-        let cache = opts
-            .cache_dir
-            .as_ref()
-            .map(|dir| PlanCache::new(dir, &a, opts, self));
+        // With a cache and a GPU, the matrix's arrays go up while the content checksum and the
+        // entry are read (a hit's kernels and a miss's cuSPARSE stage take them; ~9 ms for 250 MB
+        // on the H200 that would otherwise follow the look-up).
+        let (cache, loaded, mut device) = match (&opts.cache_dir, &self.gpu) {
+            (None, _) => (None, None, None),
+            (Some(dir), gpu) => std::thread::scope(|s| {
+                let upload = gpu.as_ref().map(|gpu| {
+                    let a: &Csr = &a;
+                    s.spawn(move || DeviceCsr::upload(gpu, a))
+                });
+                let c = PlanCache::new(dir, &a, opts, self);
+                tracing::debug!(
+                    "plan cache key (content checksum) in {:.1} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                let loaded = c.load(&a);
+                let device = match upload.map(|h| h.join()) {
+                    Some(Ok(Ok(d))) => Some(d),
+                    Some(Ok(Err(e))) => {
+                        tracing::debug!("plan cache: the early upload failed ({e})");
+                        None
+                    }
+                    _ => None,
+                };
+                (Some(c), Some(loaded), device)
+            }),
+        };
         let mut outcome = CacheOutcome::Off;
         let mut cache_s = 0.0;
-        if let Some(c) = &cache {
-            let loaded = c.load(&a);
+        if let (Some(c), Some(loaded)) = (&cache, loaded) {
             cache_s = t.elapsed().as_secs_f64();
             outcome = match loaded {
-                Ok(Some(entry)) => match self.prepare_cached(a, opts, entry) {
+                Ok(Some(entry)) => match self.prepare_cached(a, opts, entry, device.take()) {
                     Ok(mut p) => {
                         p.report.cache = CacheOutcome::Hit;
                         p.report.cache_s = cache_s;
@@ -360,9 +386,10 @@ impl Engine {
         }
         let mut p =
             if let (Some(gpu), true, KernelRequest::Auto) = (&self.gpu, opts.tune, opts.kernel) {
-                self.prepare_tuned(gpu, a, opts)?
+                self.prepare_tuned(gpu, a, opts, device)?
             } else {
-                let stage = self.reorder_stage(&a, opts)?;
+                let mut stage = self.reorder_stage(&a, opts)?;
+                stage.device = device;
                 self.prepare_reordered(a, stage, opts)?
             };
         if let Some(c) = &cache {
@@ -396,11 +423,12 @@ impl Engine {
         a: Source<'_>,
         opts: &PrepareOptions,
         entry: PlanEntry,
+        mut device: Option<DeviceCsr>,
     ) -> Result<Prepared, Error> {
         let t = Instant::now();
         let note = format!("from the plan cache: {}", entry.note);
         if let (Some(gpu), Source::Shared(shared), Some(s)) = (&self.gpu, &a, &entry.row_tile) {
-            match self.prepare_cached_on_device(gpu, shared, opts, &entry, s, &note) {
+            match self.prepare_cached_on_device(gpu, shared, opts, &entry, s, &note, &mut device) {
                 Ok(p) => return Ok(p),
                 Err(e) => tracing::warn!(
                     "plan cache: the layout could not be built on the GPU ({e}); building it on the host"
@@ -420,6 +448,7 @@ impl Engine {
             reorder_s: t.elapsed().as_secs_f64(),
             gate: None,
             counts: None,
+            device,
         };
         let fixed = Fixed {
             kernel: entry.kernel,
@@ -431,8 +460,9 @@ impl Engine {
     }
 
     /// [`Engine::prepare_cached`] for a dense-tile row-tile entry with its skeleton `s`: the
-    /// layout filled on the GPU from `a`'s CSR in its original order, the reordered host copy
-    /// left to first use.
+    /// layout filled on the GPU from `a`'s CSR in its original order (`device` when it is
+    /// uploaded already, taken only on success), the reordered host copy left to first use.
+    #[allow(clippy::too_many_arguments)]
     fn prepare_cached_on_device(
         &self,
         gpu: &tcsparse_gpu::Gpu,
@@ -441,6 +471,7 @@ impl Engine {
         entry: &PlanEntry,
         s: &tcsparse_formats::rowtile::RowTileStructure,
         note: &str,
+        device: &mut Option<DeviceCsr>,
     ) -> Result<Prepared, Error> {
         let ExecKernel::RowTile { kernel, schedule } = entry.kernel else {
             return Err(Error::Format(
@@ -465,9 +496,18 @@ impl Engine {
                 kernel.name()
             )));
         }
+        let uploaded;
+        let csr = match device {
+            Some(d) => &*d,
+            None => {
+                uploaded = DeviceCsr::upload(gpu, a)?;
+                &uploaded
+            }
+        };
         let d = RowTileDevice::build_dense(
             gpu,
             a,
+            csr,
             new_of_old.as_ref().map(Permutation::as_slice),
             symmetric,
             s,
@@ -488,7 +528,10 @@ impl Engine {
             reorder_s: 0.0,
             gate: None,
             counts: None,
+            device: None,
         };
+        // (The layout is built: the CSR arrays are not needed any more.)
+        *device = None;
         let fixed = Fixed {
             kernel: entry.kernel,
             note: format!("{note} (layout built on the GPU from the cached skeleton)"),
@@ -597,6 +640,7 @@ impl Engine {
             reorder_s,
             gate,
             counts,
+            device: None,
         })
     }
 
@@ -673,6 +717,7 @@ impl Engine {
             reorder_s,
             gate,
             counts: original_counts,
+            mut device,
         } = stage;
         let mut a_re = a_re;
         let src = a_re.as_ref().unwrap_or(a);
@@ -800,7 +845,10 @@ impl Engine {
                 DeviceState::Acc(Box::new(d))
             }
             (Some(gpu), ExecKernel::Cusparse) => {
-                let csr = CusparseCsr::new(gpu, src)?;
+                let csr = match device.take() {
+                    Some(d) if a_re.is_none() => CusparseCsr::from_device(gpu, src, d)?,
+                    _ => CusparseCsr::new(gpu, src)?,
+                };
                 gpu.synchronize()?;
                 DeviceState::Cusparse {
                     csr,
@@ -808,7 +856,10 @@ impl Engine {
                 }
             }
             (Some(gpu), ExecKernel::CsrCuda { chunk_nnz }) => {
-                let k = CsrSpmm::with_chunk(gpu, src, chunk_nnz)?;
+                let k = match device.take() {
+                    Some(d) if a_re.is_none() => CsrSpmm::with_chunk_on(gpu, src, chunk_nnz, d)?,
+                    _ => CsrSpmm::with_chunk(gpu, src, chunk_nnz)?,
+                };
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
             }

@@ -545,6 +545,7 @@ impl Engine {
         gpu: &Gpu,
         a: Source<'_>,
         opts: &PrepareOptions,
+        device: Option<tcsparse_gpu::device_csr::DeviceCsr>,
     ) -> Result<Prepared, Error> {
         let n = opts.n.max(1);
         let stage = self.reorder_stage(&a, opts)?;
@@ -567,6 +568,10 @@ impl Engine {
             };
             (original, Some(stage))
         };
+        // (The early upload is the original matrix's: cuSPARSE's set-up takes it when it runs in
+        // the original order.)
+        let mut cus_stage = cus_stage;
+        cus_stage.device = device;
         let stage_reordered =
             tc_stage.as_ref().is_some_and(|s| s.perm.is_some()) || cus_stage.perm.is_some();
         let mut tuning = Tuning {
@@ -671,6 +676,7 @@ impl Engine {
                     reorder_s: cus.report.reorder_s,
                     gate: cus.report.reorder_gate.clone(),
                     counts: original_counts,
+                    device: None,
                 },
             };
             if acc_first {
