@@ -224,13 +224,20 @@ impl CsrSpmm {
     ) -> Result<Self, GpuError> {
         check_csr(a)?;
         d.check_matches(a)?;
+        let t = std::time::Instant::now();
         let row_offsets = a.row_offsets().to_vec();
+        let work = DeviceWork::build(gpu, &row_offsets, chunk_nnz)?;
+        tracing::debug!(
+            "CSR kernel work list: {} items in {:.1} ms",
+            work.num_items,
+            t.elapsed().as_secs_f64() * 1e3
+        );
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
-            work: DeviceWork::build(gpu, &row_offsets, chunk_nnz)?,
+            work,
             row_offsets,
             indptr: d.indptr,
             indices: d.indices,

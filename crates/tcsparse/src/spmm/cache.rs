@@ -361,12 +361,20 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     out
 }
 
-/// Little-endian u32s from bytes whose length is a multiple of 4.
+/// Little-endian u32s from bytes whose length is a multiple of 4 (one copy on little-endian
+/// hosts, whatever the bytes' alignment).
 fn u32s_le(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    if cfg!(target_endian = "little") {
+        let n = bytes.len() / 4;
+        let mut v = vec![0u32; n];
+        bytemuck::cast_slice_mut::<u32, u8>(&mut v).copy_from_slice(&bytes[..4 * n]);
+        v
+    } else {
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
 }
 
 /// Reads a payload front to back; every read is bounds-checked.
