@@ -203,11 +203,19 @@ struct WarpItem {
 //   (IPB = 2, pair items: warps 2i and 2i + 1 run item 2x + i on 64 features, was measured as
 //   k8 and dropped: docs/kernels/hrpb.md v4.)
 // Lists with IPB > 1 are padded to a multiple of IPB with skipped items (flags bit 1).
-template <int IPB>
+// The lean kernels (REREAD) read blockDim.y anew each time (asm volatile): ptxas otherwise keeps
+// it from the start and spills it at 40 registers.
+__device__ __forceinline__ u32 ntid_y() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(r));
+    return r;
+}
+
+template <int IPB, bool REREAD = false>
 __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, WarpItem& it) {
     constexpr u32 WPI = IPB > 1 ? 4 / IPB : 1;  // warps per item (IPB > 1)
     it.f0 = IPB > 1 ? ((u64)blockIdx.y * WPI + threadIdx.y % WPI) * 32
-                    : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+                    : ((u64)blockIdx.y * (REREAD ? ntid_y() : blockDim.y) + threadIdx.y) * 32;
     if (it.f0 >= n) return false;
     const u32* wk = work + 4ull * (IPB > 1 ? (u64)IPB * blockIdx.x + threadIdx.y / WPI
                                            : (u64)blockIdx.x);
@@ -340,6 +348,117 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 }
 
 
+// Lean variant (v5, hrpb_spmm_k8s / k8ws): the k8 walk in fewer live registers, so more thread
+// blocks fit an SM without spills (the walk is latency-bound: resident warps decide, v4). A step is
+// 2 bricks, single-buffered; its two 32-byte brick records arrive one step early in ONE coalesced
+// load (lane l holds word l % 16 of the pair: lanes 0-7 brick i, 8-15 brick i + 1, lanes 16-31 a
+// copy) and are handed out with 4 shuffles per brick, as k8d4 does for 4 bricks. So a step's chain
+// is one round trip (values and B, addresses in registers), as k8's double buffer, with 12 step
+// registers instead of 24. This lane's B features are a 32-bit offset folded into one row pointer.
+// Bits of the lanes below this one (a special register: nothing to hold across the walk).
+__device__ __forceinline__ u32 lanemask_lt() {
+    u32 r;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r));
+    return r;
+}
+
+// One lean step: bricks i, i + 1 (< end) from the pair's records in `mw` (lane l: word l % 16).
+__device__ __forceinline__ Step lean_step(const float* __restrict__ values,
+                                          const float* __restrict__ b, u32 ldb, u32 n, u32 i,
+                                          u32 end, u32 mw, u32 lane, u32 fb, bool bload,
+                                          bool bvec) {
+    Step s;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        s.a[2 * q] = 0.0f;
+        s.a[2 * q + 1] = 0.0f;
+        s.b[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i + q < end) {  // warp-uniform
+            const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
+            const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
+            const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
+            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (lane & 3));
+            const u32 below = lanemask_lt();
+            if ((lo >> lane) & 1u) s.a[2 * q] = __ldg(values + off + __popc(lo & below));
+            if ((hi >> lane) & 1u)
+                s.a[2 * q + 1] = __ldg(values + off + __popc(lo) + __popc(hi & below));
+            if (col != SENTINEL && bload) {
+                const float* p = b + ((u64)col * ldb + fb);
+                if (bvec) {
+                    s.b[q] = __ldg(reinterpret_cast<const float4*>(p));
+                } else {
+                    s.b[q].x = __ldg(p);
+                    s.b[q].y = fb + 1 < n ? __ldg(p + 1) : 0.0f;
+                    s.b[q].z = fb + 2 < n ? __ldg(p + 2) : 0.0f;
+                    s.b[q].w = fb + 3 < n ? __ldg(p + 3) : 0.0f;
+                }
+            }
+        }
+    }
+    return s;
+}
+
+// The two records of bricks i, i + 1 (zeros past end): lane l loads word l % 16.
+__device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 i, u32 end,
+                                            u32 wl) {
+    return i + (wl >> 3) < end ? __ldg(bricks + (u64)i * BRICK_WORDS + wl) : 0u;
+}
+
+// DB = false (k8s, k8ws): single step buffer, 40 registers, 12 blocks per SM.
+// DB = true (k8sd): k8's double buffer on the same record path (the loads of step s + 1 are issued
+// before step s's MMAs, the records of step s + 2 with them), 48 registers (8 bytes of spill),
+// 10 blocks per SM. With warp items it spilled 24 bytes (as k8wo, dropped in v4): not built.
+template <int IPB, bool DB>
+__device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
+                                               const u32* __restrict__ bricks,
+                                               const float* __restrict__ values,
+                                               const float* __restrict__ b, u32 ldb,
+                                               float* __restrict__ c, u32 ldc, u32 m, u32 n,
+                                               float alpha, float beta, u32 flags) {
+    WarpItem it;
+    if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
+    const u32 begin = it.begin, end = it.end;
+    const u32 lane = threadIdx.x;
+    const u32 fb = (u32)it.f0 + 4 * (lane >> 2);  // this lane's B features (f0 < n < 2^32)
+    const bool bload = fb < n;
+    const bool bvec = (flags & 1u) && fb + 3 < n;
+    const u32 wl = lane & 15;  // the record word this lane holds
+
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    u32 mw = lean_records(bricks, begin, end, wl);
+    if (DB) {
+        Step cur = lean_step(values, b, ldb, n, begin, end, mw, lane, fb, bload, bvec);
+        mw = lean_records(bricks, begin + 2, end, wl);
+        for (u32 i = begin; i < end; i += 2) {
+            const Step nxt = lean_step(values, b, ldb, n, i + 2, end, mw, lane, fb, bload, bvec);
+            mw = lean_records(bricks, i + 4, end, wl);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
+                       comp(cur.b[1], j));
+            cur = nxt;
+        }
+    } else {
+        for (u32 i = begin; i < end; i += 2) {
+            const Step cur = lean_step(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
+            // The next step's records, in flight during this step's wait and MMAs.
+            mw = lean_records(bricks, i + 2, end, wl);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
+                       comp(cur.b[1], j));
+        }
+    }
+    // The item again (a few cached words) instead of holding panel and flags through the walk.
+    WarpItem it2;
+    warp_item<IPB, true>(work, n, it2);
+    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
+            lane >> 2, acc);
+}
+
 #define HRPB_PARAMS                                                                           \
     const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
         const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
@@ -364,4 +483,19 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o(HRPB_PARAMS) {
     hrpb_spmm<true, 1>(HRPB_ARGS);
+}
+
+#ifndef HRPB_LEAN_BLOCKS
+#define HRPB_LEAN_BLOCKS 12
+#endif
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8s(HRPB_PARAMS) {
+    hrpb_spmm_lean<1, false>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8ws(HRPB_PARAMS) {
+    hrpb_spmm_lean<4, false>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8sd(HRPB_PARAMS) {
+    hrpb_spmm_lean<1, true>(HRPB_ARGS);
 }

@@ -34,6 +34,12 @@ pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
 /// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
 pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
+/// [`ENTRY_K8`]'s walk in 40 registers (records by shuffle, one step buffer): 12 blocks per SM.
+pub const ENTRY_K8S: &str = "hrpb_spmm_k8s";
+/// [`ENTRY_K8W`]'s warp items on the lean walk of [`ENTRY_K8S`]: 12 blocks per SM.
+pub const ENTRY_K8WS: &str = "hrpb_spmm_k8ws";
+/// [`ENTRY_K8S`]'s record path with k8's double step buffer, 10 blocks per SM (48 registers).
+pub const ENTRY_K8SD: &str = "hrpb_spmm_k8sd";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -87,6 +93,21 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8O,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8S,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WS,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8SD,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -109,16 +130,28 @@ pub enum HrpbMma {
     /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
     /// warps in flight.
     K8O,
+    /// The lean walk (v5): one step buffer of 2 bricks whose two records arrive a step early in one
+    /// coalesced load and are handed out by shuffles, B features as a 32-bit offset: 40 registers,
+    /// no spills, 12 resident thread blocks per SM (k8o: 10 with a 4-byte spill).
+    K8S,
+    /// [`HrpbMma::K8S`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
+    K8WS,
+    /// [`HrpbMma::K8S`]'s record path with k8's double step buffer at 10 blocks per SM (48
+    /// registers, 8 bytes of spill): depth against resident warps.
+    K8SD,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 5] = [
+    pub const ALL: [HrpbMma; 8] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
         HrpbMma::K8W,
         HrpbMma::K8O,
+        HrpbMma::K8S,
+        HrpbMma::K8WS,
+        HrpbMma::K8SD,
     ];
 
     fn entry(self) -> &'static str {
@@ -128,10 +161,13 @@ impl HrpbMma {
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
             HrpbMma::K8O => ENTRY_K8O,
+            HrpbMma::K8S => ENTRY_K8S,
+            HrpbMma::K8WS => ENTRY_K8WS,
+            HrpbMma::K8SD => ENTRY_K8SD,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8s`, `k8ws`, `k8sd`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -139,6 +175,9 @@ impl HrpbMma {
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
             HrpbMma::K8O => "k8o",
+            HrpbMma::K8S => "k8s",
+            HrpbMma::K8WS => "k8ws",
+            HrpbMma::K8SD => "k8sd",
         }
     }
 
@@ -161,16 +200,16 @@ impl HrpbMma {
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
         if panels >= MANY_PANEL_WAVES * 8 * sm_count.max(1) as usize {
-            HrpbMma::K8O
+            HrpbMma::K8S
         } else {
-            HrpbMma::K8W
+            HrpbMma::K8WS
         }
     }
 
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WS => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -549,11 +588,12 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*,
-        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES,
-        // checked against the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a
-        // multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so
-        // every float4 address is 16-byte aligned (each lane's first feature is a multiple of 4).
+        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o/k8s/k8ws/k8sd(const
+        // u32*, const u32*, const float*, const float*, u32, float*, u32, u32, u32, float, float,
+        // u32)` (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
+        // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
+        // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
+        // feature is a multiple of 4).
         // (2) Only C is written and it is borrowed mutably (raw pointers through
         // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C);
         // the layout and work buffers are private and never written after upload. (3) Reads stay
@@ -710,11 +750,13 @@ mod tests {
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
         // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
-        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8O); // REDDIT-BINARY
-        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8O); // mdual
-        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8O);
-        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8W);
-        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8W); // copter2
-        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8S); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8S); // mdual
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8S);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WS);
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WS); // copter2
+        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8WS);
+        assert_eq!(HrpbMma::K8WS.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8S.launch_shape(1000), (4, 8, 1));
     }
 }

@@ -284,6 +284,9 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
                 HrpbMma::K8O => 4,
+                HrpbMma::K8S => 5,
+                HrpbMma::K8WS => 6,
+                HrpbMma::K8SD => 7,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -408,6 +411,9 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
                 4 => HrpbMma::K8O,
+                5 => HrpbMma::K8S,
+                6 => HrpbMma::K8WS,
+                7 => HrpbMma::K8SD,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

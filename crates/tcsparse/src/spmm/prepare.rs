@@ -942,11 +942,11 @@ mod tests {
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
             model_kernel(&hrpb, 859_254, 1_991_016, None, Some(0.3), 132),
-            wave(HrpbMma::K8O)
+            wave(HrpbMma::K8S)
         );
         assert_eq!(
             model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
-            wave(HrpbMma::K8W)
+            wave(HrpbMma::K8WS)
         );
         // The launch-floor rule takes the same shape (cora: few panels → k8w).
         assert_eq!(
@@ -958,7 +958,7 @@ mod tests {
                 Some(0.067),
                 132
             ),
-            wave(HrpbMma::K8W)
+            wave(HrpbMma::K8WS)
         );
     }
 
