@@ -363,6 +363,11 @@ __device__ __forceinline__ u32 lanemask_lt() {
 }
 
 // One lean step: bricks i, i + 1 (< end) from the pair's records in `mw` (lane l: word l % 16).
+// CB = false: lane (g, t) loads its own B float4, row col[t], features fb = f0 + 4g (a quarter warp
+// touches 4 rows). CB = true (coalesced B, v5b): lane l loads row col[l / 8], features fb = f0 +
+// 4 (l % 8), so each quarter warp reads 128 contiguous bytes of one row; the walk then moves
+// each component to lane (g, t) = 4 (l % 8) + l / 8 with a shuffle, just before its MMA.
+template <bool CB>
 __device__ __forceinline__ Step lean_step(const float* __restrict__ values,
                                           const float* __restrict__ b, u32 ldb, u32 n, u32 i,
                                           u32 end, u32 mw, u32 lane, u32 fb, bool bload,
@@ -377,7 +382,8 @@ __device__ __forceinline__ Step lean_step(const float* __restrict__ values,
             const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
             const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
             const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
-            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (lane & 3));
+            const u32 col =
+                __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (CB ? lane >> 3 : lane & 3));
             const u32 below = lanemask_lt();
             if ((lo >> lane) & 1u) s.a[2 * q] = __ldg(values + off + __popc(lo & below));
             if ((hi >> lane) & 1u)
@@ -398,17 +404,20 @@ __device__ __forceinline__ Step lean_step(const float* __restrict__ values,
     return s;
 }
 
-// The two records of bricks i, i + 1 (zeros past end): lane l loads word l % 16.
-__device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 i, u32 end,
-                                            u32 wl) {
-    return i + (wl >> 3) < end ? __ldg(bricks + (u64)i * BRICK_WORDS + wl) : 0u;
+// The two records of bricks i, i + 1 (zeros past end): lane l loads word l % 16 (the lane read
+// anew from %laneid each time: ptxas otherwise holds its 64-bit offset and spills it at 40).
+__device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 i, u32 end) {
+    u32 l;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+    const u32 wl = l & 15;
+    return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl)) : 0u;
 }
 
 // DB = false (k8s, k8ws): single step buffer, 40 registers, 12 blocks per SM.
 // DB = true (k8sd): k8's double buffer on the same record path (the loads of step s + 1 are issued
 // before step s's MMAs, the records of step s + 2 with them), 48 registers (8 bytes of spill),
 // 10 blocks per SM. With warp items it spilled 24 bytes (as k8wo, dropped in v4): not built.
-template <int IPB, bool DB>
+template <int IPB, bool DB, bool CB = false>
 __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
                                                const u32* __restrict__ bricks,
                                                const float* __restrict__ values,
@@ -419,22 +428,23 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
     const u32 begin = it.begin, end = it.end;
     const u32 lane = threadIdx.x;
-    const u32 fb = (u32)it.f0 + 4 * (lane >> 2);  // this lane's B features (f0 < n < 2^32)
+    // This lane's B features (f0 < n < 2^32): f0 + 4g, or f0 + 4 (lane % 8) with CB.
+    const u32 fb = (u32)it.f0 + 4 * (CB ? lane & 7 : lane >> 2);
     const bool bload = fb < n;
     const bool bvec = (flags & 1u) && fb + 3 < n;
-    const u32 wl = lane & 15;  // the record word this lane holds
 
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-    u32 mw = lean_records(bricks, begin, end, wl);
+    u32 mw = lean_records(bricks, begin, end);
     if (DB) {
-        Step cur = lean_step(values, b, ldb, n, begin, end, mw, lane, fb, bload, bvec);
-        mw = lean_records(bricks, begin + 2, end, wl);
+        Step cur = lean_step<CB>(values, b, ldb, n, begin, end, mw, lane, fb, bload, bvec);
+        mw = lean_records(bricks, begin + 2, end);
+        static_assert(!(DB && CB), "the double-buffered lean walk loads B per lane");
         for (u32 i = begin; i < end; i += 2) {
-            const Step nxt = lean_step(values, b, ldb, n, i + 2, end, mw, lane, fb, bload, bvec);
-            mw = lean_records(bricks, i + 4, end, wl);
+            const Step nxt = lean_step<CB>(values, b, ldb, n, i + 2, end, mw, lane, fb, bload, bvec);
+            mw = lean_records(bricks, i + 4, end);
 #pragma unroll
             for (int j = 0; j < 4; ++j)
                 mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
@@ -443,13 +453,21 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
         }
     } else {
         for (u32 i = begin; i < end; i += 2) {
-            const Step cur = lean_step(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
+            const Step cur = lean_step<CB>(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
             // The next step's records, in flight during this step's wait and MMAs.
-            mw = lean_records(bricks, i + 2, end, wl);
+            mw = lean_records(bricks, i + 2, end);
+            // CB: feature component j of lane (g, t) comes from lane 8t + g, moved just before
+            // MMA j (each loaded component dies at its shuffle).
+            const u32 src = 8 * (lane & 3) + (lane >> 2);
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
-                       comp(cur.b[1], j));
+            for (int j = 0; j < 4; ++j) {
+                float b0 = comp(cur.b[0], j), b1 = comp(cur.b[1], j);
+                if (CB) {
+                    b0 = __shfl_sync(0xFFFFFFFFu, b0, src);
+                    b1 = __shfl_sync(0xFFFFFFFFu, b1, src);
+                }
+                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
+            }
         }
     }
     // The item again (a few cached words) instead of holding panel and flags through the walk.
@@ -498,4 +516,12 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8sd(HRPB_PARAMS) {
     hrpb_spmm_lean<1, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8sc(HRPB_PARAMS) {
+    hrpb_spmm_lean<1, false, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8wsc(HRPB_PARAMS) {
+    hrpb_spmm_lean<4, false, true>(HRPB_ARGS);
 }

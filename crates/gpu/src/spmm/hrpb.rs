@@ -40,6 +40,10 @@ pub const ENTRY_K8S: &str = "hrpb_spmm_k8s";
 pub const ENTRY_K8WS: &str = "hrpb_spmm_k8ws";
 /// [`ENTRY_K8S`]'s record path with k8's double step buffer, 10 blocks per SM (48 registers).
 pub const ENTRY_K8SD: &str = "hrpb_spmm_k8sd";
+/// [`ENTRY_K8S`] with B loaded a row per quarter warp and moved to the MMA lanes by shuffles.
+pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
+/// [`ENTRY_K8WS`] with B loaded a row per quarter warp and moved to the MMA lanes by shuffles.
+pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -50,6 +54,13 @@ pub const PANEL_ROWS: u32 = 16;
 /// one work item per thread block (k8o) over warp items (k8w): 4224 panels (67 584 rows) on the
 /// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
 pub const MANY_PANEL_WAVES: usize = 4;
+
+/// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8ws) over
+/// k8w: 528 panels on the H200 (cage10 713 and bcsstk17 686 above, rajat01 428 and BlogCatalog
+/// 325 below).
+pub const LEAN_PANELS_PER_SM: usize = 4;
+/// Whether [`HrpbMma::for_rows`] takes the coalesced-B lean kernels (k8sc, k8wsc).
+const COALESCED_B: bool = false;
 
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
@@ -108,6 +119,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8SD,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8SC,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WSC,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -139,11 +160,17 @@ pub enum HrpbMma {
     /// [`HrpbMma::K8S`]'s record path with k8's double step buffer at 10 blocks per SM (48
     /// registers, 8 bytes of spill): depth against resident warps.
     K8SD,
+    /// [`HrpbMma::K8S`] with coalesced B: lane l loads B row col[l / 8] at features 4 (l % 8), so
+    /// each quarter warp reads 128 contiguous bytes of one row (4 L1 wavefronts per brick and warp
+    /// instead of 16), and each component moves to its MMA lane with a shuffle (40 registers).
+    K8SC,
+    /// [`HrpbMma::K8WS`] with [`HrpbMma::K8SC`]'s coalesced B (40 registers, 12 blocks).
+    K8WSC,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 8] = [
+    pub const ALL: [HrpbMma; 10] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
@@ -152,6 +179,8 @@ impl HrpbMma {
         HrpbMma::K8S,
         HrpbMma::K8WS,
         HrpbMma::K8SD,
+        HrpbMma::K8SC,
+        HrpbMma::K8WSC,
     ];
 
     fn entry(self) -> &'static str {
@@ -164,10 +193,13 @@ impl HrpbMma {
             HrpbMma::K8S => ENTRY_K8S,
             HrpbMma::K8WS => ENTRY_K8WS,
             HrpbMma::K8SD => ENTRY_K8SD,
+            HrpbMma::K8SC => ENTRY_K8SC,
+            HrpbMma::K8WSC => ENTRY_K8WSC,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8s`, `k8ws`, `k8sd`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8s`, `k8ws`, `k8sd`, `k8sc`,
+    /// `k8wsc`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -178,6 +210,8 @@ impl HrpbMma {
             HrpbMma::K8S => "k8s",
             HrpbMma::K8WS => "k8ws",
             HrpbMma::K8SD => "k8sd",
+            HrpbMma::K8SC => "k8sc",
+            HrpbMma::K8WSC => "k8wsc",
         }
     }
 
@@ -187,29 +221,44 @@ impl HrpbMma {
     }
 
     /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8O`] when the row panels alone make at least
-    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, else [`HrpbMma::K8W`].
+    /// candidates: [`HrpbMma::K8S`] when the row panels alone make at least
+    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, [`HrpbMma::K8WS`] from
+    /// [`LEAN_PANELS_PER_SM`] panels per SM, [`HrpbMma::K8W`] below.
     ///
-    /// Why (H200, docs/kernels/hrpb.md v4): the walk is latency-bound, so resident warps decide.
-    /// Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k,
-    /// mdual 16.2 k) k8w's four warp items per block end at different times and hold the block
-    /// (ncu, REDDIT N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), and
-    /// k8o's one item per block at 10 blocks per SM was 3–23 % faster than k8w; over a few waves
-    /// (every other shared dataset, ≤ 3.5 k panels) the wave split balances k8w's finer units and
-    /// k8w was faster (c-62, copter2, xenon1, BlogCatalog 3–19 %) or within noise.
+    /// Why (H200, docs/kernels/hrpb.md v4, v5): the walk is latency-bound, so resident warps
+    /// decide. Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www
+    /// 20.4 k, mdual 16.2 k) warp items end at different times and hold their block (ncu, REDDIT
+    /// N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), so one item per
+    /// block: k8o (10 blocks per SM) was 3–23 % faster than k8w, and k8s (12 blocks) 2–7 % faster
+    /// than k8o there. Over a few waves the wave split balances the warp items: k8ws (12 blocks)
+    /// was 3–12 % faster than k8w on c-62, copter2, PROTEINS, mdual, xenon1 (N ≥ 256); on the
+    /// launch-floor matrices (≤ 428 panels: west0067, mbeacxc, cora, citeseer, rajat01) it was
+    /// 2–19 % slower (its record shuffles and the epilogue's second work-item read are dependent
+    /// steps a short walk cannot hide), so they keep k8w.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
-        if panels >= MANY_PANEL_WAVES * 8 * sm_count.max(1) as usize {
-            HrpbMma::K8S
+        let sms = sm_count.max(1) as usize;
+        if panels >= MANY_PANEL_WAVES * 8 * sms {
+            if COALESCED_B {
+                HrpbMma::K8SC
+            } else {
+                HrpbMma::K8S
+            }
+        } else if panels >= LEAN_PANELS_PER_SM * sms {
+            if COALESCED_B {
+                HrpbMma::K8WSC
+            } else {
+                HrpbMma::K8WS
+            }
         } else {
-            HrpbMma::K8WS
+            HrpbMma::K8W
         }
     }
 
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W | HrpbMma::K8WS => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WS | HrpbMma::K8WSC => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -588,9 +637,9 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o/k8s/k8ws/k8sd(const
-        // u32*, const u32*, const float*, const float*, u32, float*, u32, u32, u32, float, float,
-        // u32)` (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
+        // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
+        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)
+        // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
         // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
         // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
         // feature is a multiple of 4).
@@ -755,7 +804,11 @@ mod tests {
         assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8S);
         assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WS);
         assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WS); // copter2
-        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8WS);
+        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WS); // cage10
+        assert_eq!(HrpbMma::for_rows(16 * 528, 132), HrpbMma::K8WS);
+        assert_eq!(HrpbMma::for_rows(16 * 528 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(6_833, 132), HrpbMma::K8W); // rajat01
+        assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
         assert_eq!(HrpbMma::K8WS.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8S.launch_shape(1000), (4, 8, 1));
     }

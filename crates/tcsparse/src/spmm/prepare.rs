@@ -934,7 +934,7 @@ mod tests {
 
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
-        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8o, the split kept; copter2 (3.5 k): k8w.
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8s, the split kept; copter2 (3.5 k): k8ws.
         let wave = |mma| ExecKernel::Hrpb {
             mma,
             split: HrpbSplit::Wave,
@@ -958,7 +958,7 @@ mod tests {
                 Some(0.067),
                 132
             ),
-            wave(HrpbMma::K8WS)
+            wave(HrpbMma::K8W)
         );
     }
 
