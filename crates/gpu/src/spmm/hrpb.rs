@@ -56,9 +56,9 @@ pub const PANEL_ROWS: u32 = 16;
 pub const MANY_PANEL_WAVES: usize = 4;
 
 /// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8ws) over
-/// k8w: 528 panels on the H200 (cage10 713 and bcsstk17 686 above, rajat01 428 and BlogCatalog
-/// 325 below).
-pub const LEAN_PANELS_PER_SM: usize = 4;
+/// k8w: 264 panels on the H200 (BlogCatalog 325 and rajat01 428 above, citeseer 208, cora 170,
+/// mbeacxc 31 and west0067 5 below).
+pub const LEAN_PANELS_PER_SM: usize = 2;
 /// Whether [`HrpbMma::for_rows`] takes the coalesced-B lean kernels (k8sc, k8wsc).
 const COALESCED_B: bool = false;
 
@@ -232,9 +232,9 @@ impl HrpbMma {
     /// block: k8o (10 blocks per SM) was 3–23 % faster than k8w, and k8s (12 blocks) 2–7 % faster
     /// than k8o there. Over a few waves the wave split balances the warp items: k8ws (12 blocks)
     /// was 3–12 % faster than k8w on c-62, copter2, PROTEINS, mdual, xenon1 (N ≥ 256); on the
-    /// launch-floor matrices (≤ 428 panels: west0067, mbeacxc, cora, citeseer, rajat01) it was
-    /// 2–19 % slower (its record shuffles and the epilogue's second work-item read are dependent
-    /// steps a short walk cannot hide), so they keep k8w.
+    /// launch-floor matrices (west0067, mbeacxc, cora, citeseer: ≤ 208 panels) it was 2–19 %
+    /// slower (its record shuffles and the epilogue's second work-item read are dependent steps a
+    /// short walk cannot hide), so they keep k8w.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
         let sms = sm_count.max(1) as usize;
@@ -805,9 +805,10 @@ mod tests {
         assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WS);
         assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WS); // copter2
         assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WS); // cage10
-        assert_eq!(HrpbMma::for_rows(16 * 528, 132), HrpbMma::K8WS);
-        assert_eq!(HrpbMma::for_rows(16 * 528 - 16, 132), HrpbMma::K8W);
-        assert_eq!(HrpbMma::for_rows(6_833, 132), HrpbMma::K8W); // rajat01
+        assert_eq!(HrpbMma::for_rows(16 * 264, 132), HrpbMma::K8WS);
+        assert_eq!(HrpbMma::for_rows(16 * 264 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8WS); // BlogCatalog
+        assert_eq!(HrpbMma::for_rows(3_327, 132), HrpbMma::K8W); // citeseer
         assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
         assert_eq!(HrpbMma::K8WS.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8S.launch_shape(1000), (4, 8, 1));
