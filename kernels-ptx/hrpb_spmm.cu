@@ -348,13 +348,24 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 }
 
 
-// Lean variant (v5, hrpb_spmm_k8s / k8ws): the k8 walk in fewer live registers, so more thread
-// blocks fit an SM without spills (the walk is latency-bound: resident warps decide, v4). A step is
-// 2 bricks, single-buffered; its two 32-byte brick records arrive one step early in ONE coalesced
-// load (lane l holds word l % 16 of the pair: lanes 0-7 brick i, 8-15 brick i + 1, lanes 16-31 a
-// copy) and are handed out with 4 shuffles per brick, as k8d4 does for 4 bricks. So a step's chain
-// is one round trip (values and B, addresses in registers), as k8's double buffer, with 12 step
-// registers instead of 24. This lane's B features are a 32-bit offset folded into one row pointer.
+// Lean walk with coalesced B (v5, hrpb_spmm_k8sc / k8wsc, docs/kernels/hrpb.md v5): the k8 walk
+// in 40 live registers, so 12 thread blocks fit an SM without spills (k8o: 10), and B gathered a
+// row per quarter warp.
+//  * A step is 2 bricks, single-buffered (12 step registers; k8's double buffer holds 24). Its two
+//    32-byte brick records arrive one step early in ONE coalesced load (lane l holds word l % 16 of
+//    the pair: lanes 0-7 brick i, 8-15 brick i + 1, lanes 16-31 a copy) and are handed out with 4
+//    shuffles per brick, as k8d4 does for 4 bricks; so a step's chain is one round trip (values
+//    and B, addresses in registers), as k8's.
+//  * B: the MMA's B fragment puts k (the brick column, i.e. the B row) on lane % 4, so a lane
+//    loading its own fragment makes every quarter warp (the unit a 128-bit load is served in)
+//    touch 4 rows: 16 L1 wavefronts per brick and warp, two thirds of the walk's (ncu, v5 run 1).
+//    Here lane l loads row col[l / 8] at features f0 + 4 (l % 8) -- a quarter warp reads 128
+//    contiguous bytes of one row, 4 wavefronts -- and just before MMA j component j moves to lane
+//    (g, t) from lane 8t + g with one shuffle (2 per MMA).
+//  * This lane's B features are a 32-bit offset added to `b` at each load, `lanemask_lt` comes
+//    from its special register, the work item is read again for the epilogue, and `ntid.y` and
+//    `laneid` are read with asm volatile where they are needed (ptxas otherwise holds them, or
+//    the 64-bit record offset, from the start and spills at 40 registers).
 // Bits of the lanes below this one (a special register: nothing to hold across the walk).
 __device__ __forceinline__ u32 lanemask_lt() {
     u32 r;
@@ -362,12 +373,9 @@ __device__ __forceinline__ u32 lanemask_lt() {
     return r;
 }
 
-// One lean step: bricks i, i + 1 (< end) from the pair's records in `mw` (lane l: word l % 16).
-// CB = false: lane (g, t) loads its own B float4, row col[t], features fb = f0 + 4g (a quarter warp
-// touches 4 rows). CB = true (coalesced B, v5b): lane l loads row col[l / 8], features fb = f0 +
-// 4 (l % 8), so each quarter warp reads 128 contiguous bytes of one row; the walk then moves
-// each component to lane (g, t) = 4 (l % 8) + l / 8 with a shuffle, just before its MMA.
-template <bool CB>
+// One lean step: bricks i, i + 1 (< end) from the pair's records in `mw` (lane l: word l % 16);
+// lane l's B float4 is row col[l / 8], features fb = f0 + 4 (l % 8) (zeros past n or for a
+// sentinel column).
 __device__ __forceinline__ Step lean_step(const float* __restrict__ values,
                                           const float* __restrict__ b, u32 ldb, u32 n, u32 i,
                                           u32 end, u32 mw, u32 lane, u32 fb, bool bload,
@@ -382,8 +390,7 @@ __device__ __forceinline__ Step lean_step(const float* __restrict__ values,
             const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
             const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
             const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
-            const u32 col =
-                __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (CB ? lane >> 3 : lane & 3));
+            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (lane >> 3));
             const u32 below = lanemask_lt();
             if ((lo >> lane) & 1u) s.a[2 * q] = __ldg(values + off + __popc(lo & below));
             if ((hi >> lane) & 1u)
@@ -413,11 +420,7 @@ __device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 
     return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl)) : 0u;
 }
 
-// DB = false (k8s, k8ws): single step buffer, 40 registers, 12 blocks per SM.
-// DB = true (k8sd): k8's double buffer on the same record path (the loads of step s + 1 are issued
-// before step s's MMAs, the records of step s + 2 with them), 48 registers (8 bytes of spill),
-// 10 blocks per SM. With warp items it spilled 24 bytes (as k8wo, dropped in v4): not built.
-template <int IPB, bool DB, bool CB = false>
+template <int IPB>
 __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
                                                const u32* __restrict__ bricks,
                                                const float* __restrict__ values,
@@ -428,8 +431,7 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
     const u32 begin = it.begin, end = it.end;
     const u32 lane = threadIdx.x;
-    // This lane's B features (f0 < n < 2^32): f0 + 4g, or f0 + 4 (lane % 8) with CB.
-    const u32 fb = (u32)it.f0 + 4 * (CB ? lane & 7 : lane >> 2);
+    const u32 fb = (u32)it.f0 + 4 * (lane & 7);  // this lane's B features (f0 < n < 2^32)
     const bool bload = fb < n;
     const bool bvec = (flags & 1u) && fb + 3 < n;
 
@@ -438,36 +440,18 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
     for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
     u32 mw = lean_records(bricks, begin, end);
-    if (DB) {
-        Step cur = lean_step<CB>(values, b, ldb, n, begin, end, mw, lane, fb, bload, bvec);
-        mw = lean_records(bricks, begin + 2, end);
-        static_assert(!(DB && CB), "the double-buffered lean walk loads B per lane");
-        for (u32 i = begin; i < end; i += 2) {
-            const Step nxt = lean_step<CB>(values, b, ldb, n, i + 2, end, mw, lane, fb, bload, bvec);
-            mw = lean_records(bricks, i + 4, end);
+    for (u32 i = begin; i < end; i += 2) {
+        const Step cur = lean_step(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
+        // The next step's records, in flight during this step's wait and MMAs.
+        mw = lean_records(bricks, i + 2, end);
+        // Feature component j of lane (g, t) comes from lane 8t + g, moved just before MMA j
+        // (each loaded component dies at its shuffle).
+        const u32 src = 8 * (lane & 3) + (lane >> 2);
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], comp(cur.b[0], j),
-                       comp(cur.b[1], j));
-            cur = nxt;
-        }
-    } else {
-        for (u32 i = begin; i < end; i += 2) {
-            const Step cur = lean_step<CB>(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
-            // The next step's records, in flight during this step's wait and MMAs.
-            mw = lean_records(bricks, i + 2, end);
-            // CB: feature component j of lane (g, t) comes from lane 8t + g, moved just before
-            // MMA j (each loaded component dies at its shuffle).
-            const u32 src = 8 * (lane & 3) + (lane >> 2);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                float b0 = comp(cur.b[0], j), b1 = comp(cur.b[1], j);
-                if (CB) {
-                    b0 = __shfl_sync(0xFFFFFFFFu, b0, src);
-                    b1 = __shfl_sync(0xFFFFFFFFu, b1, src);
-                }
-                mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
-            }
+        for (int j = 0; j < 4; ++j) {
+            const float b0 = __shfl_sync(0xFFFFFFFFu, comp(cur.b[0], j), src);
+            const float b1 = __shfl_sync(0xFFFFFFFFu, comp(cur.b[1], j), src);
+            mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
         }
     }
     // The item again (a few cached words) instead of holding panel and flags through the walk.
@@ -506,22 +490,10 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o
 #ifndef HRPB_LEAN_BLOCKS
 #define HRPB_LEAN_BLOCKS 12
 #endif
-extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8s(HRPB_PARAMS) {
-    hrpb_spmm_lean<1, false>(HRPB_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8ws(HRPB_PARAMS) {
-    hrpb_spmm_lean<4, false>(HRPB_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8sd(HRPB_PARAMS) {
-    hrpb_spmm_lean<1, true>(HRPB_ARGS);
-}
-
 extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8sc(HRPB_PARAMS) {
-    hrpb_spmm_lean<1, false, true>(HRPB_ARGS);
+    hrpb_spmm_lean<1>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8wsc(HRPB_PARAMS) {
-    hrpb_spmm_lean<4, false, true>(HRPB_ARGS);
+    hrpb_spmm_lean<4>(HRPB_ARGS);
 }

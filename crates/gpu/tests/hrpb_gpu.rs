@@ -265,7 +265,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
     }
 }
 
-/// One launch per lean kernel (k8ws, k8wsc, k8s, k8sc; wave split, N = 128, β = 0 with
+/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc; wave split, N = 128, β = 0 with
 /// NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
 /// prefixes; default cora), each checked against f64 — short enough to run under Nsight Compute
 /// (`ncu -k regex:hrpb_spmm_k8 … --exact hrpb_probe_launches_for_profiling`).
@@ -292,7 +292,7 @@ fn hrpb_probe_launches_for_profiling() {
         let c0 = vec![f32::NAN; a.rows() * n];
         let ab = spmm_f64(&a, &b, n, n, false);
         let abs = spmm_f64(&a, &b, n, n, true);
-        for mma in [HrpbMma::K8WS, HrpbMma::K8WSC, HrpbMma::K8S, HrpbMma::K8SC] {
+        for mma in [HrpbMma::K8W, HrpbMma::K8WSC, HrpbMma::K8O, HrpbMma::K8SC] {
             let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
             gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
             d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();

@@ -34,15 +34,10 @@ pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
 /// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
 pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
-/// [`ENTRY_K8`]'s walk in 40 registers (records by shuffle, one step buffer): 12 blocks per SM.
-pub const ENTRY_K8S: &str = "hrpb_spmm_k8s";
-/// [`ENTRY_K8W`]'s warp items on the lean walk of [`ENTRY_K8S`]: 12 blocks per SM.
-pub const ENTRY_K8WS: &str = "hrpb_spmm_k8ws";
-/// [`ENTRY_K8S`]'s record path with k8's double step buffer, 10 blocks per SM (48 registers).
-pub const ENTRY_K8SD: &str = "hrpb_spmm_k8sd";
-/// [`ENTRY_K8S`] with B loaded a row per quarter warp and moved to the MMA lanes by shuffles.
+/// The lean walk (40 registers, 12 blocks per SM, B gathered a row per quarter warp), one work
+/// item per thread block.
 pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
-/// [`ENTRY_K8WS`] with B loaded a row per quarter warp and moved to the MMA lanes by shuffles.
+/// The lean walk of [`ENTRY_K8SC`] with warp items (as [`ENTRY_K8W`]).
 pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
 /// Features per warp (TN).
 pub const TN: usize = 32;
@@ -55,13 +50,10 @@ pub const PANEL_ROWS: u32 = 16;
 /// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
 pub const MANY_PANEL_WAVES: usize = 4;
 
-/// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8ws) over
-/// k8w: 264 panels on the H200 (BlogCatalog 325 and rajat01 428 above, citeseer 208, cora 170,
-/// mbeacxc 31 and west0067 5 below).
-pub const LEAN_PANELS_PER_SM: usize = 2;
-/// Whether [`HrpbMma::for_rows`] takes the coalesced-B lean kernels (k8sc, k8wsc).
-const COALESCED_B: bool = false;
-
+/// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8wsc) over
+/// k8w: 528 panels on the H200 (bcsstk17 686 and cage10 713 above; rajat01 428, BlogCatalog 325
+/// and the launch-floor matrices below).
+pub const LEAN_PANELS_PER_SM: usize = 4;
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
     ParamKind::Ptr, // bricks (u32, 8 per brick)
@@ -106,21 +98,6 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
     KernelSignature {
         module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8S,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WS,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8SD,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
         name: ENTRY_K8SC,
         params: PARAMS,
     },
@@ -151,34 +128,24 @@ pub enum HrpbMma {
     /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
     /// warps in flight.
     K8O,
-    /// The lean walk (v5): one step buffer of 2 bricks whose two records arrive a step early in one
-    /// coalesced load and are handed out by shuffles, B features as a 32-bit offset: 40 registers,
-    /// no spills, 12 resident thread blocks per SM (k8o: 10 with a 4-byte spill).
-    K8S,
-    /// [`HrpbMma::K8S`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
-    K8WS,
-    /// [`HrpbMma::K8S`]'s record path with k8's double step buffer at 10 blocks per SM (48
-    /// registers, 8 bytes of spill): depth against resident warps.
-    K8SD,
-    /// [`HrpbMma::K8S`] with coalesced B: lane l loads B row col[l / 8] at features 4 (l % 8), so
-    /// each quarter warp reads 128 contiguous bytes of one row (4 L1 wavefronts per brick and warp
-    /// instead of 16), and each component moves to its MMA lane with a shuffle (40 registers).
+    /// The lean walk (v5): one step buffer of 2 bricks whose two records arrive a step early in
+    /// one coalesced load and are handed out by shuffles, and B gathered a row per quarter warp
+    /// (lane l loads row col[l / 8] at features 4 (l % 8): 4 L1 wavefronts per brick and warp
+    /// instead of 16), each component moved to its MMA lane with a shuffle: 40 registers, no
+    /// spills, 12 resident thread blocks per SM (k8o: 10). One work item per thread block.
     K8SC,
-    /// [`HrpbMma::K8WS`] with [`HrpbMma::K8SC`]'s coalesced B (40 registers, 12 blocks).
+    /// [`HrpbMma::K8SC`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
     K8WSC,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 10] = [
+    pub const ALL: [HrpbMma; 7] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
         HrpbMma::K8W,
         HrpbMma::K8O,
-        HrpbMma::K8S,
-        HrpbMma::K8WS,
-        HrpbMma::K8SD,
         HrpbMma::K8SC,
         HrpbMma::K8WSC,
     ];
@@ -190,16 +157,12 @@ impl HrpbMma {
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
             HrpbMma::K8O => ENTRY_K8O,
-            HrpbMma::K8S => ENTRY_K8S,
-            HrpbMma::K8WS => ENTRY_K8WS,
-            HrpbMma::K8SD => ENTRY_K8SD,
             HrpbMma::K8SC => ENTRY_K8SC,
             HrpbMma::K8WSC => ENTRY_K8WSC,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8s`, `k8ws`, `k8sd`, `k8sc`,
-    /// `k8wsc`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -207,9 +170,6 @@ impl HrpbMma {
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
             HrpbMma::K8O => "k8o",
-            HrpbMma::K8S => "k8s",
-            HrpbMma::K8WS => "k8ws",
-            HrpbMma::K8SD => "k8sd",
             HrpbMma::K8SC => "k8sc",
             HrpbMma::K8WSC => "k8wsc",
         }
@@ -221,35 +181,27 @@ impl HrpbMma {
     }
 
     /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8S`] when the row panels alone make at least
-    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, [`HrpbMma::K8WS`] from
+    /// candidates: [`HrpbMma::K8SC`] when the row panels alone make at least
+    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, [`HrpbMma::K8WSC`] from
     /// [`LEAN_PANELS_PER_SM`] panels per SM, [`HrpbMma::K8W`] below.
     ///
-    /// Why (H200, docs/kernels/hrpb.md v4, v5): the walk is latency-bound, so resident warps
-    /// decide. Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www
-    /// 20.4 k, mdual 16.2 k) warp items end at different times and hold their block (ncu, REDDIT
-    /// N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), so one item per
-    /// block: k8o (10 blocks per SM) was 3–23 % faster than k8w, and k8s (12 blocks) 2–7 % faster
-    /// than k8o there. Over a few waves the wave split balances the warp items: k8ws (12 blocks)
-    /// was 3–12 % faster than k8w on c-62, copter2, PROTEINS, mdual, xenon1 (N ≥ 256); on the
-    /// launch-floor matrices (west0067, mbeacxc, cora, citeseer: ≤ 208 panels) it was 2–19 %
-    /// slower (its record shuffles and the epilogue's second work-item read are dependent steps a
-    /// short walk cannot hide), so they keep k8w.
+    /// Why (H200, docs/kernels/hrpb.md v4, v5): resident warps and L1 wavefronts decide. Over
+    /// many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k, mdual
+    /// 16.2 k) warp items end at different times and hold their block (ncu, REDDIT N = 128: 25 of
+    /// k8w's 36 possible warps per SM active vs 29.7 of k8's 32), so one item per block: k8o (10
+    /// blocks per SM) was 3–23 % faster than k8w, and k8sc (12 blocks) 4–8 % faster than k8o.
+    /// Over a few waves the wave split balances the warp items: k8wsc was 3–10 % faster than k8w
+    /// on c-62, copter2, PROTEINS, mdual and xenon1 (N ≥ 256). Below 4 panels per SM (rajat01,
+    /// BlogCatalog and the launch-floor matrices) it was within ±3 % of k8w or slower (mbeacxc
+    /// +4–5 %; its record shuffles and the epilogue's second work-item read are dependent steps a
+    /// short walk cannot hide), so they keep k8w, as the untuned model's picks there did.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
         let sms = sm_count.max(1) as usize;
         if panels >= MANY_PANEL_WAVES * 8 * sms {
-            if COALESCED_B {
-                HrpbMma::K8SC
-            } else {
-                HrpbMma::K8S
-            }
+            HrpbMma::K8SC
         } else if panels >= LEAN_PANELS_PER_SM * sms {
-            if COALESCED_B {
-                HrpbMma::K8WSC
-            } else {
-                HrpbMma::K8WS
-            }
+            HrpbMma::K8WSC
         } else {
             HrpbMma::K8W
         }
@@ -258,7 +210,7 @@ impl HrpbMma {
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W | HrpbMma::K8WS | HrpbMma::K8WSC => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WSC => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -799,18 +751,18 @@ mod tests {
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
         // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
-        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8S); // REDDIT-BINARY
-        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8S); // mdual
-        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8S);
-        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WS);
-        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WS); // copter2
-        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WS); // cage10
-        assert_eq!(HrpbMma::for_rows(16 * 264, 132), HrpbMma::K8WS);
-        assert_eq!(HrpbMma::for_rows(16 * 264 - 16, 132), HrpbMma::K8W);
-        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8WS); // BlogCatalog
-        assert_eq!(HrpbMma::for_rows(3_327, 132), HrpbMma::K8W); // citeseer
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8SC); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8SC); // mdual
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8SC);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WSC);
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WSC); // copter2
+        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WSC); // cage10
+        assert_eq!(HrpbMma::for_rows(16 * 528, 132), HrpbMma::K8WSC);
+        assert_eq!(HrpbMma::for_rows(16 * 528 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(6_833, 132), HrpbMma::K8W); // rajat01
+        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8W); // BlogCatalog
         assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
-        assert_eq!(HrpbMma::K8WS.launch_shape(1000), (4, 32, 4));
-        assert_eq!(HrpbMma::K8S.launch_shape(1000), (4, 8, 1));
+        assert_eq!(HrpbMma::K8WSC.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8SC.launch_shape(1000), (4, 8, 1));
     }
 }

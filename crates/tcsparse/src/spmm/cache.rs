@@ -284,11 +284,8 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
                 HrpbMma::K8O => 4,
-                HrpbMma::K8S => 5,
-                HrpbMma::K8WS => 6,
-                HrpbMma::K8SD => 7,
-                HrpbMma::K8SC => 8,
-                HrpbMma::K8WSC => 9,
+                HrpbMma::K8SC => 5,
+                HrpbMma::K8WSC => 6,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -413,11 +410,8 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
                 4 => HrpbMma::K8O,
-                5 => HrpbMma::K8S,
-                6 => HrpbMma::K8WS,
-                7 => HrpbMma::K8SD,
-                8 => HrpbMma::K8SC,
-                9 => HrpbMma::K8WSC,
+                5 => HrpbMma::K8SC,
+                6 => HrpbMma::K8WSC,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {
