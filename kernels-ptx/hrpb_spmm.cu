@@ -37,6 +37,8 @@
 // gridDim.y tiles the features: blockDim = (32, W), warp w of TB (x, y) owns features
 // [32 (y W + w), +32); warps wholly beyond N exit.
 //
+// k8sc / k8wsc (v5, one item per TB / warp items) are the lean walk at 12 blocks per SM with B
+// gathered a row per quarter warp: see hrpb_spmm_lean below.
 // Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
 // the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
 // shared-memory B cache costs more occupancy than it saves L2 bytes).
@@ -188,6 +190,13 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
     }
 }
 
+// The parameters of every entry and body (checked against the launch code by ptx_signatures).
+#define HRPB_PARAMS                                                                           \
+    const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
+        const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
+        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+
 // One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
 struct WarpItem {
     u64 f0;
@@ -228,30 +237,47 @@ __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, W
     return true;
 }
 
-template <bool K8, int IPB>
-__device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
-                                          const u32* __restrict__ bricks,
-                                          const float* __restrict__ values,
-                                          const float* __restrict__ b, u32 ldb,
-                                          float* __restrict__ c, u32 ldc, u32 m, u32 n,
-                                          float alpha, float beta, u32 flags) {
-    WarpItem it;
-    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
-    const u64 f0 = it.f0;
-    const u32 panel = it.panel, begin = it.begin, end = it.end;
-    const bool split = it.split;
-    const u32 lane = threadIdx.x;
-    const u32 g = lane >> 2, t = lane & 3;
-    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
-    const u64 fb = f0 + 4 * g;  // this lane's B features
+// A warp's item and this lane's place in it, as the k8 and deep walks use them.
+struct Walk {
+    u64 f0, fb;  // the warp's first feature; this lane's B features f0 + 4g
+    u32 panel, begin, end, lane, g, t;
+    bool split, bvec, cvec;  // split panel; float4 B loads; float4 C access
+};
 
-    float acc[4][4];
+template <int IPB>
+__device__ __forceinline__ bool walk_item(const u32* __restrict__ work, u32 n, u32 flags, Walk& w) {
+    WarpItem it;
+    if (!warp_item<IPB>(work, n, it)) return false;
+    w.f0 = it.f0;
+    w.panel = it.panel;
+    w.begin = it.begin;
+    w.end = it.end;
+    w.split = it.split;
+    w.lane = threadIdx.x;
+    w.g = w.lane >> 2;
+    w.t = w.lane & 3;
+    w.bvec = flags & 1u;
+    w.cvec = (flags >> 1) & 1u;
+    w.fb = w.f0 + 4 * w.g;
+    return true;
+}
+
+__device__ __forceinline__ void zero_acc(float (&acc)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
 
-    Step cur = load_step(bricks, values, b, ldb, n, begin, end, lane, fb, bvec);
-    for (u32 i = begin; i < end; i += 2) {
-        const Step nxt = load_step(bricks, values, b, ldb, n, i + 2, end, lane, fb, bvec);
+template <bool K8, int IPB>
+__device__ __forceinline__ void hrpb_spmm(HRPB_PARAMS) {
+    Walk w;
+    if (!walk_item<IPB>(work, n, flags, w)) return;  // whole warp
+
+    float acc[4][4];
+    zero_acc(acc);
+
+    Step cur = load_step(bricks, values, b, ldb, n, w.begin, w.end, w.lane, w.fb, w.bvec);
+    for (u32 i = w.begin; i < w.end; i += 2) {
+        const Step nxt = load_step(bricks, values, b, ldb, n, i + 2, w.end, w.lane, w.fb, w.bvec);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if (K8) {
@@ -265,7 +291,7 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
         cur = nxt;
     }
 
-    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+    store_c(c, ldc, m, n, alpha, beta, w.split, w.cvec, w.panel, w.f0, w.t, w.g, acc);
 }
 
 // Deep variant (v3, hrpb_spmm_k8d4): the same m16n8k8 pairs, but a step is CH = 4 bricks (CH = 8
@@ -287,32 +313,19 @@ __device__ __forceinline__ void load_meta(const u32* __restrict__ bricks, u32 i,
 }
 
 template <int CH, int IPB>
-__device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
-                                               const u32* __restrict__ bricks,
-                                               const float* __restrict__ values,
-                                               const float* __restrict__ b, u32 ldb,
-                                               float* __restrict__ c, u32 ldc, u32 m, u32 n,
-                                               float alpha, float beta, u32 flags) {
-    WarpItem it;
-    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
-    const u64 f0 = it.f0;
-    const u32 panel = it.panel, begin = it.begin, end = it.end;
-    const bool split = it.split;
-    const u32 lane = threadIdx.x;
-    const u32 g = lane >> 2, t = lane & 3;
-    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
-    const u64 fb = f0 + 4 * g;  // this lane's B features
-    const u32 below = (1u << lane) - 1;
+__device__ __forceinline__ void hrpb_spmm_deep(HRPB_PARAMS) {
+    Walk w;
+    if (!walk_item<IPB>(work, n, flags, w)) return;  // whole warp
+    const u32 below = (1u << w.lane) - 1;
 
     float acc[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    zero_acc(acc);
 
     u32 mw[CH / 4];
-    load_meta<CH>(bricks, begin, end, lane, mw);
-    for (u32 i = begin; i < end; i += CH) {
+    load_meta<CH>(bricks, w.begin, w.end, w.lane, mw);
+    for (u32 i = w.begin; i < w.end; i += CH) {
         u32 mn[CH / 4];
-        load_meta<CH>(bricks, i + CH, end, lane, mn);  // next step's records, in flight now
+        load_meta<CH>(bricks, i + CH, w.end, w.lane, mn);  // next step's records, in flight now
         float a[2 * CH];
         float4 bv[CH];
 #pragma unroll
@@ -320,21 +333,21 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
             a[2 * q] = 0.0f;
             a[2 * q + 1] = 0.0f;
             bv[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i + q < end) {  // warp-uniform
+            if (i + q < w.end) {  // warp-uniform
                 const u32 src = 8 * (q & 3);
                 const u32 lo = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src);
                 const u32 hi = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 1);
                 const u32 off = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 2);
-                const u32 col = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 4 + t);
-                if ((lo >> lane) & 1u) a[2 * q] = __ldg(values + off + __popc(lo & below));
-                if ((hi >> lane) & 1u)
+                const u32 col = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 4 + w.t);
+                if ((lo >> w.lane) & 1u) a[2 * q] = __ldg(values + off + __popc(lo & below));
+                if ((hi >> w.lane) & 1u)
                     a[2 * q + 1] = __ldg(values + off + __popc(lo) + __popc(hi & below));
-                if (col != SENTINEL && fb < n) bv[q] = load_b4(b, ldb, col, fb, n, bvec);
+                if (col != SENTINEL && w.fb < n) bv[q] = load_b4(b, ldb, col, w.fb, n, w.bvec);
             }
         }
 #pragma unroll
         for (int p = 0; p < CH / 2; ++p) {
-            if (i + 2 * p < end) {  // warp-uniform
+            if (i + 2 * p < w.end) {  // warp-uniform
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     mma_k8(acc[j], a[4 * p], a[4 * p + 1], a[4 * p + 2], a[4 * p + 3],
@@ -344,7 +357,7 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 #pragma unroll
         for (int w = 0; w < CH / 4; ++w) mw[w] = mn[w];
     }
-    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+    store_c(c, ldc, m, n, alpha, beta, w.split, w.cvec, w.panel, w.f0, w.t, w.g, acc);
 }
 
 
@@ -421,12 +434,7 @@ __device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 
 }
 
 template <int IPB>
-__device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
-                                               const u32* __restrict__ bricks,
-                                               const float* __restrict__ values,
-                                               const float* __restrict__ b, u32 ldb,
-                                               float* __restrict__ c, u32 ldc, u32 m, u32 n,
-                                               float alpha, float beta, u32 flags) {
+__device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
     WarpItem it;
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
     const u32 begin = it.begin, end = it.end;
@@ -436,8 +444,7 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
     const bool bvec = (flags & 1u) && fb + 3 < n;
 
     float acc[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    zero_acc(acc);
 
     u32 mw = lean_records(bricks, begin, end);
     for (u32 i = begin; i < end; i += 2) {
@@ -461,11 +468,6 @@ __device__ __forceinline__ void hrpb_spmm_lean(const u32* __restrict__ work,
             lane >> 2, acc);
 }
 
-#define HRPB_PARAMS                                                                           \
-    const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
-        const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
-        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
-#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
     hrpb_spmm<false, 1>(HRPB_ARGS);
