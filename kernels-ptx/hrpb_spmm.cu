@@ -37,6 +37,8 @@
 // gridDim.y tiles the features: blockDim = (32, W), warp w of TB (x, y) owns features
 // [32 (y W + w), +32); warps wholly beyond N exit.
 //
+// k8sc / k8wsc (v5, one item per TB / warp items) are the lean walk at 12 blocks per SM with B
+// gathered a row per quarter warp: see hrpb_spmm_lean below.
 // Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
 // the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
 // shared-memory B cache costs more occupancy than it saves L2 bytes).
@@ -188,6 +190,13 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
     }
 }
 
+// The parameters of every entry and body (checked against the launch code by ptx_signatures).
+#define HRPB_PARAMS                                                                           \
+    const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
+        const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
+        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+
 // One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
 struct WarpItem {
     u64 f0;
@@ -203,11 +212,19 @@ struct WarpItem {
 //   (IPB = 2, pair items: warps 2i and 2i + 1 run item 2x + i on 64 features, was measured as
 //   k8 and dropped: docs/kernels/hrpb.md v4.)
 // Lists with IPB > 1 are padded to a multiple of IPB with skipped items (flags bit 1).
-template <int IPB>
+// The lean kernels (REREAD) read blockDim.y anew each time (asm volatile): ptxas otherwise keeps
+// it from the start and spills it at 40 registers.
+__device__ __forceinline__ u32 ntid_y() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(r));
+    return r;
+}
+
+template <int IPB, bool REREAD = false>
 __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, WarpItem& it) {
     constexpr u32 WPI = IPB > 1 ? 4 / IPB : 1;  // warps per item (IPB > 1)
     it.f0 = IPB > 1 ? ((u64)blockIdx.y * WPI + threadIdx.y % WPI) * 32
-                    : ((u64)blockIdx.y * blockDim.y + threadIdx.y) * 32;
+                    : ((u64)blockIdx.y * (REREAD ? ntid_y() : blockDim.y) + threadIdx.y) * 32;
     if (it.f0 >= n) return false;
     const u32* wk = work + 4ull * (IPB > 1 ? (u64)IPB * blockIdx.x + threadIdx.y / WPI
                                            : (u64)blockIdx.x);
@@ -220,30 +237,47 @@ __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, W
     return true;
 }
 
-template <bool K8, int IPB>
-__device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
-                                          const u32* __restrict__ bricks,
-                                          const float* __restrict__ values,
-                                          const float* __restrict__ b, u32 ldb,
-                                          float* __restrict__ c, u32 ldc, u32 m, u32 n,
-                                          float alpha, float beta, u32 flags) {
-    WarpItem it;
-    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
-    const u64 f0 = it.f0;
-    const u32 panel = it.panel, begin = it.begin, end = it.end;
-    const bool split = it.split;
-    const u32 lane = threadIdx.x;
-    const u32 g = lane >> 2, t = lane & 3;
-    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
-    const u64 fb = f0 + 4 * g;  // this lane's B features
+// A warp's item and this lane's place in it, as the k8 and deep walks use them.
+struct Walk {
+    u64 f0, fb;  // the warp's first feature; this lane's B features f0 + 4g
+    u32 panel, begin, end, lane, g, t;
+    bool split, bvec, cvec;  // split panel; float4 B loads; float4 C access
+};
 
-    float acc[4][4];
+template <int IPB>
+__device__ __forceinline__ bool walk_item(const u32* __restrict__ work, u32 n, u32 flags, Walk& w) {
+    WarpItem it;
+    if (!warp_item<IPB>(work, n, it)) return false;
+    w.f0 = it.f0;
+    w.panel = it.panel;
+    w.begin = it.begin;
+    w.end = it.end;
+    w.split = it.split;
+    w.lane = threadIdx.x;
+    w.g = w.lane >> 2;
+    w.t = w.lane & 3;
+    w.bvec = flags & 1u;
+    w.cvec = (flags >> 1) & 1u;
+    w.fb = w.f0 + 4 * w.g;
+    return true;
+}
+
+__device__ __forceinline__ void zero_acc(float (&acc)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
 
-    Step cur = load_step(bricks, values, b, ldb, n, begin, end, lane, fb, bvec);
-    for (u32 i = begin; i < end; i += 2) {
-        const Step nxt = load_step(bricks, values, b, ldb, n, i + 2, end, lane, fb, bvec);
+template <bool K8, int IPB>
+__device__ __forceinline__ void hrpb_spmm(HRPB_PARAMS) {
+    Walk w;
+    if (!walk_item<IPB>(work, n, flags, w)) return;  // whole warp
+
+    float acc[4][4];
+    zero_acc(acc);
+
+    Step cur = load_step(bricks, values, b, ldb, n, w.begin, w.end, w.lane, w.fb, w.bvec);
+    for (u32 i = w.begin; i < w.end; i += 2) {
+        const Step nxt = load_step(bricks, values, b, ldb, n, i + 2, w.end, w.lane, w.fb, w.bvec);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if (K8) {
@@ -257,7 +291,7 @@ __device__ __forceinline__ void hrpb_spmm(const u32* __restrict__ work,
         cur = nxt;
     }
 
-    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+    store_c(c, ldc, m, n, alpha, beta, w.split, w.cvec, w.panel, w.f0, w.t, w.g, acc);
 }
 
 // Deep variant (v3, hrpb_spmm_k8d4): the same m16n8k8 pairs, but a step is CH = 4 bricks (CH = 8
@@ -279,32 +313,19 @@ __device__ __forceinline__ void load_meta(const u32* __restrict__ bricks, u32 i,
 }
 
 template <int CH, int IPB>
-__device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
-                                               const u32* __restrict__ bricks,
-                                               const float* __restrict__ values,
-                                               const float* __restrict__ b, u32 ldb,
-                                               float* __restrict__ c, u32 ldc, u32 m, u32 n,
-                                               float alpha, float beta, u32 flags) {
-    WarpItem it;
-    if (!warp_item<IPB>(work, n, it)) return;  // whole warp
-    const u64 f0 = it.f0;
-    const u32 panel = it.panel, begin = it.begin, end = it.end;
-    const bool split = it.split;
-    const u32 lane = threadIdx.x;
-    const u32 g = lane >> 2, t = lane & 3;
-    const bool bvec = flags & 1u, cvec = (flags >> 1) & 1u;
-    const u64 fb = f0 + 4 * g;  // this lane's B features
-    const u32 below = (1u << lane) - 1;
+__device__ __forceinline__ void hrpb_spmm_deep(HRPB_PARAMS) {
+    Walk w;
+    if (!walk_item<IPB>(work, n, flags, w)) return;  // whole warp
+    const u32 below = (1u << w.lane) - 1;
 
     float acc[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    zero_acc(acc);
 
     u32 mw[CH / 4];
-    load_meta<CH>(bricks, begin, end, lane, mw);
-    for (u32 i = begin; i < end; i += CH) {
+    load_meta<CH>(bricks, w.begin, w.end, w.lane, mw);
+    for (u32 i = w.begin; i < w.end; i += CH) {
         u32 mn[CH / 4];
-        load_meta<CH>(bricks, i + CH, end, lane, mn);  // next step's records, in flight now
+        load_meta<CH>(bricks, i + CH, w.end, w.lane, mn);  // next step's records, in flight now
         float a[2 * CH];
         float4 bv[CH];
 #pragma unroll
@@ -312,21 +333,21 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
             a[2 * q] = 0.0f;
             a[2 * q + 1] = 0.0f;
             bv[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i + q < end) {  // warp-uniform
+            if (i + q < w.end) {  // warp-uniform
                 const u32 src = 8 * (q & 3);
                 const u32 lo = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src);
                 const u32 hi = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 1);
                 const u32 off = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 2);
-                const u32 col = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 4 + t);
-                if ((lo >> lane) & 1u) a[2 * q] = __ldg(values + off + __popc(lo & below));
-                if ((hi >> lane) & 1u)
+                const u32 col = __shfl_sync(0xFFFFFFFFu, mw[q / 4], src + 4 + w.t);
+                if ((lo >> w.lane) & 1u) a[2 * q] = __ldg(values + off + __popc(lo & below));
+                if ((hi >> w.lane) & 1u)
                     a[2 * q + 1] = __ldg(values + off + __popc(lo) + __popc(hi & below));
-                if (col != SENTINEL && fb < n) bv[q] = load_b4(b, ldb, col, fb, n, bvec);
+                if (col != SENTINEL && w.fb < n) bv[q] = load_b4(b, ldb, col, w.fb, n, w.bvec);
             }
         }
 #pragma unroll
         for (int p = 0; p < CH / 2; ++p) {
-            if (i + 2 * p < end) {  // warp-uniform
+            if (i + 2 * p < w.end) {  // warp-uniform
 #pragma unroll
                 for (int j = 0; j < 4; ++j)
                     mma_k8(acc[j], a[4 * p], a[4 * p + 1], a[4 * p + 2], a[4 * p + 3],
@@ -336,15 +357,117 @@ __device__ __forceinline__ void hrpb_spmm_deep(const u32* __restrict__ work,
 #pragma unroll
         for (int w = 0; w < CH / 4; ++w) mw[w] = mn[w];
     }
-    store_c(c, ldc, m, n, alpha, beta, split, cvec, panel, f0, t, g, acc);
+    store_c(c, ldc, m, n, alpha, beta, w.split, w.cvec, w.panel, w.f0, w.t, w.g, acc);
 }
 
 
-#define HRPB_PARAMS                                                                           \
-    const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
-        const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
-        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
-#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+// Lean walk with coalesced B (v5, hrpb_spmm_k8sc / k8wsc, docs/kernels/hrpb.md v5): the k8 walk
+// in 40 live registers, so 12 thread blocks fit an SM without spills (k8o: 10), and B gathered a
+// row per quarter warp.
+//  * A step is 2 bricks, single-buffered (12 step registers; k8's double buffer holds 24). Its two
+//    32-byte brick records arrive one step early in ONE coalesced load (lane l holds word l % 16 of
+//    the pair: lanes 0-7 brick i, 8-15 brick i + 1, lanes 16-31 a copy) and are handed out with 4
+//    shuffles per brick, as k8d4 does for 4 bricks; so a step's chain is one round trip (values
+//    and B, addresses in registers), as k8's.
+//  * B: the MMA's B fragment puts k (the brick column, i.e. the B row) on lane % 4, so a lane
+//    loading its own fragment makes every quarter warp (the unit a 128-bit load is served in)
+//    touch 4 rows: 16 L1 wavefronts per brick and warp, two thirds of the walk's (ncu, v5 run 1).
+//    Here lane l loads row col[l / 8] at features f0 + 4 (l % 8) -- a quarter warp reads 128
+//    contiguous bytes of one row, 4 wavefronts -- and just before MMA j component j moves to lane
+//    (g, t) from lane 8t + g with one shuffle (2 per MMA).
+//  * This lane's B features are a 32-bit offset added to `b` at each load, `lanemask_lt` comes
+//    from its special register, the work item is read again for the epilogue, and `ntid.y` and
+//    `laneid` are read with asm volatile where they are needed (ptxas otherwise holds them, or
+//    the 64-bit record offset, from the start and spills at 40 registers).
+// Bits of the lanes below this one (a special register: nothing to hold across the walk).
+__device__ __forceinline__ u32 lanemask_lt() {
+    u32 r;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(r));
+    return r;
+}
+
+// One lean step: bricks i, i + 1 (< end) from the pair's records in `mw` (lane l: word l % 16);
+// lane l's B float4 is row col[l / 8], features fb = f0 + 4 (l % 8) (zeros past n or for a
+// sentinel column).
+__device__ __forceinline__ Step lean_step(const float* __restrict__ values,
+                                          const float* __restrict__ b, u32 ldb, u32 n, u32 i,
+                                          u32 end, u32 mw, u32 lane, u32 fb, bool bload,
+                                          bool bvec) {
+    Step s;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        s.a[2 * q] = 0.0f;
+        s.a[2 * q + 1] = 0.0f;
+        s.b[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i + q < end) {  // warp-uniform
+            const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
+            const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
+            const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
+            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + (lane >> 3));
+            const u32 below = lanemask_lt();
+            if ((lo >> lane) & 1u) s.a[2 * q] = __ldg(values + off + __popc(lo & below));
+            if ((hi >> lane) & 1u)
+                s.a[2 * q + 1] = __ldg(values + off + __popc(lo) + __popc(hi & below));
+            if (col != SENTINEL && bload) {
+                const float* p = b + ((u64)col * ldb + fb);
+                if (bvec) {
+                    s.b[q] = __ldg(reinterpret_cast<const float4*>(p));
+                } else {
+                    s.b[q].x = __ldg(p);
+                    s.b[q].y = fb + 1 < n ? __ldg(p + 1) : 0.0f;
+                    s.b[q].z = fb + 2 < n ? __ldg(p + 2) : 0.0f;
+                    s.b[q].w = fb + 3 < n ? __ldg(p + 3) : 0.0f;
+                }
+            }
+        }
+    }
+    return s;
+}
+
+// The two records of bricks i, i + 1 (zeros past end): lane l loads word l % 16 (the lane read
+// anew from %laneid each time: ptxas otherwise holds its 64-bit offset and spills it at 40).
+__device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 i, u32 end) {
+    u32 l;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+    const u32 wl = l & 15;
+    return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl)) : 0u;
+}
+
+template <int IPB>
+__device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
+    WarpItem it;
+    if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
+    const u32 begin = it.begin, end = it.end;
+    const u32 lane = threadIdx.x;
+    const u32 fb = (u32)it.f0 + 4 * (lane & 7);  // this lane's B features (f0 < n < 2^32)
+    const bool bload = fb < n;
+    const bool bvec = (flags & 1u) && fb + 3 < n;
+
+    float acc[4][4];
+    zero_acc(acc);
+
+    u32 mw = lean_records(bricks, begin, end);
+    for (u32 i = begin; i < end; i += 2) {
+        const Step cur = lean_step(values, b, ldb, n, i, end, mw, lane, fb, bload, bvec);
+        // The next step's records, in flight during this step's wait and MMAs.
+        mw = lean_records(bricks, i + 2, end);
+        // Feature component j of lane (g, t) comes from lane 8t + g, moved just before MMA j
+        // (each loaded component dies at its shuffle).
+        const u32 src = 8 * (lane & 3) + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float b0 = __shfl_sync(0xFFFFFFFFu, comp(cur.b[0], j), src);
+            const float b1 = __shfl_sync(0xFFFFFFFFu, comp(cur.b[1], j), src);
+            mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
+        }
+    }
+    // The item again (a few cached words) instead of holding panel and flags through the walk.
+    WarpItem it2;
+    warp_item<IPB, true>(work, n, it2);
+    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
+            lane >> 2, acc);
+}
+
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
     hrpb_spmm<false, 1>(HRPB_ARGS);
@@ -364,4 +487,15 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k8d
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_OCC_BLOCKS) hrpb_spmm_k8o(HRPB_PARAMS) {
     hrpb_spmm<true, 1>(HRPB_ARGS);
+}
+
+#ifndef HRPB_LEAN_BLOCKS
+#define HRPB_LEAN_BLOCKS 12
+#endif
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8sc(HRPB_PARAMS) {
+    hrpb_spmm_lean<1>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8wsc(HRPB_PARAMS) {
+    hrpb_spmm_lean<4>(HRPB_ARGS);
 }

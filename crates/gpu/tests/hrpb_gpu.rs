@@ -28,6 +28,29 @@ fn gpu() -> Gpu {
     Gpu::require().expect("this test needs a CUDA GPU")
 }
 
+/// The dataset timing's kernels and splits: all of them, or those named (comma-separated) in
+/// `TCSPARSE_HRPB_KERNELS` (`k8w,k8s`) and `TCSPARSE_HRPB_SPLITS` (`none,wave,eq7`), to keep a
+/// timed GPU run short. Every selected column is still checked against f64.
+fn timed_columns() -> Vec<(HrpbMma, HrpbSplit, String)> {
+    let pick = |var: &str, name: &str| {
+        std::env::var(var).map_or(true, |v| v.split(',').any(|w| w.trim() == name))
+    };
+    let mut cols = Vec::new();
+    for mma in HrpbMma::ALL {
+        for split in SPLITS {
+            let s = match split {
+                HrpbSplit::None => "none",
+                HrpbSplit::Wave => "wave",
+                _ => "eq7",
+            };
+            if pick("TCSPARSE_HRPB_KERNELS", mma.name()) && pick("TCSPARSE_HRPB_SPLITS", s) {
+                cols.push((mma, split, format!("{} {s}", mma.name())));
+            }
+        }
+    }
+    cols
+}
+
 /// Dataset timings: whole panels, the capped wave split (the default) and Eq. 7 alone.
 const SPLITS: [HrpbSplit; 3] = [HrpbSplit::None, HrpbSplit::Wave, HrpbSplit::WaveCoarse(1)];
 /// Edge cases also run every brick as its own piece (the most atomics) and pieces of 3 bricks.
@@ -152,18 +175,9 @@ fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
 #[ignore = "needs a CUDA GPU"]
 fn hrpb_shared_datasets_match_reference_and_time() {
     let gpu = gpu();
-    // Column labels: every kernel × split, then the k8 fill cap.
-    let mut labels: Vec<String> = Vec::new();
-    for mma in HrpbMma::ALL {
-        for split in SPLITS {
-            let s = match split {
-                HrpbSplit::None => "none",
-                HrpbSplit::Wave => "wave",
-                _ => "eq7",
-            };
-            labels.push(format!("{} {s}", mma.name()));
-        }
-    }
+    // Column labels: every (selected) kernel × split, then the k8 fill cap.
+    let cols = timed_columns();
+    let mut labels: Vec<String> = cols.iter().map(|c| c.2.clone()).collect();
     labels.push("k8 fill".into());
     print!(
         "{:<16} {:>8} {:>9} {:>6} {:>5}",
@@ -181,12 +195,10 @@ fn hrpb_shared_datasets_match_reference_and_time() {
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let h = Hrpb::from_csr(&a).unwrap();
         let alpha = a.nnz() as f64 / (64.0 * h.num_bricks().max(1) as f64);
-        let mut devs = Vec::new();
-        for mma in HrpbMma::ALL {
-            for split in SPLITS {
-                devs.push(HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap());
-            }
-        }
+        let devs: Vec<HrpbSpmm> = cols
+            .iter()
+            .map(|&(mma, split, _)| HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap())
+            .collect();
         // k8 split at the two-wave brick cap of each N (the tuned engine's fifth HRPB candidate).
         let mut fill = HrpbSpmm::from_hrpb(&gpu, &h, HrpbMma::K8, HrpbSplit::Wave).unwrap();
         let csr = CusparseCsr::new(&gpu, &a).unwrap();
@@ -253,7 +265,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
     }
 }
 
-/// One launch per kernel of the k8 family (k8, k8w, k8o; wave split, N = 128, β = 0 with
+/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc; wave split, N = 128, β = 0 with
 /// NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
 /// prefixes; default cora), each checked against f64 — short enough to run under Nsight Compute
 /// (`ncu -k regex:hrpb_spmm_k8 … --exact hrpb_probe_launches_for_profiling`).
@@ -280,7 +292,7 @@ fn hrpb_probe_launches_for_profiling() {
         let c0 = vec![f32::NAN; a.rows() * n];
         let ab = spmm_f64(&a, &b, n, n, false);
         let abs = spmm_f64(&a, &b, n, n, true);
-        for mma in [HrpbMma::K8, HrpbMma::K8W, HrpbMma::K8O] {
+        for mma in [HrpbMma::K8W, HrpbMma::K8WSC, HrpbMma::K8O, HrpbMma::K8SC] {
             let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
             gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
             d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();

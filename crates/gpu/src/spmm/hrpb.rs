@@ -34,6 +34,11 @@ pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
 pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
 /// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
 pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
+/// The lean walk (40 registers, 12 blocks per SM, B gathered a row per quarter warp), one work
+/// item per thread block.
+pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
+/// The lean walk of [`ENTRY_K8SC`] with warp items (as [`ENTRY_K8W`]).
+pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -45,6 +50,10 @@ pub const PANEL_ROWS: u32 = 16;
 /// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
 pub const MANY_PANEL_WAVES: usize = 4;
 
+/// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8wsc) over
+/// k8w: 528 panels on the H200 (bcsstk17 686 and cage10 713 above; rajat01 428, BlogCatalog 325
+/// and the launch-floor matrices below).
+pub const LEAN_PANELS_PER_SM: usize = 4;
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
     ParamKind::Ptr, // bricks (u32, 8 per brick)
@@ -87,6 +96,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8O,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8SC,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WSC,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -109,16 +128,26 @@ pub enum HrpbMma {
     /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
     /// warps in flight.
     K8O,
+    /// The lean walk (v5): one step buffer of 2 bricks whose two records arrive a step early in
+    /// one coalesced load and are handed out by shuffles, and B gathered a row per quarter warp
+    /// (lane l loads row col[l / 8] at features 4 (l % 8): 4 L1 wavefronts per brick and warp
+    /// instead of 16), each component moved to its MMA lane with a shuffle: 40 registers, no
+    /// spills, 12 resident thread blocks per SM (k8o: 10). One work item per thread block.
+    K8SC,
+    /// [`HrpbMma::K8SC`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
+    K8WSC,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 5] = [
+    pub const ALL: [HrpbMma; 7] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
         HrpbMma::K8W,
         HrpbMma::K8O,
+        HrpbMma::K8SC,
+        HrpbMma::K8WSC,
     ];
 
     fn entry(self) -> &'static str {
@@ -128,10 +157,12 @@ impl HrpbMma {
             HrpbMma::K8D4 => ENTRY_K8D4,
             HrpbMma::K8W => ENTRY_K8W,
             HrpbMma::K8O => ENTRY_K8O,
+            HrpbMma::K8SC => ENTRY_K8SC,
+            HrpbMma::K8WSC => ENTRY_K8WSC,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -139,6 +170,8 @@ impl HrpbMma {
             HrpbMma::K8D4 => "k8d4",
             HrpbMma::K8W => "k8w",
             HrpbMma::K8O => "k8o",
+            HrpbMma::K8SC => "k8sc",
+            HrpbMma::K8WSC => "k8wsc",
         }
     }
 
@@ -148,20 +181,27 @@ impl HrpbMma {
     }
 
     /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8O`] when the row panels alone make at least
-    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, else [`HrpbMma::K8W`].
+    /// candidates: [`HrpbMma::K8SC`] when the row panels alone make at least
+    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, [`HrpbMma::K8WSC`] from
+    /// [`LEAN_PANELS_PER_SM`] panels per SM, [`HrpbMma::K8W`] below.
     ///
-    /// Why (H200, docs/kernels/hrpb.md v4): the walk is latency-bound, so resident warps decide.
-    /// Over many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k,
-    /// mdual 16.2 k) k8w's four warp items per block end at different times and hold the block
-    /// (ncu, REDDIT N = 128: 25 of k8w's 36 possible warps per SM active vs 29.7 of k8's 32), and
-    /// k8o's one item per block at 10 blocks per SM was 3–23 % faster than k8w; over a few waves
-    /// (every other shared dataset, ≤ 3.5 k panels) the wave split balances k8w's finer units and
-    /// k8w was faster (c-62, copter2, xenon1, BlogCatalog 3–19 %) or within noise.
+    /// Why (H200, docs/kernels/hrpb.md v4, v5): resident warps and L1 wavefronts decide. Over
+    /// many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k, mdual
+    /// 16.2 k) warp items end at different times and hold their block (ncu, REDDIT N = 128: 25 of
+    /// k8w's 36 possible warps per SM active vs 29.7 of k8's 32), so one item per block: k8o (10
+    /// blocks per SM) was 3–23 % faster than k8w, and k8sc (12 blocks) 4–8 % faster than k8o.
+    /// Over a few waves the wave split balances the warp items: k8wsc was 3–10 % faster than k8w
+    /// on c-62, copter2, PROTEINS, mdual and xenon1 (N ≥ 256). Below 4 panels per SM (rajat01,
+    /// BlogCatalog and the launch-floor matrices) it was within ±3 % of k8w or slower (mbeacxc
+    /// +4–5 %; its record shuffles and the epilogue's second work-item read are dependent steps a
+    /// short walk cannot hide), so they keep k8w, as the untuned model's picks there did.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
-        if panels >= MANY_PANEL_WAVES * 8 * sm_count.max(1) as usize {
-            HrpbMma::K8O
+        let sms = sm_count.max(1) as usize;
+        if panels >= MANY_PANEL_WAVES * 8 * sms {
+            HrpbMma::K8SC
+        } else if panels >= LEAN_PANELS_PER_SM * sms {
+            HrpbMma::K8WSC
         } else {
             HrpbMma::K8W
         }
@@ -170,7 +210,7 @@ impl HrpbMma {
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WSC => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -549,11 +589,12 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags);
-        // SAFETY: (1) types and order match `hrpb_spmm_k4/k8/k8d4/k8w/k8o(const u32*, const u32*,
-        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)` (SIGNATURES,
-        // checked against the PTX by a CPU test); flag bit 0 (float4 B loads) only when ldb is a
-        // multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C) likewise for ldc and C, so
-        // every float4 address is 16-byte aligned (each lane's first feature is a multiple of 4).
+        // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
+        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)
+        // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
+        // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
+        // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
+        // feature is a multiple of 4).
         // (2) Only C is written and it is borrowed mutably (raw pointers through
         // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C);
         // the layout and work buffers are private and never written after upload. (3) Reads stay
@@ -710,11 +751,18 @@ mod tests {
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
         // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
-        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8O); // REDDIT-BINARY
-        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8O); // mdual
-        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8O);
-        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8W);
-        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8W); // copter2
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8SC); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8SC); // mdual
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8SC);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WSC);
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WSC); // copter2
+        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WSC); // cage10
+        assert_eq!(HrpbMma::for_rows(16 * 528, 132), HrpbMma::K8WSC);
+        assert_eq!(HrpbMma::for_rows(16 * 528 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(6_833, 132), HrpbMma::K8W); // rajat01
+        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8W); // BlogCatalog
         assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
+        assert_eq!(HrpbMma::K8WSC.launch_shape(1000), (4, 32, 4));
+        assert_eq!(HrpbMma::K8SC.launch_shape(1000), (4, 8, 1));
     }
 }

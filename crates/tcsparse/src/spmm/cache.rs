@@ -308,6 +308,8 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8D4 => 2,
                 HrpbMma::K8W => 3,
                 HrpbMma::K8O => 4,
+                HrpbMma::K8SC => 5,
+                HrpbMma::K8WSC => 6,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -475,6 +477,8 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 2 => HrpbMma::K8D4,
                 3 => HrpbMma::K8W,
                 4 => HrpbMma::K8O,
+                5 => HrpbMma::K8SC,
+                6 => HrpbMma::K8WSC,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

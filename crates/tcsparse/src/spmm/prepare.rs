@@ -34,10 +34,9 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the model picks HRPB, for a matrix of
-/// `rows` rows on `sm_count` SMs: the wave-aware split, and [`HrpbMma::for_rows`]'s shape (k8w,
-/// m16n8k8 with warp items: 1.099× vs k8's 1.050× cuSPARSE geomean on the shared datasets,
-/// docs/kernels/hrpb.md v3; k8o over many waves of panels, v4). `KernelRequest::Hrpb` takes the
-/// same shape.
+/// `rows` rows on `sm_count` SMs: the wave-aware split, and [`HrpbMma::for_rows`]'s shape (the
+/// lean k8wsc / k8sc from 4 panels per SM, k8w below: docs/kernels/hrpb.md v3–v5).
+/// `KernelRequest::Hrpb` takes the same shape.
 fn hrpb_default(rows: usize, sm_count: u32) -> ExecKernel {
     ExecKernel::Hrpb {
         mma: HrpbMma::for_rows(rows, sm_count),
@@ -1112,7 +1111,7 @@ mod tests {
 
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
-        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8o, the split kept; copter2 (3.5 k): k8w.
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8sc, the split kept; copter2 (3.5 k): k8wsc.
         let wave = |mma| ExecKernel::Hrpb {
             mma,
             split: HrpbSplit::Wave,
@@ -1120,11 +1119,11 @@ mod tests {
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
             model_kernel(&hrpb, 859_254, 1_991_016, None, Some(0.3), 132),
-            wave(HrpbMma::K8O)
+            wave(HrpbMma::K8SC)
         );
         assert_eq!(
             model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
-            wave(HrpbMma::K8W)
+            wave(HrpbMma::K8WSC)
         );
         // The launch-floor rule takes the same shape (cora: few panels → k8w).
         assert_eq!(
