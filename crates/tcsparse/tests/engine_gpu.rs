@@ -158,8 +158,8 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             };
             assert!(allowed.contains(&timed), "{prefix}: {timed} in {names:?}");
         }
-        // Auto also times HRPB: k8w, k8o, k8 and k8d4 wave-split, and k8w at the two-wave brick
-        // cap.
+        // Auto also times HRPB: k8wsc, k8sc, k8 and k8d4 wave-split, and k8wsc at the two-wave
+        // brick cap.
         let hrpb = names.iter().filter(|n| n.starts_with("HRPB (")).count();
         let want = if balance == Balance::Auto { 5 } else { 0 };
         assert_eq!(hrpb, want, "{names:?}");

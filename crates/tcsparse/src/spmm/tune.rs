@@ -50,13 +50,14 @@ enum Candidate {
 }
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
-/// leaves short panels whole), the per-warp k8w first (fastest on the shared datasets' geomean,
-/// docs/kernels/hrpb.md v3), then k8o (k8 at 10 blocks per SM: 13-23 % faster than k8w on
-/// REDDIT-BINARY and NotreDame_www, v4), k8 and k8d4; panels whole without a cap lost everywhere
-/// in session 9's bench; k4 timed 0.96-1.06 × k8.
+/// leaves short panels whole), the per-warp k8wsc first (k8w's warp items on the lean walk with
+/// coalesced B rows, 12 blocks per SM: 1.137× cuSPARSE geomean on the shared datasets against
+/// k8w's 1.096×, same process, docs/kernels/hrpb.md v5), then k8sc (the same walk per thread
+/// block, 4-9 % faster than k8o on REDDIT-BINARY and NotreDame_www), k8 and k8d4; panels whole
+/// without a cap lost everywhere in session 9's bench; k4 timed 0.96-1.06 × k8.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
-    (HrpbMma::K8W, HrpbSplit::Wave),
-    (HrpbMma::K8O, HrpbSplit::Wave),
+    (HrpbMma::K8WSC, HrpbSplit::Wave),
+    (HrpbMma::K8SC, HrpbSplit::Wave),
     (HrpbMma::K8, HrpbSplit::Wave),
     (HrpbMma::K8D4, HrpbSplit::Wave),
 ];
@@ -237,8 +238,8 @@ impl Tuning<'_> {
     }
 }
 
-/// The HRPB candidates ([`HRPB_TUNED`], then k8w split at [`HrpbSpmm::fill_cap`]: pieces for
-/// about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
+/// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (warp items) split at
+/// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
 /// HRPB cannot be built for `a` or no candidate came close to the best so far).
 fn tune_hrpb(
     t: &mut Tuning,
@@ -253,7 +254,8 @@ fn tune_hrpb(
     };
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    // The cap is k8w's (dev is k8w here): its resident units are warps, not thread blocks.
+    // The cap is the first kernel's (dev runs it here; warp items): its resident units are
+    // warps, not thread blocks.
     let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
     let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
     let names: Vec<String> = configs
