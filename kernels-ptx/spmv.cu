@@ -362,6 +362,43 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Split rows inside the walks (v6): no spmv_fixup node. Each chunk of a split tile-row writes its
+// partials to its slot as before, then the chunk that finishes the row last sums the row's slots:
+// the chunk's lanes fence, one lane counts the chunk in count[first] (first = the row's first
+// slot), and the chunk that brings the count to the row's number of chunks reads every slot of the
+// row in slot order with L2 loads -- the sum spmv_fixup makes, in its order, so the result does not
+// depend on which chunk comes last -- writes y once (beta = 0: y not read) and sets the count back
+// to 0 for the next call (calls on one value are stream-ordered). split[slot] = {first slot of the
+// slot's tile-row, its end slot}; count: one u32 per slot (only first slots used), zero at upload.
+// ---------------------------------------------------------------------------------------------
+
+// Called by every lane of `mask` (one chunk, same slot) after writing its partials; true on all of
+// them when this chunk is the row's last. fe = {first slot, end slot} of the row.
+__device__ __forceinline__ bool split_last(const uint2* __restrict__ split, u32* __restrict__ count,
+                                        u32 slot, u32 mask, u32 leader, uint2& fe) {
+    fe = __ldg(split + slot);
+    __threadfence();  // this lane's partials before the count (and, through the barrier, the chunk's)
+    __syncwarp(mask);
+    u32 last = 0u;
+    if ((threadIdx.x & 31u) == leader) {
+        last = atomicAdd(count + fe.x, 1u) + 1u == fe.y - fe.x ? 1u : 0u;
+        if (last) count[fe.x] = 0u;  // every other chunk has counted: reset for the next call
+    }
+    last = __shfl_sync(mask, last, leader);
+    if (last) __threadfence();  // the other chunks' partials after their counts
+    return last != 0u;
+}
+
+// Sum of element e (= g * n + j) of the slots first..end-1 (partial[(slot * 8 + g) * n + j]), in
+// slot order from 0 (spmv_fixup's order), read from L2 (written by other blocks in this call).
+__device__ __forceinline__ float split_sum(const float* __restrict__ partial, uint2 fe, u32 e,
+                                           u32 n) {
+    float sum = 0.0f;
+    for (u32 s = fe.x; s < fe.y; ++s) sum += __ldcg(partial + (u64)s * 8u * n + e);
+    return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
 // CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
 // 1/8 of its B columns and the kernels above are instruction-issue bound (~10 warp-instructions per
 // nonzero); this walk spends ~1 per nonzero on banded matrices.
@@ -441,7 +478,9 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
                                                const uint4* __restrict__ work, u32 num_items,
                                                const float* __restrict__ x, float* __restrict__ y,
                                                float* __restrict__ partial, u32 rows, u32 cols,
-                                               float alpha, float beta) {
+                                               float alpha, float beta,
+                                               const uint2* __restrict__ spl,
+                                               u32* __restrict__ cnt) {
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
     if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
@@ -510,6 +549,16 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
         m0 = p0;
         m1 = p1;
     }
+    // A split half's one row was written to its slot by the last settle; the row's last chunk
+    // writes y (after the loop: nothing else is live).
+    uint2 fe;
+    if (split && split_last(spl, cnt, slot, 0xffu << (lane & 24u), lane & 24u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+            const float sum = split_sum(partial, fe, r, 1u);
+            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
+        }
+    }
 }
 
 #define SPMV_CORE_ENTRY(NAME, F16)                                                                 \
@@ -518,12 +567,13 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_core_body<F16>(tiles, values, row_scale, ptr, work, num_items,                      \
                             reinterpret_cast<const float*>(x), y, partial, rows, cols, alpha,    \
-                            beta);                                                               \
+                            beta, spl, cnt);                                                     \
     }
 
 SPMV_CORE_ENTRY(spmv_core_f16, 1)
@@ -546,7 +596,9 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
                                                 const float* __restrict__ x,
                                                 float* __restrict__ y,
                                                 float* __restrict__ partial, u32 rows, u32 cols,
-                                                float alpha, float beta) {
+                                                float alpha, float beta,
+                                                const uint2* __restrict__ spl,
+                                                u32* __restrict__ cnt) {
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (hidx >= 2u * num_items) return;  // whole warp
@@ -627,6 +679,15 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
 #pragma unroll
         for (int u = 0; u < U; ++u) m[u] = mn[u];
     }
+    // A split half's row was written to its slot by group 0; the row's last chunk writes y.
+    uint2 fe;
+    if (split && q == 0u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+            const float sum = split_sum(partial, fe, r, 1u);
+            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
+        }
+    }
 }
 
 #define SPMV_COREW_ENTRY(NAME, F16, U)                                                             \
@@ -635,12 +696,13 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_corew_body<F16, U>(tiles, values, row_scale, ptr, work, num_items,                  \
                                 reinterpret_cast<const float*>(x), y, partial, rows, cols,       \
-                                alpha, beta);                                                    \
+                                alpha, beta, spl, cnt);                                          \
     }
 
 SPMV_COREW_ENTRY(spmv_corew1_f16, 1, 1)
@@ -741,7 +803,9 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y,
                                                  float* __restrict__ partial, u32 rows,
-                                                 float alpha, float beta) {
+                                                 float alpha, float beta,
+                                                 const uint2* __restrict__ spl,
+                                                 u32* __restrict__ cnt) {
     constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
     __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
     const u32 lane = threadIdx.x, r = lane & 7u;
@@ -839,6 +903,19 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         settle();
         m = p;
     }
+    // A split half's row was written to its slot by the last settle; the row's last chunk writes y.
+    uint2 fe;
+    if (split && split_last(spl, cnt, slot, gmask, lane & 24u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+#pragma unroll
+            for (int q = 0; q < N; ++q) {
+                const float sum = split_sum(partial, fe, r * N + q, N);
+                float* py = y + yr * N + q;
+                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
+            }
+        }
+    }
 }
 
 // One entry of a set-bit walk (SEG: x rows staged in shared memory, `seg`; else `bits`).
@@ -848,13 +925,14 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)cols;                                                                              \
         (void)n;                                                                                 \
         spmv_setbit_body<F16, N, SEG>(tiles, values, row_scale, ptr, work, num_items,            \
                                       reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                      alpha, beta);                                            \
+                                      alpha, beta, spl, cnt);                                  \
     }
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
@@ -966,6 +1044,28 @@ __device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __
     }
 }
 
+// After the walk: a split half's row (h.rend - 1) was written to its slot; the row's last chunk
+// writes y (lane (g, t): row g, RHS 2t and 2t + 1).
+template <int N>
+__device__ __forceinline__ void tc_finish(const TcHalf& h, const uint2* __restrict__ spl,
+                                          u32* __restrict__ cnt, const float* __restrict__ partial,
+                                          float* __restrict__ y, u32 rows, float beta, u32 g,
+                                          u32 t) {
+    uint2 fe;
+    if (h.split && split_last(spl, cnt, h.slot, FULL_MASK, 0u, fe)) {  // warp-uniform
+        const u64 yr = (u64)(h.rend - 1u) * 8u + g;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 j = 2u * t + q;
+            if (j < (u32)N && yr < rows) {
+                const float sum = split_sum(partial, fe, g * N + j, N);
+                float* py = y + yr * N + j;
+                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
+            }
+        }
+    }
+}
+
 // Lane constants of the decode: row g's word (hi: bitmap bits 32-63), the masks of the bits below
 // positions (g, t) and (g, t + 4) inside that word, and their own bits.
 struct TcLane {
@@ -998,7 +1098,9 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
                                              const uint4* __restrict__ work, u32 num_items,
                                              const float* __restrict__ x, float* __restrict__ y,
                                              float* __restrict__ partial, u32 rows, u32 cols,
-                                             float alpha, float beta) {
+                                             float alpha, float beta,
+                                             const uint2* __restrict__ spl,
+                                             u32* __restrict__ cnt) {
     const u32 item = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (item >= num_items) return;  // whole warp
     const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3u;
@@ -1053,6 +1155,8 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
             m1[u] = n1[u];
         }
     }
+    tc_finish<N>(h0, spl, cnt, partial, y, rows, beta, g, t);
+    tc_finish<N>(h1, spl, cnt, partial, y, rows, beta, g, t);
 }
 
 #ifndef SPMV_TC_U
@@ -1067,12 +1171,13 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_tc_body<F16, N, SPMV_TC_U>(tiles, values, row_scale, ptr, work, num_items,          \
                                         reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                        cols, alpha, beta);                                      \
+                                        cols, alpha, beta, spl, cnt);                            \
     }
 
 SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
