@@ -377,7 +377,8 @@ extern "C" __global__ void __launch_bounds__(256)
 __device__ __forceinline__ bool split_last(const uint2* __restrict__ split, u32* __restrict__ count,
                                         u32 slot, u32 mask, u32 leader, uint2& fe) {
     fe = __ldg(split + slot);
-    __threadfence();  // this lane's partials before the count (and, through the barrier, the chunk's)
+    // Release: this lane's partials before the count (the chunk's, through the barrier).
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
     __syncwarp(mask);
     u32 last = 0u;
     if ((threadIdx.x & 31u) == leader) {
@@ -385,7 +386,7 @@ __device__ __forceinline__ bool split_last(const uint2* __restrict__ split, u32*
         if (last) count[fe.x] = 0u;  // every other chunk has counted: reset for the next call
     }
     last = __shfl_sync(mask, last, leader);
-    if (last) __threadfence();  // the other chunks' partials after their counts
+    if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire the other chunks' partials
     return last != 0u;
 }
 
@@ -522,10 +523,11 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
             }
         }
     };
-    settle();
+    // The first records are bounded by the half, not the row: issued before the row end arrives.
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m0 = t < te ? __ldg(tiles + t) : zero;
     uint4 m1 = t + 1u < te ? __ldg(tiles + t + 1) : zero;
+    settle();
     while (t < te) {
         const uint4 p0 = t + 2u < te ? __ldg(tiles + t + 2) : zero;
         const uint4 p1 = t + 3u < te ? __ldg(tiles + t + 3) : zero;
@@ -622,8 +624,10 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
     uint4 m[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+        // Loaded within the half (te) before the row end e arrives, then cut at e.
         const u32 i = t + 4u * u + q;
-        m[u] = i < e ? __ldg(tiles + i) : zero;
+        const uint4 r = i < te ? __ldg(tiles + i) : zero;
+        m[u] = i < e ? r : zero;
     }
     float acc = 0.0f;
     while (row < rend) {
@@ -856,9 +860,9 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
             }
         }
     };
-    settle();
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    uint4 m = t < te ? __ldg(tiles + t) : zero;
+    uint4 m = t < te ? __ldg(tiles + t) : zero;  // before the row end arrives (bounded by te)
+    settle();
     while (t < te) {  // group-uniform
         const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;  // next record, prefetched
         const CoreTile c = core_decode(m, sh, hi, lo_mask, hi_mask);
@@ -1115,8 +1119,7 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
     tc_init<F16>(h0, __ldg(work + 2 * item), ptr, row_scale);
     tc_init<F16>(h1, __ldg(work + 2 * item + 1), ptr, row_scale);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
-    tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    // The first records (bounded by the halves, not their rows) before the row ends arrive.
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m0[U], m1[U];
 #pragma unroll
@@ -1124,6 +1127,8 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
         m0[u] = h0.t + u < h0.te ? __ldg(tiles + h0.t + u) : zero;
         m1[u] = h1.t + u < h1.te ? __ldg(tiles + h1.t + u) : zero;
     }
+    tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
     while (h0.t < h0.te || h1.t < h1.te) {  // warp-uniform
         // Next iteration's records (tiles t + U .. t + 2U - 1 of each half), prefetched.
         uint4 n0[U], n1[U];
