@@ -536,10 +536,15 @@ mod tests {
         for h in w.items.iter().flatten() {
             if let (r0, _, _, _, Some(s)) = half_fields(h) {
                 let (first, end) = (table[2 * s as usize], table[2 * s as usize + 1]);
-                assert!(first <= s && s < end && end <= w.slots, "slot {s}: {first}..{end}");
-                let parts = w.items.iter().flatten().filter(|g| {
-                    matches!(half_fields(g), (r, _, _, _, Some(_)) if r == r0)
-                });
+                assert!(
+                    first <= s && s < end && end <= w.slots,
+                    "slot {s}: {first}..{end}"
+                );
+                let parts = w
+                    .items
+                    .iter()
+                    .flatten()
+                    .filter(|g| matches!(half_fields(g), (r, _, _, _, Some(_)) if r == r0));
                 assert_eq!(parts.count() as u32, end - first, "row {r0}");
             }
         }
