@@ -418,6 +418,36 @@ __device__ __forceinline__ float split_sum(const float* __restrict__ partial, ui
 // f32-storage) on f32 FMAs. Split rows write their partial slot and spmv_fixup adds them (n = 1).
 // ---------------------------------------------------------------------------------------------
 
+// The walks' row cursor (`core`, `bits`/`seg`, `tc`): e = the current tile-row's end tile (at most
+// te, the half's end), s = its scale (F16); e_next / s_next = the next row's, loaded one row ahead
+// so that a row change costs no dependent load.
+template <int F16>
+__device__ __forceinline__ void row_cursor_init(u32 row, u32 rend, u32 te,
+                                                const u32* __restrict__ ptr,
+                                                const float* __restrict__ row_scale, u32& e,
+                                                float& s, u32& e_next, float& s_next) {
+    const bool in = row < rend;
+    e = in ? min(__ldg(ptr + row + 1), te) : te;
+    s = (F16 && in) ? __ldg(row_scale + row) : 1.0f;
+    e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
+    s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+}
+
+// Moves the cursor to the next row.
+template <int F16>
+__device__ __forceinline__ void row_cursor_next(u32& row, u32 rend, u32 te,
+                                                const u32* __restrict__ ptr,
+                                                const float* __restrict__ row_scale, u32& e,
+                                                float& s, u32& e_next, float& s_next) {
+    ++row;
+    e = min(e_next, te);
+    s = s_next;
+    if (row + 1u < rend) {
+        e_next = __ldg(ptr + row + 2);
+        if (F16) s_next = __ldg(row_scale + row + 1);
+    }
+}
+
 // Value i as f32 (f16 bits converted, or f32).
 template <int F16>
 __device__ __forceinline__ float core_val(const void* __restrict__ values, u32 i) {
@@ -497,11 +527,9 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
     const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
     const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
-    // Current row's end tile and scale; the next row's, prefetched.
-    u32 e = min(__ldg(ptr + row + 1), te);
-    float s = F16 ? __ldg(row_scale + row) : 1.0f;
-    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
-    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     float acc = 0.0f;
     // Writes the current row and moves to the next (empty rows included) while it ends at t.
     auto settle = [&]() {
@@ -514,13 +542,7 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
             } else if (yr < rows) {
                 y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
             }
-            ++row;
-            e = min(e_next, te);
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = __ldg(ptr + row + 2);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
         }
     };
     // The first records are bounded by the half, not the row: issued before the row end arrives.
@@ -829,10 +851,9 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
     const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
     const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
-    u32 e = min(__ldg(ptr + row + 1), te);
-    float s = F16 ? __ldg(row_scale + row) : 1.0f;
-    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
-    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     float acc[N];
 #pragma unroll
     for (int q = 0; q < N; ++q) acc[q] = 0.0f;
@@ -851,13 +872,7 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
                     *py = beta == 0.0f ? v : fmaf(beta, *py, v);
                 }
             }
-            ++row;
-            e = min(e_next, te);
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = __ldg(ptr + row + 2);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
         }
     };
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
@@ -1008,11 +1023,7 @@ __device__ __forceinline__ void tc_init(TcHalf& h, uint4 w, const u32* __restric
     h.row = w.x;
     h.t = w.z;
     h.te = w.w;
-    const bool in = h.row < h.rend;
-    h.e = in ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
-    h.s = (F16 && in) ? __ldg(row_scale + h.row) : 1.0f;
-    h.e_next = h.row + 1u < h.rend ? __ldg(ptr + h.row + 2) : h.te;
-    h.s_next = (F16 && h.row + 1u < h.rend) ? __ldg(row_scale + h.row + 1) : 1.0f;
+    row_cursor_init<F16>(h.row, h.rend, h.te, ptr, row_scale, h.e, h.s, h.e_next, h.s_next);
 }
 
 // Writes the rows of half h that end at its current tile (acc[0], acc[1] = row g, RHS 2t, 2t + 1).
@@ -1038,13 +1049,7 @@ __device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __
                 }
             }
         }
-        ++h.row;
-        h.e = min(h.e_next, h.te);
-        h.s = h.s_next;
-        if (h.row + 1u < h.rend) {
-            h.e_next = __ldg(ptr + h.row + 2);
-            if (F16) h.s_next = __ldg(row_scale + h.row + 1);
-        }
+        row_cursor_next<F16>(h.row, h.rend, h.te, ptr, row_scale, h.e, h.s, h.e_next, h.s_next);
     }
 }
 
