@@ -9,8 +9,10 @@
 //!   ([`TileStorage::F32`], for the CUDA-core walk `spmv_core_f32`: full f32 products).
 //! * [`spmv_work`]: warp items of two *halves* (the top and bottom of the MMA). A half holds either
 //!   whole consecutive tile-rows with at most `chunk_tiles` tiles in all, or one chunk of a longer
-//!   tile-row (a *split* half, which writes a partial slot summed by the fix-up pass). Every tile lies
-//!   in exactly one half, every tile-row in some half, split rows' chunks in consecutive slots.
+//!   tile-row (a *split* half, which writes a partial slot summed by the fix-up pass: `spmv_fixup`
+//!   after the MMA kernels, the row's last chunk in the walks, through [`SpmvWork::split_table`]).
+//!   Every tile lies in exactly one half, every tile-row in some half, split rows' chunks in
+//!   consecutive slots.
 //! * [`DeviceBitBsr::spmv_cpu`]: y = α·A·X + β·y with the kernels' roundings (f16 X scaled per
 //!   8-element segment, or TF32 X) and their order of accumulation (per tile, then per half, split
 //!   rows summed over their slots in order).
