@@ -362,6 +362,44 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Split rows inside the walks (v6): no spmv_fixup node. Each chunk of a split tile-row writes its
+// partials to its slot as before, then the chunk that finishes the row last sums the row's slots:
+// the chunk's lanes fence, one lane counts the chunk in count[first] (first = the row's first
+// slot), and the chunk that brings the count to the row's number of chunks reads every slot of the
+// row in slot order with L2 loads -- the sum spmv_fixup makes, in its order, so the result does not
+// depend on which chunk comes last -- writes y once (beta = 0: y not read) and sets the count back
+// to 0 for the next call (calls on one value are stream-ordered). split[slot] = {first slot of the
+// slot's tile-row, its end slot}; count: one u32 per slot (only first slots used), zero at upload.
+// ---------------------------------------------------------------------------------------------
+
+// Called by every lane of `mask` (one chunk, same slot) after writing its partials; true on all of
+// them when this chunk is the row's last. fe = {first slot, end slot} of the row.
+__device__ __forceinline__ bool split_last(const uint2* __restrict__ split, u32* __restrict__ count,
+                                        u32 slot, u32 mask, u32 leader, uint2& fe) {
+    fe = __ldg(split + slot);
+    // Release: this lane's partials before the count (the chunk's, through the barrier).
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    __syncwarp(mask);
+    u32 last = 0u;
+    if ((threadIdx.x & 31u) == leader) {
+        last = atomicAdd(count + fe.x, 1u) + 1u == fe.y - fe.x ? 1u : 0u;
+        if (last) count[fe.x] = 0u;  // every other chunk has counted: reset for the next call
+    }
+    last = __shfl_sync(mask, last, leader);
+    if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire the other chunks' partials
+    return last != 0u;
+}
+
+// Sum of element e (= g * n + j) of the slots first..end-1 (partial[(slot * 8 + g) * n + j]), in
+// slot order from 0 (spmv_fixup's order), read from L2 (written by other blocks in this call).
+__device__ __forceinline__ float split_sum(const float* __restrict__ partial, uint2 fe, u32 e,
+                                           u32 n) {
+    float sum = 0.0f;
+    for (u32 s = fe.x; s < fe.y; ++s) sum += __ldcg(partial + (u64)s * 8u * n + e);
+    return sum;
+}
+
+// ---------------------------------------------------------------------------------------------
 // CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
 // 1/8 of its B columns and the kernels above are instruction-issue bound (~10 warp-instructions per
 // nonzero); this walk spends ~1 per nonzero on banded matrices.
@@ -379,6 +417,36 @@ extern "C" __global__ void __launch_bounds__(256)
 // scale is applied once at the flush: y = (alpha * s_r) * acc + beta * y. F32: f32 values (TF32- or
 // f32-storage) on f32 FMAs. Split rows write their partial slot and spmv_fixup adds them (n = 1).
 // ---------------------------------------------------------------------------------------------
+
+// The walks' row cursor (`core`, `bits`/`seg`, `tc`): e = the current tile-row's end tile (at most
+// te, the half's end), s = its scale (F16); e_next / s_next = the next row's, loaded one row ahead
+// so that a row change costs no dependent load.
+template <int F16>
+__device__ __forceinline__ void row_cursor_init(u32 row, u32 rend, u32 te,
+                                                const u32* __restrict__ ptr,
+                                                const float* __restrict__ row_scale, u32& e,
+                                                float& s, u32& e_next, float& s_next) {
+    const bool in = row < rend;
+    e = in ? min(__ldg(ptr + row + 1), te) : te;
+    s = (F16 && in) ? __ldg(row_scale + row) : 1.0f;
+    e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
+    s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+}
+
+// Moves the cursor to the next row.
+template <int F16>
+__device__ __forceinline__ void row_cursor_next(u32& row, u32 rend, u32 te,
+                                                const u32* __restrict__ ptr,
+                                                const float* __restrict__ row_scale, u32& e,
+                                                float& s, u32& e_next, float& s_next) {
+    ++row;
+    e = min(e_next, te);
+    s = s_next;
+    if (row + 1u < rend) {
+        e_next = __ldg(ptr + row + 2);
+        if (F16) s_next = __ldg(row_scale + row + 1);
+    }
+}
 
 // Value i as f32 (f16 bits converted, or f32).
 template <int F16>
@@ -441,7 +509,9 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
                                                const uint4* __restrict__ work, u32 num_items,
                                                const float* __restrict__ x, float* __restrict__ y,
                                                float* __restrict__ partial, u32 rows, u32 cols,
-                                               float alpha, float beta) {
+                                               float alpha, float beta,
+                                               const uint2* __restrict__ spl,
+                                               u32* __restrict__ cnt) {
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
     if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
@@ -457,11 +527,9 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
     const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
     const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
-    // Current row's end tile and scale; the next row's, prefetched.
-    u32 e = min(__ldg(ptr + row + 1), te);
-    float s = F16 ? __ldg(row_scale + row) : 1.0f;
-    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
-    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     float acc = 0.0f;
     // Writes the current row and moves to the next (empty rows included) while it ends at t.
     auto settle = [&]() {
@@ -474,19 +542,14 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
             } else if (yr < rows) {
                 y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
             }
-            ++row;
-            e = min(e_next, te);
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = __ldg(ptr + row + 2);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
         }
     };
-    settle();
+    // The first records are bounded by the half, not the row: issued before the row end arrives.
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m0 = t < te ? __ldg(tiles + t) : zero;
     uint4 m1 = t + 1u < te ? __ldg(tiles + t + 1) : zero;
+    settle();
     while (t < te) {
         const uint4 p0 = t + 2u < te ? __ldg(tiles + t + 2) : zero;
         const uint4 p1 = t + 3u < te ? __ldg(tiles + t + 3) : zero;
@@ -510,6 +573,16 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
         m0 = p0;
         m1 = p1;
     }
+    // A split half's one row was written to its slot by the last settle; the row's last chunk
+    // writes y (after the loop: nothing else is live).
+    uint2 fe;
+    if (split && split_last(spl, cnt, slot, 0xffu << (lane & 24u), lane & 24u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+            const float sum = split_sum(partial, fe, r, 1u);
+            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
+        }
+    }
 }
 
 #define SPMV_CORE_ENTRY(NAME, F16)                                                                 \
@@ -518,12 +591,13 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_core_body<F16>(tiles, values, row_scale, ptr, work, num_items,                      \
                             reinterpret_cast<const float*>(x), y, partial, rows, cols, alpha,    \
-                            beta);                                                               \
+                            beta, spl, cnt);                                                     \
     }
 
 SPMV_CORE_ENTRY(spmv_core_f16, 1)
@@ -546,7 +620,9 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
                                                 const float* __restrict__ x,
                                                 float* __restrict__ y,
                                                 float* __restrict__ partial, u32 rows, u32 cols,
-                                                float alpha, float beta) {
+                                                float alpha, float beta,
+                                                const uint2* __restrict__ spl,
+                                                u32* __restrict__ cnt) {
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (hidx >= 2u * num_items) return;  // whole warp
@@ -570,8 +646,10 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
     uint4 m[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
+        // Loaded within the half (te) before the row end e arrives, then cut at e.
         const u32 i = t + 4u * u + q;
-        m[u] = i < e ? __ldg(tiles + i) : zero;
+        const uint4 r = i < te ? __ldg(tiles + i) : zero;
+        m[u] = i < e ? r : zero;
     }
     float acc = 0.0f;
     while (row < rend) {
@@ -627,6 +705,15 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
 #pragma unroll
         for (int u = 0; u < U; ++u) m[u] = mn[u];
     }
+    // A split half's row was written to its slot by group 0; the row's last chunk writes y.
+    uint2 fe;
+    if (split && q == 0u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+            const float sum = split_sum(partial, fe, r, 1u);
+            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
+        }
+    }
 }
 
 #define SPMV_COREW_ENTRY(NAME, F16, U)                                                             \
@@ -635,12 +722,13 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_corew_body<F16, U>(tiles, values, row_scale, ptr, work, num_items,                  \
                                 reinterpret_cast<const float*>(x), y, partial, rows, cols,       \
-                                alpha, beta);                                                    \
+                                alpha, beta, spl, cnt);                                          \
     }
 
 SPMV_COREW_ENTRY(spmv_corew1_f16, 1, 1)
@@ -741,7 +829,9 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
                                                  const float* __restrict__ x,
                                                  float* __restrict__ y,
                                                  float* __restrict__ partial, u32 rows,
-                                                 float alpha, float beta) {
+                                                 float alpha, float beta,
+                                                 const uint2* __restrict__ spl,
+                                                 u32* __restrict__ cnt) {
     constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
     __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
     const u32 lane = threadIdx.x, r = lane & 7u;
@@ -761,10 +851,9 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
     const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
     const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
-    u32 e = min(__ldg(ptr + row + 1), te);
-    float s = F16 ? __ldg(row_scale + row) : 1.0f;
-    u32 e_next = row + 1u < rend ? __ldg(ptr + row + 2) : te;
-    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     float acc[N];
 #pragma unroll
     for (int q = 0; q < N; ++q) acc[q] = 0.0f;
@@ -783,18 +872,12 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
                     *py = beta == 0.0f ? v : fmaf(beta, *py, v);
                 }
             }
-            ++row;
-            e = min(e_next, te);
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = __ldg(ptr + row + 2);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
         }
     };
-    settle();
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    uint4 m = t < te ? __ldg(tiles + t) : zero;
+    uint4 m = t < te ? __ldg(tiles + t) : zero;  // before the row end arrives (bounded by te)
+    settle();
     while (t < te) {  // group-uniform
         const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;  // next record, prefetched
         const CoreTile c = core_decode(m, sh, hi, lo_mask, hi_mask);
@@ -839,6 +922,19 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         settle();
         m = p;
     }
+    // A split half's row was written to its slot by the last settle; the row's last chunk writes y.
+    uint2 fe;
+    if (split && split_last(spl, cnt, slot, gmask, lane & 24u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+#pragma unroll
+            for (int q = 0; q < N; ++q) {
+                const float sum = split_sum(partial, fe, r * N + q, N);
+                float* py = y + yr * N + q;
+                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
+            }
+        }
+    }
 }
 
 // One entry of a set-bit walk (SEG: x rows staged in shared memory, `seg`; else `bits`).
@@ -848,13 +944,14 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)cols;                                                                              \
         (void)n;                                                                                 \
         spmv_setbit_body<F16, N, SEG>(tiles, values, row_scale, ptr, work, num_items,            \
                                       reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                      alpha, beta);                                            \
+                                      alpha, beta, spl, cnt);                                  \
     }
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
@@ -926,11 +1023,7 @@ __device__ __forceinline__ void tc_init(TcHalf& h, uint4 w, const u32* __restric
     h.row = w.x;
     h.t = w.z;
     h.te = w.w;
-    const bool in = h.row < h.rend;
-    h.e = in ? min(__ldg(ptr + h.row + 1), h.te) : h.te;
-    h.s = (F16 && in) ? __ldg(row_scale + h.row) : 1.0f;
-    h.e_next = h.row + 1u < h.rend ? __ldg(ptr + h.row + 2) : h.te;
-    h.s_next = (F16 && h.row + 1u < h.rend) ? __ldg(row_scale + h.row + 1) : 1.0f;
+    row_cursor_init<F16>(h.row, h.rend, h.te, ptr, row_scale, h.e, h.s, h.e_next, h.s_next);
 }
 
 // Writes the rows of half h that end at its current tile (acc[0], acc[1] = row g, RHS 2t, 2t + 1).
@@ -956,12 +1049,28 @@ __device__ __forceinline__ void tc_settle(TcHalf& h, float acc[2], const u32* __
                 }
             }
         }
-        ++h.row;
-        h.e = min(h.e_next, h.te);
-        h.s = h.s_next;
-        if (h.row + 1u < h.rend) {
-            h.e_next = __ldg(ptr + h.row + 2);
-            if (F16) h.s_next = __ldg(row_scale + h.row + 1);
+        row_cursor_next<F16>(h.row, h.rend, h.te, ptr, row_scale, h.e, h.s, h.e_next, h.s_next);
+    }
+}
+
+// After the walk: a split half's row (h.rend - 1) was written to its slot; the row's last chunk
+// writes y (lane (g, t): row g, RHS 2t and 2t + 1).
+template <int N>
+__device__ __forceinline__ void tc_finish(const TcHalf& h, const uint2* __restrict__ spl,
+                                          u32* __restrict__ cnt, const float* __restrict__ partial,
+                                          float* __restrict__ y, u32 rows, float beta, u32 g,
+                                          u32 t) {
+    uint2 fe;
+    if (h.split && split_last(spl, cnt, h.slot, FULL_MASK, 0u, fe)) {  // warp-uniform
+        const u64 yr = (u64)(h.rend - 1u) * 8u + g;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 j = 2u * t + q;
+            if (j < (u32)N && yr < rows) {
+                const float sum = split_sum(partial, fe, g * N + j, N);
+                float* py = y + yr * N + j;
+                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
+            }
         }
     }
 }
@@ -998,7 +1107,9 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
                                              const uint4* __restrict__ work, u32 num_items,
                                              const float* __restrict__ x, float* __restrict__ y,
                                              float* __restrict__ partial, u32 rows, u32 cols,
-                                             float alpha, float beta) {
+                                             float alpha, float beta,
+                                             const uint2* __restrict__ spl,
+                                             u32* __restrict__ cnt) {
     const u32 item = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (item >= num_items) return;  // whole warp
     const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3u;
@@ -1013,8 +1124,7 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
     tc_init<F16>(h0, __ldg(work + 2 * item), ptr, row_scale);
     tc_init<F16>(h1, __ldg(work + 2 * item + 1), ptr, row_scale);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
-    tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    // The first records (bounded by the halves, not their rows) before the row ends arrive.
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 m0[U], m1[U];
 #pragma unroll
@@ -1022,6 +1132,8 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
         m0[u] = h0.t + u < h0.te ? __ldg(tiles + h0.t + u) : zero;
         m1[u] = h1.t + u < h1.te ? __ldg(tiles + h1.t + u) : zero;
     }
+    tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
+    tc_settle<F16, N>(h1, acc + 2, ptr, row_scale, y, partial, rows, alpha, beta, g, t);
     while (h0.t < h0.te || h1.t < h1.te) {  // warp-uniform
         // Next iteration's records (tiles t + U .. t + 2U - 1 of each half), prefetched.
         uint4 n0[U], n1[U];
@@ -1053,6 +1165,8 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
             m1[u] = n1[u];
         }
     }
+    tc_finish<N>(h0, spl, cnt, partial, y, rows, beta, g, t);
+    tc_finish<N>(h1, spl, cnt, partial, y, rows, beta, g, t);
 }
 
 #ifndef SPMV_TC_U
@@ -1067,12 +1181,13 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
         const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
         const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
         const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
+        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
+        u32* __restrict__ cnt) {                                                                 \
         (void)xs;                                                                                \
         (void)n;                                                                                 \
         spmv_tc_body<F16, N, SPMV_TC_U>(tiles, values, row_scale, ptr, work, num_items,          \
                                         reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                        cols, alpha, beta);                                      \
+                                        cols, alpha, beta, spl, cnt);                            \
     }
 
 SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)

@@ -36,7 +36,7 @@ pub const GRAPH_LAUNCHES: usize = 20;
 /// Graph launches timed per case (median reported).
 pub const SAMPLES: usize = 15;
 /// Tile budgets per half tried for our kernel.
-pub const CHUNKS: [u32; 3] = [8, 32, 128];
+pub const CHUNKS: [u32; 4] = [4, 8, 32, 128];
 /// Accuracy bound of our kernels (f16 and TF32 keep 11 bits of A and X): 2⁻⁹·(|A|·|X|).
 pub const TOL_OURS: f64 = 1.0 / 512.0;
 /// Accuracy bound of cuSPARSE (f32): 2⁻¹⁷·(|A|·|X|), far above its rounding.

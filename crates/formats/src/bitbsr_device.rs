@@ -9,8 +9,10 @@
 //!   ([`TileStorage::F32`], for the CUDA-core walk `spmv_core_f32`: full f32 products).
 //! * [`spmv_work`]: warp items of two *halves* (the top and bottom of the MMA). A half holds either
 //!   whole consecutive tile-rows with at most `chunk_tiles` tiles in all, or one chunk of a longer
-//!   tile-row (a *split* half, which writes a partial slot summed by the fix-up pass). Every tile lies
-//!   in exactly one half, every tile-row in some half, split rows' chunks in consecutive slots.
+//!   tile-row (a *split* half, which writes a partial slot summed by the fix-up pass: `spmv_fixup`
+//!   after the MMA kernels, the row's last chunk in the walks, through [`SpmvWork::split_table`]).
+//!   Every tile lies in exactly one half, every tile-row in some half, split rows' chunks in
+//!   consecutive slots.
 //! * [`DeviceBitBsr::spmv_cpu`]: y = α·A·X + β·y with the kernels' roundings (f16 X scaled per
 //!   8-element segment, or TF32 X) and their order of accumulation (per tile, then per half, split
 //!   rows summed over their slots in order).
@@ -491,6 +493,21 @@ impl SpmvWork {
         }
         Ok(())
     }
+
+    /// The walks' split-row table: for each partial slot `s`, `[2s] = ` the first and `[2s + 1] =`
+    /// the end slot of its tile-row (`2 · slots` entries; the chunk that finishes a split row last
+    /// sums the row's slots `first..end` and counts arrivals at `first`). Slots no split row
+    /// lists stay 0 (none after [`SpmvWork::check`]).
+    pub fn split_table(&self) -> Vec<u32> {
+        let mut t = vec![0u32; 2 * self.slots as usize];
+        for f in &self.fix {
+            for s in f[1]..f[2].min(self.slots) {
+                t[2 * s as usize] = f[1];
+                t[2 * s as usize + 1] = f[2];
+            }
+        }
+        t
+    }
 }
 
 #[cfg(test)]
@@ -515,6 +532,24 @@ mod tests {
         let w = spmv_work(ptr, chunk);
         w.check(ptr)
             .unwrap_or_else(|e| panic!("{e}: {ptr:?} chunk {chunk}"));
+        // The split table: each split half's slot points at its own row's slot run.
+        let table = w.split_table();
+        assert_eq!(table.len(), 2 * w.slots as usize);
+        for h in w.items.iter().flatten() {
+            if let (r0, _, _, _, Some(s)) = half_fields(h) {
+                let (first, end) = (table[2 * s as usize], table[2 * s as usize + 1]);
+                assert!(
+                    first <= s && s < end && end <= w.slots,
+                    "slot {s}: {first}..{end}"
+                );
+                let parts = w
+                    .items
+                    .iter()
+                    .flatten()
+                    .filter(|g| matches!(half_fields(g), (r, _, _, _, Some(_)) if r == r0));
+                assert_eq!(parts.count() as u32, end - first, "row {r0}");
+            }
+        }
         let tiles = *ptr.last().unwrap() as usize;
         let mut seen = vec![0u32; tiles];
         let mut rows_seen = vec![0u32; ptr.len() - 1];

@@ -124,7 +124,7 @@ impl Default for SpmvOptions {
 }
 
 /// Tile budgets per half tried when tuning.
-pub const SPMV_TUNED_CHUNKS: [u32; 3] = [8, 32, 128];
+pub const SPMV_TUNED_CHUNKS: [u32; 4] = [4, 8, 32, 128];
 
 /// The product a prepared SpMV runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,10 @@
 //! list ([`spmv_work`]); [`BitBsrSpmv::run`] queues the call on [`Gpu::stream`], and
 //! [`BitBsrSpmv::enqueue`] on any raw stream with raw pointers (for CUDA graphs, [`graph`]). One call
 //! is: `spmv_x16` (f16 tiles only: X to scaled f16 pairs), the main kernel, and `spmv_fixup` (only
-//! when some tile-row is split over several halves). Every element of y is written exactly once; with
-//! β = 0 y is never read.
+//! when some tile-row is split over several halves, and only after the MMA kernels: the walks of
+//! [`CORE_LAYOUTS`] sum a split row's partial slots in the chunk that finishes the row last, so a
+//! walk call is one kernel node). Every element of y is written exactly once; with β = 0 y is never
+//! read.
 //!
 //! With [`BitBsrSpmv::set_core_layout`] a call with one right-hand side runs a CUDA-core walk instead
 //! (`spmv_core_f16` / `spmv_core_f32`: 8 lanes per tile-row, X read as f32, no `spmv_x16` node);
@@ -54,6 +56,30 @@ const MAIN_PARAMS: &[ParamKind] = &[
     ParamKind::U32, // n
     ParamKind::F32, // alpha
     ParamKind::F32, // beta
+];
+
+/// The walks' parameters (`core*`, `bits*`, `seg*`, `tc*`): [`MAIN_PARAMS`], then the split-row
+/// table (`uint2` per partial slot: the slot's tile-row's first and end slot) and the per-row
+/// arrival counts with which the chunk that finishes a split tile-row last sums its slots and
+/// writes y itself (no `spmv_fixup` node).
+const WALK_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // tiles (uint4)
+    ParamKind::Ptr, // values (u16 or f32)
+    ParamKind::Ptr, // row_scale (f32)
+    ParamKind::Ptr, // ptr (u32)
+    ParamKind::Ptr, // work (uint4 pairs)
+    ParamKind::U32, // items
+    ParamKind::Ptr, // x (f16 pairs or f32)
+    ParamKind::Ptr, // xs (f32)
+    ParamKind::Ptr, // y
+    ParamKind::Ptr, // partial
+    ParamKind::U32, // rows
+    ParamKind::U32, // cols
+    ParamKind::U32, // n
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::Ptr, // split (uint2 per slot)
+    ParamKind::Ptr, // count (u32 per slot)
 ];
 
 /// The main kernels: (storage, RHS variant) → entry. F32 storage runs the TF32 MMAs (which read
@@ -222,192 +248,192 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[0].1[0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[0].1[1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[1].1[0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[1].1[1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[2].1[0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[2].1[1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
@@ -436,82 +462,82 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][0],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][1],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][2],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][3],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][4],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][5],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][6],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][7],
-        params: MAIN_PARAMS,
+        params: WALK_PARAMS,
     },
 ];
 
@@ -524,6 +550,11 @@ struct DeviceWork {
     fix: CudaSlice<u32>,
     /// `slots · 8 · MAX_RHS` f32.
     partial: CudaSlice<f32>,
+    /// Per slot: the first and end slot of its tile-row (`2 · slots` u32).
+    split: CudaSlice<u32>,
+    /// Per slot: chunks of its tile-row finished in the running call (only first slots used; zero
+    /// between calls: the last chunk resets it).
+    count: CudaSlice<u32>,
 }
 
 impl DeviceWork {
@@ -537,6 +568,8 @@ impl DeviceWork {
         }
         let flat: Vec<u32> = w.items.iter().flatten().flatten().copied().collect();
         let fix: Vec<u32> = w.fix.iter().flatten().copied().collect();
+        // `check` passed: each split row's slots are first..end, consecutive and ≤ slots.
+        let split = w.split_table();
         Ok(Self {
             chunk_tiles: w.chunk_tiles,
             num_items: w.items.len() as u32,
@@ -544,6 +577,8 @@ impl DeviceWork {
             num_fix: w.fix.len() as u32,
             fix: upload_nonempty(gpu, &fix)?,
             partial: gpu.alloc_zeros((w.slots as usize * 8 * MAX_RHS).max(1))?,
+            split: upload_nonempty(gpu, &split)?,
+            count: gpu.alloc_zeros((w.slots as usize).max(1))?,
         })
     }
 }
@@ -910,10 +945,12 @@ impl BitBsrSpmv {
         let mut w_items = ptr_of(&self.work.items, g);
         let mut items = self.work.num_items;
         let mut partial = ptr_of(&self.work.partial, g);
+        let mut split = ptr_of(&self.work.split, g);
+        let mut count = ptr_of(&self.work.count, g);
         let (mut xa, mut xsa, mut ya) = (x_in, p_xs, y);
         let (mut r, mut c, mut nn, mut al, mut be) = (rows, cols, n32, alpha, beta);
         if items > 0 {
-            let mut params: [*mut c_void; 15] = [
+            let mut params: [*mut c_void; 17] = [
                 &mut a_tiles as *mut u64 as *mut c_void,
                 &mut a_vals as *mut u64 as *mut c_void,
                 &mut a_scale as *mut u64 as *mut c_void,
@@ -929,17 +966,22 @@ impl BitBsrSpmv {
                 &mut nn as *mut u32 as *mut c_void,
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
+                &mut split as *mut u64 as *mut c_void,
+                &mut count as *mut u64 as *mut c_void,
             ];
-            let (func, grid) = if let Some((_, f, per_block)) = self.core_fn(n) {
-                (f, (2 * items).div_ceil(per_block))
+            // The MMA kernels take the first 15 (MAIN_PARAMS), the walks all 17 (WALK_PARAMS).
+            let (func, grid, nparams) = if let Some((_, f, per_block)) = self.core_fn(n) {
+                (f, (2 * items).div_ceil(per_block), 17)
             } else {
                 (
                     &self.main[usize::from(n > 1)],
                     items.div_ceil(WARPS_PER_BLOCK),
+                    15,
                 )
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
-            // checked against the PTX by a CPU test); the r1 and core kernels are only used with
+            // checked against the PTX by a CPU test; the walks take the 17 of WALK_PARAMS, the
+            // MMA kernels the first 15); the r1 and core kernels are only used with
             // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
             // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
@@ -951,9 +993,11 @@ impl BitBsrSpmv {
             // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
             // `SpmvWork::check` (every half inside the tiles/rows, slots < slots·8·MAX_RHS partial
-            // floats); y writes are guarded by rows and n ≤ MAX_RHS. (3) y is the only buffer
-            // written besides this value's scratch (partial, x16, xs), which no concurrent call
-            // uses (caller's contract).
+            // floats), and the split table holds, for each of the `slots` slots, its row's
+            // first and end slot (≤ slots: the counts index `count[first]` < slots); y writes are
+            // guarded by rows and n ≤ MAX_RHS. (3) y is the only buffer written besides this
+            // value's scratch (partial, count, x16, xs), which no concurrent call uses (caller's
+            // contract; the counts are back to 0 when a call completes).
             unsafe {
                 result::launch_kernel(
                     func.cu_function(),
@@ -961,11 +1005,13 @@ impl BitBsrSpmv {
                     (32, WARPS_PER_BLOCK, 1),
                     0,
                     stream,
-                    &mut params,
+                    &mut params[..nparams],
                 )
             }?;
         }
-        if self.work.num_fix > 0 {
+        // The walks sum their split rows themselves (the row's last chunk); the MMA kernels leave
+        // it to spmv_fixup.
+        if self.work.num_fix > 0 && !core {
             let mut fix = ptr_of(&self.work.fix, g);
             let mut nf = self.work.num_fix;
             let mut part = ptr_of(&self.work.partial, g);
