@@ -423,22 +423,22 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
 }
 
 
-// Dense-tile build on the device (a plan-cache hit, RowTileDevice::build_dense in
-// crates/gpu/src/spmm/row_tile.rs): scatters the nonzeros of a CSR matrix given in its ORIGINAL
-// order into the fragment-order tiles of its prepared layout, whose window prefix rwo and block
-// columns a2x (per window: sorted unique prepared columns, SENTINEL-padded; validated on the host)
-// come from the cache. Input row r is prepared row new_row[r] (identity when null), column c is
+// Dense-tile build on the device (a plan-cache hit, RowTileDevice::build_dense and
+// build_dense_derived in crates/gpu/src/spmm/row_tile.rs): scatters the nonzeros of a CSR matrix
+// given in its ORIGINAL order into the fragment-order tiles of its prepared layout, whose window
+// prefix rwo and block columns a2x (per window: sorted unique prepared columns, SENTINEL-padded)
+// are given. Prepared row r is input row old_row[r] (identity when null), input column c is
 // prepared column new_col[c] (identity when null). Each value is rounded to TF32 as the host's
 // fragment_tiles does (bit for bit: carry into bit 13, clear bits 0-12; not finite: unchanged) and
 // stored where fragment_tiles puts tile entry T[row][slot]: block j, lane 4g + t, row tile i holds
 // T[16i+g][t], T[16i+g+8][t], T[16i+g][t+4], T[16i+g+8][t+4] at ((32j + lane)·MT + i)·4. frag must
-// be zeroed. A nonzero whose column is missing from its window's columns (a layout that does not
-// belong to this matrix) is skipped and counted in *missing. One warp per input row, lanes over
+// be zeroed. A nonzero whose column is missing from its window's columns (a skeleton that does not
+// belong to this matrix) is skipped and counted in *missing. One warp per prepared row, lanes over
 // its nonzeros; grid-stride over rows.
 extern "C" __global__ void row_tile_dense_build(const u32* __restrict__ indptr,
                                                 const u32* __restrict__ indices,
                                                 const float* __restrict__ values, u32 rows,
-                                                const u32* __restrict__ new_row,
+                                                const u32* __restrict__ old_row,
                                                 const u32* __restrict__ new_col,
                                                 const u32* __restrict__ rwo,
                                                 const u32* __restrict__ a2x, u32 window_rows,
@@ -447,8 +447,8 @@ extern "C" __global__ void row_tile_dense_build(const u32* __restrict__ indptr,
     const u32 warps = (gridDim.x * blockDim.x) >> 5;
     const u32 mt = window_rows / 16;
     u32 misses = 0;
-    for (u32 r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
-        const u32 nr = new_row ? __ldg(new_row + r) : r;
+    for (u32 nr = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; nr < rows; nr += warps) {
+        const u32 r = old_row ? __ldg(old_row + nr) : nr;
         const u32 w = nr / window_rows, lr = nr % window_rows;
         const u32 lo = __ldg(rwo + w) * 8u, hi = __ldg(rwo + w + 1) * 8u;
         const u32 i = lr / 16, g = lr % 8, row_hi = (lr % 16) / 8;
@@ -473,4 +473,49 @@ extern "C" __global__ void row_tile_dense_build(const u32* __restrict__ indptr,
         }
     }
     if (misses) atomicAdd(missing, misses);
+}
+
+// Row-tile skeleton on the device (RowTileDevice::build_dense_derived): the sorted unique columns
+// of every window of the prepared matrix, whose row r is input row old_row[r] (identity when null)
+// with its columns unchanged (so each row's columns are sorted, a CSR invariant). One warp per
+// window, lane l on the window's row l (lanes past window_rows or the last row idle): each step
+// takes the smallest column at the heads of the lanes' rows (__reduce_min_sync), and the lanes
+// holding it step past it, so the window's columns come out sorted and once each. With a2x null,
+// counts[w] = the window's unique columns; else they are written to a2x[8·rwo[w] ...] (never past
+// 8·rwo[w+1]) and the rest of the window's last block is SENTINEL. Grid-stride over windows.
+extern "C" __global__ void row_tile_skeleton(const u32* __restrict__ indptr,
+                                             const u32* __restrict__ indices, u32 rows,
+                                             const u32* __restrict__ old_row, u32 window_rows,
+                                             u32 windows, u32* __restrict__ counts,
+                                             const u32* __restrict__ rwo, u32* __restrict__ a2x) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 warps = (gridDim.x * blockDim.x) >> 5;
+    for (u32 w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < windows; w += warps) {
+        const u32 r = w * window_rows + lane;
+        u32 p = 0, e = 0;
+        if (lane < window_rows && r < rows) {
+            const u32 o = old_row ? __ldg(old_row + r) : r;
+            p = __ldg(indptr + o);
+            e = __ldg(indptr + o + 1);
+        }
+        u32 head = p < e ? __ldg(indices + p) : SENTINEL;
+        const u32 base = a2x ? __ldg(rwo + w) * 8u : 0u;
+        const u32 cap = a2x ? __ldg(rwo + w + 1) * 8u - base : 0u;
+        u32 k = 0;
+        for (;;) {
+            const u32 m = __reduce_min_sync(0xFFFFFFFFu, head);
+            if (m == SENTINEL) break;
+            if (lane == 0 && k < cap) a2x[base + k] = m;
+            ++k;
+            if (head == m) {
+                ++p;
+                head = p < e ? __ldg(indices + p) : SENTINEL;
+            }
+        }
+        if (a2x) {
+            for (u32 q = k + lane; q < cap; q += 32) a2x[base + q] = SENTINEL;
+        } else if (lane == 0) {
+            counts[w] = k;
+        }
+    }
 }

@@ -515,6 +515,15 @@ fn row_tile_kernels_match_reference() {
     println!("row-tile kernels: worst scaled error {worst:.3e}");
 }
 
+/// The inverse of the permutation `p`.
+fn inverse(p: &[u32]) -> Vec<u32> {
+    let mut inv = vec![0u32; p.len()];
+    for (new, &old) in p.iter().enumerate() {
+        inv[old as usize] = new as u32;
+    }
+    inv
+}
+
 /// `a` with input row r moved to row `new_of_old[r]` (and, with `cols_too`, column c to
 /// `new_of_old[c]`), built from triplets: the host reference for a relabelled device build.
 fn relabelled(a: &Csr, new_of_old: &[u32], cols_too: bool) -> Csr {
@@ -528,10 +537,11 @@ fn relabelled(a: &Csr, new_of_old: &[u32], cols_too: bool) -> Csr {
     tcsparse_formats::csr::csr_from_triplets(a.rows(), a.cols(), &t).unwrap()
 }
 
-/// The plan cache's device build of the dense tiles (from the CSR in its original order, a
-/// relabelling and the layout's skeleton) equals the host-built layout's upload bit for bit, for
-/// both window heights, no relabelling, a row relabelling and a symmetric one; a skeleton that
-/// lacks one of the matrix's columns is refused with a typed error, not built.
+/// The plan cache's device builds of the dense tiles (from the CSR in its original order and a
+/// relabelling, with the layout's stored skeleton or with the skeleton found on the GPU too) equal
+/// the host-built layout's upload bit for bit (tiles, window prefix, block columns), for both
+/// window heights, no relabelling, a row relabelling and (stored skeleton only) a symmetric one; a
+/// skeleton that lacks one of the matrix's columns is refused with a typed error, not built.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
@@ -549,9 +559,9 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
         if a.rows() == a.cols() {
             cases.push(("symmetric", Some(&rev), true));
         }
-        for (how, new_of_old, cols_too) in cases {
-            let want_csr = match new_of_old {
-                Some(p) => relabelled(a, p, cols_too),
+        for (how, old_of_new, cols_too) in cases {
+            let want_csr = match old_of_new {
+                Some(p) => relabelled(a, &inverse(p), cols_too),
                 None => a.clone(),
             };
             for window_rows in [16usize, 32] {
@@ -560,28 +570,42 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
                 let sched = RowTileSchedule::Split { max_blocks: 3 };
                 let host = RowTileDevice::upload(&gpu, &m, true, sched).unwrap();
                 let csr = DeviceCsr::upload(&gpu, a).unwrap();
-                let dev = RowTileDevice::build_dense(
+                let stored = RowTileDevice::build_dense(
                     &gpu,
                     a,
                     &csr,
-                    new_of_old,
+                    old_of_new,
                     cols_too,
                     &m.structure(),
                     sched,
                 )
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-                let (h, d) = (
-                    host.dense_tiles(&gpu).unwrap().unwrap(),
-                    dev.dense_tiles(&gpu).unwrap().unwrap(),
-                );
-                assert_eq!(h.len(), d.len(), "{what}");
-                let differ = h
-                    .iter()
-                    .zip(&d)
-                    .position(|(x, y)| x.to_bits() != y.to_bits());
-                assert_eq!(differ, None, "{what}: first differing tile slot");
-                assert_eq!(dev.num_tbs(), host.num_tbs(), "{what}");
-                assert_eq!(dev.structure(&gpu).unwrap(), m.structure(), "{what}");
+                let mut devices = vec![("stored", stored)];
+                if !cols_too {
+                    let derived = RowTileDevice::build_dense_derived(
+                        &gpu,
+                        a,
+                        &csr,
+                        old_of_new,
+                        window_rows,
+                        sched,
+                    )
+                    .unwrap_or_else(|e| panic!("{what} derived: {e}"));
+                    devices.push(("derived", derived));
+                }
+                let h = host.dense_tiles(&gpu).unwrap().unwrap();
+                for (skeleton, dev) in devices {
+                    let what = format!("{what} ({skeleton} skeleton)");
+                    let d = dev.dense_tiles(&gpu).unwrap().unwrap();
+                    assert_eq!(h.len(), d.len(), "{what}");
+                    let differ = h
+                        .iter()
+                        .zip(&d)
+                        .position(|(x, y)| x.to_bits() != y.to_bits());
+                    assert_eq!(differ, None, "{what}: first differing tile slot");
+                    assert_eq!(dev.num_tbs(), host.num_tbs(), "{what}");
+                    assert_eq!(dev.structure(&gpu).unwrap(), m.structure(), "{what}");
+                }
             }
         }
     }

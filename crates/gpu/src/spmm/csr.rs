@@ -162,12 +162,23 @@ struct DeviceWork {
 impl DeviceWork {
     /// [`csr_work`] over the row offsets `indptr` at `chunk_nnz`, uploaded.
     fn build(gpu: &Gpu, indptr: &[u32], chunk_nnz: u32) -> Result<Self, GpuError> {
+        let t = std::time::Instant::now();
         let work = csr_work(indptr, chunk_nnz);
+        let packed_ms = t.elapsed().as_secs_f64() * 1e3;
+        let items = upload_nonempty(gpu, work.items.as_flattened())?;
+        let uploaded_ms = t.elapsed().as_secs_f64() * 1e3;
+        let split = SplitRows::upload(gpu, &work.split_rows)?;
+        tracing::debug!(
+            "CSR work list packed in {packed_ms:.1} ms, items uploaded +{:.1} ms, {} split rows +{:.1} ms",
+            uploaded_ms - packed_ms,
+            work.split_rows.len(),
+            t.elapsed().as_secs_f64() * 1e3 - uploaded_ms
+        );
         Ok(Self {
             chunk_nnz: chunk_nnz.max(1),
             num_items: work.items.len(),
-            items: upload_nonempty(gpu, work.items.as_flattened())?,
-            split: SplitRows::upload(gpu, &work.split_rows)?,
+            items,
+            split,
         })
     }
 }

@@ -20,9 +20,10 @@
 //! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
-//! (dense-tile row-tile kernels) its window height u32, window prefix and block columns (each a u32
-//! length and its u32s: [`RowTileStructure`], so that a hit fills the tiles on the GPU from the
-//! CSR); the original kernel note (u32 length + UTF-8). Loading checks every field, the payload
+//! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
+//! and block columns (each a u32 length and its u32s: [`RowTileStructure`], so that a hit fills
+//! the tiles on the GPU from the CSR; without a symmetric reordering every row's columns stay
+//! sorted and the hit finds the skeleton on the GPU too); the original kernel note (u32 length + UTF-8). Loading checks every field, the payload
 //! checksum, the permutation (a bijection of the matrix's row count), the mode against the matrix
 //! shape, the kernel parameters and the skeleton's invariants (and that it fits the kernel);
 //! anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
@@ -31,7 +32,8 @@
 //! The layouts themselves are not stored: checking a stored BitTCF (payload checksum, source
 //! checksum, validation) reads more bytes than building it again from the permuted CSR, which the
 //! builders do at a few ns per nonzero; a dense-tile row-tile layout (4 bytes per tile slot,
-//! 345 MB for 30.9 M nonzeros) is filled on the GPU from its skeleton, a 32nd of it.
+//! 345 MB for 30.9 M nonzeros) is filled on the GPU from its skeleton (a 32nd of it, stored only
+//! where the GPU cannot find it: 10.5 MB for clustered256k took 13 ms to read and check on a hit).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

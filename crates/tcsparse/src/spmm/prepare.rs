@@ -273,11 +273,13 @@ pub(super) struct Fixed {
     row_tile: Option<Box<RowTileDevice>>,
 }
 
-/// The skeleton of `p`'s dense-tile row-tile layout (downloaded), for the plan cache; `None` for
-/// other kernels or where the download fails.
+/// The skeleton of `p`'s dense-tile row-tile layout (downloaded), for the plan cache, where a hit
+/// cannot find it on the GPU (a symmetric reordering: its rows' columns are no longer sorted);
+/// `None` for other kernels and orders or where the download fails.
 fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::RowTileStructure> {
+    let symmetric = p.perm.is_some() && p.report.mode == Mode::Symmetric;
     match (&p.dev, &p.gpu) {
-        (DeviceState::RowTile(d), Some(gpu)) if d.kernel().dense_tiles => d
+        (DeviceState::RowTile(d), Some(gpu)) if d.kernel().dense_tiles && symmetric => d
             .structure(gpu)
             .inspect_err(|e| tracing::warn!("plan cache: row-tile skeleton not stored: {e}"))
             .ok(),
@@ -428,8 +430,10 @@ impl Engine {
         let t = Instant::now();
         let note = format!("from the plan cache: {}", entry.note);
         tracing::debug!("plan cache hit: setting up {:?}", entry.kernel);
-        if let (Some(gpu), Source::Shared(shared), Some(s)) = (&self.gpu, &a, &entry.row_tile) {
-            match self.prepare_cached_on_device(gpu, shared, opts, &entry, s, &note, &mut device) {
+        let dense_row_tile =
+            matches!(entry.kernel, ExecKernel::RowTile { kernel, .. } if kernel.dense_tiles);
+        if let (Some(gpu), Source::Shared(shared), true) = (&self.gpu, &a, dense_row_tile) {
+            match self.prepare_cached_on_device(gpu, shared, opts, &entry, &note, &mut device) {
                 Ok(p) => return Ok(p),
                 Err(e) => tracing::warn!(
                     "plan cache: the layout could not be built on the GPU ({e}); building it on the host"
@@ -460,17 +464,16 @@ impl Engine {
         self.prepare_reordered_with(a, stage, opts, Some(fixed), true)
     }
 
-    /// [`Engine::prepare_cached`] for a dense-tile row-tile entry with its skeleton `s`: the
-    /// layout filled on the GPU from `a`'s CSR in its original order (`device` when it is
-    /// uploaded already, taken only on success), the reordered host copy left to first use.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Engine::prepare_cached`] for a dense-tile row-tile entry: the layout built on the GPU
+    /// from `a`'s CSR in its original order (`device` when it is uploaded already, taken only on
+    /// success) and the entry's skeleton, or without one the skeleton found on the GPU too; the
+    /// reordered host copy left to first use.
     fn prepare_cached_on_device(
         &self,
         gpu: &tcsparse_gpu::Gpu,
         a: &Arc<Csr>,
         opts: &PrepareOptions,
         entry: &PlanEntry,
-        s: &tcsparse_formats::rowtile::RowTileStructure,
         note: &str,
         device: &mut Option<DeviceCsr>,
     ) -> Result<Prepared, Error> {
@@ -488,9 +491,11 @@ impl Engine {
             Some(p) => Some(CheckedReorder::new(Arc::clone(a), p.clone(), entry.mode)?),
             None => None,
         };
-        let new_of_old = entry.perm.as_ref().map(Permutation::inverse);
-        let symmetric = entry.mode == Mode::Symmetric && new_of_old.is_some();
-        if !kernel.dense_tiles || kernel.window_rows as usize != s.window_rows() {
+        let old_of_new = entry.perm.as_ref().map(Permutation::as_slice);
+        let symmetric = entry.mode == Mode::Symmetric && old_of_new.is_some();
+        if let Some(s) = &entry.row_tile
+            && kernel.window_rows as usize != s.window_rows()
+        {
             return Err(Error::Format(format!(
                 "a {}-row skeleton for {}",
                 s.window_rows(),
@@ -505,15 +510,28 @@ impl Engine {
                 &uploaded
             }
         };
-        let d = RowTileDevice::build_dense(
-            gpu,
-            a,
-            csr,
-            new_of_old.as_ref().map(Permutation::as_slice),
-            symmetric,
-            s,
-            schedule,
-        )?;
+        let (d, how) = match &entry.row_tile {
+            Some(s) => (
+                RowTileDevice::build_dense(gpu, a, csr, old_of_new, symmetric, s, schedule)?,
+                "the cached skeleton",
+            ),
+            None if !symmetric => (
+                RowTileDevice::build_dense_derived(
+                    gpu,
+                    a,
+                    csr,
+                    old_of_new,
+                    kernel.window_rows as usize,
+                    schedule,
+                )?,
+                "its skeleton found there too",
+            ),
+            None => {
+                return Err(Error::Format(
+                    "a symmetric reordering without its cached skeleton".into(),
+                ));
+            }
+        };
         let build_s = t.elapsed().as_secs_f64();
         tracing::debug!(
             "plan cache hit: {} layout built on the GPU in {:.1} ms",
@@ -535,7 +553,7 @@ impl Engine {
         *device = None;
         let fixed = Fixed {
             kernel: entry.kernel,
-            note: format!("{note} (layout built on the GPU from the cached skeleton)"),
+            note: format!("{note} (layout built on the GPU from {how})"),
             blocks: entry.blocks,
             row_tile: Some(Box::new(d)),
         };
