@@ -373,9 +373,12 @@ extern "C" __global__ void __launch_bounds__(256)
 // ---------------------------------------------------------------------------------------------
 
 // Called by every lane of `mask` (one chunk, same slot) after writing its partials; true on all of
-// them when this chunk is the row's last. fe = {first slot, end slot} of the row.
+// them when this chunk is the row's last. fe = {first slot, end slot} of the row. A null count
+// (the host passes one for n >= 2, where the last chunk's serial sum over 8n elements cost more
+// than the spmv_fixup node it saves) leaves the row to spmv_fixup: false on every lane.
 __device__ __forceinline__ bool split_last(const uint2* __restrict__ split, u32* __restrict__ count,
                                         u32 slot, u32 mask, u32 leader, uint2& fe) {
+    if (count == nullptr) return false;
     fe = __ldg(split + slot);
     // Release: this lane's partials before the count (the chunk's, through the barrier).
     asm volatile("fence.acq_rel.gpu;" ::: "memory");

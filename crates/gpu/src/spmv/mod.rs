@@ -946,7 +946,15 @@ impl BitBsrSpmv {
         let mut items = self.work.num_items;
         let mut partial = ptr_of(&self.work.partial, g);
         let mut split = ptr_of(&self.work.split, g);
-        let mut count = ptr_of(&self.work.count, g);
+        // The walks sum their split rows themselves (the row's last chunk) at n = 1; at n ≥ 2 a
+        // null count leaves them to spmv_fixup, as the MMA kernels do (the in-walk sum made the
+        // n = 8 walks 40-80 % slower on small matrices with split rows, H200 session 12).
+        let walk_fixes = core && n == 1;
+        let mut count = if walk_fixes {
+            ptr_of(&self.work.count, g)
+        } else {
+            0
+        };
         let (mut xa, mut xsa, mut ya) = (x_in, p_xs, y);
         let (mut r, mut c, mut nn, mut al, mut be) = (rows, cols, n32, alpha, beta);
         if items > 0 {
@@ -994,7 +1002,8 @@ impl BitBsrSpmv {
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
             // `SpmvWork::check` (every half inside the tiles/rows, slots < slots·8·MAX_RHS partial
             // floats), and the split table holds, for each of the `slots` slots, its row's
-            // first and end slot (≤ slots: the counts index `count[first]` < slots); y writes are
+            // first and end slot (≤ slots: the counts index `count[first]` < slots; a null count,
+            // n ≥ 2, is never dereferenced: split_last returns first); y writes are
             // guarded by rows and n ≤ MAX_RHS. (3) y is the only buffer written besides this
             // value's scratch (partial, count, x16, xs), which no concurrent call uses (caller's
             // contract; the counts are back to 0 when a call completes).
@@ -1009,9 +1018,9 @@ impl BitBsrSpmv {
                 )
             }?;
         }
-        // The walks sum their split rows themselves (the row's last chunk); the MMA kernels leave
-        // it to spmv_fixup.
-        if self.work.num_fix > 0 && !core {
+        // The walks at n = 1 sum their split rows themselves (the row's last chunk); the MMA
+        // kernels and the walks at n ≥ 2 leave it to spmv_fixup.
+        if self.work.num_fix > 0 && !walk_fixes {
             let mut fix = ptr_of(&self.work.fix, g);
             let mut nf = self.work.num_fix;
             let mut part = ptr_of(&self.work.partial, g);
