@@ -94,9 +94,9 @@ struct Args {
     #[arg(long, default_value_t = compare::DEFAULT_CASE_TOLERANCE, requires = "compare")]
     case_tolerance: f64,
     /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
-    /// right-hand-side counts; writes spmv-<device>.json/.md) or spamm (cuSpAMM vs cuBLAS; --n gives
-    /// the matrix sizes, default 4096,8192,16384; writes spamm-<device>.json/.md) or multi
-    /// (SpAMM and SpMM split over 1, 2 and 4 GPUs; writes multi-gpu-<device>.json/.md).
+    /// right-hand-side counts; writes `spmv-<device>.json`/`.md`) or spamm (cuSpAMM vs cuBLAS; --n gives
+    /// the matrix sizes, default 4096,8192,16384; writes `spamm-<device>.json`/`.md`) or multi
+    /// (SpAMM and SpMM split over 1, 2 and 4 GPUs; writes `multi-gpu-<device>.json`/`.md`).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
