@@ -402,6 +402,15 @@ __device__ __forceinline__ float split_sum(const float* __restrict__ partial, ui
     return sum;
 }
 
+// The row's last chunk writes y[yr·n + j] = the split sum of element e (beta = 0: y not read).
+__device__ __forceinline__ void split_store(const float* __restrict__ partial, uint2 fe, u32 e,
+                                            u32 n, float* __restrict__ y, u64 yr, u32 j,
+                                            float beta) {
+    const float sum = split_sum(partial, fe, e, n);
+    float* py = y + yr * n + j;
+    *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
+}
+
 // ---------------------------------------------------------------------------------------------
 // CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
 // 1/8 of its B columns and the kernels above are instruction-issue bound (~10 warp-instructions per
@@ -581,10 +590,7 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
     uint2 fe;
     if (split && split_last(spl, cnt, slot, 0xffu << (lane & 24u), lane & 24u, fe)) {
         const u64 yr = (u64)w.x * 8u + r;
-        if (yr < rows) {
-            const float sum = split_sum(partial, fe, r, 1u);
-            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
-        }
+        if (yr < rows) split_store(partial, fe, r, 1u, y, yr, 0u, beta);
     }
 }
 
@@ -712,10 +718,7 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
     uint2 fe;
     if (split && q == 0u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
         const u64 yr = (u64)w.x * 8u + r;
-        if (yr < rows) {
-            const float sum = split_sum(partial, fe, r, 1u);
-            y[yr] = beta == 0.0f ? sum : fmaf(beta, y[yr], sum);
-        }
+        if (yr < rows) split_store(partial, fe, r, 1u, y, yr, 0u, beta);
     }
 }
 
@@ -931,11 +934,7 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
         const u64 yr = (u64)w.x * 8u + r;
         if (yr < rows) {
 #pragma unroll
-            for (int q = 0; q < N; ++q) {
-                const float sum = split_sum(partial, fe, r * N + q, N);
-                float* py = y + yr * N + q;
-                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
-            }
+            for (int q = 0; q < N; ++q) split_store(partial, fe, r * N + q, N, y, yr, q, beta);
         }
     }
 }
@@ -1069,11 +1068,7 @@ __device__ __forceinline__ void tc_finish(const TcHalf& h, const uint2* __restri
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             const u32 j = 2u * t + q;
-            if (j < (u32)N && yr < rows) {
-                const float sum = split_sum(partial, fe, g * N + j, N);
-                float* py = y + yr * N + j;
-                *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
-            }
+            if (j < (u32)N && yr < rows) split_store(partial, fe, g * N + j, N, y, yr, j, beta);
         }
     }
 }
