@@ -289,15 +289,20 @@ __device__ __forceinline__ void spmv_body(const uint4* __restrict__ tiles,
     }
 }
 
+// Parameters of every main entry (the MMA kernels: MAIN_PARAMS in crates/gpu/src/spmv/mod.rs)
+// and of the walks, which add the split table and its arrival counts (WALK_PARAMS).
+#define SPMV_MAIN_PARAMS                                                                           \
+    const uint4* __restrict__ tiles, const void* __restrict__ values,                              \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                          \
+        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,                 \
+        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,          \
+        u32 rows, u32 cols, u32 n, float alpha, float beta
+#define SPMV_WALK_PARAMS SPMV_MAIN_PARAMS, const uint2* __restrict__ spl, u32* __restrict__ cnt
+
 #define SPMV_ENTRY(NAME, MODE, NR, U)                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta) {                                    \
-        spmv_body<MODE, NR, U>(tiles, values, row_scale, ptr, work, num_items, x, xs, y, partial,   \
-                            rows, cols, n, alpha, beta);                                         \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_MAIN_PARAMS) {         \
+        spmv_body<MODE, NR, U>(tiles, values, row_scale, ptr, work, num_items, x, xs, y, partial,  \
+                            rows, cols, n, alpha, beta);                                           \
     }
 
 SPMV_ENTRY(spmv_f16_r1, 0, 1, 8)
@@ -430,6 +435,17 @@ __device__ __forceinline__ void split_store(const float* __restrict__ partial, u
 // f32-storage) on f32 FMAs. Split rows write their partial slot and spmv_fixup adds them (n = 1).
 // ---------------------------------------------------------------------------------------------
 
+// Parameters of the walks' bodies (X as f32, no xs or n) and the arguments an entry passes them.
+#define SPMV_WALK_BODY_PARAMS                                                                      \
+    const uint4* __restrict__ tiles, const void* __restrict__ values,                              \
+        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                          \
+        const uint4* __restrict__ work, u32 num_items, const float* __restrict__ x,                \
+        float* __restrict__ y, float* __restrict__ partial, u32 rows, u32 cols, float alpha,       \
+        float beta, const uint2* __restrict__ spl, u32* __restrict__ cnt
+#define SPMV_WALK_BODY_ARGS                                                                        \
+    tiles, values, row_scale, ptr, work, num_items, reinterpret_cast<const float*>(x), y, partial, \
+        rows, cols, alpha, beta, spl, cnt
+
 // The walks' row cursor (`core`, `bits`/`seg`, `tc`): e = the current tile-row's end tile (at most
 // te, the half's end), s = its scale (F16); e_next / s_next = the next row's, loaded one row ahead
 // so that a row change costs no dependent load.
@@ -514,16 +530,7 @@ __device__ __forceinline__ void core_load(const void* __restrict__ values, CoreT
 }
 
 template <int F16>
-__device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
-                                               const void* __restrict__ values,
-                                               const float* __restrict__ row_scale,
-                                               const u32* __restrict__ ptr,
-                                               const uint4* __restrict__ work, u32 num_items,
-                                               const float* __restrict__ x, float* __restrict__ y,
-                                               float* __restrict__ partial, u32 rows, u32 cols,
-                                               float alpha, float beta,
-                                               const uint2* __restrict__ spl,
-                                               u32* __restrict__ cnt) {
+__device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
     if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
@@ -595,18 +602,10 @@ __device__ __forceinline__ void spmv_core_body(const uint4* __restrict__ tiles,
 }
 
 #define SPMV_CORE_ENTRY(NAME, F16)                                                                 \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
-        u32* __restrict__ cnt) {                                                                 \
-        (void)xs;                                                                                \
-        (void)n;                                                                                 \
-        spmv_core_body<F16>(tiles, values, row_scale, ptr, work, num_items,                      \
-                            reinterpret_cast<const float*>(x), y, partial, rows, cols, alpha,    \
-                            beta, spl, cnt);                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_core_body<F16>(SPMV_WALK_BODY_ARGS);                                                  \
     }
 
 SPMV_CORE_ENTRY(spmv_core_f16, 1)
@@ -621,17 +620,7 @@ SPMV_CORE_ENTRY(spmv_core_f32, 0)
 // next tile-row's first ones at a row end) and the next row's end and scale are prefetched.
 // ---------------------------------------------------------------------------------------------
 template <int F16, int U>
-__device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
-                                                const void* __restrict__ values,
-                                                const float* __restrict__ row_scale,
-                                                const u32* __restrict__ ptr,
-                                                const uint4* __restrict__ work, u32 num_items,
-                                                const float* __restrict__ x,
-                                                float* __restrict__ y,
-                                                float* __restrict__ partial, u32 rows, u32 cols,
-                                                float alpha, float beta,
-                                                const uint2* __restrict__ spl,
-                                                u32* __restrict__ cnt) {
+__device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (hidx >= 2u * num_items) return;  // whole warp
@@ -723,18 +712,10 @@ __device__ __forceinline__ void spmv_corew_body(const uint4* __restrict__ tiles,
 }
 
 #define SPMV_COREW_ENTRY(NAME, F16, U)                                                             \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
-        u32* __restrict__ cnt) {                                                                 \
-        (void)xs;                                                                                \
-        (void)n;                                                                                 \
-        spmv_corew_body<F16, U>(tiles, values, row_scale, ptr, work, num_items,                  \
-                                reinterpret_cast<const float*>(x), y, partial, rows, cols,       \
-                                alpha, beta, spl, cnt);                                          \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_corew_body<F16, U>(SPMV_WALK_BODY_ARGS);                                              \
     }
 
 SPMV_COREW_ENTRY(spmv_corew1_f16, 1, 1)
@@ -827,17 +808,8 @@ __device__ __forceinline__ void seg_store(float* p, const float v[N]) {
 // Both set-bit walks: SEG = false reads each nonzero's x row from global memory (`bits`); SEG =
 // true first stages the tile's used x rows in the group's shared slab (`seg`, below).
 template <int F16, int N, bool SEG>
-__device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles,
-                                                 const void* __restrict__ values,
-                                                 const float* __restrict__ row_scale,
-                                                 const u32* __restrict__ ptr,
-                                                 const uint4* __restrict__ work, u32 num_items,
-                                                 const float* __restrict__ x,
-                                                 float* __restrict__ y,
-                                                 float* __restrict__ partial, u32 rows,
-                                                 float alpha, float beta,
-                                                 const uint2* __restrict__ spl,
-                                                 u32* __restrict__ cnt) {
+__device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
+    (void)cols;
     constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
     __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
     const u32 lane = threadIdx.x, r = lane & 7u;
@@ -941,19 +913,10 @@ __device__ __forceinline__ void spmv_setbit_body(const uint4* __restrict__ tiles
 
 // One entry of a set-bit walk (SEG: x rows staged in shared memory, `seg`; else `bits`).
 #define SPMV_SETBIT_ENTRY(NAME, F16, N, SEG)                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(                          \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
-        u32* __restrict__ cnt) {                                                                 \
-        (void)xs;                                                                                \
-        (void)cols;                                                                              \
-        (void)n;                                                                                 \
-        spmv_setbit_body<F16, N, SEG>(tiles, values, row_scale, ptr, work, num_items,            \
-                                      reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                      alpha, beta, spl, cnt);                                  \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_setbit_body<F16, N, SEG>(SPMV_WALK_BODY_ARGS);                                        \
     }
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
@@ -1098,16 +1061,7 @@ __device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ va
 }
 
 template <int F16, int N, int U>
-__device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
-                                             const void* __restrict__ values,
-                                             const float* __restrict__ row_scale,
-                                             const u32* __restrict__ ptr,
-                                             const uint4* __restrict__ work, u32 num_items,
-                                             const float* __restrict__ x, float* __restrict__ y,
-                                             float* __restrict__ partial, u32 rows, u32 cols,
-                                             float alpha, float beta,
-                                             const uint2* __restrict__ spl,
-                                             u32* __restrict__ cnt) {
+__device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
     const u32 item = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (item >= num_items) return;  // whole warp
     const u32 lane = threadIdx.x, g = lane >> 2, t = lane & 3u;
@@ -1174,18 +1128,10 @@ __device__ __forceinline__ void spmv_tc_body(const uint4* __restrict__ tiles,
 // MINB = blocks per SM asked of ptxas: 4 (64 registers, 32 warps per SM) where that does not
 // spill (f32 values, n >= 2), else 3 (f16 values spill 16-48 bytes at 64 registers).
 #define SPMV_TC_ENTRY(NAME, F16, N, MINB)                                                          \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, MINB) NAME(                    \
-        const uint4* __restrict__ tiles, const void* __restrict__ values,                        \
-        const float* __restrict__ row_scale, const u32* __restrict__ ptr,                        \
-        const uint4* __restrict__ work, u32 num_items, const void* __restrict__ x,               \
-        const float* __restrict__ xs, float* __restrict__ y, float* __restrict__ partial,        \
-        u32 rows, u32 cols, u32 n, float alpha, float beta, const uint2* __restrict__ spl,       \
-        u32* __restrict__ cnt) {                                                                 \
-        (void)xs;                                                                                \
-        (void)n;                                                                                 \
-        spmv_tc_body<F16, N, SPMV_TC_U>(tiles, values, row_scale, ptr, work, num_items,          \
-                                        reinterpret_cast<const float*>(x), y, partial, rows,     \
-                                        cols, alpha, beta, spl, cnt);                            \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, MINB) NAME(SPMV_WALK_PARAMS) {   \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_tc_body<F16, N, SPMV_TC_U>(SPMV_WALK_BODY_ARGS);                                      \
     }
 
 SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
