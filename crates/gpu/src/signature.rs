@@ -31,6 +31,26 @@ impl ParamKind {
     }
 }
 
+/// `head` followed by `tail`, for parameter lists that share a prefix or suffix (`N` = the two
+/// lengths together, checked at compile time when used in a `const`).
+pub const fn concat_params<const N: usize>(
+    head: &[ParamKind],
+    tail: &[ParamKind],
+) -> [ParamKind; N] {
+    assert!(head.len() + tail.len() == N);
+    let mut p = [ParamKind::U32; N];
+    let mut i = 0;
+    while i < N {
+        p[i] = if i < head.len() {
+            head[i]
+        } else {
+            tail[i - head.len()]
+        };
+        i += 1;
+    }
+    p
+}
+
 /// One kernel as the launch code expects it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KernelSignature {

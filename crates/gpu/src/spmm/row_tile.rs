@@ -28,6 +28,7 @@ use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::permute::check_permutation;
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
+use crate::signature::concat_params;
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// One row-tile kernel: the window height it runs on and how it stores the tiles.
@@ -187,35 +188,25 @@ const COMMON_TAIL: [ParamKind; 11] = [
     ParamKind::U32, // flags
 ];
 
-/// `head` followed by [`COMMON_TAIL`] (`N` = head length + 11, checked at compile time).
-const fn with_common_tail<const N: usize>(head: &[ParamKind]) -> [ParamKind; N] {
-    assert!(head.len() + COMMON_TAIL.len() == N);
-    let mut p = [ParamKind::U32; N];
-    let mut i = 0;
-    while i < N {
-        p[i] = if i < head.len() {
-            head[i]
-        } else {
-            COMMON_TAIL[i - head.len()]
-        };
-        i += 1;
-    }
-    p
-}
+const MASKED_PARAMS: [ParamKind; 16] = concat_params(
+    &[
+        ParamKind::Ptr, // rwo (windows + 1)
+        ParamKind::Ptr, // bvo (blocks + 1)
+        ParamKind::Ptr, // a2x (8 per block)
+        ParamKind::Ptr, // masks (window_rows / 8 per block)
+        ParamKind::Ptr, // values
+    ],
+    &COMMON_TAIL,
+);
 
-const MASKED_PARAMS: [ParamKind; 16] = with_common_tail(&[
-    ParamKind::Ptr, // rwo (windows + 1)
-    ParamKind::Ptr, // bvo (blocks + 1)
-    ParamKind::Ptr, // a2x (8 per block)
-    ParamKind::Ptr, // masks (window_rows / 8 per block)
-    ParamKind::Ptr, // values
-]);
-
-const DENSE_PARAMS: [ParamKind; 14] = with_common_tail(&[
-    ParamKind::Ptr, // rwo (windows + 1)
-    ParamKind::Ptr, // a2x (8 per block)
-    ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
-]);
+const DENSE_PARAMS: [ParamKind; 14] = concat_params(
+    &[
+        ParamKind::Ptr, // rwo (windows + 1)
+        ParamKind::Ptr, // a2x (8 per block)
+        ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
+    ],
+    &COMMON_TAIL,
+);
 
 const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSignature {
     KernelSignature {

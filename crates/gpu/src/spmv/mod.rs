@@ -27,6 +27,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, s
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
 
 use crate::schedule::upload_nonempty;
+use crate::signature::concat_params;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Warps per thread block (`SPMV_WARPS`).
@@ -62,25 +63,13 @@ const MAIN_PARAMS: &[ParamKind] = &[
 /// table (`uint2` per partial slot: the slot's tile-row's first and end slot) and the per-row
 /// arrival counts with which the chunk that finishes a split tile-row last sums its slots and
 /// writes y itself (no `spmv_fixup` node).
-const WALK_PARAMS: &[ParamKind] = &[
-    ParamKind::Ptr, // tiles (uint4)
-    ParamKind::Ptr, // values (u16 or f32)
-    ParamKind::Ptr, // row_scale (f32)
-    ParamKind::Ptr, // ptr (u32)
-    ParamKind::Ptr, // work (uint4 pairs)
-    ParamKind::U32, // items
-    ParamKind::Ptr, // x (f16 pairs or f32)
-    ParamKind::Ptr, // xs (f32)
-    ParamKind::Ptr, // y
-    ParamKind::Ptr, // partial
-    ParamKind::U32, // rows
-    ParamKind::U32, // cols
-    ParamKind::U32, // n
-    ParamKind::F32, // alpha
-    ParamKind::F32, // beta
-    ParamKind::Ptr, // split (uint2 per slot)
-    ParamKind::Ptr, // count (u32 per slot)
-];
+const WALK_PARAMS: [ParamKind; 17] = concat_params(
+    MAIN_PARAMS,
+    &[
+        ParamKind::Ptr, // split (uint2 per slot)
+        ParamKind::Ptr, // count (u32 per slot)
+    ],
+);
 
 /// The main kernels: (storage, RHS variant) → entry. F32 storage runs the TF32 MMAs (which read
 /// the top 19 bits of each value).
@@ -248,192 +237,192 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[0].1[0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[0].1[1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[1].1[0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[1].1[1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[2].1[0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[2].1[1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[0][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: BITS_ENTRIES[1][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[0][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: SEG_ENTRIES[1][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
@@ -462,82 +451,82 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[0][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][0],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][1],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][2],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][3],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][4],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][5],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][6],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: TC_ENTRIES[1][7],
-        params: WALK_PARAMS,
+        params: &WALK_PARAMS,
     },
 ];
 
