@@ -199,7 +199,8 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             .iter()
             .map(|&(mma, split, _)| HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap())
             .collect();
-        // k8 split at the two-wave brick cap of each N (the tuned engine's fifth HRPB candidate).
+        // k8 split at the two-wave brick cap of each N (the tuned engine's fifth HRPB candidate
+        // splits its first kernel, k8wsc, at the same kind of cap).
         let mut fill = HrpbSpmm::from_hrpb(&gpu, &h, HrpbMma::K8, HrpbSplit::Wave).unwrap();
         let csr = CusparseCsr::new(&gpu, &a).unwrap();
         for n in [128usize, 256, 512] {
