@@ -189,9 +189,9 @@ pub struct PrepareOptions {
     /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device).
     pub device_order: RowOrder,
     /// Prepared-plan cache: a directory where the permutation and the kernel decision of a
-    /// preparation are stored, keyed by the matrix's content checksum, these options, N, the
-    /// device and the library version; a later preparation with the same key loads them instead
-    /// of reordering and tuning again. A corrupt or stale entry is rebuilt (with a warning), never
+    /// preparation are stored, keyed by the matrix's sparsity pattern (its values may change:
+    /// nothing stored depends on them), these options, N, the device and the library version; a
+    /// later preparation with the same key loads them instead of reordering and tuning again. A corrupt or stale entry is rebuilt (with a warning), never
     /// trusted. `None`: no cache. The CLI sets it from `TCSPARSE_CACHE_DIR`.
     pub cache_dir: Option<std::path::PathBuf>,
 }

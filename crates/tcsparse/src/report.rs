@@ -213,7 +213,7 @@ pub struct PrepareReport {
     pub reorder_gate: Option<GateReport>,
     /// What the prepared-plan cache did (see `PrepareOptions::cache_dir`).
     pub cache: CacheOutcome,
-    /// The cache's own work, seconds: the matrix's content checksum, reading and checking the
+    /// The cache's own work, seconds: the matrix's pattern checksum, reading and checking the
     /// entry, and storing it after a full preparation (0 without a cache directory).
     pub cache_s: f64,
     /// The whole preparation, every stage above included (tuning, cache look-up and store),

@@ -476,7 +476,8 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
 /// A tuned preparation with a plan cache (whose matrix goes up to the GPU while the cache is
 /// read, and is taken by a miss's cuSPARSE stage or a hit's kernel) keeps the same kernel on the
 /// hit, borrowed or shared, and every product meets the bound (compared with the f64 reference:
-/// split rows add with atomics), on a CSR-kernel matrix and a tensor-core one.
+/// split rows add with atomics), on a CSR-kernel matrix and a tensor-core one; the same pattern
+/// with new values hits too and multiplies with its own values.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
@@ -519,6 +520,28 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
                 hit.kernel()
             );
         }
+        // The same pattern with new values hits (the key is the pattern) and multiplies with
+        // the new values: its layout is built from the matrix it is given.
+        let a2 = Arc::new(Csr::new(
+            (a.rows(), a.cols()),
+            a.indptr().raw_storage().to_vec(),
+            a.indices().to_vec(),
+            values(a.nnz(), 11),
+        ));
+        let mut revalued = engine.prepare_shared(&a2, &opts).unwrap();
+        assert_eq!(
+            revalued.report().cache,
+            tcsparse::CacheOutcome::Hit,
+            "{name}"
+        );
+        assert_eq!(revalued.kernel(), miss.kernel(), "{name}");
+        let mut got = vec![f32::NAN; a.rows() * n];
+        revalued.spmm(1.0, &b, n, n, 0.0, &mut got, n).unwrap();
+        let err = error(&a2, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
+        assert!(
+            err <= bound(&revalued, &a2),
+            "{name} new values: scaled error {err:.3e}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

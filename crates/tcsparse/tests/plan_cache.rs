@@ -1,6 +1,6 @@
 //! The prepared-plan cache on the CPU path: a miss stores the entry, a hit loads the same
-//! permutation and kernel (same products), changed options or values miss, and a corrupt, truncated
-//! or stale entry is rebuilt, never trusted.
+//! permutation and kernel (same products), changed options or pattern miss, changed values hit (and
+//! multiply with the new values), and a corrupt, truncated or stale entry is rebuilt, never trusted.
 
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -83,7 +83,7 @@ fn miss_then_hit_gives_the_same_preparation() {
 }
 
 #[test]
-fn changed_options_or_values_miss() {
+fn changed_options_or_pattern_miss_changed_values_hit() {
     let dir = temp_dir("miss");
     let engine = Engine::cpu("test");
     let a = matrix();
@@ -103,7 +103,6 @@ fn changed_options_or_values_miss() {
         engine.prepare(&a, &other_seed).unwrap().report().cache,
         CacheOutcome::Miss
     );
-    // One value changed (same pattern): another content checksum.
     let mut t: Vec<(u32, u32, f32)> = Vec::new();
     for r in 0..a.rows() {
         let row = a.outer_view(r).unwrap();
@@ -111,8 +110,14 @@ fn changed_options_or_values_miss() {
             t.push((r as u32, c, v));
         }
     }
-    t[17].2 += 1.0;
-    let b = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &t).unwrap();
+    // One column index moved to a column the row does not hold: another pattern.
+    let mut moved = t.clone();
+    let (r, c) = (moved[17].0, moved[17].1);
+    let free = (0..a.cols() as u32)
+        .find(|&x| x != c && !t.iter().any(|e| e.0 == r && e.1 == x))
+        .unwrap();
+    moved[17].1 = free;
+    let b = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &moved).unwrap();
     assert_eq!(
         engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Miss
@@ -128,6 +133,24 @@ fn changed_options_or_values_miss() {
     assert_eq!(
         engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Hit
+    );
+    // Same pattern, new values: a hit whose products use the new values.
+    let mut revalued = t.clone();
+    for (i, e) in revalued.iter_mut().enumerate() {
+        e.2 = e.2 * 2.0 + (i % 5) as f32;
+    }
+    let v = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &revalued).unwrap();
+    let mut hit = engine.prepare(&v, &opts(&dir)).unwrap();
+    assert_eq!(hit.report().cache, CacheOutcome::Hit);
+    assert_eq!(entries(&dir).len(), 4, "no new entry for new values");
+    let mut fresh = Engine::cpu("test")
+        .prepare(&v, &PrepareOptions::default())
+        .unwrap();
+    assert_eq!(product(&mut hit, &v), product(&mut fresh, &v));
+    assert_ne!(
+        product(&mut hit, &v),
+        product(&mut engine.prepare(&a, &opts(&dir)).unwrap(), &a),
+        "the hit multiplies with the new values"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -213,37 +236,38 @@ fn reseal(b: &mut [u8]) {
 }
 
 #[test]
-fn content_checksum_follows_content_not_thread_count() {
+fn pattern_checksum_follows_the_pattern_not_values_or_thread_count() {
     let a = matrix();
     let on = |t| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build()
             .unwrap()
-            .install(|| tcsparse::content_checksum(&a))
+            .install(|| tcsparse::pattern_checksum(&a))
     };
     assert_eq!(on(1), on(3));
     let b = clustered_block_diagonal(4096, 64, 0.3, 2.0, 5).unwrap();
     assert_ne!(
-        tcsparse::content_checksum(&a),
-        tcsparse::content_checksum(&b)
+        tcsparse::pattern_checksum(&a),
+        tcsparse::pattern_checksum(&b)
     );
     // Arrays of several MiB (BLAKE3's tree is then split over the threads): the same digest on
-    // any thread count, and a different one after any one-element change.
+    // any thread count and after a value change, a different one after any change of the
+    // pattern or the shape.
     let big = tcsparse::formats::generate::uniform_random(400_000, 300_000, 3.0, 9).unwrap();
     let sum = |m: &Csr, t| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
             .build()
             .unwrap()
-            .install(|| tcsparse::content_checksum(m))
+            .install(|| tcsparse::pattern_checksum(m))
     };
     let base = sum(&big, 1);
     assert_eq!(base, sum(&big, 4));
     let mut value = big.clone();
     let v = &mut value.data_mut()[big.nnz() / 2];
     *v = f32::from_bits(v.to_bits() ^ 1);
-    assert_ne!(sum(&value, 2), base, "one value's last bit");
+    assert_eq!(sum(&value, 2), base, "values are not part of the pattern");
     let ip = big.indptr().raw_storage().to_vec();
     let mut idx = big.indices().to_vec();
     let r = (0..big.rows()).find(|&r| ip[r + 1] - ip[r] == 1).unwrap();
