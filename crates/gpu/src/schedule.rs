@@ -250,6 +250,13 @@ impl SplitRows {
         })
     }
 
+    /// Loads the pre-scale's module ahead of [`SplitRows::upload`] (from another thread, say,
+    /// while the matrix goes up): the upload then finds it loaded.
+    pub fn load_prescale(gpu: &Gpu) -> Result<(), GpuError> {
+        gpu.function(KernelModule::AccSpmm, ENTRY_PRESCALE)?;
+        Ok(())
+    }
+
     /// Number of groups.
     pub fn count(&self) -> usize {
         self.count

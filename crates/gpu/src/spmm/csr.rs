@@ -139,13 +139,73 @@ pub struct CsrSpmm {
     m: usize,
     k: usize,
     nnz: usize,
-    /// Host copy of the row offsets (work lists are built from it).
-    row_offsets: Vec<u32>,
+    /// Host copy of the row offsets for [`CsrSpmm::set_chunk`], downloaded on its first call (a
+    /// copy made at construction cost R-MAT scale 20's plan-cache hit 2.9 ms of its 11.8).
+    row_offsets: Option<Vec<u32>>,
     indptr: CudaSlice<u32>,
     indices: CudaSlice<u32>,
     values: CudaSlice<f32>,
     work: DeviceWork,
     func: CudaFunction,
+}
+
+/// The host half of a CSR kernel's set-up for one matrix and nonzero budget: its work list
+/// ([`csr_work`]) packed, and the modules its launches need loaded. It needs no device array, so
+/// a preparation can make it while the matrix goes up, then hand both to [`CsrSpmm::with_work_on`].
+pub struct CsrWorkPlan {
+    rows: usize,
+    nnz: usize,
+    /// Nonzero budget the list was packed with (≥ 1).
+    chunk_nnz: u32,
+    work: CsrWork,
+}
+
+impl CsrWorkPlan {
+    /// Packs `a`'s work list at `chunk_nnz` (0 is treated as 1) and loads the CSR kernel's module
+    /// and, when some row is split, the β pre-scale's.
+    pub fn new(gpu: &Gpu, a: &Csr, chunk_nnz: u32) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        let t = std::time::Instant::now();
+        let work = csr_work(a.row_offsets(), chunk_nnz);
+        let packed_ms = t.elapsed().as_secs_f64() * 1e3;
+        gpu.module(KernelModule::CsrSpmm)?;
+        if !work.split_rows.is_empty() {
+            SplitRows::load_prescale(gpu)?;
+        }
+        tracing::debug!(
+            "CSR work list: {} items, {} split rows, packed in {packed_ms:.1} ms, modules +{:.1} ms",
+            work.items.len(),
+            work.split_rows.len(),
+            t.elapsed().as_secs_f64() * 1e3 - packed_ms
+        );
+        Ok(Self {
+            rows: a.rows(),
+            nnz: a.nnz(),
+            chunk_nnz: chunk_nnz.max(1),
+            work,
+        })
+    }
+
+    /// Nonzero budget per warp item.
+    pub fn chunk_nnz(&self) -> u32 {
+        self.chunk_nnz
+    }
+
+    /// `Ok` when the plan was packed for a matrix of `a`'s row and nonzero counts (the caller
+    /// vouches that it is the same matrix).
+    fn check_matches(&self, a: &Csr) -> Result<(), GpuError> {
+        if (self.rows, self.nnz) == (a.rows(), a.nnz()) {
+            Ok(())
+        } else {
+            Err(GpuError::Invalid(format!(
+                "a CSR work list for {} rows and {} nonzeros, used for {} rows and {}",
+                self.rows,
+                self.nnz,
+                a.rows(),
+                a.nnz()
+            )))
+        }
+    }
 }
 
 /// A work list ([`csr_work`]) on the device.
@@ -160,25 +220,13 @@ struct DeviceWork {
 }
 
 impl DeviceWork {
-    /// [`csr_work`] over the row offsets `indptr` at `chunk_nnz`, uploaded.
-    fn build(gpu: &Gpu, indptr: &[u32], chunk_nnz: u32) -> Result<Self, GpuError> {
-        let t = std::time::Instant::now();
-        let work = csr_work(indptr, chunk_nnz);
-        let packed_ms = t.elapsed().as_secs_f64() * 1e3;
-        let items = upload_nonempty(gpu, work.items.as_flattened())?;
-        let uploaded_ms = t.elapsed().as_secs_f64() * 1e3;
-        let split = SplitRows::upload(gpu, &work.split_rows)?;
-        tracing::debug!(
-            "CSR work list packed in {packed_ms:.1} ms, items uploaded +{:.1} ms, {} split rows +{:.1} ms",
-            uploaded_ms - packed_ms,
-            work.split_rows.len(),
-            t.elapsed().as_secs_f64() * 1e3 - uploaded_ms
-        );
+    /// Uploads a packed work list.
+    fn upload(gpu: &Gpu, plan: &CsrWorkPlan) -> Result<Self, GpuError> {
         Ok(Self {
-            chunk_nnz: chunk_nnz.max(1),
-            num_items: work.items.len(),
-            items,
-            split,
+            chunk_nnz: plan.chunk_nnz,
+            num_items: plan.work.items.len(),
+            items: upload_nonempty(gpu, plan.work.items.as_flattened())?,
+            split: SplitRows::upload(gpu, &plan.work.split_rows)?,
         })
     }
 }
@@ -233,23 +281,27 @@ impl CsrSpmm {
         chunk_nnz: u32,
         d: DeviceCsr,
     ) -> Result<Self, GpuError> {
+        Self::with_work_on(gpu, a, CsrWorkPlan::new(gpu, a, chunk_nnz)?, d)
+    }
+
+    /// [`CsrSpmm::with_chunk_on`] with the work list packed already (`plan`, made for `a`: its
+    /// shape is checked, as `d`'s).
+    pub fn with_work_on(
+        gpu: &Gpu,
+        a: &Csr,
+        plan: CsrWorkPlan,
+        d: DeviceCsr,
+    ) -> Result<Self, GpuError> {
         check_csr(a)?;
         d.check_matches(a)?;
-        let t = std::time::Instant::now();
-        let row_offsets = a.row_offsets().to_vec();
-        let work = DeviceWork::build(gpu, &row_offsets, chunk_nnz)?;
-        tracing::debug!(
-            "CSR kernel work list: {} items in {:.1} ms",
-            work.num_items,
-            t.elapsed().as_secs_f64() * 1e3
-        );
+        plan.check_matches(a)?;
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
-            work,
-            row_offsets,
+            work: DeviceWork::upload(gpu, &plan)?,
+            row_offsets: None,
             indptr: d.indptr,
             indices: d.indices,
             values: d.values,
@@ -280,14 +332,15 @@ impl CsrSpmm {
             )));
         }
         let s = gpu.stream();
-        let row_offsets = a.indptr().raw_storage().to_vec();
+        let plan = CsrWorkPlan::new(gpu, a, chunk_nnz)?;
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
-            work: DeviceWork::build(gpu, &row_offsets, chunk_nnz)?,
-            row_offsets,
+            work: DeviceWork::upload(gpu, &plan)?,
+            // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
+            row_offsets: Some(a.row_offsets().to_vec()),
             indptr: s.clone_dtod(indptr)?,
             indices: s.clone_dtod(indices)?,
             values: s.clone_dtod(values)?,
@@ -295,10 +348,28 @@ impl CsrSpmm {
         })
     }
 
-    /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded.
-    /// On error the previous work list stays.
+    /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded
+    /// (its row offsets are downloaded on the first call). On error the previous work list stays.
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
-        self.work = DeviceWork::build(&self.gpu, &self.row_offsets, chunk_nnz)?;
+        let offsets = match self.row_offsets.take() {
+            Some(o) => o,
+            None => self.gpu.download(&self.indptr)?,
+        };
+        let t = std::time::Instant::now();
+        let work = csr_work(&offsets, chunk_nnz);
+        tracing::debug!(
+            "CSR work list at {chunk_nnz} nonzeros: {} items packed in {:.1} ms",
+            work.items.len(),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        let plan = CsrWorkPlan {
+            rows: self.m,
+            nnz: self.nnz,
+            chunk_nnz: chunk_nnz.max(1),
+            work,
+        };
+        self.row_offsets = Some(offsets);
+        self.work = DeviceWork::upload(&self.gpu, &plan)?;
         Ok(())
     }
 
