@@ -62,15 +62,16 @@ pub struct CsrWork {
 }
 
 /// Rows per independent segment of [`csr_work`] (no item spans two segments; the segments are
-/// packed in parallel).
-const WORK_SEGMENT_ROWS: usize = 1 << 16;
+/// counted and packed in parallel).
+const WORK_SEGMENT_ROWS: usize = 1 << 12;
 
 /// Splits the rows of a CSR matrix (row offsets `indptr`) into warp items of at most `chunk_nnz`
 /// nonzeros (0 is treated as 1): runs of consecutive whole rows, at most [`MAX_ROWS_PER_ITEM`] of
 /// them, or, for a row longer than `chunk_nnz`, one item per chunk of it (the row is then listed
 /// in `split_rows`). Every row lies in some item and every nonzero in exactly one, in order. Runs
-/// never cross a multiple of 2^16 rows, so segments of that many rows are packed in parallel (the
-/// same list on any thread count; R-MAT scale 20: ~3 ms on one thread).
+/// never cross a multiple of 2^12 rows, so segments of that many rows are walked in parallel,
+/// twice: once to count their items, once to write them in place into the one list (the same
+/// list on any thread count; R-MAT scale 20: ~3 ms a walk on one thread).
 pub fn csr_work(indptr: &[u32], chunk_nnz: u32) -> CsrWork {
     csr_work_in_segments(indptr, chunk_nnz, WORK_SEGMENT_ROWS)
 }
@@ -78,32 +79,76 @@ pub fn csr_work(indptr: &[u32], chunk_nnz: u32) -> CsrWork {
 /// [`csr_work`] with runs cut at multiples of `segment_rows` (≥ 1) rows.
 fn csr_work_in_segments(indptr: &[u32], chunk_nnz: u32, segment_rows: usize) -> CsrWork {
     let m = indptr.len().saturating_sub(1);
-    let segments: Vec<CsrWork> = (0..m.div_ceil(segment_rows.max(1)))
+    let seg = segment_rows.max(1);
+    let range = |s: usize| (s * seg, m.min(s * seg + seg));
+    let segments = m.div_ceil(seg);
+    // Pass 1: each segment's item and split-row counts.
+    let counts: Vec<(usize, usize)> = (0..segments)
         .into_par_iter()
         .map(|s| {
-            let first = s * segment_rows.max(1);
-            pack_rows(indptr, chunk_nnz, first, m.min(first + segment_rows.max(1)))
+            let (mut items, mut split) = (0, 0);
+            walk_rows(indptr, chunk_nnz, range(s), |_| items += 1, |_| split += 1);
+            (items, split)
         })
         .collect();
+    // Pass 2: every segment writes its own part of the two lists (fresh pages, faulted in by
+    // the writers in parallel instead of by one concatenating thread).
     let mut work = CsrWork {
-        items: Vec::with_capacity(segments.iter().map(|w| w.items.len()).sum()),
-        split_rows: Vec::new(),
+        items: vec![[0; 4]; counts.iter().map(|c| c.0).sum()],
+        split_rows: vec![0; counts.iter().map(|c| c.1).sum()],
     };
-    for w in segments {
-        work.items.extend_from_slice(&w.items);
-        work.split_rows.extend_from_slice(&w.split_rows);
-    }
+    let items = split_by_lens(&mut work.items, counts.iter().map(|c| c.0));
+    let split = split_by_lens(&mut work.split_rows, counts.iter().map(|c| c.1));
+    items
+        .into_par_iter()
+        .zip(split)
+        .enumerate()
+        .for_each(|(s, (items, split))| {
+            let (mut it, mut sp) = (items.iter_mut(), split.iter_mut());
+            walk_rows(
+                indptr,
+                chunk_nnz,
+                range(s),
+                |item| {
+                    if let Some(slot) = it.next() {
+                        *slot = item;
+                    }
+                },
+                |row| {
+                    if let Some(slot) = sp.next() {
+                        *slot = row;
+                    }
+                },
+            );
+            // (Both walks are the same function of the same rows: every slot is written.)
+            debug_assert!(it.next().is_none() && sp.next().is_none());
+        });
     work
 }
 
-/// [`csr_work`]'s packing of rows `[begin, end)`.
-fn pack_rows(indptr: &[u32], chunk_nnz: u32, begin: usize, end: usize) -> CsrWork {
+/// `v` cut into consecutive pieces of the given lengths (which sum to `v.len()`).
+fn split_by_lens<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    for n in lens {
+        let rest = std::mem::take(&mut v);
+        let (head, tail) = rest.split_at_mut(n.min(rest.len()));
+        out.push(head);
+        v = tail;
+    }
+    out
+}
+
+/// [`csr_work`]'s walk over rows `[begin, end)`: `item` gets each warp item, in order, and
+/// `split` each row longer than the budget.
+fn walk_rows(
+    indptr: &[u32],
+    chunk_nnz: u32,
+    (begin, end): (usize, usize),
+    mut item: impl FnMut([u32; 4]),
+    mut split: impl FnMut(u32),
+) {
     let chunk = chunk_nnz.max(1);
     let len = |r: usize| indptr[r + 1] - indptr[r];
-    let mut work = CsrWork {
-        items: Vec::new(),
-        split_rows: Vec::new(),
-    };
     let mut row = begin;
     while row < end {
         if len(row) > chunk {
@@ -111,10 +156,10 @@ fn pack_rows(indptr: &[u32], chunk_nnz: u32, begin: usize, end: usize) -> CsrWor
             let mut p = start;
             while p < stop {
                 let q = stop.min(p.saturating_add(chunk));
-                work.items.push([row as u32, row as u32 + 1, p, q]);
+                item([row as u32, row as u32 + 1, p, q]);
                 p = q;
             }
-            work.split_rows.push(row as u32);
+            split(row as u32);
             row += 1;
             continue;
         }
@@ -124,10 +169,8 @@ fn pack_rows(indptr: &[u32], chunk_nnz: u32, begin: usize, end: usize) -> CsrWor
             total += len(row);
             row += 1;
         }
-        work.items
-            .push([first as u32, row as u32, indptr[first], indptr[row]]);
+        item([first as u32, row as u32, indptr[first], indptr[row]]);
     }
-    work
 }
 
 /// A CSR matrix resident on the GPU, ready for repeated SpMM.
@@ -161,22 +204,27 @@ pub struct CsrWorkPlan {
 }
 
 impl CsrWorkPlan {
-    /// Packs `a`'s work list at `chunk_nnz` (0 is treated as 1) and loads the CSR kernel's module
-    /// and, when some row is split, the β pre-scale's.
+    /// Packs `a`'s work list at `chunk_nnz` (0 is treated as 1) while the CSR kernel's module and
+    /// the β pre-scale's (for split rows) load beside it.
     pub fn new(gpu: &Gpu, a: &Csr, chunk_nnz: u32) -> Result<Self, GpuError> {
         check_csr(a)?;
         let t = std::time::Instant::now();
-        let work = csr_work(a.row_offsets(), chunk_nnz);
-        let packed_ms = t.elapsed().as_secs_f64() * 1e3;
-        gpu.module(KernelModule::CsrSpmm)?;
-        if !work.split_rows.is_empty() {
-            SplitRows::load_prescale(gpu)?;
-        }
+        let (work, loaded) = rayon::join(
+            || csr_work(a.row_offsets(), chunk_nnz),
+            || -> Result<f64, GpuError> {
+                // (The pre-scale's module too, though some matrices split no row: loading it
+                // beside the packing costs no time, after it 0.5 ms on the H200.)
+                gpu.module(KernelModule::CsrSpmm)?;
+                SplitRows::load_prescale(gpu)?;
+                Ok(t.elapsed().as_secs_f64() * 1e3)
+            },
+        );
+        let modules_ms = loaded?;
         tracing::debug!(
-            "CSR work list: {} items, {} split rows, packed in {packed_ms:.1} ms, modules +{:.1} ms",
+            "CSR work list: {} items, {} split rows, packed in {:.1} ms (modules loaded beside it in {modules_ms:.1} ms)",
             work.items.len(),
             work.split_rows.len(),
-            t.elapsed().as_secs_f64() * 1e3 - packed_ms
+            t.elapsed().as_secs_f64() * 1e3
         );
         Ok(Self {
             rows: a.rows(),
@@ -515,6 +563,12 @@ mod tests {
 
     fn check_work_in_segments(indptr: &[u32], chunk: u32, segment: usize) {
         let w = csr_work_in_segments(indptr, chunk, segment);
+        let one_thread = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| csr_work_in_segments(indptr, chunk, segment));
+        assert_eq!(w, one_thread, "the same list on any thread count");
         let m = indptr.len() - 1;
         let (mut next_row, mut next_nnz) = (0u32, 0u32);
         for &[rb, re, nb, ne] in &w.items {
