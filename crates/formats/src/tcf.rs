@@ -810,27 +810,50 @@ impl SparseKeys {
     }
 }
 
-/// The chunks' `part` arrays concatenated (one allocation of the exact size).
-fn concat<T: Copy>(chunks: &[ChunkOut], part: impl Fn(&ChunkOut) -> &[T]) -> Vec<T> {
-    let mut v = Vec::with_capacity(chunks.iter().map(|c| part(c).len()).sum());
-    for ch in chunks {
-        v.extend_from_slice(part(ch));
-    }
+/// The chunks' `part` arrays concatenated (one allocation of the exact size), every chunk's
+/// piece copied by its own task: the fresh pages are faulted in by the copying threads, not by
+/// one (bitBSR of a scattered matrix has about one block per nonzero: 16 bytes of block arrays
+/// per nonzero to join).
+fn concat<T: Copy + Default + Send + Sync>(
+    chunks: &[ChunkOut],
+    part: impl Fn(&ChunkOut) -> &[T] + Sync,
+) -> Vec<T> {
+    let mut v = vec![T::default(); chunks.iter().map(|c| part(c).len()).sum()];
+    split_lens(&mut v, chunks.iter().map(|c| part(c).len()))
+        .into_par_iter()
+        .zip(chunks)
+        .for_each(|(dst, ch)| dst.copy_from_slice(part(ch)));
     v
 }
 
 /// Running sums, from 0, of the chunks' `counts` arrays taken in order (one allocation of the
-/// exact size: every count plus the leading 0).
-fn concat_prefix(chunks: &[ChunkOut], counts: impl Fn(&ChunkOut) -> &[u32]) -> Vec<u32> {
-    let mut v = Vec::with_capacity(1 + chunks.iter().map(|c| counts(c).len()).sum::<usize>());
-    v.push(0u32);
-    let mut sum = 0u32;
-    for ch in chunks {
-        v.extend(counts(ch).iter().map(|&n| {
-            sum += n;
-            sum
-        }));
-    }
+/// exact size: every count plus the leading 0), each chunk's part summed from its base (the sum
+/// of the chunks before it) by its own task.
+fn concat_prefix(chunks: &[ChunkOut], counts: impl Fn(&ChunkOut) -> &[u32] + Sync) -> Vec<u32> {
+    let totals: Vec<u32> = chunks
+        .par_iter()
+        .map(|c| counts(c).iter().fold(0u32, |s, &n| s.wrapping_add(n)))
+        .collect();
+    let bases = totals.iter().scan(0u32, |s, &t| {
+        let base = *s;
+        *s = s.wrapping_add(t);
+        Some(base)
+    });
+    let mut v = vec![0u32; 1 + chunks.iter().map(|c| counts(c).len()).sum::<usize>()];
+    let pieces: Vec<(&mut [u32], u32)> =
+        split_lens(&mut v[1..], chunks.iter().map(|c| counts(c).len()))
+            .into_iter()
+            .zip(bases)
+            .collect();
+    pieces
+        .into_par_iter()
+        .zip(chunks)
+        .for_each(|((dst, mut sum), ch)| {
+            for (d, &n) in dst.iter_mut().zip(counts(ch)) {
+                sum = sum.wrapping_add(n);
+                *d = sum;
+            }
+        });
     v
 }
 
