@@ -726,52 +726,17 @@ SPMV_COREW_ENTRY(spmv_corew2_f32, 0, 2)
 // ---------------------------------------------------------------------------------------------
 // Variant "lane per tile" (v7, n = 1): the warp walks one half's tile-rows; per step lane i takes
 // tile t + i of the current tile-row (32 tiles per step, the next step's records loaded one step
-// ahead) and visits the set bits of the tile's whole 64-bit bitmap in value order, U per iteration
-// (4 in `lane`, 8 in `lane8`). The tile's x segment (two float4 loads, as `core`) and each
-// iteration's U value loads (unconditional, from valid addresses: a bit past the count reads the
-// iteration's first value) do not wait for the bit chain (`__ffsll`), so they are issued together;
-// each product (x picked from the segment by a select tree) is added to the lane's sum of its row
-// (8 sums in registers, predicated adds: a bit past the count adds nothing, never 0 * x). So a
-// warp waits ~popcount / U round trips per step on its densest tile. At the end of a tile-row the warp adds
-// the 32 lanes' 8 sums (a reduce-scatter: xor-shuffles 16, 8, 4 halve the rows held, then 2 and
-// 1; lane l ends with row l >> 2) and lanes 4r write row r. For sparse tiles (1-3 nonzeros:
-// social graphs, R-MAT), where `core` spends 8 lanes and 8 bit positions per tile on 1-2 values.
-// (v7 run 1 kept the sums in shared memory and loaded x per bit: ptxas issued each bit's loads
-// right after its address left the bit chain and consumed them at once, ~2 bits per round trip.)
+// ahead) and visits the set bits of the tile's whole 64-bit bitmap in value order (two per
+// iteration, their value and x loads before the FMAs: a set bit's column is < K, `BitBsrSpmv::new`
+// checks it), adding value * x[8c + column] to its own sum of the bit's row in shared memory
+// (acc[row][lane], lane-private until the row's end). At the end of a tile-row the warp adds the
+// 32 lanes' 8 sums (lane l: row l & 7 over 8 lanes' slots, two xor-shuffles) and lanes 0-7 write.
+// For sparse tiles (1-3 nonzeros: social graphs, R-MAT), where `core` spends 8 lanes and 8 bit
+// positions per tile on 1-2 values.
 // ---------------------------------------------------------------------------------------------
-
-// The warp's 8 row sums (a[r] of every lane) added across the 32 lanes: lane l gets row l >> 2.
-__device__ __forceinline__ float lane_row_sums(const float a[8], u32 lane) {
-    float b4[4], b2[2];
-    const bool h = (lane & 16u) != 0u, g = (lane & 8u) != 0u, f = (lane & 4u) != 0u;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float keep = h ? a[i + 4] : a[i], send = h ? a[i] : a[i + 4];
-        b4[i] = keep + __shfl_xor_sync(FULL_MASK, send, 16);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const float keep = g ? b4[i + 2] : b4[i], send = g ? b4[i] : b4[i + 2];
-        b2[i] = keep + __shfl_xor_sync(FULL_MASK, send, 8);
-    }
-    const float keep = f ? b2[1] : b2[0], send = f ? b2[0] : b2[1];
-    float s = keep + __shfl_xor_sync(FULL_MASK, send, 4);
-    s += __shfl_xor_sync(FULL_MASK, s, 2);
-    s += __shfl_xor_sync(FULL_MASK, s, 1);
-    return s;
-}
-
-// x[p & 7] of the segment in registers (a select tree, no local memory).
-__device__ __forceinline__ float lane_pick(const float x[8], u32 p) {
-    const bool c0 = (p & 1u) != 0u, c1 = (p & 2u) != 0u, c2 = (p & 4u) != 0u;
-    const float a = c0 ? x[1] : x[0], b = c0 ? x[3] : x[2];
-    const float c = c0 ? x[5] : x[4], d = c0 ? x[7] : x[6];
-    const float ab = c1 ? b : a, cd = c1 ? d : c;
-    return c2 ? cd : ab;
-}
-
-template <int F16, int U>
+template <int F16>
 __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
+    __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
     const u32 lane = threadIdx.x;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     if (hidx >= 2u * num_items) return;  // whole warp
@@ -782,66 +747,61 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     u32 row = w.x, t = w.z;
     const u32 te = w.w;
     if (row >= rend) return;  // the empty half that pads an odd count (whole warp)
+    float(*acc)[33] = lane_acc[threadIdx.y];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     // The first records are bounded by the half, not the row: issued before the row end arrives.
     uint4 m = t + lane < te ? __ldg(tiles + t + lane) : zero;
     u32 e, e_next;
     float s, s_next;
     row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
-    const u32 r = lane >> 2;  // the row this lane writes (lanes 4r)
-    const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
-    float a[8];
-#pragma unroll
-    for (int q = 0; q < 8; ++q) a[q] = 0.0f;
+    const u32 rr = lane & 7u, qq = lane >> 3;
     while (row < rend) {
         for (u32 i = t + lane; i < e; i += 32u) {  // m holds tile i's record
             const u32 nx = i + 32u;
             const uint4 mn = nx < e ? __ldg(tiles + nx) : zero;
             u64 b = ((u64)m.y << 32) | m.x;
-            u32 idx = m.w, left = __popcll(b);
-            float xs8[8];
-            core_x(x, m.z, cols, vec, xs8);  // the tile's x segment, before the bit chain
+            u32 idx = m.w;
+            const u32 xb = m.z * 8u;
             while (b != 0u) {
-                u32 p[U];
-                bool on[U];
-                float v[U], pr[U];
-                // Value loads first: their addresses do not wait for the bit chain.
-#pragma unroll
-                for (int k = 0; k < U; ++k) {
-                    on[k] = (u32)k < left;
-                    v[k] = core_val<F16>(values, on[k] ? idx + k : idx);
-                }
-#pragma unroll
-                for (int k = 0; k < U; ++k) {
-                    p[k] = on[k] ? (u32)__ffsll((long long)b) - 1u : 0u;
-                    b &= on[k] ? b - 1u : b;
-                    pr[k] = v[k] * lane_pick(xs8, p[k]);
-                }
-                idx += U;
-                left = left > (u32)U ? left - U : 0u;
-#pragma unroll
-                for (int k = 0; k < U; ++k) {
-                    const u32 rk = on[k] ? p[k] >> 3 : 8u;  // 8: no row
-#pragma unroll
-                    for (int q = 0; q < 8; ++q) {
-                        if (rk == (u32)q) a[q] += pr[k];
-                    }
+                const u32 p0 = (u32)__ffsll((long long)b) - 1u;
+                b &= b - 1u;
+                const bool two = b != 0u;
+                const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
+                b &= two ? b - 1u : b;
+                const float v0 = core_val<F16>(values, idx);
+                const float x0 = __ldg(x + xb + (p0 & 7u));
+                const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
+                const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
+                idx += 2u;
+                float* a0 = &acc[p0 >> 3][lane];
+                *a0 = fmaf(v0, x0, *a0);
+                if (two) {  // an odd count's second bit is skipped, not multiplied by 0
+                    float* a1 = &acc[p1 >> 3][lane];
+                    *a1 = fmaf(v1, x1, *a1);
                 }
             }
             m = mn;
         }
         // Row end (warp-uniform). The next tile-row's first records first (its end is the cursor's
-        // e_next), then the warp's row sums; lanes 4r write row r.
+        // e_next), then add the 32 lanes' sums of each row, reset them, lanes 0-7 write.
         const u32 ne = row + 1u < rend ? min(e_next, te) : e;
         m = e + lane < ne ? __ldg(tiles + e + lane) : zero;
-        const float sum = lane_row_sums(a, lane);
+        __syncwarp();
+        float sum = 0.0f;
 #pragma unroll
-        for (int q = 0; q < 8; ++q) a[q] = 0.0f;
-        if ((lane & 3u) == 0u) {
+        for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 8);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 16);
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+        if (lane < 8u) {
             const float v = (alpha * s) * sum;
-            const u64 yr = (u64)row * 8u + r;
+            const u64 yr = (u64)row * 8u + lane;
             if (split) {
-                partial[(u64)slot * 8u + r] = v;
+                partial[(u64)slot * 8u + lane] = v;
             } else if (yr < rows) {
                 y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
             }
@@ -849,25 +809,23 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
         t = e;
         row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     }
-    // A split half's row was written to its slot by lanes 4r; the row's last chunk writes y.
+    // A split half's row was written to its slot by lanes 0-7; the row's last chunk writes y.
     uint2 fe;
-    if (split && (lane & 3u) == 0u && split_last(spl, cnt, slot, 0x11111111u, 0u, fe)) {
-        const u64 yr = (u64)w.x * 8u + r;
-        if (yr < rows) split_store(partial, fe, r, 1u, y, yr, 0u, beta);
+    if (split && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
     }
 }
 
-#define SPMV_LANE_ENTRY(NAME, F16, U)                                                              \
+#define SPMV_LANE_ENTRY(NAME, F16)                                                                 \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_lane_body<F16, U>(SPMV_WALK_BODY_ARGS);                                               \
+        spmv_lane_body<F16>(SPMV_WALK_BODY_ARGS);                                                  \
     }
 
-SPMV_LANE_ENTRY(spmv_lane_f16, 1, 4)
-SPMV_LANE_ENTRY(spmv_lane_f32, 0, 4)
-SPMV_LANE_ENTRY(spmv_lane8_f16, 1, 8)
-SPMV_LANE_ENTRY(spmv_lane8_f32, 0, 8)
+SPMV_LANE_ENTRY(spmv_lane_f16, 1)
+SPMV_LANE_ENTRY(spmv_lane_f32, 0)
 
 // ---------------------------------------------------------------------------------------------
 // Set-bit walk for N = 1..8 right-hand sides ("bits"): the `core` layout (group q of warp w takes
