@@ -724,6 +724,110 @@ SPMV_COREW_ENTRY(spmv_corew2_f16, 1, 2)
 SPMV_COREW_ENTRY(spmv_corew2_f32, 0, 2)
 
 // ---------------------------------------------------------------------------------------------
+// Variant "lane per tile" (v7, n = 1): the warp walks one half's tile-rows; per step lane i takes
+// tile t + i of the current tile-row (32 tiles per step, the next step's records loaded one step
+// ahead) and visits the set bits of the tile's whole 64-bit bitmap in value order (two per
+// iteration, their value and x loads before the FMAs: a set bit's column is < K, `BitBsrSpmv::new`
+// checks it), adding value * x[8c + column] to its own sum of the bit's row in shared memory
+// (acc[row][lane], lane-private until the row's end). At the end of a tile-row the warp adds the
+// 32 lanes' 8 sums (lane l: row l & 7 over 8 lanes' slots, two xor-shuffles) and lanes 0-7 write.
+// For sparse tiles (1-3 nonzeros: social graphs, R-MAT), where `core` spends 8 lanes and 8 bit
+// positions per tile on 1-2 values.
+// ---------------------------------------------------------------------------------------------
+template <int F16>
+__device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
+    __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
+    const u32 lane = threadIdx.x;
+    const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
+    if (hidx >= 2u * num_items) return;  // whole warp
+    const uint4 w = __ldg(work + hidx);
+    const bool split = (w.y & SPLIT_BIT) != 0u;
+    const u32 slot = w.y & ~SPLIT_BIT;
+    const u32 rend = split ? w.x + 1u : w.y;
+    u32 row = w.x, t = w.z;
+    const u32 te = w.w;
+    if (row >= rend) return;  // the empty half that pads an odd count (whole warp)
+    float(*acc)[33] = lane_acc[threadIdx.y];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    // The first records are bounded by the half, not the row: issued before the row end arrives.
+    uint4 m = t + lane < te ? __ldg(tiles + t + lane) : zero;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
+    const u32 rr = lane & 7u, qq = lane >> 3;
+    while (row < rend) {
+        for (u32 i = t + lane; i < e; i += 32u) {  // m holds tile i's record
+            const u32 nx = i + 32u;
+            const uint4 mn = nx < e ? __ldg(tiles + nx) : zero;
+            u64 b = ((u64)m.y << 32) | m.x;
+            u32 idx = m.w;
+            const u32 xb = m.z * 8u;
+            while (b != 0u) {
+                const u32 p0 = (u32)__ffsll((long long)b) - 1u;
+                b &= b - 1u;
+                const bool two = b != 0u;
+                const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
+                b &= two ? b - 1u : b;
+                const float v0 = core_val<F16>(values, idx);
+                const float x0 = __ldg(x + xb + (p0 & 7u));
+                const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
+                const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
+                idx += 2u;
+                float* a0 = &acc[p0 >> 3][lane];
+                *a0 = fmaf(v0, x0, *a0);
+                if (two) {  // an odd count's second bit is skipped, not multiplied by 0
+                    float* a1 = &acc[p1 >> 3][lane];
+                    *a1 = fmaf(v1, x1, *a1);
+                }
+            }
+            m = mn;
+        }
+        // Row end (warp-uniform). The next tile-row's first records first (its end is the cursor's
+        // e_next), then add the 32 lanes' sums of each row, reset them, lanes 0-7 write.
+        const u32 ne = row + 1u < rend ? min(e_next, te) : e;
+        m = e + lane < ne ? __ldg(tiles + e + lane) : zero;
+        __syncwarp();
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 8);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 16);
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+        if (lane < 8u) {
+            const float v = (alpha * s) * sum;
+            const u64 yr = (u64)row * 8u + lane;
+            if (split) {
+                partial[(u64)slot * 8u + lane] = v;
+            } else if (yr < rows) {
+                y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
+            }
+        }
+        t = e;
+        row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
+    }
+    // A split half's row was written to its slot by lanes 0-7; the row's last chunk writes y.
+    uint2 fe;
+    if (split && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
+    }
+}
+
+#define SPMV_LANE_ENTRY(NAME, F16)                                                                 \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_lane_body<F16>(SPMV_WALK_BODY_ARGS);                                                  \
+    }
+
+SPMV_LANE_ENTRY(spmv_lane_f16, 1)
+SPMV_LANE_ENTRY(spmv_lane_f32, 0)
+
+// ---------------------------------------------------------------------------------------------
 // Set-bit walk for N = 1..8 right-hand sides ("bits"): the `core` layout (group q of warp w takes
 // half 4w + q, lane r owns row r of the current tile-row), but per tile the lane visits only the set
 // bits of its row byte (__ffs, two per iteration, their value and x-row loads issued before the

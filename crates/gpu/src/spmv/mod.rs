@@ -166,12 +166,13 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
     }
 }
 
-/// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2` (same
-/// parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32 walk.
-const CORE_ENTRIES: [(&str, [&str; 2]); 3] = [
+/// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`
+/// (same parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32 walk.
+const CORE_ENTRIES: [(&str, [&str; 2]); 4] = [
     ("core", ["spmv_core_f16", "spmv_core_f32"]),
     ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
     ("corew2", ["spmv_corew2_f16", "spmv_corew2_f32"]),
+    ("lane", ["spmv_lane_f16", "spmv_lane_f32"]),
 ];
 
 /// The one-RHS entry of CUDA-core `layout` ([`CORE_LAYOUTS`]) for `storage`; `None` for an unknown
@@ -189,13 +190,15 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
 /// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
 /// staged once in shared memory ([`MULTI_LAYOUTS`]); `tc`: one warp per item (two halves) on
-/// TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]). None wins everywhere
-/// (H200: `core` on banded rows of ~10 tiles, `corew*` on shorter or denser ones), so the facade's
-/// tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 6] = [
+/// TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]); `lane`: one half per warp,
+/// one tile per lane (its set bits summed per row in shared memory, the rows added across the warp
+/// at the tile-row's end), for sparse tiles. None wins everywhere (H200: `core` on banded rows of
+/// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
+pub const CORE_LAYOUTS: [(&str, u32); 7] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
+    ("lane", WARPS_PER_BLOCK),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
     ("tc", 2 * WARPS_PER_BLOCK),
@@ -262,6 +265,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
     KernelSignature {
         module: KernelModule::Spmv,
         name: CORE_ENTRIES[2].1[1],
+        params: &WALK_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[3].1[0],
+        params: &WALK_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::Spmv,
+        name: CORE_ENTRIES[3].1[1],
         params: &WALK_PARAMS,
     },
     KernelSignature {
@@ -981,7 +994,7 @@ impl BitBsrSpmv {
             // MMA kernels the first 15); the r1 and core kernels are only used with
             // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
-            // kernel), the set-bit walks X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
+            // kernel), the set-bit walks and `lane` X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
             // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), one warp per item,
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
@@ -1058,6 +1071,7 @@ mod tests {
             ["spmv_core_f16", "spmv_core_f32", "spmv_core_f32"],
             ["spmv_corew1_f16", "spmv_corew1_f32", "spmv_corew1_f32"],
             ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
+            ["spmv_lane_f16", "spmv_lane_f32", "spmv_lane_f32"],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
             ["spmv_tc1_f16", "spmv_tc1_f32", "spmv_tc1_f32"],
