@@ -469,6 +469,87 @@ __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
 }
 
 
+// Tight walk (v6, hrpb_spmm_k8t / k8wt / k8wtd, docs/kernels/hrpb.md v6): the lean walk's loads
+// and shuffles with about half its instructions per brick. The v5 walks issue ~95 SASS instructions
+// per brick and warp (nvdisasm: per-brick branches around each brick with divergence checks before
+// the shuffles, `%tid`, `%lanemask_lt`, `%ctaid.y`, n, flags and pointers re-read inside the loop to
+// stay at 40 registers, a float4-or-scalar branch per B load). Here, when the warp's 32 features all
+// lie below n and B takes float4 loads (warp-uniform, checked once), the walk has
+//  * no per-brick branch: records past the item's end read as an empty brick (pattern 0, sentinel
+//    columns), so the odd last brick needs no test; values and B are predicated loads;
+//  * the lane's bit, `lanemask_lt`, the shuffle source and a 64-bit B row base (b + fb) held in
+//    registers; B's address is one IMAD.WIDE of col by ldb * 4 (ldb < 2^30, checked);
+// other warps (a ragged feature tail, unaligned B) take the lean walk unchanged.
+// CB: B gathered a row per quarter warp and moved to the MMA lanes by shuffles (as k8wsc); !CB:
+// lane (g, t) loads its fragment's row col[t] directly (as k8w: no B shuffles, 16 L1 wavefronts
+// per brick instead of 4).
+__device__ __forceinline__ u32 tight_records(const u32* __restrict__ bricks, u32 i, u32 end,
+                                             u32 wl) {
+    // wl = lane % 16: word wl % 8 of brick i + wl / 8; past end an empty brick.
+    return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl))
+                               : ((wl & 7) >= 4 ? SENTINEL : 0u);
+}
+
+template <int IPB, bool CB>
+__device__ __forceinline__ void hrpb_spmm_tight(HRPB_PARAMS) {
+    WarpItem it;
+    if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
+    const bool full = (flags & 1u) && it.f0 + 32 <= n && ldb < (1u << 30);  // warp-uniform
+    if (!full) {
+        hrpb_spmm_lean<IPB>(HRPB_ARGS);
+        return;
+    }
+    const u32 begin = it.begin, end = it.end;
+    const u32 lane = threadIdx.x;
+    const u32 bit = 1u << lane;
+    const u32 below = lanemask_lt();
+    const u32 wl = lane & 15;
+    // This lane's B features and the column of the brick record it reads.
+    const u32 fb = (u32)it.f0 + 4 * (CB ? (lane & 7) : (lane >> 2));
+    const u32 csel = CB ? (lane >> 3) : (lane & 3);
+    const char* bl = reinterpret_cast<const char*>(b + fb);
+    const u32 ldb4 = 4 * ldb;
+    const u32 src = 8 * (lane & 3) + (lane >> 2);  // CB: lane (g, t) takes lane 8t + g's B
+
+    float acc[4][4];
+    zero_acc(acc);
+
+    u32 mw = tight_records(bricks, begin, end, wl);
+    for (u32 i = begin; i < end; i += 2) {
+        float a[4];
+        float4 bv[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
+            const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
+            const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
+            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + csel);
+            const u32 i0 = off + __popc(lo & below);
+            const u32 i1 = off + __popc(lo) + __popc(hi & below);
+            a[2 * q] = (lo & bit) ? __ldg(values + i0) : 0.0f;
+            a[2 * q + 1] = (hi & bit) ? __ldg(values + i1) : 0.0f;
+            bv[q] = col != SENTINEL
+                        ? __ldg(reinterpret_cast<const float4*>(bl + (u64)col * ldb4))
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        mw = tight_records(bricks, i + 2, end, wl);  // the next step's records, in flight now
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float b0 = comp(bv[0], j), b1 = comp(bv[1], j);
+            if (CB) {
+                b0 = __shfl_sync(0xFFFFFFFFu, b0, src);
+                b1 = __shfl_sync(0xFFFFFFFFu, b1, src);
+            }
+            mma_k8(acc[j], a[0], a[1], a[2], a[3], b0, b1);
+        }
+    }
+    WarpItem it2;
+    warp_item<IPB, true>(work, n, it2);
+    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
+            lane >> 2, acc);
+}
+
+
 extern "C" __global__ void __launch_bounds__(128, HRPB_MIN_BLOCKS) hrpb_spmm_k4(HRPB_PARAMS) {
     hrpb_spmm<false, 1>(HRPB_ARGS);
 }
@@ -498,4 +579,19 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8wsc(HRPB_PARAMS) {
     hrpb_spmm_lean<4>(HRPB_ARGS);
+}
+
+#ifndef HRPB_TIGHT_BLOCKS
+#define HRPB_TIGHT_BLOCKS 10
+#endif
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8t(HRPB_PARAMS) {
+    hrpb_spmm_tight<1, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8wt(HRPB_PARAMS) {
+    hrpb_spmm_tight<4, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8wtd(HRPB_PARAMS) {
+    hrpb_spmm_tight<4, false>(HRPB_ARGS);
 }

@@ -39,6 +39,13 @@ pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
 pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
 /// The lean walk of [`ENTRY_K8SC`] with warp items (as [`ENTRY_K8W`]).
 pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
+/// The tight walk (no per-brick branch, lane constants held; 48 registers, 10 blocks per SM) with
+/// coalesced B, one work item per thread block.
+pub const ENTRY_K8T: &str = "hrpb_spmm_k8t";
+/// The tight walk of [`ENTRY_K8T`] with warp items.
+pub const ENTRY_K8WT: &str = "hrpb_spmm_k8wt";
+/// The tight walk with warp items and B loaded as the MMA fragment (no B shuffles).
+pub const ENTRY_K8WTD: &str = "hrpb_spmm_k8wtd";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
@@ -106,6 +113,21 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8WSC,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8T,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WT,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WTD,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -136,11 +158,20 @@ pub enum HrpbMma {
     K8SC,
     /// [`HrpbMma::K8SC`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
     K8WSC,
+    /// The tight walk (v6): where a warp's 32 features lie below n and B takes float4 loads, the
+    /// lean walk's loads without a branch per brick (records past the end read as an empty brick)
+    /// and with the lane's constants held (48 registers, 10 blocks per SM); other warps take the
+    /// lean walk. Coalesced B, one work item per thread block.
+    K8T,
+    /// [`HrpbMma::K8T`]'s tight walk with warp items.
+    K8WT,
+    /// [`HrpbMma::K8WT`] with B loaded as the MMA fragment (k8w's gather: no B shuffles).
+    K8WTD,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 7] = [
+    pub const ALL: [HrpbMma; 10] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
@@ -148,6 +179,9 @@ impl HrpbMma {
         HrpbMma::K8O,
         HrpbMma::K8SC,
         HrpbMma::K8WSC,
+        HrpbMma::K8T,
+        HrpbMma::K8WT,
+        HrpbMma::K8WTD,
     ];
 
     fn entry(self) -> &'static str {
@@ -159,10 +193,14 @@ impl HrpbMma {
             HrpbMma::K8O => ENTRY_K8O,
             HrpbMma::K8SC => ENTRY_K8SC,
             HrpbMma::K8WSC => ENTRY_K8WSC,
+            HrpbMma::K8T => ENTRY_K8T,
+            HrpbMma::K8WT => ENTRY_K8WT,
+            HrpbMma::K8WTD => ENTRY_K8WTD,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`, `k8t`, `k8wt`,
+    /// `k8wtd`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -172,6 +210,9 @@ impl HrpbMma {
             HrpbMma::K8O => "k8o",
             HrpbMma::K8SC => "k8sc",
             HrpbMma::K8WSC => "k8wsc",
+            HrpbMma::K8T => "k8t",
+            HrpbMma::K8WT => "k8wt",
+            HrpbMma::K8WTD => "k8wtd",
         }
     }
 
@@ -210,7 +251,7 @@ impl HrpbMma {
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W | HrpbMma::K8WSC => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WSC | HrpbMma::K8WT | HrpbMma::K8WTD => MAX_WARPS as u32,
             _ => 1,
         }
     }
