@@ -194,13 +194,14 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
 #define HRPB_PARAMS                                                                           \
     const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
         const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
-        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
-#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags,       \
+        u32 *__restrict__ sync, u32 epoch
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags, sync, epoch
 
 // One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
 struct WarpItem {
     u64 f0;
-    u32 panel, begin, end;
+    u32 panel, begin, end, wflags;
     bool split;
 };
 
@@ -233,6 +234,7 @@ __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, W
     it.panel = __ldg(wk);
     it.begin = __ldg(wk + 1);
     it.end = __ldg(wk + 2);
+    it.wflags = wflags;
     it.split = wflags & 1u;
     return true;
 }
@@ -433,7 +435,49 @@ __device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 
     return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl)) : 0u;
 }
 
-template <int IPB>
+// The end of a lean or tight walk: the item read again (a few cached words) instead of held
+// through the walk, and lane (g, t)'s accumulators to C.
+// SYNC (k8ts): a split panel is not pre-scaled. Its first piece (work flags bit 2) writes
+// alpha * acc + beta * C with plain stores and then publishes `epoch` in its flag (sync[slot *
+// slices + f0 / 32], slot = flags >> 3, slices = ceil(n / 32)); every other piece waits for that
+// flag before it adds with atomics. The first piece's work item comes earlier in the list, so its
+// thread block (or warp, for warp items) was dispatched before any waiter's (blocks start in
+// index order, the assumption of decoupled look-back scans); a waiter waits only after its walk.
+// The host numbers launches (`epoch`, never 0), so flags need no reset between launches.
+template <int IPB, bool SYNC>
+__device__ __forceinline__ void finish(HRPB_PARAMS, u32 lane, const float (&acc)[4][4]) {
+    WarpItem it;
+    warp_item<IPB, true>(work, n, it);
+    bool add = it.split;
+    u32* flag = nullptr;
+    if (SYNC && it.split) {
+        flag = sync + (u64)(it.wflags >> 3) * ((n + 31) >> 5) + (u32)(it.f0 >> 5);
+        if (it.wflags & 4u) {
+            add = false;  // the first piece stores
+        } else {
+            if (lane == 0) {
+                u32 v;
+                for (;;) {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+                    if (v == epoch) break;
+                    __nanosleep(64);
+                }
+            }
+            __syncwarp();
+        }
+    }
+    store_c(c, ldc, m, n, alpha, beta, add, (flags >> 1) & 1u, it.panel, it.f0, lane & 3,
+            lane >> 2, acc);
+    if (SYNC && it.split && !add) {
+        __syncwarp();
+        if (lane == 0) {
+            __threadfence();
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(epoch) : "memory");
+        }
+    }
+}
+
+template <int IPB, bool SYNC = false>
 __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
     WarpItem it;
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
@@ -461,11 +505,7 @@ __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
             mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
         }
     }
-    // The item again (a few cached words) instead of holding panel and flags through the walk.
-    WarpItem it2;
-    warp_item<IPB, true>(work, n, it2);
-    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
-            lane >> 2, acc);
+    finish<IPB, SYNC>(HRPB_ARGS, lane, acc);
 }
 
 
@@ -490,13 +530,13 @@ __device__ __forceinline__ u32 tight_records(const u32* __restrict__ bricks, u32
                                : ((wl & 7) >= 4 ? SENTINEL : 0u);
 }
 
-template <int IPB, bool CB>
+template <int IPB, bool CB, bool SYNC>
 __device__ __forceinline__ void hrpb_spmm_tight(HRPB_PARAMS) {
     WarpItem it;
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
     const bool full = (flags & 1u) && it.f0 + 32 <= n && ldb < (1u << 30);  // warp-uniform
     if (!full) {
-        hrpb_spmm_lean<IPB>(HRPB_ARGS);
+        hrpb_spmm_lean<IPB, SYNC>(HRPB_ARGS);
         return;
     }
     const u32 begin = it.begin, end = it.end;
@@ -543,10 +583,7 @@ __device__ __forceinline__ void hrpb_spmm_tight(HRPB_PARAMS) {
             mma_k8(acc[j], a[0], a[1], a[2], a[3], b0, b1);
         }
     }
-    WarpItem it2;
-    warp_item<IPB, true>(work, n, it2);
-    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
-            lane >> 2, acc);
+    finish<IPB, SYNC>(HRPB_ARGS, lane, acc);
 }
 
 
@@ -585,13 +622,14 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8
 #define HRPB_TIGHT_BLOCKS 10
 #endif
 extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8t(HRPB_PARAMS) {
-    hrpb_spmm_tight<1, true>(HRPB_ARGS);
+    hrpb_spmm_tight<1, true, false>(HRPB_ARGS);
 }
 
-extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8wt(HRPB_PARAMS) {
-    hrpb_spmm_tight<4, true>(HRPB_ARGS);
+// k8t without the pre-scale launch: split panels through the flag handshake of `finish`.
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8ts(HRPB_PARAMS) {
+    hrpb_spmm_tight<1, true, true>(HRPB_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8wtd(HRPB_PARAMS) {
-    hrpb_spmm_tight<4, false>(HRPB_ARGS);
+    hrpb_spmm_tight<4, false, false>(HRPB_ARGS);
 }

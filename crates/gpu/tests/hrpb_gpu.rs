@@ -266,7 +266,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
     }
 }
 
-/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc, k8t, k8wt, k8wtd, or those named
+/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc, k8t, k8ts, k8wtd, or those named
 /// in `TCSPARSE_HRPB_KERNELS`; wave split, N = 128, β = 0 with NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
 /// prefixes; default cora), each checked against f64 — short enough to run under Nsight Compute
 /// (`ncu -k regex:hrpb_spmm_k8 … --exact hrpb_probe_launches_for_profiling`).
@@ -300,7 +300,7 @@ fn hrpb_probe_launches_for_profiling() {
             HrpbMma::K8O,
             HrpbMma::K8SC,
             HrpbMma::K8T,
-            HrpbMma::K8WT,
+            HrpbMma::K8TS,
             HrpbMma::K8WTD,
         ] {
             if !kernels.is_empty() && !kernels.split(',').any(|w| w.trim() == mma.name()) {

@@ -313,7 +313,7 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8SC => 5,
                 HrpbMma::K8WSC => 6,
                 HrpbMma::K8T => 7,
-                HrpbMma::K8WT => 8,
+                HrpbMma::K8TS => 8,
                 HrpbMma::K8WTD => 9,
             };
             let (tag, x) = match split {
@@ -485,7 +485,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 5 => HrpbMma::K8SC,
                 6 => HrpbMma::K8WSC,
                 7 => HrpbMma::K8T,
-                8 => HrpbMma::K8WT,
+                8 => HrpbMma::K8TS,
                 9 => HrpbMma::K8WTD,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
