@@ -38,7 +38,10 @@
 // [32 (y W + w), +32); warps wholly beyond N exit.
 //
 // k8sc / k8wsc (v5, one item per TB / warp items) are the lean walk at 12 blocks per SM with B
-// gathered a row per quarter warp: see hrpb_spmm_lean below.
+// gathered a row per quarter warp: see hrpb_spmm_lean below. k8t / k8wtd (v6) are the tight walk
+// (hrpb_spmm_tight) at 10 blocks per SM; k8ts is k8t whose split panels are not pre-scaled: the
+// first piece stores and publishes a flag (`sync`, `epoch`: see finish), the others wait for it.
+// Every entry takes `sync` and `epoch`; only k8ts reads them.
 // Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
 // the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
 // shared-memory B cache costs more occupancy than it saves L2 bytes).
@@ -509,8 +512,9 @@ __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
 }
 
 
-// Tight walk (v6, hrpb_spmm_k8t / k8wt / k8wtd, docs/kernels/hrpb.md v6): the lean walk's loads
-// and shuffles with about half its instructions per brick. The v5 walks issue ~95 SASS instructions
+// Tight walk (v6, hrpb_spmm_k8t / k8ts / k8wtd, docs/kernels/hrpb.md v6): the lean walk's loads
+// and shuffles in fewer instructions per brick (145 SASS instructions per step of 2 bricks against
+// k8wsc's ~170 on its float4 path; 10 blocks per SM). The v5 walks issue ~95 SASS instructions
 // per brick and warp (nvdisasm: per-brick branches around each brick with divergence checks before
 // the shuffles, `%tid`, `%lanemask_lt`, `%ctaid.y`, n, flags and pointers re-read inside the loop to
 // stay at 40 registers, a float4-or-scalar branch per B load). Here, when the warp's 32 features all

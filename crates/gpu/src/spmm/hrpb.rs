@@ -8,8 +8,9 @@
 //! (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for its real registers and block size) gives
 //! the resident thread blocks, the grid's feature tiles give the waves. Panels cut into several
 //! virtual panels are pre-scaled by β (`acc_spmm_prescale` on 16-row groups, the shared
-//! [`SplitRows`]) and accumulated with atomics; the work list is rebuilt when the number of feature
-//! tiles (⌈n / 128⌉) changes.
+//! [`SplitRows`]) and accumulated with atomics — or, with [`HrpbMma::K8TS`], not pre-scaled: the
+//! panel's first piece stores and publishes a flag, the others add after reading it; the work list
+//! is rebuilt when the number of feature tiles (⌈n / 128⌉) changes.
 
 use std::sync::{Arc, Mutex};
 
@@ -57,6 +58,13 @@ pub const PANEL_ROWS: u32 = 16;
 /// panels on the H200 (cora 170 and every larger shared dataset above; mbeacxc 31 and west0067 5
 /// below).
 pub const TIGHT_PANELS_PER_SM: usize = 1;
+
+/// Row panels per SM for which [`HrpbMma::for_rows`] takes the tight walk with warp items and
+/// k8w's B gather (k8wtd) instead: 2112 ≤ panels < 4224 on the H200 (PROTEINS_full 2717, c-62
+/// 2609, xenon1 3038, copter2 3468; no other shared dataset). An empirical window, not a model:
+/// there k8ts was 3–12 % slower than v5's k8wsc in the bench (xenon1 N ≥ 256 the most) and k8wtd
+/// 1–9 % faster than k8wsc in the same process (PROTEINS 2–3 % slower).
+pub const WARP_ITEM_PANELS_PER_SM: std::ops::Range<usize> = 16..32;
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
     ParamKind::Ptr, // bricks (u32, 8 per brick)
@@ -165,7 +173,8 @@ pub enum HrpbMma {
     /// `α·acc + β·C` and publishes a flag, the other pieces wait for it after their walk and add
     /// with atomics (see [`HrpbMma::syncs_split_panels`]).
     K8TS,
-    /// [`HrpbMma::K8WT`] with B loaded as the MMA fragment (k8w's gather: no B shuffles).
+    /// The tight walk with warp items and B loaded as the MMA fragment (k8w's gather: no B
+    /// shuffles, 4× the L1 wavefronts of B).
     K8WTD,
 }
 
@@ -222,29 +231,28 @@ impl HrpbMma {
     }
 
     /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8TS`] from [`TIGHT_PANELS_PER_SM`] row panels per SM,
-    /// [`HrpbMma::K8W`] below.
+    /// candidates: [`HrpbMma::K8W`] below [`TIGHT_PANELS_PER_SM`] row panels per SM,
+    /// [`HrpbMma::K8WTD`] inside [`WARP_ITEM_PANELS_PER_SM`], [`HrpbMma::K8TS`] elsewhere.
     ///
-    /// Why (H200, docs/kernels/hrpb.md v6): the tight walk with one work item per thread block
-    /// (k8t) was 3–16 % faster than the kernels this rule gave before (k8sc from 4 waves of whole
-    /// panels, k8wsc from 4 panels per SM, k8w below) on every shared dataset from cora (170
-    /// panels) up but PROTEINS_full (±4 %), c-62 and xenon1 (N ≥ 256: +1 to +4 %), geomean
-    /// ×1.028 over the 45 cases in the same process; on mbeacxc (31 panels) and west0067 (5) it
-    /// was 22–28 % slower at N = 512. k8ts is k8t without the pre-scale launch.
+    /// Why (H200, docs/kernels/hrpb.md v6, same-process times): the tight walk with one work
+    /// item per thread block (k8t) was up to 16 % faster than the kernels this rule gave before
+    /// (k8sc from 4 waves of whole panels, k8wsc from 4 panels per SM, k8w below; geomean ×1.043
+    /// with k8w kept below one panel per SM); k8ts (k8t without the pre-scale launch) was 7–45 %
+    /// faster than k8t on the small split matrices (cora, citeseer, rajat01, west0067) and 0–13 %
+    /// slower on the large ones (BlogCatalog the most). With k8ts from one panel per SM the
+    /// bench's `hrpb/reorder` rows gave `geomean (hrpb alone)` 1.41× (session 12: 1.34× for the
+    /// same rows). On mbeacxc (31 panels) the tight walks were 20–30 % slower than k8w at
+    /// N ≥ 256, so k8w stays below one panel per SM.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
         let sms = sm_count.max(1) as usize;
-        if let Ok(v) = std::env::var("TCSPARSE_HRPB_FOR_ROWS_EXPERIMENT") {
-            if panels >= TIGHT_PANELS_PER_SM * sms {
-                if let Some(m) = HrpbMma::ALL.into_iter().find(|m| m.name() == v) {
-                    return m;
-                }
-            }
-        }
-        if panels >= TIGHT_PANELS_PER_SM * sms {
-            HrpbMma::K8TS
-        } else {
+        let per_sm = panels / sms;
+        if panels < TIGHT_PANELS_PER_SM * sms {
             HrpbMma::K8W
+        } else if WARP_ITEM_PANELS_PER_SM.contains(&per_sm) {
+            HrpbMma::K8WTD
+        } else {
+            HrpbMma::K8TS
         }
     }
 
@@ -866,9 +874,16 @@ mod tests {
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
-        // The untuned choice: k8ts from one panel per SM (132 SMs: 132 panels) up.
+        // The untuned choice: k8ts from one panel per SM (132 SMs: 132 panels) up, k8wtd from 16
+        // to 32 panels per SM (2112 ≤ panels < 4224).
         assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8TS); // REDDIT-BINARY
-        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8TS); // copter2
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WTD); // copter2
+        assert_eq!(HrpbMma::for_rows(43_471, 132), HrpbMma::K8WTD); // PROTEINS_full
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8TS);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WTD);
+        assert_eq!(HrpbMma::for_rows(16 * 2112, 132), HrpbMma::K8WTD);
+        assert_eq!(HrpbMma::for_rows(16 * 2112 - 16, 132), HrpbMma::K8TS);
+        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8TS); // cage10
         assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8TS); // BlogCatalog
         assert_eq!(HrpbMma::for_rows(2_708, 132), HrpbMma::K8TS); // cora
         assert_eq!(HrpbMma::for_rows(16 * 132, 132), HrpbMma::K8TS);

@@ -1129,7 +1129,7 @@ mod tests {
 
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
-        // REDDIT-BINARY (53.7 k panels on 132 SMs) and copter2 (3.5 k): k8ts, the split kept.
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8ts, copter2 (3.5 k): k8wtd; the split kept.
         let wave = |mma| ExecKernel::Hrpb {
             mma,
             split: HrpbSplit::Wave,
@@ -1141,7 +1141,7 @@ mod tests {
         );
         assert_eq!(
             model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
-            wave(HrpbMma::K8TS)
+            wave(HrpbMma::K8WTD)
         );
         // The launch-floor rule takes the same shape (cora: 170 panels → k8ts).
         assert_eq!(

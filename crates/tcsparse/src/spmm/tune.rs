@@ -51,16 +51,18 @@ enum Candidate {
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
 /// leaves short panels whole), the tight walk first (k8ts: one work item per thread block, split
-/// panels without a pre-scale launch; its k8t twin was 1.198× cuSPARSE geomean on the shared
-/// datasets against k8wsc's 1.145×, same process, docs/kernels/hrpb.md v6), then k8wtd (the tight
-/// walk with warp items and k8w's B gather: 3–9 % faster than k8t on copter2 and xenon1), k8wsc
-/// and k8sc (v5's lean walks); k8 and k8d4 timed slower than k8sc/k8wsc or k8o in sessions 11–12,
-/// panels whole without a cap lost everywhere in session 9's bench; k4 timed 0.96-1.06 × k8.
+/// panels without a pre-scale launch: 1.250× cuSPARSE geomean on the shared datasets against
+/// k8wsc's 1.139×, same process, docs/kernels/hrpb.md v6), then k8t (the same walk with the
+/// pre-scale: 6–13 % faster than k8ts on BlogCatalog, and faster than k8sc on every large
+/// dataset), k8wtd (the tight walk with warp items and k8w's B gather: 1–9 % faster than k8t on
+/// copter2 and xenon1) and k8wsc (v5's lean warp-item walk); k8sc, k8 and k8d4 timed slower than
+/// these in sessions 11–13, panels whole without a cap lost everywhere in session 9's bench; k4
+/// timed 0.96-1.06 × k8.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8TS, HrpbSplit::Wave),
+    (HrpbMma::K8T, HrpbSplit::Wave),
     (HrpbMma::K8WTD, HrpbSplit::Wave),
     (HrpbMma::K8WSC, HrpbSplit::Wave),
-    (HrpbMma::K8SC, HrpbSplit::Wave),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
