@@ -62,8 +62,9 @@ pub const TIGHT_PANELS_PER_SM: usize = 1;
 /// Row panels per SM for which [`HrpbMma::for_rows`] takes the tight walk with warp items and
 /// k8w's B gather (k8wtd) instead: 2112 ≤ panels < 4224 on the H200 (PROTEINS_full 2717, c-62
 /// 2609, xenon1 3038, copter2 3468; no other shared dataset). An empirical window, not a model:
-/// there k8ts was 3–12 % slower than v5's k8wsc in the bench (xenon1 N ≥ 256 the most) and k8wtd
-/// 1–9 % faster than k8wsc in the same process (PROTEINS 2–3 % slower).
+/// there k8ts was up to 12 % slower than v5's k8wsc in the bench (xenon1 N ≥ 256; c-62 3–4 %,
+/// copter2 ≤ 5 %, PROTEINS ±3 %) and k8wtd 1–9 % faster than k8wsc in the same process
+/// (PROTEINS 2–3 % slower).
 pub const WARP_ITEM_PANELS_PER_SM: std::ops::Range<usize> = 16..32;
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
