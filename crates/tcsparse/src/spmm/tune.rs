@@ -257,8 +257,8 @@ fn tune_hrpb(
     };
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    // The cap is the first kernel's (dev runs it here; warp items): its resident units are
-    // warps, not thread blocks.
+    // The cap is the first kernel's (dev runs it here; k8ts, one work item per thread block):
+    // its resident units are thread blocks (warps for a warp-item kernel).
     let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
     let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
     let names: Vec<String> = configs
