@@ -38,7 +38,10 @@
 // [32 (y W + w), +32); warps wholly beyond N exit.
 //
 // k8sc / k8wsc (v5, one item per TB / warp items) are the lean walk at 12 blocks per SM with B
-// gathered a row per quarter warp: see hrpb_spmm_lean below.
+// gathered a row per quarter warp: see hrpb_spmm_lean below. k8t / k8wtd (v6) are the tight walk
+// (hrpb_spmm_tight) at 10 blocks per SM; k8ts is k8t whose split panels are not pre-scaled: the
+// first piece stores and publishes a flag (`sync`, `epoch`: see finish), the others wait for it.
+// Every entry takes `sync` and `epoch`; only k8ts reads them.
 // Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
 // the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
 // shared-memory B cache costs more occupancy than it saves L2 bytes).
@@ -194,13 +197,14 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
 #define HRPB_PARAMS                                                                           \
     const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
         const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
-        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags
-#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags
+        float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags,       \
+        u32 *__restrict__ sync, u32 epoch
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags, sync, epoch
 
 // One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
 struct WarpItem {
     u64 f0;
-    u32 panel, begin, end;
+    u32 panel, begin, end, wflags;
     bool split;
 };
 
@@ -233,6 +237,7 @@ __device__ __forceinline__ bool warp_item(const u32* __restrict__ work, u32 n, W
     it.panel = __ldg(wk);
     it.begin = __ldg(wk + 1);
     it.end = __ldg(wk + 2);
+    it.wflags = wflags;
     it.split = wflags & 1u;
     return true;
 }
@@ -433,7 +438,49 @@ __device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 
     return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl)) : 0u;
 }
 
-template <int IPB>
+// The end of a lean or tight walk: the item read again (a few cached words) instead of held
+// through the walk, and lane (g, t)'s accumulators to C.
+// SYNC (k8ts): a split panel is not pre-scaled. Its first piece (work flags bit 2) writes
+// alpha * acc + beta * C with plain stores and then publishes `epoch` in its flag (sync[slot *
+// slices + f0 / 32], slot = flags >> 3, slices = ceil(n / 32)); every other piece waits for that
+// flag before it adds with atomics. The first piece's work item comes earlier in the list, so its
+// thread block (or warp, for warp items) was dispatched before any waiter's (blocks start in
+// index order, the assumption of decoupled look-back scans); a waiter waits only after its walk.
+// The host numbers launches (`epoch`, never 0), so flags need no reset between launches.
+template <int IPB, bool SYNC>
+__device__ __forceinline__ void finish(HRPB_PARAMS, u32 lane, const float (&acc)[4][4]) {
+    WarpItem it;
+    warp_item<IPB, true>(work, n, it);
+    bool add = it.split;
+    u32* flag = nullptr;
+    if (SYNC && it.split) {
+        flag = sync + (u64)(it.wflags >> 3) * ((n + 31) >> 5) + (u32)(it.f0 >> 5);
+        if (it.wflags & 4u) {
+            add = false;  // the first piece stores
+        } else {
+            if (lane == 0) {
+                u32 v;
+                for (;;) {
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+                    if (v == epoch) break;
+                    __nanosleep(64);
+                }
+            }
+            __syncwarp();
+        }
+    }
+    store_c(c, ldc, m, n, alpha, beta, add, (flags >> 1) & 1u, it.panel, it.f0, lane & 3,
+            lane >> 2, acc);
+    if (SYNC && it.split && !add) {
+        __syncwarp();
+        if (lane == 0) {
+            __threadfence();
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(epoch) : "memory");
+        }
+    }
+}
+
+template <int IPB, bool SYNC = false>
 __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
     WarpItem it;
     if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
@@ -461,11 +508,86 @@ __device__ __forceinline__ void hrpb_spmm_lean(HRPB_PARAMS) {
             mma_k8(acc[j], cur.a[0], cur.a[1], cur.a[2], cur.a[3], b0, b1);
         }
     }
-    // The item again (a few cached words) instead of holding panel and flags through the walk.
-    WarpItem it2;
-    warp_item<IPB, true>(work, n, it2);
-    store_c(c, ldc, m, n, alpha, beta, it2.split, (flags >> 1) & 1u, it2.panel, it2.f0, lane & 3,
-            lane >> 2, acc);
+    finish<IPB, SYNC>(HRPB_ARGS, lane, acc);
+}
+
+
+// Tight walk (v6, hrpb_spmm_k8t / k8ts / k8wtd, docs/kernels/hrpb.md v6): the lean walk's loads
+// and shuffles in fewer instructions per brick (145 SASS instructions per step of 2 bricks against
+// k8wsc's ~170 on its float4 path; 10 blocks per SM). The v5 walks issue ~95 SASS instructions
+// per brick and warp (nvdisasm: per-brick branches around each brick with divergence checks before
+// the shuffles, `%tid`, `%lanemask_lt`, `%ctaid.y`, n, flags and pointers re-read inside the loop to
+// stay at 40 registers, a float4-or-scalar branch per B load). Here, when the warp's 32 features all
+// lie below n and B takes float4 loads (warp-uniform, checked once), the walk has
+//  * no per-brick branch: records past the item's end read as an empty brick (pattern 0, sentinel
+//    columns), so the odd last brick needs no test; values and B are predicated loads;
+//  * the lane's bit, `lanemask_lt`, the shuffle source and a 64-bit B row base (b + fb) held in
+//    registers; B's address is one IMAD.WIDE of col by ldb * 4 (ldb < 2^30, checked);
+// other warps (a ragged feature tail, unaligned B) take the lean walk unchanged.
+// CB: B gathered a row per quarter warp and moved to the MMA lanes by shuffles (as k8wsc); !CB:
+// lane (g, t) loads its fragment's row col[t] directly (as k8w: no B shuffles, 16 L1 wavefronts
+// per brick instead of 4).
+__device__ __forceinline__ u32 tight_records(const u32* __restrict__ bricks, u32 i, u32 end,
+                                             u32 wl) {
+    // wl = lane % 16: word wl % 8 of brick i + wl / 8; past end an empty brick.
+    return i + (wl >> 3) < end ? __ldg(bricks + ((u64)i * BRICK_WORDS + wl))
+                               : ((wl & 7) >= 4 ? SENTINEL : 0u);
+}
+
+template <int IPB, bool CB, bool SYNC>
+__device__ __forceinline__ void hrpb_spmm_tight(HRPB_PARAMS) {
+    WarpItem it;
+    if (!warp_item<IPB, true>(work, n, it)) return;  // whole warp
+    const bool full = (flags & 1u) && it.f0 + 32 <= n && ldb < (1u << 30);  // warp-uniform
+    if (!full) {
+        hrpb_spmm_lean<IPB, SYNC>(HRPB_ARGS);
+        return;
+    }
+    const u32 begin = it.begin, end = it.end;
+    const u32 lane = threadIdx.x;
+    const u32 bit = 1u << lane;
+    const u32 below = lanemask_lt();
+    const u32 wl = lane & 15;
+    // This lane's B features and the column of the brick record it reads.
+    const u32 fb = (u32)it.f0 + 4 * (CB ? (lane & 7) : (lane >> 2));
+    const u32 csel = CB ? (lane >> 3) : (lane & 3);
+    const char* bl = reinterpret_cast<const char*>(b + fb);
+    const u32 ldb4 = 4 * ldb;
+    const u32 src = 8 * (lane & 3) + (lane >> 2);  // CB: lane (g, t) takes lane 8t + g's B
+
+    float acc[4][4];
+    zero_acc(acc);
+
+    u32 mw = tight_records(bricks, begin, end, wl);
+    for (u32 i = begin; i < end; i += 2) {
+        float a[4];
+        float4 bv[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const u32 lo = __shfl_sync(0xFFFFFFFFu, mw, 8 * q);
+            const u32 hi = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 1);
+            const u32 off = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 2);
+            const u32 col = __shfl_sync(0xFFFFFFFFu, mw, 8 * q + 4 + csel);
+            const u32 i0 = off + __popc(lo & below);
+            const u32 i1 = off + __popc(lo) + __popc(hi & below);
+            a[2 * q] = (lo & bit) ? __ldg(values + i0) : 0.0f;
+            a[2 * q + 1] = (hi & bit) ? __ldg(values + i1) : 0.0f;
+            bv[q] = col != SENTINEL
+                        ? __ldg(reinterpret_cast<const float4*>(bl + (u64)col * ldb4))
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        mw = tight_records(bricks, i + 2, end, wl);  // the next step's records, in flight now
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float b0 = comp(bv[0], j), b1 = comp(bv[1], j);
+            if (CB) {
+                b0 = __shfl_sync(0xFFFFFFFFu, b0, src);
+                b1 = __shfl_sync(0xFFFFFFFFu, b1, src);
+            }
+            mma_k8(acc[j], a[0], a[1], a[2], a[3], b0, b1);
+        }
+    }
+    finish<IPB, SYNC>(HRPB_ARGS, lane, acc);
 }
 
 
@@ -498,4 +620,20 @@ extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8
 
 extern "C" __global__ void __launch_bounds__(128, HRPB_LEAN_BLOCKS) hrpb_spmm_k8wsc(HRPB_PARAMS) {
     hrpb_spmm_lean<4>(HRPB_ARGS);
+}
+
+#ifndef HRPB_TIGHT_BLOCKS
+#define HRPB_TIGHT_BLOCKS 10
+#endif
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8t(HRPB_PARAMS) {
+    hrpb_spmm_tight<1, true, false>(HRPB_ARGS);
+}
+
+// k8t without the pre-scale launch: split panels through the flag handshake of `finish`.
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8ts(HRPB_PARAMS) {
+    hrpb_spmm_tight<1, true, true>(HRPB_ARGS);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HRPB_TIGHT_BLOCKS) hrpb_spmm_k8wtd(HRPB_PARAMS) {
+    hrpb_spmm_tight<4, false, false>(HRPB_ARGS);
 }

@@ -266,8 +266,8 @@ fn hrpb_shared_datasets_match_reference_and_time() {
     }
 }
 
-/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc; wave split, N = 128, β = 0 with
-/// NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
+/// One launch per kernel of the k8 family (k8w, k8wsc, k8o, k8sc, k8t, k8ts, k8wtd, or those named
+/// in `TCSPARSE_HRPB_KERNELS`; wave split, N = 128, β = 0 with NaN in C) on the shared datasets named in `TCSPARSE_HRPB_PROBE` (comma-separated name
 /// prefixes; default cora), each checked against f64 — short enough to run under Nsight Compute
 /// (`ncu -k regex:hrpb_spmm_k8 … --exact hrpb_probe_launches_for_profiling`).
 #[test]
@@ -293,7 +293,19 @@ fn hrpb_probe_launches_for_profiling() {
         let c0 = vec![f32::NAN; a.rows() * n];
         let ab = spmm_f64(&a, &b, n, n, false);
         let abs = spmm_f64(&a, &b, n, n, true);
-        for mma in [HrpbMma::K8W, HrpbMma::K8WSC, HrpbMma::K8O, HrpbMma::K8SC] {
+        let kernels = std::env::var("TCSPARSE_HRPB_KERNELS").unwrap_or_default();
+        for mma in [
+            HrpbMma::K8W,
+            HrpbMma::K8WSC,
+            HrpbMma::K8O,
+            HrpbMma::K8SC,
+            HrpbMma::K8T,
+            HrpbMma::K8TS,
+            HrpbMma::K8WTD,
+        ] {
+            if !kernels.is_empty() && !kernels.split(',').any(|w| w.trim() == mma.name()) {
+                continue;
+            }
             let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
             gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
             d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();

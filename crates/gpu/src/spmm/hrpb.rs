@@ -8,8 +8,9 @@
 //! (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for its real registers and block size) gives
 //! the resident thread blocks, the grid's feature tiles give the waves. Panels cut into several
 //! virtual panels are pre-scaled by β (`acc_spmm_prescale` on 16-row groups, the shared
-//! [`SplitRows`]) and accumulated with atomics; the work list is rebuilt when the number of feature
-//! tiles (⌈n / 128⌉) changes.
+//! [`SplitRows`]) and accumulated with atomics — or, with [`HrpbMma::K8TS`], not pre-scaled: the
+//! panel's first piece stores and publishes a flag, the others add after reading it; the work list
+//! is rebuilt when the number of feature tiles (⌈n / 128⌉) changes.
 
 use std::sync::{Arc, Mutex};
 
@@ -39,21 +40,32 @@ pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
 pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
 /// The lean walk of [`ENTRY_K8SC`] with warp items (as [`ENTRY_K8W`]).
 pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
+/// The tight walk (no per-brick branch, lane constants held; 48 registers, 10 blocks per SM) with
+/// coalesced B, one work item per thread block.
+pub const ENTRY_K8T: &str = "hrpb_spmm_k8t";
+/// [`ENTRY_K8T`] without the pre-scale launch: a split panel's first piece stores, the others
+/// wait for its flag and add with atomics.
+pub const ENTRY_K8TS: &str = "hrpb_spmm_k8ts";
+/// The tight walk with warp items and B loaded as the MMA fragment (no B shuffles).
+pub const ENTRY_K8WTD: &str = "hrpb_spmm_k8wtd";
 /// Features per warp (TN).
 pub const TN: usize = 32;
 /// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
 pub const MAX_WARPS: usize = 4;
 /// Rows per panel.
 pub const PANEL_ROWS: u32 = 16;
-/// Waves of whole row panels (at 8 thread blocks per SM) from which [`HrpbMma::for_rows`] picks
-/// one work item per thread block (k8o) over warp items (k8w): 4224 panels (67 584 rows) on the
-/// H200's 132 SMs; the shared datasets have ≤ 3467 or ≥ 16 161 panels.
-pub const MANY_PANEL_WAVES: usize = 4;
+/// Row panels per SM from which [`HrpbMma::for_rows`] takes the tight walk (k8ts) over k8w: 132
+/// panels on the H200 (cora 170 and every larger shared dataset above; mbeacxc 31 and west0067 5
+/// below).
+pub const TIGHT_PANELS_PER_SM: usize = 1;
 
-/// Row panels per SM from which [`HrpbMma::for_rows`] takes the lean warp-item walk (k8wsc) over
-/// k8w: 528 panels on the H200 (bcsstk17 686 and cage10 713 above; rajat01 428, BlogCatalog 325
-/// and the launch-floor matrices below).
-pub const LEAN_PANELS_PER_SM: usize = 4;
+/// Row panels per SM for which [`HrpbMma::for_rows`] takes the tight walk with warp items and
+/// k8w's B gather (k8wtd) instead: 2112 ≤ panels < 4224 on the H200 (PROTEINS_full 2717, c-62
+/// 2609, xenon1 3038, copter2 3468; no other shared dataset). An empirical window, not a model:
+/// there k8ts was up to 12 % slower than v5's k8wsc in the bench (xenon1 N ≥ 256; c-62 3–4 %,
+/// copter2 ≤ 5 %, PROTEINS ±3 %) and k8wtd 1–9 % faster than k8wsc in the same process
+/// (PROTEINS 2–3 % slower).
+pub const WARP_ITEM_PANELS_PER_SM: std::ops::Range<usize> = 16..32;
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // work   (u32, 4 per virtual panel)
     ParamKind::Ptr, // bricks (u32, 8 per brick)
@@ -67,6 +79,8 @@ const PARAMS: &[ParamKind] = &[
     ParamKind::F32, // alpha
     ParamKind::F32, // beta
     ParamKind::U32, // flags
+    ParamKind::Ptr, // sync   (u32 flags of split panels, k8ts)
+    ParamKind::U32, // epoch  (this launch's number, k8ts)
 ];
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
@@ -106,6 +120,21 @@ pub const SIGNATURES: &[KernelSignature] = &[
         name: ENTRY_K8WSC,
         params: PARAMS,
     },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8T,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8TS,
+        params: PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::HrpbSpmm,
+        name: ENTRY_K8WTD,
+        params: PARAMS,
+    },
 ];
 
 /// MMA shape of the HRPB kernel.
@@ -136,11 +165,23 @@ pub enum HrpbMma {
     K8SC,
     /// [`HrpbMma::K8SC`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
     K8WSC,
+    /// The tight walk (v6): where a warp's 32 features lie below n and B takes float4 loads, the
+    /// lean walk's loads without a branch per brick (records past the end read as an empty brick)
+    /// and with the lane's constants held (48 registers, 10 blocks per SM); other warps take the
+    /// lean walk. Coalesced B, one work item per thread block.
+    K8T,
+    /// [`HrpbMma::K8T`] without the pre-scale launch: the first piece of a split panel stores
+    /// `α·acc + β·C` and publishes a flag, the other pieces wait for it after their walk and add
+    /// with atomics (see [`HrpbMma::syncs_split_panels`]).
+    K8TS,
+    /// The tight walk with warp items and B loaded as the MMA fragment (k8w's gather: no B
+    /// shuffles, 4× the L1 wavefronts of B).
+    K8WTD,
 }
 
 impl HrpbMma {
     /// Every kernel.
-    pub const ALL: [HrpbMma; 7] = [
+    pub const ALL: [HrpbMma; 10] = [
         HrpbMma::K4,
         HrpbMma::K8,
         HrpbMma::K8D4,
@@ -148,6 +189,9 @@ impl HrpbMma {
         HrpbMma::K8O,
         HrpbMma::K8SC,
         HrpbMma::K8WSC,
+        HrpbMma::K8T,
+        HrpbMma::K8TS,
+        HrpbMma::K8WTD,
     ];
 
     fn entry(self) -> &'static str {
@@ -159,10 +203,14 @@ impl HrpbMma {
             HrpbMma::K8O => ENTRY_K8O,
             HrpbMma::K8SC => ENTRY_K8SC,
             HrpbMma::K8WSC => ENTRY_K8WSC,
+            HrpbMma::K8T => ENTRY_K8T,
+            HrpbMma::K8TS => ENTRY_K8TS,
+            HrpbMma::K8WTD => ENTRY_K8WTD,
         }
     }
 
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`).
+    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`, `k8t`, `k8ts`,
+    /// `k8wtd`).
     pub fn name(self) -> &'static str {
         match self {
             HrpbMma::K4 => "k4",
@@ -172,6 +220,9 @@ impl HrpbMma {
             HrpbMma::K8O => "k8o",
             HrpbMma::K8SC => "k8sc",
             HrpbMma::K8WSC => "k8wsc",
+            HrpbMma::K8T => "k8t",
+            HrpbMma::K8TS => "k8ts",
+            HrpbMma::K8WTD => "k8wtd",
         }
     }
 
@@ -181,36 +232,43 @@ impl HrpbMma {
     }
 
     /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8SC`] when the row panels alone make at least
-    /// [`MANY_PANEL_WAVES`] waves of 8 thread blocks per SM, [`HrpbMma::K8WSC`] from
-    /// [`LEAN_PANELS_PER_SM`] panels per SM, [`HrpbMma::K8W`] below.
+    /// candidates: [`HrpbMma::K8W`] below [`TIGHT_PANELS_PER_SM`] row panels per SM,
+    /// [`HrpbMma::K8WTD`] inside [`WARP_ITEM_PANELS_PER_SM`], [`HrpbMma::K8TS`] elsewhere.
     ///
-    /// Why (H200, docs/kernels/hrpb.md v4, v5): resident warps and L1 wavefronts decide. Over
-    /// many waves of short panels (REDDIT-BINARY 53.7 k panels, NotreDame_www 20.4 k, mdual
-    /// 16.2 k) warp items end at different times and hold their block (ncu, REDDIT N = 128: 25 of
-    /// k8w's 36 possible warps per SM active vs 29.7 of k8's 32), so one item per block: k8o (10
-    /// blocks per SM) was 3–23 % faster than k8w, and k8sc (12 blocks) 4–8 % faster than k8o.
-    /// Over a few waves the wave split balances the warp items: k8wsc was 3–10 % faster than k8w
-    /// on c-62, copter2, PROTEINS, mdual and xenon1 (N ≥ 256). Below 4 panels per SM (rajat01,
-    /// BlogCatalog and the launch-floor matrices) it was within ±3 % of k8w or slower (mbeacxc
-    /// +4–5 %; its record shuffles and the epilogue's second work-item read are dependent steps a
-    /// short walk cannot hide), so they keep k8w, as the untuned model's picks there did.
+    /// Why (H200, docs/kernels/hrpb.md v6, same-process times): the tight walk with one work
+    /// item per thread block (k8t) was up to 16 % faster than the kernels this rule gave before
+    /// (k8sc from 4 waves of whole panels, k8wsc from 4 panels per SM, k8w below; geomean ×1.043
+    /// with k8w kept below one panel per SM); k8ts (k8t without the pre-scale launch) was 7–45 %
+    /// faster than k8t on the small split matrices (cora, citeseer, rajat01, west0067) and 0–13 %
+    /// slower on the large ones (BlogCatalog the most). With k8ts from one panel per SM the
+    /// bench's `hrpb/reorder` rows gave `geomean (hrpb alone)` 1.41× (session 12: 1.34× for the
+    /// same rows). On mbeacxc (31 panels) the tight walks were 20–30 % slower than k8w at
+    /// N ≥ 256, so k8w stays below one panel per SM.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
         let panels = rows.div_ceil(PANEL_ROWS as usize);
         let sms = sm_count.max(1) as usize;
-        if panels >= MANY_PANEL_WAVES * 8 * sms {
-            HrpbMma::K8SC
-        } else if panels >= LEAN_PANELS_PER_SM * sms {
-            HrpbMma::K8WSC
-        } else {
+        let per_sm = panels / sms;
+        if panels < TIGHT_PANELS_PER_SM * sms {
             HrpbMma::K8W
+        } else if WARP_ITEM_PANELS_PER_SM.contains(&per_sm) {
+            HrpbMma::K8WTD
+        } else {
+            HrpbMma::K8TS
         }
+    }
+
+    /// Whether split panels go through the in-kernel flag handshake instead of the pre-scale
+    /// launch (k8ts): the first piece of a split panel (work flags bit 2) stores, the others (a
+    /// later work item, so a thread block dispatched after it) wait for its flag, one per split
+    /// panel and 32 features, set to the launch's number.
+    pub fn syncs_split_panels(self) -> bool {
+        self == HrpbMma::K8TS
     }
 
     /// Work items per thread block.
     pub fn items_per_block(self) -> u32 {
         match self {
-            HrpbMma::K8W | HrpbMma::K8WSC => MAX_WARPS as u32,
+            HrpbMma::K8W | HrpbMma::K8WSC | HrpbMma::K8WTD => MAX_WARPS as u32,
             _ => 1,
         }
     }
@@ -255,24 +313,46 @@ pub fn tiling(n: usize) -> (u32, u32) {
     (warps as u32, tiles.min(u32::MAX as usize) as u32)
 }
 
-/// Work items `{panel, brick_begin, brick_end, flags}` (flags bit 0: split, added with atomics)
-/// and the split panels, from a [`WaveSplit`] over the panels' brick counts.
-pub fn work_items(panel_bricks: &[u32], split: &WaveSplit) -> (Vec<u32>, Vec<u32>) {
+/// Work items `{panel, brick_begin, brick_end, flags}` and the split panels, from a [`WaveSplit`]
+/// over the panels' brick counts. flags bit 0: a piece of a split panel (added with atomics after
+/// the pre-scale, or after the first piece's flag with [`HrpbMma::syncs_split_panels`]); bit 2:
+/// that panel's first piece; bits 3..: the panel's slot in the returned list of split panels.
+/// Errors when a split panel's pieces do not start with its first one (the flag handshake needs
+/// the first piece earlier in the list) or there are 2^29 split panels or more.
+pub fn work_items(
+    panel_bricks: &[u32],
+    split: &WaveSplit,
+) -> Result<(Vec<u32>, Vec<u32>), GpuError> {
     let mut items = Vec::with_capacity(4 * split.panels.len());
     let mut split_panels = Vec::new();
+    let mut slots = std::collections::HashMap::new();
     for v in &split.panels {
         let base = panel_bricks[v.panel as usize];
-        items.extend_from_slice(&[
-            v.panel,
-            base + v.block_begin,
-            base + v.block_end,
-            u32::from(v.atomic),
-        ]);
-        if v.atomic && v.block_begin == 0 {
-            split_panels.push(v.panel);
-        }
+        let flags = if v.atomic {
+            let slot = if v.block_begin == 0 {
+                slots.insert(v.panel, split_panels.len());
+                split_panels.push(v.panel);
+                split_panels.len() - 1
+            } else {
+                *slots.get(&v.panel).ok_or_else(|| {
+                    GpuError::Invalid(format!(
+                        "split panel {} does not start with its first piece",
+                        v.panel
+                    ))
+                })?
+            };
+            if slot >= 1 << 29 {
+                return Err(GpuError::Invalid(format!(
+                    "{slot} split panels exceed the work flags"
+                )));
+            }
+            1 | (u32::from(v.block_begin == 0) << 2) | ((slot as u32) << 3)
+        } else {
+            0
+        };
+        items.extend_from_slice(&[v.panel, base + v.block_begin, base + v.block_end, flags]);
     }
-    (items, split_panels)
+    Ok((items, split_panels))
 }
 
 /// Pads a work list to a multiple of `per_block` items for a kernel with several items per thread
@@ -288,6 +368,9 @@ struct DeviceWork {
     items: CudaSlice<u32>,
     count: usize,
     split: SplitRows,
+    /// k8ts: one flag per split panel and 32 features (zeros at first), and the number of the last
+    /// launch (flags hold earlier numbers; at the wrap to 0 they are zeroed again).
+    sync: Mutex<(CudaSlice<u32>, u32)>,
     /// The split it was built from (numbers of Eq. 6–7).
     wave: WaveSplit,
 }
@@ -501,17 +584,28 @@ impl HrpbSpmm {
                     .map_err(|e| GpuError::Invalid(e.to_string()))?
             }
         };
-        let (mut items, split_panels) = work_items(&self.panel_bricks, &wave);
+        let (mut items, split_panels) = work_items(&self.panel_bricks, &wave)?;
         if self.mma.warp_items() {
             pad_warp_items(&mut items, self.mma.items_per_block());
         }
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
         }
+        // Flags of k8ts: split panels × 32-feature slices (⌈n/32⌉ ≤ 4 · tiles for every width
+        // with these tiles); one word for the other kernels, which never read it.
+        let flags = if self.mma.syncs_split_panels() {
+            split_panels
+                .len()
+                .checked_mul(4 * tiles as usize)
+                .ok_or_else(|| GpuError::Invalid("too many split-panel flags".into()))?
+        } else {
+            0
+        };
         let w = Arc::new(DeviceWork {
             items: upload_nonempty(&self.gpu, &items)?,
             count: items.len() / 4,
             split: SplitRows::upload(&self.gpu, &split_panels)?,
+            sync: Mutex::new((self.gpu.alloc_zeros::<u32>(flags.max(1))?, 0)),
             wave,
         });
         *slot = Some((key, w.clone()));
@@ -559,11 +653,24 @@ impl HrpbSpmm {
             )));
         }
         let work = self.device_work(n)?;
-        // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their ids are
-        // panels < ⌈m/16⌉ (from the split of this matrix's panels) and (m−1)·ldc + n ≤ c.len()
-        // was checked above.
-        work.split
-            .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
+        let mut sync = work.sync.lock().unwrap_or_else(|p| p.into_inner());
+        let epoch = if self.mma.syncs_split_panels() {
+            // This launch's number (never 0, the flags' initial value); at the wrap the flags are
+            // zeroed again so that no flag can hold a number of this round.
+            sync.1 = sync.1.wrapping_add(1);
+            if sync.1 == 0 {
+                self.gpu.stream().memset_zeros(&mut sync.0)?;
+                sync.1 = 1;
+            }
+            sync.1
+        } else {
+            // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their
+            // ids are panels < ⌈m/16⌉ (from the split of this matrix's panels) and
+            // (m−1)·ldc + n ≤ c.len() was checked above.
+            work.split
+                .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
+            0
+        };
         let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
         let stream = self.gpu.stream();
         let (b_ptr, _b_sync) = b.device_ptr(stream);
@@ -588,7 +695,9 @@ impl HrpbSpmm {
             .arg(&n32)
             .arg(&alpha)
             .arg(&beta)
-            .arg(&flags);
+            .arg(&flags)
+            .arg(&sync.0)
+            .arg(&epoch);
         // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
         // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)
         // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
@@ -605,7 +714,11 @@ impl HrpbSpmm {
         // padding skipped); B reads are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are
         // not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked.
         // (4) Split panels were pre-scaled on the same stream just before, so the atomic adds land
-        // on β·C.
+        // on β·C; or (k8ts) their first piece stores and publishes `epoch` in its flag, whose
+        // index slot · ⌈n/32⌉ + f0/32 is < split panels · 4 · tiles (the buffer's length, slot
+        // from work_items), and the other pieces add only after reading it; the flags are
+        // private to this work list, held locked until the launch is enqueued, and launches are
+        // ordered on the one stream.
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
@@ -685,7 +798,7 @@ mod tests {
         let pb = [0u32, 0, 12, 15];
         let counts = [0u32, 12, 3];
         let s = tcsparse_planner::wave::wave_split(&counts, 1, 1).unwrap();
-        let (items, split) = work_items(&pb, &s);
+        let (items, split) = work_items(&pb, &s).unwrap();
         assert_eq!(
             split,
             s.panels
@@ -708,14 +821,26 @@ mod tests {
         // Capped at 5 bricks: panel 1 in 3 pieces of 4, panel 2 whole; every brick once.
         let c = capped_panels(&counts, 1, 5);
         assert_eq!(c.split_panels, 1);
-        let (items, split) = work_items(&pb, &c);
+        let (items, split) = work_items(&pb, &c).unwrap();
         assert_eq!(split, [1]);
         let pieces: Vec<(u32, u32)> = items.chunks(4).map(|it| (it[1], it[2])).collect();
         assert_eq!(pieces, [(0, 0), (0, 4), (4, 8), (8, 12), (12, 15)]);
+        // Flags: the split panel's first piece 1 | 4 (slot 0), its others 1; whole panels 0.
+        let flags: Vec<u32> = items.chunks(4).map(|it| it[3]).collect();
+        assert_eq!(flags, [0, 5, 1, 1, 0]);
+        // A second split panel gets slot 1; a piece before its panel's first is an error.
+        let two = capped_panels(&[5, 12, 3], 1, 4);
+        let (items, split) = work_items(&[0, 5, 17, 20], &two).unwrap();
+        assert_eq!(split, [0, 1]);
+        let flags: Vec<u32> = items.chunks(4).map(|it| it[3]).collect();
+        assert_eq!(flags, [5, 1, 4 | 8 | 1, 8 | 1, 8 | 1, 0]);
+        let mut bad = two.clone();
+        bad.panels.swap(2, 3);
+        assert!(work_items(&[0, 5, 17, 20], &bad).is_err());
         assert_eq!(capped_panels(&counts, 1, 0).panels.len(), 1 + 12 + 3);
         // No split: one item per panel.
         let w = whole_panels(&counts, 2);
-        let (items, split) = work_items(&pb, &w);
+        let (items, split) = work_items(&pb, &w).unwrap();
         assert_eq!(items.len(), 12);
         assert!(split.is_empty());
     }
@@ -725,7 +850,7 @@ mod tests {
         // 5 pieces (the capped split above): padded to 8, the 3 extra skipped (flags bit 1), the
         // real ones untouched; a list already a multiple of 4 items (or empty) is left alone.
         let pb = [0u32, 0, 12, 15];
-        let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5));
+        let (mut items, _) = work_items(&pb, &capped_panels(&[0, 12, 3], 1, 5)).unwrap();
         let before = items.clone();
         let mut pairs = items.clone();
         pad_warp_items(&mut pairs, 2);
@@ -750,18 +875,23 @@ mod tests {
         assert_eq!(HrpbMma::K8.launch_shape(1000), (4, 8, 1));
         assert_eq!(HrpbMma::K8D4.launch_shape(8), (1, 1, 1));
         assert_eq!(HrpbMma::K8O.launch_shape(1000), (4, 8, 1));
-        // The untuned choice: k8o from 4 waves of whole panels (132 SMs: 4224 panels) up.
-        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8SC); // REDDIT-BINARY
-        assert_eq!(HrpbMma::for_rows(258_569, 132), HrpbMma::K8SC); // mdual
-        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8SC);
-        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WSC);
-        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WSC); // copter2
-        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8WSC); // cage10
-        assert_eq!(HrpbMma::for_rows(16 * 528, 132), HrpbMma::K8WSC);
-        assert_eq!(HrpbMma::for_rows(16 * 528 - 16, 132), HrpbMma::K8W);
-        assert_eq!(HrpbMma::for_rows(6_833, 132), HrpbMma::K8W); // rajat01
-        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8W); // BlogCatalog
+        // The untuned choice: k8ts from one panel per SM (132 SMs: 132 panels) up, k8wtd from 16
+        // to 32 panels per SM (2112 ≤ panels < 4224).
+        assert_eq!(HrpbMma::for_rows(859_254, 132), HrpbMma::K8TS); // REDDIT-BINARY
+        assert_eq!(HrpbMma::for_rows(55_476, 132), HrpbMma::K8WTD); // copter2
+        assert_eq!(HrpbMma::for_rows(43_471, 132), HrpbMma::K8WTD); // PROTEINS_full
+        assert_eq!(HrpbMma::for_rows(16 * 4224, 132), HrpbMma::K8TS);
+        assert_eq!(HrpbMma::for_rows(16 * 4224 - 16, 132), HrpbMma::K8WTD);
+        assert_eq!(HrpbMma::for_rows(16 * 2112, 132), HrpbMma::K8WTD);
+        assert_eq!(HrpbMma::for_rows(16 * 2112 - 16, 132), HrpbMma::K8TS);
+        assert_eq!(HrpbMma::for_rows(11_397, 132), HrpbMma::K8TS); // cage10
+        assert_eq!(HrpbMma::for_rows(5_196, 132), HrpbMma::K8TS); // BlogCatalog
+        assert_eq!(HrpbMma::for_rows(2_708, 132), HrpbMma::K8TS); // cora
+        assert_eq!(HrpbMma::for_rows(16 * 132, 132), HrpbMma::K8TS);
+        assert_eq!(HrpbMma::for_rows(16 * 132 - 16, 132), HrpbMma::K8W);
+        assert_eq!(HrpbMma::for_rows(496, 132), HrpbMma::K8W); // mbeacxc
         assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
+        assert!(HrpbMma::K8TS.syncs_split_panels() && !HrpbMma::K8T.syncs_split_panels());
         assert_eq!(HrpbMma::K8WSC.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8SC.launch_shape(1000), (4, 8, 1));
     }

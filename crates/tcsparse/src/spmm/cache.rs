@@ -315,6 +315,9 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 HrpbMma::K8O => 4,
                 HrpbMma::K8SC => 5,
                 HrpbMma::K8WSC => 6,
+                HrpbMma::K8T => 7,
+                HrpbMma::K8TS => 8,
+                HrpbMma::K8WTD => 9,
             };
             let (tag, x) = match split {
                 HrpbSplit::None => (0, 0),
@@ -484,6 +487,9 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 4 => HrpbMma::K8O,
                 5 => HrpbMma::K8SC,
                 6 => HrpbMma::K8WSC,
+                7 => HrpbMma::K8T,
+                8 => HrpbMma::K8TS,
+                9 => HrpbMma::K8WTD,
                 _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
             };
             let split = match tag {

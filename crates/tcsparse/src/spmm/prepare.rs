@@ -1159,7 +1159,7 @@ mod tests {
 
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
-        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8sc, the split kept; copter2 (3.5 k): k8wsc.
+        // REDDIT-BINARY (53.7 k panels on 132 SMs): k8ts, copter2 (3.5 k): k8wtd; the split kept.
         let wave = |mma| ExecKernel::Hrpb {
             mma,
             split: HrpbSplit::Wave,
@@ -1167,13 +1167,13 @@ mod tests {
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
             model_kernel(&hrpb, 859_254, 1_991_016, None, Some(0.3), 132),
-            wave(HrpbMma::K8SC)
+            wave(HrpbMma::K8TS)
         );
         assert_eq!(
             model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
-            wave(HrpbMma::K8WSC)
+            wave(HrpbMma::K8WTD)
         );
-        // The launch-floor rule takes the same shape (cora: few panels → k8w).
+        // The launch-floor rule takes the same shape (cora: 170 panels → k8ts).
         assert_eq!(
             model_kernel(
                 &plan(KernelChoice::Cusparse),
@@ -1183,7 +1183,7 @@ mod tests {
                 Some(0.067),
                 132
             ),
-            wave(HrpbMma::K8W)
+            wave(HrpbMma::K8TS)
         );
     }
 

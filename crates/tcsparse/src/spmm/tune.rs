@@ -50,16 +50,19 @@ enum Candidate {
 }
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
-/// leaves short panels whole), the per-warp k8wsc first (k8w's warp items on the lean walk with
-/// coalesced B rows, 12 blocks per SM: 1.137× cuSPARSE geomean on the shared datasets against
-/// k8w's 1.096×, same process, docs/kernels/hrpb.md v5), then k8sc (the same walk per thread
-/// block, 4-9 % faster than k8o on REDDIT-BINARY and NotreDame_www), k8 and k8d4; panels whole
-/// without a cap lost everywhere in session 9's bench; k4 timed 0.96-1.06 × k8.
+/// leaves short panels whole), the tight walk first (k8ts: one work item per thread block, split
+/// panels without a pre-scale launch: 1.250× cuSPARSE geomean on the shared datasets against
+/// k8wsc's 1.139×, same process, docs/kernels/hrpb.md v6), then k8t (the same walk with the
+/// pre-scale: 6–13 % faster than k8ts on BlogCatalog, and faster than k8sc on every large
+/// dataset), k8wtd (the tight walk with warp items and k8w's B gather: 1–9 % faster than k8t on
+/// copter2 and xenon1) and k8wsc (v5's lean warp-item walk); k8sc, k8 and k8d4 timed slower than
+/// these in sessions 11–13, panels whole without a cap lost everywhere in session 9's bench; k4
+/// timed 0.96-1.06 × k8.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
+    (HrpbMma::K8TS, HrpbSplit::Wave),
+    (HrpbMma::K8T, HrpbSplit::Wave),
+    (HrpbMma::K8WTD, HrpbSplit::Wave),
     (HrpbMma::K8WSC, HrpbSplit::Wave),
-    (HrpbMma::K8SC, HrpbSplit::Wave),
-    (HrpbMma::K8, HrpbSplit::Wave),
-    (HrpbMma::K8D4, HrpbSplit::Wave),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
@@ -238,7 +241,7 @@ impl Tuning<'_> {
     }
 }
 
-/// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (warp items) split at
+/// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (k8ts) split at
 /// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
 /// HRPB cannot be built for `a` or no candidate came close to the best so far).
 fn tune_hrpb(
@@ -254,8 +257,8 @@ fn tune_hrpb(
     };
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    // The cap is the first kernel's (dev runs it here; warp items): its resident units are
-    // warps, not thread blocks.
+    // The cap is the first kernel's (dev runs it here; k8ts, one work item per thread block):
+    // its resident units are thread blocks (warps for a warp-item kernel).
     let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
     let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
     let names: Vec<String> = configs
