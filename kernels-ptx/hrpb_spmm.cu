@@ -40,8 +40,8 @@
 // k8sc / k8wsc (v5, one item per TB / warp items) are the lean walk at 12 blocks per SM with B
 // gathered a row per quarter warp: see hrpb_spmm_lean below. k8t / k8wtd (v6) are the tight walk
 // (hrpb_spmm_tight) at 10 blocks per SM; k8ts is k8t whose split panels are not pre-scaled: the
-// first piece stores and publishes a flag (`sync`, `epoch`: see finish), the others wait for it.
-// Every entry takes `sync` and `epoch`; only k8ts reads them.
+// first piece stores and publishes a flag (`sync`, `slots`: see finish), the others wait for it.
+// Every entry takes `sync` and `slots`; only k8ts reads them.
 // Pipeline: a step is 2 bricks; the loads of step s + 1 (metadata, B rows, values) are issued before
 // the MMAs of step s. No shared memory, no barriers (the row-tile kernels' lesson on the H200: a
 // shared-memory B cache costs more occupancy than it saves L2 bytes).
@@ -198,8 +198,8 @@ __device__ __forceinline__ void store_c(float* __restrict__ c, u32 ldc, u32 m, u
     const u32 *__restrict__ work, const u32 *__restrict__ bricks,                             \
         const float *__restrict__ values, const float *__restrict__ b, u32 ldb,               \
         float *__restrict__ c, u32 ldc, u32 m, u32 n, float alpha, float beta, u32 flags,       \
-        u32 *__restrict__ sync, u32 epoch
-#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags, sync, epoch
+        u32 *__restrict__ sync, u32 slots
+#define HRPB_ARGS work, bricks, values, b, ldb, c, ldc, m, n, alpha, beta, flags, sync, slots
 
 // One warp's work: its item (panel, brick range, split flag) and its 32 features [f0, f0 + 32).
 struct WarpItem {
@@ -441,20 +441,30 @@ __device__ __forceinline__ u32 lean_records(const u32* __restrict__ bricks, u32 
 // The end of a lean or tight walk: the item read again (a few cached words) instead of held
 // through the walk, and lane (g, t)'s accumulators to C.
 // SYNC (k8ts): a split panel is not pre-scaled. Its first piece (work flags bit 2) writes
-// alpha * acc + beta * C with plain stores and then publishes `epoch` in its flag (sync[slot *
-// slices + f0 / 32], slot = flags >> 3, slices = ceil(n / 32)); every other piece waits for that
-// flag before it adds with atomics. The first piece's work item comes earlier in the list, so its
-// thread block (or warp, for warp items) was dispatched before any waiter's (blocks start in
-// index order, the assumption of decoupled look-back scans); a waiter waits only after its walk.
-// The host numbers launches (`epoch`, never 0), so flags need no reset between launches.
+// alpha * acc + beta * C with plain stores and then sets its flag to 1; every other piece (a
+// waiter) waits for that flag before it adds with atomics, then counts itself, and the last
+// waiter of the (panel, 32 features) pair sets flag and count back to 0. `sync` holds, for
+// `slots` split panels and S = ceil(n / 32) slices: the waiters per panel (sync[slot], written
+// by the host), then the flags (sync[slots + slot * S + f0 / 32]), then the counts (the flags'
+// index + slots * S). Every launch thus leaves them as it found them (zero), so launches need
+// no host-side state and a captured CUDA graph may replay one. The first piece's work item comes
+// earlier in the list, so its thread block (or warp, for warp items) was dispatched before any
+// waiter's (blocks start in index order, the assumption of decoupled look-back scans); a waiter
+// waits only after its walk.
 template <int IPB, bool SYNC>
 __device__ __forceinline__ void finish(HRPB_PARAMS, u32 lane, const float (&acc)[4][4]) {
     WarpItem it;
     warp_item<IPB, true>(work, n, it);
     bool add = it.split;
     u32* flag = nullptr;
+    u32* count = nullptr;
+    u32 waiters = 0;
     if (SYNC && it.split) {
-        flag = sync + (u64)(it.wflags >> 3) * ((n + 31) >> 5) + (u32)(it.f0 >> 5);
+        const u64 slices = (n + 31) >> 5;
+        const u32 slot = it.wflags >> 3;
+        waiters = __ldg(sync + slot);
+        flag = sync + slots + slot * slices + (u32)(it.f0 >> 5);
+        count = flag + slots * slices;
         if (it.wflags & 4u) {
             add = false;  // the first piece stores
         } else {
@@ -462,7 +472,7 @@ __device__ __forceinline__ void finish(HRPB_PARAMS, u32 lane, const float (&acc)
                 u32 v;
                 for (;;) {
                     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-                    if (v == epoch) break;
+                    if (v != 0) break;
                     __nanosleep(64);
                 }
             }
@@ -471,11 +481,20 @@ __device__ __forceinline__ void finish(HRPB_PARAMS, u32 lane, const float (&acc)
     }
     store_c(c, ldc, m, n, alpha, beta, add, (flags >> 1) & 1u, it.panel, it.f0, lane & 3,
             lane >> 2, acc);
-    if (SYNC && it.split && !add) {
+    if (SYNC && it.split) {
         __syncwarp();
         if (lane == 0) {
-            __threadfence();
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(epoch) : "memory");
+            if (!add) {
+                // (No waiter: nothing to publish, and nobody would reset the flag.)
+                if (waiters != 0) {
+                    __threadfence();
+                    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
+                }
+            } else if (atomicAdd(count, 1u) + 1 == waiters) {
+                // Every waiter has read the flag: back to zero for the next launch.
+                *count = 0;
+                asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(0u) : "memory");
+            }
         }
     }
 }

@@ -126,6 +126,15 @@ fn hrpb_kernels_match_reference() {
                         worst =
                             worst.max(check(&gpu, &format!("{what}/β≠0"), &a, &dev, n, -0.5, 0.75));
                     }
+                    if mma.syncs_split_panels() {
+                        // The split panels' hand-off leaves its flags and counts at zero for
+                        // the next launch (a captured graph's replay included).
+                        let (slots, set) = dev.split_handoff_state(n).unwrap();
+                        assert_eq!(
+                            set, 0,
+                            "{what}: {set} hand-off words left set ({slots} split panels)"
+                        );
+                    }
                 }
                 if name == "hubs" && split == HrpbSplit::Wave {
                     let s = dev.wave_split(128).unwrap();

@@ -80,7 +80,7 @@ const PARAMS: &[ParamKind] = &[
     ParamKind::F32, // beta
     ParamKind::U32, // flags
     ParamKind::Ptr, // sync   (u32 flags of split panels, k8ts)
-    ParamKind::U32, // epoch  (this launch's number, k8ts)
+    ParamKind::U32, // slots  (split panels, k8ts: the layout of `sync`)
 ];
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
@@ -363,14 +363,32 @@ pub fn pad_warp_items(items: &mut Vec<u32>, per_block: u32) {
     }
 }
 
+/// For each of the `slots` split panels of a work list (`work_items`), its waiters: the pieces
+/// other than its first (which every other piece waits for under k8ts).
+pub fn split_waiters(items: &[u32], slots: usize) -> Vec<u32> {
+    let mut waiters = vec![0u32; slots];
+    for it in items.chunks_exact(4) {
+        let flags = it[3];
+        if flags & 1 == 1
+            && flags & 4 == 0
+            && let Some(w) = waiters.get_mut((flags >> 3) as usize)
+        {
+            *w += 1;
+        }
+    }
+    waiters
+}
+
 /// A work list on the device.
 struct DeviceWork {
     items: CudaSlice<u32>,
     count: usize,
     split: SplitRows,
-    /// k8ts: one flag per split panel and 32 features (zeros at first), and the number of the last
-    /// launch (flags hold earlier numbers; at the wrap to 0 they are zeroed again).
-    sync: Mutex<(CudaSlice<u32>, u32)>,
+    /// k8ts: the waiters (pieces but the first) of each split panel, then a flag and a count per
+    /// split panel and 32 features, zero between launches (every launch leaves them so).
+    sync: CudaSlice<u32>,
+    /// Split panels (the length of the waiter region of `sync`).
+    slots: u32,
     /// The split it was built from (numbers of Eq. 6–7).
     wave: WaveSplit,
 }
@@ -550,6 +568,23 @@ impl HrpbSpmm {
         Ok(self.device_work(n)?.wave.clone())
     }
 
+    /// k8ts's hand-off state at width `n` after the launches queued so far (waits for the
+    /// stream): `(split panels, nonzero flag or count words)`. Every launch must leave the second
+    /// at 0 (its last waiters reset what its first pieces set); for tests.
+    #[doc(hidden)]
+    pub fn split_handoff_state(&self, n: usize) -> Result<(u32, usize), GpuError> {
+        let work = self.device_work(n)?;
+        let words = self.gpu.download(&work.sync)?;
+        let slots = work.slots as usize;
+        let set = words
+            .get(slots..)
+            .unwrap_or(&[])
+            .iter()
+            .filter(|&&w| w != 0)
+            .count();
+        Ok((work.slots, set))
+    }
+
     fn device_work(&self, n: usize) -> Result<Arc<DeviceWork>, GpuError> {
         let (warps, tiles, _) = self.mma.launch_shape(n);
         let key = (tiles, warps);
@@ -591,21 +626,30 @@ impl HrpbSpmm {
         if items.len() / 4 >= i32::MAX as usize {
             return Err(GpuError::Invalid("too many virtual panels".into()));
         }
-        // Flags of k8ts: split panels × 32-feature slices (⌈n/32⌉ ≤ 4 · tiles for every width
-        // with these tiles); one word for the other kernels, which never read it.
-        let flags = if self.mma.syncs_split_panels() {
-            split_panels
+        // k8ts: the waiters of each split panel, then its flags and counts per 32-feature slice
+        // (⌈n/32⌉ ≤ 4 · tiles for every width with these tiles); one word for the other kernels,
+        // which never read it.
+        let sync = if self.mma.syncs_split_panels() {
+            let words = split_panels
                 .len()
-                .checked_mul(4 * tiles as usize)
-                .ok_or_else(|| GpuError::Invalid("too many split-panel flags".into()))?
+                .checked_mul(8 * tiles as usize)
+                .and_then(|w| w.checked_add(split_panels.len()))
+                .filter(|&w| w < u32::MAX as usize)
+                .ok_or_else(|| GpuError::Invalid("too many split-panel flags".into()))?;
+            let mut v = vec![0u32; words];
+            for (w, p) in v.iter_mut().zip(split_waiters(&items, split_panels.len())) {
+                *w = p;
+            }
+            v
         } else {
-            0
+            vec![0]
         };
         let w = Arc::new(DeviceWork {
             items: upload_nonempty(&self.gpu, &items)?,
             count: items.len() / 4,
             split: SplitRows::upload(&self.gpu, &split_panels)?,
-            sync: Mutex::new((self.gpu.alloc_zeros::<u32>(flags.max(1))?, 0)),
+            sync: self.gpu.upload(&sync)?,
+            slots: split_panels.len() as u32,
             wave,
         });
         *slot = Some((key, w.clone()));
@@ -653,24 +697,13 @@ impl HrpbSpmm {
             )));
         }
         let work = self.device_work(n)?;
-        let mut sync = work.sync.lock().unwrap_or_else(|p| p.into_inner());
-        let epoch = if self.mma.syncs_split_panels() {
-            // This launch's number (never 0, the flags' initial value); at the wrap the flags are
-            // zeroed again so that no flag can hold a number of this round.
-            sync.1 = sync.1.wrapping_add(1);
-            if sync.1 == 0 {
-                self.gpu.stream().memset_zeros(&mut sync.0)?;
-                sync.1 = 1;
-            }
-            sync.1
-        } else {
+        if !self.mma.syncs_split_panels() {
             // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their
             // ids are panels < ⌈m/16⌉ (from the split of this matrix's panels) and
             // (m−1)·ldc + n ≤ c.len() was checked above.
             work.split
                 .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
-            0
-        };
+        }
         let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
         let stream = self.gpu.stream();
         let (b_ptr, _b_sync) = b.device_ptr(stream);
@@ -696,8 +729,8 @@ impl HrpbSpmm {
             .arg(&alpha)
             .arg(&beta)
             .arg(&flags)
-            .arg(&sync.0)
-            .arg(&epoch);
+            .arg(&work.sync)
+            .arg(&work.slots);
         // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
         // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)
         // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
@@ -714,11 +747,12 @@ impl HrpbSpmm {
         // padding skipped); B reads are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are
         // not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked.
         // (4) Split panels were pre-scaled on the same stream just before, so the atomic adds land
-        // on β·C; or (k8ts) their first piece stores and publishes `epoch` in its flag, whose
-        // index slot · ⌈n/32⌉ + f0/32 is < split panels · 4 · tiles (the buffer's length, slot
-        // from work_items), and the other pieces add only after reading it; the flags are
-        // private to this work list, held locked until the launch is enqueued, and launches are
-        // ordered on the one stream.
+        // on β·C; or (k8ts) their first piece stores and then sets its flag, and the other
+        // pieces add only after reading it. `sync` holds `slots` waiter counts, then the flags
+        // and counts at slots + slot · ⌈n/32⌉ + f0/32 (+ slots · ⌈n/32⌉), all < slots · (1 + 8 ·
+        // tiles), its length (slot < slots from work_items, ⌈n/32⌉ ≤ 4 · tiles). The last waiter
+        // of a flag zeroes it and its count, so every launch finds them zero (launches are
+        // ordered on the one stream; the buffer is private to this work list).
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
@@ -892,6 +926,38 @@ mod tests {
         assert_eq!(HrpbMma::for_rows(496, 132), HrpbMma::K8W); // mbeacxc
         assert_eq!(HrpbMma::for_rows(0, 0), HrpbMma::K8W);
         assert!(HrpbMma::K8TS.syncs_split_panels() && !HrpbMma::K8T.syncs_split_panels());
+        // Panel 0 whole; panel 1 in three pieces (slot 0), panel 2 in two (slot 1); padding.
+        let items = [
+            0,
+            0,
+            4,
+            0, //
+            1,
+            4,
+            6,
+            1 | 4, //
+            1,
+            6,
+            8,
+            1, //
+            1,
+            8,
+            9,
+            1, //
+            2,
+            9,
+            10,
+            1 | 4 | (1 << 3), //
+            2,
+            10,
+            12,
+            1 | (1 << 3), //
+            0,
+            0,
+            0,
+            2,
+        ];
+        assert_eq!(split_waiters(&items, 2), [2, 1]);
         assert_eq!(HrpbMma::K8WSC.launch_shape(1000), (4, 32, 4));
         assert_eq!(HrpbMma::K8SC.launch_shape(1000), (4, 8, 1));
     }
