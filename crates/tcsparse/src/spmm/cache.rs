@@ -3,7 +3,8 @@
 //! the same options, N, device and library version skips reordering and tuning.
 //!
 //! Key = SHA-256 over a domain tag, the library version, the matrix's pattern checksum
-//! ([`pattern_checksum`]: BLAKE3 of its shape, row offsets and column indices, in parallel), the
+//! ([`pattern_checksum`]: an XXH3-128 tree over its shape, row offsets and column indices, in
+//! parallel), the
 //! options (all but `cache_dir`), N and the device (backend, GPU name, SM count, compute
 //! capability, planner preset). The values are not part of the key: nothing stored depends on
 //! them (permutation, kernel, block counts and skeleton follow the pattern; a hit builds its
@@ -76,38 +77,63 @@ pub(crate) struct PlanEntry {
     pub note: String,
 }
 
-/// BLAKE3 of the matrix's sparsity pattern: its shape, row offsets and column indices (their
-/// little-endian bytes), hashed on all cores by BLAKE3's tree mode: the same digest on any thread
-/// count. The values are left out (what the plan cache stores depends only on the pattern), which
-/// also halves the bytes read for f32 values (R-MAT scale 20: 49 of 94 MB).
-pub fn pattern_checksum(a: &Csr) -> [u8; 32] {
-    let mut h = blake3::Hasher::new();
-    h.update(b"tcsparse pattern checksum v1");
+/// Bytes per leaf of [`pattern_checksum`]'s tree.
+const PATTERN_LEAF_BYTES: usize = 1 << 20;
+
+/// A 128-bit digest of the matrix's sparsity pattern: its shape, row offsets and column indices
+/// (their little-endian bytes), as a tree of XXH3-128 hashes: every 1 MiB leaf of each array
+/// hashed on its own, on all cores, then the leaves' digests with the lengths. The same digest on
+/// any thread count. The values are left out: what the plan cache stores depends only on the
+/// pattern.
+///
+/// Not a cryptographic hash, on purpose: it names a cache entry, and an entry found under the
+/// name of another pattern can only give a valid plan for the wrong matrix (its permutation,
+/// kernel and skeleton are checked against the matrix on load, and a hit builds its layout from
+/// the matrix it is given), never a wrong product. XXH3 hashes at memory speed; BLAKE3 took 4.5 of
+/// R-MAT scale 20's 6.3 ms cache hit, beside the matrix's upload (the entry's own payload keeps
+/// its BLAKE3 checksum against corruption).
+pub fn pattern_checksum(a: &Csr) -> [u8; 16] {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(b"tcsparse pattern checksum v2 (xxh3-128 tree of 1 MiB leaves)");
     for v in [a.rows(), a.cols(), a.nnz()] {
         h.update(&(v as u64).to_le_bytes());
     }
     let indptr = a.indptr();
-    hash_le(&mut h, indptr.raw_storage());
-    hash_le(&mut h, a.indices());
-    h.finalize().into()
-}
-
-/// Appends the length of `x` and its elements' little-endian bytes to `h`.
-fn hash_le<T: bytemuck::Pod>(h: &mut blake3::Hasher, x: &[T]) {
-    h.update(&(x.len() as u64).to_le_bytes());
-    if cfg!(target_endian = "little") {
-        h.update_rayon(bytemuck::cast_slice(x));
-    } else {
-        // (Each element's bytes reversed, a chunk at a time through one buffer.)
-        let mut buf = Vec::new();
-        for chunk in x.chunks(1 << 14) {
-            buf.clear();
-            for e in chunk {
-                buf.extend(bytemuck::bytes_of(e).iter().rev());
-            }
-            h.update(&buf);
+    for leaves in [
+        leaf_digests(indptr.raw_storage()),
+        leaf_digests(a.indices()),
+    ] {
+        h.update(&(leaves.len() as u64).to_le_bytes());
+        for d in leaves {
+            h.update(&d.to_le_bytes());
         }
     }
+    h.digest128().to_le_bytes()
+}
+
+/// XXH3-128 of every [`PATTERN_LEAF_BYTES`] leaf of `x`'s little-endian bytes (the last one
+/// shorter), the leaves hashed in parallel, then `x`'s byte length as a last entry.
+fn leaf_digests<T: bytemuck::Pod + Sync>(x: &[T]) -> Vec<u128> {
+    use rayon::prelude::*;
+    use xxhash_rust::xxh3::xxh3_128;
+    let mut leaves: Vec<u128> = if cfg!(target_endian = "little") {
+        let bytes: &[u8] = bytemuck::cast_slice(x);
+        bytes.par_chunks(PATTERN_LEAF_BYTES).map(xxh3_128).collect()
+    } else {
+        // (Each element's bytes reversed, a leaf at a time.)
+        let per = (PATTERN_LEAF_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+        x.par_chunks(per)
+            .map(|c| {
+                let b: Vec<u8> = c
+                    .iter()
+                    .flat_map(|e| bytemuck::bytes_of(e).iter().rev().copied())
+                    .collect();
+                xxh3_128(&b)
+            })
+            .collect()
+    };
+    leaves.push(std::mem::size_of_val(x) as u128);
+    leaves
 }
 
 /// The cache entry of one (matrix, options, device) triple.
