@@ -601,15 +601,17 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
-#define SPMV_CORE_ENTRY(NAME, F16)                                                                 \
+// The entry of an n = 1 walk whose body takes no x segment width nor n (core, corew, lane):
+// `SPMV_N1_WALK_ENTRY(name, body<template arguments>)`.
+#define SPMV_N1_WALK_ENTRY(NAME, ...)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_core_body<F16>(SPMV_WALK_BODY_ARGS);                                                  \
+        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
     }
 
-SPMV_CORE_ENTRY(spmv_core_f16, 1)
-SPMV_CORE_ENTRY(spmv_core_f32, 0)
+SPMV_N1_WALK_ENTRY(spmv_core_f16, spmv_core_body<1>)
+SPMV_N1_WALK_ENTRY(spmv_core_f32, spmv_core_body<0>)
 
 // ---------------------------------------------------------------------------------------------
 // Variant "warp per half": the warp walks one half's tile-rows; per step its 4 groups take U x 4
@@ -711,17 +713,10 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
-#define SPMV_COREW_ENTRY(NAME, F16, U)                                                             \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        spmv_corew_body<F16, U>(SPMV_WALK_BODY_ARGS);                                              \
-    }
-
-SPMV_COREW_ENTRY(spmv_corew1_f16, 1, 1)
-SPMV_COREW_ENTRY(spmv_corew1_f32, 0, 1)
-SPMV_COREW_ENTRY(spmv_corew2_f16, 1, 2)
-SPMV_COREW_ENTRY(spmv_corew2_f32, 0, 2)
+SPMV_N1_WALK_ENTRY(spmv_corew1_f16, spmv_corew_body<1, 1>)
+SPMV_N1_WALK_ENTRY(spmv_corew1_f32, spmv_corew_body<0, 1>)
+SPMV_N1_WALK_ENTRY(spmv_corew2_f16, spmv_corew_body<1, 2>)
+SPMV_N1_WALK_ENTRY(spmv_corew2_f32, spmv_corew_body<0, 2>)
 
 // ---------------------------------------------------------------------------------------------
 // Variant "lane per tile" (v7, n = 1): the warp walks one half's tile-rows; per step lane i takes
@@ -817,15 +812,8 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
-#define SPMV_LANE_ENTRY(NAME, F16)                                                                 \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        spmv_lane_body<F16>(SPMV_WALK_BODY_ARGS);                                                  \
-    }
-
-SPMV_LANE_ENTRY(spmv_lane_f16, 1)
-SPMV_LANE_ENTRY(spmv_lane_f32, 0)
+SPMV_N1_WALK_ENTRY(spmv_lane_f16, spmv_lane_body<1>)
+SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
 
 // ---------------------------------------------------------------------------------------------
 // Set-bit walk for N = 1..8 right-hand sides ("bits"): the `core` layout (group q of warp w takes
