@@ -79,7 +79,7 @@ const PARAMS: &[ParamKind] = &[
     ParamKind::F32, // alpha
     ParamKind::F32, // beta
     ParamKind::U32, // flags
-    ParamKind::Ptr, // sync   (u32 flags of split panels, k8ts)
+    ParamKind::Ptr, // sync   (u32 waiters, flags and counts of split panels, k8ts)
     ParamKind::U32, // slots  (split panels, k8ts: the layout of `sync`)
 ];
 
@@ -260,7 +260,7 @@ impl HrpbMma {
     /// Whether split panels go through the in-kernel flag handshake instead of the pre-scale
     /// launch (k8ts): the first piece of a split panel (work flags bit 2) stores, the others (a
     /// later work item, so a thread block dispatched after it) wait for its flag, one per split
-    /// panel and 32 features, set to the launch's number.
+    /// panel and 32 features, set to 1 and reset to 0 by the panel's last waiter.
     pub fn syncs_split_panels(self) -> bool {
         self == HrpbMma::K8TS
     }
@@ -732,7 +732,7 @@ impl HrpbSpmm {
             .arg(&work.sync)
             .arg(&work.slots);
         // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
-        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32)
+        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32, u32*, u32)
         // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
         // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
         // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
