@@ -383,6 +383,7 @@ pub fn split_waiters(items: &[u32], slots: usize) -> Vec<u32> {
 struct DeviceWork {
     items: CudaSlice<u32>,
     count: usize,
+    /// The split panels and their β pre-scale (none for k8ts, which runs no pre-scale).
     split: SplitRows,
     /// k8ts: the waiters (pieces but the first) of each split panel, then a flag and a count per
     /// split panel and 32 features, zero between launches (every launch leaves them so).
@@ -647,7 +648,14 @@ impl HrpbSpmm {
         let w = Arc::new(DeviceWork {
             items: upload_nonempty(&self.gpu, &items)?,
             count: items.len() / 4,
-            split: SplitRows::upload(&self.gpu, &split_panels)?,
+            split: SplitRows::upload(
+                &self.gpu,
+                if self.mma.syncs_split_panels() {
+                    &[]
+                } else {
+                    &split_panels
+                },
+            )?,
             sync: self.gpu.upload(&sync)?,
             slots: split_panels.len() as u32,
             wave,
