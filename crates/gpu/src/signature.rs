@@ -31,14 +31,12 @@ impl ParamKind {
     }
 }
 
-/// `head` followed by `tail`, for parameter lists that share a prefix or suffix (`N` = the two
-/// lengths together, checked at compile time when used in a `const`).
-pub const fn concat_params<const N: usize>(
-    head: &[ParamKind],
-    tail: &[ParamKind],
-) -> [ParamKind; N] {
+/// `head` followed by `tail`, not both empty (parameter lists that share a prefix or suffix,
+/// signature tables built in parts; `N` = the two lengths together, checked at compile time when
+/// used in a `const`).
+pub const fn concat<T: Copy, const N: usize>(head: &[T], tail: &[T]) -> [T; N] {
     assert!(head.len() + tail.len() == N);
-    let mut p = [ParamKind::U32; N];
+    let mut p = [if head.is_empty() { tail[0] } else { head[0] }; N];
     let mut i = 0;
     while i < N {
         p[i] = if i < head.len() {

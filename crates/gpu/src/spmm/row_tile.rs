@@ -28,7 +28,7 @@ use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::permute::check_permutation;
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
-use crate::signature::concat_params;
+use crate::signature::concat;
 use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// One row-tile kernel: the window height it runs on and how it stores the tiles.
@@ -188,7 +188,7 @@ const COMMON_TAIL: [ParamKind; 11] = [
     ParamKind::U32, // flags
 ];
 
-const MASKED_PARAMS: [ParamKind; 16] = concat_params(
+const MASKED_PARAMS: [ParamKind; 16] = concat(
     &[
         ParamKind::Ptr, // rwo (windows + 1)
         ParamKind::Ptr, // bvo (blocks + 1)
@@ -199,7 +199,7 @@ const MASKED_PARAMS: [ParamKind; 16] = concat_params(
     &COMMON_TAIL,
 );
 
-const DENSE_PARAMS: [ParamKind; 14] = concat_params(
+const DENSE_PARAMS: [ParamKind; 14] = concat(
     &[
         ParamKind::Ptr, // rwo (windows + 1)
         ParamKind::Ptr, // a2x (8 per block)

@@ -27,7 +27,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, s
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
 
 use crate::schedule::upload_nonempty;
-use crate::signature::concat_params;
+use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Warps per thread block (`SPMV_WARPS`).
@@ -63,7 +63,7 @@ const MAIN_PARAMS: &[ParamKind] = &[
 /// table (`uint2` per partial slot: the slot's tile-row's first and end slot) and the per-row
 /// arrival counts with which the chunk that finishes a split tile-row last sums its slots and
 /// writes y itself (no `spmv_fixup` node).
-const WALK_PARAMS: [ParamKind; 17] = concat_params(
+const WALK_PARAMS: [ParamKind; 17] = concat(
     MAIN_PARAMS,
     &[
         ParamKind::Ptr, // split (uint2 per slot)
@@ -216,7 +216,13 @@ pub const MULTI_LAYOUT: &str = "bits";
 pub const DEFAULT_CORE_LAYOUT: &str = "core";
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[
+pub const SIGNATURES: &[KernelSignature] = &concat::<
+    _,
+    { OTHER_SIGNATURES.len() + WALK_SIGNATURES.len() },
+>(&OTHER_SIGNATURES, &WALK_SIGNATURES);
+
+/// The main (MMA, per tile-row) kernels, the x conversion and the split-row fix-up.
+const OTHER_SIGNATURES: [KernelSignature; 6] = [
     KernelSignature {
         module: KernelModule::Spmv,
         name: "spmv_f16_r1",
@@ -236,206 +242,6 @@ pub const SIGNATURES: &[KernelSignature] = &[
         module: KernelModule::Spmv,
         name: "spmv_tf32_r8",
         params: MAIN_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[0].1[0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[0].1[1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[1].1[0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[1].1[1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[2].1[0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[2].1[1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[3].1[0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: CORE_ENTRIES[3].1[1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[0][7],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: BITS_ENTRIES[1][7],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[0][7],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: SEG_ENTRIES[1][7],
-        params: &WALK_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
@@ -461,87 +267,42 @@ pub const SIGNATURES: &[KernelSignature] = &[
             ParamKind::F32, // beta
         ],
     },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[0][7],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][0],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][1],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][2],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][3],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][4],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][5],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][6],
-        params: &WALK_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::Spmv,
-        name: TC_ENTRIES[1][7],
-        params: &WALK_PARAMS,
-    },
 ];
+
+/// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
+/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`]) and MMA ([`TC_ENTRIES`]) walks, f16 before f32.
+const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 6 * MAX_RHS] = {
+    let mut s = [KernelSignature {
+        module: KernelModule::Spmv,
+        name: "",
+        params: &WALK_PARAMS,
+    }; 2 * CORE_ENTRIES.len() + 6 * MAX_RHS];
+    let mut i = 0;
+    let mut k = 0;
+    while k < CORE_ENTRIES.len() {
+        s[i].name = CORE_ENTRIES[k].1[0];
+        s[i + 1].name = CORE_ENTRIES[k].1[1];
+        i += 2;
+        k += 1;
+    }
+    let tables = [BITS_ENTRIES, SEG_ENTRIES, TC_ENTRIES];
+    let mut t = 0;
+    while t < tables.len() {
+        let mut storage = 0;
+        while storage < 2 {
+            let mut rhs = 0;
+            while rhs < MAX_RHS {
+                s[i].name = tables[t][storage][rhs];
+                i += 1;
+                rhs += 1;
+            }
+            storage += 1;
+        }
+        t += 1;
+    }
+    assert!(i == s.len());
+    s
+};
 
 /// A work list on the device.
 struct DeviceWork {
@@ -1078,5 +839,41 @@ mod tests {
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
         assert_eq!(core_entry(F32, "nope"), None);
+    }
+
+    /// The signature table lists every entry the launch code can pick exactly once (the PTX test
+    /// then checks each one's parameters).
+    #[test]
+    fn signatures_list_every_entry_once() {
+        let mut want: Vec<&str> = vec![
+            "spmv_f16_r1",
+            "spmv_f16_r8",
+            "spmv_tf32_r1",
+            "spmv_tf32_r8",
+            ENTRY_X16,
+            ENTRY_FIXUP,
+        ];
+        want.extend(CORE_ENTRIES.iter().flat_map(|(_, e)| *e));
+        for table in [BITS_ENTRIES, SEG_ENTRIES, TC_ENTRIES] {
+            want.extend(table.iter().flatten());
+        }
+        let mut got: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert!(got.windows(2).all(|w| w[0] != w[1]), "a name listed twice");
+        for s in SIGNATURES {
+            assert_eq!(s.module, KernelModule::Spmv);
+            let walk = ![
+                "spmv_f16_r1",
+                "spmv_f16_r8",
+                "spmv_tf32_r1",
+                "spmv_tf32_r8",
+                ENTRY_X16,
+                ENTRY_FIXUP,
+            ]
+            .contains(&s.name);
+            assert_eq!(s.params == &WALK_PARAMS[..], walk, "{}", s.name);
+        }
     }
 }
