@@ -529,18 +529,26 @@ __device__ __forceinline__ void core_load(const void* __restrict__ values, CoreT
     }
 }
 
+// The walks' half `hidx` of the work list (2·num_items halves, uint4 each): `w` (w.x its first
+// row; w.y one past its last row, or SPLIT_BIT | slot for a split half of one row; tiles
+// [w.z, w.w)), `split`, `slot`, `rend` (one past its last row) and the cursors `row`, `t`, `te`.
+// Returns from the walk for a half past the list or the empty half that pads an odd count (`hidx`
+// is uniform over the lanes that share it, so they return together).
+#define SPMV_WALK_HALF(hidx)                                                                        \
+    if ((hidx) >= 2u * num_items) return;                                                          \
+    const uint4 w = __ldg(work + (hidx));                                                          \
+    const bool split = (w.y & SPLIT_BIT) != 0u;                                                    \
+    const u32 slot = w.y & ~SPLIT_BIT;                                                             \
+    const u32 rend = split ? w.x + 1u : w.y;                                                       \
+    u32 row = w.x, t = w.z;                                                                        \
+    const u32 te = w.w;                                                                            \
+    if (row >= rend) return
+
 template <int F16>
 __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
-    if (hidx >= 2u * num_items) return;  // whole groups (no shuffles below)
-    const uint4 w = __ldg(work + hidx);
-    const bool split = (w.y & SPLIT_BIT) != 0u;
-    const u32 slot = w.y & ~SPLIT_BIT;
-    const u32 rend = split ? w.x + 1u : w.y;
-    u32 row = w.x, t = w.z;
-    const u32 te = w.w;
-    if (row >= rend) return;  // the empty half that pads an odd count
+    SPMV_WALK_HALF(hidx);  // (returns for whole groups: no shuffles below)
     const bool hi = r >= 4u;
     const u32 sh = 8u * (r & 3u);
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
@@ -625,14 +633,7 @@ template <int F16, int U>
 __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
-    if (hidx >= 2u * num_items) return;  // whole warp
-    const uint4 w = __ldg(work + hidx);
-    const bool split = (w.y & SPLIT_BIT) != 0u;
-    const u32 slot = w.y & ~SPLIT_BIT;
-    const u32 rend = split ? w.x + 1u : w.y;
-    u32 row = w.x, t = w.z;
-    const u32 te = w.w;
-    if (row >= rend) return;  // the empty half that pads an odd count (whole warp)
+    SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
     const bool hi = r >= 4u;
     const u32 sh = 8u * (r & 3u);
     const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
@@ -734,14 +735,7 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
     const u32 lane = threadIdx.x;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
-    if (hidx >= 2u * num_items) return;  // whole warp
-    const uint4 w = __ldg(work + hidx);
-    const bool split = (w.y & SPLIT_BIT) != 0u;
-    const u32 slot = w.y & ~SPLIT_BIT;
-    const u32 rend = split ? w.x + 1u : w.y;
-    u32 row = w.x, t = w.z;
-    const u32 te = w.w;
-    if (row >= rend) return;  // the empty half that pads an odd count (whole warp)
+    SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
     float(*acc)[33] = lane_acc[threadIdx.y];
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
@@ -906,14 +900,7 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
     __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
-    if (hidx >= 2u * num_items) return;  // whole groups (SEG's barriers below are per group)
-    const uint4 w = __ldg(work + hidx);
-    const bool split = (w.y & SPLIT_BIT) != 0u;
-    const u32 slot = w.y & ~SPLIT_BIT;
-    const u32 rend = split ? w.x + 1u : w.y;
-    u32 row = w.x, t = w.z;
-    const u32 te = w.w;
-    if (row >= rend) return;  // the empty half that pads an odd count (whole group)
+    SPMV_WALK_HALF(hidx);  // (returns for whole groups: SEG's barriers below are per group)
     float* seg = slab[threadIdx.y * 4u + (lane >> 3)];
     const u32 gmask = 0xffu << (lane & 24u);
     const bool hi = r >= 4u;
