@@ -416,6 +416,19 @@ __device__ __forceinline__ void split_store(const float* __restrict__ partial, u
     *py = beta == 0.0f ? sum : fmaf(beta, *py, sum);
 }
 
+// A one-RHS walk's store of `v`, the finished sum of local row `lr` of block-row `row`: into the
+// split half's partial slot, or into y (β·y added unless β = 0, rows past `rows` skipped).
+__device__ __forceinline__ void row_store(float* __restrict__ partial, float* __restrict__ y,
+                                          u32 rows, float beta, bool split, u32 slot, u32 row,
+                                          u32 lr, float v) {
+    const u64 yr = (u64)row * 8u + lr;
+    if (split) {
+        partial[(u64)slot * 8u + lr] = v;
+    } else if (yr < rows) {
+        y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
 // 1/8 of its B columns and the kernels above are instruction-issue bound (~10 warp-instructions per
@@ -563,12 +576,7 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
         while (row < rend && t == e) {
             const float v = (alpha * s) * acc;
             acc = 0.0f;
-            const u64 yr = (u64)row * 8u + r;
-            if (split) {
-                partial[(u64)slot * 8u + r] = v;
-            } else if (yr < rows) {
-                y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
-            }
+            row_store(partial, y, rows, beta, split, slot, row, r, v);
             row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
         }
     };
@@ -685,13 +693,7 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
             acc += __shfl_xor_sync(FULL_MASK, acc, 8);
             acc += __shfl_xor_sync(FULL_MASK, acc, 16);
             if (q == 0u) {
-                const float val = (alpha * s) * acc;
-                const u64 yr = (u64)row * 8u + r;
-                if (split) {
-                    partial[(u64)slot * 8u + r] = val;
-                } else if (yr < rows) {
-                    y[yr] = beta == 0.0f ? val : fmaf(beta, y[yr], val);
-                }
+                row_store(partial, y, rows, beta, split, slot, row, r, (alpha * s) * acc);
             }
             acc = 0.0f;
             ++row;
@@ -787,13 +789,7 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
 #pragma unroll
         for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
         if (lane < 8u) {
-            const float v = (alpha * s) * sum;
-            const u64 yr = (u64)row * 8u + lane;
-            if (split) {
-                partial[(u64)slot * 8u + lane] = v;
-            } else if (yr < rows) {
-                y[yr] = beta == 0.0f ? v : fmaf(beta, y[yr], v);
-            }
+            row_store(partial, y, rows, beta, split, slot, row, lane, (alpha * s) * sum);
         }
         t = e;
         row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
