@@ -48,6 +48,36 @@ impl DeviceCsr {
         })
     }
 
+    /// [`DeviceCsr::upload`] that applies `inspect` to every
+    /// [`UPLOAD_PIECE_BYTES`](crate::UPLOAD_PIECE_BYTES) piece of the row offsets' bytes and then
+    /// of the column indices' bytes as they go up ([`Gpu::upload_inspected`]: no second pass
+    /// over memory), and hands both lists of results (in piece order; none for an empty array) to
+    /// `pattern_read` before the values go up: a caller keyed by the pattern (the plan cache) has
+    /// its key while the values are still on their way.
+    pub fn upload_inspecting_pattern<R: Send>(
+        gpu: &Gpu,
+        a: &Csr,
+        inspect: impl Fn(&[u8]) -> R + Sync,
+        pattern_read: impl FnOnce(Vec<R>, Vec<R>),
+    ) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        let (indptr, indptr_pieces) = gpu.upload_inspected(a.row_offsets(), &inspect)?;
+        let (indices, indices_pieces) = if a.indices().is_empty() {
+            (upload_nonempty(gpu, a.indices())?, Vec::new())
+        } else {
+            gpu.upload_inspected(a.indices(), &inspect)?
+        };
+        pattern_read(indptr_pieces, indices_pieces);
+        Ok(Self {
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            indptr,
+            indices,
+            values: upload_nonempty(gpu, a.data())?,
+        })
+    }
+
     /// Rows, columns and stored values of the uploaded matrix.
     pub fn shape(&self) -> (usize, usize, usize) {
         (self.rows, self.cols, self.nnz)

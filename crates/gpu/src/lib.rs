@@ -438,26 +438,97 @@ impl Gpu {
             })
     }
 
-    /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through pinned
-    /// staging buffers filled by all cores, about 4× the driver's pageable copy).
+    /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through a ring of
+    /// pinned staging buffers filled by many cores, [`Gpu::staging_layout`]: about 4× the
+    /// driver's pageable copy).
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
         if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
             let i = &self.inner;
-            return Ok(staging::upload(&i.ctx, &i.stream, &i.staging, data)?);
+            let none: Option<staging::PieceInspector<'_, ()>> = None;
+            // SAFETY: no inspector, so no byte of `data` is read as a byte slice.
+            let (buf, _) = unsafe {
+                staging::upload_pieces(
+                    &i.ctx,
+                    &i.stream,
+                    &i.staging,
+                    StagingLayout::DEFAULT,
+                    data,
+                    none,
+                )
+            }?;
+            return Ok(buf);
         }
         Ok(self.inner.stream.clone_htod(data)?)
     }
 
+    /// [`Gpu::upload`] that also applies `inspect` to each [`UPLOAD_PIECE_BYTES`] piece of
+    /// `data`'s bytes (the last one shorter; none for empty `data`) and returns its results in
+    /// piece order. On a staged upload each piece is inspected by the thread that copies it,
+    /// right after the copy, while it is in that core's cache: a checksum of an array costs no
+    /// second pass over memory (the plan cache's key, issue 19).
+    pub fn upload_inspected<T: DeviceRepr + bytemuck::NoUninit, R: Send>(
+        &self,
+        data: &[T],
+        inspect: impl Fn(&[u8]) -> R + Sync,
+    ) -> Result<(CudaSlice<T>, Vec<R>), GpuError> {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if bytes.len() >= STAGED_UPLOAD_BYTES {
+            let i = &self.inner;
+            // SAFETY: T is NoUninit, so every byte of `data` is initialised.
+            return unsafe {
+                staging::upload_pieces(
+                    &i.ctx,
+                    &i.stream,
+                    &i.staging,
+                    StagingLayout::DEFAULT,
+                    data,
+                    Some(&inspect),
+                )
+            };
+        }
+        use rayon::prelude::*;
+        let results = bytes.par_chunks(UPLOAD_PIECE_BYTES).map(&inspect).collect();
+        Ok((self.inner.stream.clone_htod(data)?, results))
+    }
+
     /// Pays this context's first-use costs of an upload ahead of time: allocates the pinned
-    /// staging buffers and runs one staged upload of [`STAGED_UPLOAD_BYTES`] (H200, a new process:
-    /// 6–9 ms for the buffers and 15–22 ms for the first 4 MB upload, which takes 0.3 ms later in
-    /// the process). Meant for another thread while the caller loads its matrix; an upload that
-    /// meets it mid-way goes through the driver's pageable copy instead of waiting.
+    /// staging buffers and sends one full chunk through each of them (H200, a new process: ~22 ms
+    /// for the buffers and 30–37 ms for the first upload, most of it the device allocator's
+    /// start). Meant for another thread while the caller loads its matrix; an upload that meets
+    /// it mid-way goes through the driver's pageable copy instead of waiting.
     pub fn warm_up_uploads(&self) -> Result<(), GpuError> {
-        let zeros = vec![0u8; STAGED_UPLOAD_BYTES];
-        let buf = self.upload(&zeros)?;
-        self.synchronize()?;
-        drop(buf);
+        let layout = self.staging_layout();
+        let zeros = vec![0u8; layout.chunk_bytes];
+        for _ in 0..layout.buffers {
+            // (Freed in stream order, after its copy.)
+            drop(self.upload(&zeros)?);
+        }
+        self.synchronize()
+    }
+
+    /// The staging buffers' layout of this context's large uploads ([`StagingLayout::DEFAULT`]
+    /// until [`Gpu::set_staging_layout`]).
+    pub fn staging_layout(&self) -> StagingLayout {
+        let guard = match self.inner.staging.lock() {
+            Ok(g) => g,
+            Err(e) => e.into_inner(),
+        };
+        guard
+            .as_ref()
+            .map_or(StagingLayout::DEFAULT, |s| s.layout())
+    }
+
+    /// Replaces the staging buffers of large uploads by a new ring of `layout` (allocated now;
+    /// the old buffers are freed once the copies reading them have finished). Waits for an
+    /// upload in progress on another thread. An error (a layout out of bounds, pinned memory
+    /// refused) leaves the old buffers in place.
+    pub fn set_staging_layout(&self, layout: StagingLayout) -> Result<(), GpuError> {
+        let new = staging::Staging::new(&self.inner.ctx, layout)?;
+        let mut guard = match self.inner.staging.lock() {
+            Ok(g) => g,
+            Err(e) => e.into_inner(),
+        };
+        *guard = Some(new);
         Ok(())
     }
 
@@ -517,8 +588,9 @@ impl Gpu {
 
 /// Uploads of at least this many bytes go through pinned staging buffers ([`Gpu::upload`]).
 pub const STAGED_UPLOAD_BYTES: usize = staging::MIN_BYTES;
-/// Bytes of each of the two pinned staging buffers (one chunk of a staged upload).
-pub const STAGED_CHUNK_BYTES: usize = staging::CHUNK_BYTES;
+pub use staging::StagingLayout;
+/// Bytes of each piece of [`Gpu::upload_inspected`].
+pub const UPLOAD_PIECE_BYTES: usize = staging::PIECE_BYTES;
 
 /// Each timing sample of [`Gpu::time_launches`] spans at least this many milliseconds of launches.
 pub const BATCH_TARGET_MS: f64 = 0.25;

@@ -239,36 +239,94 @@ fn cusparse_spmm_set_up_on_the_callers_buffers_matches_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn large_uploads_through_the_staging_buffers_arrive_intact() {
-    use tcsparse_gpu::{STAGED_CHUNK_BYTES, STAGED_UPLOAD_BYTES};
+    use tcsparse_gpu::{STAGED_UPLOAD_BYTES, StagingLayout, UPLOAD_PIECE_BYTES};
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let chunk = STAGED_CHUNK_BYTES;
-    // Around the threshold, several chunks (two buffers reused), a ragged last chunk.
-    for bytes in [
-        STAGED_UPLOAD_BYTES - 4,
-        STAGED_UPLOAD_BYTES,
-        2 * chunk,
-        5 * chunk / 2 + 12,
-        7 * chunk + 4,
-    ] {
-        let mut v: Vec<u32> = (0..bytes / 4).map(|_| rng.random()).collect();
-        let kept = v.clone();
-        let d = gpu.upload(&v).expect("upload");
-        // The source may change as soon as upload returns.
-        v.iter_mut().for_each(|x| *x = !*x);
-        let w = gpu.upload(&v).expect("second upload");
-        assert_eq!(gpu.download(&d).expect("download"), kept, "{bytes} bytes");
-        assert_eq!(
-            gpu.download(&w).expect("download"),
-            v,
-            "{bytes} bytes, second"
-        );
+    // The default ring, a ring of three small buffers and one of two (both wrapping inside one
+    // upload and across uploads).
+    let small = StagingLayout {
+        buffers: 3,
+        chunk_bytes: 1 << 20,
+    };
+    let two = StagingLayout {
+        buffers: 2,
+        chunk_bytes: 2 << 20,
+    };
+    assert_eq!(gpu.staging_layout(), StagingLayout::DEFAULT);
+    for layout in [StagingLayout::DEFAULT, small, two] {
+        gpu.set_staging_layout(layout).expect("staging layout");
+        assert_eq!(gpu.staging_layout(), layout);
+        let chunk = layout.chunk_bytes;
+        // Around the threshold, several chunks (buffers reused), a ragged last chunk.
+        for bytes in [
+            STAGED_UPLOAD_BYTES - 4,
+            STAGED_UPLOAD_BYTES,
+            2 * chunk,
+            5 * chunk / 2 + 12,
+            7 * chunk + 4,
+        ] {
+            let mut v: Vec<u32> = (0..bytes / 4).map(|_| rng.random()).collect();
+            let kept = v.clone();
+            let d = gpu.upload(&v).expect("upload");
+            // The source may change as soon as upload returns.
+            v.iter_mut().for_each(|x| *x = !*x);
+            let w = gpu.upload(&v).expect("second upload");
+            assert_eq!(
+                gpu.download(&d).expect("download"),
+                kept,
+                "{layout:?}: {bytes} bytes"
+            );
+            assert_eq!(
+                gpu.download(&w).expect("download"),
+                v,
+                "{layout:?}: {bytes} bytes, second"
+            );
+        }
+        // Inspected uploads: the same pieces, in the same order, as the host's own split (a
+        // staged one with its pieces inspected by the copying threads, and a small one).
+        let fnv = |p: &[u8]| {
+            p.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            })
+        };
+        for bytes in [STAGED_UPLOAD_BYTES - 4, 5 * chunk / 2 + 12] {
+            let v: Vec<u32> = (0..bytes / 4).map(|_| rng.random()).collect();
+            let (d, pieces) = gpu.upload_inspected(&v, fnv).expect("inspected upload");
+            let host: Vec<u64> = bytemuck::cast_slice::<u32, u8>(&v)
+                .chunks(UPLOAD_PIECE_BYTES)
+                .map(fnv)
+                .collect();
+            assert_eq!(pieces, host, "{layout:?}: {bytes} bytes inspected");
+            assert_eq!(
+                gpu.download(&d).expect("download"),
+                v,
+                "{layout:?}: {bytes} bytes"
+            );
+        }
+        // Element sizes other than 4, odd lengths.
+        let bytes: Vec<u8> = (0..3 * chunk + 5).map(|_| rng.random()).collect();
+        assert_eq!(gpu.download(&gpu.upload(&bytes).unwrap()).unwrap(), bytes);
+        let wide: Vec<u64> = (0..(chunk / 8) * 3 + 3).map(|_| rng.random()).collect();
+        assert_eq!(gpu.download(&gpu.upload(&wide).unwrap()).unwrap(), wide);
     }
-    // Element sizes other than 4, odd lengths.
-    let bytes: Vec<u8> = (0..3 * chunk + 5).map(|_| rng.random()).collect();
-    assert_eq!(gpu.download(&gpu.upload(&bytes).unwrap()).unwrap(), bytes);
-    let wide: Vec<u64> = (0..(chunk / 8) * 3 + 3).map(|_| rng.random()).collect();
-    assert_eq!(gpu.download(&gpu.upload(&wide).unwrap()).unwrap(), wide);
+    // Out-of-bounds layouts are refused and leave the ring as it was.
+    for bad in [
+        StagingLayout {
+            buffers: 1,
+            ..small
+        },
+        StagingLayout {
+            chunk_bytes: 1000,
+            ..small
+        },
+        StagingLayout {
+            buffers: 64,
+            chunk_bytes: 64 << 20,
+        },
+    ] {
+        assert!(gpu.set_staging_layout(bad).is_err(), "{bad:?}");
+    }
+    assert_eq!(gpu.staging_layout(), two);
 }
 
 #[test]
