@@ -4,7 +4,8 @@
 //!
 //! Key = SHA-256 over a domain tag, the library version, the matrix's pattern checksum
 //! ([`pattern_checksum`]: an XXH3-128 tree over its shape, row offsets and column indices, in
-//! parallel), the
+//! parallel; with a GPU its leaves are hashed as the arrays go up, by the threads that copy
+//! them), the
 //! options (all but `cache_dir`), N and the device (backend, GPU name, SM count, compute
 //! capability, planner preset). The values are not part of the key: nothing stored depends on
 //! them (permutation, kernel, block counts and skeleton follow the pattern; a hit builds its
@@ -77,14 +78,15 @@ pub(crate) struct PlanEntry {
     pub note: String,
 }
 
-/// Bytes per leaf of [`pattern_checksum`]'s tree.
-const PATTERN_LEAF_BYTES: usize = 1 << 20;
+/// Bytes per leaf of [`pattern_checksum`]'s tree: the pieces of a staged upload, so that an
+/// upload can hash them as it copies them ([`tcsparse_gpu::Gpu::upload_inspected`]).
+pub(crate) const PATTERN_LEAF_BYTES: usize = tcsparse_gpu::UPLOAD_PIECE_BYTES;
 
 /// A 128-bit digest of the matrix's sparsity pattern: its shape, row offsets and column indices
-/// (their little-endian bytes), as a tree of XXH3-128 hashes: every 1 MiB leaf of each array
-/// hashed on its own, on all cores, then the leaves' digests with the lengths. The same digest on
-/// any thread count. The values are left out: what the plan cache stores depends only on the
-/// pattern.
+/// (their little-endian bytes), as a tree of XXH3-128 hashes: every 256 KiB leaf of each array
+/// hashed on its own ([`pattern_leaf`], on all cores), then the leaves' digests with the
+/// lengths. The same digest on any thread count. The values are left out: what the plan cache
+/// stores depends only on the pattern.
 ///
 /// Not a cryptographic hash, on purpose: it names a cache entry, and an entry found under the
 /// name of another pattern can only give a valid plan for the wrong matrix (its permutation,
@@ -93,32 +95,49 @@ const PATTERN_LEAF_BYTES: usize = 1 << 20;
 /// R-MAT scale 20's 6.3 ms cache hit, beside the matrix's upload (the entry's own payload keeps
 /// its BLAKE3 checksum against corruption).
 pub fn pattern_checksum(a: &Csr) -> [u8; 16] {
+    pattern_checksum_of_leaves(a, leaf_digests(a.row_offsets()), leaf_digests(a.indices()))
+}
+
+/// One leaf's digest in [`pattern_checksum`]'s tree (`bytes`: at most [`PATTERN_LEAF_BYTES`]).
+pub(crate) fn pattern_leaf(bytes: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(bytes)
+}
+
+/// [`pattern_checksum`] from the digests of the leaves of `a`'s row offsets and column indices
+/// (in order; [`pattern_leaf`] of each [`PATTERN_LEAF_BYTES`] piece of their little-endian bytes).
+pub(crate) fn pattern_checksum_of_leaves(
+    a: &Csr,
+    row_offset_leaves: Vec<u128>,
+    index_leaves: Vec<u128>,
+) -> [u8; 16] {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(b"tcsparse pattern checksum v2 (xxh3-128 tree of 1 MiB leaves)");
+    h.update(b"tcsparse pattern checksum v3 (xxh3-128 tree of 256 KiB leaves)");
     for v in [a.rows(), a.cols(), a.nnz()] {
         h.update(&(v as u64).to_le_bytes());
     }
-    let indptr = a.indptr();
-    for leaves in [
-        leaf_digests(indptr.raw_storage()),
-        leaf_digests(a.indices()),
+    for (leaves, bytes) in [
+        (row_offset_leaves, std::mem::size_of_val(a.row_offsets())),
+        (index_leaves, std::mem::size_of_val(a.indices())),
     ] {
-        h.update(&(leaves.len() as u64).to_le_bytes());
+        h.update(&(leaves.len() as u64 + 1).to_le_bytes());
         for d in leaves {
             h.update(&d.to_le_bytes());
         }
+        h.update(&(bytes as u128).to_le_bytes());
     }
     h.digest128().to_le_bytes()
 }
 
-/// XXH3-128 of every [`PATTERN_LEAF_BYTES`] leaf of `x`'s little-endian bytes (the last one
-/// shorter), the leaves hashed in parallel, then `x`'s byte length as a last entry.
+/// [`pattern_leaf`] of every [`PATTERN_LEAF_BYTES`] leaf of `x`'s little-endian bytes (the last
+/// one shorter), the leaves hashed in parallel.
 fn leaf_digests<T: bytemuck::Pod + Sync>(x: &[T]) -> Vec<u128> {
     use rayon::prelude::*;
-    use xxhash_rust::xxh3::xxh3_128;
-    let mut leaves: Vec<u128> = if cfg!(target_endian = "little") {
+    if cfg!(target_endian = "little") {
         let bytes: &[u8] = bytemuck::cast_slice(x);
-        bytes.par_chunks(PATTERN_LEAF_BYTES).map(xxh3_128).collect()
+        bytes
+            .par_chunks(PATTERN_LEAF_BYTES)
+            .map(pattern_leaf)
+            .collect()
     } else {
         // (Each element's bytes reversed, a leaf at a time.)
         let per = (PATTERN_LEAF_BYTES / std::mem::size_of::<T>().max(1)).max(1);
@@ -128,12 +147,10 @@ fn leaf_digests<T: bytemuck::Pod + Sync>(x: &[T]) -> Vec<u128> {
                     .iter()
                     .flat_map(|e| bytemuck::bytes_of(e).iter().rev().copied())
                     .collect();
-                xxh3_128(&b)
+                pattern_leaf(&b)
             })
             .collect()
-    };
-    leaves.push(std::mem::size_of_val(x) as u128);
-    leaves
+    }
 }
 
 /// The cache entry of one (matrix, options, device) triple.
@@ -143,13 +160,14 @@ pub(crate) struct PlanCache {
 }
 
 impl PlanCache {
-    /// The entry for `a` prepared with `opts` on `engine`, in `dir`.
-    pub fn new(dir: &Path, a: &Csr, opts: &PrepareOptions, engine: &Engine) -> Self {
+    /// The entry for a matrix of pattern checksum `pattern` ([`pattern_checksum`]) prepared with
+    /// `opts` on `engine`, in `dir`.
+    pub fn new(dir: &Path, pattern: [u8; 16], opts: &PrepareOptions, engine: &Engine) -> Self {
         let mut h = Sha256::new();
         h.update(b"tcsparse prepared plan");
         h.update(env!("CARGO_PKG_VERSION").as_bytes());
         h.update(PLAN_VERSION.to_le_bytes());
-        h.update(pattern_checksum(a));
+        h.update(pattern);
         // Options: everything but the cache directory; a given permutation by its entries.
         let given = match &opts.reorder {
             ReorderChoice::Given(p) => {
