@@ -331,6 +331,8 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (TileStorage::F32, Some("seg")),
             (TileStorage::F16, Some("bitsw")),
             (TileStorage::F32, Some("bitsw")),
+            (TileStorage::F16, Some("segw")),
+            (TileStorage::F32, Some("segw")),
         ] {
             let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");
