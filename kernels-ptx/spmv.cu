@@ -850,6 +850,14 @@ __device__ __forceinline__ void bits_xrow(const float* __restrict__ p, bool vec,
 // the tuning times it beside `bits` (tiles with 1-2 nonzeros gain nothing).
 // ---------------------------------------------------------------------------------------------
 
+// Columns used by tile record m: the OR of its 8 row bytes.
+__device__ __forceinline__ u32 seg_cols(uint4 m) {
+    u32 cm = m.x | m.y;
+    cm |= cm >> 16;
+    cm |= cm >> 8;
+    return cm & 0xffu;
+}
+
 template <int N, int W>
 __device__ __forceinline__ void seg_row(const float* p, float o[N]) {
     if (W == 4) {
@@ -1029,6 +1037,214 @@ SPMV_SEG_ENTRY(spmv_seg5_f32, 0, 5)
 SPMV_SEG_ENTRY(spmv_seg6_f32, 0, 6)
 SPMV_SEG_ENTRY(spmv_seg7_f32, 0, 7)
 SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
+
+// ---------------------------------------------------------------------------------------------
+// "bitsw" (v8): the set-bit walk in `corew2`'s layout, N = 1..8 right-hand sides. One half per
+// warp; per step group q takes tiles t + q and t + 4 + q of the current tile-row (8 consecutive
+// tiles per step), lane r of each group owns row r and keeps N sums over the group's tiles; per
+// iteration it takes the lowest set bit of its row byte in each of its two tiles (value and x-row
+// loads of both before the FMAs; a tile whose byte has run out contributes nothing, never a
+// product with 0, so 0 * inf cannot make NaN). At the end of a tile-row two xor-shuffles per RHS
+// add the 4 groups and group 0 writes the row (y or the split half's partial slot; a split row's
+// last chunk sums the slots itself at n = 1, spmv_fixup does at n >= 2, as for `bits`). The next
+// step's records (the next tile-row's first ones at a row end) and the next row's end and scale
+// are prefetched. Against `bits` (a group walks its own half tile by tile): a half's tiles are
+// walked 8 at a time, so a warp's dependent chain is ~8x shorter per tile-row -- for the
+// small and mid-size matrices that fill less than one wave of warps, where the chain, not the
+// bytes, sets the time -- and the 4 groups' loads touch neighbouring tiles.
+// "segw" (v8b, SEG = true): per step, before the set-bit loop, lane r of group q loads x row
+// 8c + r of each of its two tiles (when column r is used by the tile: the OR of its row bytes) and
+// its first two values of each tile, stores the x rows in the group's 16 x N shared slab, and the
+// loop reads x rows there (values from the third bit of a row byte on are loaded in the loop). So a
+// step waits for one global round trip (records prefetched -> x rows and values) instead of one
+// per loop iteration (`bitsw`: each iteration's x-row and value loads feed its FMAs).
+// ---------------------------------------------------------------------------------------------
+template <int F16, int N, bool SEG>
+__device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
+    (void)cols;
+    constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
+    __shared__ __align__(16) float wslab[SPMV_WARPS][SEG ? 4 * 16 * N : 1];
+    const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
+    float* sx = wslab[threadIdx.y] + (SEG ? q * 16u * N : 0u);  // group q: tile 0 rows, then 1
+    const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
+    SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
+    const bool hi = r >= 4u;
+    const u32 sh = 8u * (r & 3u);
+    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
+    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    // The first records, bounded by the half (te), issued before the row end arrives.
+    uint4 m0 = t + q < te ? __ldg(tiles + t + q) : zero;
+    uint4 m1 = t + 4u + q < te ? __ldg(tiles + t + 4u + q) : zero;
+    u32 e = min(__ldg(ptr + row + 1), te);
+    float s = F16 ? __ldg(row_scale + row) : 1.0f;
+    u32 e_next = row + 1u < rend ? min(__ldg(ptr + row + 2), te) : te;
+    float s_next = (F16 && row + 1u < rend) ? __ldg(row_scale + row + 1) : 1.0f;
+    m0 = t + q < e ? m0 : zero;  // cut at the row end
+    m1 = t + 4u + q < e ? m1 : zero;
+    float acc[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) acc[k] = 0.0f;
+    while (row < rend) {  // warp-uniform
+        // Next step: the rest of this tile-row, or the next tile-row's first tiles.
+        const bool row_end = t + 8u >= e;
+        const u32 nt = row_end ? e : t + 8u;
+        const u32 ne = row_end ? (row + 1u < rend ? e_next : nt) : e;
+        const uint4 n0 = nt + q < ne ? __ldg(tiles + nt + q) : zero;
+        const uint4 n1 = nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
+        const CoreTile c0 = core_decode(m0, sh, hi, lo_mask, hi_mask);
+        const CoreTile c1 = core_decode(m1, sh, hi, lo_mask, hi_mask);
+        const float* xs0 = x + (u64)m0.z * 8u * N;
+        const float* xs1 = x + (u64)m1.z * 8u * N;
+        u32 b0 = c0.bits, b1 = c1.bits, i0 = c0.idx, i1 = c1.idx;
+        // SEG: the tiles' used x rows to the slab, the first two values of each row byte loaded.
+        float p00 = 0.0f, p01 = 0.0f, p10 = 0.0f, p11 = 0.0f;
+        if (SEG) {
+            const bool u0 = (seg_cols(m0) >> r) & 1u, u1 = (seg_cols(m1) >> r) & 1u;
+            float xa[N], xb[N];
+            if (u0) bits_xrow<N, W>(xs0 + r * N, vec, xa);  // column 8c + r < K (checked at upload)
+            if (u1) bits_xrow<N, W>(xs1 + r * N, vec, xb);
+            if (b0 != 0u) p00 = core_val<F16>(values, i0);
+            if ((b0 & (b0 - 1u)) != 0u) p01 = core_val<F16>(values, i0 + 1u);
+            if (b1 != 0u) p10 = core_val<F16>(values, i1);
+            if ((b1 & (b1 - 1u)) != 0u) p11 = core_val<F16>(values, i1 + 1u);
+            __syncwarp();  // the previous step's reads of the slab are done
+            if (u0) seg_store<N, W>(sx + r * N, xa);
+            if (u1) seg_store<N, W>(sx + (8u + r) * N, xb);
+            __syncwarp();
+        }
+        u32 it = 0;  // SEG: loop iteration (values 0 and 1 preloaded)
+        while ((b0 | b1) != 0u) {
+            const bool h0 = b0 != 0u, h1 = b1 != 0u;
+            const u32 j0 = h0 ? __ffs(b0) - 1u : 0u;
+            const u32 j1 = h1 ? __ffs(b1) - 1u : 0u;
+            b0 &= b0 - 1u;  // (0 stays 0)
+            b1 &= b1 - 1u;
+            float x0[N], x1[N];
+            float v0 = 0.0f, v1 = 0.0f;
+            if (SEG) {
+                if (h0) {
+                    v0 = it == 0u ? p00 : (it == 1u ? p01 : core_val<F16>(values, i0));
+                    seg_row<N, W>(sx + j0 * N, x0);
+                }
+                if (h1) {
+                    v1 = it == 0u ? p10 : (it == 1u ? p11 : core_val<F16>(values, i1));
+                    seg_row<N, W>(sx + (8u + j1) * N, x1);
+                }
+                ++it;
+            } else {
+                if (h0) {
+                    v0 = core_val<F16>(values, i0);
+                    bits_xrow<N, W>(xs0 + j0 * N, vec, x0);
+                }
+                if (h1) {
+                    v1 = core_val<F16>(values, i1);
+                    bits_xrow<N, W>(xs1 + j1 * N, vec, x1);
+                }
+            }
+            i0 += h0 ? 1u : 0u;
+            i1 += h1 ? 1u : 0u;
+            if (h0) {
+#pragma unroll
+                for (int k = 0; k < N; ++k) acc[k] = fmaf(v0, x0[k], acc[k]);
+            }
+            if (h1) {
+#pragma unroll
+                for (int k = 0; k < N; ++k) acc[k] = fmaf(v1, x1[k], acc[k]);
+            }
+        }
+        if (row_end) {  // warp-uniform
+            const float sc = alpha * s;
+            const u64 yr = (u64)row * 8u + r;
+#pragma unroll
+            for (int k = 0; k < N; ++k) {
+                float a = acc[k];
+                a += __shfl_xor_sync(FULL_MASK, a, 8);
+                a += __shfl_xor_sync(FULL_MASK, a, 16);
+                acc[k] = 0.0f;
+                if (q == 0u) {
+                    const float v = sc * a;
+                    if (split) {
+                        partial[((u64)slot * 8u + r) * N + k] = v;
+                    } else if (yr < rows) {
+                        float* py = y + yr * N + k;
+                        *py = beta == 0.0f ? v : fmaf(beta, *py, v);
+                    }
+                }
+            }
+            ++row;
+            e = ne;
+            s = s_next;
+            if (row + 1u < rend) {
+                e_next = min(__ldg(ptr + row + 2), te);
+                if (F16) s_next = __ldg(row_scale + row + 1);
+            }
+        }
+        t = nt;
+        m0 = n0;
+        m1 = n1;
+    }
+    // A split half's row was written to its slot by group 0; the row's last chunk writes y (n = 1:
+    // the host passes a null count for n >= 2, and spmv_fixup sums those rows).
+    uint2 fe;
+    if (split && q == 0u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + r;
+        if (yr < rows) {
+#pragma unroll
+            for (int k = 0; k < N; ++k) split_store(partial, fe, r * N + k, N, y, yr, k, beta);
+        }
+    }
+}
+
+// `bitsw` leaves the registers to ptxas (40-64, no spills at n = 8); `segw` asks for 3 blocks per
+// SM (<= 85 registers; left alone it took 94 at n = 8, at 4 blocks it spilled 92-112 bytes).
+#define SPMV_BITSW_ENTRY(NAME, F16, N)                                                             \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_bitsw_body<F16, N, false>(SPMV_WALK_BODY_ARGS);                                       \
+    }
+#define SPMV_SEGW_ENTRY(NAME, F16, N)                                                              \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 3) NAME(SPMV_WALK_PARAMS) {      \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        spmv_bitsw_body<F16, N, true>(SPMV_WALK_BODY_ARGS);                                        \
+    }
+
+SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)
+SPMV_BITSW_ENTRY(spmv_bitsw2_f16, 1, 2)
+SPMV_BITSW_ENTRY(spmv_bitsw3_f16, 1, 3)
+SPMV_BITSW_ENTRY(spmv_bitsw4_f16, 1, 4)
+SPMV_BITSW_ENTRY(spmv_bitsw5_f16, 1, 5)
+SPMV_BITSW_ENTRY(spmv_bitsw6_f16, 1, 6)
+SPMV_BITSW_ENTRY(spmv_bitsw7_f16, 1, 7)
+SPMV_BITSW_ENTRY(spmv_bitsw8_f16, 1, 8)
+SPMV_BITSW_ENTRY(spmv_bitsw1_f32, 0, 1)
+SPMV_BITSW_ENTRY(spmv_bitsw2_f32, 0, 2)
+SPMV_BITSW_ENTRY(spmv_bitsw3_f32, 0, 3)
+SPMV_BITSW_ENTRY(spmv_bitsw4_f32, 0, 4)
+SPMV_BITSW_ENTRY(spmv_bitsw5_f32, 0, 5)
+SPMV_BITSW_ENTRY(spmv_bitsw6_f32, 0, 6)
+SPMV_BITSW_ENTRY(spmv_bitsw7_f32, 0, 7)
+SPMV_BITSW_ENTRY(spmv_bitsw8_f32, 0, 8)
+
+SPMV_SEGW_ENTRY(spmv_segw1_f16, 1, 1)
+SPMV_SEGW_ENTRY(spmv_segw2_f16, 1, 2)
+SPMV_SEGW_ENTRY(spmv_segw3_f16, 1, 3)
+SPMV_SEGW_ENTRY(spmv_segw4_f16, 1, 4)
+SPMV_SEGW_ENTRY(spmv_segw5_f16, 1, 5)
+SPMV_SEGW_ENTRY(spmv_segw6_f16, 1, 6)
+SPMV_SEGW_ENTRY(spmv_segw7_f16, 1, 7)
+SPMV_SEGW_ENTRY(spmv_segw8_f16, 1, 8)
+SPMV_SEGW_ENTRY(spmv_segw1_f32, 0, 1)
+SPMV_SEGW_ENTRY(spmv_segw2_f32, 0, 2)
+SPMV_SEGW_ENTRY(spmv_segw3_f32, 0, 3)
+SPMV_SEGW_ENTRY(spmv_segw4_f32, 0, 4)
+SPMV_SEGW_ENTRY(spmv_segw5_f32, 0, 5)
+SPMV_SEGW_ENTRY(spmv_segw6_f32, 0, 6)
+SPMV_SEGW_ENTRY(spmv_segw7_f32, 0, 7)
+SPMV_SEGW_ENTRY(spmv_segw8_f32, 0, 8)
 
 // ---------------------------------------------------------------------------------------------
 // "tc": the set-bit walk's x reuse on tensor cores, n = 1..8 right-hand sides (v5). One warp per

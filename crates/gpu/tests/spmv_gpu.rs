@@ -329,6 +329,10 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (TileStorage::F32, Some("bits")),
             (TileStorage::F16, Some("seg")),
             (TileStorage::F32, Some("seg")),
+            (TileStorage::F16, Some("bitsw")),
+            (TileStorage::F32, Some("bitsw")),
+            (TileStorage::F16, Some("segw")),
+            (TileStorage::F32, Some("segw")),
         ] {
             let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
                 .expect("upload");

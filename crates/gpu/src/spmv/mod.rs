@@ -130,6 +130,56 @@ const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = [
     ],
 ];
 
+/// The set-bit walk in `corew2`'s layout (one half per warp, 8 consecutive tiles per step), n =
+/// 1..=8 (`[f16, f32][n - 1]`).
+const BITSW_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_bitsw1_f16",
+        "spmv_bitsw2_f16",
+        "spmv_bitsw3_f16",
+        "spmv_bitsw4_f16",
+        "spmv_bitsw5_f16",
+        "spmv_bitsw6_f16",
+        "spmv_bitsw7_f16",
+        "spmv_bitsw8_f16",
+    ],
+    [
+        "spmv_bitsw1_f32",
+        "spmv_bitsw2_f32",
+        "spmv_bitsw3_f32",
+        "spmv_bitsw4_f32",
+        "spmv_bitsw5_f32",
+        "spmv_bitsw6_f32",
+        "spmv_bitsw7_f32",
+        "spmv_bitsw8_f32",
+    ],
+];
+
+/// `bitsw` with each step's used x rows and first two values per row byte loaded before its set-bit
+/// loop (x rows staged in shared memory), n = 1..=8 (`[f16, f32][n - 1]`).
+const SEGW_ENTRIES: [[&str; MAX_RHS]; 2] = [
+    [
+        "spmv_segw1_f16",
+        "spmv_segw2_f16",
+        "spmv_segw3_f16",
+        "spmv_segw4_f16",
+        "spmv_segw5_f16",
+        "spmv_segw6_f16",
+        "spmv_segw7_f16",
+        "spmv_segw8_f16",
+    ],
+    [
+        "spmv_segw1_f32",
+        "spmv_segw2_f32",
+        "spmv_segw3_f32",
+        "spmv_segw4_f32",
+        "spmv_segw5_f32",
+        "spmv_segw6_f32",
+        "spmv_segw7_f32",
+        "spmv_segw8_f32",
+    ],
+];
+
 /// The tensor-core walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`; TF32 MMAs, so on f32
 /// values a TF32 product: [`TC_LAYOUTS`]).
 const TC_ENTRIES: [[&str; MAX_RHS]; 2] = [
@@ -161,6 +211,8 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
     match layout {
         "bits" => Some(&BITS_ENTRIES[i]),
         "seg" => Some(&SEG_ENTRIES[i]),
+        "bitsw" => Some(&BITSW_ENTRIES[i]),
+        "segw" => Some(&SEGW_ENTRIES[i]),
         "tc" => Some(&TC_ENTRIES[i]),
         _ => None,
     }
@@ -189,23 +241,27 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
 /// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
 /// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
-/// staged once in shared memory ([`MULTI_LAYOUTS`]); `tc`: one warp per item (two halves) on
+/// staged once in shared memory; `bitsw`: `bits` in `corew2`'s layout (one half per warp, group q on
+/// tiles t + q and t + 4 + q); `segw`: `bitsw` with each step's used x rows staged in shared
+/// memory and its first values loaded before the set-bit loop ([`MULTI_LAYOUTS`]); `tc`: one warp per item (two halves) on
 /// TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]); `lane`: one half per warp,
 /// one tile per lane (its set bits summed per row in shared memory, the rows added across the warp
 /// at the tile-row's end), for sparse tiles. None wins everywhere (H200: `core` on banded rows of
 /// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 7] = [
+pub const CORE_LAYOUTS: [(&str, u32); 9] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
     ("lane", WARPS_PER_BLOCK),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
+    ("bitsw", WARPS_PER_BLOCK),
+    ("segw", WARPS_PER_BLOCK),
     ("tc", 2 * WARPS_PER_BLOCK),
 ];
 /// The CUDA-core layouts that also serve calls with more than one right-hand side (the set-bit
 /// walks: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
-pub const MULTI_LAYOUTS: [&str; 3] = ["bits", "seg", "tc"];
+pub const MULTI_LAYOUTS: [&str; 5] = ["bits", "seg", "bitsw", "segw", "tc"];
 /// The layouts of [`CORE_LAYOUTS`] that multiply on tensor cores (TF32 MMAs: A and X rounded to
 /// 11 significant bits, on f32 values too), so a TF32 product, not an f32 one: callers offer them
 /// only where the MMA kernels are allowed (never for f32 products).
@@ -270,13 +326,13 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
 ];
 
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
-/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`]) and MMA ([`TC_ENTRIES`]) walks, f16 before f32.
-const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 6 * MAX_RHS] = {
+/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`]) and MMA ([`TC_ENTRIES`]) walks, f16 before f32.
+const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS] = {
     let mut s = [KernelSignature {
         module: KernelModule::Spmv,
         name: "",
         params: &WALK_PARAMS,
-    }; 2 * CORE_ENTRIES.len() + 6 * MAX_RHS];
+    }; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS];
     let mut i = 0;
     let mut k = 0;
     while k < CORE_ENTRIES.len() {
@@ -285,7 +341,13 @@ const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 6 * MAX_RHS] =
         i += 2;
         k += 1;
     }
-    let tables = [BITS_ENTRIES, SEG_ENTRIES, TC_ENTRIES];
+    let tables = [
+        BITS_ENTRIES,
+        SEG_ENTRIES,
+        BITSW_ENTRIES,
+        SEGW_ENTRIES,
+        TC_ENTRIES,
+    ];
     let mut t = 0;
     while t < tables.len() {
         let mut storage = 0;
@@ -835,6 +897,8 @@ mod tests {
             ["spmv_lane_f16", "spmv_lane_f32", "spmv_lane_f32"],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
+            ["spmv_bitsw1_f16", "spmv_bitsw1_f32", "spmv_bitsw1_f32"],
+            ["spmv_segw1_f16", "spmv_segw1_f32", "spmv_segw1_f32"],
             ["spmv_tc1_f16", "spmv_tc1_f32", "spmv_tc1_f32"],
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
@@ -855,7 +919,13 @@ mod tests {
         ];
         let mut want: Vec<&str> = others.to_vec();
         want.extend(CORE_ENTRIES.iter().flat_map(|(_, e)| *e));
-        for table in [BITS_ENTRIES, SEG_ENTRIES, TC_ENTRIES] {
+        for table in [
+            BITS_ENTRIES,
+            SEG_ENTRIES,
+            BITSW_ENTRIES,
+            SEGW_ENTRIES,
+            TC_ENTRIES,
+        ] {
             want.extend(table.iter().flatten());
         }
         let mut got: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
