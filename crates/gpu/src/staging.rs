@@ -39,8 +39,9 @@ pub struct StagingLayout {
 
 impl StagingLayout {
     /// Four buffers of 16 MiB (64 MiB pinned; sessions 10–13 had two of 8 MiB). On the H200
-    /// host a plan-cache hit of R-MAT scale 20 took 3.77 ms with it against 3.94 ms, and one of
-    /// clustered256k 9.10 ms against 11.95 ms (median of nine, in one process).
+    /// host a plan-cache hit of R-MAT scale 20 took 3.75–3.81 ms with it against 3.94–4.89 ms,
+    /// and one of clustered256k 9.10–10.67 ms against 11.95–13.40 ms (medians of seven or nine,
+    /// in one process, three runs; docs/prepare-cost.md, session 14).
     pub const DEFAULT: StagingLayout = StagingLayout {
         buffers: 4,
         chunk_bytes: 16 << 20,

@@ -108,9 +108,10 @@ impl Engine {
         &self.device
     }
 
-    /// Pays a new process's first-use costs of uploading (pinned staging buffers, the first
-    /// staged upload: 20–30 ms on the H200 host, [`Gpu::warm_up_uploads`]) so that the first
-    /// [`Engine::prepare`] does not. Run it on another thread while the matrix loads, e.g.
+    /// Pays a new process's first-use costs of uploading (pinned staging buffers and a first pass
+    /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) so that the first
+    /// [`Engine::prepare`] does not (a plan-cache hit of R-MAT scale 20 in a new process: 5.3–6.2
+    /// ms after it, 7.2–7.3 ms when only the first buffer had been used). Run it on another thread while the matrix loads, e.g.
     /// `std::thread::scope(|s| { s.spawn(|| engine.warm_up()); load() })`. Nothing to do on the
     /// CPU path.
     pub fn warm_up(&self) -> Result<(), crate::Error> {
