@@ -489,6 +489,22 @@ __device__ __forceinline__ void row_cursor_next(u32& row, u32 rend, u32 te,
     }
 }
 
+// The warp-per-half walks' variant (`corew`, `bitsw`/`segw`), whose e_next is loaded already cut
+// at te: e takes ne, the step's next end, and the row after next is loaded ahead.
+template <int F16>
+__device__ __forceinline__ void row_cursor_step(u32& row, u32 rend, u32 te,
+                                                const u32* __restrict__ ptr,
+                                                const float* __restrict__ row_scale, u32 ne, u32& e,
+                                                float& s, u32& e_next, float& s_next) {
+    ++row;
+    e = ne;
+    s = s_next;
+    if (row + 1u < rend) {
+        e_next = min(__ldg(ptr + row + 2), te);
+        if (F16) s_next = __ldg(row_scale + row + 1);
+    }
+}
+
 // Value i as f32 (f16 bits converted, or f32).
 template <int F16>
 __device__ __forceinline__ float core_val(const void* __restrict__ values, u32 i) {
@@ -696,13 +712,7 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
                 row_store(partial, y, rows, beta, split, slot, row, r, (alpha * s) * acc);
             }
             acc = 0.0f;
-            ++row;
-            e = ne;
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = min(__ldg(ptr + row + 2), te);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_step<F16>(row, rend, te, ptr, row_scale, ne, e, s, e_next, s_next);
         }
         t = nt;
 #pragma unroll
@@ -1173,13 +1183,7 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
                     }
                 }
             }
-            ++row;
-            e = ne;
-            s = s_next;
-            if (row + 1u < rend) {
-                e_next = min(__ldg(ptr + row + 2), te);
-                if (F16) s_next = __ldg(row_scale + row + 1);
-            }
+            row_cursor_step<F16>(row, rend, te, ptr, row_scale, ne, e, s, e_next, s_next);
         }
         t = nt;
         m0 = n0;
