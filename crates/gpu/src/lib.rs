@@ -443,19 +443,8 @@ impl Gpu {
     /// driver's pageable copy).
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
         if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
-            let i = &self.inner;
-            let none: Option<staging::PieceInspector<'_, ()>> = None;
             // SAFETY: no inspector, so no byte of `data` is read as a byte slice.
-            let (buf, _) = unsafe {
-                staging::upload_pieces(
-                    &i.ctx,
-                    &i.stream,
-                    &i.staging,
-                    StagingLayout::DEFAULT,
-                    data,
-                    none,
-                )
-            }?;
+            let (buf, _) = unsafe { self.upload_staged::<T, ()>(data, None) }?;
             return Ok(buf);
         }
         Ok(self.inner.stream.clone_htod(data)?)
@@ -473,22 +462,36 @@ impl Gpu {
     ) -> Result<(CudaSlice<T>, Vec<R>), GpuError> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
         if bytes.len() >= STAGED_UPLOAD_BYTES {
-            let i = &self.inner;
             // SAFETY: T is NoUninit, so every byte of `data` is initialised.
-            return unsafe {
-                staging::upload_pieces(
-                    &i.ctx,
-                    &i.stream,
-                    &i.staging,
-                    StagingLayout::DEFAULT,
-                    data,
-                    Some(&inspect),
-                )
-            };
+            return unsafe { self.upload_staged(data, Some(&inspect)) };
         }
         use rayon::prelude::*;
         let results = bytes.par_chunks(UPLOAD_PIECE_BYTES).map(&inspect).collect();
         Ok((self.inner.stream.clone_htod(data)?, results))
+    }
+
+    /// The staged path of [`Gpu::upload`] and [`Gpu::upload_inspected`]: through this
+    /// context's ring ([`StagingLayout::DEFAULT`] until [`Gpu::set_staging_layout`]).
+    ///
+    /// # Safety
+    /// With `inspect`, every byte of `data` must be initialised (as `staging::upload_pieces`).
+    unsafe fn upload_staged<T: DeviceRepr, R: Send>(
+        &self,
+        data: &[T],
+        inspect: Option<staging::PieceInspector<'_, R>>,
+    ) -> Result<(CudaSlice<T>, Vec<R>), GpuError> {
+        let i = &self.inner;
+        // SAFETY: the caller's promise.
+        unsafe {
+            staging::upload_pieces(
+                &i.ctx,
+                &i.stream,
+                &i.staging,
+                StagingLayout::DEFAULT,
+                data,
+                inspect,
+            )
+        }
     }
 
     /// Pays this context's first-use costs of an upload ahead of time: allocates the pinned
