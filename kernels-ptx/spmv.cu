@@ -532,17 +532,35 @@ __device__ __forceinline__ void core_x(const float* __restrict__ x, u32 c, u32 c
     }
 }
 
+// Where lane r's row byte sits in a tile record's 64-bit row mask (rows 0-3 in word x, 4-7 in
+// word y): which word, its shift, and the masks of the bits before it in each word (the values
+// of rows before r come first).
+struct CoreLane {
+    bool hi;
+    u32 sh;
+    u32 lo_mask;
+    u32 hi_mask;
+};
+
+__device__ __forceinline__ CoreLane core_lane(u32 r) {
+    CoreLane l;
+    l.hi = r >= 4u;
+    l.sh = 8u * (r & 3u);
+    l.lo_mask = l.hi ? 0xffffffffu : (1u << l.sh) - 1u;
+    l.hi_mask = l.hi ? (1u << l.sh) - 1u : 0u;
+    return l;
+}
+
 // Lane r's row byte of tile record m and the index of its first value.
 struct CoreTile {
     u32 bits;
     u32 idx;
 };
 
-__device__ __forceinline__ CoreTile core_decode(uint4 m, u32 sh, bool hi, u32 lo_mask,
-                                                u32 hi_mask) {
+__device__ __forceinline__ CoreTile core_decode(uint4 m, const CoreLane& l) {
     CoreTile c;
-    c.bits = ((hi ? m.y : m.x) >> sh) & 0xffu;
-    c.idx = m.w + __popc(m.x & lo_mask) + __popc(m.y & hi_mask);
+    c.bits = ((l.hi ? m.y : m.x) >> l.sh) & 0xffu;
+    c.idx = m.w + __popc(m.x & l.lo_mask) + __popc(m.y & l.hi_mask);
     return c;
 }
 
@@ -578,10 +596,7 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
     SPMV_WALK_HALF(hidx);  // (returns for whole groups: no shuffles below)
-    const bool hi = r >= 4u;
-    const u32 sh = 8u * (r & 3u);
-    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
-    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const CoreLane cl = core_lane(r);
     const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
     u32 e, e_next;
     float s, s_next;
@@ -604,8 +619,8 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
     while (t < te) {
         const uint4 p0 = t + 2u < te ? __ldg(tiles + t + 2) : zero;
         const uint4 p1 = t + 3u < te ? __ldg(tiles + t + 3) : zero;
-        const CoreTile c0 = core_decode(m0, sh, hi, lo_mask, hi_mask);
-        const CoreTile c1 = core_decode(m1, sh, hi, lo_mask, hi_mask);
+        const CoreTile c0 = core_decode(m0, cl);
+        const CoreTile c1 = core_decode(m1, cl);
         float x0[8], x1[8], v0[8], v1[8];
         core_x(x, m0.z, cols, vec, x0);
         core_x(x, m1.z, cols, vec, x1);  // m1 beyond te is zero: column 0, in bounds, unused
@@ -658,10 +673,7 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
-    const bool hi = r >= 4u;
-    const u32 sh = 8u * (r & 3u);
-    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
-    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const CoreLane cl = core_lane(r);
     const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
     u32 e = min(__ldg(ptr + row + 1), te);
     float s = F16 ? __ldg(row_scale + row) : 1.0f;
@@ -691,7 +703,7 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
         float xv[U][8], v[U][8];
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const CoreTile c = core_decode(m[u], sh, hi, lo_mask, hi_mask);
+            const CoreTile c = core_decode(m[u], cl);
             if ((m[u].x | m[u].y) != 0u) {
                 core_x(x, m[u].z, cols, vec, xv[u]);
             } else {
@@ -917,10 +929,7 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
     SPMV_WALK_HALF(hidx);  // (returns for whole groups: SEG's barriers below are per group)
     float* seg = slab[threadIdx.y * 4u + (lane >> 3)];
     const u32 gmask = 0xffu << (lane & 24u);
-    const bool hi = r >= 4u;
-    const u32 sh = 8u * (r & 3u);
-    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
-    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const CoreLane cl = core_lane(r);
     const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
     u32 e, e_next;
     float s, s_next;
@@ -951,7 +960,7 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
     settle();
     while (t < te) {  // group-uniform
         const uint4 p = t + 1u < te ? __ldg(tiles + t + 1) : zero;  // next record, prefetched
-        const CoreTile c = core_decode(m, sh, hi, lo_mask, hi_mask);
+        const CoreTile c = core_decode(m, cl);
         const float* xseg = x + (u64)m.z * 8u * N;
         if (SEG) {
             u32 cm = m.x | m.y;
@@ -1078,10 +1087,7 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
     float* sx = wslab[threadIdx.y] + (SEG ? q * 16u * N : 0u);  // group q: tile 0 rows, then 1
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
-    const bool hi = r >= 4u;
-    const u32 sh = 8u * (r & 3u);
-    const u32 lo_mask = hi ? 0xffffffffu : (1u << sh) - 1u;
-    const u32 hi_mask = hi ? (1u << sh) - 1u : 0u;
+    const CoreLane cl = core_lane(r);
     const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     // The first records, bounded by the half (te), issued before the row end arrives.
@@ -1103,8 +1109,8 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
         const u32 ne = row_end ? (row + 1u < rend ? e_next : nt) : e;
         const uint4 n0 = nt + q < ne ? __ldg(tiles + nt + q) : zero;
         const uint4 n1 = nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
-        const CoreTile c0 = core_decode(m0, sh, hi, lo_mask, hi_mask);
-        const CoreTile c1 = core_decode(m1, sh, hi, lo_mask, hi_mask);
+        const CoreTile c0 = core_decode(m0, cl);
+        const CoreTile c1 = core_decode(m1, cl);
         const float* xs0 = x + (u64)m0.z * 8u * N;
         const float* xs1 = x + (u64)m1.z * 8u * N;
         u32 b0 = c0.bits, b1 = c1.bits, i0 = c0.idx, i1 = c1.idx;
