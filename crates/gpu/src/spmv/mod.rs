@@ -241,12 +241,12 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// group of 8 lanes (4 per warp); `corew1` / `corew2`: one half per warp, its 4 groups on 4 / 8
 /// consecutive tiles of a tile-row per step; `bits`: as `core`, but each lane visits only the set
 /// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
-/// staged once in shared memory; `bitsw`: `bits` in `corew2`'s layout (one half per warp, group q on
-/// tiles t + q and t + 4 + q); `segw`: `bitsw` with each step's used x rows staged in shared
-/// memory and its first values loaded before the set-bit loop ([`MULTI_LAYOUTS`]); `tc`: one warp per item (two halves) on
-/// TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]); `lane`: one half per warp,
-/// one tile per lane (its set bits summed per row in shared memory, the rows added across the warp
-/// at the tile-row's end), for sparse tiles. None wins everywhere (H200: `core` on banded rows of
+/// staged once in shared memory; `bitsw`: `bits` in `corew2`'s layout (one half per warp, group q
+/// on tiles t + q and t + 4 + q); `segw`: `bitsw` with each step's used x rows staged in shared
+/// memory and its first values loaded before the set-bit loop ([`MULTI_LAYOUTS`]); `tc`: one warp
+/// per item (two halves) on TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]);
+/// `lane`: one half per warp, one tile per lane (its set bits summed per row in shared memory, the
+/// rows added across the warp at the tile-row's end), for sparse tiles. None wins everywhere (H200: `core` on banded rows of
 /// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
 pub const CORE_LAYOUTS: [(&str, u32); 9] = [
     ("core", 4 * WARPS_PER_BLOCK),
@@ -326,7 +326,8 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
 ];
 
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
-/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`]) and MMA ([`TC_ENTRIES`]) walks, f16 before f32.
+/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`]) and MMA
+/// ([`TC_ENTRIES`]) walks, f16 before f32.
 const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS] = {
     let mut s = [KernelSignature {
         module: KernelModule::Spmv,
