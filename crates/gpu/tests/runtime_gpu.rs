@@ -238,6 +238,41 @@ fn cusparse_spmm_set_up_on_the_callers_buffers_matches_reference() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn reserved_device_memory_stays_in_the_pool_and_serves_uploads() {
+    let gpu = gpu();
+    assert_eq!(gpu.reserve_device_memory(0).expect("reserve 0"), None);
+    let mib = 1usize << 20;
+    let Some(r) = gpu.reserve_device_memory(96 * mib).expect("reserve") else {
+        panic!("the H200 has memory pools: a reservation must happen");
+    };
+    assert_eq!(r.bytes, 96 * mib);
+    assert!(r.release_threshold >= 96 * mib as u64, "{r:?}");
+    // Freed, yet kept by the pool past the synchronisation.
+    assert!(r.reserved >= 96 * mib as u64, "{r:?}");
+    // A smaller reservation never lowers the threshold.
+    let smaller = gpu
+        .reserve_device_memory(8 * mib)
+        .expect("reserve")
+        .unwrap();
+    assert_eq!(smaller.release_threshold, r.release_threshold);
+    assert!(smaller.reserved >= 96 * mib as u64, "{smaller:?}");
+    // Allocations served from the kept memory hold what was uploaded.
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let a: Vec<u32> = (0..(40 * mib) / 4).map(|_| rng.random()).collect();
+    let b: Vec<f32> = (0..(40 * mib) / 4).map(|_| rng.random()).collect();
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    assert_eq!(gpu.download(&da).unwrap(), a);
+    assert_eq!(gpu.download(&db).unwrap(), b);
+    // An impossible size is capped at half the free memory, not an error.
+    let capped = gpu
+        .reserve_device_memory(usize::MAX)
+        .expect("capped")
+        .unwrap();
+    assert!(capped.bytes < usize::MAX / 2, "{capped:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn large_uploads_through_the_staging_buffers_arrive_intact() {
     use tcsparse_gpu::{STAGED_UPLOAD_BYTES, StagingLayout, UPLOAD_PIECE_BYTES};
     let gpu = gpu();
