@@ -192,36 +192,45 @@ pub struct CsrSpmm {
     func: CudaFunction,
 }
 
-/// The host half of a CSR kernel's set-up for one matrix and nonzero budget: its work list
-/// ([`csr_work`]) packed, and the modules its launches need loaded. It needs no device array, so
-/// a preparation can make it while the matrix goes up, then hand both to [`CsrSpmm::with_work_on`].
+/// Loads the modules the CSR kernel's launches need, if not loaded yet: its own and the β
+/// pre-scale's (for split rows; loaded too, though some matrices split no row). In a new process
+/// that costs 1.1–1.5 ms on the H200 host (the pre-scale's module 0.7–0.9 of it), so a caller
+/// that knows a CSR kernel may come (e.g. [`Gpu::warm_up_uploads`]' caller, while a matrix is
+/// read) loads them ahead of time.
+pub fn load_modules(gpu: &Gpu) -> Result<(), GpuError> {
+    gpu.module(KernelModule::CsrSpmm)?;
+    SplitRows::load_prescale(gpu)
+}
+
+/// The work-list half of a CSR kernel's set-up for one matrix and nonzero budget: its work list
+/// ([`csr_work`]) packed and uploaded, and the modules its launches need loaded. It needs no
+/// array of the matrix on the device, so a preparation can make it while the matrix goes up (a
+/// plan-cache hit of R-MAT scale 20: its 1.2 MB upload then runs beside the values' instead of
+/// after them), then hand both to [`CsrSpmm::with_work_on`].
 pub struct CsrWorkPlan {
     rows: usize,
     nnz: usize,
-    /// Nonzero budget the list was packed with (≥ 1).
-    chunk_nnz: u32,
-    work: CsrWork,
+    work: DeviceWork,
 }
 
 impl CsrWorkPlan {
-    /// Packs `a`'s work list at `chunk_nnz` (0 is treated as 1) while the CSR kernel's module and
-    /// the β pre-scale's (for split rows) load beside it.
+    /// Packs `a`'s work list at `chunk_nnz` (0 is treated as 1) while the CSR kernel's modules
+    /// load beside it ([`load_modules`]; nothing to do once loaded), then uploads it.
     pub fn new(gpu: &Gpu, a: &Csr, chunk_nnz: u32) -> Result<Self, GpuError> {
         check_csr(a)?;
         let t = std::time::Instant::now();
         let (work, loaded) = rayon::join(
             || csr_work(a.row_offsets(), chunk_nnz),
             || -> Result<f64, GpuError> {
-                // (The pre-scale's module too, though some matrices split no row: loading it
-                // beside the packing costs no time, after it 0.5 ms on the H200.)
-                gpu.module(KernelModule::CsrSpmm)?;
-                SplitRows::load_prescale(gpu)?;
+                load_modules(gpu)?;
                 Ok(t.elapsed().as_secs_f64() * 1e3)
             },
         );
         let modules_ms = loaded?;
+        let packed_ms = t.elapsed().as_secs_f64() * 1e3;
+        let device = DeviceWork::upload(gpu, chunk_nnz, &work)?;
         tracing::debug!(
-            "CSR work list: {} items, {} split rows, packed in {:.1} ms (modules loaded beside it in {modules_ms:.1} ms)",
+            "CSR work list: {} items, {} split rows, packed in {packed_ms:.1} ms (modules loaded beside it in {modules_ms:.1} ms), uploaded after {:.1} ms",
             work.items.len(),
             work.split_rows.len(),
             t.elapsed().as_secs_f64() * 1e3
@@ -229,14 +238,13 @@ impl CsrWorkPlan {
         Ok(Self {
             rows: a.rows(),
             nnz: a.nnz(),
-            chunk_nnz: chunk_nnz.max(1),
-            work,
+            work: device,
         })
     }
 
     /// Nonzero budget per warp item.
     pub fn chunk_nnz(&self) -> u32 {
-        self.chunk_nnz
+        self.work.chunk_nnz
     }
 
     /// `Ok` when the plan was packed for a matrix of `a`'s row and nonzero counts (the caller
@@ -268,13 +276,13 @@ struct DeviceWork {
 }
 
 impl DeviceWork {
-    /// Uploads a packed work list.
-    fn upload(gpu: &Gpu, plan: &CsrWorkPlan) -> Result<Self, GpuError> {
+    /// Uploads a work list packed at `chunk_nnz` (0 is treated as 1).
+    fn upload(gpu: &Gpu, chunk_nnz: u32, work: &CsrWork) -> Result<Self, GpuError> {
         Ok(Self {
-            chunk_nnz: plan.chunk_nnz,
-            num_items: plan.work.items.len(),
-            items: upload_nonempty(gpu, plan.work.items.as_flattened())?,
-            split: SplitRows::upload(gpu, &plan.work.split_rows)?,
+            chunk_nnz: chunk_nnz.max(1),
+            num_items: work.items.len(),
+            items: upload_nonempty(gpu, work.items.as_flattened())?,
+            split: SplitRows::upload(gpu, &work.split_rows)?,
         })
     }
 }
@@ -348,7 +356,7 @@ impl CsrSpmm {
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
-            work: DeviceWork::upload(gpu, &plan)?,
+            work: plan.work,
             row_offsets: None,
             indptr: d.indptr,
             indices: d.indices,
@@ -386,7 +394,7 @@ impl CsrSpmm {
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
-            work: DeviceWork::upload(gpu, &plan)?,
+            work: plan.work,
             // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
             row_offsets: Some(a.row_offsets().to_vec()),
             indptr: s.clone_dtod(indptr)?,
@@ -410,14 +418,8 @@ impl CsrSpmm {
             work.items.len(),
             t.elapsed().as_secs_f64() * 1e3
         );
-        let plan = CsrWorkPlan {
-            rows: self.m,
-            nnz: self.nnz,
-            chunk_nnz: chunk_nnz.max(1),
-            work,
-        };
         self.row_offsets = Some(offsets);
-        self.work = DeviceWork::upload(&self.gpu, &plan)?;
+        self.work = DeviceWork::upload(&self.gpu, chunk_nnz, &work)?;
         Ok(())
     }
 

@@ -273,14 +273,14 @@ pub(super) struct Fixed {
     blocks: Option<[u64; 3]>,
     /// The row-tile device layout, already built (on the GPU, from the entry's skeleton).
     row_tile: Option<Box<RowTileDevice>>,
-    /// The CSR kernel's work list, packed already (beside a cache hit's early upload).
+    /// The CSR kernel's work list, packed and uploaded already (beside a cache hit's early upload).
     csr_work: Option<CsrWorkPlan>,
 }
 
 /// The CSR kernel's work list for a cache entry that keeps it on the matrix in its original
-/// order (packed on the host and the modules loaded, while the matrix goes up: R-MAT scale 20
-/// 2.3 ms off the hit's critical path); `None` for other entries, or where it fails (the upload
-/// stage then packs it again and reports the error).
+/// order (packed on the host, uploaded, and the modules loaded, while the matrix's values go up:
+/// R-MAT scale 20 2.3 ms off the hit's critical path); `None` for other entries, or where it
+/// fails (the upload stage then packs it again and reports the error).
 fn cached_csr_work(gpu: &tcsparse_gpu::Gpu, a: &Csr, entry: &PlanEntry) -> Option<CsrWorkPlan> {
     match entry.kernel {
         ExecKernel::CsrCuda { chunk_nnz } if entry.perm.is_none() => {
