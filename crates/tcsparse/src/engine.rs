@@ -109,15 +109,60 @@ impl Engine {
     }
 
     /// Pays a new process's first-use costs of uploading (pinned staging buffers and a first pass
-    /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) so that the first
+    /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) and of loading the CSR
+    /// kernel's modules ([`tcsparse_gpu::spmm::csr::load_modules`], 1.1–1.5 ms) so that the first
     /// [`Engine::prepare`] does not (a plan-cache hit of R-MAT scale 20 in a new process: 5.3–6.2
-    /// ms after it, 7.2–7.3 ms when only the first buffer had been used). Run it on another thread while the matrix loads, e.g.
-    /// `std::thread::scope(|s| { s.spawn(|| engine.warm_up()); load() })`. Nothing to do on the
-    /// CPU path.
+    /// ms after it, 7.2–7.3 ms when only the first buffer had been used). Run it on another
+    /// thread while the matrix loads, e.g. `std::thread::scope(|s| { s.spawn(||
+    /// engine.warm_up()); load() })`. Nothing to do on the CPU path.
     pub fn warm_up(&self) -> Result<(), crate::Error> {
-        match &self.gpu {
-            Some(g) => Ok(g.warm_up_uploads()?),
-            None => Ok(()),
-        }
+        let Some(g) = &self.gpu else { return Ok(()) };
+        g.warm_up_uploads()?;
+        // (The CSR kernel is a candidate of every tuned preparation and the kernel of many cache
+        // hits: its modules cost a new process 1.1–1.5 ms.)
+        tcsparse_gpu::spmm::csr::load_modules(g)?;
+        Ok(())
+    }
+
+    /// [`Engine::warm_up`] for a matrix of about `rows` rows and `nnz` nonzeros (e.g. a Matrix
+    /// Market header's), which also maps the device memory its preparation allocates into the
+    /// memory pool and keeps it there ([`Gpu::reserve_device_memory`] of
+    /// [`preparation_device_bytes`]; the process then holds that much device memory while it
+    /// lives, at most half of what is free).
+    pub fn warm_up_for(&self, rows: usize, nnz: usize) -> Result<(), crate::Error> {
+        let Some(g) = &self.gpu else { return Ok(()) };
+        self.warm_up()?;
+        g.reserve_device_memory(preparation_device_bytes(rows, nnz))?;
+        Ok(())
+    }
+}
+
+/// Device bytes worth reserving before a GPU preparation of a `rows`-row matrix with `nnz`
+/// nonzeros ([`Engine::warm_up_for`]): the CSR arrays it uploads first (4·(rows + 1) + 8·nnz
+/// bytes; all a plan-cache hit on the CSR kernel needs besides its work list) and one eighth on
+/// top for that work list (R-MAT scale 20: 1.2 MB beside 93 MB) and the pool's rounding.
+/// Saturates instead of overflowing.
+pub fn preparation_device_bytes(rows: usize, nnz: usize) -> usize {
+    let csr = rows
+        .saturating_add(1)
+        .saturating_mul(4)
+        .saturating_add(nnz.saturating_mul(8));
+    csr.saturating_add(csr / 8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::preparation_device_bytes;
+
+    #[test]
+    fn reserved_bytes_cover_the_csr_arrays_with_an_eighth_on_top() {
+        // R-MAT scale 20, ef 11: 4 MiB of row offsets and 89 MB of indices and values.
+        let (rows, nnz) = (1 << 20, 11_166_427);
+        let csr = 4 * (rows + 1) + 8 * nnz;
+        assert_eq!(preparation_device_bytes(rows, nnz), csr + csr / 8);
+        assert_eq!(preparation_device_bytes(0, 0), 4);
+        // A header's absurd sizes saturate instead of overflowing.
+        assert_eq!(preparation_device_bytes(usize::MAX, 1), usize::MAX);
+        assert_eq!(preparation_device_bytes(1, usize::MAX), usize::MAX);
     }
 }

@@ -35,7 +35,7 @@ pub mod spmv;
 /// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers
 /// need not pin the same version by hand.
 pub use cudarc;
-pub use engine::{Backend, Engine, FORCE_CPU_ENV};
+pub use engine::{Backend, Engine, FORCE_CPU_ENV, preparation_device_bytes};
 pub use error::Error;
 pub use options::{
     Balance, KernelRequest, Precision, PrepareOptions, PrepareOptionsBuilder, ReorderChoice,

@@ -172,6 +172,28 @@ pub fn cache_dir() -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
+/// Pays the GPU's first-use costs of uploading `path`'s matrix ([`Engine::warm_up_for`], sized by
+/// its Matrix Market header; [`Engine::warm_up`] where there is no header to read, e.g. `.npz`),
+/// meant for a thread beside [`read`]. A failure only costs the time it saves, so it is logged.
+pub fn warm_up_for_file(engine: &Engine, path: &Path) {
+    let warmed = match tcsparse::formats::mtx::read_header(path) {
+        Ok(h) => {
+            use tcsparse::formats::mtx::Symmetry;
+            let stored = usize::try_from(h.entries).unwrap_or(usize::MAX);
+            // (A symmetric file's triangle expands to at most twice its entries.)
+            let nnz = match h.symmetry {
+                Symmetry::General => stored,
+                Symmetry::Symmetric | Symmetry::SkewSymmetric => stored.saturating_mul(2),
+            };
+            engine.warm_up_for(usize::try_from(h.rows).unwrap_or(usize::MAX), nnz)
+        }
+        Err(_) => engine.warm_up(),
+    };
+    if let Err(e) = warmed {
+        tracing::debug!("GPU warm-up: {e}");
+    }
+}
+
 /// Reads a matrix, timing it.
 pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     let t = Instant::now();

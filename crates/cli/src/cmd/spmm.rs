@@ -79,11 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // The upload path's first-use costs are paid while the file is read.
     let (a, read_ms) = std::thread::scope(|s| {
-        s.spawn(|| {
-            if let Err(e) = engine.warm_up() {
-                tracing::debug!("GPU warm-up: {e}");
-            }
-        });
+        s.spawn(|| demo::warm_up_for_file(&engine, &args.input));
         demo::read(&args.input)
     })?;
     println!(
