@@ -111,9 +111,10 @@ impl Engine {
     /// Pays a new process's first-use costs of uploading (pinned staging buffers and a first pass
     /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) and of loading the CSR
     /// kernel's modules ([`tcsparse_gpu::spmm::csr::load_modules`], 1.1–1.5 ms) so that the first
-    /// [`Engine::prepare`] does not (a plan-cache hit of R-MAT scale 20 in a new process: 5.3–6.2
-    /// ms after it, 7.2–7.3 ms when only the first buffer had been used). Run it on another
-    /// thread while the matrix loads, e.g. `std::thread::scope(|s| { s.spawn(||
+    /// [`Engine::prepare`] does not (a plan-cache hit of R-MAT scale 20 in a new process on the
+    /// H200 host: 4.5–5.4 ms after [`Engine::warm_up_for`], 5.2–7.0 ms after a warm-up of the
+    /// staging buffers alone, 7.2–7.3 ms when only the first staging buffer had been used). Run
+    /// it on another thread while the matrix loads, e.g. `std::thread::scope(|s| { s.spawn(||
     /// engine.warm_up()); load() })`. Nothing to do on the CPU path.
     pub fn warm_up(&self) -> Result<(), crate::Error> {
         let Some(g) = &self.gpu else { return Ok(()) };
