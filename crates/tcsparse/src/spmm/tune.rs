@@ -13,7 +13,7 @@ use tcsparse_gpu::spmm::row_tile::{
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
 use tcsparse_gpu::{Gpu, GpuError};
-use tcsparse_planner::KernelChoice;
+use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::prepare::{Reordered, Source, copy_csr};
 use super::{DeviceState, Prepared};
@@ -495,32 +495,39 @@ impl Engine {
             "original order"
         };
         // A candidate the device cannot launch at this N (a row cache larger than its
-        // shared memory) is skipped, not fatal.
-        let mut launchable = Vec::with_capacity(kinds.len());
+        // shared memory) is skipped, not fatal. The schedules built to find out are kept for the
+        // timing (`None`: the planned one, prepared already; built again only to switch back).
+        let mut launchable: Vec<(ScheduleKind, Option<AccSchedule>)> =
+            Vec::with_capacity(kinds.len());
         for (i, &kind) in kinds.iter().enumerate() {
-            if i > 0 {
+            let sched = if i > 0 {
                 let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
                 p.set_schedule(&sched, kind)?;
-            }
+                Some(sched)
+            } else {
+                None
+            };
             match p.launch_refusal(n) {
                 Some(why) => tracing::debug!("tuning: skipping Acc-SpMM ({kind}): {why}"),
-                None => launchable.push(kind),
+                None => launchable.push((kind, sched)),
             }
         }
         let names: Vec<String> = launchable
             .iter()
-            .map(|kind| format!("Acc-SpMM ({order}, {kind})"))
+            .map(|(kind, _)| format!("Acc-SpMM ({order}, {kind})"))
             .collect();
         let mut current = kinds.last().copied();
         let found = tuning.family(
             &names,
             |_, _| true,
             |i| {
-                let kind = launchable[i];
-                if current != Some(kind) {
-                    let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
-                    p.set_schedule(&sched, kind)?;
-                    current = Some(kind);
+                let (kind, sched) = &mut launchable[i];
+                if current != Some(*kind) {
+                    let sched = sched.get_or_insert_with(|| {
+                        self.schedule(p.bittcf().row_window_offset(), *kind, n)
+                    });
+                    p.set_schedule(sched, *kind)?;
+                    current = Some(*kind);
                 }
                 p.spmm_device(1.0, b, n, n, 0.0, &mut *c, n)
             },
@@ -528,7 +535,7 @@ impl Engine {
         if let Some((i, ms)) = found
             && best.as_ref().is_none_or(|b| ms < b.0)
         {
-            *best = Some((ms, Candidate::Acc(launchable[i])));
+            *best = Some((ms, Candidate::Acc(launchable[i].0)));
         }
         Ok(())
     }
