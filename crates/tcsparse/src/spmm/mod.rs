@@ -75,7 +75,7 @@ pub struct Prepared {
     pub(crate) bittcf_slots: Option<Vec<u32>>,
     /// The prepared matrix's 8×8, 16×4 and 16×8 block counts (the planner's features), for the
     /// plan cache.
-    pub(crate) block_counts: Option<[u64; 3]>,
+    pub(crate) block_counts: [u64; 3],
 }
 
 /// The prepared matrix: held, or made on first use from the caller's shared matrix and a

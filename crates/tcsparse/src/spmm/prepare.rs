@@ -452,7 +452,7 @@ impl Engine {
                 mode: p.report.mode,
                 kernel: p.report.kernel,
                 perm: p.perm.clone(),
-                blocks: p.block_counts,
+                blocks: Some(p.block_counts),
                 row_tile: dense_row_tile_structure(&p),
                 note: p.report.kernel_note.clone(),
             };
@@ -1010,7 +1010,7 @@ impl Engine {
             scratch: Scratch::default(),
             value_map: None,
             bittcf_slots: None,
-            block_counts: Some(block_counts),
+            block_counts,
         };
         Ok((prepared, original))
     }
