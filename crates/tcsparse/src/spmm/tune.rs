@@ -622,27 +622,20 @@ impl Engine {
         } else {
             "cuSPARSE (original order)"
         };
-        // cuSPARSE is always timed in full: every other candidate is measured against it. (Its
-        // first launch sets cuSPARSE up: one untimed launch, then samples as for a finalist.)
-        let mut cus_samples = time_samples(gpu, 1, PROBE_ITERS, || {
-            cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
-        })?;
-        let more = full_iters(median(&cus_samples)).saturating_sub(cus_samples.len());
-        if more > 0 {
-            cus_samples.extend(time_samples(gpu, 0, more, || {
-                cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
-            })?);
-        }
-        let cus_ms = median(&cus_samples);
-        tuning.samples.push(TuneSample {
-            candidate: cus_name.into(),
-            ms: cus_ms,
-        });
-        tuning.bound = cus_ms;
-        mark(format_args!(
-            "cuSPARSE timed ({} samples)",
-            cus_samples.len()
-        ));
+        // cuSPARSE is always timed in full: every other candidate is measured against it. (A
+        // family of one, timed first: nothing bounds it yet, so its probe is always the
+        // finalist; the probe's untimed launch sets cuSPARSE up.)
+        let timed = tuning.family(
+            &[cus_name.to_string()],
+            |_, _| true,
+            |_| cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n),
+        )?;
+        let Some((_, cus_ms)) = timed else {
+            return Err(Error::InvalidArgs(
+                "tuning: cuSPARSE's timing gave no sample".into(),
+            ));
+        };
+        mark(format_args!("cuSPARSE timed"));
         tuning.cost("cuSPARSE", t_family);
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
