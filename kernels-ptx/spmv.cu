@@ -840,7 +840,13 @@ SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
 // multiplied by 0 (0 * inf would be NaN where CSR has no product).
 // ---------------------------------------------------------------------------------------------
 
-// The N values of X row k (p = x + k * N); W = vector width that divides N.
+// The vector width of an X row of N floats: 4, 2 or 1 (the widest that divides N).
+#define XROW_W(N) ((N) % 4 == 0 ? 4 : ((N) % 2 == 0 ? 2 : 1))
+
+// The N values of X row k (p = x + k * N); W = vector width that divides N. `vec` is a constant
+// of the walk's instantiation (v9: the set-bit walks are compiled once for 16-byte-aligned X and
+// once for any X, the entry picks one; a runtime `vec` left both load paths in the set-bit loop,
+// the scalar one predicated off but issued).
 template <int N, int W>
 __device__ __forceinline__ void bits_xrow(const float* __restrict__ p, bool vec, float o[N]) {
     if (W == 4 && vec) {
@@ -861,6 +867,72 @@ __device__ __forceinline__ void bits_xrow(const float* __restrict__ p, bool vec,
     }
 }
 
+
+// Loads issued only where `p` holds, as one predicated instruction each (no branch: the set-bit
+// loop's lanes diverge on their row bytes, and a branch around a lane's loads cost a BSSY/BSYNC
+// pair per tile and iteration, v9). Where `p` is false the result is undefined: the caller's
+// FMAs are predicated on the same condition.
+__device__ __forceinline__ float ldg_if(const float* a, bool p) {
+    float v;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q ld.global.nc.f32 %0, [%1];\n\t}"
+        : "=f"(v)
+        : "l"(a), "r"((u32)p));
+    return v;
+}
+
+__device__ __forceinline__ float2 ldg2_if(const float* a, bool p) {
+    float2 v;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %3, 0;\n\t@q ld.global.nc.v2.f32 {%0, %1}, [%2];\n\t}"
+        : "=f"(v.x), "=f"(v.y)
+        : "l"(a), "r"((u32)p));
+    return v;
+}
+
+__device__ __forceinline__ float4 ldg4_if(const float* a, bool p) {
+    float4 v;
+    asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %5, 0;\n\t@q ld.global.nc.v4.f32 {%0, %1, %2, "
+        "%3}, [%4];\n\t}"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(a), "r"((u32)p));
+    return v;
+}
+
+// Value i as f32 where `p` holds (core_val, predicated).
+template <int F16>
+__device__ __forceinline__ float core_val_if(const void* __restrict__ values, u32 i, bool p) {
+    if (F16) {
+        u16 b;
+        asm("{\n\t.reg .pred q;\n\tsetp.ne.u32 q, %2, 0;\n\t@q ld.global.nc.u16 %0, [%1];\n\t}"
+            : "=h"(b)
+            : "l"(reinterpret_cast<const u16*>(values) + i), "r"((u32)p));
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+        return f;
+    }
+    return ldg_if(reinterpret_cast<const float*>(values) + i, p);
+}
+
+// bits_xrow where `p` holds.
+template <int N, int W>
+__device__ __forceinline__ void bits_xrow_if(const float* __restrict__ a, bool vec, bool p,
+                                             float o[N]) {
+    if (W == 4 && vec) {
+#pragma unroll
+        for (int i = 0; i < N / 4; ++i) {
+            const float4 v = ldg4_if(a + 4 * i, p);
+            o[4 * i] = v.x; o[4 * i + 1] = v.y; o[4 * i + 2] = v.z; o[4 * i + 3] = v.w;
+        }
+    } else if (W == 2 && vec) {
+#pragma unroll
+        for (int i = 0; i < N / 2; ++i) {
+            const float2 v = ldg2_if(a + 2 * i, p);
+            o[2 * i] = v.x; o[2 * i + 1] = v.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) o[i] = ldg_if(a + i, p);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // "seg": the set-bit walk with the tile's x segment staged in shared memory. Per tile, lane r of
@@ -917,20 +989,28 @@ __device__ __forceinline__ void seg_store(float* p, const float v[N]) {
     }
 }
 
+// The set-bit walks' shared x slab (`seg`: 8 x N floats per group), one per entry whichever of
+// the entry's two instantiations (VEC) runs.
+template <int N, bool SEG>
+__device__ __forceinline__ float* setbit_slab() {
+    __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
+    return &slab[0][0];
+}
+
 // Both set-bit walks: SEG = false reads each nonzero's x row from global memory (`bits`); SEG =
-// true first stages the tile's used x rows in the group's shared slab (`seg`, below).
-template <int F16, int N, bool SEG>
+// true first stages the tile's used x rows in the group's shared slab (`seg`, below). VEC: X is
+// aligned for W-wide loads (the entry checks it; a constant here, see bits_xrow).
+template <int F16, int N, bool SEG, bool VEC>
 __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
     (void)cols;
-    constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
-    __shared__ __align__(16) float slab[SPMV_WARPS * 4][SEG ? 8 * N : 1];
+    constexpr int W = XROW_W(N);
     const u32 lane = threadIdx.x, r = lane & 7u;
     const u32 hidx = (blockIdx.x * SPMV_WARPS + threadIdx.y) * 4u + (lane >> 3);
     SPMV_WALK_HALF(hidx);  // (returns for whole groups: SEG's barriers below are per group)
-    float* seg = slab[threadIdx.y * 4u + (lane >> 3)];
+    float* seg = setbit_slab<N, SEG>() + (threadIdx.y * 4u + (lane >> 3)) * (SEG ? 8u * N : 1u);
     const u32 gmask = 0xffu << (lane & 24u);
     const CoreLane cl = core_lane(r);
-    const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
+    constexpr bool vec = VEC;
     u32 e, e_next;
     float s, s_next;
     row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
@@ -1013,12 +1093,28 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
+// X aligned for an X row's W-wide loads (warp-uniform: the entries' choice of instantiation).
+#define SPMV_XROW_VEC(N) (XROW_W(N) > 1 && (reinterpret_cast<size_t>(x) & (4u * XROW_W(N) - 1u)) == 0u)
+
 // One entry of a set-bit walk (SEG: x rows staged in shared memory, `seg`; else `bits`).
+// (N = 8: 5 blocks per SM asked, i.e. <= 48 registers as before v9; left alone the entry took
+// 58-59 with its aligned instantiation, a fifth fewer resident warps. Other N: as before.)
+#define SPMV_SETBIT_LB_1 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_2 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_3 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_4 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_5 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_6 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_7 __launch_bounds__(32 * SPMV_WARPS)
+#define SPMV_SETBIT_LB_8 __launch_bounds__(32 * SPMV_WARPS, 5)
 #define SPMV_SETBIT_ENTRY(NAME, F16, N, SEG)                                                       \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+    extern "C" __global__ void SPMV_SETBIT_LB_##N NAME(SPMV_WALK_PARAMS) {                         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_setbit_body<F16, N, SEG>(SPMV_WALK_BODY_ARGS);                                        \
+        if (SPMV_XROW_VEC(N))                                                                      \
+            spmv_setbit_body<F16, N, SEG, true>(SPMV_WALK_BODY_ARGS);                              \
+        else                                                                                       \
+            spmv_setbit_body<F16, N, SEG, false>(SPMV_WALK_BODY_ARGS);                             \
     }
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
@@ -1078,17 +1174,24 @@ SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
 // step waits for one global round trip (records prefetched -> x rows and values) instead of one
 // per loop iteration (`bitsw`: each iteration's x-row and value loads feed its FMAs).
 // ---------------------------------------------------------------------------------------------
-template <int F16, int N, bool SEG>
+// `segw`'s shared x slabs (16 x N floats per group), one per entry (as setbit_slab).
+template <int N, bool SEG>
+__device__ __forceinline__ float* bitsw_slab() {
+    __shared__ __align__(16) float wslab[SPMV_WARPS][SEG ? 4 * 16 * N : 1];
+    return &wslab[0][0];
+}
+
+template <int F16, int N, bool SEG, bool VEC>
 __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
     (void)cols;
-    constexpr int W = N % 4 == 0 ? 4 : (N % 2 == 0 ? 2 : 1);
-    __shared__ __align__(16) float wslab[SPMV_WARPS][SEG ? 4 * 16 * N : 1];
+    constexpr int W = XROW_W(N);
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
-    float* sx = wslab[threadIdx.y] + (SEG ? q * 16u * N : 0u);  // group q: tile 0 rows, then 1
+    // group q: tile 0 rows, then 1
+    float* sx = bitsw_slab<N, SEG>() + (SEG ? (threadIdx.y * 4u + q) * 16u * N : 0u);
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
     const CoreLane cl = core_lane(r);
-    const bool vec = (reinterpret_cast<size_t>(x) & (size_t)(4 * W - 1)) == 0u;
+    constexpr bool vec = VEC;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     // The first records, bounded by the half (te), issued before the row end arrives.
     uint4 m0 = t + q < te ? __ldg(tiles + t + q) : zero;
@@ -1131,33 +1234,29 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
             __syncwarp();
         }
         u32 it = 0;  // SEG: loop iteration (values 0 and 1 preloaded)
+        // (v9: no branch around a lane's loads: they are predicated on h0 / h1, as the FMAs.)
         while ((b0 | b1) != 0u) {
             const bool h0 = b0 != 0u, h1 = b1 != 0u;
-            const u32 j0 = h0 ? __ffs(b0) - 1u : 0u;
-            const u32 j1 = h1 ? __ffs(b1) - 1u : 0u;
+            // (b == 0: __ffs - 1 = ~0, an address nothing loads from; SEG masks it into the slab)
+            const u32 j0 = __ffs(b0) - 1u;
+            const u32 j1 = __ffs(b1) - 1u;
             b0 &= b0 - 1u;  // (0 stays 0)
             b1 &= b1 - 1u;
             float x0[N], x1[N];
-            float v0 = 0.0f, v1 = 0.0f;
+            float v0, v1;
             if (SEG) {
-                if (h0) {
-                    v0 = it == 0u ? p00 : (it == 1u ? p01 : core_val<F16>(values, i0));
-                    seg_row<N, W>(sx + j0 * N, x0);
-                }
-                if (h1) {
-                    v1 = it == 0u ? p10 : (it == 1u ? p11 : core_val<F16>(values, i1));
-                    seg_row<N, W>(sx + (8u + j1) * N, x1);
-                }
+                const float l0 = core_val_if<F16>(values, i0, h0 && it >= 2u);
+                const float l1 = core_val_if<F16>(values, i1, h1 && it >= 2u);
+                v0 = it == 0u ? p00 : (it == 1u ? p01 : l0);
+                v1 = it == 0u ? p10 : (it == 1u ? p11 : l1);
+                seg_row<N, W>(sx + (j0 & 7u) * N, x0);
+                seg_row<N, W>(sx + (8u + (j1 & 7u)) * N, x1);
                 ++it;
             } else {
-                if (h0) {
-                    v0 = core_val<F16>(values, i0);
-                    bits_xrow<N, W>(xs0 + j0 * N, vec, x0);
-                }
-                if (h1) {
-                    v1 = core_val<F16>(values, i1);
-                    bits_xrow<N, W>(xs1 + j1 * N, vec, x1);
-                }
+                v0 = core_val_if<F16>(values, i0, h0);
+                v1 = core_val_if<F16>(values, i1, h1);
+                bits_xrow_if<N, W>(xs0 + j0 * N, vec, h0, x0);
+                bits_xrow_if<N, W>(xs1 + j1 * N, vec, h1, x1);
             }
             i0 += h0 ? 1u : 0u;
             i1 += h1 ? 1u : 0u;
@@ -1213,13 +1312,19 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_bitsw_body<F16, N, false>(SPMV_WALK_BODY_ARGS);                                       \
+        if (SPMV_XROW_VEC(N))                                                                      \
+            spmv_bitsw_body<F16, N, false, true>(SPMV_WALK_BODY_ARGS);                             \
+        else                                                                                       \
+            spmv_bitsw_body<F16, N, false, false>(SPMV_WALK_BODY_ARGS);                            \
     }
 #define SPMV_SEGW_ENTRY(NAME, F16, N)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 3) NAME(SPMV_WALK_PARAMS) {      \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_bitsw_body<F16, N, true>(SPMV_WALK_BODY_ARGS);                                        \
+        if (SPMV_XROW_VEC(N))                                                                      \
+            spmv_bitsw_body<F16, N, true, true>(SPMV_WALK_BODY_ARGS);                              \
+        else                                                                                       \
+            spmv_bitsw_body<F16, N, true, false>(SPMV_WALK_BODY_ARGS);                             \
     }
 
 SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)

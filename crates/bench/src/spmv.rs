@@ -5,7 +5,8 @@
 //! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our tensor-core
 //! kernels: the MMA kernel and the tensor-core walk [`TC_LAYOUTS`], best of both and of the tile
 //! budgets per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
-//! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1, one
+//! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1,
+//! less the facade's [`UNTUNED_LAYOUTS`]; one
 //! pass over A for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
 //! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
 //! tiles allowed) and `tcsparse-f32` (f32 products only: cuSPARSE or the f32 walk).
@@ -25,7 +26,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
-use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS, TC_LAYOUTS};
+use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS, TC_LAYOUTS, UNTUNED_LAYOUTS};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -262,7 +263,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 // the same).
                 // The tensor-core walk (TC_LAYOUTS, a TF32 product) is timed with the MMA
                 // kernels, not with the CUDA-core walks.
-                let walk = |l: &&str| !TC_LAYOUTS.contains(l);
+                // (Nor the layouts the facade's tuning no longer times, UNTUNED_LAYOUTS.)
+                let walk = |l: &&str| !TC_LAYOUTS.contains(l) && !UNTUNED_LAYOUTS.contains(l);
                 let layouts: Vec<Option<&str>> = if core && n == 1 {
                     CORE_LAYOUTS
                         .iter()

@@ -386,6 +386,72 @@ fn spmv_graph_path_and_baseline_match_f64() {
     }
 }
 
+/// The set-bit walks with X not 16-byte aligned (a sub-slice one float in): the entries run their
+/// scalar-load instantiation there (v9: the aligned one is compiled apart), every n, both walk
+/// storages, a split row (chunk 1) and whole rows (chunk 32).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_set_bit_walks_read_unaligned_x() {
+    use cudarc::driver::{DevicePtr, DevicePtrMut};
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let t: Vec<_> = (0..12_000)
+        .map(|_| {
+            (
+                rng.random_range(0..1001u32),
+                rng.random_range(0..997u32),
+                rng.random_range(-1.0..1.0),
+            )
+        })
+        .collect();
+    let a = triplets(1001, 997, &t);
+    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    for st in [TileStorage::F16, TileStorage::F32] {
+        let mut k =
+            BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode")).expect("upload");
+        let tol = if st == TileStorage::F32 {
+            TOL_F32_CORE
+        } else {
+            TOL
+        };
+        for layout in MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l)) {
+            k.set_core_layout(Some(layout)).expect("layout");
+            for chunk in [1, 32] {
+                k.set_chunk(chunk).expect("work");
+                for n in 1..=MAX_RHS {
+                    let (x, y0) = operands(&mut rng, &a, n, 0.0);
+                    let mut padded = vec![0.0f32];
+                    padded.extend_from_slice(&x);
+                    let dx = gpu.upload(&padded).expect("x");
+                    let mut dy = gpu.upload(&y0).expect("y");
+                    let s = gpu.stream().clone();
+                    {
+                        let (px, _g) = dx.device_ptr(&s);
+                        let (py, _h) = dy.device_ptr_mut(&s);
+                        // SAFETY: px + 4 points at cols·n f32 (the upload holds one more), py at
+                        // rows·n; both guards live until the stream is synchronised below.
+                        unsafe { k.enqueue(s.cu_stream(), 1.0, px + 4, 0.0, py, n) }
+                            .expect("launch");
+                        gpu.synchronize().expect("sync");
+                    }
+                    let y = gpu.download(&dy).expect("download");
+                    check(
+                        &format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n)),
+                        &a,
+                        &x,
+                        n,
+                        1.0,
+                        0.0,
+                        &y0,
+                        &y,
+                        tol,
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_matches_f64_on_shared_datasets() {

@@ -4,7 +4,7 @@
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
 //! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8; the
-//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages — ×
+//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`] — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
 //! ([`SpmvPrecision`]):
@@ -30,7 +30,7 @@ use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT,
-    MULTI_LAYOUTS, TC_LAYOUTS,
+    MULTI_LAYOUTS, TC_LAYOUTS, UNTUNED_LAYOUTS,
 };
 use tcsparse_gpu::{Gpu, Timing};
 
@@ -271,13 +271,18 @@ impl Engine {
         };
         let storages = opts.precision.storages();
         let core_storages = opts.precision.core_storages();
-        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more; the
-        // tensor-core walks (TC_LAYOUTS: TF32 products) only where the MMA kernels are allowed.
+        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more (less those
+        // the tuning no longer times, UNTUNED_LAYOUTS); the tensor-core walks (TC_LAYOUTS: TF32
+        // products) only where the MMA kernels are allowed.
         let core_layouts: Vec<&'static str> = if n == 1 {
             CORE_LAYOUTS.iter().map(|l| l.0).collect()
         } else {
             MULTI_LAYOUTS.to_vec()
         };
+        let core_layouts: Vec<&'static str> = core_layouts
+            .into_iter()
+            .filter(|l| !UNTUNED_LAYOUTS.contains(l))
+            .collect();
         // (At n = 1 the tensor-core walk uses 1/8 of each MMA and was never the fastest on the
         // H200 bench, session 11: not timed there, to keep the preparation short.)
         let (mut tc_layouts, core_layouts): (Vec<&'static str>, Vec<&'static str>) = core_layouts

@@ -266,6 +266,12 @@ pub const MULTI_LAYOUTS: [&str; 5] = ["bits", "seg", "bitsw", "segw", "tc"];
 /// 11 significant bits, on f32 values too), so a TF32 product, not an f32 one: callers offer them
 /// only where the MMA kernels are allowed (never for f32 products).
 pub const TC_LAYOUTS: [&str; 1] = ["tc"];
+/// Layouts of [`CORE_LAYOUTS`] that the tunings (the facade's preparation and the bench's walk
+/// columns) no longer time: `seg` was never the fastest walk at n = 1 or n = 8 on any of the 20
+/// bench matrices, walk storage f16 or f32 (H200, session 15, v9: `bitsw` / `bits` / `segw`
+/// took its place), and its 4 chunk budgets were 4 of the 24 timed candidates of an 8-RHS
+/// preparation. It stays a layout ([`BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
+pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout F32 storage starts on.
