@@ -513,7 +513,7 @@ impl Gpu {
     /// Maps `bytes` of device memory into the memory pool now and keeps up to that much of freed
     /// memory there from now on (the pool's release threshold, raised, never lowered), so that
     /// the allocations of a preparation that follows reuse it instead of mapping fresh memory
-    /// (H200, a new process: 0.2–0.4 ms for each 4–45 MB array of R-MAT scale 20). Capped at
+    /// (H200, a new process: 0.1–0.7 ms for each 4–45 MB array of R-MAT scale 20). Capped at
     /// half of the device's free memory; the process then holds up to that much device memory
     /// while it lives. `None` where the device has no memory pools or `bytes` is 0. Waits for
     /// the stream.

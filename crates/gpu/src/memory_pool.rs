@@ -3,8 +3,8 @@
 //!
 //! By default the pool returns every byte it does not hold for a live allocation to the driver at
 //! the next synchronisation (release threshold 0). A new process then pays for mapping fresh
-//! device memory on each large allocation: 0.2–0.4 ms each for the 4–45 MB arrays of R-MAT scale
-//! 20 on the H200, 0.8 ms of a 5.3 ms plan-cache hit. [`grow_and_keep`] maps it ahead of time.
+//! device memory on each large allocation: 0.1–0.7 ms each for the 4–45 MB arrays of R-MAT scale
+//! 20 on the H200, 0.6–1.4 ms of a 5–7 ms plan-cache hit. [`grow_and_keep`] maps it ahead of time.
 
 use std::sync::Arc;
 
