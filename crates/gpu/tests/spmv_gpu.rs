@@ -152,6 +152,21 @@ fn triplets(rows: usize, cols: usize, t: &[(u32, u32, f32)]) -> Csr {
     csr_from_triplets(rows, cols, t).expect("csr")
 }
 
+/// A `rows × cols` matrix of `count` entries at uniform random positions (duplicates summed),
+/// values uniform in (−1, 1).
+fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
+    let t: Vec<_> = (0..count)
+        .map(|_| {
+            (
+                rng.random_range(0..rows),
+                rng.random_range(0..cols),
+                rng.random_range(-1.0..1.0),
+            )
+        })
+        .collect();
+    triplets(rows as usize, cols as usize, &t)
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_edge_shapes_match_f64() {
@@ -297,16 +312,7 @@ fn spmv_f16_never_overflows() {
 fn spmv_graph_path_and_baseline_match_f64() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let t: Vec<_> = (0..20_000)
-        .map(|_| {
-            (
-                rng.random_range(0..2001u32),
-                rng.random_range(0..1999u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    let a = triplets(2001, 1999, &t);
+    let a = random_csr(&mut rng, 2001, 1999, 20_000);
     let b = BitBsr::from_csr(&a).expect("bitBSR");
     let ca = CusparseCsr::new(&gpu, &a).expect("upload");
     for n in [1, MAX_RHS] {
@@ -395,16 +401,7 @@ fn spmv_set_bit_walks_read_unaligned_x() {
     use cudarc::driver::{DevicePtr, DevicePtrMut};
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(16);
-    let t: Vec<_> = (0..12_000)
-        .map(|_| {
-            (
-                rng.random_range(0..1001u32),
-                rng.random_range(0..997u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    let a = triplets(1001, 997, &t);
+    let a = random_csr(&mut rng, 1001, 997, 12_000);
     let b = BitBsr::from_csr(&a).expect("bitBSR");
     for st in [TileStorage::F16, TileStorage::F32] {
         let mut k =
