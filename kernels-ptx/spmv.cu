@@ -1107,15 +1107,19 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
 #define SPMV_SETBIT_LB_6 __launch_bounds__(32 * SPMV_WARPS)
 #define SPMV_SETBIT_LB_7 __launch_bounds__(32 * SPMV_WARPS)
 #define SPMV_SETBIT_LB_8 __launch_bounds__(32 * SPMV_WARPS, 5)
-#define SPMV_SETBIT_ENTRY(NAME, F16, N, SEG)                                                       \
-    extern "C" __global__ void SPMV_SETBIT_LB_##N NAME(SPMV_WALK_PARAMS) {                         \
+// A set-bit walk's entry: `BODY` instantiated for 16-byte-aligned X rows and for any X, picked
+// at the start (v9: a runtime test inside the loop left both load paths in it).
+#define SPMV_XROW_ENTRY(LB, NAME, BODY, F16, N, SEG)                                               \
+    extern "C" __global__ void LB NAME(SPMV_WALK_PARAMS) {                                         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
         if (SPMV_XROW_VEC(N))                                                                      \
-            spmv_setbit_body<F16, N, SEG, true>(SPMV_WALK_BODY_ARGS);                              \
+            BODY<F16, N, SEG, true>(SPMV_WALK_BODY_ARGS);                                          \
         else                                                                                       \
-            spmv_setbit_body<F16, N, SEG, false>(SPMV_WALK_BODY_ARGS);                             \
+            BODY<F16, N, SEG, false>(SPMV_WALK_BODY_ARGS);                                         \
     }
+#define SPMV_SETBIT_ENTRY(NAME, F16, N, SEG) \
+    SPMV_XROW_ENTRY(SPMV_SETBIT_LB_##N, NAME, spmv_setbit_body, F16, N, SEG)
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
 
@@ -1308,24 +1312,10 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
 
 // `bitsw` leaves the registers to ptxas (40-64, no spills at n = 8); `segw` asks for 3 blocks per
 // SM (<= 85 registers; left alone it took 94 at n = 8, at 4 blocks it spilled 92-112 bytes).
-#define SPMV_BITSW_ENTRY(NAME, F16, N)                                                             \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        if (SPMV_XROW_VEC(N))                                                                      \
-            spmv_bitsw_body<F16, N, false, true>(SPMV_WALK_BODY_ARGS);                             \
-        else                                                                                       \
-            spmv_bitsw_body<F16, N, false, false>(SPMV_WALK_BODY_ARGS);                            \
-    }
-#define SPMV_SEGW_ENTRY(NAME, F16, N)                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 3) NAME(SPMV_WALK_PARAMS) {      \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        if (SPMV_XROW_VEC(N))                                                                      \
-            spmv_bitsw_body<F16, N, true, true>(SPMV_WALK_BODY_ARGS);                              \
-        else                                                                                       \
-            spmv_bitsw_body<F16, N, true, false>(SPMV_WALK_BODY_ARGS);                             \
-    }
+#define SPMV_BITSW_ENTRY(NAME, F16, N) \
+    SPMV_XROW_ENTRY(__launch_bounds__(32 * SPMV_WARPS), NAME, spmv_bitsw_body, F16, N, false)
+#define SPMV_SEGW_ENTRY(NAME, F16, N) \
+    SPMV_XROW_ENTRY(__launch_bounds__(32 * SPMV_WARPS, 3), NAME, spmv_bitsw_body, F16, N, true)
 
 SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)
 SPMV_BITSW_ENTRY(spmv_bitsw2_f16, 1, 2)
