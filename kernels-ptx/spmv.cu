@@ -1062,15 +1062,23 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
             bits &= bits - 1u;
             float x0[N], x1[N];
             const float v0 = core_val<F16>(values, idx);
-            const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
-            idx += 2u;
+            float v1;
             if (SEG) {
+                v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
                 seg_row<N, W>(seg + j0 * N, x0);
                 seg_row<N, W>(seg + j1 * N, x1);
-            } else {
+            } else if (N < 8) {  // (n = 2-7 took 8 more registers with the predicated loads)
+                v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
                 bits_xrow<N, W>(xseg + j0 * N, vec, x0);
                 bits_xrow<N, W>(xseg + j1 * N, vec, x1);
+            } else {
+                // (v10) A row byte's odd last bit loads no second value or x row: predicated
+                // loads (bitsw's), the second FMAs predicated on the same `two`.
+                v1 = core_val_if<F16>(values, idx + 1u, two);
+                bits_xrow<N, W>(xseg + j0 * N, vec, x0);
+                bits_xrow_if<N, W>(xseg + j1 * N, vec, two, x1);
             }
+            idx += 2u;
 #pragma unroll
             for (int q = 0; q < N; ++q) acc[q] = fmaf(v0, x0[q], acc[q]);
             if (two) {
@@ -1451,9 +1459,15 @@ __device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ va
     a[0] = (w & L.bit0) ? __float_as_uint(core_val<F16>(values, i0)) : 0u;
     a[1] = (w & L.bit1) ? __float_as_uint(core_val<F16>(values, i1)) : 0u;
     const u32 k0 = m.z * 8u + t;
-    const bool live = (m.x | m.y) != 0u && g < (u32)N;
-    b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
-    b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
+    const bool live = (m.x | m.y) != 0u && (N >= 8 || g < (u32)N);  // (g < 8: lane < 32)
+    if (N >= 2) {  // (v10: row k0 + 4 at an immediate offset; n = 1's SASS left as it was)
+        const float* xp = x + (u64)k0 * N + g;
+        b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(xp)) : 0u;
+        b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(xp + 4 * N)) : 0u;
+    } else {
+        b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
+        b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
+    }
 }
 
 template <int F16, int N, int U>
