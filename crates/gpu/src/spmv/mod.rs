@@ -218,13 +218,15 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
     }
 }
 
-/// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`
-/// (same parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32 walk.
-const CORE_ENTRIES: [(&str, [&str; 2]); 4] = [
+/// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`,
+/// `staged` (same parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32
+/// walk.
+const CORE_ENTRIES: [(&str, [&str; 2]); 5] = [
     ("core", ["spmv_core_f16", "spmv_core_f32"]),
     ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
     ("corew2", ["spmv_corew2_f16", "spmv_corew2_f32"]),
     ("lane", ["spmv_lane_f16", "spmv_lane_f32"]),
+    ("staged", ["spmv_staged_f16", "spmv_staged_f32"]),
 ];
 
 /// The one-RHS entry of CUDA-core `layout` ([`CORE_LAYOUTS`]) for `storage`; `None` for an unknown
@@ -246,13 +248,16 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// memory and its first values loaded before the set-bit loop ([`MULTI_LAYOUTS`]); `tc`: one warp
 /// per item (two halves) on TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]);
 /// `lane`: one half per warp, one tile per lane (its set bits summed per row in shared memory, the
-/// rows added across the warp at the tile-row's end), for sparse tiles. None wins everywhere (H200: `core` on banded rows of
+/// rows added across the warp at the tile-row's end), for sparse tiles; `staged`: `corew1`'s
+/// layout with each stage's tile records, values and x segments (up to 32 tiles) copied to shared
+/// memory by `cp.async` while the previous stage is multiplied. None wins everywhere (H200: `core` on banded rows of
 /// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 9] = [
+pub const CORE_LAYOUTS: [(&str, u32); 10] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
     ("lane", WARPS_PER_BLOCK),
+    ("staged", WARPS_PER_BLOCK),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
     ("bitsw", WARPS_PER_BLOCK),
@@ -508,11 +513,18 @@ impl BitBsrSpmv {
             let row = (0xffu64 << tail) & 0xff;
             (0..8).fold(0, |m, r| m | (row << (8 * r)))
         };
+        // Value offsets: each tile's values follow the previous tile's (the `staged` walk copies a
+        // stage's values as one contiguous range and indexes it by offset).
+        let mut next_value = 0usize;
         for t in a.tiles() {
             let pop = t[0].count_ones() + t[1].count_ones();
             if t[2] as usize >= segs || t[3] as usize + pop as usize > a.nnz() {
                 return bad("tile column or value offset out of range");
             }
+            if t[3] as usize != next_value {
+                return bad("tile value offsets not consecutive");
+            }
+            next_value += pop as usize;
             let bits = u64::from(t[0]) | (u64::from(t[1]) << 32);
             if t[2] as usize + 1 == segs && bits & beyond != 0 {
                 return bad("tile bit beyond the last column");
@@ -826,7 +838,10 @@ impl BitBsrSpmv {
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
             // kernel), the set-bit walks and `lane` X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
-            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), one warp per item,
+            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), `staged` copies X
+            // segments guarded by K (zero-filled past it) and a stage's values as the byte range
+            // from its first tile's offset to its last tile's end (inside the value array: `new`
+            // checked that the offsets are consecutive), one warp per item,
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
             // extra groups / warps exit).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
@@ -902,6 +917,7 @@ mod tests {
             ["spmv_corew1_f16", "spmv_corew1_f32", "spmv_corew1_f32"],
             ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
             ["spmv_lane_f16", "spmv_lane_f32", "spmv_lane_f32"],
+            ["spmv_staged_f16", "spmv_staged_f32", "spmv_staged_f32"],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
             ["spmv_bitsw1_f16", "spmv_bitsw1_f32", "spmv_bitsw1_f32"],
