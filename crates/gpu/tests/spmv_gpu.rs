@@ -411,11 +411,19 @@ fn spmv_set_bit_walks_read_unaligned_x() {
         } else {
             TOL
         };
-        for layout in MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l)) {
+        // The set-bit walks (every n) and the staged walk (n = 1: X segments copied 4 bytes at a
+        // time when X is not 16-byte aligned).
+        let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
+        for layout in layouts.chain(&["staged"]) {
             k.set_core_layout(Some(layout)).expect("layout");
+            let max_n = if MULTI_LAYOUTS.contains(layout) {
+                MAX_RHS
+            } else {
+                1
+            };
             for chunk in [1, 32] {
                 k.set_chunk(chunk).expect("work");
-                for n in 1..=MAX_RHS {
+                for n in 1..=max_n {
                     let (x, y0) = operands(&mut rng, &a, n, 0.0);
                     let mut padded = vec![0.0f32];
                     padded.extend_from_slice(&x);
@@ -444,6 +452,54 @@ fn spmv_set_bit_walks_read_unaligned_x() {
                         tol,
                     );
                 }
+            }
+        }
+    }
+}
+
+/// An infinite x entry in a column that a tile's row does not use must not reach that row (CSR
+/// never multiplies it): the walks that multiply only set bits (the set-bit walks, `lane`,
+/// `staged`) give every row its finite f64 value.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_set_bit_walks_skip_unused_infinite_x() {
+    let gpu = gpu();
+    // One 8×8 tile: row r uses columns r and (r + 3) % 8 only; x[5] = inf reaches rows 2 and 5,
+    // and rows 8..15 (a second tile-row over columns 8..15) not at all.
+    let mut t: Vec<(u32, u32, f32)> = (0..8u32)
+        .flat_map(|r| [(r, r, 1.0 + r as f32), (r, (r + 3) % 8, 0.5)])
+        .collect();
+    t.extend((8..16u32).map(|r| (r, r, 2.0)));
+    let a = triplets(16, 16, &t);
+    let mut x: Vec<f32> = (0..16).map(|i| 0.25 * i as f32 - 1.0).collect();
+    x[5] = f32::INFINITY;
+    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
+    for st in [TileStorage::F16, TileStorage::F32] {
+        let mut k =
+            BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode")).expect("upload");
+        for layout in layouts.clone().chain(&["lane", "staged"]) {
+            k.set_core_layout(Some(layout)).expect("layout");
+            let dx = gpu.upload(&x).expect("x");
+            let mut dy = gpu.upload(&[f32::NAN; 16]).expect("y");
+            k.run(1.0, &dx, 0.0, &mut dy, 1).expect("launch");
+            let y = gpu.download(&dy).expect("download");
+            for (r, &yr) in y.iter().enumerate() {
+                let uses_inf = r == 2 || r == 5;
+                let want: f64 = t
+                    .iter()
+                    .filter(|e| e.0 as usize == r)
+                    .map(|e| e.2 as f64 * x[e.1 as usize] as f64)
+                    .sum();
+                assert!(
+                    if uses_inf {
+                        yr == f32::INFINITY
+                    } else {
+                        (yr as f64 - want).abs() <= 1e-6 * want.abs().max(1.0)
+                    },
+                    "{} row {r}: {yr}, want {want}",
+                    k.kernel_name(1)
+                );
             }
         }
     }
