@@ -36,7 +36,8 @@ use crate::report::{Case, Report, Status};
 pub const GRAPH_LAUNCHES: usize = 20;
 /// Graph launches timed per case (median reported).
 pub const SAMPLES: usize = 15;
-/// Tile budgets per half tried for our kernel.
+/// Tile budgets per half tried for our kernel (plus the wave-fitted one for
+/// `WAVE_FITTED_LAYOUTS`: `BitBsrSpmv::tuning_chunks`).
 pub const CHUNKS: [u32; 4] = [4, 8, 32, 128];
 /// Accuracy bound of our kernels (f16 and TF32 keep 11 bits of A and X): 2⁻⁹·(|A|·|X|).
 pub const TOL_OURS: f64 = 1.0 / 512.0;
@@ -288,7 +289,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 let mut measure = || -> Result<Measured, GpuError> {
                     for &l in &layouts {
                         k.set_core_layout(l)?;
-                        for c in CHUNKS {
+                        for c in k.tuning_chunks(l, &CHUNKS)? {
                             k.set_chunk(c)?;
                             // SAFETY: as above.
                             let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {

@@ -12,6 +12,7 @@
 
 use crate::{DeviceSpec, KernelResources, PlanError};
 use serde::{Deserialize, Serialize};
+use tcsparse_formats::bitbsr_device::{MAX_ROWS_PER_HALF, spmv_work};
 
 /// One thread block's share of a row panel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +157,35 @@ impl WaveSplit {
     }
 }
 
+/// Tile budget per half for an SpMV walk with `resident_halves` halves resident on the device at
+/// once (SMs × thread blocks per SM × halves per block): the smallest budget whose work list
+/// ([`spmv_work`] over tile-row offsets `ptr`) has at most one wave of halves — or, when tile-rows
+/// (at most [`MAX_ROWS_PER_HALF`] per half) keep the count above one wave at any budget, at most
+/// the fewest whole waves. The walk is then never left with a part-filled last wave: the
+/// wave-aware splitting of cuTeSpMM (§5) applied to the SpMV work list. ≥ 1.
+pub fn spmv_wave_chunk(ptr: &[u32], resident_halves: u64) -> u32 {
+    let slots = resident_halves.max(1);
+    let longest = ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    // From this budget on, every run of MAX_ROWS_PER_HALF rows fits: the fewest halves.
+    let top = longest
+        .saturating_mul(MAX_ROWS_PER_HALF)
+        .min(ptr.last().copied().unwrap_or(0))
+        .max(1);
+    let halves = |c: u32| 2 * spmv_work(ptr, c).items.len() as u64;
+    let target = halves(top).div_ceil(slots) * slots;
+    // The count falls as the budget grows: the smallest budget within the target.
+    let (mut lo, mut hi) = (1u32, top);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if halves(mid) <= target {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +287,39 @@ mod tests {
         );
         assert!(wave_split(&[1], 0, 1).is_err());
         assert!(wave_split(&[], 4, 1).unwrap().panels.is_empty());
+    }
+
+    #[test]
+    fn spmv_wave_chunk_fills_whole_waves() {
+        // 1000 tile-rows of 10 tiles on 100 resident halves: budget 100 packs 10 rows per half,
+        // exactly one wave; 99 would need 112 halves.
+        let ptr: Vec<u32> = (0..=1000u32).map(|r| 10 * r).collect();
+        assert_eq!(spmv_wave_chunk(&ptr, 100), 100);
+        // 32 rows per half at most: 1000 rows need 32 halves (+ padding to pairs) at any budget,
+        // so 10 slots give 4 waves (≤ 40 halves): 25 rows of 10 tiles per half.
+        let c = spmv_wave_chunk(&ptr, 10);
+        assert_eq!(c, 250);
+        assert!(2 * spmv_work(&ptr, c).items.len() <= 40);
+        assert!(2 * spmv_work(&ptr, c - 1).items.len() > 40);
+        // Empty matrix and no resident halves: budget 1.
+        assert_eq!(spmv_wave_chunk(&[0], 0), 1);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn spmv_wave_chunk_is_within_the_fewest_whole_waves(
+            lens in proptest::collection::vec(0u32..300, 1..400),
+            slots in 1u64..200,
+        ) {
+            let mut ptr = vec![0u32];
+            for l in lens {
+                ptr.push(ptr.last().unwrap() + l);
+            }
+            let c = spmv_wave_chunk(&ptr, slots);
+            let halves = |c: u32| 2 * spmv_work(&ptr, c).items.len() as u64;
+            let fewest = halves(u32::MAX);
+            proptest::prop_assert!(c >= 1);
+            proptest::prop_assert!(halves(c) <= fewest.div_ceil(slots) * slots);
+        }
     }
 }

@@ -123,7 +123,9 @@ impl Default for SpmvOptions {
     }
 }
 
-/// Tile budgets per half tried when tuning.
+/// Tile budgets per half tried when tuning (and, for the layouts of
+/// [`tcsparse_gpu::spmv::WAVE_FITTED_LAYOUTS`], the matrix's wave-fitted budget:
+/// [`BitBsrSpmv::tuning_chunks`]).
 pub const SPMV_TUNED_CHUNKS: [u32; 4] = [4, 8, 32, 128];
 
 /// The product a prepared SpMV runs.
@@ -365,7 +367,7 @@ impl Engine {
             let mut kbest: Option<(f64, u32, Option<&'static str>)> = None;
             for core in modes {
                 k.set_core_layout(core)?;
-                for chunk in SPMV_TUNED_CHUNKS {
+                for chunk in k.tuning_chunks(core, &SPMV_TUNED_CHUNKS)? {
                     k.set_chunk(chunk)?;
                     // SAFETY: as above.
                     let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;

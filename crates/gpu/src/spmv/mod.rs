@@ -25,6 +25,7 @@ use std::ffi::c_void;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, sys};
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
+use tcsparse_planner::wave::spmv_wave_chunk;
 
 use crate::schedule::upload_nonempty;
 use crate::signature::concat;
@@ -277,6 +278,11 @@ pub const TC_LAYOUTS: [&str; 1] = ["tc"];
 /// took its place), and its 4 chunk budgets were 4 of the 24 timed candidates of an 8-RHS
 /// preparation. It stays a layout ([`BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
 pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
+/// Layouts whose tunings also time the wave-fitted tile budget ([`BitBsrSpmv::tuning_chunks`]):
+/// `staged` keeps a pipeline of copies per warp, so it gains most from long halves, and with
+/// [`spmv_work`]'s fixed budgets its last wave ran part-filled (fem-like at budget 128: 6.8K
+/// halves on 5.3K resident warps, H200).
+pub const WAVE_FITTED_LAYOUTS: [&str; 1] = ["staged"];
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout F32 storage starts on.
@@ -624,6 +630,34 @@ impl BitBsrSpmv {
     /// The CUDA-core layout one-RHS calls run on (None: the MMA kernel).
     pub fn core_layout(&self) -> Option<&'static str> {
         self.core.map(|i| self.core_fns[i].0)
+    }
+
+    /// Halves of walk `layout` ([`CORE_LAYOUTS`]) resident on this device at once: SM count ×
+    /// thread blocks per SM (driver occupancy query) × halves per block.
+    pub fn resident_halves(&self, layout: &str) -> Result<u64, GpuError> {
+        let (_, _, per_block, f) = self
+            .core_fns
+            .iter()
+            .find(|c| c.0 == layout)
+            .ok_or_else(|| GpuError::Invalid(format!("no SpMV core layout {layout:?}")))?;
+        let blocks = f
+            .occupancy_max_active_blocks_per_multiprocessor(32 * WARPS_PER_BLOCK, 0, None)?
+            .max(1);
+        Ok(u64::from(self.gpu.info().sm_count.max(1)) * u64::from(blocks) * u64::from(*per_block))
+    }
+
+    /// The tile budgets a tuning times with `layout` (None: the MMA kernel): `base`, and for
+    /// [`WAVE_FITTED_LAYOUTS`] also [`spmv_wave_chunk`] of this matrix for the layout's resident
+    /// halves (when not already in `base`).
+    pub fn tuning_chunks(&self, layout: Option<&str>, base: &[u32]) -> Result<Vec<u32>, GpuError> {
+        let mut chunks = base.to_vec();
+        if let Some(l) = layout.filter(|l| WAVE_FITTED_LAYOUTS.contains(l)) {
+            let c = spmv_wave_chunk(&self.row_ptr, self.resident_halves(l)?);
+            if !chunks.contains(&c) {
+                chunks.push(c);
+            }
+        }
+        Ok(chunks)
     }
 
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
