@@ -834,9 +834,12 @@ SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
 // multiply. The other walks keep a step's loads in registers (8 tiles per warp in flight at
 // 64 registers: latency-bound at the occupancy limit, H200 ncu); here the copies of the next stage
 // (up to 32 tiles) are in flight while this one is multiplied, without registers.
-// A stage is up to STAGE_TILES consecutive tiles of the half whose values fit STAGE_VALUE_BYTES
-// (values of consecutive tiles are contiguous: one 16-byte-aligned byte range, copied in 16-byte
-// pieces, the last one cut at the range's end, so nothing past the value array is read). Lane i
+// A stage is up to TILES consecutive tiles of the half whose values fit VBYTES (values of
+// consecutive tiles are contiguous: one 16-byte-aligned byte range, copied in 16-byte pieces, the
+// last one cut at the range's end, so nothing past the value array is read). `staged`: 32 tiles,
+// 1232 B; `staged16` (v11b): 16 tiles, 1984 B (a fem-like row of ~13 tiles of ~48 values fits),
+// and the stage ends at the last tile-row end inside it when that keeps >= 3/4 of it, so a step of
+// 4 tiles does not straddle two stages (rows of ~13 tiles: 4 steps, not ~5). Lane i
 // holds the record of the stage's tile i in registers (loaded one stage ahead), stores it to shared
 // memory and copies that tile's x segment (zeros beyond K). The half's <= 32 row ends and row
 // scales are loaded once, one per lane, and shuffled at row changes (no load on a row change).
@@ -844,15 +847,14 @@ SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
 // order; at a row end the 4 groups added by two xor-shuffles), but only set bits multiply (corew
 // adds 0 * x for the others: NaN where x is infinite).
 // ---------------------------------------------------------------------------------------------
-#define STAGE_TILES 32u
-// 77 x 16 B: the largest tile (64 values, 256 B as f32) plus 15 bytes of alignment fits; two
-// stages per warp, 8 warps: 44288 B per block, 5 blocks per SM.
-#define STAGE_VALUE_BYTES 1232u
-
+// Value bytes per stage: the largest tile (64 values, 256 B as f32) plus 15 bytes of alignment
+// always fits; two stages per warp, 8 warps: 44288 B (`staged`: 77 x 16 B) or 44032 B
+// (`staged16`: 124 x 16 B) per block, 5 blocks per SM.
+template <u32 TILES, u32 VBYTES>
 struct SpmvStage {
-    uint4 rec[STAGE_TILES];
-    float4 x[STAGE_TILES][2];
-    uint4 val[STAGE_VALUE_BYTES / 16u];
+    uint4 rec[TILES];
+    float4 x[TILES][2];
+    uint4 val[VBYTES / 16u];
 };
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
@@ -883,11 +885,13 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// Queues the copies of the stage that starts at tile b (< te) into `st`: lane i holds tile b + i's
-// record (zero beyond te). Returns the stage's tile count (>= 1: one tile always fits) and sets
+// Queues the copies of the stage that starts at tile b (< te) into `st`: lane i < TILES holds tile
+// b + i's record (zero beyond te); `row_end` is the lane's tile-row end (non-decreasing over the
+// lanes), used when ROW_CUT. Returns the stage's tile count (>= 1: one tile always fits) and sets
 // `vbase` to the low 32 bits of its values' 16-byte-aligned byte offset.
-template <int F16>
-__device__ __forceinline__ u32 stage_issue(SpmvStage& st, uint4 m, u32 b, u32 te,
+template <int F16, u32 TILES, u32 VBYTES, bool ROW_CUT>
+__device__ __forceinline__ u32 stage_issue(SpmvStage<TILES, VBYTES>& st, uint4 m, u32 b, u32 te,
+                                           u32 row_end,
                                            const void* __restrict__ values,
                                            const float* __restrict__ x, u32 cols, bool vec,
                                            u32 lane, u32& vbase) {
@@ -895,8 +899,13 @@ __device__ __forceinline__ u32 stage_issue(SpmvStage& st, uint4 m, u32 b, u32 te
     const u32 vend_i = m.w + __popc(m.x) + __popc(m.y);  // one past the tile's last value
     const u64 base = ((u64)__shfl_sync(FULL_MASK, m.w, 0) * vb) & ~(u64)15u;
     // Value ends grow with the tile, so the tiles that fit are a prefix of the valid ones.
-    const bool fits = b + lane < te && (u64)vend_i * vb - base <= STAGE_VALUE_BYTES;
-    const u32 len = __popc(__ballot_sync(FULL_MASK, fits));
+    const bool fits = lane < TILES && b + lane < te && (u64)vend_i * vb - base <= VBYTES;
+    u32 len = __popc(__ballot_sync(FULL_MASK, fits));
+    if (ROW_CUT && b + len < te) {  // (warp-uniform) end at the last row end inside, if any
+        const u32 ends = __ballot_sync(FULL_MASK, row_end > b && row_end <= b + len);
+        const u32 cut = ends != 0u ? __shfl_sync(FULL_MASK, row_end, 31 - __clz(ends)) - b : 0u;
+        if (4u * cut >= 3u * len) len = cut;
+    }
     const u64 vend = (u64)__shfl_sync(FULL_MASK, vend_i, len - 1u) * vb;
     if (lane < len) {
         st.rec[lane] = m;
@@ -924,20 +933,20 @@ __device__ __forceinline__ u32 stage_issue(SpmvStage& st, uint4 m, u32 b, u32 te
     return len;
 }
 
-template <int F16>
+template <int F16, u32 TILES, u32 VBYTES, bool ROW_CUT>
 __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
-    __shared__ SpmvStage stages[SPMV_WARPS][2];
+    __shared__ SpmvStage<TILES, VBYTES> stages[SPMV_WARPS][2];
     const u32 lane = threadIdx.x, r = lane & 7u, q = lane >> 3;
     const u32 hidx = blockIdx.x * SPMV_WARPS + threadIdx.y;
     SPMV_WALK_HALF(hidx);  // (returns for the whole warp)
-    SpmvStage* st = stages[threadIdx.y];
+    SpmvStage<TILES, VBYTES>* st = stages[threadIdx.y];
     const CoreLane cl = core_lane(r);
     const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
     const u32 vb = F16 ? 2u : 4u;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     // Issued together: the first stage's records and the half's row ends / scales (lane i: row
     // w.x + i; a half spans at most 32 rows, MAX_ROWS_PER_HALF).
-    uint4 m = t + lane < te ? __ldg(tiles + t + lane) : zero;
+    uint4 m = lane < TILES && t + lane < te ? __ldg(tiles + t + lane) : zero;
     const u32 nrows = rend - w.x;
     const u32 row_end = lane < nrows ? min(__ldg(ptr + w.x + 1u + lane), te) : te;
     const float row_s = (F16 && lane < nrows) ? __ldg(row_scale + w.x + lane) : 1.0f;
@@ -959,21 +968,23 @@ __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
     settle();
     u32 b = t, len = 0u, vbase = 0u, buf = 0u;
     if (b < te) {
-        len = stage_issue<F16>(st[0], m, b, te, values, x, cols, vec, lane, vbase);
-        m = b + len + lane < te ? __ldg(tiles + b + len + lane) : zero;
+        len = stage_issue<F16, TILES, VBYTES, ROW_CUT>(st[0], m, b, te, row_end, values, x, cols,
+                                                        vec, lane, vbase);
+        m = lane < TILES && b + len + lane < te ? __ldg(tiles + b + len + lane) : zero;
     }
     while (b < te) {
         const u32 bn = b + len;
         u32 len_n = 0u, vbase_n = 0u;
         if (bn < te) {  // the next stage's copies, then the records of the one after it
-            len_n = stage_issue<F16>(st[buf ^ 1u], m, bn, te, values, x, cols, vec, lane, vbase_n);
-            m = bn + len_n + lane < te ? __ldg(tiles + bn + len_n + lane) : zero;
+            len_n = stage_issue<F16, TILES, VBYTES, ROW_CUT>(st[buf ^ 1u], m, bn, te, row_end,
+                                                              values, x, cols, vec, lane, vbase_n);
+            m = lane < TILES && bn + len_n + lane < te ? __ldg(tiles + bn + len_n + lane) : zero;
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
         }
         __syncwarp();
-        const SpmvStage& s = st[buf];
+        const SpmvStage<TILES, VBYTES>& s = st[buf];
         const char* sv = reinterpret_cast<const char*>(s.val);
         while (t < bn) {  // warp-uniform
             const u32 lim = min(e, bn);
@@ -983,19 +994,21 @@ __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
                 const CoreTile c = core_decode(mm, cl);
                 const float4 xa = s.x[i - b][0], xc = s.x[i - b][1];
                 const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xc.x, xc.y, xc.z, xc.w};
-                u32 o = c.idx * vb - vbase;  // (mod 2^32: the true offset is < STAGE_VALUE_BYTES)
+                // The row's first value (mod 2^32: the true offset is < VBYTES); one
+                // running address, advanced per set bit (v11b: no base + offset add per bit).
+                const char* pv = sv + (c.idx * vb - vbase);
 #pragma unroll
                 for (int j = 0; j < 8; ++j) {
                     // Only set bits multiply (no 0 * inf = NaN from an x the row does not use).
                     if ((c.bits >> j) & 1u) {
                         float v;
                         if (F16) {
-                            const u16 h = *reinterpret_cast<const u16*>(sv + o);
+                            const u16 h = *reinterpret_cast<const u16*>(pv);
                             asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(h));
                         } else {
-                            v = *reinterpret_cast<const float*>(sv + o);
+                            v = *reinterpret_cast<const float*>(pv);
                         }
-                        o += vb;
+                        pv += vb;
                         acc = fmaf(v, xv[j], acc);
                     }
                 }
@@ -1018,14 +1031,17 @@ __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
-#define SPMV_STAGED_ENTRY(NAME, F16)                                                               \
+// `SPMV_STAGED_ENTRY(name, body<template arguments>)`: 5 blocks per SM (48 registers).
+#define SPMV_STAGED_ENTRY(NAME, ...)                                                               \
     extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 5) NAME(SPMV_WALK_PARAMS) {      \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
-        spmv_staged_body<F16>(SPMV_WALK_BODY_ARGS);                                                \
+        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
     }
-SPMV_STAGED_ENTRY(spmv_staged_f16, 1)
-SPMV_STAGED_ENTRY(spmv_staged_f32, 0)
+SPMV_STAGED_ENTRY(spmv_staged_f16, spmv_staged_body<1, 32u, 1232u, false>)
+SPMV_STAGED_ENTRY(spmv_staged_f32, spmv_staged_body<0, 32u, 1232u, false>)
+SPMV_STAGED_ENTRY(spmv_staged16_f16, spmv_staged_body<1, 16u, 1984u, true>)
+SPMV_STAGED_ENTRY(spmv_staged16_f32, spmv_staged_body<0, 16u, 1984u, true>)
 
 // ---------------------------------------------------------------------------------------------
 // Set-bit walk for N = 1..8 right-hand sides ("bits"): the `core` layout (group q of warp w takes

@@ -411,10 +411,10 @@ fn spmv_set_bit_walks_read_unaligned_x() {
         } else {
             TOL
         };
-        // The set-bit walks (every n) and the staged walk (n = 1: X segments copied 4 bytes at a
+        // The set-bit walks (every n) and the staged walks (n = 1: X segments copied 4 bytes at a
         // time when X is not 16-byte aligned).
         let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
-        for layout in layouts.chain(&["staged"]) {
+        for layout in layouts.chain(&["staged", "staged16"]) {
             k.set_core_layout(Some(layout)).expect("layout");
             let max_n = if MULTI_LAYOUTS.contains(layout) {
                 MAX_RHS
@@ -459,7 +459,7 @@ fn spmv_set_bit_walks_read_unaligned_x() {
 
 /// An infinite x entry in a column that a tile's row does not use must not reach that row (CSR
 /// never multiplies it): the walks that multiply only set bits (the set-bit walks, `lane`,
-/// `staged`) give every row its finite f64 value.
+/// `staged`, `staged16`) give every row its finite f64 value.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_set_bit_walks_skip_unused_infinite_x() {
@@ -478,7 +478,7 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
     for st in [TileStorage::F16, TileStorage::F32] {
         let mut k =
             BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode")).expect("upload");
-        for layout in layouts.clone().chain(&["lane", "staged"]) {
+        for layout in layouts.clone().chain(&["lane", "staged", "staged16"]) {
             k.set_core_layout(Some(layout)).expect("layout");
             let dx = gpu.upload(&x).expect("x");
             let mut dy = gpu.upload(&[f32::NAN; 16]).expect("y");

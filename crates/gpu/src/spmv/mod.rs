@@ -220,14 +220,15 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
 }
 
 /// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`,
-/// `staged` (same parameters as the main kernels; `xs` and `n` unused). TF32 storage runs the f32
-/// walk.
-const CORE_ENTRIES: [(&str, [&str; 2]); 5] = [
+/// `staged`, `staged16` (same parameters as the main kernels; `xs` and `n` unused). TF32 storage
+/// runs the f32 walk.
+const CORE_ENTRIES: [(&str, [&str; 2]); 6] = [
     ("core", ["spmv_core_f16", "spmv_core_f32"]),
     ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
     ("corew2", ["spmv_corew2_f16", "spmv_corew2_f32"]),
     ("lane", ["spmv_lane_f16", "spmv_lane_f32"]),
     ("staged", ["spmv_staged_f16", "spmv_staged_f32"]),
+    ("staged16", ["spmv_staged16_f16", "spmv_staged16_f32"]),
 ];
 
 /// The one-RHS entry of CUDA-core `layout` ([`CORE_LAYOUTS`]) for `storage`; `None` for an unknown
@@ -251,14 +252,17 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// `lane`: one half per warp, one tile per lane (its set bits summed per row in shared memory, the
 /// rows added across the warp at the tile-row's end), for sparse tiles; `staged`: `corew1`'s
 /// layout with each stage's tile records, values and x segments (up to 32 tiles) copied to shared
-/// memory by `cp.async` while the previous stage is multiplied. None wins everywhere (H200: `core` on banded rows of
+/// memory by `cp.async` while the previous stage is multiplied; `staged16`: `staged` with stages
+/// of up to 16 tiles and 1984 value bytes that end at a tile-row end where one is near (rows of
+/// ~13 dense tiles: one row per stage). None wins everywhere (H200: `core` on banded rows of
 /// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 10] = [
+pub const CORE_LAYOUTS: [(&str, u32); 11] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
     ("lane", WARPS_PER_BLOCK),
     ("staged", WARPS_PER_BLOCK),
+    ("staged16", WARPS_PER_BLOCK),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
     ("bitsw", WARPS_PER_BLOCK),
@@ -279,10 +283,10 @@ pub const TC_LAYOUTS: [&str; 1] = ["tc"];
 /// preparation. It stays a layout ([`BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
 pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
 /// Layouts whose tunings also time the wave-fitted tile budget ([`BitBsrSpmv::tuning_chunks`]):
-/// `staged` keeps a pipeline of copies per warp, so it gains most from long halves, and with
-/// [`spmv_work`]'s fixed budgets its last wave ran part-filled (fem-like at budget 128: 6.8K
-/// halves on 5.3K resident warps, H200).
-pub const WAVE_FITTED_LAYOUTS: [&str; 1] = ["staged"];
+/// the staged walks keep a pipeline of copies per warp, so long halves that fill whole waves of
+/// resident warps can pay (H200, session 16: kept on xenon1, c-62; not on fem-like, where the
+/// walk is issue-bound and budget 128 stays faster).
+pub const WAVE_FITTED_LAYOUTS: [&str; 2] = ["staged", "staged16"];
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout F32 storage starts on.
@@ -872,7 +876,7 @@ impl BitBsrSpmv {
             // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
             // kernel), the set-bit walks and `lane` X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
-            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), `staged` copies X
+            // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), `staged*` copy X
             // segments guarded by K (zero-filled past it) and a stage's values as the byte range
             // from its first tile's offset to its last tile's end (inside the value array: `new`
             // checked that the offsets are consecutive), one warp per item,
@@ -952,6 +956,11 @@ mod tests {
             ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
             ["spmv_lane_f16", "spmv_lane_f32", "spmv_lane_f32"],
             ["spmv_staged_f16", "spmv_staged_f32", "spmv_staged_f32"],
+            [
+                "spmv_staged16_f16",
+                "spmv_staged16_f32",
+                "spmv_staged16_f32",
+            ],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
             ["spmv_bitsw1_f16", "spmv_bitsw1_f32", "spmv_bitsw1_f32"],
