@@ -161,8 +161,9 @@ impl WaveSplit {
 /// once (SMs × thread blocks per SM × halves per block): the smallest budget whose work list
 /// ([`spmv_work`] over tile-row offsets `ptr`) has at most one wave of halves — or, when tile-rows
 /// (at most [`MAX_ROWS_PER_HALF`] per half) keep the count above one wave at any budget, at most
-/// the fewest whole waves. The walk is then never left with a part-filled last wave: the
-/// wave-aware splitting of cuTeSpMM (§5) applied to the SpMV work list. ≥ 1.
+/// the fewest whole waves. The last wave is then as full as a budget can make it (the wave-aware
+/// splitting of cuTeSpMM, §5, applied to the SpMV work list); ≥ 1. The search assumes the half
+/// count does not grow with the budget; where it does, the result still meets the bound.
 pub fn spmv_wave_chunk(ptr: &[u32], resident_halves: u64) -> u32 {
     let slots = resident_halves.max(1);
     let longest = ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
