@@ -287,6 +287,23 @@ pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
 /// resident warps can pay (H200, session 16: kept on xenon1, c-62; not on fem-like, where the
 /// walk is issue-bound and budget 128 stays faster).
 pub const WAVE_FITTED_LAYOUTS: [&str; 2] = ["staged", "staged16"];
+/// The smallest fixed tile budget the tunings time for [`WAVE_FITTED_LAYOUTS`]: at 4 and 8 tiles
+/// per half a warp's pipeline holds one short stage, and neither budget was kept for a staged
+/// walk in any column of the H200 bench (session 16, run 6: kept at 128 and at wave-fitted budgets
+/// of 9–51), so they are not timed (4 fewer candidates per walk storage).
+pub const WAVE_FITTED_MIN_CHUNK: u32 = 32;
+/// The budgets of `base` from [`WAVE_FITTED_MIN_CHUNK`] on, then `wave` unless among them.
+fn wave_fitted_chunks(base: &[u32], wave: u32) -> Vec<u32> {
+    let mut chunks: Vec<u32> = base
+        .iter()
+        .copied()
+        .filter(|&c| c >= WAVE_FITTED_MIN_CHUNK)
+        .collect();
+    if !chunks.contains(&wave) {
+        chunks.push(wave);
+    }
+    chunks
+}
 /// The multi-RHS layout used without tuning.
 pub const MULTI_LAYOUT: &str = "bits";
 /// The CUDA-core layout F32 storage starts on.
@@ -650,18 +667,17 @@ impl BitBsrSpmv {
         Ok(u64::from(self.gpu.info().sm_count.max(1)) * u64::from(blocks) * u64::from(*per_block))
     }
 
-    /// The tile budgets a tuning times with `layout` (None: the MMA kernel): `base`, and for
-    /// [`WAVE_FITTED_LAYOUTS`] also [`spmv_wave_chunk`] of this matrix for the layout's resident
-    /// halves (when not already in `base`).
+    /// The tile budgets a tuning times with `layout` (None: the MMA kernel): `base`, or for
+    /// [`WAVE_FITTED_LAYOUTS`] those of `base` from [`WAVE_FITTED_MIN_CHUNK`] on and
+    /// [`spmv_wave_chunk`] of this matrix for the layout's resident halves.
     pub fn tuning_chunks(&self, layout: Option<&str>, base: &[u32]) -> Result<Vec<u32>, GpuError> {
-        let mut chunks = base.to_vec();
-        if let Some(l) = layout.filter(|l| WAVE_FITTED_LAYOUTS.contains(l)) {
-            let c = spmv_wave_chunk(&self.row_ptr, self.resident_halves(l)?);
-            if !chunks.contains(&c) {
-                chunks.push(c);
-            }
+        match layout.filter(|l| WAVE_FITTED_LAYOUTS.contains(l)) {
+            Some(l) => Ok(wave_fitted_chunks(
+                base,
+                spmv_wave_chunk(&self.row_ptr, self.resident_halves(l)?),
+            )),
+            None => Ok(base.to_vec()),
         }
-        Ok(chunks)
     }
 
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
@@ -969,6 +985,13 @@ mod tests {
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
         assert_eq!(core_entry(F32, "nope"), None);
+    }
+
+    #[test]
+    fn wave_fitted_layouts_time_the_large_budgets_and_the_wave() {
+        assert_eq!(wave_fitted_chunks(&[4, 8, 32, 128], 169), [32, 128, 169]);
+        assert_eq!(wave_fitted_chunks(&[4, 8, 32, 128], 32), [32, 128]);
+        assert_eq!(wave_fitted_chunks(&[4, 8], 9), [9]);
     }
 
     /// The signature table lists every entry the launch code can pick exactly once (the PTX test
