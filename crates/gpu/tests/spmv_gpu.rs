@@ -394,7 +394,8 @@ fn spmv_graph_path_and_baseline_match_f64() {
 
 /// The set-bit walks with X not 16-byte aligned (a sub-slice one float in): the entries run their
 /// scalar-load instantiation there (v9: the aligned one is compiled apart), every n, both walk
-/// storages, a split row (chunk 1) and whole rows (chunk 32).
+/// storages, a split row (chunk 1) and whole rows (chunk 32); and the staged walks at n = 1 (their
+/// 4-byte x copies).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_set_bit_walks_read_unaligned_x() {
