@@ -466,8 +466,7 @@ impl Gpu {
             // SAFETY: T is NoUninit, so every byte of `data` is initialised.
             return unsafe { self.upload_staged(data, Some(&inspect)) };
         }
-        use rayon::prelude::*;
-        let results = bytes.par_chunks(UPLOAD_PIECE_BYTES).map(&inspect).collect();
+        let results = staging::inspect_pieces(bytes, &inspect);
         Ok((self.inner.stream.clone_htod(data)?, results))
     }
 
@@ -530,10 +529,7 @@ impl Gpu {
     /// The staging buffers' layout of this context's large uploads ([`StagingLayout::DEFAULT`]
     /// until [`Gpu::set_staging_layout`]).
     pub fn staging_layout(&self) -> StagingLayout {
-        let guard = match self.inner.staging.lock() {
-            Ok(g) => g,
-            Err(e) => e.into_inner(),
-        };
+        let guard = self.inner.staging.lock().unwrap_or_else(|p| p.into_inner());
         guard
             .as_ref()
             .map_or(StagingLayout::DEFAULT, |s| s.layout())
@@ -545,11 +541,7 @@ impl Gpu {
     /// refused) leaves the old buffers in place.
     pub fn set_staging_layout(&self, layout: StagingLayout) -> Result<(), GpuError> {
         let new = staging::Staging::new(&self.inner.ctx, layout)?;
-        let mut guard = match self.inner.staging.lock() {
-            Ok(g) => g,
-            Err(e) => e.into_inner(),
-        };
-        *guard = Some(new);
+        *self.inner.staging.lock().unwrap_or_else(|p| p.into_inner()) = Some(new);
         Ok(())
     }
 

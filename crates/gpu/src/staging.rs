@@ -128,6 +128,12 @@ struct Addr(usize);
 /// What an upload applies to each piece of its source's bytes ([`upload_pieces`]).
 pub(crate) type PieceInspector<'a, R> = &'a (dyn Fn(&[u8]) -> R + Sync);
 
+/// `inspect` of every [`PIECE_BYTES`] piece of `bytes` (the last one shorter), on all cores, in
+/// piece order: the results of an inspected upload that is not staged.
+pub(crate) fn inspect_pieces<R: Send>(bytes: &[u8], inspect: PieceInspector<'_, R>) -> Vec<R> {
+    bytes.par_chunks(PIECE_BYTES).map(inspect).collect()
+}
+
 /// Copies `data` into a new device buffer on `stream` through `staging` (allocated with
 /// `layout` on first use), applying `inspect` (where given) to each [`PIECE_BYTES`] piece of
 /// `data`'s bytes (the last one shorter) on the thread that copies it, right after the copy, and
@@ -160,18 +166,7 @@ pub(crate) unsafe fn upload_pieces<T: DeviceRepr, R: Send>(
         Ok(g) => g,
         Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => {
-            let results = match inspect {
-                Some(f) => (0..bytes.div_ceil(PIECE_BYTES))
-                    .into_par_iter()
-                    .map(|p| {
-                        f(piece(
-                            p * PIECE_BYTES,
-                            PIECE_BYTES.min(bytes - p * PIECE_BYTES),
-                        ))
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
+            let results = inspect.map_or_else(Vec::new, |f| inspect_pieces(piece(0, bytes), f));
             return Ok((stream.clone_htod(data)?, results));
         }
     };
