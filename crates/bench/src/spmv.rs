@@ -5,9 +5,8 @@
 //! Backends per (matrix, n): `cusparse`; `tcsparse/f16` and `tcsparse/tf32` (our tensor-core
 //! kernels: the MMA kernel and the tensor-core walk [`TC_LAYOUTS`], best of both and of the tile
 //! budgets per half of [`CHUNKS`]); `tcsparse/core-f16` and `tcsparse/core-f32` (the CUDA-core
-//! walk on f16 / f32 tiles: every layout at n = 1, the set-bit walks [`MULTI_LAYOUTS`] at n > 1,
-//! less the facade's [`UNTUNED_LAYOUTS`]; one
-//! pass over A for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
+//! walk on f16 / f32 tiles: the layouts of [`tuned_walk_layouts`], the facade's; one pass over A
+//! for all n right-hand sides); `tcsparse` (the tuned engine at the default precision: the
 //! fastest of cuSPARSE, the TF32 kernel and the f32 walk), `tcsparse-f16` (the tuned engine with f16
 //! tiles allowed) and `tcsparse-f32` (f32 products only: cuSPARSE or the f32 walk).
 //! GFLOP/s = 2·nnz·n/t; GB/s over the bytes that must move once (bitBSR arrays + X + y for ours, CSR
@@ -26,7 +25,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse::gpu::spmv::graph::time_graph;
-use tcsparse::gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MULTI_LAYOUTS, TC_LAYOUTS, UNTUNED_LAYOUTS};
+use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
@@ -260,26 +259,11 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             };
             tols.push((name.into(), tol));
             let r = k.as_mut().map_err(|e| e.clone()).and_then(|k| {
-                // The walk's layouts are timed like the tile budgets (the facade's tuning does
-                // the same).
-                // The tensor-core walk (TC_LAYOUTS, a TF32 product) is timed with the MMA
-                // kernels, not with the CUDA-core walks.
-                // (Nor the layouts the facade's tuning no longer times, UNTUNED_LAYOUTS.)
-                let walk = |l: &&str| !TC_LAYOUTS.contains(l) && !UNTUNED_LAYOUTS.contains(l);
-                let layouts: Vec<Option<&str>> = if core && n == 1 {
-                    CORE_LAYOUTS
-                        .iter()
-                        .map(|l| l.0)
-                        .filter(walk)
-                        .map(Some)
-                        .collect()
-                } else if core {
-                    MULTI_LAYOUTS
-                        .iter()
-                        .copied()
-                        .filter(walk)
-                        .map(Some)
-                        .collect()
+                // The walk's layouts are timed like the tile budgets, as in the facade's tuning
+                // (tuned_walk_layouts); the tensor-core walk (TC_LAYOUTS, a TF32 product) with
+                // the MMA kernels, not with the CUDA-core walks.
+                let layouts: Vec<Option<&str>> = if core {
+                    tuned_walk_layouts(n).into_iter().map(Some).collect()
                 } else {
                     std::iter::once(None)
                         .chain(TC_LAYOUTS.iter().map(|&l| Some(l)))

@@ -3,8 +3,8 @@
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
-//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`] for 2 to 8; the
-//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`] — ×
+//! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`](tcsparse_gpu::spmv::MULTI_LAYOUTS) for 2 to 8; the
+//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
 //! ([`SpmvPrecision`]):
@@ -29,8 +29,8 @@ use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
-    BitBsrSpmv, CORE_LAYOUTS, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT,
-    MULTI_LAYOUTS, TC_LAYOUTS, UNTUNED_LAYOUTS,
+    BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
+    tuned_walk_layouts,
 };
 use tcsparse_gpu::{Gpu, Timing};
 
@@ -79,7 +79,7 @@ impl SpmvPrecision {
         }
     }
 
-    /// The walk storage an untuned preparation uses (the first of [`Precision::core_storages`]).
+    /// The walk storage an untuned preparation uses (the first of [`SpmvPrecision::core_storages`]).
     pub fn default_core_storage(self) -> TileStorage {
         match self {
             Self::F16 => TileStorage::F16,
@@ -137,7 +137,7 @@ pub enum SpmvKernel {
         storage: TileStorage,
         /// Tile budget per half.
         chunk_tiles: u32,
-        /// The CUDA-core walk's layout (a [`CORE_LAYOUTS`] name; one of [`MULTI_LAYOUTS`] when n > 1)
+        /// The CUDA-core walk's layout (a [`CORE_LAYOUTS`](tcsparse_gpu::spmv::CORE_LAYOUTS) name; one of [`MULTI_LAYOUTS`](tcsparse_gpu::spmv::MULTI_LAYOUTS) when n > 1)
         /// instead of the tensor-core MMA kernel (None).
         core: Option<&'static str>,
     },
@@ -273,26 +273,12 @@ impl Engine {
         };
         let storages = opts.precision.storages();
         let core_storages = opts.precision.core_storages();
-        // The walk's layouts for n: all of them at n = 1, the set-bit walks for more (less those
-        // the tuning no longer times, UNTUNED_LAYOUTS); the tensor-core walks (TC_LAYOUTS: TF32
-        // products) only where the MMA kernels are allowed.
-        let core_layouts: Vec<&'static str> = if n == 1 {
-            CORE_LAYOUTS.iter().map(|l| l.0).collect()
-        } else {
-            MULTI_LAYOUTS.to_vec()
-        };
-        let core_layouts: Vec<&'static str> = core_layouts
-            .into_iter()
-            .filter(|l| !UNTUNED_LAYOUTS.contains(l))
-            .collect();
-        // (At n = 1 the tensor-core walk uses 1/8 of each MMA and was never the fastest on the
-        // H200 bench, session 11: not timed there, to keep the preparation short.)
-        let (mut tc_layouts, core_layouts): (Vec<&'static str>, Vec<&'static str>) = core_layouts
-            .into_iter()
-            .partition(|l| TC_LAYOUTS.contains(l));
-        if n == 1 {
-            tc_layouts.clear();
-        }
+        // The walk's layouts for n (tuned_walk_layouts); the tensor-core walks (TC_LAYOUTS:
+        // TF32 products) only where the MMA kernels are allowed, and not at n = 1, where they use
+        // 1/8 of each MMA and were never the fastest on the H200 bench (session 11): not timed
+        // there, to keep the preparation short.
+        let core_layouts = tuned_walk_layouts(n);
+        let tc_layouts: &[&'static str] = if n == 1 { &[] } else { &TC_LAYOUTS };
         if !opts.tune {
             let default_layout = if n == 1 {
                 DEFAULT_CORE_LAYOUT

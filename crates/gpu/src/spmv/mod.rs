@@ -292,6 +292,20 @@ pub const WAVE_FITTED_LAYOUTS: [&str; 2] = ["staged", "staged16"];
 /// walk in any column of the H200 bench (session 16, run 6: kept at 128 and at wave-fitted budgets
 /// of 9–51), so they are not timed (4 fewer candidates per walk storage).
 pub const WAVE_FITTED_MIN_CHUNK: u32 = 32;
+/// The CUDA-core walks a tuning times for `n` right-hand sides: every layout at n = 1, the
+/// set-bit walks ([`MULTI_LAYOUTS`]) for more; never the tensor-core walks ([`TC_LAYOUTS`]: a
+/// TF32 product, timed with the MMA kernels where those are allowed) nor [`UNTUNED_LAYOUTS`].
+/// The facade's preparation and the bench's walk columns time these.
+pub fn tuned_walk_layouts(n: usize) -> Vec<&'static str> {
+    let all: Vec<&'static str> = if n == 1 {
+        CORE_LAYOUTS.iter().map(|l| l.0).collect()
+    } else {
+        MULTI_LAYOUTS.to_vec()
+    };
+    all.into_iter()
+        .filter(|l| !TC_LAYOUTS.contains(l) && !UNTUNED_LAYOUTS.contains(l))
+        .collect()
+}
 /// The budgets of `base` from [`WAVE_FITTED_MIN_CHUNK`] on, then `wave` unless among them.
 fn wave_fitted_chunks(base: &[u32], wave: u32) -> Vec<u32> {
     let mut chunks: Vec<u32> = base
@@ -985,6 +999,20 @@ mod tests {
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
         assert_eq!(core_entry(F32, "nope"), None);
+    }
+
+    #[test]
+    fn tunings_time_the_walks_without_tc_or_untuned_layouts() {
+        let one = tuned_walk_layouts(1);
+        assert_eq!(
+            one,
+            [
+                "core", "corew1", "corew2", "lane", "staged", "staged16", "bits", "bitsw", "segw"
+            ]
+        );
+        for n in 2..=MAX_RHS {
+            assert_eq!(tuned_walk_layouts(n), ["bits", "bitsw", "segw"]);
+        }
     }
 
     #[test]
