@@ -12,7 +12,7 @@ use cudarc::driver::{CudaContext, CudaStream, sys};
 
 use crate::GpuError;
 
-/// What [`grow_and_keep`] did.
+/// What [`Gpu::reserve_device_memory`](crate::Gpu::reserve_device_memory) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolReserve {
     /// Bytes asked for (after the cap).

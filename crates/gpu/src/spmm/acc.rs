@@ -281,7 +281,7 @@ pub fn check_parts(p: &AccSpmmParts<'_>) -> Result<(), AccSpmmError> {
 
 /// Lane-exact CPU model of `acc_spmm_tf32`: walks the flattened schedule per thread block, feature
 /// tile and warp, forms each lane's mma.sync fragments with exactly the kernel's index expressions
-/// (a0 = B[col[t]][f0+4g+2h], …, b0 = T[g][t] decoded by popcount, …), multiplies them with the documented
+/// (`a0 = B[col[t]][f0+4g+2h]`, …, `b0 = T[g][t]` decoded by popcount, …), multiplies them with the documented
 /// m16n8k8 layout (TF32 inputs, f32 accumulate in k order) and scatters c0..c3 as the kernel does,
 /// including the split-window β pre-scale and the atomic adds. It is the CPU test that the kernel's
 /// mapping, guards and schedule walk are right; the GPU tests then check the hardware agrees.

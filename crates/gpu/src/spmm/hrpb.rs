@@ -8,7 +8,7 @@
 //! (`cuOccupancyMaxActiveBlocksPerMultiprocessor` for its real registers and block size) gives
 //! the resident thread blocks, the grid's feature tiles give the waves. Panels cut into several
 //! virtual panels are pre-scaled by β (`acc_spmm_prescale` on 16-row groups, the shared
-//! [`SplitRows`]) and accumulated with atomics — or, with [`HrpbMma::K8TS`], not pre-scaled: the
+//! `SplitRows`) and accumulated with atomics — or, with [`HrpbMma::K8TS`], not pre-scaled: the
 //! panel's first piece stores and publishes a flag, the others add after reading it; the work list
 //! is rebuilt when the number of feature tiles (⌈n / 128⌉) changes.
 

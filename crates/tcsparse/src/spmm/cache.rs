@@ -84,7 +84,7 @@ pub(crate) const PATTERN_LEAF_BYTES: usize = tcsparse_gpu::UPLOAD_PIECE_BYTES;
 
 /// A 128-bit digest of the matrix's sparsity pattern: its shape, row offsets and column indices
 /// (their little-endian bytes), as a tree of XXH3-128 hashes: every 256 KiB leaf of each array
-/// hashed on its own ([`pattern_leaf`], on all cores), then the leaves' digests with the
+/// hashed on its own (`pattern_leaf`, on all cores), then the leaves' digests with the
 /// lengths. The same digest on any thread count. The values are left out: what the plan cache
 /// stores depends only on the pattern.
 ///
