@@ -36,6 +36,20 @@ fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
 }
 
+/// `b` encoded with storage `st` and uploaded.
+fn spmv_of(gpu: &Gpu, b: &BitBsr, st: TileStorage) -> BitBsrSpmv {
+    BitBsrSpmv::new(gpu, &DeviceBitBsr::encode(b, st).expect("encode")).expect("upload")
+}
+
+/// The bound of the CUDA-core walks on storage `st`: f32 products on F32 storage, else 11 bits.
+fn walk_tol(st: TileStorage) -> f64 {
+    if st == TileStorage::F32 {
+        TOL_F32_CORE
+    } else {
+        TOL
+    }
+}
+
 /// Checks `y` (after y = α·A·X + β·y₀) against f64.
 #[allow(clippy::too_many_arguments)]
 fn check(
@@ -96,13 +110,8 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
 fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[TileStorage]) {
     let b = BitBsr::from_csr(a).expect("bitBSR");
     for &st in storages {
-        let d = DeviceBitBsr::encode(&b, st).expect("encode");
-        let mut k = BitBsrSpmv::new(gpu, &d).expect("upload");
-        let core_tol = if st == TileStorage::F32 {
-            TOL_F32_CORE
-        } else {
-            TOL
-        };
+        let mut k = spmv_of(gpu, &b, st);
+        let core_tol = walk_tol(st);
         let mut modes = vec![(None, &[1, 3, MAX_RHS][..], TOL)];
         modes.extend(CORE_LAYOUTS.iter().map(|l| {
             let ns = if MULTI_LAYOUTS.contains(&l.0) {
@@ -267,8 +276,7 @@ fn spmv_f16_never_overflows() {
             .collect();
         let a = triplets(200, 300, &t);
         let b = BitBsr::from_csr(&a).expect("bitBSR");
-        let d = DeviceBitBsr::encode(&b, TileStorage::F16).expect("encode");
-        let mut k = BitBsrSpmv::new(&gpu, &d).expect("upload");
+        let mut k = spmv_of(&gpu, &b, TileStorage::F16);
         let modes = [(1, None), (MAX_RHS, None)]
             .into_iter()
             .chain(MULTI_LAYOUTS.iter().map(|&l| (MAX_RHS, Some(l))))
@@ -340,8 +348,7 @@ fn spmv_graph_path_and_baseline_match_f64() {
             (TileStorage::F16, Some("segw")),
             (TileStorage::F32, Some("segw")),
         ] {
-            let mut k = BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode"))
-                .expect("upload");
+            let mut k = spmv_of(&gpu, &b, st);
             k.set_core_layout(core).expect("layout");
             // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
             let tm = time_graph(&gpu, 20, 3, |s| unsafe {
@@ -405,13 +412,8 @@ fn spmv_set_bit_walks_read_unaligned_x() {
     let a = random_csr(&mut rng, 1001, 997, 12_000);
     let b = BitBsr::from_csr(&a).expect("bitBSR");
     for st in [TileStorage::F16, TileStorage::F32] {
-        let mut k =
-            BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode")).expect("upload");
-        let tol = if st == TileStorage::F32 {
-            TOL_F32_CORE
-        } else {
-            TOL
-        };
+        let mut k = spmv_of(&gpu, &b, st);
+        let tol = walk_tol(st);
         // The set-bit walks (every n) and the staged walks (n = 1: X segments copied 4 bytes at a
         // time when X is not 16-byte aligned).
         let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
@@ -477,8 +479,7 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
     let b = BitBsr::from_csr(&a).expect("bitBSR");
     let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
     for st in [TileStorage::F16, TileStorage::F32] {
-        let mut k =
-            BitBsrSpmv::new(&gpu, &DeviceBitBsr::encode(&b, st).expect("encode")).expect("upload");
+        let mut k = spmv_of(&gpu, &b, st);
         for layout in layouts.clone().chain(&["lane", "staged", "staged16"]) {
             k.set_core_layout(Some(layout)).expect("layout");
             let dx = gpu.upload(&x).expect("x");
