@@ -83,128 +83,52 @@ pub const KERNELS: [(TileStorage, bool, &str); 6] = [
     (TileStorage::F32, true, "spmv_tf32_r8"),
 ];
 
+/// The entries `[f16, f32][n - 1]` of a walk compiled once per n = 1..=8 (`MAX_RHS`):
+/// `rhs_entries!("spmv_bits")` names `spmv_bits1_f16` … `spmv_bits8_f32`.
+macro_rules! rhs_entries {
+    ($p:literal) => {
+        [
+            [
+                concat!($p, "1_f16"),
+                concat!($p, "2_f16"),
+                concat!($p, "3_f16"),
+                concat!($p, "4_f16"),
+                concat!($p, "5_f16"),
+                concat!($p, "6_f16"),
+                concat!($p, "7_f16"),
+                concat!($p, "8_f16"),
+            ],
+            [
+                concat!($p, "1_f32"),
+                concat!($p, "2_f32"),
+                concat!($p, "3_f32"),
+                concat!($p, "4_f32"),
+                concat!($p, "5_f32"),
+                concat!($p, "6_f32"),
+                concat!($p, "7_f32"),
+                concat!($p, "8_f32"),
+            ],
+        ]
+    };
+}
+
 /// The set-bit walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`).
-const BITS_ENTRIES: [[&str; MAX_RHS]; 2] = [
-    [
-        "spmv_bits1_f16",
-        "spmv_bits2_f16",
-        "spmv_bits3_f16",
-        "spmv_bits4_f16",
-        "spmv_bits5_f16",
-        "spmv_bits6_f16",
-        "spmv_bits7_f16",
-        "spmv_bits8_f16",
-    ],
-    [
-        "spmv_bits1_f32",
-        "spmv_bits2_f32",
-        "spmv_bits3_f32",
-        "spmv_bits4_f32",
-        "spmv_bits5_f32",
-        "spmv_bits6_f32",
-        "spmv_bits7_f32",
-        "spmv_bits8_f32",
-    ],
-];
+const BITS_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_bits");
 
 /// The set-bit walk with the x segment staged in shared memory, n = 1..=8 (`[f16, f32][n - 1]`).
-const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = [
-    [
-        "spmv_seg1_f16",
-        "spmv_seg2_f16",
-        "spmv_seg3_f16",
-        "spmv_seg4_f16",
-        "spmv_seg5_f16",
-        "spmv_seg6_f16",
-        "spmv_seg7_f16",
-        "spmv_seg8_f16",
-    ],
-    [
-        "spmv_seg1_f32",
-        "spmv_seg2_f32",
-        "spmv_seg3_f32",
-        "spmv_seg4_f32",
-        "spmv_seg5_f32",
-        "spmv_seg6_f32",
-        "spmv_seg7_f32",
-        "spmv_seg8_f32",
-    ],
-];
+const SEG_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_seg");
 
 /// The set-bit walk in `corew2`'s layout (one half per warp, 8 consecutive tiles per step), n =
 /// 1..=8 (`[f16, f32][n - 1]`).
-const BITSW_ENTRIES: [[&str; MAX_RHS]; 2] = [
-    [
-        "spmv_bitsw1_f16",
-        "spmv_bitsw2_f16",
-        "spmv_bitsw3_f16",
-        "spmv_bitsw4_f16",
-        "spmv_bitsw5_f16",
-        "spmv_bitsw6_f16",
-        "spmv_bitsw7_f16",
-        "spmv_bitsw8_f16",
-    ],
-    [
-        "spmv_bitsw1_f32",
-        "spmv_bitsw2_f32",
-        "spmv_bitsw3_f32",
-        "spmv_bitsw4_f32",
-        "spmv_bitsw5_f32",
-        "spmv_bitsw6_f32",
-        "spmv_bitsw7_f32",
-        "spmv_bitsw8_f32",
-    ],
-];
+const BITSW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_bitsw");
 
 /// `bitsw` with each step's used x rows and first two values per row byte loaded before its set-bit
 /// loop (x rows staged in shared memory), n = 1..=8 (`[f16, f32][n - 1]`).
-const SEGW_ENTRIES: [[&str; MAX_RHS]; 2] = [
-    [
-        "spmv_segw1_f16",
-        "spmv_segw2_f16",
-        "spmv_segw3_f16",
-        "spmv_segw4_f16",
-        "spmv_segw5_f16",
-        "spmv_segw6_f16",
-        "spmv_segw7_f16",
-        "spmv_segw8_f16",
-    ],
-    [
-        "spmv_segw1_f32",
-        "spmv_segw2_f32",
-        "spmv_segw3_f32",
-        "spmv_segw4_f32",
-        "spmv_segw5_f32",
-        "spmv_segw6_f32",
-        "spmv_segw7_f32",
-        "spmv_segw8_f32",
-    ],
-];
+const SEGW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_segw");
 
 /// The tensor-core walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`; TF32 MMAs, so on f32
 /// values a TF32 product: [`TC_LAYOUTS`]).
-const TC_ENTRIES: [[&str; MAX_RHS]; 2] = [
-    [
-        "spmv_tc1_f16",
-        "spmv_tc2_f16",
-        "spmv_tc3_f16",
-        "spmv_tc4_f16",
-        "spmv_tc5_f16",
-        "spmv_tc6_f16",
-        "spmv_tc7_f16",
-        "spmv_tc8_f16",
-    ],
-    [
-        "spmv_tc1_f32",
-        "spmv_tc2_f32",
-        "spmv_tc3_f32",
-        "spmv_tc4_f32",
-        "spmv_tc5_f32",
-        "spmv_tc6_f32",
-        "spmv_tc7_f32",
-        "spmv_tc8_f32",
-    ],
-];
+const TC_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_tc");
 
 /// The entries of a layout serving every n ([`MULTI_LAYOUTS`]), index n − 1.
 fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'static str; MAX_RHS]> {
