@@ -41,7 +41,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--reps" => reps = args.next().ok_or("--reps N")?.parse()?,
+            "--reps" => reps = args.next().ok_or("--reps N")?.parse::<usize>()?.max(1),
             "--layouts" => {
                 layouts = args
                     .next()
