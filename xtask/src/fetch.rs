@@ -37,6 +37,7 @@ pub struct Args {
     #[arg(long)]
     manifest: Option<PathBuf>,
     /// Replace the scheme and host of every URL with this one (a mirror, e.g. https://sparse.tamu.edu).
+    #[allow(rustdoc::bare_urls)] // help text
     #[arg(long)]
     base_url: Option<String>,
     /// Cache folder (default: $TCSPARSE_DATA_DIR, else ~/.cache/tcsparse/datasets).
@@ -193,7 +194,7 @@ pub struct Fetcher {
     pub progress: bool,
 }
 
-/// Removes its path on drop unless [`TempPath::keep`] was called: no partial file survives an error.
+/// Removes its path on drop unless [`TempPath::persist`] moved it: no partial file survives an error.
 struct TempPath(Option<PathBuf>);
 
 impl TempPath {

@@ -17,6 +17,7 @@ pub struct Args {
     #[arg(long)]
     nvcc: bool,
     /// Where the NVRTC wheel is installed (default: $XDG_CACHE_HOME/tcsparse/nvrtc-<ver>).
+    #[allow(rustdoc::invalid_html_tags)] // help text
     #[arg(long)]
     nvrtc_dir: Option<PathBuf>,
 }

@@ -73,7 +73,7 @@ pub fn only(r: &Report, op: Op) -> Report {
 /// The Markdown of a report holding the cases of one op, from the report alone (deterministic:
 /// the committed-results test re-renders every file): SpMM's table and summary
 /// ([`Report::markdown`]), SpMV's per-n tables ([`crate::spmv::markdown`]) or SpAMM's
-/// ([`crate::spamm::markdown`]). A report mixing ops (never written: [`write`] splits by op) gets
+/// ([`crate::spamm::markdown`]). A report mixing ops (never written: [`write()`] splits by op) gets
 /// the SpMM layout, whose table fits every op's cases.
 pub fn render(r: &Report) -> String {
     match ops(r)[..] {

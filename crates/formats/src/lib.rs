@@ -5,7 +5,7 @@
 //! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
 //!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
 //!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
-//! * [`metrics`] per layout, a versioned on-disk [`cache`], and f64 [`reference`] products.
+//! * [`metrics`] per layout, a versioned on-disk [`cache`], and f64 [`reference`](mod@reference) products.
 //!
 //! The crate never touches CUDA: it builds and tests on any machine.
 //!

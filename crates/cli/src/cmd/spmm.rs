@@ -29,6 +29,8 @@ pub struct Args {
     /// far: packed:K run by the kernel variant with an R-row B cache per warp in shared memory; R
     /// defaults to 128), nnz:K (`--kernel csr` only: at most K nonzeros per warp, longer rows
     /// split; default 256, tuning tries 64, 256 and 1024).
+    // `cached:K[:R]` is help text, not a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
     /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element) or f32
@@ -205,7 +207,7 @@ fn run_split(
     Ok(())
 }
 
-/// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), cached:K[:R] (K windows per thread block,
+/// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), `cached:K[:R]` (K windows per thread block,
 /// a B-row cache of R rows per warp, a power of two from 8 to 1024, default 128) or nnz:K (K ≥ 1
 /// nonzeros per warp, CSR kernel).
 fn parse_balance(s: &str) -> Result<Balance, String> {
