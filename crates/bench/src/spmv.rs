@@ -279,6 +279,13 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                             let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
                                 k.enqueue(s, 1.0, px, 0.0, py, n)
                             })?;
+                            tracing::debug!(
+                                candidate = k.kernel_name(n),
+                                chunk = c,
+                                us = tm.median_ms * 1e3,
+                                "{} {name} n {n}",
+                                m.name
+                            );
                             if best.is_none_or(|b| tm.median_ms < b.0) {
                                 best = Some((tm.median_ms, c, l));
                             }
