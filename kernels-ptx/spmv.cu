@@ -828,6 +828,224 @@ SPMV_N1_WALK_ENTRY(spmv_lane_f16, spmv_lane_body<1>)
 SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
 
 // ---------------------------------------------------------------------------------------------
+// Variant "block lane" (v12, n = 1): `lane`'s per-tile work with one half per *thread block*
+// (8 warps, 256 threads) instead of one per warp. Per tile-row of the half, thread k takes tiles
+// t + k, t + k + 256, ... (the next one's record loaded one step ahead) and sums its set bits per
+// row in shared memory as `lane` does; at the row end each warp adds its 32 lanes' 8 sums (two
+// xor-shuffles), lanes 0-7 of each warp put theirs in `red`, and after one barrier warp 0 adds
+// the 8 warps' sums in warp order and writes the row (two `red` buffers, alternating per row, so
+// one barrier per row suffices). So a tile-row of up to the tile budget (256-1024 tiles) is summed
+// inside one block -- no partial slots, fences or atomics, the chain `lane` pays per chunk when
+// budgets of ~32 tiles split every row (sparse-tile matrices of a few hundred tiles per row:
+// BlogCatalog); longer rows are split as in `lane` (warp 0 writes the chunk's slot, the row's last
+// chunk sums the slots).
+// ---------------------------------------------------------------------------------------------
+template <int F16>
+__device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
+    __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
+    __shared__ float red[2][SPMV_WARPS][8];
+    const u32 lane = threadIdx.x, wid = threadIdx.y, tid = wid * 32u + lane;
+    constexpr u32 STRIDE = 32u * SPMV_WARPS;
+    SPMV_WALK_HALF(blockIdx.x);  // (returns for the whole block: uniform)
+    float(*acc)[33] = lane_acc[wid];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    // The first records are bounded by the half, not the row: issued before the row end arrives.
+    uint4 m = t + tid < te ? __ldg(tiles + t + tid) : zero;
+    u32 e, e_next;
+    float s, s_next;
+    row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
+    const u32 rr = lane & 7u, qq = lane >> 3;
+    u32 parity = 0u;
+    while (row < rend) {  // block-uniform
+        for (u32 i = t + tid; i < e; i += STRIDE) {  // m holds tile i's record
+            const u32 nx = i + STRIDE;
+            const uint4 mn = nx < e ? __ldg(tiles + nx) : zero;
+            u64 b = ((u64)m.y << 32) | m.x;
+            u32 idx = m.w;
+            const u32 xb = m.z * 8u;
+            while (b != 0u) {
+                const u32 p0 = (u32)__ffsll((long long)b) - 1u;
+                b &= b - 1u;
+                const bool two = b != 0u;
+                const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
+                b &= two ? b - 1u : b;
+                const float v0 = core_val<F16>(values, idx);
+                const float x0 = __ldg(x + xb + (p0 & 7u));
+                const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
+                const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
+                idx += 2u;
+                float* a0 = &acc[p0 >> 3][lane];
+                *a0 = fmaf(v0, x0, *a0);
+                if (two) {  // an odd count's second bit is skipped, not multiplied by 0
+                    float* a1 = &acc[p1 >> 3][lane];
+                    *a1 = fmaf(v1, x1, *a1);
+                }
+            }
+            m = mn;
+        }
+        // Row end (block-uniform). The next tile-row's first records first, then the warp's sums.
+        const u32 ne = row + 1u < rend ? min(e_next, te) : e;
+        m = e + tid < ne ? __ldg(tiles + e + tid) : zero;
+        __syncwarp();
+        float sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
+        sum += __shfl_xor_sync(FULL_MASK, sum, 8);
+        sum += __shfl_xor_sync(FULL_MASK, sum, 16);
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+        if (lane < 8u) red[parity][wid][lane] = sum;
+        // One barrier per row: red[parity] is rewritten two rows later, after the next barrier,
+        // which warp 0 reaches only once it has read this row's sums.
+        __syncthreads();
+        if (wid == 0u && lane < 8u) {
+            float total = 0.0f;
+#pragma unroll
+            for (int k = 0; k < SPMV_WARPS; ++k) total += red[parity][k][lane];
+            row_store(partial, y, rows, beta, split, slot, row, lane, (alpha * s) * total);
+        }
+        parity ^= 1u;
+        t = e;
+        row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
+    }
+    // A split half's row was written to its slot by warp 0's lanes 0-7; the row's last chunk
+    // writes y.
+    uint2 fe;
+    if (split && wid == 0u && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
+    }
+}
+
+// 40 registers (6 blocks, 48 warps per SM): at the 32 that full occupancy allows the f16 entry
+// spilled.
+#define SPMV_BLOCKLANE_ENTRY(NAME, ...)                                                            \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 6) NAME(SPMV_WALK_PARAMS) {      \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
+    }
+SPMV_BLOCKLANE_ENTRY(spmv_blocklane_f16, spmv_blocklane_body<1>)
+SPMV_BLOCKLANE_ENTRY(spmv_blocklane_f32, spmv_blocklane_body<0>)
+
+// ---------------------------------------------------------------------------------------------
+// Variant "block warps" (v12b, n = 1): `corew2`'s per-warp walk with one half per thread block.
+// The half's tiles are cut into 8 contiguous ranges, one per warp; a warp walks its range as
+// `corew2` does (per step its 4 groups take 8 consecutive tiles of the current tile-row, lane r of
+// group q sums row r; the next step's records are loaded before this step multiplies) and at each
+// tile-row end inside its range adds the 4 groups (two xor-shuffles) into part[warp][row][r]
+// (zero for rows it does not reach). After one barrier, thread (row, r) adds the 8 warps' sums in
+// warp order and writes the row once. So rows up to the tile budget (32-256 tiles) are summed inside
+// the block -- no split slots, fences or atomics (`corew2` at budget 8 splits every tile-row longer
+// than 8 tiles: bcsstk17, mbeacxc) -- and the result does not depend on scheduling. Longer rows are
+// split as in the other walks (the chunk's sum goes to its slot, the row's last chunk adds them).
+// ---------------------------------------------------------------------------------------------
+template <int F16>
+__device__ __forceinline__ void spmv_blockw_body(SPMV_WALK_BODY_PARAMS) {
+    constexpr u32 MAXR = 32u;  // MAX_ROWS_PER_HALF (crates/formats/src/bitbsr_device.rs)
+    __shared__ float part[SPMV_WARPS][MAXR][8];
+    const u32 lane = threadIdx.x, wid = threadIdx.y, tid = wid * 32u + lane;
+    const u32 r = lane & 7u, q = lane >> 3;
+    SPMV_WALK_HALF(blockIdx.x);  // (returns for the whole block: uniform)
+    const u32 nrows = rend - w.x;  // <= MAXR (SpmvWork::check)
+    // This thread's output row and its scale, loaded before the walk.
+    const u32 out_row = tid >> 3, out_r = tid & 7u;
+    const float out_s = (F16 && out_row < nrows) ? __ldg(row_scale + w.x + out_row) : 1.0f;
+    // Lane i: the end of the half's row i (cut at te), as in `staged`.
+    const u32 row_end = lane < nrows ? min(__ldg(ptr + w.x + 1u + lane), te) : te;
+    const u32 per = (te - t + SPMV_WARPS - 1u) / SPMV_WARPS;
+    const u32 a = min(t + wid * per, te), b = min(a + per, te);
+    // The first step's records, bounded by the range (issued with the row ends, not after them)
+    // and cut at the first row's end below.
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 m0 = a + q < b ? __ldg(tiles + a + q) : zero;
+    uint4 m1 = a + 4u + q < b ? __ldg(tiles + a + 4u + q) : zero;
+    for (u32 k = lane; k < nrows * 8u; k += 32u) part[wid][k >> 3][k & 7u] = 0.0f;
+    __syncwarp();  // the zeros before this warp's lanes 0-7 write its row sums
+    if (a < b) {  // warp-uniform
+        const CoreLane cl = core_lane(r);
+        const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
+        // The row holding tile `from` (the first whose end is past it; empty rows skipped).
+        auto row_of = [&](u32 from) -> u32 {
+            const u32 past = __ballot_sync(FULL_MASK, lane < nrows && row_end > from);
+            return (u32)__ffs(past) - 1u;  // past != 0: the last row ends at te > from
+        };
+        u32 rl = row_of(a);
+        u32 e = min(__shfl_sync(FULL_MASK, row_end, rl), b);
+        u32 tt = a;
+        m0 = a + q < e ? m0 : zero;
+        m1 = a + 4u + q < e ? m1 : zero;
+        float acc = 0.0f;
+        while (tt < b) {  // warp-uniform
+            // The next step: the rest of this row, or the next row's first tiles (records now).
+            const u32 nt = min(tt + 8u, e);
+            const bool ends = nt == e;
+            u32 nrl = rl, ne = e;
+            if (ends && e < b) {
+                nrl = row_of(e);
+                ne = min(__shfl_sync(FULL_MASK, row_end, nrl), b);
+            }
+            const uint4 n0 = nt < b && nt + q < ne ? __ldg(tiles + nt + q) : zero;
+            const uint4 n1 = nt < b && nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
+            float x0[8], x1[8], v0[8], v1[8];
+            const CoreTile c0 = core_decode(m0, cl), c1 = core_decode(m1, cl);
+            core_x(x, m0.z, cols, vec, x0);  // a zero record: column 0, in bounds, unused
+            core_x(x, m1.z, cols, vec, x1);
+            core_load<F16>(values, c0, v0);
+            core_load<F16>(values, c1, v1);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                // Only set bits multiply (no 0 * inf = NaN from an x the row does not use).
+                if ((c0.bits >> j) & 1u) acc = fmaf(v0[j], x0[j], acc);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                if ((c1.bits >> j) & 1u) acc = fmaf(v1[j], x1[j], acc);
+            }
+            if (ends) {  // row end or the range's end: this warp's sum of the row
+                acc += __shfl_xor_sync(FULL_MASK, acc, 8);
+                acc += __shfl_xor_sync(FULL_MASK, acc, 16);
+                if (q == 0u) part[wid][rl][r] = acc;
+                acc = 0.0f;
+            }
+            tt = nt;
+            rl = nrl;
+            e = ne;
+            m0 = n0;
+            m1 = n1;
+        }
+    }
+    __syncthreads();
+    if (out_row < nrows) {  // every row of the half written once (empty ones: 0 + beta * y)
+        float total = 0.0f;
+#pragma unroll
+        for (int k = 0; k < SPMV_WARPS; ++k) total += part[k][out_row][out_r];
+        row_store(partial, y, rows, beta, split, slot, w.x + out_row, out_r,
+                  (alpha * out_s) * total);
+    }
+    // A split half (one row) was written to its slot by threads 0-7 (warp 0); the row's last chunk
+    // writes y.
+    uint2 fe;
+    if (split && wid == 0u && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
+    }
+}
+
+// 64 registers (4 blocks, 32 warps per SM): at 40 the two tiles' loads in flight spilled ~100 B.
+#define SPMV_BLOCKW_ENTRY(NAME, ...)                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 4) NAME(SPMV_WALK_PARAMS) {      \
+        (void)xs;                                                                                  \
+        (void)n;                                                                                   \
+        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
+    }
+SPMV_BLOCKW_ENTRY(spmv_blockw_f16, spmv_blockw_body<1>)
+SPMV_BLOCKW_ENTRY(spmv_blockw_f32, spmv_blockw_body<0>)
+
+// ---------------------------------------------------------------------------------------------
 // Variant "staged" (v11, n = 1): `corew`'s layout (one half per warp; per step group q takes tile
 // t + q of the current tile-row, lane r of the group sums row r) with A's tile records, its values
 // and each tile's 8 x values copied into shared memory by cp.async one *stage* ahead of the
@@ -1574,6 +1792,185 @@ SPMV_SEGW_ENTRY(spmv_segw5_f32, 0, 5)
 SPMV_SEGW_ENTRY(spmv_segw6_f32, 0, 6)
 SPMV_SEGW_ENTRY(spmv_segw7_f32, 0, 7)
 SPMV_SEGW_ENTRY(spmv_segw8_f32, 0, 8)
+
+// ---------------------------------------------------------------------------------------------
+// "blockbw" (v12c): `bitsw` with one half per thread block, N = 1..8 right-hand sides. The half's
+// tiles are cut into 8 contiguous ranges, one per warp, each walked as `bitsw` walks a half. A
+// row that lies inside one warp's range is finished by that warp, which writes it (y, or the
+// split half's slot); only the first and the last row of each range can be shared with other
+// warps: their sums go to part[warp][first / last][r][k], and after one barrier the block writes
+// every row no warp wrote (shared rows: the warps' sums added in warp order; empty rows: 0), so
+// each row of the half is written once and the result does not depend on scheduling. Rows of up
+// to the tile budget are thereby summed without split slots -- at N >= 2 without the spmv_fixup
+// node, which a half of `bitsw` needs for every tile-row longer than its budget.
+// ---------------------------------------------------------------------------------------------
+template <int F16, int N, bool SEG, bool VEC>
+__device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
+    (void)cols;
+    static_assert(!SEG, "blockbw reads x rows from global memory");
+    constexpr int W = XROW_W(N);
+    constexpr u32 NONE = 0xffffffffu;
+    __shared__ float part[SPMV_WARPS][2][8][N];  // [warp][first row, last row][r][k]
+    __shared__ u32 range_rows[SPMV_WARPS][3];    // first row, last row, rows written (bits)
+    const u32 lane = threadIdx.x, wid = threadIdx.y, tid = wid * 32u + lane;
+    const u32 r = lane & 7u, q = lane >> 3;
+    SPMV_WALK_HALF(blockIdx.x);  // (returns for the whole block: uniform)
+    const u32 nrows = rend - w.x;  // <= 32 (SpmvWork::check)
+    // Lane i: the end of the half's row i (cut at te) and its scale.
+    const u32 row_end = lane < nrows ? min(__ldg(ptr + w.x + 1u + lane), te) : te;
+    const float row_s = (F16 && lane < nrows) ? __ldg(row_scale + w.x + lane) : 1.0f;
+    const u32 per = (te - t + SPMV_WARPS - 1u) / SPMV_WARPS;
+    const u32 a = min(t + wid * per, te), b = min(a + per, te);
+    // The first step's records, bounded by the range and cut at the first row's end below.
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 m0 = a + q < b ? __ldg(tiles + a + q) : zero;
+    uint4 m1 = a + 4u + q < b ? __ldg(tiles + a + 4u + q) : zero;
+    u32 first = NONE, last = NONE, written = 0u;
+    if (a < b) {  // warp-uniform
+        const CoreLane cl = core_lane(r);
+        constexpr bool vec = VEC;
+        // The row holding tile `from` (the first whose end is past it; empty rows skipped).
+        auto row_of = [&](u32 from) -> u32 {
+            const u32 past = __ballot_sync(FULL_MASK, lane < nrows && row_end > from);
+            return (u32)__ffs(past) - 1u;  // past != 0: the last row ends at te > from
+        };
+        u32 rl = row_of(a);
+        first = rl;
+        last = row_of(b - 1u);
+        u32 e = min(__shfl_sync(FULL_MASK, row_end, rl), b);
+        m0 = a + q < e ? m0 : zero;
+        m1 = a + 4u + q < e ? m1 : zero;
+        float acc[N];
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[k] = 0.0f;
+        u32 tt = a;
+        while (tt < b) {  // warp-uniform
+            // The next step: the rest of this row, or the next row's first tiles (records now).
+            const u32 nt = min(tt + 8u, e);
+            const bool ends = nt == e;
+            u32 nrl = rl, ne = e;
+            if (ends && e < b) {
+                nrl = row_of(e);
+                ne = min(__shfl_sync(FULL_MASK, row_end, nrl), b);
+            }
+            const uint4 n0 = nt < b && nt + q < ne ? __ldg(tiles + nt + q) : zero;
+            const uint4 n1 = nt < b && nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
+            const CoreTile c0 = core_decode(m0, cl);
+            const CoreTile c1 = core_decode(m1, cl);
+            const float* xs0 = x + (u64)m0.z * 8u * N;
+            const float* xs1 = x + (u64)m1.z * 8u * N;
+            u32 b0 = c0.bits, b1 = c1.bits, i0 = c0.idx, i1 = c1.idx;
+            while ((b0 | b1) != 0u) {  // `bitsw`'s loop (a spent byte adds nothing)
+                const bool h0 = b0 != 0u, h1 = b1 != 0u;
+                const u32 j0 = __ffs(b0) - 1u;
+                const u32 j1 = __ffs(b1) - 1u;
+                b0 &= b0 - 1u;
+                b1 &= b1 - 1u;
+                float x0[N], x1[N];
+                const float v0 = core_val_if<F16>(values, i0, h0);
+                const float v1 = core_val_if<F16>(values, i1, h1);
+                bits_xrow_if<N, W>(xs0 + j0 * N, vec, h0, x0);
+                bits_xrow_if<N, W>(xs1 + j1 * N, vec, h1, x1);
+                i0 += h0 ? 1u : 0u;
+                i1 += h1 ? 1u : 0u;
+                if (h0) {
+#pragma unroll
+                    for (int k = 0; k < N; ++k) acc[k] = fmaf(v0, x0[k], acc[k]);
+                }
+                if (h1) {
+#pragma unroll
+                    for (int k = 0; k < N; ++k) acc[k] = fmaf(v1, x1[k], acc[k]);
+                }
+            }
+            if (ends) {  // row end or the range's end: this warp's sum of row rl
+                const bool shared_row = rl == first || rl == last;
+                const float sc = alpha * __shfl_sync(FULL_MASK, row_s, rl);
+                const u64 yr = (u64)(w.x + rl) * 8u + r;
+#pragma unroll
+                for (int k = 0; k < N; ++k) {
+                    float v = acc[k];
+                    v += __shfl_xor_sync(FULL_MASK, v, 8);
+                    v += __shfl_xor_sync(FULL_MASK, v, 16);
+                    acc[k] = 0.0f;
+                    if (q == 0u) {
+                        if (shared_row) {
+                            part[wid][rl == first ? 0 : 1][r][k] = v;
+                        } else if (split) {  // (never: a split half is one row, shared)
+                            partial[((u64)slot * 8u + r) * N + k] = sc * v;
+                        } else if (yr < rows) {
+                            float* py = y + yr * N + k;
+                            *py = beta == 0.0f ? sc * v : fmaf(beta, *py, sc * v);
+                        }
+                    }
+                }
+                if (!shared_row) written |= 1u << rl;
+            }
+            tt = nt;
+            rl = nrl;
+            e = ne;
+            m0 = n0;
+            m1 = n1;
+        }
+    }
+    if (lane == 0u) {
+        range_rows[wid][0] = first;
+        range_rows[wid][1] = last;
+        range_rows[wid][2] = written;
+    }
+    __syncthreads();
+    u32 done = 0u;
+#pragma unroll
+    for (int k = 0; k < SPMV_WARPS; ++k) done |= range_rows[k][2];
+    // Every row no warp wrote: the first / last sums of the warps that reached it, in warp order.
+    for (u32 i = tid; i < nrows * 8u * N; i += 32u * SPMV_WARPS) {
+        const u32 row_l = i / (8u * N), rem = i % (8u * N), rr = rem / N, k = rem % N;
+        if ((done >> row_l) & 1u) continue;
+        float total = 0.0f;
+#pragma unroll
+        for (int v = 0; v < SPMV_WARPS; ++v) {
+            const u32 f = range_rows[v][0], l = range_rows[v][1];
+            if (f == row_l) total += part[v][0][rr][k];
+            if (l == row_l && l != f) total += part[v][1][rr][k];
+        }
+        const float sc = alpha * (F16 ? __ldg(row_scale + w.x + row_l) : 1.0f);
+        if (split) {
+            partial[((u64)slot * 8u + rr) * N + k] = sc * total;
+        } else {
+            const u64 yr = (u64)(w.x + row_l) * 8u + rr;
+            if (yr < rows) {
+                float* py = y + yr * N + k;
+                *py = beta == 0.0f ? sc * total : fmaf(beta, *py, sc * total);
+            }
+        }
+    }
+    // A split half (one row) wrote its slot from threads 0..8N-1; at N = 1 those are warp 0's
+    // lanes 0-7, and the row's last chunk writes y (N >= 2: spmv_fixup sums the row).
+    uint2 fe;
+    if (N == 1 && split && wid == 0u && lane < 8u &&
+        split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)w.x * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
+    }
+}
+
+#define SPMV_BLOCKBW_ENTRY(NAME, F16, N) \
+    SPMV_XROW_ENTRY(__launch_bounds__(32 * SPMV_WARPS, 3), NAME, spmv_blockbw_body, F16, N, false)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f16, 1, 1)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f16, 1, 2)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f16, 1, 3)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f16, 1, 4)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f16, 1, 5)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f16, 1, 6)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f16, 1, 7)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f16, 1, 8)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f32, 0, 1)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f32, 0, 2)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f32, 0, 3)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f32, 0, 4)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f32, 0, 5)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f32, 0, 6)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f32, 0, 7)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f32, 0, 8)
 
 // ---------------------------------------------------------------------------------------------
 // "tc": the set-bit walk's x reuse on tensor cores, n = 1..8 right-hand sides (v5). One warp per

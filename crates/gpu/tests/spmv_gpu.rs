@@ -22,7 +22,9 @@ use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
 use tcsparse_gpu::spmv::graph::time_graph;
-use tcsparse_gpu::spmv::{BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS, TC_LAYOUTS};
+use tcsparse_gpu::spmv::{
+    BLOCK_LAYOUTS, BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS, TC_LAYOUTS,
+};
 
 const TOL: f64 = 1.0 / 512.0;
 /// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
@@ -106,7 +108,8 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
 }
 
 /// Our kernels (each storage; MMA kernels with n ∈ {1, 3, 8}, the CUDA-core walk with n = 1, its
-/// set-bit layout with every n from 1 to 8; chunks 1/7/32, β = 0 with NaN y and β ≠ 0).
+/// set-bit layout with every n from 1 to 8; chunks 1/7/32, and the block layouts' own budgets
+/// too, β = 0 with NaN y and β ≠ 0).
 fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[TileStorage]) {
     let b = BitBsr::from_csr(a).expect("bitBSR");
     for &st in storages {
@@ -129,7 +132,11 @@ fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[
         }));
         for (core, ns, tol) in modes {
             k.set_core_layout(core).expect("layout");
-            for chunk in [1, 7, 32] {
+            let mut chunks = vec![1, 7, 32];
+            if let Some(b) = BLOCK_LAYOUTS.iter().find(|b| Some(b.0) == core) {
+                chunks.extend(b.1);
+            }
+            for chunk in chunks {
                 k.set_chunk(chunk).expect("work");
                 for &n in ns {
                     assert_eq!(k.uses_core(n), core.is_some(), "{}", k.kernel_name(n));
@@ -462,7 +469,7 @@ fn spmv_set_bit_walks_read_unaligned_x() {
 
 /// An infinite x entry in a column that a tile's row does not use must not reach that row (CSR
 /// never multiplies it): the walks that multiply only set bits (the set-bit walks, `lane`,
-/// `staged`, `staged16`) give every row its finite f64 value.
+/// `staged`, `staged16`, `blocklane`, `blockw`) give every row its finite f64 value.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_set_bit_walks_skip_unused_infinite_x() {
@@ -480,7 +487,10 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
     let layouts = MULTI_LAYOUTS.iter().filter(|l| !TC_LAYOUTS.contains(l));
     for st in [TileStorage::F16, TileStorage::F32] {
         let mut k = spmv_of(&gpu, &b, st);
-        for layout in layouts.clone().chain(&["lane", "staged", "staged16"]) {
+        for layout in layouts
+            .clone()
+            .chain(&["lane", "staged", "staged16", "blocklane", "blockw"])
+        {
             k.set_core_layout(Some(layout)).expect("layout");
             let dx = gpu.upload(&x).expect("x");
             let mut dy = gpu.upload(&[f32::NAN; 16]).expect("y");

@@ -126,6 +126,10 @@ const BITSW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_bitsw");
 /// loop (x rows staged in shared memory), n = 1..=8 (`[f16, f32][n - 1]`).
 const SEGW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_segw");
 
+/// `bitsw` with one half per thread block (one contiguous tile range per warp, rows shared by
+/// warps added in the block), n = 1..=8 (`[f16, f32][n - 1]`).
+const BLOCKBW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_blockbw");
+
 /// The tensor-core walk for n = 1..=8 right-hand sides (`[f16, f32][n - 1]`; TF32 MMAs, so on f32
 /// values a TF32 product: [`TC_LAYOUTS`]).
 const TC_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_tc");
@@ -138,21 +142,24 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
         "seg" => Some(&SEG_ENTRIES[i]),
         "bitsw" => Some(&BITSW_ENTRIES[i]),
         "segw" => Some(&SEGW_ENTRIES[i]),
+        "blockbw" => Some(&BLOCKBW_ENTRIES[i]),
         "tc" => Some(&TC_ENTRIES[i]),
         _ => None,
     }
 }
 
 /// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`,
-/// `staged`, `staged16` (same parameters as the main kernels; `xs` and `n` unused). TF32 storage
-/// runs the f32 walk.
-const CORE_ENTRIES: [(&str, [&str; 2]); 6] = [
+/// `staged`, `staged16`, `blocklane`, `blockw` (same parameters as the main kernels; `xs` and `n` unused).
+/// TF32 storage runs the f32 walk.
+const CORE_ENTRIES: [(&str, [&str; 2]); 8] = [
     ("core", ["spmv_core_f16", "spmv_core_f32"]),
     ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
     ("corew2", ["spmv_corew2_f16", "spmv_corew2_f32"]),
     ("lane", ["spmv_lane_f16", "spmv_lane_f32"]),
     ("staged", ["spmv_staged_f16", "spmv_staged_f32"]),
     ("staged16", ["spmv_staged16_f16", "spmv_staged16_f32"]),
+    ("blocklane", ["spmv_blocklane_f16", "spmv_blocklane_f32"]),
+    ("blockw", ["spmv_blockw_f16", "spmv_blockw_f32"]),
 ];
 
 /// The one-RHS entry of CUDA-core `layout` ([`CORE_LAYOUTS`]) for `storage`; `None` for an unknown
@@ -178,24 +185,32 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// layout with each stage's tile records, values and x segments (up to 32 tiles) copied to shared
 /// memory by `cp.async` while the previous stage is multiplied; `staged16`: `staged` with stages
 /// of up to 16 tiles and 1984 value bytes that end at a tile-row end where one is near (rows of
-/// ~13 dense tiles: one row per stage). None wins everywhere (H200: `core` on banded rows of
+/// ~13 dense tiles: one row per stage); `blocklane`: `lane` with one half per thread block (8
+/// warps, one tile per thread per step, the rows added across the block with one barrier per row),
+/// so rows of a few hundred sparse tiles are summed without split slots; `blockw`: `corew2` with
+/// one half per thread block, its tiles cut into one contiguous range per warp and each row's
+/// warp sums added in the block (rows of up to the budget summed without split slots). None wins
+/// everywhere (H200: `core` on banded rows of
 /// ~10 tiles, `corew*` on shorter or denser ones), so the facade's tuning times each.
-pub const CORE_LAYOUTS: [(&str, u32); 11] = [
+pub const CORE_LAYOUTS: [(&str, u32); 14] = [
     ("core", 4 * WARPS_PER_BLOCK),
     ("corew1", WARPS_PER_BLOCK),
     ("corew2", WARPS_PER_BLOCK),
     ("lane", WARPS_PER_BLOCK),
     ("staged", WARPS_PER_BLOCK),
     ("staged16", WARPS_PER_BLOCK),
+    ("blocklane", 1),
+    ("blockw", 1),
     ("bits", 4 * WARPS_PER_BLOCK),
     ("seg", 4 * WARPS_PER_BLOCK),
     ("bitsw", WARPS_PER_BLOCK),
     ("segw", WARPS_PER_BLOCK),
+    ("blockbw", 1),
     ("tc", 2 * WARPS_PER_BLOCK),
 ];
 /// The CUDA-core layouts that also serve calls with more than one right-hand side (the set-bit
 /// walks: A read once for all n ≤ 8 right-hand sides); the others run n = 1 only.
-pub const MULTI_LAYOUTS: [&str; 5] = ["bits", "seg", "bitsw", "segw", "tc"];
+pub const MULTI_LAYOUTS: [&str; 6] = ["bits", "seg", "bitsw", "segw", "blockbw", "tc"];
 /// The layouts of [`CORE_LAYOUTS`] that multiply on tensor cores (TF32 MMAs: A and X rounded to
 /// 11 significant bits, on f32 values too), so a TF32 product, not an f32 one: callers offer them
 /// only where the MMA kernels are allowed (never for f32 products).
@@ -216,6 +231,30 @@ pub const WAVE_FITTED_LAYOUTS: [&str; 2] = ["staged", "staged16"];
 /// walk in any column of the H200 bench (session 16, run 6: kept at 128 and at wave-fitted budgets
 /// of 9–51), so they are not timed (4 fewer candidates per walk storage).
 pub const WAVE_FITTED_MIN_CHUNK: u32 = 32;
+/// Layouts of [`CORE_LAYOUTS`] with one half per thread block: (layout, the tile budgets their
+/// tunings time instead of the base ones, the mean tiles per non-empty tile-row below which they
+/// are not timed). `blocklane` shares each row among 256 threads: budgets of 256–1024 tiles give
+/// each one to four tiles per row, and on rows shorter than 128 tiles most threads idle and each
+/// row costs a barrier (H200, session 17: 2–40× slower than the best walk on every bench matrix
+/// but BlogCatalog, ~280 tiles per tile-row, where it won at budget 256). `blockw` gives each of
+/// 8 warps a contiguous range: budgets of 32–256 tiles are 4–32 tiles per warp (`blockbw`, its
+/// set-bit walk for 1–8 right-hand sides, likewise).
+pub const BLOCK_LAYOUTS: [(&str, &[u32], f64); 3] = [
+    ("blocklane", &[256, 512, 1024], 128.0),
+    ("blockw", &[32, 64, 128, 256], 0.0),
+    ("blockbw", &[32, 64, 128, 256], 0.0),
+];
+
+/// Mean tiles per non-empty tile-row of tile-row offsets `ptr` (0 without any).
+fn mean_tiles_per_row(ptr: &[u32]) -> f64 {
+    let nonempty = ptr.windows(2).filter(|w| w[1] > w[0]).count();
+    let tiles = ptr.last().copied().unwrap_or(0) - ptr.first().copied().unwrap_or(0);
+    if nonempty == 0 {
+        0.0
+    } else {
+        f64::from(tiles) / nonempty as f64
+    }
+}
 /// The CUDA-core walks a tuning times for `n` right-hand sides: every layout at n = 1, the
 /// set-bit walks ([`MULTI_LAYOUTS`]) for more; never the tensor-core walks ([`TC_LAYOUTS`]: a
 /// TF32 product, timed with the MMA kernels where those are allowed) nor [`UNTUNED_LAYOUTS`].
@@ -304,12 +343,12 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
 /// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`]) and MMA
 /// ([`TC_ENTRIES`]) walks, f16 before f32.
-const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS] = {
+const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 12 * MAX_RHS] = {
     let mut s = [KernelSignature {
         module: KernelModule::Spmv,
         name: "",
         params: &WALK_PARAMS,
-    }; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS];
+    }; 2 * CORE_ENTRIES.len() + 12 * MAX_RHS];
     let mut i = 0;
     let mut k = 0;
     while k < CORE_ENTRIES.len() {
@@ -323,6 +362,7 @@ const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 10 * MAX_RHS] 
         SEG_ENTRIES,
         BITSW_ENTRIES,
         SEGW_ENTRIES,
+        BLOCKBW_ENTRIES,
         TC_ENTRIES,
     ];
     let mut t = 0;
@@ -607,8 +647,17 @@ impl BitBsrSpmv {
 
     /// The tile budgets a tuning times with `layout` (None: the MMA kernel): `base`, or for
     /// [`WAVE_FITTED_LAYOUTS`] those of `base` from [`WAVE_FITTED_MIN_CHUNK`] on and
-    /// [`spmv_wave_chunk`] of this matrix for the layout's resident halves.
+    /// [`spmv_wave_chunk`] of this matrix for the layout's resident halves, or for
+    /// [`BLOCK_LAYOUTS`] their own budgets (none, i.e. the layout is not timed, where the tile-rows
+    /// are shorter on average than the layout's minimum).
     pub fn tuning_chunks(&self, layout: Option<&str>, base: &[u32]) -> Result<Vec<u32>, GpuError> {
+        if let Some(&(_, chunks, min_mean)) = BLOCK_LAYOUTS.iter().find(|b| Some(b.0) == layout) {
+            return Ok(if mean_tiles_per_row(&self.row_ptr) >= min_mean {
+                chunks.to_vec()
+            } else {
+                Vec::new()
+            });
+        }
         match layout.filter(|l| WAVE_FITTED_LAYOUTS.contains(l)) {
             Some(l) => Ok(wave_fitted_chunks(
                 base,
@@ -826,16 +875,18 @@ impl BitBsrSpmv {
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
             // checked against the PTX by a CPU test; the walks take the 17 of WALK_PARAMS, the
             // MMA kernels the first 15); the r1 and core kernels are only used with
-            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walk reads X as cols
-            // f32 (guarded by K; float4 loads only when X is 16-byte aligned, checked in the
-            // kernel), the set-bit walks and `lane` X rows k < K only (a set bit's column: `new` checked the last segment's bits), n
+            // n = 1, spmv_bits{n} / spmv_seg{n} with their own n; the core walks (`blockw`
+            // included) read X as cols f32 (guarded by K; float4 loads only when X is 16-byte
+            // aligned, checked in the kernel), the set-bit walks, `lane` and `blocklane` X rows
+            // k < K only (a set bit's column: `new` checked the last segment's bits), n
             // floats each (vector loads only when X is aligned for them, checked in the kernel),
             // spmv_tc{n} X rows k < K only (guarded by cols in the kernel), `staged*` copy X
             // segments guarded by K (zero-filled past it) and a stage's values as the byte range
             // from its first tile's offset to its last tile's end (inside the value array: `new`
             // checked that the offsets are consecutive), one warp per item,
             // and each covers 2·items halves with the layout's halves per block (CORE_LAYOUTS;
-            // extra groups / warps exit).
+            // extra groups / warps exit; the block layouts' shared memory is static, their
+            // halves span ≤ MAX_ROWS_PER_HALF rows: `SpmvWork::check`).
             // (2) Reads stay in bounds: `new` checked the tile-row offsets (rows/8 + 1 entries
             // from 0 to the tile count), every tile's column (< ⌈K/8⌉: X reads are guarded by K in
             // the TF32 kernel, x16/xs hold whole segments) and value range; the work list passed
@@ -915,10 +966,21 @@ mod tests {
                 "spmv_staged16_f32",
                 "spmv_staged16_f32",
             ],
+            [
+                "spmv_blocklane_f16",
+                "spmv_blocklane_f32",
+                "spmv_blocklane_f32",
+            ],
+            ["spmv_blockw_f16", "spmv_blockw_f32", "spmv_blockw_f32"],
             ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
             ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
             ["spmv_bitsw1_f16", "spmv_bitsw1_f32", "spmv_bitsw1_f32"],
             ["spmv_segw1_f16", "spmv_segw1_f32", "spmv_segw1_f32"],
+            [
+                "spmv_blockbw1_f16",
+                "spmv_blockbw1_f32",
+                "spmv_blockbw1_f32",
+            ],
             ["spmv_tc1_f16", "spmv_tc1_f32", "spmv_tc1_f32"],
         ];
         assert_eq!(got, want.map(|r| r.map(Some)));
@@ -931,12 +993,31 @@ mod tests {
         assert_eq!(
             one,
             [
-                "core", "corew1", "corew2", "lane", "staged", "staged16", "bits", "bitsw", "segw"
+                "core",
+                "corew1",
+                "corew2",
+                "lane",
+                "staged",
+                "staged16",
+                "blocklane",
+                "blockw",
+                "bits",
+                "bitsw",
+                "segw",
+                "blockbw"
             ]
         );
         for n in 2..=MAX_RHS {
-            assert_eq!(tuned_walk_layouts(n), ["bits", "bitsw", "segw"]);
+            assert_eq!(tuned_walk_layouts(n), ["bits", "bitsw", "segw", "blockbw"]);
         }
+    }
+
+    #[test]
+    fn mean_tiles_per_row_skips_empty_rows() {
+        assert_eq!(mean_tiles_per_row(&[0, 300, 300, 500]), 250.0);
+        assert_eq!(mean_tiles_per_row(&[0, 0, 0]), 0.0);
+        assert_eq!(mean_tiles_per_row(&[0]), 0.0);
+        assert_eq!(mean_tiles_per_row(&[]), 0.0);
     }
 
     #[test]
@@ -965,6 +1046,7 @@ mod tests {
             SEG_ENTRIES,
             BITSW_ENTRIES,
             SEGW_ENTRIES,
+            BLOCKBW_ENTRIES,
             TC_ENTRIES,
         ] {
             want.extend(table.iter().flatten());
