@@ -754,6 +754,35 @@ SPMV_N1_WALK_ENTRY(spmv_corew2_f32, spmv_corew_body<0, 2>)
 // For sparse tiles (1-3 nonzeros: social graphs, R-MAT), where `core` spends 8 lanes and 8 bit
 // positions per tile on 1-2 values.
 // ---------------------------------------------------------------------------------------------
+// `lane`'s per-tile work: adds tile record m's set bits (value order, two per iteration, their
+// value and x loads before the FMAs; a set bit's column is < K: `BitBsrSpmv::new` checks it) to
+// acc[row][lane], the lane's sum of each row of the tile-row in shared memory.
+template <int F16>
+__device__ __forceinline__ void lane_tile(uint4 m, const void* __restrict__ values,
+                                          const float* __restrict__ x, float (*acc)[33], u32 lane) {
+    u64 b = ((u64)m.y << 32) | m.x;
+    u32 idx = m.w;
+    const u32 xb = m.z * 8u;
+    while (b != 0u) {
+        const u32 p0 = (u32)__ffsll((long long)b) - 1u;
+        b &= b - 1u;
+        const bool two = b != 0u;
+        const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
+        b &= two ? b - 1u : b;
+        const float v0 = core_val<F16>(values, idx);
+        const float x0 = __ldg(x + xb + (p0 & 7u));
+        const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
+        const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
+        idx += 2u;
+        float* a0 = &acc[p0 >> 3][lane];
+        *a0 = fmaf(v0, x0, *a0);
+        if (two) {  // an odd count's second bit is skipped, not multiplied by 0
+            float* a1 = &acc[p1 >> 3][lane];
+            *a1 = fmaf(v1, x1, *a1);
+        }
+    }
+}
+
 template <int F16>
 __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
@@ -774,27 +803,7 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
         for (u32 i = t + lane; i < e; i += 32u) {  // m holds tile i's record
             const u32 nx = i + 32u;
             const uint4 mn = nx < e ? __ldg(tiles + nx) : zero;
-            u64 b = ((u64)m.y << 32) | m.x;
-            u32 idx = m.w;
-            const u32 xb = m.z * 8u;
-            while (b != 0u) {
-                const u32 p0 = (u32)__ffsll((long long)b) - 1u;
-                b &= b - 1u;
-                const bool two = b != 0u;
-                const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
-                b &= two ? b - 1u : b;
-                const float v0 = core_val<F16>(values, idx);
-                const float x0 = __ldg(x + xb + (p0 & 7u));
-                const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
-                const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
-                idx += 2u;
-                float* a0 = &acc[p0 >> 3][lane];
-                *a0 = fmaf(v0, x0, *a0);
-                if (two) {  // an odd count's second bit is skipped, not multiplied by 0
-                    float* a1 = &acc[p1 >> 3][lane];
-                    *a1 = fmaf(v1, x1, *a1);
-                }
-            }
+            lane_tile<F16>(m, values, x, acc, lane);
             m = mn;
         }
         // Row end (warp-uniform). The next tile-row's first records first (its end is the cursor's
@@ -862,27 +871,7 @@ __device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
         for (u32 i = t + tid; i < e; i += STRIDE) {  // m holds tile i's record
             const u32 nx = i + STRIDE;
             const uint4 mn = nx < e ? __ldg(tiles + nx) : zero;
-            u64 b = ((u64)m.y << 32) | m.x;
-            u32 idx = m.w;
-            const u32 xb = m.z * 8u;
-            while (b != 0u) {
-                const u32 p0 = (u32)__ffsll((long long)b) - 1u;
-                b &= b - 1u;
-                const bool two = b != 0u;
-                const u32 p1 = two ? (u32)__ffsll((long long)b) - 1u : p0;
-                b &= two ? b - 1u : b;
-                const float v0 = core_val<F16>(values, idx);
-                const float x0 = __ldg(x + xb + (p0 & 7u));
-                const float v1 = two ? core_val<F16>(values, idx + 1u) : 0.0f;
-                const float x1 = two ? __ldg(x + xb + (p1 & 7u)) : 0.0f;
-                idx += 2u;
-                float* a0 = &acc[p0 >> 3][lane];
-                *a0 = fmaf(v0, x0, *a0);
-                if (two) {  // an odd count's second bit is skipped, not multiplied by 0
-                    float* a1 = &acc[p1 >> 3][lane];
-                    *a1 = fmaf(v1, x1, *a1);
-                }
-            }
+            lane_tile<F16>(m, values, x, acc, lane);
             m = mn;
         }
         // Row end (block-uniform). The next tile-row's first records first, then the warp's sums.

@@ -149,8 +149,8 @@ fn multi_entries(layout: &str, storage: TileStorage) -> Option<&'static [&'stati
 }
 
 /// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`,
-/// `staged`, `staged16`, `blocklane`, `blockw` (same parameters as the main kernels; `xs` and `n` unused).
-/// TF32 storage runs the f32 walk.
+/// `staged`, `staged16`, `blocklane`, `blockw` (same parameters as the main kernels; `xs` and `n`
+/// unused). TF32 storage runs the f32 walk.
 const CORE_ENTRIES: [(&str, [&str; 2]); 8] = [
     ("core", ["spmv_core_f16", "spmv_core_f32"]),
     ("corew1", ["spmv_corew1_f16", "spmv_corew1_f32"]),
@@ -178,7 +178,8 @@ fn core_entry(storage: TileStorage, layout: &str) -> Option<&'static str> {
 /// bits of its row byte, for 1 to 8 right-hand sides; `seg`: `bits` with each tile's used x rows
 /// staged once in shared memory; `bitsw`: `bits` in `corew2`'s layout (one half per warp, group q
 /// on tiles t + q and t + 4 + q); `segw`: `bitsw` with each step's used x rows staged in shared
-/// memory and its first values loaded before the set-bit loop ([`MULTI_LAYOUTS`]); `tc`: one warp
+/// memory and its first values loaded before the set-bit loop; `blockbw`: `bitsw` with one half
+/// per thread block, one contiguous tile range per warp ([`MULTI_LAYOUTS`]); `tc`: one warp
 /// per item (two halves) on TF32 MMAs, each tile's x segment loaded once ([`TC_LAYOUTS`]);
 /// `lane`: one half per warp, one tile per lane (its set bits summed per row in shared memory, the
 /// rows added across the warp at the tile-row's end), for sparse tiles; `staged`: `corew1`'s
@@ -235,8 +236,8 @@ pub const WAVE_FITTED_MIN_CHUNK: u32 = 32;
 /// tunings time instead of the base ones, the mean tiles per non-empty tile-row below which they
 /// are not timed). `blocklane` shares each row among 256 threads: budgets of 256–1024 tiles give
 /// each one to four tiles per row, and on rows shorter than 128 tiles most threads idle and each
-/// row costs a barrier (H200, session 17: 2–40× slower than the best walk on every bench matrix
-/// but BlogCatalog, ~280 tiles per tile-row, where it won at budget 256). `blockw` gives each of
+/// row costs a barrier (H200, session 17: 1.5–24× slower than the best other walk on every bench
+/// matrix but BlogCatalog, ~280 tiles per tile-row, where it won at budget 256). `blockw` gives each of
 /// 8 warps a contiguous range: budgets of 32–256 tiles are 4–32 tiles per warp (`blockbw`, its
 /// set-bit walk for 1–8 right-hand sides, likewise).
 pub const BLOCK_LAYOUTS: [(&str, &[u32], f64); 3] = [
@@ -248,7 +249,11 @@ pub const BLOCK_LAYOUTS: [(&str, &[u32], f64); 3] = [
 /// Mean tiles per non-empty tile-row of tile-row offsets `ptr` (0 without any).
 fn mean_tiles_per_row(ptr: &[u32]) -> f64 {
     let nonempty = ptr.windows(2).filter(|w| w[1] > w[0]).count();
-    let tiles = ptr.last().copied().unwrap_or(0) - ptr.first().copied().unwrap_or(0);
+    let tiles = ptr
+        .last()
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(ptr.first().copied().unwrap_or(0));
     if nonempty == 0 {
         0.0
     } else {
@@ -341,7 +346,8 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
 ];
 
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
-/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`]) and MMA
+/// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`],
+/// [`BLOCKBW_ENTRIES`]) and MMA
 /// ([`TC_ENTRIES`]) walks, f16 before f32.
 const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 12 * MAX_RHS] = {
     let mut s = [KernelSignature {
