@@ -650,12 +650,15 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
 
 // The entry of an n = 1 walk whose body takes no x segment width nor n (core, corew, lane):
 // `SPMV_N1_WALK_ENTRY(name, body<template arguments>)`.
-#define SPMV_N1_WALK_ENTRY(NAME, ...)                                                              \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS) NAME(SPMV_WALK_PARAMS) {         \
+// `SPMV_N1_WALK_ENTRY_LB(launch bounds, name, body<template arguments>)` likewise.
+#define SPMV_N1_WALK_ENTRY_LB(LB, NAME, ...)                                                       \
+    extern "C" __global__ void LB NAME(SPMV_WALK_PARAMS) {                                         \
         (void)xs;                                                                                  \
         (void)n;                                                                                   \
         __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
     }
+#define SPMV_N1_WALK_ENTRY(NAME, ...)                                                              \
+    SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS), NAME, __VA_ARGS__)
 
 SPMV_N1_WALK_ENTRY(spmv_core_f16, spmv_core_body<1>)
 SPMV_N1_WALK_ENTRY(spmv_core_f32, spmv_core_body<0>)
@@ -783,6 +786,22 @@ __device__ __forceinline__ void lane_tile(uint4 m, const void* __restrict__ valu
     }
 }
 
+// At a row end of `lane` / `blocklane`: the warp's sum of row lane & 7 (lane l adds the sums of
+// lanes 8(l >> 3) .. +7, two xor-shuffles add the 4 groups), and the 32 lanes' sums reset to 0.
+__device__ __forceinline__ float lane_row_sum(float (*acc)[33], u32 lane) {
+    const u32 rr = lane & 7u, qq = lane >> 3;
+    __syncwarp();
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
+    sum += __shfl_xor_sync(FULL_MASK, sum, 8);
+    sum += __shfl_xor_sync(FULL_MASK, sum, 16);
+    __syncwarp();
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+    return sum;
+}
+
 template <int F16>
 __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     __shared__ float lane_acc[SPMV_WARPS][8][33];  // 33: conflict-free row-end reads
@@ -798,7 +817,6 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     u32 e, e_next;
     float s, s_next;
     row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
-    const u32 rr = lane & 7u, qq = lane >> 3;
     while (row < rend) {
         for (u32 i = t + lane; i < e; i += 32u) {  // m holds tile i's record
             const u32 nx = i + 32u;
@@ -810,15 +828,7 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
         // e_next), then add the 32 lanes' sums of each row, reset them, lanes 0-7 write.
         const u32 ne = row + 1u < rend ? min(e_next, te) : e;
         m = e + lane < ne ? __ldg(tiles + e + lane) : zero;
-        __syncwarp();
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
-        sum += __shfl_xor_sync(FULL_MASK, sum, 8);
-        sum += __shfl_xor_sync(FULL_MASK, sum, 16);
-        __syncwarp();
-#pragma unroll
-        for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+        const float sum = lane_row_sum(acc, lane);
         if (lane < 8u) {
             row_store(partial, y, rows, beta, split, slot, row, lane, (alpha * s) * sum);
         }
@@ -835,6 +845,21 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
 
 SPMV_N1_WALK_ENTRY(spmv_lane_f16, spmv_lane_body<1>)
 SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
+
+// The block walks' end of a split half at n = 1 (one row, block-row `row`, whose slot warp 0's
+// lanes 0-7 wrote): those lanes count the chunk, and the row's last chunk writes y (split_last).
+__device__ __forceinline__ void block_split_finish(bool split, u32 slot, u32 row,
+                                                   const uint2* __restrict__ spl,
+                                                   u32* __restrict__ cnt,
+                                                   const float* __restrict__ partial,
+                                                   float* __restrict__ y, u32 rows, float beta) {
+    const u32 lane = threadIdx.x;
+    uint2 fe;
+    if (split && threadIdx.y == 0u && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
+        const u64 yr = (u64)row * 8u + lane;
+        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Variant "block lane" (v12, n = 1): `lane`'s per-tile work with one half per *thread block*
@@ -865,7 +890,6 @@ __device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
     u32 e, e_next;
     float s, s_next;
     row_cursor_init<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
-    const u32 rr = lane & 7u, qq = lane >> 3;
     u32 parity = 0u;
     while (row < rend) {  // block-uniform
         for (u32 i = t + tid; i < e; i += STRIDE) {  // m holds tile i's record
@@ -877,15 +901,7 @@ __device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
         // Row end (block-uniform). The next tile-row's first records first, then the warp's sums.
         const u32 ne = row + 1u < rend ? min(e_next, te) : e;
         m = e + tid < ne ? __ldg(tiles + e + tid) : zero;
-        __syncwarp();
-        float sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) sum += acc[rr][qq * 8u + k];
-        sum += __shfl_xor_sync(FULL_MASK, sum, 8);
-        sum += __shfl_xor_sync(FULL_MASK, sum, 16);
-        __syncwarp();
-#pragma unroll
-        for (int q = 0; q < 8; ++q) acc[q][lane] = 0.0f;
+        const float sum = lane_row_sum(acc, lane);
         if (lane < 8u) red[parity][wid][lane] = sum;
         // One barrier per row: red[parity] is rewritten two rows later, after the next barrier,
         // which warp 0 reaches only once it has read this row's sums.
@@ -900,25 +916,52 @@ __device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
         t = e;
         row_cursor_next<F16>(row, rend, te, ptr, row_scale, e, s, e_next, s_next);
     }
-    // A split half's row was written to its slot by warp 0's lanes 0-7; the row's last chunk
-    // writes y.
-    uint2 fe;
-    if (split && wid == 0u && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
-        const u64 yr = (u64)w.x * 8u + lane;
-        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
-    }
+    // A split half's row was written to its slot by warp 0's lanes 0-7.
+    block_split_finish(split, slot, w.x, spl, cnt, partial, y, rows, beta);
 }
 
 // 40 registers (6 blocks, 48 warps per SM): at the 32 that full occupancy allows the f16 entry
 // spilled.
-#define SPMV_BLOCKLANE_ENTRY(NAME, ...)                                                            \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 6) NAME(SPMV_WALK_PARAMS) {      \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
+SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 6), spmv_blocklane_f16,
+                      spmv_blocklane_body<1>)
+SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 6), spmv_blocklane_f32,
+                      spmv_blocklane_body<0>)
+
+// The block walks' (`blockw`, `blockbw`) warp ranges: lane i holds row_end = the end of the
+// half's row i (cut at te); the local row holding tile `from` is the first whose end is past it
+// (empty rows skipped; from < te, and the half's last row ends at te).
+__device__ __forceinline__ u32 range_row_of(u32 row_end, u32 nrows, u32 lane, u32 from) {
+    const u32 past = __ballot_sync(FULL_MASK, lane < nrows && row_end > from);
+    return (u32)__ffs(past) - 1u;
+}
+
+// The step after the one at tile tt of local row rl (which ends at e, cut at the range end b), 8
+// tiles per step (`corew2`'s): its first tile nt, whether this step ends the row (or the range),
+// the next step's row and its end, and group q's two records of it (the rest of this row, or the
+// next row's first tiles; zero past them), loaded before this step multiplies.
+struct RangeStep {
+    u32 nt, nrl, ne;
+    bool ends;
+    uint4 n0, n1;
+};
+
+__device__ __forceinline__ RangeStep range_step(const uint4* __restrict__ tiles, u32 tt, u32 rl,
+                                                u32 e, u32 b, u32 row_end, u32 nrows, u32 lane,
+                                                u32 q) {
+    RangeStep st;
+    st.nt = min(tt + 8u, e);
+    st.ends = st.nt == e;
+    st.nrl = rl;
+    st.ne = e;
+    if (st.ends && e < b) {  // warp-uniform
+        st.nrl = range_row_of(row_end, nrows, lane, e);
+        st.ne = min(__shfl_sync(FULL_MASK, row_end, st.nrl), b);
     }
-SPMV_BLOCKLANE_ENTRY(spmv_blocklane_f16, spmv_blocklane_body<1>)
-SPMV_BLOCKLANE_ENTRY(spmv_blocklane_f32, spmv_blocklane_body<0>)
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    st.n0 = st.nt < b && st.nt + q < st.ne ? __ldg(tiles + st.nt + q) : zero;
+    st.n1 = st.nt < b && st.nt + 4u + q < st.ne ? __ldg(tiles + st.nt + 4u + q) : zero;
+    return st;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Variant "block warps" (v12b, n = 1): `corew2`'s per-warp walk with one half per thread block.
@@ -957,11 +1000,7 @@ __device__ __forceinline__ void spmv_blockw_body(SPMV_WALK_BODY_PARAMS) {
     if (a < b) {  // warp-uniform
         const CoreLane cl = core_lane(r);
         const bool vec = (reinterpret_cast<size_t>(x) & 15u) == 0u;
-        // The row holding tile `from` (the first whose end is past it; empty rows skipped).
-        auto row_of = [&](u32 from) -> u32 {
-            const u32 past = __ballot_sync(FULL_MASK, lane < nrows && row_end > from);
-            return (u32)__ffs(past) - 1u;  // past != 0: the last row ends at te > from
-        };
+        auto row_of = [&](u32 from) { return range_row_of(row_end, nrows, lane, from); };
         u32 rl = row_of(a);
         u32 e = min(__shfl_sync(FULL_MASK, row_end, rl), b);
         u32 tt = a;
@@ -969,16 +1008,10 @@ __device__ __forceinline__ void spmv_blockw_body(SPMV_WALK_BODY_PARAMS) {
         m1 = a + 4u + q < e ? m1 : zero;
         float acc = 0.0f;
         while (tt < b) {  // warp-uniform
-            // The next step: the rest of this row, or the next row's first tiles (records now).
-            const u32 nt = min(tt + 8u, e);
-            const bool ends = nt == e;
-            u32 nrl = rl, ne = e;
-            if (ends && e < b) {
-                nrl = row_of(e);
-                ne = min(__shfl_sync(FULL_MASK, row_end, nrl), b);
-            }
-            const uint4 n0 = nt < b && nt + q < ne ? __ldg(tiles + nt + q) : zero;
-            const uint4 n1 = nt < b && nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
+            const RangeStep ns = range_step(tiles, tt, rl, e, b, row_end, nrows, lane, q);
+            const u32 nt = ns.nt, nrl = ns.nrl, ne = ns.ne;
+            const bool ends = ns.ends;
+            const uint4 n0 = ns.n0, n1 = ns.n1;
             float x0[8], x1[8], v0[8], v1[8];
             const CoreTile c0 = core_decode(m0, cl), c1 = core_decode(m1, cl);
             core_x(x, m0.z, cols, vec, x0);  // a zero record: column 0, in bounds, unused
@@ -1015,24 +1048,13 @@ __device__ __forceinline__ void spmv_blockw_body(SPMV_WALK_BODY_PARAMS) {
         row_store(partial, y, rows, beta, split, slot, w.x + out_row, out_r,
                   (alpha * out_s) * total);
     }
-    // A split half (one row) was written to its slot by threads 0-7 (warp 0); the row's last chunk
-    // writes y.
-    uint2 fe;
-    if (split && wid == 0u && lane < 8u && split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
-        const u64 yr = (u64)w.x * 8u + lane;
-        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
-    }
+    // A split half (one row) was written to its slot by threads 0-7 (warp 0).
+    block_split_finish(split, slot, w.x, spl, cnt, partial, y, rows, beta);
 }
 
 // 64 registers (4 blocks, 32 warps per SM): at 40 the two tiles' loads in flight spilled ~100 B.
-#define SPMV_BLOCKW_ENTRY(NAME, ...)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 4) NAME(SPMV_WALK_PARAMS) {      \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
-    }
-SPMV_BLOCKW_ENTRY(spmv_blockw_f16, spmv_blockw_body<1>)
-SPMV_BLOCKW_ENTRY(spmv_blockw_f32, spmv_blockw_body<0>)
+SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 4), spmv_blockw_f16, spmv_blockw_body<1>)
+SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 4), spmv_blockw_f32, spmv_blockw_body<0>)
 
 // ---------------------------------------------------------------------------------------------
 // Variant "staged" (v11, n = 1): `corew`'s layout (one half per warp; per step group q takes tile
@@ -1240,11 +1262,7 @@ __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
 
 // `SPMV_STAGED_ENTRY(name, body<template arguments>)`: 5 blocks per SM (48 registers).
 #define SPMV_STAGED_ENTRY(NAME, ...)                                                               \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 5) NAME(SPMV_WALK_PARAMS) {      \
-        (void)xs;                                                                                  \
-        (void)n;                                                                                   \
-        __VA_ARGS__(SPMV_WALK_BODY_ARGS);                                                          \
-    }
+    SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 5), NAME, __VA_ARGS__)
 SPMV_STAGED_ENTRY(spmv_staged_f16, spmv_staged_body<1, 32u, 1232u, false>)
 SPMV_STAGED_ENTRY(spmv_staged_f32, spmv_staged_body<0, 32u, 1232u, false>)
 SPMV_STAGED_ENTRY(spmv_staged16_f16, spmv_staged_body<1, 16u, 1984u, true>)
@@ -1616,6 +1634,24 @@ __device__ __forceinline__ float* bitsw_slab() {
     return &wslab[0][0];
 }
 
+// The end of one iteration of `bitsw`'s set-bit loop (and `blockbw`'s): each tile whose byte had a
+// bit (h) adds its value times its x row to the N sums and moves to its next value.
+template <int N>
+__device__ __forceinline__ void bits_pair_fma(float acc[N], bool h0, float v0, const float x0[N],
+                                              u32& i0, bool h1, float v1, const float x1[N],
+                                              u32& i1) {
+    i0 += h0 ? 1u : 0u;
+    i1 += h1 ? 1u : 0u;
+    if (h0) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[k] = fmaf(v0, x0[k], acc[k]);
+    }
+    if (h1) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[k] = fmaf(v1, x1[k], acc[k]);
+    }
+}
+
 template <int F16, int N, bool SEG, bool VEC>
 __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
     (void)cols;
@@ -1693,16 +1729,7 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
                 bits_xrow_if<N, W>(xs0 + j0 * N, vec, h0, x0);
                 bits_xrow_if<N, W>(xs1 + j1 * N, vec, h1, x1);
             }
-            i0 += h0 ? 1u : 0u;
-            i1 += h1 ? 1u : 0u;
-            if (h0) {
-#pragma unroll
-                for (int k = 0; k < N; ++k) acc[k] = fmaf(v0, x0[k], acc[k]);
-            }
-            if (h1) {
-#pragma unroll
-                for (int k = 0; k < N; ++k) acc[k] = fmaf(v1, x1[k], acc[k]);
-            }
+            bits_pair_fma<N>(acc, h0, v0, x0, i0, h1, v1, x1, i1);
         }
         if (row_end) {  // warp-uniform
             const float sc = alpha * s;
@@ -1818,11 +1845,7 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
     if (a < b) {  // warp-uniform
         const CoreLane cl = core_lane(r);
         constexpr bool vec = VEC;
-        // The row holding tile `from` (the first whose end is past it; empty rows skipped).
-        auto row_of = [&](u32 from) -> u32 {
-            const u32 past = __ballot_sync(FULL_MASK, lane < nrows && row_end > from);
-            return (u32)__ffs(past) - 1u;  // past != 0: the last row ends at te > from
-        };
+        auto row_of = [&](u32 from) { return range_row_of(row_end, nrows, lane, from); };
         u32 rl = row_of(a);
         first = rl;
         last = row_of(b - 1u);
@@ -1834,16 +1857,10 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
         for (int k = 0; k < N; ++k) acc[k] = 0.0f;
         u32 tt = a;
         while (tt < b) {  // warp-uniform
-            // The next step: the rest of this row, or the next row's first tiles (records now).
-            const u32 nt = min(tt + 8u, e);
-            const bool ends = nt == e;
-            u32 nrl = rl, ne = e;
-            if (ends && e < b) {
-                nrl = row_of(e);
-                ne = min(__shfl_sync(FULL_MASK, row_end, nrl), b);
-            }
-            const uint4 n0 = nt < b && nt + q < ne ? __ldg(tiles + nt + q) : zero;
-            const uint4 n1 = nt < b && nt + 4u + q < ne ? __ldg(tiles + nt + 4u + q) : zero;
+            const RangeStep ns = range_step(tiles, tt, rl, e, b, row_end, nrows, lane, q);
+            const u32 nt = ns.nt, nrl = ns.nrl, ne = ns.ne;
+            const bool ends = ns.ends;
+            const uint4 n0 = ns.n0, n1 = ns.n1;
             const CoreTile c0 = core_decode(m0, cl);
             const CoreTile c1 = core_decode(m1, cl);
             const float* xs0 = x + (u64)m0.z * 8u * N;
@@ -1860,16 +1877,7 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
                 const float v1 = core_val_if<F16>(values, i1, h1);
                 bits_xrow_if<N, W>(xs0 + j0 * N, vec, h0, x0);
                 bits_xrow_if<N, W>(xs1 + j1 * N, vec, h1, x1);
-                i0 += h0 ? 1u : 0u;
-                i1 += h1 ? 1u : 0u;
-                if (h0) {
-#pragma unroll
-                    for (int k = 0; k < N; ++k) acc[k] = fmaf(v0, x0[k], acc[k]);
-                }
-                if (h1) {
-#pragma unroll
-                    for (int k = 0; k < N; ++k) acc[k] = fmaf(v1, x1[k], acc[k]);
-                }
+                bits_pair_fma<N>(acc, h0, v0, x0, i0, h1, v1, x1, i1);
             }
             if (ends) {  // row end or the range's end: this warp's sum of row rl
                 const bool shared_row = rl == first || rl == last;
@@ -1933,13 +1941,8 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
         }
     }
     // A split half (one row) wrote its slot from threads 0..8N-1; at N = 1 those are warp 0's
-    // lanes 0-7, and the row's last chunk writes y (N >= 2: spmv_fixup sums the row).
-    uint2 fe;
-    if (N == 1 && split && wid == 0u && lane < 8u &&
-        split_last(spl, cnt, slot, 0xffu, 0u, fe)) {
-        const u64 yr = (u64)w.x * 8u + lane;
-        if (yr < rows) split_store(partial, fe, lane, 1u, y, yr, 0u, beta);
-    }
+    // lanes 0-7 (N >= 2: spmv_fixup sums the row).
+    if (N == 1) block_split_finish(split, slot, w.x, spl, cnt, partial, y, rows, beta);
 }
 
 #define SPMV_BLOCKBW_ENTRY(NAME, F16, N) \
