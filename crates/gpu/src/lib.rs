@@ -420,10 +420,17 @@ impl Gpu {
                 name: "",
                 source,
             })?;
-        tracing::debug!(
-            "module {m:?} loaded in {:.1} ms",
-            t.elapsed().as_secs_f64() * 1e3
-        );
+        let secs = t.elapsed().as_secs_f64();
+        if secs >= 1.0 {
+            // The driver compiled the PTX for this GPU (its JIT cache was cold: a machine's first
+            // run, or CUDA_CACHE_DISABLE); later processes load it from that cache.
+            tracing::info!(
+                "module {m:?}: {secs:.1} s to compile {} bytes of PTX for this GPU (the driver caches it)",
+                m.ptx().len()
+            );
+        } else {
+            tracing::debug!("module {m:?} loaded in {:.1} ms", secs * 1e3);
+        }
         w[i] = Some(module.clone());
         Ok(module)
     }

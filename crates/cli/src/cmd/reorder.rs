@@ -1,8 +1,7 @@
 //! `tcsparse reorder`: reorder a matrix and write the permutation or the reordered matrix.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tcsparse::formats::mtx;
@@ -49,17 +48,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let a = mtx::read_matrix(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
-    // A spinner on long runs, only when stderr is a terminal.
-    let bar = (std::io::stderr().is_terminal() && a.nnz() > 1_000_000).then(|| {
-        let b = indicatif::ProgressBar::new_spinner();
-        b.set_message(format!(
-            "{} reordering of {} nonzeros",
-            method.name(),
-            a.nnz()
-        ));
-        b.enable_steady_tick(Duration::from_millis(120));
-        b
-    });
+    // A spinner on long runs.
+    let bar = super::spinner(
+        a.nnz() > 1_000_000,
+        format!("{} reordering of {} nonzeros", method.name(), a.nnz()),
+    );
     let r = method.reorder(&a, mode)?;
     if let Some(b) = bar {
         b.finish_and_clear();

@@ -67,7 +67,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..SpmvOptions::default()
     };
     let t = Instant::now();
-    let mut p = engine.prepare_spmv(&a, &opts)?;
+    // The GPU preparation times every candidate; a machine's first run also waits for the driver
+    // to compile the kernels' PTX for its GPU (~15 s for the SpMV module on an H200).
+    let bar = super::spinner(
+        matches!(engine.backend(), Backend::Gpu),
+        "preparing: timing cuSPARSE and our kernels (a machine's first run also compiles them, \
+         ~15 s)"
+            .into(),
+    );
+    let prepared = engine.prepare_spmv(&a, &opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mut p = prepared?;
     println!(
         "prepare {:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
         t.elapsed().as_secs_f64() * 1e3,
