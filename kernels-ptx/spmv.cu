@@ -41,6 +41,15 @@
 // multiplied (memory-level parallelism: one step alone is a few dozen instructions against a DRAM
 // round trip).
 
+// Modules. This file compiled alone is spmv.ptx (SPMV_MODULE_N = 1): the MMA kernels, the x
+// conversion, the fix-up and every walk for one right-hand side. kernels-ptx/spmv_n<N>.cu (N = 2..8)
+// defines SPMV_MODULE_N = N and includes this file: spmv_n<N>.ptx holds only the walks for N
+// right-hand sides, so the driver compiles (PTX JIT, ~3 s per MB on an H200 when its cache is cold)
+// only the modules a call uses (crates/gpu: KernelModule::spmv_for_rhs).
+#ifndef SPMV_MODULE_N
+#define SPMV_MODULE_N 1
+#endif
+
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned long long u64;
@@ -305,15 +314,18 @@ __device__ __forceinline__ void spmv_body(const uint4* __restrict__ tiles,
                             rows, cols, n, alpha, beta);                                           \
     }
 
+#if SPMV_MODULE_N == 1
 SPMV_ENTRY(spmv_f16_r1, 0, 1, 8)
 SPMV_ENTRY(spmv_f16_r8, 0, 8, 4)
 SPMV_ENTRY(spmv_tf32_r1, 1, 1, 4)
 SPMV_ENTRY(spmv_tf32_r8, 1, 8, 4)
+#endif
 
 // X (K x n f32, row-major) to f16 pairs scaled per (8-row segment c, RHS j): one thread per (c, j).
 // x16[(c * 4 + p) * n + j] = {X[8c + 2p][j], X[8c + 2p + 1][j]} / xs[c * n + j] (rows >= K are 0),
 // xs a power of two putting the segment's largest magnitude in [2^14, 2^15) (1 when it is 0 or not
 // finite: NaN and infinity in X propagate as they would in f32).
+#if SPMV_MODULE_N == 1
 extern "C" __global__ void __launch_bounds__(256)
     spmv_x16(const float* __restrict__ x, u32 k, u32 n, u32* __restrict__ x16,
              float* __restrict__ xs) {
@@ -347,9 +359,11 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     xs[(u64)c * n + j] = s;
 }
+#endif
 
 // Split tile-rows: fix[i] = {tile-row, first slot, end slot}; one thread per (split row, row g in
 // the tile-row, RHS j): y = sum of the slots' partials (alpha and the row scale are applied) + beta*y.
+#if SPMV_MODULE_N == 1
 extern "C" __global__ void __launch_bounds__(256)
     spmv_fixup(const u32* __restrict__ fix, u32 num_fix, const float* __restrict__ partial,
                float* __restrict__ y, u32 rows, u32 n, float beta) {
@@ -365,6 +379,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float* p = y + r * n + j;
     *p = beta == 0.0f ? sum : fmaf(beta, *p, sum);
 }
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Split rows inside the walks (v6): no spmv_fixup node. Each chunk of a split tile-row writes its
@@ -660,8 +675,10 @@ __device__ __forceinline__ void spmv_core_body(SPMV_WALK_BODY_PARAMS) {
 #define SPMV_N1_WALK_ENTRY(NAME, ...)                                                              \
     SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS), NAME, __VA_ARGS__)
 
+#if SPMV_MODULE_N == 1
 SPMV_N1_WALK_ENTRY(spmv_core_f16, spmv_core_body<1>)
 SPMV_N1_WALK_ENTRY(spmv_core_f32, spmv_core_body<0>)
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Variant "warp per half": the warp walks one half's tile-rows; per step its 4 groups take U x 4
@@ -741,10 +758,12 @@ __device__ __forceinline__ void spmv_corew_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
+#if SPMV_MODULE_N == 1
 SPMV_N1_WALK_ENTRY(spmv_corew1_f16, spmv_corew_body<1, 1>)
 SPMV_N1_WALK_ENTRY(spmv_corew1_f32, spmv_corew_body<0, 1>)
 SPMV_N1_WALK_ENTRY(spmv_corew2_f16, spmv_corew_body<1, 2>)
 SPMV_N1_WALK_ENTRY(spmv_corew2_f32, spmv_corew_body<0, 2>)
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Variant "lane per tile" (v7, n = 1): the warp walks one half's tile-rows; per step lane i takes
@@ -843,8 +862,10 @@ __device__ __forceinline__ void spmv_lane_body(SPMV_WALK_BODY_PARAMS) {
     }
 }
 
+#if SPMV_MODULE_N == 1
 SPMV_N1_WALK_ENTRY(spmv_lane_f16, spmv_lane_body<1>)
 SPMV_N1_WALK_ENTRY(spmv_lane_f32, spmv_lane_body<0>)
+#endif
 
 // The block walks' end of a split half at n = 1 (one row, block-row `row`, whose slot warp 0's
 // lanes 0-7 wrote): those lanes count the chunk, and the row's last chunk writes y (split_last).
@@ -922,10 +943,12 @@ __device__ __forceinline__ void spmv_blocklane_body(SPMV_WALK_BODY_PARAMS) {
 
 // 40 registers (6 blocks, 48 warps per SM): at the 32 that full occupancy allows the f16 entry
 // spilled.
+#if SPMV_MODULE_N == 1
 SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 6), spmv_blocklane_f16,
                       spmv_blocklane_body<1>)
 SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 6), spmv_blocklane_f32,
                       spmv_blocklane_body<0>)
+#endif
 
 // The block walks' (`blockw`, `blockbw`) warp ranges: lane i holds row_end = the end of the
 // half's row i (cut at te); the local row holding tile `from` is the first whose end is past it
@@ -1053,8 +1076,10 @@ __device__ __forceinline__ void spmv_blockw_body(SPMV_WALK_BODY_PARAMS) {
 }
 
 // 64 registers (4 blocks, 32 warps per SM): at 40 the two tiles' loads in flight spilled ~100 B.
+#if SPMV_MODULE_N == 1
 SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 4), spmv_blockw_f16, spmv_blockw_body<1>)
 SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 4), spmv_blockw_f32, spmv_blockw_body<0>)
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Variant "staged" (v11, n = 1): `corew`'s layout (one half per warp; per step group q takes tile
@@ -1263,10 +1288,12 @@ __device__ __forceinline__ void spmv_staged_body(SPMV_WALK_BODY_PARAMS) {
 // `SPMV_STAGED_ENTRY(name, body<template arguments>)`: 5 blocks per SM (48 registers).
 #define SPMV_STAGED_ENTRY(NAME, ...)                                                               \
     SPMV_N1_WALK_ENTRY_LB(__launch_bounds__(32 * SPMV_WARPS, 5), NAME, __VA_ARGS__)
+#if SPMV_MODULE_N == 1
 SPMV_STAGED_ENTRY(spmv_staged_f16, spmv_staged_body<1, 32u, 1232u, false>)
 SPMV_STAGED_ENTRY(spmv_staged_f32, spmv_staged_body<0, 32u, 1232u, false>)
 SPMV_STAGED_ENTRY(spmv_staged16_f16, spmv_staged_body<1, 16u, 1984u, true>)
 SPMV_STAGED_ENTRY(spmv_staged16_f32, spmv_staged_body<0, 16u, 1984u, true>)
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Set-bit walk for N = 1..8 right-hand sides ("bits"): the `core` layout (group q of warp w takes
@@ -1307,7 +1334,6 @@ __device__ __forceinline__ void bits_xrow(const float* __restrict__ p, bool vec,
         for (int i = 0; i < N; ++i) o[i] = __ldg(p + i);
     }
 }
-
 
 // Loads issued only where `p` holds, as one predicated instruction each (no branch: the set-bit
 // loop's lanes diverge on their row bytes, and a branch around a lane's loads cost a BSSY/BSYNC
@@ -1572,40 +1598,6 @@ __device__ __forceinline__ void spmv_setbit_body(SPMV_WALK_BODY_PARAMS) {
 #define SPMV_BITS_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, false)
 #define SPMV_SEG_ENTRY(NAME, F16, N) SPMV_SETBIT_ENTRY(NAME, F16, N, true)
 
-SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
-SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
-SPMV_BITS_ENTRY(spmv_bits3_f16, 1, 3)
-SPMV_BITS_ENTRY(spmv_bits4_f16, 1, 4)
-SPMV_BITS_ENTRY(spmv_bits5_f16, 1, 5)
-SPMV_BITS_ENTRY(spmv_bits6_f16, 1, 6)
-SPMV_BITS_ENTRY(spmv_bits7_f16, 1, 7)
-SPMV_BITS_ENTRY(spmv_bits8_f16, 1, 8)
-SPMV_BITS_ENTRY(spmv_bits1_f32, 0, 1)
-SPMV_BITS_ENTRY(spmv_bits2_f32, 0, 2)
-SPMV_BITS_ENTRY(spmv_bits3_f32, 0, 3)
-SPMV_BITS_ENTRY(spmv_bits4_f32, 0, 4)
-SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
-SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
-SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
-SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
-
-SPMV_SEG_ENTRY(spmv_seg1_f16, 1, 1)
-SPMV_SEG_ENTRY(spmv_seg2_f16, 1, 2)
-SPMV_SEG_ENTRY(spmv_seg3_f16, 1, 3)
-SPMV_SEG_ENTRY(spmv_seg4_f16, 1, 4)
-SPMV_SEG_ENTRY(spmv_seg5_f16, 1, 5)
-SPMV_SEG_ENTRY(spmv_seg6_f16, 1, 6)
-SPMV_SEG_ENTRY(spmv_seg7_f16, 1, 7)
-SPMV_SEG_ENTRY(spmv_seg8_f16, 1, 8)
-SPMV_SEG_ENTRY(spmv_seg1_f32, 0, 1)
-SPMV_SEG_ENTRY(spmv_seg2_f32, 0, 2)
-SPMV_SEG_ENTRY(spmv_seg3_f32, 0, 3)
-SPMV_SEG_ENTRY(spmv_seg4_f32, 0, 4)
-SPMV_SEG_ENTRY(spmv_seg5_f32, 0, 5)
-SPMV_SEG_ENTRY(spmv_seg6_f32, 0, 6)
-SPMV_SEG_ENTRY(spmv_seg7_f32, 0, 7)
-SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
-
 // ---------------------------------------------------------------------------------------------
 // "bitsw" (v8): the set-bit walk in `corew2`'s layout, N = 1..8 right-hand sides. One half per
 // warp; per step group q takes tiles t + q and t + 4 + q of the current tile-row (8 consecutive
@@ -1775,40 +1767,6 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
 #define SPMV_SEGW_ENTRY(NAME, F16, N) \
     SPMV_XROW_ENTRY(__launch_bounds__(32 * SPMV_WARPS, 3), NAME, spmv_bitsw_body, F16, N, true)
 
-SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)
-SPMV_BITSW_ENTRY(spmv_bitsw2_f16, 1, 2)
-SPMV_BITSW_ENTRY(spmv_bitsw3_f16, 1, 3)
-SPMV_BITSW_ENTRY(spmv_bitsw4_f16, 1, 4)
-SPMV_BITSW_ENTRY(spmv_bitsw5_f16, 1, 5)
-SPMV_BITSW_ENTRY(spmv_bitsw6_f16, 1, 6)
-SPMV_BITSW_ENTRY(spmv_bitsw7_f16, 1, 7)
-SPMV_BITSW_ENTRY(spmv_bitsw8_f16, 1, 8)
-SPMV_BITSW_ENTRY(spmv_bitsw1_f32, 0, 1)
-SPMV_BITSW_ENTRY(spmv_bitsw2_f32, 0, 2)
-SPMV_BITSW_ENTRY(spmv_bitsw3_f32, 0, 3)
-SPMV_BITSW_ENTRY(spmv_bitsw4_f32, 0, 4)
-SPMV_BITSW_ENTRY(spmv_bitsw5_f32, 0, 5)
-SPMV_BITSW_ENTRY(spmv_bitsw6_f32, 0, 6)
-SPMV_BITSW_ENTRY(spmv_bitsw7_f32, 0, 7)
-SPMV_BITSW_ENTRY(spmv_bitsw8_f32, 0, 8)
-
-SPMV_SEGW_ENTRY(spmv_segw1_f16, 1, 1)
-SPMV_SEGW_ENTRY(spmv_segw2_f16, 1, 2)
-SPMV_SEGW_ENTRY(spmv_segw3_f16, 1, 3)
-SPMV_SEGW_ENTRY(spmv_segw4_f16, 1, 4)
-SPMV_SEGW_ENTRY(spmv_segw5_f16, 1, 5)
-SPMV_SEGW_ENTRY(spmv_segw6_f16, 1, 6)
-SPMV_SEGW_ENTRY(spmv_segw7_f16, 1, 7)
-SPMV_SEGW_ENTRY(spmv_segw8_f16, 1, 8)
-SPMV_SEGW_ENTRY(spmv_segw1_f32, 0, 1)
-SPMV_SEGW_ENTRY(spmv_segw2_f32, 0, 2)
-SPMV_SEGW_ENTRY(spmv_segw3_f32, 0, 3)
-SPMV_SEGW_ENTRY(spmv_segw4_f32, 0, 4)
-SPMV_SEGW_ENTRY(spmv_segw5_f32, 0, 5)
-SPMV_SEGW_ENTRY(spmv_segw6_f32, 0, 6)
-SPMV_SEGW_ENTRY(spmv_segw7_f32, 0, 7)
-SPMV_SEGW_ENTRY(spmv_segw8_f32, 0, 8)
-
 // ---------------------------------------------------------------------------------------------
 // "blockbw" (v12c): `bitsw` with one half per thread block, N = 1..8 right-hand sides. The half's
 // tiles are cut into 8 contiguous ranges, one per warp, each walked as `bitsw` walks a half. A
@@ -1947,22 +1905,6 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
 
 #define SPMV_BLOCKBW_ENTRY(NAME, F16, N) \
     SPMV_XROW_ENTRY(__launch_bounds__(32 * SPMV_WARPS, 3), NAME, spmv_blockbw_body, F16, N, false)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f16, 1, 1)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f16, 1, 2)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f16, 1, 3)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f16, 1, 4)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f16, 1, 5)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f16, 1, 6)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f16, 1, 7)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f16, 1, 8)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f32, 0, 1)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f32, 0, 2)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f32, 0, 3)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f32, 0, 4)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f32, 0, 5)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f32, 0, 6)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f32, 0, 7)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f32, 0, 8)
 
 // ---------------------------------------------------------------------------------------------
 // "tc": the set-bit walk's x reuse on tensor cores, n = 1..8 right-hand sides (v5). One warp per
@@ -2149,19 +2091,115 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
         spmv_tc_body<F16, N, SPMV_TC_U>(SPMV_WALK_BODY_ARGS);                                      \
     }
 
+// ---------------------------------------------------------------------------------------------
+// The walks for 1..8 right-hand sides (`bits`, `seg`, `bitsw`, `segw`, `blockbw`, `tc`), grouped
+// by N: the N = 1 entries in spmv.ptx with everything above, those for N = 2..8 each in its own
+// module spmv_n<N>.ptx (see SPMV_MODULE_N at the top).
+// ---------------------------------------------------------------------------------------------
+#if SPMV_MODULE_N == 1
+SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
+SPMV_BITS_ENTRY(spmv_bits1_f32, 0, 1)
+SPMV_SEG_ENTRY(spmv_seg1_f16, 1, 1)
+SPMV_SEG_ENTRY(spmv_seg1_f32, 0, 1)
+SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)
+SPMV_BITSW_ENTRY(spmv_bitsw1_f32, 0, 1)
+SPMV_SEGW_ENTRY(spmv_segw1_f16, 1, 1)
+SPMV_SEGW_ENTRY(spmv_segw1_f32, 0, 1)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f16, 1, 1)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f32, 0, 1)
 SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
-SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 3)
-SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 3)
-SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 3)
-SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 3)
-SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 3)
-SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
-SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
 SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 3)
+#elif SPMV_MODULE_N == 2
+SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
+SPMV_BITS_ENTRY(spmv_bits2_f32, 0, 2)
+SPMV_SEG_ENTRY(spmv_seg2_f16, 1, 2)
+SPMV_SEG_ENTRY(spmv_seg2_f32, 0, 2)
+SPMV_BITSW_ENTRY(spmv_bitsw2_f16, 1, 2)
+SPMV_BITSW_ENTRY(spmv_bitsw2_f32, 0, 2)
+SPMV_SEGW_ENTRY(spmv_segw2_f16, 1, 2)
+SPMV_SEGW_ENTRY(spmv_segw2_f32, 0, 2)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f16, 1, 2)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f32, 0, 2)
+SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 3)
 SPMV_TC_ENTRY(spmv_tc2_f32, 0, 2, 4)
+#elif SPMV_MODULE_N == 3
+SPMV_BITS_ENTRY(spmv_bits3_f16, 1, 3)
+SPMV_BITS_ENTRY(spmv_bits3_f32, 0, 3)
+SPMV_SEG_ENTRY(spmv_seg3_f16, 1, 3)
+SPMV_SEG_ENTRY(spmv_seg3_f32, 0, 3)
+SPMV_BITSW_ENTRY(spmv_bitsw3_f16, 1, 3)
+SPMV_BITSW_ENTRY(spmv_bitsw3_f32, 0, 3)
+SPMV_SEGW_ENTRY(spmv_segw3_f16, 1, 3)
+SPMV_SEGW_ENTRY(spmv_segw3_f32, 0, 3)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f16, 1, 3)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f32, 0, 3)
+SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 3)
 SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 4)
+#elif SPMV_MODULE_N == 4
+SPMV_BITS_ENTRY(spmv_bits4_f16, 1, 4)
+SPMV_BITS_ENTRY(spmv_bits4_f32, 0, 4)
+SPMV_SEG_ENTRY(spmv_seg4_f16, 1, 4)
+SPMV_SEG_ENTRY(spmv_seg4_f32, 0, 4)
+SPMV_BITSW_ENTRY(spmv_bitsw4_f16, 1, 4)
+SPMV_BITSW_ENTRY(spmv_bitsw4_f32, 0, 4)
+SPMV_SEGW_ENTRY(spmv_segw4_f16, 1, 4)
+SPMV_SEGW_ENTRY(spmv_segw4_f32, 0, 4)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f16, 1, 4)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f32, 0, 4)
+SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 3)
 SPMV_TC_ENTRY(spmv_tc4_f32, 0, 4, 4)
+#elif SPMV_MODULE_N == 5
+SPMV_BITS_ENTRY(spmv_bits5_f16, 1, 5)
+SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
+SPMV_SEG_ENTRY(spmv_seg5_f16, 1, 5)
+SPMV_SEG_ENTRY(spmv_seg5_f32, 0, 5)
+SPMV_BITSW_ENTRY(spmv_bitsw5_f16, 1, 5)
+SPMV_BITSW_ENTRY(spmv_bitsw5_f32, 0, 5)
+SPMV_SEGW_ENTRY(spmv_segw5_f16, 1, 5)
+SPMV_SEGW_ENTRY(spmv_segw5_f32, 0, 5)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f16, 1, 5)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f32, 0, 5)
+SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 3)
 SPMV_TC_ENTRY(spmv_tc5_f32, 0, 5, 4)
+#elif SPMV_MODULE_N == 6
+SPMV_BITS_ENTRY(spmv_bits6_f16, 1, 6)
+SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
+SPMV_SEG_ENTRY(spmv_seg6_f16, 1, 6)
+SPMV_SEG_ENTRY(spmv_seg6_f32, 0, 6)
+SPMV_BITSW_ENTRY(spmv_bitsw6_f16, 1, 6)
+SPMV_BITSW_ENTRY(spmv_bitsw6_f32, 0, 6)
+SPMV_SEGW_ENTRY(spmv_segw6_f16, 1, 6)
+SPMV_SEGW_ENTRY(spmv_segw6_f32, 0, 6)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f16, 1, 6)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f32, 0, 6)
+SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 3)
 SPMV_TC_ENTRY(spmv_tc6_f32, 0, 6, 4)
+#elif SPMV_MODULE_N == 7
+SPMV_BITS_ENTRY(spmv_bits7_f16, 1, 7)
+SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
+SPMV_SEG_ENTRY(spmv_seg7_f16, 1, 7)
+SPMV_SEG_ENTRY(spmv_seg7_f32, 0, 7)
+SPMV_BITSW_ENTRY(spmv_bitsw7_f16, 1, 7)
+SPMV_BITSW_ENTRY(spmv_bitsw7_f32, 0, 7)
+SPMV_SEGW_ENTRY(spmv_segw7_f16, 1, 7)
+SPMV_SEGW_ENTRY(spmv_segw7_f32, 0, 7)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f16, 1, 7)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f32, 0, 7)
+SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
 SPMV_TC_ENTRY(spmv_tc7_f32, 0, 7, 4)
+#elif SPMV_MODULE_N == 8
+SPMV_BITS_ENTRY(spmv_bits8_f16, 1, 8)
+SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
+SPMV_SEG_ENTRY(spmv_seg8_f16, 1, 8)
+SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
+SPMV_BITSW_ENTRY(spmv_bitsw8_f16, 1, 8)
+SPMV_BITSW_ENTRY(spmv_bitsw8_f32, 0, 8)
+SPMV_SEGW_ENTRY(spmv_segw8_f16, 1, 8)
+SPMV_SEGW_ENTRY(spmv_segw8_f32, 0, 8)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f16, 1, 8)
+SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f32, 0, 8)
+SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
 SPMV_TC_ENTRY(spmv_tc8_f32, 0, 8, 4)
+#else
+#error "SPMV_MODULE_N must be 1 to 8"
+#endif

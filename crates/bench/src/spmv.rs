@@ -271,6 +271,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 };
                 let mut best: Option<(f64, u32, Option<&str>)> = None;
                 let mut measure = || -> Result<Measured, GpuError> {
+                    // The walks for n from their module before any graph is captured.
+                    k.load_walks(n)?;
                     for &l in &layouts {
                         k.set_core_layout(l)?;
                         for c in k.tuning_chunks(l, &CHUNKS)? {

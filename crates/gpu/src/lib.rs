@@ -137,14 +137,31 @@ pub enum KernelModule {
     Permute,
     /// `kernels-ptx/spamm.ptx`: cuSpAMM norm maps and norm-gated dense products.
     Spamm,
-    /// `kernels-ptx/spmv.ptx`: bitBSR SpMV (Spaden, tensor cores).
+    /// `kernels-ptx/spmv.ptx`: bitBSR SpMV (Spaden, tensor cores): the MMA kernels, the x
+    /// conversion, the fix-up and every walk for one right-hand side.
     Spmv,
     /// `kernels-ptx/hrpb_spmm.ptx`: cuTeSpMM (HRPB, tensor cores).
     HrpbSpmm,
+    /// `kernels-ptx/spmv_n2.ptx` … `spmv_n8.ptx`: the SpMV walks for 2 … 8 right-hand sides, one
+    /// module each, so that a first call pays the driver's compilation of only the walks it uses
+    /// ([`KernelModule::spmv_for_rhs`]).
+    SpmvN2,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN3,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN4,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN5,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN6,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN7,
+    /// See [`KernelModule::SpmvN2`].
+    SpmvN8,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 7;
+const MODULE_COUNT: usize = 14;
 
 impl KernelModule {
     /// Every module.
@@ -156,7 +173,29 @@ impl KernelModule {
         KernelModule::Spamm,
         KernelModule::Spmv,
         KernelModule::HrpbSpmm,
+        KernelModule::SpmvN2,
+        KernelModule::SpmvN3,
+        KernelModule::SpmvN4,
+        KernelModule::SpmvN5,
+        KernelModule::SpmvN6,
+        KernelModule::SpmvN7,
+        KernelModule::SpmvN8,
     ];
+
+    /// The module holding the SpMV walks for `n` right-hand sides ([`KernelModule::Spmv`] for
+    /// n ≤ 1 and beyond 8, where no walk exists).
+    pub const fn spmv_for_rhs(n: usize) -> KernelModule {
+        match n {
+            2 => KernelModule::SpmvN2,
+            3 => KernelModule::SpmvN3,
+            4 => KernelModule::SpmvN4,
+            5 => KernelModule::SpmvN5,
+            6 => KernelModule::SpmvN6,
+            7 => KernelModule::SpmvN7,
+            8 => KernelModule::SpmvN8,
+            _ => KernelModule::Spmv,
+        }
+    }
 
     /// Position in [`KernelModule::ALL`].
     pub fn index(self) -> usize {
@@ -173,6 +212,13 @@ impl KernelModule {
             KernelModule::Spamm => "spamm.ptx",
             KernelModule::Spmv => "spmv.ptx",
             KernelModule::HrpbSpmm => "hrpb_spmm.ptx",
+            KernelModule::SpmvN2 => "spmv_n2.ptx",
+            KernelModule::SpmvN3 => "spmv_n3.ptx",
+            KernelModule::SpmvN4 => "spmv_n4.ptx",
+            KernelModule::SpmvN5 => "spmv_n5.ptx",
+            KernelModule::SpmvN6 => "spmv_n6.ptx",
+            KernelModule::SpmvN7 => "spmv_n7.ptx",
+            KernelModule::SpmvN8 => "spmv_n8.ptx",
         }
     }
 
@@ -186,6 +232,13 @@ impl KernelModule {
             KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
             KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
             KernelModule::HrpbSpmm => include_str!("../../../kernels-ptx/hrpb_spmm.ptx"),
+            KernelModule::SpmvN2 => include_str!("../../../kernels-ptx/spmv_n2.ptx"),
+            KernelModule::SpmvN3 => include_str!("../../../kernels-ptx/spmv_n3.ptx"),
+            KernelModule::SpmvN4 => include_str!("../../../kernels-ptx/spmv_n4.ptx"),
+            KernelModule::SpmvN5 => include_str!("../../../kernels-ptx/spmv_n5.ptx"),
+            KernelModule::SpmvN6 => include_str!("../../../kernels-ptx/spmv_n6.ptx"),
+            KernelModule::SpmvN7 => include_str!("../../../kernels-ptx/spmv_n7.ptx"),
+            KernelModule::SpmvN8 => include_str!("../../../kernels-ptx/spmv_n8.ptx"),
         }
     }
 }
@@ -650,6 +703,17 @@ mod tests {
         assert_eq!(t.mean_ms, 4.0);
         assert_eq!(t.samples, vec![3.0, 1.0, 2.0, 10.0]);
         assert!(Timing::from_samples(vec![]).is_none());
+    }
+
+    #[test]
+    fn spmv_walks_for_n_rhs_live_in_their_module() {
+        assert_eq!(KernelModule::spmv_for_rhs(1), KernelModule::Spmv);
+        for n in 2..=8 {
+            let m = KernelModule::spmv_for_rhs(n);
+            assert_eq!(m.file_name(), format!("spmv_n{n}.ptx"));
+        }
+        assert_eq!(KernelModule::spmv_for_rhs(0), KernelModule::Spmv);
+        assert_eq!(KernelModule::spmv_for_rhs(9), KernelModule::Spmv);
     }
 
     #[test]

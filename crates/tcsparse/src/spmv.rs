@@ -291,6 +291,7 @@ impl Engine {
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
             k.set_core_layout(core)?;
+            k.load_walks(n)?;
             let bytes = k.min_bytes(n);
             return Ok(base(
                 SpmvKernel::BitBsr {
@@ -350,6 +351,8 @@ impl Engine {
             }
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;
+            // The walks for n from their module before any graph is captured.
+            k.load_walks(n)?;
             let mut kbest: Option<(f64, u32, Option<&'static str>)> = None;
             for core in modes {
                 k.set_core_layout(core)?;

@@ -22,6 +22,7 @@ pub mod baseline;
 pub mod graph;
 
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, sys};
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
@@ -347,8 +348,8 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
 
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
 /// set-bit ([`BITS_ENTRIES`], [`SEG_ENTRIES`], [`BITSW_ENTRIES`], [`SEGW_ENTRIES`],
-/// [`BLOCKBW_ENTRIES`]) and MMA
-/// ([`TC_ENTRIES`]) walks, f16 before f32.
+/// [`BLOCKBW_ENTRIES`]) and MMA ([`TC_ENTRIES`]) walks, f16 before f32; the walks for n ≥ 2 in
+/// their own modules ([`KernelModule::spmv_for_rhs`]).
 const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 12 * MAX_RHS] = {
     let mut s = [KernelSignature {
         module: KernelModule::Spmv,
@@ -378,6 +379,7 @@ const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 12 * MAX_RHS] 
             let mut rhs = 0;
             while rhs < MAX_RHS {
                 s[i].name = tables[t][storage][rhs];
+                s[i].module = KernelModule::spmv_for_rhs(rhs + 1);
                 i += 1;
                 rhs += 1;
             }
@@ -458,8 +460,10 @@ pub struct BitBsrSpmv {
     /// The CUDA-core walks of this storage, one per [`CORE_LAYOUTS`] entry: (layout, entry, halves
     /// per block, function).
     core_fns: Vec<(&'static str, &'static str, u32, CudaFunction)>,
-    /// The multi-RHS walks of this storage: (layout, functions for n = 1..=8, index n − 1).
-    multi_fns: Vec<(&'static str, Vec<CudaFunction>)>,
+    /// The multi-RHS walks of this storage: (layout, functions for n = 2..=8, index n − 2), each
+    /// loaded from its module on first use (n = 1 runs the entry in `core_fns`), so a preparation
+    /// or call compiles only the modules of the n it runs.
+    multi_fns: Vec<(&'static str, [OnceLock<CudaFunction>; MAX_RHS - 1])>,
     /// Layout (index into `core_fns`) one-RHS calls run on (every call when it is one of
     /// [`MULTI_LAYOUTS`]), or None for the MMA kernel.
     core: Option<usize>,
@@ -571,14 +575,10 @@ impl BitBsrSpmv {
                 gpu.function(KernelModule::Spmv, entry)?,
             ));
         }
-        let mut multi_fns = Vec::with_capacity(MULTI_LAYOUTS.len());
-        for layout in MULTI_LAYOUTS {
-            let mut fns = Vec::with_capacity(MAX_RHS);
-            for entry in multi_entries(layout, a.storage()).into_iter().flatten() {
-                fns.push(gpu.function(KernelModule::Spmv, entry)?);
-            }
-            multi_fns.push((layout, fns));
-        }
+        let multi_fns = MULTI_LAYOUTS
+            .iter()
+            .map(|&l| (l, std::array::from_fn(|_| OnceLock::new())))
+            .collect();
         let default_core = CORE_LAYOUTS.iter().position(|l| l.0 == DEFAULT_CORE_LAYOUT);
         Ok(Self {
             gpu: gpu.clone(),
@@ -673,24 +673,63 @@ impl BitBsrSpmv {
         }
     }
 
+    /// Loads the multi-RHS walks for `n` right-hand sides (every layout of [`MULTI_LAYOUTS`]) from
+    /// their module, compiling it on the driver's first use; later calls with `n` find them
+    /// loaded. Calls load them anyway; tunings call this before capturing graphs.
+    pub fn load_walks(&self, n: usize) -> Result<(), GpuError> {
+        if !(2..=MAX_RHS).contains(&n) {
+            return Ok(());
+        }
+        for (layout, cells) in &self.multi_fns {
+            let Some(entries) = multi_entries(layout, self.storage) else {
+                continue;
+            };
+            if cells[n - 2].get().is_none() {
+                let f = self
+                    .gpu
+                    .function(KernelModule::spmv_for_rhs(n), entries[n - 1])?;
+                let _ = cells[n - 2].set(f);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
     /// [`MULTI_LAYOUTS`]).
     pub fn uses_core(&self, n: usize) -> bool {
-        self.core_fn(n).is_some()
+        self.core_entry(n).is_some()
     }
 
-    /// The walk a call with `n` right-hand sides runs: (entry, function, halves per block).
-    fn core_fn(&self, n: usize) -> Option<(&'static str, &CudaFunction, u32)> {
+    /// The walk a call with `n` right-hand sides runs: (entry, halves per block).
+    fn core_entry(&self, n: usize) -> Option<(&'static str, u32)> {
         let c = &self.core_fns[self.core?];
+        match n {
+            1 => Some((c.1, c.2)),
+            2..=MAX_RHS => Some((multi_entries(c.0, self.storage)?[n - 1], c.2)),
+            _ => None,
+        }
+    }
+
+    /// The walk a call with `n` right-hand sides runs: (function, halves per block), loading a
+    /// multi-RHS walk from its module ([`KernelModule::spmv_for_rhs`]) on first use.
+    fn core_fn(&self, n: usize) -> Result<Option<(&CudaFunction, u32)>, GpuError> {
+        let Some((entry, per_block)) = self.core_entry(n) else {
+            return Ok(None);
+        };
         if n == 1 {
-            return Some((c.1, &c.3, c.2));
+            return Ok(self.core.map(|i| (&self.core_fns[i].3, per_block)));
         }
-        if !(2..=MAX_RHS).contains(&n) {
-            return None;
+        let layout = self.core.map(|i| self.core_fns[i].0);
+        let Some((_, cells)) = self.multi_fns.iter().find(|m| Some(m.0) == layout) else {
+            return Ok(None);
+        };
+        let cell = &cells[n - 2];
+        if cell.get().is_none() {
+            let f = self.gpu.function(KernelModule::spmv_for_rhs(n), entry)?;
+            // (Another thread may have set it meanwhile: the same function either way.)
+            let _ = cell.set(f);
         }
-        let (_, fns) = self.multi_fns.iter().find(|m| m.0 == c.0)?;
-        let entry = multi_entries(c.0, self.storage)?[n - 1];
-        Some((entry, fns.get(n - 1)?, c.2))
+        Ok(cell.get().map(|f| (f, per_block)))
     }
 
     /// Rows of A.
@@ -724,7 +763,7 @@ impl BitBsrSpmv {
     }
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
-        if let Some((entry, _, _)) = self.core_fn(n) {
+        if let Some((entry, _)) = self.core_entry(n) {
             return entry;
         }
         let wide = n > 1;
@@ -768,7 +807,9 @@ impl BitBsrSpmv {
         unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py, n) }
     }
 
-    /// Queues one call on `stream` with raw device pointers (for graph capture).
+    /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
+    /// with a new n on a multi-RHS walk loads that n's module ([`BitBsrSpmv::load_walks`] does it
+    /// ahead: a stream capture in global mode may refuse the driver call).
     ///
     /// # Safety
     /// `x` must point at `cols·n` and `y` at `rows·n` f32 of this context that stay alive and are
@@ -869,7 +910,7 @@ impl BitBsrSpmv {
                 &mut count as *mut u64 as *mut c_void,
             ];
             // The MMA kernels take the first 15 (MAIN_PARAMS), the walks all 17 (WALK_PARAMS).
-            let (func, grid, nparams) = if let Some((_, f, per_block)) = self.core_fn(n) {
+            let (func, grid, nparams) = if let Some((f, per_block)) = self.core_fn(n)? {
                 (f, (2 * items).div_ceil(per_block), 17)
             } else {
                 (
@@ -1063,7 +1104,14 @@ mod tests {
         assert_eq!(got, want);
         assert!(got.windows(2).all(|w| w[0] != w[1]), "a name listed twice");
         for s in SIGNATURES {
-            assert_eq!(s.module, KernelModule::Spmv);
+            // A multi-RHS walk for n ≥ 2 lives in n's module, the rest in spmv.ptx.
+            let rhs = MULTI_LAYOUTS
+                .iter()
+                .flat_map(|&l| [TileStorage::F16, TileStorage::F32].map(|st| multi_entries(l, st)))
+                .flatten()
+                .find_map(|e| e.iter().position(|&name| name == s.name))
+                .map_or(1, |i| i + 1);
+            assert_eq!(s.module, KernelModule::spmv_for_rhs(rhs), "{}", s.name);
             let walk = !others.contains(&s.name);
             assert_eq!(s.params == &WALK_PARAMS[..], walk, "{}", s.name);
         }
