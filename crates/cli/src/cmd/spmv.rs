@@ -68,11 +68,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let t = Instant::now();
     // The GPU preparation times every candidate; a machine's first run also waits for the driver
-    // to compile the kernels' PTX for its GPU (~15 s for the SpMV module on an H200).
+    // to compile the kernels' PTX for its GPU (H200: ~3 s for one right-hand side, ~6 s for 8).
     let bar = super::spinner(
         matches!(engine.backend(), Backend::Gpu),
-        "preparing: timing cuSPARSE and our kernels (a machine's first run also compiles them, \
-         ~15 s)"
+        "preparing: timing cuSPARSE and our kernels (a machine's first run also compiles them)"
             .into(),
     );
     let prepared = engine.prepare_spmv(&a, &opts);
