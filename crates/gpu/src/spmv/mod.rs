@@ -684,14 +684,25 @@ impl BitBsrSpmv {
             let Some(entries) = multi_entries(layout, self.storage) else {
                 continue;
             };
-            if cells[n - 2].get().is_none() {
-                let f = self
-                    .gpu
-                    .function(KernelModule::spmv_for_rhs(n), entries[n - 1])?;
-                let _ = cells[n - 2].set(f);
-            }
+            self.walk_in(&cells[n - 2], n, entries[n - 1])?;
         }
         Ok(())
+    }
+
+    /// The walk `entry` for `n` ≥ 2 right-hand sides kept in `cell`, loaded from n's module
+    /// ([`KernelModule::spmv_for_rhs`]) on first use.
+    fn walk_in<'a>(
+        &self,
+        cell: &'a OnceLock<CudaFunction>,
+        n: usize,
+        entry: &'static str,
+    ) -> Result<&'a CudaFunction, GpuError> {
+        if let Some(f) = cell.get() {
+            return Ok(f);
+        }
+        let f = self.gpu.function(KernelModule::spmv_for_rhs(n), entry)?;
+        // (Another thread may have set it meanwhile: the same function either way.)
+        Ok(cell.get_or_init(|| f))
     }
 
     /// Whether a call with `n` right-hand sides runs the CUDA-core walk (n = 1, or every n on
@@ -723,13 +734,7 @@ impl BitBsrSpmv {
         let Some((_, cells)) = self.multi_fns.iter().find(|m| Some(m.0) == layout) else {
             return Ok(None);
         };
-        let cell = &cells[n - 2];
-        if cell.get().is_none() {
-            let f = self.gpu.function(KernelModule::spmv_for_rhs(n), entry)?;
-            // (Another thread may have set it meanwhile: the same function either way.)
-            let _ = cell.set(f);
-        }
-        Ok(cell.get().map(|f| (f, per_block)))
+        Ok(Some((self.walk_in(&cells[n - 2], n, entry)?, per_block)))
     }
 
     /// Rows of A.
