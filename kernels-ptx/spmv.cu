@@ -2096,110 +2096,38 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
 // by N: the N = 1 entries in spmv.ptx with everything above, those for N = 2..8 each in its own
 // module spmv_n<N>.ptx (see SPMV_MODULE_N at the top).
 // ---------------------------------------------------------------------------------------------
+// `SPMV_RHS_ENTRIES(N, tc f32 blocks per SM)`: the 12 walks for N right-hand sides, f16 before
+// f32 (`tc`'s f16 entries ask for 3 blocks per SM, its f32 ones for 4 at N >= 2).
+#define SPMV_RHS_ENTRIES(N, TC_F32_MINB)                                                           \
+    SPMV_BITS_ENTRY(spmv_bits##N##_f16, 1, N)                                                      \
+    SPMV_BITS_ENTRY(spmv_bits##N##_f32, 0, N)                                                      \
+    SPMV_SEG_ENTRY(spmv_seg##N##_f16, 1, N)                                                        \
+    SPMV_SEG_ENTRY(spmv_seg##N##_f32, 0, N)                                                        \
+    SPMV_BITSW_ENTRY(spmv_bitsw##N##_f16, 1, N)                                                    \
+    SPMV_BITSW_ENTRY(spmv_bitsw##N##_f32, 0, N)                                                    \
+    SPMV_SEGW_ENTRY(spmv_segw##N##_f16, 1, N)                                                      \
+    SPMV_SEGW_ENTRY(spmv_segw##N##_f32, 0, N)                                                      \
+    SPMV_BLOCKBW_ENTRY(spmv_blockbw##N##_f16, 1, N)                                                \
+    SPMV_BLOCKBW_ENTRY(spmv_blockbw##N##_f32, 0, N)                                                \
+    SPMV_TC_ENTRY(spmv_tc##N##_f16, 1, N, 3)                                                       \
+    SPMV_TC_ENTRY(spmv_tc##N##_f32, 0, N, TC_F32_MINB)
+
 #if SPMV_MODULE_N == 1
-SPMV_BITS_ENTRY(spmv_bits1_f16, 1, 1)
-SPMV_BITS_ENTRY(spmv_bits1_f32, 0, 1)
-SPMV_SEG_ENTRY(spmv_seg1_f16, 1, 1)
-SPMV_SEG_ENTRY(spmv_seg1_f32, 0, 1)
-SPMV_BITSW_ENTRY(spmv_bitsw1_f16, 1, 1)
-SPMV_BITSW_ENTRY(spmv_bitsw1_f32, 0, 1)
-SPMV_SEGW_ENTRY(spmv_segw1_f16, 1, 1)
-SPMV_SEGW_ENTRY(spmv_segw1_f32, 0, 1)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f16, 1, 1)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw1_f32, 0, 1)
-SPMV_TC_ENTRY(spmv_tc1_f16, 1, 1, 3)
-SPMV_TC_ENTRY(spmv_tc1_f32, 0, 1, 3)
+SPMV_RHS_ENTRIES(1, 3)
 #elif SPMV_MODULE_N == 2
-SPMV_BITS_ENTRY(spmv_bits2_f16, 1, 2)
-SPMV_BITS_ENTRY(spmv_bits2_f32, 0, 2)
-SPMV_SEG_ENTRY(spmv_seg2_f16, 1, 2)
-SPMV_SEG_ENTRY(spmv_seg2_f32, 0, 2)
-SPMV_BITSW_ENTRY(spmv_bitsw2_f16, 1, 2)
-SPMV_BITSW_ENTRY(spmv_bitsw2_f32, 0, 2)
-SPMV_SEGW_ENTRY(spmv_segw2_f16, 1, 2)
-SPMV_SEGW_ENTRY(spmv_segw2_f32, 0, 2)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f16, 1, 2)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw2_f32, 0, 2)
-SPMV_TC_ENTRY(spmv_tc2_f16, 1, 2, 3)
-SPMV_TC_ENTRY(spmv_tc2_f32, 0, 2, 4)
+SPMV_RHS_ENTRIES(2, 4)
 #elif SPMV_MODULE_N == 3
-SPMV_BITS_ENTRY(spmv_bits3_f16, 1, 3)
-SPMV_BITS_ENTRY(spmv_bits3_f32, 0, 3)
-SPMV_SEG_ENTRY(spmv_seg3_f16, 1, 3)
-SPMV_SEG_ENTRY(spmv_seg3_f32, 0, 3)
-SPMV_BITSW_ENTRY(spmv_bitsw3_f16, 1, 3)
-SPMV_BITSW_ENTRY(spmv_bitsw3_f32, 0, 3)
-SPMV_SEGW_ENTRY(spmv_segw3_f16, 1, 3)
-SPMV_SEGW_ENTRY(spmv_segw3_f32, 0, 3)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f16, 1, 3)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw3_f32, 0, 3)
-SPMV_TC_ENTRY(spmv_tc3_f16, 1, 3, 3)
-SPMV_TC_ENTRY(spmv_tc3_f32, 0, 3, 4)
+SPMV_RHS_ENTRIES(3, 4)
 #elif SPMV_MODULE_N == 4
-SPMV_BITS_ENTRY(spmv_bits4_f16, 1, 4)
-SPMV_BITS_ENTRY(spmv_bits4_f32, 0, 4)
-SPMV_SEG_ENTRY(spmv_seg4_f16, 1, 4)
-SPMV_SEG_ENTRY(spmv_seg4_f32, 0, 4)
-SPMV_BITSW_ENTRY(spmv_bitsw4_f16, 1, 4)
-SPMV_BITSW_ENTRY(spmv_bitsw4_f32, 0, 4)
-SPMV_SEGW_ENTRY(spmv_segw4_f16, 1, 4)
-SPMV_SEGW_ENTRY(spmv_segw4_f32, 0, 4)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f16, 1, 4)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw4_f32, 0, 4)
-SPMV_TC_ENTRY(spmv_tc4_f16, 1, 4, 3)
-SPMV_TC_ENTRY(spmv_tc4_f32, 0, 4, 4)
+SPMV_RHS_ENTRIES(4, 4)
 #elif SPMV_MODULE_N == 5
-SPMV_BITS_ENTRY(spmv_bits5_f16, 1, 5)
-SPMV_BITS_ENTRY(spmv_bits5_f32, 0, 5)
-SPMV_SEG_ENTRY(spmv_seg5_f16, 1, 5)
-SPMV_SEG_ENTRY(spmv_seg5_f32, 0, 5)
-SPMV_BITSW_ENTRY(spmv_bitsw5_f16, 1, 5)
-SPMV_BITSW_ENTRY(spmv_bitsw5_f32, 0, 5)
-SPMV_SEGW_ENTRY(spmv_segw5_f16, 1, 5)
-SPMV_SEGW_ENTRY(spmv_segw5_f32, 0, 5)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f16, 1, 5)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw5_f32, 0, 5)
-SPMV_TC_ENTRY(spmv_tc5_f16, 1, 5, 3)
-SPMV_TC_ENTRY(spmv_tc5_f32, 0, 5, 4)
+SPMV_RHS_ENTRIES(5, 4)
 #elif SPMV_MODULE_N == 6
-SPMV_BITS_ENTRY(spmv_bits6_f16, 1, 6)
-SPMV_BITS_ENTRY(spmv_bits6_f32, 0, 6)
-SPMV_SEG_ENTRY(spmv_seg6_f16, 1, 6)
-SPMV_SEG_ENTRY(spmv_seg6_f32, 0, 6)
-SPMV_BITSW_ENTRY(spmv_bitsw6_f16, 1, 6)
-SPMV_BITSW_ENTRY(spmv_bitsw6_f32, 0, 6)
-SPMV_SEGW_ENTRY(spmv_segw6_f16, 1, 6)
-SPMV_SEGW_ENTRY(spmv_segw6_f32, 0, 6)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f16, 1, 6)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw6_f32, 0, 6)
-SPMV_TC_ENTRY(spmv_tc6_f16, 1, 6, 3)
-SPMV_TC_ENTRY(spmv_tc6_f32, 0, 6, 4)
+SPMV_RHS_ENTRIES(6, 4)
 #elif SPMV_MODULE_N == 7
-SPMV_BITS_ENTRY(spmv_bits7_f16, 1, 7)
-SPMV_BITS_ENTRY(spmv_bits7_f32, 0, 7)
-SPMV_SEG_ENTRY(spmv_seg7_f16, 1, 7)
-SPMV_SEG_ENTRY(spmv_seg7_f32, 0, 7)
-SPMV_BITSW_ENTRY(spmv_bitsw7_f16, 1, 7)
-SPMV_BITSW_ENTRY(spmv_bitsw7_f32, 0, 7)
-SPMV_SEGW_ENTRY(spmv_segw7_f16, 1, 7)
-SPMV_SEGW_ENTRY(spmv_segw7_f32, 0, 7)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f16, 1, 7)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw7_f32, 0, 7)
-SPMV_TC_ENTRY(spmv_tc7_f16, 1, 7, 3)
-SPMV_TC_ENTRY(spmv_tc7_f32, 0, 7, 4)
+SPMV_RHS_ENTRIES(7, 4)
 #elif SPMV_MODULE_N == 8
-SPMV_BITS_ENTRY(spmv_bits8_f16, 1, 8)
-SPMV_BITS_ENTRY(spmv_bits8_f32, 0, 8)
-SPMV_SEG_ENTRY(spmv_seg8_f16, 1, 8)
-SPMV_SEG_ENTRY(spmv_seg8_f32, 0, 8)
-SPMV_BITSW_ENTRY(spmv_bitsw8_f16, 1, 8)
-SPMV_BITSW_ENTRY(spmv_bitsw8_f32, 0, 8)
-SPMV_SEGW_ENTRY(spmv_segw8_f16, 1, 8)
-SPMV_SEGW_ENTRY(spmv_segw8_f32, 0, 8)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f16, 1, 8)
-SPMV_BLOCKBW_ENTRY(spmv_blockbw8_f32, 0, 8)
-SPMV_TC_ENTRY(spmv_tc8_f16, 1, 8, 3)
-SPMV_TC_ENTRY(spmv_tc8_f32, 0, 8, 4)
+SPMV_RHS_ENTRIES(8, 4)
 #else
 #error "SPMV_MODULE_N must be 1 to 8"
 #endif
