@@ -20,7 +20,7 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
-use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BLOCK_LAYOUTS, BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS, TC_LAYOUTS,
@@ -379,31 +379,41 @@ fn spmv_graph_path_and_baseline_match_f64() {
                 TOL,
             );
         }
-        let base = CusparseSpmvGraphable::new(&gpu, &ca, n).expect("prepare");
-        let mut dy = gpu.upload(&y0).expect("y");
-        let py = {
-            use cudarc::driver::DevicePtrMut;
-            let (py, _h) = dy.device_ptr_mut(gpu.stream());
-            py
-        };
-        // SAFETY: as above.
-        let tm = time_graph(&gpu, 20, 3, |s| unsafe {
-            base.enqueue(s, 1.0, px, 0.0, py)
-        })
-        .expect("graph");
-        let y = gpu.download(&dy).expect("download");
-        check(
-            &format!("cusparse graph n {n} ({:.2} µs)", tm.median_ms * 1e3),
-            &a,
-            &x,
-            n,
-            1.0,
-            0.0,
-            &y0,
-            &y,
-            1.0 / 131_072.0,
-        );
+        // Every cuSPARSE algorithm the tunings time, in a graph.
+        for &alg in CusparseSpmvAlg::candidates(n) {
+            let base = CusparseSpmvGraphable::with_alg(&gpu, &ca, n, alg).expect("prepare");
+            assert_eq!(base.alg(), alg);
+            let mut dy = gpu.upload(&y0).expect("y");
+            let py = {
+                use cudarc::driver::DevicePtrMut;
+                let (py, _h) = dy.device_ptr_mut(gpu.stream());
+                py
+            };
+            // SAFETY: as above.
+            let tm = time_graph(&gpu, 20, 3, |s| unsafe {
+                base.enqueue(s, 1.0, px, 0.0, py)
+            })
+            .expect("graph");
+            let y = gpu.download(&dy).expect("download");
+            check(
+                &format!(
+                    "cusparse {} graph n {n} ({:.2} µs)",
+                    alg.name(n),
+                    tm.median_ms * 1e3
+                ),
+                &a,
+                &x,
+                n,
+                1.0,
+                0.0,
+                &y0,
+                &y,
+                1.0 / 131_072.0,
+            );
+        }
     }
+    // SpMV has no CSR_ALG3: a typed error, not a cuSPARSE failure at the first call.
+    assert!(CusparseSpmvGraphable::with_alg(&gpu, &ca, 1, CusparseSpmvAlg::CsrAlg3).is_err());
 }
 
 /// The set-bit walks with X not 16-byte aligned (a sub-slice one float in): the entries run their

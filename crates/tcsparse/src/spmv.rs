@@ -26,7 +26,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
-use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
@@ -142,7 +142,12 @@ pub enum SpmvKernel {
         core: Option<&'static str>,
     },
     /// cuSPARSE CSR SpMV / SpMM.
-    Cusparse,
+    Cusparse {
+        /// The cuSPARSE algorithm (the fastest of [`CusparseSpmvAlg::candidates`] when tuned).
+        alg: CusparseSpmvAlg,
+        /// Right-hand sides (names the algorithm: SpMV for 1, SpMM for more).
+        n: usize,
+    },
     /// CPU walk of bitBSR (the kernel's arithmetic).
     CpuBitBsr {
         /// Tile storage.
@@ -167,7 +172,7 @@ impl std::fmt::Display for SpmvKernel {
                     None => "tensor cores".into(),
                 }
             ),
-            SpmvKernel::Cusparse => write!(f, "cuSPARSE CSR (GPU)"),
+            SpmvKernel::Cusparse { alg, n } => write!(f, "cuSPARSE CSR, {} (GPU)", alg.name(*n)),
             SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
             SpmvKernel::CpuCsr => write!(f, "CSR f32 (CPU)"),
         }
@@ -320,17 +325,38 @@ impl Engine {
          -> Result<Timing, Error> { Ok(time_graph(gpu, 20, 5, &mut *f)?) };
         let mut samples = Vec::new();
         let ca = CusparseCsr::new(gpu, a)?;
-        let c = CusparseSpmvGraphable::new(gpu, &ca, n)?;
-        // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
-        let t = time(&mut |s| unsafe { c.enqueue(s, 1.0, px, 0.0, py) })?;
-        samples.push(SpmvSample {
-            kernel: SpmvKernel::Cusparse,
-            ms: t.median_ms,
-        });
+        // cuSPARSE's algorithms, each timed; the default's failure is an error, another's skips it.
+        let mut cusparse_best: Option<(f64, CusparseSpmvGraphable)> = None;
+        for &alg in CusparseSpmvAlg::candidates(n) {
+            let timed = CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| {
+                // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised
+                // inside).
+                let t = time_graph(gpu, 20, 5, |s| unsafe { c.enqueue(s, 1.0, px, 0.0, py) })?;
+                Ok((t.median_ms, c))
+            });
+            let (ms, c) = match timed {
+                Ok(t) => t,
+                Err(e) if alg != CusparseSpmvAlg::Default => {
+                    tracing::debug!("cuSPARSE {} skipped: {e}", alg.name(n));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            samples.push(SpmvSample {
+                kernel: SpmvKernel::Cusparse { alg, n },
+                ms,
+            });
+            if cusparse_best.as_ref().is_none_or(|b| ms < b.0) {
+                cusparse_best = Some((ms, c));
+            }
+        }
+        let (ms, c) = cusparse_best
+            .ok_or_else(|| Error::Unavailable("no cuSPARSE algorithm could run".into()))?;
+        let alg = c.alg();
         let mut best: (f64, Exec, SpmvKernel, usize) = (
-            t.median_ms,
+            ms,
             Exec::Cusparse(Box::new(c)),
-            SpmvKernel::Cusparse,
+            SpmvKernel::Cusparse { alg, n },
             csr_bytes,
         );
         // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.

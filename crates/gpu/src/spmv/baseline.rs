@@ -1,5 +1,6 @@
 //! The cuSPARSE CSR baseline of SpMV that can be queued on any stream (for CUDA graphs): `cusparseSpMV`
-//! for one right-hand side, `cusparseSpMM` (row-major X and y) for 2 to 8.
+//! for one right-hand side, `cusparseSpMM` (row-major X and y) for 2 to 8, each with any of its CSR
+//! algorithms ([`CusparseSpmvAlg`]: the bench and the facade time them all and keep the fastest).
 
 use std::ffi::c_void;
 
@@ -89,6 +90,75 @@ impl Drop for Dense {
     }
 }
 
+/// The cuSPARSE algorithm of a [`CusparseSpmvGraphable`]: `cusparseSpMVAlg_t` for one right-hand
+/// side, `cusparseSpMMAlg_t` for more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CusparseSpmvAlg {
+    /// `CUSPARSE_SPMV_ALG_DEFAULT` / `CUSPARSE_SPMM_ALG_DEFAULT`.
+    Default,
+    /// `CUSPARSE_SPMV_CSR_ALG1` / `CUSPARSE_SPMM_CSR_ALG1` (SpMM: with `cusparseSpMM_preprocess`).
+    CsrAlg1,
+    /// `CUSPARSE_SPMV_CSR_ALG2` (deterministic, merge-based) / `CUSPARSE_SPMM_CSR_ALG2`
+    /// (row-major X and y).
+    CsrAlg2,
+    /// `CUSPARSE_SPMM_CSR_ALG3` (with `cusparseSpMM_preprocess`); SpMM only.
+    CsrAlg3,
+}
+
+impl CusparseSpmvAlg {
+    /// The algorithms cuSPARSE offers for a CSR product with `n` right-hand sides, default first.
+    pub fn candidates(n: usize) -> &'static [CusparseSpmvAlg] {
+        use CusparseSpmvAlg::*;
+        if n == 1 {
+            &[Default, CsrAlg1, CsrAlg2]
+        } else {
+            &[Default, CsrAlg1, CsrAlg2, CsrAlg3]
+        }
+    }
+
+    /// cuSPARSE's name of the algorithm for `n` right-hand sides, e.g. `SPMM_CSR_ALG2`.
+    pub fn name(self, n: usize) -> &'static str {
+        use CusparseSpmvAlg::*;
+        match (n == 1, self) {
+            (true, Default) => "SPMV_ALG_DEFAULT",
+            (true, CsrAlg1) => "SPMV_CSR_ALG1",
+            (true, CsrAlg2) => "SPMV_CSR_ALG2",
+            (true, CsrAlg3) => "SPMM_CSR_ALG3 (no SpMV algorithm)",
+            (false, Default) => "SPMM_ALG_DEFAULT",
+            (false, CsrAlg1) => "SPMM_CSR_ALG1",
+            (false, CsrAlg2) => "SPMM_CSR_ALG2",
+            (false, CsrAlg3) => "SPMM_CSR_ALG3",
+        }
+    }
+
+    fn spmv(self) -> Result<cs::cusparseSpMVAlg_t, GpuError> {
+        use cs::cusparseSpMVAlg_t as A;
+        match self {
+            CusparseSpmvAlg::Default => Ok(A::CUSPARSE_SPMV_ALG_DEFAULT),
+            CusparseSpmvAlg::CsrAlg1 => Ok(A::CUSPARSE_SPMV_CSR_ALG1),
+            CusparseSpmvAlg::CsrAlg2 => Ok(A::CUSPARSE_SPMV_CSR_ALG2),
+            CusparseSpmvAlg::CsrAlg3 => Err(GpuError::Invalid(
+                "cusparseSpMV has no CSR_ALG3 (one right-hand side)".into(),
+            )),
+        }
+    }
+
+    fn spmm(self) -> cs::cusparseSpMMAlg_t {
+        use cs::cusparseSpMMAlg_t as A;
+        match self {
+            CusparseSpmvAlg::Default => A::CUSPARSE_SPMM_ALG_DEFAULT,
+            CusparseSpmvAlg::CsrAlg1 => A::CUSPARSE_SPMM_CSR_ALG1,
+            CusparseSpmvAlg::CsrAlg2 => A::CUSPARSE_SPMM_CSR_ALG2,
+            CusparseSpmvAlg::CsrAlg3 => A::CUSPARSE_SPMM_CSR_ALG3,
+        }
+    }
+
+    /// Whether cuSPARSE documents a gain from `cusparseSpMM_preprocess` (SpMM ALG1 and ALG3).
+    fn preprocessed(self) -> bool {
+        matches!(self, CusparseSpmvAlg::CsrAlg1 | CusparseSpmvAlg::CsrAlg3)
+    }
+}
+
 /// A prepared cuSPARSE CSR product `y = α·A·X + β·y` with `n` right-hand sides (X: `K × n`, y:
 /// `M × n`, row-major), queueable on any stream of the context.
 pub struct CusparseSpmvGraphable {
@@ -98,6 +168,7 @@ pub struct CusparseSpmvGraphable {
     handle: CusparseHandle,
     a: CusparseCsr,
     n: usize,
+    alg: CusparseSpmvAlg,
     workspace: CudaSlice<u8>,
     gpu: Gpu,
 }
@@ -114,8 +185,21 @@ impl Drop for CusparseSpmvGraphable {
 }
 
 impl CusparseSpmvGraphable {
-    /// Prepares the product for `n` (1..=8 is what the SpMV room uses; any n ≥ 1 works).
+    /// Prepares the product for `n` (1..=8 is what the SpMV room uses; any n ≥ 1 works) with
+    /// cuSPARSE's default algorithm.
     pub fn new(gpu: &Gpu, a: &CusparseCsr, n: usize) -> Result<Self, GpuError> {
+        Self::with_alg(gpu, a, n, CusparseSpmvAlg::Default)
+    }
+
+    /// Prepares the product for `n` with algorithm `alg` (one of
+    /// [`CusparseSpmvAlg::candidates`]`(n)`; an error for `CsrAlg3` at n = 1), running
+    /// `cusparseSpMM_preprocess` where the algorithm gains from it.
+    pub fn with_alg(
+        gpu: &Gpu,
+        a: &CusparseCsr,
+        n: usize,
+        alg: CusparseSpmvAlg,
+    ) -> Result<Self, GpuError> {
         if n == 0 || n > i32::MAX as usize {
             return Err(GpuError::Invalid(format!("n = {n} must be ≥ 1")));
         }
@@ -145,7 +229,7 @@ impl CusparseSpmvGraphable {
                         &beta as *const f32 as *const c_void,
                         *dy,
                         cs::cudaDataType::CUDA_R_32F,
-                        cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                        alg.spmv()?,
                         &mut size,
                     ),
                 )?,
@@ -161,14 +245,41 @@ impl CusparseSpmvGraphable {
                         &beta as *const f32 as *const c_void,
                         *dy,
                         cs::cudaDataType::CUDA_R_32F,
-                        cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+                        alg.spmm(),
                         &mut size,
                     ),
                 )?,
                 _ => return Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
-        let workspace = gpu.alloc_zeros(size.max(1))?;
+        let workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
+        if let (Dense::Mat(dx), Dense::Mat(dy), true) = (&x, &y, alg.preprocessed()) {
+            let (pw, _gw) = workspace.device_ptr(s);
+            // SAFETY: live handle and descriptors pointing at the temporaries, host scalars, the
+            // workspace sized by cuSPARSE for this matrix, n and algorithm; on the GPU's stream.
+            unsafe {
+                ok(
+                    "cusparseSetStream",
+                    cs::cusparseSetStream(handle.raw(), s.cu_stream() as cs::cudaStream_t),
+                )?;
+                ok(
+                    "cusparseSpMM_preprocess",
+                    cs::cusparseSpMM_preprocess(
+                        handle.raw(),
+                        OP_N,
+                        OP_N,
+                        &alpha as *const f32 as *const c_void,
+                        spmat,
+                        *dx,
+                        &beta as *const f32 as *const c_void,
+                        *dy,
+                        cs::cudaDataType::CUDA_R_32F,
+                        alg.spmm(),
+                        pw as *mut c_void,
+                    ),
+                )?;
+            }
+        }
         gpu.synchronize()?;
         drop((_gx, _gy));
         Ok(Self {
@@ -178,6 +289,7 @@ impl CusparseSpmvGraphable {
             handle,
             a: a.clone(),
             n,
+            alg,
             workspace,
             gpu: gpu.clone(),
         })
@@ -186,6 +298,11 @@ impl CusparseSpmvGraphable {
     /// Right-hand sides.
     pub fn n(&self) -> usize {
         self.n
+    }
+
+    /// The cuSPARSE algorithm this product runs.
+    pub fn alg(&self) -> CusparseSpmvAlg {
+        self.alg
     }
 
     /// Queues the product on the GPU's stream.
@@ -247,7 +364,7 @@ impl CusparseSpmvGraphable {
                         &beta as *const f32 as *const c_void,
                         *dy,
                         cs::cudaDataType::CUDA_R_32F,
-                        cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
+                        self.alg.spmv()?,
                         pw as *mut c_void,
                     ),
                 ),
@@ -263,7 +380,7 @@ impl CusparseSpmvGraphable {
                         &beta as *const f32 as *const c_void,
                         *dy,
                         cs::cudaDataType::CUDA_R_32F,
-                        cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
+                        self.alg.spmm(),
                         pw as *mut c_void,
                     ),
                 ),
