@@ -2091,6 +2091,124 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
         spmv_tc_body<F16, N, SPMV_TC_U>(SPMV_WALK_BODY_ARGS);                                      \
     }
 
+
+// ---------------------------------------------------------------------------------------------
+// CSR walk for 2..8 right-hand sides (`csr`, session 18): y = alpha * A * X + beta * y on A's CSR
+// arrays (the cuSPARSE baseline's, u32 indices), X `K x N` and y `M x N` row-major. Where bitBSR's
+// tiles hold 1-5 nonzeros (graphs), a tile walk reads a 16-byte record per 1-5 products and its
+// set-bit loops idle most lanes; this walk spends its lanes on the products. Work: warp items of
+// crates/gpu csr_work ({row_begin, row_end, nnz_begin, nnz_end}: up to 32 whole rows within a
+// nonzero budget, or one chunk of a longer row). Lane (g, j) = (lane / 8, lane % 8): slot g takes
+// nonzeros nnz_begin + g, + 4, + 8, ...; lane j of the slot multiplies RHS j (j < N; one 4-byte x
+// load per lane, so a slot reads one 32-byte X row per nonzero). The U = 4 steps of an iteration
+// load their columns and values, then their X, before any FMA. A slot's nonzeros of one row are
+// summed in a register and stored, at the row's end, to sums[warp][g][row][j] (every slot stores
+// every row of the item, 0 where it had none); the warp then adds the 4 slots in slot order
+// (deterministic) and writes y once (beta = 0 never reads y). A chunk of a split row writes its
+// alpha-scaled sum to partial[item * N + j] instead, and spmv_csr_fixup (N >= 2, second graph node)
+// adds a split row's chunks in item order and writes y once.
+// ---------------------------------------------------------------------------------------------
+#define SPMV_CSR_U 4
+#define SPMV_CSR_MAX_ROWS 32
+template <int N>
+__device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
+                                              const u32* __restrict__ indices,
+                                              const float* __restrict__ values,
+                                              const uint4* __restrict__ work, u32 items,
+                                              const float* __restrict__ x, float* __restrict__ y,
+                                              float* __restrict__ partial, float alpha,
+                                              float beta) {
+    __shared__ float sums[SPMV_WARPS][4][SPMV_CSR_MAX_ROWS][N];
+    __shared__ u32 ends[SPMV_WARPS][SPMV_CSR_MAX_ROWS];
+    const u32 lane = threadIdx.x, wid = threadIdx.y;
+    const u32 item = blockIdx.x * SPMV_WARPS + wid;
+    if (item >= items) return;  // (whole warp)
+    const uint4 w = __ldg(work + item);
+    const u32 nrows = w.y - w.x;  // 1..32 (csr_work)
+    const u32 g = lane >> 3, j = lane & 7u;
+    const bool rhs = j < (u32)N;
+    // Row ends within the item, clamped to its nonzeros (a split chunk's one row ends at nnz_end).
+    if (lane < nrows) ends[wid][lane] = min(__ldg(indptr + w.x + lane + 1u), w.w);
+    // A chunk of a row longer than the budget (csr_work's only single-row items that miss some of
+    // their row's nonzeros).
+    const bool split =
+        nrows == 1u && (__ldg(indptr + w.x) < w.z || w.w < __ldg(indptr + w.x + 1u));
+    __syncwarp();
+    float(*my)[N] = sums[wid][g];
+    u32 r = 0, e = ends[wid][0];
+    float a = 0.0f;
+    for (u32 k0 = w.z + g; k0 < w.w; k0 += 4u * SPMV_CSR_U) {
+        u32 c[SPMV_CSR_U];
+        float v[SPMV_CSR_U], xv[SPMV_CSR_U];
+#pragma unroll
+        for (int u = 0; u < SPMV_CSR_U; ++u) {
+            const u32 k = k0 + 4u * u;
+            c[u] = k < w.w ? __ldg(indices + k) : 0u;
+            v[u] = k < w.w ? __ldg(values + k) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < SPMV_CSR_U; ++u) {
+            const u32 k = k0 + 4u * u;
+            xv[u] = (k < w.w && rhs) ? __ldg(x + (u64)c[u] * N + j) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < SPMV_CSR_U; ++u) {
+            const u32 k = k0 + 4u * u;
+            if (k < w.w) {
+                while (k >= e) {  // rows this slot finished (or never reached): store, next
+                    if (rhs) my[r][j] = a;
+                    a = 0.0f;
+                    e = ends[wid][++r];
+                }
+                a = fmaf(v[u], xv[u], a);
+            }
+        }
+    }
+    for (; r < nrows; ++r) {  // the slot's last row, and rows after its last nonzero
+        if (rhs) my[r][j] = a;
+        a = 0.0f;
+    }
+    __syncwarp();
+    // Slot g writes rows g, g + 4, ...: the 4 slots' sums in slot order.
+    for (u32 rr = g; rr < nrows; rr += 4u) {
+        if (!rhs) continue;
+        const float sum = ((sums[wid][0][rr][j] + sums[wid][1][rr][j]) + sums[wid][2][rr][j]) +
+                          sums[wid][3][rr][j];
+        if (split) {
+            partial[(u64)item * N + j] = alpha * sum;
+        } else {
+            float* p = y + (u64)(w.x + rr) * N + j;
+            *p = beta == 0.0f ? alpha * sum : fmaf(beta, *p, alpha * sum);
+        }
+    }
+}
+
+#define SPMV_CSR_ENTRY(N)                                                                          \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS)                                  \
+        spmv_csr##N(const u32* __restrict__ indptr, const u32* __restrict__ indices,               \
+                    const float* __restrict__ values, const uint4* __restrict__ work, u32 items,   \
+                    const float* __restrict__ x, float* __restrict__ y,                            \
+                    float* __restrict__ partial, float alpha, float beta) {                        \
+        spmv_csr_body<N>(indptr, indices, values, work, items, x, y, partial, alpha, beta);        \
+    }
+
+// Split rows of the CSR walk: fix[i] = {row, first item, end item}; one thread per (split row,
+// RHS j): y = the items' partials (alpha applied) in item order + beta * y.
+#if SPMV_MODULE_N == 1
+extern "C" __global__ void __launch_bounds__(256)
+    spmv_csr_fixup(const u32* __restrict__ fix, u32 num_fix, const float* __restrict__ partial,
+                   float* __restrict__ y, u32 n, float beta) {
+    const u64 id = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= (u64)num_fix * n) return;
+    const u32 i = (u32)(id / n), j = (u32)(id % n);
+    const u32 row = __ldg(fix + 3 * i), s0 = __ldg(fix + 3 * i + 1), s1 = __ldg(fix + 3 * i + 2);
+    float sum = 0.0f;
+    for (u32 s = s0; s < s1; ++s) sum += __ldg(partial + (u64)s * n + j);
+    float* p = y + (u64)row * n + j;
+    *p = beta == 0.0f ? sum : fmaf(beta, *p, sum);
+}
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // The walks for 1..8 right-hand sides (`bits`, `seg`, `bitsw`, `segw`, `blockbw`, `tc`), grouped
 // by N: the N = 1 entries in spmv.ptx with everything above, those for N = 2..8 each in its own
@@ -2116,18 +2234,25 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
 SPMV_RHS_ENTRIES(1, 3)
 #elif SPMV_MODULE_N == 2
 SPMV_RHS_ENTRIES(2, 4)
+SPMV_CSR_ENTRY(2)
 #elif SPMV_MODULE_N == 3
 SPMV_RHS_ENTRIES(3, 4)
+SPMV_CSR_ENTRY(3)
 #elif SPMV_MODULE_N == 4
 SPMV_RHS_ENTRIES(4, 4)
+SPMV_CSR_ENTRY(4)
 #elif SPMV_MODULE_N == 5
 SPMV_RHS_ENTRIES(5, 4)
+SPMV_CSR_ENTRY(5)
 #elif SPMV_MODULE_N == 6
 SPMV_RHS_ENTRIES(6, 4)
+SPMV_CSR_ENTRY(6)
 #elif SPMV_MODULE_N == 7
 SPMV_RHS_ENTRIES(7, 4)
+SPMV_CSR_ENTRY(7)
 #elif SPMV_MODULE_N == 8
 SPMV_RHS_ENTRIES(8, 4)
+SPMV_CSR_ENTRY(8)
 #else
 #error "SPMV_MODULE_N must be 1 to 8"
 #endif

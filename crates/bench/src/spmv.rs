@@ -25,6 +25,7 @@ use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
+use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
 use tcsparse::gpu::spmv::graph::time_graph;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
@@ -39,6 +40,9 @@ pub const SAMPLES: usize = 15;
 /// Tile budgets per half tried for our kernel (plus the wave-fitted one for
 /// `WAVE_FITTED_LAYOUTS`: `BitBsrSpmv::tuning_chunks`).
 pub const CHUNKS: [u32; 4] = [4, 8, 32, 128];
+/// Backend name of our CSR walk for 2 to 8 right-hand sides (`spmv_csr{n}`; the best budget of
+/// [`CSR_CHUNKS`]); a candidate of every tuned engine at n ≥ 2.
+pub const CSR_BACKEND: &str = "tcsparse/csr";
 /// Accuracy bound of our kernels (f16 and TF32 keep 11 bits of A and X): 2⁻⁹·(|A|·|X|).
 pub const TOL_OURS: f64 = 1.0 / 512.0;
 /// Accuracy bound of cuSPARSE (f32): 2⁻¹⁷·(|A|·|X|), far above its rounding.
@@ -340,6 +344,54 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             });
             results.push((name.into(), r));
         }
+        // Our CSR walk (n ≥ 2; an f32 product, so a candidate of every tuned engine): each budget
+        // of CSR_CHUNKS timed, the fastest reported.
+        if n >= 2 {
+            let r = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
+                let mut measure = || -> Result<Measured, GpuError> {
+                    let mut k = CsrSpmv::new(gpu, a, ca, CSR_CHUNKS[0])?;
+                    k.load(n)?;
+                    let mut best: Option<(f64, u32)> = None;
+                    for c in CSR_CHUNKS {
+                        k.set_chunk(c)?;
+                        // SAFETY: as above.
+                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                            k.enqueue(s, 1.0, px, 0.0, py, n)
+                        })?;
+                        tracing::debug!(
+                            candidate = CsrSpmv::kernel_name(n)?,
+                            chunk = c,
+                            us = tm.median_ms * 1e3,
+                            "{} tcsparse/csr n {n}",
+                            m.name
+                        );
+                        if best.is_none_or(|b| tm.median_ms < b.0) {
+                            best = Some((tm.median_ms, c));
+                        }
+                    }
+                    let (ms, c) = best.unwrap_or((f64::NAN, CSR_CHUNKS[0]));
+                    k.set_chunk(c)?;
+                    gpu.stream().memcpy_htod(&y0, &mut dy)?;
+                    k.run(1.0, &dx, 0.0, &mut dy, n)?;
+                    let y = gpu.download(&dy)?;
+                    let (se, re) = check(&y);
+                    Ok(Measured {
+                        ms,
+                        scaled_err: se,
+                        rel_err: re,
+                        plan: format!(
+                            "{} chunk {c} nnz ({} split rows)",
+                            CsrSpmv::kernel_name(n)?,
+                            k.split_rows()
+                        ),
+                        bytes: k.min_bytes(n) as u64,
+                    })
+                };
+                measure().map_err(|e| e.to_string())
+            });
+            tols.push((CSR_BACKEND.into(), TOL_F32));
+            results.push((CSR_BACKEND.into(), r));
+        }
         let tol_of = |name: &str| {
             tols.iter()
                 .find(|t| t.0 == name)
@@ -375,14 +427,15 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             }
             best.ok_or_else(|| "no backend passed".into())
         };
-        let tuned = pick(&["tcsparse/tf32", "tcsparse/core-f32"]);
+        let tuned = pick(&["tcsparse/tf32", "tcsparse/core-f32", CSR_BACKEND]);
         let tuned16 = pick(&[
             "tcsparse/f16",
             "tcsparse/tf32",
             "tcsparse/core-f16",
             "tcsparse/core-f32",
+            CSR_BACKEND,
         ]);
-        let tuned32 = pick(&["tcsparse/core-f32"]);
+        let tuned32 = pick(&["tcsparse/core-f32", CSR_BACKEND]);
         out.push(case(m, n, "cusparse", base, TOL_F32));
         for (name, r) in results {
             let tol = tol_of(&name);
@@ -436,11 +489,11 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
         let _ = writeln!(s, "## n = {n}\n");
         let _ = writeln!(
             s,
-            "| matrix | rows | nnz | nnz/row | cuSPARSE µs | f16 µs (×) | TF32 µs (×) | core f16 µs (×) | core f32 µs (×) | tuned µs (×) | tuned+f16 µs (×) | tuned f32 µs (×) | f16 GB/s | core f16 GB/s | kernel (tuned+f16) |"
+            "| matrix | rows | nnz | nnz/row | cuSPARSE µs | f16 µs (×) | TF32 µs (×) | core f16 µs (×) | core f32 µs (×) | CSR walk µs (×) | tuned µs (×) | tuned+f16 µs (×) | tuned f32 µs (×) | f16 GB/s | core f16 GB/s | kernel (tuned+f16) |"
         );
         let _ = writeln!(
             s,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         );
         for (m, rows, nnz) in &mats {
             let base = ms_of(cases, m, n, "cusparse");
@@ -475,7 +528,7 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
-                "| {m} | {rows} | {nnz} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {gbs} | {gbs_core} | {plan} |",
+                "| {m} | {rows} | {nnz} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {gbs} | {gbs_core} | {plan} |",
                 *nnz as f64 / (*rows).max(1) as f64,
                 base.map(|b| format!("{:.2}", b * 1e3))
                     .unwrap_or_else(|| "FAILED".into()),
@@ -483,6 +536,7 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                 cell("tcsparse/tf32"),
                 cell("tcsparse/core-f16"),
                 cell("tcsparse/core-f32"),
+                cell(CSR_BACKEND),
                 cell("tcsparse"),
                 cell("tcsparse-f16"),
                 cell("tcsparse-f32"),
@@ -515,6 +569,10 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                 "our TF32 kernel alone (no cuSPARSE fallback)",
                 "tcsparse/tf32",
             ),
+            (
+                "our CSR walk alone (2 to 8 right-hand sides; no cuSPARSE fallback)",
+                CSR_BACKEND,
+            ),
         ] {
             let mut all = Vec::new();
             let mut dense = Vec::new();
@@ -532,6 +590,9 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
                         worst = Some((r, m.clone()));
                     }
                 }
+            }
+            if all.is_empty() && backend == CSR_BACKEND {
+                continue; // (n = 1: cuSPARSE SpMV and the bitBSR walks serve it)
             }
             let _ = writeln!(s, "{title}, n = {n}:\n");
             let f = |g: Option<f64>| {
@@ -565,15 +626,16 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
         let _ = writeln!(
             s,
             "Every ratio is t(8) of the column's product over **the tuned engine's 1-RHS time** (default \
-             precision: the fastest of cuSPARSE SpMV, the TF32 MMA kernel and the f32 walk), i.e. \
+             precision: the fastest of cuSPARSE SpMV, the TF32 MMA kernel and the f32 walk; at n = 8 \
+             also our CSR walk), i.e. \
              what 8 right-hand sides cost against the best single product we have. own: the same \
              product's t(8)/t(1). Goal: tuned t(8) ≤ 2× tuned t(1).\n"
         );
         let _ = writeln!(
             s,
-            "| matrix | nnz/row | f16 MMA | TF32 MMA | core f16 | core f32 | core f32 own | cuSPARSE | tuned | tuned ≤ 2× |"
+            "| matrix | nnz/row | f16 MMA | TF32 MMA | core f16 | core f32 | core f32 own | CSR walk | cuSPARSE | tuned | tuned ≤ 2× |"
         );
-        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
         let (mut met, mut total) = (0usize, 0usize);
         let mut missed: Vec<String> = Vec::new();
         for (m, rows, nnz) in &mats {
@@ -601,13 +663,14 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {m} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {ok} |",
+                "| {m} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {ok} |",
                 *nnz as f64 / (*rows).max(1) as f64,
                 r("tcsparse/f16"),
                 r("tcsparse/tf32"),
                 r("tcsparse/core-f16"),
                 r("tcsparse/core-f32"),
                 own("tcsparse/core-f32"),
+                r(CSR_BACKEND),
                 r("cusparse"),
                 r("tcsparse")
             );

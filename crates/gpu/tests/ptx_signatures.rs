@@ -60,6 +60,7 @@ fn spamm_signatures_match_ptx() {
 #[test]
 fn spmv_signatures_match_ptx() {
     check(spmv::SIGNATURES);
+    check(spmv::csr::SIGNATURES);
 }
 
 #[test]

@@ -27,6 +27,7 @@ use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
+use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
@@ -148,6 +149,12 @@ pub enum SpmvKernel {
         /// Right-hand sides (names the algorithm: SpMV for 1, SpMM for more).
         n: usize,
     },
+    /// Our CSR walk for 2 to 8 right-hand sides (`spmv_csr{n}`: an f32 product on A's CSR
+    /// arrays, 8 lanes per nonzero; for sparse tiles, where bitBSR's records outweigh the values).
+    Csr {
+        /// Nonzero budget per warp item.
+        chunk_nnz: u32,
+    },
     /// CPU walk of bitBSR (the kernel's arithmetic).
     CpuBitBsr {
         /// Tile storage.
@@ -173,6 +180,10 @@ impl std::fmt::Display for SpmvKernel {
                 }
             ),
             SpmvKernel::Cusparse { alg, n } => write!(f, "cuSPARSE CSR, {} (GPU)", alg.name(*n)),
+            SpmvKernel::Csr { chunk_nnz } => write!(
+                f,
+                "CSR walk on CUDA cores, {chunk_nnz} nonzeros per warp item (GPU)"
+            ),
             SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
             SpmvKernel::CpuCsr => write!(f, "CSR f32 (CPU)"),
         }
@@ -190,6 +201,7 @@ pub struct SpmvSample {
 
 enum Exec {
     Ours(Box<BitBsrSpmv>),
+    Csr(Box<CsrSpmv>),
     Cusparse(Box<CusparseSpmvGraphable>),
     Cpu(Box<CpuSpmv>),
 }
@@ -359,6 +371,36 @@ impl Engine {
             SpmvKernel::Cusparse { alg, n },
             csr_bytes,
         );
+        // Our CSR walk (n ≥ 2, an f32 product: every precision), each budget timed.
+        if n >= 2 {
+            let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
+            k.load(n)?;
+            let mut kbest: Option<(f64, u32)> = None;
+            for chunk in CSR_CHUNKS {
+                k.set_chunk(chunk)?;
+                // SAFETY: as above.
+                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                samples.push(SpmvSample {
+                    kernel: SpmvKernel::Csr { chunk_nnz: chunk },
+                    ms: t.median_ms,
+                });
+                if kbest.is_none_or(|b| t.median_ms < b.0) {
+                    kbest = Some((t.median_ms, chunk));
+                }
+            }
+            if let Some((ms, chunk)) = kbest
+                && ms < best.0
+            {
+                k.set_chunk(chunk)?;
+                let bytes = k.min_bytes(n);
+                best = (
+                    ms,
+                    Exec::Csr(Box::new(k)),
+                    SpmvKernel::Csr { chunk_nnz: chunk },
+                    bytes,
+                );
+            }
+        }
         // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.
         let mut all: Vec<TileStorage> = storages.to_vec();
         for &s in core_storages {
@@ -511,6 +553,7 @@ impl PreparedSpmv {
         self.check(x.len(), y.len())?;
         match &mut self.exec {
             Exec::Ours(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
+            Exec::Csr(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
             Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y)?),
             Exec::Cpu(_) => Err(Error::Unavailable(
                 "spmv_device on an engine without a GPU".into(),
@@ -540,6 +583,10 @@ impl PreparedSpmv {
         match &self.exec {
             // SAFETY: x/y hold cols·n / rows·n f32 (checked) and are borrowed for the whole timing.
             Exec::Ours(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
+                k.enqueue(s, 1.0, px, 0.0, py, n)
+            })?),
+            // SAFETY: as above.
+            Exec::Csr(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
                 k.enqueue(s, 1.0, px, 0.0, py, n)
             })?),
             // SAFETY: as above.

@@ -73,6 +73,14 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
                     .any(|s| matches!(s.kernel, SpmvKernel::BitBsr { core: Some(_), .. })),
                 "{prec:?} n {n}: CUDA-core walk timed"
             );
+            // Our CSR walk is timed at n ≥ 2 (every precision: an f32 product), never at n = 1.
+            assert_eq!(
+                p.samples()
+                    .iter()
+                    .any(|s| matches!(s.kernel, SpmvKernel::Csr { .. })),
+                n > 1,
+                "{prec:?} n {n}: CSR walk timed"
+            );
             if n > 1 {
                 for s in p.samples() {
                     if let SpmvKernel::BitBsr { core: Some(l), .. } = &s.kernel {
@@ -86,7 +94,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
             if prec == SpmvPrecision::F32 {
                 // f32 products only: cuSPARSE, or the CUDA-core walk on f32 tiles.
                 let ok = match p.kernel() {
-                    SpmvKernel::Cusparse { .. } => true,
+                    SpmvKernel::Cusparse { .. } | SpmvKernel::Csr { .. } => true,
                     SpmvKernel::BitBsr { storage, core, .. } => {
                         *storage == TileStorage::F32
                             && core.is_some_and(|l| !TC_LAYOUTS.contains(&l))

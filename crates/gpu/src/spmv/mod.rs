@@ -19,6 +19,7 @@
 //! segment once instead of one x row per nonzero (a TF32 product).
 
 pub mod baseline;
+pub mod csr;
 pub mod graph;
 
 use std::ffi::c_void;
