@@ -2100,15 +2100,16 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
 // crates/gpu csr_work ({row_begin, row_end, nnz_begin, nnz_end}: up to 32 whole rows within a
 // nonzero budget, or one chunk of a longer row). Lane (g, j) = (lane / 8, lane % 8): slot g takes
 // nonzeros nnz_begin + g, + 4, + 8, ...; lane j of the slot multiplies RHS j (j < N; one 4-byte x
-// load per lane, so a slot reads one 32-byte X row per nonzero). The U = 4 steps of an iteration
-// load their columns and values, then their X, before any FMA. A slot's nonzeros of one row are
+// load per lane, so a slot reads one 32-byte X row per nonzero). Per step of 32 nonzeros the warp
+// loads their (column, value) pairs coalesced, one per lane (the next step's while this one is
+// summed), shuffles them to the slots and issues the step's 8 X loads per lane before any FMA
+// (v2; v1 loaded each slot's pairs itself, 16 nonzeros per step). A slot's nonzeros of one row are
 // summed in a register and stored, at the row's end, to sums[warp][g][row][j] (every slot stores
 // every row of the item, 0 where it had none); the warp then adds the 4 slots in slot order
 // (deterministic) and writes y once (beta = 0 never reads y). A chunk of a split row writes its
 // alpha-scaled sum to partial[item * N + j] instead, and spmv_csr_fixup (N >= 2, second graph node)
 // adds a split row's chunks in item order and writes y once.
 // ---------------------------------------------------------------------------------------------
-#define SPMV_CSR_U 4
 #define SPMV_CSR_MAX_ROWS 32
 template <int N>
 __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
@@ -2127,6 +2128,9 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
     const u32 nrows = w.y - w.x;  // 1..32 (csr_work)
     const u32 g = lane >> 3, j = lane & 7u;
     const bool rhs = j < (u32)N;
+    // The first 32 (column, value) pairs, one per lane, issued with the row ends.
+    u32 cl = w.z + lane < w.w ? __ldg(indices + w.z + lane) : 0u;
+    float vl = w.z + lane < w.w ? __ldg(values + w.z + lane) : 0.0f;
     // Row ends within the item, clamped to its nonzeros (a split chunk's one row ends at nnz_end).
     if (lane < nrows) ends[wid][lane] = min(__ldg(indptr + w.x + lane + 1u), w.w);
     // A chunk of a row longer than the budget (csr_work's only single-row items that miss some of
@@ -2137,30 +2141,29 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
     float(*my)[N] = sums[wid][g];
     u32 r = 0, e = ends[wid][0];
     float a = 0.0f;
-    for (u32 k0 = w.z + g; k0 < w.w; k0 += 4u * SPMV_CSR_U) {
-        u32 c[SPMV_CSR_U];
-        float v[SPMV_CSR_U], xv[SPMV_CSR_U];
+    for (u32 k0 = w.z; k0 < w.w; k0 += 32u) {  // warp-uniform
+        // Sub-step q: slot g takes pair 4q + g (shuffled from its lane); the 8 X loads first.
+        float v[8], xv[8];
 #pragma unroll
-        for (int u = 0; u < SPMV_CSR_U; ++u) {
-            const u32 k = k0 + 4u * u;
-            c[u] = k < w.w ? __ldg(indices + k) : 0u;
-            v[u] = k < w.w ? __ldg(values + k) : 0.0f;
+        for (int q = 0; q < 8; ++q) {
+            const u32 c = __shfl_sync(FULL_MASK, cl, 4 * q + g);
+            v[q] = __shfl_sync(FULL_MASK, vl, 4 * q + g);
+            xv[q] = (k0 + 4u * q + g < w.w && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
         }
+        // The next 32 pairs, in flight while these are summed.
+        const u32 kn = k0 + 32u + lane;
+        cl = kn < w.w ? __ldg(indices + kn) : 0u;
+        vl = kn < w.w ? __ldg(values + kn) : 0.0f;
 #pragma unroll
-        for (int u = 0; u < SPMV_CSR_U; ++u) {
-            const u32 k = k0 + 4u * u;
-            xv[u] = (k < w.w && rhs) ? __ldg(x + (u64)c[u] * N + j) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < SPMV_CSR_U; ++u) {
-            const u32 k = k0 + 4u * u;
+        for (int q = 0; q < 8; ++q) {
+            const u32 k = k0 + 4u * q + g;
             if (k < w.w) {
                 while (k >= e) {  // rows this slot finished (or never reached): store, next
                     if (rhs) my[r][j] = a;
                     a = 0.0f;
                     e = ends[wid][++r];
                 }
-                a = fmaf(v[u], xv[u], a);
+                a = fmaf(v[q], xv[q], a);
             }
         }
     }
@@ -2183,8 +2186,9 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
     }
 }
 
+// 5 blocks (40 warps) per SM: at N = 8 ptxas would take 58 registers (4 blocks) without the bound.
 #define SPMV_CSR_ENTRY(N)                                                                          \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS)                                  \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 5)                               \
         spmv_csr##N(const u32* __restrict__ indptr, const u32* __restrict__ indices,               \
                     const float* __restrict__ values, const uint4* __restrict__ work, u32 items,   \
                     const float* __restrict__ x, float* __restrict__ y,                            \

@@ -27,7 +27,7 @@ use crate::spmm::csr::csr_work;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// The nonzero budgets per warp item the tunings time (`csr_work`'s `chunk_nnz`).
-pub const CSR_CHUNKS: [u32; 3] = [64, 256, 1024];
+pub const CSR_CHUNKS: [u32; 3] = [32, 64, 256];
 /// `spmv_csr_fixup` entry (in `spmv.ptx`).
 pub const ENTRY_CSR_FIXUP: &str = "spmv_csr_fixup";
 /// The walk's entry for `n` right-hand sides, index n − 2 (`spmv_csr{n}` in `spmv_n{n}.ptx`).
