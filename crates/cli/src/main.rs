@@ -33,7 +33,7 @@ enum Command {
     Plan(cmd::plan::Args),
     /// Run C = A·B on the GPU (or the CPU reference path) and report time and error.
     Spmm(cmd::spmm::Args),
-    /// Run y = A·X (1–8 right-hand sides) with bitBSR on tensor cores or cuSPARSE, whichever is faster.
+    /// Run y = A·X (1–8 right-hand sides) with bitBSR on tensor cores, our CSR walk or cuSPARSE, whichever is faster.
     Spmv(cmd::spmv::Args),
     /// Run the whole pipeline on a shipped matrix: reorder, build, plan, multiply.
     Demo(cmd::demo::Args),

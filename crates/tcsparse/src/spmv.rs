@@ -2,7 +2,9 @@
 //! row-major f32) on Spaden's bitBSR and tensor cores, or cuSPARSE where that is faster.
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
-//! (SpMM for n > 1) and our kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
+//! (SpMM for n > 1) at each of its CSR algorithms ([`CusparseSpmvAlg::candidates`]), for n > 1 our
+//! CSR walk ([`CsrSpmv`]: an f32 product on the same CSR arrays, at each budget of [`CSR_CHUNKS`])
+//! and our bitBSR kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
 //! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`](tcsparse_gpu::spmv::MULTI_LAYOUTS) for 2 to 8; the
 //! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
@@ -14,8 +16,8 @@
 //! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
 //!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
 //!   from range), same 11-bit significands as TF32;
-//! * `F32`: f32 products only: cuSPARSE or the CUDA-core walk on f32 tiles on the GPU, f32 CSR on
-//!   the CPU.
+//! * `F32`: f32 products only: cuSPARSE, the CSR walk or the CUDA-core walk on f32 tiles on the
+//!   GPU, f32 CSR on the CPU.
 //!
 //! Without a GPU the product walks bitBSR on the CPU exactly as the kernel does (same roundings, same
 //! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32

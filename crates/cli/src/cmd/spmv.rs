@@ -16,11 +16,11 @@ use tcsparse::{Backend, Engine};
 #[command(
     after_help = "Runs y = A·X (X: cols × K, K = --rhs right-hand sides, 1..=8) with Spaden's bitBSR \
 on tensor cores or a CUDA-core walk of bitBSR (every K: one pass over A for all K). On a GPU the preparation times cuSPARSE CSR \
-SpMV (SpMM for K > 1) and our kernels (allowed tile storages × kernels × tile budgets) inside CUDA \
-graphs and keeps the fastest; times are medians over CUDA graphs of 20 calls. Without a GPU the CPU walks bitBSR exactly as the kernel does.\n\n\
+SpMV (SpMM for K > 1; each of its CSR algorithms), our kernels (allowed tile storages × kernels × tile budgets) and, for \
+K > 1, our CSR walk (8 lanes per nonzero) inside CUDA graphs and keeps the fastest; times are medians over CUDA graphs of 20 calls. Without a GPU the CPU walks bitBSR exactly as the kernel does.\n\n\
 --precision: tf32 (default: TF32 tiles, f32 tiles on CUDA cores, or cuSPARSE), f16 (also \
 f16 tiles, scaled per tile-row and per x segment so nothing overflows; same 11-bit significands as \
-TF32), f32 (f32 products only: cuSPARSE, f32 tiles on CUDA cores, f32 CSR on the CPU)."
+TF32), f32 (f32 products only: cuSPARSE, our CSR walk, f32 tiles on CUDA cores, f32 CSR on the CPU)."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.

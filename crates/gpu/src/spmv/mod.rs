@@ -17,6 +17,10 @@
 //! every n from 1 to 8 on CUDA cores, reading A once for all n right-hand sides; the layout `tc`
 //! ([`TC_LAYOUTS`], `spmv_tc{n}_*`) walks the same work list on TF32 MMAs, loading each tile's x
 //! segment once instead of one x row per nonzero (a TF32 product).
+//!
+//! [`csr`] holds a CSR walk for 2 to 8 right-hand sides on A's CSR arrays (for sparse tiles, where a
+//! tile record outweighs its one to five values), [`baseline`] the cuSPARSE product the tunings
+//! time against (each of its CSR algorithms), [`graph`] the CUDA-graph timing.
 
 pub mod baseline;
 pub mod csr;
