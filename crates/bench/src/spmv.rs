@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::bitbsr::BitBsr;
 use tcsparse::formats::bitbsr_device::{DeviceBitBsr, TileStorage};
@@ -324,10 +324,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                     let (ms, c, l) = best.unwrap_or((f64::NAN, 32, None));
                     k.set_core_layout(l)?;
                     k.set_chunk(c)?;
-                    gpu.stream().memcpy_htod(&y0, &mut dy)?;
-                    k.run(1.0, &dx, 0.0, &mut dy, n)?;
-                    let y = gpu.download(&dy)?;
-                    let (se, re) = check(&y);
+                    let (se, re) =
+                        checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
                     Ok(Measured {
                         ms,
                         scaled_err: se,
@@ -371,10 +369,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                     }
                     let (ms, c) = best.unwrap_or((f64::NAN, CSR_CHUNKS[0]));
                     k.set_chunk(c)?;
-                    gpu.stream().memcpy_htod(&y0, &mut dy)?;
-                    k.run(1.0, &dx, 0.0, &mut dy, n)?;
-                    let y = gpu.download(&dy)?;
-                    let (se, re) = check(&y);
+                    let (se, re) =
+                        checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
                     Ok(Measured {
                         ms,
                         scaled_err: se,
@@ -447,6 +443,21 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
     }
     eprintln!("  {}: bitBSR built in {build_ms:.0} ms", m.name);
     out
+}
+
+/// Runs `run` once with y reset to `y0` and returns `check` of the result (scaled error, relative
+/// error): the kept setting of a backend, checked after its timings.
+fn checked_run(
+    gpu: &Gpu,
+    y0: &[f32],
+    dy: &mut CudaSlice<f32>,
+    check: &dyn Fn(&[f32]) -> (f64, f64),
+    run: impl FnOnce(&mut CudaSlice<f32>) -> Result<(), GpuError>,
+) -> Result<(f64, f64), GpuError> {
+    gpu.stream().memcpy_htod(y0, dy)?;
+    run(dy)?;
+    let y = gpu.download(dy)?;
+    Ok(check(&y))
 }
 
 fn ms_of(cases: &[Case], m: &str, n: usize, b: &str) -> Option<f64> {

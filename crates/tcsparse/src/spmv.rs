@@ -1,5 +1,6 @@
 //! The SpMV room: `y = α·A·X + β·y` with 1 to 8 right-hand sides (X: `cols × n`, y: `rows × n`,
-//! row-major f32) on Spaden's bitBSR and tensor cores, or cuSPARSE where that is faster.
+//! row-major f32) on Spaden's bitBSR and tensor cores, our CSR walk (2 to 8 right-hand sides) or
+//! cuSPARSE, whichever is faster.
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) at each of its CSR algorithms ([`CusparseSpmvAlg::candidates`]), for n > 1 our

@@ -321,11 +321,10 @@ impl CusparseSpmvGraphable {
                 n = self.n
             )));
         }
-        let s = self.gpu.stream().clone();
-        let (px, _gx) = x.device_ptr(&s);
-        let (py, _gy) = y.device_ptr_mut(&s);
         // SAFETY: lengths checked; buffers borrowed while queued on the GPU's stream.
-        unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py) }
+        super::queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
+            self.enqueue(s, alpha, px, beta, py)
+        })
     }
 
     /// Queues the product on `stream` with raw pointers.

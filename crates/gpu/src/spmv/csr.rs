@@ -17,10 +17,10 @@
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, result, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, result, sys};
 use tcsparse_formats::Csr;
 
-use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
+use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of, queue_on_gpu_stream};
 use crate::baselines::cusparse::CusparseCsr;
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::csr_work;
@@ -242,7 +242,6 @@ impl CsrSpmv {
         y: &mut CudaSlice<f32>,
         n: usize,
     ) -> Result<(), GpuError> {
-        use cudarc::driver::DevicePtrMut;
         if x.len() < self.a.cols() * n || y.len() < self.a.rows() * n {
             return Err(GpuError::Invalid(format!(
                 "X needs {}·{n} and y {}·{n} elements",
@@ -250,12 +249,11 @@ impl CsrSpmv {
                 self.a.rows()
             )));
         }
-        let s = self.gpu.stream().clone();
-        let (px, _gx) = x.device_ptr(&s);
-        let (py, _gy) = y.device_ptr_mut(&s);
         // SAFETY: lengths checked; both buffers stay borrowed while the call is queued on the
         // GPU's stream, the stream this value's buffers were made on.
-        unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py, n) }
+        queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
+            self.enqueue(s, alpha, px, beta, py, n)
+        })
     }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call

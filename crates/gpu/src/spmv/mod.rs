@@ -490,6 +490,21 @@ impl std::fmt::Debug for BitBsrSpmv {
     }
 }
 
+/// Calls `enqueue(stream, x, y)` with the GPU's stream and the raw pointers of `x` and `y`, both
+/// borrowed (their stream guards held) until it returns: the `run` of each SpMV product, whose
+/// `enqueue` queues on that stream.
+fn queue_on_gpu_stream(
+    gpu: &Gpu,
+    x: &CudaSlice<f32>,
+    y: &mut CudaSlice<f32>,
+    enqueue: impl FnOnce(sys::CUstream, u64, u64) -> Result<(), GpuError>,
+) -> Result<(), GpuError> {
+    let s = gpu.stream().clone();
+    let (px, _gx) = x.device_ptr(&s);
+    let (py, _gy) = y.device_ptr_mut(&s);
+    enqueue(s.cu_stream(), px, py)
+}
+
 fn ptr_of<T>(s: &CudaSlice<T>, gpu: &Gpu) -> u64 {
     let (p, _g) = s.device_ptr(gpu.stream());
     p
@@ -809,12 +824,11 @@ impl BitBsrSpmv {
         n: usize,
     ) -> Result<(), GpuError> {
         self.check_n(n, x.len(), y.len())?;
-        let s = self.gpu.stream().clone();
-        let (px, _gx) = x.device_ptr(&s);
-        let (py, _gy) = y.device_ptr_mut(&s);
-        // SAFETY: lengths checked above; both buffers stay borrowed (guards alive) while the
-        // work is queued on the GPU's stream, the stream all of this struct's buffers live on.
-        unsafe { self.enqueue(s.cu_stream(), alpha, px, beta, py, n) }
+        // SAFETY: lengths checked above; both buffers stay borrowed while the work is queued on
+        // the GPU's stream, the stream all of this struct's buffers live on.
+        queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
+            self.enqueue(s, alpha, px, beta, py, n)
+        })
     }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
