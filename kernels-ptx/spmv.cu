@@ -2098,17 +2098,19 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
 // tiles hold 1-5 nonzeros (graphs), a tile walk reads a 16-byte record per 1-5 products and its
 // set-bit loops idle most lanes; this walk spends its lanes on the products. Work: warp items of
 // crates/gpu csr_work ({row_begin, row_end, nnz_begin, nnz_end}: up to 32 whole rows within a
-// nonzero budget, or one chunk of a longer row). Lane (g, j) = (lane / 8, lane % 8): slot g takes
-// nonzeros nnz_begin + g, + 4, + 8, ...; lane j of the slot multiplies RHS j (j < N; one 4-byte x
-// load per lane, so a slot reads one 32-byte X row per nonzero). Per step of 32 nonzeros the warp
-// loads their (column, value) pairs coalesced, one per lane (the next step's while this one is
-// summed), shuffles them to the slots and issues the step's 8 X loads per lane before any FMA
-// (v2; v1 loaded each slot's pairs itself, 16 nonzeros per step). A slot's nonzeros of one row are
-// summed in a register and stored, at the row's end, to sums[warp][g][row][j] (every slot stores
-// every row of the item, 0 where it had none); the warp then adds the 4 slots in slot order
-// (deterministic) and writes y once (beta = 0 never reads y). A chunk of a split row writes its
-// alpha-scaled sum to partial[item * N + j] instead, and spmv_csr_fixup (N >= 2, second graph node)
-// adds a split row's chunks in item order and writes y once.
+// nonzero budget, or one chunk of a longer row). Per step of 32 nonzeros the warp loads their
+// (column, value) pairs coalesced, one per lane (the next step's while this one is summed), and
+// lane i finds the item row of nonzero i by a branch-free binary search of the row ends (shared
+// memory, padded to 32). Lane (g, j) = (lane / 8, lane % 8): slot g takes the step's nonzeros
+// 8g .. 8g + 7 (pairs and rows shuffled from their lanes), lane j multiplies RHS j (j < N; one
+// 4-byte X load per lane, so a slot reads one 32-byte X row per nonzero; the 8 X loads are issued
+// before any FMA). Along its 8 consecutive nonzeros the lane sums runs of one row in a register
+// and, at a run's end, adds the run to sums[warp][g][row][j] (zeroed per item; no branch: the adds
+// are predicated). The warp then adds the 4 slots' sums of each row in slot order (deterministic)
+// and writes y once (beta = 0 never reads y). A chunk of a split row writes its alpha-scaled sum to
+// partial[item * N + j] instead, and spmv_csr_fixup (a second graph node) adds a split row's
+// chunks in item order and writes y once. (v3; v1 and v2 walked each slot's nonzeros 4 apart and
+// crossed rows in a divergent loop: 9.6-19 warp-instructions per nonzero under ncu.)
 // ---------------------------------------------------------------------------------------------
 #define SPMV_CSR_MAX_ROWS 32
 template <int N>
@@ -2119,7 +2121,7 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
                                               const float* __restrict__ x, float* __restrict__ y,
                                               float* __restrict__ partial, float alpha,
                                               float beta) {
-    __shared__ float sums[SPMV_WARPS][4][SPMV_CSR_MAX_ROWS][N];
+    __shared__ __align__(16) float sums[SPMV_WARPS][4][SPMV_CSR_MAX_ROWS][N];
     __shared__ u32 ends[SPMV_WARPS][SPMV_CSR_MAX_ROWS];
     const u32 lane = threadIdx.x, wid = threadIdx.y;
     const u32 item = blockIdx.x * SPMV_WARPS + wid;
@@ -2131,45 +2133,53 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
     // The first 32 (column, value) pairs, one per lane, issued with the row ends.
     u32 cl = w.z + lane < w.w ? __ldg(indices + w.z + lane) : 0u;
     float vl = w.z + lane < w.w ? __ldg(values + w.z + lane) : 0.0f;
-    // Row ends within the item, clamped to its nonzeros (a split chunk's one row ends at nnz_end).
-    if (lane < nrows) ends[wid][lane] = min(__ldg(indptr + w.x + lane + 1u), w.w);
+    // Row ends within the item, clamped to its nonzeros (a split chunk's one row ends at
+    // nnz_end), padded with ~0 for the binary search.
+    ends[wid][lane] = lane < nrows ? min(__ldg(indptr + w.x + lane + 1u), w.w) : 0xffffffffu;
     // A chunk of a row longer than the budget (csr_work's only single-row items that miss some of
     // their row's nonzeros).
     const bool split =
         nrows == 1u && (__ldg(indptr + w.x) < w.z || w.w < __ldg(indptr + w.x + 1u));
+    // Zero the warp's sums (4 slots x 32 rows x N floats, as float4).
+    float4* zero4 = reinterpret_cast<float4*>(&sums[wid][0][0][0]);
+#pragma unroll
+    for (u32 i = lane; i < 4u * SPMV_CSR_MAX_ROWS * N / 4u; i += 32u)
+        zero4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     __syncwarp();
+    const u32* e = ends[wid];
     float(*my)[N] = sums[wid][g];
-    u32 r = 0, e = ends[wid][0];
-    float a = 0.0f;
     for (u32 k0 = w.z; k0 < w.w; k0 += 32u) {  // warp-uniform
-        // Sub-step q: slot g takes pair 4q + g (shuffled from its lane); the 8 X loads first.
+        // Lane i: the item row of nonzero k0 + i (the number of row ends <= it; the last row
+        // past the item's nonzeros, where the pair is 0).
+        const u32 kl = min(k0 + lane, w.w - 1u);
+        u32 rl = 0;
+#pragma unroll
+        for (u32 step = 16; step > 0; step >>= 1) rl += e[rl + step - 1u] <= kl ? step : 0u;
+        // Slot g, sub-step q: nonzero k0 + 8g + q; its pair and row from lane 8g + q.
         float v[8], xv[8];
+        u32 row[8];
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-            const u32 c = __shfl_sync(FULL_MASK, cl, 4 * q + g);
-            v[q] = __shfl_sync(FULL_MASK, vl, 4 * q + g);
-            xv[q] = (k0 + 4u * q + g < w.w && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
+            const int src = 8 * (int)g + q;
+            const u32 c = __shfl_sync(FULL_MASK, cl, src);
+            v[q] = __shfl_sync(FULL_MASK, vl, src);
+            row[q] = __shfl_sync(FULL_MASK, rl, src);
+            xv[q] = (k0 + (u32)src < w.w && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
         }
         // The next 32 pairs, in flight while these are summed.
         const u32 kn = k0 + 32u + lane;
         cl = kn < w.w ? __ldg(indices + kn) : 0u;
         vl = kn < w.w ? __ldg(values + kn) : 0.0f;
+        // Runs of one row along the slot's 8 nonzeros (rows never decrease): the run's sum is added
+        // to the slot's sum of that row where the next nonzero has another row, and at q = 7.
+        float a = 0.0f;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-            const u32 k = k0 + 4u * q + g;
-            if (k < w.w) {
-                while (k >= e) {  // rows this slot finished (or never reached): store, next
-                    if (rhs) my[r][j] = a;
-                    a = 0.0f;
-                    e = ends[wid][++r];
-                }
-                a = fmaf(v[q], xv[q], a);
-            }
+            a = fmaf(v[q], xv[q], a);
+            const bool run_end = q == 7 || row[q + (q < 7 ? 1 : 0)] != row[q];
+            if (run_end && rhs) my[row[q]][j] += a;
+            a = run_end ? 0.0f : a;
         }
-    }
-    for (; r < nrows; ++r) {  // the slot's last row, and rows after its last nonzero
-        if (rhs) my[r][j] = a;
-        a = 0.0f;
     }
     __syncwarp();
     // Slot g writes rows g, g + 4, ...: the 4 slots' sums in slot order.
