@@ -2,7 +2,7 @@
 //! `<op>-<device>.json` (machine-readable, for the regression gate `--compare`) and `<op>-<device>.md`
 //! (table + geomean lines), e.g. `spmm-h200.json` / `spmm-h200.md` (results.rs names them).
 //!
-//! Per matrix and N: cuSPARSE SpMM (CSR, default algorithm) and our engine (planner's choice, plus
+//! Per matrix and N: cuSPARSE SpMM (CSR, the fastest of its algorithms) and our engine (planner's choice, plus
 //! Acc-SpMM with/without reordering and with/without balancing); median of CUDA-event-timed launches
 //! after warm-up, rotating B buffers when B fits in L2; accuracy checked against f64 before and after
 //! timing; preprocessing stages reported separately. Without a GPU it says so and runs the CPU

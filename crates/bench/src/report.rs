@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-/// Name of the vendor baseline backend (cuSPARSE SpMM, CSR, default algorithm).
+/// Name of the vendor baseline backend (cuSPARSE SpMM, CSR, the fastest of its algorithms).
 pub const BASELINE: &str = "cusparse";
 /// Name of our headline backend: the planner's choice (reordering and balancing as the planner decides).
 pub const HEADLINE: &str = "tcsparse";
