@@ -111,14 +111,13 @@ impl CsrWalkWork {
             .map_err(|_| GpuError::Invalid("more CSR warp items than u32 counts".into()))?;
         let fix = split_fixes(row_offsets, &w.items);
         let num_fix = (fix.len() / 3) as u32;
-        let flat: Vec<u32> = w.items.iter().flatten().copied().collect();
         let partial_len = if num_fix > 0 {
             w.items.len() * MAX_RHS
         } else {
             1
         };
         Ok(Self {
-            items: upload_nonempty(gpu, &flat)?,
+            items: upload_nonempty(gpu, w.items.as_flattened())?,
             num_items,
             fix: upload_nonempty(gpu, &fix)?,
             num_fix,
