@@ -63,12 +63,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 device.sm_count,
             );
             // CSR kernels drop an automatic reordering (prepare_reordered).
-            let order =
-                if reordered && !matches!(k, ExecKernel::Cusparse | ExecKernel::CsrCuda { .. }) {
-                    "reordered"
-                } else {
-                    "original order"
-                };
+            let order = if reordered
+                && !matches!(k, ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. })
+            {
+                "reordered"
+            } else {
+                "original order"
+            };
             println!("REPLAY\t{name}\t{n}\t{k} ({order})\t{}", plan.reason);
         }
     }

@@ -54,6 +54,7 @@ pub use spmm::{
 pub use sprs;
 pub use tcsparse_formats as formats;
 pub use tcsparse_gpu as gpu;
+pub use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 pub use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};

@@ -1,6 +1,7 @@
 //! What [`Engine::prepare`](crate::Engine::prepare)(crate::Engine::prepare) did: [`PrepareReport`], the kernel it set up
 //! ([`ExecKernel`]) and the tuning samples.
 
+use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
@@ -23,8 +24,12 @@ pub enum ExecKernel {
         /// How row windows map to thread blocks.
         schedule: ScheduleKind,
     },
-    /// cuSPARSE SpMM (CSR, f32).
-    Cusparse,
+    /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a tuned
+    /// preparation timed another of [`SpmmAlg::CANDIDATES`] faster.
+    Cusparse {
+        /// cuSPARSE's SpMM algorithm.
+        alg: SpmmAlg,
+    },
     /// CUDA-core CSR SpMM (f32).
     CsrCuda {
         /// Most nonzeros one warp item holds (longer rows are split across warps).
@@ -57,7 +62,7 @@ impl ExecKernel {
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }
             | ExecKernel::Hrpb { .. } => Precision::Tf32,
-            ExecKernel::Cusparse | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
+            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
                 Precision::F32
             }
         }
@@ -71,7 +76,11 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::AccSpmmPaper { schedule } => {
                 write!(f, "Acc-SpMM, paper pipeline ({schedule})")
             }
-            ExecKernel::Cusparse => write!(f, "cuSPARSE"),
+            // (The default as before, `cuSPARSE`; another algorithm by its name.)
+            ExecKernel::Cusparse {
+                alg: SpmmAlg::Default,
+            } => write!(f, "cuSPARSE"),
+            ExecKernel::Cusparse { alg } => write!(f, "cuSPARSE ({})", alg.name()),
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
             }
@@ -269,5 +278,35 @@ impl PrepareReport {
     /// [`Precision::bound_text`] (per element: [`crate::Prepared::error_bound`]).
     pub fn precision(&self) -> Precision {
         self.kernel.precision()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cusparse_kernels_name_their_algorithm_unless_it_is_the_default() {
+        // The default keeps the text it always had (CPU-path snapshots and notes do not change).
+        let default = ExecKernel::Cusparse {
+            alg: SpmmAlg::Default,
+        };
+        assert_eq!(default.to_string(), "cuSPARSE");
+        let names: Vec<String> = SpmmAlg::CANDIDATES
+            .into_iter()
+            .map(|alg| ExecKernel::Cusparse { alg }.to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "cuSPARSE",
+                "cuSPARSE (SPMM_CSR_ALG1)",
+                "cuSPARSE (SPMM_CSR_ALG2)",
+                "cuSPARSE (SPMM_CSR_ALG3)",
+            ]
+        );
+        for alg in SpmmAlg::CANDIDATES {
+            assert_eq!(ExecKernel::Cusparse { alg }.precision(), Precision::F32);
+        }
     }
 }

@@ -370,7 +370,7 @@ fn f32_precision_runs_only_f32_kernels() {
     assert!(
         matches!(
             p.kernel(),
-            ExecKernel::Cusparse | ExecKernel::CsrCuda { .. }
+            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
         ),
         "{:?}",
         p.kernel()

@@ -190,7 +190,12 @@ fn precision_is_a_choice() {
         assert_eq!(k.precision(), Precision::Tf32, "{k}");
     }
     for k in [
-        ExecKernel::Cusparse,
+        ExecKernel::Cusparse {
+            alg: tcsparse::SpmmAlg::Default,
+        },
+        ExecKernel::Cusparse {
+            alg: tcsparse::SpmmAlg::CsrAlg3,
+        },
         ExecKernel::CsrCuda { chunk_nnz: 256 },
         ExecKernel::CpuBitTcf,
     ] {

@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|t| t.ms);
     let cusparse_ms = match (tuned, engine.backend(), prepared.kernel()) {
         (Some(ms), _, _) => Some(ms),
-        (None, Backend::Gpu, tcsparse::ExecKernel::Cusparse) => Some(m.ms),
+        (None, Backend::Gpu, tcsparse::ExecKernel::Cusparse { .. }) => Some(m.ms),
         (None, Backend::Gpu, _) => {
             let o = PrepareOptions::builder()
                 .reorder(tcsparse::ReorderChoice::None)

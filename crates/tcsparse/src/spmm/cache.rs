@@ -22,7 +22,8 @@
 //! | … | payload |
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
-//! (u32s); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! (u32s; cuSPARSE, tag 1: one u8, its SpMM algorithm: 0 default, 1–3 CSR_ALG1–3, any other byte
+//! corrupt); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
@@ -42,6 +43,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
 use sha2::{Digest, Sha256};
@@ -54,8 +56,9 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
-/// Version of the file layout and payload encoding; bump on any change.
-pub const PLAN_VERSION: u32 = 4;
+/// Version of the file layout and payload encoding; bump on any change. (5: the cuSPARSE kernel
+/// carries its SpMM algorithm.)
+pub const PLAN_VERSION: u32 = 5;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 /// Largest row-tile skeleton stored (bytes of its two arrays); a larger one is left out.
 const MAX_SKELETON_BYTES: usize = 1 << 30;
@@ -304,6 +307,27 @@ fn put_u32(out: &mut Vec<u8>, x: u32) {
     out.extend_from_slice(&x.to_le_bytes());
 }
 
+/// The byte that stores cuSPARSE's SpMM algorithm (stable: never renumber, add new ones after).
+fn alg_byte(alg: SpmmAlg) -> u8 {
+    match alg {
+        SpmmAlg::Default => 0,
+        SpmmAlg::CsrAlg1 => 1,
+        SpmmAlg::CsrAlg2 => 2,
+        SpmmAlg::CsrAlg3 => 3,
+    }
+}
+
+/// The algorithm [`alg_byte`] stored as `b`, `None` for a byte it never writes.
+fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
+    match b {
+        0 => Some(SpmmAlg::Default),
+        1 => Some(SpmmAlg::CsrAlg1),
+        2 => Some(SpmmAlg::CsrAlg2),
+        3 => Some(SpmmAlg::CsrAlg3),
+        _ => None,
+    }
+}
+
 fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     let mut out = Vec::new();
     out.push(match e.mode {
@@ -312,7 +336,10 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     });
     match e.kernel {
         ExecKernel::CpuBitTcf => out.push(0),
-        ExecKernel::Cusparse => out.push(1),
+        ExecKernel::Cusparse { alg } => {
+            out.push(1);
+            out.push(alg_byte(alg));
+        }
         ExecKernel::CsrCuda { chunk_nnz } => {
             out.push(2);
             put_u32(&mut out, chunk_nnz);
@@ -479,7 +506,12 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
     }
     let kernel = match r.u8()? {
         0 => ExecKernel::CpuBitTcf,
-        1 => ExecKernel::Cusparse,
+        1 => {
+            let b = r.u8()?;
+            let alg =
+                alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
+            ExecKernel::Cusparse { alg }
+        }
         2 => {
             let chunk_nnz = r.u32()?;
             if chunk_nnz == 0 {
@@ -673,6 +705,43 @@ mod tests {
         );
         e.row_tile = None;
         assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e));
+    }
+
+    #[test]
+    fn cusparse_algorithms_round_trip_and_unknown_ones_are_refused() {
+        let a = matrix();
+        let entry = |alg| PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::Cusparse { alg },
+            perm: None,
+            blocks: Some([3, 5, 2]),
+            row_tile: None,
+            note: "tuned".into(),
+        };
+        let mut bytes_seen = Vec::new();
+        for alg in SpmmAlg::CANDIDATES {
+            let e = entry(alg);
+            let bytes = encode_payload(&e);
+            // Mode, kernel tag 1, then the algorithm's byte.
+            assert_eq!(bytes[1], 1, "{alg:?}");
+            bytes_seen.push(bytes[2]);
+            assert_eq!(decode_payload(&bytes, &a), Ok(e), "{alg:?}");
+        }
+        // Each algorithm its own byte.
+        bytes_seen.sort_unstable();
+        bytes_seen.dedup();
+        assert_eq!(bytes_seen.len(), SpmmAlg::CANDIDATES.len());
+        // A byte no algorithm writes: corrupt, never a guess.
+        let mut bytes = encode_payload(&entry(SpmmAlg::CsrAlg3));
+        for bad in [4u8, 0x7f, 0xff] {
+            bytes[2] = bad;
+            let why = decode_payload(&bytes, &a).unwrap_err();
+            assert!(why.starts_with("corrupt:"), "{why}");
+            assert!(why.contains("cuSPARSE SpMM algorithm"), "{why}");
+        }
+        // A payload cut right after the kernel tag: corrupt, not a panic.
+        let cut = &encode_payload(&entry(SpmmAlg::Default))[..2];
+        assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
     }
 
     #[test]

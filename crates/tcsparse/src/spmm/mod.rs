@@ -37,9 +37,13 @@ pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 pub(crate) enum DeviceState {
     Cpu,
     Acc(Box<AccSpmmDevice>),
+    /// cuSPARSE: the matrix's descriptor, the algorithm products run (a tuned preparation's
+    /// fastest, else [`SpmmAlg::Default`]) and one [`CusparseSpmm`] per width and algorithm, set
+    /// up on first use.
     Cusparse {
         csr: CusparseCsr,
-        spmm: HashMap<usize, CusparseSpmm>,
+        alg: SpmmAlg,
+        spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
     Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
@@ -485,7 +489,7 @@ impl Prepared {
             }
             DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::RowTile(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::Cusparse { csr, spmm } => {
+            DeviceState::Cusparse { csr, alg, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(
                         "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
@@ -494,12 +498,12 @@ impl Prepared {
                 if n == 0 || csr.rows() == 0 {
                     return Ok(());
                 }
-                let s = match spmm.entry(n) {
+                let s = match spmm.entry((n, *alg)) {
                     std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                     // Set up on the caller's B and C (no temporaries of their size).
-                    std::collections::hash_map::Entry::Vacant(e) => e.insert(
-                        CusparseSpmm::with_buffers(gpu, csr, n, SpmmAlg::Default, b, c)?,
-                    ),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(CusparseSpmm::with_buffers(gpu, csr, n, *alg, b, c)?)
+                    }
                 };
                 s.run(alpha, b, beta, c)?;
             }
@@ -568,7 +572,7 @@ impl Prepared {
                 d.set_values(&gpu, bittcf.values())?
             }
             DeviceState::Csr(k) => k.set_values(self.a.data())?,
-            DeviceState::Cusparse { csr, spmm } => {
+            DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
             }

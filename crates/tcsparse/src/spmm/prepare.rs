@@ -11,7 +11,7 @@ use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::baselines::cusparse::CusparseCsr;
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
@@ -151,7 +151,11 @@ pub fn model_kernel(
     if nnz > 0 && alpha.is_some() && at_launch_floor(nnz, sm_count) {
         return hrpb_default(rows, sm_count);
     }
-    let csr = || csr_kernel_for(nnz, sm_count).unwrap_or(ExecKernel::Cusparse);
+    let csr = || {
+        csr_kernel_for(nnz, sm_count).unwrap_or(ExecKernel::Cusparse {
+            alg: SpmmAlg::Default,
+        })
+    };
     match plan.choice {
         KernelChoice::AccSpmm { balanced: true }
             if alpha.is_some_and(|a| a < BALANCED_TC_MIN_ALPHA) =>
@@ -866,7 +870,10 @@ impl Engine {
         // original order for them unless the caller asked for the reordering.
         if !forced
             && perm.is_some()
-            && matches!(kernel, ExecKernel::Cusparse | ExecKernel::CsrCuda { .. })
+            && matches!(
+                kernel,
+                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+            )
         {
             let t = Instant::now();
             perm = None;
@@ -919,7 +926,7 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Acc(Box::new(d))
             }
-            (Some(gpu), ExecKernel::Cusparse) => {
+            (Some(gpu), ExecKernel::Cusparse { alg }) => {
                 let csr = match device.take() {
                     Some(d) if a_re.is_none() => CusparseCsr::from_device(gpu, src, d)?,
                     _ => CusparseCsr::new(gpu, src)?,
@@ -927,6 +934,7 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Cusparse {
                     csr,
+                    alg,
                     spmm: HashMap::new(),
                 }
             }
@@ -1096,7 +1104,9 @@ impl Engine {
                 (ExecKernel::AccSpmmPaper { schedule }, note, sched)
             }
             KernelRequest::Cusparse => (
-                ExecKernel::Cusparse,
+                ExecKernel::Cusparse {
+                    alg: SpmmAlg::Default,
+                },
                 format!("cuSPARSE requested (planner: {})", plan.reason),
                 None,
             ),
@@ -1128,7 +1138,9 @@ impl Engine {
                 )
             }
             KernelRequest::Auto if opts.precision == Precision::F32 => (
-                ExecKernel::Cusparse,
+                ExecKernel::Cusparse {
+                    alg: SpmmAlg::Default,
+                },
                 format!(
                     "F32 precision asked for: cuSPARSE (f32 rounding) instead of the tensor-core \
                      kernels (planner: {})",
@@ -1160,7 +1172,7 @@ impl Engine {
                 let floor = at_launch_floor(nnz, sms);
                 let note = match kernel {
                     ExecKernel::AccSpmm { .. } => return acc(plan.reason.clone()),
-                    ExecKernel::Cusparse => plan.reason.clone(),
+                    ExecKernel::Cusparse { .. } => plan.reason.clone(),
                     ExecKernel::Hrpb { .. } if plan.choice != KernelChoice::HrpbSpmm && floor => {
                         format!(
                             "{} (launch floor: {nnz} nonzeros, fewer than {CSR_MIN_ITEMS_PER_SM} warp items of 64 per SM; {kernel} bounds every thread block's walk)",
@@ -1280,7 +1292,9 @@ mod tests {
                 None,
                 132
             ),
-            ExecKernel::Cusparse
+            ExecKernel::Cusparse {
+                alg: SpmmAlg::Default
+            }
         );
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
         assert_eq!(
