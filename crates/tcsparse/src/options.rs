@@ -145,7 +145,8 @@ pub enum KernelRequest {
     /// (register metadata, read-only B loads): the ablation of docs/results. Schedules as
     /// [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs as `Balance::Packed`).
     AccSpmmPaper,
-    /// cuSPARSE SpMM on CSR.
+    /// cuSPARSE SpMM on CSR, at its default algorithm ([`SpmmAlg::Default`](crate::SpmmAlg); a
+    /// tuned [`KernelRequest::Auto`] preparation times every CSR algorithm and keeps the fastest).
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
@@ -178,7 +179,7 @@ pub struct PrepareOptions {
     /// The N (columns of B) the plan (and tuning) is made for; products may use any N.
     pub n: usize,
     /// On the GPU with [`KernelRequest::Auto`]: time the candidates (cuSPARSE in the original
-    /// order; Acc-SpMM under the planner's and the other schedules, unless `balance` fixes one)
+    /// order at each of its CSR algorithms, the fastest the bound the others must beat; Acc-SpMM under the planner's and the other schedules, unless `balance` fixes one)
     /// with a random B of `n` columns and keep the fastest, instead of trusting the planner's
     /// model alone. Costs a few dozen launches at preparation.
     pub tune: bool,

@@ -10,8 +10,8 @@ use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Balance, CSR_TUNED_CHUNKS, Engine, ExecKernel, KernelRequest, PrepareOptions, PrepareReport,
-    Prepared, ReorderChoice, RowTileKernel, TUNED_SCHEDULES,
+    Balance, CSR_TUNED_CHUNKS, CacheOutcome, Engine, ExecKernel, KernelRequest, PrepareOptions,
+    PrepareReport, Prepared, ReorderChoice, RowTileKernel, SpmmAlg, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
@@ -182,6 +182,117 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         );
         assert!(r.tune_s > 0.0);
     }
+}
+
+/// The cuSPARSE algorithm a tuning sample names (`None` for another candidate).
+fn cusparse_alg_of(candidate: &str) -> Option<SpmmAlg> {
+    let name = candidate.strip_prefix("cuSPARSE")?;
+    let name = name.strip_suffix(" [probe]").unwrap_or(name);
+    SpmmAlg::CANDIDATES
+        .into_iter()
+        .find(|alg| name.ends_with(&format!(" {}", alg.name())))
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_kernel() {
+    // cage10 at N = 8: CSR_ALG3 ran 3.7× faster than cuSPARSE's default there on the H200
+    // (docs/kernels/spmv.md, v13), so the bound every candidate must beat is cuSPARSE's fastest
+    // algorithm, not its default. (Without the shared datasets: the small hub matrix.)
+    let engine = engine();
+    let (name, a) = match datasets().map(|d| d.join("cage10.mtx.gz")) {
+        Some(f) if f.is_file() => ("cage10", tcsparse::formats::mtx::read_matrix(&f).unwrap()),
+        _ => {
+            assert!(
+                std::env::var("TCSPARSE_REQUIRE_DATA").as_deref() != Ok("1"),
+                "TCSPARSE_REQUIRE_DATA=1 but no cage10.mtx.gz (set TCSPARSE_SHARED_DATASETS)"
+            );
+            println!("note: no shared cage10; the small hub matrix instead");
+            ("small hub matrix", small_matrix())
+        }
+    };
+    let n = 8;
+    let dir =
+        std::env::temp_dir().join(format!("tcsparse-gpu-cusparse-alg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = PrepareOptions::builder()
+        .n(n)
+        .cache_dir(Some(dir.clone()))
+        .build();
+    let mut p = engine.prepare(&a, &opts).unwrap();
+    let r = p.report().clone();
+    assert_eq!(r.cache, CacheOutcome::Miss);
+    let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
+    // One cuSPARSE sample per algorithm (all four ran at 8 columns on every v13 matrix), the
+    // first family timed; exactly one of them (the fastest probe) timed in full.
+    let cus: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| n.starts_with("cuSPARSE"))
+        .collect();
+    let algs: Vec<SpmmAlg> = cus.iter().filter_map(|n| cusparse_alg_of(n)).collect();
+    assert_eq!(
+        algs.len(),
+        cus.len(),
+        "a cuSPARSE sample without its algorithm: {cus:?}"
+    );
+    assert_eq!(algs, SpmmAlg::CANDIDATES, "{names:?}");
+    assert!(
+        names[..cus.len()].iter().all(|n| n.starts_with("cuSPARSE")),
+        "{names:?}"
+    );
+    let full: Vec<&str> = cus
+        .iter()
+        .copied()
+        .filter(|n| !n.ends_with(" [probe]"))
+        .collect();
+    assert_eq!(full.len(), 1, "{cus:?}");
+    let finalist = cusparse_alg_of(full[0]).unwrap();
+    assert_kept_the_fastest(&r);
+    match r.kernel {
+        // cuSPARSE kept: at its finalist's algorithm, named in the note.
+        ExecKernel::Cusparse { alg } => {
+            assert_eq!(alg, finalist, "{names:?}");
+            assert!(
+                r.kernel_note
+                    .contains(&format!("cuSPARSE ({})", alg.name())),
+                "{}",
+                r.kernel_note
+            );
+        }
+        // Else ours, timed faster than cuSPARSE's fastest algorithm.
+        k => {
+            let cus_ms = r.tuning.iter().find(|t| t.candidate == full[0]).unwrap().ms;
+            let kept = r
+                .tuning
+                .iter()
+                .filter(|t| {
+                    !t.candidate.starts_with("cuSPARSE") && !t.candidate.ends_with(" [probe]")
+                })
+                .map(|t| t.ms)
+                .min_by(f64::total_cmp)
+                .unwrap();
+            assert!(
+                kept < cus_ms,
+                "kept {k} at {kept} ms, cuSPARSE {cus_ms} ms: {names:?}"
+            );
+        }
+    }
+    println!("{name} tuned at N = {n}: {} ({})", r.kernel, r.kernel_note);
+    for beta in [0.0, -0.5] {
+        let e = scaled_error(&mut p, &a, n, beta);
+        assert!(e <= BOUND, "β = {beta}: error {e:.3e}");
+    }
+    // A second preparation hits the plan cache and rebuilds the same kernel (a cuSPARSE one at
+    // the same algorithm), with products as good.
+    let mut hit = engine.prepare(&a, &opts).unwrap();
+    assert_eq!(hit.report().cache, CacheOutcome::Hit);
+    assert_eq!(hit.kernel(), r.kernel);
+    for beta in [0.0, -0.5] {
+        let e = scaled_error(&mut hit, &a, n, beta);
+        assert!(e <= BOUND, "hit, β = {beta}: error {e:.3e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

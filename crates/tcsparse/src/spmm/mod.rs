@@ -39,7 +39,7 @@ pub(crate) enum DeviceState {
     Acc(Box<AccSpmmDevice>),
     /// cuSPARSE: the matrix's descriptor, the algorithm products run (a tuned preparation's
     /// fastest, else [`SpmmAlg::Default`]) and one [`CusparseSpmm`] per width and algorithm, set
-    /// up on first use.
+    /// up on first use (tuning sets up every algorithm it times, then keeps only its winner's).
     Cusparse {
         csr: CusparseCsr,
         alg: SpmmAlg,
@@ -269,6 +269,36 @@ impl Prepared {
             self.report.split_windows = d.num_split_windows();
         }
         Ok(())
+    }
+
+    /// Sets the cuSPARSE SpMM algorithm products run (its [`CusparseSpmm`] set up on the next
+    /// launch at a width it has none for); `false`, and nothing changed, on other kernels.
+    pub(crate) fn set_cusparse_alg(&mut self, alg: SpmmAlg) -> bool {
+        let DeviceState::Cusparse { alg: current, .. } = &mut self.dev else {
+            return false;
+        };
+        *current = alg;
+        true
+    }
+
+    /// Drops the cuSPARSE set-up of `alg` at width `n` (its workspace freed), if any.
+    pub(crate) fn drop_cusparse_setup(&mut self, n: usize, alg: SpmmAlg) {
+        if let DeviceState::Cusparse { spmm, .. } = &mut self.dev {
+            spmm.remove(&(n, alg));
+        }
+    }
+
+    /// Keeps cuSPARSE algorithm `alg` (the report's kernel names it) and drops the set-ups of
+    /// every other algorithm (their workspaces freed); no-op on other kernels.
+    pub(crate) fn keep_cusparse_alg(&mut self, alg: SpmmAlg) {
+        if let DeviceState::Cusparse {
+            alg: current, spmm, ..
+        } = &mut self.dev
+        {
+            *current = alg;
+            spmm.retain(|&(_, a), _| a == alg);
+            self.report.kernel = ExecKernel::Cusparse { alg };
+        }
     }
 
     /// Why the prepared kernel cannot run at width `n` on this device (an Acc-SpMM row cache that

@@ -6,6 +6,7 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::spmm::row_tile::{
@@ -387,6 +388,45 @@ fn tune_csr(
     Ok(Some((ms, dev)))
 }
 
+/// Sets up cuSPARSE on `p` (prepared for cuSPARSE) at each of [`SpmmAlg::CANDIDATES`] with one
+/// untimed product of width `n` (on tuning's B and C, synchronized, so that a failure is the
+/// algorithm's) and returns those that worked, in that order. An algorithm whose set-up or launch
+/// fails is skipped (a debug line says why) and its set-up dropped.
+fn cusparse_algs(
+    gpu: &Gpu,
+    p: &mut Prepared,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+) -> Vec<SpmmAlg> {
+    let mut working = Vec::with_capacity(SpmmAlg::CANDIDATES.len());
+    for alg in SpmmAlg::CANDIDATES {
+        if !p.set_cusparse_alg(alg) {
+            tracing::debug!("tuning: prepared as {}, not cuSPARSE", p.report.kernel);
+            return Vec::new();
+        }
+        let t0 = Instant::now();
+        let tried = p
+            .launch_prepared(1.0, b, n, n, 0.0, c, n)
+            .and_then(|()| Ok(gpu.synchronize()?));
+        match tried {
+            Ok(()) => {
+                tracing::debug!(
+                    "tuning: cuSPARSE {} set up in {:.1} ms",
+                    alg.name(),
+                    t0.elapsed().as_secs_f64() * 1e3
+                );
+                working.push(alg);
+            }
+            Err(e) => {
+                tracing::debug!("tuning: cuSPARSE {} skipped: {e}", alg.name());
+                p.drop_cusparse_setup(n, alg);
+            }
+        }
+    }
+    working
+}
+
 /// Values of tuning's B pattern (deterministic, in [-1, 1); timing does not depend on them).
 fn tuning_pattern(len: usize) -> Vec<f32> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -541,17 +581,20 @@ impl Engine {
     }
 
     /// [`Engine::prepare`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
-    /// (original order unless the reordering was forced), time it, then our CSR kernel on the same
-    /// matrix and, unless [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as
-    /// asked) under each schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the
-    /// Acc-SpMM candidate's matrix, at width `opts.n`; keep the fastest. On matrices of at least
+    /// (original order unless the reordering was forced), time it at each of its CSR algorithms
+    /// ([`SpmmAlg::CANDIDATES`], one family; the fastest is kept, and is the bound every other
+    /// candidate must beat), then our CSR kernel on the same matrix and, unless
+    /// [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as asked) under each
+    /// schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the Acc-SpMM
+    /// candidate's matrix, at width `opts.n`; keep the fastest. On matrices of at least
     /// [`PRUNE_MIN_NNZ`] nonzeros with `Balance::Auto` the row-tile kernels and HRPB come first
     /// (on a host-only preparation) and Acc-SpMM is built only where its prediction is within
     /// [`HRPB_SKIP_FACTOR`] of the best measured. Each family of candidates
     /// is probed briefly and only its fastest probe, when it comes within [`PROBE_REJECT`] of the
-    /// best so far, is timed in full (cuSPARSE always is, so the choice is never a kernel measured
-    /// slower than it). An Acc-SpMM candidate that cannot be prepared (too large for the u32
-    /// layout, …) leaves cuSPARSE and CSR, without timing the row-tile kernels.
+    /// best so far, is timed in full (cuSPARSE's fastest algorithm always is, so the choice is
+    /// never a kernel measured slower than cuSPARSE at its best). An Acc-SpMM candidate that
+    /// cannot be prepared (too large for the u32 layout, …) leaves cuSPARSE and CSR, without
+    /// timing the row-tile kernels.
     pub(super) fn prepare_tuned(
         &self,
         gpu: &Gpu,
@@ -617,25 +660,42 @@ impl Engine {
         let b = tuning_b(gpu, a.cols() * n)?;
         let mut c = gpu.alloc_zeros::<f32>(a.rows() * n)?;
         mark(format_args!("tuning's B and C on the device"));
-        let cus_name = if cus.perm.is_some() {
-            "cuSPARSE (reordered)"
+        let cus_order = if cus.perm.is_some() {
+            "reordered"
         } else {
-            "cuSPARSE (original order)"
+            "original order"
         };
-        // cuSPARSE is always timed in full: every other candidate is measured against it. (A
-        // family of one, timed first: nothing bounds it yet, so its probe is always the
-        // finalist; the probe's untimed launch sets cuSPARSE up.)
+        // cuSPARSE at each of its CSR algorithms: for row-major B and C its default is CSR_ALG2,
+        // and ALG1 or ALG3 ran 1.4–9.1× faster at 8 columns on the H200 (docs/kernels/spmv.md,
+        // v13). Each is set up first by one untimed launch (one cuSPARSE refuses is skipped).
+        let algs = cusparse_algs(gpu, &mut cus, &b, &mut c, n);
+        mark(format_args!("cuSPARSE set up at {} algorithms", algs.len()));
+        let no_sample = || Error::InvalidArgs("tuning: cuSPARSE's timing gave no sample".into());
+        if algs.is_empty() {
+            return Err(no_sample());
+        }
+        let cus_names: Vec<String> = algs
+            .iter()
+            .map(|alg| format!("cuSPARSE ({cus_order}) {}", alg.name()))
+            .collect();
+        // cuSPARSE is always timed in full (its fastest algorithm): every other candidate is
+        // measured against it. (The first family: nothing bounds it yet, so its fastest probe is
+        // always the finalist, and its full time is the bound.)
         let timed = tuning.family(
-            &[cus_name.to_string()],
+            &cus_names,
             |_, _| true,
-            |_| cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n),
+            |i| {
+                cus.set_cusparse_alg(algs[i]);
+                cus.launch_prepared(1.0, &b, n, n, 0.0, &mut c, n)
+            },
         )?;
-        let Some((_, cus_ms)) = timed else {
-            return Err(Error::InvalidArgs(
-                "tuning: cuSPARSE's timing gave no sample".into(),
-            ));
+        let Some((i, cus_ms)) = timed else {
+            return Err(no_sample());
         };
-        mark(format_args!("cuSPARSE timed"));
+        // The finalist's algorithm is kept; the others' set-ups (workspaces) are dropped.
+        let cus_alg = algs[i];
+        cus.keep_cusparse_alg(cus_alg);
+        mark(format_args!("cuSPARSE timed, {} kept", cus_alg.name()));
         tuning.cost("cuSPARSE", t_family);
         // Our CUDA-core CSR kernel on the same (original-order) matrix as cuSPARSE, at each
         // nonzero budget per warp.
@@ -876,7 +936,8 @@ impl Engine {
                     |e| format!("Acc-SpMM could not be prepared: {e}"),
                 );
                 cus.report.kernel_note = format!(
-                    "tuned at N = {n}: cuSPARSE {why}; planner: {}",
+                    "tuned at N = {n}: cuSPARSE ({}) {why}; planner: {}",
+                    cus_alg.name(),
                     cus.plan.reason
                 );
                 cus
