@@ -2206,6 +2206,154 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
         spmv_csr_body<N>(indptr, indices, values, work, items, x, y, partial, alpha, beta);        \
     }
 
+// ---------------------------------------------------------------------------------------------
+// CSR row walk for 2..8 right-hand sides (`csrrows`, session 19): the CSR walk's items, arrays and
+// fix-up, but each row summed by one lane group from its own registers. Under ncu (H100, session
+// 19) the step walk above ran 8.3 (clustered1m) to 15.4 (REDDIT) warp-instructions per nonzero:
+// per 32 nonzeros a 5-level binary search of the row ends in shared memory and a predicated
+// shared-memory add per run. Here an item of several whole rows is cut at row ends into four
+// row-aligned runs of about a quarter of its nonzeros each (three ballots over the row ends, one
+// per lane), group g (lane (g, j) = (lane / 8, lane % 8), lane j multiplying RHS j) walks run g:
+// per step 8 consecutive nonzeros (one coalesced (column, value) load per lane, shuffled to the
+// group, the 8 X loads issued before the FMAs, the next step's pairs loaded while these are
+// summed), one register sum per lane; where a row ends (a compare with the current row's end,
+// branch taken by that group only) the sum is written to y once and the walk moves to the next
+// non-empty row (a mask of the item's non-empty rows; their ends in shared memory). Empty rows are
+// written first (beta * y, 0 when beta = 0: y never read then). A one-row item (a row longer than
+// the budget, or one chunk of it) is summed by the whole warp: group g takes nonzeros 8g..8g + 7 of
+// each 32, the four group sums added by two xor shuffles (a fixed order); a split chunk writes its
+// alpha-scaled sum to partial[item * N + j] for spmv_csr_fixup, as the step walk does. Every row is
+// summed in a fixed order and written once per call.
+// ---------------------------------------------------------------------------------------------
+template <int N>
+__device__ __forceinline__ void csr_row_write(float* __restrict__ y, u64 row, u32 j, float v,
+                                              float beta) {
+    float* p = y + row * N + j;
+    *p = beta == 0.0f ? v : fmaf(beta, *p, v);
+}
+
+template <int N>
+__device__ __forceinline__ void spmv_csrrows_body(const u32* __restrict__ indptr,
+                                                  const u32* __restrict__ indices,
+                                                  const float* __restrict__ values,
+                                                  const uint4* __restrict__ work, u32 items,
+                                                  const float* __restrict__ x,
+                                                  float* __restrict__ y,
+                                                  float* __restrict__ partial, float alpha,
+                                                  float beta) {
+    __shared__ u32 ends[SPMV_WARPS][SPMV_CSR_MAX_ROWS];
+    const u32 lane = threadIdx.x, wid = threadIdx.y;
+    const u32 item = blockIdx.x * SPMV_WARPS + wid;
+    if (item >= items) return;  // (whole warp)
+    const uint4 w = __ldg(work + item);
+    const u32 nrows = w.y - w.x;  // 1..32 (csr_work)
+    const u32 g = lane >> 3, j = lane & 7u;
+    const bool rhs = j < (u32)N;
+    if (nrows == 1u) {
+        // One row (whole, or a chunk of a row longer than the budget): the whole warp.
+        u32 cl = w.z + lane < w.w ? __ldg(indices + w.z + lane) : 0u;
+        float vl = w.z + lane < w.w ? __ldg(values + w.z + lane) : 0.0f;
+        const bool split =
+            __ldg(indptr + w.x) < w.z || w.w < __ldg(indptr + w.x + 1u);
+        float acc = 0.0f;
+        for (u32 k0 = w.z; k0 < w.w; k0 += 32u) {  // warp-uniform
+            float v[8], xv[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const int src = 8 * (int)g + q;
+                const u32 c = __shfl_sync(FULL_MASK, cl, src);
+                v[q] = __shfl_sync(FULL_MASK, vl, src);
+                xv[q] = (k0 + (u32)src < w.w && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
+            }
+            const u32 kn = k0 + 32u + lane;
+            cl = kn < w.w ? __ldg(indices + kn) : 0u;
+            vl = kn < w.w ? __ldg(values + kn) : 0.0f;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) acc = fmaf(v[q], xv[q], acc);
+        }
+        acc += __shfl_xor_sync(FULL_MASK, acc, 8);
+        acc += __shfl_xor_sync(FULL_MASK, acc, 16);
+        if (g == 0u && rhs) {
+            if (split) {
+                partial[(u64)item * N + j] = alpha * acc;
+            } else {
+                csr_row_write<N>(y, w.x, j, alpha * acc, beta);
+            }
+        }
+        return;
+    }
+    // Several whole rows: their nonzeros are w.z .. w.w. The item's pairs on their way to L2 while
+    // the row ends arrive (the runs' first loads need the ends).
+    const u32 nnz = w.w - w.z;
+    if (lane * 32u < nnz) {
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(indices + w.z + lane * 32u));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(values + w.z + lane * 32u));
+    }
+    const bool in = lane < nrows;
+    const u32 rend = in ? __ldg(indptr + w.x + lane + 1u) : w.w;
+    const u32 up = __shfl_up_sync(FULL_MASK, rend, 1);
+    const u32 rbeg = lane == 0u ? w.z : up;
+    ends[wid][lane] = rend;
+    const u32 nonempty = __ballot_sync(FULL_MASK, in && rend > rbeg);
+    // Empty rows: y = beta * y (0 when beta = 0), written by group (row % 4).
+    for (u32 empty = __ballot_sync(FULL_MASK, in && rend == rbeg); empty != 0u;
+         empty &= empty - 1u) {  // warp-uniform
+        const u32 r = __ffs(empty) - 1u;
+        if ((r & 3u) == g && rhs) csr_row_write<N>(y, w.x + r, j, 0.0f, beta);
+    }
+    // Run g: rows first_g .. first_{g+1} - 1, first_g = the rows ending at or before the item's
+    // g-th nonzero quarter (first_0 = 0, first_4 = nrows).
+    const u32 f1 = __popc(__ballot_sync(FULL_MASK, in && rend <= w.z + nnz / 4u));
+    const u32 f2 = __popc(__ballot_sync(FULL_MASK, in && rend <= w.z + nnz / 2u));
+    const u32 f3 = __popc(__ballot_sync(FULL_MASK, in && rend <= w.z + nnz - nnz / 4u));
+    const u32 r0 = g == 0u ? 0u : (g == 1u ? f1 : (g == 2u ? f2 : f3));
+    const u32 r1 = g == 0u ? f1 : (g == 1u ? f2 : (g == 2u ? f3 : nrows));
+    const u32 s0 = __shfl_sync(FULL_MASK, rend, (r0 - 1u) & 31u);
+    const u32 s1 = __shfl_sync(FULL_MASK, rend, (r1 - 1u) & 31u);
+    const u32 gb = r0 == 0u ? w.z : s0;  // run g's nonzeros: gb .. ge - 1
+    const u32 ge = r1 == 0u ? w.z : s1;
+    // The run's current row (its first non-empty one; none when the run has no nonzeros) and end.
+    u32 rr = r0 < 32u ? __ffs(nonempty & (0xffffffffu << r0)) - 1u : 0xffffffffu;
+    __syncwarp();
+    u32 e = gb < ge ? ends[wid][rr] : 0u;
+    float acc = 0.0f;
+    u32 cl = gb + j < ge ? __ldg(indices + gb + j) : 0u;
+    float vl = gb + j < ge ? __ldg(values + gb + j) : 0.0f;
+    for (u32 k = gb; __any_sync(FULL_MASK, k < ge); k += 8u) {
+        float v[8], xv[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const int src = 8 * (int)g + q;
+            const u32 c = __shfl_sync(FULL_MASK, cl, src);
+            v[q] = __shfl_sync(FULL_MASK, vl, src);
+            xv[q] = (k + (u32)q < ge && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
+        }
+        const u32 kn = k + 8u + j;
+        cl = kn < ge ? __ldg(indices + kn) : 0u;
+        vl = kn < ge ? __ldg(values + kn) : 0.0f;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            acc = fmaf(v[q], xv[q], acc);
+            if (k + (u32)q + 1u == e && k + (u32)q < ge) {  // run g's row rr ends here
+                if (rhs) csr_row_write<N>(y, w.x + rr, j, alpha * acc, beta);
+                acc = 0.0f;
+                rr = rr < 31u ? __ffs(nonempty & (0xfffffffeu << rr)) - 1u : 0xffffffffu;
+                e = rr < 32u ? ends[wid][rr] : 0u;
+            }
+        }
+    }
+}
+
+// 5 blocks (40 warps) per SM, as the step walk.
+#define SPMV_CSRROWS_ENTRY(N)                                                                      \
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 5)                               \
+        spmv_csrrows##N(const u32* __restrict__ indptr, const u32* __restrict__ indices,           \
+                        const float* __restrict__ values, const uint4* __restrict__ work,          \
+                        u32 items, const float* __restrict__ x, float* __restrict__ y,             \
+                        float* __restrict__ partial, float alpha, float beta) {                    \
+        spmv_csrrows_body<N>(indptr, indices, values, work, items, x, y, partial, alpha, beta);    \
+    }
+
 // Split rows of the CSR walk: fix[i] = {row, first item, end item}; one thread per (split row,
 // RHS j): y = the items' partials (alpha applied) in item order + beta * y.
 #if SPMV_MODULE_N == 1
@@ -2249,24 +2397,31 @@ SPMV_RHS_ENTRIES(1, 3)
 #elif SPMV_MODULE_N == 2
 SPMV_RHS_ENTRIES(2, 4)
 SPMV_CSR_ENTRY(2)
+SPMV_CSRROWS_ENTRY(2)
 #elif SPMV_MODULE_N == 3
 SPMV_RHS_ENTRIES(3, 4)
 SPMV_CSR_ENTRY(3)
+SPMV_CSRROWS_ENTRY(3)
 #elif SPMV_MODULE_N == 4
 SPMV_RHS_ENTRIES(4, 4)
 SPMV_CSR_ENTRY(4)
+SPMV_CSRROWS_ENTRY(4)
 #elif SPMV_MODULE_N == 5
 SPMV_RHS_ENTRIES(5, 4)
 SPMV_CSR_ENTRY(5)
+SPMV_CSRROWS_ENTRY(5)
 #elif SPMV_MODULE_N == 6
 SPMV_RHS_ENTRIES(6, 4)
 SPMV_CSR_ENTRY(6)
+SPMV_CSRROWS_ENTRY(6)
 #elif SPMV_MODULE_N == 7
 SPMV_RHS_ENTRIES(7, 4)
 SPMV_CSR_ENTRY(7)
+SPMV_CSRROWS_ENTRY(7)
 #elif SPMV_MODULE_N == 8
 SPMV_RHS_ENTRIES(8, 4)
 SPMV_CSR_ENTRY(8)
+SPMV_CSRROWS_ENTRY(8)
 #else
 #error "SPMV_MODULE_N must be 1 to 8"
 #endif

@@ -25,7 +25,7 @@ use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
-use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
+use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
 use tcsparse::gpu::spmv::graph::time_graph;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
@@ -40,8 +40,8 @@ pub const SAMPLES: usize = 15;
 /// Tile budgets per half tried for our kernel (plus the wave-fitted one for
 /// `WAVE_FITTED_LAYOUTS`: `BitBsrSpmv::tuning_chunks`).
 pub const CHUNKS: [u32; 4] = [4, 8, 32, 128];
-/// Backend name of our CSR walk for 2 to 8 right-hand sides (`spmv_csr{n}`; the best budget of
-/// [`CSR_CHUNKS`]); a candidate of every tuned engine at n ≥ 2.
+/// Backend name of our CSR walks for 2 to 8 right-hand sides (`spmv_csr{n}` or `spmv_csrrows{n}`:
+/// the best walk and budget of [`CSR_CHUNKS`]); candidates of every tuned engine at n ≥ 2.
 pub const CSR_BACKEND: &str = "tcsparse/csr";
 /// Accuracy bound of our kernels (f16 and TF32 keep 11 bits of A and X): 2⁻⁹·(|A|·|X|).
 pub const TOL_OURS: f64 = 1.0 / 512.0;
@@ -342,32 +342,36 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             });
             results.push((name.into(), r));
         }
-        // Our CSR walk (n ≥ 2; an f32 product, so a candidate of every tuned engine): each budget
-        // of CSR_CHUNKS timed, the fastest reported.
+        // Our CSR walks (n ≥ 2; f32 products, so candidates of every tuned engine): each walk at
+        // each budget of CSR_CHUNKS timed, the fastest reported.
         if n >= 2 {
             let r = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
                 let mut measure = || -> Result<Measured, GpuError> {
                     let mut k = CsrSpmv::new(gpu, a, ca, CSR_CHUNKS[0])?;
-                    k.load(n)?;
-                    let mut best: Option<(f64, u32)> = None;
-                    for c in CSR_CHUNKS {
-                        k.set_chunk(c)?;
-                        // SAFETY: as above.
-                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                            k.enqueue(s, 1.0, px, 0.0, py, n)
-                        })?;
-                        tracing::debug!(
-                            candidate = CsrSpmv::kernel_name(n)?,
-                            chunk = c,
-                            us = tm.median_ms * 1e3,
-                            "{} tcsparse/csr n {n}",
-                            m.name
-                        );
-                        if best.is_none_or(|b| tm.median_ms < b.0) {
-                            best = Some((tm.median_ms, c));
+                    let mut best: Option<(f64, u32, CsrWalk)> = None;
+                    for walk in CsrWalk::ALL {
+                        k.set_walk(walk);
+                        k.load(n)?;
+                        for c in CSR_CHUNKS {
+                            k.set_chunk(c)?;
+                            // SAFETY: as above.
+                            let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                                k.enqueue(s, 1.0, px, 0.0, py, n)
+                            })?;
+                            tracing::debug!(
+                                candidate = k.kernel_name(n)?,
+                                chunk = c,
+                                us = tm.median_ms * 1e3,
+                                "{} tcsparse/csr n {n}",
+                                m.name
+                            );
+                            if best.is_none_or(|b| tm.median_ms < b.0) {
+                                best = Some((tm.median_ms, c, walk));
+                            }
                         }
                     }
-                    let (ms, c) = best.unwrap_or((f64::NAN, CSR_CHUNKS[0]));
+                    let (ms, c, walk) = best.unwrap_or((f64::NAN, CSR_CHUNKS[0], CsrWalk::Steps));
+                    k.set_walk(walk);
                     k.set_chunk(c)?;
                     let (se, re) =
                         checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
@@ -377,7 +381,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                         rel_err: re,
                         plan: format!(
                             "{} chunk {c} nnz ({} split rows)",
-                            CsrSpmv::kernel_name(n)?,
+                            k.kernel_name(n)?,
                             k.split_rows()
                         ),
                         bytes: k.min_bytes(n) as u64,

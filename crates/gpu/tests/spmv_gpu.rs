@@ -21,7 +21,7 @@ use tcsparse_formats::reference::spmm_f64;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
-use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
+use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BLOCK_LAYOUTS, BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS, TC_LAYOUTS,
@@ -184,45 +184,52 @@ fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
     triplets(rows as usize, cols as usize, &t)
 }
 
-/// The CSR walk (`spmv_csr{n}`) on `a` for n = 2..8 at budgets `chunks`, β = 0 with NaN y and
-/// β ≠ 0, through `run` and (the last budget, n = 8) through a CUDA graph: f32 products, bound
-/// [`TOL_F32_CORE`].
+/// The CSR walks (`spmv_csr{n}`, `spmv_csrrows{n}`) on `a` for n = 2..8 at budgets `chunks`, β = 0
+/// with NaN y and β ≠ 0, through `run` and (the last budget, n = 8) through a CUDA graph: f32
+/// products, bound [`TOL_F32_CORE`].
 fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: &[u32]) {
     use cudarc::driver::{DevicePtr, DevicePtrMut};
     let ca = CusparseCsr::new(gpu, a).expect("upload");
     let mut k = CsrSpmv::new(gpu, a, &ca, chunks[0]).expect("csr walk");
-    for &c in chunks {
-        k.set_chunk(c).expect("chunk");
-        for n in 2..=MAX_RHS {
-            for (alpha, beta) in [(1.0f32, 0.0f32), (-0.75, 0.5)] {
-                let (x, y0) = operands(rng, a, n, beta);
-                let dx = gpu.upload(&x).expect("x");
-                let mut dy = gpu.upload(&y0).expect("y");
-                k.run(alpha, &dx, beta, &mut dy, n).expect("run");
-                let y = gpu.download(&dy).expect("download");
-                let what = format!(
-                    "{name} {} chunk {c} ({} split rows) β {beta}",
-                    CsrSpmv::kernel_name(n).unwrap(),
-                    k.split_rows()
-                );
-                check(&what, a, &x, n, alpha, beta, &y0, &y, TOL_F32_CORE);
+    for walk in CsrWalk::ALL {
+        k.set_walk(walk);
+        for &c in chunks {
+            k.set_chunk(c).expect("chunk");
+            for n in 2..=MAX_RHS {
+                for (alpha, beta) in [(1.0f32, 0.0f32), (-0.75, 0.5)] {
+                    let (x, y0) = operands(rng, a, n, beta);
+                    let dx = gpu.upload(&x).expect("x");
+                    let mut dy = gpu.upload(&y0).expect("y");
+                    k.run(alpha, &dx, beta, &mut dy, n).expect("run");
+                    let y = gpu.download(&dy).expect("download");
+                    let what = format!(
+                        "{name} {} chunk {c} ({} split rows) β {beta}",
+                        k.kernel_name(n).unwrap(),
+                        k.split_rows()
+                    );
+                    check(&what, a, &x, n, alpha, beta, &y0, &y, TOL_F32_CORE);
+                }
             }
         }
+        let n = MAX_RHS;
+        let (x, y0) = operands(rng, a, n, 0.0);
+        let dx = gpu.upload(&x).expect("x");
+        let mut dy = gpu.upload(&y0).expect("y");
+        let (px, _g) = dx.device_ptr(gpu.stream());
+        let (py, _h) = dy.device_ptr_mut(gpu.stream());
+        k.load(n).expect("load");
+        // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
+        let tm = time_graph(gpu, 20, 3, |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })
+            .expect("graph");
+        drop((_g, _h));
+        let y = gpu.download(&dy).expect("download");
+        let what = format!(
+            "{name} graph {} ({:.2} µs)",
+            k.kernel_name(n).unwrap(),
+            tm.median_ms * 1e3
+        );
+        check(&what, a, &x, n, 1.0, 0.0, &y0, &y, TOL_F32_CORE);
     }
-    let n = MAX_RHS;
-    let (x, y0) = operands(rng, a, n, 0.0);
-    let dx = gpu.upload(&x).expect("x");
-    let mut dy = gpu.upload(&y0).expect("y");
-    let (px, _g) = dx.device_ptr(gpu.stream());
-    let (py, _h) = dy.device_ptr_mut(gpu.stream());
-    k.load(n).expect("load");
-    // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
-    let tm =
-        time_graph(gpu, 20, 3, |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) }).expect("graph");
-    drop((_g, _h));
-    let y = gpu.download(&dy).expect("download");
-    let what = format!("{name} graph spmv_csr{n} ({:.2} µs)", tm.median_ms * 1e3);
-    check(&what, a, &x, n, 1.0, 0.0, &y0, &y, TOL_F32_CORE);
 }
 
 /// The CSR walk: rectangular, empty rows, one row ~1000× longer than the rest (split over many
@@ -261,6 +268,27 @@ fn spmv_csr_walk_matches_f64() {
     );
     let b = random_csr(&mut rng, 77, 1300, 900);
     check_csr_walk(&gpu, &mut rng, "wide", &b, &CSR_CHUNKS);
+    // Graph-like rows (0, 1, 2, 7, 8, 9 or 17 nonzeros, runs of empty rows): the row walk's run
+    // cuts, row ends at and across its 8-nonzero steps, items that start or end with empty rows.
+    let lens = [1u32, 0, 2, 0, 0, 8, 1, 9, 0, 7, 2, 17, 1, 1, 0, 0, 0, 2];
+    let mut g = Vec::new();
+    for r in 0..5000u32 {
+        for _ in 0..lens[(r as usize * 7 + r as usize / 13) % lens.len()] {
+            g.push((
+                r,
+                rng.random_range(0..4100u32),
+                rng.random_range(-1.0f32..1.0),
+            ));
+        }
+    }
+    let graph = triplets(5000, 4100, &g);
+    check_csr_walk(
+        &gpu,
+        &mut rng,
+        "short rows",
+        &graph,
+        &[1, 5, 8, CSR_CHUNKS[0], CSR_CHUNKS[2]],
+    );
     let empty = triplets(40, 9, &[]);
     check_csr_walk(&gpu, &mut rng, "no nonzeros", &empty, &[64]);
     let ca = CusparseCsr::new(&gpu, &b).expect("upload");

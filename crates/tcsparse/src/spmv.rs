@@ -4,7 +4,7 @@
 //!
 //! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) at each of its CSR algorithms ([`CusparseSpmvAlg::candidates`]), for n > 1 our
-//! CSR walk ([`CsrSpmv`]: an f32 product on the same CSR arrays, at each budget of [`CSR_CHUNKS`])
+//! CSR walks ([`CsrSpmv`]: f32 products on the same CSR arrays, each [`CsrWalk`] at each budget of [`CSR_CHUNKS`])
 //! and our bitBSR kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
 //! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`](tcsparse_gpu::spmv::MULTI_LAYOUTS) for 2 to 8; the
 //! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
@@ -30,7 +30,7 @@ use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
-use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
+use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
 use tcsparse_gpu::spmv::graph::time_graph;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
@@ -152,11 +152,14 @@ pub enum SpmvKernel {
         /// Right-hand sides (names the algorithm: SpMV for 1, SpMM for more).
         n: usize,
     },
-    /// Our CSR walk for 2 to 8 right-hand sides (`spmv_csr{n}`: an f32 product on A's CSR
-    /// arrays, 8 lanes per nonzero; for sparse tiles, where bitBSR's records outweigh the values).
+    /// Our CSR walk for 2 to 8 right-hand sides (`spmv_csr{n}` or `spmv_csrrows{n}`: an f32
+    /// product on A's CSR arrays, 8 lanes per nonzero; for sparse tiles, where bitBSR's records
+    /// outweigh the values).
     Csr {
         /// Nonzero budget per warp item.
         chunk_nnz: u32,
+        /// How an item's nonzeros are spread over its lane groups.
+        walk: CsrWalk,
     },
     /// CPU walk of bitBSR (the kernel's arithmetic).
     CpuBitBsr {
@@ -183,9 +186,10 @@ impl std::fmt::Display for SpmvKernel {
                 }
             ),
             SpmvKernel::Cusparse { alg, n } => write!(f, "cuSPARSE CSR, {} (GPU)", alg.name(*n)),
-            SpmvKernel::Csr { chunk_nnz } => write!(
+            SpmvKernel::Csr { chunk_nnz, walk } => write!(
                 f,
-                "CSR walk on CUDA cores, {chunk_nnz} nonzeros per warp item (GPU)"
+                "CSR walk ({}) on CUDA cores, {chunk_nnz} nonzeros per warp item (GPU)",
+                walk.name()
             ),
             SpmvKernel::CpuBitBsr { storage } => write!(f, "bitBSR {storage:?} tiles (CPU walk)"),
             SpmvKernel::CpuCsr => write!(f, "CSR f32 (CPU)"),
@@ -374,32 +378,42 @@ impl Engine {
             SpmvKernel::Cusparse { alg, n },
             csr_bytes,
         );
-        // Our CSR walk (n ≥ 2, an f32 product: every precision), each budget timed.
+        // Our CSR walks (n ≥ 2, f32 products: every precision), each at each budget.
         if n >= 2 {
             let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
-            k.load(n)?;
-            let mut kbest: Option<(f64, u32)> = None;
-            for chunk in CSR_CHUNKS {
-                k.set_chunk(chunk)?;
-                // SAFETY: as above.
-                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
-                samples.push(SpmvSample {
-                    kernel: SpmvKernel::Csr { chunk_nnz: chunk },
-                    ms: t.median_ms,
-                });
-                if kbest.is_none_or(|b| t.median_ms < b.0) {
-                    kbest = Some((t.median_ms, chunk));
+            let mut kbest: Option<(f64, u32, CsrWalk)> = None;
+            for walk in CsrWalk::ALL {
+                k.set_walk(walk);
+                k.load(n)?;
+                for chunk in CSR_CHUNKS {
+                    k.set_chunk(chunk)?;
+                    // SAFETY: as above.
+                    let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                    samples.push(SpmvSample {
+                        kernel: SpmvKernel::Csr {
+                            chunk_nnz: chunk,
+                            walk,
+                        },
+                        ms: t.median_ms,
+                    });
+                    if kbest.is_none_or(|b| t.median_ms < b.0) {
+                        kbest = Some((t.median_ms, chunk, walk));
+                    }
                 }
             }
-            if let Some((ms, chunk)) = kbest
+            if let Some((ms, chunk, walk)) = kbest
                 && ms < best.0
             {
                 k.set_chunk(chunk)?;
+                k.set_walk(walk);
                 let bytes = k.min_bytes(n);
                 best = (
                     ms,
                     Exec::Csr(Box::new(k)),
-                    SpmvKernel::Csr { chunk_nnz: chunk },
+                    SpmvKernel::Csr {
+                        chunk_nnz: chunk,
+                        walk,
+                    },
                     bytes,
                 );
             }

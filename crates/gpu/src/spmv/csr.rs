@@ -11,6 +11,13 @@
 //! kernel node, only when some row is split) adds in item order before writing y once. With β = 0,
 //! y is never read.
 //!
+//! Two walks share the items, the arrays and the fix-up ([`CsrWalk`]): the step walk above
+//! (`spmv_csr{n}`: the four groups take consecutive nonzeros of each 32 whatever their rows, runs of
+//! a row summed into shared memory) and the row walk (`spmv_csrrows{n}`: an item's rows cut into
+//! four row-aligned runs of about equal nonzeros, each group summing its rows in a register and
+//! writing each once; a one-row item summed by the whole warp). The tunings time both at every
+//! budget.
+//!
 //! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
 //! work list; [`CsrSpmv::enqueue`] queues one call on any stream (for CUDA graphs).
 
@@ -30,7 +37,7 @@ use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 pub const CSR_CHUNKS: [u32; 3] = [32, 64, 256];
 /// `spmv_csr_fixup` entry (in `spmv.ptx`).
 pub const ENTRY_CSR_FIXUP: &str = "spmv_csr_fixup";
-/// The walk's entry for `n` right-hand sides, index n − 2 (`spmv_csr{n}` in `spmv_n{n}.ptx`).
+/// The step walk's entry for `n` right-hand sides, index n − 2 (`spmv_csr{n}` in `spmv_n{n}.ptx`).
 pub const CSR_ENTRIES: [&str; MAX_RHS - 1] = [
     "spmv_csr2",
     "spmv_csr3",
@@ -40,6 +47,57 @@ pub const CSR_ENTRIES: [&str; MAX_RHS - 1] = [
     "spmv_csr7",
     "spmv_csr8",
 ];
+/// The row walk's entry for `n` right-hand sides, index n − 2 (`spmv_csrrows{n}` in
+/// `spmv_n{n}.ptx`).
+pub const CSR_ROWS_ENTRIES: [&str; MAX_RHS - 1] = [
+    "spmv_csrrows2",
+    "spmv_csrrows3",
+    "spmv_csrrows4",
+    "spmv_csrrows5",
+    "spmv_csrrows6",
+    "spmv_csrrows7",
+    "spmv_csrrows8",
+];
+
+/// How a warp item's nonzeros are spread over its four lane groups (same items, arrays, results
+/// up to summation order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum CsrWalk {
+    /// `spmv_csr{n}`: each group takes 8 consecutive nonzeros of each 32, whatever their rows; a
+    /// binary search of the row ends finds each nonzero's row and runs of one row are added to
+    /// per-group row sums in shared memory (session 18, v3).
+    #[default]
+    Steps,
+    /// `spmv_csrrows{n}`: the item's rows cut at row ends into four runs of about a quarter of
+    /// its nonzeros, group g summing run g's rows one after another in a register (session 19).
+    Rows,
+}
+
+impl CsrWalk {
+    /// Both walks, in the order the tunings time them.
+    pub const ALL: [CsrWalk; 2] = [CsrWalk::Steps, CsrWalk::Rows];
+
+    /// The walk's entry for `n` right-hand sides (2..=[`MAX_RHS`]).
+    pub fn entry(self, n: usize) -> Result<&'static str, GpuError> {
+        if !(2..=MAX_RHS).contains(&n) {
+            return Err(GpuError::Invalid(format!(
+                "the CSR walk serves 2..={MAX_RHS} right-hand sides, not {n}"
+            )));
+        }
+        Ok(match self {
+            CsrWalk::Steps => CSR_ENTRIES[n - 2],
+            CsrWalk::Rows => CSR_ROWS_ENTRIES[n - 2],
+        })
+    }
+
+    /// A short name for plans and logs (`steps`, `rows`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CsrWalk::Steps => "steps",
+            CsrWalk::Rows => "rows",
+        }
+    }
+}
 
 const CSR_PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // indptr (u32, rows + 1)
@@ -67,12 +125,17 @@ pub const SIGNATURES: &[KernelSignature] = &{
             ParamKind::U32, // n
             ParamKind::F32, // beta
         ],
-    }; MAX_RHS];
+    }; 2 * MAX_RHS - 1];
     let mut i = 0;
     while i < MAX_RHS - 1 {
         s[i + 1] = KernelSignature {
             module: KernelModule::spmv_for_rhs(i + 2),
             name: CSR_ENTRIES[i],
+            params: CSR_PARAMS,
+        };
+        s[i + MAX_RHS] = KernelSignature {
+            module: KernelModule::spmv_for_rhs(i + 2),
+            name: CSR_ROWS_ENTRIES[i],
             params: CSR_PARAMS,
         };
         i += 1;
@@ -87,8 +150,10 @@ pub struct CsrSpmv {
     /// Host row offsets (the work list is repacked by [`CsrSpmv::set_chunk`]).
     row_offsets: Vec<u32>,
     chunk: u32,
+    walk: CsrWalk,
     work: CsrWalkWork,
-    walks: [OnceLock<CudaFunction>; MAX_RHS - 1],
+    /// Loaded entries, `[walk][n − 2]` (walk: the index in [`CsrWalk::ALL`]).
+    walks: [[OnceLock<CudaFunction>; MAX_RHS - 1]; 2],
     fixup: CudaFunction,
 }
 
@@ -150,8 +215,9 @@ fn split_fixes(row_offsets: &[u32], items: &[[u32; 4]]) -> Vec<u32> {
 }
 
 impl CsrSpmv {
-    /// The CSR walk over `ca`'s device arrays (the upload of `a`: shapes checked) with nonzero
-    /// budget `chunk_nnz` per warp item (0 is taken as 1).
+    /// The CSR walk ([`CsrWalk::Steps`]; [`CsrSpmv::set_walk`] changes it) over `ca`'s device
+    /// arrays (the upload of `a`: shapes checked) with nonzero budget `chunk_nnz` per warp item
+    /// (0 is taken as 1).
     pub fn new(gpu: &Gpu, a: &Csr, ca: &CusparseCsr, chunk_nnz: u32) -> Result<Self, GpuError> {
         if (a.rows(), a.cols(), a.nnz()) != (ca.rows(), ca.cols(), ca.nnz()) {
             return Err(GpuError::Invalid(format!(
@@ -178,6 +244,7 @@ impl CsrSpmv {
             a: ca.clone(),
             row_offsets,
             chunk,
+            walk: CsrWalk::Steps,
             work,
             walks: Default::default(),
             fixup,
@@ -199,27 +266,35 @@ impl CsrSpmv {
         self.chunk
     }
 
+    /// Chooses the walk (the work list is the same for both).
+    pub fn set_walk(&mut self, walk: CsrWalk) {
+        self.walk = walk;
+    }
+
+    /// The walk the calls run.
+    pub fn walk(&self) -> CsrWalk {
+        self.walk
+    }
+
     /// Rows split over several warp items at this budget.
     pub fn split_rows(&self) -> u32 {
         self.work.num_fix
     }
 
-    /// The walk's entry for `n` right-hand sides.
-    pub fn kernel_name(n: usize) -> Result<&'static str, GpuError> {
-        if (2..=MAX_RHS).contains(&n) {
-            Ok(CSR_ENTRIES[n - 2])
-        } else {
-            Err(GpuError::Invalid(format!(
-                "the CSR walk serves 2..={MAX_RHS} right-hand sides, not {n}"
-            )))
-        }
+    /// The entry the calls run for `n` right-hand sides (the current walk's).
+    pub fn kernel_name(&self, n: usize) -> Result<&'static str, GpuError> {
+        self.walk.entry(n)
     }
 
-    /// Loads the walk for `n` right-hand sides from its module (compiling it on the driver's first
-    /// use); tunings call this before capturing graphs.
+    /// Loads the current walk for `n` right-hand sides from its module (compiling it on the
+    /// driver's first use); tunings call this (for each walk they time) before capturing graphs.
     pub fn load(&self, n: usize) -> Result<&CudaFunction, GpuError> {
-        let name = Self::kernel_name(n)?;
-        let cell = &self.walks[n - 2];
+        let name = self.walk.entry(n)?;
+        let w = CsrWalk::ALL
+            .iter()
+            .position(|&w| w == self.walk)
+            .unwrap_or(0);
+        let cell = &self.walks[w][n - 2];
         if let Some(f) = cell.get() {
             return Ok(f);
         }
@@ -296,8 +371,8 @@ impl CsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            // SAFETY: (1) parameter types and order match `spmv_csr{n}` (SIGNATURES, checked
-            // against the PTX by a CPU test), the entry of this n. (2) Reads in bounds: the CSR
+            // SAFETY: (1) parameter types and order match `spmv_csr{n}` / `spmv_csrrows{n}`
+            // (SIGNATURES, checked against the PTX by a CPU test), the entry of this walk and n. (2) Reads in bounds: the CSR
             // arrays are a `Csr`'s (offsets non-decreasing from 0 to nnz, columns < K), checked
             // against `a`'s shape in `new`; the items come from `csr_work` over those offsets
             // (rows < M, at most MAX_ROWS_PER_ITEM = the kernel's 32 per item, nonzero ranges
@@ -392,11 +467,25 @@ mod tests {
     }
 
     #[test]
-    fn entries_name_their_right_hand_sides() {
+    fn entries_name_their_walk_and_right_hand_sides() {
         for n in 2..=MAX_RHS {
-            assert_eq!(CsrSpmv::kernel_name(n).unwrap(), format!("spmv_csr{n}"));
+            assert_eq!(CsrWalk::Steps.entry(n).unwrap(), format!("spmv_csr{n}"));
+            assert_eq!(CsrWalk::Rows.entry(n).unwrap(), format!("spmv_csrrows{n}"));
         }
-        assert!(CsrSpmv::kernel_name(1).is_err());
-        assert!(CsrSpmv::kernel_name(9).is_err());
+        for w in CsrWalk::ALL {
+            assert!(w.entry(1).is_err());
+            assert!(w.entry(9).is_err());
+        }
+        // Every entry has a signature for the CPU check against the PTX.
+        for w in CsrWalk::ALL {
+            for n in 2..=MAX_RHS {
+                let name = w.entry(n).unwrap();
+                assert_eq!(
+                    SIGNATURES.iter().filter(|s| s.name == name).count(),
+                    1,
+                    "{name}"
+                );
+            }
+        }
     }
 }
