@@ -25,7 +25,7 @@ pub enum ExecKernel {
         schedule: ScheduleKind,
     },
     /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a tuned
-    /// preparation timed another of [`SpmmAlg::CANDIDATES`] faster.
+    /// preparation timed another of [`SpmmAlg::TUNED`] faster.
     Cusparse {
         /// cuSPARSE's SpMM algorithm.
         alg: SpmmAlg,

@@ -336,6 +336,13 @@ impl SpmmAlg {
         SpmmAlg::CsrAlg3,
     ];
 
+    /// The algorithms the facade's tuning times: [`SpmmAlg::CANDIDATES`] without CSR_ALG2, which
+    /// for row-major B and C (the only layout the facade passes) is the algorithm the default
+    /// runs: over the 57 SpMM bench cases of session 19 (H100, N = 128–512) the default's time
+    /// over ALG2's had median 1.001 (0.84–1.04, the extremes on launches of a few µs), so timing
+    /// both only costs a set-up and a probe per tuning.
+    pub const TUNED: [SpmmAlg; 3] = [SpmmAlg::Default, SpmmAlg::CsrAlg1, SpmmAlg::CsrAlg3];
+
     /// cuSPARSE's name, e.g. `SPMM_CSR_ALG3`.
     pub fn name(self) -> &'static str {
         match self {

@@ -388,7 +388,7 @@ fn tune_csr(
     Ok(Some((ms, dev)))
 }
 
-/// Sets up cuSPARSE on `p` (prepared for cuSPARSE) at each of [`SpmmAlg::CANDIDATES`] with one
+/// Sets up cuSPARSE on `p` (prepared for cuSPARSE) at each of [`SpmmAlg::TUNED`] with one
 /// untimed product of width `n` (on tuning's B and C, synchronized, so that a failure is the
 /// algorithm's) and returns those that worked, in that order. An algorithm whose set-up or launch
 /// fails is skipped (a debug line says why) and its set-up dropped.
@@ -399,8 +399,8 @@ fn cusparse_algs(
     c: &mut CudaSlice<f32>,
     n: usize,
 ) -> Vec<SpmmAlg> {
-    let mut working = Vec::with_capacity(SpmmAlg::CANDIDATES.len());
-    for alg in SpmmAlg::CANDIDATES {
+    let mut working = Vec::with_capacity(SpmmAlg::TUNED.len());
+    for alg in SpmmAlg::TUNED {
         if !p.set_cusparse_alg(alg) {
             tracing::debug!("tuning: prepared as {}, not cuSPARSE", p.report.kernel);
             return Vec::new();
@@ -582,7 +582,7 @@ impl Engine {
 
     /// [`Engine::prepare`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
     /// (original order unless the reordering was forced), time it at each of its CSR algorithms
-    /// ([`SpmmAlg::CANDIDATES`], one family; the fastest is kept, and is the bound every other
+    /// ([`SpmmAlg::TUNED`], one family; the fastest is kept, and is the bound every other
     /// candidate must beat), then our CSR kernel on the same matrix and, unless
     /// [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as asked) under each
     /// schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the Acc-SpMM
