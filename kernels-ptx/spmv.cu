@@ -2223,8 +2223,7 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
 // the budget, or one chunk of it) is summed by the whole warp: group g takes nonzeros 8g..8g + 7 of
 // each 32, the four group sums added by two xor shuffles (a fixed order); a split chunk writes its
 // alpha-scaled sum to partial[item * N + j] for spmv_csr_fixup, as the step walk does. Every row is
-// summed in a fixed order and written once per call. `spmv_csrrowsd{N}` takes 16 nonzeros per
-// group step (twice the X loads in flight).
+// summed in a fixed order and written once per call.
 // ---------------------------------------------------------------------------------------------
 template <int N>
 __device__ __forceinline__ void csr_row_write(float* __restrict__ y, u64 row, u32 j, float v,
@@ -2233,7 +2232,7 @@ __device__ __forceinline__ void csr_row_write(float* __restrict__ y, u64 row, u3
     *p = beta == 0.0f ? v : fmaf(beta, *p, v);
 }
 
-template <int N, int U>
+template <int N>
 __device__ __forceinline__ void spmv_csrrows_body(const u32* __restrict__ indptr,
                                                   const u32* __restrict__ indices,
                                                   const float* __restrict__ values,
@@ -2318,35 +2317,22 @@ __device__ __forceinline__ void spmv_csrrows_body(const u32* __restrict__ indptr
     __syncwarp();
     u32 e = gb < ge ? ends[wid][rr] : 0u;
     float acc = 0.0f;
-    u32 cl[U];
-    float vl[U];
+    u32 cl = gb + j < ge ? __ldg(indices + gb + j) : 0u;
+    float vl = gb + j < ge ? __ldg(values + gb + j) : 0.0f;
+    for (u32 k = gb; __any_sync(FULL_MASK, k < ge); k += 8u) {
+        float v[8], xv[8];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-        const u32 kf = gb + 8u * u + j;
-        cl[u] = kf < ge ? __ldg(indices + kf) : 0u;
-        vl[u] = kf < ge ? __ldg(values + kf) : 0.0f;
-    }
-    for (u32 k = gb; __any_sync(FULL_MASK, k < ge); k += 8u * U) {
-        float v[8 * U], xv[8 * U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const int src = 8 * (int)g + q;
-                const u32 c = __shfl_sync(FULL_MASK, cl[u], src);
-                v[8 * u + q] = __shfl_sync(FULL_MASK, vl[u], src);
-                xv[8 * u + q] =
-                    (k + (u32)(8 * u + q) < ge && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
-            }
+        for (int q = 0; q < 8; ++q) {
+            const int src = 8 * (int)g + q;
+            const u32 c = __shfl_sync(FULL_MASK, cl, src);
+            v[q] = __shfl_sync(FULL_MASK, vl, src);
+            xv[q] = (k + (u32)q < ge && rhs) ? __ldg(x + (u64)c * N + j) : 0.0f;
         }
+        const u32 kn = k + 8u + j;
+        cl = kn < ge ? __ldg(indices + kn) : 0u;
+        vl = kn < ge ? __ldg(values + kn) : 0.0f;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            const u32 kn = k + 8u * (U + u) + j;
-            cl[u] = kn < ge ? __ldg(indices + kn) : 0u;
-            vl[u] = kn < ge ? __ldg(values + kn) : 0.0f;
-        }
-#pragma unroll
-        for (int q = 0; q < 8 * U; ++q) {
+        for (int q = 0; q < 8; ++q) {
             acc = fmaf(v[q], xv[q], acc);
             if (k + (u32)q + 1u == e && k + (u32)q < ge) {  // run g's row rr ends here
                 if (rhs) csr_row_write<N>(y, w.x + rr, j, alpha * acc, beta);
@@ -2358,20 +2344,15 @@ __device__ __forceinline__ void spmv_csrrows_body(const u32* __restrict__ indptr
     }
 }
 
-// `spmv_csrrows{N}`: steps of 8 nonzeros per group, 5 blocks (40 warps) per SM as the step walk;
-// `spmv_csrrowsd{N}`: steps of 16 (16 X loads per lane in flight), 4 blocks (64 registers).
-#define SPMV_CSRROWS_ENTRY_U(NAME, N, U, MINB)                                                     \
-    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, MINB)                            \
-        NAME(const u32* __restrict__ indptr, const u32* __restrict__ indices,                      \
-             const float* __restrict__ values, const uint4* __restrict__ work, u32 items,          \
-             const float* __restrict__ x, float* __restrict__ y, float* __restrict__ partial,      \
-             float alpha, float beta) {                                                            \
-        spmv_csrrows_body<N, U>(indptr, indices, values, work, items, x, y, partial, alpha,       \
-                                beta);                                                             \
-    }
+// 5 blocks (40 warps) per SM, as the step walk.
 #define SPMV_CSRROWS_ENTRY(N)                                                                      \
-    SPMV_CSRROWS_ENTRY_U(spmv_csrrows##N, N, 1, 5)                                                 \
-    SPMV_CSRROWS_ENTRY_U(spmv_csrrowsd##N, N, 2, 4)
+    extern "C" __global__ void __launch_bounds__(32 * SPMV_WARPS, 5)                               \
+        spmv_csrrows##N(const u32* __restrict__ indptr, const u32* __restrict__ indices,           \
+                        const float* __restrict__ values, const uint4* __restrict__ work,          \
+                        u32 items, const float* __restrict__ x, float* __restrict__ y,             \
+                        float* __restrict__ partial, float alpha, float beta) {                    \
+        spmv_csrrows_body<N>(indptr, indices, values, work, items, x, y, partial, alpha, beta);    \
+    }
 
 // Split rows of the CSR walk: fix[i] = {row, first item, end item}; one thread per (split row,
 // RHS j): y = the items' partials (alpha applied) in item order + beta * y.

@@ -11,12 +11,12 @@
 //! kernel node, only when some row is split) adds in item order before writing y once. With β = 0,
 //! y is never read.
 //!
-//! Three walks share the items, the arrays and the fix-up ([`CsrWalk`]): the step walk above
+//! Two walks share the items, the arrays and the fix-up ([`CsrWalk`]): the step walk above
 //! (`spmv_csr{n}`: the four groups take consecutive nonzeros of each 32 whatever their rows, runs of
 //! a row summed into shared memory) and the row walk (`spmv_csrrows{n}`: an item's rows cut into
 //! four row-aligned runs of about equal nonzeros, each group summing its rows in a register and
-//! writing each once; a one-row item summed by the whole warp), and the same with 16 nonzeros per
-//! group step (`spmv_csrrowsd{n}`). The tunings time each at every budget.
+//! writing each once; a one-row item summed by the whole warp). The tunings time both at every
+//! budget.
 //!
 //! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
 //! work list; [`CsrSpmv::enqueue`] queues one call on any stream (for CUDA graphs).
@@ -59,18 +59,6 @@ pub const CSR_ROWS_ENTRIES: [&str; MAX_RHS - 1] = [
     "spmv_csrrows8",
 ];
 
-/// The deep row walk's entry for `n` right-hand sides, index n − 2 (`spmv_csrrowsd{n}` in
-/// `spmv_n{n}.ptx`).
-pub const CSR_ROWS_DEEP_ENTRIES: [&str; MAX_RHS - 1] = [
-    "spmv_csrrowsd2",
-    "spmv_csrrowsd3",
-    "spmv_csrrowsd4",
-    "spmv_csrrowsd5",
-    "spmv_csrrowsd6",
-    "spmv_csrrowsd7",
-    "spmv_csrrowsd8",
-];
-
 /// How a warp item's nonzeros are spread over its four lane groups (same items, arrays, results
 /// up to summation order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -83,14 +71,11 @@ pub enum CsrWalk {
     /// `spmv_csrrows{n}`: the item's rows cut at row ends into four runs of about a quarter of
     /// its nonzeros, group g summing run g's rows one after another in a register (session 19).
     Rows,
-    /// `spmv_csrrowsd{n}`: [`CsrWalk::Rows`] taking 16 nonzeros per group step instead of 8
-    /// (twice the X loads in flight per lane, 64 registers: 32 warps per SM instead of 40).
-    RowsDeep,
 }
 
 impl CsrWalk {
-    /// Every walk, in the order the tunings time them.
-    pub const ALL: [CsrWalk; 3] = [CsrWalk::Steps, CsrWalk::Rows, CsrWalk::RowsDeep];
+    /// Both walks, in the order the tunings time them.
+    pub const ALL: [CsrWalk; 2] = [CsrWalk::Steps, CsrWalk::Rows];
 
     /// The walk's entry for `n` right-hand sides (2..=[`MAX_RHS`]).
     pub fn entry(self, n: usize) -> Result<&'static str, GpuError> {
@@ -102,16 +87,14 @@ impl CsrWalk {
         Ok(match self {
             CsrWalk::Steps => CSR_ENTRIES[n - 2],
             CsrWalk::Rows => CSR_ROWS_ENTRIES[n - 2],
-            CsrWalk::RowsDeep => CSR_ROWS_DEEP_ENTRIES[n - 2],
         })
     }
 
-    /// A short name for plans and logs (`steps`, `rows`, `rows-deep`).
+    /// A short name for plans and logs (`steps`, `rows`).
     pub fn name(self) -> &'static str {
         match self {
             CsrWalk::Steps => "steps",
             CsrWalk::Rows => "rows",
-            CsrWalk::RowsDeep => "rows-deep",
         }
     }
 }
@@ -142,7 +125,7 @@ pub const SIGNATURES: &[KernelSignature] = &{
             ParamKind::U32, // n
             ParamKind::F32, // beta
         ],
-    }; 3 * MAX_RHS - 2];
+    }; 2 * MAX_RHS - 1];
     let mut i = 0;
     while i < MAX_RHS - 1 {
         s[i + 1] = KernelSignature {
@@ -153,11 +136,6 @@ pub const SIGNATURES: &[KernelSignature] = &{
         s[i + MAX_RHS] = KernelSignature {
             module: KernelModule::spmv_for_rhs(i + 2),
             name: CSR_ROWS_ENTRIES[i],
-            params: CSR_PARAMS,
-        };
-        s[i + 2 * MAX_RHS - 1] = KernelSignature {
-            module: KernelModule::spmv_for_rhs(i + 2),
-            name: CSR_ROWS_DEEP_ENTRIES[i],
             params: CSR_PARAMS,
         };
         i += 1;
@@ -175,7 +153,7 @@ pub struct CsrSpmv {
     walk: CsrWalk,
     work: CsrWalkWork,
     /// Loaded entries, `[walk][n − 2]` (walk: the index in [`CsrWalk::ALL`]).
-    walks: [[OnceLock<CudaFunction>; MAX_RHS - 1]; 3],
+    walks: [[OnceLock<CudaFunction>; MAX_RHS - 1]; 2],
     fixup: CudaFunction,
 }
 
@@ -393,7 +371,7 @@ impl CsrSpmv {
                 &mut al as *mut f32 as *mut c_void,
                 &mut be as *mut f32 as *mut c_void,
             ];
-            // SAFETY: (1) parameter types and order match `spmv_csr{n}` / `spmv_csrrows{n}` / `spmv_csrrowsd{n}`
+            // SAFETY: (1) parameter types and order match `spmv_csr{n}` / `spmv_csrrows{n}`
             // (SIGNATURES, checked against the PTX by a CPU test), the entry of this walk and n. (2) Reads in bounds: the CSR
             // arrays are a `Csr`'s (offsets non-decreasing from 0 to nnz, columns < K), checked
             // against `a`'s shape in `new`; the items come from `csr_work` over those offsets
@@ -493,10 +471,6 @@ mod tests {
         for n in 2..=MAX_RHS {
             assert_eq!(CsrWalk::Steps.entry(n).unwrap(), format!("spmv_csr{n}"));
             assert_eq!(CsrWalk::Rows.entry(n).unwrap(), format!("spmv_csrrows{n}"));
-            assert_eq!(
-                CsrWalk::RowsDeep.entry(n).unwrap(),
-                format!("spmv_csrrowsd{n}")
-            );
         }
         for w in CsrWalk::ALL {
             assert!(w.entry(1).is_err());
