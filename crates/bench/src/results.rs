@@ -202,95 +202,100 @@ mod tests {
     /// docs/results` and `tcsparse-bench --plot docs/results/<file>.json`.
     #[test]
     fn committed_results_agree_with_their_markdown() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
-        let files = json_files(&dir).unwrap();
-        assert!(!files.is_empty(), "no result JSON in {}", dir.display());
-        for f in files {
-            let r = read(&f).unwrap();
-            // Written by the bench itself (`results::write`, or `--merge` to re-write it): every
-            // field known, nothing lost or reformatted.
-            let text = std::fs::read_to_string(&f).unwrap();
-            assert!(
-                serde_json::to_string_pretty(&r).unwrap() == text,
-                "{}: does not round-trip byte for byte through the bench's Report (re-write it \
-                 with tcsparse-bench --merge {} --out docs/results)",
-                f.display(),
-                f.display()
-            );
-            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
-            let ops = ops(&r);
-            assert_eq!(
-                ops.len(),
-                1,
-                "{}: one op per file, found {ops:?}",
-                f.display()
-            );
-            assert_eq!(
-                stem,
-                file_stem(ops[0], &r),
-                "{}: named after another op or device than its content",
-                f.display()
-            );
-            let md_path = f.with_extension("md");
-            let md = std::fs::read_to_string(&md_path)
-                .unwrap_or_else(|e| panic!("{}: {e}", md_path.display()));
-            let want = render(&r);
-            // The summary lines first, for a readable message; then every line.
-            let summary: Vec<&str> = want
-                .lines()
-                .filter(|l| {
-                    // SpMM: `geomean …`, `worst case …`, `failed cases …`; SpMV: the same as
-                    // list items; SpAMM: `vs SGEMM at relerr ≤ …`.
-                    let l = l.strip_prefix("- ").unwrap_or(l);
-                    ["geomean", "worst", "failed", "vs "]
-                        .iter()
-                        .any(|p| l.starts_with(p))
-                })
-                .collect();
-            assert!(
-                !summary.is_empty() || r.cases.is_empty(),
-                "{stem}: no summary lines"
-            );
-            for line in summary {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        // docs/results: the H200 results (the regression gate's base); docs/results/h100: runs
+        // for which the device tool lent an H100 (session 19), kept apart so that no gate or
+        // table mixes the two cards.
+        for dir in [base.clone(), base.join("h100")] {
+            let files = json_files(&dir).unwrap();
+            assert!(!files.is_empty(), "no result JSON in {}", dir.display());
+            for f in files {
+                let r = read(&f).unwrap();
+                // Written by the bench itself (`results::write`, or `--merge` to re-write it): every
+                // field known, nothing lost or reformatted.
+                let text = std::fs::read_to_string(&f).unwrap();
                 assert!(
-                    md.lines().any(|l| l == line),
-                    "{}: summary line `{line}` of the JSON is not in the .md (re-render it)",
-                    md_path.display()
+                    serde_json::to_string_pretty(&r).unwrap() == text,
+                    "{}: does not round-trip byte for byte through the bench's Report (re-write it \
+                 with tcsparse-bench --merge {} --out docs/results)",
+                    f.display(),
+                    f.display()
                 );
-            }
-            for (i, (got, want)) in md.lines().zip(want.lines()).enumerate() {
+                let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+                let ops = ops(&r);
                 assert_eq!(
-                    got,
-                    want,
-                    "{} line {}: differs from the JSON's render",
-                    md_path.display(),
-                    i + 1
+                    ops.len(),
+                    1,
+                    "{}: one op per file, found {ops:?}",
+                    f.display()
                 );
-            }
-            assert!(
-                md == want,
-                "{}: differs from the JSON's render ({} lines, render {})",
-                md_path.display(),
-                md.lines().count(),
-                want.lines().count()
-            );
-            // The plots: each one present must be the JSON's render; SpMM's and SpMV's must all be
-            // there (SpAMM has none).
-            for (name, svg) in crate::plots::render(&r) {
-                let p = dir.join(&name);
-                match std::fs::read_to_string(&p) {
-                    Ok(got) => assert!(
-                        got == svg,
-                        "{}: differs from the JSON's render (tcsparse-bench --plot {})",
-                        p.display(),
-                        f.display()
-                    ),
-                    Err(_) => assert!(
-                        !matches!(ops[0], Op::Spmm | Op::Spmv),
-                        "{} missing (tcsparse-bench --plot {})",
-                        p.display(),
-                        f.display()
-                    ),
+                assert_eq!(
+                    stem,
+                    file_stem(ops[0], &r),
+                    "{}: named after another op or device than its content",
+                    f.display()
+                );
+                let md_path = f.with_extension("md");
+                let md = std::fs::read_to_string(&md_path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", md_path.display()));
+                let want = render(&r);
+                // The summary lines first, for a readable message; then every line.
+                let summary: Vec<&str> = want
+                    .lines()
+                    .filter(|l| {
+                        // SpMM: `geomean …`, `worst case …`, `failed cases …`; SpMV: the same as
+                        // list items; SpAMM: `vs SGEMM at relerr ≤ …`.
+                        let l = l.strip_prefix("- ").unwrap_or(l);
+                        ["geomean", "worst", "failed", "vs "]
+                            .iter()
+                            .any(|p| l.starts_with(p))
+                    })
+                    .collect();
+                assert!(
+                    !summary.is_empty() || r.cases.is_empty(),
+                    "{stem}: no summary lines"
+                );
+                for line in summary {
+                    assert!(
+                        md.lines().any(|l| l == line),
+                        "{}: summary line `{line}` of the JSON is not in the .md (re-render it)",
+                        md_path.display()
+                    );
+                }
+                for (i, (got, want)) in md.lines().zip(want.lines()).enumerate() {
+                    assert_eq!(
+                        got,
+                        want,
+                        "{} line {}: differs from the JSON's render",
+                        md_path.display(),
+                        i + 1
+                    );
+                }
+                assert!(
+                    md == want,
+                    "{}: differs from the JSON's render ({} lines, render {})",
+                    md_path.display(),
+                    md.lines().count(),
+                    want.lines().count()
+                );
+                // The plots: each one present must be the JSON's render; SpMM's and SpMV's must all be
+                // there (SpAMM has none).
+                for (name, svg) in crate::plots::render(&r) {
+                    let p = dir.join(&name);
+                    match std::fs::read_to_string(&p) {
+                        Ok(got) => assert!(
+                            got == svg,
+                            "{}: differs from the JSON's render (tcsparse-bench --plot {})",
+                            p.display(),
+                            f.display()
+                        ),
+                        Err(_) => assert!(
+                            !matches!(ops[0], Op::Spmm | Op::Spmv),
+                            "{} missing (tcsparse-bench --plot {})",
+                            p.display(),
+                            f.display()
+                        ),
+                    }
                 }
             }
         }
