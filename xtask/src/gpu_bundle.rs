@@ -2,9 +2,10 @@
 //! GPU tests, the bench and the CLI, and puts them (stripped) with the PTX, a subset of the shared
 //! datasets, the committed results (`baseline/`, docs/results/*.json: the regression gate's base)
 //! and a `run.sh OUTDIR` into one folder to carry to a GPU machine. With `--pack` the folder holds
-//! instead `bundle.tar.xz` (everything but the datasets, ~8 MB instead of ~110), the datasets beside
-//! it (all of them fit then) and `go.sh OUTDIR`, which unpacks and runs `run.sh`. See
-//! docs/gpu-workflow.md.
+//! instead `bundle.tar.xz` (everything but the datasets, ~25 MB instead of ~110), the datasets
+//! decompressed into one `datasets.tar.xz` (all of them fit then, with the working tree that
+//! travels beside the bundle) and `go.sh OUTDIR`, which unpacks both (gzipping the matrices again)
+//! and runs `run.sh`. See docs/gpu-workflow.md.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,8 +26,9 @@ pub struct Args {
     /// Dataset folder (default: $TCSPARSE_SHARED_DATASETS, else ../shared/datasets beside the repo).
     #[arg(long)]
     datasets: Option<PathBuf>,
-    /// Pack binaries, PTX, results and run.sh into `bundle.tar.xz` (system `tar` and `xz`) with a
-    /// `go.sh OUTDIR` that unpacks and runs them, so that the datasets fit the carry limit too.
+    /// Pack binaries, PTX, results and run.sh into `bundle.tar.xz` and the datasets into
+    /// `datasets.tar.xz` (system `tar` and `xz`) with a `go.sh OUTDIR` that unpacks and runs them,
+    /// so that the datasets fit the carry limit too.
     #[arg(long)]
     pack: bool,
 }
