@@ -153,7 +153,7 @@ pub struct CsrSpmv {
     walk: CsrWalk,
     work: CsrWalkWork,
     /// Loaded entries, `[walk][n − 2]` (walk: the index in [`CsrWalk::ALL`]).
-    walks: [[OnceLock<CudaFunction>; MAX_RHS - 1]; 2],
+    walks: [[OnceLock<CudaFunction>; MAX_RHS - 1]; CsrWalk::ALL.len()],
     fixup: CudaFunction,
 }
 
