@@ -25,7 +25,7 @@ use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
-use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
+use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
 use tcsparse::gpu::spmv::graph::time_graph;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
@@ -348,31 +348,20 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
             let r = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
                 let mut measure = || -> Result<Measured, GpuError> {
                     let mut k = CsrSpmv::new(gpu, a, ca, CSR_CHUNKS[0])?;
-                    let mut best: Option<(f64, u32, CsrWalk)> = None;
-                    for walk in CsrWalk::ALL {
-                        k.set_walk(walk);
-                        k.load(n)?;
-                        for c in CSR_CHUNKS {
-                            k.set_chunk(c)?;
-                            // SAFETY: as above.
-                            let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                                k.enqueue(s, 1.0, px, 0.0, py, n)
-                            })?;
-                            tracing::debug!(
-                                candidate = k.kernel_name(n)?,
-                                chunk = c,
-                                us = tm.median_ms * 1e3,
-                                "{} tcsparse/csr n {n}",
-                                m.name
-                            );
-                            if best.is_none_or(|b| tm.median_ms < b.0) {
-                                best = Some((tm.median_ms, c, walk));
-                            }
-                        }
-                    }
-                    let (ms, c, walk) = best.unwrap_or((f64::NAN, CSR_CHUNKS[0], CsrWalk::Steps));
-                    k.set_walk(walk);
-                    k.set_chunk(c)?;
+                    let (ms, _, c) = k.tune(n, |k| {
+                        // SAFETY: as above.
+                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
+                            k.enqueue(s, 1.0, px, 0.0, py, n)
+                        })?;
+                        tracing::debug!(
+                            candidate = k.kernel_name(n)?,
+                            chunk = k.chunk_nnz(),
+                            us = tm.median_ms * 1e3,
+                            "{} tcsparse/csr n {n}",
+                            m.name
+                        );
+                        Ok::<f64, GpuError>(tm.median_ms)
+                    })?;
                     let (se, re) =
                         checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
                     Ok(Measured {

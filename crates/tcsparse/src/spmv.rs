@@ -381,31 +381,19 @@ impl Engine {
         // Our CSR walks (n ≥ 2, f32 products: every precision), each at each budget.
         if n >= 2 {
             let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
-            let mut kbest: Option<(f64, u32, CsrWalk)> = None;
-            for walk in CsrWalk::ALL {
-                k.set_walk(walk);
-                k.load(n)?;
-                for chunk in CSR_CHUNKS {
-                    k.set_chunk(chunk)?;
-                    // SAFETY: as above.
-                    let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
-                    samples.push(SpmvSample {
-                        kernel: SpmvKernel::Csr {
-                            chunk_nnz: chunk,
-                            walk,
-                        },
-                        ms: t.median_ms,
-                    });
-                    if kbest.is_none_or(|b| t.median_ms < b.0) {
-                        kbest = Some((t.median_ms, chunk, walk));
-                    }
-                }
-            }
-            if let Some((ms, chunk, walk)) = kbest
-                && ms < best.0
-            {
-                k.set_chunk(chunk)?;
-                k.set_walk(walk);
+            let (ms, walk, chunk) = k.tune(n, |k| {
+                // SAFETY: as above.
+                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                samples.push(SpmvSample {
+                    kernel: SpmvKernel::Csr {
+                        chunk_nnz: k.chunk_nnz(),
+                        walk: k.walk(),
+                    },
+                    ms: t.median_ms,
+                });
+                Ok::<f64, Error>(t.median_ms)
+            })?;
+            if ms < best.0 {
                 let bytes = k.min_bytes(n);
                 best = (
                     ms,

@@ -276,6 +276,35 @@ impl CsrSpmv {
         self.walk
     }
 
+    /// Times every walk ([`CsrWalk::ALL`]) at every budget ([`CSR_CHUNKS`]) for `n` right-hand
+    /// sides with `time` (called with this value set to the candidate; each walk's module is
+    /// loaded before its first candidate, so `time` may capture graphs), then keeps the fastest
+    /// set and returns it with its time (ms, as `time` gave it). What the tunings and the bench
+    /// share.
+    pub fn tune<E: From<GpuError>>(
+        &mut self,
+        n: usize,
+        mut time: impl FnMut(&Self) -> Result<f64, E>,
+    ) -> Result<(f64, CsrWalk, u32), E> {
+        let mut best: Option<(f64, CsrWalk, u32)> = None;
+        for walk in CsrWalk::ALL {
+            self.set_walk(walk);
+            self.load(n)?;
+            for chunk in CSR_CHUNKS {
+                self.set_chunk(chunk)?;
+                let ms = time(self)?;
+                if best.is_none_or(|b| ms < b.0) {
+                    best = Some((ms, walk, chunk));
+                }
+            }
+        }
+        // (ALL and CSR_CHUNKS are not empty.)
+        let (ms, walk, chunk) = best.unwrap_or((f64::NAN, CsrWalk::Steps, CSR_CHUNKS[0]));
+        self.set_walk(walk);
+        self.set_chunk(chunk)?;
+        Ok((ms, walk, chunk))
+    }
+
     /// Rows split over several warp items at this budget.
     pub fn split_rows(&self) -> u32 {
         self.work.num_fix
