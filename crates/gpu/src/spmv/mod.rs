@@ -438,7 +438,27 @@ impl DeviceWork {
     }
 }
 
-/// Values on the device.
+/// Elements of `elem_bytes` bytes in `len` values padded to whole 16-byte pieces (at least one).
+fn padded16_len(len: usize, elem_bytes: usize) -> usize {
+    let per_piece = 16 / elem_bytes;
+    len.max(1).next_multiple_of(per_piece)
+}
+
+/// Uploads a value array zero-padded to whole 16-byte pieces. The `staged` walks copy a stage's
+/// values as 16-byte `cp.async` pieces, the last one cut at the array's end (`src-size` < 16);
+/// compute-sanitizer's memcheck counts the whole 16-byte piece as read (an out-of-bounds read of
+/// the last piece, H200, 2026-11-28), so every piece must lie inside the allocation.
+fn upload_values_padded<T: cudarc::driver::DeviceRepr + Default + Clone>(
+    gpu: &Gpu,
+    data: &[T],
+) -> Result<CudaSlice<T>, GpuError> {
+    let mut padded = Vec::with_capacity(padded16_len(data.len(), size_of::<T>()));
+    padded.extend_from_slice(data);
+    padded.resize(padded.capacity(), T::default());
+    gpu.upload(&padded)
+}
+
+/// Values on the device, zero-padded to whole 16-byte pieces ([`upload_values_padded`]).
 enum DeviceValues {
     F16(CudaSlice<u16>),
     F32(CudaSlice<f32>),
@@ -568,11 +588,11 @@ impl BitBsrSpmv {
         let flat: Vec<u32> = a.tiles().iter().flatten().copied().collect();
         let (values, row_scale) = match a.values() {
             TileValues::F16 { bits, row_scale } => (
-                DeviceValues::F16(upload_nonempty(gpu, bits)?),
+                DeviceValues::F16(upload_values_padded(gpu, bits)?),
                 upload_nonempty(gpu, row_scale)?,
             ),
             TileValues::Tf32(v) | TileValues::F32(v) => (
-                DeviceValues::F32(upload_nonempty(gpu, v)?),
+                DeviceValues::F32(upload_values_padded(gpu, v)?),
                 gpu.upload(&[1f32])?,
             ),
         };
@@ -1018,6 +1038,26 @@ impl BitBsrSpmv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn value_arrays_pad_to_whole_16_byte_pieces() {
+        // (values, bytes each) -> padded element count: a multiple of 16 bytes, never empty, and
+        // never shorter than the data (89,409 halves: the array the staged f16 walk overran).
+        for (len, eb, want) in [
+            (0, 2, 8),
+            (1, 2, 8),
+            (8, 2, 8),
+            (89_409, 2, 89_416),
+            (0, 4, 4),
+            (5, 4, 8),
+            (12, 4, 12),
+        ] {
+            let got = padded16_len(len, eb);
+            assert_eq!(got, want, "{len} values of {eb} bytes");
+            assert_eq!(got * eb % 16, 0);
+            assert!(got >= len.max(1));
+        }
+    }
 
     #[test]
     fn every_core_layout_has_an_entry_per_storage() {
