@@ -1,5 +1,5 @@
 //! `cargo xtask ptx [--check] [--nvcc]`: compiles every `kernels-ptx/*.cu` to a stamped
-//! `kernels-ptx/<name>.ptx` with the pinned NVRTC (installed into a cache folder on first use), or
+//! `kernels-ptx/<name>.ptx` and a stamped `kernels-ptx/<name>.sm_90.cubin.gz` with the pinned NVRTC (installed into a cache folder on first use), or
 //! with `nvcc` from `PATH` when asked (or when NVRTC cannot be set up).
 
 use std::path::PathBuf;
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let built = nvptx_builder::build_all(&c, &dir, !args.check)?;
     let mut changed = 0;
     for b in &built {
-        let name = b.ptx_path.file_name().unwrap_or_default().to_string_lossy();
+        let name = b.path.file_name().unwrap_or_default().to_string_lossy();
         let what = match (b.changed, args.check) {
             (false, _) => "up to date",
             (true, true) => "DIFFERS",
@@ -65,8 +65,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         changed += usize::from(b.changed);
     }
     if args.check && changed > 0 {
-        bail!("{changed} PTX file(s) differ from a fresh build: run `cargo xtask ptx`");
+        bail!("{changed} generated file(s) differ from a fresh build: run `cargo xtask ptx`");
     }
     nvptx_builder::check_fresh(&dir)?;
+    nvptx_builder::cubin::check_cubins_fresh(&dir)?;
     Ok(())
 }

@@ -19,6 +19,7 @@ use cudarc::driver::{
 pub mod baselines;
 pub mod device_csr;
 mod memory_pool;
+pub mod module_image;
 pub mod multi;
 pub mod permute;
 pub mod schedule;
@@ -284,6 +285,8 @@ struct Inner {
     stream: Arc<CudaStream>,
     info: DeviceInfo,
     modules: RwLock<[Option<Arc<CudaModule>>; MODULE_COUNT]>,
+    /// The image each loaded module came from.
+    images: RwLock<[Option<module_image::ModuleImage>; MODULE_COUNT]>,
     /// Pinned buffers of large uploads (allocated on the first one).
     staging: std::sync::Mutex<Option<staging::Staging>>,
 }
@@ -384,6 +387,7 @@ impl Gpu {
                 stream,
                 info,
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
+                images: RwLock::new([None; MODULE_COUNT]),
                 staging: std::sync::Mutex::new(None),
             }),
         })
@@ -446,7 +450,12 @@ impl Gpu {
         Ok(self.inner.stream.synchronize()?)
     }
 
-    /// The loaded module, loading its embedded PTX on first use.
+    /// The image module `m` was loaded from (`None` before its first use).
+    pub fn module_image(&self, m: KernelModule) -> Option<module_image::ModuleImage> {
+        self.inner.images.read().unwrap_or_else(|p| p.into_inner())[m.index()]
+    }
+
+    /// The loaded module, loading its embedded cubin or PTX ([`module_image`]) on first use.
     pub fn module(&self, m: KernelModule) -> Result<Arc<CudaModule>, GpuError> {
         let i = m.index();
         {
@@ -464,17 +473,17 @@ impl Gpu {
             return Ok(x.clone());
         }
         let t = std::time::Instant::now();
-        let module = self
-            .inner
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(m.ptx()))
-            .map_err(|source| GpuError::Load {
-                module: m,
-                name: "",
-                source,
-            })?;
+        let (module, image) =
+            module_image::load(&self.inner.ctx, m, self.inner.info.compute_capability).map_err(
+                |source| GpuError::Load {
+                    module: m,
+                    name: "",
+                    source,
+                },
+            )?;
+        self.inner.images.write().unwrap_or_else(|p| p.into_inner())[i] = Some(image);
         let secs = t.elapsed().as_secs_f64();
-        if secs >= 1.0 {
+        if secs >= 1.0 && image == module_image::ModuleImage::Ptx {
             // The driver compiled the PTX for this GPU (its JIT cache was cold: a machine's first
             // run, or CUDA_CACHE_DISABLE); later processes load it from that cache.
             tracing::info!(
@@ -482,7 +491,7 @@ impl Gpu {
                 m.ptx().len()
             );
         } else {
-            tracing::debug!("module {m:?} loaded in {:.1} ms", secs * 1e3);
+            tracing::debug!("module {m:?} loaded from {image:?} in {:.1} ms", secs * 1e3);
         }
         w[i] = Some(module.clone());
         Ok(module)

@@ -677,3 +677,35 @@ fn csr_kernel_on_views_with_leading_dimensions() {
         }
     }
 }
+
+/// On a compute-capability-9.0 device every module loads from its embedded sm_90 cubin (no JIT)
+/// and every kernel entry of its PTX is in it; elsewhere every module loads from PTX.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn modules_load_from_the_cubin_on_sm90_with_every_ptx_entry() {
+    use tcsparse_gpu::KernelModule;
+    use tcsparse_gpu::module_image::{CUBIN_COMPUTE_CAPABILITY, KERNEL_IMAGE_ENV, ModuleImage};
+    let gpu = gpu();
+    let want = if gpu.info().compute_capability == CUBIN_COMPUTE_CAPABILITY
+        && std::env::var(KERNEL_IMAGE_ENV).map_or(true, |v| !v.eq_ignore_ascii_case("ptx"))
+    {
+        ModuleImage::Cubin
+    } else {
+        ModuleImage::Ptx
+    };
+    for m in KernelModule::ALL {
+        let t = std::time::Instant::now();
+        let module = gpu.module(m).expect("module loads");
+        println!(
+            "{m:?}: {:?} in {:.1} ms",
+            gpu.module_image(m),
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        assert_eq!(gpu.module_image(m), Some(want), "{m:?}");
+        for e in nvptx_builder::ptx::entries(m.ptx()) {
+            module
+                .load_function(&e.name)
+                .unwrap_or_else(|err| panic!("{m:?}: entry {} missing: {err:?}", e.name));
+        }
+    }
+}

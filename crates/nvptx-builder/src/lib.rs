@@ -1,12 +1,13 @@
 //! `nvptx-builder`: compiles `kernels-ptx/*.cu` to PTX with NVRTC (or nvcc), stamps each file with its
 //! provenance (source sha256 over the file and its includes, compiler, version, flags) and checks that
-//! committed PTX is fresh.
+//! committed PTX is fresh; beside each PTX it builds a stamped, compressed sm_90 cubin ([`cubin`]).
 //!
 //! The compiler is pinned ([`NVRTC_WHEEL`] at [`NVRTC_VERSION`], CUDA 12.4, PTX ISA 8.4, accepted by
 //! drivers ≥ 550) so that the committed PTX is reproducible; [`toolchain::ensure_nvrtc`] installs the
 //! wheel into a cache folder with pip when it is missing. Freshness ([`check_fresh`]) needs no compiler:
 //! it only re-hashes the sources and compares with the stamp.
 
+pub mod cubin;
 pub mod ptx;
 pub mod sources;
 pub mod stamp;
@@ -95,27 +96,40 @@ pub fn build_one(
     Ok(format!("{}{}", stamp.render(), raw))
 }
 
-/// Outcome of [`build_all`] for one kernel.
+/// Outcome of [`build_all`] for one generated file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Built {
-    /// Output path (`<dir>/<stem>.ptx`).
-    pub ptx_path: PathBuf,
-    /// Whether the file on disk differed from the freshly built text.
+    /// Output path (`<dir>/<stem>.ptx` or `<dir>/<stem>.sm_90.cubin.gz`).
+    pub path: PathBuf,
+    /// Whether the file on disk differed from the freshly built one.
     pub changed: bool,
 }
 
-/// Compiles every `.cu` in `dir`. With `write`, replaces changed `.ptx` files; otherwise only compares.
+fn compare_or_write(path: PathBuf, bytes: &[u8], write: bool) -> Result<Built, BuildError> {
+    let changed = std::fs::read(&path).ok().as_deref() != Some(bytes);
+    if changed && write {
+        std::fs::write(&path, bytes).map_err(|e| BuildError::io(&path, e))?;
+    }
+    Ok(Built { path, changed })
+}
+
+/// Compiles every `.cu` in `dir` to its PTX and its cubin ([`cubin`]). With `write`, replaces the
+/// changed files; otherwise only compares.
 pub fn build_all(compiler: &Compiler, dir: &Path, write: bool) -> Result<Vec<Built>, BuildError> {
     let mut out = Vec::new();
     for src in discover(dir)? {
         let text = build_one(compiler, dir, &src)?;
-        let ptx_path = dir.join(src.ptx_name());
-        let old = std::fs::read_to_string(&ptx_path).ok();
-        let changed = old.as_deref() != Some(text.as_str());
-        if changed && write {
-            std::fs::write(&ptx_path, &text).map_err(|e| BuildError::io(&ptx_path, e))?;
-        }
-        out.push(Built { ptx_path, changed });
+        out.push(compare_or_write(
+            dir.join(src.ptx_name()),
+            text.as_bytes(),
+            write,
+        )?);
+        let gz = cubin::build_cubin(compiler, dir, &src)?;
+        out.push(compare_or_write(
+            dir.join(cubin::cubin_name(&src)),
+            &gz,
+            write,
+        )?);
     }
     Ok(out)
 }

@@ -157,6 +157,41 @@ impl Compiler {
         }
     }
 
+    /// Compiles `src` (whose includes live in `dir`) to a cubin for [`crate::cubin::CUBIN_ARCH`]
+    /// (flags [`crate::cubin::CUBIN_FLAGS`]).
+    pub fn compile_cubin(&self, dir: &Path, src: &KernelSource) -> Result<Vec<u8>, BuildError> {
+        match self {
+            Compiler::Nvrtc { .. } => nvrtc_cubin(dir, src),
+            Compiler::Nvcc { path, .. } => {
+                let out_path = std::env::temp_dir().join(format!(
+                    "tcsparse-{}-{}.cubin",
+                    std::process::id(),
+                    src.ptx_name()
+                ));
+                let out = Command::new(path)
+                    .arg("-cubin")
+                    .arg(format!("-arch={}", crate::cubin::CUBIN_ARCH))
+                    .arg("-std=c++17")
+                    .arg("-I")
+                    .arg(dir)
+                    .arg("-o")
+                    .arg(&out_path)
+                    .arg(dir.join(&src.name))
+                    .output()
+                    .map_err(|e| BuildError::NoCompiler(format!("running nvcc: {e}")))?;
+                if !out.status.success() {
+                    return Err(BuildError::Compile {
+                        name: src.name.clone(),
+                        log: String::from_utf8_lossy(&out.stderr).into_owned(),
+                    });
+                }
+                let bytes = std::fs::read(&out_path).map_err(|e| BuildError::io(&out_path, e))?;
+                let _ = std::fs::remove_file(&out_path);
+                Ok(bytes)
+            }
+        }
+    }
+
     /// Compiles `src` (whose includes live in `dir`) to PTX text (without stamp).
     pub fn compile(&self, dir: &Path, src: &KernelSource) -> Result<String, BuildError> {
         match self {
@@ -210,5 +245,74 @@ impl Compiler {
                 Ok(text)
             }
         }
+    }
+}
+
+/// NVRTC to a cubin: cudarc's safe layer returns PTX only, so the program is driven through its
+/// `sys` functions here (create, compile, get the cubin, destroy).
+fn nvrtc_cubin(dir: &Path, src: &KernelSource) -> Result<Vec<u8>, BuildError> {
+    use cudarc::nvrtc::sys;
+    use std::ffi::{CString, c_char};
+    let fail = |what: &str| BuildError::Compile {
+        name: src.name.clone(),
+        log: what.to_string(),
+    };
+    let text = CString::new(src.text.as_bytes()).map_err(|_| fail("source holds a NUL byte"))?;
+    let name = CString::new(src.name.as_bytes()).map_err(|_| fail("name holds a NUL byte"))?;
+    let mut options: Vec<CString> = Vec::new();
+    for o in crate::cubin::CUBIN_FLAGS
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("--include-path={}", dir.display())])
+    {
+        options.push(CString::new(o).map_err(|_| fail("option holds a NUL byte"))?);
+    }
+    let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: NVRTC is loaded (a `Compiler::Nvrtc` exists only after `ensure_nvrtc` succeeded);
+    // the strings outlive the calls; `prog` is written by create and destroyed once below.
+    unsafe {
+        let ok = sys::nvrtcResult::NVRTC_SUCCESS;
+        if sys::nvrtcCreateProgram(
+            &mut prog,
+            text.as_ptr(),
+            name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        ) != ok
+        {
+            return Err(fail("nvrtcCreateProgram failed"));
+        }
+        let compiled =
+            sys::nvrtcCompileProgram(prog, option_ptrs.len() as i32, option_ptrs.as_ptr());
+        let result = if compiled != ok {
+            let mut n = 0usize;
+            let mut log = Vec::new();
+            if sys::nvrtcGetProgramLogSize(prog, &mut n) == ok {
+                log = vec![0u8; n];
+                sys::nvrtcGetProgramLog(prog, log.as_mut_ptr().cast());
+            }
+            let log = String::from_utf8_lossy(&log)
+                .trim_end_matches('\0')
+                .to_string();
+            Err(fail(&log))
+        } else {
+            let mut n = 0usize;
+            if sys::nvrtcGetCUBINSize(prog, &mut n) != ok || n == 0 {
+                Err(fail(
+                    "nvrtcGetCUBINSize failed (no cubin for a virtual architecture)",
+                ))
+            } else {
+                let mut cubin = vec![0u8; n];
+                if sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()) != ok {
+                    Err(fail("nvrtcGetCUBIN failed"))
+                } else {
+                    Ok(cubin)
+                }
+            }
+        };
+        sys::nvrtcDestroyProgram(&mut prog);
+        result
     }
 }

@@ -36,3 +36,11 @@ fn every_ptx_is_stamped_for_the_pinned_flags() {
         );
     }
 }
+
+#[test]
+fn committed_cubins_match_sources_and_their_stamps() {
+    let dir = nvptx_builder::kernels_dir_from_crate(Path::new(env!("CARGO_MANIFEST_DIR")));
+    if let Err(e) = nvptx_builder::cubin::check_cubins_fresh(&dir) {
+        panic!("stale cubins in {}:\n{e}", dir.display());
+    }
+}
