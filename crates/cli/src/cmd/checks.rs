@@ -1,6 +1,7 @@
 //! Checks shared by the subcommands that multiply: the dense operands `--n` asks for against the
 //! memory budget (before anything is allocated), and a note when the matrix holds NaN or ±inf.
 
+use crate::out::outln;
 use tcsparse::formats::Csr;
 
 /// Checks, before anything is allocated, that the dense operands of an `a · (cols × n)` product
@@ -29,11 +30,12 @@ pub fn check_n(a: &Csr, n: usize) -> anyhow::Result<()> {
 
 /// Says how many stored values are NaN or ±inf (accepted, as scipy accepts them, but every output
 /// row that touches one is non-finite, and so is the relative error).
-pub fn note_non_finite(a: &Csr) {
+pub fn note_non_finite(a: &Csr) -> anyhow::Result<()> {
     let k = a.non_finite();
     if k > 0 {
-        println!(
+        outln!(
             "note      {k} stored values are NaN or ±inf: the rows of C that use them are not finite, nor is the error below"
-        );
+        )?;
     }
+    Ok(())
 }

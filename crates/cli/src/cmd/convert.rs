@@ -1,5 +1,6 @@
 //! `tcsparse convert`: build a tensor-core layout from a matrix file and write its cache file.
 
+use crate::out::outln;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (f.num_blocks(), f.bytes())
         }
     };
-    println!(
+    outln!(
         "{:?}: {}x{} nnz {} -> {} blocks, {} bytes, built and written in {:.1} ms to {}",
         args.format,
         csr.rows(),
@@ -68,6 +69,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bytes,
         t.elapsed().as_secs_f64() * 1e3,
         args.output.display()
-    );
+    )?;
     Ok(())
 }

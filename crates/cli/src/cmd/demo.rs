@@ -2,6 +2,7 @@
 //! SpMM, each stage timed), on the GPU with the cuSPARSE comparison when there is one, on the CPU
 //! reference path otherwise (said plainly), with the error against the f64 reference.
 
+use crate::out::outln;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -203,10 +204,10 @@ pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
 }
 
 /// Prints the stage lines of a prepare report.
-pub fn print_prepare(p: &Prepared) {
+pub fn print_prepare(p: &Prepared) -> anyhow::Result<()> {
     let r = p.report();
     match &r.reorder {
-        Some(rr) => println!(
+        Some(rr) => outln!(
             "reorder   {:>10.3} ms  {} ({:?}){}: MeanNNZTC {:.2} -> {:.2}, TC blocks {} -> {}",
             r.reorder_s * 1e3,
             rr.method,
@@ -220,59 +221,57 @@ pub fn print_prepare(p: &Prepared) {
             rr.mean_nnz_tc_after,
             rr.blocks_before,
             rr.blocks_after
-        ),
-        None if r.reordered => println!(
+        )?,
+        None if r.reordered => outln!(
             "reorder   {:>10.3} ms  permutation applied (given, or from the plan cache)",
             r.reorder_s * 1e3
-        ),
+        )?,
         None => match &r.reorder_gate {
-            Some(g) if !g.worth_reordering => {
-                println!(
-                    "reorder   {:>10.3} ms  none: {}",
-                    r.reorder_s * 1e3,
-                    g.reason
-                )
-            }
-            _ => println!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3),
+            Some(g) if !g.worth_reordering => outln!(
+                "reorder   {:>10.3} ms  none: {}",
+                r.reorder_s * 1e3,
+                g.reason
+            )?,
+            _ => outln!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3)?,
         },
     }
-    println!(
+    outln!(
         "build     {:>10.3} ms  BitTCF: {} TC blocks, MeanNNZTC {:.2}",
         r.build_s * 1e3,
         r.blocks,
         r.mean_nnz_tc
-    );
-    println!(
+    )?;
+    outln!(
         "plan      {:>10.3} ms  {}: {}",
         r.plan_s * 1e3,
         r.kernel,
         r.kernel_note
-    );
-    println!(
+    )?;
+    outln!(
         "precision {:>10}  {}: {}",
         "",
         r.precision(),
         r.precision().bound_text()
-    );
+    )?;
     if !r.tuning.is_empty() {
-        println!(
+        outln!(
             "tune      {:>10.3} ms  {} candidates timed",
             r.tune_s * 1e3,
             r.tuning.len()
-        );
+        )?;
         for t in &r.tuning {
-            println!("          {:>10.3} ms  {}", t.ms, t.candidate);
+            outln!("          {:>10.3} ms  {}", t.ms, t.candidate)?;
         }
     }
     if r.thread_blocks > 0 {
-        println!(
+        outln!(
             "upload    {:>10.3} ms  {} thread blocks, {} split windows",
             r.upload_s * 1e3,
             r.thread_blocks,
             r.split_windows
-        );
+        )?;
     } else {
-        println!("upload    {:>10.3} ms", r.upload_s * 1e3);
+        outln!("upload    {:>10.3} ms", r.upload_s * 1e3)?;
     }
     let what = match &r.cache {
         tcsparse::CacheOutcome::Off => None,
@@ -286,35 +285,41 @@ pub fn print_prepare(p: &Prepared) {
         tcsparse::CacheOutcome::StoreFailed(why) => Some(format!("not stored: {why}")),
     };
     if let Some(what) = what {
-        println!(
+        outln!(
             "cache     {:>10.3} ms  {what} (checksum, entry read and checks, store)",
             r.cache_s * 1e3
-        );
+        )?;
     }
-    println!(
+    outln!(
         "prepare   {:>10.3} ms  total, every stage above",
         r.total_s * 1e3
-    );
+    )?;
+    Ok(())
 }
 
 /// Prints how many products repay the preparation against cuSPARSE (`cusparse_ms`, `None` when
 /// there is no cuSPARSE time) when ours takes `ours_ms`.
-pub fn print_break_even(p: &Prepared, cusparse_ms: Option<f64>, ours_ms: f64) {
+pub fn print_break_even(
+    p: &Prepared,
+    cusparse_ms: Option<f64>,
+    ours_ms: f64,
+) -> anyhow::Result<()> {
     let r = p.report();
     match cusparse_ms {
-        Some(cus) => println!(
+        Some(cus) => outln!(
             "break-even {} calls: preparation {:.3} ms / (cuSPARSE {cus:.3} ms − ours {ours_ms:.3} ms per call)",
             tcsparse::format_break_even(r.break_even_calls(cus, ours_ms)),
             r.total_s * 1e3
-        ),
-        None => println!("break-even n/a: no cuSPARSE time (CPU path)"),
+        )?,
+        None => outln!("break-even n/a: no cuSPARSE time (CPU path)")?,
     }
+    Ok(())
 }
 
 /// Prints one product line.
 /// `bound` is the kernel's scaled error bound ([`Prepared::error_bound`]).
-pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) {
-    println!(
+pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow::Result<()> {
+    outln!(
         "spmm      {:>10.3} ms  {label}, N = {n}: {:.1} GFLOP/s{}; error vs f64: max scaled {:.2e} (bound {:.2e}), relative {:.2e}",
         m.ms,
         m.gflops,
@@ -326,7 +331,8 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) {
         m.error.max_scaled,
         bound,
         m.error.relative
-    );
+    )?;
+    Ok(())
 }
 
 /// Runs the subcommand.
@@ -337,24 +343,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    println!("tcsparse demo: C = A·B on {name}");
+    outln!("tcsparse demo: C = A·B on {name}")?;
     if engine.backend() == Backend::Cpu {
-        println!(
+        outln!(
             "backend   CPU reference path — {}. Times below are CPU times, not GPU kernel times.",
             engine.message()
-        );
+        )?;
     } else {
-        println!("backend   {}", engine.message());
+        outln!("backend   {}", engine.message())?;
     }
     let (a, read_ms) = read(&path)?;
     super::checks::check_n(&a, args.n)?;
-    super::checks::note_non_finite(&a);
-    println!(
+    super::checks::note_non_finite(&a)?;
+    outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
+    )?;
     let opts = PrepareOptions::builder()
         .reorder(reorder_choice(&args.reorder))
         .balance(Balance::Auto)
@@ -365,11 +371,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .cache_dir(cache_dir())
         .build();
     let mut prepared = engine.prepare(&a, &opts)?;
-    print_prepare(&prepared);
+    print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
     let m = measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
-    print_measured(&label, args.n, prepared.error_bound(), &m);
+    print_measured(&label, args.n, prepared.error_bound(), &m)?;
 
     if engine.backend() == Backend::Gpu {
         // Acc-SpMM and cuSPARSE side by side on the same reordered matrix.
@@ -390,16 +396,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bs = perm.apply_dense_rows(&b, a.cols(), args.n)?;
             }
             let mm = measure(&engine, &mut p, &same, &bs, args.n, args.iters)?;
-            print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm);
+            print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm)?;
             others.push((p.kernel(), mm.ms));
         }
         for (k, ms) in others {
-            println!("speedup   {label} over {k}: {:.2}×", ms / m.ms);
+            outln!("speedup   {label} over {k}: {:.2}×", ms / m.ms)?;
         }
     } else {
-        println!(
+        outln!(
             "note      no GPU, so no cuSPARSE comparison; run on a CUDA machine for kernel times"
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `tcsparse gen`: write a generated matrix as Matrix Market.
 
+use crate::out::errln;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -46,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!(%spec, nnz = csr.nnz(), seconds = generated, "generated");
     mtx::write_matrix_market(&args.output, &csr)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!(
+    errln!(
         "wrote {}: {}x{}, {} nnz ({spec}; generated in {generated:.2} s, total {:.2} s)",
         args.output.display(),
         csr.rows(),

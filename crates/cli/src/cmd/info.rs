@@ -1,5 +1,6 @@
 //! `tcsparse info`: statistics of a matrix file, optionally its formats and reorderings.
 
+use crate::out::{out, outln};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -34,20 +35,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let csr =
         mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
-    println!("{}", args.file.display());
-    print!("{}", MatrixStats::compute(&csr));
+    outln!("{}", args.file.display())?;
+    out!("{}", MatrixStats::compute(&csr))?;
     let non_finite = csr.non_finite();
     if non_finite > 0 {
-        println!(
+        outln!(
             "non-finite values: {non_finite} NaN or ±inf (accepted, as scipy does; products that use them are not finite)"
-        );
+        )?;
     }
     if args.formats {
-        println!();
+        outln!()?;
         crate::cmd::formats_table::print(&csr)?;
     }
     if args.reorder {
-        println!();
+        outln!()?;
         crate::cmd::reorder_table::print(&csr)?;
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! `tcsparse plan IN --n 128 [--device h200] [--json]`: the plan the planner chooses for a matrix.
 
+use crate::out::outln;
 use anyhow::Context;
 use std::path::PathBuf;
 use tcsparse::formats::Csr;
@@ -87,10 +88,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let plan = plan_spmm(&features, &rwo, &device);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
+        outln!("{}", serde_json::to_string_pretty(&plan)?)?;
         return Ok(());
     }
-    println!(
+    outln!(
         "matrix: {} × {}, {} nnz, {} row windows, {} TC blocks (8×8), MeanNNZTC {:.2}, HRPB α {:.3}",
         features.rows,
         features.cols,
@@ -99,27 +100,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         blocks,
         features.mean_nnz_tc,
         alpha
-    );
-    println!(
+    )?;
+    outln!(
         "device: {} ({}), N = {}",
-        device.name, device.source, args.n
-    );
-    println!(
+        device.name,
+        device.source,
+        args.n
+    )?;
+    outln!(
         "choice: {:?}  (predicted {:.4} ms)",
-        plan.choice, plan.predicted_ms
-    );
-    println!("reason: {}", plan.reason);
-    println!("candidates:");
+        plan.choice,
+        plan.predicted_ms
+    )?;
+    outln!("reason: {}", plan.reason)?;
+    outln!("candidates:")?;
     for p in &plan.predictions {
-        println!(
+        outln!(
             "  {:<32} {:>10.4} ms {:>9.0} GFLOP/s",
             format!("{:?}", p.kernel),
             p.ms,
             p.gflops
-        );
+        )?;
     }
     if let Some(d) = &plan.imbalance {
-        println!(
+        outln!(
             "imbalance: IBD {:.2}, max/mean {:.1}, critical ratio {:.2}, gain {:.2}, resident TBs {} → {}",
             d.ibd,
             d.max_over_mean,
@@ -131,15 +135,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 "one TB per window"
             }
-        );
+        )?;
     }
     if let Some(s) = &plan.schedule {
-        println!(
+        outln!(
             "schedule: {} thread blocks, {} split windows (atomic), at most {} blocks per TB",
             s.work().len(),
             s.num_split_windows(),
             s.max_blocks_per_tb()
-        );
+        )?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `tcsparse reorder`: reorder a matrix and write the permutation or the reordered matrix.
 
+use crate::out::outln;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let rep = &r.report;
-    println!(
+    outln!(
         "{} ({:?}): {:.3} s, MeanNNZTC 8×8 {:.2} -> {:.2}, TC blocks {} -> {}",
         rep.method,
         mode,
@@ -67,7 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rep.mean_nnz_tc_after,
         rep.blocks_before,
         rep.blocks_after
-    );
+    )?;
     if write_perm {
         let f =
             std::fs::File::create(&args.output).with_context(|| format!("creating {out_name}"))?;

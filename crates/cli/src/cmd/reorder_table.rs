@@ -1,5 +1,6 @@
 //! Table printed by `tcsparse info --reorder`: what each reordering does to the block statistics.
 
+use crate::out::outln;
 use std::time::Instant;
 
 use tcsparse::reorder::metrics::window_stats;
@@ -14,11 +15,16 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
     } else {
         Mode::RowOnly
     };
-    println!("reordering ({mode:?})");
-    println!(
+    outln!("reordering ({mode:?})")?;
+    outln!(
         "{:<10} {:>14} {:>15} {:>12} {:>14} {:>10}",
-        "method", "MeanNNZTC 8×8", "MeanNNZTC 16×8", "TC blocks", "B rows/window", "ns/nnz"
-    );
+        "method",
+        "MeanNNZTC 8×8",
+        "MeanNNZTC 16×8",
+        "TC blocks",
+        "B rows/window",
+        "ns/nnz"
+    )?;
     for name in METHODS {
         let m = by_name(name, 1)?;
         let t = Instant::now();
@@ -26,7 +32,7 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
         let ns = t.elapsed().as_secs_f64() * 1e9 / csr.nnz().max(1) as f64;
         let b = p.apply_rows(csr)?;
         let (s8, s16) = (window_stats(&b, 8, 8), window_stats(&b, 16, 8));
-        println!(
+        outln!(
             "{:<10} {:>14.2} {:>15.2} {:>12} {:>14.1} {:>10.0}",
             name,
             s8.mean_nnz_tc(),
@@ -34,7 +40,7 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
             s8.blocks,
             s8.mean_distinct_cols(),
             ns
-        );
+        )?;
     }
     Ok(())
 }

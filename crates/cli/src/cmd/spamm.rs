@@ -1,6 +1,7 @@
 //! `tcsparse spamm`: approximate dense product C ≈ A·B of decay matrices (cuSpAMM) on the GPU, or
 //! on the CPU reference path (small sizes) without one.
 
+use crate::out::outln;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -219,24 +220,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &opts,
     )?;
     let secs = t.elapsed().as_secs_f64();
-    println!("spamm {what}: {m}×{k} · {k}×{n}");
-    println!("backend {} ({}), target {target:?}", r.backend, r.precision);
+    outln!("spamm {what}: {m}×{k} · {k}×{n}")?;
+    outln!("backend {} ({}), target {target:?}", r.backend, r.precision)?;
     let rounding = precision.rounding_bound();
-    println!(
+    outln!(
         "tau {:.4e}, valid ratio {:.4}%, bound ‖E‖F/‖C‖F ≤ {:.3e} (skipped products; attempts {}) + {rounding:.0e} ({} rounding)",
         r.tau,
         100.0 * r.valid_ratio,
         r.rel_bound,
         r.attempts,
         r.precision
-    );
+    )?;
     if let TauTarget::RelError(t) = target
         && rounding > t
     {
-        println!(
+        outln!(
             "note      {} rounding alone may exceed the target error {t:.0e}: use --precision f32 or 3xtf32 for that accuracy",
             r.precision
-        );
+        )?;
     }
     if r.row_ranges.len() > 1 {
         let parts: Vec<String> = r
@@ -244,18 +245,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .map(|(a, b)| format!("{a}..{b}"))
             .collect();
-        println!("devices   rows {} (B: {})", parts.join(", "), r.transport);
+        outln!("devices   rows {} (B: {})", parts.join(", "), r.transport)?;
     }
     if let Some(e) = r.measured_error {
-        println!(
+        outln!(
             "measured ‖E‖F/‖C‖F {e:.3e} ({} rows)",
             args.check_rows.min(m)
-        );
+        )?;
     }
-    println!(
+    outln!(
         "input {:.3} ms, spamm (with uploads and τ search) {:.3} ms",
         input_s * 1e3,
         secs * 1e3
-    );
+    )?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `tcsparse spmm`: one prepared product on a matrix file, with time, GFLOP/s and the error against
 //! the f64 reference (on the CPU reference path when there is no GPU, said plainly).
 
+use crate::out::outln;
 use std::path::PathBuf;
 
 use tcsparse::{Backend, Balance, KernelRequest, Precision, PrepareOptions, RowTileKernel};
@@ -66,31 +67,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let engine = demo::engine(args.cpu);
     if engine.backend() == Backend::Cpu {
-        println!(
+        outln!(
             "backend   CPU reference path — {}. The time below is a CPU time, not a GPU kernel time.",
             engine.message()
-        );
+        )?;
         if args.kernel != "auto" {
-            println!(
+            outln!(
                 "note      --kernel {} needs a GPU; ignored on the CPU path",
                 args.kernel
-            );
+            )?;
         }
     } else {
-        println!("backend   {}", engine.message());
+        outln!("backend   {}", engine.message())?;
     }
     // The upload path's first-use costs are paid while the file is read.
     let (a, read_ms) = std::thread::scope(|s| {
         s.spawn(|| demo::warm_up_for_file(&engine, &args.input));
         demo::read(&args.input)
     })?;
-    println!(
+    outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
-    super::checks::note_non_finite(&a);
+    )?;
+    super::checks::note_non_finite(&a)?;
     super::checks::check_n(&a, args.n)?;
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
@@ -123,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
     let mut prepared = engine.prepare_shared(&a, &opts)?;
-    demo::print_prepare(&prepared);
+    demo::print_prepare(&prepared)?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
     demo::print_measured(
@@ -131,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.n,
         prepared.error_bound(),
         &m,
-    );
+    )?;
     // cuSPARSE's time: the tuning sample when tuned (same N, same process: its fastest
     // algorithm's full timing; the other algorithms are only probed), else measured here.
     let tuned = prepared
@@ -156,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, _, _) => None,
     };
-    demo::print_break_even(&prepared, cusparse_ms, m.ms);
+    demo::print_break_even(&prepared, cusparse_ms, m.ms)?;
     Ok(())
 }
 
@@ -171,16 +172,16 @@ fn run_split(
     let t = std::time::Instant::now();
     let mut split = tcsparse::prepare_split(devices, a, opts)?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
-    println!(
+    outln!(
         "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
         split.transport()
-    );
+    )?;
     for ((r0, r1), p) in split.row_ranges().into_iter().zip(split.parts()) {
-        println!(
+        outln!(
             "part      rows {r0}..{r1}: {} nonzeros, {}",
             a.row_offsets()[r1] - a.row_offsets()[r0],
             p.kernel()
-        );
+        )?;
     }
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let mut c = vec![0f32; a.rows() * args.n];
@@ -204,7 +205,7 @@ fn run_split(
         device_time: false,
     };
     let bound = split.parts().map(|p| p.error_bound()).fold(0.0, f64::max);
-    demo::print_measured("split over the devices", args.n, bound, &m);
+    demo::print_measured("split over the devices", args.n, bound, &m)?;
     Ok(())
 }
 

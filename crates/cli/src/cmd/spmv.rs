@@ -2,6 +2,7 @@
 //! GPU (bitBSR on tensor cores or CUDA cores, or cuSPARSE, whichever the
 //! preparation timed faster) or the CPU walk of bitBSR; prints time, GB/s, GFLOP/s, the error against f64 and the kernel chosen.
 
+use crate::out::outln;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -53,13 +54,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Engine::new()
     };
-    println!("backend   {}", engine.message());
-    println!(
+    outln!("backend   {}", engine.message())?;
+    outln!(
         "read {read_ms:.1} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
+    )?;
     let n = args.rhs;
     let opts = SpmvOptions {
         precision,
@@ -79,13 +80,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let mut p = prepared?;
-    println!(
+    outln!(
         "prepare {:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
         t.elapsed().as_secs_f64() * 1e3,
         p.kernel()
-    );
+    )?;
     for s in p.samples() {
-        println!("  tuned {:.4} ms  {}", s.ms, s.kernel);
+        outln!("  tuned {:.4} ms  {}", s.ms, s.kernel)?;
     }
     let x: Vec<f32> = (0..a.cols() * n)
         .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
@@ -115,16 +116,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let secs = ms * 1e-3;
-    println!(
+    outln!(
         "spmv {ms:.4} ms  {:.1} GB/s, {:.2} GFLOP/s ({} bytes moved at least)",
         p.bytes() as f64 / secs / 1e9,
         2.0 * a.nnz() as f64 * n as f64 / secs / 1e9,
         p.bytes()
-    );
-    println!(
+    )?;
+    outln!(
         "error vs f64: max scaled {scaled:.2e} (bound {:.2e}), relative {rel:.2e}",
         precision.bound()
-    );
+    )?;
     anyhow::ensure!(
         scaled <= precision.bound(),
         "error {scaled:.3e} above the {precision:?} bound {:.3e}",
