@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod out;
+mod output;
 
 /// GPU sparse matrix products on NVIDIA tensor cores, with a CPU reference path.
 #[derive(Parser, Debug)]

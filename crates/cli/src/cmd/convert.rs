@@ -40,22 +40,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (blocks, bytes) = match args.format {
         Layout::Bittcf => {
             let f = BitTcf::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Metcf => {
             let f = MeTcf::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Hrpb => {
             let f = Hrpb::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Bitbsr => {
             let f = BitBsr::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
     };

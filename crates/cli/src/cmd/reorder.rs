@@ -1,7 +1,6 @@
 //! `tcsparse reorder`: reorder a matrix and write the permutation or the reordered matrix.
 
 use crate::out::outln;
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -14,7 +13,7 @@ use tcsparse::reorder::{Mode, apply, by_name};
     long_about = "Reorder the rows (row mode) or rows and columns together (symmetric mode, square \
 matrices) of a matrix so that its nonzeros pack into denser 8×8 tensor-core blocks, and write either the \
 permutation (OUT ending in .perm: one old index per line, line i = row placed at position i) or the \
-reordered matrix (OUT ending in .mtx). Prints MeanNNZTC and TC blocks before and after."
+reordered matrix (OUT ending in .mtx, or .mtx.gz for gzip). Prints MeanNNZTC and TC blocks before and after."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
@@ -29,7 +28,7 @@ pub struct Args {
     /// Seed of randomized methods (lsh).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Output: `.perm` (permutation) or `.mtx` (reordered matrix).
+    /// Output: `.perm` (permutation) or `.mtx` / `.mtx.gz` (reordered matrix).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
 }
@@ -38,8 +37,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let out_name = args.output.to_string_lossy().to_string();
     let write_perm = out_name.ends_with(".perm");
-    if !write_perm && !out_name.ends_with(".mtx") {
-        bail!("OUT must end in .perm or .mtx, got {out_name}");
+    if !write_perm && !out_name.ends_with(".mtx") && !out_name.ends_with(".mtx.gz") {
+        bail!("OUT must end in .perm, .mtx or .mtx.gz, got {out_name}");
     }
     let method = by_name(&args.method, args.seed)?;
     let mode = if args.mode == "row" {
@@ -70,17 +69,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rep.blocks_after
     )?;
     if write_perm {
-        let f =
-            std::fs::File::create(&args.output).with_context(|| format!("creating {out_name}"))?;
-        let mut w = std::io::BufWriter::new(f);
-        for &old in r.perm.as_slice() {
-            writeln!(w, "{old}")?;
-        }
-        w.flush()?;
+        crate::output::write_with(&args.output, |w| {
+            r.perm
+                .as_slice()
+                .iter()
+                .try_for_each(|old| writeln!(w, "{old}"))
+        })?;
     } else {
         let b = apply(&r.perm, &a, mode)?;
-        mtx::write_matrix_market(&args.output, &b)
-            .with_context(|| format!("writing {out_name}"))?;
+        crate::output::write_matrix(&args.output, &b)?;
     }
     Ok(())
 }
