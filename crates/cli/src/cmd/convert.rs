@@ -1,7 +1,6 @@
 //! `tcsparse convert`: build a tensor-core layout from a matrix file and write its cache file.
 
 use crate::out::outln;
-use anyhow::Context;
 use std::path::PathBuf;
 use std::time::Instant;
 use tcsparse::formats::{bitbsr::BitBsr, bittcf::BitTcf, cache, hrpb::Hrpb, metcf::MeTcf};
@@ -34,8 +33,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let csr = tcsparse::formats::mtx::read_matrix(&args.input)
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    let csr = crate::input::read_matrix(&args.input)?;
     let t = Instant::now();
     let (blocks, bytes) = match args.format {
         Layout::Bittcf => {

@@ -6,7 +6,6 @@ use crate::out::outln;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::{Backend, Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
@@ -22,10 +21,10 @@ pub struct Args {
     #[arg(long)]
     pub matrix: Option<PathBuf>,
     /// Columns of B.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
-    #[arg(long, default_value = "affinity")]
+    #[arg(long, default_value = "affinity", value_parser = crate::args::reorder)]
     pub reorder: String,
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
@@ -33,8 +32,8 @@ pub struct Args {
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
-    /// Timed repetitions per kernel.
-    #[arg(long, default_value_t = 20)]
+    /// Timed repetitions per kernel (at most 10000).
+    #[arg(long, default_value_t = 20, value_parser = crate::args::iters)]
     pub iters: usize,
 }
 
@@ -198,8 +197,7 @@ pub fn warm_up_for_file(engine: &Engine, path: &Path) {
 /// Reads a matrix, timing it.
 pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     let t = Instant::now();
-    let a = tcsparse::formats::mtx::read_matrix(path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let a = crate::input::read_matrix(path)?;
     Ok((a, t.elapsed().as_secs_f64() * 1e3))
 }
 
@@ -338,6 +336,7 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let path = resolve_matrix(args.matrix)?;
+    let (a, read_ms) = read(&path)?;
     let engine = engine(args.cpu);
     let name = path
         .file_name()
@@ -352,7 +351,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         outln!("backend   {}", engine.message())?;
     }
-    let (a, read_ms) = read(&path)?;
     super::checks::check_n(&a, args.n)?;
     super::checks::note_non_finite(&a)?;
     outln!(

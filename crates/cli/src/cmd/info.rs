@@ -4,8 +4,6 @@ use crate::out::{out, outln};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
-use tcsparse::formats::mtx;
 use tcsparse::formats::stats::MatrixStats;
 
 /// Arguments of `tcsparse info`.
@@ -32,8 +30,7 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let csr =
-        mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let csr = crate::input::read_matrix(&args.file)?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
     outln!("{}", args.file.display())?;
     out!("{}", MatrixStats::compute(&csr))?;

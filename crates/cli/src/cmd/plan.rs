@@ -12,7 +12,7 @@ pub struct Args {
     /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
     pub input: PathBuf,
     /// Columns of B (and C).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Device preset: h200, h100, a100, rtx4090.
     #[arg(long, default_value = "h200")]
@@ -66,8 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             DeviceSpec::PRESETS.join(", ")
         )
     })?;
-    let csr = tcsparse::formats::mtx::read_matrix(&args.input)
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    let csr = crate::input::read_matrix(&args.input)?;
     let (rwo, alpha) = blocking(&csr);
     let blocks = rwo.last().copied().unwrap_or(0) as u64;
     let features = MatrixFeatures {

@@ -3,8 +3,7 @@
 use crate::out::outln;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-use tcsparse::formats::mtx;
+use anyhow::bail;
 use tcsparse::reorder::{Mode, apply, by_name};
 
 /// Arguments of `tcsparse reorder`.
@@ -46,8 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Mode::Symmetric
     };
-    let a = mtx::read_matrix(&args.input)
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    let a = crate::input::read_matrix(&args.input)?;
     // A spinner on long runs.
     let bar = super::spinner(
         a.nnz() > 1_000_000,

@@ -32,26 +32,26 @@ pub struct Args {
     /// Generated decay matrix used as A and B (algebraic:n=N or exponential:n=N,rate=R).
     #[arg(long = "gen", value_name = "SPEC", conflicts_with = "a")]
     pub generator: Option<String>,
-    /// Bound on ‖E‖F/‖C‖F to choose τ for.
-    #[arg(long, conflicts_with_all = ["valid_ratio", "tau"])]
+    /// Bound on ‖E‖F/‖C‖F to choose τ for, in (0, 1].
+    #[arg(long, conflicts_with_all = ["valid_ratio", "tau"], value_parser = crate::args::rel_error)]
     pub target_error: Option<f64>,
-    /// Share of tile products to compute (cuSpAMM's valid ratio).
-    #[arg(long, conflicts_with = "tau")]
+    /// Share of tile products to compute (cuSpAMM's valid ratio), in (0, 1].
+    #[arg(long, conflicts_with = "tau", value_parser = crate::args::ratio)]
     pub valid_ratio: Option<f64>,
-    /// This τ.
-    #[arg(long)]
+    /// This τ (finite, ≥ 0; 0 computes every tile product).
+    #[arg(long, value_parser = crate::args::tau)]
     pub tau: Option<f32>,
     /// Arithmetic on the GPU: f32, tf32, 3xtf32, f16.
-    #[arg(long, default_value = "3xtf32")]
+    #[arg(long, default_value = "3xtf32", value_parser = ["f32", "tf32", "3xtf32", "f16"])]
     pub precision: String,
     /// C block edge on the GPU: 64 or 128.
-    #[arg(long, default_value_t = 64)]
-    pub block: usize,
-    /// Strided balance parameter s.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "64", value_parser = ["64", "128"])]
+    pub block: String,
+    /// Strided balance parameter s (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = crate::args::stride)]
     pub s: usize,
     /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1).
-    #[arg(long, conflicts_with_all = ["devices", "cpu"])]
+    #[arg(long, conflicts_with_all = ["devices", "cpu"], value_parser = crate::args::gpu_count)]
     pub gpus: Option<usize>,
     /// Split C's rows over these GPUs, e.g. 0,1,2,3 (B broadcast through NCCL). Default: 0.
     #[arg(long, conflicts_with = "cpu")]
@@ -66,7 +66,12 @@ pub struct Args {
 
 /// A dense row-major f32 matrix from a .npy file (float32 or float64, 2-D, C order).
 pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
-    let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    crate::input::check_regular(path)?;
+    let len = std::fs::metadata(path)
+        .with_context(|| path.display().to_string())?
+        .len();
+    tcsparse::formats::Limits::global().check(|| format!("reading {}", path.display()), len)?;
+    let b = std::fs::read(path).with_context(|| path.display().to_string())?;
     if b.get(..6) != Some(b"\x93NUMPY") {
         bail!("{}: not a .npy file", path.display());
     }
@@ -148,10 +153,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.precision
         )
     })?;
-    let block = match args.block {
-        64 => SpammBlock::B64,
-        128 => SpammBlock::B128,
-        b => bail!("--block must be 64 or 128, not {b}"),
+    let block = match args.block.as_str() {
+        "128" => SpammBlock::B128,
+        _ => SpammBlock::B64,
     };
     let target = match (args.tau, args.valid_ratio, args.target_error) {
         (Some(t), _, _) => TauTarget::Tau(t),
@@ -190,7 +194,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         s: args.s,
         devices: match (&args.devices, args.gpus) {
             (Some(list), _) => DeviceSet::parse(list)?,
-            (None, Some(0)) => bail!("--gpus 0: give at least one GPU (or --cpu)"),
             (None, Some(g)) => DeviceSet::first(g),
             (None, None) => DeviceSet::default(),
         },

@@ -14,7 +14,7 @@ pub struct Args {
     /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
     pub input: PathBuf,
     /// Columns of B.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
     /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR),
@@ -22,7 +22,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "hrpb"])]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
     pub reorder: String,
     /// Schedule: auto, on (Acc-SpMM: Eq. 4 balanced; row-tile kernels: heavy windows split at 16
     /// blocks per thread block), off (one thread block per row window), packed:K (K consecutive
@@ -44,8 +44,8 @@ pub struct Args {
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Timed repetitions.
-    #[arg(long, default_value_t = 30)]
+    /// Timed repetitions (at most 10000).
+    #[arg(long, default_value_t = 30, value_parser = crate::args::iters)]
     pub iters: usize,
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
@@ -65,7 +65,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.kernel
         );
     }
+    let devices = args
+        .devices
+        .as_deref()
+        .map(tcsparse::DeviceSet::parse)
+        .transpose()?;
     let engine = demo::engine(args.cpu);
+    // The upload path's first-use costs are paid while the file is read.
+    let (a, read_ms) = std::thread::scope(|s| {
+        s.spawn(|| demo::warm_up_for_file(&engine, &args.input));
+        demo::read(&args.input)
+    })?;
     if engine.backend() == Backend::Cpu {
         outln!(
             "backend   CPU reference path — {}. The time below is a CPU time, not a GPU kernel time.",
@@ -80,11 +90,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         outln!("backend   {}", engine.message())?;
     }
-    // The upload path's first-use costs are paid while the file is read.
-    let (a, read_ms) = std::thread::scope(|s| {
-        s.spawn(|| demo::warm_up_for_file(&engine, &args.input));
-        demo::read(&args.input)
-    })?;
     outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
@@ -117,8 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .cache_dir(demo::cache_dir())
         .build();
-    if let Some(list) = &args.devices {
-        let devices = tcsparse::DeviceSet::parse(list)?;
+    if let Some(devices) = devices {
         return run_split(devices, &a, &opts, &args);
     }
     // Shared with the preparation: no copy of A where it runs in the original order.

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use tcsparse::formats::mtx;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::spmv::{SpmvOptions, SpmvPrecision};
 use tcsparse::{Backend, Engine};
@@ -28,13 +27,13 @@ pub struct Args {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// f16, tf32 or f32.
-    #[arg(long, default_value = "tf32")]
+    #[arg(long, default_value = "tf32", value_parser = ["f16", "tf32", "f32"])]
     pub precision: String,
-    /// Right-hand sides (1..=8).
-    #[arg(long, default_value_t = 1)]
+    /// Right-hand sides (1 to 8).
+    #[arg(long, default_value_t = 1, value_parser = crate::args::spmv_width)]
     pub rhs: usize,
-    /// Timed samples (GPU: graph launches of 20 calls; CPU: calls).
-    #[arg(long, default_value_t = 10)]
+    /// Timed samples (GPU: graph launches of 20 calls; CPU: calls; at most 10000).
+    #[arg(long, default_value_t = 10, value_parser = crate::args::iters)]
     pub iters: usize,
     /// Use the CPU path even when a GPU is present.
     #[arg(long)]
@@ -44,10 +43,8 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let precision = SpmvPrecision::parse(&args.precision)?;
-    anyhow::ensure!((1..=8).contains(&args.rhs), "--rhs takes 1..=8");
     let t = Instant::now();
-    let a =
-        mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let a = crate::input::read_matrix(&args.file)?;
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
     let engine = if args.cpu {
         Engine::cpu("--cpu")
