@@ -4,6 +4,8 @@
 
 use std::ops::RangeInclusive;
 
+/// `--iters` when not given, for every subcommand that times something.
+pub const DEFAULT_ITERS: usize = 20;
 /// The largest `--iters`: more samples than this only make the run longer, not the median better.
 pub const MAX_ITERS: usize = 10_000;
 /// Right-hand sides an SpMV takes (`spmv --n`).

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
-use tcsparse::{Backend, Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{
+    Backend, Balance, Engine, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
+};
 
 /// Matrix the demo uses by default (shipped in the repository).
 pub const DEFAULT_MATRIX: &str = "datasets/cora.mtx.gz";
@@ -18,22 +20,27 @@ pub const DEFAULT_MATRIX: &str = "datasets/cora.mtx.gz";
 pub struct Args {
     /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz); default: the shipped
     /// datasets/cora.mtx.gz.
-    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// The old spelling of INPUT.
+    #[arg(long, hide = true, conflicts_with = "input")]
     pub matrix: Option<PathBuf>,
     /// Columns of B.
     #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
-    #[arg(long, default_value = "affinity", value_parser = crate::args::reorder)]
+    #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
     pub reorder: String,
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Arithmetic: tf32 (tensor-core kernels allowed) or f32 (only f32 kernels), as for spmm.
+    #[arg(long, default_value = "tf32", value_parser = ["tf32", "f32"])]
+    pub precision: String,
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
     /// Timed repetitions per kernel (at most 10000).
-    #[arg(long, default_value_t = 20, value_parser = crate::args::iters)]
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
 }
 
@@ -53,7 +60,7 @@ pub fn resolve_matrix(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if repo.is_file() {
         return Ok(repo);
     }
-    anyhow::bail!("{DEFAULT_MATRIX} not found (run from the repository root or pass --matrix)")
+    anyhow::bail!("{DEFAULT_MATRIX} not found (run from the repository root or give INPUT)")
 }
 
 /// Engine honoring `--cpu`.
@@ -71,6 +78,14 @@ pub fn reorder_choice(s: &str) -> ReorderChoice {
         "auto" => ReorderChoice::Auto,
         "none" => ReorderChoice::None,
         m => ReorderChoice::Method(m.to_string()),
+    }
+}
+
+/// Parses a `--precision` of SpMM (`tf32` or `f32`; clap has checked it is one of them).
+pub fn precision(s: &str) -> Precision {
+    match s {
+        "f32" => Precision::F32,
+        _ => Precision::Tf32,
     }
 }
 
@@ -335,7 +350,7 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let path = resolve_matrix(args.matrix)?;
+    let path = resolve_matrix(args.input.or(args.matrix))?;
     let (a, read_ms) = read(&path)?;
     let engine = engine(args.cpu);
     let name = path
@@ -366,6 +381,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .n(args.n)
         .tune(true)
+        .precision(precision(&args.precision))
         .cache_dir(cache_dir())
         .build();
     let mut prepared = engine.prepare(&a, &opts)?;

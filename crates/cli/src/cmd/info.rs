@@ -11,14 +11,13 @@ use tcsparse::formats::stats::MatrixStats;
 #[command(
     after_help = "Print statistics of a matrix: shape, nnz, density, row lengths (average AvgL, min, max, \
 empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
-FILE is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
+INPUT is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
 real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
 scipy sparse `.npz` (csr/csc/coo). Use -v to log reading progress and speed."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub input: PathBuf,
     /// Also print, for each tensor-core format, its size and block statistics.
     #[arg(long)]
     pub formats: bool,
@@ -30,9 +29,9 @@ pub struct Args {
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let csr = crate::input::read_matrix(&args.file)?;
+    let csr = crate::input::read_matrix(&args.input)?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
-    outln!("{}", args.file.display())?;
+    outln!("{}", args.input.display())?;
     out!("{}", MatrixStats::compute(&csr))?;
     let non_finite = csr.non_finite();
     if non_finite > 0 {

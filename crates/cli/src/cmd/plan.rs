@@ -1,4 +1,4 @@
-//! `tcsparse plan IN --n 128 [--device h200] [--json]`: the plan the planner chooses for a matrix.
+//! `tcsparse plan INPUT --n 128 [--device-model h200] [--json]`: the plan the planner chooses for a matrix.
 
 use crate::out::outln;
 use anyhow::Context;
@@ -14,9 +14,9 @@ pub struct Args {
     /// Columns of B (and C).
     #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
-    /// Device preset: h200, h100, a100, rtx4090.
-    #[arg(long, default_value = "h200")]
-    pub device: String,
+    /// Device model the plan is made for: h200, h100, a100, rtx4090.
+    #[arg(long, alias = "device", default_value = "h200")]
+    pub device_model: String,
     /// Also consider cuTeSpMM (HRPB), with α computed from the matrix.
     #[arg(long)]
     pub with_hrpb: bool,
@@ -59,10 +59,10 @@ fn blocking(csr: &Csr) -> (Vec<u32>, f64) {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = DeviceSpec::preset(&args.device).with_context(|| {
+    let device = DeviceSpec::preset(&args.device_model).with_context(|| {
         format!(
-            "unknown device {:?}; known: {}",
-            args.device,
+            "unknown --device-model {:?}; known: {}",
+            args.device_model,
             DeviceSpec::PRESETS.join(", ")
         )
     })?;

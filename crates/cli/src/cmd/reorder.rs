@@ -16,7 +16,6 @@ reordered matrix (OUT ending in .mtx, or .mtx.gz for gzip). Prints MeanNNZTC and
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
-    #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// Method: affinity, rabbit, lsh, degree, rcm or none.
     #[arg(long, default_value = "affinity")]
@@ -25,7 +24,7 @@ pub struct Args {
     #[arg(long, default_value = "symmetric", value_parser = ["symmetric", "row"])]
     pub mode: String,
     /// Seed of randomized methods (lsh).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Output: `.perm` (permutation) or `.mtx` / `.mtx.gz` (reordered matrix).
     #[arg(short, long, value_name = "OUT")]

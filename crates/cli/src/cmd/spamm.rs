@@ -50,8 +50,9 @@ pub struct Args {
     /// Strided balance parameter s (1 to 1024).
     #[arg(long, default_value_t = 1, value_parser = crate::args::stride)]
     pub s: usize,
-    /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1).
-    #[arg(long, conflicts_with_all = ["devices", "cpu"], value_parser = crate::args::gpu_count)]
+    /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1; hidden, kept for old
+    /// scripts).
+    #[arg(long, hide = true, conflicts_with_all = ["devices", "cpu"], value_parser = crate::args::gpu_count)]
     pub gpus: Option<usize>,
     /// Split C's rows over these GPUs, e.g. 0,1,2,3 (B broadcast through NCCL). Default: 0.
     #[arg(long, conflicts_with = "cpu")]

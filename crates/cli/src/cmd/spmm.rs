@@ -4,7 +4,7 @@
 use crate::out::outln;
 use std::path::PathBuf;
 
-use tcsparse::{Backend, Balance, KernelRequest, Precision, PrepareOptions, RowTileKernel};
+use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions, RowTileKernel};
 
 use super::demo;
 
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Timed repetitions (at most 10000).
-    #[arg(long, default_value_t = 30, value_parser = crate::args::iters)]
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
@@ -116,10 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .n(args.n)
         .tune(!args.no_tune)
-        .precision(match args.precision.as_str() {
-            "f32" => Precision::F32,
-            _ => Precision::Tf32,
-        })
+        .precision(demo::precision(&args.precision))
         .cache_dir(demo::cache_dir())
         .build();
     if let Some(devices) = devices {

@@ -1,4 +1,4 @@
-//! `tcsparse spmv FILE [--precision f16|tf32|f32] [--rhs K]`: y = A·X with K right-hand sides on the
+//! `tcsparse spmv INPUT [--precision f16|tf32|f32] [--n K]`: y = A·X with K right-hand sides on the
 //! GPU (bitBSR on tensor cores or CUDA cores, or cuSPARSE, whichever the
 //! preparation timed faster) or the CPU walk of bitBSR; prints time, GB/s, GFLOP/s, the error against f64 and the kernel chosen.
 
@@ -14,27 +14,31 @@ use tcsparse::{Backend, Engine};
 /// Arguments of `tcsparse spmv`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Runs y = A·X (X: cols × K, K = --rhs right-hand sides, 1..=8) with Spaden's bitBSR \
+    after_help = "Runs y = A·X (X: cols × K, K = --n right-hand sides, 1..=8) with Spaden's bitBSR \
 on tensor cores or a CUDA-core walk of bitBSR (every K: one pass over A for all K). On a GPU the preparation times cuSPARSE CSR \
 SpMV (SpMM for K > 1; each of its CSR algorithms), our kernels (allowed tile storages × kernels × tile budgets) and, for \
 K > 1, our CSR walk (8 lanes per nonzero) inside CUDA graphs and keeps the fastest; times are medians over CUDA graphs of 20 calls. Without a GPU the CPU walks bitBSR exactly as the kernel does.\n\n\
 --precision: tf32 (default: TF32 tiles, f32 tiles on CUDA cores, or cuSPARSE), f16 (also \
 f16 tiles, scaled per tile-row and per x segment so nothing overflows; same 11-bit significands as \
-TF32), f32 (f32 products only: cuSPARSE, our CSR walk, f32 tiles on CUDA cores, f32 CSR on the CPU)."
+TF32), f32 (f32 products only: cuSPARSE, our CSR walk, f32 tiles on CUDA cores, f32 CSR on the CPU).\n\n\
+There is no --reorder: the SpMV preparation does not reorder (reorder the file first with `tcsparse \
+reorder`)."
 )]
 pub struct Args {
     /// Matrix file: .mtx, .mtx.gz or .npz.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    pub input: PathBuf,
     /// f16, tf32 or f32.
     #[arg(long, default_value = "tf32", value_parser = ["f16", "tf32", "f32"])]
     pub precision: String,
-    /// Right-hand sides (1 to 8).
-    #[arg(long, default_value_t = 1, value_parser = crate::args::spmv_width)]
-    pub rhs: usize,
+    /// Columns of X and y: right-hand sides, 1 to 8.
+    #[arg(long, alias = "rhs", default_value_t = 1, value_parser = crate::args::spmv_width)]
+    pub n: usize,
     /// Timed samples (GPU: graph launches of 20 calls; CPU: calls; at most 10000).
-    #[arg(long, default_value_t = 10, value_parser = crate::args::iters)]
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
+    /// Seed of X.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Use the CPU path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
@@ -44,7 +48,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let precision = SpmvPrecision::parse(&args.precision)?;
     let t = Instant::now();
-    let a = crate::input::read_matrix(&args.file)?;
+    let a = crate::input::read_matrix(&args.input)?;
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
     let engine = if args.cpu {
         Engine::cpu("--cpu")
@@ -58,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         a.cols(),
         a.nnz()
     )?;
-    let n = args.rhs;
+    let n = args.n;
     let opts = SpmvOptions {
         precision,
         rhs: n,
@@ -85,9 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for s in p.samples() {
         outln!("  tuned {:.4} ms  {}", s.ms, s.kernel)?;
     }
-    let x: Vec<f32> = (0..a.cols() * n)
-        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
-        .collect();
+    let x = super::demo::random_b(a.cols(), n, args.seed);
     let mut y = vec![0f32; a.rows() * n];
     p.spmv(1.0, &x, 0.0, &mut y)?;
     let want = spmm_f64(&a, &x, n, n, false);
