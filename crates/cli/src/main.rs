@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod cmd;
 mod input;
+mod json;
 mod out;
 mod output;
 

@@ -8,6 +8,29 @@
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the text lines are printed (off under `--json`, see [`json_only`]).
+static TEXT: AtomicBool = AtomicBool::new(true);
+
+/// Under `--json`: the text lines ([`outln!`], [`out!`]) are dropped, so a subcommand does the
+/// same work and prints the same facts, and the one JSON document ([`json`]) is all that reaches
+/// standard output.
+pub fn json_only() {
+    TEXT.store(false, Ordering::Relaxed);
+}
+
+fn text() -> bool {
+    TEXT.load(Ordering::Relaxed)
+}
+
+/// Writes the run's JSON document and a newline.
+pub fn json(doc: &str) -> Result<(), StdoutError> {
+    let mut s = io::stdout().lock();
+    s.write_all(doc.as_bytes())
+        .and_then(|()| s.write_all(b"\n"))
+        .map_err(StdoutError)
+}
 
 /// Writing to standard output failed.
 #[derive(Debug, thiserror::Error)]
@@ -23,11 +46,17 @@ impl StdoutError {
 
 /// Writes `args` to standard output (locked for the call).
 pub fn write(args: fmt::Arguments<'_>) -> Result<(), StdoutError> {
+    if !text() {
+        return Ok(());
+    }
     io::stdout().lock().write_fmt(args).map_err(StdoutError)
 }
 
 /// Writes `args` and a newline to standard output (locked for the call).
 pub fn line(args: fmt::Arguments<'_>) -> Result<(), StdoutError> {
+    if !text() {
+        return Ok(());
+    }
     let mut s = io::stdout().lock();
     s.write_fmt(args)
         .and_then(|()| s.write_all(b"\n"))

@@ -17,6 +17,7 @@ fn printing_commands(dir: &Path) -> Vec<Vec<String>> {
     let o = |name: &str| dir.join(name).to_string_lossy().into_owned();
     [
         vec!["info", m, "--formats"],
+        vec!["info", m, "--json"],
         vec!["plan", m],
         vec!["spmm", m, "--n", "4", "--iters", "1"],
         vec!["spmv", m, "--iters", "1"],

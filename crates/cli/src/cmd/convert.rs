@@ -6,7 +6,7 @@ use std::time::Instant;
 use tcsparse::formats::{bitbsr::BitBsr, bittcf::BitTcf, cache, hrpb::Hrpb, metcf::MeTcf};
 
 /// Layouts `convert` can write.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, serde::Serialize)]
 pub enum Layout {
     /// Acc-SpMM BitTCF (8×8 blocks, u64 masks).
     Bittcf,
@@ -26,13 +26,19 @@ pub struct Args {
     /// Layout to build.
     #[arg(long, value_enum)]
     pub format: Layout,
-    /// Output cache file.
+    /// Output layout file (`info`, `plan`, `spmm`, … read it back as INPUT).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let csr = crate::input::read_matrix(&args.input)?;
     let t = Instant::now();
     let (blocks, bytes) = match args.format {
@@ -68,5 +74,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3,
         args.output.display()
     )?;
+    if args.json {
+        crate::json::emit(
+            "convert",
+            &crate::json::Convert {
+                input: args.input.display().to_string(),
+                output: args.output.display().to_string(),
+                layout: crate::json::tagged(&args.format),
+                matrix: crate::json::Matrix::of(&csr),
+                blocks,
+                bytes,
+                build_and_write_ms: t.elapsed().as_secs_f64() * 1e3,
+            },
+        )?;
+    }
     Ok(())
 }

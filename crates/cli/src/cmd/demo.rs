@@ -39,6 +39,9 @@ pub struct Args {
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
     /// Timed repetitions per kernel (at most 10000).
     #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
@@ -350,6 +353,9 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let path = resolve_matrix(args.input.or(args.matrix))?;
     let (a, read_ms) = read(&path)?;
     let engine = engine(args.cpu);
@@ -391,11 +397,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let m = measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
     print_measured(&label, args.n, prepared.error_bound(), &m)?;
 
+    let (mut cusparse_ms, mut comparisons) = (None, Vec::new());
     if engine.backend() == Backend::Gpu {
         // Acc-SpMM and cuSPARSE side by side on the same reordered matrix.
         let same = prepared.matrix().clone();
         let mut others = Vec::new();
         for kernel in [KernelRequest::AccSpmm, KernelRequest::Cusparse] {
+            let is_cusparse = kernel == KernelRequest::Cusparse;
             let mut o = opts.clone();
             o.reorder = ReorderChoice::None;
             o.kernel = kernel;
@@ -411,6 +419,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             let mm = measure(&engine, &mut p, &same, &bs, args.n, args.iters)?;
             print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm)?;
+            if is_cusparse {
+                cusparse_ms = Some(mm.ms);
+            }
+            comparisons.push(crate::json::Product::of(
+                &p.kernel().to_string(),
+                args.n,
+                p.error_bound(),
+                &mm,
+            ));
             others.push((p.kernel(), mm.ms));
         }
         for (k, ms) in others {
@@ -420,6 +437,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outln!(
             "note      no GPU, so no cuSPARSE comparison; run on a CUDA machine for kernel times"
         )?;
+    }
+    if args.json {
+        let r = prepared.report();
+        let doc = crate::json::Spmm {
+            input: name,
+            backend: crate::json::backend(&engine),
+            read_ms,
+            matrix: crate::json::Matrix::of(&a),
+            prepare: Some(crate::json::Prepare::of(r)),
+            split: None,
+            product: crate::json::Product::of(&label, args.n, prepared.error_bound(), &m),
+            cusparse_ms,
+            break_even_calls: cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms)),
+            comparisons,
+        };
+        crate::json::emit("demo", &doc)?;
     }
     Ok(())
 }

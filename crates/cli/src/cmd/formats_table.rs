@@ -3,8 +3,8 @@
 use crate::out::outln;
 use tcsparse::formats::metrics;
 
-/// Prints the table for one matrix to stdout.
-pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
+/// Prints the table for one matrix to stdout and returns what it printed.
+pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<metrics::FormatReport> {
     let r = metrics::report(csr)?;
     outln!(
         "{:<8} {:>12} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}",
@@ -44,5 +44,5 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
         r.spaden_classes.medium,
         r.spaden_classes.dense
     )?;
-    Ok(())
+    Ok(r)
 }

@@ -24,28 +24,52 @@ pub struct Args {
     /// Also print how the reorderings change the block statistics.
     #[arg(long)]
     pub reorder: bool,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let start = Instant::now();
     let csr = crate::input::read_matrix(&args.input)?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
     outln!("{}", args.input.display())?;
-    out!("{}", MatrixStats::compute(&csr))?;
+    let stats = MatrixStats::compute(&csr);
+    out!("{stats}")?;
     let non_finite = csr.non_finite();
     if non_finite > 0 {
         outln!(
             "non-finite values: {non_finite} NaN or ±inf (accepted, as scipy does; products that use them are not finite)"
         )?;
     }
+    let mut formats = None;
     if args.formats {
         outln!()?;
-        crate::cmd::formats_table::print(&csr)?;
+        let r = crate::cmd::formats_table::print(&csr)?;
+        let mut v = serde_json::to_value(&r)?;
+        v["synergy"] = crate::json::tagged(&r.synergy);
+        formats = Some(v);
     }
+    let mut reorderings = None;
     if args.reorder {
         outln!()?;
-        crate::cmd::reorder_table::print(&csr)?;
+        reorderings = Some(crate::cmd::reorder_table::print(&csr)?);
+    }
+    if args.json {
+        crate::json::emit(
+            "info",
+            &crate::json::Info {
+                input: args.input.display().to_string(),
+                matrix: crate::json::Matrix::of(&csr),
+                stats: serde_json::to_value(&stats)?,
+                formats,
+                reorderings,
+            },
+        )?;
     }
     Ok(())
 }

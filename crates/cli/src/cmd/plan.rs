@@ -20,7 +20,7 @@ pub struct Args {
     /// Also consider cuTeSpMM (HRPB), with α computed from the matrix.
     #[arg(long)]
     pub with_hrpb: bool,
-    /// Print the whole plan (with the schedule) as JSON.
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -87,8 +87,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let plan = plan_spmm(&features, &rwo, &device);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&plan)?)?;
-        return Ok(());
+        use crate::json::{self, Candidate, Features, Schedule};
+        return json::emit(
+            "plan",
+            &json::Plan {
+                input: args.input.display().to_string(),
+                device_model: json::kind_with(
+                    &args.device_model,
+                    "source",
+                    device.source.to_string(),
+                ),
+                n: args.n,
+                features: Features {
+                    rows: features.rows,
+                    cols: features.cols,
+                    nnz: features.nnz,
+                    row_windows: rwo.len() - 1,
+                    blocks_8x8: blocks,
+                    mean_nnz_tc: features.mean_nnz_tc,
+                    hrpb_alpha: alpha,
+                },
+                choice: json::tagged(&plan.choice),
+                predicted_ms: plan.predicted_ms,
+                reason: plan.reason.clone(),
+                candidates: plan
+                    .predictions
+                    .iter()
+                    .map(|p| Candidate {
+                        kernel: json::tagged(&p.kernel),
+                        ms: p.ms,
+                        gflops: p.gflops,
+                    })
+                    .collect(),
+                imbalance: plan
+                    .imbalance
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()?,
+                schedule: plan.schedule.as_ref().map(|s| Schedule {
+                    thread_blocks: s.work().len(),
+                    split_windows: s.num_split_windows(),
+                    max_blocks_per_tb: s.max_blocks_per_tb() as usize,
+                }),
+            },
+        );
     }
     outln!(
         "matrix: {} × {}, {} nnz, {} row windows, {} TC blocks (8×8), MeanNNZTC {:.2}, HRPB α {:.3}",

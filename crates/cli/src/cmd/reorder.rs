@@ -29,10 +29,16 @@ pub struct Args {
     /// Output: `.perm` (permutation) or `.mtx` / `.mtx.gz` (reordered matrix).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let out_name = args.output.to_string_lossy().to_string();
     let write_perm = out_name.ends_with(".perm");
     if !write_perm && !out_name.ends_with(".mtx") && !out_name.ends_with(".mtx.gz") {
@@ -75,6 +81,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         let b = apply(&r.perm, &a, mode)?;
         crate::output::write_matrix(&args.output, &b)?;
+    }
+    if args.json {
+        crate::json::emit(
+            "reorder",
+            &crate::json::Reorder {
+                input: args.input.display().to_string(),
+                output: out_name,
+                written: if write_perm {
+                    crate::json::kind("permutation")
+                } else {
+                    crate::json::kind_with("matrix", "gzip", crate::output::is_gz(&args.output))
+                },
+                mode: crate::json::tagged(&mode),
+                method: rep.method.clone(),
+                reorder_ms: rep.seconds * 1e3,
+                mean_nnz_tc_before: rep.mean_nnz_tc_before,
+                mean_nnz_tc_after: rep.mean_nnz_tc_after,
+                blocks_before: rep.blocks_before,
+                blocks_after: rep.blocks_after,
+            },
+        )?;
     }
     Ok(())
 }

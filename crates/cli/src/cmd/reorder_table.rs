@@ -9,7 +9,7 @@ use tcsparse::reorder::{METHODS, Mode, by_name};
 /// Prints, for one matrix, a row per method: MeanNNZTC with 8×8 (BitTCF) and 16×8 (ME-TCF) blocks,
 /// 8×8 TC blocks, distinct B rows touched per non-empty 8-row window, and the reordering time in ns
 /// per nonzero. Square matrices are reordered symmetrically, others by rows.
-pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
+pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<crate::json::Reorderings> {
     let mode = if csr.rows() == csr.cols() {
         Mode::Symmetric
     } else {
@@ -25,6 +25,7 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
         "B rows/window",
         "ns/nnz"
     )?;
+    let mut methods = Vec::new();
     for name in METHODS {
         let m = by_name(name, 1)?;
         let t = Instant::now();
@@ -41,6 +42,17 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
             s8.mean_distinct_cols(),
             ns
         )?;
+        methods.push(crate::json::ReorderingRow {
+            method: name.to_string(),
+            mean_nnz_tc_8x8: s8.mean_nnz_tc(),
+            mean_nnz_tc_16x8: s16.mean_nnz_tc(),
+            blocks_8x8: s8.blocks,
+            b_rows_per_window: s8.mean_distinct_cols(),
+            ns_per_nnz: ns,
+        });
     }
-    Ok(())
+    Ok(crate::json::Reorderings {
+        mode: crate::json::tagged(&mode),
+        methods,
+    })
 }

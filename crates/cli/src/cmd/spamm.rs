@@ -63,6 +63,9 @@ pub struct Args {
     /// Measure ‖E‖F/‖C‖F against an f64 product on this many sampled rows (0: skip).
     #[arg(long, default_value_t = 64)]
     pub check_rows: usize,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A dense row-major f32 matrix from a .npy file (float32 or float64, 2-D, C order).
@@ -148,6 +151,9 @@ pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let precision = SpammPrecision::parse(&args.precision).with_context(|| {
         format!(
             "unknown precision `{}` (f32, tf32, 3xtf32, f16)",
@@ -262,5 +268,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         input_s * 1e3,
         secs * 1e3
     )?;
+    if args.json {
+        use crate::json::{kind, kind_with};
+        let doc = crate::json::Spamm {
+            input: what,
+            m,
+            k,
+            n,
+            backend: kind(r.backend),
+            precision: kind(&args.precision),
+            target: match target {
+                TauTarget::Tau(t) => kind_with("tau", "value", f64::from(t)),
+                TauTarget::ValidRatio(v) => kind_with("valid_ratio", "value", v),
+                TauTarget::RelError(e) => kind_with("rel_error", "value", e),
+            },
+            tau: f64::from(r.tau),
+            valid_ratio: r.valid_ratio,
+            rel_bound: r.rel_bound,
+            rounding_bound: rounding,
+            attempts: r.attempts,
+            row_ranges: r.row_ranges.clone(),
+            transport: r.transport.clone(),
+            measured_error: r.measured_error,
+            measured_rows: if r.measured_error.is_some() {
+                args.check_rows.min(m)
+            } else {
+                0
+            },
+            input_ms: input_s * 1e3,
+            spamm_ms: secs * 1e3,
+        };
+        crate::json::emit("spamm", &doc)?;
+    }
     Ok(())
 }

@@ -54,10 +54,16 @@ pub struct Args {
     /// on its own device, B broadcast through NCCL). Default: one GPU, as without the flag.
     #[arg(long, conflicts_with = "cpu")]
     pub devices: Option<String>,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     // Checked before reading a possibly large file (the engine refuses it too).
     if matches!(args.balance, Balance::NnzPerWarp(_)) && args.kernel != "csr" {
         anyhow::bail!(
@@ -119,8 +125,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .precision(demo::precision(&args.precision))
         .cache_dir(demo::cache_dir())
         .build();
+    let (input, backend) = (
+        args.input.display().to_string(),
+        crate::json::backend(&engine),
+    );
+    let matrix = crate::json::Matrix::of(&a);
+    let report = move |prepare, split, product, cusparse_ms, break_even_calls| crate::json::Spmm {
+        input,
+        backend,
+        read_ms,
+        matrix,
+        prepare,
+        split,
+        product,
+        cusparse_ms,
+        break_even_calls,
+        comparisons: Vec::new(),
+    };
     if let Some(devices) = devices {
-        return run_split(devices, &a, &opts, &args);
+        let (split, product) = run_split(devices, &a, &opts, &args)?;
+        if args.json {
+            crate::json::emit("spmm", &report(None, Some(split), product, None, None))?;
+        }
+        return Ok(());
     }
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
@@ -159,6 +186,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, _, _) => None,
     };
     demo::print_break_even(&prepared, cusparse_ms, m.ms)?;
+    if args.json {
+        let r = prepared.report();
+        let product = crate::json::Product::of(
+            &prepared.kernel().to_string(),
+            args.n,
+            prepared.error_bound(),
+            &m,
+        );
+        let calls = cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms));
+        let doc = report(
+            Some(crate::json::Prepare::of(r)),
+            None,
+            product,
+            cusparse_ms,
+            calls,
+        );
+        crate::json::emit("spmm", &doc)?;
+    }
     Ok(())
 }
 
@@ -169,7 +214,7 @@ fn run_split(
     a: &tcsparse::formats::Csr,
     opts: &PrepareOptions,
     args: &Args,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(crate::json::Split, crate::json::Product)> {
     let t = std::time::Instant::now();
     let mut split = tcsparse::prepare_split(devices, a, opts)?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -177,12 +222,16 @@ fn run_split(
         "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
         split.transport()
     )?;
+    let mut parts = Vec::new();
     for ((r0, r1), p) in split.row_ranges().into_iter().zip(split.parts()) {
-        outln!(
-            "part      rows {r0}..{r1}: {} nonzeros, {}",
-            a.row_offsets()[r1] - a.row_offsets()[r0],
-            p.kernel()
-        )?;
+        let nnz = a.row_offsets()[r1] - a.row_offsets()[r0];
+        outln!("part      rows {r0}..{r1}: {nnz} nonzeros, {}", p.kernel())?;
+        parts.push(crate::json::SplitPart {
+            row_start: r0,
+            row_end: r1,
+            nnz: nnz as u64,
+            kernel: p.kernel().to_string(),
+        });
     }
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let mut c = vec![0f32; a.rows() * args.n];
@@ -206,8 +255,15 @@ fn run_split(
         device_time: false,
     };
     let bound = split.parts().map(|p| p.error_bound()).fold(0.0, f64::max);
-    demo::print_measured("split over the devices", args.n, bound, &m)?;
-    Ok(())
+    let label = "split over the devices";
+    demo::print_measured(label, args.n, bound, &m)?;
+    let split = crate::json::Split {
+        devices: devices.to_string(),
+        transport: split.transport().to_string(),
+        prepare_ms: prep_ms,
+        parts,
+    };
+    Ok((split, crate::json::Product::of(label, args.n, bound, &m)))
 }
 
 /// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), `cached:K[:R]` (K windows per thread block,

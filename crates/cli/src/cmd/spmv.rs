@@ -42,10 +42,16 @@ pub struct Args {
     /// Use the CPU path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let precision = SpmvPrecision::parse(&args.precision)?;
     let t = Instant::now();
     let a = crate::input::read_matrix(&args.input)?;
@@ -81,9 +87,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let mut p = prepared?;
+    let prepare_ms = t.elapsed().as_secs_f64() * 1e3;
     outln!(
-        "prepare {:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
-        t.elapsed().as_secs_f64() * 1e3,
+        "prepare {prepare_ms:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
         p.kernel()
     )?;
     for s in p.samples() {
@@ -125,6 +131,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "error vs f64: max scaled {scaled:.2e} (bound {:.2e}), relative {rel:.2e}",
         precision.bound()
     )?;
+    if args.json {
+        let doc = crate::json::Spmv {
+            input: args.input.display().to_string(),
+            backend: crate::json::backend(&engine),
+            read_ms,
+            matrix: crate::json::Matrix::of(&a),
+            n,
+            precision: crate::json::kind_with(
+                &args.precision.to_ascii_lowercase(),
+                "bound",
+                precision.bound(),
+            ),
+            prepare_ms,
+            kernel: p.kernel().to_string(),
+            tuning: p
+                .samples()
+                .iter()
+                .map(|s| crate::json::Timed {
+                    candidate: s.kernel.to_string(),
+                    ms: s.ms,
+                })
+                .collect(),
+            ms,
+            gb_per_s: p.bytes() as f64 / secs / 1e9,
+            gflops: 2.0 * a.nnz() as f64 * n as f64 / secs / 1e9,
+            bytes: p.bytes(),
+            max_scaled_error: scaled,
+            error_bound: precision.bound(),
+            relative_error: rel,
+        };
+        crate::json::emit("spmv", &doc)?;
+    }
     anyhow::ensure!(
         scaled <= precision.bound(),
         "error {scaled:.3e} above the {precision:?} bound {:.3e}",
