@@ -151,3 +151,17 @@ pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
         },
     })
 }
+
+/// The matrix `tcsparse demo` runs on without `INPUT`: the shipped `datasets/cora.mtx.gz`, embedded
+/// in the binary so that an installed `tcsparse` needs no source tree.
+pub const DEMO_MATRIX_NAME: &str = "cora.mtx.gz";
+
+const DEMO_MATRIX: &[u8] = include_bytes!("../../../datasets/cora.mtx.gz");
+
+/// Reads the embedded demo matrix ([`DEMO_MATRIX_NAME`]).
+pub fn demo_matrix() -> Result<Csr, InputError> {
+    mtx::read_matrix_market_from(DEMO_MATRIX).map_err(|source| InputError::Matrix {
+        path: PathBuf::from(DEMO_MATRIX_NAME),
+        source,
+    })
+}

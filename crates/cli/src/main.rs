@@ -32,7 +32,7 @@ enum Command {
     Info(cmd::info::Args),
     /// Write a generated matrix (Matrix Market).
     Gen(cmd::gen_cmd::Args),
-    /// Convert a matrix into a tensor-core format and write its cache file.
+    /// Convert a matrix into a tensor-core layout file (an INPUT of the other subcommands).
     Convert(cmd::convert::Args),
     /// Reorder a matrix and write the reordered matrix or the permutation.
     Reorder(cmd::reorder::Args),

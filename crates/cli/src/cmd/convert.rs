@@ -21,7 +21,7 @@ pub enum Layout {
 /// Arguments of `tcsparse convert`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Input matrix (Matrix Market, optionally gzipped, or anything `read_matrix` accepts).
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
     pub input: PathBuf,
     /// Layout to build.
     #[arg(long, value_enum)]

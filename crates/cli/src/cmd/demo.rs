@@ -12,14 +12,12 @@ use tcsparse::{
     Backend, Balance, Engine, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
 };
 
-/// Matrix the demo uses by default (shipped in the repository).
-pub const DEFAULT_MATRIX: &str = "datasets/cora.mtx.gz";
-
 /// Arguments of `tcsparse demo`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz); default: the shipped
-    /// datasets/cora.mtx.gz.
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`. default: cora.mtx.gz,
+    /// shipped in datasets/ and embedded in the binary.
     pub input: Option<PathBuf>,
     /// The old spelling of INPUT.
     #[arg(long, hide = true, conflicts_with = "input")]
@@ -45,25 +43,6 @@ pub struct Args {
     /// Timed repetitions per kernel (at most 10000).
     #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
-}
-
-/// Finds the default matrix from the working directory or from the repository this binary was
-/// built in.
-pub fn resolve_matrix(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = arg {
-        return Ok(p);
-    }
-    let here = PathBuf::from(DEFAULT_MATRIX);
-    if here.is_file() {
-        return Ok(here);
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(DEFAULT_MATRIX);
-    if repo.is_file() {
-        return Ok(repo);
-    }
-    anyhow::bail!("{DEFAULT_MATRIX} not found (run from the repository root or give INPUT)")
 }
 
 /// Engine honoring `--cpu`.
@@ -356,13 +335,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         crate::out::json_only();
     }
-    let path = resolve_matrix(args.input.or(args.matrix))?;
-    let (a, read_ms) = read(&path)?;
+    let (a, read_ms, name) = match args.input.or(args.matrix) {
+        Some(path) => {
+            let (a, ms) = read(&path)?;
+            let name = path
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (a, ms, name)
+        }
+        None => {
+            let t = Instant::now();
+            let a = crate::input::demo_matrix()?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            (a, ms, crate::input::DEMO_MATRIX_NAME.to_string())
+        }
+    };
     let engine = engine(args.cpu);
-    let name = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
     outln!("tcsparse demo: C = A·B on {name}")?;
     if engine.backend() == Backend::Cpu {
         outln!(

@@ -13,10 +13,10 @@ use tcsparse::formats::stats::MatrixStats;
 empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
 INPUT is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
 real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
-scipy sparse `.npz` (csr/csc/coo). Use -v to log reading progress and speed."
+scipy sparse `.npz` (csr/csc/coo), or a layout file written by `tcsparse convert` (recognised by its header, whatever its name). Use -v to log reading progress and speed."
 )]
 pub struct Args {
-    /// Matrix file: .mtx, .mtx.gz or .npz.
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
     pub input: PathBuf,
     /// Also print, for each tensor-core format, its size and block statistics.
     #[arg(long)]

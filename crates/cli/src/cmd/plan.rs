@@ -9,7 +9,8 @@ use tcsparse::planner::{DeviceSpec, MatrixFeatures, plan_spmm};
 /// Arguments of `tcsparse plan`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`.
     pub input: PathBuf,
     /// Columns of B (and C).
     #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]

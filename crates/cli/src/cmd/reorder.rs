@@ -15,7 +15,7 @@ permutation (OUT ending in .perm: one old index per line, line i = row placed at
 reordered matrix (OUT ending in .mtx, or .mtx.gz for gzip). Prints MeanNNZTC and TC blocks before and after."
 )]
 pub struct Args {
-    /// Matrix file: .mtx, .mtx.gz or .npz.
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
     pub input: PathBuf,
     /// Method: affinity, rabbit, lsh, degree, rcm or none.
     #[arg(long, default_value = "affinity")]

@@ -11,7 +11,8 @@ use super::demo;
 /// Arguments of `tcsparse spmm`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`.
     pub input: PathBuf,
     /// Columns of B.
     #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]

@@ -25,7 +25,7 @@ There is no --reorder: the SpMV preparation does not reorder (reorder the file f
 reorder`)."
 )]
 pub struct Args {
-    /// Matrix file: .mtx, .mtx.gz or .npz.
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
     pub input: PathBuf,
     /// f16, tf32 or f32.
     #[arg(long, default_value = "tf32", value_parser = ["f16", "tf32", "f32"])]
