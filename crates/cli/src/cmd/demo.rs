@@ -362,7 +362,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         outln!("backend   {}", engine.message())?;
     }
     super::checks::check_n(&a, args.n)?;
-    super::checks::note_non_finite(&a)?;
+    super::checks::note_non_finite(&a, "C")?;
     outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),

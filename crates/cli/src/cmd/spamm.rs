@@ -170,29 +170,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (_, _, e) => TauTarget::RelError(e.unwrap_or(1e-5)),
     };
     let start = Instant::now();
+    // `b` is None when B is A (one copy in memory).
     let (a, b, m, k, n, what) = match (&args.generator, &args.a) {
         (Some(spec), _) => {
             let spec: GeneratorSpec = spec.parse()?;
-            let (data, n) = match spec {
-                GeneratorSpec::Algebraic { n } => (algebraic_decay_dense(n), n),
-                GeneratorSpec::Exponential { n, rate } => (exponential_decay_dense(n, rate), n),
+            let n = match spec {
+                GeneratorSpec::Algebraic { n } | GeneratorSpec::Exponential { n, .. } => n,
                 other => bail!("--gen takes algebraic: or exponential:, not {other}"),
             };
-            (data.clone(), data, n, n, n, spec.to_string())
+            super::checks::check_dense(&format!("--gen {spec}"), Some(n), n, n)?;
+            let data = match spec {
+                GeneratorSpec::Exponential { n, rate } => exponential_decay_dense(n, rate),
+                _ => algebraic_decay_dense(n),
+            };
+            (data, None, n, n, n, spec.to_string())
         }
         (None, Some(pa)) => {
             let (a, m, k) = read_npy(pa)?;
             let (b, kb, n) = match &args.b {
-                Some(pb) => read_npy(pb)?,
-                None => (a.clone(), m, k),
+                Some(pb) => {
+                    let (b, kb, n) = read_npy(pb)?;
+                    (Some(b), kb, n)
+                }
+                None => (None, m, k),
             };
             if kb != k {
                 bail!("A is {m}×{k} but B is {kb}×{n}");
             }
-            (a, b, m, k, n, pa.display().to_string())
+            let what = pa.display().to_string();
+            super::checks::check_dense(&what, None, m, n)?;
+            (a, b, m, k, n, what)
         }
         (None, None) => bail!("give A.npy [B.npy] or --gen SPEC"),
     };
+    let b = b.as_deref().unwrap_or(&a);
     let input_s = start.elapsed().as_secs_f64();
     let opts = SpammOptions {
         target,
@@ -223,7 +234,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cols: k,
         },
         DenseRef {
-            data: &b,
+            data: b,
             rows: k,
             cols: n,
         },

@@ -103,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         a.cols(),
         a.nnz()
     )?;
-    super::checks::note_non_finite(&a)?;
+    super::checks::note_non_finite(&a, "C")?;
     super::checks::check_n(&a, args.n)?;
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
