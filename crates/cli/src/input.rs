@@ -156,7 +156,7 @@ pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
 /// in the binary so that an installed `tcsparse` needs no source tree.
 pub const DEMO_MATRIX_NAME: &str = "cora.mtx.gz";
 
-const DEMO_MATRIX: &[u8] = include_bytes!("../../../datasets/cora.mtx.gz");
+const DEMO_MATRIX: &[u8] = include_bytes!("../data/cora.mtx.gz");
 
 /// Reads the embedded demo matrix ([`DEMO_MATRIX_NAME`]).
 pub fn demo_matrix() -> Result<Csr, InputError> {
