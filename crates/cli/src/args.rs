@@ -142,6 +142,33 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the text, a parser returns a value in its range or an error naming the text.
+        #[test]
+        fn any_text_parses_into_range_or_is_refused(s in "\\PC{0,24}") {
+            let quoted = format!("`{s}`");
+            for r in [iters(&s), dense_width(&s), spmv_width(&s), stride(&s), gpu_count(&s)] {
+                match r {
+                    Ok(v) => proptest::prop_assert!(v >= 1),
+                    Err(e) => proptest::prop_assert!(e.contains(&quoted), "{}", e),
+                }
+            }
+            if let Ok(v) = iters(&s) { proptest::prop_assert!(v <= MAX_ITERS); }
+            if let Ok(v) = spmv_width(&s) { proptest::prop_assert!(SPMV_N.contains(&v)); }
+            if let Ok(t) = tau(&s) { proptest::prop_assert!(t.is_finite() && t >= 0.0); }
+            for x in [ratio(&s), rel_error(&s)].into_iter().flatten() {
+                proptest::prop_assert!(x > 0.0 && x <= 1.0);
+            }
+        }
+
+        /// Every f64 printed as text: τ is accepted exactly when finite, ≥ 0 and within f32.
+        #[test]
+        fn tau_accepts_exactly_the_finite_non_negative_f32_range(x in proptest::num::f64::ANY) {
+            let ok = x.is_finite() && x >= 0.0 && x <= f64::from(f32::MAX);
+            proptest::prop_assert_eq!(tau(&x.to_string()).is_ok(), ok, "{}", x);
+        }
+    }
+
     #[test]
     fn reorder_names_are_checked() {
         for ok in ["auto", "none", "affinity", "rcm"] {
