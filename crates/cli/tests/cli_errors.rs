@@ -119,6 +119,26 @@ fn bad_paths_say_what_is_wrong_once_without_a_backtrace() {
 }
 
 #[test]
+fn a_fifo_input_is_refused_without_blocking() {
+    let dir = common::workdir("cli_errors", "fifo");
+    let fifo = dir.join("in.mtx");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for cmd in ["info", "plan", "spmm", "spmv"] {
+        let o = common::tcsparse(&[cmd, "in.mtx"], &dir);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(err.contains("in.mtx: not a regular file"), "{cmd}: {err}");
+    }
+}
+
+#[test]
 fn a_bad_file_names_the_path_and_the_line() {
     let dir = common::workdir("cli_errors", "bad");
     std::fs::write(

@@ -77,6 +77,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .as_deref()
         .map(tcsparse::DeviceSet::parse)
         .transpose()?;
+    // Before the warm-up below opens it too (a FIFO would block that thread).
+    crate::input::check_regular(&args.input)?;
     let engine = demo::engine(args.cpu);
     // The upload path's first-use costs are paid while the file is read.
     let (a, read_ms) = std::thread::scope(|s| {
