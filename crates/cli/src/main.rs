@@ -1,8 +1,15 @@
 //! The `tcsparse` command-line tool.
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
+mod args;
 mod cmd;
+mod input;
+mod json;
+mod out;
+mod output;
 
 /// GPU sparse matrix products on NVIDIA tensor cores, with a CPU reference path.
 #[derive(Parser, Debug)]
@@ -25,7 +32,7 @@ enum Command {
     Info(cmd::info::Args),
     /// Write a generated matrix (Matrix Market).
     Gen(cmd::gen_cmd::Args),
-    /// Convert a matrix into a tensor-core format and write its cache file.
+    /// Convert a matrix into a tensor-core layout file (an INPUT of the other subcommands).
     Convert(cmd::convert::Args),
     /// Reorder a matrix and write the reordered matrix or the permutation.
     Reorder(cmd::reorder::Args),
@@ -41,15 +48,26 @@ enum Command {
     Spamm(cmd::spamm::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     // SAFETY: first thing in main, before any other thread exists.
     unsafe { tcsparse::gpu::multi::disable_nvls_at_startup() };
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
     init_tracing(cli.verbose);
     if let Some(limits) = cli.memory_budget {
         tcsparse::formats::Limits::set_global(limits);
     }
-    match cli.command {
+    let result = run(cli.command).and_then(|()| Ok(out::flush()?));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => exit_for(&e),
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Info(a) => cmd::info::run(a),
         Command::Gen(a) => cmd::gen_cmd::run(a),
         Command::Convert(a) => cmd::convert::run(a),
@@ -60,6 +78,35 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Spamm(a) => cmd::spamm::run(a),
     }
+}
+
+/// Where clap stops the run: usage errors as clap prints them (status 2); `--help` and
+/// `--version` through the checked writer when standard output is not a terminal (so a closed
+/// pipe or a full disk ends as any other output does), as clap prints them otherwise.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    use std::io::IsTerminal;
+    if e.use_stderr() || std::io::stdout().is_terminal() {
+        e.exit()
+    }
+    match out::write(format_args!("{}", e.render())).and_then(|()| out::flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => exit_for(&err.into()),
+    }
+}
+
+/// How a failed run ends: quietly with status 0 when the reader of standard output closed the
+/// pipe (it has what it asked for); otherwise `error: ` and the error's chain of causes on one
+/// line (`a: b: c`, never a backtrace, whatever `RUST_BACKTRACE` says) and status 1.
+fn exit_for(e: &anyhow::Error) -> ExitCode {
+    let closed_pipe = e
+        .chain()
+        .filter_map(|c| c.downcast_ref::<out::StdoutError>())
+        .any(out::StdoutError::is_closed_pipe);
+    if closed_pipe {
+        return ExitCode::SUCCESS;
+    }
+    out::errln!("error: {e:#}");
+    ExitCode::FAILURE
 }
 
 fn parse_budget(s: &str) -> Result<tcsparse::formats::Limits, String> {
@@ -77,8 +124,11 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Colour only on a terminal: logs redirected to a file stay plain text.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

@@ -154,6 +154,35 @@ fn nan_and_inf_values_are_accepted_and_said() {
         out.contains("4 stored values are NaN or ±inf: the rows of C that use them are not finite"),
         "{out}"
     );
+    // The same policy for SpMV: the note, the product, status 0.
+    let o = limited(&["spmv", "--cpu", "--iters", "1", &f], &dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("4 stored values are NaN or ±inf: the rows of y that use them are not finite"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dense_generators_are_refused_before_allocating() {
+    refused(
+        &[
+            "--memory-budget",
+            "1G",
+            "spamm",
+            "--gen",
+            "algebraic:n=65536",
+        ],
+        &[
+            "A = B (65536 × 65536) and C (65536 × 65536) would need 32.0 GiB",
+            "1.0 GiB",
+        ],
+    );
+    refused(
+        &["spamm", "--gen", "exponential:n=18446744073709551615"],
+        &["would need", "memory budget"],
+    );
 }
 
 #[test]

@@ -104,3 +104,17 @@ fn bad_arguments_fail_with_a_message() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn a_gz_output_is_gzip_and_reads_back_as_the_plain_one() {
+    let dir = workdir("gz");
+    interleaved(&dir);
+    for out in ["r.mtx", "r.mtx.gz"] {
+        let o = tcsparse(&["reorder", "g.mtx", "-o", out], &dir);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let gz = std::fs::read(dir.join("r.mtx.gz")).unwrap();
+    assert_eq!(gz[..2], [0x1f, 0x8b], "not gzip");
+    let read = |f: &str| tcsparse::formats::mtx::read_matrix(dir.join(f)).unwrap();
+    assert_eq!(read("r.mtx.gz"), read("r.mtx"));
+}

@@ -1,12 +1,12 @@
 //! `tcsparse convert`: build a tensor-core layout from a matrix file and write its cache file.
 
-use anyhow::Context;
+use crate::out::outln;
 use std::path::PathBuf;
 use std::time::Instant;
 use tcsparse::formats::{bitbsr::BitBsr, bittcf::BitTcf, cache, hrpb::Hrpb, metcf::MeTcf};
 
 /// Layouts `convert` can write.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, serde::Serialize)]
 pub enum Layout {
     /// Acc-SpMM BitTCF (8×8 blocks, u64 masks).
     Bittcf,
@@ -21,44 +21,49 @@ pub enum Layout {
 /// Arguments of `tcsparse convert`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Input matrix (Matrix Market, optionally gzipped, or anything `read_matrix` accepts).
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
     pub input: PathBuf,
     /// Layout to build.
     #[arg(long, value_enum)]
     pub format: Layout,
-    /// Output cache file.
+    /// Output layout file (`info`, `plan`, `spmm`, … read it back as INPUT).
     #[arg(short, long)]
     pub output: PathBuf,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let csr = tcsparse::formats::mtx::read_matrix(&args.input)
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    if args.json {
+        crate::out::json_only();
+    }
+    let csr = crate::input::read_matrix(&args.input)?;
     let t = Instant::now();
     let (blocks, bytes) = match args.format {
         Layout::Bittcf => {
             let f = BitTcf::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Metcf => {
             let f = MeTcf::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Hrpb => {
             let f = Hrpb::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
         Layout::Bitbsr => {
             let f = BitBsr::from_csr(&csr)?;
-            cache::save(&args.output, &f, &csr)?;
+            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
             (f.num_blocks(), f.bytes())
         }
     };
-    println!(
+    outln!(
         "{:?}: {}x{} nnz {} -> {} blocks, {} bytes, built and written in {:.1} ms to {}",
         args.format,
         csr.rows(),
@@ -68,6 +73,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bytes,
         t.elapsed().as_secs_f64() * 1e3,
         args.output.display()
-    );
+    )?;
+    if args.json {
+        crate::json::emit(
+            "convert",
+            &crate::json::Convert {
+                input: args.input.display().to_string(),
+                output: args.output.display().to_string(),
+                layout: crate::json::tagged(&args.format),
+                matrix: crate::json::Matrix::of(&csr),
+                blocks,
+                bytes,
+                build_and_write_ms: t.elapsed().as_secs_f64() * 1e3,
+            },
+        )?;
+    }
     Ok(())
 }

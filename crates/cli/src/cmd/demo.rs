@@ -2,58 +2,47 @@
 //! SpMM, each stage timed), on the GPU with the cuSPARSE comparison when there is one, on the CPU
 //! reference path otherwise (said plainly), with the error against the f64 reference.
 
+use crate::out::outln;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
-use tcsparse::{Backend, Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
-
-/// Matrix the demo uses by default (shipped in the repository).
-pub const DEFAULT_MATRIX: &str = "datasets/cora.mtx.gz";
+use tcsparse::{
+    Backend, Balance, Engine, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
+};
 
 /// Arguments of `tcsparse demo`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz); default: the shipped
-    /// datasets/cora.mtx.gz.
-    #[arg(long)]
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`. default: cora.mtx.gz,
+    /// shipped in datasets/ and embedded in the binary.
+    pub input: Option<PathBuf>,
+    /// The old spelling of INPUT.
+    #[arg(long, hide = true, conflicts_with = "input")]
     pub matrix: Option<PathBuf>,
     /// Columns of B.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
-    #[arg(long, default_value = "affinity")]
+    #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
     pub reorder: String,
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Arithmetic: tf32 (tensor-core kernels allowed) or f32 (only f32 kernels), as for spmm.
+    #[arg(long, default_value = "tf32", value_parser = ["tf32", "f32"])]
+    pub precision: String,
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
-    /// Timed repetitions per kernel.
-    #[arg(long, default_value_t = 20)]
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Timed repetitions per kernel (at most 10000).
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
-}
-
-/// Finds the default matrix from the working directory or from the repository this binary was
-/// built in.
-pub fn resolve_matrix(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = arg {
-        return Ok(p);
-    }
-    let here = PathBuf::from(DEFAULT_MATRIX);
-    if here.is_file() {
-        return Ok(here);
-    }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(DEFAULT_MATRIX);
-    if repo.is_file() {
-        return Ok(repo);
-    }
-    anyhow::bail!("{DEFAULT_MATRIX} not found (run from the repository root or pass --matrix)")
 }
 
 /// Engine honoring `--cpu`.
@@ -71,6 +60,14 @@ pub fn reorder_choice(s: &str) -> ReorderChoice {
         "auto" => ReorderChoice::Auto,
         "none" => ReorderChoice::None,
         m => ReorderChoice::Method(m.to_string()),
+    }
+}
+
+/// Parses a `--precision` of SpMM (`tf32` or `f32`; clap has checked it is one of them).
+pub fn precision(s: &str) -> Precision {
+    match s {
+        "f32" => Precision::F32,
+        _ => Precision::Tf32,
     }
 }
 
@@ -197,16 +194,15 @@ pub fn warm_up_for_file(engine: &Engine, path: &Path) {
 /// Reads a matrix, timing it.
 pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     let t = Instant::now();
-    let a = tcsparse::formats::mtx::read_matrix(path)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let a = crate::input::read_matrix(path)?;
     Ok((a, t.elapsed().as_secs_f64() * 1e3))
 }
 
 /// Prints the stage lines of a prepare report.
-pub fn print_prepare(p: &Prepared) {
+pub fn print_prepare(p: &Prepared) -> anyhow::Result<()> {
     let r = p.report();
     match &r.reorder {
-        Some(rr) => println!(
+        Some(rr) => outln!(
             "reorder   {:>10.3} ms  {} ({:?}){}: MeanNNZTC {:.2} -> {:.2}, TC blocks {} -> {}",
             r.reorder_s * 1e3,
             rr.method,
@@ -220,59 +216,57 @@ pub fn print_prepare(p: &Prepared) {
             rr.mean_nnz_tc_after,
             rr.blocks_before,
             rr.blocks_after
-        ),
-        None if r.reordered => println!(
+        )?,
+        None if r.reordered => outln!(
             "reorder   {:>10.3} ms  permutation applied (given, or from the plan cache)",
             r.reorder_s * 1e3
-        ),
+        )?,
         None => match &r.reorder_gate {
-            Some(g) if !g.worth_reordering => {
-                println!(
-                    "reorder   {:>10.3} ms  none: {}",
-                    r.reorder_s * 1e3,
-                    g.reason
-                )
-            }
-            _ => println!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3),
+            Some(g) if !g.worth_reordering => outln!(
+                "reorder   {:>10.3} ms  none: {}",
+                r.reorder_s * 1e3,
+                g.reason
+            )?,
+            _ => outln!("reorder   {:>10.3} ms  none", r.reorder_s * 1e3)?,
         },
     }
-    println!(
+    outln!(
         "build     {:>10.3} ms  BitTCF: {} TC blocks, MeanNNZTC {:.2}",
         r.build_s * 1e3,
         r.blocks,
         r.mean_nnz_tc
-    );
-    println!(
+    )?;
+    outln!(
         "plan      {:>10.3} ms  {}: {}",
         r.plan_s * 1e3,
         r.kernel,
         r.kernel_note
-    );
-    println!(
+    )?;
+    outln!(
         "precision {:>10}  {}: {}",
         "",
         r.precision(),
         r.precision().bound_text()
-    );
+    )?;
     if !r.tuning.is_empty() {
-        println!(
+        outln!(
             "tune      {:>10.3} ms  {} candidates timed",
             r.tune_s * 1e3,
             r.tuning.len()
-        );
+        )?;
         for t in &r.tuning {
-            println!("          {:>10.3} ms  {}", t.ms, t.candidate);
+            outln!("          {:>10.3} ms  {}", t.ms, t.candidate)?;
         }
     }
     if r.thread_blocks > 0 {
-        println!(
+        outln!(
             "upload    {:>10.3} ms  {} thread blocks, {} split windows",
             r.upload_s * 1e3,
             r.thread_blocks,
             r.split_windows
-        );
+        )?;
     } else {
-        println!("upload    {:>10.3} ms", r.upload_s * 1e3);
+        outln!("upload    {:>10.3} ms", r.upload_s * 1e3)?;
     }
     let what = match &r.cache {
         tcsparse::CacheOutcome::Off => None,
@@ -286,35 +280,41 @@ pub fn print_prepare(p: &Prepared) {
         tcsparse::CacheOutcome::StoreFailed(why) => Some(format!("not stored: {why}")),
     };
     if let Some(what) = what {
-        println!(
+        outln!(
             "cache     {:>10.3} ms  {what} (checksum, entry read and checks, store)",
             r.cache_s * 1e3
-        );
+        )?;
     }
-    println!(
+    outln!(
         "prepare   {:>10.3} ms  total, every stage above",
         r.total_s * 1e3
-    );
+    )?;
+    Ok(())
 }
 
 /// Prints how many products repay the preparation against cuSPARSE (`cusparse_ms`, `None` when
 /// there is no cuSPARSE time) when ours takes `ours_ms`.
-pub fn print_break_even(p: &Prepared, cusparse_ms: Option<f64>, ours_ms: f64) {
+pub fn print_break_even(
+    p: &Prepared,
+    cusparse_ms: Option<f64>,
+    ours_ms: f64,
+) -> anyhow::Result<()> {
     let r = p.report();
     match cusparse_ms {
-        Some(cus) => println!(
+        Some(cus) => outln!(
             "break-even {} calls: preparation {:.3} ms / (cuSPARSE {cus:.3} ms − ours {ours_ms:.3} ms per call)",
             tcsparse::format_break_even(r.break_even_calls(cus, ours_ms)),
             r.total_s * 1e3
-        ),
-        None => println!("break-even n/a: no cuSPARSE time (CPU path)"),
+        )?,
+        None => outln!("break-even n/a: no cuSPARSE time (CPU path)")?,
     }
+    Ok(())
 }
 
 /// Prints one product line.
 /// `bound` is the kernel's scaled error bound ([`Prepared::error_bound`]).
-pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) {
-    println!(
+pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow::Result<()> {
+    outln!(
         "spmm      {:>10.3} ms  {label}, N = {n}: {:.1} GFLOP/s{}; error vs f64: max scaled {:.2e} (bound {:.2e}), relative {:.2e}",
         m.ms,
         m.gflops,
@@ -326,35 +326,49 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) {
         m.error.max_scaled,
         bound,
         m.error.relative
-    );
+    )?;
+    Ok(())
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let path = resolve_matrix(args.matrix)?;
+    if args.json {
+        crate::out::json_only();
+    }
+    let (a, read_ms, name) = match args.input.or(args.matrix) {
+        Some(path) => {
+            let (a, ms) = read(&path)?;
+            let name = path
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (a, ms, name)
+        }
+        None => {
+            let t = Instant::now();
+            let a = crate::input::demo_matrix()?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            (a, ms, crate::input::DEMO_MATRIX_NAME.to_string())
+        }
+    };
     let engine = engine(args.cpu);
-    let name = path
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    println!("tcsparse demo: C = A·B on {name}");
+    outln!("tcsparse demo: C = A·B on {name}")?;
     if engine.backend() == Backend::Cpu {
-        println!(
+        outln!(
             "backend   CPU reference path — {}. Times below are CPU times, not GPU kernel times.",
             engine.message()
-        );
+        )?;
     } else {
-        println!("backend   {}", engine.message());
+        outln!("backend   {}", engine.message())?;
     }
-    let (a, read_ms) = read(&path)?;
     super::checks::check_n(&a, args.n)?;
-    super::checks::note_non_finite(&a);
-    println!(
+    super::checks::note_non_finite(&a, "C")?;
+    outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
+    )?;
     let opts = PrepareOptions::builder()
         .reorder(reorder_choice(&args.reorder))
         .balance(Balance::Auto)
@@ -362,20 +376,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .n(args.n)
         .tune(true)
+        .precision(precision(&args.precision))
         .cache_dir(cache_dir())
         .build();
     let mut prepared = engine.prepare(&a, &opts)?;
-    print_prepare(&prepared);
+    print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
     let m = measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
-    print_measured(&label, args.n, prepared.error_bound(), &m);
+    print_measured(&label, args.n, prepared.error_bound(), &m)?;
 
+    let (mut cusparse_ms, mut comparisons) = (None, Vec::new());
     if engine.backend() == Backend::Gpu {
         // Acc-SpMM and cuSPARSE side by side on the same reordered matrix.
         let same = prepared.matrix().clone();
         let mut others = Vec::new();
         for kernel in [KernelRequest::AccSpmm, KernelRequest::Cusparse] {
+            let is_cusparse = kernel == KernelRequest::Cusparse;
             let mut o = opts.clone();
             o.reorder = ReorderChoice::None;
             o.kernel = kernel;
@@ -390,16 +407,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bs = perm.apply_dense_rows(&b, a.cols(), args.n)?;
             }
             let mm = measure(&engine, &mut p, &same, &bs, args.n, args.iters)?;
-            print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm);
+            print_measured(&p.kernel().to_string(), args.n, p.error_bound(), &mm)?;
+            if is_cusparse {
+                cusparse_ms = Some(mm.ms);
+            }
+            comparisons.push(crate::json::Product::of(
+                &p.kernel().to_string(),
+                args.n,
+                p.error_bound(),
+                &mm,
+            ));
             others.push((p.kernel(), mm.ms));
         }
         for (k, ms) in others {
-            println!("speedup   {label} over {k}: {:.2}×", ms / m.ms);
+            outln!("speedup   {label} over {k}: {:.2}×", ms / m.ms)?;
         }
     } else {
-        println!(
+        outln!(
             "note      no GPU, so no cuSPARSE comparison; run on a CUDA machine for kernel times"
-        );
+        )?;
+    }
+    if args.json {
+        let r = prepared.report();
+        let doc = crate::json::Spmm {
+            input: name,
+            backend: crate::json::backend(&engine),
+            read_ms,
+            matrix: crate::json::Matrix::of(&a),
+            prepare: Some(crate::json::Prepare::of(r)),
+            split: None,
+            product: crate::json::Product::of(&label, args.n, prepared.error_bound(), &m),
+            cusparse_ms,
+            break_even_calls: cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms)),
+            comparisons,
+        };
+        crate::json::emit("demo", &doc)?;
     }
     Ok(())
 }

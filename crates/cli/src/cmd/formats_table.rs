@@ -1,17 +1,25 @@
 //! Table of per-layout metrics printed by `tcsparse info --formats`.
 
+use crate::out::outln;
 use tcsparse::formats::metrics;
 
-/// Prints the table for one matrix to stdout.
-pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
+/// Prints the table for one matrix to stdout and returns what it printed.
+pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<metrics::FormatReport> {
     let r = metrics::report(csr)?;
-    println!(
+    outln!(
         "{:<8} {:>12} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}",
-        "format", "bytes", "paper bytes", "block", "blocks", "nnz/block", "vs CSR", "vs TCF"
-    );
+        "format",
+        "bytes",
+        "paper bytes",
+        "block",
+        "blocks",
+        "nnz/block",
+        "vs CSR",
+        "vs TCF"
+    )?;
     for f in &r.formats {
         let paper = f.paper_bytes.map_or("-".to_string(), |b| b.to_string());
-        println!(
+        outln!(
             "{:<8} {:>12} {:>12} {:>12} {:>10} {:>10.2} {:>8.3} {:>8.3}",
             f.format,
             f.bytes,
@@ -25,9 +33,9 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
             f.mean_nnz_per_block,
             f.compression_vs_csr,
             f.compression_vs_tcf
-        );
+        )?;
     }
-    println!(
+    outln!(
         "cuTeSpMM alpha = {:.4} over {} bricks (synergy {:?}); Spaden 8x8 blocks: sparse {} / medium {} / dense {}",
         r.alpha,
         r.hrpb_bricks,
@@ -35,6 +43,6 @@ pub fn print(csr: &tcsparse::formats::Csr) -> anyhow::Result<()> {
         r.spaden_classes.sparse,
         r.spaden_classes.medium,
         r.spaden_classes.dense
-    );
-    Ok(())
+    )?;
+    Ok(r)
 }

@@ -1,11 +1,11 @@
 //! `tcsparse gen`: write a generated matrix as Matrix Market.
 
+use crate::out::errln;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use tcsparse::formats::generate::GeneratorSpec;
-use tcsparse::formats::mtx;
 
 /// Arguments of `tcsparse gen`.
 #[derive(clap::Args, Debug)]
@@ -44,9 +44,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let csr = spec.build().with_context(|| format!("generating {spec}"))?;
     let generated = start.elapsed().as_secs_f64();
     tracing::info!(%spec, nnz = csr.nnz(), seconds = generated, "generated");
-    mtx::write_matrix_market(&args.output, &csr)
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!(
+    crate::output::write_matrix(&args.output, &csr)?;
+    errln!(
         "wrote {}: {}x{}, {} nnz ({spec}; generated in {generated:.2} s, total {:.2} s)",
         args.output.display(),
         csr.rows(),

@@ -1,10 +1,9 @@
 //! `tcsparse info`: statistics of a matrix file, optionally its formats and reorderings.
 
+use crate::out::{out, outln};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
-use tcsparse::formats::mtx;
 use tcsparse::formats::stats::MatrixStats;
 
 /// Arguments of `tcsparse info`.
@@ -12,43 +11,65 @@ use tcsparse::formats::stats::MatrixStats;
 #[command(
     after_help = "Print statistics of a matrix: shape, nnz, density, row lengths (average AvgL, min, max, \
 empty rows), bandwidth and a power-of-two row-length histogram.\n\n\
-FILE is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
+INPUT is Matrix Market (`.mtx`, or gzip `.mtx.gz`: detected by content) in coordinate format with a \
 real, integer or pattern field and general, symmetric or skew-symmetric storage (expanded), or a \
-scipy sparse `.npz` (csr/csc/coo). Use -v to log reading progress and speed."
+scipy sparse `.npz` (csr/csc/coo), or a layout file written by `tcsparse convert` (recognised by its header, whatever its name). Use -v to log reading progress and speed."
 )]
 pub struct Args {
-    /// Matrix file: .mtx, .mtx.gz or .npz.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
+    pub input: PathBuf,
     /// Also print, for each tensor-core format, its size and block statistics.
     #[arg(long)]
     pub formats: bool,
     /// Also print how the reorderings change the block statistics.
     #[arg(long)]
     pub reorder: bool,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let start = Instant::now();
-    let csr =
-        mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let csr = crate::input::read_matrix(&args.input)?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
-    println!("{}", args.file.display());
-    print!("{}", MatrixStats::compute(&csr));
+    outln!("{}", args.input.display())?;
+    let stats = MatrixStats::compute(&csr);
+    out!("{stats}")?;
     let non_finite = csr.non_finite();
     if non_finite > 0 {
-        println!(
+        outln!(
             "non-finite values: {non_finite} NaN or ±inf (accepted, as scipy does; products that use them are not finite)"
-        );
+        )?;
     }
+    let mut formats = None;
     if args.formats {
-        println!();
-        crate::cmd::formats_table::print(&csr)?;
+        outln!()?;
+        let r = crate::cmd::formats_table::print(&csr)?;
+        let mut v = serde_json::to_value(&r)?;
+        v["synergy"] = crate::json::tagged(&r.synergy);
+        formats = Some(v);
     }
+    let mut reorderings = None;
     if args.reorder {
-        println!();
-        crate::cmd::reorder_table::print(&csr)?;
+        outln!()?;
+        reorderings = Some(crate::cmd::reorder_table::print(&csr)?);
+    }
+    if args.json {
+        crate::json::emit(
+            "info",
+            &crate::json::Info {
+                input: args.input.display().to_string(),
+                matrix: crate::json::Matrix::of(&csr),
+                stats: serde_json::to_value(&stats)?,
+                formats,
+                reorderings,
+            },
+        )?;
     }
     Ok(())
 }

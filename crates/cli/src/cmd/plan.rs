@@ -1,5 +1,6 @@
-//! `tcsparse plan IN --n 128 [--device h200] [--json]`: the plan the planner chooses for a matrix.
+//! `tcsparse plan INPUT --n 128 [--device-model h200] [--json]`: the plan the planner chooses for a matrix.
 
+use crate::out::outln;
 use anyhow::Context;
 use std::path::PathBuf;
 use tcsparse::formats::Csr;
@@ -8,18 +9,19 @@ use tcsparse::planner::{DeviceSpec, MatrixFeatures, plan_spmm};
 /// Arguments of `tcsparse plan`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`.
     pub input: PathBuf,
     /// Columns of B (and C).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
-    /// Device preset: h200, h100, a100, rtx4090.
-    #[arg(long, default_value = "h200")]
-    pub device: String,
+    /// Device model the plan is made for: h200, h100, a100, rtx4090.
+    #[arg(long, alias = "device", default_value = "h200")]
+    pub device_model: String,
     /// Also consider cuTeSpMM (HRPB), with α computed from the matrix.
     #[arg(long)]
     pub with_hrpb: bool,
-    /// Print the whole plan (with the schedule) as JSON.
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -58,15 +60,14 @@ fn blocking(csr: &Csr) -> (Vec<u32>, f64) {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let device = DeviceSpec::preset(&args.device).with_context(|| {
+    let device = DeviceSpec::preset(&args.device_model).with_context(|| {
         format!(
-            "unknown device {:?}; known: {}",
-            args.device,
+            "unknown --device-model {:?}; known: {}",
+            args.device_model,
             DeviceSpec::PRESETS.join(", ")
         )
     })?;
-    let csr = tcsparse::formats::mtx::read_matrix(&args.input)
-        .with_context(|| format!("reading {}", args.input.display()))?;
+    let csr = crate::input::read_matrix(&args.input)?;
     let (rwo, alpha) = blocking(&csr);
     let blocks = rwo.last().copied().unwrap_or(0) as u64;
     let features = MatrixFeatures {
@@ -87,10 +88,52 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let plan = plan_spmm(&features, &rwo, &device);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&plan)?);
-        return Ok(());
+        use crate::json::{self, Candidate, Features, Schedule};
+        return json::emit(
+            "plan",
+            &json::Plan {
+                input: args.input.display().to_string(),
+                device_model: json::kind_with(
+                    &args.device_model,
+                    "source",
+                    device.source.to_string(),
+                ),
+                n: args.n,
+                features: Features {
+                    rows: features.rows,
+                    cols: features.cols,
+                    nnz: features.nnz,
+                    row_windows: rwo.len() - 1,
+                    blocks_8x8: blocks,
+                    mean_nnz_tc: features.mean_nnz_tc,
+                    hrpb_alpha: alpha,
+                },
+                choice: json::tagged(&plan.choice),
+                predicted_ms: plan.predicted_ms,
+                reason: plan.reason.clone(),
+                candidates: plan
+                    .predictions
+                    .iter()
+                    .map(|p| Candidate {
+                        kernel: json::tagged(&p.kernel),
+                        ms: p.ms,
+                        gflops: p.gflops,
+                    })
+                    .collect(),
+                imbalance: plan
+                    .imbalance
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()?,
+                schedule: plan.schedule.as_ref().map(|s| Schedule {
+                    thread_blocks: s.work().len(),
+                    split_windows: s.num_split_windows(),
+                    max_blocks_per_tb: s.max_blocks_per_tb() as usize,
+                }),
+            },
+        );
     }
-    println!(
+    outln!(
         "matrix: {} × {}, {} nnz, {} row windows, {} TC blocks (8×8), MeanNNZTC {:.2}, HRPB α {:.3}",
         features.rows,
         features.cols,
@@ -99,27 +142,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         blocks,
         features.mean_nnz_tc,
         alpha
-    );
-    println!(
+    )?;
+    outln!(
         "device: {} ({}), N = {}",
-        device.name, device.source, args.n
-    );
-    println!(
+        device.name,
+        device.source,
+        args.n
+    )?;
+    outln!(
         "choice: {:?}  (predicted {:.4} ms)",
-        plan.choice, plan.predicted_ms
-    );
-    println!("reason: {}", plan.reason);
-    println!("candidates:");
+        plan.choice,
+        plan.predicted_ms
+    )?;
+    outln!("reason: {}", plan.reason)?;
+    outln!("candidates:")?;
     for p in &plan.predictions {
-        println!(
+        outln!(
             "  {:<32} {:>10.4} ms {:>9.0} GFLOP/s",
             format!("{:?}", p.kernel),
             p.ms,
             p.gflops
-        );
+        )?;
     }
     if let Some(d) = &plan.imbalance {
-        println!(
+        outln!(
             "imbalance: IBD {:.2}, max/mean {:.1}, critical ratio {:.2}, gain {:.2}, resident TBs {} → {}",
             d.ibd,
             d.max_over_mean,
@@ -131,15 +177,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             } else {
                 "one TB per window"
             }
-        );
+        )?;
     }
     if let Some(s) = &plan.schedule {
-        println!(
+        outln!(
             "schedule: {} thread blocks, {} split windows (atomic), at most {} blocks per TB",
             s.work().len(),
             s.num_split_windows(),
             s.max_blocks_per_tb()
-        );
+        )?;
     }
     Ok(())
 }

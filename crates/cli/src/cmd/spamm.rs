@@ -1,6 +1,7 @@
 //! `tcsparse spamm`: approximate dense product C ≈ A·B of decay matrices (cuSpAMM) on the GPU, or
 //! on the CPU reference path (small sizes) without one.
 
+use crate::out::outln;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -31,26 +32,27 @@ pub struct Args {
     /// Generated decay matrix used as A and B (algebraic:n=N or exponential:n=N,rate=R).
     #[arg(long = "gen", value_name = "SPEC", conflicts_with = "a")]
     pub generator: Option<String>,
-    /// Bound on ‖E‖F/‖C‖F to choose τ for.
-    #[arg(long, conflicts_with_all = ["valid_ratio", "tau"])]
+    /// Bound on ‖E‖F/‖C‖F to choose τ for, in (0, 1].
+    #[arg(long, conflicts_with_all = ["valid_ratio", "tau"], value_parser = crate::args::rel_error)]
     pub target_error: Option<f64>,
-    /// Share of tile products to compute (cuSpAMM's valid ratio).
-    #[arg(long, conflicts_with = "tau")]
+    /// Share of tile products to compute (cuSpAMM's valid ratio), in (0, 1].
+    #[arg(long, conflicts_with = "tau", value_parser = crate::args::ratio)]
     pub valid_ratio: Option<f64>,
-    /// This τ.
-    #[arg(long)]
+    /// This τ (finite, ≥ 0; 0 computes every tile product).
+    #[arg(long, value_parser = crate::args::tau)]
     pub tau: Option<f32>,
     /// Arithmetic on the GPU: f32, tf32, 3xtf32, f16.
-    #[arg(long, default_value = "3xtf32")]
+    #[arg(long, default_value = "3xtf32", value_parser = ["f32", "tf32", "3xtf32", "f16"])]
     pub precision: String,
     /// C block edge on the GPU: 64 or 128.
-    #[arg(long, default_value_t = 64)]
-    pub block: usize,
-    /// Strided balance parameter s.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value = "64", value_parser = ["64", "128"])]
+    pub block: String,
+    /// Strided balance parameter s (1 to 1024).
+    #[arg(long, default_value_t = 1, value_parser = crate::args::stride)]
     pub s: usize,
-    /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1).
-    #[arg(long, conflicts_with_all = ["devices", "cpu"])]
+    /// Split C's rows over the first N GPUs (same as --devices 0,…,N-1; hidden, kept for old
+    /// scripts).
+    #[arg(long, hide = true, conflicts_with_all = ["devices", "cpu"], value_parser = crate::args::gpu_count)]
     pub gpus: Option<usize>,
     /// Split C's rows over these GPUs, e.g. 0,1,2,3 (B broadcast through NCCL). Default: 0.
     #[arg(long, conflicts_with = "cpu")]
@@ -61,11 +63,19 @@ pub struct Args {
     /// Measure ‖E‖F/‖C‖F against an f64 product on this many sampled rows (0: skip).
     #[arg(long, default_value_t = 64)]
     pub check_rows: usize,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A dense row-major f32 matrix from a .npy file (float32 or float64, 2-D, C order).
 pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
-    let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    crate::input::check_regular(path)?;
+    let len = std::fs::metadata(path)
+        .with_context(|| path.display().to_string())?
+        .len();
+    tcsparse::formats::Limits::global().check(|| format!("reading {}", path.display()), len)?;
+    let b = std::fs::read(path).with_context(|| path.display().to_string())?;
     if b.get(..6) != Some(b"\x93NUMPY") {
         bail!("{}: not a .npy file", path.display());
     }
@@ -141,16 +151,18 @@ pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let precision = SpammPrecision::parse(&args.precision).with_context(|| {
         format!(
             "unknown precision `{}` (f32, tf32, 3xtf32, f16)",
             args.precision
         )
     })?;
-    let block = match args.block {
-        64 => SpammBlock::B64,
-        128 => SpammBlock::B128,
-        b => bail!("--block must be 64 or 128, not {b}"),
+    let block = match args.block.as_str() {
+        "128" => SpammBlock::B128,
+        _ => SpammBlock::B64,
     };
     let target = match (args.tau, args.valid_ratio, args.target_error) {
         (Some(t), _, _) => TauTarget::Tau(t),
@@ -158,29 +170,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (_, _, e) => TauTarget::RelError(e.unwrap_or(1e-5)),
     };
     let start = Instant::now();
+    // `b` is None when B is A (one copy in memory).
     let (a, b, m, k, n, what) = match (&args.generator, &args.a) {
         (Some(spec), _) => {
             let spec: GeneratorSpec = spec.parse()?;
-            let (data, n) = match spec {
-                GeneratorSpec::Algebraic { n } => (algebraic_decay_dense(n), n),
-                GeneratorSpec::Exponential { n, rate } => (exponential_decay_dense(n, rate), n),
+            let n = match spec {
+                GeneratorSpec::Algebraic { n } | GeneratorSpec::Exponential { n, .. } => n,
                 other => bail!("--gen takes algebraic: or exponential:, not {other}"),
             };
-            (data.clone(), data, n, n, n, spec.to_string())
+            super::checks::check_dense(&format!("--gen {spec}"), Some(n), n, n)?;
+            let data = match spec {
+                GeneratorSpec::Exponential { n, rate } => exponential_decay_dense(n, rate),
+                _ => algebraic_decay_dense(n),
+            };
+            (data, None, n, n, n, spec.to_string())
         }
         (None, Some(pa)) => {
             let (a, m, k) = read_npy(pa)?;
             let (b, kb, n) = match &args.b {
-                Some(pb) => read_npy(pb)?,
-                None => (a.clone(), m, k),
+                Some(pb) => {
+                    let (b, kb, n) = read_npy(pb)?;
+                    (Some(b), kb, n)
+                }
+                None => (None, m, k),
             };
             if kb != k {
                 bail!("A is {m}×{k} but B is {kb}×{n}");
             }
-            (a, b, m, k, n, pa.display().to_string())
+            let what = pa.display().to_string();
+            super::checks::check_dense(&what, None, m, n)?;
+            (a, b, m, k, n, what)
         }
         (None, None) => bail!("give A.npy [B.npy] or --gen SPEC"),
     };
+    let b = b.as_deref().unwrap_or(&a);
     let input_s = start.elapsed().as_secs_f64();
     let opts = SpammOptions {
         target,
@@ -189,7 +212,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         s: args.s,
         devices: match (&args.devices, args.gpus) {
             (Some(list), _) => DeviceSet::parse(list)?,
-            (None, Some(0)) => bail!("--gpus 0: give at least one GPU (or --cpu)"),
             (None, Some(g)) => DeviceSet::first(g),
             (None, None) => DeviceSet::default(),
         },
@@ -212,31 +234,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cols: k,
         },
         DenseRef {
-            data: &b,
+            data: b,
             rows: k,
             cols: n,
         },
         &opts,
     )?;
     let secs = t.elapsed().as_secs_f64();
-    println!("spamm {what}: {m}×{k} · {k}×{n}");
-    println!("backend {} ({}), target {target:?}", r.backend, r.precision);
+    outln!("spamm {what}: {m}×{k} · {k}×{n}")?;
+    outln!("backend {} ({}), target {target:?}", r.backend, r.precision)?;
     let rounding = precision.rounding_bound();
-    println!(
+    outln!(
         "tau {:.4e}, valid ratio {:.4}%, bound ‖E‖F/‖C‖F ≤ {:.3e} (skipped products; attempts {}) + {rounding:.0e} ({} rounding)",
         r.tau,
         100.0 * r.valid_ratio,
         r.rel_bound,
         r.attempts,
         r.precision
-    );
+    )?;
     if let TauTarget::RelError(t) = target
         && rounding > t
     {
-        println!(
+        outln!(
             "note      {} rounding alone may exceed the target error {t:.0e}: use --precision f32 or 3xtf32 for that accuracy",
             r.precision
-        );
+        )?;
     }
     if r.row_ranges.len() > 1 {
         let parts: Vec<String> = r
@@ -244,18 +266,50 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .map(|(a, b)| format!("{a}..{b}"))
             .collect();
-        println!("devices   rows {} (B: {})", parts.join(", "), r.transport);
+        outln!("devices   rows {} (B: {})", parts.join(", "), r.transport)?;
     }
     if let Some(e) = r.measured_error {
-        println!(
+        outln!(
             "measured ‖E‖F/‖C‖F {e:.3e} ({} rows)",
             args.check_rows.min(m)
-        );
+        )?;
     }
-    println!(
+    outln!(
         "input {:.3} ms, spamm (with uploads and τ search) {:.3} ms",
         input_s * 1e3,
         secs * 1e3
-    );
+    )?;
+    if args.json {
+        use crate::json::{kind, kind_with};
+        let doc = crate::json::Spamm {
+            input: what,
+            m,
+            k,
+            n,
+            backend: kind(r.backend),
+            precision: kind(&args.precision),
+            target: match target {
+                TauTarget::Tau(t) => kind_with("tau", "value", f64::from(t)),
+                TauTarget::ValidRatio(v) => kind_with("valid_ratio", "value", v),
+                TauTarget::RelError(e) => kind_with("rel_error", "value", e),
+            },
+            tau: f64::from(r.tau),
+            valid_ratio: r.valid_ratio,
+            rel_bound: r.rel_bound,
+            rounding_bound: rounding,
+            attempts: r.attempts,
+            row_ranges: r.row_ranges.clone(),
+            transport: r.transport.clone(),
+            measured_error: r.measured_error,
+            measured_rows: if r.measured_error.is_some() {
+                args.check_rows.min(m)
+            } else {
+                0
+            },
+            input_ms: input_s * 1e3,
+            spamm_ms: secs * 1e3,
+        };
+        crate::json::emit("spamm", &doc)?;
+    }
     Ok(())
 }

@@ -1,19 +1,21 @@
 //! `tcsparse spmm`: one prepared product on a matrix file, with time, GFLOP/s and the error against
 //! the f64 reference (on the CPU reference path when there is no GPU, said plainly).
 
+use crate::out::outln;
 use std::path::PathBuf;
 
-use tcsparse::{Backend, Balance, KernelRequest, Precision, PrepareOptions, RowTileKernel};
+use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions, RowTileKernel};
 
 use super::demo;
 
 /// Arguments of `tcsparse spmm`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Matrix file: Matrix Market (.mtx, .mtx.gz) or SciPy sparse (.npz).
+    /// Matrix file: Matrix Market (.mtx, .mtx.gz), SciPy sparse (.npz) or a layout file written by
+    /// `convert`.
     pub input: PathBuf,
     /// Columns of B.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
     /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR),
@@ -21,7 +23,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "hrpb"])]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
     pub reorder: String,
     /// Schedule: auto, on (Acc-SpMM: Eq. 4 balanced; row-tile kernels: heavy windows split at 16
     /// blocks per thread block), off (one thread block per row window), packed:K (K consecutive
@@ -43,8 +45,8 @@ pub struct Args {
     /// Seed of B and of randomized reorderings.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Timed repetitions.
-    #[arg(long, default_value_t = 30)]
+    /// Timed repetitions (at most 10000).
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
     /// Use the CPU reference path even when a GPU is present.
     #[arg(long)]
@@ -53,10 +55,16 @@ pub struct Args {
     /// on its own device, B broadcast through NCCL). Default: one GPU, as without the flag.
     #[arg(long, conflicts_with = "cpu")]
     pub devices: Option<String>,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     // Checked before reading a possibly large file (the engine refuses it too).
     if matches!(args.balance, Balance::NnzPerWarp(_)) && args.kernel != "csr" {
         anyhow::bail!(
@@ -64,33 +72,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.kernel
         );
     }
+    let devices = args
+        .devices
+        .as_deref()
+        .map(tcsparse::DeviceSet::parse)
+        .transpose()?;
+    // Before the warm-up below opens it too (a FIFO would block that thread).
+    crate::input::check_regular(&args.input)?;
     let engine = demo::engine(args.cpu);
-    if engine.backend() == Backend::Cpu {
-        println!(
-            "backend   CPU reference path — {}. The time below is a CPU time, not a GPU kernel time.",
-            engine.message()
-        );
-        if args.kernel != "auto" {
-            println!(
-                "note      --kernel {} needs a GPU; ignored on the CPU path",
-                args.kernel
-            );
-        }
-    } else {
-        println!("backend   {}", engine.message());
-    }
     // The upload path's first-use costs are paid while the file is read.
     let (a, read_ms) = std::thread::scope(|s| {
         s.spawn(|| demo::warm_up_for_file(&engine, &args.input));
         demo::read(&args.input)
     })?;
-    println!(
+    if engine.backend() == Backend::Cpu {
+        outln!(
+            "backend   CPU reference path — {}. The time below is a CPU time, not a GPU kernel time.",
+            engine.message()
+        )?;
+        if args.kernel != "auto" {
+            outln!(
+                "note      --kernel {} needs a GPU; ignored on the CPU path",
+                args.kernel
+            )?;
+        }
+    } else {
+        outln!("backend   {}", engine.message())?;
+    }
+    outln!(
         "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
-    super::checks::note_non_finite(&a);
+    )?;
+    super::checks::note_non_finite(&a, "C")?;
     super::checks::check_n(&a, args.n)?;
     let kernel = match args.kernel.as_str() {
         "acc" => KernelRequest::AccSpmm,
@@ -110,20 +125,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .seed(args.seed)
         .n(args.n)
         .tune(!args.no_tune)
-        .precision(match args.precision.as_str() {
-            "f32" => Precision::F32,
-            _ => Precision::Tf32,
-        })
+        .precision(demo::precision(&args.precision))
         .cache_dir(demo::cache_dir())
         .build();
-    if let Some(list) = &args.devices {
-        let devices = tcsparse::DeviceSet::parse(list)?;
-        return run_split(devices, &a, &opts, &args);
+    let (input, backend) = (
+        args.input.display().to_string(),
+        crate::json::backend(&engine),
+    );
+    let matrix = crate::json::Matrix::of(&a);
+    let report = move |prepare, split, product, cusparse_ms, break_even_calls| crate::json::Spmm {
+        input,
+        backend,
+        read_ms,
+        matrix,
+        prepare,
+        split,
+        product,
+        cusparse_ms,
+        break_even_calls,
+        comparisons: Vec::new(),
+    };
+    if let Some(devices) = devices {
+        let (split, product) = run_split(devices, &a, &opts, &args)?;
+        if args.json {
+            crate::json::emit("spmm", &report(None, Some(split), product, None, None))?;
+        }
+        return Ok(());
     }
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
     let mut prepared = engine.prepare_shared(&a, &opts)?;
-    demo::print_prepare(&prepared);
+    demo::print_prepare(&prepared)?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
     demo::print_measured(
@@ -131,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.n,
         prepared.error_bound(),
         &m,
-    );
+    )?;
     // cuSPARSE's time: the tuning sample when tuned (same N, same process: its fastest
     // algorithm's full timing; the other algorithms are only probed), else measured here.
     let tuned = prepared
@@ -156,7 +188,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, _, _) => None,
     };
-    demo::print_break_even(&prepared, cusparse_ms, m.ms);
+    demo::print_break_even(&prepared, cusparse_ms, m.ms)?;
+    if args.json {
+        let r = prepared.report();
+        let product = crate::json::Product::of(
+            &prepared.kernel().to_string(),
+            args.n,
+            prepared.error_bound(),
+            &m,
+        );
+        let calls = cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms));
+        let doc = report(
+            Some(crate::json::Prepare::of(r)),
+            None,
+            product,
+            cusparse_ms,
+            calls,
+        );
+        crate::json::emit("spmm", &doc)?;
+    }
     Ok(())
 }
 
@@ -167,20 +217,24 @@ fn run_split(
     a: &tcsparse::formats::Csr,
     opts: &PrepareOptions,
     args: &Args,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(crate::json::Split, crate::json::Product)> {
     let t = std::time::Instant::now();
     let mut split = tcsparse::prepare_split(devices, a, opts)?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
-    println!(
+    outln!(
         "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
         split.transport()
-    );
+    )?;
+    let mut parts = Vec::new();
     for ((r0, r1), p) in split.row_ranges().into_iter().zip(split.parts()) {
-        println!(
-            "part      rows {r0}..{r1}: {} nonzeros, {}",
-            a.row_offsets()[r1] - a.row_offsets()[r0],
-            p.kernel()
-        );
+        let nnz = a.row_offsets()[r1] - a.row_offsets()[r0];
+        outln!("part      rows {r0}..{r1}: {nnz} nonzeros, {}", p.kernel())?;
+        parts.push(crate::json::SplitPart {
+            row_start: r0,
+            row_end: r1,
+            nnz: nnz as u64,
+            kernel: p.kernel().to_string(),
+        });
     }
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let mut c = vec![0f32; a.rows() * args.n];
@@ -204,8 +258,15 @@ fn run_split(
         device_time: false,
     };
     let bound = split.parts().map(|p| p.error_bound()).fold(0.0, f64::max);
-    demo::print_measured("split over the devices", args.n, bound, &m);
-    Ok(())
+    let label = "split over the devices";
+    demo::print_measured(label, args.n, bound, &m)?;
+    let split = crate::json::Split {
+        devices: devices.to_string(),
+        transport: split.transport().to_string(),
+        prepare_ms: prep_ms,
+        parts,
+    };
+    Ok((split, crate::json::Product::of(label, args.n, bound, &m)))
 }
 
 /// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), `cached:K[:R]` (K windows per thread block,

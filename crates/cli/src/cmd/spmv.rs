@@ -1,12 +1,12 @@
-//! `tcsparse spmv FILE [--precision f16|tf32|f32] [--rhs K]`: y = A·X with K right-hand sides on the
+//! `tcsparse spmv INPUT [--precision f16|tf32|f32] [--n K]`: y = A·X with K right-hand sides on the
 //! GPU (bitBSR on tensor cores or CUDA cores, or cuSPARSE, whichever the
 //! preparation timed faster) or the CPU walk of bitBSR; prints time, GB/s, GFLOP/s, the error against f64 and the kernel chosen.
 
+use crate::out::outln;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use tcsparse::formats::mtx;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::spmv::{SpmvOptions, SpmvPrecision};
 use tcsparse::{Backend, Engine};
@@ -14,53 +14,62 @@ use tcsparse::{Backend, Engine};
 /// Arguments of `tcsparse spmv`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Runs y = A·X (X: cols × K, K = --rhs right-hand sides, 1..=8) with Spaden's bitBSR \
+    after_help = "Runs y = A·X (X: cols × K, K = --n right-hand sides, 1..=8) with Spaden's bitBSR \
 on tensor cores or a CUDA-core walk of bitBSR (every K: one pass over A for all K). On a GPU the preparation times cuSPARSE CSR \
 SpMV (SpMM for K > 1; each of its CSR algorithms), our kernels (allowed tile storages × kernels × tile budgets) and, for \
 K > 1, our CSR walk (8 lanes per nonzero) inside CUDA graphs and keeps the fastest; times are medians over CUDA graphs of 20 calls. Without a GPU the CPU walks bitBSR exactly as the kernel does.\n\n\
 --precision: tf32 (default: TF32 tiles, f32 tiles on CUDA cores, or cuSPARSE), f16 (also \
 f16 tiles, scaled per tile-row and per x segment so nothing overflows; same 11-bit significands as \
-TF32), f32 (f32 products only: cuSPARSE, our CSR walk, f32 tiles on CUDA cores, f32 CSR on the CPU)."
+TF32), f32 (f32 products only: cuSPARSE, our CSR walk, f32 tiles on CUDA cores, f32 CSR on the CPU).\n\n\
+There is no --reorder: the SpMV preparation does not reorder (reorder the file first with `tcsparse \
+reorder`)."
 )]
 pub struct Args {
-    /// Matrix file: .mtx, .mtx.gz or .npz.
-    #[arg(value_name = "FILE")]
-    pub file: PathBuf,
+    /// Matrix file: .mtx, .mtx.gz, .npz or a layout file written by `convert`.
+    pub input: PathBuf,
     /// f16, tf32 or f32.
-    #[arg(long, default_value = "tf32")]
+    #[arg(long, default_value = "tf32", value_parser = ["f16", "tf32", "f32"])]
     pub precision: String,
-    /// Right-hand sides (1..=8).
-    #[arg(long, default_value_t = 1)]
-    pub rhs: usize,
-    /// Timed samples (GPU: graph launches of 20 calls; CPU: calls).
-    #[arg(long, default_value_t = 10)]
+    /// Columns of X and y: right-hand sides, 1 to 8.
+    #[arg(long, alias = "rhs", default_value_t = 1, value_parser = crate::args::spmv_width)]
+    pub n: usize,
+    /// Timed samples (GPU: graph launches of 20 calls; CPU: calls; at most 10000).
+    #[arg(long, default_value_t = crate::args::DEFAULT_ITERS, value_parser = crate::args::iters)]
     pub iters: usize,
+    /// Seed of X.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
     /// Use the CPU path even when a GPU is present.
     #[arg(long)]
     pub cpu: bool,
+    /// Print one JSON document instead of text (schema: docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        crate::out::json_only();
+    }
     let precision = SpmvPrecision::parse(&args.precision)?;
-    anyhow::ensure!((1..=8).contains(&args.rhs), "--rhs takes 1..=8");
     let t = Instant::now();
-    let a =
-        mtx::read_matrix(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let a = crate::input::read_matrix(&args.input)?;
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
     let engine = if args.cpu {
         Engine::cpu("--cpu")
     } else {
         Engine::new()
     };
-    println!("backend   {}", engine.message());
-    println!(
+    outln!("backend   {}", engine.message())?;
+    outln!(
         "read {read_ms:.1} ms  {} × {}, {} nonzeros",
         a.rows(),
         a.cols(),
         a.nnz()
-    );
-    let n = args.rhs;
+    )?;
+    super::checks::note_non_finite(&a, "y")?;
+    let n = args.n;
     let opts = SpmvOptions {
         precision,
         rhs: n,
@@ -79,17 +88,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let mut p = prepared?;
-    println!(
-        "prepare {:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
-        t.elapsed().as_secs_f64() * 1e3,
+    let prepare_ms = t.elapsed().as_secs_f64() * 1e3;
+    outln!(
+        "prepare {prepare_ms:.1} ms  precision {precision:?}, {n} right-hand side(s), kernel: {}",
         p.kernel()
-    );
+    )?;
     for s in p.samples() {
-        println!("  tuned {:.4} ms  {}", s.ms, s.kernel);
+        outln!("  tuned {:.4} ms  {}", s.ms, s.kernel)?;
     }
-    let x: Vec<f32> = (0..a.cols() * n)
-        .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
-        .collect();
+    let x = super::demo::random_b(a.cols(), n, args.seed);
     let mut y = vec![0f32; a.rows() * n];
     p.spmv(1.0, &x, 0.0, &mut y)?;
     let want = spmm_f64(&a, &x, n, n, false);
@@ -115,18 +122,51 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let secs = ms * 1e-3;
-    println!(
+    outln!(
         "spmv {ms:.4} ms  {:.1} GB/s, {:.2} GFLOP/s ({} bytes moved at least)",
         p.bytes() as f64 / secs / 1e9,
         2.0 * a.nnz() as f64 * n as f64 / secs / 1e9,
         p.bytes()
-    );
-    println!(
+    )?;
+    outln!(
         "error vs f64: max scaled {scaled:.2e} (bound {:.2e}), relative {rel:.2e}",
         precision.bound()
-    );
+    )?;
+    if args.json {
+        let doc = crate::json::Spmv {
+            input: args.input.display().to_string(),
+            backend: crate::json::backend(&engine),
+            read_ms,
+            matrix: crate::json::Matrix::of(&a),
+            n,
+            precision: crate::json::kind_with(
+                &args.precision.to_ascii_lowercase(),
+                "bound",
+                precision.bound(),
+            ),
+            prepare_ms,
+            kernel: p.kernel().to_string(),
+            tuning: p
+                .samples()
+                .iter()
+                .map(|s| crate::json::Timed {
+                    candidate: s.kernel.to_string(),
+                    ms: s.ms,
+                })
+                .collect(),
+            ms,
+            gb_per_s: p.bytes() as f64 / secs / 1e9,
+            gflops: 2.0 * a.nnz() as f64 * n as f64 / secs / 1e9,
+            bytes: p.bytes(),
+            max_scaled_error: scaled,
+            error_bound: precision.bound(),
+            relative_error: rel,
+        };
+        crate::json::emit("spmv", &doc)?;
+    }
+    // With NaN or ±inf stored (said above) the error is not finite either: nothing to check.
     anyhow::ensure!(
-        scaled <= precision.bound(),
+        a.non_finite() > 0 || scaled <= precision.bound(),
         "error {scaled:.3e} above the {precision:?} bound {:.3e}",
         precision.bound()
     );
