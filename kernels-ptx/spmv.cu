@@ -2093,7 +2093,7 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
 
 
 // ---------------------------------------------------------------------------------------------
-// CSR walk for 2..8 right-hand sides (`csr`, session 18): y = alpha * A * X + beta * y on A's CSR
+// CSR walk for 2..8 right-hand sides (`csr`, spmv.md v14): y = alpha * A * X + beta * y on A's CSR
 // arrays (the cuSPARSE baseline's, u32 indices), X `K x N` and y `M x N` row-major. Where bitBSR's
 // tiles hold 1-5 nonzeros (graphs), a tile walk reads a 16-byte record per 1-5 products and its
 // set-bit loops idle most lanes; this walk spends its lanes on the products. Work: warp items of
@@ -2207,9 +2207,9 @@ __device__ __forceinline__ void spmv_csr_body(const u32* __restrict__ indptr,
     }
 
 // ---------------------------------------------------------------------------------------------
-// CSR row walk for 2..8 right-hand sides (`csrrows`, session 19): the CSR walk's items, arrays and
-// fix-up, but each row summed by one lane group from its own registers. Under ncu (H100, session
-// 19) the step walk above ran 8.3 (clustered1m) to 15.4 (REDDIT) warp-instructions per nonzero:
+// CSR row walk for 2..8 right-hand sides (`csrrows`, spmv.md v15): the CSR walk's items, arrays and
+// fix-up, but each row summed by one lane group from its own registers. Under ncu (H100, 2026-11-28,
+// 46db4ef) the step walk above ran 8.3 (clustered1m) to 15.4 (REDDIT) warp-instructions per nonzero:
 // per 32 nonzeros a 5-level binary search of the row ends in shared memory and a predicated
 // shared-memory add per run. Here an item of several whole rows is cut at row ends into four
 // row-aligned runs of about a quarter of its nonzeros each (three ballots over the row ends, one

@@ -238,7 +238,7 @@ pub fn gpu_cases(
     let n0 = ns.first().copied().unwrap_or(128);
     // The Auto reordering decision once (untuned: only whether it succeeds is kept). The headline
     // is one `prepare` with the Auto reordering, as a user calls it, so that its total is what a
-    // user pays (the gate's counting pass once; session 9 carried this stage's time over and then
+    // user pays (the gate's counting pass once, not this stage's time carried over and then
     // counted again in the headline's own preparation). Its tuning runs cuSPARSE in the original
     // order.
     let auto = engine.prepare(a, &PrepareOptions::builder().n(n0).tune(false).build());

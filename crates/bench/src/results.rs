@@ -205,7 +205,7 @@ mod tests {
     fn committed_results_agree_with_their_markdown() {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
         // docs/results: the H200 results (the regression gate's base); docs/h100-results: runs
-        // for which the device tool lent an H100 (session 19), kept out of docs/results so that
+        // for which the device tool lent an H100 (2026-11-28), kept out of docs/results so that
         // no gate or table mixes the two cards.
         for dir in [base.clone(), base.join("../h100-results")] {
             let files = json_files(&dir).unwrap();

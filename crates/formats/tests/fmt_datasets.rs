@@ -1,7 +1,7 @@
 //! Every shared real matrix (`shared/datasets/*.mtx.gz`) through every layout and back: `to_csr`
 //! gives the matrix back exactly and `validate()` holds. These matrices are large enough for the
-//! parallel multi-chunk builder (the proptests only reach the single-chunk path). Skips with a note
-//! when the folder is absent.
+//! parallel multi-chunk builder (the proptests only reach the single-chunk path). Fails when the
+//! folder is absent unless the run allows the skip (`common::shared_dir`).
 
 mod common;
 

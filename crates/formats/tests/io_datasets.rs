@@ -1,5 +1,5 @@
 //! Reads every shared real matrix (`shared/datasets/*.mtx.gz`) and checks its shape and nnz against
-//! the header. Skips with a note when the folder is absent.
+//! the header. Fails when the folder is absent unless the run allows the skip (`common::shared_dir`).
 
 mod common;
 

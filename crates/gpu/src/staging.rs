@@ -6,8 +6,8 @@
 //! pinned buffers of the [`Gpu`](crate::Gpu) while the copy engine drains the ones filled before.
 //!
 //! The copy engine itself reads pinned memory at 55 GB/s there; the host's filling is the bound
-//! (19–32 GB/s for 94–248 MB alone; `examples/cache_hit_speed.rs`, docs/prepare-cost.md, session
-//! 14). An own pool of fill threads beside rayon's measured slower, so there is none.
+//! (19–32 GB/s for 94–248 MB alone; `examples/cache_hit_speed.rs`, docs/prepare-cost.md, H200,
+//! 2026-11-25, 54aa023). An own pool of fill threads beside rayon's measured slower, so there is none.
 
 use std::sync::Arc;
 
@@ -38,10 +38,10 @@ pub struct StagingLayout {
 }
 
 impl StagingLayout {
-    /// Four buffers of 16 MiB (64 MiB pinned; sessions 10–13 had two of 8 MiB). On the H200
+    /// Four buffers of 16 MiB (64 MiB pinned; measured against two of 8 MiB). On the H200
     /// host a plan-cache hit of R-MAT scale 20 took 3.75–3.81 ms with it against 3.94–4.89 ms,
     /// and one of clustered256k 9.10–10.67 ms against 11.95–13.40 ms (medians of seven or nine,
-    /// in one process, three runs; docs/prepare-cost.md, session 14).
+    /// in one process, three runs; docs/prepare-cost.md, 2026-11-25, 54aa023).
     pub const DEFAULT: StagingLayout = StagingLayout {
         buffers: 4,
         chunk_bytes: 16 << 20,

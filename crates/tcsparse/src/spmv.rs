@@ -299,7 +299,7 @@ impl Engine {
         let core_storages = opts.precision.core_storages();
         // The walk's layouts for n (tuned_walk_layouts); the tensor-core walks (TC_LAYOUTS:
         // TF32 products) only where the MMA kernels are allowed, and not at n = 1, where they use
-        // 1/8 of each MMA and were never the fastest on the H200 bench (session 11): not timed
+        // 1/8 of each MMA and were never the fastest on the H200 bench (2026-11-25, 7a8a386): not timed
         // there, to keep the preparation short.
         let core_layouts = tuned_walk_layouts(n);
         let tc_layouts: &[&'static str] = if n == 1 { &[] } else { &TC_LAYOUTS };

@@ -313,7 +313,7 @@ impl Drop for DnVec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SpmmAlg {
     /// `CUSPARSE_SPMM_ALG_DEFAULT` (for row-major B and C, CSR_ALG2: the same times in the SpMV
-    /// bench, session 18).
+    /// bench, H200, 2026-11-25, 7c48977).
     Default,
     /// `CUSPARSE_SPMM_CSR_ALG1`.
     CsrAlg1,
@@ -338,7 +338,7 @@ impl SpmmAlg {
 
     /// The algorithms the facade's tuning times: [`SpmmAlg::CANDIDATES`] without CSR_ALG2, which
     /// for row-major B and C (the only layout the facade passes) is the algorithm the default
-    /// runs: over the 57 SpMM bench cases of session 19 (H100, N = 128–512) the default's time
+    /// runs: over the 57 SpMM bench cases of 03f99b4 (H100, 2026-11-28, N = 128–512) the default's time
     /// over ALG2's had median 1.001 (0.84–1.04, the extremes on launches of a few µs), so timing
     /// both only costs a set-up and a probe per tuning.
     pub const TUNED: [SpmmAlg; 3] = [SpmmAlg::Default, SpmmAlg::CsrAlg1, SpmmAlg::CsrAlg3];

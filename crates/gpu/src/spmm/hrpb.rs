@@ -241,7 +241,7 @@ impl HrpbMma {
     /// with k8w kept below one panel per SM); k8ts (k8t without the pre-scale launch) was 7–45 %
     /// faster than k8t on the small split matrices (cora, citeseer, rajat01, west0067) and 0–13 %
     /// slower on the large ones (BlogCatalog the most). With k8ts from one panel per SM the
-    /// bench's `hrpb/reorder` rows gave `geomean (hrpb alone)` 1.41× (session 12: 1.34× for the
+    /// bench's `hrpb/reorder` rows gave `geomean (hrpb alone)` 1.41× (f20e728: 1.34× for the
     /// same rows). On mbeacxc (31 panels) the tight walks were 20–30 % slower than k8w at
     /// N ≥ 256, so k8w stays below one panel per SM.
     pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {

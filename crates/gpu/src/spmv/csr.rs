@@ -65,11 +65,11 @@ pub const CSR_ROWS_ENTRIES: [&str; MAX_RHS - 1] = [
 pub enum CsrWalk {
     /// `spmv_csr{n}`: each group takes 8 consecutive nonzeros of each 32, whatever their rows; a
     /// binary search of the row ends finds each nonzero's row and runs of one row are added to
-    /// per-group row sums in shared memory (session 18, v3).
+    /// per-group row sums in shared memory (docs/kernels/spmv.md v14: the CSR walk's v3).
     #[default]
     Steps,
     /// `spmv_csrrows{n}`: the item's rows cut at row ends into four runs of about a quarter of
-    /// its nonzeros, group g summing run g's rows one after another in a register (session 19).
+    /// its nonzeros, group g summing run g's rows one after another in a register (spmv.md v15).
     Rows,
 }
 

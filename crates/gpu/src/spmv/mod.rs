@@ -224,25 +224,25 @@ pub const MULTI_LAYOUTS: [&str; 6] = ["bits", "seg", "bitsw", "segw", "blockbw",
 pub const TC_LAYOUTS: [&str; 1] = ["tc"];
 /// Layouts of [`CORE_LAYOUTS`] that the tunings (the facade's preparation and the bench's walk
 /// columns) no longer time: `seg` was never the fastest walk at n = 1 or n = 8 on any of the 20
-/// bench matrices, walk storage f16 or f32 (H200, session 15, v9: `bitsw` / `bits` / `segw`
+/// bench matrices, walk storage f16 or f32 (H200, 2026-11-25, 6fa2014, v9: `bitsw` / `bits` / `segw`
 /// took its place), and its 4 chunk budgets were 4 of the 24 timed candidates of an 8-RHS
 /// preparation. It stays a layout ([`BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
 pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
 /// Layouts whose tunings also time the wave-fitted tile budget ([`BitBsrSpmv::tuning_chunks`]):
 /// the staged walks keep a pipeline of copies per warp, so long halves that fill whole waves of
-/// resident warps can pay (H200, session 16: kept on xenon1, c-62; not on fem-like, where the
+/// resident warps can pay (H200, 26948dc: kept on xenon1, c-62; not on fem-like, where the
 /// walk is issue-bound and budget 128 stays faster).
 pub const WAVE_FITTED_LAYOUTS: [&str; 2] = ["staged", "staged16"];
 /// The smallest fixed tile budget the tunings time for [`WAVE_FITTED_LAYOUTS`]: at 4 and 8 tiles
 /// per half a warp's pipeline holds one short stage, and neither budget was kept for a staged
-/// walk in any column of the H200 bench (session 16, run 6: kept at 128 and at wave-fitted budgets
+/// walk in any column of the H200 bench (26948dc, run 6: kept at 128 and at wave-fitted budgets
 /// of 9–51), so they are not timed (4 fewer candidates per walk storage).
 pub const WAVE_FITTED_MIN_CHUNK: u32 = 32;
 /// Layouts of [`CORE_LAYOUTS`] with one half per thread block: (layout, the tile budgets their
 /// tunings time instead of the base ones, the mean tiles per non-empty tile-row below which they
 /// are not timed). `blocklane` shares each row among 256 threads: budgets of 256–1024 tiles give
 /// each one to four tiles per row, and on rows shorter than 128 tiles most threads idle and each
-/// row costs a barrier (H200, session 17: 1.5–24× slower than the best other walk on every bench
+/// row costs a barrier (H200, b28cbfc: 1.5–24× slower than the best other walk on every bench
 /// matrix but BlogCatalog, ~280 tiles per tile-row, where it won at budget 256). `blockw` gives each of
 /// 8 warps a contiguous range: budgets of 32–256 tiles are 4–32 tiles per warp (`blockbw`, its
 /// set-bit walk for 1–8 right-hand sides, likewise).
@@ -924,7 +924,7 @@ impl BitBsrSpmv {
         let mut split = ptr_of(&self.work.split, g);
         // The walks sum their split rows themselves (the row's last chunk) at n = 1; at n ≥ 2 a
         // null count leaves them to spmv_fixup, as the MMA kernels do (the in-walk sum made the
-        // n = 8 walks 40-80 % slower on small matrices with split rows, H200 session 12).
+        // n = 8 walks 40-80 % slower on small matrices with split rows, H200, f20e728).
         let walk_fixes = core && n == 1;
         let mut count = if walk_fixes {
             ptr_of(&self.work.count, g)

@@ -124,7 +124,7 @@ const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
 /// 1. **Launch floor** (fewer than `CSR_MIN_ITEMS_PER_SM` warp items of 64 nonzeros per SM,
 ///    under ≈ 68 k nonzeros on 132 SMs): every kernel's time is its longest thread block's
 ///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB (k8 when this was
-///    measured, k8w since session 10) with its capped wave split bounds every thread block's
+///    measured, k8w since 0e4a917) with its capped wave split bounds every thread block's
 ///    walk (pieces of 4–16 bricks, hub panels cut), so it runs whatever the planner's rate
 ///    model said (cora, citeseer, rajat01: within 10 % of the fastest tuned kernel on 7 of 9
 ///    cases, where the old choices, cuSPARSE and TC16d with one window per thread block, were

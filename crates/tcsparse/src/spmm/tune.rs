@@ -57,8 +57,8 @@ enum Candidate {
 /// pre-scale: 6–13 % faster than k8ts on BlogCatalog, and faster than k8sc on every large
 /// dataset), k8wtd (the tight walk with warp items and k8w's B gather: 1–9 % faster than k8t on
 /// copter2 and xenon1) and k8wsc (v5's lean warp-item walk); k8sc, k8 and k8d4 timed slower than
-/// these in sessions 11–13, panels whole without a cap lost everywhere in session 9's bench; k4
-/// timed 0.96-1.06 × k8.
+/// these on the H200 (2026-11-25, 7a8a386 to 04742de), panels whole without a cap lost everywhere
+/// in the bench of 959fafc; k4 timed 0.96-1.06 × k8.
 const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8TS, HrpbSplit::Wave),
     (HrpbMma::K8T, HrpbSplit::Wave),
@@ -82,7 +82,7 @@ const PROBE_ITERS: usize = 3;
 /// `full_iters − PROBE_ITERS` samples (and one calibration launch), none for long launches.
 const TUNE_ITERS: usize = 9;
 /// Device time a full timing aims at: long launches get fewer timed samples (at least
-/// [`TUNE_MIN_ITERS`]), since their median is steadier and each costs more. (Session 9: 6 ms;
+/// [`TUNE_MIN_ITERS`]), since their median is steadier and each costs more. (H200, 959fafc: 6 ms;
 /// at 4 ms rmat20's finalists of 0.9–1.1 ms take 4–5 samples instead of 6–7.)
 const TUNE_BUDGET_MS: f64 = 4.0;
 const TUNE_MIN_ITERS: usize = 3;
@@ -91,7 +91,7 @@ const TUNE_MIN_ITERS: usize = 3;
 const ROW_TILE_GIVE_UP: f64 = 2.0;
 /// Nonzeros from which the tensor-core candidates are not built when the planner's class is
 /// cuSPARSE (Low TCU synergy or too few nonzeros per block) and no reordering was kept: there
-/// the builds and uploads cost tens to hundreds of milliseconds and never won (H200, session 8:
+/// the builds and uploads cost tens to hundreds of milliseconds and never won (H200, 836a596:
 /// every such matrix of ≥ 343 k nonzeros kept a CUDA-core kernel; the three below 16 k nonzeros,
 /// where everything is launch-bound and the builds take microseconds, kept a tensor-core one).
 pub const PRUNE_MIN_NNZ: usize = 1 << 18;
@@ -107,7 +107,7 @@ pub fn tensor_cores_worth_tuning(planner_cusparse: bool, reordered: bool, nnz: u
 /// HRPB is not built for a matrix of at least [`PRUNE_MIN_NNZ`] nonzeros when the planner's
 /// predicted HRPB time is this many times the best time measured so far: its build and upload
 /// (6–7 ns per nonzero on the H200 host, 0.2 s on clustered256k-b256) would buy nothing. (HRPB won
-/// only on matrices below 16 k nonzeros in session 8; on the large ones it ran 2–6× behind the
+/// only on matrices below 16 k nonzeros at 836a596; on the large ones it ran 2–6× behind the
 /// kept kernel.)
 pub const HRPB_SKIP_FACTOR: f64 = 2.0;
 
@@ -1047,7 +1047,7 @@ mod tests {
 
     #[test]
     fn a_fake_tuning_round_times_few_launches_and_keeps_the_fastest() {
-        // The families of rmat20 at N = 128 (session-8 H200 times as fake probes = full times):
+        // The families of rmat20 at N = 128 (H200 times of 836a596 as fake probes = full times):
         // cuSPARSE 1.133 full; CSR probes; then nothing else (pruned). Count launches.
         let cus = 1.133;
         let csr = [Some(0.891), Some(0.875), Some(0.998)];
@@ -1058,7 +1058,7 @@ mod tests {
         let more = full_iters(csr[f].unwrap()) - PROBE_ITERS;
         let full_launches = 1 + more;
         assert_eq!(f, 1);
-        // Session 8: 3 × (2 + 1 + 9) = 36 CSR launches; session 9: 3 probes of 1 + 1 + 3 and a
+        // At 836a596: 3 × (2 + 1 + 9) = 36 CSR launches; at 959fafc: 3 probes of 1 + 1 + 3 and a
         // full timing of 1 + 1 + 7 (24); now 1 + 3 × (1 + 3) and 1 + 2 (16 launches, 14 ms).
         assert_eq!(probe_launches, 13);
         assert_eq!(full_launches, 3);
