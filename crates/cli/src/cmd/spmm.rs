@@ -53,6 +53,10 @@ pub struct Args {
     /// on its own device, B broadcast through NCCL). Default: one GPU, as without the flag.
     #[arg(long, conflicts_with = "cpu")]
     pub devices: Option<String>,
+    /// One process per GPU, started once per rank by a launcher (torchrun, srun, or RANK /
+    /// WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT by hand); rank 0 prints the result.
+    #[arg(long, conflicts_with_all = ["cpu", "devices"])]
+    pub distributed: bool,
 }
 
 /// Runs the subcommand.
@@ -63,6 +67,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "--balance nnz:K sets the CSR kernel's nonzeros per warp: use it with --kernel csr (got --kernel {})",
             args.kernel
         );
+    }
+    if args.distributed {
+        let opts = prepare_options(&args);
+        let read = || {
+            let (a, _) = demo::read(&args.input)?;
+            super::checks::check_n(&a, args.n)?;
+            Ok(a)
+        };
+        return super::distributed::run_spmm(read, &opts, args.n, args.seed, args.iters);
     }
     let engine = demo::engine(args.cpu);
     if engine.backend() == Backend::Cpu {
@@ -92,30 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     super::checks::note_non_finite(&a);
     super::checks::check_n(&a, args.n)?;
-    let kernel = match args.kernel.as_str() {
-        "acc" => KernelRequest::AccSpmm,
-        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
-        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
-        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
-        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
-        "cusparse" => KernelRequest::Cusparse,
-        "csr" => KernelRequest::Csr,
-        "hrpb" => KernelRequest::Hrpb,
-        _ => KernelRequest::Auto,
-    };
-    let opts = PrepareOptions::builder()
-        .reorder(demo::reorder_choice(&args.reorder))
-        .balance(args.balance)
-        .kernel(kernel)
-        .seed(args.seed)
-        .n(args.n)
-        .tune(!args.no_tune)
-        .precision(match args.precision.as_str() {
-            "f32" => Precision::F32,
-            _ => Precision::Tf32,
-        })
-        .cache_dir(demo::cache_dir())
-        .build();
+    let opts = prepare_options(&args);
     if let Some(list) = &args.devices {
         let devices = tcsparse::DeviceSet::parse(list)?;
         return run_split(devices, &a, &opts, &args);
@@ -158,6 +148,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     demo::print_break_even(&prepared, cusparse_ms, m.ms);
     Ok(())
+}
+
+/// The preparation options the flags ask for.
+fn prepare_options(args: &Args) -> PrepareOptions {
+    let kernel = match args.kernel.as_str() {
+        "acc" => KernelRequest::AccSpmm,
+        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
+        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
+        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
+        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
+        "cusparse" => KernelRequest::Cusparse,
+        "csr" => KernelRequest::Csr,
+        "hrpb" => KernelRequest::Hrpb,
+        _ => KernelRequest::Auto,
+    };
+    PrepareOptions::builder()
+        .reorder(demo::reorder_choice(&args.reorder))
+        .balance(args.balance)
+        .kernel(kernel)
+        .seed(args.seed)
+        .n(args.n)
+        .tune(!args.no_tune)
+        .precision(match args.precision.as_str() {
+            "f32" => Precision::F32,
+            _ => Precision::Tf32,
+        })
+        .cache_dir(demo::cache_dir())
+        .build()
 }
 
 /// `--devices`: the product over several GPUs, timed as the wall time from queueing every
