@@ -136,55 +136,107 @@ impl DistributedSpmm {
     /// `Some(b)`, which is uploaded and broadcast by NCCL; the others' argument is not read
     /// (pass `None`). Every rank passes the same `n` (checked). Allocates this rank's C block.
     /// Queued, not waited for.
+    ///
+    /// Whatever can fail on one rank alone (rank 0's B missing or too short, an allocation) is
+    /// done first and the ranks agree before the broadcast, so that either every rank enters it or
+    /// every rank returns an error.
     pub fn place_b(&mut self, b: Option<&[f32]>, n: usize, ldb: usize) -> Result<(), Error> {
-        self.comm.check_same("N (columns of B)", n as u64)?;
+        let local = self.stage_b(b, n, ldb);
+        self.agree("N (columns of B)", local, n as u64)?;
+        let Some(bd) = self.b.as_mut() else {
+            return Err(Error::InvalidArgs("no B buffer after staging".into()));
+        };
+        self.comm.broadcast(bd, 0)?;
+        self.n = n;
+        Ok(())
+    }
+
+    /// Every rank's `token` (`u64::MAX` where `local` failed) all-gathered: this rank's own error,
+    /// else an error naming a rank that failed or disagrees, else `Ok`.
+    fn agree(&self, what: &str, local: Result<(), Error>, token: u64) -> Result<(), Error> {
+        let mine = if local.is_ok() { token } else { u64::MAX };
+        let all = self.comm.all_gather_u64(mine)?;
+        local?;
+        if let Some(r) = all.iter().position(|&v| v == u64::MAX) {
+            return Err(DistributedError::Mismatch(format!(
+                "{what}: rank {r} failed before the collective (its own error says why)"
+            ))
+            .into());
+        }
+        if let Some(r) = all.iter().position(|&v| v != all[0]) {
+            return Err(DistributedError::Mismatch(format!(
+                "{what}: rank 0 has {}, rank {r} has {} (every rank: {all:?})",
+                all[0], all[r]
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// This rank's part of [`DistributedSpmm::place_b`] before the broadcast: buffers, and on rank
+    /// 0 the checked upload of B.
+    fn stage_b(&mut self, b: Option<&[f32]>, n: usize, ldb: usize) -> Result<(), Error> {
         if n == 0 {
             return Err(Error::InvalidArgs("B needs at least one column".into()));
         }
         let gpu = self.comm.gpu().clone();
-        let need = self.cols * n;
-        if self.b.as_ref().is_none_or(|x| x.len() != need.max(1)) {
-            self.b = Some(gpu.alloc_zeros::<f32>(need.max(1))?);
-        }
-        let Some(bd) = self.b.as_mut() else {
-            return Err(Error::InvalidArgs("B buffer".into()));
-        };
-        if self.comm.rank() == 0 {
-            let Some(b) = b else {
-                return Err(Error::InvalidArgs(
-                    "rank 0 holds B: pass Some(b) there".into(),
-                ));
-            };
-            if ldb < n || b.len() < self.cols.saturating_sub(1) * ldb + n {
+        let (r0, r1) = self.rows();
+        let (need, c_len) = match (self.cols.checked_mul(n), (r1 - r0).checked_mul(n)) {
+            (Some(x), Some(y)) => (x, y.max(1)),
+            _ => {
                 return Err(Error::InvalidArgs(format!(
-                    "B must be {}×{n} with leading dimension ≥ {n} (ldb = {ldb}, {} values)",
-                    self.cols,
-                    b.len()
+                    "B or C of {n} columns overflows the address space"
                 )));
             }
-            if need > 0 {
-                let stream = gpu.stream();
-                if ldb == n {
-                    stream
-                        .memcpy_htod(&b[..need], &mut bd.slice_mut(..need))
-                        .map_err(GpuError::from)?;
-                } else {
-                    let compact: Vec<f32> = (0..self.cols)
-                        .flat_map(|r| b[r * ldb..r * ldb + n].iter().copied())
-                        .collect();
-                    stream
-                        .memcpy_htod(&compact[..], &mut bd.slice_mut(..need))
-                        .map_err(GpuError::from)?;
-                }
+        };
+        if self.b.as_ref().is_none_or(|x| x.len() != need.max(1)) {
+            self.b = None;
+            self.b = Some(gpu.alloc_zeros::<f32>(need.max(1))?);
+        }
+        if self.c.as_ref().is_none_or(|c| c.len() < c_len) {
+            self.c = None;
+            self.c = Some(gpu.alloc_zeros(c_len)?);
+        }
+        if self.comm.rank() != 0 {
+            return Ok(());
+        }
+        let Some(b) = b else {
+            return Err(Error::InvalidArgs(
+                "rank 0 holds B: pass Some(b) there".into(),
+            ));
+        };
+        if ldb < n
+            || b.len()
+                < self
+                    .cols
+                    .saturating_sub(1)
+                    .saturating_mul(ldb)
+                    .saturating_add(n)
+        {
+            return Err(Error::InvalidArgs(format!(
+                "B must be {}×{n} with leading dimension ≥ {n} (ldb = {ldb}, {} values)",
+                self.cols,
+                b.len()
+            )));
+        }
+        let Some(bd) = self.b.as_mut() else {
+            return Err(Error::InvalidArgs("no B buffer".into()));
+        };
+        if need > 0 {
+            let stream = gpu.stream();
+            if ldb == n {
+                stream
+                    .memcpy_htod(&b[..need], &mut bd.slice_mut(..need))
+                    .map_err(GpuError::from)?;
+            } else {
+                let compact: Vec<f32> = (0..self.cols)
+                    .flat_map(|r| b[r * ldb..r * ldb + n].iter().copied())
+                    .collect();
+                stream
+                    .memcpy_htod(&compact[..], &mut bd.slice_mut(..need))
+                    .map_err(GpuError::from)?;
             }
         }
-        self.comm.broadcast(bd, 0)?;
-        let (r0, r1) = self.rows();
-        let len = ((r1 - r0) * n).max(1);
-        if self.c.as_ref().is_none_or(|c| c.len() < len) {
-            self.c = Some(gpu.alloc_zeros(len)?);
-        }
-        self.n = n;
         Ok(())
     }
 
@@ -269,7 +321,8 @@ impl DistributedSpmm {
         if self.n == 0 {
             return Err(Error::InvalidArgs("all_gather_c before place_b".into()));
         }
-        self.own_block_into_full()?;
+        let local = self.own_block_into_full();
+        self.agree("C gathered to every rank", local, 1)?;
         let offsets = self.element_offsets();
         let Some(full) = self.full.as_mut() else {
             return Err(Error::InvalidArgs("no C before place_b".into()));
@@ -279,35 +332,53 @@ impl DistributedSpmm {
     }
 
     /// Gathers C to rank 0's host (`rows × n`, leading dimension `ldc`): rank 0 passes
-    /// `Some(c)`, the others `None` (they send their block). Waited for.
+    /// `Some(c)`, the others `None` (they send their block). Waited for. Rank 0 checks `c` and
+    /// the ranks agree before any block moves (as in [`DistributedSpmm::place_b`]).
     pub fn gather_c_to_root(&mut self, c: Option<&mut [f32]>, ldc: usize) -> Result<(), Error> {
         let n = self.n;
         if n == 0 {
+            // The same on every rank: no collective has started.
             return Err(Error::InvalidArgs("gather_c_to_root before place_b".into()));
         }
+        let root = self.comm.rank() == 0;
+        let local = if !root {
+            Ok(())
+        } else {
+            match &c {
+                None => Err(Error::InvalidArgs(
+                    "rank 0 receives C: pass Some(c) there".into(),
+                )),
+                Some(c)
+                    if ldc < n
+                        || c.len()
+                            < self
+                                .rows
+                                .saturating_sub(1)
+                                .saturating_mul(ldc)
+                                .saturating_add(n) =>
+                {
+                    Err(Error::InvalidArgs(format!(
+                        "C must be {}×{n} with leading dimension ≥ {n} (ldc = {ldc}, {} values)",
+                        self.rows,
+                        c.len()
+                    )))
+                }
+                Some(_) => self.own_block_into_full(),
+            }
+        };
+        self.agree("C gathered to rank 0", local, 1)?;
         let offsets = self.element_offsets();
-        if self.comm.rank() != 0 {
-            let Some(block) = &self.c else {
-                return Err(Error::InvalidArgs("no C before place_b".into()));
-            };
+        let Some(block) = &self.c else {
+            return Err(Error::InvalidArgs("no C before place_b".into()));
+        };
+        if !root {
             self.comm.gather_blocks_to_root(block, None, &offsets)?;
             return self.synchronize();
         }
-        let Some(c) = c else {
+        let (Some(c), Some(full)) = (c, &mut self.full) else {
             return Err(Error::InvalidArgs(
                 "rank 0 receives C: pass Some(c) there".into(),
             ));
-        };
-        if ldc < n || c.len() < self.rows.saturating_sub(1) * ldc + n {
-            return Err(Error::InvalidArgs(format!(
-                "C must be {}×{n} with leading dimension ≥ {n} (ldc = {ldc}, {} values)",
-                self.rows,
-                c.len()
-            )));
-        }
-        self.own_block_into_full()?;
-        let (Some(block), Some(full)) = (&self.c, &mut self.full) else {
-            return Err(Error::InvalidArgs("no C before place_b".into()));
         };
         self.comm
             .gather_blocks_to_root(block, Some(full), &offsets)?;

@@ -13,7 +13,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tcsparse::distributed::{DistributedSpmm, Launcher, RankComm, RankEnv};
+use tcsparse::distributed::{DistributedError, DistributedSpmm, Launcher, RankComm, RankEnv};
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
@@ -133,6 +133,25 @@ fn one_rank_of_a_distributed_product() {
     } else {
         None
     };
+    // Rank 0 without B, then without C: every rank returns an error (rank 0 its own, the others
+    // naming it) and none waits in a collective; the job goes on afterwards.
+    let expect_refusal = |e: tcsparse::Error| {
+        if rank == 0 {
+            assert!(matches!(e, tcsparse::Error::InvalidArgs(_)), "rank 0: {e}");
+        } else {
+            assert!(
+                matches!(&e, tcsparse::Error::Distributed(DistributedError::Mismatch(m)) if m.contains("rank 0 failed")),
+                "rank {rank}: {e}"
+            );
+        }
+    };
+    expect_refusal(
+        d.place_b(if rank == 0 { None } else { mine }, n, n)
+            .unwrap_err(),
+    );
+    d.place_b(mine, n, n).unwrap();
+    d.run(1.0).unwrap();
+    expect_refusal(d.gather_c_to_root(None, n).unwrap_err());
     for round in 0..2 {
         d.place_b(mine, n, n).unwrap();
         d.run(1.0).unwrap();
