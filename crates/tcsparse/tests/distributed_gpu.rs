@@ -24,6 +24,11 @@ use tcsparse::{Engine, PrepareOptions, RowOrder};
 const ROLE_ENV: &str = "TCSPARSE_DIST_TEST_ROLE";
 const RANK_TEST: &str = "one_rank_of_a_distributed_product";
 
+/// Fails without a GPU. Opens no context (each rank opens only its own device).
+fn require_gpu() {
+    assert!(Gpu::device_count() > 0, "this test needs a CUDA GPU");
+}
+
 fn want_nccl() -> bool {
     let required = std::env::var("TCSPARSE_REQUIRE_NCCL").is_ok_and(|v| v == "1");
     assert!(
@@ -80,7 +85,7 @@ fn rank_env() -> RankEnv {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn one_rank_of_a_distributed_product() {
-    Gpu::require().expect("this test needs a CUDA GPU");
+    require_gpu();
     if !want_nccl() {
         eprintln!("libnccl.so not found: the distributed mode needs it; skipped");
         return;
@@ -290,7 +295,7 @@ fn run_ranks(world: usize) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn ranks_as_processes_match_one_gpu() {
-    Gpu::require().expect("this test needs a CUDA GPU");
+    require_gpu();
     if std::env::var_os(ROLE_ENV).is_some() {
         // A child runs only its rank (it is started with --exact); nothing to do here.
         return;

@@ -198,6 +198,8 @@ impl RankComm {
             Ok((*id.internal()).map(|c| c as u8))
         })?;
         let id = Id::uninit(id_bytes.map(|b| b as std::ffi::c_char));
+        // ncclCommInitRank takes the calling thread's current device: this rank's.
+        gpu.context().bind_to_thread().map_err(GpuError::from)?;
         let comm = Comm::from_rank(gpu.stream().clone(), env.rank, env.world_size, id)
             .map_err(|e| nccl_err("ncclCommInitRank", rank, e))?;
         tracing::info!(
