@@ -8,7 +8,8 @@
 //!
 //! Every rank reads the whole A and computes the whole split (cheap next to the preparation),
 //! then prepares only its block; ranks check that they hold the same pattern and shape before
-//! anything else. The communicator is [`RankComm`] (rendezvous + `ncclCommInitRank`).
+//! anything else. The communicator is [`RankComm`] (rendezvous + `ncclCommInitRank`). SpAMM in
+//! this mode is [`spamm_rank`] (each rank a slice of C's block rows).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,6 +29,8 @@
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_gpu::GpuError;
+/// SpAMM with one rank per GPU: each rank a slice of C's block rows.
+pub use tcsparse_gpu::distributed::spamm::{RankSpamm, spamm_rank};
 pub use tcsparse_gpu::distributed::{
     DistributedError, Launcher, MIN_NCCL, NcclVersion, RankComm, RankEnv, RendezvousError,
 };

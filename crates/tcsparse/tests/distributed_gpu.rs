@@ -4,7 +4,8 @@
 //! running `one_rank_of_a_distributed_product` with torch.distributed's variables (RANK,
 //! WORLD_SIZE, LOCAL_RANK = its device, MASTER_ADDR = 127.0.0.1, a free MASTER_PORT). Every rank
 //! checks its own C rows, C gathered to every rank and C gathered to rank 0 against the f64
-//! reference and against the one-GPU product of the whole matrix on its device.
+//! reference and against the one-GPU product of the whole matrix on its device, and its slice of a
+//! SpAMM product (exp decay, N = 1024) against the one-GPU SpAMM bit for bit.
 //!
 //! Run by hand on a GPU machine: `tcsparse-distributed_gpu --include-ignored --test-threads=1
 //! --nocapture` (the bundle's run.sh does; `NCCL_NVLS_ENABLE=0`, libnccl.so on the library path).
@@ -15,9 +16,12 @@ use std::time::{Duration, Instant};
 
 use tcsparse::distributed::{DistributedError, DistributedSpmm, Launcher, RankComm, RankEnv};
 use tcsparse::formats::Csr;
+use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
+use tcsparse::gpu::distributed::spamm::spamm_rank;
 use tcsparse::gpu::multi::nccl_available;
+use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget, spamm_host};
 use tcsparse::{Engine, PrepareOptions, RowOrder};
 
 /// Set in a child started by [`ranks_as_processes_match_one_gpu`].
@@ -215,6 +219,47 @@ fn one_rank_of_a_distributed_product() {
         "rank {rank}/{world}: rows {:?}, {}, ok",
         d.rows(),
         d.prepared().kernel()
+    );
+
+    // SpAMM with each rank a slice of C's block rows: bit for bit the one-GPU product (the same τ
+    // from the same norm maps, each C block computed by the same kernel code), on the rank and
+    // gathered to rank 0.
+    let sn = 1024;
+    let sa = exponential_decay_dense(sn, 0.02);
+    let cfg = SpammConfig {
+        precision: SpammPrecision::Tf32x3,
+        block: SpammBlock::B64,
+        s: 1,
+        target: TauTarget::ValidRatio(0.3),
+    };
+    let (c1, run1) = spamm_host(std::slice::from_ref(&gpu), &sa, &sa, sn, sn, sn, &cfg).unwrap();
+    let sb = (rank == 0).then_some(&sa[..]);
+    let r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
+    assert_eq!(r.run().tau, run1.tau, "rank {rank}");
+    assert_eq!(r.run().valid_products, run1.valid_products, "rank {rank}");
+    assert_eq!(r.row_ranges().len(), world);
+    let (s0, s1) = r.rows();
+    assert!(
+        r.download_block(d.comm()).unwrap() == c1[s0 * sn..s1 * sn],
+        "rank {rank}: SpAMM rows {s0}..{s1} differ from one GPU"
+    );
+    let mut cg = vec![f32::NAN; if rank == 0 { sn * sn } else { 0 }];
+    r.gather_to_root(d.comm(), (rank == 0).then_some(&mut cg[..]))
+        .unwrap();
+    if rank == 0 {
+        assert!(cg == c1, "gathered SpAMM C differs from one GPU");
+    }
+    // A relative-error target: τ refined by every rank together, the bound met.
+    let target = 1e-4;
+    let cfg_e = SpammConfig {
+        target: TauTarget::RelError(target),
+        ..cfg
+    };
+    let re = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg_e).unwrap();
+    assert!(re.run().rel_bound <= target, "rank {rank}: {:?}", re.run());
+    eprintln!(
+        "rank {rank}/{world}: SpAMM rows {s0}..{s1}, τ {}, ok",
+        r.run().tau
     );
 }
 

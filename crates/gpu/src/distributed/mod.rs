@@ -16,6 +16,7 @@
 //! when a rank dies in between.
 
 pub mod rendezvous;
+pub mod spamm;
 
 use cudarc::driver::{CudaSlice, DeviceRepr};
 use cudarc::nccl::{Comm, Id, NcclType};
