@@ -1,4 +1,4 @@
-//! `tcsparse spmm FILE --distributed` outside a launcher, or with a launcher environment that is
+//! `tcsparse spmm FILE --distributed` (and `spamm --distributed`) outside a launcher, or with a launcher environment that is
 //! wrong: a typed message naming the variable, never a panic or a hang (here and on a GPU machine:
 //! every case fails before a device or NCCL is needed, or at the first missing one).
 
@@ -49,6 +49,38 @@ fn distributed_without_a_launcher_says_which_variables_are_missing() {
     assert!(err.contains("RANK/WORLD_SIZE (torchrun)"), "{err}");
     assert!(err.contains("SLURM_PROCID"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn spamm_distributed_without_a_launcher_is_the_same_error() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcsparse"));
+    cmd.args([
+        "spamm",
+        "--gen",
+        "exponential:n=64,rate=0.1",
+        "--distributed",
+    ]);
+    for v in LAUNCHER_VARS {
+        cmd.env_remove(v);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("RANK/WORLD_SIZE (torchrun)"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let with_gpus = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+        .args([
+            "spamm",
+            "--gen",
+            "exponential:n=64,rate=0.1",
+            "--distributed",
+            "--gpus",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(!with_gpus.status.success());
+    assert!(String::from_utf8_lossy(&with_gpus.stderr).contains("cannot be used with"));
 }
 
 #[test]

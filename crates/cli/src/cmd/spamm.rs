@@ -61,6 +61,10 @@ pub struct Args {
     /// Measure ‖E‖F/‖C‖F against an f64 product on this many sampled rows (0: skip).
     #[arg(long, default_value_t = 64)]
     pub check_rows: usize,
+    /// One process per GPU, started once per rank by a launcher (as `spmm --distributed`); each
+    /// rank computes a slice of C's block rows, rank 0 prints the result.
+    #[arg(long, conflicts_with_all = ["cpu", "devices", "gpus"])]
+    pub distributed: bool,
 }
 
 /// A dense row-major f32 matrix from a .npy file (float32 or float64, 2-D, C order).
@@ -182,6 +186,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (None, None) => bail!("give A.npy [B.npy] or --gen SPEC"),
     };
     let input_s = start.elapsed().as_secs_f64();
+    if args.distributed {
+        let cfg = tcsparse::gpu::spamm::SpammConfig {
+            precision,
+            block,
+            s: args.s,
+            target,
+        };
+        return super::distributed::run_spamm(&a, &b, (m, n, k), &cfg, &what, args.check_rows);
+    }
     let opts = SpammOptions {
         target,
         precision,
