@@ -234,7 +234,7 @@ fn one_rank_of_a_distributed_product() {
     };
     let (c1, run1) = spamm_host(std::slice::from_ref(&gpu), &sa, &sa, sn, sn, sn, &cfg).unwrap();
     let sb = (rank == 0).then_some(&sa[..]);
-    let r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
+    let mut r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
     assert_eq!(r.run().tau, run1.tau, "rank {rank}");
     assert_eq!(r.run().valid_products, run1.valid_products, "rank {rank}");
     assert_eq!(r.row_ranges().len(), world);
@@ -242,6 +242,13 @@ fn one_rank_of_a_distributed_product() {
     assert!(
         r.download_block(d.comm()).unwrap() == c1[s0 * sn..s1 * sn],
         "rank {rank}: SpAMM rows {s0}..{s1} differ from one GPU"
+    );
+    // Again at the same τ (the bench's timed call): the same bits.
+    r.rerun().unwrap();
+    r.synchronize().unwrap();
+    assert!(
+        r.download_block(d.comm()).unwrap() == c1[s0 * sn..s1 * sn],
+        "rank {rank}: SpAMM rerun differs"
     );
     let mut cg = vec![f32::NAN; if rank == 0 { sn * sn } else { 0 }];
     r.gather_to_root(d.comm(), (rank == 0).then_some(&mut cg[..]))

@@ -21,6 +21,9 @@ use crate::spamm::{
 
 /// One rank's result: its C rows on its device and the run's report (the same on every rank).
 pub struct RankSpamm {
+    gpu: crate::Gpu,
+    /// This rank's operands, kernel and schedule at the final τ (none for an empty slice).
+    part: Option<(SpammOperands, SpammKernel, SpammSchedule)>,
     rows: (usize, usize),
     ranges: Vec<(usize, usize)>,
     n: usize,
@@ -135,6 +138,8 @@ pub fn spamm_rank(
     let ranges_empty = vec![(0, m); 1];
     if tm == 0 || tk == 0 || tn == 0 {
         return Ok(RankSpamm {
+            gpu: g,
+            part: None,
             rows: if rank == 0 { (0, m) } else { (m, m) },
             ranges: ranges_empty,
             n,
@@ -169,6 +174,7 @@ pub fn spamm_rank(
     let mut attempts = 0u32;
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     let mut part: Option<(SpammOperands, SpammKernel)> = None;
+    let mut last_sched: Option<SpammSchedule> = None;
     let mut c: Option<CudaSlice<f32>> = None;
     let mut bd = Some(bd);
     let run = loop {
@@ -205,6 +211,7 @@ pub fn spamm_rank(
                 let sched = SpammSchedule::new(&g, &pa, &pb, ops.tiles(), kern.block(), tau)?;
                 let mut st = g.alloc_zeros::<u64>(1)?;
                 kern.run(ops, &sched, 1.0, 0.0, cd, Some(&mut st))?;
+                last_sched = Some(sched);
                 let host = g.download(cd)?;
                 let sum_sq: f64 = host[..(r1 - r0) * n]
                     .iter()
@@ -244,7 +251,13 @@ pub fn spamm_rank(
             _ => break run,
         }
     };
+    let part = match (part, last_sched) {
+        (Some((ops, kern)), Some(sched)) => Some((ops, kern, sched)),
+        _ => None,
+    };
     Ok(RankSpamm {
+        gpu: g,
+        part,
         rows: ranges[rank],
         ranges,
         n,
@@ -272,6 +285,20 @@ impl RankSpamm {
     /// This rank's C block (`(r1 − r0) × n` row-major; may hold one extra element when empty).
     pub fn block(&self) -> Option<&CudaSlice<f32>> {
         self.c.as_ref()
+    }
+
+    /// Queues this rank's product again at the same τ into its C block (no collective: the
+    /// timed part of a product once τ, the split and B are in place).
+    pub fn rerun(&mut self) -> Result<(), DistributedError> {
+        if let (Some((ops, kern, sched)), Some(c)) = (&self.part, &mut self.c) {
+            kern.run(ops, sched, 1.0, 0.0, c, None)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for this rank's device.
+    pub fn synchronize(&self) -> Result<(), DistributedError> {
+        Ok(self.gpu.synchronize()?)
     }
 
     /// This rank's C rows on the host.
