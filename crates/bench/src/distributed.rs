@@ -1,5 +1,6 @@
-//! `--op distributed`: SpMM with one rank per GPU beside the one-process split, on 1, 2 and 4 GPUs
-//! (the counts present), same matrices, same N. The bench starts itself once per rank
+//! `--op distributed`: SpAMM (exp decay r = 0.02, N = `--multi-spamm-n`) and SpMM with one rank
+//! per GPU beside the one-process split, on 1, 2 and 4 GPUs (the counts present), same problems,
+//! same τ, same N. The bench starts itself once per rank
 //! (`--op distributed-rank`, torch.distributed's variables, MASTER_ADDR = 127.0.0.1), exactly as
 //! a launcher would on one host.
 //!
@@ -11,7 +12,7 @@
 //!
 //! Writes `multi-gpu-ranks-<device>.json` and `.md` (outside the regression gate, like
 //! `multi-gpu-*`), whose lines `scaling (G GPUs): X.XX×` are the per-rank scaling of the worst
-//! matrix.
+//! problem.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,9 +21,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use tcsparse::distributed::{DistributedSpmm, RankComm};
+use tcsparse::distributed::{DistributedSpmm, RankComm, spamm_rank};
+use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
-use tcsparse::gpu::multi::DeviceSet;
+use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
+use tcsparse::gpu::spamm::{
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
+    split_rows,
+};
+use tcsparse::spamm::measured_error;
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::{Args, backends, matrices};
@@ -69,6 +76,25 @@ struct RankResult {
 }
 
 const RESULT_TAG: &str = "RANKS-RESULT ";
+/// `--only` value of a rank running the SpAMM problem.
+const SPAMM_NAME: &str = "spamm-exp-r0.02";
+/// τ of the SpAMM problem, from the parent's one-process run to its ranks.
+const SPAMM_TAU_ENV: &str = "TCSPARSE_BENCH_SPAMM_TAU";
+
+fn spamm_cfg(target: TauTarget) -> SpammConfig {
+    SpammConfig {
+        precision: SpammPrecision::Tf32x3,
+        block: SpammBlock::B64,
+        s: 1,
+        target,
+    }
+}
+
+/// Rows sampled for SpAMM's measured error (of `limit` rows from 0).
+fn spamm_rows(limit: usize) -> Vec<usize> {
+    let k = 64.min(limit);
+    (0..k).map(|i| i * limit / k.max(1)).collect()
+}
 
 fn counts(present: usize) -> Vec<usize> {
     [1, 2, 4].into_iter().filter(|&g| g <= present).collect()
@@ -107,9 +133,64 @@ pub fn run(args: &Args, command: String) -> Result<()> {
     let n = args.multi_spmm_n;
     let iters = args.iters.clamp(1, 50);
     let mut cases = Vec::new();
+    // SpAMM: τ for ‖E‖F/‖C‖F ≤ 1e-5 from the one-GPU run, then the same τ everywhere.
+    {
+        let sn = args.multi_spamm_n;
+        eprintln!("distributed: generating exp decay {sn}×{sn}");
+        let a = exponential_decay_dense(sn, 0.02);
+        let cfg = spamm_cfg(TauTarget::RelError(1e-5));
+        let (_, run1) = spamm_group(
+            &DeviceGroup::open(DeviceSet::default())?,
+            &a,
+            &a,
+            sn,
+            sn,
+            sn,
+            &cfg,
+        )?;
+        let full = SpammOperands::upload(&gpu, &a, &a, sn, sn, sn, cfg.precision)?;
+        let (na, nb) = full.norms_host()?;
+        let tiles = full.tiles();
+        drop(full);
+        let problem = format!("spamm exp-r0.02 N={sn} (τ {:.3e})", run1.tau);
+        for g in counts(present) {
+            let group = DeviceGroup::open(DeviceSet::first(g))?;
+            let ranges = split_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
+            let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
+            split.schedule(run1.tau)?;
+            for _ in 0..3 {
+                split.run()?;
+                split.synchronize()?;
+            }
+            let mut t = Vec::new();
+            for _ in 0..iters {
+                let s = Instant::now();
+                split.run()?;
+                split.synchronize()?;
+                t.push(s.elapsed().as_secs_f64() * 1e3);
+            }
+            drop(split);
+            drop(group);
+            let one_process_ms = median(t);
+            let r = spawn_ranks(args, SPAMM_NAME, g, Some(run1.tau))?;
+            eprintln!(
+                "distributed: {problem} on {g} GPU(s): one process {one_process_ms:.3} ms, one rank per GPU {:.3} ms (ranks {:?}), rel err {:.1e}",
+                r.ranks_ms, r.per_rank_ms, r.rel_err
+            );
+            cases.push(RanksCase {
+                problem: problem.clone(),
+                gpus: g,
+                one_process_ms,
+                ranks_ms: r.ranks_ms,
+                per_rank_ms: r.per_rank_ms,
+                row_ranges: r.row_ranges,
+                rel_err: r.rel_err,
+            });
+        }
+    }
     for name in matrix_names(args) {
         let m = generate(&name)?;
-        let problem = format!("{name} N={n} ({} nnz)", m.csr.nnz());
+        let problem = format!("spmm {name} N={n} ({} nnz)", m.csr.nnz());
         let b = backends::random_b(m.csr.cols(), n, 1);
         for g in counts(present) {
             let opts = PrepareOptions::builder().n(n).build();
@@ -128,7 +209,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
             }
             drop(split);
             let one_process_ms = median(t);
-            let r = spawn_ranks(args, &name, g)?;
+            let r = spawn_ranks(args, &name, g, None)?;
             eprintln!(
                 "distributed: {problem} on {g} GPU(s): one process {one_process_ms:.3} ms, one rank per GPU {:.3} ms (ranks {:?}), rel err {:.1e}",
                 r.ranks_ms, r.per_rank_ms, r.rel_err
@@ -160,7 +241,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
 }
 
 /// Starts `world` ranks of this binary on matrix `name`, waits (bounded), returns rank 0's result.
-fn spawn_ranks(args: &Args, name: &str, world: usize) -> Result<RankResult> {
+fn spawn_ranks(args: &Args, name: &str, world: usize, tau: Option<f32>) -> Result<RankResult> {
     let exe = std::env::current_exe().context("finding the bench binary")?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -171,6 +252,11 @@ fn spawn_ranks(args: &Args, name: &str, world: usize) -> Result<RankResult> {
         let child = Command::new(&exe)
             .args(["--op", "distributed-rank", "--only", name])
             .args(["--multi-spmm-n", &args.multi_spmm_n.to_string()])
+            .args(["--multi-spamm-n", &args.multi_spamm_n.to_string()])
+            .env(
+                SPAMM_TAU_ENV,
+                tau.map_or(String::new(), |t| t.to_bits().to_string()),
+            )
             .args(["--iters", &args.iters.clamp(1, 50).to_string()])
             .env("RANK", rank.to_string())
             .env("WORLD_SIZE", world.to_string())
@@ -235,6 +321,9 @@ fn rank_main(args: &Args) -> Result<()> {
     let comm = RankComm::from_env()?;
     let names = matrix_names(args);
     anyhow::ensure!(names.len() == 1, "a rank runs one matrix (--only NAME)");
+    if names[0] == SPAMM_NAME {
+        return rank_spamm(args, &comm);
+    }
     let m = generate(&names[0])?;
     let n = args.multi_spmm_n;
     let iters = args.iters.clamp(1, 50);
@@ -288,6 +377,67 @@ fn rank_main(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Every rank's product times from a common start: (median of the slowest rank per product,
+/// each rank's median).
+fn timed_from_common_start(
+    comm: &RankComm,
+    iters: usize,
+    mut product: impl FnMut() -> Result<()>,
+) -> Result<(f64, Vec<f64>)> {
+    for _ in 0..3 {
+        product()?;
+    }
+    let mut mine = Vec::with_capacity(iters);
+    let mut slowest = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        comm.all_gather_u64(0)?;
+        let s = Instant::now();
+        product()?;
+        let ms = s.elapsed().as_secs_f64() * 1e3;
+        mine.push(ms);
+        let all = comm.all_gather_u64(ms.to_bits())?;
+        slowest.push(all.into_iter().map(f64::from_bits).fold(0.0, f64::max));
+    }
+    let per_rank = comm
+        .all_gather_u64(median(mine).to_bits())?
+        .into_iter()
+        .map(f64::from_bits)
+        .collect();
+    Ok((median(slowest), per_rank))
+}
+
+/// One rank of the SpAMM problem at the parent's τ.
+fn rank_spamm(args: &Args, comm: &RankComm) -> Result<()> {
+    let sn = args.multi_spamm_n;
+    let tau = std::env::var(SPAMM_TAU_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map(f32::from_bits)
+        .with_context(|| format!("{SPAMM_TAU_ENV} (τ bits from the parent) not set"))?;
+    let a = exponential_decay_dense(sn, 0.02);
+    let root = comm.rank() == 0;
+    let cfg = spamm_cfg(TauTarget::Tau(tau));
+    let mut r = spamm_rank(comm, &a, root.then_some(&a[..]), sn, sn, sn, &cfg)?;
+    let (ranks_ms, per_rank_ms) = timed_from_common_start(comm, args.iters.clamp(1, 50), || {
+        r.rerun()?;
+        r.synchronize()?;
+        Ok(())
+    })?;
+    if root {
+        // Rank 0's own rows: rows 0..r1 of C, sampled.
+        let block = r.download_block(comm)?;
+        let rows = spamm_rows(r.rows().1);
+        let res = RankResult {
+            ranks_ms,
+            per_rank_ms,
+            row_ranges: r.row_ranges().to_vec(),
+            rel_err: measured_error(&a, &a, &block, sn, sn, &rows),
+        };
+        println!("{RESULT_TAG}{}", serde_json::to_string(&res)?);
+    }
+    Ok(())
+}
+
 /// The summary line of `g` GPUs: the worst matrix's per-rank scaling, with the one-process
 /// scaling of the same matrix beside it.
 pub fn scaling_line(r: &RanksReport, g: usize) -> String {
@@ -308,7 +458,7 @@ pub fn scaling_line(r: &RanksReport, g: usize) -> String {
     }
     match worst {
         Some((ranks, process, p)) => format!(
-            "scaling ({g} GPUs): {ranks:.2}× (one rank per GPU, slowest rank, spmm {p}; one process: {process:.2}×)"
+            "scaling ({g} GPUs): {ranks:.2}× (one rank per GPU, slowest rank, {p}; one process: {process:.2}×)"
         ),
         None => format!(
             "scaling ({g} GPUs): not measured ({} CUDA device(s) present)",
@@ -320,7 +470,7 @@ pub fn scaling_line(r: &RanksReport, g: usize) -> String {
 /// The report as Markdown (deterministic from the report alone).
 pub fn markdown(r: &RanksReport) -> String {
     let mut s = format!(
-        "# SpMM with one rank per GPU beside one process over several GPUs — {}\n\nCommand: `{}`\n\n\
+        "# SpAMM and SpMM with one rank per GPU beside one process over several GPUs — {}\n\nCommand: `{}`\n\n\
          Times: median ms per product, B resident. One process: wall time from queueing every \
          device's product to the last one finishing. One rank per GPU (separate processes, NCCL \
          communicator from a unique id): the slowest rank's time from a common start. Scaling = \
@@ -406,7 +556,7 @@ mod tests {
         };
         assert_eq!(
             scaling_line(&r, 2),
-            "scaling (2 GPUs): 1.75× (one rank per GPU, slowest rank, spmm banded; one process: 1.90×)"
+            "scaling (2 GPUs): 1.75× (one rank per GPU, slowest rank, banded; one process: 1.90×)"
         );
         assert_eq!(
             scaling_line(&r, 4),
