@@ -15,6 +15,7 @@
 
 mod backends;
 mod compare;
+mod distributed;
 mod matrices;
 mod multi;
 mod plots;
@@ -153,6 +154,9 @@ fn main() -> Result<()> {
     }
     if args.op == "multi" {
         return run_multi(&args, command);
+    }
+    if args.op == "distributed" || args.op == "distributed-rank" {
+        return distributed::run(&args, command);
     }
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -18,6 +18,7 @@ use cudarc::driver::{
 
 pub mod baselines;
 pub mod device_csr;
+pub mod distributed;
 mod memory_pool;
 pub mod module_image;
 pub mod multi;

@@ -6,7 +6,8 @@
 //! library called from one host program, every device's context is already in that process, and
 //! `ncclCommInitAll` needs no launcher, no rendezvous and no unique-id exchange. NCCL's
 //! single-thread use of several ranks is legal inside `ncclGroupStart/End`, which is what
-//! [`DeviceGroup::broadcast`] does.
+//! [`DeviceGroup::broadcast`] does. Jobs that span hosts run one process per GPU instead, with a
+//! communicator built from a unique id: [`crate::distributed`].
 //!
 //! NCCL is opened at run time like the other CUDA libraries (`libnccl.so` on the library path).
 //! Without it, or for handles that share one device (tests of the split on a single GPU), the

@@ -37,6 +37,10 @@ pub enum Error {
         /// Values given.
         got: usize,
     },
+    /// One rank per GPU: the launcher environment, the rendezvous, NCCL or a disagreement
+    /// between ranks ([`crate::distributed`]).
+    #[error(transparent)]
+    Distributed(#[from] tcsparse_gpu::distributed::DistributedError),
     /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
     #[error("unavailable: {0}")]
     Unavailable(String),

@@ -24,6 +24,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod distributed;
 mod engine;
 mod error;
 mod options;

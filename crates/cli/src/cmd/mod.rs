@@ -3,6 +3,7 @@
 pub mod checks;
 pub mod convert;
 pub mod demo;
+pub mod distributed;
 pub mod formats_table;
 pub mod gen_cmd;
 pub mod info;

@@ -66,6 +66,10 @@ pub struct Args {
     /// Print one JSON document instead of text (schema: docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
+    /// One process per GPU, started once per rank by a launcher (as `spmm --distributed`); each
+    /// rank computes a slice of C's block rows, rank 0 prints the result.
+    #[arg(long, conflicts_with_all = ["cpu", "devices", "gpus", "json"])]
+    pub distributed: bool,
 }
 
 /// A dense row-major f32 matrix from a .npy file (float32 or float64, 2-D, C order).
@@ -205,6 +209,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let b = b.as_deref().unwrap_or(&a);
     let input_s = start.elapsed().as_secs_f64();
+    if args.distributed {
+        let cfg = tcsparse::gpu::spamm::SpammConfig {
+            precision,
+            block,
+            s: args.s,
+            target,
+        };
+        return super::distributed::run_spamm(&a, b, (m, n, k), &cfg, &what, args.check_rows);
+    }
     let opts = SpammOptions {
         target,
         precision,

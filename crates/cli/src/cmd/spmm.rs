@@ -58,6 +58,10 @@ pub struct Args {
     /// Print one JSON document instead of text (schema: docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
+    /// One process per GPU, started once per rank by a launcher (torchrun, srun, or RANK /
+    /// WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT by hand); rank 0 prints the result.
+    #[arg(long, conflicts_with_all = ["cpu", "devices", "json"])]
+    pub distributed: bool,
 }
 
 /// Runs the subcommand.
@@ -79,6 +83,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .transpose()?;
     // Before the warm-up below opens it too (a FIFO would block that thread).
     crate::input::check_regular(&args.input)?;
+    if args.distributed {
+        let opts = prepare_options(&args);
+        let read = || {
+            let (a, _) = demo::read(&args.input)?;
+            super::checks::check_n(&a, args.n)?;
+            Ok(a)
+        };
+        return super::distributed::run_spmm(read, &opts, args.n, args.seed, args.iters);
+    }
     let engine = demo::engine(args.cpu);
     // The upload path's first-use costs are paid while the file is read.
     let (a, read_ms) = std::thread::scope(|s| {
@@ -107,27 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     super::checks::note_non_finite(&a, "C")?;
     super::checks::check_n(&a, args.n)?;
-    let kernel = match args.kernel.as_str() {
-        "acc" => KernelRequest::AccSpmm,
-        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
-        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
-        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
-        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
-        "cusparse" => KernelRequest::Cusparse,
-        "csr" => KernelRequest::Csr,
-        "hrpb" => KernelRequest::Hrpb,
-        _ => KernelRequest::Auto,
-    };
-    let opts = PrepareOptions::builder()
-        .reorder(demo::reorder_choice(&args.reorder))
-        .balance(args.balance)
-        .kernel(kernel)
-        .seed(args.seed)
-        .n(args.n)
-        .tune(!args.no_tune)
-        .precision(demo::precision(&args.precision))
-        .cache_dir(demo::cache_dir())
-        .build();
+    let opts = prepare_options(&args);
     let (input, backend) = (
         args.input.display().to_string(),
         crate::json::backend(&engine),
@@ -208,6 +201,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::json::emit("spmm", &doc)?;
     }
     Ok(())
+}
+
+/// The preparation options the flags ask for.
+fn prepare_options(args: &Args) -> PrepareOptions {
+    let kernel = match args.kernel.as_str() {
+        "acc" => KernelRequest::AccSpmm,
+        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
+        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
+        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
+        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
+        "cusparse" => KernelRequest::Cusparse,
+        "csr" => KernelRequest::Csr,
+        "hrpb" => KernelRequest::Hrpb,
+        _ => KernelRequest::Auto,
+    };
+    PrepareOptions::builder()
+        .reorder(demo::reorder_choice(&args.reorder))
+        .balance(args.balance)
+        .kernel(kernel)
+        .seed(args.seed)
+        .n(args.n)
+        .tune(!args.no_tune)
+        .precision(demo::precision(&args.precision))
+        .cache_dir(demo::cache_dir())
+        .build()
 }
 
 /// `--devices`: the product over several GPUs, timed as the wall time from queueing every

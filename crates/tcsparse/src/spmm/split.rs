@@ -59,7 +59,7 @@ pub fn split_rows_by_nonzeros(a: &Csr, parts: usize) -> Result<Vec<(usize, usize
 }
 
 /// Rows `r0..r1` of `a` (all columns): sprs's outer slice, re-based by the checked conversion.
-fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
+pub(crate) fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
     Csr::try_from(a.as_inner().slice_outer(r0..r1).to_owned())
         .map_err(|e| Error::InvalidArgs(format!("row block {r0}..{r1}: {e}")))
 }
