@@ -24,14 +24,14 @@
 //! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32
 //! summation order.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
-use tcsparse_gpu::spmv::graph::time_graph;
+use tcsparse_gpu::spmv::graph::time_spmv;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
     tuned_walk_layouts,
@@ -333,24 +333,13 @@ impl Engine {
             .collect();
         let dx = gpu.upload(&x)?;
         let mut dy: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
-        let (px, py) = {
-            let (px, _g) = dx.device_ptr(gpu.stream());
-            let (py, _h) = dy.device_ptr_mut(gpu.stream());
-            (px, py)
-        };
-        let time = |f: &mut dyn FnMut(
-            cudarc::driver::sys::CUstream,
-        ) -> Result<(), tcsparse_gpu::GpuError>|
-         -> Result<Timing, Error> { Ok(time_graph(gpu, 20, 5, &mut *f)?) };
         let mut samples = Vec::new();
         let ca = CusparseCsr::new(gpu, a)?;
         // cuSPARSE's algorithms, each timed; the default's failure is an error, another's skips it.
         let mut cusparse_best: Option<(f64, CusparseSpmvGraphable)> = None;
         for &alg in CusparseSpmvAlg::candidates(n) {
             let timed = CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| {
-                // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised
-                // inside).
-                let t = time_graph(gpu, 20, 5, |s| unsafe { c.enqueue(s, 1.0, px, 0.0, py) })?;
+                let t = time_spmv(gpu, &c, &dx, &mut dy, n, 20, 5)?;
                 Ok((t.median_ms, c))
             });
             let (ms, c) = match timed {
@@ -382,8 +371,7 @@ impl Engine {
         if n >= 2 {
             let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
             let (ms, walk, chunk) = k.tune(n, |k| {
-                // SAFETY: as above.
-                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                let t = time_spmv(gpu, k, &dx, &mut dy, n, 20, 5)?;
                 samples.push(SpmvSample {
                     kernel: SpmvKernel::Csr {
                         chunk_nnz: k.chunk_nnz(),
@@ -431,8 +419,7 @@ impl Engine {
                 k.set_core_layout(core)?;
                 for chunk in k.tuning_chunks(core, &SPMV_TUNED_CHUNKS)? {
                     k.set_chunk(chunk)?;
-                    // SAFETY: as above.
-                    let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                    let t = time_spmv(gpu, &k, &dx, &mut dy, n, 20, 5)?;
                     samples.push(SpmvSample {
                         kernel: SpmvKernel::BitBsr {
                             storage: st,
@@ -579,25 +566,11 @@ impl PreparedSpmv {
             .gpu
             .clone()
             .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
-        let (px, py) = {
-            let (px, _g) = x.device_ptr(gpu.stream());
-            let (py, _h) = y.device_ptr_mut(gpu.stream());
-            (px, py)
-        };
         let n = self.n;
         match &self.exec {
-            // SAFETY: x/y hold cols·n / rows·n f32 (checked) and are borrowed for the whole timing.
-            Exec::Ours(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                k.enqueue(s, 1.0, px, 0.0, py, n)
-            })?),
-            // SAFETY: as above.
-            Exec::Csr(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                k.enqueue(s, 1.0, px, 0.0, py, n)
-            })?),
-            // SAFETY: as above.
-            Exec::Cusparse(c) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                c.enqueue(s, 1.0, px, 0.0, py)
-            })?),
+            Exec::Ours(k) => Ok(time_spmv(&gpu, k.as_ref(), x, y, n, 20, samples)?),
+            Exec::Csr(k) => Ok(time_spmv(&gpu, k.as_ref(), x, y, n, 20, samples)?),
+            Exec::Cusparse(c) => Ok(time_spmv(&gpu, c.as_ref(), x, y, n, 20, samples)?),
             Exec::Cpu(_) => Err(Error::Unavailable("no GPU".into())),
         }
     }

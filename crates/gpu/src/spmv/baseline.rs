@@ -388,3 +388,30 @@ impl CusparseSpmvGraphable {
         }
     }
 }
+
+impl super::graph::GraphSpmv for CusparseSpmvGraphable {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    /// `n` must be the value's own ([`CusparseSpmvGraphable::n`]): its descriptors are set up
+    /// for that width.
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if n != self.n {
+            return Err(GpuError::Invalid(format!(
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
+            )));
+        }
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y) }
+    }
+}

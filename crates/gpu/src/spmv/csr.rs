@@ -455,6 +455,25 @@ impl CsrSpmv {
     }
 }
 
+impl super::graph::GraphSpmv for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

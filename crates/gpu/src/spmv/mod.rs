@@ -1015,6 +1015,25 @@ impl BitBsrSpmv {
     }
 }
 
+impl graph::GraphSpmv for BitBsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
