@@ -51,6 +51,7 @@
 //! ([`gpu::Gpu::set_alloc_budget`], or `TCSPARSE_GPU_ALLOC_BUDGET` for every GPU handle of the
 //! process).
 
+pub mod accuracy;
 mod engine;
 mod error;
 mod options;

@@ -16,7 +16,9 @@
 //!   CUDA-core walk on f32 tiles (f32 products, more accurate than asked) or cuSPARSE;
 //! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
 //!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
-//!   from range), same 11-bit significands as TF32;
+//!   from range), same 11-bit significands as TF32; where one tile-row's values span more than one
+//!   f16 scale holds (`f16_unfit_tile_row`: e.g. an 8-row tile mixing magnitudes 1e12 apart,
+//!   whose small rows f16 would flush to zero) no f16 tiles are used, only TF32/f32 ones;
 //! * `F32`: f32 products only: cuSPARSE, the CSR walk or the CUDA-core walk on f32 tiles on the
 //!   GPU, f32 CSR on the CPU.
 //!
@@ -27,7 +29,9 @@
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
-use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
+use tcsparse_formats::bitbsr_device::{
+    DeviceBitBsr, SpmvWork, TileStorage, f16_unfit_tile_row, spmv_work,
+};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
@@ -98,6 +102,19 @@ impl SpmvPrecision {
             Self::F16 | Self::Tf32 => 2f64.powi(-9),
             Self::F32 => 2f64.powi(-17),
         }
+    }
+
+    /// Checks a product against its f64 reference with [`SpmvPrecision::bound`] plus the
+    /// underflow term for rows of at most `k` nonzeros ([`crate::accuracy`]: the check SpMM uses
+    /// too).
+    pub fn check_products(
+        self,
+        got: &[f32],
+        want: &[f64],
+        scale: &[f64],
+        k: usize,
+    ) -> crate::accuracy::AccuracyCheck {
+        crate::accuracy::check_products(got, want, scale, self.bound(), k)
     }
 }
 
@@ -258,6 +275,28 @@ impl Engine {
             )));
         }
         let bsr = BitBsr::from_csr(a).map_err(fmt_err)?;
+        // f16 tiles only where one scale per tile-row holds every value (else a tile-row mixing
+        // magnitudes far apart would flush its small rows to zero): TF32/f32 tiles instead.
+        let f16_fits = match f16_unfit_tile_row(&bsr) {
+            None => true,
+            Some(u) => {
+                tracing::info!(
+                    "SpMV: no f16 tiles: tile-row {} spans {:e} to {:e}, beyond one f16 scale",
+                    u.tile_row,
+                    u.min_abs,
+                    u.max_abs
+                );
+                false
+            }
+        };
+        let allowed = |list: &[TileStorage]| -> Vec<TileStorage> {
+            list.iter()
+                .copied()
+                .filter(|&s| s != TileStorage::F16 || f16_fits)
+                .collect()
+        };
+        let storages = allowed(opts.precision.storages());
+        let core_storages = allowed(opts.precision.core_storages());
         let base = |kernel, exec, bytes| PreparedSpmv {
             rows: a.rows(),
             cols: a.cols(),
@@ -271,7 +310,7 @@ impl Engine {
         };
         let csr_bytes = 4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols());
         let Some(gpu) = &self.gpu else {
-            let Some(&st) = opts.precision.storages().first() else {
+            let Some(&st) = storages.first() else {
                 return Ok(base(
                     SpmvKernel::CpuCsr,
                     Exec::Cpu(Box::new(CpuSpmv {
@@ -295,8 +334,6 @@ impl Engine {
                 bytes,
             ));
         };
-        let storages = opts.precision.storages();
-        let core_storages = opts.precision.core_storages();
         // The walk's layouts for n (tuned_walk_layouts); the tensor-core walks (TC_LAYOUTS:
         // TF32 products) only where the MMA kernels are allowed, and not at n = 1, where they use
         // 1/8 of each MMA and were never the fastest on the H200 bench (session 11): not timed
@@ -309,8 +346,9 @@ impl Engine {
             } else {
                 MULTI_LAYOUT
             };
-            // (The precision's first walk storage: every precision has one.)
-            let st = opts.precision.default_core_storage();
+            // (The precision's first walk storage: every precision has one, and f32 tiles
+            // always fit.)
+            let st = core_storages.first().copied().unwrap_or(TileStorage::F32);
             let core = Some(default_layout);
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
@@ -395,8 +433,8 @@ impl Engine {
             }
         }
         // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.
-        let mut all: Vec<TileStorage> = storages.to_vec();
-        for &s in core_storages {
+        let mut all: Vec<TileStorage> = storages.clone();
+        for &s in &core_storages {
             if !all.contains(&s) {
                 all.push(s);
             }
@@ -663,6 +701,50 @@ mod tests {
                     },
                 };
                 assert_eq!(p.kernel(), &expect_cpu);
+            }
+        }
+    }
+
+    /// One 8-row tile mixing magnitudes 1e12 apart: f16 would flush its small rows to zero, so
+    /// an F16 preparation uses TF32 tiles (CPU reference of the layout) and meets the bound on
+    /// every row.
+    #[test]
+    fn f16_falls_back_where_one_tile_scale_cannot_hold_the_range() {
+        let mut t = Vec::new();
+        for r in 0..16u32 {
+            for k in 0..4u32 {
+                let mag = if r == 0 { 1.0e6 } else { 1.0e-6 };
+                t.push((r, (r * 5 + k * 3) % 16, mag * (1.0 + k as f32 / 4.0)));
+            }
+        }
+        let a = csr_from_triplets(16, 16, &t).unwrap();
+        let engine = Engine::cpu("test");
+        for tune in [true, false] {
+            let opts = SpmvOptions {
+                precision: SpmvPrecision::F16,
+                tune,
+                ..SpmvOptions::default()
+            };
+            let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+            assert_eq!(
+                p.kernel(),
+                &SpmvKernel::CpuBitBsr {
+                    storage: TileStorage::Tf32
+                }
+            );
+            let x: Vec<f32> = (0..16).map(|i| 1.0 + (i % 3) as f32).collect();
+            let mut y = vec![f32::NAN; 16];
+            p.spmv(1.0, &x, 0.0, &mut y).unwrap();
+            let want = spmm_f64(&a, &x, 1, 1, false);
+            let scale = spmm_f64(&a, &x, 1, 1, true);
+            for i in 0..16 {
+                assert!(
+                    (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                    "row {i}: {} want {}",
+                    y[i],
+                    want[i]
+                );
+                assert!(y[i] != 0.0, "row {i} flushed to zero");
             }
         }
     }

@@ -149,3 +149,46 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
         }
     }
 }
+
+/// One 8-row tile mixing magnitudes 1e12 apart on the GPU: an F16 preparation (tuned and not)
+/// keeps no f16 tiles, and every row, the small ones included, meets the F16 bound.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_spmv_never_flushes_a_tile_rows_small_rows() {
+    let gpu = Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    let engine = Engine::with_gpu(gpu);
+    let mut t = Vec::new();
+    for r in 0..2048u32 {
+        for k in 0..6u32 {
+            // Row 8·i of every tile-row at 1e6, the other seven at 1e-6.
+            let mag = if r % 8 == 0 { 1.0e6 } else { 1.0e-6 };
+            t.push((r, (r * 5 + k * 131) % 2048, mag * (1.0 + k as f32 / 8.0)));
+        }
+    }
+    let a = csr_from_triplets(2048, 2048, &t).unwrap();
+    let x: Vec<f32> = (0..2048).map(|i| 1.0 + (i % 5) as f32 / 4.0).collect();
+    let want = spmm_f64(&a, &x, 1, 1, false);
+    let scale = spmm_f64(&a, &x, 1, 1, true);
+    for tune in [false, true] {
+        let opts = SpmvOptions {
+            precision: SpmvPrecision::F16,
+            tune,
+            ..SpmvOptions::default()
+        };
+        let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+        if let SpmvKernel::BitBsr { storage, .. } = p.kernel() {
+            assert_ne!(*storage, TileStorage::F16, "f16 tiles kept (tune {tune})");
+        }
+        let mut y = vec![f32::NAN; 2048];
+        p.spmv(1.0, &x, 0.0, &mut y).unwrap();
+        for i in 0..2048 {
+            assert!(
+                (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                "tune {tune}, {:?}: row {i} = {} want {}",
+                p.kernel(),
+                y[i],
+                want[i]
+            );
+        }
+    }
+}
