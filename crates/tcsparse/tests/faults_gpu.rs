@@ -8,7 +8,7 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
 use tcsparse::spmv::SpmvOptions;
-use tcsparse::{Engine, KernelRequest, PrepareOptions, ReorderChoice};
+use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -22,6 +22,8 @@ fn spmm_options(kernel: KernelRequest) -> PrepareOptions {
     PrepareOptions::builder()
         .kernel(kernel)
         .reorder(ReorderChoice::None)
+        // (No balancing: no atomics, so products are bitwise reproducible.)
+        .balance(Balance::Off)
         .tune(false)
         .build()
 }
@@ -190,7 +192,12 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
     p.spmm(1.0, &x, 1, 1, 0.0, &mut c, 1).unwrap();
     assert_eq!(c, want, "SpMM after a failed product");
 
-    let mut s = engine.prepare_spmv(&a, &SpmvOptions::default()).unwrap();
+    // (Untuned: our walk, bitwise reproducible; a tuned one may keep cuSPARSE.)
+    let untuned = SpmvOptions {
+        tune: false,
+        ..SpmvOptions::default()
+    };
+    let mut s = engine.prepare_spmv(&a, &untuned).unwrap();
     let mut want = vec![0f32; a.rows()];
     s.spmv(1.0, &x, 0.0, &mut want).unwrap();
     gpu.set_alloc_budget(Some(0));
