@@ -205,6 +205,47 @@ impl GpuError {
     }
 }
 
+/// Driver functions this crate calls that older drivers lack (stream-ordered allocation, graphs,
+/// `cuEventElapsedTime_v2` of the CUDA 13 bindings, …): cudarc resolves each on first call and
+/// panics when the driver has none, so [`Gpu::probe`] looks them up first and reports a driver
+/// that is too old as [`GpuStatus::Failed`].
+pub const DRIVER_SYMBOLS: &[&str] = &[
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuMemGetInfo_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",
+    "cuMemHostAlloc",
+    "cuDeviceGetMemPool",
+    "cuMemPoolSetAttribute",
+    "cuModuleLoadData",
+    "cuLaunchKernel",
+    "cuEventElapsedTime_v2",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphUpload",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
+    "cuGraphDestroy",
+];
+
+/// libcuda has every function of [`DRIVER_SYMBOLS`] ([`GpuError::Library`] naming the missing
+/// ones, or when libcuda does not load).
+pub fn require_driver_functions() -> Result<(), GpuError> {
+    // SAFETY: only tries to dlopen libcuda by its usual names.
+    let present = unsafe { sys::is_culib_present() };
+    baselines::check_library(
+        "libcuda",
+        present,
+        // SAFETY: reached only when the library loads (so `culib` does not panic); looking a
+        // symbol up calls nothing.
+        |name| unsafe { sys::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
+        DRIVER_SYMBOLS,
+    )
+}
+
 /// What [`Gpu::probe`] found.
 #[derive(Clone)]
 pub enum GpuStatus {
@@ -440,6 +481,9 @@ impl Gpu {
             return GpuStatus::NoDriver(
                 "libcuda.so could not be loaded: no NVIDIA driver on this machine".into(),
             );
+        }
+        if let Err(e) = require_driver_functions() {
+            return GpuStatus::Failed(e.to_string());
         }
         match std::panic::catch_unwind(Self::open) {
             Ok(s) => s,
@@ -927,6 +971,19 @@ mod tests {
         };
         assert_eq!(refused.kind(), GpuErrorKind::OutOfMemory);
         assert!(refused.to_string().contains("64 bytes"), "{refused}");
+    }
+
+    #[test]
+    fn a_driver_check_never_panics() {
+        // SAFETY: only a dlopen attempt.
+        let present = unsafe { sys::is_culib_present() };
+        match require_driver_functions() {
+            Ok(()) => assert!(present),
+            Err(e) => {
+                assert_eq!(e.kind(), GpuErrorKind::LibraryMissing);
+                assert_eq!(e.to_string().contains("too old"), present, "{e}");
+            }
+        }
     }
 
     #[test]
