@@ -584,6 +584,7 @@ impl Gpu {
         if ordinal >= Self::device_count() {
             return Err(GpuError::Unavailable(format!("no CUDA device {ordinal}")));
         }
+        require_driver_functions()?;
         let ctx = CudaContext::new(ordinal)?;
         let stream = ctx.new_stream()?;
         Self::from_parts(ctx, stream)
