@@ -19,6 +19,7 @@ use cudarc::driver::{
 pub mod baselines;
 pub mod budget;
 pub mod device_csr;
+pub mod launch;
 mod memory_pool;
 pub mod multi;
 pub mod permute;
