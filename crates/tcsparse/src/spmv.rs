@@ -26,7 +26,7 @@
 //! tile order, split tile-rows summed over their chunks), so CPU and GPU results agree to f32
 //! summation order.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{
@@ -572,13 +572,16 @@ impl PreparedSpmv {
         }
     }
 
-    /// `y = α·A·X + β·y` on device buffers, queued on the engine's GPU stream.
-    pub fn spmv_device(
+    /// `y = α·A·X + β·y` on device data, queued on the engine's GPU stream (the argument order
+    /// of [`PreparedSpmv::spmv`] and of SpMM's `spmm_device`): X and y may be whole buffers
+    /// ([`CudaSlice`]) or views into larger ones (`CudaView` / `CudaViewMut`, e.g.
+    /// `buf.slice(..)`).
+    pub fn spmv_device<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
     ) -> Result<(), Error> {
         self.check(x.len(), y.len())?;
         match &mut self.exec {
@@ -593,10 +596,10 @@ impl PreparedSpmv {
 
     /// Median per-call time in ms of the prepared product inside CUDA graphs of 20 calls
     /// (`samples` graph launches), on device buffers `x`, `y` (β = 0).
-    pub fn time_device(
+    pub fn time_device<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
-        x: &CudaSlice<f32>,
-        y: &mut CudaSlice<f32>,
+        x: &X,
+        y: &mut Y,
         samples: usize,
     ) -> Result<Timing, Error> {
         self.check(x.len(), y.len())?;

@@ -306,12 +306,12 @@ impl CusparseSpmvGraphable {
     }
 
     /// Queues the product on the GPU's stream.
-    pub fn run(
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
     ) -> Result<(), GpuError> {
         if x.len() < self.a.cols() * self.n || y.len() < self.a.rows() * self.n {
             return Err(GpuError::Invalid(format!(

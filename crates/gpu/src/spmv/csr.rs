@@ -23,7 +23,7 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
 use tcsparse_formats::Csr;
 
 use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of, queue_on_gpu_stream};
@@ -340,12 +340,12 @@ impl CsrSpmv {
     }
 
     /// Queues one call on the GPU's stream (X: `cols·n`, y: `rows·n` f32, lengths checked).
-    pub fn run(
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
         n: usize,
     ) -> Result<(), GpuError> {
         if x.len() < self.a.cols() * n || y.len() < self.a.rows() * n {

@@ -7,7 +7,7 @@
 //! queued on it must use raw pointers and raw launches: [`crate::spmv::BitBsrSpmv::enqueue`] and
 //! [`crate::spmv::baseline::CusparseSpmvGraphable::enqueue`] do.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, result, sys};
+use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
 use crate::{Gpu, GpuError, Timing};
 
@@ -189,11 +189,11 @@ pub trait GraphSpmv {
 /// of `launches` calls, as [`time_graph`]: the lengths are checked first, and both buffers stay
 /// borrowed for the whole timing (the GPU's stream, where they were written, is synchronised
 /// first; the timing synchronises its own stream before it returns).
-pub fn time_spmv(
+pub fn time_spmv<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
     gpu: &Gpu,
     op: &dyn GraphSpmv,
-    x: &CudaSlice<f32>,
-    y: &mut CudaSlice<f32>,
+    x: &X,
+    y: &mut Y,
     n: usize,
     launches: usize,
     samples: usize,

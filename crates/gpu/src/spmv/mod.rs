@@ -499,10 +499,10 @@ impl std::fmt::Debug for BitBsrSpmv {
 /// Calls `enqueue(stream, x, y)` with the GPU's stream and the raw pointers of `x` and `y`, both
 /// borrowed (their stream guards held) until it returns: the `run` of each SpMV product, whose
 /// `enqueue` queues on that stream.
-fn queue_on_gpu_stream(
+fn queue_on_gpu_stream<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
     gpu: &Gpu,
-    x: &CudaSlice<f32>,
-    y: &mut CudaSlice<f32>,
+    x: &X,
+    y: &mut Y,
     enqueue: impl FnOnce(sys::CUstream, u64, u64) -> Result<(), GpuError>,
 ) -> Result<(), GpuError> {
     let s = gpu.stream().clone();
@@ -820,13 +820,14 @@ impl BitBsrSpmv {
         Ok(())
     }
 
-    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major).
-    pub fn run(
+    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major):
+    /// whole buffers ([`CudaSlice`]) or views into larger ones (`CudaView`, `CudaViewMut`).
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
         n: usize,
     ) -> Result<(), GpuError> {
         self.check_n(n, x.len(), y.len())?;
