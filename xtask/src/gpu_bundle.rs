@@ -116,7 +116,7 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # printed and written to OUTDIR/compare.md; it fails the run only with BENCH_GATE=1, since a --quick
 # run shares few cases with the full bench); logs to OUTDIR/logs/*.log, a summary to
 # OUTDIR/summary.txt and everything packed into OUTDIR/results.tar.gz. Exits non-zero if anything
-# failed.
+# failed. SANITIZE=TOOL,... runs the test binaries under compute-sanitizer instead (see below).
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 OUTDIR="${1:?usage: run.sh OUTDIR}"
@@ -141,6 +141,46 @@ fi
 export TCSPARSE_REQUIRE_NCCL=1
 (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; nvidia-smi) \
   > "$OUTDIR/logs/nvidia-smi.log" 2>&1 || true
+# SANITIZE=memcheck,racecheck,synccheck,initcheck: instead of the tests and the bench, every test
+# binary under `compute-sanitizer --tool T --error-exitcode 1` for each tool T (COMPUTE_SANITIZER
+# names the executable; default: on PATH, else /usr/local/cuda/bin). The slow tools (racecheck,
+# initcheck: SANITIZE_SLOW) see only the datasets of SANITIZE_DATASETS (default cora,west0067,
+# through TCSPARSE_DATASETS_ONLY); each run is cut at SANITIZE_TIMEOUT seconds (default 1800),
+# counted as failed. Logs in OUTDIR/sanitizer/TOOL/*.log; the error counts per tool and binary in
+# OUTDIR/sanitizer-summary.md, ending with `compute-sanitizer: N errors over M test binaries`.
+if [ -n "${SANITIZE:-}" ]; then
+  cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
+  if [ ! -x "$cs" ]; then echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 2; fi
+  md="$OUTDIR/sanitizer-summary.md"
+  { echo '# compute-sanitizer over the GPU test binaries'; echo
+    echo '```'; "$cs" --version 2>&1; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1; echo '```'; echo
+    echo "| tool | test binary | datasets | exit | errors | seconds |"; echo "|---|---|---|---:|---:|---:|"; } > "$md"
+  fail=0; total=0; binaries=0; lines=""
+  for tool in ${SANITIZE//,/ }; do
+    mkdir -p "$OUTDIR/sanitizer/$tool"
+    only=""
+    case ",${SANITIZE_SLOW:-racecheck,initcheck}," in *",$tool,"*) only="${SANITIZE_DATASETS:-cora,west0067}";; esac
+    tool_errors=0; tool_bins=0
+    for t in "$HERE"/tests/*; do
+      name="$(basename "$t")"; log="$OUTDIR/sanitizer/$tool/$name.log"; start=$(date +%s)
+      TCSPARSE_DATASETS_ONLY="$only" timeout "${SANITIZE_TIMEOUT:-1800}" \
+        "$cs" --tool "$tool" --error-exitcode 1 --print-limit 1000 \
+        "$t" --include-ignored --test-threads=1 > "$log" 2>&1
+      rc=$?
+      errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$log" | awk '{s += $3} END {print s + 0}')
+      [ "$rc" = 0 ] || fail=1
+      [ "$rc" = 124 ] && rc="124 (timeout)"
+      echo "| $tool | $name | ${only:-all} | $rc | $errors | $(( $(date +%s) - start )) |" >> "$md"
+      tool_errors=$((tool_errors + errors)); tool_bins=$((tool_bins + 1))
+    done
+    lines+="$tool: $tool_errors errors over $tool_bins test binaries"$'\n'
+    total=$((total + tool_errors)); binaries=$tool_bins
+  done
+  { echo; printf '%s' "$lines"; echo; echo "compute-sanitizer: $total errors over $binaries test binaries"; } >> "$md"
+  tar czf "$OUTDIR/results.tar.gz" -C "$OUTDIR" logs sanitizer sanitizer-summary.md 2>/dev/null || true
+  cat "$md"
+  exit "$fail"
+fi
 fail=0
 summary=""
 for t in "$HERE"/tests/*; do
@@ -498,4 +538,71 @@ fn tracked_bytes() -> Option<u64> {
             .map(|m| m.len())
             .sum(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// run.sh's sanitizer mode on a fake bundle: one test binary that reports its dataset filter
+    /// and a fake compute-sanitizer that finds 2 errors with memcheck and none with racecheck.
+    #[test]
+    fn sanitize_mode_counts_errors_per_tool_and_binary() {
+        let dir = std::env::temp_dir().join(format!("tcsparse-run-sh-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("run.sh"), RUN_SH).unwrap();
+        std::fs::write(
+            dir.join("tests/fake-gpu"),
+            "#!/bin/sh\necho \"datasets=[$TCSPARSE_DATASETS_ONLY] args=$*\"\n",
+        )
+        .unwrap();
+        let sanitizer = dir.join("compute-sanitizer");
+        std::fs::write(
+            &sanitizer,
+            "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'fake 1.0'; exit 0; }\n\
+             tool=$2; shift 6; \"$@\"\n\
+             if [ \"$tool\" = memcheck ]; then echo '========= ERROR SUMMARY: 2 errors'; exit 1; fi\n\
+             echo '========= ERROR SUMMARY: 0 errors'\n",
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for f in [dir.join("tests/fake-gpu"), sanitizer.clone()] {
+                std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let out = dir.join("out");
+        let status = Command::new("bash")
+            .arg(dir.join("run.sh"))
+            .arg(&out)
+            .env("SANITIZE", "memcheck,racecheck")
+            .env("COMPUTE_SANITIZER", &sanitizer)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("bash runs");
+        assert!(!status.success(), "memcheck's errors fail the run");
+        let md = std::fs::read_to_string(out.join("sanitizer-summary.md")).unwrap();
+        assert!(md.contains("| memcheck | fake-gpu | all | 1 | 2 |"), "{md}");
+        assert!(
+            md.contains("| racecheck | fake-gpu | cora,west0067 | 0 | 0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("memcheck: 2 errors over 1 test binaries"),
+            "{md}"
+        );
+        assert!(
+            md.contains("compute-sanitizer: 2 errors over 1 test binaries"),
+            "{md}"
+        );
+        let log = std::fs::read_to_string(out.join("sanitizer/racecheck/fake-gpu.log")).unwrap();
+        assert!(
+            log.contains("datasets=[cora,west0067] args=--include-ignored --test-threads=1"),
+            "{log}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

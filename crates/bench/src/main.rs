@@ -21,6 +21,7 @@ mod multi;
 mod plots;
 mod report;
 mod results;
+mod soak;
 mod spamm;
 mod spmv;
 
@@ -97,7 +98,9 @@ struct Args {
     /// Operation: spmm (default), spmv (bitBSR SpMV vs cuSPARSE CSR SpMV; --rhs gives the
     /// right-hand-side counts; writes `spmv-<device>.json`/`.md`) or spamm (cuSpAMM vs cuBLAS; --n gives
     /// the matrix sizes, default 4096,8192,16384; writes `spamm-<device>.json`/`.md`) or multi
-    /// (SpAMM and SpMM split over 1, 2 and 4 GPUs; writes `multi-gpu-<device>.json`/`.md`).
+    /// (SpAMM and SpMM split over 1, 2 and 4 GPUs; writes `multi-gpu-<device>.json`/`.md`) or soak
+    /// (10⁶ SpMM and SpMV products with value updates: memory flat, results bit-stable; writes
+    /// `soak-<device>.json`/`.md`).
     #[arg(long, default_value = "spmm")]
     op: String,
     /// SpAMM C block edge (64 or 128).
@@ -115,6 +118,18 @@ struct Args {
     /// SpMV right-hand sides per case (default 1,8).
     #[arg(long, value_delimiter = ',')]
     rhs: Option<Vec<usize>>,
+    /// `--op soak`: SpMM products, and as many SpMV products.
+    #[arg(long, default_value_t = 1_000_000)]
+    soak_products: usize,
+    /// `--op soak`: products between two value updates.
+    #[arg(long, default_value_t = 1000)]
+    soak_update_every: usize,
+    /// `--op soak`: rows of the banded matrix.
+    #[arg(long, default_value_t = 16_384)]
+    soak_rows: usize,
+    /// `--op soak`: width of B and right-hand sides of the SpMV (1..=8).
+    #[arg(long, default_value_t = 8)]
+    soak_n: usize,
 }
 
 fn main() -> Result<()> {
@@ -158,6 +173,9 @@ fn main() -> Result<()> {
     if args.op == "distributed" || args.op == "distributed-rank" {
         return distributed::run(&args, command);
     }
+    if args.op == "soak" {
+        return run_soak(&args, command);
+    }
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -184,7 +202,10 @@ fn main() -> Result<()> {
         let report = run_spmv(&args, &device, &command, &keep)?;
         return finish(&args, &report, tolerances);
     }
-    anyhow::ensure!(args.op == "spmm", "--op must be spmm, spmv, spamm or multi");
+    anyhow::ensure!(
+        args.op == "spmm",
+        "--op must be spmm, spmv, spamm, multi or soak"
+    );
     let mut cases = Vec::new();
     let device_line = match &device {
         Device::Gpu(gpu) => {
@@ -384,6 +405,42 @@ fn run_spamm(args: &Args, command: String) -> Result<Report> {
 }
 
 /// `--op spmv`: shared datasets + the large generated SpMV set, n ∈ --rhs (default 1, 8).
+/// `--op soak` (soak.rs): prints the Markdown, writes `soak-<device>.json`/`.md` to --out, and
+/// fails when results drifted or memory grew.
+fn run_soak(args: &Args, command: String) -> Result<()> {
+    let engine = tcsparse::Engine::new();
+    eprintln!("{}", engine.message());
+    let cfg = soak::SoakConfig {
+        products: args.soak_products,
+        update_every: args.soak_update_every,
+        rows: args.soak_rows,
+        n: args.soak_n,
+    };
+    let r = soak::run(&engine, &cfg, command)?;
+    let md = soak::render(&r);
+    print!("{md}");
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out)?;
+        let slug = match engine.gpu() {
+            Some(g) => results::device_slug(&g.info().name),
+            None => "cpu".into(),
+        };
+        std::fs::write(out.join(format!("soak-{slug}.md")), &md)?;
+        std::fs::write(
+            out.join(format!("soak-{slug}.json")),
+            serde_json::to_string_pretty(&r)?,
+        )?;
+    }
+    anyhow::ensure!(
+        r.passed(),
+        "soak failed: {} mismatches, memory flat: {}, first-epoch error {:.2e}",
+        r.mismatches.len(),
+        r.memory_flat(),
+        r.first_error
+    );
+    Ok(())
+}
+
 fn run_spmv(
     args: &Args,
     device: &Device,

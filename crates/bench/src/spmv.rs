@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::bitbsr::BitBsr;
 use tcsparse::formats::bitbsr_device::{DeviceBitBsr, TileStorage};
@@ -26,7 +26,7 @@ use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::gpu::cusparse::CusparseCsr;
 use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
-use tcsparse::gpu::spmv::graph::time_graph;
+use tcsparse::gpu::spmv::graph::time_spmv;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
 
@@ -165,16 +165,6 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
     }
 }
 
-fn ptrs(
-    gpu: &Gpu,
-    x: &cudarc::driver::CudaSlice<f32>,
-    y: &mut cudarc::driver::CudaSlice<f32>,
-) -> (u64, u64) {
-    let (px, _g) = x.device_ptr(gpu.stream());
-    let (py, _h) = y.device_ptr_mut(gpu.stream());
-    (px, py)
-}
-
 /// All cases of one matrix for each n in `ns`.
 pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
     let mut out = Vec::new();
@@ -221,7 +211,6 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
         let Ok((dx, mut dy)) = run() else {
             continue;
         };
-        let (px, py) = ptrs(gpu, &dx, &mut dy);
         // cuSPARSE: every CSR algorithm it offers for n, the fastest reported (each logged at
         // debug level; one that fails to prepare or run is skipped unless all do).
         let base = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
@@ -231,10 +220,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 let mut measure = || -> Result<Measured, GpuError> {
                     let b = CusparseSpmvGraphable::with_alg(gpu, ca, n, alg)?;
                     gpu.stream().memcpy_htod(&y0, &mut dy)?;
-                    // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the calls (synchronised).
-                    let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                        b.enqueue(s, 1.0, px, 0.0, py)
-                    })?;
+                    let tm = time_spmv(gpu, &b, &dx, &mut dy, n, GRAPH_LAUNCHES, SAMPLES)?;
                     let y = gpu.download(&dy)?;
                     let (se, re) = check(&y);
                     Ok(Measured {
@@ -305,10 +291,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                         k.set_core_layout(l)?;
                         for c in k.tuning_chunks(l, &CHUNKS)? {
                             k.set_chunk(c)?;
-                            // SAFETY: as above.
-                            let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                                k.enqueue(s, 1.0, px, 0.0, py, n)
-                            })?;
+                            let tm = time_spmv(gpu, &*k, &dx, &mut dy, n, GRAPH_LAUNCHES, SAMPLES)?;
                             tracing::debug!(
                                 candidate = k.kernel_name(n),
                                 chunk = c,
@@ -349,10 +332,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 let mut measure = || -> Result<Measured, GpuError> {
                     let mut k = CsrSpmv::new(gpu, a, ca, CSR_CHUNKS[0])?;
                     let (ms, _, c) = k.tune(n, |k| {
-                        // SAFETY: as above.
-                        let tm = time_graph(gpu, GRAPH_LAUNCHES, SAMPLES, |s| unsafe {
-                            k.enqueue(s, 1.0, px, 0.0, py, n)
-                        })?;
+                        let tm = time_spmv(gpu, k, &dx, &mut dy, n, GRAPH_LAUNCHES, SAMPLES)?;
                         tracing::debug!(
                             candidate = k.kernel_name(n)?,
                             chunk = k.chunk_nnz(),

@@ -96,9 +96,59 @@ pub fn f16_scale(max_abs: f32) -> f32 {
     2f32.powi(sh)
 }
 
+/// Smallest |value| / scale an f16 tile value may have: below it the scaled value is an f16
+/// subnormal whose rounding error (≤ 2⁻²⁵ · scale) exceeds 2⁻⁹ of the value, the f16 path's bound.
+pub const F16_MIN_SCALED: f32 = 1.0 / 65536.0;
+
+/// A tile-row whose values one f16 scale cannot hold ([`f16_unfit_tile_row`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct F16Unfit {
+    /// The tile-row (rows `8·tile_row ..`).
+    pub tile_row: usize,
+    /// Its largest finite magnitude (which sets the scale).
+    pub max_abs: f32,
+    /// Its smallest nonzero finite magnitude.
+    pub min_abs: f32,
+}
+
+/// The first tile-row of `b` whose nonzero values span more than one f16 scale holds to the f16
+/// path's accuracy (a value below [`F16_MIN_SCALED`] times the tile-row's scale would become an
+/// f16 subnormal or zero: one 8-row tile mixing magnitudes 1e12 apart), or `None` when f16 tiles
+/// hold every value. [`DeviceBitBsr::encode`] refuses [`TileStorage::F16`] for such a matrix, and
+/// the facade falls back to TF32/f32 tiles.
+pub fn f16_unfit_tile_row(b: &BitBsr) -> Option<F16Unfit> {
+    let ptr = b.block_row_ptr();
+    let vo = b.value_offset();
+    (0..ptr.len().saturating_sub(1)).find_map(|r| {
+        let vals = &b.values()[vo[ptr[r] as usize] as usize..vo[ptr[r + 1] as usize] as usize];
+        let (mx, mn) = vals
+            .iter()
+            .filter(|v| v.is_finite() && **v != 0.0)
+            .fold((0f32, f32::INFINITY), |(mx, mn), v| {
+                (mx.max(v.abs()), mn.min(v.abs()))
+            });
+        let s = f16_scale(mx);
+        (mx > 0.0 && mn / s < F16_MIN_SCALED).then_some(F16Unfit {
+            tile_row: r,
+            max_abs: mx,
+            min_abs: mn,
+        })
+    })
+}
+
 impl DeviceBitBsr {
-    /// Encodes `b` for the device with the given value storage.
+    /// Encodes `b` for the device with the given value storage. [`TileStorage::F16`] is refused
+    /// ([`FormatError::BadArgument`]) where a tile-row's range does not fit one f16 scale
+    /// ([`f16_unfit_tile_row`]).
     pub fn encode(b: &BitBsr, storage: TileStorage) -> Result<Self, FormatError> {
+        if storage == TileStorage::F16
+            && let Some(u) = f16_unfit_tile_row(b)
+        {
+            return Err(FormatError::BadArgument(format!(
+                "f16 tiles cannot hold tile-row {} (magnitudes {:e} to {:e}, beyond one f16 scale): use TF32 or f32 tiles",
+                u.tile_row, u.min_abs, u.max_abs
+            )));
+        }
         let blocks = b.num_blocks();
         if b.nnz() >= u32::MAX as usize || blocks >= u32::MAX as usize / 2 {
             return Err(FormatError::TooLarge(format!(
@@ -755,6 +805,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// One 8-row tile-row mixing magnitudes 1e12 apart: one f16 scale would flush the small rows
+    /// to zero, so f16 tiles are refused and TF32 tiles hold every row to the bound.
+    #[test]
+    fn a_tile_row_beyond_one_f16_scale_is_refused_and_tf32_holds_it() {
+        let mut t: Vec<(u32, u32, f32)> = Vec::new();
+        for r in 0..24u32 {
+            for c in 0..5u32 {
+                // Rows 8..16: row 8 at 1e6, rows 9..16 at 1e-6 (same tile-row).
+                let mag = match r {
+                    8 => 1.0e6,
+                    9..16 => 1.0e-6,
+                    _ => 1.0,
+                };
+                t.push((r, (r * 3 + c * 7) % 40, mag * (1.0 + c as f32 / 8.0)));
+            }
+        }
+        let a = csr_from_triplets(24, 40, &t).unwrap();
+        let b = BitBsr::from_csr(&a).unwrap();
+        let u = f16_unfit_tile_row(&b).expect("tile-row 1 does not fit");
+        assert_eq!(u.tile_row, 1);
+        assert!(u.max_abs >= 1.0e6 && u.min_abs <= 1.0e-6, "{u:?}");
+        let e = DeviceBitBsr::encode(&b, TileStorage::F16).unwrap_err();
+        assert!(matches!(e, FormatError::BadArgument(_)), "{e}");
+        for n in [1, 4] {
+            check_walk(&a, TileStorage::Tf32, n, 4, 0.0, 2f64.powi(-9));
+        }
+        // Within one scale's reach (2¹⁶ below the scale, about 2⁻³⁰ of the maximum) f16 still fits.
+        let mut t2 = t.clone();
+        for e in t2.iter_mut().filter(|e| (9..16).contains(&e.0)) {
+            e.2 *= 1.0e4;
+        }
+        let a2 = csr_from_triplets(24, 40, &t2).unwrap();
+        assert_eq!(f16_unfit_tile_row(&BitBsr::from_csr(&a2).unwrap()), None);
+        check_walk(&a2, TileStorage::F16, 1, 4, 0.0, 2f64.powi(-9));
     }
 
     #[test]

@@ -17,8 +17,10 @@ use cudarc::driver::{
 };
 
 pub mod baselines;
+pub mod budget;
 pub mod device_csr;
 pub mod distributed;
+pub mod launch;
 mod memory_pool;
 pub mod module_image;
 pub mod multi;
@@ -72,9 +74,131 @@ pub enum GpuError {
     /// Arguments do not fit the operation (shapes, lengths, index ranges).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// An allocation was refused by the handle's allocation budget ([`Gpu::set_alloc_budget`],
+    /// [`budget::ALLOC_BUDGET_ENV`]) before the driver was asked.
+    #[error(
+        "device out of memory: {requested} bytes asked for with {drawn} of the allocation budget's {limit} bytes already drawn"
+    )]
+    OutOfMemory {
+        /// Bytes of the refused allocation.
+        requested: u64,
+        /// Bytes drawn before it.
+        drawn: u64,
+        /// The budget.
+        limit: u64,
+    },
+    /// A CUDA library (cuSPARSE, cuBLAS) is missing, or too old to have a function we call.
+    #[error("{library}: {detail}")]
+    Library {
+        /// The library (`libcusparse`, `libcublas`).
+        library: &'static str,
+        /// What is missing.
+        detail: String,
+    },
+}
+
+/// What kind of failure a [`GpuError`] is ([`GpuError::kind`]): what a caller can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuErrorKind {
+    /// No usable GPU (no driver, no device, initialisation failed).
+    Unavailable,
+    /// Device memory ran out (the driver's `CUDA_ERROR_OUT_OF_MEMORY` or the allocation budget):
+    /// a smaller problem, or freeing other work, may succeed.
+    OutOfMemory,
+    /// A kernel could not be launched (too many resources, bad configuration, no kernel image
+    /// for this device): the device itself is fine.
+    LaunchFailed,
+    /// The context is unusable: a kernel faulted (illegal address, trap, ECC error) or the device
+    /// is gone. Every later call on the same context fails too (CUDA errors of this class are
+    /// sticky); only a new process recovers.
+    DeviceLost,
+    /// A CUDA library is missing or too old.
+    LibraryMissing,
+    /// Loading one of our PTX modules failed (a driver older than the PTX ISA, a JIT error).
+    ModuleLoad,
+    /// Arguments that do not fit the operation.
+    InvalidArgument,
+    /// Anything else the driver or a library reported.
+    Other,
+}
+
+/// The [`GpuErrorKind`] of a driver status.
+pub fn driver_error_kind(e: &DriverError) -> GpuErrorKind {
+    use sys::CUresult::*;
+    match e.0 {
+        CUDA_ERROR_OUT_OF_MEMORY => GpuErrorKind::OutOfMemory,
+        CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+        | CUDA_ERROR_INVALID_IMAGE
+        | CUDA_ERROR_NO_BINARY_FOR_GPU
+        | CUDA_ERROR_INVALID_PTX
+        | CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        | CUDA_ERROR_NOT_FOUND => GpuErrorKind::LaunchFailed,
+        CUDA_ERROR_INVALID_VALUE => GpuErrorKind::InvalidArgument,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+        | CUDA_ERROR_LAUNCH_FAILED
+        | CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | CUDA_ERROR_MISALIGNED_ADDRESS
+        | CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | CUDA_ERROR_INVALID_PC
+        | CUDA_ERROR_HARDWARE_STACK_ERROR
+        | CUDA_ERROR_ASSERT
+        | CUDA_ERROR_LAUNCH_TIMEOUT
+        | CUDA_ERROR_ECC_UNCORRECTABLE
+        | CUDA_ERROR_CONTEXT_IS_DESTROYED
+        | CUDA_ERROR_DEINITIALIZED
+        | CUDA_ERROR_DEVICE_UNAVAILABLE
+        | CUDA_ERROR_DEVICE_NOT_LICENSED
+        | CUDA_ERROR_SYSTEM_NOT_READY
+        | CUDA_ERROR_NVLINK_UNCORRECTABLE => GpuErrorKind::DeviceLost,
+        CUDA_ERROR_NO_DEVICE | CUDA_ERROR_NOT_INITIALIZED | CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            GpuErrorKind::Unavailable
+        }
+        _ => GpuErrorKind::Other,
+    }
 }
 
 impl GpuError {
+    /// What kind of failure this is (out of memory, a lost device, a missing library, …).
+    pub fn kind(&self) -> GpuErrorKind {
+        match self {
+            GpuError::Unavailable(_) => GpuErrorKind::Unavailable,
+            GpuError::Driver(e) => driver_error_kind(e),
+            GpuError::Cusparse { status, .. } => match status.as_str() {
+                "CUSPARSE_STATUS_ALLOC_FAILED" | "CUSPARSE_STATUS_INSUFFICIENT_RESOURCES" => {
+                    GpuErrorKind::OutOfMemory
+                }
+                "CUSPARSE_STATUS_EXECUTION_FAILED" => GpuErrorKind::LaunchFailed,
+                "CUSPARSE_STATUS_INVALID_VALUE" | "CUSPARSE_STATUS_NOT_SUPPORTED" => {
+                    GpuErrorKind::InvalidArgument
+                }
+                "CUSPARSE_STATUS_NOT_INITIALIZED" | "CUSPARSE_STATUS_ARCH_MISMATCH" => {
+                    GpuErrorKind::Unavailable
+                }
+                _ => GpuErrorKind::Other,
+            },
+            GpuError::Cublas(e) => match e.0 {
+                cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED => {
+                    GpuErrorKind::OutOfMemory
+                }
+                cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED => {
+                    GpuErrorKind::LaunchFailed
+                }
+                cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_INVALID_VALUE => {
+                    GpuErrorKind::InvalidArgument
+                }
+                _ => GpuErrorKind::Other,
+            },
+            GpuError::Load { source, .. } => match driver_error_kind(source) {
+                GpuErrorKind::DeviceLost => GpuErrorKind::DeviceLost,
+                GpuErrorKind::OutOfMemory => GpuErrorKind::OutOfMemory,
+                _ => GpuErrorKind::ModuleLoad,
+            },
+            GpuError::Invalid(_) => GpuErrorKind::InvalidArgument,
+            GpuError::OutOfMemory { .. } => GpuErrorKind::OutOfMemory,
+            GpuError::Library { .. } => GpuErrorKind::LibraryMissing,
+        }
+    }
+
     /// Wraps a cuSPARSE status (cudarc's `CusparseError` has no `Display`).
     pub fn cusparse(call: &'static str, e: cudarc::cusparse::result::CusparseError) -> Self {
         GpuError::Cusparse {
@@ -82,6 +206,47 @@ impl GpuError {
             status: format!("{:?}", e.0),
         }
     }
+}
+
+/// Driver functions this crate calls that older drivers lack (stream-ordered allocation, graphs,
+/// `cuEventElapsedTime_v2` of the CUDA 13 bindings, …): cudarc resolves each on first call and
+/// panics when the driver has none, so [`Gpu::probe`] looks them up first and reports a driver
+/// that is too old as [`GpuStatus::Failed`].
+pub const DRIVER_SYMBOLS: &[&str] = &[
+    "cuMemAllocAsync",
+    "cuMemFreeAsync",
+    "cuMemGetInfo_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",
+    "cuMemHostAlloc",
+    "cuDeviceGetMemPool",
+    "cuMemPoolSetAttribute",
+    "cuModuleLoadData",
+    "cuLaunchKernel",
+    "cuEventElapsedTime_v2",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphUpload",
+    "cuGraphLaunch",
+    "cuGraphExecDestroy",
+    "cuGraphDestroy",
+];
+
+/// libcuda has every function of [`DRIVER_SYMBOLS`] ([`GpuError::Library`] naming the missing
+/// ones, or when libcuda does not load).
+pub fn require_driver_functions() -> Result<(), GpuError> {
+    // SAFETY: only tries to dlopen libcuda by its usual names.
+    let present = unsafe { sys::is_culib_present() };
+    baselines::check_library(
+        "libcuda",
+        present,
+        // SAFETY: reached only when the library loads (so `culib` does not panic); looking a
+        // symbol up calls nothing.
+        |name| unsafe { sys::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
+        DRIVER_SYMBOLS,
+    )
 }
 
 /// What [`Gpu::probe`] found.
@@ -290,6 +455,8 @@ struct Inner {
     images: RwLock<[Option<module_image::ModuleImage>; MODULE_COUNT]>,
     /// Pinned buffers of large uploads (allocated on the first one).
     staging: std::sync::Mutex<Option<staging::Staging>>,
+    /// What this handle's allocations may draw ([`Gpu::set_alloc_budget`]).
+    budget: budget::AllocBudget,
 }
 
 /// A CUDA device 0 with one context and one stream. Cheap to clone.
@@ -319,6 +486,9 @@ impl Gpu {
             return GpuStatus::NoDriver(
                 "libcuda.so could not be loaded: no NVIDIA driver on this machine".into(),
             );
+        }
+        if let Err(e) = require_driver_functions() {
+            return GpuStatus::Failed(e.to_string());
         }
         match std::panic::catch_unwind(Self::open) {
             Ok(s) => s,
@@ -390,6 +560,7 @@ impl Gpu {
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
                 images: RwLock::new([None; MODULE_COUNT]),
                 staging: std::sync::Mutex::new(None),
+                budget: budget::AllocBudget::from_env(),
             }),
         })
     }
@@ -419,6 +590,7 @@ impl Gpu {
         if ordinal >= Self::device_count() {
             return Err(GpuError::Unavailable(format!("no CUDA device {ordinal}")));
         }
+        require_driver_functions()?;
         let ctx = CudaContext::new(ordinal)?;
         let stream = ctx.new_stream()?;
         Self::from_parts(ctx, stream)
@@ -513,6 +685,7 @@ impl Gpu {
     /// pinned staging buffers filled by many cores, [`Gpu::staging_layout`]: about 4× the
     /// driver's pageable copy).
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
+        self.draw(std::mem::size_of_val(data))?;
         if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
             // SAFETY: no inspector, so no byte of `data` is read as a byte slice.
             let (buf, _) = unsafe { self.upload_staged::<T, ()>(data, None) }?;
@@ -532,6 +705,7 @@ impl Gpu {
         inspect: impl Fn(&[u8]) -> R + Sync,
     ) -> Result<(CudaSlice<T>, Vec<R>), GpuError> {
         let bytes: &[u8] = bytemuck::cast_slice(data);
+        self.draw(bytes.len())?;
         if bytes.len() >= STAGED_UPLOAD_BYTES {
             // SAFETY: T is NoUninit, so every byte of `data` is initialised.
             return unsafe { self.upload_staged(data, Some(&inspect)) };
@@ -625,7 +799,44 @@ impl Gpu {
         &self,
         len: usize,
     ) -> Result<CudaSlice<T>, GpuError> {
+        self.draw(len.saturating_mul(std::mem::size_of::<T>()))?;
         Ok(self.inner.stream.alloc_zeros(len)?)
+    }
+
+    /// Draws `bytes` from this handle's allocation budget ([`GpuError::OutOfMemory`] past it).
+    fn draw(&self, bytes: usize) -> Result<(), GpuError> {
+        let requested = bytes as u64;
+        self.inner
+            .budget
+            .draw(requested)
+            .map_err(|r| GpuError::OutOfMemory {
+                requested,
+                drawn: r.drawn,
+                limit: r.limit,
+            })
+    }
+
+    /// Sets this handle's device-allocation budget (shared by its clones; `None`: unlimited) and
+    /// forgets what was drawn: from now on [`Gpu::upload`], [`Gpu::upload_inspected`] and
+    /// [`Gpu::alloc_zeros`] refuse, with [`GpuError::OutOfMemory`], an allocation that would
+    /// bring the bytes asked for since this call past `limit` (frees give nothing back; see
+    /// [`budget`]). A fault-injection switch: a preparation fails at the same allocation on
+    /// every run. A new handle starts from [`budget::ALLOC_BUDGET_ENV`].
+    pub fn set_alloc_budget(&self, limit: Option<u64>) {
+        self.inner.budget.reset(limit);
+    }
+
+    /// Bytes drawn from the allocation budget since it was set, and the budget (`None`:
+    /// unlimited).
+    pub fn alloc_budget(&self) -> (u64, Option<u64>) {
+        (self.inner.budget.drawn(), self.inner.budget.limit())
+    }
+
+    /// The device's free and total memory in bytes (`cuMemGetInfo`; free memory counts every
+    /// process's allocations, and memory a stream-ordered pool keeps after a free).
+    pub fn memory_info(&self) -> Result<(usize, usize), GpuError> {
+        self.inner.ctx.bind_to_thread()?;
+        Ok(cudarc::driver::result::mem_get_info()?)
     }
 
     /// Runs `f` `warmup` times untimed, once to calibrate, then takes `iters` (at least 1) samples,
@@ -724,6 +935,67 @@ mod tests {
         }
         assert_eq!(KernelModule::spmv_for_rhs(0), KernelModule::Spmv);
         assert_eq!(KernelModule::spmv_for_rhs(9), KernelModule::Spmv);
+    }
+
+    #[test]
+    fn driver_failures_are_classified() {
+        use sys::CUresult::*;
+        let kind = |r| GpuError::from(DriverError(r)).kind();
+        assert_eq!(kind(CUDA_ERROR_OUT_OF_MEMORY), GpuErrorKind::OutOfMemory);
+        assert_eq!(kind(CUDA_ERROR_ILLEGAL_ADDRESS), GpuErrorKind::DeviceLost);
+        assert_eq!(kind(CUDA_ERROR_LAUNCH_FAILED), GpuErrorKind::DeviceLost);
+        assert_eq!(kind(CUDA_ERROR_ECC_UNCORRECTABLE), GpuErrorKind::DeviceLost);
+        assert_eq!(
+            kind(CUDA_ERROR_DEVICE_UNAVAILABLE),
+            GpuErrorKind::DeviceLost
+        );
+        assert_eq!(
+            kind(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES),
+            GpuErrorKind::LaunchFailed
+        );
+        assert_eq!(
+            kind(CUDA_ERROR_NO_BINARY_FOR_GPU),
+            GpuErrorKind::LaunchFailed
+        );
+        assert_eq!(
+            kind(CUDA_ERROR_INVALID_VALUE),
+            GpuErrorKind::InvalidArgument
+        );
+        assert_eq!(kind(CUDA_ERROR_NO_DEVICE), GpuErrorKind::Unavailable);
+        assert_eq!(kind(CUDA_ERROR_UNKNOWN), GpuErrorKind::Other);
+        let load = GpuError::Load {
+            module: KernelModule::Spmv,
+            name: "",
+            source: DriverError(CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
+        };
+        assert_eq!(load.kind(), GpuErrorKind::ModuleLoad);
+        let oom = GpuError::cusparse(
+            "cusparseSpMM",
+            cudarc::cusparse::result::CusparseError(
+                cudarc::cusparse::sys::cusparseStatus_t::CUSPARSE_STATUS_ALLOC_FAILED,
+            ),
+        );
+        assert_eq!(oom.kind(), GpuErrorKind::OutOfMemory);
+        let refused = GpuError::OutOfMemory {
+            requested: 64,
+            drawn: 10,
+            limit: 32,
+        };
+        assert_eq!(refused.kind(), GpuErrorKind::OutOfMemory);
+        assert!(refused.to_string().contains("64 bytes"), "{refused}");
+    }
+
+    #[test]
+    fn a_driver_check_never_panics() {
+        // SAFETY: only a dlopen attempt.
+        let present = unsafe { sys::is_culib_present() };
+        match require_driver_functions() {
+            Ok(()) => assert!(present),
+            Err(e) => {
+                assert_eq!(e.kind(), GpuErrorKind::LibraryMissing);
+                assert_eq!(e.to_string().contains("too old"), present, "{e}");
+            }
+        }
     }
 
     #[test]

@@ -697,6 +697,42 @@ pub enum TauTarget {
     RelError(f64),
 }
 
+impl TauTarget {
+    /// This τ: finite and ≥ 0 (τ = 0 computes every tile product), else
+    /// [`GpuError::Invalid`].
+    pub fn tau(tau: f32) -> Result<Self, GpuError> {
+        Self::Tau(tau).checked()
+    }
+
+    /// The τ whose valid ratio is closest to `ratio`, in [0, 1], else [`GpuError::Invalid`].
+    pub fn valid_ratio(ratio: f64) -> Result<Self, GpuError> {
+        Self::ValidRatio(ratio).checked()
+    }
+
+    /// The largest τ whose error bound is ≤ `rel`: finite and ≥ 0, else [`GpuError::Invalid`].
+    pub fn rel_error(rel: f64) -> Result<Self, GpuError> {
+        Self::RelError(rel).checked()
+    }
+
+    /// `self` if its number is in range (NaN, ±∞ and negative values never are; a valid ratio
+    /// is at most 1). Every τ selection ([`choose_tau`]) checks its target this way, so a target
+    /// built from the variants directly is refused just the same.
+    pub fn checked(self) -> Result<Self, GpuError> {
+        let ok = match self {
+            TauTarget::Tau(t) => t.is_finite() && t >= 0.0,
+            TauTarget::ValidRatio(r) => r.is_finite() && (0.0..=1.0).contains(&r),
+            TauTarget::RelError(r) => r.is_finite() && r >= 0.0,
+        };
+        if ok {
+            Ok(self)
+        } else {
+            Err(GpuError::Invalid(format!(
+                "SpAMM target {self:?}: τ and the target error must be finite and ≥ 0, the valid ratio in [0, 1]"
+            )))
+        }
+    }
+}
+
 /// Configuration of [`spamm_host`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpammConfig {
@@ -765,13 +801,10 @@ pub fn choose_tau(
 ) -> Result<f32, GpuError> {
     let (tm, tk, tn) = tiles;
     let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("τ selection: {e}"));
-    Ok(match target {
+    Ok(match target.checked()? {
         TauTarget::Tau(t) => t,
         TauTarget::ValidRatio(r) => tau_search(na, nb, tm, tk, tn, r).map_err(e)?.tau,
         TauTarget::RelError(r) => {
-            if !(r.is_finite() && r >= 0.0) {
-                return Err(GpuError::Invalid(format!("target error {r}")));
-            }
             // bound ≤ r·(‖C̃‖ − bound)  ⇐  bound ≤ r/(1+r)·‖C̃‖.
             tau_for_error(na, nb, tm, tk, tn, r / (1.0 + r) * c_norm)
                 .map_err(e)?
@@ -1090,6 +1123,45 @@ pub fn spamm_group(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tau_targets_refuse_nan_infinite_and_out_of_range_numbers() {
+        for t in [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -1.0,
+            -f32::MIN_POSITIVE,
+        ] {
+            assert!(TauTarget::tau(t).is_err(), "τ {t}");
+        }
+        for r in [f64::NAN, f64::INFINITY, -0.1, 1.5] {
+            assert!(TauTarget::valid_ratio(r).is_err(), "ratio {r}");
+        }
+        for r in [f64::NAN, f64::INFINITY, -1e-9] {
+            assert!(TauTarget::rel_error(r).is_err(), "target error {r}");
+        }
+        assert_eq!(TauTarget::tau(0.0).unwrap(), TauTarget::Tau(0.0));
+        assert_eq!(
+            TauTarget::valid_ratio(1.0).unwrap(),
+            TauTarget::ValidRatio(1.0)
+        );
+        assert_eq!(TauTarget::rel_error(0.0).unwrap(), TauTarget::RelError(0.0));
+        // A target built from the variant directly is refused by the τ selection too.
+        let norms = [1.0f32; 4];
+        for bad in [
+            TauTarget::Tau(f32::NAN),
+            TauTarget::ValidRatio(f64::NAN),
+            TauTarget::RelError(f64::NAN),
+        ] {
+            let e = choose_tau(&norms, &norms, (2, 2, 2), bad, 1.0).unwrap_err();
+            assert!(matches!(e, GpuError::Invalid(_)), "{bad:?}: {e}");
+        }
+        assert_eq!(
+            choose_tau(&norms, &norms, (2, 2, 2), TauTarget::Tau(0.5), 1.0).unwrap(),
+            0.5
+        );
+    }
 
     #[test]
     fn candidates_cover_every_valid_product_and_only_plausible_ones() {

@@ -45,3 +45,15 @@ pub enum Error {
     #[error("unavailable: {0}")]
     Unavailable(String),
 }
+
+impl Error {
+    /// For a GPU failure, what kind it is ([`tcsparse_gpu::GpuErrorKind`]: out of memory, a lost
+    /// device, a failed launch, a missing library, …); `None` for every other error.
+    pub fn gpu_kind(&self) -> Option<tcsparse_gpu::GpuErrorKind> {
+        match self {
+            Error::Gpu(e) | Error::Acc(AccSpmmError::Gpu(e)) => Some(e.kind()),
+            Error::Acc(AccSpmmError::Driver(e)) => Some(tcsparse_gpu::driver_error_kind(e)),
+            _ => None,
+        }
+    }
+}

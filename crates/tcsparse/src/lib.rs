@@ -23,7 +23,35 @@
 //! println!("{} ({})", prepared.kernel(), prepared.precision());
 //! # Ok(()) }
 //! ```
+//!
+//! # Threads and streams
+//!
+//! [`Engine`] (and the [`gpu::Gpu`] inside it) is `Send + Sync`: share one engine between threads
+//! by reference or `Arc`. A prepared matrix ([`Prepared`], [`spmv::PreparedSpmv`]) is `Send` but
+//! not `Sync`: a product takes `&mut self`, because the prepared matrix owns per-product device
+//! state (cuSPARSE handles and descriptors, which one thread at a time may use; the scratch of
+//! split rows and of original-order products, which two products in flight at once would both
+//! write) and queues its work on the one stream of the engine that prepared it. So:
+//!
+//! * one prepared matrix serves one product at a time: move it to the thread that multiplies, or
+//!   share it behind a `Mutex` (products from several threads then take turns on its stream);
+//! * for products that overlap, give each thread an engine on its own stream
+//!   (`Engine::with_gpu(gpu.with_new_stream()?)`, or [`Engine::from_cuda`] on the application's
+//!   stream) and its own preparation; [`Engine::prepare_shared`] shares the host matrix between
+//!   them without a copy.
+//!
+//! `tests/concurrency.rs` checks both on the GPU (results bit for bit equal to one thread's).
+//!
+//! # GPU failures
+//!
+//! Every GPU failure is an [`Error`], never an abort: [`Error::gpu_kind`] says which kind
+//! ([`gpu::GpuErrorKind`]: device out of memory, a failed launch, a lost device, a missing or too
+//! old cuSPARSE/cuBLAS, …). A failed preparation frees everything it allocated. Device
+//! out-of-memory can be forced for tests with an allocation budget on the engine's GPU
+//! ([`gpu::Gpu::set_alloc_budget`], or `TCSPARSE_GPU_ALLOC_BUDGET` for every GPU handle of the
+//! process).
 
+pub mod accuracy;
 pub mod distributed;
 mod engine;
 mod error;

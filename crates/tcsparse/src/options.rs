@@ -44,6 +44,18 @@ impl Precision {
         }
     }
 
+    /// Checks a product against its f64 reference with this precision's bound for rows of at
+    /// most `k` nonzeros, plus the underflow term ([`crate::accuracy`]: the check SpMV uses too).
+    pub fn check_products(
+        self,
+        got: &[f32],
+        want: &[f64],
+        scale: &[f64],
+        k: usize,
+    ) -> crate::accuracy::AccuracyCheck {
+        crate::accuracy::check_products(got, want, scale, self.scaled_error_bound(k), k)
+    }
+
     /// The bound as a formula, for reports.
     pub fn bound_text(self) -> &'static str {
         match self {

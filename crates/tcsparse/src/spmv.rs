@@ -16,7 +16,9 @@
 //!   CUDA-core walk on f32 tiles (f32 products, more accurate than asked) or cuSPARSE;
 //! * `F16`: an explicit opt-in that also allows f16 tiles (2 bytes per value instead of 4; A scaled
 //!   per tile-row and X per 8-element segment by powers of two, so nothing overflows f16 — never NaN
-//!   from range), same 11-bit significands as TF32;
+//!   from range), same 11-bit significands as TF32; where one tile-row's values span more than one
+//!   f16 scale holds (`f16_unfit_tile_row`: e.g. an 8-row tile mixing magnitudes 1e12 apart,
+//!   whose small rows f16 would flush to zero) no f16 tiles are used, only TF32/f32 ones;
 //! * `F32`: f32 products only: cuSPARSE, the CSR walk or the CUDA-core walk on f32 tiles on the
 //!   GPU, f32 CSR on the CPU.
 //!
@@ -27,11 +29,13 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
-use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, spmv_work};
+use tcsparse_formats::bitbsr_device::{
+    DeviceBitBsr, SpmvWork, TileStorage, f16_unfit_tile_row, spmv_work,
+};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
-use tcsparse_gpu::spmv::graph::time_graph;
+use tcsparse_gpu::spmv::graph::time_spmv;
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
     tuned_walk_layouts,
@@ -98,6 +102,19 @@ impl SpmvPrecision {
             Self::F16 | Self::Tf32 => 2f64.powi(-9),
             Self::F32 => 2f64.powi(-17),
         }
+    }
+
+    /// Checks a product against its f64 reference with [`SpmvPrecision::bound`] plus the
+    /// underflow term for rows of at most `k` nonzeros ([`crate::accuracy`]: the check SpMM uses
+    /// too).
+    pub fn check_products(
+        self,
+        got: &[f32],
+        want: &[f64],
+        scale: &[f64],
+        k: usize,
+    ) -> crate::accuracy::AccuracyCheck {
+        crate::accuracy::check_products(got, want, scale, self.bound(), k)
     }
 }
 
@@ -258,6 +275,28 @@ impl Engine {
             )));
         }
         let bsr = BitBsr::from_csr(a).map_err(fmt_err)?;
+        // f16 tiles only where one scale per tile-row holds every value (else a tile-row mixing
+        // magnitudes far apart would flush its small rows to zero): TF32/f32 tiles instead.
+        let f16_fits = match f16_unfit_tile_row(&bsr) {
+            None => true,
+            Some(u) => {
+                tracing::info!(
+                    "SpMV: no f16 tiles: tile-row {} spans {:e} to {:e}, beyond one f16 scale",
+                    u.tile_row,
+                    u.min_abs,
+                    u.max_abs
+                );
+                false
+            }
+        };
+        let allowed = |list: &[TileStorage]| -> Vec<TileStorage> {
+            list.iter()
+                .copied()
+                .filter(|&s| s != TileStorage::F16 || f16_fits)
+                .collect()
+        };
+        let storages = allowed(opts.precision.storages());
+        let core_storages = allowed(opts.precision.core_storages());
         let base = |kernel, exec, bytes| PreparedSpmv {
             rows: a.rows(),
             cols: a.cols(),
@@ -271,7 +310,7 @@ impl Engine {
         };
         let csr_bytes = 4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols());
         let Some(gpu) = &self.gpu else {
-            let Some(&st) = opts.precision.storages().first() else {
+            let Some(&st) = storages.first() else {
                 return Ok(base(
                     SpmvKernel::CpuCsr,
                     Exec::Cpu(Box::new(CpuSpmv {
@@ -295,8 +334,6 @@ impl Engine {
                 bytes,
             ));
         };
-        let storages = opts.precision.storages();
-        let core_storages = opts.precision.core_storages();
         // The walk's layouts for n (tuned_walk_layouts); the tensor-core walks (TC_LAYOUTS:
         // TF32 products) only where the MMA kernels are allowed, and not at n = 1, where they use
         // 1/8 of each MMA and were never the fastest on the H200 bench (2026-11-25, 7a8a386): not timed
@@ -309,8 +346,9 @@ impl Engine {
             } else {
                 MULTI_LAYOUT
             };
-            // (The precision's first walk storage: every precision has one.)
-            let st = opts.precision.default_core_storage();
+            // (The precision's first walk storage: every precision has one, and f32 tiles
+            // always fit.)
+            let st = core_storages.first().copied().unwrap_or(TileStorage::F32);
             let core = Some(default_layout);
             let dev = DeviceBitBsr::encode(&bsr, st).map_err(fmt_err)?;
             let mut k = BitBsrSpmv::with_chunk(gpu, &dev, opts.chunk_tiles)?;
@@ -333,24 +371,13 @@ impl Engine {
             .collect();
         let dx = gpu.upload(&x)?;
         let mut dy: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
-        let (px, py) = {
-            let (px, _g) = dx.device_ptr(gpu.stream());
-            let (py, _h) = dy.device_ptr_mut(gpu.stream());
-            (px, py)
-        };
-        let time = |f: &mut dyn FnMut(
-            cudarc::driver::sys::CUstream,
-        ) -> Result<(), tcsparse_gpu::GpuError>|
-         -> Result<Timing, Error> { Ok(time_graph(gpu, 20, 5, &mut *f)?) };
         let mut samples = Vec::new();
         let ca = CusparseCsr::new(gpu, a)?;
         // cuSPARSE's algorithms, each timed; the default's failure is an error, another's skips it.
         let mut cusparse_best: Option<(f64, CusparseSpmvGraphable)> = None;
         for &alg in CusparseSpmvAlg::candidates(n) {
             let timed = CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| {
-                // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised
-                // inside).
-                let t = time_graph(gpu, 20, 5, |s| unsafe { c.enqueue(s, 1.0, px, 0.0, py) })?;
+                let t = time_spmv(gpu, &c, &dx, &mut dy, n, 20, 5)?;
                 Ok((t.median_ms, c))
             });
             let (ms, c) = match timed {
@@ -382,8 +409,7 @@ impl Engine {
         if n >= 2 {
             let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
             let (ms, walk, chunk) = k.tune(n, |k| {
-                // SAFETY: as above.
-                let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                let t = time_spmv(gpu, k, &dx, &mut dy, n, 20, 5)?;
                 samples.push(SpmvSample {
                     kernel: SpmvKernel::Csr {
                         chunk_nnz: k.chunk_nnz(),
@@ -407,8 +433,8 @@ impl Engine {
             }
         }
         // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.
-        let mut all: Vec<TileStorage> = storages.to_vec();
-        for &s in core_storages {
+        let mut all: Vec<TileStorage> = storages.clone();
+        for &s in &core_storages {
             if !all.contains(&s) {
                 all.push(s);
             }
@@ -431,8 +457,7 @@ impl Engine {
                 k.set_core_layout(core)?;
                 for chunk in k.tuning_chunks(core, &SPMV_TUNED_CHUNKS)? {
                     k.set_chunk(chunk)?;
-                    // SAFETY: as above.
-                    let t = time(&mut |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })?;
+                    let t = time_spmv(gpu, &k, &dx, &mut dy, n, 20, 5)?;
                     samples.push(SpmvSample {
                         kernel: SpmvKernel::BitBsr {
                             storage: st,
@@ -547,13 +572,16 @@ impl PreparedSpmv {
         }
     }
 
-    /// `y = α·A·X + β·y` on device buffers, queued on the engine's GPU stream.
-    pub fn spmv_device(
+    /// `y = α·A·X + β·y` on device data, queued on the engine's GPU stream (the argument order
+    /// of [`PreparedSpmv::spmv`] and of SpMM's `spmm_device`): X and y may be whole buffers
+    /// ([`CudaSlice`]) or views into larger ones (`CudaView` / `CudaViewMut`, e.g.
+    /// `buf.slice(..)`).
+    pub fn spmv_device<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
     ) -> Result<(), Error> {
         self.check(x.len(), y.len())?;
         match &mut self.exec {
@@ -568,10 +596,10 @@ impl PreparedSpmv {
 
     /// Median per-call time in ms of the prepared product inside CUDA graphs of 20 calls
     /// (`samples` graph launches), on device buffers `x`, `y` (β = 0).
-    pub fn time_device(
+    pub fn time_device<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
-        x: &CudaSlice<f32>,
-        y: &mut CudaSlice<f32>,
+        x: &X,
+        y: &mut Y,
         samples: usize,
     ) -> Result<Timing, Error> {
         self.check(x.len(), y.len())?;
@@ -579,25 +607,11 @@ impl PreparedSpmv {
             .gpu
             .clone()
             .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
-        let (px, py) = {
-            let (px, _g) = x.device_ptr(gpu.stream());
-            let (py, _h) = y.device_ptr_mut(gpu.stream());
-            (px, py)
-        };
         let n = self.n;
         match &self.exec {
-            // SAFETY: x/y hold cols·n / rows·n f32 (checked) and are borrowed for the whole timing.
-            Exec::Ours(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                k.enqueue(s, 1.0, px, 0.0, py, n)
-            })?),
-            // SAFETY: as above.
-            Exec::Csr(k) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                k.enqueue(s, 1.0, px, 0.0, py, n)
-            })?),
-            // SAFETY: as above.
-            Exec::Cusparse(c) => Ok(time_graph(&gpu, 20, samples, |s| unsafe {
-                c.enqueue(s, 1.0, px, 0.0, py)
-            })?),
+            Exec::Ours(k) => Ok(time_spmv(&gpu, k.as_ref(), x, y, n, 20, samples)?),
+            Exec::Csr(k) => Ok(time_spmv(&gpu, k.as_ref(), x, y, n, 20, samples)?),
+            Exec::Cusparse(c) => Ok(time_spmv(&gpu, c.as_ref(), x, y, n, 20, samples)?),
             Exec::Cpu(_) => Err(Error::Unavailable("no GPU".into())),
         }
     }
@@ -690,6 +704,50 @@ mod tests {
                     },
                 };
                 assert_eq!(p.kernel(), &expect_cpu);
+            }
+        }
+    }
+
+    /// One 8-row tile mixing magnitudes 1e12 apart: f16 would flush its small rows to zero, so
+    /// an F16 preparation uses TF32 tiles (CPU reference of the layout) and meets the bound on
+    /// every row.
+    #[test]
+    fn f16_falls_back_where_one_tile_scale_cannot_hold_the_range() {
+        let mut t = Vec::new();
+        for r in 0..16u32 {
+            for k in 0..4u32 {
+                let mag = if r == 0 { 1.0e6 } else { 1.0e-6 };
+                t.push((r, (r * 5 + k * 3) % 16, mag * (1.0 + k as f32 / 4.0)));
+            }
+        }
+        let a = csr_from_triplets(16, 16, &t).unwrap();
+        let engine = Engine::cpu("test");
+        for tune in [true, false] {
+            let opts = SpmvOptions {
+                precision: SpmvPrecision::F16,
+                tune,
+                ..SpmvOptions::default()
+            };
+            let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+            assert_eq!(
+                p.kernel(),
+                &SpmvKernel::CpuBitBsr {
+                    storage: TileStorage::Tf32
+                }
+            );
+            let x: Vec<f32> = (0..16).map(|i| 1.0 + (i % 3) as f32).collect();
+            let mut y = vec![f32::NAN; 16];
+            p.spmv(1.0, &x, 0.0, &mut y).unwrap();
+            let want = spmm_f64(&a, &x, 1, 1, false);
+            let scale = spmm_f64(&a, &x, 1, 1, true);
+            for i in 0..16 {
+                assert!(
+                    (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                    "row {i}: {} want {}",
+                    y[i],
+                    want[i]
+                );
+                assert!(y[i] != 0.0, "row {i} flushed to zero");
             }
         }
     }

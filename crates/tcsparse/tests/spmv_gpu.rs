@@ -149,3 +149,96 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
         }
     }
 }
+
+/// One 8-row tile mixing magnitudes 1e12 apart on the GPU: an F16 preparation (tuned and not)
+/// keeps no f16 tiles, and every row, the small ones included, meets the F16 bound.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_spmv_never_flushes_a_tile_rows_small_rows() {
+    let gpu = Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    let engine = Engine::with_gpu(gpu);
+    let mut t = Vec::new();
+    for r in 0..2048u32 {
+        for k in 0..6u32 {
+            // Row 8·i of every tile-row at 1e6, the other seven at 1e-6.
+            let mag = if r % 8 == 0 { 1.0e6 } else { 1.0e-6 };
+            t.push((r, (r * 5 + k * 131) % 2048, mag * (1.0 + k as f32 / 8.0)));
+        }
+    }
+    let a = csr_from_triplets(2048, 2048, &t).unwrap();
+    let x: Vec<f32> = (0..2048).map(|i| 1.0 + (i % 5) as f32 / 4.0).collect();
+    let want = spmm_f64(&a, &x, 1, 1, false);
+    let scale = spmm_f64(&a, &x, 1, 1, true);
+    for tune in [false, true] {
+        let opts = SpmvOptions {
+            precision: SpmvPrecision::F16,
+            tune,
+            ..SpmvOptions::default()
+        };
+        let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+        if let SpmvKernel::BitBsr { storage, .. } = p.kernel() {
+            assert_ne!(*storage, TileStorage::F16, "f16 tiles kept (tune {tune})");
+        }
+        let mut y = vec![f32::NAN; 2048];
+        p.spmv(1.0, &x, 0.0, &mut y).unwrap();
+        for i in 0..2048 {
+            assert!(
+                (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                "tune {tune}, {:?}: row {i} = {} want {}",
+                p.kernel(),
+                y[i],
+                want[i]
+            );
+        }
+    }
+}
+
+/// `spmv_device` on views into larger buffers (X and y at offsets, the rest untouched) gives
+/// the host product, tuned (any kernel) and untuned.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_device_takes_views_into_larger_buffers() {
+    let gpu = Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    let engine = Engine::with_gpu(gpu.clone());
+    let mut t = Vec::new();
+    for r in 0..700u32 {
+        for k in 0..(r % 9) {
+            t.push((r, (r * 7 + k * 61) % 650, 1.0 - (k as f32) / 8.0));
+        }
+    }
+    let a = csr_from_triplets(700, 650, &t).unwrap();
+    for (n, tune) in [(1, true), (3, false), (8, true)] {
+        let opts = SpmvOptions {
+            rhs: n,
+            tune,
+            ..SpmvOptions::default()
+        };
+        let mut p = engine.prepare_spmv(&a, &opts).unwrap();
+        let x: Vec<f32> = (0..650 * n).map(|i| (i % 17) as f32 / 8.0 - 1.0).collect();
+        let mut want = vec![0f32; 700 * n];
+        p.spmv(1.0, &x, 0.0, &mut want).unwrap();
+        let (off_x, off_y) = (37, 101);
+        let mut xb = vec![f32::NAN; off_x + x.len() + 5];
+        xb[off_x..off_x + x.len()].copy_from_slice(&x);
+        let dx = gpu.upload(&xb).unwrap();
+        let mut dy = gpu.upload(&vec![-7f32; off_y + want.len() + 9]).unwrap();
+        {
+            let xv = dx.slice(off_x..off_x + x.len());
+            let mut yv = dy.slice_mut(off_y..off_y + want.len());
+            p.spmv_device(1.0, &xv, 0.0, &mut yv).unwrap();
+        }
+        let y = gpu.download(&dy).unwrap();
+        assert!(
+            y[..off_y]
+                .iter()
+                .chain(&y[off_y + want.len()..])
+                .all(|&v| v == -7.0)
+        );
+        let bound = SpmvPrecision::Tf32.bound();
+        let scale = spmm_f64(&a, &x, n, n, true);
+        for i in 0..want.len() {
+            let d = (y[off_y + i] as f64 - want[i] as f64).abs();
+            assert!(d <= 2.0 * bound * scale[i], "n {n} tune {tune}: y[{i}]");
+        }
+    }
+}

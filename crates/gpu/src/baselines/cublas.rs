@@ -25,12 +25,8 @@ pub struct Cublas {
 impl Cublas {
     /// Creates a handle bound to [`Gpu::stream`].
     pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        // SAFETY: only tries to dlopen libcublas by name.
-        if !unsafe { cb::is_culib_present() } {
-            return Err(GpuError::Unavailable(
-                "libcublas could not be loaded".into(),
-            ));
-        }
+        // (cudarc panics on a missing library or function: checked first.)
+        super::require_cublas()?;
         Ok(Self {
             blas: CudaBlas::new(gpu.stream().clone())?,
             math: None,

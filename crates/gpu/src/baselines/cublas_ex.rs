@@ -36,12 +36,8 @@ pub struct CublasEx {
 impl CublasEx {
     /// Creates a handle bound to [`Gpu::stream`].
     pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        // SAFETY: only tries to dlopen libcublas by name.
-        if !unsafe { cb::is_culib_present() } {
-            return Err(GpuError::Unavailable(
-                "libcublas could not be loaded".into(),
-            ));
-        }
+        // (cudarc panics on a missing library or function: checked first.)
+        super::require_cublas()?;
         Ok(Self {
             gpu: gpu.clone(),
             blas: CudaBlas::new(gpu.stream().clone())?,

@@ -33,12 +33,8 @@ unsafe impl Send for CusparseHandle {}
 impl CusparseHandle {
     /// Creates a handle and sets its stream to [`Gpu::stream`].
     pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        // SAFETY: only tries to dlopen libcusparse by name.
-        if !unsafe { cs::is_culib_present() } {
-            return Err(GpuError::Unavailable(
-                "libcusparse could not be loaded".into(),
-            ));
-        }
+        // (cudarc panics on a missing library or function: checked first.)
+        super::require_cusparse()?;
         gpu.context().bind_to_thread()?;
         let handle = cudarc::cusparse::result::create()
             .map_err(|e| GpuError::cusparse("cusparseCreate", e))?;
@@ -185,6 +181,9 @@ fn csr_descriptor(
     indices: &CudaSlice<u32>,
     values: &CudaSlice<f32>,
 ) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+    // (The first cuSPARSE call of a matrix, before any handle: cudarc panics on a missing
+    // library or function, so both are checked first.)
+    super::require_cusparse()?;
     let mut descr = std::ptr::null_mut();
     let s = gpu.stream();
     let (p, _g1) = indptr.device_ptr(s);

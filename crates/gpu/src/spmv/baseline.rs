@@ -306,12 +306,12 @@ impl CusparseSpmvGraphable {
     }
 
     /// Queues the product on the GPU's stream.
-    pub fn run(
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
     ) -> Result<(), GpuError> {
         if x.len() < self.a.cols() * self.n || y.len() < self.a.rows() * self.n {
             return Err(GpuError::Invalid(format!(
@@ -386,5 +386,32 @@ impl CusparseSpmvGraphable {
                 _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
+    }
+}
+
+impl super::graph::GraphSpmv for CusparseSpmvGraphable {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    /// `n` must be the value's own ([`CusparseSpmvGraphable::n`]): its descriptors are set up
+    /// for that width.
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if n != self.n {
+            return Err(GpuError::Invalid(format!(
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
+            )));
+        }
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y) }
     }
 }

@@ -21,14 +21,14 @@
 //! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
 //! work list; [`CsrSpmv::enqueue`] queues one call on any stream (for CUDA graphs).
 
-use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, result, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
 use tcsparse_formats::Csr;
 
 use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of, queue_on_gpu_stream};
 use crate::baselines::cusparse::CusparseCsr;
+use crate::launch::{Arg, Shape, launch_checked};
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::csr_work;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -112,19 +112,22 @@ const CSR_PARAMS: &[ParamKind] = &[
     ParamKind::F32, // beta
 ];
 
+/// `spmv_csr_fixup`'s parameters.
+const CSR_FIXUP_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // fix ({row, first item, end item} per split row)
+    ParamKind::U32, // num_fix
+    ParamKind::Ptr, // partial
+    ParamKind::Ptr, // y
+    ParamKind::U32, // n
+    ParamKind::F32, // beta
+];
+
 /// The `.entry` signatures of the CSR walk (checked against the PTX by a CPU test).
 pub const SIGNATURES: &[KernelSignature] = &{
     let mut s = [KernelSignature {
         module: KernelModule::Spmv,
         name: ENTRY_CSR_FIXUP,
-        params: &[
-            ParamKind::Ptr, // fix ({row, first item, end item} per split row)
-            ParamKind::U32, // num_fix
-            ParamKind::Ptr, // partial
-            ParamKind::Ptr, // y
-            ParamKind::U32, // n
-            ParamKind::F32, // beta
-        ],
+        params: CSR_FIXUP_PARAMS,
     }; 2 * MAX_RHS - 1];
     let mut i = 0;
     while i < MAX_RHS - 1 {
@@ -337,12 +340,12 @@ impl CsrSpmv {
     }
 
     /// Queues one call on the GPU's stream (X: `cols·n`, y: `rows·n` f32, lengths checked).
-    pub fn run(
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
         n: usize,
     ) -> Result<(), GpuError> {
         if x.len() < self.a.cols() * n || y.len() < self.a.rows() * n {
@@ -381,24 +384,17 @@ impl CsrSpmv {
         let g = &self.gpu;
         if self.work.num_items > 0 {
             let (indptr, indices, values) = self.a.buffers();
-            let (mut p_ptr, mut p_idx, mut p_val) =
-                (ptr_of(indptr, g), ptr_of(indices, g), ptr_of(values, g));
-            let mut w = ptr_of(&self.work.items, g);
-            let mut items = self.work.num_items;
-            let (mut xa, mut ya) = (x, y);
-            let mut partial = ptr_of(&self.work.partial, g);
-            let (mut al, mut be) = (alpha, beta);
-            let mut params: [*mut c_void; 10] = [
-                &mut p_ptr as *mut u64 as *mut c_void,
-                &mut p_idx as *mut u64 as *mut c_void,
-                &mut p_val as *mut u64 as *mut c_void,
-                &mut w as *mut u64 as *mut c_void,
-                &mut items as *mut u32 as *mut c_void,
-                &mut xa as *mut u64 as *mut c_void,
-                &mut ya as *mut u64 as *mut c_void,
-                &mut partial as *mut u64 as *mut c_void,
-                &mut al as *mut f32 as *mut c_void,
-                &mut be as *mut f32 as *mut c_void,
+            let args = [
+                Arg::Ptr(ptr_of(indptr, g)),
+                Arg::Ptr(ptr_of(indices, g)),
+                Arg::Ptr(ptr_of(values, g)),
+                Arg::Ptr(ptr_of(&self.work.items, g)),
+                Arg::U32(self.work.num_items),
+                Arg::Ptr(x),
+                Arg::Ptr(y),
+                Arg::Ptr(ptr_of(&self.work.partial, g)),
+                Arg::F32(alpha),
+                Arg::F32(beta),
             ];
             // SAFETY: (1) parameter types and order match `spmv_csr{n}` / `spmv_csrrows{n}`
             // (SIGNATURES, checked against the PTX by a CPU test), the entry of this walk and n. (2) Reads in bounds: the CSR
@@ -411,28 +407,28 @@ impl CsrSpmv {
             // (allocated when any row is split, the only case that writes it); no concurrent call
             // (caller's contract).
             unsafe {
-                result::launch_kernel(
-                    func.cu_function(),
-                    (items.div_ceil(WARPS_PER_BLOCK), 1, 1),
-                    (32, WARPS_PER_BLOCK, 1),
-                    0,
+                launch_checked(
+                    func,
+                    self.kernel_name(n)?,
+                    CSR_PARAMS,
+                    Shape {
+                        grid: (self.work.num_items.div_ceil(WARPS_PER_BLOCK), 1, 1),
+                        block: (32, WARPS_PER_BLOCK, 1),
+                        shared_bytes: 0,
+                    },
                     stream,
-                    &mut params,
+                    &args,
                 )
             }?;
         }
         if self.work.num_fix > 0 {
-            let mut fix = ptr_of(&self.work.fix, g);
-            let mut nf = self.work.num_fix;
-            let mut part = ptr_of(&self.work.partial, g);
-            let (mut ya, mut nn, mut be) = (y, n as u32, beta);
-            let mut params: [*mut c_void; 6] = [
-                &mut fix as *mut u64 as *mut c_void,
-                &mut nf as *mut u32 as *mut c_void,
-                &mut part as *mut u64 as *mut c_void,
-                &mut ya as *mut u64 as *mut c_void,
-                &mut nn as *mut u32 as *mut c_void,
-                &mut be as *mut f32 as *mut c_void,
+            let args = [
+                Arg::Ptr(ptr_of(&self.work.fix, g)),
+                Arg::U32(self.work.num_fix),
+                Arg::Ptr(ptr_of(&self.work.partial, g)),
+                Arg::Ptr(y),
+                Arg::U32(n as u32),
+                Arg::F32(beta),
             ];
             let threads = u64::from(self.work.num_fix) * n as u64;
             // SAFETY: types and order match `spmv_csr_fixup(const u32*, u32, const float*, float*,
@@ -441,17 +437,40 @@ impl CsrSpmv {
             // (checked by `load`), y rows·n (caller's contract); one thread per (row, RHS), extra
             // threads exit; same stream as the walk, so the partials are complete.
             unsafe {
-                result::launch_kernel(
-                    self.fixup.cu_function(),
-                    (threads.div_ceil(256) as u32, 1, 1),
-                    (256, 1, 1),
-                    0,
+                launch_checked(
+                    &self.fixup,
+                    ENTRY_CSR_FIXUP,
+                    CSR_FIXUP_PARAMS,
+                    Shape {
+                        grid: (threads.div_ceil(256) as u32, 1, 1),
+                        block: (256, 1, 1),
+                        shared_bytes: 0,
+                    },
                     stream,
-                    &mut params,
+                    &args,
                 )
             }?;
         }
         Ok(())
+    }
+}
+
+impl super::graph::GraphSpmv for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
     }
 }
 

@@ -7,7 +7,7 @@
 //! queued on it must use raw pointers and raw launches: [`crate::spmv::BitBsrSpmv::enqueue`] and
 //! [`crate::spmv::baseline::CusparseSpmvGraphable::enqueue`] do.
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
 use crate::{Gpu, GpuError, Timing};
 
@@ -156,4 +156,64 @@ pub fn time_graph(
     }
     drop(g);
     Timing::from_samples(r?).ok_or_else(|| GpuError::Invalid("no timing samples".into()))
+}
+
+/// A prepared SpMV `y = α·A·X + β·y` (X: `cols × n`, y: `rows × n`, row-major f32) whose call
+/// can be queued on any stream of its context with raw launches, so that it can be captured in a
+/// graph: [`crate::spmv::BitBsrSpmv`], [`crate::spmv::csr::CsrSpmv`] and
+/// [`crate::spmv::baseline::CusparseSpmvGraphable`]. Callers outside this crate use the safe
+/// [`time_spmv`].
+pub trait GraphSpmv {
+    /// Rows and columns of A.
+    fn shape(&self) -> (usize, usize);
+
+    /// Queues one call on `stream`.
+    ///
+    /// # Safety
+    /// As the implementor's `enqueue`: `x` points at `cols·n` and `y` at `rows·n` f32 of this
+    /// context that stay alive and are not written by others until the call completes; `stream`
+    /// is a live stream of this context ordered after the value's uploads; no other call of the
+    /// value runs concurrently.
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError>;
+}
+
+/// Times `op` (`y = A·X`, α = 1, β = 0, `n` right-hand sides) on `x` and `y` inside CUDA graphs
+/// of `launches` calls, as [`time_graph`]: the lengths are checked first, and both buffers stay
+/// borrowed for the whole timing (the GPU's stream, where they were written, is synchronised
+/// first; the timing synchronises its own stream before it returns).
+pub fn time_spmv<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
+    gpu: &Gpu,
+    op: &dyn GraphSpmv,
+    x: &X,
+    y: &mut Y,
+    n: usize,
+    launches: usize,
+    samples: usize,
+) -> Result<Timing, GpuError> {
+    let (rows, cols) = op.shape();
+    if n == 0 || x.len() < cols.saturating_mul(n) || y.len() < rows.saturating_mul(n) {
+        return Err(GpuError::Invalid(format!(
+            "SpMV timing with n = {n} needs X of {cols}·{n} and y of {rows}·{n} elements, got {} and {}",
+            x.len(),
+            y.len()
+        )));
+    }
+    let (px, _gx) = x.device_ptr(gpu.stream());
+    let (py, _gy) = y.device_ptr_mut(gpu.stream());
+    // SAFETY: x and y hold cols·n and rows·n f32 (checked above) of the GPU's context and stay
+    // borrowed (with their stream guards) until `time_graph` has synchronised its stream;
+    // `time_graph` synchronises the GPU's stream before capturing, which orders every call after
+    // the value's uploads; `op` is borrowed shared here, and its implementors take `&mut self`
+    // for anything that changes what a call reads.
+    time_graph(gpu, launches, samples, |s| unsafe {
+        op.enqueue_raw(s, 1.0, px, 0.0, py, n)
+    })
 }

@@ -26,13 +26,13 @@ pub mod baseline;
 pub mod csr;
 pub mod graph;
 
-use std::ffi::c_void;
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, result, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
 use tcsparse_planner::wave::spmv_wave_chunk;
 
+use crate::launch::{Arg, Shape, launch_checked};
 use crate::schedule::upload_nonempty;
 use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -328,27 +328,33 @@ const OTHER_SIGNATURES: [KernelSignature; 6] = [
     KernelSignature {
         module: KernelModule::Spmv,
         name: ENTRY_X16,
-        params: &[
-            ParamKind::Ptr, // x
-            ParamKind::U32, // k
-            ParamKind::U32, // n
-            ParamKind::Ptr, // x16
-            ParamKind::Ptr, // xs
-        ],
+        params: X16_PARAMS,
     },
     KernelSignature {
         module: KernelModule::Spmv,
         name: ENTRY_FIXUP,
-        params: &[
-            ParamKind::Ptr, // fix
-            ParamKind::U32, // num_fix
-            ParamKind::Ptr, // partial
-            ParamKind::Ptr, // y
-            ParamKind::U32, // rows
-            ParamKind::U32, // n
-            ParamKind::F32, // beta
-        ],
+        params: FIXUP_PARAMS,
     },
+];
+
+/// `spmv_x16`'s parameters.
+const X16_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // x
+    ParamKind::U32, // k
+    ParamKind::U32, // n
+    ParamKind::Ptr, // x16
+    ParamKind::Ptr, // xs
+];
+
+/// `spmv_fixup`'s parameters.
+const FIXUP_PARAMS: &[ParamKind] = &[
+    ParamKind::Ptr, // fix
+    ParamKind::U32, // num_fix
+    ParamKind::Ptr, // partial
+    ParamKind::Ptr, // y
+    ParamKind::U32, // rows
+    ParamKind::U32, // n
+    ParamKind::F32, // beta
 ];
 
 /// Every walk's signature ([`WALK_PARAMS`]): the one-RHS walks ([`CORE_ENTRIES`]), then the
@@ -513,10 +519,10 @@ impl std::fmt::Debug for BitBsrSpmv {
 /// Calls `enqueue(stream, x, y)` with the GPU's stream and the raw pointers of `x` and `y`, both
 /// borrowed (their stream guards held) until it returns: the `run` of each SpMV product, whose
 /// `enqueue` queues on that stream.
-fn queue_on_gpu_stream(
+fn queue_on_gpu_stream<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
     gpu: &Gpu,
-    x: &CudaSlice<f32>,
-    y: &mut CudaSlice<f32>,
+    x: &X,
+    y: &mut Y,
     enqueue: impl FnOnce(sys::CUstream, u64, u64) -> Result<(), GpuError>,
 ) -> Result<(), GpuError> {
     let s = gpu.stream().clone();
@@ -834,13 +840,14 @@ impl BitBsrSpmv {
         Ok(())
     }
 
-    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major).
-    pub fn run(
+    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major):
+    /// whole buffers ([`CudaSlice`]) or views into larger ones (`CudaView`, `CudaViewMut`).
+    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        x: &X,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        y: &mut Y,
         n: usize,
     ) -> Result<(), GpuError> {
         self.check_n(n, x.len(), y.len())?;
@@ -879,88 +886,87 @@ impl BitBsrSpmv {
         let (rows, cols, n32) = (self.rows as u32, self.cols as u32, n as u32);
         let core = self.uses_core(n);
         let f16 = self.storage == TileStorage::F16 && !core;
-        let (mut p_x16, mut p_xs) = (ptr_of(&self.x16, g), ptr_of(&self.xs, g));
+        let (p_x16, p_xs) = (ptr_of(&self.x16, g), ptr_of(&self.xs, g));
         let mut x_in = x;
         if f16 {
             let segs = self.cols.div_ceil(8) as u64 * n as u64;
             if segs > 0 {
-                let mut x_arg = x;
-                let mut k = cols;
-                let mut nn = n32;
-                let mut params: [*mut c_void; 5] = [
-                    &mut x_arg as *mut u64 as *mut c_void,
-                    &mut k as *mut u32 as *mut c_void,
-                    &mut nn as *mut u32 as *mut c_void,
-                    &mut p_x16 as *mut u64 as *mut c_void,
-                    &mut p_xs as *mut u64 as *mut c_void,
+                let args = [
+                    Arg::Ptr(x),
+                    Arg::U32(cols),
+                    Arg::U32(n32),
+                    Arg::Ptr(p_x16),
+                    Arg::Ptr(p_xs),
                 ];
-                // SAFETY: parameter types/order match `spmv_x16(const float*, u32, u32, u32*,
-                // float*)` (SIGNATURES); the kernel reads x[r·n + j] for r < K, j < n (caller's
+                // SAFETY: `spmv_x16(const float*, u32, u32, u32*, float*)` (X16_PARAMS, the
+                // signature table's); the kernel reads x[r·n + j] for r < K, j < n (caller's
                 // contract) and writes segs·4·n ≤ x16.len() and segs·n ≤ xs.len() elements
                 // (allocated for MAX_RHS ≥ n); one thread per (segment, RHS), extra threads exit.
                 unsafe {
-                    result::launch_kernel(
-                        self.x16_fn.cu_function(),
-                        (segs.div_ceil(256) as u32, 1, 1),
-                        (256, 1, 1),
-                        0,
+                    launch_checked(
+                        &self.x16_fn,
+                        ENTRY_X16,
+                        X16_PARAMS,
+                        Shape {
+                            grid: (segs.div_ceil(256) as u32, 1, 1),
+                            block: (256, 1, 1),
+                            shared_bytes: 0,
+                        },
                         stream,
-                        &mut params,
+                        &args,
                     )
                 }?;
             }
             x_in = p_x16;
         }
-        let mut a_tiles = ptr_of(&self.tiles, g);
-        let mut a_vals = match &self.values {
+        let a_tiles = ptr_of(&self.tiles, g);
+        let a_vals = match &self.values {
             DeviceValues::F16(v) => ptr_of(v, g),
             DeviceValues::F32(v) => ptr_of(v, g),
         };
-        let mut a_scale = ptr_of(&self.row_scale, g);
-        let mut a_ptr = ptr_of(&self.ptr, g);
-        let mut w_items = ptr_of(&self.work.items, g);
-        let mut items = self.work.num_items;
-        let mut partial = ptr_of(&self.work.partial, g);
-        let mut split = ptr_of(&self.work.split, g);
+        let a_scale = ptr_of(&self.row_scale, g);
+        let a_ptr = ptr_of(&self.ptr, g);
+        let w_items = ptr_of(&self.work.items, g);
+        let items = self.work.num_items;
+        let partial = ptr_of(&self.work.partial, g);
+        let split = ptr_of(&self.work.split, g);
         // The walks sum their split rows themselves (the row's last chunk) at n = 1; at n ≥ 2 a
         // null count leaves them to spmv_fixup, as the MMA kernels do (the in-walk sum made the
         // n = 8 walks 40-80 % slower on small matrices with split rows, H200, f20e728).
         let walk_fixes = core && n == 1;
-        let mut count = if walk_fixes {
+        let count = if walk_fixes {
             ptr_of(&self.work.count, g)
         } else {
             0
         };
-        let (mut xa, mut xsa, mut ya) = (x_in, p_xs, y);
-        let (mut r, mut c, mut nn, mut al, mut be) = (rows, cols, n32, alpha, beta);
         if items > 0 {
-            let mut params: [*mut c_void; 17] = [
-                &mut a_tiles as *mut u64 as *mut c_void,
-                &mut a_vals as *mut u64 as *mut c_void,
-                &mut a_scale as *mut u64 as *mut c_void,
-                &mut a_ptr as *mut u64 as *mut c_void,
-                &mut w_items as *mut u64 as *mut c_void,
-                &mut items as *mut u32 as *mut c_void,
-                &mut xa as *mut u64 as *mut c_void,
-                &mut xsa as *mut u64 as *mut c_void,
-                &mut ya as *mut u64 as *mut c_void,
-                &mut partial as *mut u64 as *mut c_void,
-                &mut r as *mut u32 as *mut c_void,
-                &mut c as *mut u32 as *mut c_void,
-                &mut nn as *mut u32 as *mut c_void,
-                &mut al as *mut f32 as *mut c_void,
-                &mut be as *mut f32 as *mut c_void,
-                &mut split as *mut u64 as *mut c_void,
-                &mut count as *mut u64 as *mut c_void,
+            let args = [
+                Arg::Ptr(a_tiles),
+                Arg::Ptr(a_vals),
+                Arg::Ptr(a_scale),
+                Arg::Ptr(a_ptr),
+                Arg::Ptr(w_items),
+                Arg::U32(items),
+                Arg::Ptr(x_in),
+                Arg::Ptr(p_xs),
+                Arg::Ptr(y),
+                Arg::Ptr(partial),
+                Arg::U32(rows),
+                Arg::U32(cols),
+                Arg::U32(n32),
+                Arg::F32(alpha),
+                Arg::F32(beta),
+                Arg::Ptr(split),
+                Arg::Ptr(count),
             ];
             // The MMA kernels take the first 15 (MAIN_PARAMS), the walks all 17 (WALK_PARAMS).
-            let (func, grid, nparams) = if let Some((f, per_block)) = self.core_fn(n)? {
-                (f, (2 * items).div_ceil(per_block), 17)
+            let (func, grid, params) = if let Some((f, per_block)) = self.core_fn(n)? {
+                (f, (2 * items).div_ceil(per_block), &WALK_PARAMS[..])
             } else {
                 (
                     &self.main[usize::from(n > 1)],
                     items.div_ceil(WARPS_PER_BLOCK),
-                    15,
+                    MAIN_PARAMS,
                 )
             };
             // SAFETY: (1) parameter types/order match the main kernels' entries (SIGNATURES,
@@ -989,31 +995,31 @@ impl BitBsrSpmv {
             // value's scratch (partial, count, x16, xs), which no concurrent call uses (caller's
             // contract; the counts are back to 0 when a call completes).
             unsafe {
-                result::launch_kernel(
-                    func.cu_function(),
-                    (grid, 1, 1),
-                    (32, WARPS_PER_BLOCK, 1),
-                    0,
+                launch_checked(
+                    func,
+                    self.kernel_name(n),
+                    params,
+                    Shape {
+                        grid: (grid, 1, 1),
+                        block: (32, WARPS_PER_BLOCK, 1),
+                        shared_bytes: 0,
+                    },
                     stream,
-                    &mut params[..nparams],
+                    &args[..params.len()],
                 )
             }?;
         }
         // The walks at n = 1 sum their split rows themselves (the row's last chunk); the MMA
         // kernels and the walks at n ≥ 2 leave it to spmv_fixup.
         if self.work.num_fix > 0 && !walk_fixes {
-            let mut fix = ptr_of(&self.work.fix, g);
-            let mut nf = self.work.num_fix;
-            let mut part = ptr_of(&self.work.partial, g);
-            let (mut ya, mut r, mut nn, mut be) = (y, rows, n32, beta);
-            let mut params: [*mut c_void; 7] = [
-                &mut fix as *mut u64 as *mut c_void,
-                &mut nf as *mut u32 as *mut c_void,
-                &mut part as *mut u64 as *mut c_void,
-                &mut ya as *mut u64 as *mut c_void,
-                &mut r as *mut u32 as *mut c_void,
-                &mut nn as *mut u32 as *mut c_void,
-                &mut be as *mut f32 as *mut c_void,
+            let args = [
+                Arg::Ptr(ptr_of(&self.work.fix, g)),
+                Arg::U32(self.work.num_fix),
+                Arg::Ptr(ptr_of(&self.work.partial, g)),
+                Arg::Ptr(y),
+                Arg::U32(rows),
+                Arg::U32(n32),
+                Arg::F32(beta),
             ];
             let threads = self.work.num_fix as u64 * 8 * n as u64;
             // SAFETY: types/order match `spmv_fixup(const u32*, u32, const float*, float*, u32,
@@ -1021,17 +1027,40 @@ impl BitBsrSpmv {
             // rows ≥ M are skipped, y holds rows·n (caller's contract); same stream as the main
             // kernel, so the partials are complete.
             unsafe {
-                result::launch_kernel(
-                    self.fixup.cu_function(),
-                    (threads.div_ceil(256) as u32, 1, 1),
-                    (256, 1, 1),
-                    0,
+                launch_checked(
+                    &self.fixup,
+                    ENTRY_FIXUP,
+                    FIXUP_PARAMS,
+                    Shape {
+                        grid: (threads.div_ceil(256) as u32, 1, 1),
+                        block: (256, 1, 1),
+                        shared_bytes: 0,
+                    },
                     stream,
-                    &mut params,
+                    &args,
                 )
             }?;
         }
         Ok(())
+    }
+}
+
+impl graph::GraphSpmv for BitBsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    unsafe fn enqueue_raw(
+        &self,
+        stream: sys::CUstream,
+        alpha: f32,
+        x: u64,
+        beta: f32,
+        y: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the trait's contract is `enqueue`'s.
+        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
     }
 }
 

@@ -20,9 +20,23 @@ pub fn datasets_dir() -> Option<PathBuf> {
         .filter(|p| p.is_dir())
 }
 
-/// The `.mtx.gz` files of at most `max_bytes` each, sorted. A missing folder fails the test unless
-/// the run allows the skip (`TCSPARSE_ALLOW_MISSING_DATA=1`, and neither `TCSPARSE_REQUIRE_GPU=1`
-/// nor `TCSPARSE_REQUIRE_DATA=1`); then it gives none, after a note and, where
+/// `TCSPARSE_DATASETS_ONLY`: a comma-separated list of dataset names (`cora,west0067`) that the
+/// tests keep to (the bundle's compute-sanitizer mode sets it for its slow tools); unset or empty:
+/// every dataset.
+pub fn datasets_only() -> Option<Vec<String>> {
+    let v = std::env::var("TCSPARSE_DATASETS_ONLY").ok()?;
+    let names: Vec<String> = v
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    (!names.is_empty()).then_some(names)
+}
+
+/// The `.mtx.gz` files of at most `max_bytes` each (only those of [`datasets_only`] when set),
+/// sorted. A missing folder fails the test unless the run allows the skip
+/// (`TCSPARSE_ALLOW_MISSING_DATA=1`, and neither `TCSPARSE_REQUIRE_GPU=1` nor
+/// `TCSPARSE_REQUIRE_DATA=1`); then it gives none, after a note and, where
 /// `TCSPARSE_DATA_SKIP_LOG` names a file, a line with the test's name appended to it.
 pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
     let Some(dir) = datasets_dir() else {
@@ -53,6 +67,7 @@ pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
         }
         return Vec::new();
     };
+    let only = datasets_only();
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("dataset folder readable")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -60,6 +75,7 @@ pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
             p.to_string_lossy().ends_with(".mtx.gz")
                 && p.metadata().is_ok_and(|m| m.len() <= max_bytes)
         })
+        .filter(|p| only.as_ref().is_none_or(|o| o.contains(&dataset_name(p))))
         .collect();
     v.sort();
     assert!(!v.is_empty(), "no .mtx.gz in {}", dir.display());
