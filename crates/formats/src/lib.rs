@@ -18,6 +18,7 @@ pub mod bitbsr_device;
 pub mod bittcf;
 pub mod cache;
 pub mod csr;
+pub mod file;
 pub mod generate;
 pub mod hrpb;
 pub mod limits;
