@@ -577,6 +577,8 @@ struct Blocks<R> {
     done: bool,
     /// Bytes read at a time.
     block: usize,
+    /// Buffers the parser is done with, reused so that each block does not fault in fresh pages.
+    recycled: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
 }
 
 impl<R: Read> Iterator for Blocks<R> {
@@ -590,7 +592,19 @@ impl<R: Read> Iterator for Blocks<R> {
             if self.done {
                 return None;
             }
-            let mut buf = Vec::with_capacity(self.carry.len() + self.block);
+            // Room for a carried line (at most MAX_LINE_BYTES) and a block, so that a recycled
+            // buffer never grows.
+            let room = self
+                .block
+                .saturating_add(self.block.min(MAX_LINE_BYTES as usize + 1));
+            let mut buf = match self.recycled.as_ref().and_then(|r| r.try_recv().ok()) {
+                Some(mut b) => {
+                    b.clear();
+                    b.reserve(room.max(self.carry.len() + self.block));
+                    b
+                }
+                None => Vec::with_capacity(room.max(self.carry.len() + self.block)),
+            };
             buf.append(&mut self.carry);
             let read = (&mut self.reader)
                 .take(self.block as u64)
@@ -635,6 +649,7 @@ impl<R> Blocks<R> {
             pending: None,
             done: false,
             block: chunking.block,
+            recycled: None,
         }
     }
 }
@@ -761,7 +776,27 @@ struct Piece {
 }
 
 fn parse_piece(bytes: &[u8], h: &Header, buckets: &RowBuckets) -> Piece {
-    let mut t: Vec<(u32, u32, f32)> = Vec::with_capacity(bytes.len() / 16);
+    thread_local! {
+        /// Triplets of the piece being parsed, reused by the thread's next piece (a fresh vector
+        /// per piece faults in fresh pages; the run keeps an exact copy).
+        static SCRATCH: std::cell::RefCell<Vec<(u32, u32, f32)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut t) => {
+            t.clear();
+            parse_piece_into(bytes, h, buckets, &mut t)
+        }
+        Err(_) => parse_piece_into(bytes, h, buckets, &mut Vec::new()),
+    })
+}
+
+fn parse_piece_into(
+    bytes: &[u8],
+    h: &Header,
+    buckets: &RowBuckets,
+    t: &mut Vec<(u32, u32, f32)>,
+) -> Piece {
     let (mut entries, mut lines, mut failed) = (0u64, 0u64, false);
     let mut rest = bytes;
     while let Some(line) = next_line(&mut rest) {
@@ -791,7 +826,7 @@ fn parse_piece(bytes: &[u8], h: &Header, buckets: &RowBuckets) -> Piece {
         run: if failed {
             BucketedRun::default()
         } else {
-            BucketedRun::from_vec(t, buckets)
+            BucketedRun::new(t, buckets)
         },
         entries,
         lines,
@@ -861,6 +896,7 @@ fn parse_body(
     mut line: u64,
     blocks: impl Iterator<Item = Block>,
     piece: usize,
+    recycle: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
 ) -> Result<(Csr, u64), MtxError> {
     let buckets = RowBuckets::new(h.rows as usize);
     let mut runs: Vec<BucketedRun> = Vec::new();
@@ -891,6 +927,10 @@ fn parse_body(
             if !piece.run.is_empty() {
                 runs.push(piece.run);
             }
+        }
+        drop(cut);
+        if let Some(r) = &recycle {
+            let _ = r.try_send(text);
         }
         tracing::debug!(entries = found, of = h.entries, line, "reading entries");
     }
@@ -939,7 +979,7 @@ fn parse_inline<R: BufRead>(
 ) -> Result<(Csr, u64), MtxError> {
     let (h, lines) = parse_start(reader, limits)?;
     let blocks = Blocks::new(lines.reader, chunking);
-    let (csr, body) = parse_body(&h, lines.line, blocks, chunking.piece)?;
+    let (csr, body) = parse_body(&h, lines.line, blocks, chunking.piece, None)?;
     Ok((csr, lines.bytes + body))
 }
 
@@ -951,7 +991,9 @@ fn parse_prefetched<R: BufRead + Send>(
     chunking: Chunking,
 ) -> Result<(Csr, u64), MtxError> {
     let (h, lines) = parse_start(reader, limits)?;
-    let blocks = Blocks::new(lines.reader, chunking);
+    let mut blocks = Blocks::new(lines.reader, chunking);
+    let (back, recycled) = std::sync::mpsc::sync_channel(2);
+    blocks.recycled = Some(recycled);
     let (csr, body) = std::thread::scope(|s| {
         // One block in the channel, one being read, one being parsed.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -962,7 +1004,7 @@ fn parse_prefetched<R: BufRead + Send>(
                 }
             }
         });
-        parse_body(&h, lines.line, rx.into_iter(), chunking.piece)
+        parse_body(&h, lines.line, rx.into_iter(), chunking.piece, Some(back))
     })?;
     Ok((csr, lines.bytes + body))
 }
