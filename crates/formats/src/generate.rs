@@ -490,14 +490,11 @@ fn check_rate(rate: f64) -> Result<(), GenError> {
 /// once per distance (n times); the rows are then copied from that table in parallel, so the
 /// work is a memory write of the matrix.
 fn dense(n: usize, limits: &Limits, f: impl Fn(usize) -> f64 + Sync) -> Result<Vec<f32>, GenError> {
-    let len = n
-        .checked_mul(n)
-        .filter(|&l| l.checked_mul(4).is_some())
-        .ok_or_else(|| GenError::TooLarge(format!("a dense {n} × {n} matrix")))?;
-    limits.check(
-        || format!("a dense {n} × {n} matrix (f32)"),
-        crate::limits::bytes_of(len as u64, 4),
-    )?;
+    // 4·n² bytes, saturating: a size past the address space is over any budget (the check also
+    // caps an allocation at isize::MAX bytes), so n * n below cannot overflow.
+    let need = crate::limits::bytes_of(crate::limits::bytes_of(n as u64, n as u64), 4);
+    limits.check(|| format!("a dense {n} × {n} matrix (f32)"), need)?;
+    let len = n * n;
     let table: Vec<f32> = (0..n).into_par_iter().map(|d| f(d) as f32).collect();
     let mut out = vec![0f32; len];
     if n == 0 {
