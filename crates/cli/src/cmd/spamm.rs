@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use tcsparse::formats::generate::{GeneratorSpec, algebraic_decay_dense, exponential_decay_dense};
+use tcsparse::formats::Limits;
+use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::gpu::spamm::SpammBlock;
 use tcsparse::spamm::{
     DenseRef, DeviceSet, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm,
@@ -161,9 +162,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (a, b, m, k, n, what) = match (&args.generator, &args.a) {
         (Some(spec), _) => {
             let spec: GeneratorSpec = spec.parse()?;
+            // A and B (a copy of A) each get half of the memory budget, checked before either
+            // is allocated.
+            let half = Limits::new((Limits::global().max_bytes() / 2).max(1));
             let (data, n) = match spec {
-                GeneratorSpec::Algebraic { n } => (algebraic_decay_dense(n), n),
-                GeneratorSpec::Exponential { n, rate } => (exponential_decay_dense(n, rate), n),
+                GeneratorSpec::Algebraic { .. } | GeneratorSpec::Exponential { .. } => {
+                    spec.build_dense(&half)?
+                }
                 other => bail!("--gen takes algebraic: or exponential:, not {other}"),
             };
             (data.clone(), data, n, n, n, spec.to_string())
