@@ -268,7 +268,14 @@ pub fn read_matrix_market_with_report(
         let gz = flate2::bufread::MultiGzDecoder::new(reader);
         parse_prefetched(BufReader::with_capacity(1 << 20, gz), &limits, CHUNKING)?
     } else {
-        parse_prefetched(reader, &limits, CHUNKING)?
+        #[cfg(unix)]
+        {
+            parse_file(reader.get_ref(), file_bytes, &limits, CHUNKING)?
+        }
+        #[cfg(not(unix))]
+        {
+            parse_prefetched(reader, &limits, CHUNKING)?
+        }
     };
     let report = ReadReport {
         file_bytes,
@@ -581,7 +588,57 @@ struct Blocks<R> {
     recycled: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
 }
 
-impl<R: Read> Iterator for Blocks<R> {
+/// Where the blocks come from.
+trait Fill {
+    /// Appends up to `max` bytes to `buf`; fewer only at the end of the input.
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize>;
+}
+
+/// Any reader, read on one thread (a gzip stream is inflated here).
+struct Stream<R>(R);
+
+impl<R: Read> Fill for Stream<R> {
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        (&mut self.0).take(max as u64).read_to_end(buf)
+    }
+}
+
+/// A regular file's bytes `offset..end`, each block read by positional reads of 1 MiB on every
+/// core (a single thread's copy out of the page cache would bound the rate).
+#[cfg(unix)]
+struct Positional<'a> {
+    file: &'a File,
+    offset: u64,
+    end: u64,
+}
+
+#[cfg(unix)]
+impl Fill for Positional<'_> {
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        const PART: usize = 1 << 20;
+        let n = (max as u64).min(self.end.saturating_sub(self.offset)) as usize;
+        let start = buf.len();
+        buf.resize(start + n, 0);
+        let (file, offset) = (self.file, self.offset);
+        let parts: Vec<io::Result<()>> = buf[start..]
+            .par_chunks_mut(PART)
+            .enumerate()
+            .map(|(i, c)| file.read_exact_at(c, offset + (i * PART) as u64))
+            .collect();
+        // As a sequential read: the parts before the first failure are kept.
+        if let Some(i) = parts.iter().position(Result::is_err) {
+            buf.truncate(start + i * PART);
+            self.offset = self.end;
+            let e = parts.into_iter().nth(i).and_then(Result::err);
+            return Err(e.unwrap_or_else(|| io::Error::other("read failed")));
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+impl<S: Fill> Iterator for Blocks<S> {
     type Item = Block;
 
     fn next(&mut self) -> Option<Block> {
@@ -606,9 +663,7 @@ impl<R: Read> Iterator for Blocks<R> {
                 None => Vec::with_capacity(room.max(self.carry.len() + self.block)),
             };
             buf.append(&mut self.carry);
-            let read = (&mut self.reader)
-                .take(self.block as u64)
-                .read_to_end(&mut buf);
+            let read = self.reader.fill(&mut buf, self.block);
             match read {
                 Ok(n) if n < self.block => {
                     // The end of the input: what is left is the last line.
@@ -978,7 +1033,7 @@ fn parse_inline<R: BufRead>(
     chunking: Chunking,
 ) -> Result<(Csr, u64), MtxError> {
     let (h, lines) = parse_start(reader, limits)?;
-    let blocks = Blocks::new(lines.reader, chunking);
+    let blocks = Blocks::new(Stream(lines.reader), chunking);
     let (csr, body) = parse_body(&h, lines.line, blocks, chunking.piece, None)?;
     Ok((csr, lines.bytes + body))
 }
@@ -991,10 +1046,44 @@ fn parse_prefetched<R: BufRead + Send>(
     chunking: Chunking,
 ) -> Result<(Csr, u64), MtxError> {
     let (h, lines) = parse_start(reader, limits)?;
-    let mut blocks = Blocks::new(lines.reader, chunking);
+    let blocks = Blocks::new(Stream(lines.reader), chunking);
+    let (csr, body) = prefetched(&h, lines.line, blocks, chunking)?;
+    Ok((csr, lines.bytes + body))
+}
+
+/// Parses a plain Matrix Market file of `len` bytes: the header through a buffered reader, the
+/// body in blocks read with positional reads on every core by a thread of their own.
+#[cfg(unix)]
+fn parse_file(
+    file: &File,
+    len: u64,
+    limits: &Limits,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
+    // The gzip check read ahead through the file's cursor: the header starts at byte 0.
+    let mut at_start = file;
+    io::Seek::seek(&mut at_start, io::SeekFrom::Start(0))
+        .map_err(|source| MtxError::Io { line: 1, source })?;
+    let (h, lines) = parse_start(BufReader::with_capacity(64 << 10, at_start), limits)?;
+    let source = Positional {
+        file,
+        offset: lines.bytes,
+        end: len,
+    };
+    let (csr, body) = prefetched(&h, lines.line, Blocks::new(source, chunking), chunking)?;
+    Ok((csr, lines.bytes + body))
+}
+
+/// [`parse_body`] with the blocks produced by a thread of their own, one block ahead.
+fn prefetched<S: Fill + Send>(
+    h: &Header,
+    line: u64,
+    mut blocks: Blocks<S>,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
     let (back, recycled) = std::sync::mpsc::sync_channel(2);
     blocks.recycled = Some(recycled);
-    let (csr, body) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         // One block in the channel, one being read, one being parsed.
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         s.spawn(move || {
@@ -1004,9 +1093,8 @@ fn parse_prefetched<R: BufRead + Send>(
                 }
             }
         });
-        parse_body(&h, lines.line, rx.into_iter(), chunking.piece, Some(back))
-    })?;
-    Ok((csr, lines.bytes + body))
+        parse_body(h, line, rx.into_iter(), chunking.piece, Some(back))
+    })
 }
 
 /// [`read_matrix_market_from_with`] with the body cut into blocks of `block_bytes` read at a time

@@ -244,6 +244,34 @@ fn errors_deep_in_a_file_of_many_pieces_name_their_line() {
             );
         }
     }
+    // From a file on disk (positional reads of 1 MiB parts), the same lines.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("io_mtx_parallel");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("deep_error.mtx");
+    for k in [3, 40_001, n - 1] {
+        let mut bad = lines.clone();
+        bad[k] = b"1 1 x".to_vec();
+        std::fs::write(&p, join(&bad)).unwrap();
+        let e = mtx::read_matrix_market(&p).unwrap_err();
+        assert!(
+            matches!(e, MtxError::Parse { line, .. } if line == k as u64 + 1),
+            "file, line {}: {e}",
+            k + 1
+        );
+    }
+    std::fs::write(&p, join(&lines[..50_000])).unwrap();
+    let e = mtx::read_matrix_market(&p).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MtxError::TooFewEntries {
+                line: 50_000,
+                found: 49_997,
+                ..
+            }
+        ),
+        "{e}"
+    );
     // One entry fewer declared: the last entry line is the first surplus one.
     let mut fewer = lines.clone();
     let size = String::from_utf8(fewer[2].clone()).unwrap();
