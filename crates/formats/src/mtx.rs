@@ -237,9 +237,10 @@ pub fn read_matrix_with_report(path: impl AsRef<Path>) -> Result<(Csr, ReadRepor
 /// a directory is an [`MtxError::Io`] at line 0 carrying a [`FileError`](crate::file::FileError),
 /// found without blocking.
 ///
-/// The text is read in blocks of 32 MiB by a thread of its own (which also inflates a gzip
-/// stream) while the lines of the block before are parsed on every core, in pieces of about
-/// 1 MiB cut at line ends; the CSR is then built in parallel by row buckets
+/// The text is read in blocks of 32 MiB by a thread of its own (a plain file's block by
+/// positional reads of 1 MiB parts on every core; a gzip stream inflated on that thread) while
+/// the lines of the block before are parsed on every core, in pieces of about 1 MiB cut at line
+/// ends; the CSR is then built in parallel by row buckets
 /// ([`crate::csr::csr_from_runs`]). The result, and every error with its line, is the same as a
 /// line-by-line read's, on any thread count.
 pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
