@@ -4,8 +4,11 @@
 //! version u32 (4), layout kind u8 (1), source checksum (32, SHA-256 of the CSR arrays, see
 //! [`source_checksum`]), payload length u64 (8), payload checksum (32, SHA-256 of the payload).
 //! Payload = bincode 2.0.1 (serde API, standard config) of the layout. Files are written to a
-//! temporary file in the same directory and renamed into place. Loading checks every header field
-//! and the payload checksum before decoding, and decodes through each layout's validating shadow
+//! temporary file in the same directory and renamed into place. [`load`] opens regular files only
+//! ([`crate::file::open_regular`]: a FIFO or a link to a device is refused without blocking) and
+//! reads the header first: the payload is read only once the magic, version, kind and the payload
+//! length (against the file's length and the memory budget) have passed. Loading checks every
+//! header field and the payload checksum before decoding, and decodes through each layout's validating shadow
 //! struct, so a bad file gives a [`CacheError`], never a panic or an invalid layout. Finally the
 //! decoded layout is converted back and its checksum compared with the header's source checksum, so
 //! a payload re-signed for another matrix is refused even when no source is given.
@@ -231,17 +234,85 @@ pub fn save<T: CachedFormat>(path: &Path, format: &T, source: &Csr) -> Result<()
     result
 }
 
-/// Reads a layout of type `T` from `path`. With `source`, also checks that the file was built from
-/// exactly that matrix.
+/// Reads a layout of type `T` from `path` under [`Limits::global`](crate::limits::Limits::global).
+/// With `source`, also checks that the file was built from exactly that matrix.
 pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, CacheError> {
-    let len = std::fs::metadata(path).map_err(io_err(path))?.len();
-    crate::limits::Limits::global().check(|| format!("reading {}", path.display()), len)?;
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
-    decode(&bytes, source)
+    load_with(path, source, &crate::limits::Limits::global())
+}
+
+/// [`load`] under an explicit budget. The file must be a regular file (a FIFO or a device is a
+/// [`CacheError::Io`] carrying a [`FileError`](crate::file::FileError), found without blocking or
+/// reading); its header is read and checked first (magic, version, kind, and the payload length
+/// against the file's length and `limits`), and only then the payload, so a damaged or oversized
+/// file costs at most its 85-byte header.
+pub fn load_with<T: CachedFormat>(
+    path: &Path,
+    source: Option<&Csr>,
+    limits: &crate::limits::Limits,
+) -> Result<T, CacheError> {
+    let f = crate::file::open_regular(path).map_err(|e| io_err(path)(e.into()))?;
+    let mut reader = std::io::Read::take(&f.file, HEADER_LEN as u64);
+    let head = crate::file::read_exact_vec(&mut reader, HEADER_LEN.min(f.len as usize) as u64)
+        .map_err(io_err(path))?;
+    let header = check_header::<T>(&head)?;
+    let expected = (HEADER_LEN as u64).saturating_add(header.len);
+    if f.len < expected {
+        return Err(CacheError::Truncated {
+            got: f.len,
+            expected,
+        });
+    }
+    if f.len > expected {
+        return Err(CacheError::TrailingBytes(f.len - expected));
+    }
+    limits.check(|| format!("reading {}", path.display()), header.len)?;
+    let mut reader = std::io::Read::take(&f.file, header.len);
+    let payload = crate::file::read_exact_vec(&mut reader, header.len).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            // The file shrank after it was opened.
+            CacheError::Truncated {
+                got: HEADER_LEN as u64,
+                expected,
+            }
+        } else {
+            io_err(path)(e)
+        }
+    })?;
+    decode_payload(&header, &payload, source, limits)
 }
 
 /// Decodes a cache file already in memory (what [`load`] does after reading the file).
 pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, CacheError> {
+    let header = check_header::<T>(bytes)?;
+    let expected = (HEADER_LEN as u64).saturating_add(header.len);
+    let got = bytes.len() as u64;
+    if got < expected {
+        return Err(CacheError::Truncated { got, expected });
+    }
+    if got > expected {
+        return Err(CacheError::TrailingBytes(got - expected));
+    }
+    decode_payload(
+        &header,
+        &bytes[HEADER_LEN..],
+        source,
+        &crate::limits::Limits::global(),
+    )
+}
+
+/// The fields of a checked header.
+struct Header {
+    /// Source checksum.
+    src: [u8; 32],
+    /// Payload length.
+    len: u64,
+    /// Payload checksum.
+    sum: [u8; 32],
+}
+
+/// Checks magic, version and kind of the header at the start of `bytes` (at least
+/// [`HEADER_LEN`] bytes, else [`CacheError::Truncated`]).
+fn check_header<T: CachedFormat>(bytes: &[u8]) -> Result<Header, CacheError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return Err(if bytes.len() < MAGIC.len() && MAGIC.starts_with(bytes) {
             CacheError::Truncated {
@@ -258,7 +329,7 @@ pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, 
             expected: HEADER_LEN as u64,
         });
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if version != FORMAT_VERSION {
         return Err(CacheError::WrongVersion {
             found: version,
@@ -272,24 +343,33 @@ pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, 
             expected: T::KIND as u8,
         });
     }
-    let src: [u8; 32] = bytes[13..45].try_into().expect("32 bytes");
-    let len = u64::from_le_bytes(bytes[45..53].try_into().expect("8 bytes"));
-    let sum: [u8; 32] = bytes[53..85].try_into().expect("32 bytes");
-    let expected = (HEADER_LEN as u64).saturating_add(len);
-    let got = bytes.len() as u64;
-    if got < expected {
-        return Err(CacheError::Truncated { got, expected });
-    }
-    if got > expected {
-        return Err(CacheError::TrailingBytes(got - expected));
-    }
+    let array = |at: usize| {
+        let mut a = [0u8; 32];
+        a.copy_from_slice(&bytes[at..at + 32]);
+        a
+    };
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&bytes[45..53]);
+    Ok(Header {
+        src: array(13),
+        len: u64::from_le_bytes(len),
+        sum: array(53),
+    })
+}
+
+/// Checks the source and payload checksums, decodes, validates and ties the layout to its source.
+fn decode_payload<T: CachedFormat>(
+    header: &Header,
+    payload: &[u8],
+    source: Option<&Csr>,
+    limits: &crate::limits::Limits,
+) -> Result<T, CacheError> {
     if let Some(csr) = source
-        && source_checksum(csr) != src
+        && source_checksum(csr) != header.src
     {
         return Err(CacheError::WrongSource);
     }
-    let payload = &bytes[HEADER_LEN..];
-    if Sha256::digest(payload).as_slice() != sum {
+    if Sha256::digest(payload).as_slice() != header.sum {
         return Err(CacheError::Corrupted);
     }
     let (value, used): (T, usize) = bincode::serde::decode_from_slice(payload, config())
@@ -302,8 +382,8 @@ pub fn decode<T: CachedFormat>(bytes: &[u8], source: Option<&Csr>) -> Result<T, 
     // names (which `source`, when given, was checked against above). The payload checksum only
     // proves the payload is intact, not that it was built from that matrix.
     let (rows, cols, nnz) = value.dims();
-    crate::csr::check_csr_budget(rows, nnz as u64, &crate::limits::Limits::global())?;
-    if source_checksum(&value.source_csr()) != src {
+    crate::csr::check_csr_budget(rows, nnz as u64, limits)?;
+    if source_checksum(&value.source_csr()) != header.src {
         return Err(CacheError::PayloadNotFromSource { rows, cols, nnz });
     }
     Ok(value)

@@ -14,6 +14,8 @@
 
 use std::ops::Deref;
 
+use rayon::prelude::*;
+
 use sprs::errors::StructureError;
 use sprs::{CsMatI, SpIndex};
 use thiserror::Error;
@@ -242,10 +244,10 @@ impl Csr {
     }
 }
 
-/// Builds a CSR matrix from (row, col, value) triplets in any order, summing duplicates and sorting
-/// every row by column. Zero-based indices. Explicit zeros (including sums that cancel) are kept, so
-/// the sparsity pattern is exactly the set of distinct input positions. Checks the row offsets
-/// against [`Limits::global`] first.
+/// Builds a CSR matrix from (row, col, value) triplets in any order, summing duplicates (in input
+/// order: `((a + b) + c)`) and sorting every row by column. Zero-based indices. Explicit zeros
+/// (including sums that cancel) are kept, so the sparsity pattern is exactly the set of distinct
+/// input positions. Checks the row offsets against [`Limits::global`] first.
 pub fn csr_from_triplets(
     rows: usize,
     cols: usize,
@@ -254,8 +256,9 @@ pub fn csr_from_triplets(
     csr_from_triplets_with(rows, cols, triplets, &Limits::global())
 }
 
-/// [`csr_from_triplets`] under an explicit budget. Memory: the row offsets (4 bytes a row, checked
-/// against `limits` before allocating) and 16 bytes per triplet.
+/// [`csr_from_triplets`] under an explicit budget, built in parallel ([`RowBuckets`]): the same
+/// matrix, bit for bit, on any thread count. Memory: the row offsets (4 bytes a row, checked
+/// against `limits` before allocating) and [`BYTES_PER_ENTRY`] per triplet.
 pub fn csr_from_triplets_with(
     rows: usize,
     cols: usize,
@@ -264,59 +267,264 @@ pub fn csr_from_triplets_with(
 ) -> Result<Csr, CsrError> {
     check_dims(rows, cols, triplets.len())?;
     check_csr_budget(rows, triplets.len() as u64, limits)?;
-    // One array of rows + 1 counters serves as counts, then scatter cursors, then row offsets.
-    let mut ptr = vec![0u32; rows + 1];
-    for &(r, c, _) in triplets {
-        if r as usize >= rows || c as usize >= cols {
-            return Err(CsrError::OutOfBounds {
-                row: r.into(),
-                col: c.into(),
-                rows,
-                cols,
-            });
-        }
-        ptr[r as usize + 1] += 1;
+    if let Some(k) = triplets
+        .par_iter()
+        .position_first(|&(r, c, _)| r as usize >= rows || c as usize >= cols)
+    {
+        let (r, c, _) = triplets[k];
+        return Err(CsrError::OutOfBounds {
+            row: r.into(),
+            col: c.into(),
+            rows,
+            cols,
+        });
     }
+    let buckets = RowBuckets::new(rows);
+    let runs: Vec<BucketedRun> = triplets
+        .par_chunks(1 << 16)
+        .map(|t| BucketedRun::new(t, &buckets))
+        .collect();
+    csr_from_runs(rows, cols, runs, &buckets)
+}
+
+/// Bytes per entry that building a CSR from triplets holds at its peak: the triplets (12) and the
+/// output's column index and value (8).
+pub const BYTES_PER_ENTRY: u64 = 20;
+
+/// Largest number of row buckets of the parallel CSR build.
+const MAX_BUCKETS: usize = 1024;
+
+/// Rows cut into at most 1024 buckets of a power-of-two number of consecutive rows: the unit of
+/// work of the parallel CSR build. Each bucket gathers its triplets from every run in input order
+/// (so the result never depends on the thread count), sorts them by row (counting sort) and each
+/// row by column (stable), and sums duplicates, into its own part of the output.
+#[derive(Clone, Copy, Debug)]
+pub struct RowBuckets {
+    rows: usize,
+    shift: u32,
+    count: usize,
+}
+
+impl RowBuckets {
+    /// The buckets of a matrix of `rows` rows.
+    pub fn new(rows: usize) -> Self {
+        let per = rows.div_ceil(MAX_BUCKETS).max(1).next_power_of_two();
+        Self {
+            rows,
+            shift: per.trailing_zeros(),
+            count: rows.div_ceil(per),
+        }
+    }
+
+    /// The bucket of row `r` (`r < rows`).
+    #[inline]
+    fn of(&self, r: u32) -> usize {
+        (r as usize) >> self.shift
+    }
+
+    /// The rows of bucket `b`.
+    fn rows_of(&self, b: usize) -> std::ops::Range<usize> {
+        (b << self.shift)..((b + 1) << self.shift).min(self.rows)
+    }
+}
+
+/// A run of triplets (all inside the matrix) in input order, grouped by [`RowBuckets`] bucket and
+/// in input order within each bucket.
+#[derive(Debug, Default)]
+pub struct BucketedRun {
+    triplets: Vec<(u32, u32, f32)>,
+    /// `starts[b]..starts[b + 1]`: bucket `b`'s triplets (empty when there is one bucket).
+    starts: Vec<u32>,
+}
+
+impl BucketedRun {
+    /// Groups `t` by bucket (a stable counting sort). Every row must be inside the matrix.
+    pub fn new(t: &[(u32, u32, f32)], buckets: &RowBuckets) -> Self {
+        if buckets.count <= 1 {
+            return Self {
+                triplets: t.to_vec(),
+                starts: Vec::new(),
+            };
+        }
+        let mut starts = vec![0u32; buckets.count + 1];
+        for &(r, _, _) in t {
+            starts[buckets.of(r) + 1] += 1;
+        }
+        for b in 0..buckets.count {
+            starts[b + 1] += starts[b];
+        }
+        let mut cursor = starts.clone();
+        let mut triplets = vec![(0u32, 0u32, 0f32); t.len()];
+        for &e in t {
+            let k = &mut cursor[buckets.of(e.0)];
+            triplets[*k as usize] = e;
+            *k += 1;
+        }
+        Self { triplets, starts }
+    }
+
+    /// [`BucketedRun::new`] taking the triplets by value (kept as they are with one bucket).
+    pub fn from_vec(t: Vec<(u32, u32, f32)>, buckets: &RowBuckets) -> Self {
+        if buckets.count <= 1 {
+            Self {
+                triplets: t,
+                starts: Vec::new(),
+            }
+        } else {
+            Self::new(&t, buckets)
+        }
+    }
+
+    /// Triplets in the run.
+    pub fn len(&self) -> usize {
+        self.triplets.len()
+    }
+
+    /// True when the run holds no triplet.
+    pub fn is_empty(&self) -> bool {
+        self.triplets.is_empty()
+    }
+
+    fn bucket(&self, b: usize) -> &[(u32, u32, f32)] {
+        if self.starts.is_empty() {
+            &self.triplets
+        } else {
+            &self.triplets[self.starts[b] as usize..self.starts[b + 1] as usize]
+        }
+    }
+}
+
+/// Builds the CSR of the triplets of `runs` (in order; rows and columns already checked against
+/// the shape) in parallel, one task per [`RowBuckets`] bucket. Duplicates are summed in input
+/// order; the result is the same on any thread count.
+pub fn csr_from_runs(
+    rows: usize,
+    cols: usize,
+    runs: Vec<BucketedRun>,
+    buckets: &RowBuckets,
+) -> Result<Csr, CsrError> {
+    let nnz: usize = runs.iter().map(BucketedRun::len).sum();
+    check_dims(rows, cols, nnz)?;
+    let nb = buckets.count;
+    let mut sizes = vec![0usize; nb];
+    for run in &runs {
+        for (b, size) in sizes.iter_mut().enumerate() {
+            *size += run.bucket(b).len();
+        }
+    }
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![0f32; nnz];
+    let mut ptr = vec![0u32; rows + 1];
+    // Every bucket's own part of the output (its entries and its rows' lengths in ptr[1..]).
+    let mut tasks = Vec::with_capacity(nb);
+    {
+        let (mut idx, mut dat, mut lens) = (&mut indices[..], &mut data[..], &mut ptr[1..]);
+        for (b, &n) in sizes.iter().enumerate() {
+            let (i, rest) = std::mem::take(&mut idx).split_at_mut(n);
+            idx = rest;
+            let (d, rest) = std::mem::take(&mut dat).split_at_mut(n);
+            dat = rest;
+            let (l, rest) = std::mem::take(&mut lens).split_at_mut(buckets.rows_of(b).len());
+            lens = rest;
+            tasks.push((b, i, d, l));
+        }
+    }
+    let kept: Vec<usize> = tasks
+        .into_par_iter()
+        .map(|(b, idx, dat, lens)| build_bucket(&runs, b, buckets.rows_of(b).start, idx, dat, lens))
+        .collect();
+    drop(runs);
     for i in 0..rows {
         ptr[i + 1] += ptr[i];
     }
-    // Counting sort by row: afterwards ptr[r] is the end of row r (the start of row r + 1).
-    let mut order = vec![(0u32, 0f32); triplets.len()];
-    for &(r, c, v) in triplets {
-        let slot = &mut ptr[r as usize];
-        order[*slot as usize] = (c, v);
-        *slot += 1;
-    }
-    // Sort each row by column and merge duplicates, compacting in place (the write cursor never
-    // passes the read cursor); ptr[r] becomes the compacted end of row r.
-    let mut w = 0usize;
-    let mut start = 0usize;
-    for slot in ptr[..rows].iter_mut() {
-        let end = *slot as usize;
-        order[start..end].sort_unstable_by_key(|&(c, _)| c);
-        let row_start = w;
-        for k in start..end {
-            let (c, v) = order[k];
-            if w > row_start && order[w - 1].0 == c {
-                order[w - 1].1 += v;
-            } else {
-                order[w] = (c, v);
-                w += 1;
-            }
+    let total: usize = kept.iter().sum();
+    if total < nnz {
+        // Duplicates were merged: close the gaps at the end of each bucket's part.
+        let (mut from, mut to) = (0usize, 0usize);
+        for (&n, &k) in sizes.iter().zip(&kept) {
+            indices.copy_within(from..from + k, to);
+            data.copy_within(from..from + k, to);
+            from += n;
+            to += k;
         }
-        *slot = w as u32;
-        start = end;
+        indices.truncate(total);
+        data.truncate(total);
     }
-    ptr.rotate_right(1);
-    ptr[0] = 0;
-    order.truncate(w);
-    let (indices, data): (Vec<u32>, Vec<f32>) = order.into_iter().unzip();
     Csr::try_new((rows, cols), ptr, indices, data)
 }
 
-/// Checks what a `rows`-row CSR with `nnz` entries and its construction need against `limits`.
+/// One bucket of [`csr_from_runs`]: counting sort of its entries by row into `idx`/`dat` (input
+/// order kept within a row), each row sorted by column (stable) with duplicates summed and
+/// compacted to the front; `lens` ends as the rows' lengths. Returns the entries kept.
+fn build_bucket(
+    runs: &[BucketedRun],
+    b: usize,
+    r0: usize,
+    idx: &mut [u32],
+    dat: &mut [f32],
+    lens: &mut [u32],
+) -> usize {
+    for run in runs {
+        for &(r, _, _) in run.bucket(b) {
+            lens[r as usize - r0] += 1;
+        }
+    }
+    // Exclusive prefix: lens[r] becomes row r's start, then (after the scatter) its end.
+    let mut acc = 0u32;
+    for l in lens.iter_mut() {
+        let n = *l;
+        *l = acc;
+        acc += n;
+    }
+    for run in runs {
+        for &(r, c, v) in run.bucket(b) {
+            let k = &mut lens[r as usize - r0];
+            idx[*k as usize] = c;
+            dat[*k as usize] = v;
+            *k += 1;
+        }
+    }
+    let mut pairs: Vec<(u32, f32)> = Vec::new();
+    let (mut w, mut start) = (0usize, 0usize);
+    for l in lens.iter_mut() {
+        let end = *l as usize;
+        let row_start = w;
+        if idx[start..end].windows(2).all(|p| p[0] < p[1]) {
+            // Sorted without duplicates (the usual case): at most a move to close a gap.
+            if w != start {
+                idx.copy_within(start..end, w);
+                dat.copy_within(start..end, w);
+            }
+            w += end - start;
+        } else {
+            pairs.clear();
+            pairs.extend(
+                idx[start..end]
+                    .iter()
+                    .copied()
+                    .zip(dat[start..end].iter().copied()),
+            );
+            pairs.sort_by_key(|p| p.0);
+            for &(c, v) in &pairs {
+                if w > row_start && idx[w - 1] == c {
+                    dat[w - 1] += v;
+                } else {
+                    idx[w] = c;
+                    dat[w] = v;
+                    w += 1;
+                }
+            }
+        }
+        *l = (w - row_start) as u32;
+        start = end;
+    }
+    w
+}
+
+/// Checks what a `rows`-row CSR with `nnz` entries and its construction need against `limits`:
+/// 4 bytes a row and [`BYTES_PER_ENTRY`] an entry.
 pub fn check_csr_budget(rows: usize, nnz: u64, limits: &Limits) -> Result<(), BudgetError> {
-    let need = bytes_of(rows as u64 + 1, 4).saturating_add(bytes_of(nnz, 16));
+    let need = bytes_of(rows as u64 + 1, 4).saturating_add(bytes_of(nnz, BYTES_PER_ENTRY));
     limits.check(
         || format!("a CSR of {rows} rows and {nnz} nonzeros (row offsets and entries)"),
         need,

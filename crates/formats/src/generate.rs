@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::csr::{Csr, csr_from_parts};
+use crate::limits::Limits;
 
 /// Rows per independently seeded chunk of the row-wise generators.
 const CHUNK_ROWS: usize = 1024;
@@ -432,29 +433,81 @@ pub fn rmat(
 }
 
 /// Dense `n × n` row-major matrix with algebraic decay (cuSpAMM's test matrix):
-/// `a_ij = 0.1 / (|i − j|^0.1 + 1)`. It decays slowly; see [`exponential_decay_dense`]. Allocates
-/// `n²` floats: keep `n` to what fits in memory.
+/// `a_ij = 0.1 / (|i − j|^0.1 + 1)`. It decays slowly; see [`exponential_decay_dense`].
+///
+/// # Panics
+/// When `n²` floats do not fit the address space (an allocation abort when they do not fit
+/// memory). For a size a user gives, call [`try_algebraic_decay_dense`], which checks the
+/// memory budget first.
 pub fn algebraic_decay_dense(n: usize) -> Vec<f32> {
-    dense(n, |d| 0.1 / ((d as f64).powf(0.1) + 1.0))
+    match try_algebraic_decay_dense(n, &Limits::unlimited()) {
+        Ok(v) => v,
+        Err(e) => panic!("algebraic_decay_dense({n}): {e}"),
+    }
 }
 
 /// Dense `n × n` row-major matrix with exponential decay: `a_ij = exp(−rate · |i − j|)` (1 on the
-/// diagonal). A `rate` of 0.5 makes entries 8 off the diagonal about 0.018. Allocates `n²` floats.
+/// diagonal). A `rate` of 0.5 makes entries 8 off the diagonal about 0.018.
+///
+/// # Panics
+/// As [`algebraic_decay_dense`]; for a size a user gives, call [`try_exponential_decay_dense`].
 pub fn exponential_decay_dense(n: usize, rate: f64) -> Vec<f32> {
-    dense(n, |d| (-rate * d as f64).exp())
+    match dense(n, &Limits::unlimited(), |d| (-rate * d as f64).exp()) {
+        Ok(v) => v,
+        Err(e) => panic!("exponential_decay_dense({n}, {rate}): {e}"),
+    }
 }
 
-fn dense(n: usize, f: impl Fn(usize) -> f64 + Sync) -> Vec<f32> {
-    let mut out = vec![0f32; n.checked_mul(n).expect("n² overflows usize")];
+/// [`algebraic_decay_dense`] with its `4·n²` bytes checked against `limits` (and the address
+/// space) before anything is allocated: a size too large is a [`GenError::Budget`], never an abort
+/// or a `capacity overflow` panic.
+pub fn try_algebraic_decay_dense(n: usize, limits: &Limits) -> Result<Vec<f32>, GenError> {
+    dense(n, limits, |d| 0.1 / ((d as f64).powf(0.1) + 1.0))
+}
+
+/// [`exponential_decay_dense`] with its `4·n²` bytes checked against `limits` first, and `rate`
+/// checked (finite, ≥ 0).
+pub fn try_exponential_decay_dense(
+    n: usize,
+    rate: f64,
+    limits: &Limits,
+) -> Result<Vec<f32>, GenError> {
+    check_rate(rate)?;
+    dense(n, limits, |d| (-rate * d as f64).exp())
+}
+
+fn check_rate(rate: f64) -> Result<(), GenError> {
+    if !(rate.is_finite() && rate >= 0.0) {
+        return Err(invalid(
+            "rate",
+            format!("must be finite and >= 0, got {rate}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `a_ij = f(|i − j|)` as a dense row-major `n × n` matrix, budget checked first. `f` is evaluated
+/// once per distance (n times); the rows are then copied from that table in parallel, so the
+/// work is a memory write of the matrix.
+fn dense(n: usize, limits: &Limits, f: impl Fn(usize) -> f64 + Sync) -> Result<Vec<f32>, GenError> {
+    // 4·n² bytes, saturating: a size past the address space is over any budget (the check also
+    // caps an allocation at isize::MAX bytes), so n * n below cannot overflow.
+    let need = crate::limits::bytes_of(crate::limits::bytes_of(n as u64, n as u64), 4);
+    limits.check(|| format!("a dense {n} × {n} matrix (f32)"), need)?;
+    let len = n * n;
+    let table: Vec<f32> = (0..n).into_par_iter().map(|d| f(d) as f32).collect();
+    let mut out = vec![0f32; len];
     if n == 0 {
-        return out;
+        return Ok(out);
     }
     out.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-        for (j, v) in row.iter_mut().enumerate() {
-            *v = f(i.abs_diff(j)) as f32;
+        // row[j] = table[|i − j|]: table[i], …, table[1] before the diagonal, table[0..] after.
+        for (v, &t) in row[..i].iter_mut().zip(table[1..=i].iter().rev()) {
+            *v = t;
         }
+        row[i..].copy_from_slice(&table[..n - i]);
     });
-    out
+    Ok(out)
 }
 
 /// Checks that a dense `n × n` matrix stored as CSR fits u32 indices (before allocating it).
@@ -473,7 +526,14 @@ fn check_dense(n: usize) -> Result<(), GenError> {
 fn dense_to_csr(n: usize, values: Vec<f32>) -> Result<Csr, GenError> {
     check_dense(n)?;
     let indptr = (0..=n).map(|i| (i * n) as u32).collect();
-    let indices = (0..n).flat_map(|_| 0..n as u32).collect();
+    let mut indices = vec![0u32; n * n];
+    if n > 0 {
+        indices.par_chunks_mut(n).for_each(|row| {
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = j as u32;
+            }
+        });
+    }
     csr_from_parts(n, n, indptr, indices, values).map_err(|e| GenError::TooLarge(e.to_string()))
 }
 
@@ -588,20 +648,29 @@ impl GeneratorSpec {
                 inter_nnz_per_row,
                 seed,
             } => clustered_block_diagonal(n, block_size, intra_density, inter_nnz_per_row, seed),
-            Self::Algebraic { n } => {
-                check_dense(n)?;
-                dense_to_csr(n, algebraic_decay_dense(n))
-            }
-            Self::Exponential { n, rate } => {
-                if !(rate.is_finite() && rate >= 0.0) {
-                    return Err(invalid(
-                        "rate",
-                        format!("must be finite and >= 0, got {rate}"),
-                    ));
+            Self::Algebraic { n } | Self::Exponential { n, .. } => {
+                if let Self::Exponential { rate, .. } = *self {
+                    check_rate(rate)?;
                 }
                 check_dense(n)?;
-                dense_to_csr(n, exponential_decay_dense(n, rate))
+                let (values, n) = self.build_dense(&Limits::global())?;
+                dense_to_csr(n, values)
             }
+        }
+    }
+
+    /// The dense `n × n` row-major matrix of a decay generator (`algebraic:` or `exponential:`)
+    /// and `n`, its `4·n²` bytes checked against `limits` before anything is allocated, built in
+    /// parallel. A sparse generator is a [`GenError::Invalid`] (build it with
+    /// [`GeneratorSpec::build`]).
+    pub fn build_dense(&self, limits: &Limits) -> Result<(Vec<f32>, usize), GenError> {
+        match *self {
+            Self::Algebraic { n } => Ok((try_algebraic_decay_dense(n, limits)?, n)),
+            Self::Exponential { n, rate } => Ok((try_exponential_decay_dense(n, rate, limits)?, n)),
+            _ => Err(invalid(
+                "generator",
+                format!("`{self}` is sparse; dense matrices come from algebraic: or exponential:"),
+            )),
         }
     }
 

@@ -1,7 +1,8 @@
 //! `tcsparse-formats`: every sparse layout the tcsparse kernels read, and the CPU side around them.
 //!
-//! * Input: [`mtx`] (Matrix Market, plain or gzip), [`npz`] (scipy CSR `.npz`), [`generate`] (seeded
-//!   generators), [`stats`] (row-length statistics).
+//! * Input: [`mtx`] (Matrix Market, plain or gzip, parsed in parallel), [`npz`] (scipy CSR `.npz`),
+//!   [`generate`] (seeded generators), [`stats`] (row-length statistics); every file is opened
+//!   through [`file`] (regular files only, read with a size limit).
 //! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
 //!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
 //!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
@@ -18,6 +19,7 @@ pub mod bitbsr_device;
 pub mod bittcf;
 pub mod cache;
 pub mod csr;
+pub mod file;
 pub mod generate;
 pub mod hrpb;
 pub mod limits;

@@ -4,12 +4,17 @@
 //! name), with field `real` (or `double`), `integer` or `pattern` (every value 1.0) and storage
 //! `general`, `symmetric` or `skew-symmetric`. Symmetric storage is expanded to both triangles (the
 //! diagonal is not duplicated; skew-symmetric mirrors as `a_ji = -a_ij`). Duplicate entries are
-//! summed and rows sorted, giving a [`Csr`] with the usual invariants.
+//! summed (in file order) and rows sorted, giving a [`Csr`] with the usual invariants.
 //!
-//! The reader streams through a buffered reader with hand-rolled index parsing; values go through
-//! the standard library's correctly rounded `f32` parser, so a file written by
-//! [`write_matrix_market`] reads back bit-exact. Every malformed input gives an [`MtxError`] naming
-//! the 1-based line; none panics.
+//! The body is read in blocks and parsed on every core (see [`read_matrix_market`]); indices go
+//! through a hand-rolled parser, values through `fast-float2`, correctly rounded like the standard
+//! library's parser, so a file written by [`write_matrix_market`] reads back bit-exact.
+//! Subnormal values are kept exactly; `inf`, `-inf` and `nan` are read as such (see
+//! [`Csr::non_finite`]). A *finite* value beyond the f32 range (`1e39`, which would round to
+//! infinity) is refused with an [`MtxError::Parse`] naming the line and the value: the matrix is
+//! never silently changed. Every malformed input gives an [`MtxError`] naming the 1-based line,
+//! the same line a line-by-line reader would name; none panics. [`read_matrix_with_report`] also
+//! returns the bytes read and the seconds taken ([`ReadReport`]).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
@@ -19,7 +24,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 use thiserror::Error;
 
-use crate::csr::{Csr, CsrError, check_csr_budget, csr_from_triplets_with};
+use crate::csr::{BucketedRun, Csr, CsrError, RowBuckets, check_csr_budget, csr_from_runs};
 use crate::limits::{BudgetError, Limits};
 
 /// Errors reading or writing Matrix Market files. `line` is 1-based (line 1 is the banner).
@@ -167,18 +172,59 @@ pub struct Header {
     pub entries: u64,
 }
 
+/// What a read of a matrix file did: the bytes it read and the time it took (`tcsparse info`
+/// prints the rate).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReadReport {
+    /// Bytes of the file (compressed bytes for a gzip file).
+    pub file_bytes: u64,
+    /// Bytes decoded: the Matrix Market text parsed (the decompressed text of a gzip file), or the
+    /// file's bytes for `.npz`.
+    pub text_bytes: u64,
+    /// Whether the file was gzip-compressed.
+    pub gzip: bool,
+    /// Seconds from opening the file to the finished CSR.
+    pub seconds: f64,
+}
+
+impl ReadReport {
+    /// Bytes of the file read per second.
+    pub fn file_bytes_per_second(&self) -> f64 {
+        self.file_bytes as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Bytes of text parsed per second (for a plain file the same as
+    /// [`file_bytes_per_second`](Self::file_bytes_per_second)).
+    pub fn text_bytes_per_second(&self) -> f64 {
+        self.text_bytes as f64 / self.seconds.max(1e-9)
+    }
+}
+
 /// Reads a matrix file, choosing the reader by extension: `.mtx` and `.mtx.gz` (any `.gz`) go to
 /// [`read_matrix_market`], `.npz` to [`crate::npz::read_npz`].
 pub fn read_matrix(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
+    read_matrix_with_report(path).map(|(m, _)| m)
+}
+
+/// [`read_matrix`], with what the read did.
+pub fn read_matrix_with_report(path: impl AsRef<Path>) -> Result<(Csr, ReadReport), MtxError> {
     let path = path.as_ref();
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     if name.ends_with(".mtx") || name.ends_with(".mtx.gz") || name.ends_with(".gz") {
-        read_matrix_market(path)
+        read_matrix_market_with_report(path)
     } else if name.ends_with(".npz") {
-        Ok(crate::npz::read_npz(path)?)
+        let start = Instant::now();
+        let (m, bytes) = crate::npz::read_npz_counted(path)?;
+        let report = ReadReport {
+            file_bytes: bytes,
+            text_bytes: bytes,
+            gzip: false,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        Ok((m, report))
     } else {
         Err(MtxError::UnknownExtension {
             path: path.to_path_buf(),
@@ -186,24 +232,72 @@ pub fn read_matrix(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
     }
 }
 
-/// Reads a Matrix Market file, plain or gzip (detected by magic bytes).
+/// Reads a Matrix Market file, plain or gzip (detected by magic bytes), under
+/// [`Limits::global`]. The path must name a regular file (or a link to one): a FIFO, a device or
+/// a directory is an [`MtxError::Io`] at line 0 carrying a [`FileError`](crate::file::FileError),
+/// found without blocking.
+///
+/// The text is read in blocks of 32 MiB by a thread of its own (a plain file's block by
+/// positional reads of 1 MiB parts on every core; a gzip stream inflated on that thread) while
+/// the lines of the block before are parsed on every core, in pieces of about 1 MiB cut at line
+/// ends; the CSR is then built in parallel by row buckets
+/// ([`crate::csr::csr_from_runs`]). The result, and every error with its line, is the same as a
+/// line-by-line read's, on any thread count.
 pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
+    read_matrix_market_with_report(path).map(|(m, _)| m)
+}
+
+/// [`read_matrix_market`], with what the read did.
+pub fn read_matrix_market_with_report(
+    path: impl AsRef<Path>,
+) -> Result<(Csr, ReadReport), MtxError> {
     let path = path.as_ref();
     let start = Instant::now();
-    let file = File::open(path).map_err(|source| MtxError::Io { line: 0, source })?;
-    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
-    tracing::info!(path = %path.display(), bytes, "reading Matrix Market file");
-    let csr = read_matrix_market_from(BufReader::with_capacity(1 << 20, file))?;
-    let secs = start.elapsed().as_secs_f64();
+    let f = crate::file::open_regular(path).map_err(|e| MtxError::Io {
+        line: 0,
+        source: e.into(),
+    })?;
+    let file_bytes = f.len;
+    tracing::info!(path = %path.display(), bytes = file_bytes, "reading Matrix Market file");
+    let limits = Limits::global();
+    let mut reader = BufReader::with_capacity(1 << 20, f.file);
+    let head = reader
+        .fill_buf()
+        .map_err(|source| MtxError::Io { line: 1, source })?;
+    let gzip = is_gzip(head);
+    let (csr, text_bytes) = if gzip {
+        let gz = flate2::bufread::MultiGzDecoder::new(reader);
+        parse_prefetched(BufReader::with_capacity(1 << 20, gz), &limits, CHUNKING)?
+    } else {
+        #[cfg(unix)]
+        {
+            parse_file(reader.get_ref(), file_bytes, &limits, CHUNKING)?
+        }
+        #[cfg(not(unix))]
+        {
+            parse_prefetched(reader, &limits, CHUNKING)?
+        }
+    };
+    let report = ReadReport {
+        file_bytes,
+        text_bytes,
+        gzip,
+        seconds: start.elapsed().as_secs_f64(),
+    };
     tracing::info!(
         path = %path.display(),
         rows = csr.rows(),
         cols = csr.cols(),
         nnz = csr.nnz(),
-        seconds = secs,
+        seconds = report.seconds,
+        mb_per_s = report.text_bytes_per_second() / 1e6,
         "read Matrix Market file"
     );
-    Ok(csr)
+    Ok((csr, report))
+}
+
+fn is_gzip(head: &[u8]) -> bool {
+    head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
 /// Reads Matrix Market text from any buffered reader; a gzip stream (magic bytes `1f 8b`) is
@@ -213,8 +307,10 @@ pub fn read_matrix_market_from(reader: impl BufRead) -> Result<Csr, MtxError> {
 }
 
 /// [`read_matrix_market_from`] under an explicit memory budget. Memory is proportional to the
-/// entries the file really holds (16 bytes each while reading, a symmetric one twice) plus the row
-/// offsets of the declared row count, which are checked against `limits` first.
+/// entries the file really holds ([`BYTES_PER_ENTRY`](crate::csr::BYTES_PER_ENTRY) each, a symmetric one twice) plus the row
+/// offsets of the declared row count, which are checked against `limits` first, plus a few
+/// blocks of text. The lines are parsed on every core as [`read_matrix_market`] does; the reader
+/// itself is read on the calling thread.
 pub fn read_matrix_market_from_with(
     mut reader: impl BufRead,
     limits: &Limits,
@@ -222,11 +318,11 @@ pub fn read_matrix_market_from_with(
     let head = reader
         .fill_buf()
         .map_err(|source| MtxError::Io { line: 1, source })?;
-    if head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b {
+    if is_gzip(head) {
         let gz = flate2::bufread::MultiGzDecoder::new(reader);
-        parse(BufReader::with_capacity(1 << 20, gz), limits)
+        Ok(parse_inline(BufReader::with_capacity(1 << 20, gz), limits, CHUNKING)?.0)
     } else {
-        parse(reader, limits)
+        Ok(parse_inline(reader, limits, CHUNKING)?.0)
     }
 }
 
@@ -235,6 +331,8 @@ struct Lines<R> {
     reader: R,
     buf: Vec<u8>,
     line: u64,
+    /// Bytes read so far.
+    bytes: u64,
 }
 
 /// Longest line read (the Matrix Market spec allows 1024 characters): a line without an end, a
@@ -256,6 +354,7 @@ impl<R: BufRead> Lines<R> {
             return Ok(false);
         }
         self.line += 1;
+        self.bytes += n as u64;
         if n as u64 > MAX_LINE_BYTES && self.buf.last() != Some(&b'\n') {
             return Err(MtxError::Parse {
                 line: self.line,
@@ -427,10 +526,11 @@ fn parse_integer_value(s: &[u8]) -> Option<f32> {
     Some(if neg { -f } else { f })
 }
 
-/// Parses a real value with the standard library's correctly rounded parser.
+/// Parses a real value, correctly rounded (`fast-float2`; it accepts what `str::parse::<f32>`
+/// accepts: decimal and exponent forms, `inf`, `infinity` and `nan` in any case, with a sign).
 #[inline]
 fn parse_real_value(s: &[u8]) -> Option<f32> {
-    std::str::from_utf8(s).ok()?.parse::<f32>().ok()
+    fast_float2::parse::<f32, _>(s).ok()
 }
 
 /// Splits the next whitespace-separated token off `rest`.
@@ -451,11 +551,465 @@ fn token_text(t: &[u8]) -> String {
     truncate(&String::from_utf8_lossy(t), 40).to_string()
 }
 
-fn parse<R: BufRead>(reader: R, limits: &Limits) -> Result<Csr, MtxError> {
+/// How the body is cut: blocks read at a time, pieces parsed by one task.
+#[derive(Clone, Copy, Debug)]
+struct Chunking {
+    /// Bytes of text read at a time.
+    block: usize,
+    /// Bytes of text per piece parsed by one task (cut at the next line end).
+    piece: usize,
+}
+
+/// Blocks of 32 MiB, pieces of 1 MiB.
+const CHUNKING: Chunking = Chunking {
+    block: 32 << 20,
+    piece: 1 << 20,
+};
+
+/// What the block reader hands to the parser.
+enum Block {
+    /// Whole lines (ending in `\n`, except the last line of the input).
+    Lines(Vec<u8>),
+    /// The next line is longer than [`MAX_LINE_BYTES`].
+    LongLine,
+    /// Reading failed after the lines already handed over.
+    Failed(io::Error),
+}
+
+/// Reads the body in blocks of whole lines.
+struct Blocks<R> {
+    reader: R,
+    /// The start of a line whose end has not been read yet.
+    carry: Vec<u8>,
+    pending: Option<Block>,
+    done: bool,
+    /// Bytes read at a time.
+    block: usize,
+    /// Buffers the parser is done with, reused so that each block does not fault in fresh pages.
+    recycled: Option<std::sync::mpsc::Receiver<Vec<u8>>>,
+}
+
+/// Where the blocks come from.
+trait Fill {
+    /// Appends up to `max` bytes to `buf`; fewer only at the end of the input.
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize>;
+}
+
+/// Any reader, read on one thread (a gzip stream is inflated here).
+struct Stream<R>(R);
+
+impl<R: Read> Fill for Stream<R> {
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        (&mut self.0).take(max as u64).read_to_end(buf)
+    }
+}
+
+/// A regular file's bytes `offset..end`, each block read by positional reads of 1 MiB on every
+/// core (a single thread's copy out of the page cache would bound the rate).
+#[cfg(unix)]
+struct Positional<'a> {
+    file: &'a File,
+    offset: u64,
+    end: u64,
+}
+
+#[cfg(unix)]
+impl Fill for Positional<'_> {
+    fn fill(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        const PART: usize = 1 << 20;
+        let n = (max as u64).min(self.end.saturating_sub(self.offset)) as usize;
+        let start = buf.len();
+        buf.resize(start + n, 0);
+        let (file, offset) = (self.file, self.offset);
+        let parts: Vec<io::Result<()>> = buf[start..]
+            .par_chunks_mut(PART)
+            .enumerate()
+            .map(|(i, c)| file.read_exact_at(c, offset + (i * PART) as u64))
+            .collect();
+        // As a sequential read: the parts before the first failure are kept.
+        if let Some(i) = parts.iter().position(Result::is_err) {
+            buf.truncate(start + i * PART);
+            self.offset = self.end;
+            let e = parts.into_iter().nth(i).and_then(Result::err);
+            return Err(e.unwrap_or_else(|| io::Error::other("read failed")));
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
+}
+
+impl<S: Fill> Iterator for Blocks<S> {
+    type Item = Block;
+
+    fn next(&mut self) -> Option<Block> {
+        loop {
+            if let Some(b) = self.pending.take() {
+                return Some(b);
+            }
+            if self.done {
+                return None;
+            }
+            // Room for a carried line (at most MAX_LINE_BYTES) and a block, so that a recycled
+            // buffer never grows.
+            let room = self
+                .block
+                .saturating_add(self.block.min(MAX_LINE_BYTES as usize + 1));
+            let mut buf = match self.recycled.as_ref().and_then(|r| r.try_recv().ok()) {
+                Some(mut b) => {
+                    b.clear();
+                    b.reserve(room.max(self.carry.len() + self.block));
+                    b
+                }
+                None => Vec::with_capacity(room.max(self.carry.len() + self.block)),
+            };
+            buf.append(&mut self.carry);
+            let read = self.reader.fill(&mut buf, self.block);
+            match read {
+                Ok(n) if n < self.block => {
+                    // The end of the input: what is left is the last line.
+                    self.done = true;
+                    if buf.is_empty() {
+                        return None;
+                    }
+                    return Some(Block::Lines(buf));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.done = true;
+                    self.pending = Some(Block::Failed(e));
+                }
+            }
+            let cut = memchr::memrchr(b'\n', &buf).map_or(0, |i| i + 1);
+            let tail = buf.split_off(cut);
+            if self.pending.is_none() {
+                if tail.len() as u64 > MAX_LINE_BYTES {
+                    self.done = true;
+                    self.pending = Some(Block::LongLine);
+                } else {
+                    self.carry = tail;
+                }
+            }
+            if !buf.is_empty() {
+                return Some(Block::Lines(buf));
+            }
+        }
+    }
+}
+
+impl<R> Blocks<R> {
+    fn new(reader: R, chunking: Chunking) -> Self {
+        Self {
+            reader,
+            carry: Vec::new(),
+            pending: None,
+            done: false,
+            block: chunking.block,
+            recycled: None,
+        }
+    }
+}
+
+/// Why an entry line is not an entry (the line number is added by the caller).
+enum EntryError {
+    Parse(String),
+    MissingValue,
+    Index { row: u64, col: u64 },
+}
+
+impl EntryError {
+    fn at(self, line: u64, h: &Header) -> MtxError {
+        match self {
+            EntryError::Parse(message) => MtxError::Parse { line, message },
+            EntryError::MissingValue => MtxError::MissingValue { line },
+            EntryError::Index { row, col } => MtxError::IndexOutOfRange {
+                line,
+                row,
+                col,
+                rows: h.rows,
+                cols: h.cols,
+            },
+        }
+    }
+}
+
+/// Parses one entry line (not a comment, not blank) into zero-based row, column and value.
+#[inline]
+fn parse_entry(buf: &[u8], h: &Header) -> Result<(u32, u32, f32), EntryError> {
+    let mut rest = buf;
+    let (Some(rt), Some(ct)) = (next_token(&mut rest), next_token(&mut rest)) else {
+        return Err(EntryError::Parse(
+            "expected `row col [value]`, found fewer than two tokens".into(),
+        ));
+    };
+    let row = parse_u64(rt).ok_or_else(|| {
+        EntryError::Parse(format!(
+            "row index `{}` is not a positive integer",
+            token_text(rt)
+        ))
+    })?;
+    let col = parse_u64(ct).ok_or_else(|| {
+        EntryError::Parse(format!(
+            "column index `{}` is not a positive integer",
+            token_text(ct)
+        ))
+    })?;
+    if row == 0 || col == 0 || row > h.rows || col > h.cols {
+        return Err(EntryError::Index { row, col });
+    }
+    let value = match h.field {
+        Field::Pattern => 1.0,
+        Field::Real | Field::Integer => {
+            let Some(vt) = next_token(&mut rest) else {
+                return Err(EntryError::MissingValue);
+            };
+            let v = if h.field == Field::Real {
+                parse_real_value(vt)
+            } else {
+                parse_integer_value(vt)
+            };
+            let v = v.ok_or_else(|| {
+                EntryError::Parse(format!(
+                    "value `{}` is not {}",
+                    token_text(vt),
+                    if h.field == Field::Real {
+                        "a real number"
+                    } else {
+                        "an integer"
+                    }
+                ))
+            })?;
+            // A finite number too large for f32 rounds to ±inf; `inf` and `infinity` are the
+            // only spellings of an infinity, and only they hold an `n`.
+            if v.is_infinite() && !vt.iter().any(|&b| b | 0x20 == b'n') {
+                return Err(EntryError::Parse(format!(
+                    "value `{}` is beyond the f32 range (largest finite value {:e})",
+                    token_text(vt),
+                    f32::MAX
+                )));
+            }
+            v
+        }
+    };
+    if let Some(extra) = next_token(&mut rest) {
+        return Err(EntryError::Parse(format!(
+            "unexpected extra token `{}` after the entry",
+            token_text(extra)
+        )));
+    }
+    Ok(((row - 1) as u32, (col - 1) as u32, value))
+}
+
+/// The next line of `rest` (without its `\n`), or `None` at the end.
+#[inline]
+fn next_line<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    if rest.is_empty() {
+        return None;
+    }
+    let s = *rest;
+    match memchr::memchr(b'\n', s) {
+        Some(i) => {
+            *rest = &s[i + 1..];
+            Some(&s[..i])
+        }
+        None => {
+            *rest = &[];
+            Some(s)
+        }
+    }
+}
+
+/// What one piece of whole lines gave.
+struct Piece {
+    /// Its entries, expanded and grouped by row bucket.
+    run: BucketedRun,
+    /// Entry lines parsed.
+    entries: u64,
+    /// Lines in the piece.
+    lines: u64,
+    /// A line failed; the exact error comes from [`rescan`].
+    failed: bool,
+}
+
+fn parse_piece(bytes: &[u8], h: &Header, buckets: &RowBuckets) -> Piece {
+    thread_local! {
+        /// Triplets of the piece being parsed, reused by the thread's next piece (a fresh vector
+        /// per piece faults in fresh pages; the run keeps an exact copy).
+        static SCRATCH: std::cell::RefCell<Vec<(u32, u32, f32)>> =
+            const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut t) => {
+            t.clear();
+            parse_piece_into(bytes, h, buckets, &mut t)
+        }
+        Err(_) => parse_piece_into(bytes, h, buckets, &mut Vec::new()),
+    })
+}
+
+fn parse_piece_into(
+    bytes: &[u8],
+    h: &Header,
+    buckets: &RowBuckets,
+    t: &mut Vec<(u32, u32, f32)>,
+) -> Piece {
+    let (mut entries, mut lines, mut failed) = (0u64, 0u64, false);
+    let mut rest = bytes;
+    while let Some(line) = next_line(&mut rest) {
+        lines += 1;
+        if line.len() as u64 > MAX_LINE_BYTES {
+            failed = true;
+            break;
+        }
+        if line.first() == Some(&b'%') || is_blank(line) {
+            continue;
+        }
+        let Ok((r, c, v)) = parse_entry(line, h) else {
+            failed = true;
+            break;
+        };
+        t.push((r, c, v));
+        if r != c {
+            match h.symmetry {
+                Symmetry::General => {}
+                Symmetry::Symmetric => t.push((c, r, v)),
+                Symmetry::SkewSymmetric => t.push((c, r, -v)),
+            }
+        }
+        entries += 1;
+    }
+    Piece {
+        run: if failed {
+            BucketedRun::default()
+        } else {
+            BucketedRun::new(t, buckets)
+        },
+        entries,
+        lines,
+        failed,
+    }
+}
+
+/// The error of a piece that failed or holds the first surplus entry, found line by line exactly
+/// as a sequential reader finds it: `line` lines and `found` entries precede the piece.
+fn rescan(bytes: &[u8], h: &Header, mut line: u64, mut found: u64) -> MtxError {
+    let mut rest = bytes;
+    while let Some(l) = next_line(&mut rest) {
+        line += 1;
+        if l.len() as u64 > MAX_LINE_BYTES {
+            return long_line(line);
+        }
+        if l.first() == Some(&b'%') || is_blank(l) {
+            continue;
+        }
+        if found == h.entries {
+            return MtxError::TooManyEntries {
+                line,
+                expected: h.entries,
+            };
+        }
+        if let Err(e) = parse_entry(l, h) {
+            return e.at(line, h);
+        }
+        found += 1;
+    }
+    // Not reached: a piece is rescanned only when one of its lines fails or is surplus.
+    MtxError::Parse {
+        line,
+        message: "inconsistent piece (please report)".into(),
+    }
+}
+
+fn long_line(line: u64) -> MtxError {
+    MtxError::Parse {
+        line,
+        message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+    }
+}
+
+/// Cuts a block of whole lines into pieces of about `piece` bytes at line ends.
+fn pieces(block: &[u8], piece: usize) -> Vec<&[u8]> {
+    let piece = piece.max(1);
+    let mut out = Vec::with_capacity(block.len() / piece + 1);
+    let mut s = 0;
+    while s < block.len() {
+        let target = s + piece;
+        if target >= block.len() {
+            out.push(&block[s..]);
+            break;
+        }
+        let cut = memchr::memchr(b'\n', &block[target..]).map_or(block.len(), |i| target + i + 1);
+        out.push(&block[s..cut]);
+        s = cut;
+    }
+    out
+}
+
+/// Parses the blocks of the body after the header `h` (whose last line is `line`), then builds
+/// the CSR. Returns it and the body's bytes.
+fn parse_body(
+    h: &Header,
+    mut line: u64,
+    blocks: impl Iterator<Item = Block>,
+    piece: usize,
+    recycle: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+) -> Result<(Csr, u64), MtxError> {
+    let buckets = RowBuckets::new(h.rows as usize);
+    let mut runs: Vec<BucketedRun> = Vec::new();
+    let (mut found, mut bytes) = (0u64, 0u64);
+    for block in blocks {
+        let text = match block {
+            Block::Lines(text) => text,
+            Block::LongLine => return Err(long_line(line + 1)),
+            Block::Failed(source) => {
+                return Err(MtxError::Io {
+                    line: line + 1,
+                    source,
+                });
+            }
+        };
+        bytes += text.len() as u64;
+        let cut = pieces(&text, piece);
+        let parsed: Vec<Piece> = cut
+            .par_iter()
+            .map(|p| parse_piece(p, h, &buckets))
+            .collect();
+        for (p, piece) in cut.iter().zip(parsed) {
+            if piece.failed || found + piece.entries > h.entries {
+                return Err(rescan(p, h, line, found));
+            }
+            found += piece.entries;
+            line += piece.lines;
+            if !piece.run.is_empty() {
+                runs.push(piece.run);
+            }
+        }
+        drop(cut);
+        if let Some(r) = &recycle {
+            let _ = r.try_send(text);
+        }
+        tracing::debug!(entries = found, of = h.entries, line, "reading entries");
+    }
+    if found < h.entries {
+        return Err(MtxError::TooFewEntries {
+            line,
+            expected: h.entries,
+            found,
+        });
+    }
+    Ok((
+        csr_from_runs(h.rows as usize, h.cols as usize, runs, &buckets)?,
+        bytes,
+    ))
+}
+
+/// Reads the header and checks what it declares against the budget.
+fn parse_start<R: BufRead>(reader: R, limits: &Limits) -> Result<(Header, Lines<R>), MtxError> {
     let mut lines = Lines {
         reader,
         buf: Vec::with_capacity(256),
         line: 0,
+        bytes: 0,
     };
     let h = parse_header(&mut lines)?;
     tracing::debug!(?h, "Matrix Market header");
@@ -470,111 +1024,115 @@ fn parse<R: BufRead>(reader: R, limits: &Limits) -> Result<Csr, MtxError> {
         line: lines.line,
         source,
     })?;
-    // Never trust the header with a large reservation: start small, let the vector grow with the
-    // entries the file really holds.
-    let mut triplets: Vec<(u32, u32, f32)> = Vec::with_capacity(expanded.min(1 << 16) as usize);
-    let mut found: u64 = 0;
-    let progress_every: u64 = 10_000_000;
-    while lines.next()? {
-        let line = lines.line;
-        let buf = lines.buf.as_slice();
-        if buf.first() == Some(&b'%') || is_blank(buf) {
-            continue;
-        }
-        if found == h.entries {
-            return Err(MtxError::TooManyEntries {
-                line,
-                expected: h.entries,
-            });
-        }
-        let mut rest = buf;
-        let (Some(rt), Some(ct)) = (next_token(&mut rest), next_token(&mut rest)) else {
-            return Err(MtxError::Parse {
-                line,
-                message: "expected `row col [value]`, found fewer than two tokens".into(),
-            });
-        };
-        let row = parse_u64(rt).ok_or_else(|| MtxError::Parse {
-            line,
-            message: format!("row index `{}` is not a positive integer", token_text(rt)),
-        })?;
-        let col = parse_u64(ct).ok_or_else(|| MtxError::Parse {
-            line,
-            message: format!(
-                "column index `{}` is not a positive integer",
-                token_text(ct)
-            ),
-        })?;
-        if row == 0 || col == 0 || row > h.rows || col > h.cols {
-            return Err(MtxError::IndexOutOfRange {
-                line,
-                row,
-                col,
-                rows: h.rows,
-                cols: h.cols,
-            });
-        }
-        let value = match h.field {
-            Field::Pattern => 1.0,
-            Field::Real | Field::Integer => {
-                let Some(vt) = next_token(&mut rest) else {
-                    return Err(MtxError::MissingValue { line });
-                };
-                let v = if h.field == Field::Real {
-                    parse_real_value(vt)
-                } else {
-                    parse_integer_value(vt)
-                };
-                v.ok_or_else(|| MtxError::Parse {
-                    line,
-                    message: format!(
-                        "value `{}` is not {}",
-                        token_text(vt),
-                        if h.field == Field::Real {
-                            "a real number"
-                        } else {
-                            "an integer"
-                        }
-                    ),
-                })?
+    Ok((h, lines))
+}
+
+/// Parses Matrix Market text, reading it on this thread. Returns the CSR and the text's bytes.
+fn parse_inline<R: BufRead>(
+    reader: R,
+    limits: &Limits,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
+    let (h, lines) = parse_start(reader, limits)?;
+    let blocks = Blocks::new(Stream(lines.reader), chunking);
+    let (csr, body) = parse_body(&h, lines.line, blocks, chunking.piece, None)?;
+    Ok((csr, lines.bytes + body))
+}
+
+/// Parses Matrix Market text, read (and inflated) by a thread of its own while the blocks before
+/// are parsed. Returns the CSR and the text's bytes.
+fn parse_prefetched<R: BufRead + Send>(
+    reader: R,
+    limits: &Limits,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
+    let (h, lines) = parse_start(reader, limits)?;
+    let blocks = Blocks::new(Stream(lines.reader), chunking);
+    let (csr, body) = prefetched(&h, lines.line, blocks, chunking)?;
+    Ok((csr, lines.bytes + body))
+}
+
+/// Parses a plain Matrix Market file of `len` bytes: the header through a buffered reader, the
+/// body in blocks read with positional reads on every core by a thread of their own.
+#[cfg(unix)]
+fn parse_file(
+    file: &File,
+    len: u64,
+    limits: &Limits,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
+    // The gzip check read ahead through the file's cursor: the header starts at byte 0.
+    let mut at_start = file;
+    io::Seek::seek(&mut at_start, io::SeekFrom::Start(0))
+        .map_err(|source| MtxError::Io { line: 1, source })?;
+    let (h, lines) = parse_start(BufReader::with_capacity(64 << 10, at_start), limits)?;
+    let source = Positional {
+        file,
+        offset: lines.bytes,
+        end: len,
+    };
+    let (csr, body) = prefetched(&h, lines.line, Blocks::new(source, chunking), chunking)?;
+    Ok((csr, lines.bytes + body))
+}
+
+/// [`parse_body`] with the blocks produced by a thread of their own, one block ahead.
+fn prefetched<S: Fill + Send>(
+    h: &Header,
+    line: u64,
+    mut blocks: Blocks<S>,
+    chunking: Chunking,
+) -> Result<(Csr, u64), MtxError> {
+    let (back, recycled) = std::sync::mpsc::sync_channel(2);
+    blocks.recycled = Some(recycled);
+    std::thread::scope(|s| {
+        // One block in the channel, one being read, one being parsed.
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        s.spawn(move || {
+            for b in blocks {
+                if tx.send(b).is_err() {
+                    break;
+                }
             }
-        };
-        if let Some(extra) = next_token(&mut rest) {
-            return Err(MtxError::Parse {
-                line,
-                message: format!(
-                    "unexpected extra token `{}` after the entry",
-                    token_text(extra)
-                ),
-            });
-        }
-        let (r, c) = ((row - 1) as u32, (col - 1) as u32);
-        triplets.push((r, c, value));
-        if r != c {
-            match h.symmetry {
-                Symmetry::General => {}
-                Symmetry::Symmetric => triplets.push((c, r, value)),
-                Symmetry::SkewSymmetric => triplets.push((c, r, -value)),
-            }
-        }
-        found += 1;
-        if found.is_multiple_of(progress_every) {
-            tracing::debug!(entries = found, of = h.entries, line, "reading entries");
-        }
-    }
-    if found < h.entries {
-        return Err(MtxError::TooFewEntries {
-            line: lines.line,
-            expected: h.entries,
-            found,
         });
-    }
-    Ok(csr_from_triplets_with(
-        h.rows as usize,
-        h.cols as usize,
-        &triplets,
-        limits,
-    )?)
+        parse_body(h, line, rx.into_iter(), chunking.piece, Some(back))
+    })
+}
+
+/// [`read_matrix_market_from_with`] with the body cut into blocks of `block_bytes` read at a time
+/// and pieces of `piece_bytes` parsed by one task (both at least 1), read on this thread or,
+/// with `prefetch`, by a thread of its own. For tests that the result and every error do not
+/// depend on the cut; not a stable interface.
+#[doc(hidden)]
+pub fn read_matrix_market_chunked(
+    mut reader: impl BufRead + Send,
+    limits: &Limits,
+    block_bytes: usize,
+    piece_bytes: usize,
+    prefetch: bool,
+) -> Result<Csr, MtxError> {
+    let chunking = Chunking {
+        block: block_bytes.max(1),
+        piece: piece_bytes.max(1),
+    };
+    let head = reader
+        .fill_buf()
+        .map_err(|source| MtxError::Io { line: 1, source })?;
+    let gz = is_gzip(head);
+    let run = |r: Box<dyn BufRead + Send + '_>| {
+        if prefetch {
+            parse_prefetched(r, limits, chunking)
+        } else {
+            parse_inline(r, limits, chunking)
+        }
+    };
+    let out = if gz {
+        run(Box::new(BufReader::new(
+            flate2::bufread::MultiGzDecoder::new(reader),
+        )))
+    } else {
+        run(Box::new(reader))
+    };
+    Ok(out?.0)
 }
 
 /// Writes `csr` as a `coordinate real general` Matrix Market file (1-based, rows in order). Values use
@@ -656,8 +1214,11 @@ pub fn write_matrix_market_to(w: &mut impl Write, csr: &Csr) -> io::Result<()> {
 
 /// Reads only the banner and size line of a Matrix Market file (plain or gzip).
 pub fn read_header(path: impl AsRef<Path>) -> Result<Header, MtxError> {
-    let file = File::open(path.as_ref()).map_err(|source| MtxError::Io { line: 0, source })?;
-    let mut reader = BufReader::new(file);
+    let f = crate::file::open_regular(path.as_ref()).map_err(|e| MtxError::Io {
+        line: 0,
+        source: e.into(),
+    })?;
+    let mut reader = BufReader::new(f.file);
     let head = reader
         .fill_buf()
         .map_err(|source| MtxError::Io { line: 1, source })?;
@@ -671,6 +1232,7 @@ pub fn read_header(path: impl AsRef<Path>) -> Result<Header, MtxError> {
         reader: BufReader::new(inner),
         buf: Vec::new(),
         line: 0,
+        bytes: 0,
     })
 }
 

@@ -10,6 +10,10 @@
 //! writes). Unsorted or duplicate column indices are accepted: rows are sorted and duplicates summed,
 //! as for Matrix Market input. An indptr that does not start at 0 is refused (scipy refuses it too).
 //!
+//! A zip with two members of the same name is refused ([`NpzError::DuplicateMember`]): NumPy and
+//! SciPy take the last, a naive reader the first, so the file means two different matrices.
+//! [`read_npz`] opens regular files only ([`crate::file::open_regular`]).
+//!
 //! Memory stays proportional to what the file holds: a member's declared size is checked against the
 //! [`Limits`] budget before it is inflated and the inflater never reads past it, and the CSR's row
 //! offsets (what scales with the declared shape) are checked against the budget before allocation.
@@ -44,6 +48,12 @@ pub enum NpzError {
         /// What is wrong.
         message: String,
     },
+    /// Two members of the zip have the same name: NumPy and SciPy read the last one, a reader
+    /// that takes the first would silently read another matrix, so the file is refused.
+    #[error(
+        "the npz file has two members named `{0}` (refused: readers disagree on which to take)"
+    )]
+    DuplicateMember(String),
     /// A required array is missing.
     #[error("the npz file has no `{0}` array (not written by scipy.sparse.save_npz?)")]
     MissingArray(String),
@@ -63,12 +73,18 @@ pub enum NpzError {
 
 /// Reads a scipy `.npz` sparse matrix into a [`Csr`] under [`Limits::global`].
 pub fn read_npz(path: impl AsRef<Path>) -> Result<Csr, NpzError> {
+    read_npz_counted(path.as_ref()).map(|(m, _)| m)
+}
+
+/// [`read_npz`], also returning the bytes of the file.
+pub(crate) fn read_npz_counted(path: &Path) -> Result<(Csr, u64), NpzError> {
     let limits = Limits::global();
-    let path = path.as_ref();
-    let len = std::fs::metadata(path)?.len();
-    limits.check(|| format!("reading {}", path.display()), len)?;
-    let bytes = std::fs::read(path)?;
-    read_npz_bytes_with(&bytes, &limits)
+    // A regular file only (a FIFO or a device is refused without blocking), its length checked
+    // against the budget before it is read, and read in one piece: members are parsed in place.
+    let f = crate::file::open_regular(path).map_err(std::io::Error::from)?;
+    limits.check(|| format!("reading {}", path.display()), f.len)?;
+    let bytes = crate::file::read_exact_vec(&mut std::io::Read::take(&f.file, f.len), f.len)?;
+    Ok((read_npz_bytes_with(&bytes, &limits)?, f.len))
 }
 
 /// Reads a scipy `.npz` sparse matrix held in memory under [`Limits::global`].
@@ -328,6 +344,12 @@ fn zip_members(b: &[u8]) -> Result<Vec<Member>, NpzError> {
         p = p
             .checked_add(46 + name_len + extra_len + comment_len)
             .ok_or_else(short)?;
+    }
+    // Any repeated name is refused, whether or not it is an array this reader uses.
+    let mut names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(NpzError::DuplicateMember(w[0].to_string()));
     }
     Ok(members)
 }
@@ -719,6 +741,47 @@ mod tests {
         assert_eq!(m.row_offsets(), &[0, 2, 3]);
         assert_eq!(m.indices(), &[0, 2, 1]);
         assert_eq!(m.data(), &[1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn two_members_of_one_name_are_refused() {
+        // [[1]] twice over, with the second `data` saying 2: NumPy would read 2.
+        let data = |v: f64| ("data.npy", npy("<f8", "(1,)", &le(&[v], f64::to_le_bytes)));
+        let members = |dup: bool| {
+            let mut m = vec![
+                (
+                    "indices.npy",
+                    npy("<i4", "(1,)", &le(&[0i32], i32::to_le_bytes)),
+                ),
+                (
+                    "indptr.npy",
+                    npy("<i4", "(2,)", &le(&[0i32, 1], i32::to_le_bytes)),
+                ),
+                ("format.npy", npy("|S3", "()", b"csr")),
+                (
+                    "shape.npy",
+                    npy("<i8", "(2,)", &le(&[1i64, 1], i64::to_le_bytes)),
+                ),
+                data(1.0),
+            ];
+            if dup {
+                m.push(data(2.0));
+            }
+            zip(&m)
+        };
+        assert_eq!(read_npz_bytes(&members(false)).unwrap().data(), &[1.0]);
+        let e = read_npz_bytes(&members(true)).unwrap_err();
+        assert!(
+            matches!(e, NpzError::DuplicateMember(ref n) if n == "data.npy"),
+            "{e}"
+        );
+        // A repeated member the reader never uses is refused too.
+        let mut m = vec![("extra.txt", b"a".to_vec()), ("extra.txt", b"b".to_vec())];
+        m.push(("format.npy", npy("|S3", "()", b"csr")));
+        assert!(matches!(
+            read_npz_bytes(&zip(&m)),
+            Err(NpzError::DuplicateMember(_))
+        ));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Structural fuzzing on stable Rust (issue 21): proptest strategies build Matrix Market text,
-//! `.npz` containers, cache files and generator specs from their grammar, then mutate them; every
+//! `.npz` containers (with members repeated under one name: always refused), cache files,
+//! generator specs and special paths (FIFOs, device links, directories, dangling or looping links,
+//! sparse 3 GiB files, given to every reader of files) from their grammar, then mutate them; every
 //! input must give `Ok` or a typed error — never a panic, an allocation beyond the budget or a
 //! silently different matrix (where an oracle exists: unmutated inputs must decode to the matrix
 //! they were built from, a cache file must decode to its source or not at all).
@@ -325,6 +327,8 @@ struct NpzCase {
     coords: bool,
     deflate: Vec<bool>,
     claim: Option<(usize, u32)>,
+    /// A second member under the name of member `k`, with the same or other bytes.
+    dup: Option<(usize, bool)>,
     zip64: Option<(u64, Option<u64>)>,
     damage: Vec<Damage>,
 }
@@ -352,7 +356,10 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
         any::<bool>(),
         (any::<bool>(), any::<bool>()),
         vec(any::<bool>(), 6),
-        proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
+        (
+            proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
+            prop_oneof![3 => Just(None), 1 => proptest::option::of((0usize..6, any::<bool>()))],
+        ),
         zip64,
         prop_oneof![3 => Just(vec![]), 1 => vec(damage(), 1..4)],
     )
@@ -367,7 +374,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                 f4,
                 (unicode, coords),
                 deflate,
-                claim,
+                (claim, dup),
                 zip64,
                 damage,
             )| {
@@ -383,6 +390,7 @@ fn npz_case() -> impl Strategy<Value = NpzCase> {
                     coords,
                     deflate,
                     claim,
+                    dup,
                     zip64,
                     damage,
                 }
@@ -458,6 +466,17 @@ fn render_npz(c: &NpzCase) -> Vec<u8> {
     {
         m.claim = Some(claim);
     }
+    if let Some((k, same)) = c.dup
+        && let Some(m) = members.get(k % members.len())
+    {
+        let mut data = m.data.clone();
+        if !same && let Some(last) = data.last_mut() {
+            *last ^= 1;
+        }
+        let mut twin = member(&m.name, data);
+        twin.deflate = m.deflate;
+        members.push(twin);
+    }
     let mut bytes = match c.zip64 {
         Some((cd, loc)) => zip(&members, Some(cd), loc),
         None => zip(&members, None, None),
@@ -471,10 +490,17 @@ fn fuzz_npz_reader() {
     fuzz("npz", npz_case(), |c| {
         let bytes = render_npz(c);
         let got = npz::read_npz_bytes_with(&bytes, &Limits::new(LIMIT));
-        let clean = c.damage.is_empty() && c.claim.is_none() && c.zip64.is_none();
+        let clean =
+            c.damage.is_empty() && c.claim.is_none() && c.zip64.is_none() && c.dup.is_none();
         let small = (0..7).contains(&c.shape.0) && (0..7).contains(&c.shape.1);
         let fits = c.index_size == 8 || c.shape.0.max(c.shape.1) < (1 << (8 * c.index_size - 2));
-        if clean && small && fits && ["csr", "csc", "coo"].contains(&c.format) {
+        if c.damage.is_empty() && c.zip64.is_none() && c.dup.is_some() {
+            // Two members of one name: refused whatever else the file holds.
+            assert!(
+                matches!(got, Err(npz::NpzError::DuplicateMember(_))),
+                "a duplicate member was not refused: {got:?}"
+            );
+        } else if clean && small && fits && ["csr", "csc", "coo"].contains(&c.format) {
             // The oracle: exactly the matrix the arrays hold (integer values: sums are exact).
             let t: Vec<(u32, u32, f32)> = inside(c)
                 .iter()
@@ -651,6 +677,94 @@ fn fuzz_generator_specs() {
             );
             // The canonical string parses back to the same spec.
             assert_eq!(GeneratorSpec::from_str(&spec.to_string()).unwrap(), spec);
+        }
+    });
+}
+
+// ---------------------------------------------------------------- special paths
+
+/// What sits at the path a reader is given.
+#[derive(Clone, Debug)]
+enum PathKind {
+    /// A regular file with these bytes (a Matrix Market case, possibly damaged).
+    Regular(Vec<u8>),
+    /// Any other node: FIFO, links to devices, directory, dangling link, link loop, 3 GiB sparse
+    /// file, empty file.
+    Special(usize),
+}
+
+const SPECIALS: [&str; 8] = [
+    "fifo", "zero", "null", "dir", "dangling", "loop", "sparse", "empty",
+];
+
+/// The special nodes, made once per process.
+fn special_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz_special_paths");
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::symlink;
+            assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(d.join("fifo"))
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+            symlink("/dev/zero", d.join("zero")).unwrap();
+            symlink("/dev/null", d.join("null")).unwrap();
+            symlink(d.join("nowhere"), d.join("dangling")).unwrap();
+            symlink(d.join("loop"), d.join("loop")).unwrap();
+        }
+        std::fs::create_dir(d.join("dir")).unwrap();
+        std::fs::File::create(d.join("sparse"))
+            .unwrap()
+            .set_len(3 << 30)
+            .unwrap();
+        std::fs::File::create(d.join("empty")).unwrap();
+        d
+    })
+}
+
+fn path_case() -> impl Strategy<Value = (PathKind, u8)> {
+    let kind = prop_oneof![
+        1 => mtx_case().prop_map(|c| PathKind::Regular(render_mtx(&c))),
+        2 => (0..SPECIALS.len()).prop_map(PathKind::Special),
+    ];
+    (kind, 0u8..6)
+}
+
+#[test]
+fn fuzz_special_paths() {
+    let dir = special_dir();
+    let regular = dir.join(format!("regular-{:?}.mtx", std::thread::current().id()));
+    fuzz("special-paths", path_case(), |(kind, reader)| {
+        let path = match kind {
+            PathKind::Regular(bytes) => {
+                std::fs::write(&regular, bytes).unwrap();
+                regular.clone()
+            }
+            PathKind::Special(k) => dir.join(SPECIALS[*k]),
+        };
+        // Every reader of files: Ok (a regular file holding a matrix) or a typed error, at once.
+        let ok = match reader {
+            0 => mtx::read_matrix_market(&path).is_ok(),
+            1 => mtx::read_header(&path).is_ok(),
+            2 => mtx::read_matrix_with_report(&path).is_ok(),
+            3 => npz::read_npz(&path).is_ok(),
+            4 => cache::load::<BitTcf>(&path, None).is_ok(),
+            _ => tcsparse_formats::file::read_regular(&path, 1 << 20).is_ok(),
+        };
+        if let PathKind::Special(k) = kind {
+            // Nothing but the empty file (read_regular) is read; and that holds no matrix.
+            assert!(
+                !ok || (SPECIALS[*k] == "empty" && *reader == 5),
+                "{} read as a matrix by reader {reader}",
+                SPECIALS[*k]
+            );
         }
     });
 }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use tcsparse::formats::generate::{GeneratorSpec, algebraic_decay_dense, exponential_decay_dense};
+use tcsparse::formats::Limits;
+use tcsparse::formats::generate::GeneratorSpec;
 use tcsparse::gpu::spamm::SpammBlock;
 use tcsparse::spamm::{
     DenseRef, DeviceSet, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm,
@@ -182,11 +183,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 GeneratorSpec::Algebraic { n } | GeneratorSpec::Exponential { n, .. } => n,
                 other => bail!("--gen takes algebraic: or exponential:, not {other}"),
             };
+            // A (B is A, not a copy) and C under the memory budget before either is allocated;
+            // the generator checks A's bytes again itself.
             super::checks::check_dense(&format!("--gen {spec}"), Some(n), n, n)?;
-            let data = match spec {
-                GeneratorSpec::Exponential { n, rate } => exponential_decay_dense(n, rate),
-                _ => algebraic_decay_dense(n),
-            };
+            let (data, n) = spec.build_dense(&Limits::global())?;
             (data, None, n, n, n, spec.to_string())
         }
         (None, Some(pa)) => {

@@ -221,24 +221,50 @@ impl PlanCache {
     }
 
     /// `Ok(None)`: no entry. `Err`: an entry that cannot be trusted, and why.
+    ///
+    /// The entry must be a regular file (a FIFO, a device such as a link to `/dev/zero`, or a
+    /// directory is refused without blocking or reading, through
+    /// [`tcsparse_formats::file::open_regular`]); its 84-byte header is read and checked first
+    /// (magic, version, key, and a payload length that fits both the file and what a plan for `a`
+    /// can hold), and only then the payload, so a damaged or oversized entry costs a header read.
     pub fn load(&self, a: &Csr) -> Result<Option<PlanEntry>, StaleOrCorrupt> {
+        use tcsparse_formats::file::{FileError, open_regular, read_exact_vec};
         let t = std::time::Instant::now();
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        let f = match open_regular(&self.path) {
+            Ok(f) => f,
+            Err(FileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
             Err(e) => return Err(format!("unreadable: {e}")),
         };
+        let unreadable = |e: std::io::Error| format!("unreadable: {e}");
+        let mut file = &f.file;
+        let head_len = (HEADER_LEN as u64).min(f.len);
+        let header = read_exact_vec(&mut std::io::Read::take(&mut file, head_len), head_len)
+            .map_err(unreadable)?;
+        let len = self.check_header(&header, a)?;
+        if f.len != HEADER_LEN as u64 + len {
+            return Err(format!(
+                "corrupt: {} bytes, header says {}",
+                f.len,
+                HEADER_LEN as u64 + len
+            ));
+        }
+        let payload =
+            read_exact_vec(&mut std::io::Read::take(&mut file, len), len).map_err(unreadable)?;
         let read_ms = t.elapsed().as_secs_f64() * 1e3;
-        let entry = self.decode(&bytes, a);
+        let entry = check_payload(&header, &payload, a);
         tracing::debug!(
             "plan cache entry of {} bytes read in {read_ms:.1} ms, checked and decoded in {:.1} ms",
-            bytes.len(),
+            HEADER_LEN + payload.len(),
             t.elapsed().as_secs_f64() * 1e3 - read_ms
         );
         entry.map(Some)
     }
 
-    fn decode(&self, bytes: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
+    /// Checks the header at the start of `bytes` (at least [`HEADER_LEN`] bytes) against this
+    /// entry's key and `a`; returns the payload length it declares.
+    fn check_header(&self, bytes: &[u8], a: &Csr) -> Result<u64, StaleOrCorrupt> {
         if bytes.len() < HEADER_LEN || &bytes[..8] != MAGIC {
             return Err("not a plan cache file (bad magic or truncated header)".into());
         }
@@ -252,18 +278,13 @@ impl PlanCache {
             return Err("stale: the entry was written for another key".into());
         }
         let len = u64::from_le_bytes(bytes[44..52].try_into().map_err(|_| "header")?);
-        if len > MAX_PAYLOAD || bytes.len() as u64 != HEADER_LEN as u64 + len {
+        let max = max_payload(a);
+        if len > max {
             return Err(format!(
-                "corrupt: {} bytes, header says {}",
-                bytes.len(),
-                HEADER_LEN as u64 + len.min(MAX_PAYLOAD)
+                "corrupt: a payload of {len} bytes, more than a plan for this matrix holds ({max})"
             ));
         }
-        let payload = &bytes[HEADER_LEN..];
-        if payload_checksum(payload) != bytes[52..84] {
-            return Err("corrupt: payload checksum mismatch".into());
-        }
-        decode_payload(payload, a)
+        Ok(len)
     }
 
     /// Writes the entry atomically (temporary file in the same directory, then rename).
@@ -294,6 +315,23 @@ impl PlanCache {
         }
         result.map_err(|e| format!("{}: {e}", self.path.display()))
     }
+}
+
+/// The largest payload a plan for `a` can hold: the fixed fields, a permutation of its rows, a
+/// row-tile skeleton (a window prefix and at most 8 block columns per nonzero) and a note.
+fn max_payload(a: &Csr) -> u64 {
+    let rows = a.rows() as u64;
+    let nnz = a.nnz() as u64;
+    (4 * rows + 4 * (rows + 2) + 32 * nnz + (1 << 20)).min(MAX_PAYLOAD)
+}
+
+/// Checks the payload against the header's checksum (`header`: at least [`HEADER_LEN`] bytes)
+/// and decodes it.
+fn check_payload(header: &[u8], payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
+    if payload_checksum(payload) != header[52..84] {
+        return Err("corrupt: payload checksum mismatch".into());
+    }
+    decode_payload(payload, a)
 }
 
 /// BLAKE3 of a payload, on all cores (a row-tile skeleton runs to megabytes).
@@ -654,6 +692,74 @@ mod tests {
                 .collect::<Vec<_>>(),
         )
         .unwrap()
+    }
+
+    /// A FIFO, a link to `/dev/zero`, a directory and oversized (sparse) files at an entry's path
+    /// are refused from their type or their 84-byte header, without blocking or reading on.
+    #[cfg(unix)]
+    #[test]
+    fn special_or_oversized_entries_are_refused_without_reading_them() {
+        let dir =
+            std::env::temp_dir().join(format!("tcsparse-plan-special-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let a = matrix();
+        let at = |name: &str| {
+            let path = dir.join(name);
+            let _ = std::fs::remove_file(&path);
+            PlanCache { path, key: [7; 32] }
+        };
+        let t = std::time::Instant::now();
+        let fifo = at("fifo.plan");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo.path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let why = fifo.load(&a).unwrap_err();
+        assert!(why.contains("FIFO"), "{why}");
+        let zero = at("zero.plan");
+        std::os::unix::fs::symlink("/dev/zero", &zero.path).unwrap();
+        let why = zero.load(&a).unwrap_err();
+        assert!(why.contains("character device"), "{why}");
+        let d = at("dir.plan");
+        std::fs::create_dir_all(&d.path).unwrap();
+        assert!(d.load(&a).unwrap_err().contains("directory"));
+        // A valid entry grown to 3 GiB (a sparse file): its length disagrees with its header.
+        let e = PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            perm: None,
+            blocks: None,
+            row_tile: None,
+            note: "n".into(),
+        };
+        let big = at("big.plan");
+        big.store(&e).unwrap();
+        assert_eq!(big.load(&a), Ok(Some(e.clone())));
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&big.path)
+            .unwrap();
+        f.set_len(3 << 30).unwrap();
+        let why = big.load(&a).unwrap_err();
+        assert!(why.contains("header says"), "{why}");
+        // A header that declares the 3 GiB as its payload: more than a plan of this matrix holds.
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&big.path)
+            .unwrap();
+        f.seek(SeekFrom::Start(44)).unwrap();
+        f.write_all(&((3u64 << 30) - HEADER_LEN as u64).to_le_bytes())
+            .unwrap();
+        drop(f);
+        let why = big.load(&a).unwrap_err();
+        assert!(
+            why.contains("more than a plan for this matrix holds"),
+            "{why}"
+        );
+        assert!(t.elapsed().as_secs_f64() < 5.0, "{:?}", t.elapsed());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
