@@ -26,6 +26,7 @@
 
 mod engine;
 mod error;
+pub mod external;
 mod options;
 mod report;
 pub mod spamm;
