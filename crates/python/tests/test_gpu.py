@@ -64,8 +64,8 @@ def test_backward_on_the_gpu_matches_the_cpu_path():
     dy = torch.randn(500, 16, generator=g)
     grads = []
     for a, dev in ((ag, "cuda"), (ac, "cpu")):
-        x = x0.to(dev).requires_grad_()
-        w = w0.to(dev).requires_grad_()
+        x = x0.to(dev, copy=True).requires_grad_()
+        w = w0.to(dev, copy=True).requires_grad_()
         (tcsparse.spmm(a, x, values=w) * dy.to(dev)).sum().backward()
         grads.append((x.grad.cpu(), w.grad.cpu()))
     torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-4, atol=1e-4)

@@ -51,8 +51,8 @@ def test_float32_gradients_match_float64_ones():
     dy = torch.randn(50, 6, generator=g)
     grads = []
     for dtype in (torch.float32, torch.float64):
-        x = x0.to(dtype).requires_grad_()
-        w = w0.to(dtype).requires_grad_()
+        x = x0.to(dtype, copy=True).requires_grad_()
+        w = w0.to(dtype, copy=True).requires_grad_()
         (tcsparse.spmm(a, x, values=w) * dy.to(dtype)).sum().backward()
         grads.append((x.grad, w.grad))
     torch.testing.assert_close(grads[0][0].double(), grads[1][0], rtol=1e-5, atol=1e-5)
@@ -64,16 +64,16 @@ def test_learned_values_train():
     a = tcsparse.SparseMatrix(m, precision="f32")
     target = torch.from_numpy((m * 0.5).toarray()) @ torch.ones(20, 2)
     w = torch.nn.Parameter(torch.from_numpy(m.data.copy()))
-    opt = torch.optim.SGD([w], lr=0.05)
+    opt = torch.optim.SGD([w], lr=1.0)
     x = torch.ones(20, 2)
     losses = []
-    for _ in range(30):
+    for _ in range(60):
         opt.zero_grad()
         loss = ((tcsparse.spmm(a, x, values=w) - target) ** 2).mean()
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    assert losses[-1] < 0.1 * losses[0]
+    assert losses[-1] < 1e-3 * losses[0]
 
 
 def test_bad_tensors_name_the_argument():
