@@ -94,3 +94,15 @@ def test_bad_tensors_name_the_argument():
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="X: is on cuda"):
             a @ torch.ones(8, 2, device="cuda")
+
+
+def test_the_transpose_follows_update_values():
+    m = random_csr(40, 30, 0.1, seed=26)
+    a = tcsparse.SparseMatrix(m, precision="f32")
+    dy = torch.randn(40, 3, generator=torch.Generator().manual_seed(5))
+    for scale in (1.0, -2.0, 0.5):
+        a.update_values((m.data * scale).astype(np.float32))
+        x = torch.zeros(30, 3, requires_grad=True)
+        ((a @ x) * dy).sum().backward()
+        want = torch.from_numpy((m * scale).T.toarray()) @ dy
+        torch.testing.assert_close(x.grad, want, rtol=1e-5, atol=1e-5)

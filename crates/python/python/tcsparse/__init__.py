@@ -417,6 +417,26 @@ def _check_out_tensor(a: SparseMatrix, out: Any, x: Any, rows: int, n: int) -> N
         raise TypeError(f"out: dtype {out.dtype}, expected {x.dtype} (the dtype of X)")
 
 
+class _NoGuard:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_GUARD = _NoGuard()
+
+
+def _on_device(a: SparseMatrix) -> Any:
+    """The engine makes A's device current on the calling thread (its primary context): when that
+    is not torch's current device, ``torch.cuda.device`` restores torch's afterwards."""
+    t = _torch()
+    if t.cuda.current_device() == a._index:
+        return _NO_GUARD
+    return t.cuda.device(a._index)
+
+
 def _stream(a: SparseMatrix) -> int:
     t = _torch()
     return int(t.cuda.current_stream(a._index).cuda_stream)
@@ -432,9 +452,9 @@ def _product(
         rows, cols = cols, rows
     n = x.shape[1]
     if out is None:
-        out = _new_out(x, rows, n)
         if beta != 0.0:
             raise ValueError("beta: nonzero beta needs out (the C it scales)")
+        out = _new_out(x, rows, n)
     if x.device.type == "cuda":
         if values is not None and not transpose:
             a.update_values(values)
@@ -446,7 +466,8 @@ def _product(
             else:
                 out.mul_(beta)
             return out
-        a._m.spmm_cuda(float(alpha), x.data_ptr(), n, float(beta), out.data_ptr(), _stream(a), transpose)
+        with _on_device(a):
+            a._m.spmm_cuda(float(alpha), x.data_ptr(), n, float(beta), out.data_ptr(), _stream(a), transpose)
         return out
     xn = x.detach().numpy()
     on = out.detach().numpy()
@@ -477,7 +498,8 @@ def _sddmm_tensors(a: SparseMatrix, left: Any, right: Any) -> Any:
             return out
         if left.shape[1] == 0:
             return out.zero_()
-        a._m.sddmm_cuda(left.data_ptr(), right.data_ptr(), left.shape[1], out.data_ptr(), _stream(a))
+        with _on_device(a):
+            a._m.sddmm_cuda(left.data_ptr(), right.data_ptr(), left.shape[1], out.data_ptr(), _stream(a))
         return out
     ln, rn = left.detach().numpy(), right.detach().numpy()
     if left.dtype == t.float64:
