@@ -3,7 +3,7 @@
 # (called by .ci/run). GPU tests (tests/test_gpu.py, marker `gpu`) skip themselves without a GPU.
 #
 # PyTorch: the autograd tests (gradcheck in float64) need it. PyPI's Linux wheel of torch brings the
-# CUDA libraries with it (about 5.3 GB installed; 93 s to install on a development machine), which
+# CUDA libraries with it (about 5.3 GB installed; 93–124 s to install on a development machine), which
 # stays well inside CI's budget, so it is installed unless TCSPARSE_CI_TORCH=0; if the install
 # fails, the torch tests are skipped and the count of skipped tests is printed.
 set -euo pipefail
