@@ -378,27 +378,31 @@ def _f64_values(values: Any, nnz: int) -> np.ndarray:
 
 
 def _check_tensor(a: SparseMatrix, x: Any, what: str, rows: int) -> None:
+    # On every call's path: each attribute is read once (a torch.device is built per access).
     t = _torch()
     if x.layout != t.strided:
         raise TypeError(f"{what}: a {x.layout} tensor; expected a dense (strided) tensor")
-    if x.dim() != 2:
-        raise ValueError(f"{what}: expected a 2-D tensor ({rows}, n), got shape {tuple(x.shape)}")
-    if x.shape[0] != rows:
-        raise ValueError(f"{what}: has {x.shape[0]} rows, expected {rows}")
-    if x.device.type == "cuda":
-        if not a.is_cuda:
-            raise ValueError(f"{what}: is on {x.device} but A is on the CPU")
-        if x.device.index != a._index:
-            raise ValueError(f"{what}: is on {x.device} but A is on {a.device}")
-        if x.dtype != t.float32:
-            raise TypeError(f"{what}: dtype {x.dtype}; CUDA products are float32")
-    elif x.device.type == "cpu":
-        if a.is_cuda:
+    shape = x.shape
+    if len(shape) != 2:
+        raise ValueError(f"{what}: expected a 2-D tensor ({rows}, n), got shape {tuple(shape)}")
+    if shape[0] != rows:
+        raise ValueError(f"{what}: has {shape[0]} rows, expected {rows}")
+    dev = x.device
+    kind, dtype = dev.type, x.dtype
+    if kind == "cuda":
+        if a._index is None:
+            raise ValueError(f"{what}: is on {dev} but A is on the CPU")
+        if dev.index != a._index:
+            raise ValueError(f"{what}: is on {dev} but A is on {a.device}")
+        if dtype != t.float32:
+            raise TypeError(f"{what}: dtype {dtype}; CUDA products are float32")
+    elif kind == "cpu":
+        if a._index is not None:
             raise ValueError(f"{what}: is on the CPU but A is on {a.device}")
-        if x.dtype not in (t.float32, t.float64):
-            raise TypeError(f"{what}: dtype {x.dtype} is not float32 or float64")
+        if dtype != t.float32 and dtype != t.float64:
+            raise TypeError(f"{what}: dtype {dtype} is not float32 or float64")
     else:
-        raise ValueError(f"{what}: is on {x.device}; tcsparse runs on 'cpu' and 'cuda'")
+        raise ValueError(f"{what}: is on {dev}; tcsparse runs on 'cpu' and 'cuda'")
     if not x.is_contiguous():
         raise ValueError(f"{what}: must be contiguous (call {what}.contiguous())")
 
@@ -438,7 +442,11 @@ def _on_device(a: SparseMatrix) -> Any:
 
 
 def _stream(a: SparseMatrix) -> int:
+    """The raw handle of torch's current CUDA stream on A's device."""
     t = _torch()
+    raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # the handle without building a torch.cuda.Stream (a few µs a call)
+        return int(raw(a._index))
     return int(t.cuda.current_stream(a._index).cuda_stream)
 
 
@@ -566,8 +574,8 @@ def _spmm_torch(a: SparseMatrix, x: Any, alpha: float, beta: float, out: Any, va
         if out is not None or beta != 0.0:
             raise ValueError("out/beta: not supported when gradients are required")
         return _autograd_function().apply(a, values, x, float(alpha))
-    with t.no_grad():
-        return _product(a, values, x, float(alpha), float(beta), out, False)
+    # No autograd graph: no input requires grad (the float64 path's torch ops run under no_grad).
+    return _product(a, values, x, float(alpha), float(beta), out, False)
 
 
 # ---------------------------------------------------------------------------------------------
