@@ -6,7 +6,8 @@
 //! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
 //!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
 //!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
-//! * [`metrics`] per layout, a versioned on-disk [`cache`], and f64 [`reference`](mod@reference) products.
+//! * [`metrics`] per layout, a versioned on-disk [`cache`], f64 [`reference`](mod@reference) products and
+//!   the pattern products of an SpMM's gradient ([`sddmm`](mod@sddmm)).
 //!
 //! The crate never touches CUDA: it builds and tests on any machine.
 //!
@@ -30,6 +31,7 @@ pub mod normmap;
 pub mod npz;
 pub mod reference;
 pub mod rowtile;
+pub mod sddmm;
 pub mod stats;
 pub mod tcf;
 

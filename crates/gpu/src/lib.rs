@@ -26,6 +26,7 @@ pub mod module_image;
 pub mod multi;
 pub mod permute;
 pub mod schedule;
+pub mod sddmm;
 pub mod signature;
 pub mod spamm;
 pub mod spmm;
@@ -325,10 +326,12 @@ pub enum KernelModule {
     SpmvN7,
     /// See [`KernelModule::SpmvN2`].
     SpmvN8,
+    /// `kernels-ptx/sddmm.ptx`: the SDDMM on a CSR pattern ([`sddmm`]).
+    Sddmm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 14;
+const MODULE_COUNT: usize = 15;
 
 impl KernelModule {
     /// Every module.
@@ -347,6 +350,7 @@ impl KernelModule {
         KernelModule::SpmvN6,
         KernelModule::SpmvN7,
         KernelModule::SpmvN8,
+        KernelModule::Sddmm,
     ];
 
     /// The module holding the SpMV walks for `n` right-hand sides ([`KernelModule::Spmv`] for
@@ -386,6 +390,7 @@ impl KernelModule {
             KernelModule::SpmvN6 => "spmv_n6.ptx",
             KernelModule::SpmvN7 => "spmv_n7.ptx",
             KernelModule::SpmvN8 => "spmv_n8.ptx",
+            KernelModule::Sddmm => "sddmm.ptx",
         }
     }
 
@@ -406,6 +411,7 @@ impl KernelModule {
             KernelModule::SpmvN6 => include_str!("../../../kernels-ptx/spmv_n6.ptx"),
             KernelModule::SpmvN7 => include_str!("../../../kernels-ptx/spmv_n7.ptx"),
             KernelModule::SpmvN8 => include_str!("../../../kernels-ptx/spmv_n8.ptx"),
+            KernelModule::Sddmm => include_str!("../../../kernels-ptx/sddmm.ptx"),
         }
     }
 }

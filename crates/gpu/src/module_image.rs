@@ -55,6 +55,7 @@ impl KernelModule {
             KernelModule::SpmvN6 => include_bytes!("../../../kernels-ptx/spmv_n6.sm_90.cubin.gz"),
             KernelModule::SpmvN7 => include_bytes!("../../../kernels-ptx/spmv_n7.sm_90.cubin.gz"),
             KernelModule::SpmvN8 => include_bytes!("../../../kernels-ptx/spmv_n8.sm_90.cubin.gz"),
+            KernelModule::Sddmm => include_bytes!("../../../kernels-ptx/sddmm.sm_90.cubin.gz"),
         }
     }
 

@@ -2,7 +2,7 @@
 //! parameter list (count and PTX types) the launch code passes.
 
 use tcsparse_gpu::spmm::{acc, csr, hrpb, row_tile};
-use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, spamm, spmv};
+use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, sddmm, spamm, spmv};
 
 fn check(sigs: &[KernelSignature]) {
     for s in sigs {
@@ -45,6 +45,11 @@ fn acc_spmm_signatures_match_ptx() {
 #[test]
 fn permute_signature_matches_ptx() {
     check(permute::SIGNATURES);
+}
+
+#[test]
+fn sddmm_signature_matches_ptx() {
+    check(sddmm::SIGNATURES);
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub mod accuracy;
 pub mod distributed;
 mod engine;
 mod error;
+pub mod external;
 mod options;
 mod report;
 pub mod spamm;
