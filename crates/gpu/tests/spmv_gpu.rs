@@ -377,8 +377,8 @@ fn spmv_edge_shapes_match_f64() {
 /// Values far beyond f16 (bcsstk18-like, up to 3e10) and far below its normal range (1e-9), one
 /// magnitude class per tile-row (the f16 scale is per tile-row: it keeps 24 binary orders of
 /// magnitude below the tile-row's maximum), X beyond f16 too: within the bound. A tile-row mixing
-/// 3e10 and 1e-9 loses the small rows to f16 underflow (documented), but nothing is ever NaN or
-/// infinite.
+/// rows of 3e10 and rows of 1e-9 would lose the small rows to f16 underflow: f16 tiles are refused
+/// for it (`f16_unfit_tile_row`; the facade falls back to TF32/f32 tiles).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_f16_never_overflows() {
@@ -400,6 +400,13 @@ fn spmv_f16_never_overflows() {
             .collect();
         let a = triplets(200, 300, &t);
         let b = BitBsr::from_csr(&a).expect("bitBSR");
+        if mixed {
+            let e = DeviceBitBsr::encode(&b, TileStorage::F16)
+                .err()
+                .expect("f16 tiles refused for tile-rows mixing rows 1e19 apart");
+            println!("f16 mixed tile-rows refused: {e}");
+            continue;
+        }
         let mut k = spmv_of(&gpu, &b, TileStorage::F16);
         let modes = [(1, None), (MAX_RHS, None)]
             .into_iter()
@@ -415,26 +422,17 @@ fn spmv_f16_never_overflows() {
             let mut dy = gpu.upload(&y0).expect("y");
             k.run(1.0, &dx, 0.0, &mut dy, n).expect("launch");
             let y = gpu.download(&dy).expect("download");
-            if mixed {
-                assert!(
-                    y.iter().all(|v| v.is_finite()),
-                    "f16 mixed tile-rows ({}): non-finite y",
-                    k.kernel_name(n)
-                );
-                println!("f16 mixed tile-rows {} n {n}: all finite", k.kernel_name(n));
-            } else {
-                check(
-                    &format!("f16 huge values {} n {n}", k.kernel_name(n)),
-                    &a,
-                    &x,
-                    n,
-                    1.0,
-                    0.0,
-                    &y0,
-                    &y,
-                    TOL,
-                );
-            }
+            check(
+                &format!("f16 huge values {} n {n}", k.kernel_name(n)),
+                &a,
+                &x,
+                n,
+                1.0,
+                0.0,
+                &y0,
+                &y,
+                TOL,
+            );
         }
     }
 }
