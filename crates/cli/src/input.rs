@@ -116,6 +116,12 @@ fn layout_kind(path: &Path) -> Result<Option<u8>, InputError> {
 
 /// Reads the matrix at `path` (see the module docs).
 pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
+    read_matrix_with_report(path).map(|(m, _)| m)
+}
+
+/// [`read_matrix`], with the reader's report (bytes and seconds) for a Matrix Market or `.npz`
+/// file; `None` for a layout file.
+pub fn read_matrix_with_report(path: &Path) -> Result<(Csr, Option<mtx::ReadReport>), InputError> {
     check_regular(path)?;
     if let Some(kind) = layout_kind(path)? {
         let layout = |source| InputError::Layout {
@@ -123,25 +129,29 @@ pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
             source,
         };
         return match kind {
-            k if k == FormatKind::BitTcf as u8 => {
-                Ok(cache::load::<BitTcf>(path, None).map_err(layout)?.to_csr())
-            }
-            k if k == FormatKind::MeTcf as u8 => {
-                Ok(cache::load::<MeTcf>(path, None).map_err(layout)?.to_csr())
-            }
-            k if k == FormatKind::Hrpb as u8 => {
-                Ok(cache::load::<Hrpb>(path, None).map_err(layout)?.to_csr())
-            }
-            k if k == FormatKind::BitBsr as u8 => {
-                Ok(cache::load::<BitBsr>(path, None).map_err(layout)?.to_csr())
-            }
+            k if k == FormatKind::BitTcf as u8 => Ok((
+                cache::load::<BitTcf>(path, None).map_err(layout)?.to_csr(),
+                None,
+            )),
+            k if k == FormatKind::MeTcf as u8 => Ok((
+                cache::load::<MeTcf>(path, None).map_err(layout)?.to_csr(),
+                None,
+            )),
+            k if k == FormatKind::Hrpb as u8 => Ok((
+                cache::load::<Hrpb>(path, None).map_err(layout)?.to_csr(),
+                None,
+            )),
+            k if k == FormatKind::BitBsr as u8 => Ok((
+                cache::load::<BitBsr>(path, None).map_err(layout)?.to_csr(),
+                None,
+            )),
             kind => Err(InputError::UnknownLayout {
                 path: path.to_path_buf(),
                 kind,
             }),
         };
     }
-    mtx::read_matrix(path).map_err(|source| match source {
+    let (m, report) = mtx::read_matrix_with_report(path).map_err(|source| match source {
         MtxError::UnknownExtension { .. } => InputError::UnknownKind {
             path: path.to_path_buf(),
         },
@@ -149,7 +159,8 @@ pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
             path: path.to_path_buf(),
             source,
         },
-    })
+    })?;
+    Ok((m, Some(report)))
 }
 
 /// The matrix `tcsparse demo` runs on without `INPUT`: the shipped `datasets/cora.mtx.gz`, embedded

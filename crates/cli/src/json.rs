@@ -126,6 +126,8 @@ pub fn backend(engine: &tcsparse::Engine) -> Value {
 pub struct Info {
     /// The path read.
     pub input: String,
+    /// What reading it took (absent for a layout file written by `convert`).
+    pub read: Option<Read>,
     /// Shape.
     pub matrix: Matrix,
     /// Row statistics (formats::stats::MatrixStats).
@@ -134,6 +136,34 @@ pub struct Info {
     pub formats: Option<Value>,
     /// With `--reorder`: what each reordering does to the blocks.
     pub reorderings: Option<Reorderings>,
+}
+
+/// One file read: bytes and time.
+#[derive(Serialize)]
+pub struct Read {
+    /// Bytes of the file (compressed bytes for gzip).
+    pub file_bytes: u64,
+    /// Bytes parsed (the decompressed text of a gzip file).
+    pub text_bytes: u64,
+    /// Whether the file was gzip-compressed.
+    pub gzip: bool,
+    /// Milliseconds from opening the file to the finished matrix.
+    pub read_ms: f64,
+    /// Parsed bytes per second, in GB/s.
+    pub gb_per_s: f64,
+}
+
+impl Read {
+    /// From the reader's report.
+    pub fn of(r: &tcsparse::formats::mtx::ReadReport) -> Self {
+        Read {
+            file_bytes: r.file_bytes,
+            text_bytes: r.text_bytes,
+            gzip: r.gzip,
+            read_ms: r.seconds * 1e3,
+            gb_per_s: r.text_bytes_per_second() / 1e9,
+        }
+    }
 }
 
 /// `info --reorder`.

@@ -35,8 +35,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::out::json_only();
     }
     let start = Instant::now();
-    let csr = crate::input::read_matrix(&args.input)?;
+    let (csr, report) = crate::input::read_matrix_with_report(&args.input)?;
     tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
+    // The read rate goes to stderr: stdout holds the matrix's statistics only.
+    if let Some(r) = &report
+        && !args.json
+    {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "read      {:.3} s: {:.1} MB of {} at {:.2} GB/s",
+            r.seconds,
+            r.text_bytes as f64 / 1e6,
+            if r.gzip { "decompressed text" } else { "file" },
+            r.text_bytes_per_second() / 1e9
+        );
+    }
     outln!("{}", args.input.display())?;
     let stats = MatrixStats::compute(&csr);
     out!("{stats}")?;
@@ -64,6 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "info",
             &crate::json::Info {
                 input: args.input.display().to_string(),
+                read: report.as_ref().map(crate::json::Read::of),
                 matrix: crate::json::Matrix::of(&csr),
                 stats: serde_json::to_value(&stats)?,
                 formats,
