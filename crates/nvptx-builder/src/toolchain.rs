@@ -163,31 +163,8 @@ impl Compiler {
         match self {
             Compiler::Nvrtc { .. } => nvrtc_cubin(dir, src),
             Compiler::Nvcc { path, .. } => {
-                let out_path = std::env::temp_dir().join(format!(
-                    "tcsparse-{}-{}.cubin",
-                    std::process::id(),
-                    src.ptx_name()
-                ));
-                let out = Command::new(path)
-                    .arg("-cubin")
-                    .arg(format!("-arch={}", crate::cubin::CUBIN_ARCH))
-                    .arg("-std=c++17")
-                    .arg("-I")
-                    .arg(dir)
-                    .arg("-o")
-                    .arg(&out_path)
-                    .arg(dir.join(&src.name))
-                    .output()
-                    .map_err(|e| BuildError::NoCompiler(format!("running nvcc: {e}")))?;
-                if !out.status.success() {
-                    return Err(BuildError::Compile {
-                        name: src.name.clone(),
-                        log: String::from_utf8_lossy(&out.stderr).into_owned(),
-                    });
-                }
-                let bytes = std::fs::read(&out_path).map_err(|e| BuildError::io(&out_path, e))?;
-                let _ = std::fs::remove_file(&out_path);
-                Ok(bytes)
+                let arch = format!("-arch={}", crate::cubin::CUBIN_ARCH);
+                run_nvcc(path, dir, src, &["-cubin", &arch, "-std=c++17"], "cubin")
             }
         }
     }
@@ -218,34 +195,50 @@ impl Compiler {
                 Ok(ptx.to_src())
             }
             Compiler::Nvcc { path, .. } => {
-                let out_path = std::env::temp_dir().join(format!(
-                    "tcsparse-{}-{}.ptx",
-                    std::process::id(),
-                    src.ptx_name()
-                ));
-                let out = Command::new(path)
-                    .arg("-ptx")
-                    .args(FLAGS)
-                    .arg("-I")
-                    .arg(dir)
-                    .arg("-o")
-                    .arg(&out_path)
-                    .arg(dir.join(&src.name))
-                    .output()
-                    .map_err(|e| BuildError::NoCompiler(format!("running nvcc: {e}")))?;
-                if !out.status.success() {
-                    return Err(BuildError::Compile {
-                        name: src.name.clone(),
-                        log: String::from_utf8_lossy(&out.stderr).into_owned(),
-                    });
-                }
-                let text =
-                    std::fs::read_to_string(&out_path).map_err(|e| BuildError::io(&out_path, e))?;
-                let _ = std::fs::remove_file(&out_path);
-                Ok(text)
+                let args: Vec<&str> = std::iter::once("-ptx")
+                    .chain(FLAGS.iter().copied())
+                    .collect();
+                let bytes = run_nvcc(path, dir, src, &args, "ptx")?;
+                String::from_utf8(bytes).map_err(|_| BuildError::Compile {
+                    name: src.name.clone(),
+                    log: "nvcc wrote PTX that is not UTF-8".into(),
+                })
             }
         }
     }
+}
+
+/// Runs `nvcc ARGS -I dir -o TMP.ext dir/src` and returns what it wrote.
+fn run_nvcc(
+    nvcc: &Path,
+    dir: &Path,
+    src: &KernelSource,
+    args: &[&str],
+    ext: &str,
+) -> Result<Vec<u8>, BuildError> {
+    let out_path = std::env::temp_dir().join(format!(
+        "tcsparse-{}-{}.{ext}",
+        std::process::id(),
+        src.ptx_name()
+    ));
+    let out = Command::new(nvcc)
+        .args(args)
+        .arg("-I")
+        .arg(dir)
+        .arg("-o")
+        .arg(&out_path)
+        .arg(dir.join(&src.name))
+        .output()
+        .map_err(|e| BuildError::NoCompiler(format!("running nvcc: {e}")))?;
+    if !out.status.success() {
+        return Err(BuildError::Compile {
+            name: src.name.clone(),
+            log: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    let bytes = std::fs::read(&out_path).map_err(|e| BuildError::io(&out_path, e))?;
+    let _ = std::fs::remove_file(&out_path);
+    Ok(bytes)
 }
 
 /// NVRTC to a cubin: cudarc's safe layer returns PTX only, so the program is driven through its
