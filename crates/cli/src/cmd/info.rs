@@ -36,20 +36,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let start = Instant::now();
     let (csr, report) = crate::input::read_matrix_with_report(&args.input)?;
-    tracing::info!(seconds = start.elapsed().as_secs_f64(), "matrix read");
-    // The read rate goes to stderr: stdout holds the matrix's statistics only.
-    if let Some(r) = &report
-        && !args.json
-    {
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "read      {:.3} s: {:.1} MB of {} at {:.2} GB/s",
-            r.seconds,
-            r.text_bytes as f64 / 1e6,
-            if r.gzip { "decompressed text" } else { "file" },
-            r.text_bytes_per_second() / 1e9
-        );
+    // The read rate: in the JSON's `read`, and with -v as a log line (stdout holds the statistics).
+    match &report {
+        Some(r) => tracing::info!(
+            seconds = r.seconds,
+            megabytes = r.text_bytes as f64 / 1e6,
+            gzip = r.gzip,
+            gb_per_s = r.text_bytes_per_second() / 1e9,
+            "matrix read"
+        ),
+        None => tracing::info!(seconds = start.elapsed().as_secs_f64(), "layout file read"),
     }
     outln!("{}", args.input.display())?;
     let stats = MatrixStats::compute(&csr);
