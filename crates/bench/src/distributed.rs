@@ -515,14 +515,7 @@ pub fn markdown(r: &RanksReport) -> String {
 
 /// Writes `multi-gpu-ranks-<device>.json` / `.md` into `out`.
 pub fn write(out: &Path, r: &RanksReport) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let slug = crate::results::device_slug(r.device.split(" (").next().unwrap_or(&r.device));
-    let json = out.join(format!("multi-gpu-ranks-{slug}.json"));
-    let md = out.join(format!("multi-gpu-ranks-{slug}.md"));
-    std::fs::write(&json, serde_json::to_string_pretty(r)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(&md, markdown(r)).with_context(|| format!("writing {}", md.display()))?;
-    Ok(vec![json, md])
+    crate::multi::write_pair(out, "multi-gpu-ranks", &r.device, r, &markdown(r))
 }
 
 #[cfg(test)]

@@ -267,14 +267,26 @@ pub fn markdown(r: &MultiReport) -> String {
 
 /// Writes `multi-gpu-<device>.json` / `.md` into `out`.
 pub fn write(out: &Path, r: &MultiReport) -> Result<Vec<PathBuf>> {
+    write_pair(out, "multi-gpu", &r.device, r, &markdown(r))
+}
+
+/// Writes `<stem>-<device slug>.json` (`report` as pretty JSON) and `.md` (`md`) into `out`; shared
+/// by the multi-GPU reports.
+pub(crate) fn write_pair(
+    out: &Path,
+    stem: &str,
+    device: &str,
+    report: &impl Serialize,
+    md: &str,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let slug = crate::results::device_slug(r.device.split(" (").next().unwrap_or(&r.device));
-    let json = out.join(format!("multi-gpu-{slug}.json"));
-    let md = out.join(format!("multi-gpu-{slug}.md"));
-    std::fs::write(&json, serde_json::to_string_pretty(r)?)
+    let slug = crate::results::device_slug(device.split(" (").next().unwrap_or(device));
+    let json = out.join(format!("{stem}-{slug}.json"));
+    let md_path = out.join(format!("{stem}-{slug}.md"));
+    std::fs::write(&json, serde_json::to_string_pretty(report)?)
         .with_context(|| format!("writing {}", json.display()))?;
-    std::fs::write(&md, markdown(r)).with_context(|| format!("writing {}", md.display()))?;
-    Ok(vec![json, md])
+    std::fs::write(&md_path, md).with_context(|| format!("writing {}", md_path.display()))?;
+    Ok(vec![json, md_path])
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@
 //! --nocapture` (the bundle's run.sh does; `NCCL_NVLS_ENABLE=0`, libnccl.so on the library path).
 //! With `TCSPARSE_REQUIRE_NCCL=1` a missing libnccl.so fails instead of skipping.
 
+mod split_support;
+
+use split_support::{b_matrix, hub_matrix};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,33 +45,9 @@ fn want_nccl() -> bool {
     nccl_available()
 }
 
-/// 3000 × 2000 with hub rows at the start (a split by row count would be unbalanced), empty rows
-/// and banded rows; the same on every rank.
+/// 3000 × 2000 with hub rows ([`hub_matrix`]).
 fn matrix() -> Csr {
-    let (rows, cols) = (3000usize, 2000usize);
-    let mut t = Vec::new();
-    for r in 0..rows {
-        if r < 8 {
-            for c in (0..cols).step_by(2) {
-                t.push((r as u32, c as u32, 0.01 * (c % 7) as f32 - 0.02));
-            }
-        } else if r % 97 != 0 {
-            for k in 0..(r % 9 + 1) {
-                t.push((
-                    r as u32,
-                    ((r * 3 / 4 + k * 5) % cols) as u32,
-                    0.25 - 0.05 * k as f32,
-                ));
-            }
-        }
-    }
-    tcsparse::formats::csr::csr_from_triplets(rows, cols, &t).unwrap()
-}
-
-fn b_matrix(k: usize, n: usize) -> Vec<f32> {
-    (0..k * n)
-        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
-        .collect()
+    hub_matrix(3000, 2000)
 }
 
 /// The environment of this process: a child's (from the parent), or a one-rank job.

@@ -3,6 +3,9 @@
 //! on its own device (here: on every device present, and on three streams of one device), B
 //! broadcast, C gathered — against the f64 reference and against the single-GPU product.
 
+mod split_support;
+
+use split_support::{b_matrix, hub_matrix};
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
@@ -14,33 +17,9 @@ fn gpu() -> Gpu {
     Gpu::require().expect("this test needs a CUDA GPU")
 }
 
-/// 2000 × 1500 with hub rows at the start (so a row split by count would be unbalanced), empty
-/// rows and banded rows.
+/// 2000 × 1500 with hub rows ([`hub_matrix`]).
 fn matrix() -> Csr {
-    let (rows, cols) = (2000usize, 1500usize);
-    let mut t = Vec::new();
-    for r in 0..rows {
-        if r < 8 {
-            for c in (0..cols).step_by(2) {
-                t.push((r as u32, c as u32, 0.01 * (c % 7) as f32 - 0.02));
-            }
-        } else if r % 97 != 0 {
-            for k in 0..(r % 9 + 1) {
-                t.push((
-                    r as u32,
-                    ((r * 3 / 4 + k * 5) % cols) as u32,
-                    0.25 - 0.05 * k as f32,
-                ));
-            }
-        }
-    }
-    tcsparse::formats::csr::csr_from_triplets(rows, cols, &t).unwrap()
-}
-
-fn b_matrix(k: usize, n: usize) -> Vec<f32> {
-    (0..k * n)
-        .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
-        .collect()
+    hub_matrix(2000, 1500)
 }
 
 #[test]
