@@ -175,6 +175,7 @@ fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
         rel_bound: None,
         target: None,
         model: None,
+        default_ms: None,
     }
 }
 
@@ -434,6 +435,10 @@ fn cusparse_case(
             fallback = Some(r);
         }
     }
+    let default_ms = match &fallback {
+        Some(Ok(v)) if accuracy_status(v.1, v.2) == Status::Ok => Some(v.0),
+        _ => None,
+    };
     let (result, alg) = match best {
         Some((v, alg)) => (Ok(v), alg),
         None => (
@@ -446,6 +451,7 @@ fn cusparse_case(
     if measured {
         case.bytes = Some(csr_bytes(a) + 4 * (a.cols() + a.rows()) as u64 * n as u64);
         case.plan = Some(format!("cuSPARSE CSR, {}", alg.name()));
+        case.default_ms = default_ms;
     }
     case
 }

@@ -484,6 +484,7 @@ mod tests {
                         rel_bound: None,
                         target: None,
                         model: None,
+                        default_ms: None,
                     });
                 };
                 push("cusparse", base_ms * scale, Op::Spmm);
@@ -498,6 +499,7 @@ mod tests {
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
             config: None,
+            baseline: None,
             cases,
         }
     }
@@ -569,6 +571,7 @@ mod tests {
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
             config: None,
+            baseline: None,
             cases: [(vendor, 1.0), ("ours", ours_ms)]
                 .iter()
                 .map(|(b, ms)| Case {
@@ -594,6 +597,7 @@ mod tests {
                     rel_bound: None,
                     target: None,
                     model: None,
+                    default_ms: None,
                 })
                 .collect(),
         };
@@ -651,6 +655,7 @@ mod tests {
                 rel_bound: dense.then_some(1e-7),
                 target: dense.then(|| "RelError(1e-5)".into()),
                 model: None,
+                default_ms: None,
             });
         };
         let sparse = [
@@ -711,6 +716,7 @@ mod tests {
             started_unix: 0,
             cases,
             config: Some("block B64, s = 1".into()),
+            baseline: None,
         };
         let dir = std::env::temp_dir().join(format!(
             "tcsparse-bench-three-ops-{}-{seed}-{slow_prefix}-{}",

@@ -14,6 +14,7 @@
 //! on a FAILED case.
 
 mod backends;
+mod baseline;
 mod compare;
 mod distributed;
 mod matrices;
@@ -23,6 +24,7 @@ mod report;
 mod results;
 mod soak;
 mod spamm;
+mod spmm_markdown;
 mod spmv;
 
 use std::path::PathBuf;
@@ -32,7 +34,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use backends::Device;
-use report::{Group, Report};
+use report::{Group, Op, Report, VendorBaseline};
 
 /// Command-line arguments.
 #[derive(Parser, Debug)]
@@ -285,6 +287,7 @@ fn main() -> Result<()> {
                         started_unix,
                         cases: cases.clone(),
                         config: None,
+                        baseline: Some(VendorBaseline::current(Op::Spmm)),
                     };
                     write(out, &partial)?;
                 }
@@ -318,6 +321,7 @@ fn main() -> Result<()> {
         started_unix,
         cases,
         config: None,
+        baseline: Some(VendorBaseline::current(Op::Spmm)),
     };
     finish(&args, &report, tolerances)
 }
@@ -345,6 +349,8 @@ fn finish(args: &Args, report: &Report, tolerances: compare::Tolerances) -> Resu
 /// Compares `current` with the base files, prints the table; an error when the gate fails.
 fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -> Result<()> {
     let base = results::load(base)?;
+    // Speedups over different vendor baselines do not compare: refuse, never a false regression.
+    baseline::check_comparable(&base, current).map_err(anyhow::Error::msg)?;
     let c = compare::Comparison::new(&base, current, tolerances);
     print!("{}", c.table());
     anyhow::ensure!(
@@ -481,7 +487,9 @@ fn run_spmv(
 
 /// Merges reports of the same device: cases concatenated, commands joined with `; `.
 fn merge(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
-    let merged = Report::merge(results::load(files)?).context("nothing to merge")?;
+    let reports = results::load(files)?;
+    baseline::per_op(&reports).map_err(|e| anyhow::anyhow!("refusing to merge: {e}"))?;
+    let merged = Report::merge(reports).context("nothing to merge")?;
     print!("{}", results::render(&merged));
     if let Some(out) = out {
         write(out, &merged)?;

@@ -223,6 +223,7 @@ mod tests {
             rel_bound: None,
             target: None,
             model: None,
+            default_ms: None,
         }
     }
 
@@ -244,6 +245,7 @@ mod tests {
             device: "NVIDIA H200 (132 SMs)".into(),
             started_unix: 0,
             config: None,
+            baseline: None,
             cases,
         };
         let plots = render(&r);
@@ -291,6 +293,7 @@ mod tests {
             started_unix: 0,
             cases,
             config: None,
+            baseline: None,
         };
         let plots = render(&r);
         let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();

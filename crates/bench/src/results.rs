@@ -165,6 +165,7 @@ mod tests {
             started_unix: 0,
             cases: vec![],
             config: None,
+            baseline: None,
         };
         assert_eq!(file_stem(Op::Spmm, &r), "spmm-h200");
         r.device = "NVIDIA H200 (partial: run in progress)".into();
@@ -183,6 +184,7 @@ mod tests {
             started_unix: 0,
             cases: vec![],
             config: None,
+            baseline: None,
         };
         let written = write(&dir, &r).unwrap();
         let names: Vec<_> = written

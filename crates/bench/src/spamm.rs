@@ -101,6 +101,9 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
         started_unix,
         cases,
         config: Some(config.clone()),
+        baseline: Some(crate::baseline::VendorBaseline::current(
+            crate::report::Op::Spamm,
+        )),
     };
     let time = |f: &mut dyn FnMut() -> Result<(), tcsparse::gpu::GpuError>| -> Result<f64> {
         Ok(gpu
@@ -223,6 +226,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                     rel_bound: Some(bound),
                     target: Some(format!("{target:?}")),
                     model: None,
+                    default_ms: None,
                     ..case(name, n, &format!("spamm-{}", p.name()), status, ms, rel_err)
                 });
             }
@@ -268,6 +272,7 @@ fn case(matrix: &str, n: usize, backend: &str, status: Status, ms: f64, rel_err:
         rel_bound: None,
         target: None,
         model: None,
+        default_ms: None,
     }
 }
 
@@ -378,6 +383,7 @@ mod tests {
             started_unix: 0,
             cases,
             config: Some("block B64, s = 1".into()),
+            baseline: None,
         }
     }
 

@@ -31,7 +31,7 @@ use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
 use tcsparse::gpu::{Gpu, GpuError};
 
 use crate::matrices::Matrix;
-use crate::report::{Case, Report, Status};
+use crate::report::{Case, Op, Report, Status, VendorBaseline, geomean};
 
 /// Launches per captured graph.
 pub const GRAPH_LAUNCHES: usize = 20;
@@ -162,6 +162,7 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         rel_bound: None,
         target: None,
         model: None,
+        default_ms: None,
     }
 }
 
@@ -440,10 +441,6 @@ fn ms_of(cases: &[Case], m: &str, n: usize, b: &str) -> Option<f64> {
         .and_then(|c| c.ms)
 }
 
-fn geomean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp())
-}
-
 /// The Markdown report: one table per n and the summary lines per tuned engine.
 pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
     use std::fmt::Write as _;
@@ -692,6 +689,7 @@ pub fn run(
         started_unix,
         cases,
         config: None,
+        baseline: Some(VendorBaseline::current(Op::Spmv)),
     };
     let mut cases = Vec::new();
     for m in mats {
