@@ -291,7 +291,8 @@ pub struct DeviceInfo {
     pub l2_bytes: u64,
 }
 
-/// Our PTX modules (closed set). The PTX is embedded at build time from `kernels-ptx/<name>.ptx`.
+/// Our PTX modules (closed set). The PTX is embedded at build time from `kernels-ptx/<name>.ptx`,
+/// through the crate's own `kernels-ptx` link to it, so the packaged crate carries the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelModule {
     /// `kernels-ptx/csr_spmm.ptx`: CUDA-core CSR SpMM.
@@ -397,21 +398,21 @@ impl KernelModule {
     /// The embedded PTX text (stamp comment included).
     pub fn ptx(self) -> &'static str {
         match self {
-            KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
-            KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
-            KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
-            KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
-            KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
-            KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
-            KernelModule::HrpbSpmm => include_str!("../../../kernels-ptx/hrpb_spmm.ptx"),
-            KernelModule::SpmvN2 => include_str!("../../../kernels-ptx/spmv_n2.ptx"),
-            KernelModule::SpmvN3 => include_str!("../../../kernels-ptx/spmv_n3.ptx"),
-            KernelModule::SpmvN4 => include_str!("../../../kernels-ptx/spmv_n4.ptx"),
-            KernelModule::SpmvN5 => include_str!("../../../kernels-ptx/spmv_n5.ptx"),
-            KernelModule::SpmvN6 => include_str!("../../../kernels-ptx/spmv_n6.ptx"),
-            KernelModule::SpmvN7 => include_str!("../../../kernels-ptx/spmv_n7.ptx"),
-            KernelModule::SpmvN8 => include_str!("../../../kernels-ptx/spmv_n8.ptx"),
-            KernelModule::Sddmm => include_str!("../../../kernels-ptx/sddmm.ptx"),
+            KernelModule::CsrSpmm => include_str!("../kernels-ptx/csr_spmm.ptx"),
+            KernelModule::AccSpmm => include_str!("../kernels-ptx/acc_spmm.ptx"),
+            KernelModule::RowTileSpmm => include_str!("../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::Permute => include_str!("../kernels-ptx/permute_rows.ptx"),
+            KernelModule::Spamm => include_str!("../kernels-ptx/spamm.ptx"),
+            KernelModule::Spmv => include_str!("../kernels-ptx/spmv.ptx"),
+            KernelModule::HrpbSpmm => include_str!("../kernels-ptx/hrpb_spmm.ptx"),
+            KernelModule::SpmvN2 => include_str!("../kernels-ptx/spmv_n2.ptx"),
+            KernelModule::SpmvN3 => include_str!("../kernels-ptx/spmv_n3.ptx"),
+            KernelModule::SpmvN4 => include_str!("../kernels-ptx/spmv_n4.ptx"),
+            KernelModule::SpmvN5 => include_str!("../kernels-ptx/spmv_n5.ptx"),
+            KernelModule::SpmvN6 => include_str!("../kernels-ptx/spmv_n6.ptx"),
+            KernelModule::SpmvN7 => include_str!("../kernels-ptx/spmv_n7.ptx"),
+            KernelModule::SpmvN8 => include_str!("../kernels-ptx/spmv_n8.ptx"),
+            KernelModule::Sddmm => include_str!("../kernels-ptx/sddmm.ptx"),
         }
     }
 }
