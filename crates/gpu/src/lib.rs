@@ -691,6 +691,7 @@ impl Gpu {
     /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through a ring of
     /// pinned staging buffers filled by many cores, [`Gpu::staging_layout`]: about 4× the
     /// driver's pageable copy).
+    #[tracing::instrument(name = "upload", level = "debug", skip_all, fields(bytes = std::mem::size_of_val(data)))]
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
         self.draw(std::mem::size_of_val(data))?;
         if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
@@ -706,6 +707,7 @@ impl Gpu {
     /// piece order. On a staged upload each piece is inspected by the thread that copies it,
     /// right after the copy, while it is in that core's cache: a checksum of an array costs no
     /// second pass over memory (the plan cache's key, issue 19).
+    #[tracing::instrument(name = "upload", level = "debug", skip_all, fields(bytes = std::mem::size_of_val(data)))]
     pub fn upload_inspected<T: DeviceRepr + bytemuck::NoUninit, R: Send>(
         &self,
         data: &[T],
@@ -850,6 +852,7 @@ impl Gpu {
     /// each a batch of [`launches_per_sample`] calls between one pair of timing events
     /// (`CU_EVENT_DEFAULT`) on [`Gpu::stream`] divided by the batch size (1 for launches of
     /// ≥ [`BATCH_TARGET_MS`]); `f` must queue its work there. Times are per call, in ms.
+    #[tracing::instrument(name = "run", level = "debug", skip_all, fields(warmup, iters))]
     pub fn time_launches(
         &self,
         warmup: usize,

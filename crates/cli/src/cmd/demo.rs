@@ -131,10 +131,12 @@ pub fn measure(
 ) -> anyhow::Result<Measured> {
     let mut c = vec![0f32; a.rows() * n];
     let first = Instant::now();
-    prepared.spmm(1.0, b, n, n, 0.0, &mut c, n)?;
+    tracing::info_span!("first_product", n)
+        .in_scope(|| prepared.spmm(1.0, b, n, n, 0.0, &mut c, n))?;
     let first_ms = Some(first.elapsed().as_secs_f64() * 1e3);
     let error = error_vs_reference(a, b, n, &c);
     let iters = iters.max(1);
+    let _run = tracing::info_span!("run", n, iters).entered();
     let (ms, device_time) = match engine.gpu() {
         Some(gpu) => {
             // Prepared order: permute B like the engine does (any B gives the same time).
@@ -395,7 +397,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .precision(precision(&args.precision))
         .cache_dir(cache_dir())
         .build();
-    let mut prepared = engine.prepare(&a, &opts)?;
+    let mut prepared = tracing::info_span!("prepare").in_scope(|| engine.prepare(&a, &opts))?;
     print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();

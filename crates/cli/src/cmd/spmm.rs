@@ -155,7 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
-    let mut prepared = engine.prepare_shared(&a, &opts)?;
+    let mut prepared =
+        tracing::info_span!("prepare").in_scope(|| engine.prepare_shared(&a, &opts))?;
     demo::print_prepare(&prepared)?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
@@ -247,7 +248,8 @@ fn run_split(
     args: &Args,
 ) -> anyhow::Result<(crate::json::Split, f64, crate::json::Product)> {
     let t = std::time::Instant::now();
-    let mut split = tcsparse::prepare_split(devices, a, opts)?;
+    let mut split = tracing::info_span!("prepare", %devices)
+        .in_scope(|| tcsparse::prepare_split(devices, a, opts))?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     outln!(
         "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
@@ -267,7 +269,8 @@ fn run_split(
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let mut c = vec![0f32; a.rows() * args.n];
     let first = std::time::Instant::now();
-    split.spmm(1.0, &b, args.n, args.n, &mut c, args.n)?;
+    tracing::info_span!("first_product", n = args.n)
+        .in_scope(|| split.spmm(1.0, &b, args.n, args.n, &mut c, args.n))?;
     let first_ms = first.elapsed().as_secs_f64() * 1e3;
     let error = demo::error_vs_reference(a, &b, args.n, &c);
     let mut samples = Vec::new();
