@@ -5,9 +5,14 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn spmm(extra: &[&str], rust_log: Option<&str>) -> Output {
+    spmm_with_cache(extra, rust_log, None)
+}
+
+fn spmm_with_cache(extra: &[&str], rust_log: Option<&str>, cache: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcsparse"));
     cmd.args([
         "spmm",
@@ -26,6 +31,9 @@ fn spmm(extra: &[&str], rust_log: Option<&str>) -> Output {
     .env_remove("RUST_LOG");
     if let Some(filter) = rust_log {
         cmd.env("RUST_LOG", filter);
+    }
+    if let Some(dir) = cache {
+        cmd.env("TCSPARSE_CACHE_DIR", dir);
     }
     let out = cmd.output().expect("run tcsparse");
     assert!(
@@ -136,4 +144,33 @@ fn without_logging_standard_error_stays_empty() {
             "first_product"
         ]
     );
+}
+
+#[test]
+fn the_plan_cache_is_a_stage_where_it_is_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for _ in 0..2 {
+        let out = spmm_with_cache(&["--json"], None, Some(dir.path()));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let stages: Vec<&str> = doc["stages"]
+            .as_array()
+            .expect("stages")
+            .iter()
+            .map(|s| s["stage"].as_str().expect("stage name"))
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                "read",
+                "reorder",
+                "build",
+                "plan",
+                "tune",
+                "upload",
+                "cache",
+                "first_product"
+            ]
+        );
+        assert!(doc["stages"][6]["ms"].as_f64().is_some_and(|ms| ms >= 0.0));
+    }
 }
