@@ -15,8 +15,7 @@ mod output;
 #[derive(Parser, Debug)]
 #[command(name = "tcsparse", version, about, long_about = None)]
 struct Cli {
-    /// More logging (-v info: a line per stage with its time; -vv debug, -vvv trace). RUST_LOG
-    /// overrides (`RUST_LOG=tcsparse=info`: the stages of tcsparse's crates only).
+    /// More logging (-v info: each stage's time, -vv debug, -vvv trace). RUST_LOG overrides
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// Memory budget for what scales with a declared size (bytes, or with a K/M/G/T suffix, or
