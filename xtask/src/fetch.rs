@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use flate2::Compression;
 use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -49,7 +51,8 @@ pub struct Args {
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
-    /// SuiteSparse Matrix Market tarball (`<Name>/<Name>.mtx` inside), cached as `<name>.mtx`.
+    /// SuiteSparse Matrix Market tarball (`<Name>/<Name>.mtx` inside), cached gzip-compressed as
+    /// `<name>.mtx.gz` (what the tests and the bench read from a dataset folder).
     SuitesparseTar,
     /// A gzip Matrix Market file, cached as `<name>.mtx.gz`.
     MtxGz,
@@ -274,8 +277,7 @@ impl Fetcher {
     /// Where `e` lives in the cache once fetched.
     pub fn target(&self, e: &Entry) -> PathBuf {
         let file = match e.kind {
-            Kind::SuitesparseTar => format!("{}.mtx", e.name),
-            Kind::MtxGz | Kind::External => format!("{}.mtx.gz", e.name),
+            Kind::SuitesparseTar | Kind::MtxGz | Kind::External => format!("{}.mtx.gz", e.name),
             Kind::SnapTxtGz => format!("{}.txt.gz", e.name),
         };
         self.dir.join(file)
@@ -416,7 +418,7 @@ impl Fetcher {
     }
 }
 
-/// Unpacks `<name>.mtx` (any folder) from a SuiteSparse `.tar.gz` into `to`.
+/// Unpacks `<name>.mtx` (any folder) from a SuiteSparse `.tar.gz` into `to`, gzip-compressed.
 fn extract_mtx(tarball: &Path, name: &str, to: &Path) -> Result<()> {
     let want = format!("{name}.mtx");
     let mut ar = tar::Archive::new(GzDecoder::new(File::open(tarball)?));
@@ -424,8 +426,10 @@ fn extract_mtx(tarball: &Path, name: &str, to: &Path) -> Result<()> {
         let mut entry = entry.context("reading tarball entry")?;
         let path = entry.path()?.into_owned();
         if path.file_name().and_then(|f| f.to_str()) == Some(want.as_str()) {
-            let mut out = BufWriter::new(File::create(to)?);
-            io::copy(&mut entry, &mut out).context("unpacking tarball")?;
+            let out = BufWriter::new(File::create(to)?);
+            let mut gz = GzEncoder::new(out, Compression::default());
+            io::copy(&mut entry, &mut gz).context("unpacking tarball")?;
+            let out = gz.finish().context("compressing the matrix")?;
             out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
             return Ok(());
         }
@@ -492,7 +496,7 @@ pub fn run(args: Args) -> Result<()> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| root.join("datasets"));
-    let mut f = Fetcher::new(dir, shipped_dir, true);
+    let mut f = Fetcher::new(dir.clone(), shipped_dir, true);
     f.base_url = args.base_url;
     f.allow_unverified = args.allow_unverified;
     if args.list {
@@ -526,6 +530,10 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
     }
+    println!(
+        "the tests and the bench read this folder's .mtx.gz files with TCSPARSE_SHARED_DATASETS={}",
+        dir.display()
+    );
     if !failed.is_empty() {
         bail!(
             "{} of the requested matrices failed: {}",
@@ -683,19 +691,23 @@ mod tests {
         assert_eq!(
             out,
             Outcome::Stored {
-                path: dir.join("m.mtx"),
+                path: dir.join("m.mtx.gz"),
                 sha256: sha(&tgz),
                 verified: true
             }
         );
-        assert_eq!(fs::read_to_string(dir.join("m.mtx")).unwrap(), MTX);
+        let mut text = String::new();
+        GzDecoder::new(File::open(dir.join("m.mtx.gz")).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, MTX);
         assert_eq!(
             files(&dir),
-            vec!["m.mtx".to_string()],
+            vec!["m.mtx.gz".to_string()],
             "no temporary files left"
         );
         // Second time: cached, no request.
-        assert_eq!(f.fetch(&e).unwrap(), Outcome::Cached(dir.join("m.mtx")));
+        assert_eq!(f.fetch(&e).unwrap(), Outcome::Cached(dir.join("m.mtx.gz")));
         assert_eq!(hits.load(Ordering::SeqCst), 1);
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -463,6 +463,8 @@ pub struct Spmm {
     pub prepare: Option<Prepare>,
     /// With `--devices`: the split.
     pub split: Option<Split>,
+    /// One entry per stage, in the order they ran (the text output's stage lines).
+    pub stages: Vec<Stage>,
     /// The product.
     pub product: Product,
     /// cuSPARSE's time at the same N (null on the CPU path).
@@ -471,6 +473,46 @@ pub struct Spmm {
     pub break_even_calls: Option<f64>,
     /// demo on a GPU: the other kernels on the same reordered matrix.
     pub comparisons: Vec<Product>,
+}
+
+/// One stage of `spmm` or `demo` and its time.
+#[derive(Serialize)]
+pub struct Stage {
+    /// `read`, `reorder`, `build`, `plan`, `tune`, `upload`, `cache`, `first_product`; with
+    /// `spmm --devices`: `read`, `prepare` (every device's), `first_product`.
+    pub stage: &'static str,
+    /// Its time.
+    pub ms: f64,
+}
+
+impl Stage {
+    /// A stage of `ms` milliseconds.
+    pub fn new(stage: &'static str, ms: f64) -> Self {
+        Self { stage, ms }
+    }
+
+    /// The stages of a run on one device: reading (`read_ms`), the preparation's stages from its
+    /// report (`cache` only where the plan cache is on) and the first product (`first_ms`, where
+    /// it was timed).
+    pub fn of_prepared(
+        read_ms: f64,
+        r: &tcsparse::PrepareReport,
+        first_ms: Option<f64>,
+    ) -> Vec<Self> {
+        let mut stages = vec![
+            Self::new("read", read_ms),
+            Self::new("reorder", r.reorder_s * 1e3),
+            Self::new("build", r.build_s * 1e3),
+            Self::new("plan", r.plan_s * 1e3),
+            Self::new("tune", r.tune_s * 1e3),
+            Self::new("upload", r.upload_s * 1e3),
+        ];
+        if !matches!(r.cache, tcsparse::CacheOutcome::Off) {
+            stages.push(Self::new("cache", r.cache_s * 1e3));
+        }
+        stages.extend(first_ms.map(|ms| Self::new("first_product", ms)));
+        stages
+    }
 }
 
 /// `spmm --devices`.

@@ -15,7 +15,7 @@ mod output;
 #[derive(Parser, Debug)]
 #[command(name = "tcsparse", version, about, long_about = None)]
 struct Cli {
-    /// More logging (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
+    /// More logging (-v info: each stage's time, -vv debug, -vvv trace). RUST_LOG overrides
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
     /// Memory budget for what scales with a declared size (bytes, or with a K/M/G/T suffix, or
@@ -124,10 +124,13 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    // Colour only on a terminal: logs redirected to a file stay plain text.
+    // Colour only on a terminal: logs redirected to a file stay plain text. Each stage's span
+    // (read, reorder, build, plan, upload, prepare, first_product, run) logs one line when it
+    // closes, with its busy and idle time, at the span's level.
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();

@@ -63,6 +63,7 @@ impl TryFrom<BitBsrShadow> for BitBsr {
 
 impl BitBsr {
     /// Builds bitBSR from CSR (parallel over chunks of block rows). Explicit zeros are kept.
+    #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "bitbsr", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
             window_rows: BLOCK,

@@ -80,6 +80,7 @@ impl TryFrom<BitTcfShadow> for BitTcf {
 
 impl BitTcf {
     /// Builds BitTCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
+    #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "bittcf", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
             window_rows: WINDOW_ROWS,

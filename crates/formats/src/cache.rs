@@ -245,6 +245,7 @@ pub fn load<T: CachedFormat>(path: &Path, source: Option<&Csr>) -> Result<T, Cac
 /// reading); its header is read and checked first (magic, version, kind, and the payload length
 /// against the file's length and `limits`), and only then the payload, so a damaged or oversized
 /// file costs at most its 85-byte header.
+#[tracing::instrument(name = "read", level = "info", skip_all, fields(path = %path.display(), layout = ?T::KIND))]
 pub fn load_with<T: CachedFormat>(
     path: &Path,
     source: Option<&Csr>,

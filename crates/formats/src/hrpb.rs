@@ -109,6 +109,7 @@ impl HrpbBlock<'_> {
 impl Hrpb {
     /// Builds HRPB from CSR (parallel over chunks of panels, then over chunks of blocks for the
     /// packing). Explicit zeros are kept.
+    #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "hrpb", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
             window_rows: TM,

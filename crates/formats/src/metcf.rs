@@ -74,6 +74,7 @@ impl TryFrom<MeTcfShadow> for MeTcf {
 
 impl MeTcf {
     /// Builds ME-TCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
+    #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "metcf", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
             window_rows: WINDOW_ROWS,

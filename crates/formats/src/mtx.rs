@@ -248,6 +248,7 @@ pub fn read_matrix_market(path: impl AsRef<Path>) -> Result<Csr, MtxError> {
 }
 
 /// [`read_matrix_market`], with what the read did.
+#[tracing::instrument(name = "read", level = "info", skip_all, fields(path = %path.as_ref().display()))]
 pub fn read_matrix_market_with_report(
     path: impl AsRef<Path>,
 ) -> Result<(Csr, ReadReport), MtxError> {
@@ -311,6 +312,7 @@ pub fn read_matrix_market_from(reader: impl BufRead) -> Result<Csr, MtxError> {
 /// offsets of the declared row count, which are checked against `limits` first, plus a few
 /// blocks of text. The lines are parsed on every core as [`read_matrix_market`] does; the reader
 /// itself is read on the calling thread.
+#[tracing::instrument(name = "read", level = "info", skip_all)]
 pub fn read_matrix_market_from_with(
     mut reader: impl BufRead,
     limits: &Limits,

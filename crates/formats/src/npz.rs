@@ -77,6 +77,7 @@ pub fn read_npz(path: impl AsRef<Path>) -> Result<Csr, NpzError> {
 }
 
 /// [`read_npz`], also returning the bytes of the file.
+#[tracing::instrument(name = "read", level = "info", skip_all, fields(path = %path.display()))]
 pub(crate) fn read_npz_counted(path: &Path) -> Result<(Csr, u64), NpzError> {
     let limits = Limits::global();
     // A regular file only (a FIFO or a device is refused without blocking), its length checked

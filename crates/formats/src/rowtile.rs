@@ -54,6 +54,7 @@ pub struct RowTileTcf {
 impl RowTileTcf {
     /// Builds the layout from CSR with `window_rows`-row windows (a multiple of 8, at most
     /// [`MAX_WINDOW_ROWS`]; parallel over chunks of windows). Explicit zeros are kept.
+    #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "rowtile", window_rows, nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr, window_rows: usize) -> Result<Self, FormatError> {
         if !valid_height(window_rows) {
             return Err(FormatError::BadArgument(format!(

@@ -36,6 +36,7 @@ impl std::fmt::Debug for DeviceCsr {
 
 impl DeviceCsr {
     /// Uploads `a` (staged for large arrays, see [`Gpu::upload`]).
+    #[tracing::instrument(name = "upload", level = "info", skip_all, fields(what = "csr", nnz = a.nnz()))]
     pub fn upload(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
         check_csr(a)?;
         Ok(Self {

@@ -291,7 +291,8 @@ pub struct DeviceInfo {
     pub l2_bytes: u64,
 }
 
-/// Our PTX modules (closed set). The PTX is embedded at build time from `kernels-ptx/<name>.ptx`.
+/// Our PTX modules (closed set). The PTX is embedded at build time from `kernels-ptx/<name>.ptx`,
+/// through the crate's own `kernels-ptx` link to it, so the packaged crate carries the files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KernelModule {
     /// `kernels-ptx/csr_spmm.ptx`: CUDA-core CSR SpMM.
@@ -397,21 +398,21 @@ impl KernelModule {
     /// The embedded PTX text (stamp comment included).
     pub fn ptx(self) -> &'static str {
         match self {
-            KernelModule::CsrSpmm => include_str!("../../../kernels-ptx/csr_spmm.ptx"),
-            KernelModule::AccSpmm => include_str!("../../../kernels-ptx/acc_spmm.ptx"),
-            KernelModule::RowTileSpmm => include_str!("../../../kernels-ptx/row_tile_spmm.ptx"),
-            KernelModule::Permute => include_str!("../../../kernels-ptx/permute_rows.ptx"),
-            KernelModule::Spamm => include_str!("../../../kernels-ptx/spamm.ptx"),
-            KernelModule::Spmv => include_str!("../../../kernels-ptx/spmv.ptx"),
-            KernelModule::HrpbSpmm => include_str!("../../../kernels-ptx/hrpb_spmm.ptx"),
-            KernelModule::SpmvN2 => include_str!("../../../kernels-ptx/spmv_n2.ptx"),
-            KernelModule::SpmvN3 => include_str!("../../../kernels-ptx/spmv_n3.ptx"),
-            KernelModule::SpmvN4 => include_str!("../../../kernels-ptx/spmv_n4.ptx"),
-            KernelModule::SpmvN5 => include_str!("../../../kernels-ptx/spmv_n5.ptx"),
-            KernelModule::SpmvN6 => include_str!("../../../kernels-ptx/spmv_n6.ptx"),
-            KernelModule::SpmvN7 => include_str!("../../../kernels-ptx/spmv_n7.ptx"),
-            KernelModule::SpmvN8 => include_str!("../../../kernels-ptx/spmv_n8.ptx"),
-            KernelModule::Sddmm => include_str!("../../../kernels-ptx/sddmm.ptx"),
+            KernelModule::CsrSpmm => include_str!("../kernels-ptx/csr_spmm.ptx"),
+            KernelModule::AccSpmm => include_str!("../kernels-ptx/acc_spmm.ptx"),
+            KernelModule::RowTileSpmm => include_str!("../kernels-ptx/row_tile_spmm.ptx"),
+            KernelModule::Permute => include_str!("../kernels-ptx/permute_rows.ptx"),
+            KernelModule::Spamm => include_str!("../kernels-ptx/spamm.ptx"),
+            KernelModule::Spmv => include_str!("../kernels-ptx/spmv.ptx"),
+            KernelModule::HrpbSpmm => include_str!("../kernels-ptx/hrpb_spmm.ptx"),
+            KernelModule::SpmvN2 => include_str!("../kernels-ptx/spmv_n2.ptx"),
+            KernelModule::SpmvN3 => include_str!("../kernels-ptx/spmv_n3.ptx"),
+            KernelModule::SpmvN4 => include_str!("../kernels-ptx/spmv_n4.ptx"),
+            KernelModule::SpmvN5 => include_str!("../kernels-ptx/spmv_n5.ptx"),
+            KernelModule::SpmvN6 => include_str!("../kernels-ptx/spmv_n6.ptx"),
+            KernelModule::SpmvN7 => include_str!("../kernels-ptx/spmv_n7.ptx"),
+            KernelModule::SpmvN8 => include_str!("../kernels-ptx/spmv_n8.ptx"),
+            KernelModule::Sddmm => include_str!("../kernels-ptx/sddmm.ptx"),
         }
     }
 }
@@ -690,6 +691,7 @@ impl Gpu {
     /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through a ring of
     /// pinned staging buffers filled by many cores, [`Gpu::staging_layout`]: about 4× the
     /// driver's pageable copy).
+    #[tracing::instrument(name = "upload", level = "debug", skip_all, fields(bytes = std::mem::size_of_val(data)))]
     pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>, GpuError> {
         self.draw(std::mem::size_of_val(data))?;
         if std::mem::size_of_val(data) >= STAGED_UPLOAD_BYTES {
@@ -705,6 +707,7 @@ impl Gpu {
     /// piece order. On a staged upload each piece is inspected by the thread that copies it,
     /// right after the copy, while it is in that core's cache: a checksum of an array costs no
     /// second pass over memory (the plan cache's key, issue 19).
+    #[tracing::instrument(name = "upload", level = "debug", skip_all, fields(bytes = std::mem::size_of_val(data)))]
     pub fn upload_inspected<T: DeviceRepr + bytemuck::NoUninit, R: Send>(
         &self,
         data: &[T],
@@ -849,6 +852,7 @@ impl Gpu {
     /// each a batch of [`launches_per_sample`] calls between one pair of timing events
     /// (`CU_EVENT_DEFAULT`) on [`Gpu::stream`] divided by the batch size (1 for launches of
     /// ≥ [`BATCH_TARGET_MS`]); `f` must queue its work there. Times are per call, in ms.
+    #[tracing::instrument(name = "run", level = "debug", skip_all, fields(warmup, iters))]
     pub fn time_launches(
         &self,
         warmup: usize,

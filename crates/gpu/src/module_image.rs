@@ -3,7 +3,9 @@
 //! cache), the embedded PTX on every other GPU or when the cubin cannot be used.
 //!
 //! The cubins are `kernels-ptx/<stem>.sm_90.cubin.gz`, built with the PTX by `cargo xtask ptx` from
-//! the same sources and compiler and checked fresh by `nvptx-builder`'s tests. The environment
+//! the same sources and compiler and checked fresh by `nvptx-builder`'s tests, and embedded through
+//! `crates/gpu/kernels-ptx`, a link to the workspace's folder that `cargo package` follows (the
+//! published crate holds the files themselves). The environment
 //! variable [`KERNEL_IMAGE_ENV`] set to `ptx` makes every module load from PTX (for comparisons, or
 //! a driver that refuses the cubins); `cubin` or unset chooses as above.
 
@@ -35,27 +37,27 @@ impl KernelModule {
     /// The embedded sm_90 cubin, gzip-compressed, its stamp in the gzip comment.
     pub fn cubin_gz(self) -> &'static [u8] {
         match self {
-            KernelModule::CsrSpmm => include_bytes!("../../../kernels-ptx/csr_spmm.sm_90.cubin.gz"),
-            KernelModule::AccSpmm => include_bytes!("../../../kernels-ptx/acc_spmm.sm_90.cubin.gz"),
+            KernelModule::CsrSpmm => include_bytes!("../kernels-ptx/csr_spmm.sm_90.cubin.gz"),
+            KernelModule::AccSpmm => include_bytes!("../kernels-ptx/acc_spmm.sm_90.cubin.gz"),
             KernelModule::RowTileSpmm => {
-                include_bytes!("../../../kernels-ptx/row_tile_spmm.sm_90.cubin.gz")
+                include_bytes!("../kernels-ptx/row_tile_spmm.sm_90.cubin.gz")
             }
             KernelModule::Permute => {
-                include_bytes!("../../../kernels-ptx/permute_rows.sm_90.cubin.gz")
+                include_bytes!("../kernels-ptx/permute_rows.sm_90.cubin.gz")
             }
-            KernelModule::Spamm => include_bytes!("../../../kernels-ptx/spamm.sm_90.cubin.gz"),
-            KernelModule::Spmv => include_bytes!("../../../kernels-ptx/spmv.sm_90.cubin.gz"),
+            KernelModule::Spamm => include_bytes!("../kernels-ptx/spamm.sm_90.cubin.gz"),
+            KernelModule::Spmv => include_bytes!("../kernels-ptx/spmv.sm_90.cubin.gz"),
             KernelModule::HrpbSpmm => {
-                include_bytes!("../../../kernels-ptx/hrpb_spmm.sm_90.cubin.gz")
+                include_bytes!("../kernels-ptx/hrpb_spmm.sm_90.cubin.gz")
             }
-            KernelModule::SpmvN2 => include_bytes!("../../../kernels-ptx/spmv_n2.sm_90.cubin.gz"),
-            KernelModule::SpmvN3 => include_bytes!("../../../kernels-ptx/spmv_n3.sm_90.cubin.gz"),
-            KernelModule::SpmvN4 => include_bytes!("../../../kernels-ptx/spmv_n4.sm_90.cubin.gz"),
-            KernelModule::SpmvN5 => include_bytes!("../../../kernels-ptx/spmv_n5.sm_90.cubin.gz"),
-            KernelModule::SpmvN6 => include_bytes!("../../../kernels-ptx/spmv_n6.sm_90.cubin.gz"),
-            KernelModule::SpmvN7 => include_bytes!("../../../kernels-ptx/spmv_n7.sm_90.cubin.gz"),
-            KernelModule::SpmvN8 => include_bytes!("../../../kernels-ptx/spmv_n8.sm_90.cubin.gz"),
-            KernelModule::Sddmm => include_bytes!("../../../kernels-ptx/sddmm.sm_90.cubin.gz"),
+            KernelModule::SpmvN2 => include_bytes!("../kernels-ptx/spmv_n2.sm_90.cubin.gz"),
+            KernelModule::SpmvN3 => include_bytes!("../kernels-ptx/spmv_n3.sm_90.cubin.gz"),
+            KernelModule::SpmvN4 => include_bytes!("../kernels-ptx/spmv_n4.sm_90.cubin.gz"),
+            KernelModule::SpmvN5 => include_bytes!("../kernels-ptx/spmv_n5.sm_90.cubin.gz"),
+            KernelModule::SpmvN6 => include_bytes!("../kernels-ptx/spmv_n6.sm_90.cubin.gz"),
+            KernelModule::SpmvN7 => include_bytes!("../kernels-ptx/spmv_n7.sm_90.cubin.gz"),
+            KernelModule::SpmvN8 => include_bytes!("../kernels-ptx/spmv_n8.sm_90.cubin.gz"),
+            KernelModule::Sddmm => include_bytes!("../kernels-ptx/sddmm.sm_90.cubin.gz"),
         }
     }
 

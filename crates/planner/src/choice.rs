@@ -211,6 +211,7 @@ pub fn plan_spmm(
 }
 
 /// [`plan_spmm`] with an explicit Eq. 4 model.
+#[tracing::instrument(name = "plan", level = "info", skip_all, fields(n = features.n))]
 pub fn plan_spmm_with(
     features: &MatrixFeatures,
     row_window_offset: &[u32],

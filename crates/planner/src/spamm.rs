@@ -126,6 +126,7 @@ pub fn tau_search(
 /// growing k by one while the upper end still admits more than the target; then binary search.
 /// Returns the evaluated τ whose ratio is closest to the target (the ratio is a step function of τ,
 /// so an exact hit is not always possible).
+#[tracing::instrument(name = "tau_search", level = "info", skip_all)]
 pub fn tau_search_with(
     norm_a: &[f32],
     norm_b: &[f32],

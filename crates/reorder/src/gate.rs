@@ -78,6 +78,7 @@ impl Gate {
 
     /// [`Gate::assess`] with the current MeanNNZTC (8×8) already known (the caller counted the
     /// blocks for its planner anyway): one pass over the matrix less.
+    #[tracing::instrument(name = "reorder_gate", level = "info", skip_all)]
     pub fn assess_with_density(&self, a: &Csr, mean_nnz_tc_now: f64) -> GateReport {
         self.assess_from(a, mean_nnz_tc_now, std::time::Instant::now())
     }

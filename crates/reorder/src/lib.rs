@@ -117,6 +117,7 @@ pub trait Reorder {
 
     /// Computes the permutation, times it, and measures 8×8 MeanNNZTC and block counts before and
     /// after applying it.
+    #[tracing::instrument(name = "reorder", level = "info", skip_all, fields(method = self.name(), ?mode))]
     fn reorder(&self, a: &Csr, mode: Mode) -> Result<Reordering, ReorderError> {
         check_mode(a, mode)?;
         let t = Instant::now();

@@ -114,6 +114,9 @@ pub struct Measured {
     pub error: ErrorReport,
     /// Whether the time is of the device hot path (`spmm_device`) or the host call.
     pub device_time: bool,
+    /// Milliseconds of the first product: the host call that also checks the error (B in, C
+    /// out, and on the GPU whatever the first launch costs); `None` where it was not timed.
+    pub first_ms: Option<f64>,
 }
 
 /// Runs `prepared` on host data once (checked against the f64 reference of the ORIGINAL matrix)
@@ -127,9 +130,13 @@ pub fn measure(
     iters: usize,
 ) -> anyhow::Result<Measured> {
     let mut c = vec![0f32; a.rows() * n];
-    prepared.spmm(1.0, b, n, n, 0.0, &mut c, n)?;
+    let first = Instant::now();
+    tracing::info_span!("first_product", n)
+        .in_scope(|| prepared.spmm(1.0, b, n, n, 0.0, &mut c, n))?;
+    let first_ms = Some(first.elapsed().as_secs_f64() * 1e3);
     let error = error_vs_reference(a, b, n, &c);
     let iters = iters.max(1);
+    let _run = tracing::info_span!("run", n, iters).entered();
     let (ms, device_time) = match engine.gpu() {
         Some(gpu) => {
             // Prepared order: permute B like the engine does (any B gives the same time).
@@ -159,6 +166,7 @@ pub fn measure(
         gflops,
         error,
         device_time,
+        first_ms,
     })
 }
 
@@ -257,6 +265,8 @@ pub fn print_prepare(p: &Prepared) -> anyhow::Result<()> {
         for t in &r.tuning {
             outln!("          {:>10.3} ms  {}", t.ms, t.candidate)?;
         }
+    } else {
+        outln!("tune      {:>10.3} ms  no candidates timed", r.tune_s * 1e3)?;
     }
     if r.thread_blocks > 0 {
         outln!(
@@ -307,6 +317,14 @@ pub fn print_break_even(
             r.total_s * 1e3
         )?,
         None => outln!("break-even n/a: no cuSPARSE time (CPU path)")?,
+    }
+    Ok(())
+}
+
+/// Prints the first product's line (the last stage before the timed products), if it was timed.
+pub fn print_first(m: &Measured) -> anyhow::Result<()> {
+    if let Some(ms) = m.first_ms {
+        outln!("first     {ms:>10.3} ms  first product, host call (B in, C out)")?;
     }
     Ok(())
 }
@@ -379,11 +397,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .precision(precision(&args.precision))
         .cache_dir(cache_dir())
         .build();
-    let mut prepared = engine.prepare(&a, &opts)?;
+    let mut prepared = tracing::info_span!("prepare").in_scope(|| engine.prepare(&a, &opts))?;
     print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
     let m = measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
+    print_first(&m)?;
     print_measured(&label, args.n, prepared.error_bound(), &m)?;
 
     let (mut cusparse_ms, mut comparisons) = (None, Vec::new());
@@ -436,6 +455,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             matrix: crate::json::Matrix::of(&a),
             prepare: Some(crate::json::Prepare::of(r)),
             split: None,
+            stages: crate::json::Stage::of_prepared(read_ms, r, m.first_ms),
             product: crate::json::Product::of(&label, args.n, prepared.error_bound(), &m),
             cusparse_ms,
             break_even_calls: cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms)),

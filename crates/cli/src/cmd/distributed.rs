@@ -106,6 +106,7 @@ pub fn run_spmm(
         gflops: 2.0 * a.nnz() as f64 * n as f64 / (ms * 1e-3) / 1e9,
         error,
         device_time: false,
+        first_ms: None,
     };
     demo::print_measured(
         &format!(

@@ -126,31 +126,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::json::backend(&engine),
     );
     let matrix = crate::json::Matrix::of(&a);
-    let report = move |prepare, split, product, cusparse_ms, break_even_calls| crate::json::Spmm {
-        input,
-        backend,
-        read_ms,
-        matrix,
-        prepare,
-        split,
-        product,
-        cusparse_ms,
-        break_even_calls,
-        comparisons: Vec::new(),
-    };
+    let report =
+        move |prepare, split, stages, product, cusparse_ms, break_even_calls| crate::json::Spmm {
+            input,
+            backend,
+            read_ms,
+            matrix,
+            prepare,
+            split,
+            stages,
+            product,
+            cusparse_ms,
+            break_even_calls,
+            comparisons: Vec::new(),
+        };
     if let Some(devices) = devices {
-        let (split, product) = run_split(devices, &a, &opts, &args)?;
+        let (split, first_ms, product) = run_split(devices, &a, &opts, &args)?;
         if args.json {
-            crate::json::emit("spmm", &report(None, Some(split), product, None, None))?;
+            let stages = vec![
+                crate::json::Stage::new("read", read_ms),
+                crate::json::Stage::new("prepare", split.prepare_ms),
+                crate::json::Stage::new("first_product", first_ms),
+            ];
+            let doc = report(None, Some(split), stages, product, None, None);
+            crate::json::emit("spmm", &doc)?;
         }
         return Ok(());
     }
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
-    let mut prepared = engine.prepare_shared(&a, &opts)?;
+    let mut prepared =
+        tracing::info_span!("prepare").in_scope(|| engine.prepare_shared(&a, &opts))?;
     demo::print_prepare(&prepared)?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
+    demo::print_first(&m)?;
     demo::print_measured(
         &prepared.kernel().to_string(),
         args.n,
@@ -194,6 +204,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let doc = report(
             Some(crate::json::Prepare::of(r)),
             None,
+            crate::json::Stage::of_prepared(read_ms, r, m.first_ms),
             product,
             cusparse_ms,
             calls,
@@ -235,9 +246,10 @@ fn run_split(
     a: &tcsparse::formats::Csr,
     opts: &PrepareOptions,
     args: &Args,
-) -> anyhow::Result<(crate::json::Split, crate::json::Product)> {
+) -> anyhow::Result<(crate::json::Split, f64, crate::json::Product)> {
     let t = std::time::Instant::now();
-    let mut split = tcsparse::prepare_split(devices, a, opts)?;
+    let mut split = tracing::info_span!("prepare", %devices)
+        .in_scope(|| tcsparse::prepare_split(devices, a, opts))?;
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     outln!(
         "devices   {devices} (B: {}); prepare {prep_ms:.1} ms on all of them",
@@ -256,7 +268,10 @@ fn run_split(
     }
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let mut c = vec![0f32; a.rows() * args.n];
-    split.spmm(1.0, &b, args.n, args.n, &mut c, args.n)?;
+    let first = std::time::Instant::now();
+    tracing::info_span!("first_product", n = args.n)
+        .in_scope(|| split.spmm(1.0, &b, args.n, args.n, &mut c, args.n))?;
+    let first_ms = first.elapsed().as_secs_f64() * 1e3;
     let error = demo::error_vs_reference(a, &b, args.n, &c);
     let mut samples = Vec::new();
     for i in 0..args.iters.max(1) + 3 {
@@ -274,9 +289,11 @@ fn run_split(
         gflops: 2.0 * a.nnz() as f64 * args.n as f64 / (ms * 1e-3) / 1e9,
         error,
         device_time: false,
+        first_ms: Some(first_ms),
     };
     let bound = split.parts().map(|p| p.error_bound()).fold(0.0, f64::max);
     let label = "split over the devices";
+    demo::print_first(&m)?;
     demo::print_measured(label, args.n, bound, &m)?;
     let split = crate::json::Split {
         devices: devices.to_string(),
@@ -284,7 +301,11 @@ fn run_split(
         prepare_ms: prep_ms,
         parts,
     };
-    Ok((split, crate::json::Product::of(label, args.n, bound, &m)))
+    Ok((
+        split,
+        first_ms,
+        crate::json::Product::of(label, args.n, bound, &m),
+    ))
 }
 
 /// Parses `--balance`: auto, on, off, packed:K (K ≥ 1), `cached:K[:R]` (K windows per thread block,

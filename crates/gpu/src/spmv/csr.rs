@@ -508,10 +508,7 @@ mod tests {
         use crate::spmm::csr::MAX_ROWS_PER_ITEM;
         // `SPMV_CSR_MAX_ROWS` in spmv.cu sizes the walk's shared sums.
         assert_eq!(MAX_ROWS_PER_ITEM, 32);
-        assert!(
-            include_str!("../../../../kernels-ptx/spmv.cu")
-                .contains("#define SPMV_CSR_MAX_ROWS 32")
-        );
+        assert!(include_str!("../../kernels-ptx/spmv.cu").contains("#define SPMV_CSR_MAX_ROWS 32"));
     }
 
     #[test]
