@@ -27,7 +27,7 @@ use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
-    split_rows,
+    spamm_block_rows,
 };
 use tcsparse::spamm::measured_error;
 use tcsparse::{PrepareOptions, prepare_split};
@@ -155,7 +155,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         let problem = format!("spamm exp-r0.02 N={sn} (τ {:.3e})", run1.tau);
         for g in counts(present) {
             let group = DeviceGroup::open(DeviceSet::first(g))?;
-            let ranges = split_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
+            let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
             let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
             split.schedule(run1.tau)?;
             for _ in 0..3 {

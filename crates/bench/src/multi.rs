@@ -17,7 +17,7 @@ use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
-    split_rows,
+    spamm_block_rows,
 };
 use tcsparse::spamm::measured_error;
 use tcsparse::{PrepareOptions, prepare_split};
@@ -115,7 +115,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     drop(full);
     for g in counts(present) {
         let group = DeviceGroup::open(DeviceSet::first(g))?;
-        let ranges = split_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
+        let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
         let mut split = SpammSplit::new(&group, &a, &a, n, n, n, &cfg, &ranges)?;
         split.schedule(run1.tau)?;
         let ms = median_wall(args.iters, || {

@@ -7,13 +7,10 @@
 //! [`SpammPrecision::F16`]) and their norm maps (A's `tm × tk`, B's transposed `tn × tk`).
 //! [`SpammKernel`] is one product kernel with its strided block assignment (balance `s`).
 //! [`spamm_host`] runs the whole thing on `G ≥ 1` devices: C's rows split as
-//! `planner::spamm::split_rows_across_gpus` says, B replicated, each device its own stream.
+//! `planner::split::spamm_block_rows` says, B replicated, each device its own stream.
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, sys};
-use tcsparse_planner::spamm::{
-    skipped_bound, split_rows_across_gpus, strided_assignment, tau_for_error, tau_search,
-    valid_per_row,
-};
+use tcsparse_planner::spamm::{skipped_bound, strided_assignment, tau_for_error, tau_search};
 
 use crate::multi::DeviceGroup;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -813,31 +810,19 @@ pub fn choose_tau(
     })
 }
 
-/// Splits C's rows over `gpus` devices balancing valid products, in whole C blocks.
-pub fn split_rows(
+/// C's rows over `parts` devices in whole C blocks, balancing valid products at τ
+/// ([`tcsparse_planner::split::spamm_block_rows`]).
+pub fn spamm_block_rows(
     na: &[f32],
     nb: &[f32],
     tiles: (usize, usize, usize),
     tau: f32,
     m: usize,
     block: SpammBlock,
-    gpus: usize,
+    parts: usize,
 ) -> Result<Vec<(usize, usize)>, GpuError> {
-    let (tm, tk, tn) = tiles;
-    let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("row split: {e}"));
-    let per_row = valid_per_row(na, nb, tm, tk, tn, tau).map_err(e)?;
-    // Each tile row costs at least its C stores (tn tiles) besides its valid products.
-    let bt = block.tiles();
-    let loads: Vec<u64> = per_row
-        .chunks(bt)
-        .map(|c| c.iter().sum::<u64>() + (c.len() * tn) as u64)
-        .collect();
-    let ranges = split_rows_across_gpus(&loads, gpus).map_err(e)?;
-    let edge = bt * TILE;
-    Ok(ranges
-        .into_iter()
-        .map(|(b, e)| ((b as usize * edge).min(m), (e as usize * edge).min(m)))
-        .collect())
+    tcsparse_planner::split::spamm_block_rows(na, nb, tiles, tau, m, block.tiles(), TILE, parts)
+        .map_err(|e| GpuError::Invalid(format!("row split: {e}")))
 }
 
 /// One member's share of a split product: its C rows, operands, schedule and C block.
@@ -1017,7 +1002,7 @@ pub fn spamm_host(
 }
 
 /// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`, C's
-/// rows split over the members ([`split_rows`], balancing valid products) and computed at the
+/// rows split over the members (`planner::split::spamm_block_rows`, balancing valid products) and computed at the
 /// same time ([`SpammSplit`]); one member runs on the whole operands as a single GPU does.
 /// Returns C (`m × n`, row-major) and the run's report.
 #[allow(clippy::too_many_arguments)]
@@ -1078,7 +1063,7 @@ pub fn spamm_group(
             v
         } else {
             if split.is_none() {
-                let ranges = split_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
+                let ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
                 part_rows = ranges.clone();
                 split = Some(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?);
             }

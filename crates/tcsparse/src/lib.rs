@@ -78,7 +78,6 @@ pub use report::{
 pub use spmm::{
     CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
     TUNED_SCHEDULES, model_kernel, pattern_checksum, prepare_on_group, prepare_split,
-    split_rows_by_nonzeros,
 };
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;

@@ -109,7 +109,10 @@ fn one_rank_of_a_distributed_product() {
     assert_eq!(ranges.first().map(|r| r.0), Some(0));
     assert_eq!(ranges.last().map(|r| r.1), Some(a.rows()));
     assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
-    assert_eq!(ranges, tcsparse::split_rows_by_nonzeros(&a, world).unwrap());
+    assert_eq!(
+        ranges,
+        tcsparse::planner::split::nonzero_rows(&a, world).unwrap()
+    );
     // Each rank tunes its own block and may keep a TF32 kernel where another kept an f32 one:
     // the whole C is held to the loosest bound of the kernels run on every rank.
     let own_bound = d.prepared().error_bound().max(bound1);

@@ -31,7 +31,8 @@ mod tune;
 pub use cache::{PLAN_VERSION, pattern_checksum};
 pub use prepare::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
 pub(crate) use split::row_block;
-pub use split::{SplitPrepared, prepare_on_group, prepare_split, split_rows_by_nonzeros};
+pub(crate) use split::row_split;
+pub use split::{SplitPrepared, prepare_on_group, prepare_split};
 pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.
