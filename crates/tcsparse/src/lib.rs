@@ -89,3 +89,11 @@ pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;
+
+/// Reads a matrix file into a checked [`formats::Csr`], choosing the reader by extension:
+/// Matrix Market (`.mtx`, `.mtx.gz`; symmetric storage expanded) or scipy's `.npz`
+/// ([`formats::mtx::read_matrix`]). Memory is checked against the process's budget
+/// ([`formats::limits`]) before anything a declared size implies is allocated.
+pub fn read(path: impl AsRef<std::path::Path>) -> Result<formats::Csr, Error> {
+    Ok(formats::mtx::read_matrix(path)?)
+}

@@ -316,3 +316,22 @@ fn sprs_and_cudarc_are_re_exported() {
     fn takes_view(_: Option<&tcsparse::cudarc::driver::CudaView<'_, f32>>) {}
     takes_view(None);
 }
+
+/// `tcsparse::read` reads a Matrix Market file into the checked CSR, and a reader's error is the
+/// facade's error.
+#[test]
+fn read_gives_the_matrix_and_a_facade_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.mtx");
+    std::fs::write(
+        &path,
+        "%%MatrixMarket matrix coordinate real general\n2 3 3\n1 1 1.5\n1 3 2\n2 2 -1\n",
+    )
+    .unwrap();
+    let a = tcsparse::read(&path).unwrap();
+    assert_eq!((a.rows(), a.cols(), a.nnz()), (2, 3, 3));
+    assert_eq!(a.indices(), &[0, 2, 1]);
+    assert_eq!(a.data(), &[1.5, 2.0, -1.0]);
+    let missing = tcsparse::read(dir.path().join("absent.mtx"));
+    assert!(matches!(missing, Err(Error::Read(_))), "{missing:?}");
+}
