@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use tcsparse::SpmvOptions;
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
-use tcsparse::spmv::SpmvOptions;
 use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice};
 
 /// What to run.
@@ -167,11 +167,7 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         .reorder(ReorderChoice::None)
         .tune(false)
         .build();
-    let spmv_opts = SpmvOptions {
-        rhs: n,
-        tune: false,
-        ..SpmvOptions::default()
-    };
+    let spmv_opts = SpmvOptions::builder().n(n).tune(false).build();
     let mut spmm = engine.prepare(&mats[0], &opts)?;
     let mut spmv = engine.prepare_spmv(&mats[0], &spmv_opts)?;
     let spmm_kernel = spmm.kernel().to_string();

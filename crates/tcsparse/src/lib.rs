@@ -79,6 +79,7 @@ pub use spmm::{
     CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
     TUNED_SCHEDULES, model_kernel, pattern_checksum, prepare_on_group, prepare_split,
 };
+pub use spmv::{PreparedSpmv, SpmvKernel, SpmvOptions, SpmvOptionsBuilder};
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;
 pub use tcsparse_formats as formats;

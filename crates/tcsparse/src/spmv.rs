@@ -10,7 +10,7 @@
 //! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
-//! ([`SpmvPrecision`]):
+//! ([`Precision`]; 3×TF32 is refused):
 //!
 //! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X), the
 //!   CUDA-core walk on f32 tiles (f32 products, more accurate than asked) or cuSPARSE;
@@ -42,89 +42,43 @@ use tcsparse_gpu::spmv::{
 };
 use tcsparse_gpu::{Gpu, Timing};
 
-use crate::{Engine, Error};
+use crate::{Engine, Error, Precision};
 
-/// Arithmetic an SpMV may use (see the module docs).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SpmvPrecision {
-    /// f16 tiles allowed (explicit opt-in), TF32 tiles, cuSPARSE.
-    F16,
-    /// TF32 tiles or cuSPARSE (default).
-    #[default]
-    Tf32,
-    /// f32 only (cuSPARSE; CSR on the CPU).
-    F32,
-}
-
-impl SpmvPrecision {
-    /// Parses `f16`, `tf32`, `f32` (case-insensitive).
-    pub fn parse(s: &str) -> Result<Self, Error> {
-        match s.to_ascii_lowercase().as_str() {
-            "f16" => Ok(Self::F16),
-            "tf32" => Ok(Self::Tf32),
-            "f32" => Ok(Self::F32),
-            _ => Err(Error::InvalidArgs(format!(
-                "precision {s:?}: expected f16, tf32 or f32"
-            ))),
-        }
-    }
-
-    /// Tile storages our tensor-core kernels may use at this precision, cheapest first.
-    pub fn storages(self) -> &'static [TileStorage] {
-        match self {
-            Self::F16 => &[TileStorage::F16, TileStorage::Tf32],
-            Self::Tf32 => &[TileStorage::Tf32],
-            Self::F32 => &[],
-        }
-    }
-
-    /// Tile storages the CUDA-core walk (any n) may use at this precision: f32 tiles
-    /// (as fast as TF32 ones on CUDA cores, and exact) at every precision, f16 tiles when allowed.
-    pub fn core_storages(self) -> &'static [TileStorage] {
-        match self {
-            Self::F16 => &[TileStorage::F16, TileStorage::F32],
-            Self::Tf32 | Self::F32 => &[TileStorage::F32],
-        }
-    }
-
-    /// The walk storage an untuned preparation uses (the first of [`SpmvPrecision::core_storages`]).
-    pub fn default_core_storage(self) -> TileStorage {
-        match self {
-            Self::F16 => TileStorage::F16,
-            Self::Tf32 | Self::F32 => TileStorage::F32,
-        }
-    }
-
-    /// Element-wise error bound relative to |α|·|A|·|X| (+ |β|·|y|): 2⁻⁹ for f16/TF32 (11-bit A and X,
-    /// f32 sums), 2⁻¹⁷ for f32 (f32 products and sums, cuSPARSE or the CUDA-core walk).
-    pub fn bound(self) -> f64 {
-        match self {
-            Self::F16 | Self::Tf32 => 2f64.powi(-9),
-            Self::F32 => 2f64.powi(-17),
-        }
-    }
-
-    /// Checks a product against its f64 reference with [`SpmvPrecision::bound`] plus the
-    /// underflow term for rows of at most `k` nonzeros ([`crate::accuracy`]: the check SpMM uses
-    /// too).
-    pub fn check_products(
-        self,
-        got: &[f32],
-        want: &[f64],
-        scale: &[f64],
-        k: usize,
-    ) -> crate::accuracy::AccuracyCheck {
-        crate::accuracy::check_products(got, want, scale, self.bound(), k)
+/// Tile storages our tensor-core kernels may use at `p`, cheapest first.
+fn storages(p: Precision) -> &'static [TileStorage] {
+    match p {
+        Precision::F16 => &[TileStorage::F16, TileStorage::Tf32],
+        Precision::Tf32 => &[TileStorage::Tf32],
+        _ => &[],
     }
 }
 
-/// Options of [`Engine::prepare_spmv`].
+/// Tile storages the CUDA-core walk (any n) may use at `p`: f32 tiles (as fast as TF32 ones on
+/// CUDA cores, and exact) at every precision, f16 tiles when allowed (the first is the storage
+/// of an untuned preparation).
+fn core_storages(p: Precision) -> &'static [TileStorage] {
+    match p {
+        Precision::F16 => &[TileStorage::F16, TileStorage::F32],
+        _ => &[TileStorage::F32],
+    }
+}
+
+/// Options of [`Engine::prepare_spmv`]: build them with [`SpmvOptions::builder`], as
+/// [`PrepareOptions`](crate::PrepareOptions) for SpMM.
+///
+/// ```
+/// use tcsparse::{Precision, SpmvOptions};
+/// let opts = SpmvOptions::builder().n(4).precision(Precision::F32).build();
+/// assert_eq!((opts.n, opts.precision), (4, Precision::F32));
+/// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpmvOptions {
-    /// Precision (default TF32).
-    pub precision: SpmvPrecision,
-    /// Right-hand sides per call, 1..=8 (default 1).
-    pub rhs: usize,
+    /// Precision: [`Precision::Tf32`] (default), [`Precision::F16`] (f16 tiles allowed) or
+    /// [`Precision::F32`]; 3×TF32 is refused.
+    pub precision: Precision,
+    /// Right-hand sides per call (columns of X and y), 1..=8 (default 1).
+    pub n: usize,
     /// Tile budget per half when not tuning (default [`DEFAULT_CHUNK_TILES`]).
     pub chunk_tiles: u32,
     /// Time the candidates on the GPU and keep the fastest (default true); false keeps our kernel
@@ -136,11 +90,49 @@ pub struct SpmvOptions {
 impl Default for SpmvOptions {
     fn default() -> Self {
         Self {
-            precision: SpmvPrecision::Tf32,
-            rhs: 1,
+            precision: Precision::Tf32,
+            n: 1,
             chunk_tiles: DEFAULT_CHUNK_TILES,
             tune: true,
         }
+    }
+}
+
+impl SpmvOptions {
+    /// A builder starting from [`SpmvOptions::default`].
+    pub fn builder() -> SpmvOptionsBuilder {
+        SpmvOptionsBuilder(Self::default())
+    }
+}
+
+/// Builds [`SpmvOptions`] field by field ([`SpmvOptions::builder`]).
+#[derive(Clone, Debug)]
+pub struct SpmvOptionsBuilder(SpmvOptions);
+
+impl SpmvOptionsBuilder {
+    /// Sets [`SpmvOptions::precision`].
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.0.precision = precision;
+        self
+    }
+    /// Sets [`SpmvOptions::n`].
+    pub fn n(mut self, n: usize) -> Self {
+        self.0.n = n;
+        self
+    }
+    /// Sets [`SpmvOptions::chunk_tiles`].
+    pub fn chunk_tiles(mut self, chunk_tiles: u32) -> Self {
+        self.0.chunk_tiles = chunk_tiles;
+        self
+    }
+    /// Sets [`SpmvOptions::tune`].
+    pub fn tune(mut self, tune: bool) -> Self {
+        self.0.tune = tune;
+        self
+    }
+    /// The options.
+    pub fn build(self) -> SpmvOptions {
+        self.0
     }
 }
 
@@ -266,9 +258,18 @@ fn fmt_err(e: impl std::fmt::Display) -> Error {
 }
 
 impl Engine {
-    /// Prepares `a` for SpMV with `opts.rhs` right-hand sides (see the module docs).
+    /// Prepares `a` for SpMV with `opts.n` right-hand sides (see the module docs).
     pub fn prepare_spmv(&self, a: &Csr, opts: &SpmvOptions) -> Result<PreparedSpmv, Error> {
-        let n = opts.rhs;
+        let n = opts.n;
+        if !matches!(
+            opts.precision,
+            Precision::F16 | Precision::Tf32 | Precision::F32
+        ) {
+            return Err(Error::InvalidArgs(format!(
+                "SpMV runs in F16, TF32 or F32, not {}",
+                opts.precision
+            )));
+        }
         if n == 0 || n > MAX_RHS {
             return Err(Error::InvalidArgs(format!(
                 "SpMV takes 1 to {MAX_RHS} right-hand sides, got {n}"
@@ -295,8 +296,8 @@ impl Engine {
                 .filter(|&s| s != TileStorage::F16 || f16_fits)
                 .collect()
         };
-        let storages = allowed(opts.precision.storages());
-        let core_storages = allowed(opts.precision.core_storages());
+        let storages = allowed(storages(opts.precision));
+        let core_storages = allowed(core_storages(opts.precision));
         let base = |kernel, exec, bytes| PreparedSpmv {
             rows: a.rows(),
             cols: a.cols(),
@@ -509,8 +510,8 @@ impl PreparedSpmv {
     pub fn nnz(&self) -> usize {
         self.nnz
     }
-    /// Right-hand sides per call.
-    pub fn rhs(&self) -> usize {
+    /// Right-hand sides per call (columns of X and y).
+    pub fn n(&self) -> usize {
         self.n
     }
     /// The product this prepared SpMV runs.
@@ -539,7 +540,7 @@ impl PreparedSpmv {
         Ok(())
     }
 
-    /// `y = α·A·X + β·y` on host slices (X: `cols × rhs`, y: `rows × rhs`, row-major). β = 0 never
+    /// `y = α·A·X + β·y` on host slices (X: `cols × n`, y: `rows × n`, row-major). β = 0 never
     /// reads y.
     ///
     /// Non-finite X: the tensor-core kernels and the per-tile-row walks multiply a tile's absent
@@ -647,13 +648,6 @@ mod tests {
     use tcsparse_formats::csr::csr_from_triplets;
     use tcsparse_formats::reference::spmm_f64;
 
-    #[test]
-    fn the_untuned_walk_storage_is_the_first_the_precision_allows() {
-        for p in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
-            assert_eq!(p.core_storages().first(), Some(&p.default_core_storage()));
-        }
-    }
-
     fn sample() -> Csr {
         let mut t = Vec::new();
         for r in 0..45u32 {
@@ -671,14 +665,13 @@ mod tests {
     fn cpu_path_matches_f64_at_every_precision() {
         let a = sample();
         let engine = Engine::cpu("test");
-        for prec in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
+        for prec in [Precision::F16, Precision::Tf32, Precision::F32] {
             for n in [1, 5, 8] {
-                let opts = SpmvOptions {
-                    precision: prec,
-                    rhs: n,
-                    chunk_tiles: 2,
-                    tune: true,
-                };
+                let opts = SpmvOptions::builder()
+                    .precision(prec)
+                    .n(n)
+                    .chunk_tiles(2)
+                    .build();
                 let mut p = engine.prepare_spmv(&a, &opts).unwrap();
                 let x: Vec<f32> = (0..61 * n).map(|i| (i % 11) as f32 / 5.0 - 1.0).collect();
                 let mut y = vec![f32::NAN; 45 * n];
@@ -686,7 +679,7 @@ mod tests {
                 let want = spmm_f64(&a, &x, n, n, false);
                 let scale = spmm_f64(&a, &x, n, n, true);
                 for i in 0..y.len() {
-                    let bound = prec.bound() * 2.0 * scale[i];
+                    let bound = prec.spmv_bound() * 2.0 * scale[i];
                     assert!(
                         (y[i] as f64 - 2.0 * want[i]).abs() <= bound,
                         "{prec:?} n {n} y[{i}] = {} want {}",
@@ -695,11 +688,11 @@ mod tests {
                     );
                 }
                 let expect_cpu = match prec {
-                    SpmvPrecision::F32 => SpmvKernel::CpuCsr,
-                    SpmvPrecision::F16 => SpmvKernel::CpuBitBsr {
+                    Precision::F32 => SpmvKernel::CpuCsr,
+                    Precision::F16 => SpmvKernel::CpuBitBsr {
                         storage: TileStorage::F16,
                     },
-                    SpmvPrecision::Tf32 => SpmvKernel::CpuBitBsr {
+                    _ => SpmvKernel::CpuBitBsr {
                         storage: TileStorage::Tf32,
                     },
                 };
@@ -723,11 +716,10 @@ mod tests {
         let a = csr_from_triplets(16, 16, &t).unwrap();
         let engine = Engine::cpu("test");
         for tune in [true, false] {
-            let opts = SpmvOptions {
-                precision: SpmvPrecision::F16,
-                tune,
-                ..SpmvOptions::default()
-            };
+            let opts = SpmvOptions::builder()
+                .precision(Precision::F16)
+                .tune(tune)
+                .build();
             let mut p = engine.prepare_spmv(&a, &opts).unwrap();
             assert_eq!(
                 p.kernel(),
@@ -742,7 +734,7 @@ mod tests {
             let scale = spmm_f64(&a, &x, 1, 1, true);
             for i in 0..16 {
                 assert!(
-                    (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                    (y[i] as f64 - want[i]).abs() <= Precision::F16.spmv_bound() * scale[i],
                     "row {i}: {} want {}",
                     y[i],
                     want[i]
@@ -756,18 +748,19 @@ mod tests {
     fn bad_arguments_are_refused() {
         let a = sample();
         let engine = Engine::cpu("test");
-        let opts = SpmvOptions {
-            rhs: 9,
-            ..SpmvOptions::default()
-        };
-        assert!(matches!(
-            engine.prepare_spmv(&a, &opts),
-            Err(Error::InvalidArgs(_))
-        ));
+        for opts in [
+            SpmvOptions::builder().n(9).build(),
+            SpmvOptions::builder().precision(Precision::Tf32x3).build(),
+        ] {
+            assert!(matches!(
+                engine.prepare_spmv(&a, &opts),
+                Err(Error::InvalidArgs(_))
+            ));
+        }
         let mut p = engine.prepare_spmv(&a, &SpmvOptions::default()).unwrap();
         let mut y = vec![0f32; 45];
         assert!(p.spmv(1.0, &[0.0; 60], 0.0, &mut y).is_err());
-        assert!(SpmvPrecision::parse("bf16").is_err());
-        assert_eq!(SpmvPrecision::parse("F16").unwrap(), SpmvPrecision::F16);
+        assert!(Precision::parse("bf16").is_err());
+        assert_eq!(Precision::parse("F16").unwrap(), Precision::F16);
     }
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::Gpu;
-use tcsparse::spmv::{PreparedSpmv, SpmvOptions};
 use tcsparse::{Balance, Engine, Error, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{PreparedSpmv, SpmvOptions};
 
 fn assert_send_sync<T: Send + Sync>() {}
 fn assert_send<T: Send>() {}
@@ -126,11 +126,7 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
     spmm.spmm(1.0, &b, n, n, 0.0, &mut want_c, n).unwrap();
     // Untuned: our walk (a tuned one may keep cuSPARSE, whose SpMV need not be bitwise
     // reproducible run to run).
-    let opts = SpmvOptions {
-        rhs: n,
-        tune: false,
-        ..SpmvOptions::default()
-    };
+    let opts = SpmvOptions::builder().n(n).tune(false).build();
     let mut spmv = engine.prepare_spmv(&a, &opts).unwrap();
     let mut want_y = vec![0f32; a.rows() * n];
     spmv.spmv(1.0, &b, 0.0, &mut want_y).unwrap();

@@ -7,8 +7,7 @@
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
-use tcsparse::spmv::SpmvOptions;
-use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice};
+use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice, SpmvOptions};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -96,10 +95,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
         (
             "SpMV",
             Box::new(|| {
-                let o = SpmvOptions {
-                    tune: false,
-                    ..SpmvOptions::default()
-                };
+                let o = SpmvOptions::builder().tune(false).build();
                 engine.prepare_spmv(&a, &o).map(drop)
             }),
         ),
@@ -193,10 +189,7 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
     assert_eq!(c, want, "SpMM after a failed product");
 
     // (Untuned: our walk, bitwise reproducible; a tuned one may keep cuSPARSE.)
-    let untuned = SpmvOptions {
-        tune: false,
-        ..SpmvOptions::default()
-    };
+    let untuned = SpmvOptions::builder().tune(false).build();
     let mut s = engine.prepare_spmv(&a, &untuned).unwrap();
     let mut want = vec![0f32; a.rows()];
     s.spmv(1.0, &x, 0.0, &mut want).unwrap();

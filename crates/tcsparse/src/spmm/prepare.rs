@@ -339,6 +339,12 @@ impl Engine {
                 opts.kernel
             )));
         }
+        if !matches!(opts.precision, Precision::Tf32 | Precision::F32) {
+            return Err(Error::InvalidArgs(format!(
+                "SpMM runs in TF32 or F32, not {}",
+                opts.precision
+            )));
+        }
         if opts.precision == Precision::F32
             && matches!(
                 opts.kernel,
