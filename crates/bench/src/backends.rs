@@ -241,14 +241,14 @@ pub fn gpu_cases(
     // user pays (the gate's counting pass once, not this stage's time carried over and then
     // counted again in the headline's own preparation). Its tuning runs cuSPARSE in the original
     // order.
-    let auto = engine.prepare(a, &PrepareOptions::builder().n(n0).tune(false).build());
+    let auto = engine.prepare_spmm(a, &PrepareOptions::builder().n(n0).tune(false).build());
     let (auto_ok, auto_err) = match &auto {
         Ok(_) => (true, String::new()),
         Err(e) => (false, e.to_string()),
     };
     let t_re = Instant::now();
     let reordered = engine
-        .prepare(
+        .prepare_spmm(
             a,
             &PrepareOptions::builder()
                 .reorder(ReorderChoice::Method("affinity".into()))
@@ -533,9 +533,9 @@ fn engine_case(
     // The matrix as loaded is shared with the preparation (no copy of A where it runs in that
     // order); a reordered stand-in is borrowed (copied).
     let prepared = if std::ptr::eq(mat, &*m.csr) {
-        engine.prepare_shared(&m.csr, opts)
+        engine.prepare_spmm_shared(&m.csr, opts)
     } else {
-        engine.prepare(mat, opts)
+        engine.prepare_spmm(mat, opts)
     };
     let mut prepared: Prepared = match prepared {
         Ok(p) => p,
@@ -614,7 +614,7 @@ fn model_pick(
     let mut untuned = opts.clone();
     untuned.tune = false;
     let mut p = engine
-        .prepare(mat, &untuned)
+        .prepare_spmm(mat, &untuned)
         .map_err(|e| tracing::warn!("model-only preparation: {e}"))
         .ok()?;
     let r = p.report().clone();
@@ -651,7 +651,7 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
     let engine = Engine::cpu(why);
     let a: &Csr = &m.csr;
     let mut out = Vec::new();
-    let mut prepared = match engine.prepare(a, &PrepareOptions::default()) {
+    let mut prepared = match engine.prepare_spmm(a, &PrepareOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             for &n in ns {

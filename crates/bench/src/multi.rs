@@ -16,8 +16,8 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
-    spamm_block_rows,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget,
+    spamm_block_rows, spamm_group,
 };
 use tcsparse::spamm::measured_error;
 use tcsparse::{PrepareOptions, prepare_split};

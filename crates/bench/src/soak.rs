@@ -168,7 +168,7 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         .tune(false)
         .build();
     let spmv_opts = SpmvOptions::builder().n(n).tune(false).build();
-    let mut spmm = engine.prepare(&mats[0], &opts)?;
+    let mut spmm = engine.prepare_spmm(&mats[0], &opts)?;
     let mut spmv = engine.prepare_spmv(&mats[0], &spmv_opts)?;
     let spmm_kernel = spmm.kernel().to_string();
     let spmv_kernel = format!("{:?}", spmv.kernel());

@@ -116,7 +116,7 @@ impl Inner {
             let (t, _) = self
                 .t_pattern
                 .get_or_insert_with(|| transpose_with_map(&self.a));
-            let p = self.engine.prepare(t, &self.opts)?;
+            let p = self.engine.prepare_spmm(t, &self.opts)?;
             self.t_prepared = Some(p);
         }
         self.t_prepared
@@ -223,7 +223,7 @@ impl PyMatrix {
                     Some(d) => Engine::on_device(d)
                         .map_err(|e| PyRuntimeError::new_err(format!("device='cuda:{d}': {e}")))?,
                 };
-                let prepared = engine.prepare(&a, &opts).map_err(to_py)?;
+                let prepared = engine.prepare_spmm(&a, &opts).map_err(to_py)?;
                 Ok(Inner {
                     engine,
                     a,

@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .n(n)
         .precision(Precision::Tf32) // the default; Precision::F32 keeps to f32 kernels
         .build();
-    let mut prepared = engine.prepare(&a, &opts)?;
+    let mut prepared = engine.prepare_spmm(&a, &opts)?;
     let r = prepared.report();
     println!("kernel:    {} ({})", r.kernel, r.kernel_note);
     println!(

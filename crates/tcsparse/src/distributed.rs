@@ -89,7 +89,7 @@ impl DistributedSpmm {
         let block = row_block(a, r0, r1)?;
         let mut o = opts.clone();
         o.device_order = RowOrder::Original;
-        let prepared = Engine::with_gpu(comm.gpu().clone()).prepare(&block, &o)?;
+        let prepared = Engine::with_gpu(comm.gpu().clone()).prepare_spmm(&block, &o)?;
         Ok(Self {
             comm,
             prepared,

@@ -1,10 +1,10 @@
 //! `tcsparse`: the facade. One dependency gives the whole pipeline: read or generate a matrix,
 //! reorder it, build a tensor-core format, plan, upload once and run products many times
-//! (`Engine::prepare(csr, opts) -> Prepared`), on the GPU when there is one and on the CPU reference
+//! (`Engine::prepare_spmm(csr, opts) -> Prepared`), on the GPU when there is one and on the CPU reference
 //! path otherwise. `cargo run --release -p tcsparse --example quickstart` is a complete first
 //! program (examples/quickstart.rs).
 //!
-//! One room per operation: SpMM in [`Prepared`] (from [`Engine::prepare`]); options in
+//! One room per operation: SpMM in [`Prepared`] (from [`Engine::prepare_spmm`]); options in
 //! [`PrepareOptions`] (with [`PrepareOptions::builder`]), among them [`Precision`] (TF32 by
 //! default; F32 keeps to f32-rounding kernels) and [`RowOrder`] (device operands in prepared or
 //! original row order); what happened in [`PrepareReport`]; every error in [`Error`].
@@ -15,7 +15,7 @@
 //! let a = tcsparse::formats::csr::csr_from_triplets(3, 3, &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, 3.0)])?;
 //! let engine = Engine::new(); // probes the GPU; falls back to the CPU reference path
 //! println!("{}", engine.message());
-//! let mut prepared = engine.prepare(&a, &PrepareOptions::default())?;
+//! let mut prepared = engine.prepare_spmm(&a, &PrepareOptions::default())?;
 //! let (n, b) = (4, vec![1.0f32; 3 * 4]);
 //! let mut c = vec![0.0f32; 3 * 4];
 //! prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?; // C = A·B, original row order
@@ -37,7 +37,7 @@
 //!   share it behind a `Mutex` (products from several threads then take turns on its stream);
 //! * for products that overlap, give each thread an engine on its own stream
 //!   (`Engine::with_gpu(gpu.with_new_stream()?)`, or [`Engine::from_cuda`] on the application's
-//!   stream) and its own preparation; [`Engine::prepare_shared`] shares the host matrix between
+//!   stream) and its own preparation; [`Engine::prepare_spmm_shared`] shares the host matrix between
 //!   them without a copy.
 //!
 //! `tests/concurrency.rs` checks both on the GPU (results bit for bit equal to one thread's).

@@ -1,4 +1,4 @@
-//! What the caller asks [`Engine::prepare`](crate::Engine::prepare)(crate::Engine::prepare) for: [`PrepareOptions`] and
+//! What the caller asks [`Engine::prepare_spmm`](crate::Engine::prepare_spmm)(crate::Engine::prepare_spmm) for: [`PrepareOptions`] and
 //! the choices inside it (reordering, load balance, kernel).
 
 use tcsparse_gpu::spmm::row_tile::RowTileKernel;
@@ -200,7 +200,7 @@ pub enum Balance {
     NnzPerWarp(u32),
 }
 
-/// Which kernel [`Engine::prepare`](crate::Engine::prepare) sets up.
+/// Which kernel [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) sets up.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum KernelRequest {
@@ -229,7 +229,7 @@ pub enum KernelRequest {
     Hrpb,
 }
 
-/// Options of [`Engine::prepare`](crate::Engine::prepare). Build them with
+/// Options of [`Engine::prepare_spmm`](crate::Engine::prepare_spmm). Build them with
 /// [`PrepareOptions::builder`] or by changing the fields of [`PrepareOptions::default`].
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,7 +28,7 @@ fn engine_is_send_and_sync_prepared_matrices_are_send() {
 fn a_prepared_matrix_moves_to_another_thread_on_the_cpu_path() {
     let a = matrix();
     let engine = Engine::cpu("test");
-    let mut p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
     let x = operand(a.cols(), 1);
     let mut want = vec![0f32; a.rows()];
     p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();
@@ -83,7 +83,7 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
     // Our kernels (cuSPARSE's algorithms need not be bitwise reproducible run to run).
     for kernel in [KernelRequest::AccSpmm, KernelRequest::Csr] {
         let mut p = Engine::with_gpu(root.clone())
-            .prepare_shared(&a, &spmm_options(kernel))
+            .prepare_spmm_shared(&a, &spmm_options(kernel))
             .unwrap();
         let mut c = vec![0f32; a.rows() * n];
         p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
@@ -95,7 +95,9 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
             s.spawn(move || {
                 let engine = Engine::with_gpu(root.with_new_stream().expect("a new stream"));
                 let (kernel, want) = &want[t % want.len()];
-                let mut p = engine.prepare_shared(a, &spmm_options(*kernel)).unwrap();
+                let mut p = engine
+                    .prepare_spmm_shared(a, &spmm_options(*kernel))
+                    .unwrap();
                 let mut c = vec![f32::NAN; a.rows() * n];
                 for round in 0..ROUNDS {
                     p.spmm(1.0, b, n, n, 0.0, &mut c, n).unwrap();
@@ -120,7 +122,7 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
     let n = 4;
     let b = operand(a.cols() * n, 9);
     let mut spmm = engine
-        .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
     let mut want_c = vec![0f32; a.rows() * n];
     spmm.spmm(1.0, &b, n, n, 0.0, &mut want_c, n).unwrap();

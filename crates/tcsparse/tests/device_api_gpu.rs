@@ -141,7 +141,7 @@ fn views_with_leading_dimensions_in_both_orders() {
                 .device_order(order)
                 .n(n)
                 .build();
-            let mut p = engine.prepare(&a, &opts).unwrap();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
             assert!(p.permutation().is_some(), "{kernel:?}: reordered");
             // The matrix the device operands are in the order of.
             let m = match order {
@@ -220,7 +220,7 @@ fn update_values_on_every_kernel() {
             .reorder(ReorderChoice::Method("degree".into()))
             .n(n)
             .build();
-        let mut p = engine.prepare(&a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
         assert!(matches!(
             p.update_values(&new[1..]),
             Err(Error::ValueCount { expected, got }) if expected == a.nnz() && got == a.nnz() - 1
@@ -254,7 +254,7 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
             .build()
     });
     for opts in std::iter::once(&tuned).chain(&fixed) {
-        let mut p = engine.prepare_shared(&a, opts).unwrap();
+        let mut p = engine.prepare_spmm_shared(&a, opts).unwrap();
         let what = format!("{:?} ({})", opts.kernel, p.kernel());
         if p.permutation().is_none() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
@@ -299,7 +299,7 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             .build();
         let mut p = std::thread::scope(|s| {
             s.spawn(|| engine.warm_up().unwrap());
-            engine.prepare(&a, &opts).unwrap()
+            engine.prepare_spmm(&a, &opts).unwrap()
         });
         let mut c = c0.clone();
         p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
@@ -327,7 +327,7 @@ fn engine_on_the_callers_stream() {
     let n = 16;
     let b = values(a.cols() * n, 6);
     let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(n).build())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(n).build())
         .unwrap();
     let mut cd = stream.alloc_zeros::<f32>(a.rows() * n).unwrap();
     let q = p.permutation().cloned();
@@ -366,7 +366,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .precision(Precision::F32)
         .n(n)
         .build();
-    let mut p = engine.prepare(&a, &opts).unwrap();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(
         matches!(
             p.kernel(),
@@ -395,7 +395,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .kernel(KernelRequest::AccSpmm)
         .build();
     assert!(matches!(
-        engine.prepare(&a, &tc),
+        engine.prepare_spmm(&a, &tc),
         Err(Error::InvalidArgs(_))
     ));
 }
@@ -437,9 +437,9 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
                 .n(n)
                 .cache_dir(Some(dir.clone()))
                 .build();
-            let mut first = engine.prepare_shared(&a, &opts).unwrap();
+            let mut first = engine.prepare_spmm_shared(&a, &opts).unwrap();
             assert!(first.permutation().is_some(), "{what}");
-            let mut hit = engine.prepare_shared(&a, &opts).unwrap();
+            let mut hit = engine.prepare_spmm_shared(&a, &opts).unwrap();
             assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{what}");
             assert!(
                 hit.report().kernel_note.contains("built on the GPU"),
@@ -498,11 +498,11 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             .n(n)
             .cache_dir(Some(dir.clone()))
             .build();
-        let mut miss = engine.prepare(&a, &opts).unwrap();
+        let mut miss = engine.prepare_spmm(&a, &opts).unwrap();
         assert_eq!(miss.report().cache, tcsparse::CacheOutcome::Miss, "{name}");
         let mut hits = [
-            engine.prepare(&a, &opts).unwrap(),
-            engine.prepare_shared(&a, &opts).unwrap(),
+            engine.prepare_spmm(&a, &opts).unwrap(),
+            engine.prepare_spmm_shared(&a, &opts).unwrap(),
         ];
         let mut c_miss = vec![0f32; a.rows() * n];
         miss.spmm(1.0, &b, n, n, 0.0, &mut c_miss, n).unwrap();
@@ -528,7 +528,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             a.indices().to_vec(),
             values(a.nnz(), 11),
         ));
-        let mut revalued = engine.prepare_shared(&a2, &opts).unwrap();
+        let mut revalued = engine.prepare_spmm_shared(&a2, &opts).unwrap();
         assert_eq!(
             revalued.report().cache,
             tcsparse::CacheOutcome::Hit,

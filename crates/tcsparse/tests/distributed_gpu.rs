@@ -92,7 +92,7 @@ fn one_rank_of_a_distributed_product() {
     let mut one_opts = opts.clone();
     one_opts.device_order = RowOrder::Original;
     let mut single = Engine::with_gpu(gpu.clone())
-        .prepare(&a, &one_opts)
+        .prepare_spmm(&a, &one_opts)
         .unwrap();
     let mut c1 = vec![f32::NAN; a.rows() * n];
     single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();

@@ -127,7 +127,7 @@ fn cpu_path_matches_reference_in_original_order() {
             .reorder(reorder)
             .mode(mode)
             .build();
-        let mut p = engine.prepare(a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
         assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
         let r = p.report();
         assert_eq!((r.rows, r.cols, r.nnz), (a.rows(), a.cols(), a.nnz()));
@@ -159,7 +159,7 @@ fn forced_reordering_is_applied_and_reported() {
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare(&a, &opts).unwrap();
+    let p = engine.prepare_spmm(&a, &opts).unwrap();
     let r = p.report();
     assert!(r.reordered);
     assert_eq!(r.mode, Mode::Symmetric);
@@ -182,7 +182,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
         (KernelRequest::Auto, true),
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).build();
-        let p = engine.prepare(&a, &opts).unwrap();
+        let p = engine.prepare_spmm(&a, &opts).unwrap();
         // For the tensor-core kernels the gate runs first (and, on this unstructured matrix,
         // finds no order worth computing); for CSR kernels not even the gate runs.
         let considered = p.report().reorder.is_some() || p.report().reorder_gate.is_some();
@@ -212,7 +212,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
         KernelRequest::Cusparse,
         KernelRequest::RowTile(RowTileKernel::TC16D),
     ] {
-        let Err(err) = engine.prepare(&a, &with(kernel)) else {
+        let Err(err) = engine.prepare_spmm(&a, &with(kernel)) else {
             panic!("{kernel:?} accepted a nonzero budget per warp");
         };
         assert!(
@@ -221,7 +221,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
         );
     }
     // On the CPU engine the request is accepted (and runs the CPU reference path).
-    assert!(engine.prepare(&a, &with(KernelRequest::Csr)).is_ok());
+    assert!(engine.prepare_spmm(&a, &with(KernelRequest::Csr)).is_ok());
     assert_eq!(
         ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
         "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
@@ -235,12 +235,12 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let forced = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare(&a, &forced).unwrap();
+    let p = engine.prepare_spmm(&a, &forced).unwrap();
     let perm = p.permutation().unwrap().clone();
     let given = PrepareOptions::builder()
         .reorder(ReorderChoice::Given(perm.clone()))
         .build();
-    let mut q = engine.prepare(&a, &given).unwrap();
+    let mut q = engine.prepare_spmm(&a, &given).unwrap();
     assert_eq!(q.permutation(), Some(&perm));
     assert_eq!(q.matrix(), p.matrix());
     assert!(q.report().reordered);
@@ -265,7 +265,7 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
             .reorder(ReorderChoice::Given(wrong))
             .build();
         assert!(matches!(
-            engine.prepare(&a, &opts),
+            engine.prepare_spmm(&a, &opts),
             Err(Error::InvalidArgs(m)) if m.contains("64 rows")
         ));
     }
@@ -279,14 +279,14 @@ fn bad_arguments_are_typed_errors() {
         .mode(Some(Mode::Symmetric))
         .build();
     assert!(matches!(
-        engine.prepare(&rect, &opts),
+        engine.prepare_spmm(&rect, &opts),
         Err(Error::InvalidArgs(_))
     ));
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("nope".into()))
         .build();
     assert!(matches!(
-        engine.prepare(&rect, &opts),
+        engine.prepare_spmm(&rect, &opts),
         Err(Error::Reorder(_))
     ));
     for cache_rows in [0, 4, 100, 2048] {
@@ -297,11 +297,13 @@ fn bad_arguments_are_typed_errors() {
             })
             .build();
         assert!(
-            matches!(engine.prepare(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
+            matches!(engine.prepare_spmm(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
             "cache of {cache_rows} rows"
         );
     }
-    let mut p = engine.prepare(&rect, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&rect, &PrepareOptions::default())
+        .unwrap();
     let mut c = vec![0f32; 20 * 8];
     // B too short: an argument error, before any work.
     assert!(matches!(

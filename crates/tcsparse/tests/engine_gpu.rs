@@ -137,7 +137,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
     let a = small_matrix();
     for balance in [Balance::Auto, Balance::On] {
         let p = engine
-            .prepare(
+            .prepare_spmm(
                 &a,
                 &PrepareOptions::builder().balance(balance).n(128).build(),
             )
@@ -230,7 +230,7 @@ fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_
         .n(n)
         .cache_dir(Some(dir.clone()))
         .build();
-    let mut p = engine.prepare(&a, &opts).unwrap();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     let r = p.report().clone();
     assert_eq!(r.cache, CacheOutcome::Miss);
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -296,7 +296,7 @@ fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_
     }
     // A second preparation hits the plan cache and rebuilds the same kernel (a cuSPARSE one at
     // the same algorithm), with products as good.
-    let mut hit = engine.prepare(&a, &opts).unwrap();
+    let mut hit = engine.prepare_spmm(&a, &opts).unwrap();
     assert_eq!(hit.report().cache, CacheOutcome::Hit);
     assert_eq!(hit.kernel(), r.kernel);
     for beta in [0.0, -0.5] {
@@ -316,7 +316,7 @@ fn tuning_an_rmat_matrix_builds_no_tensor_core_candidate() {
     let a = tcsparse::formats::generate::rmat(16, 8, (0.57, 0.19, 0.19, 0.05), 1).unwrap();
     assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
     let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(128).build())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(128).build())
         .unwrap();
     let r = p.report();
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -351,7 +351,7 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
         tcsparse::formats::generate::clustered_block_diagonal(16_384, 64, 0.45, 2.0, 17).unwrap();
     assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
     let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(128).build())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(128).build())
         .unwrap();
     let r = p.report().clone();
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -427,7 +427,7 @@ fn every_kernel_and_reordering_matches_reference() {
                         .n(64)
                         .tune(true)
                         .build();
-                    let mut p = engine.prepare(&a, &opts).unwrap();
+                    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
                     if let Balance::NnzPerWarp(k) = balance {
                         assert_eq!(p.kernel(), ExecKernel::CsrCuda { chunk_nnz: k });
                     }
@@ -492,7 +492,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
             .kernel(KernelRequest::Cusparse)
             .build();
         let t0 = std::time::Instant::now();
-        let first = engine.prepare(&a, &base).unwrap();
+        let first = engine.prepare_spmm(&a, &base).unwrap();
         let prep_s = t0.elapsed().as_secs_f64();
         let ar = first.matrix().clone();
         let before = first
@@ -513,7 +513,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
                     .balance(balance)
                     .n(n)
                     .build();
-                let mut p = engine.prepare(&ar, &o).unwrap();
+                let mut p = engine.prepare_spmm(&ar, &o).unwrap();
                 let err = scaled_error(&mut p, &ar, n, 0.0);
                 let t = gpu
                     .time_launches(5, 30, || {
@@ -527,7 +527,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
             let (bal, e2) = time(KernelRequest::AccSpmm, Balance::On);
             let (cus, _) = time(KernelRequest::Cusparse, Balance::Auto);
             let auto = engine
-                .prepare(
+                .prepare_spmm(
                     &ar,
                     &PrepareOptions::builder()
                         .reorder(ReorderChoice::None)

@@ -62,7 +62,7 @@ fn issue_probe_products_are_right() {
     // A = [[1, 0, 2], [0, 3, 0]] · [1, 10, 100]ᵀ = [201, 30].
     let a = csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)]).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::default())
         .unwrap();
     let mut c = vec![0.0f32; 2];
     p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)
@@ -91,7 +91,7 @@ fn update_values_is_bit_identical_to_a_fresh_prepare() {
             .reorder(reorder.clone())
             .mode(mode)
             .build();
-        let mut p = engine.prepare(a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
         if matches!(reorder, ReorderChoice::Method(_)) {
             assert!(p.permutation().is_some(), "{reorder:?}: a real reordering");
         }
@@ -99,7 +99,7 @@ fn update_values_is_bit_identical_to_a_fresh_prepare() {
             let new = values(a.nnz(), 10 + round);
             p.update_values(&new).unwrap();
             let a2 = with_values(a, &new);
-            let mut fresh = engine.prepare(&a2, &opts).unwrap();
+            let mut fresh = engine.prepare_spmm(&a2, &opts).unwrap();
             assert_eq!(p.permutation(), fresh.permutation(), "{reorder:?}");
             assert_eq!(p.matrix(), fresh.matrix(), "{reorder:?}");
             assert_eq!(
@@ -138,8 +138,8 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
         .build();
     // (Nothing to warm up on the CPU path.)
     engine.warm_up().unwrap();
-    let mut shared = engine.prepare_shared(&a, &opts).unwrap();
-    let mut borrowed = engine.prepare(&a, &opts).unwrap();
+    let mut shared = engine.prepare_spmm_shared(&a, &opts).unwrap();
+    let mut borrowed = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(std::ptr::eq(shared.matrix(), &*a));
     assert!(!std::ptr::eq(borrowed.matrix(), &*a));
     assert_eq!(
@@ -152,7 +152,7 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
     assert_eq!(*a, original);
     assert_eq!(shared.matrix().data(), &new[..]);
     let a2 = with_values(&a, &new);
-    let mut fresh = engine.prepare(&a2, &opts).unwrap();
+    let mut fresh = engine.prepare_spmm(&a2, &opts).unwrap();
     assert_eq!(
         bits(&product(&mut shared, &a2, 24, 0.0)),
         bits(&product(&mut fresh, &a2, 24, 0.0))
@@ -161,7 +161,7 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
     let degree = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare_shared(&a, &degree).unwrap();
+    let p = engine.prepare_spmm_shared(&a, &degree).unwrap();
     assert!(p.permutation().is_some());
     assert!(!std::ptr::eq(p.matrix(), &*a));
     assert_eq!(*a, original);
@@ -205,7 +205,7 @@ fn precision_is_a_choice() {
     let engine = Engine::cpu("test");
     let a = matrix(120, 120);
     // The CPU path computes in f32: its report says so, and the error bound follows the rows.
-    let p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
     assert_eq!(p.report().precision(), Precision::F32);
     assert_eq!(p.error_bound(), Precision::F32.scaled_error_bound(5));
     // F32 refuses the tensor-core kernels, and skips the automatic reordering that only serves
@@ -219,12 +219,12 @@ fn precision_is_a_choice() {
             .kernel(kernel)
             .build();
         assert!(
-            matches!(engine.prepare(&a, &opts), Err(Error::InvalidArgs(m)) if m.contains("F32")),
+            matches!(engine.prepare_spmm(&a, &opts), Err(Error::InvalidArgs(m)) if m.contains("F32")),
             "{kernel:?}"
         );
     }
     let opts = PrepareOptions::builder().precision(Precision::F32).build();
-    let p = engine.prepare(&a, &opts).unwrap();
+    let p = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(p.report().reorder.is_none());
     assert!(p.permutation().is_none());
 }
@@ -234,7 +234,7 @@ fn leading_dimensions_on_the_host_path() {
     let engine = Engine::cpu("test");
     let a = matrix(70, 50);
     let n = 9;
-    let mut p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
     let b = values(a.cols() * n, 3);
     let c0 = values(a.rows() * n, 4);
     let mut compact = c0.clone();
@@ -307,7 +307,7 @@ fn sprs_and_cudarc_are_re_exported() {
         tcsparse::sprs::CsMatI::new((2, 2), vec![0u32, 1, 2], vec![1u32, 0], vec![2.0f32, 3.0]);
     let a = Csr::try_from(m).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::default())
         .unwrap();
     let mut c = vec![0.0f32; 2];
     p.spmm(1.0, &[1.0, 10.0], 1, 1, 0.0, &mut c, 1).unwrap();

@@ -72,7 +72,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM Acc-SpMM",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
                     .map(drop)
             }),
         ),
@@ -80,7 +80,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM CSR",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::Csr))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
                     .map(drop)
             }),
         ),
@@ -88,7 +88,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM cuSPARSE",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::Cusparse))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::Cusparse))
                     .map(drop)
             }),
         ),
@@ -146,7 +146,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
     );
     // The engine still prepares and multiplies correctly afterwards.
     let mut p = engine
-        .prepare(&a, &spmm_options(KernelRequest::Csr))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
         .unwrap();
     let b = vec![1f32; a.cols()];
     let mut c = vec![f32::NAN; a.rows()];
@@ -174,7 +174,7 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
     let x: Vec<f32> = (0..a.cols()).map(|i| (i % 13) as f32 - 6.0).collect();
 
     let mut p = engine
-        .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
     let mut want = vec![0f32; a.rows()];
     p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();

@@ -379,7 +379,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .precision(precision(&args.precision))
         .cache_dir(cache_dir())
         .build();
-    let mut prepared = engine.prepare(&a, &opts)?;
+    let mut prepared = engine.prepare_spmm(&a, &opts)?;
     print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
@@ -396,7 +396,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut o = opts.clone();
             o.reorder = ReorderChoice::None;
             o.kernel = kernel;
-            let mut p = engine.prepare(&same, &o)?;
+            let mut p = engine.prepare_spmm(&same, &o)?;
             if p.kernel() == prepared.kernel() {
                 continue;
             }

@@ -147,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // Shared with the preparation: no copy of A where it runs in the original order.
     let a = std::sync::Arc::new(a);
-    let mut prepared = engine.prepare_shared(&a, &opts)?;
+    let mut prepared = engine.prepare_spmm_shared(&a, &opts)?;
     demo::print_prepare(&prepared)?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
@@ -176,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .n(args.n)
                 .seed(args.seed)
                 .build();
-            let mut cus = engine.prepare(&a, &o)?;
+            let mut cus = engine.prepare_spmm(&a, &o)?;
             Some(demo::measure(&engine, &mut cus, &a, &b, args.n, args.iters)?.ms)
         }
         (None, _, _) => None,

@@ -1,4 +1,4 @@
-//! SpMM: [`Engine::prepare`](crate::Engine::prepare) (reorder → format → plan → upload, in
+//! SpMM: [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) (reorder → format → plan → upload, in
 //! [`prepare`], with tuning in [`tune`]) gives a [`Prepared`] matrix; [`Prepared::spmm`] runs on
 //! host data in the original row order, [`Prepared::spmm_device`] on device data in the prepared
 //! order (the hot path for benchmarks).
@@ -58,7 +58,7 @@ pub struct Prepared {
     pub(crate) plan: Plan,
     pub(crate) report: PrepareReport,
     pub(crate) perm: Option<Permutation>,
-    /// The prepared matrix (shared with the caller where [`Engine::prepare_shared`] ran it in
+    /// The prepared matrix (shared with the caller where [`Engine::prepare_spmm_shared`] ran it in
     /// its original order; copied on write by [`Prepared::update_values`]; after a plan-cache
     /// hit whose layout was built on the GPU, reordered on first use).
     pub(crate) a: PreparedMatrix,
@@ -344,7 +344,7 @@ impl Prepared {
     /// use tcsparse::{Engine, PrepareOptions};
     /// // A = [[1, 0, 2], [0, 3, 0]] times B = [1, 10, 100]ᵀ (n = 1), on the CPU path.
     /// let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
-    /// let mut p = Engine::cpu("doctest").prepare(&a, &PrepareOptions::default())?;
+    /// let mut p = Engine::cpu("doctest").prepare_spmm(&a, &PrepareOptions::default())?;
     /// let mut c = vec![0.0f32; 2];
     /// p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)?;
     /// assert_eq!(c, [201.0, 30.0]);

@@ -1,4 +1,4 @@
-//! [`Engine::prepare`]: reorder, build, plan, choose the kernel and upload.
+//! [`Engine::prepare_spmm`]: reorder, build, plan, choose the kernel and upload.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -204,10 +204,10 @@ pub(super) fn copy_csr(a: &Csr) -> Csr {
 /// The matrix a preparation reads, and how the [`Prepared`] keeps it (reads go through `Deref`).
 #[derive(Clone, Copy)]
 pub(super) enum Source<'a> {
-    /// Borrowed ([`Engine::prepare`]): the `Prepared` keeps a copy, made beside the rest of the
+    /// Borrowed ([`Engine::prepare_spmm`]): the `Prepared` keeps a copy, made beside the rest of the
     /// preparation.
     Borrowed(&'a Csr),
-    /// Shared ([`Engine::prepare_shared`]): the `Prepared` keeps another reference, no copy.
+    /// Shared ([`Engine::prepare_spmm_shared`]): the `Prepared` keeps another reference, no copy.
     Shared(&'a Arc<Csr>),
 }
 
@@ -309,18 +309,23 @@ fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::R
 }
 
 impl Engine {
-    /// Reorders, builds BitTCF, plans and uploads once. See [`PrepareOptions`]. The [`Prepared`]
+    /// Prepares `a` for SpMM: reorders, builds the layout, plans, tunes and uploads once. See
+    /// [`PrepareOptions`]. The [`Prepared`]
     /// keeps its own copy of `a` (made while the rest of the preparation runs); see
-    /// [`Engine::prepare_shared`] to share the caller's matrix instead.
-    pub fn prepare(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
+    /// [`Engine::prepare_spmm_shared`] to share the caller's matrix instead.
+    pub fn prepare_spmm(&self, a: &Csr, opts: &PrepareOptions) -> Result<Prepared, Error> {
         self.prepare_from(Source::Borrowed(a), opts)
     }
 
-    /// [`Engine::prepare`] on a matrix the caller shares: where the matrix runs in its original
+    /// [`Engine::prepare_spmm`] on a matrix the caller shares: where the matrix runs in its original
     /// order the [`Prepared`] keeps a reference to it instead of a copy (R-MAT scale 20: 134 MB
     /// and its page faults less). [`Prepared::update_values`] copies it first (copy on write), so
     /// the caller's matrix never changes.
-    pub fn prepare_shared(&self, a: &Arc<Csr>, opts: &PrepareOptions) -> Result<Prepared, Error> {
+    pub fn prepare_spmm_shared(
+        &self,
+        a: &Arc<Csr>,
+        opts: &PrepareOptions,
+    ) -> Result<Prepared, Error> {
         self.prepare_from(Source::Shared(a), opts)
     }
 

@@ -57,7 +57,7 @@ pub(crate) fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
 /// Prepares `a` over `devices`: rows split by nonzeros ([`tcsparse_planner::split::nonzero_rows`]), each block
 /// prepared with `opts` (its row order forced to [`RowOrder::Original`]) on its own device, all
 /// at once (one host thread per device). One device gives one part: the same preparation as
-/// [`Engine::prepare`] on that device.
+/// [`Engine::prepare_spmm`] on that device.
 pub fn prepare_split(
     devices: DeviceSet,
     a: &Csr,
@@ -89,7 +89,7 @@ pub fn prepare_on_group(
             .map(|(gpu, block)| {
                 let engine = Engine::with_gpu(gpu.clone());
                 let o = &part_opts;
-                scope.spawn(move || engine.prepare(block, o))
+                scope.spawn(move || engine.prepare_spmm(block, o))
             })
             .collect();
         handles

@@ -580,7 +580,7 @@ impl Engine {
         Ok(())
     }
 
-    /// [`Engine::prepare`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
+    /// [`Engine::prepare_spmm`] with tuning: reorder once (where the gate lets it), prepare cuSPARSE
     /// (original order unless the reordering was forced), time it at each of its CSR algorithms
     /// ([`SpmmAlg::TUNED`], one family; the fastest is kept, and is the bound every other
     /// candidate must beat), then our CSR kernel on the same matrix and, unless
