@@ -12,7 +12,8 @@ use tcsparse::formats::Csr;
 use tcsparse::gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse::{
-    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowTileKernel,
+    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowOrder,
+    RowTileKernel,
 };
 
 use crate::matrices::Matrix;
@@ -381,11 +382,13 @@ pub fn gpu_cases(
                 HEADLINE => ReorderChoice::Auto,
                 _ => ReorderChoice::None,
             };
+            // The kernel alone is timed: B and C in prepared order.
             let opts = PrepareOptions::builder()
                 .reorder(reorder)
                 .kernel(kernel)
                 .balance(balance)
                 .n(n)
+                .device_order(RowOrder::Prepared)
                 .build();
             out.push(engine_case(
                 gpu, &engine, m, mat, &opts, reorder_ms, &b, n, name, t, max_full,

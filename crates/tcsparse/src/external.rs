@@ -145,7 +145,8 @@ impl Prepared {
     /// [`Prepared::spmm_device`] on foreign memory, ordered on the caller's stream (see
     /// [`Engine::ordered_with`], on the stream of the engine that prepared it). `b` is `cols × n` with leading dimension `ldb`, `c` is
     /// `rows × n` with `ldc`, in the row order the matrix was prepared for
-    /// ([`crate::RowOrder::Original`] for a caller that knows nothing of the reordering).
+    /// (by default [`crate::RowOrder::Original`], for a caller that knows nothing of the
+    /// reordering).
     #[allow(clippy::too_many_arguments)]
     pub fn spmm_on_stream(
         &mut self,

@@ -133,20 +133,21 @@ impl std::fmt::Display for Precision {
 }
 
 /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device), chosen in
-/// [`PrepareOptions::device_order`].
+/// [`PrepareOptions::device_order`]. The original order is the default, as for every host
+/// product; the prepared order is asked for.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RowOrder {
+    /// The original order, as for [`Prepared::spmm`](crate::Prepared::spmm) (the default): when
+    /// the matrix was reordered, the call gathers B's and C's rows into prepared order on the
+    /// device, multiplies and scatters C back (two or three extra row-permutation launches and
+    /// scratch buffers of B's and C's size, kept between calls).
+    #[default]
+    Original,
     /// The prepared (reordered) order: no extra work; the caller permutes with
     /// [`Prepared::permutation`](crate::Prepared::permutation) where needed. The benchmarks' hot
     /// path.
-    #[default]
     Prepared,
-    /// The original order, as for [`Prepared::spmm`](crate::Prepared::spmm): when the matrix was
-    /// reordered, the call gathers B's and C's rows into prepared order on the device, multiplies
-    /// and scatters C back (two or three extra row-permutation launches and scratch buffers of
-    /// B's and C's size, kept between calls).
-    Original,
 }
 
 /// Reordering step of [`PrepareOptions`].
@@ -277,7 +278,7 @@ impl Default for PrepareOptions {
             n: 128,
             tune: true,
             precision: Precision::Tf32,
-            device_order: RowOrder::Prepared,
+            device_order: RowOrder::Original,
             cache_dir: None,
         }
     }

@@ -326,9 +326,11 @@ fn engine_on_the_callers_stream() {
     let a = matrix();
     let n = 16;
     let b = values(a.cols() * n, 6);
-    let mut p = engine
-        .prepare_spmm(&a, &PrepareOptions::builder().n(n).build())
-        .unwrap();
+    let opts = PrepareOptions::builder()
+        .n(n)
+        .device_order(RowOrder::Prepared)
+        .build();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     let mut cd = stream.alloc_zeros::<f32>(a.rows() * n).unwrap();
     let q = p.permutation().cloned();
     // Prepared order: permute B as the engine does (symmetric), un-permute C below.

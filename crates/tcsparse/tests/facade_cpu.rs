@@ -284,7 +284,7 @@ fn builder_sets_every_field() {
         .n(33)
         .tune(false)
         .precision(Precision::F32)
-        .device_order(RowOrder::Original)
+        .device_order(RowOrder::Prepared)
         .build();
     let mut want = PrepareOptions::default();
     want.reorder = ReorderChoice::None;
@@ -295,8 +295,10 @@ fn builder_sets_every_field() {
     want.n = 33;
     want.tune = false;
     want.precision = Precision::F32;
-    want.device_order = RowOrder::Original;
+    want.device_order = RowOrder::Prepared;
     assert_eq!(opts, want);
+    // Original row order unless the prepared one is asked for.
+    assert_eq!(PrepareOptions::default().device_order, RowOrder::Original);
     assert_eq!(PrepareOptions::builder().build(), PrepareOptions::default());
 }
 

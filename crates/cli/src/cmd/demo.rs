@@ -10,6 +10,7 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::{
     Backend, Balance, Engine, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
+    RowOrder,
 };
 
 /// Arguments of `tcsparse demo`.
@@ -378,6 +379,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .tune(true)
         .precision(precision(&args.precision))
         .cache_dir(cache_dir())
+        .device_order(RowOrder::Prepared)
         .build();
     let mut prepared = engine.prepare_spmm(&a, &opts)?;
     print_prepare(&prepared)?;

@@ -417,8 +417,9 @@ impl Prepared {
     /// row-major with leading dimension `ldb`, C is `rows × n` with `ldc`; with β = 0, C is never
     /// read. B and C may be whole buffers ([`CudaSlice`]) or views into larger ones
     /// ([`cudarc::driver::CudaView`] / [`cudarc::driver::CudaViewMut`], e.g. `buf.slice(..)`).
-    /// Rows are in PREPARED (reordered) order unless the matrix was prepared with
-    /// [`RowOrder::Original`] (`PrepareOptions::device_order`).
+    /// Rows are in the original order (the default) unless the matrix was prepared with
+    /// [`RowOrder::Prepared`] (`PrepareOptions::device_order`), the reordered order that costs
+    /// no row permutation.
     ///
     /// Leading dimensions larger than `n` work on every kernel but cuSPARSE, which needs
     /// `ldb = ldc = n`; shapes, lengths and leading dimensions are checked before any work
