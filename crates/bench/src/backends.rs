@@ -584,7 +584,7 @@ fn engine_case(
     let result = measure(gpu, &reference, b, n, t, |bd, c| {
         for _ in 0..launches {
             prepared
-                .spmm_device(1.0, bd, n, n, 0.0, c, n)
+                .spmm_device(1.0, bd, 0.0, c)
                 .map_err(|e| GpuError::Invalid(e.to_string()))?;
         }
         Ok(())
@@ -634,7 +634,7 @@ fn model_pick(
     } else {
         let reference = Reference::new(p.matrix(), b, n, max_full);
         let (ms, rel, scaled) = measure(gpu, &reference, b, n, t, |bd, c| {
-            p.spmm_device(1.0, bd, n, n, 0.0, c, n)
+            p.spmm_device(1.0, bd, 0.0, c)
                 .map_err(|e| GpuError::Invalid(e.to_string()))
         })
         .map_err(|e| tracing::warn!("model-only kernel {plan}: {e}"))
@@ -687,11 +687,12 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
             Some(prepared.bittcf().bytes() as u64 + 4 * (a.cols() + a.rows()) as u64 * n as u64);
         let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
         let mut c = vec![f32::NAN; a.rows() * n];
+        prepared.set_n(n);
         let mut samples = Vec::new();
         let mut err = None;
         for _ in 0..iters.max(1) {
             let t0 = Instant::now();
-            if let Err(e) = prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n) {
+            if let Err(e) = prepared.spmm(1.0, &b, 0.0, &mut c) {
                 err = Some(e.to_string());
                 break;
             }

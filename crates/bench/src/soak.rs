@@ -169,6 +169,7 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         .build();
     let spmv_opts = SpmvOptions::builder().n(n).tune(false).build();
     let mut spmm = engine.prepare_spmm(&mats[0], &opts)?;
+    spmm.set_n(n);
     let mut spmv = engine.prepare_spmv(&mats[0], &spmv_opts)?;
     let spmm_kernel = spmm.kernel().to_string();
     let spmv_kernel = format!("{:?}", spmv.kernel());
@@ -205,14 +206,14 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         let (c, y) = match &mut dev {
             Some((g, db, dc, dy)) => {
                 for _ in 0..count {
-                    spmm.spmm_device(1.0, db, n, n, 0.0, dc, n)?;
+                    spmm.spmm_device(1.0, db, 0.0, dc)?;
                     spmv.spmv_device(1.0, db, 0.0, dy)?;
                 }
                 (g.download(dc)?, g.download(dy)?)
             }
             None => {
                 for _ in 0..count {
-                    spmm.spmm(1.0, &b, n, n, 0.0, &mut host_c, n)?;
+                    spmm.spmm(1.0, &b, 0.0, &mut host_c)?;
                     spmv.spmv(1.0, &b, 0.0, &mut host_y)?;
                 }
                 (host_c.clone(), host_y.clone())

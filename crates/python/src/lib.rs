@@ -348,7 +348,8 @@ impl PyMatrix {
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         self.with(py, |i| {
-            i.prepared.spmm(alpha, bs, n, n, beta, cs, n).map_err(to_py)
+            i.prepared.set_n(n);
+            i.prepared.spmm(alpha, bs, beta, cs).map_err(to_py)
         })
     }
 
@@ -375,7 +376,10 @@ impl PyMatrix {
             .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         self.with(py, |i| {
             i.transposed()
-                .and_then(|t| t.spmm(alpha, bs, n, n, beta, cs, n))
+                .and_then(|t| {
+                    t.set_n(n);
+                    t.spmm(alpha, bs, beta, cs)
+                })
                 .map_err(to_py)
         })
     }
@@ -408,7 +412,8 @@ impl PyMatrix {
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be contiguous"))?;
         self.with(py, |i| {
-            i.prepared.spmm(alpha, xs, 1, 1, beta, ys, 1).map_err(to_py)
+            i.prepared.set_n(1);
+            i.prepared.spmm(alpha, xs, beta, ys).map_err(to_py)
         })
     }
 

@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut c = vec![0.0f32; a.rows() * n];
     let t = std::time::Instant::now();
-    prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?;
+    prepared.spmm(1.0, &b, 0.0, &mut c)?;
     println!(
         "spmm:      N = {n}, {:.3} ms (host call, transfers included)",
         t.elapsed().as_secs_f64() * 1e3

@@ -251,7 +251,7 @@ impl DistributedSpmm {
             ));
         };
         if r1 > r0 {
-            self.prepared.spmm_device(alpha, b, n, n, 0.0, c, n)?;
+            self.prepared.spmm_device_at(alpha, b, n, n, 0.0, c, n)?;
         }
         Ok(())
     }

@@ -15,10 +15,10 @@
 //! let a = tcsparse::formats::csr::csr_from_triplets(3, 3, &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, 3.0)])?;
 //! let engine = Engine::new(); // probes the GPU; falls back to the CPU reference path
 //! println!("{}", engine.message());
-//! let mut prepared = engine.prepare_spmm(&a, &PrepareOptions::default())?;
+//! let mut prepared = engine.prepare_spmm(&a, &PrepareOptions::builder().n(4).build())?;
 //! let (n, b) = (4, vec![1.0f32; 3 * 4]);
 //! let mut c = vec![0.0f32; 3 * 4];
-//! prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?; // C = A·B, original row order
+//! prepared.spmm(1.0, &b, 0.0, &mut c)?; // C = A·B, original row order
 //! assert_eq!(c, [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
 //! println!("{} ({})", prepared.kernel(), prepared.precision());
 //! # Ok(()) }

@@ -28,13 +28,15 @@ fn engine_is_send_and_sync_prepared_matrices_are_send() {
 fn a_prepared_matrix_moves_to_another_thread_on_the_cpu_path() {
     let a = matrix();
     let engine = Engine::cpu("test");
-    let mut p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
+        .unwrap();
     let x = operand(a.cols(), 1);
     let mut want = vec![0f32; a.rows()];
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut want).unwrap();
     let got = std::thread::spawn(move || {
         let mut c = vec![0f32; a.rows()];
-        p.spmm(1.0, &x, 1, 1, 0.0, &mut c, 1).unwrap();
+        p.spmm(1.0, &x, 0.0, &mut c).unwrap();
         c
     })
     .join()
@@ -85,8 +87,9 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
         let mut p = Engine::with_gpu(root.clone())
             .prepare_spmm_shared(&a, &spmm_options(kernel))
             .unwrap();
+        p.set_n(n);
         let mut c = vec![0f32; a.rows() * n];
-        p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+        p.spmm(1.0, &b, 0.0, &mut c).unwrap();
         want.push((kernel, c));
     }
     std::thread::scope(|s| {
@@ -98,9 +101,10 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
                 let mut p = engine
                     .prepare_spmm_shared(a, &spmm_options(*kernel))
                     .unwrap();
+                p.set_n(n);
                 let mut c = vec![f32::NAN; a.rows() * n];
                 for round in 0..ROUNDS {
-                    p.spmm(1.0, b, n, n, 0.0, &mut c, n).unwrap();
+                    p.spmm(1.0, b, 0.0, &mut c).unwrap();
                     assert!(c == *want, "thread {t}, {kernel:?}, round {round}");
                 }
             });
@@ -124,8 +128,9 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
     let mut spmm = engine
         .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
+    spmm.set_n(n);
     let mut want_c = vec![0f32; a.rows() * n];
-    spmm.spmm(1.0, &b, n, n, 0.0, &mut want_c, n).unwrap();
+    spmm.spmm(1.0, &b, 0.0, &mut want_c).unwrap();
     // Untuned: our walk (a tuned one may keep cuSPARSE, whose SpMV need not be bitwise
     // reproducible run to run).
     let opts = SpmvOptions::builder().n(n).tune(false).build();
@@ -143,10 +148,7 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
                 let mine = own.upload(b).unwrap();
                 for round in 0..ROUNDS {
                     let mut c = vec![f32::NAN; want_c.len()];
-                    spmm.lock()
-                        .unwrap()
-                        .spmm(1.0, b, n, n, 0.0, &mut c, n)
-                        .unwrap();
+                    spmm.lock().unwrap().spmm(1.0, b, 0.0, &mut c).unwrap();
                     assert!(c == *want_c, "SpMM, thread {t}, round {round}");
                     let mut y = vec![f32::NAN; want_y.len()];
                     spmv.lock().unwrap().spmv(1.0, b, 0.0, &mut y).unwrap();

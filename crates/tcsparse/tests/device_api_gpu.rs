@@ -151,7 +151,7 @@ fn views_with_leading_dimensions_in_both_orders() {
             let layouts: &[(usize, usize)] = if kernel == KernelRequest::Cusparse {
                 let bd = gpu.upload(&padded(&b, a.cols(), n, n + 4, 0)).unwrap();
                 let mut cd = gpu.upload(&padded(&c0, a.rows(), n, n + 4, 0)).unwrap();
-                let refused = p.spmm_device(1.0, &bd, n, n + 4, 0.0, &mut cd, n + 4);
+                let refused = p.spmm_device_strided(1.0, &bd, n + 4, 0.0, &mut cd, n + 4);
                 assert!(
                     matches!(refused, Err(Error::InvalidArgs(_))),
                     "{kernel:?}: {refused:?}"
@@ -168,7 +168,8 @@ fn views_with_leading_dimensions_in_both_orders() {
                     {
                         let bv = bd.slice(off..);
                         let mut cv = cd.slice_mut(off..len);
-                        p.spmm_device(1.5, &bv, n, ld, beta, &mut cv, ld).unwrap();
+                        p.spmm_device_strided(1.5, &bv, ld, beta, &mut cv, ld)
+                            .unwrap();
                     }
                     let c = gpu.download(&cd).unwrap();
                     // Padding untouched.
@@ -194,7 +195,7 @@ fn views_with_leading_dimensions_in_both_orders() {
             let mut cd = gpu.upload(&c0).unwrap();
             let short = bd.slice(1..);
             assert!(matches!(
-                p.spmm_device(1.0, &short, n, n, 0.0, &mut cd, n),
+                p.spmm_device(1.0, &short, 0.0, &mut cd),
                 Err(Error::InvalidArgs(_))
             ));
         }
@@ -227,7 +228,7 @@ fn update_values_on_every_kernel() {
         ));
         p.update_values(&new).unwrap();
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a2, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a2), "{kernel:?}: scaled error {err:.3e}");
     }
@@ -260,7 +261,7 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
         }
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a), "{what}: scaled error {err:.3e}");
         let new = values(a.nnz(), 8);
@@ -269,7 +270,7 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
         let mut a2 = original.clone();
         a2.data_mut().copy_from_slice(&new);
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.0, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.0, &mut c).unwrap();
         let err = error(&a2, 1.5, &b, 0.0, &c0, &c, n, n);
         assert!(
             err <= bound(&p, &a2),
@@ -302,7 +303,7 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             engine.prepare_spmm(&a, &opts).unwrap()
         });
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a), "{kernel:?}: scaled error {err:.3e}");
     }
@@ -343,7 +344,7 @@ fn engine_on_the_callers_stream() {
         None => b.clone(),
     };
     let bpd = stream.clone_htod(&bp).unwrap();
-    p.spmm_device(1.0, &bpd, n, n, 0.0, &mut cd, n).unwrap();
+    p.spmm_device(1.0, &bpd, 0.0, &mut cd).unwrap();
     stream.synchronize().unwrap();
     let cp = stream.clone_dtoh(&cd).unwrap();
     let mut c = vec![0f32; a.rows() * n];
@@ -389,7 +390,7 @@ fn f32_precision_runs_only_f32_kernels() {
     let b = values(a.cols() * n, 7);
     let c0 = values(a.rows() * n, 8);
     let mut c = c0.clone();
-    p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+    p.spmm(1.5, &b, 0.5, &mut c).unwrap();
     let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
     assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
     let tc = PrepareOptions::builder()
@@ -420,7 +421,7 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
     let c0 = values(a.rows() * n, 4);
     let product = |p: &mut Prepared| {
         let mut c = c0.clone();
-        p.spmm(1.25, &b, n, n, -0.5, &mut c, n).unwrap();
+        p.spmm(1.25, &b, -0.5, &mut c).unwrap();
         c
     };
     for kernel in [RowTileKernel::TC16D, RowTileKernel::TC32D] {
@@ -507,14 +508,14 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             engine.prepare_spmm_shared(&a, &opts).unwrap(),
         ];
         let mut c_miss = vec![0f32; a.rows() * n];
-        miss.spmm(1.0, &b, n, n, 0.0, &mut c_miss, n).unwrap();
+        miss.spmm(1.0, &b, 0.0, &mut c_miss).unwrap();
         let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &c_miss, n, n);
         assert!(err <= bound(&miss, &a), "{name}: scaled error {err:.3e}");
         for hit in &mut hits {
             assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{name}");
             assert_eq!(hit.kernel(), miss.kernel(), "{name}");
             let mut got = vec![f32::NAN; a.rows() * n];
-            hit.spmm(1.0, &b, n, n, 0.0, &mut got, n).unwrap();
+            hit.spmm(1.0, &b, 0.0, &mut got).unwrap();
             let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
             assert!(
                 err <= bound(hit, &a),
@@ -538,7 +539,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
         );
         assert_eq!(revalued.kernel(), miss.kernel(), "{name}");
         let mut got = vec![f32::NAN; a.rows() * n];
-        revalued.spmm(1.0, &b, n, n, 0.0, &mut got, n).unwrap();
+        revalued.spmm(1.0, &b, 0.0, &mut got).unwrap();
         let err = error(&a2, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
         assert!(
             err <= bound(&revalued, &a2),

@@ -95,7 +95,7 @@ fn one_rank_of_a_distributed_product() {
         .prepare_spmm(&a, &one_opts)
         .unwrap();
     let mut c1 = vec![f32::NAN; a.rows() * n];
-    single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();
+    single.spmm(1.0, &b, 0.0, &mut c1).unwrap();
     let bound1 = single.error_bound();
     let err1 = max_scaled_error(&c1, &want, &scale);
     assert!(

@@ -129,6 +129,7 @@ fn cpu_path_matches_reference_in_original_order() {
             .build();
         let mut p = engine.prepare_spmm(a, &opts).unwrap();
         assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
+        assert_eq!(p.n(), 128, "the options' n");
         let r = p.report();
         assert_eq!((r.rows, r.cols, r.nnz), (a.rows(), a.cols(), a.nnz()));
         assert!(r.reorder_s >= 0.0 && r.build_s >= 0.0 && r.plan_s >= 0.0);
@@ -146,7 +147,8 @@ fn cpu_path_matches_reference_in_original_order() {
                 }
             }
             let mut c = c0.clone();
-            p.spmm(alpha, &b, n, ldb, beta, &mut c, ldc).unwrap();
+            p.set_n(n);
+            p.spmm_strided(alpha, &b, ldb, beta, &mut c, ldc).unwrap();
             check(a, alpha, &b, n, ldb, beta, &c0, &c, ldc);
         }
     }
@@ -249,7 +251,8 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let n = 8;
     let b = dense(64 * n, 7);
     let mut c = vec![0f32; 64 * n];
-    q.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    q.set_n(n);
+    q.spmm(1.0, &b, 0.0, &mut c).unwrap();
     let want = spmm_f64(&a, &b, n, n, false);
     for (g, w) in c.iter().zip(&want) {
         assert!(
@@ -302,17 +305,17 @@ fn bad_arguments_are_typed_errors() {
         );
     }
     let mut p = engine
-        .prepare_spmm(&rect, &PrepareOptions::default())
+        .prepare_spmm(&rect, &PrepareOptions::builder().n(8).build())
         .unwrap();
     let mut c = vec![0f32; 20 * 8];
     // B too short: an argument error, before any work.
     assert!(matches!(
-        p.spmm(1.0, &[0.0; 10], 8, 8, 0.0, &mut c, 8),
+        p.spmm(1.0, &[0.0; 10], 0.0, &mut c),
         Err(Error::InvalidArgs(_))
     ));
     // ldc < n.
     assert!(matches!(
-        p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4),
+        p.spmm_strided(1.0, &[0.0; 80], 8, 0.0, &mut c, 4),
         Err(Error::InvalidArgs(_))
     ));
 }

@@ -81,7 +81,8 @@ fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
     } else {
         c0.clone()
     };
-    p.spmm(1.5, &b, n, n, beta, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.5, &b, beta, &mut c).unwrap();
     let ab = spmm_f64(a, &b, n, n, false);
     let abs = spmm_f64(a, &b, n, n, true);
     let want: Vec<f64> = ab
@@ -517,7 +518,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
                 let err = scaled_error(&mut p, &ar, n, 0.0);
                 let t = gpu
                     .time_launches(5, 30, || {
-                        p.spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
+                        p.spmm_device(1.0, &bd, 0.0, &mut cd)
                             .map_err(|e| GpuError::Invalid(e.to_string()))
                     })
                     .unwrap();

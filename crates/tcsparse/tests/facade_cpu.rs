@@ -49,7 +49,8 @@ fn with_values(a: &Csr, v: &[f32]) -> Csr {
 fn product(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> Vec<f32> {
     let b = values(a.cols() * n, 1);
     let mut c = values(a.rows() * n, 2);
-    p.spmm(1.5, &b, n, n, beta, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.5, &b, beta, &mut c).unwrap();
     c
 }
 
@@ -62,11 +63,10 @@ fn issue_probe_products_are_right() {
     // A = [[1, 0, 2], [0, 3, 0]] · [1, 10, 100]ᵀ = [201, 30].
     let a = csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)]).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare_spmm(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
         .unwrap();
     let mut c = vec![0.0f32; 2];
-    p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)
-        .unwrap();
+    p.spmm(1.0, &[1.0, 10.0, 100.0], 0.0, &mut c).unwrap();
     assert_eq!(c, [201.0, 30.0]);
 }
 
@@ -234,11 +234,13 @@ fn leading_dimensions_on_the_host_path() {
     let engine = Engine::cpu("test");
     let a = matrix(70, 50);
     let n = 9;
-    let mut p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&a, &PrepareOptions::builder().n(n).build())
+        .unwrap();
     let b = values(a.cols() * n, 3);
     let c0 = values(a.rows() * n, 4);
     let mut compact = c0.clone();
-    p.spmm(1.5, &b, n, n, 0.5, &mut compact, n).unwrap();
+    p.spmm(1.5, &b, 0.5, &mut compact).unwrap();
     // The same operands with ld = n + 3, padding NaN (never read, never written).
     let ld = n + 3;
     let pad = |x: &[f32], rows: usize| {
@@ -250,7 +252,7 @@ fn leading_dimensions_on_the_host_path() {
     };
     let bp = pad(&b, a.cols());
     let mut cp = pad(&c0, a.rows());
-    p.spmm(1.5, &bp, n, ld, 0.5, &mut cp, ld).unwrap();
+    p.spmm_strided(1.5, &bp, ld, 0.5, &mut cp, ld).unwrap();
     for r in 0..a.rows() {
         assert_eq!(
             bits(&cp[r * ld..r * ld + n]),
@@ -261,11 +263,11 @@ fn leading_dimensions_on_the_host_path() {
     // Too small a leading dimension or buffer: InvalidArgs before any work.
     let mut c = c0.clone();
     assert!(matches!(
-        p.spmm(1.0, &b, n, n - 1, 0.0, &mut c, n),
+        p.spmm_strided(1.0, &b, n - 1, 0.0, &mut c, n),
         Err(Error::InvalidArgs(_))
     ));
     assert!(matches!(
-        p.spmm(1.0, &b[1..], n, n, 0.0, &mut c, n),
+        p.spmm(1.0, &b[1..], 0.0, &mut c),
         Err(Error::InvalidArgs(_))
     ));
     assert_eq!(bits(&c), bits(&c0));
@@ -309,10 +311,10 @@ fn sprs_and_cudarc_are_re_exported() {
         tcsparse::sprs::CsMatI::new((2, 2), vec![0u32, 1, 2], vec![1u32, 0], vec![2.0f32, 3.0]);
     let a = Csr::try_from(m).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare_spmm(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
         .unwrap();
     let mut c = vec![0.0f32; 2];
-    p.spmm(1.0, &[1.0, 10.0], 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &[1.0, 10.0], 0.0, &mut c).unwrap();
     assert_eq!(c, [20.0, 3.0]);
     // The device types callers pass to spmm_device, by the facade's path.
     fn takes_view(_: Option<&tcsparse::cudarc::driver::CudaView<'_, f32>>) {}

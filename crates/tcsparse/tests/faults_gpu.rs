@@ -148,9 +148,10 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
     let mut p = engine
         .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
         .unwrap();
+    p.set_n(1);
     let b = vec![1f32; a.cols()];
     let mut c = vec![f32::NAN; a.rows()];
-    p.spmm(1.0, &b, 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &b, 0.0, &mut c).unwrap();
     let ip = a.indptr();
     let ip = ip.raw_storage();
     for r in 0..a.rows() {
@@ -176,16 +177,17 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
     let mut p = engine
         .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
+    p.set_n(1);
     let mut want = vec![0f32; a.rows()];
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut want).unwrap();
     gpu.set_alloc_budget(Some(0));
     let mut c = vec![0f32; a.rows()];
     let e = p
-        .spmm(1.0, &x, 1, 1, 0.0, &mut c, 1)
+        .spmm(1.0, &x, 0.0, &mut c)
         .expect_err("no device memory left");
     assert_eq!(e.gpu_kind(), Some(GpuErrorKind::OutOfMemory), "{e}");
     gpu.set_alloc_budget(None);
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut c).unwrap();
     assert_eq!(c, want, "SpMM after a failed product");
 
     // (Untuned: our walk, bitwise reproducible; a tuned one may keep cuSPARSE.)

@@ -39,7 +39,8 @@ fn product(p: &mut Prepared, a: &Csr) -> Vec<f32> {
     let n = 4;
     let b: Vec<f32> = (0..a.cols() * n).map(|i| (i % 7) as f32 - 3.0).collect();
     let mut c = vec![0f32; a.rows() * n];
-    p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.0, &b, 0.0, &mut c).unwrap();
     c
 }
 

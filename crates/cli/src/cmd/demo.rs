@@ -127,8 +127,9 @@ pub fn measure(
     n: usize,
     iters: usize,
 ) -> anyhow::Result<Measured> {
+    prepared.set_n(n);
     let mut c = vec![0f32; a.rows() * n];
-    prepared.spmm(1.0, b, n, n, 0.0, &mut c, n)?;
+    prepared.spmm(1.0, b, 0.0, &mut c)?;
     let error = error_vs_reference(a, b, n, &c);
     let iters = iters.max(1);
     let (ms, device_time) = match engine.gpu() {
@@ -138,7 +139,7 @@ pub fn measure(
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n)?;
             let t = gpu.time_launches(3, iters, || {
                 prepared
-                    .spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
+                    .spmm_device(1.0, &bd, 0.0, &mut cd)
                     .map_err(|e| tcsparse::gpu::GpuError::Invalid(e.to_string()))
             })?;
             (t.median_ms, true)
@@ -147,7 +148,7 @@ pub fn measure(
             let mut samples = Vec::new();
             for _ in 0..iters.min(5) {
                 let t = Instant::now();
-                prepared.spmm(1.0, b, n, n, 0.0, &mut c, n)?;
+                prepared.spmm(1.0, b, 0.0, &mut c)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e3);
             }
             samples.sort_by(f64::total_cmp);

@@ -67,6 +67,8 @@ pub struct Prepared {
     pub(crate) bittcf: OnceLock<BitTcf>,
     pub(crate) gpu: Option<Gpu>,
     pub(crate) dev: DeviceState,
+    /// Columns of B and C in the products ([`Prepared::n`]).
+    pub(crate) n: usize,
     /// Row order of B and C in [`Prepared::spmm_device`].
     pub(crate) device_order: RowOrder,
     /// The permutation on the device (for [`RowOrder::Original`]), uploaded on first use.
@@ -221,6 +223,18 @@ impl std::fmt::Debug for Prepared {
 }
 
 impl Prepared {
+    /// Columns of B and C in the products: [`PrepareOptions::n`](crate::PrepareOptions::n), the
+    /// width the plan and the tuning were made for, until [`Prepared::set_n`].
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Products from now on take B and C of `n` columns (any `n`; the kernel, chosen for the
+    /// preparation's width, stays).
+    pub fn set_n(&mut self, n: usize) {
+        self.n = n;
+    }
+
     /// The planner's output (kernel choice, reason, schedule) for the prepared matrix.
     pub fn plan(&self) -> &Plan {
         &self.plan
@@ -330,9 +344,10 @@ impl Prepared {
         self.report.precision()
     }
 
-    /// `C = α·A·B + β·C` on host data in the ORIGINAL row order: B is `cols × n` row-major with
-    /// leading dimension `ldb`, C is `rows × n` with `ldc`. With β = 0, C is never read. Permutes B
-    /// and un-permutes C as the reordering mode requires.
+    /// `C = α·A·B + β·C` on host data in the original row order: B is `cols × n` and C `rows × n`,
+    /// row-major and contiguous, with `n` = [`Prepared::n`]. With β = 0, C is never read. Permutes
+    /// B and un-permutes C as the reordering mode requires.
+    /// [`Prepared::spmm_strided`] takes leading dimensions larger than `n`.
     ///
     /// Non-finite B: the tensor-core kernels (Acc-SpMM, row-tile, HRPB) multiply a block's absent
     /// entries (zeros) by its rows of B, so an ∞ or NaN in B can give NaN in a row of the same
@@ -344,23 +359,29 @@ impl Prepared {
     /// use tcsparse::{Engine, PrepareOptions};
     /// // A = [[1, 0, 2], [0, 3, 0]] times B = [1, 10, 100]ᵀ (n = 1), on the CPU path.
     /// let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
-    /// let mut p = Engine::cpu("doctest").prepare_spmm(&a, &PrepareOptions::default())?;
+    /// let mut p = Engine::cpu("doctest").prepare_spmm(&a, &PrepareOptions::builder().n(1).build())?;
     /// let mut c = vec![0.0f32; 2];
-    /// p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)?;
+    /// p.spmm(1.0, &[1.0, 10.0, 100.0], 0.0, &mut c)?;
     /// assert_eq!(c, [201.0, 30.0]);
     /// # Ok(()) }
     /// ```
-    #[allow(clippy::too_many_arguments)]
-    pub fn spmm(
+    pub fn spmm(&mut self, alpha: f32, b: &[f32], beta: f32, c: &mut [f32]) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm`] with leading dimensions: B is `cols × n` with leading dimension `ldb`,
+    /// C is `rows × n` with `ldc` (`n` = [`Prepared::n`]; each leading dimension ≥ `n`).
+    pub fn spmm_strided(
         &mut self,
         alpha: f32,
         b: &[f32],
-        n: usize,
         ldb: usize,
         beta: f32,
         c: &mut [f32],
         ldc: usize,
     ) -> Result<(), Error> {
+        let n = self.n;
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
@@ -413,9 +434,23 @@ impl Prepared {
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
-    /// hot path for benchmarks. Same argument order as [`Prepared::spmm`]: B is `cols × n`
-    /// row-major with leading dimension `ldb`, C is `rows × n` with `ldc`; with β = 0, C is never
-    /// read. B and C may be whole buffers ([`CudaSlice`]) or views into larger ones
+    /// hot path for benchmarks. Same arguments as [`Prepared::spmm`]: B is `cols × n` and C
+    /// `rows × n`, row-major and contiguous (`n` = [`Prepared::n`]); with β = 0, C is never read.
+    /// [`Prepared::spmm_device_strided`] takes leading dimensions.
+    pub fn spmm_device<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_at(alpha, b, n, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm_device`] with leading dimensions: B is `cols × n` row-major with
+    /// leading dimension `ldb`, C is `rows × n` with `ldc` (`n` = [`Prepared::n`]).
+    /// B and C may be whole buffers ([`CudaSlice`]) or views into larger ones
     /// ([`cudarc::driver::CudaView`] / [`cudarc::driver::CudaViewMut`], e.g. `buf.slice(..)`).
     /// Rows are in the original order (the default) unless the matrix was prepared with
     /// [`RowOrder::Prepared`] (`PrepareOptions::device_order`), the reordered order that costs
@@ -424,8 +459,23 @@ impl Prepared {
     /// Leading dimensions larger than `n` work on every kernel but cuSPARSE, which needs
     /// `ldb = ldc = n`; shapes, lengths and leading dimensions are checked before any work
     /// ([`Error::InvalidArgs`]).
+    pub fn spmm_device_strided<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_at(alpha, b, n, ldb, beta, c, ldc)
+    }
+
+    /// The device product at width `n` (whatever [`Prepared::n`] says): the multi-GPU parts and
+    /// the tuning, which choose the width themselves.
     #[allow(clippy::too_many_arguments)]
-    pub fn spmm_device<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+    pub(crate) fn spmm_device_at<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
         &mut self,
         alpha: f32,
         b: &B,

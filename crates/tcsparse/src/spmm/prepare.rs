@@ -1024,6 +1024,7 @@ impl Engine {
             bittcf,
             gpu: self.gpu.clone(),
             dev,
+            n: opts.n,
             device_order: opts.device_order,
             device_perm: None,
             scratch: Scratch::default(),

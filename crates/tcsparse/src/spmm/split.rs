@@ -195,7 +195,7 @@ impl SplitPrepared {
                 ));
             };
             if part.rows.1 > part.rows.0 {
-                part.prepared.spmm_device(alpha, b, n, n, 0.0, c, n)?;
+                part.prepared.spmm_device_at(alpha, b, n, n, 0.0, c, n)?;
             }
         }
         Ok(())

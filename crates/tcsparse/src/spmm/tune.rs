@@ -569,7 +569,7 @@ impl Engine {
                     p.set_schedule(sched, *kind)?;
                     current = Some(*kind);
                 }
-                p.spmm_device(1.0, b, n, n, 0.0, &mut *c, n)
+                p.spmm_device_at(1.0, b, n, n, 0.0, &mut *c, n)
             },
         )?;
         if let Some((i, ms)) = found
