@@ -26,10 +26,9 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget,
-    spamm_block_rows, spamm_group,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::measured_error;
+use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::{Args, backends, matrices};
@@ -139,7 +138,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         eprintln!("distributed: generating exp decay {sn}×{sn}");
         let a = exponential_decay_dense(sn, 0.02);
         let cfg = spamm_cfg(TauTarget::RelError(1e-5));
-        let (_, run1) = spamm_group(
+        let (_, run1) = spamm_on_group(
             &DeviceGroup::open(DeviceSet::default())?,
             &a,
             &a,

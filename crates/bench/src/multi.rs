@@ -16,10 +16,9 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget,
-    spamm_block_rows, spamm_group,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::measured_error;
+use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::backends;
@@ -105,7 +104,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
         target: TauTarget::RelError(1e-5),
     };
     let one = DeviceGroup::open(DeviceSet::default())?;
-    let (c1, run1) = spamm_group(&one, &a, &a, n, n, n, &cfg)?;
+    let (c1, run1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg)?;
     let rows = sample(n);
     let rel = measured_error(&a, &a, &c1, n, n, &rows);
     drop(c1);

@@ -608,7 +608,7 @@ fn spamm<'py>(
     valid_ratio: Option<f64>,
     device: &str,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
-    use tcsparse::spamm::{DenseRef, SpammDevice, SpammOptions, TauTarget};
+    use tcsparse::spamm::{DenseRef, SpammOptions, TauTarget};
     let target = match (tau, rel_error, valid_ratio) {
         (Some(t), None, None) => TauTarget::Tau(t),
         (None, Some(e), None) => TauTarget::RelError(e),
@@ -621,9 +621,7 @@ fn spamm<'py>(
         }
     };
     let device = match device {
-        "auto" => SpammDevice::Auto,
-        "cpu" => SpammDevice::Cpu,
-        "cuda" => SpammDevice::Gpu,
+        "auto" | "cpu" | "cuda" => device,
         other => {
             return Err(PyValueError::new_err(format!(
                 "device: {other:?} is not one of 'auto', 'cpu', 'cuda'"
@@ -632,27 +630,34 @@ fn spamm<'py>(
     };
     let (ash, bsh) = (a.shape().to_vec(), b.shape().to_vec());
     let (ad, bd) = (slice_of(&a, "a")?, slice_of(&b, "b")?);
-    let opts = SpammOptions {
-        target,
-        device,
-        ..SpammOptions::default()
-    };
+    let opts = SpammOptions::builder().target(target).build();
     let (c, report) = py.detach(|| {
         guard(|| {
-            tcsparse::spamm::spamm(
-                DenseRef {
-                    data: ad,
-                    rows: ash[0],
-                    cols: ash[1],
-                },
-                DenseRef {
-                    data: bd,
-                    rows: bsh[0],
-                    cols: bsh[1],
-                },
-                &opts,
-            )
-            .map_err(to_py)
+            let engine = if device == "cpu" {
+                tcsparse::Engine::cpu("device=\"cpu\"")
+            } else {
+                tcsparse::Engine::new()
+            };
+            if device == "cuda" && engine.backend() == tcsparse::Backend::Cpu {
+                return Err(to_py(tcsparse::Error::Unavailable(format!(
+                    "device=\"cuda\": {}",
+                    engine.message()
+                ))));
+            }
+            let a = DenseRef {
+                data: ad,
+                rows: ash[0],
+                cols: ash[1],
+            };
+            let b = DenseRef {
+                data: bd,
+                rows: bsh[0],
+                cols: bsh[1],
+            };
+            engine
+                .prepare_spamm(a, &opts)
+                .and_then(|mut p| p.spamm(b))
+                .map_err(to_py)
         })
     })?;
     let out = PyArray1::from_vec(py, c).reshape([ash[0], bsh[1]])?;

@@ -75,6 +75,7 @@ pub use report::{
     CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,
     format_break_even,
 };
+pub use spamm::{DenseRef, PreparedSpamm, SpammOptions, SpammOptionsBuilder, SpammReport};
 pub use spmm::{
     CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
     TUNED_SCHEDULES, model_kernel, pattern_checksum, prepare_on_group, prepare_split,

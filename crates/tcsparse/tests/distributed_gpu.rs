@@ -24,7 +24,8 @@ use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::distributed::spamm::spamm_rank;
 use tcsparse::gpu::multi::nccl_available;
-use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget, spamm_host};
+use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
+use tcsparse::spamm::spamm_on_group;
 use tcsparse::{Engine, PrepareOptions, RowOrder};
 
 /// Set in a child started by [`ranks_as_processes_match_one_gpu`].
@@ -223,7 +224,8 @@ fn one_rank_of_a_distributed_product() {
         s: 1,
         target: TauTarget::ValidRatio(0.3),
     };
-    let (c1, run1) = spamm_host(std::slice::from_ref(&gpu), &sa, &sa, sn, sn, sn, &cfg).unwrap();
+    let one = tcsparse::DeviceGroup::host_staged(vec![gpu.clone()], "one handle").unwrap();
+    let (c1, run1) = spamm_on_group(&one, &sa, &sa, sn, sn, sn, &cfg).unwrap();
     let sb = (rank == 0).then_some(&sa[..]);
     let mut r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
     assert_eq!(r.run().tau, run1.tau, "rank {rank}");
