@@ -1,26 +1,68 @@
 //! `tcsparse`: the facade. One dependency gives the whole pipeline: read or generate a matrix,
-//! reorder it, build a tensor-core format, plan, upload once and run products many times
-//! (`Engine::prepare_spmm(csr, opts) -> Prepared`), on the GPU when there is one and on the CPU reference
-//! path otherwise. `cargo run --release -p tcsparse --example quickstart` is a complete first
-//! program (examples/quickstart.rs).
+//! reorder it, build a tensor-core format, plan, upload once and run products many times, on the
+//! GPU when there is one and on the CPU reference path otherwise. `cargo run --release -p
+//! tcsparse --example quickstart` is a complete first program (examples/quickstart.rs).
 //!
-//! One room per operation: SpMM in [`Prepared`] (from [`Engine::prepare_spmm`]); options in
-//! [`PrepareOptions`] (with [`PrepareOptions::builder`]), among them [`Precision`] (TF32 by
-//! default; F32 keeps to f32-rounding kernels) and [`RowOrder`] (device operands in prepared or
-//! original row order); what happened in [`PrepareReport`]; every error in [`Error`].
+//! Every operation has the same shape: options built with a builder, one `Engine::prepare_*`
+//! call, then products on the prepared matrix, in the original row order, with one
+//! [`Precision`] type and one [`Error`] type (every library error of the workspace converts into
+//! it; [`read`] reads a matrix file).
+//!
+//! | operation | options | prepare | product |
+//! |---|---|---|---|
+//! | SpMM `C = α·A·B + β·C` | [`PrepareOptions`] | [`Engine::prepare_spmm`] → [`Prepared`] | [`Prepared::spmm`], [`Prepared::spmm_device`] |
+//! | SpMV `y = α·A·X + β·y` (1–8 columns) | [`SpmvOptions`] | [`Engine::prepare_spmv`] → [`PreparedSpmv`] | [`PreparedSpmv::spmv`], [`PreparedSpmv::spmv_device`] |
+//! | SpAMM `C ≈ A·B` (dense decay matrices) | [`SpammOptions`] | [`Engine::prepare_spamm`] → [`PreparedSpamm`] | [`PreparedSpamm::spamm`] |
+//!
+//! What a preparation did is in [`PrepareReport`] (SpMM), [`PreparedSpmv::kernel`] and
+//! [`PreparedSpmv::samples`] (SpMV) and [`SpammReport`] (SpAMM).
+//!
+//! SpMM:
 //!
 //! ```
-//! use tcsparse::{Engine, PrepareOptions};
+//! use tcsparse::{Engine, PrepareOptions, Precision};
 //! # fn main() -> Result<(), tcsparse::Error> {
 //! let a = tcsparse::formats::csr::csr_from_triplets(3, 3, &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, 3.0)])?;
 //! let engine = Engine::new(); // probes the GPU; falls back to the CPU reference path
 //! println!("{}", engine.message());
-//! let mut prepared = engine.prepare_spmm(&a, &PrepareOptions::builder().n(4).build())?;
-//! let (n, b) = (4, vec![1.0f32; 3 * 4]);
+//! let opts = PrepareOptions::builder().n(4).precision(Precision::Tf32).build();
+//! let mut prepared = engine.prepare_spmm(&a, &opts)?;
+//! let b = vec![1.0f32; 3 * 4]; // 3 × n, row-major
 //! let mut c = vec![0.0f32; 3 * 4];
 //! prepared.spmm(1.0, &b, 0.0, &mut c)?; // C = A·B, original row order
 //! assert_eq!(c, [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
 //! println!("{} ({})", prepared.kernel(), prepared.precision());
+//! # Ok(()) }
+//! ```
+//!
+//! SpMV, here on the CPU reference path ([`Engine::cpu`]):
+//!
+//! ```
+//! use tcsparse::{Engine, Precision, SpmvOptions};
+//! # fn main() -> Result<(), tcsparse::Error> {
+//! let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
+//! let opts = SpmvOptions::builder().n(1).precision(Precision::F32).build();
+//! let mut prepared = Engine::cpu("example").prepare_spmv(&a, &opts)?;
+//! let mut y = vec![0.0f32; 2];
+//! prepared.spmv(1.0, &[1.0, 10.0, 100.0], 0.0, &mut y)?;
+//! assert_eq!(y, [201.0, 30.0]);
+//! # Ok(()) }
+//! ```
+//!
+//! SpAMM of a decay matrix with itself, τ chosen for a relative error of at most 1e-4:
+//!
+//! ```
+//! use tcsparse::spamm::{DenseRef, SpammOptions, TauTarget};
+//! # fn main() -> Result<(), tcsparse::Error> {
+//! let n = 96;
+//! let data = tcsparse::formats::generate::exponential_decay_dense(n, 0.2);
+//! let a = DenseRef { data: &data, rows: n, cols: n };
+//! let opts = SpammOptions::builder().target(TauTarget::RelError(1e-4)).build();
+//! let mut prepared = tcsparse::Engine::cpu("example").prepare_spamm(a, &opts)?;
+//! let (c, report) = prepared.spamm(a)?;
+//! assert_eq!(c.len(), n * n);
+//! assert!(report.rel_bound <= 1e-4);
+//! println!("τ {:.2e}: {:.1}% of the tile products", report.tau, 100.0 * report.valid_ratio);
 //! # Ok(()) }
 //! ```
 //!
