@@ -23,17 +23,20 @@ use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
 
 use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
+mod build;
 mod cache;
+mod candidates;
+mod choose;
 mod prepare;
 mod split;
 mod tune;
 
 pub use cache::{PLAN_VERSION, pattern_checksum};
-pub use prepare::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
+pub use candidates::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
+pub use choose::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
 pub(crate) use split::row_block;
 pub(crate) use split::row_split;
 pub use split::{SplitPrepared, prepare_on_group, prepare_split};
-pub use tune::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
 
 /// What a [`Prepared`] matrix runs on.
 pub(crate) enum DeviceState {
