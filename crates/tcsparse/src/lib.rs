@@ -98,7 +98,7 @@ pub mod distributed;
 mod engine;
 mod error;
 pub mod external;
-mod options;
+mod precision;
 mod report;
 pub mod spamm;
 mod spmm;
@@ -109,15 +109,15 @@ pub mod spmv;
 pub use cudarc;
 pub use engine::{Backend, Engine, FORCE_CPU_ENV, preparation_device_bytes};
 pub use error::Error;
-pub use options::{
-    Balance, KernelRequest, Precision, PrepareOptions, PrepareOptionsBuilder, ReorderChoice,
-    RowOrder,
-};
+pub use precision::Precision;
 pub use report::{
     CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,
     format_break_even,
 };
 pub use spamm::{DenseRef, PreparedSpamm, SpammOptions, SpammOptionsBuilder, SpammReport};
+pub use spmm::options::{
+    Balance, KernelRequest, PrepareOptions, PrepareOptionsBuilder, ReorderChoice, RowOrder,
+};
 pub use spmm::{
     CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
     TUNED_SCHEDULES, model_kernel, pattern_checksum, prepare_on_group, prepare_split,
