@@ -97,18 +97,6 @@ impl Precision {
         }
     }
 
-    /// Checks an SpMV against its f64 reference with [`Precision::spmv_bound`] plus the
-    /// underflow term for rows of at most `k` nonzeros.
-    pub fn check_spmv(
-        self,
-        got: &[f32],
-        want: &[f64],
-        scale: &[f64],
-        k: usize,
-    ) -> crate::accuracy::AccuracyCheck {
-        crate::accuracy::check_products(got, want, scale, self.spmv_bound(), k)
-    }
-
     /// The SpMM bound as a formula, for reports.
     pub fn bound_text(self) -> &'static str {
         match self {

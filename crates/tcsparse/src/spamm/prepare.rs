@@ -2,7 +2,7 @@
 //! chooses τ for its B.
 
 use tcsparse_gpu::multi::{DeviceGroup, DeviceSet};
-use tcsparse_gpu::spamm::SpammConfig;
+use tcsparse_gpu::spamm::{SpammConfig, SpammRun};
 
 use super::options::gpu_precision;
 use super::run::{spamm_cpu, spamm_on_group};
@@ -71,6 +71,22 @@ impl Engine {
     }
 }
 
+/// The report of a run on `backend` in `precision`.
+fn report(backend: &'static str, precision: &str, run: SpammRun, transport: String) -> SpammReport {
+    SpammReport {
+        backend,
+        precision: precision.into(),
+        tau: run.tau,
+        valid_ratio: run.valid_ratio,
+        abs_bound: run.abs_bound,
+        rel_bound: run.rel_bound,
+        measured_error: None,
+        attempts: run.attempts,
+        row_ranges: run.row_ranges,
+        transport,
+    }
+}
+
 impl PreparedSpamm<'_> {
     /// `gpu` or `cpu`: where the products run.
     pub fn backend(&self) -> &'static str {
@@ -91,39 +107,12 @@ impl PreparedSpamm<'_> {
                     target: opts.target,
                 };
                 let (c, run) = spamm_on_group(group, self.a.data, b.data, m, n, k, &cfg)?;
-                (
-                    c,
-                    SpammReport {
-                        backend: "gpu",
-                        precision: precision.name().into(),
-                        tau: run.tau,
-                        valid_ratio: run.valid_ratio,
-                        abs_bound: run.abs_bound,
-                        rel_bound: run.rel_bound,
-                        measured_error: None,
-                        attempts: run.attempts,
-                        row_ranges: run.row_ranges,
-                        transport: group.transport().to_string(),
-                    },
-                )
+                let transport = group.transport().to_string();
+                (c, report("gpu", precision.name(), run, transport))
             }
             None => {
                 let (c, run) = spamm_cpu(self.a, b, opts)?;
-                (
-                    c,
-                    SpammReport {
-                        backend: "cpu",
-                        precision: "cpu-f32".into(),
-                        tau: run.tau,
-                        valid_ratio: run.valid_ratio,
-                        abs_bound: run.abs_bound,
-                        rel_bound: run.rel_bound,
-                        measured_error: None,
-                        attempts: run.attempts,
-                        row_ranges: run.row_ranges,
-                        transport: "cpu".into(),
-                    },
-                )
+                (c, report("cpu", "cpu-f32", run, "cpu".into()))
             }
         };
         if opts.measure_error {

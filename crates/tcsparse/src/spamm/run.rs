@@ -19,6 +19,21 @@ fn layout_error(e: tcsparse_formats::tcf::FormatError) -> Error {
     Error::InvalidArgs(e.to_string())
 }
 
+/// [`check`] of row-major `a` (`m × k`) and `b` (`k × n`).
+fn check_slices(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Result<(), Error> {
+    let a = DenseRef {
+        data: a,
+        rows: m,
+        cols: k,
+    };
+    let b = DenseRef {
+        data: b,
+        rows: k,
+        cols: n,
+    };
+    check(&a, &b).map(drop)
+}
+
 /// An empty product (a dimension of 0 tiles): C of zeros, nothing computed.
 fn empty_run(m: usize) -> SpammRun {
     SpammRun {
@@ -55,17 +70,7 @@ pub(crate) fn spamm_cpu(
             valid: (ratio * total).round() as u64,
         })
     })?;
-    let run = SpammRun {
-        tau: chosen.tau,
-        valid_ratio: chosen.valid_ratio,
-        valid_products: chosen.valid,
-        abs_bound: chosen.abs_bound,
-        result_norm: chosen.result_norm,
-        rel_bound: chosen.rel_bound,
-        row_ranges: vec![(0, m)],
-        attempts: chosen.attempts,
-    };
-    Ok((chosen.c, run))
+    Ok(chosen.into_run(vec![(0, m)]))
 }
 
 /// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`
@@ -86,18 +91,7 @@ pub fn spamm_on_group(
     let Some(g0) = group.gpus().first() else {
         return Err(Error::InvalidArgs("no GPU handles".into()));
     };
-    check(
-        &DenseRef {
-            data: a,
-            rows: m,
-            cols: k,
-        },
-        &DenseRef {
-            data: b,
-            rows: k,
-            cols: n,
-        },
-    )?;
+    check_slices(a, b, m, n, k)?;
     let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
         return Ok((vec![0.0; m * n], empty_run(m)));
@@ -135,17 +129,7 @@ pub fn spamm_on_group(
         };
         Ok(Product { c, valid })
     })?;
-    let run = SpammRun {
-        tau: chosen.tau,
-        valid_ratio: chosen.valid_ratio,
-        valid_products: chosen.valid,
-        abs_bound: chosen.abs_bound,
-        result_norm: chosen.result_norm,
-        rel_bound: chosen.rel_bound,
-        row_ranges: part_rows,
-        attempts: chosen.attempts,
-    };
-    Ok((chosen.c, run))
+    Ok(chosen.into_run(part_rows))
 }
 
 /// One member's share of a split product: its C rows, operands, schedule and C block.
@@ -195,18 +179,7 @@ impl SpammSplit {
         cfg: &SpammConfig,
         ranges: &[(usize, usize)],
     ) -> Result<Self, Error> {
-        check(
-            &DenseRef {
-                data: a,
-                rows: m,
-                cols: k,
-            },
-            &DenseRef {
-                data: b,
-                rows: k,
-                cols: n,
-            },
-        )?;
+        check_slices(a, b, m, n, k)?;
         if ranges.len() != group.len() {
             return Err(Error::InvalidArgs(format!(
                 "{} row ranges for {} devices",

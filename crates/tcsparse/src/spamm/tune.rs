@@ -3,7 +3,7 @@
 //! search for the largest τ meeting a target: a product is run at a τ, and for an error target
 //! the result's own norm replaces the estimate of ‖C‖F and τ is chosen again (at most 4 products).
 
-use tcsparse_gpu::spamm::{TauTarget, choose_tau, rel_bound};
+use tcsparse_gpu::spamm::{SpammRun, TauTarget, choose_tau, rel_bound};
 use tcsparse_planner::spamm::skipped_bound;
 
 use crate::Error;
@@ -37,6 +37,23 @@ pub(crate) struct Chosen {
     pub rel_bound: f64,
     /// Products run.
     pub attempts: u32,
+}
+
+impl Chosen {
+    /// C and the run's report, with C's rows per device.
+    pub(crate) fn into_run(self, row_ranges: Vec<(usize, usize)>) -> (Vec<f32>, SpammRun) {
+        let run = SpammRun {
+            tau: self.tau,
+            valid_ratio: self.valid_ratio,
+            valid_products: self.valid,
+            abs_bound: self.abs_bound,
+            result_norm: self.result_norm,
+            rel_bound: self.rel_bound,
+            row_ranges,
+            attempts: self.attempts,
+        };
+        (self.c, run)
+    }
 }
 
 fn plan_error(e: tcsparse_planner::PlanError) -> Error {
