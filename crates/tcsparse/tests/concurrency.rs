@@ -9,8 +9,11 @@ use std::sync::{Arc, Mutex};
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::Gpu;
-use tcsparse::{Balance, Engine, Error, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{Engine, Error, KernelRequest, PrepareOptions, Prepared};
 use tcsparse::{PreparedSpmv, SpmvOptions};
+
+mod support;
+use support::reproducible_options as spmm_options;
 
 fn assert_send_sync<T: Send + Sync>() {}
 fn assert_send<T: Send>() {}
@@ -55,16 +58,6 @@ fn operand(len: usize, seed: u64) -> Vec<f32> {
     (0..len)
         .map(|i| ((i as u64 * 7919 + seed * 104_729) % 2003) as f32 / 1001.5 - 1.0)
         .collect()
-}
-
-fn spmm_options(kernel: KernelRequest) -> PrepareOptions {
-    PrepareOptions::builder()
-        .kernel(kernel)
-        .reorder(ReorderChoice::None)
-        // (No balancing: no atomics, so products are bitwise reproducible.)
-        .balance(Balance::Off)
-        .tune(false)
-        .build()
 }
 
 fn gpu() -> Gpu {

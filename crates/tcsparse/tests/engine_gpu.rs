@@ -16,6 +16,9 @@ use tcsparse::{
 
 const BOUND: f64 = 2.0 / 1024.0;
 
+mod support;
+use support::hub_rows_203 as small_matrix;
+
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
 }
@@ -110,25 +113,6 @@ fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
         })
         .collect();
     max_scaled_error(&c, &want, &scale)
-}
-
-fn small_matrix() -> Csr {
-    let mut t = Vec::new();
-    let rows = 203u32;
-    for r in 0..rows {
-        if (40..56).contains(&r) {
-            continue;
-        }
-        for k in 0..(r % 7 + 1) {
-            t.push((r, (r * 13 + k * 29) % rows, 0.25 + (k as f32) * 0.1));
-        }
-        if r % 50 == 0 {
-            for c in 0..rows {
-                t.push((r, c, 0.01));
-            }
-        }
-    }
-    tcsparse::formats::csr::csr_from_triplets(rows as usize, rows as usize, &t).unwrap()
 }
 
 #[test]

@@ -9,17 +9,8 @@ use tcsparse::{
     RowOrder, RowTileKernel, ScheduleKind,
 };
 
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+mod support;
+use support::values;
 
 /// A rows × cols matrix with an irregular pattern (a few nonzeros per row, some empty rows).
 fn matrix(rows: u32, cols: u32) -> Csr {

@@ -7,7 +7,10 @@
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
-use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice, SpmvOptions};
+use tcsparse::{Engine, KernelRequest, SpmvOptions};
+
+mod support;
+use support::reproducible_options as spmm_options;
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -15,16 +18,6 @@ fn engine() -> Engine {
 
 fn matrix() -> Csr {
     banded(3000, 9, 0.6, 7).expect("valid generator")
-}
-
-fn spmm_options(kernel: KernelRequest) -> PrepareOptions {
-    PrepareOptions::builder()
-        .kernel(kernel)
-        .reorder(ReorderChoice::None)
-        // (No balancing: no atomics, so products are bitwise reproducible.)
-        .balance(Balance::Off)
-        .tune(false)
-        .build()
 }
 
 fn synced_free(gpu: &Gpu) -> usize {
