@@ -65,7 +65,7 @@ fn gpu() -> Gpu {
 }
 
 /// Threads, each with an engine on its own stream of one context, prepare the same host matrix
-/// (shared, not copied: `prepare_shared`) and multiply at the same time; every product equals the
+/// (shared, not copied: `prepare_spmm_shared`) and multiply at the same time; every product equals the
 /// single-thread one bit for bit.
 #[test]
 #[ignore = "needs a CUDA GPU"]

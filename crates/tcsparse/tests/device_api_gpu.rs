@@ -204,7 +204,7 @@ fn update_values_on_every_kernel() {
     }
 }
 
-/// `prepare_shared`, tuned and on every kernel in the original order: the prepared matrix is the
+/// `prepare_spmm_shared`, tuned and on every kernel in the original order: the prepared matrix is the
 /// caller's (no copy), products meet the bound, and a value update leaves the caller's matrix
 /// as it was.
 #[test]
