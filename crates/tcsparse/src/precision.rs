@@ -1,6 +1,6 @@
 //! [`Precision`]: the arithmetic a kernel may use, one choice for every operation.
 
-/// Arithmetic a kernel may use: one choice for every operation ([`PrepareOptions::precision`]
+/// Arithmetic a kernel may use: one choice for every operation ([`PrepareOptions::precision`](crate::PrepareOptions::precision)
 /// for SpMM, [`SpmvOptions::precision`](crate::SpmvOptions::precision),
 /// [`SpammOptions::precision`](crate::SpammOptions::precision)). Each operation takes the
 /// precisions its kernels have and refuses the others at preparation

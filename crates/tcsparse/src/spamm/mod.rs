@@ -1,5 +1,5 @@
 //! The SpAMM room: `C ≈ A·B` for dense decay matrices (cuSpAMM), prepared like every operation
-//! ([`Engine::prepare_spamm`] → [`PreparedSpamm`], then [`PreparedSpamm::spamm`]) on the
+//! ([`Engine::prepare_spamm`](crate::Engine::prepare_spamm) → [`PreparedSpamm`], then [`PreparedSpamm::spamm`]) on the
 //! engine's GPU — or the GPUs of [`SpammOptions::devices`], C's rows split over them — and on
 //! the CPU reference path (`formats::normmap::spamm_cpu`, small sizes) on an engine without one.
 //!

@@ -74,7 +74,7 @@ pub(crate) fn spamm_cpu(
 }
 
 /// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`
-/// (the retry loop of [`super::tune`]), C's rows split over the members
+/// (the retry loop of `spamm/tune.rs`), C's rows split over the members
 /// ([`tcsparse_planner::split::spamm_block_rows`], balancing valid products at the first τ) and
 /// computed at the same time ([`SpammSplit`]); one member runs on the whole operands. Returns C
 /// (`m × n`, row-major) and the run's report.

@@ -121,7 +121,7 @@ impl Prepared {
 
     /// [`Prepared::spmm_device`] with leading dimensions: B is `cols × n` row-major with
     /// leading dimension `ldb`, C is `rows × n` with `ldc` (`n` = [`Prepared::n`]).
-    /// B and C may be whole buffers ([`CudaSlice`]) or views into larger ones
+    /// B and C may be whole buffers ([`CudaSlice`](cudarc::driver::CudaSlice)) or views into larger ones
     /// ([`cudarc::driver::CudaView`] / [`cudarc::driver::CudaViewMut`], e.g. `buf.slice(..)`).
     /// Rows are in the original order (the default) unless the matrix was prepared with
     /// [`RowOrder::Prepared`] (`PrepareOptions::device_order`), the reordered order that costs

@@ -2,15 +2,15 @@
 //! row-major f32) on Spaden's bitBSR and tensor cores, our CSR walk (2 to 8 right-hand sides) or
 //! cuSPARSE, whichever is faster.
 //!
-//! [`Engine::prepare_spmv`] builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
+//! [`Engine::prepare_spmv`](crate::Engine::prepare_spmv) builds bitBSR once and, on a GPU, *tunes*: it times cuSPARSE CSR SpMV
 //! (SpMM for n > 1) at each of its CSR algorithms ([`CusparseSpmvAlg::candidates`]), for n > 1 our
-//! CSR walks ([`CsrSpmv`]: f32 products on the same CSR arrays, each [`CsrWalk`] at each budget of [`CSR_CHUNKS`])
+//! CSR walks ([`CsrSpmv`]: f32 products on the same CSR arrays, each [`CsrWalk`] at each budget of [`CSR_CHUNKS`](tcsparse_gpu::spmv::csr::CSR_CHUNKS))
 //! and our bitBSR kernels (each allowed tile storage × tensor-core MMA or the CUDA-core
 //! walk — every layout for one right-hand side, the set-bit walks [`MULTI_LAYOUTS`](tcsparse_gpu::spmv::MULTI_LAYOUTS) for 2 to 8; the
-//! tensor-core walk [`TC_LAYOUTS`] only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
+//! tensor-core walk [`TC_LAYOUTS`](tcsparse_gpu::spmv::TC_LAYOUTS) only on the MMA kernels' storages; never [`UNTUNED_LAYOUTS`](tcsparse_gpu::spmv::UNTUNED_LAYOUTS) — ×
 //! tile budgets per half) inside CUDA graphs and keeps the
 //! fastest, so the prepared product is never slower than cuSPARSE (up to timing noise). Precision
-//! ([`Precision`]; 3×TF32 is refused):
+//! ([`Precision`](crate::Precision); 3×TF32 is refused):
 //!
 //! * `Tf32` (default): TF32 tiles (f32 storage rounded to TF32, 11 significant bits of A and X), the
 //!   CUDA-core walk on f32 tiles (f32 products, more accurate than asked) or cuSPARSE;
@@ -27,7 +27,7 @@
 //! summation order.
 //!
 //! The room has the parts of every operation: `options` ([`SpmvOptions`]), `prepare`
-//! ([`Engine::prepare_spmv`]: the CPU path and the untuned walk), `tune` (the tuned candidates,
+//! ([`Engine::prepare_spmv`](crate::Engine::prepare_spmv): the CPU path and the untuned walk), `tune` (the tuned candidates,
 //! each timed inside CUDA graphs, the fastest kept) and `run` (the products).
 
 mod options;
@@ -135,7 +135,7 @@ pub(super) struct CpuSpmv {
     csr: Csr,
 }
 
-/// A matrix prepared for SpMV ([`Engine::prepare_spmv`]).
+/// A matrix prepared for SpMV ([`Engine::prepare_spmv`](crate::Engine::prepare_spmv)).
 pub struct PreparedSpmv {
     rows: usize,
     cols: usize,

@@ -1,4 +1,4 @@
-//! What the caller asks [`Engine::prepare_spmv`](crate::Engine::prepare_spmv) for.
+//! What the caller asks [`Engine::prepare_spmv`](crate::Engine::prepare_spmv)(crate::Engine::prepare_spmv) for.
 
 use tcsparse_formats::bitbsr_device::TileStorage;
 use tcsparse_gpu::spmv::DEFAULT_CHUNK_TILES;
@@ -24,7 +24,7 @@ pub(super) fn core_storages(p: Precision) -> &'static [TileStorage] {
     }
 }
 
-/// Options of [`Engine::prepare_spmv`]: build them with [`SpmvOptions::builder`], as
+/// Options of [`Engine::prepare_spmv`](crate::Engine::prepare_spmv): build them with [`SpmvOptions::builder`], as
 /// [`PrepareOptions`](crate::PrepareOptions) for SpMM.
 ///
 /// ```

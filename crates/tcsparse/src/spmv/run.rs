@@ -58,7 +58,7 @@ impl PreparedSpmv {
 
     /// `y = α·A·X + β·y` on device data, queued on the engine's GPU stream (the argument order
     /// of [`PreparedSpmv::spmv`] and of SpMM's `spmm_device`): X and y may be whole buffers
-    /// ([`CudaSlice`]) or views into larger ones (`CudaView` / `CudaViewMut`, e.g.
+    /// ([`CudaSlice`](cudarc::driver::CudaSlice)) or views into larger ones (`CudaView` / `CudaViewMut`, e.g.
     /// `buf.slice(..)`).
     pub fn spmv_device<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
         &mut self,
