@@ -143,8 +143,8 @@ impl Prepared {
         self.spmm_device_at(alpha, b, n, ldb, beta, c, ldc)
     }
 
-    /// The device product at width `n` (whatever [`Prepared::n`] says): the multi-GPU parts and
-    /// the tuning, which choose the width themselves.
+    /// The device product at width `n` (whatever [`Prepared::n`] says): the multi-GPU parts,
+    /// which choose the width themselves.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn spmm_device_at<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
         &mut self,
