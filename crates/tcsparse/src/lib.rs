@@ -103,6 +103,7 @@ mod report;
 pub mod spamm;
 mod spmm;
 pub mod spmv;
+mod tune;
 
 /// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers
 /// need not pin the same version by hand.

@@ -22,6 +22,7 @@ use tcsparse_planner::{AccSchedule, KernelChoice};
 use super::build::{Reordered, Source, copy_csr};
 use super::tune::{Tuning, tuning_b};
 use super::{DeviceState, Prepared};
+use crate::tune::Fastest;
 use crate::{
     Balance, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind,
 };
@@ -326,7 +327,7 @@ impl Engine {
     fn tune_acc(
         &self,
         tuning: &mut Tuning,
-        best: &mut Option<(f64, Candidate)>,
+        best: &mut Fastest<Candidate>,
         p: &mut Prepared,
         b: &CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
@@ -395,10 +396,8 @@ impl Engine {
                 p.launch_prepared(1.0, b, n, n, 0.0, &mut *c, n)
             },
         )?;
-        if let Some((i, ms)) = found
-            && best.as_ref().is_none_or(|b| ms < b.0)
-        {
-            *best = Some((ms, Candidate::Acc(launchable[i].0)));
+        if let Some((i, ms)) = found {
+            best.offer(ms, || Candidate::Acc(launchable[i].0));
         }
         Ok(())
     }
@@ -535,9 +534,7 @@ impl Engine {
         let tensor_cores = opts.precision == Precision::Tf32
             && tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
         let pruned = opts.precision == Precision::Tf32 && !tensor_cores;
-        let mut best: Option<(f64, Candidate)> = None;
-        let beats =
-            |best: &Option<(f64, Candidate)>, ms: f64| best.as_ref().is_none_or(|b| ms < b.0);
+        let mut best: Fastest<Candidate> = Fastest::new();
         let mut acc_err = None;
         let mut skipped_hrpb = None;
         let mut skipped_acc = None;
@@ -616,9 +613,8 @@ impl Engine {
                     }
                     if let Some((ms, dev)) =
                         tune_row_tile(&mut tuning, &m, rt, &b, &mut c, n, order)?
-                        && beats(&best, ms)
                     {
-                        best = Some((ms, Candidate::RowTile(dev)));
+                        best.offer(ms, || Candidate::RowTile(dev));
                     }
                 }
             }
@@ -631,10 +627,8 @@ impl Engine {
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
             if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
-                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)?
-                    && beats(&best, ms)
-                {
-                    best = Some((ms, Candidate::Hrpb(dev)));
+                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)? {
+                    best.offer(ms, || Candidate::Hrpb(dev));
                 }
                 tuning.cost("HRPB", t_family);
             } else {
@@ -701,8 +695,8 @@ impl Engine {
         for (family, ms) in &costs {
             summary.push_str(&format!(" {family} {ms:.1} ms"));
         }
-        let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && beats(&best, *ms));
-        let mut chosen = match (csr_best, acc, best) {
+        let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && best.beats(*ms));
+        let mut chosen = match (csr_best, acc, best.into_inner()) {
             (Some((_, dev)), _, _) => {
                 cus.report.kernel = ExecKernel::CsrCuda {
                     chunk_nnz: dev.chunk_nnz(),

@@ -2,7 +2,8 @@
 //! and a launch per candidate) is probed with a few launches, the fastest probe within reach of
 //! the best so far is timed in full, and the samples, the bound and each family's cost are kept
 //! in [`Tuning`]. It builds nothing and never calls back into preparation: the candidates are
-//! built by `candidates.rs`.
+//! built by `candidates.rs`, and the choice among families is the crate's one `Fastest`
+//! (`crate::tune`), which SpMV's tuning keeps its candidates in too.
 
 use std::time::Instant;
 

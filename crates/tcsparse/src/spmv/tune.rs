@@ -15,6 +15,7 @@ use tcsparse_gpu::spmv::graph::time_spmv;
 
 use super::{Exec, SpmvKernel, SpmvSample, fmt_err};
 use crate::Error;
+use crate::tune::Fastest;
 
 /// Tile budgets per half tried when tuning (and, for the layouts of
 /// [`tcsparse_gpu::spmv::WAVE_FITTED_LAYOUTS`], the matrix's wave-fitted budget:
@@ -43,7 +44,7 @@ pub(super) fn tuned(
     let mut samples = Vec::new();
     let ca = CusparseCsr::new(gpu, a)?;
     // cuSPARSE's algorithms, each timed; the default's failure is an error, another's skips it.
-    let mut cusparse_best: Option<(f64, CusparseSpmvGraphable)> = None;
+    let mut cusparse_best: Fastest<CusparseSpmvGraphable> = Fastest::new();
     for &alg in CusparseSpmvAlg::candidates(n) {
         let timed = CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| {
             let t = time_spmv(gpu, &c, &dx, &mut dy, n, 20, 5)?;
@@ -61,19 +62,21 @@ pub(super) fn tuned(
             kernel: SpmvKernel::Cusparse { alg, n },
             ms,
         });
-        if cusparse_best.as_ref().is_none_or(|b| ms < b.0) {
-            cusparse_best = Some((ms, c));
-        }
+        cusparse_best.offer(ms, || c);
     }
     let (ms, c) = cusparse_best
+        .into_inner()
         .ok_or_else(|| Error::Unavailable("no cuSPARSE algorithm could run".into()))?;
     let alg = c.alg();
-    let mut best: (f64, Exec, SpmvKernel, usize) = (
-        ms,
-        Exec::Cusparse(Box::new(c)),
-        SpmvKernel::Cusparse { alg, n },
-        csr_bytes,
-    );
+    // The kept product: its execution, its name and the bytes one call moves at least.
+    let mut best: Fastest<(Exec, SpmvKernel, usize)> = Fastest::new();
+    best.offer(ms, || {
+        (
+            Exec::Cusparse(Box::new(c)),
+            SpmvKernel::Cusparse { alg, n },
+            csr_bytes,
+        )
+    });
     // Our CSR walks (n ≥ 2, f32 products: every precision), each at each budget.
     if n >= 2 {
         let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
@@ -88,18 +91,17 @@ pub(super) fn tuned(
             });
             Ok::<f64, Error>(t.median_ms)
         })?;
-        if ms < best.0 {
-            let bytes = k.min_bytes(n);
-            best = (
-                ms,
+        let bytes = k.min_bytes(n);
+        best.offer(ms, || {
+            (
                 Exec::Csr(Box::new(k)),
                 SpmvKernel::Csr {
                     chunk_nnz: chunk,
                     walk,
                 },
                 bytes,
-            );
-        }
+            )
+        });
     }
     // Each storage once (uploaded once), with the MMA kernel and/or the CUDA-core walk.
     let mut all: Vec<TileStorage> = storages.to_vec();
@@ -121,7 +123,7 @@ pub(super) fn tuned(
         let mut k = BitBsrSpmv::with_chunk(gpu, &dev, SPMV_TUNED_CHUNKS[0])?;
         // The walks for n from their module before any graph is captured.
         k.load_walks(n)?;
-        let mut kbest: Option<(f64, u32, Option<&'static str>)> = None;
+        let mut kbest: Fastest<(u32, Option<&'static str>)> = Fastest::new();
         for core in modes {
             k.set_core_layout(core)?;
             for chunk in k.tuning_chunks(core, &SPMV_TUNED_CHUNKS)? {
@@ -135,29 +137,31 @@ pub(super) fn tuned(
                     },
                     ms: t.median_ms,
                 });
-                if kbest.is_none_or(|b| t.median_ms < b.0) {
-                    kbest = Some((t.median_ms, chunk, core));
-                }
+                kbest.offer(t.median_ms, || (chunk, core));
             }
         }
-        if let Some((ms, chunk, core)) = kbest
-            && ms < best.0
+        if let Some((ms, (chunk, core))) = kbest.into_inner()
+            && best.beats(ms)
         {
             k.set_chunk(chunk)?;
             k.set_core_layout(core)?;
             let bytes = k.min_bytes(n);
-            best = (
-                ms,
-                Exec::Ours(Box::new(k)),
-                SpmvKernel::BitBsr {
-                    storage: st,
-                    chunk_tiles: chunk,
-                    core,
-                },
-                bytes,
-            );
+            best.offer(ms, || {
+                (
+                    Exec::Ours(Box::new(k)),
+                    SpmvKernel::BitBsr {
+                        storage: st,
+                        chunk_tiles: chunk,
+                        core,
+                    },
+                    bytes,
+                )
+            });
         }
     }
     drop(dy);
-    Ok((best.1, best.2, best.3, samples))
+    let (_, (exec, kernel, bytes)) = best
+        .into_inner()
+        .ok_or_else(|| Error::Unavailable("no SpMV candidate could run".into()))?;
+    Ok((exec, kernel, bytes, samples))
 }
