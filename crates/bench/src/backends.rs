@@ -12,7 +12,8 @@ use tcsparse::formats::Csr;
 use tcsparse::gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
 use tcsparse::{
-    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowTileKernel,
+    Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowOrder,
+    RowTileKernel,
 };
 
 use crate::matrices::Matrix;
@@ -242,14 +243,14 @@ pub fn gpu_cases(
     // user pays (the gate's counting pass once, not this stage's time carried over and then
     // counted again in the headline's own preparation). Its tuning runs cuSPARSE in the original
     // order.
-    let auto = engine.prepare(a, &PrepareOptions::builder().n(n0).tune(false).build());
+    let auto = engine.prepare_spmm(a, &PrepareOptions::builder().n(n0).tune(false).build());
     let (auto_ok, auto_err) = match &auto {
         Ok(_) => (true, String::new()),
         Err(e) => (false, e.to_string()),
     };
     let t_re = Instant::now();
     let reordered = engine
-        .prepare(
+        .prepare_spmm(
             a,
             &PrepareOptions::builder()
                 .reorder(ReorderChoice::Method("affinity".into()))
@@ -382,11 +383,13 @@ pub fn gpu_cases(
                 HEADLINE => ReorderChoice::Auto,
                 _ => ReorderChoice::None,
             };
+            // The kernel alone is timed: B and C in prepared order.
             let opts = PrepareOptions::builder()
                 .reorder(reorder)
                 .kernel(kernel)
                 .balance(balance)
                 .n(n)
+                .device_order(RowOrder::Prepared)
                 .build();
             out.push(engine_case(
                 gpu, &engine, m, mat, &opts, reorder_ms, &b, n, name, t, max_full,
@@ -539,9 +542,9 @@ fn engine_case(
     // The matrix as loaded is shared with the preparation (no copy of A where it runs in that
     // order); a reordered stand-in is borrowed (copied).
     let prepared = if std::ptr::eq(mat, &*m.csr) {
-        engine.prepare_shared(&m.csr, opts)
+        engine.prepare_spmm_shared(&m.csr, opts)
     } else {
-        engine.prepare(mat, opts)
+        engine.prepare_spmm(mat, opts)
     };
     let mut prepared: Prepared = match prepared {
         Ok(p) => p,
@@ -587,7 +590,7 @@ fn engine_case(
     let result = measure(gpu, &reference, b, n, t, |bd, c| {
         for _ in 0..launches {
             prepared
-                .spmm_device(1.0, bd, n, n, 0.0, c, n)
+                .spmm_device(1.0, bd, 0.0, c)
                 .map_err(|e| GpuError::Invalid(e.to_string()))?;
         }
         Ok(())
@@ -620,7 +623,7 @@ fn model_pick(
     let mut untuned = opts.clone();
     untuned.tune = false;
     let mut p = engine
-        .prepare(mat, &untuned)
+        .prepare_spmm(mat, &untuned)
         .map_err(|e| tracing::warn!("model-only preparation: {e}"))
         .ok()?;
     let r = p.report().clone();
@@ -637,7 +640,7 @@ fn model_pick(
     } else {
         let reference = Reference::new(p.matrix(), b, n, max_full);
         let (ms, rel, scaled) = measure(gpu, &reference, b, n, t, |bd, c| {
-            p.spmm_device(1.0, bd, n, n, 0.0, c, n)
+            p.spmm_device(1.0, bd, 0.0, c)
                 .map_err(|e| GpuError::Invalid(e.to_string()))
         })
         .map_err(|e| tracing::warn!("model-only kernel {plan}: {e}"))
@@ -657,7 +660,7 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
     let engine = Engine::cpu(why);
     let a: &Csr = &m.csr;
     let mut out = Vec::new();
-    let mut prepared = match engine.prepare(a, &PrepareOptions::default()) {
+    let mut prepared = match engine.prepare_spmm(a, &PrepareOptions::default()) {
         Ok(p) => p,
         Err(e) => {
             for &n in ns {
@@ -690,11 +693,12 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
             Some(prepared.bittcf().bytes() as u64 + 4 * (a.cols() + a.rows()) as u64 * n as u64);
         let b = random_b(a.cols(), n, 0x5eed ^ n as u64);
         let mut c = vec![f32::NAN; a.rows() * n];
+        prepared.set_n(n);
         let mut samples = Vec::new();
         let mut err = None;
         for _ in 0..iters.max(1) {
             let t0 = Instant::now();
-            if let Err(e) = prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n) {
+            if let Err(e) = prepared.spmm(1.0, &b, 0.0, &mut c) {
                 err = Some(e.to_string());
                 break;
             }

@@ -26,10 +26,9 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
-    split_rows,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::measured_error;
+use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::{Args, backends, matrices};
@@ -139,7 +138,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         eprintln!("distributed: generating exp decay {sn}×{sn}");
         let a = exponential_decay_dense(sn, 0.02);
         let cfg = spamm_cfg(TauTarget::RelError(1e-5));
-        let (_, run1) = spamm_group(
+        let (_, run1) = spamm_on_group(
             &DeviceGroup::open(DeviceSet::default())?,
             &a,
             &a,
@@ -155,7 +154,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         let problem = format!("spamm exp-r0.02 N={sn} (τ {:.3e})", run1.tau);
         for g in counts(present) {
             let group = DeviceGroup::open(DeviceSet::first(g))?;
-            let ranges = split_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
+            let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
             let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
             split.schedule(run1.tau)?;
             for _ in 0..3 {

@@ -17,7 +17,7 @@ pub struct Matrix {
     /// Group for the summary.
     pub group: Group,
     /// The matrix, loaded once and shared with the preparations that run it as loaded
-    /// (`Engine::prepare_shared`, as a user holding it in an `Arc` calls it).
+    /// (`Engine::prepare_spmm_shared`, as a user holding it in an `Arc` calls it).
     pub csr: Arc<Csr>,
 }
 

@@ -16,10 +16,9 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, SpammSplit, TauTarget, spamm_group,
-    split_rows,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::measured_error;
+use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::backends;
@@ -105,7 +104,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
         target: TauTarget::RelError(1e-5),
     };
     let one = DeviceGroup::open(DeviceSet::default())?;
-    let (c1, run1) = spamm_group(&one, &a, &a, n, n, n, &cfg)?;
+    let (c1, run1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg)?;
     let rows = sample(n);
     let rel = measured_error(&a, &a, &c1, n, n, &rows);
     drop(c1);
@@ -115,7 +114,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     drop(full);
     for g in counts(present) {
         let group = DeviceGroup::open(DeviceSet::first(g))?;
-        let ranges = split_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
+        let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
         let mut split = SpammSplit::new(&group, &a, &a, n, n, n, &cfg, &ranges)?;
         split.schedule(run1.tau)?;
         let ms = median_wall(args.iters, || {

@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use tcsparse::SpmvOptions;
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
-use tcsparse::spmv::SpmvOptions;
 use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice};
 
 /// What to run.
@@ -167,12 +167,9 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         .reorder(ReorderChoice::None)
         .tune(false)
         .build();
-    let spmv_opts = SpmvOptions {
-        rhs: n,
-        tune: false,
-        ..SpmvOptions::default()
-    };
-    let mut spmm = engine.prepare(&mats[0], &opts)?;
+    let spmv_opts = SpmvOptions::builder().n(n).tune(false).build();
+    let mut spmm = engine.prepare_spmm(&mats[0], &opts)?;
+    spmm.set_n(n);
     let mut spmv = engine.prepare_spmv(&mats[0], &spmv_opts)?;
     let spmm_kernel = spmm.kernel().to_string();
     let spmv_kernel = format!("{:?}", spmv.kernel());
@@ -209,14 +206,14 @@ pub fn run(engine: &Engine, cfg: &SoakConfig, command: String) -> Result<SoakRes
         let (c, y) = match &mut dev {
             Some((g, db, dc, dy)) => {
                 for _ in 0..count {
-                    spmm.spmm_device(1.0, db, n, n, 0.0, dc, n)?;
+                    spmm.spmm_device(1.0, db, 0.0, dc)?;
                     spmv.spmv_device(1.0, db, 0.0, dy)?;
                 }
                 (g.download(dc)?, g.download(dy)?)
             }
             None => {
                 for _ in 0..count {
-                    spmm.spmm(1.0, &b, n, n, 0.0, &mut host_c, n)?;
+                    spmm.spmm(1.0, &b, 0.0, &mut host_c)?;
                     spmv.spmv(1.0, &b, 0.0, &mut host_y)?;
                 }
                 (host_c.clone(), host_y.clone())

@@ -6,16 +6,13 @@
 //! [`SpammOperands`] holds A and B on one device (f32, or f16 converted there for
 //! [`SpammPrecision::F16`]) and their norm maps (A's `tm × tk`, B's transposed `tn × tk`).
 //! [`SpammKernel`] is one product kernel with its strided block assignment (balance `s`).
-//! [`spamm_host`] runs the whole thing on `G ≥ 1` devices: C's rows split as
-//! `planner::spamm::split_rows_across_gpus` says, B replicated, each device its own stream.
+//! Choosing τ ([`choose_tau`]) and the products over several devices (C's rows split as
+//! `planner::split::spamm_block_rows` says) are orchestrated by the facade
+//! (`tcsparse::spamm`) and, one rank per GPU, by [`crate::distributed::spamm`].
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, sys};
-use tcsparse_planner::spamm::{
-    skipped_bound, split_rows_across_gpus, strided_assignment, tau_for_error, tau_search,
-    valid_per_row,
-};
+use tcsparse_planner::spamm::{strided_assignment, tau_for_error, tau_search};
 
-use crate::multi::DeviceGroup;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Norm tile edge (LoNum).
@@ -733,7 +730,7 @@ impl TauTarget {
     }
 }
 
-/// Configuration of [`spamm_host`].
+/// Configuration of a SpAMM product: arithmetic, C block, balance and τ target.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpammConfig {
     /// Arithmetic.
@@ -766,7 +763,7 @@ pub struct SpammRun {
     pub valid_ratio: f64,
     /// Computed tile products counted by the kernels (equals the host count).
     pub valid_products: u64,
-    /// [`skipped_bound`] at τ (absolute Frobenius bound of the skipped products).
+    /// `tcsparse_planner::spamm::skipped_bound` at τ (absolute Frobenius bound of the skipped products).
     pub abs_bound: f64,
     /// ‖Ã·B‖F of the result (host, f64).
     pub result_norm: f64,
@@ -813,311 +810,19 @@ pub fn choose_tau(
     })
 }
 
-/// Splits C's rows over `gpus` devices balancing valid products, in whole C blocks.
-pub fn split_rows(
+/// C's rows over `parts` devices in whole C blocks, balancing valid products at τ
+/// ([`tcsparse_planner::split::spamm_block_rows`]).
+pub fn spamm_block_rows(
     na: &[f32],
     nb: &[f32],
     tiles: (usize, usize, usize),
     tau: f32,
     m: usize,
     block: SpammBlock,
-    gpus: usize,
+    parts: usize,
 ) -> Result<Vec<(usize, usize)>, GpuError> {
-    let (tm, tk, tn) = tiles;
-    let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("row split: {e}"));
-    let per_row = valid_per_row(na, nb, tm, tk, tn, tau).map_err(e)?;
-    // Each tile row costs at least its C stores (tn tiles) besides its valid products.
-    let bt = block.tiles();
-    let loads: Vec<u64> = per_row
-        .chunks(bt)
-        .map(|c| c.iter().sum::<u64>() + (c.len() * tn) as u64)
-        .collect();
-    let ranges = split_rows_across_gpus(&loads, gpus).map_err(e)?;
-    let edge = bt * TILE;
-    Ok(ranges
-        .into_iter()
-        .map(|(b, e)| ((b as usize * edge).min(m), (e as usize * edge).min(m)))
-        .collect())
-}
-
-/// One member's share of a split product: its C rows, operands, schedule and C block.
-struct SplitPart {
-    rows: (usize, usize),
-    ops: SpammOperands,
-    kern: SpammKernel,
-    sched: Option<SpammSchedule>,
-    c: CudaSlice<f32>,
-    valid: CudaSlice<u64>,
-}
-
-/// SpAMM with C's rows split over the members of a [`DeviceGroup`], everything resident: member
-/// d holds its A rows (uploaded from the host), B (uploaded once to member 0 and broadcast, NCCL
-/// where the group has it), its own norm maps, its schedule at τ and its block of C. Launches
-/// on every member are queued before any is waited for, so the members run at the same time.
-pub struct SpammSplit {
-    parts: Vec<SplitPart>,
-    m: usize,
-    n: usize,
-}
-
-impl std::fmt::Debug for SpammSplit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammSplit")
-            .field("row_ranges", &self.row_ranges())
-            .finish()
-    }
-}
-
-impl SpammSplit {
-    /// Places row-major host A (`m × k`) by `ranges` (one `(r0, r1)` per member, covering
-    /// `0..m` in order) and B (`k × n`) on the group's members.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        group: &DeviceGroup,
-        a: &[f32],
-        b: &[f32],
-        m: usize,
-        n: usize,
-        k: usize,
-        cfg: &SpammConfig,
-        ranges: &[(usize, usize)],
-    ) -> Result<Self, GpuError> {
-        check_shape(a.len(), b.len(), m, n, k)?;
-        if ranges.len() != group.len() {
-            return Err(GpuError::Invalid(format!(
-                "{} row ranges for {} devices",
-                ranges.len(),
-                group.len()
-            )));
-        }
-        let mut next = 0;
-        for &(r0, r1) in ranges {
-            if r0 != next || r1 < r0 || r1 > m {
-                return Err(GpuError::Invalid(format!(
-                    "row ranges {ranges:?} do not cover 0..{m} in order"
-                )));
-            }
-            next = r1;
-        }
-        if next != m {
-            return Err(GpuError::Invalid(format!(
-                "row ranges {ranges:?} do not cover 0..{m}"
-            )));
-        }
-        let root = &group.gpus()[0];
-        let bs = group.broadcast(root.upload(nonempty(b))?)?;
-        let mut parts = Vec::with_capacity(ranges.len());
-        for ((g, &(r0, r1)), b_dev) in group.gpus().iter().zip(ranges).zip(bs) {
-            let pm = r1 - r0;
-            let a_dev = g.upload(nonempty(&a[r0 * k..r1 * k]))?;
-            let ops = SpammOperands::from_device(g, a_dev, b_dev, pm, n, k, cfg.precision)?;
-            let kern = SpammKernel::new(g, pm, n, cfg.precision, cfg.block, cfg.s)?;
-            parts.push(SplitPart {
-                rows: (r0, r1),
-                ops,
-                kern,
-                sched: None,
-                c: g.alloc_zeros((pm * n).max(1))?,
-                valid: g.alloc_zeros(1)?,
-            });
-        }
-        Ok(Self { parts, m, n })
-    }
-
-    /// C rows per member.
-    pub fn row_ranges(&self) -> Vec<(usize, usize)> {
-        self.parts.iter().map(|p| p.rows).collect()
-    }
-
-    /// Builds every member's schedule at threshold τ (from its own norm maps).
-    pub fn schedule(&mut self, tau: f32) -> Result<(), GpuError> {
-        for p in &mut self.parts {
-            let (pa, pb) = p.ops.norms_host()?;
-            p.sched = Some(SpammSchedule::new(
-                p.ops.gpu(),
-                &pa,
-                &pb,
-                p.ops.tiles(),
-                p.kern.block(),
-                tau,
-            )?);
-        }
-        Ok(())
-    }
-
-    /// Queues every member's product (β = 0) and returns without waiting.
-    pub fn run(&mut self) -> Result<(), GpuError> {
-        for p in &mut self.parts {
-            let Some(sched) = &p.sched else {
-                return Err(GpuError::Invalid("SpammSplit::run before schedule".into()));
-            };
-            if p.rows.1 == p.rows.0 {
-                continue;
-            }
-            p.ops.gpu().stream().memset_zeros(&mut p.valid)?;
-            p.kern
-                .run(&p.ops, sched, 1.0, 0.0, &mut p.c, Some(&mut p.valid))?;
-        }
-        Ok(())
-    }
-
-    /// Waits for every member.
-    pub fn synchronize(&self) -> Result<(), GpuError> {
-        for p in &self.parts {
-            p.ops.gpu().synchronize()?;
-        }
-        Ok(())
-    }
-
-    /// Copies every member's C rows into `c` (`m × n`, row-major) and returns the computed tile
-    /// products counted by the kernels.
-    pub fn gather(&self, c: &mut [f32]) -> Result<u64, GpuError> {
-        if c.len() != self.m * self.n {
-            return Err(GpuError::Invalid(format!(
-                "C needs {} elements, has {}",
-                self.m * self.n,
-                c.len()
-            )));
-        }
-        let mut valid = 0;
-        for p in &self.parts {
-            let (r0, r1) = p.rows;
-            if r1 == r0 {
-                continue;
-            }
-            let g = p.ops.gpu();
-            let dst = &mut c[r0 * self.n..r1 * self.n];
-            g.stream().memcpy_dtoh(&p.c.slice(..dst.len()), dst)?;
-            valid += g.download(&p.valid)?[0];
-        }
-        self.synchronize()?;
-        Ok(valid)
-    }
-
-    /// The result left on the devices: each member's (rows, C block `rows × n` row-major).
-    pub fn blocks(&self) -> Vec<((usize, usize), &CudaSlice<f32>)> {
-        self.parts.iter().map(|p| (p.rows, &p.c)).collect()
-    }
-}
-
-/// SpAMM of host matrices on `gpus` (≥ 1 handles; several may share a device, each with its own
-/// stream; B is then copied through the host): see [`spamm_group`].
-#[allow(clippy::too_many_arguments)]
-pub fn spamm_host(
-    gpus: &[Gpu],
-    a: &[f32],
-    b: &[f32],
-    m: usize,
-    n: usize,
-    k: usize,
-    cfg: &SpammConfig,
-) -> Result<(Vec<f32>, SpammRun), GpuError> {
-    let group = DeviceGroup::host_staged(gpus.to_vec(), "handles given by the caller")?;
-    spamm_group(&group, a, b, m, n, k, cfg)
-}
-
-/// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`, C's
-/// rows split over the members ([`split_rows`], balancing valid products) and computed at the
-/// same time ([`SpammSplit`]); one member runs on the whole operands as a single GPU does.
-/// Returns C (`m × n`, row-major) and the run's report.
-#[allow(clippy::too_many_arguments)]
-pub fn spamm_group(
-    group: &DeviceGroup,
-    a: &[f32],
-    b: &[f32],
-    m: usize,
-    n: usize,
-    k: usize,
-    cfg: &SpammConfig,
-) -> Result<(Vec<f32>, SpammRun), GpuError> {
-    let Some(g0) = group.gpus().first() else {
-        return Err(GpuError::Invalid("no GPU handles".into()));
-    };
-    check_shape(a.len(), b.len(), m, n, k)?;
-    let (tm, tk, tn) = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
-    if tm == 0 || tn == 0 || tk == 0 {
-        return Ok((
-            vec![0.0; m * n],
-            SpammRun {
-                tau: 0.0,
-                valid_ratio: 0.0,
-                valid_products: 0,
-                abs_bound: 0.0,
-                result_norm: 0.0,
-                rel_bound: 0.0,
-                row_ranges: vec![(0, m)],
-                attempts: 0,
-            },
-        ));
-    }
-    let full = SpammOperands::upload(g0, a, b, m, n, k, cfg.precision)?;
-    let (na, nb) = full.norms_host()?;
-    let tiles = (tm, tk, tn);
-    let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("{e}"));
-    // First estimate of ‖C‖F for an error target: the norm-product bound (≥ ‖C‖F).
-    let mut c_norm = match cfg.target {
-        TauTarget::RelError(_) => skipped_bound(&na, &nb, tm, tk, tn, f32::INFINITY).map_err(e)?,
-        _ => 0.0,
-    };
-    let mut attempts = 0;
-    let mut split: Option<SpammSplit> = None;
-    let mut part_rows = vec![(0, m)];
-    loop {
-        attempts += 1;
-        let tau = choose_tau(&na, &nb, tiles, cfg.target, c_norm)?;
-        let mut c = vec![0f32; m * n];
-        let valid = if group.len() == 1 {
-            let kern = SpammKernel::new(g0, m, n, cfg.precision, cfg.block, cfg.s)?;
-            let sched = SpammSchedule::new(g0, &na, &nb, tiles, cfg.block, tau)?;
-            let mut dc = g0.alloc_zeros::<f32>(m * n)?;
-            let mut st = g0.alloc_zeros::<u64>(1)?;
-            kern.run(&full, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
-            g0.stream().memcpy_dtoh(&dc, &mut c)?;
-            let v = g0.download(&st)?[0];
-            g0.synchronize()?;
-            v
-        } else {
-            if split.is_none() {
-                let ranges = split_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
-                part_rows = ranges.clone();
-                split = Some(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?);
-            }
-            let Some(s) = split.as_mut() else {
-                return Err(GpuError::Invalid("row split missing".into()));
-            };
-            s.schedule(tau)?;
-            s.run()?;
-            s.gather(&mut c)?
-        };
-        let abs = skipped_bound(&na, &nb, tm, tk, tn, tau).map_err(e)?;
-        let result_norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-        let rel = rel_bound(abs, result_norm);
-        let total = (tm * tk * tn) as f64;
-        let run = SpammRun {
-            tau,
-            valid_ratio: valid as f64 / total,
-            valid_products: valid,
-            abs_bound: abs,
-            result_norm,
-            rel_bound: rel,
-            row_ranges: part_rows.clone(),
-            attempts,
-        };
-        match cfg.target {
-            TauTarget::RelError(r) if rel > r && attempts < 4 && tau > 0.0 => {
-                // The estimate of ‖C‖ was too large: use the computed result's norm.
-                c_norm = result_norm.min(c_norm);
-                if c_norm == 0.0 {
-                    return Ok((c, run));
-                }
-                // A second pass with the same c_norm would choose the same τ: shrink it.
-                if attempts > 1 {
-                    c_norm *= 0.5;
-                }
-            }
-            _ => return Ok((c, run)),
-        }
-    }
+    tcsparse_planner::split::spamm_block_rows(na, nb, tiles, tau, m, block.tiles(), TILE, parts)
+        .map_err(|e| GpuError::Invalid(format!("row split: {e}")))
 }
 
 #[cfg(test)]

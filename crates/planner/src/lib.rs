@@ -8,7 +8,9 @@
 //!   per-window atomic flags) that the BitTCF kernel executes.
 //! * [`wave`]: cuTeSpMM wave-aware splitting (Eq. 6–7) into virtual row panels.
 //! * [`choice`]: a bytes/FLOPs roofline model and the kernel choice per matrix and N ([`plan_spmm`]).
-//! * [`spamm`]: cuSpAMM τ search, strided tile assignment and the multi-GPU row split.
+//! * [`spamm`]: cuSpAMM τ search and strided tile assignment.
+//! * [`split`]: every split of C's rows over GPUs (or ranks): one balancing function
+//!   ([`split::split_rows`]) and the loads each operation gives it.
 //!
 //! The planner never touches CUDA and takes plain inputs (slices, [`MatrixFeatures`]), so it builds
 //! and tests on any machine.
@@ -18,6 +20,7 @@ pub mod choice;
 pub mod device;
 pub mod imbalance;
 pub mod spamm;
+pub mod split;
 pub mod wave;
 
 pub use acc::{AccSchedule, Eq4Model, TbWork};
@@ -25,9 +28,10 @@ pub use choice::{KernelChoice, KernelPrediction, MatrixFeatures, Plan, plan_spmm
 pub use device::{DeviceSpec, KernelResources};
 pub use imbalance::{ImbalanceDecision, decide_imbalance, ibd};
 pub use spamm::{
-    StridedAssignment, TauForError, TauResult, TauSearchOptions, skipped_bound,
-    split_rows_across_gpus, strided_assignment, tau_for_error, tau_search,
+    StridedAssignment, TauForError, TauResult, TauSearchOptions, skipped_bound, strided_assignment,
+    tau_for_error, tau_search,
 };
+pub use split::split_rows;
 pub use wave::{VirtualPanel, WaveSplit, wave_split};
 
 use thiserror::Error;

@@ -1,5 +1,6 @@
 //! cuSpAMM (§3.4–3.5) planning: the τ search for a requested valid ratio, strided assignment of C
-//! tiles to thread blocks, and a row split across GPUs that balances valid tile products.
+//! tiles to thread blocks, and the valid tile products per C tile row ([`valid_per_row`]) that the
+//! row split over GPUs ([`crate::split::spamm_block_rows`]) balances.
 //!
 //! Norm maps are plain row-major f32 slices of tile Frobenius norms: `norm_a` is tiles_m × tiles_k,
 //! `norm_b` is tiles_k × tiles_n. A product (i, k, j) is *valid* when the f32 product
@@ -400,59 +401,6 @@ pub fn strided_assignment(
     Ok(StridedAssignment { offsets, tiles })
 }
 
-/// Splits C tile rows into `gpus` contiguous ranges minimizing the largest sum of `row_loads`
-/// (valid products per row): binary search on the capacity with a greedy fill, which is optimal
-/// for contiguous splits. Returns `gpus` ranges `[begin, end)` covering `0..row_loads.len()` in
-/// order (some may be empty).
-pub fn split_rows_across_gpus(
-    row_loads: &[u64],
-    gpus: usize,
-) -> Result<Vec<(u32, u32)>, PlanError> {
-    if gpus == 0 {
-        return Err(PlanError::InvalidInput("need at least one GPU".into()));
-    }
-    let rows = row_loads.len();
-    let parts_needed = |cap: u64| -> usize {
-        let (mut parts, mut acc) = (1usize, 0u64);
-        for &l in row_loads {
-            if acc + l > cap {
-                parts += 1;
-                acc = 0;
-            }
-            acc += l;
-        }
-        parts
-    };
-    let (mut lo, mut hi) = (
-        row_loads.iter().copied().max().unwrap_or(0),
-        row_loads.iter().sum::<u64>(),
-    );
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if parts_needed(mid) <= gpus {
-            hi = mid
-        } else {
-            lo = mid + 1
-        }
-    }
-    let mut out = Vec::with_capacity(gpus);
-    let (mut begin, mut acc) = (0usize, 0u64);
-    for (r, &l) in row_loads.iter().enumerate() {
-        // Close the current range when it is full, or when only as many rows remain as GPUs.
-        if acc + l > lo && out.len() + 1 < gpus {
-            out.push((begin as u32, r as u32));
-            begin = r;
-            acc = 0;
-        }
-        acc += l;
-    }
-    out.push((begin as u32, rows as u32));
-    while out.len() < gpus {
-        out.push((rows as u32, rows as u32));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,36 +421,6 @@ mod tests {
         all.sort_unstable();
         assert_eq!(all, (0..15).collect::<Vec<u32>>());
         assert!(strided_assignment(4, 4, 0).is_err());
-    }
-
-    #[test]
-    fn gpu_split_is_optimal_on_small_cases() {
-        let loads = [5u64, 1, 1, 1, 9, 2, 2, 3];
-        let split = split_rows_across_gpus(&loads, 3).unwrap();
-        assert_eq!(split.len(), 3);
-        let max = split
-            .iter()
-            .map(|&(b, e)| loads[b as usize..e as usize].iter().sum::<u64>())
-            .max()
-            .unwrap();
-        // Brute force over all cut pairs.
-        let mut best = u64::MAX;
-        for c1 in 0..=loads.len() {
-            for c2 in c1..=loads.len() {
-                let s = |a: usize, b: usize| loads[a..b].iter().sum::<u64>();
-                best = best.min(s(0, c1).max(s(c1, c2)).max(s(c2, loads.len())));
-            }
-        }
-        assert_eq!(max, best);
-        assert_eq!(split[0].0, 0);
-        assert_eq!(split[2].1, 8);
-        assert!(split.windows(2).all(|w| w[0].1 == w[1].0));
-        // More GPUs than rows: trailing empty ranges.
-        assert_eq!(
-            split_rows_across_gpus(&[1, 1], 3).unwrap(),
-            vec![(0, 1), (1, 2), (2, 2)]
-        );
-        assert!(split_rows_across_gpus(&[1], 0).is_err());
     }
 
     fn lcg_maps(seed: u64, tm: usize, tk: usize, tn: usize) -> (Vec<f32>, Vec<f32>) {

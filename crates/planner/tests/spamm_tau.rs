@@ -1,8 +1,7 @@
 //! τ search on the cuSpAMM paper's algebraic-decay matrix a_ij = 0.1 / (|i − j|^0.1 + 1).
 
-use tcsparse_planner::spamm::{
-    split_rows_across_gpus, strided_assignment, tau_search, valid_per_row,
-};
+use tcsparse_planner::spamm::{strided_assignment, tau_search, valid_per_row};
+use tcsparse_planner::split::split_rows;
 
 const TILE: usize = 32;
 
@@ -120,10 +119,10 @@ fn strided_assignment_balances_decay_matrix_and_gpu_split_balances_rows() {
     }
     // Row split over 4 GPUs: the heaviest GPU carries at most the mean + one row.
     let rows = valid_per_row(&norms, &norms, t, t, t, r.tau).unwrap();
-    let split = split_rows_across_gpus(&rows, 4).unwrap();
+    let split = split_rows(&rows, 4).unwrap();
     let loads: Vec<u64> = split
         .iter()
-        .map(|&(b, e)| rows[b as usize..e as usize].iter().sum())
+        .map(|&(b, e)| rows[b..e].iter().sum())
         .collect();
     let total: u64 = rows.iter().sum();
     let max_row = *rows.iter().max().unwrap();
@@ -131,5 +130,5 @@ fn strided_assignment_balances_decay_matrix_and_gpu_split_balances_rows() {
         *loads.iter().max().unwrap() <= total.div_ceil(4) + max_row,
         "{loads:?}"
     );
-    assert_eq!(split.last().unwrap().1 as usize, t);
+    assert_eq!(split.last().unwrap().1, t);
 }

@@ -57,7 +57,8 @@ pub(crate) fn spmm(
             ForeignSlice::new(c, cl, own),
         )
     };
-    p.spmm_on_stream(&caller, alpha, &bs, n, n, beta, &mut cs, n)
+    p.set_n(n);
+    p.spmm_on_stream(&caller, alpha, &bs, beta, &mut cs)
         .map_err(to_py)
 }
 

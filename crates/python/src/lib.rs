@@ -116,7 +116,7 @@ impl Inner {
             let (t, _) = self
                 .t_pattern
                 .get_or_insert_with(|| transpose_with_map(&self.a));
-            let p = self.engine.prepare(t, &self.opts)?;
+            let p = self.engine.prepare_spmm(t, &self.opts)?;
             self.t_prepared = Some(p);
         }
         self.t_prepared
@@ -223,7 +223,7 @@ impl PyMatrix {
                     Some(d) => Engine::on_device(d)
                         .map_err(|e| PyRuntimeError::new_err(format!("device='cuda:{d}': {e}")))?,
                 };
-                let prepared = engine.prepare(&a, &opts).map_err(to_py)?;
+                let prepared = engine.prepare_spmm(&a, &opts).map_err(to_py)?;
                 Ok(Inner {
                     engine,
                     a,
@@ -348,7 +348,8 @@ impl PyMatrix {
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         self.with(py, |i| {
-            i.prepared.spmm(alpha, bs, n, n, beta, cs, n).map_err(to_py)
+            i.prepared.set_n(n);
+            i.prepared.spmm(alpha, bs, beta, cs).map_err(to_py)
         })
     }
 
@@ -375,7 +376,10 @@ impl PyMatrix {
             .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         self.with(py, |i| {
             i.transposed()
-                .and_then(|t| t.spmm(alpha, bs, n, n, beta, cs, n))
+                .and_then(|t| {
+                    t.set_n(n);
+                    t.spmm(alpha, bs, beta, cs)
+                })
                 .map_err(to_py)
         })
     }
@@ -408,7 +412,8 @@ impl PyMatrix {
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be contiguous"))?;
         self.with(py, |i| {
-            i.prepared.spmm(alpha, xs, 1, 1, beta, ys, 1).map_err(to_py)
+            i.prepared.set_n(1);
+            i.prepared.spmm(alpha, xs, beta, ys).map_err(to_py)
         })
     }
 
@@ -603,7 +608,7 @@ fn spamm<'py>(
     valid_ratio: Option<f64>,
     device: &str,
 ) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyDict>)> {
-    use tcsparse::spamm::{DenseRef, SpammDevice, SpammOptions, TauTarget};
+    use tcsparse::spamm::{DenseRef, SpammOptions, TauTarget};
     let target = match (tau, rel_error, valid_ratio) {
         (Some(t), None, None) => TauTarget::Tau(t),
         (None, Some(e), None) => TauTarget::RelError(e),
@@ -616,9 +621,7 @@ fn spamm<'py>(
         }
     };
     let device = match device {
-        "auto" => SpammDevice::Auto,
-        "cpu" => SpammDevice::Cpu,
-        "cuda" => SpammDevice::Gpu,
+        "auto" | "cpu" | "cuda" => device,
         other => {
             return Err(PyValueError::new_err(format!(
                 "device: {other:?} is not one of 'auto', 'cpu', 'cuda'"
@@ -627,27 +630,34 @@ fn spamm<'py>(
     };
     let (ash, bsh) = (a.shape().to_vec(), b.shape().to_vec());
     let (ad, bd) = (slice_of(&a, "a")?, slice_of(&b, "b")?);
-    let opts = SpammOptions {
-        target,
-        device,
-        ..SpammOptions::default()
-    };
+    let opts = SpammOptions::builder().target(target).build();
     let (c, report) = py.detach(|| {
         guard(|| {
-            tcsparse::spamm::spamm(
-                DenseRef {
-                    data: ad,
-                    rows: ash[0],
-                    cols: ash[1],
-                },
-                DenseRef {
-                    data: bd,
-                    rows: bsh[0],
-                    cols: bsh[1],
-                },
-                &opts,
-            )
-            .map_err(to_py)
+            let engine = if device == "cpu" {
+                tcsparse::Engine::cpu("device=\"cpu\"")
+            } else {
+                tcsparse::Engine::new()
+            };
+            if device == "cuda" && engine.backend() == tcsparse::Backend::Cpu {
+                return Err(to_py(tcsparse::Error::Unavailable(format!(
+                    "device=\"cuda\": {}",
+                    engine.message()
+                ))));
+            }
+            let a = DenseRef {
+                data: ad,
+                rows: ash[0],
+                cols: ash[1],
+            };
+            let b = DenseRef {
+                data: bd,
+                rows: bsh[0],
+                cols: bsh[1],
+            };
+            engine
+                .prepare_spamm(a, &opts)
+                .and_then(|mut p| p.spamm(b))
+                .map_err(to_py)
         })
     })?;
     let out = PyArray1::from_vec(py, c).reshape([ash[0], bsh[1]])?;

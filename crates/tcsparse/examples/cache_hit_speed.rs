@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .n(128)
             .cache_dir(Some(dir.clone()))
             .build();
-        let first = engine.prepare_shared(&a, &opts)?;
+        let first = engine.prepare_spmm_shared(&a, &opts)?;
         println!(
             "{spec}: nnz {} first {:.1} ms, kernel {}",
             a.nnz(),
@@ -101,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for (i, l) in layouts.iter().enumerate() {
                 gpu.set_staging_layout(*l)?;
                 gpu.warm_up_uploads()?;
-                let p = engine.prepare_shared(&a, &opts)?;
+                let p = engine.prepare_spmm_shared(&a, &opts)?;
                 fresh[i].push(p.report().total_s * 1e3);
                 drop(p);
                 let t = Instant::now();
@@ -114,7 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 gpu.synchronize()?;
                 arrived[i].push(t.elapsed().as_secs_f64() * 1e3);
                 drop(bufs);
-                let p = engine.prepare_shared(&a, &opts)?;
+                let p = engine.prepare_spmm_shared(&a, &opts)?;
                 hits[i].push(p.report().total_s * 1e3);
             }
         }

@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .replace(".mtx", "");
         let a = tcsparse::formats::mtx::read_matrix(&path)?;
         // The Auto reordering decision (host code, the same on every device).
-        let p = engine.prepare(&a, &PrepareOptions::builder().n(128).tune(false).build())?;
+        let p = engine.prepare_spmm(&a, &PrepareOptions::builder().n(128).tune(false).build())?;
         let a_re = p.matrix().clone();
         let reordered = p.permutation().is_some();
         let bittcf = BitTcf::from_csr(&a_re)?;

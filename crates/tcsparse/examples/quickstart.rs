@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .n(n)
         .precision(Precision::Tf32) // the default; Precision::F32 keeps to f32 kernels
         .build();
-    let mut prepared = engine.prepare(&a, &opts)?;
+    let mut prepared = engine.prepare_spmm(&a, &opts)?;
     let r = prepared.report();
     println!("kernel:    {} ({})", r.kernel, r.kernel_note);
     println!(
@@ -58,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut c = vec![0.0f32; a.rows() * n];
     let t = std::time::Instant::now();
-    prepared.spmm(1.0, &b, n, n, 0.0, &mut c, n)?;
+    prepared.spmm(1.0, &b, 0.0, &mut c)?;
     println!(
         "spmm:      N = {n}, {:.3} ms (host call, transfers included)",
         t.elapsed().as_secs_f64() * 1e3

@@ -1,7 +1,7 @@
 //! SpMM with one rank per GPU ([`DistributedSpmm`]): each process of the job (started by
 //! torchrun, srun or by hand with torch.distributed's variables) owns one device and one
 //! contiguous block of A's rows, the same nonzero-balanced split as the one-process mode
-//! ([`crate::split_rows_by_nonzeros`]). B is broadcast from rank 0 by NCCL; each rank writes its
+//! ([`tcsparse_planner::split::nonzero_rows`]). B is broadcast from rank 0 by NCCL; each rank writes its
 //! block of C, which stays on its device ([`DistributedSpmm::local_c`]) or is gathered on request:
 //! to every rank ([`DistributedSpmm::all_gather_c`]) or to rank 0's host
 //! ([`DistributedSpmm::gather_c_to_root`]).
@@ -36,9 +36,7 @@ pub use tcsparse_gpu::distributed::{
 };
 
 use crate::spmm::row_block;
-use crate::{
-    Engine, Error, PrepareOptions, Prepared, RowOrder, pattern_checksum, split_rows_by_nonzeros,
-};
+use crate::{Engine, Error, PrepareOptions, Prepared, RowOrder, pattern_checksum};
 
 /// One rank's share of a distributed SpMM.
 pub struct DistributedSpmm {
@@ -80,7 +78,7 @@ impl DistributedSpmm {
     /// rows as they are) on the communicator's device.
     pub fn prepare(comm: RankComm, a: &Csr, opts: &PrepareOptions) -> Result<Self, Error> {
         comm.check_same("matrix (shape and pattern digest)", matrix_digest(a))?;
-        let ranges = split_rows_by_nonzeros(a, comm.world_size())?;
+        let ranges = crate::spmm::row_split(a, comm.world_size())?;
         let Some(&(r0, r1)) = ranges.get(comm.rank()) else {
             return Err(Error::InvalidArgs(format!(
                 "rank {} of a split into {} blocks",
@@ -91,7 +89,7 @@ impl DistributedSpmm {
         let block = row_block(a, r0, r1)?;
         let mut o = opts.clone();
         o.device_order = RowOrder::Original;
-        let prepared = Engine::with_gpu(comm.gpu().clone()).prepare(&block, &o)?;
+        let prepared = Engine::with_gpu(comm.gpu().clone()).prepare_spmm(&block, &o)?;
         Ok(Self {
             comm,
             prepared,
@@ -253,7 +251,7 @@ impl DistributedSpmm {
             ));
         };
         if r1 > r0 {
-            self.prepared.spmm_device(alpha, b, n, n, 0.0, c, n)?;
+            self.prepared.spmm_device_at(alpha, b, n, n, 0.0, c, n)?;
         }
         Ok(())
     }

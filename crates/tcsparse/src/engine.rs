@@ -1,5 +1,5 @@
 //! [`Engine`]: probes the GPU once and is the entry point of every operation
-//! ([`Engine::prepare`] → [`Prepared`](crate::Prepared) for SpMM, in [`crate::spmm`]).
+//! ([`Engine::prepare_spmm`] → [`Prepared`](crate::Prepared) for SpMM, in [`crate::spmm`]).
 
 use tcsparse_gpu::{Gpu, GpuStatus};
 use tcsparse_planner::DeviceSpec;
@@ -111,7 +111,7 @@ impl Engine {
     /// Pays a new process's first-use costs of uploading (pinned staging buffers and a first pass
     /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) and of loading the CSR
     /// kernel's modules ([`tcsparse_gpu::spmm::csr::load_modules`], 1.1–1.5 ms) so that the first
-    /// [`Engine::prepare`] does not (a plan-cache hit of R-MAT scale 20 in a new process on the
+    /// [`Engine::prepare_spmm`] does not (a plan-cache hit of R-MAT scale 20 in a new process on the
     /// H200 host: 4.5–5.4 ms after [`Engine::warm_up_for`], 5.2–7.0 ms after a warm-up of the
     /// staging buffers alone, 7.2–7.3 ms when only the first staging buffer had been used). Run
     /// it on another thread while the matrix loads, e.g. `std::thread::scope(|s| { s.spawn(||

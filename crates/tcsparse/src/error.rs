@@ -1,5 +1,7 @@
-//! The facade's error type. Every operation of the facade (SpMM today; SpMV and SpAMM beside it)
-//! returns [`Error`]; a new operation adds its variants here.
+//! The facade's error type. Every operation of the facade (SpMM, SpMV, SpAMM) returns [`Error`],
+//! and every error type of the workspace's libraries converts into it (`?` works on a reader's,
+//! a generator's, the planner's or the GPU runtime's result inside a function returning
+//! [`Error`]).
 
 use tcsparse_formats::csr::CsrError;
 use tcsparse_gpu::GpuError;
@@ -17,9 +19,36 @@ pub enum Error {
     /// Reordering failed (unknown method, non-square matrix in symmetric mode, …).
     #[error("reordering: {0}")]
     Reorder(#[from] ReorderError),
-    /// Building the BitTCF format failed.
+    /// Building a layout failed (the message names it).
     #[error("building BitTCF: {0}")]
     Format(String),
+    /// A layout's arrays are inconsistent (building or validating a tensor-core format).
+    #[error(transparent)]
+    Layout(#[from] tcsparse_formats::tcf::FormatError),
+    /// Reading a matrix file ([`crate::read`]; Matrix Market or `.npz`).
+    #[error(transparent)]
+    Read(#[from] tcsparse_formats::mtx::MtxError),
+    /// Reading a scipy `.npz` file.
+    #[error(transparent)]
+    Npz(#[from] tcsparse_formats::npz::NpzError),
+    /// Opening an input file.
+    #[error(transparent)]
+    File(#[from] tcsparse_formats::file::FileError),
+    /// Reading or writing an on-disk layout cache file.
+    #[error(transparent)]
+    Cache(#[from] tcsparse_formats::cache::CacheError),
+    /// Generating a matrix.
+    #[error(transparent)]
+    Generate(#[from] tcsparse_formats::generate::GenError),
+    /// A pattern product (SDDMM, the SpMM gradient's transpose).
+    #[error(transparent)]
+    Sddmm(#[from] tcsparse_formats::sddmm::SddmmError),
+    /// A memory budget refused a declared size.
+    #[error(transparent)]
+    Budget(#[from] tcsparse_formats::limits::BudgetError),
+    /// Planning refused its inputs.
+    #[error("planning: {0}")]
+    Plan(#[from] tcsparse_planner::PlanError),
     /// The GPU runtime failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),
@@ -41,6 +70,9 @@ pub enum Error {
     /// between ranks ([`crate::distributed`]).
     #[error(transparent)]
     Distributed(#[from] tcsparse_gpu::distributed::DistributedError),
+    /// The rendezvous of one rank per GPU (launcher variables, the TCP store).
+    #[error(transparent)]
+    Rendezvous(#[from] tcsparse_gpu::distributed::rendezvous::RendezvousError),
     /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -55,5 +87,30 @@ impl Error {
             Error::Acc(AccSpmmError::Driver(e)) => Some(tcsparse_gpu::driver_error_kind(e)),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    /// `?` on every library's result inside a function returning the facade's error.
+    #[test]
+    fn every_library_error_converts() {
+        fn read() -> Result<(), Error> {
+            tcsparse_formats::mtx::read_matrix("/nonexistent/m.mtx")?;
+            Ok(())
+        }
+        fn plan() -> Result<(), Error> {
+            tcsparse_planner::split::split_rows(&[1], 0)?;
+            Ok(())
+        }
+        fn generate() -> Result<(), Error> {
+            let _: tcsparse_formats::generate::GeneratorSpec = "nonsense:x=1".parse()?;
+            Ok(())
+        }
+        assert!(matches!(read(), Err(Error::Read(_))));
+        assert!(matches!(plan(), Err(Error::Plan(_))));
+        assert!(matches!(generate(), Err(Error::Generate(_))));
     }
 }

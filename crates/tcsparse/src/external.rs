@@ -143,24 +143,19 @@ fn ordered<T>(
 
 impl Prepared {
     /// [`Prepared::spmm_device`] on foreign memory, ordered on the caller's stream (see
-    /// [`Engine::ordered_with`], on the stream of the engine that prepared it). `b` is `cols × n` with leading dimension `ldb`, `c` is
-    /// `rows × n` with `ldc`, in the row order the matrix was prepared for
-    /// ([`crate::RowOrder::Original`] for a caller that knows nothing of the reordering).
-    #[allow(clippy::too_many_arguments)]
+    /// [`Engine::ordered_with`], on the stream of the engine that prepared it). `b` is `cols × n`
+    /// and `c` is `rows × n`, contiguous (`n` = [`Prepared::n`]), in the row order the matrix
+    /// was prepared for (by default [`crate::RowOrder::Original`], for a caller that knows
+    /// nothing of the reordering).
     pub fn spmm_on_stream(
         &mut self,
         caller: &ForeignStream,
         alpha: f32,
         b: &ForeignSlice,
-        n: usize,
-        ldb: usize,
         beta: f32,
         c: &mut ForeignSlice,
-        ldc: usize,
     ) -> Result<(), Error> {
         let gpu = self.gpu.clone();
-        ordered(gpu.as_ref(), caller, || {
-            self.spmm_device(alpha, b, n, ldb, beta, c, ldc)
-        })
+        ordered(gpu.as_ref(), caller, || self.spmm_device(alpha, b, beta, c))
     }
 }

@@ -1,4 +1,4 @@
-//! What [`Engine::prepare`](crate::Engine::prepare)(crate::Engine::prepare) did: [`PrepareReport`], the kernel it set up
+//! What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm)(crate::Engine::prepare_spmm) did: [`PrepareReport`], the kernel it set up
 //! ([`ExecKernel`]) and the tuning samples.
 
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
@@ -165,7 +165,7 @@ fn per_tb(k: u32) -> String {
     }
 }
 
-/// One measured candidate of a tuned [`Engine::prepare`](crate::Engine::prepare).
+/// One measured candidate of a tuned [`Engine::prepare_spmm`](crate::Engine::prepare_spmm).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct TuneSample {
@@ -175,7 +175,7 @@ pub struct TuneSample {
     pub ms: f64,
 }
 
-/// What [`Engine::prepare`](crate::Engine::prepare) did, with the time of each stage (seconds).
+/// What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) did, with the time of each stage (seconds).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq)]
 pub struct PrepareReport {

@@ -7,9 +7,11 @@ use tcsparse::{Engine, PrepareOptions};
 
 fn product(a: &Csr, b: &[f32]) -> Vec<f32> {
     let engine = Engine::cpu("test");
-    let mut p = engine.prepare(a, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(a, &PrepareOptions::builder().n(1).build())
+        .unwrap();
     let mut c = vec![0f32; a.rows()];
-    p.spmm(1.0, b, 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, b, 0.0, &mut c).unwrap();
     c
 }
 

@@ -9,8 +9,11 @@ use std::sync::{Arc, Mutex};
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::Gpu;
-use tcsparse::spmv::{PreparedSpmv, SpmvOptions};
-use tcsparse::{Balance, Engine, Error, KernelRequest, PrepareOptions, Prepared, ReorderChoice};
+use tcsparse::{Engine, Error, KernelRequest, PrepareOptions, Prepared};
+use tcsparse::{PreparedSpmv, SpmvOptions};
+
+mod support;
+use support::reproducible_options as spmm_options;
 
 fn assert_send_sync<T: Send + Sync>() {}
 fn assert_send<T: Send>() {}
@@ -28,13 +31,15 @@ fn engine_is_send_and_sync_prepared_matrices_are_send() {
 fn a_prepared_matrix_moves_to_another_thread_on_the_cpu_path() {
     let a = matrix();
     let engine = Engine::cpu("test");
-    let mut p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
+        .unwrap();
     let x = operand(a.cols(), 1);
     let mut want = vec![0f32; a.rows()];
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut want).unwrap();
     let got = std::thread::spawn(move || {
         let mut c = vec![0f32; a.rows()];
-        p.spmm(1.0, &x, 1, 1, 0.0, &mut c, 1).unwrap();
+        p.spmm(1.0, &x, 0.0, &mut c).unwrap();
         c
     })
     .join()
@@ -55,22 +60,12 @@ fn operand(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn spmm_options(kernel: KernelRequest) -> PrepareOptions {
-    PrepareOptions::builder()
-        .kernel(kernel)
-        .reorder(ReorderChoice::None)
-        // (No balancing: no atomics, so products are bitwise reproducible.)
-        .balance(Balance::Off)
-        .tune(false)
-        .build()
-}
-
 fn gpu() -> Gpu {
     Gpu::require().expect("this test needs a CUDA GPU")
 }
 
 /// Threads, each with an engine on its own stream of one context, prepare the same host matrix
-/// (shared, not copied: `prepare_shared`) and multiply at the same time; every product equals the
+/// (shared, not copied: `prepare_spmm_shared`) and multiply at the same time; every product equals the
 /// single-thread one bit for bit.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -83,10 +78,11 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
     // Our kernels (cuSPARSE's algorithms need not be bitwise reproducible run to run).
     for kernel in [KernelRequest::AccSpmm, KernelRequest::Csr] {
         let mut p = Engine::with_gpu(root.clone())
-            .prepare_shared(&a, &spmm_options(kernel))
+            .prepare_spmm_shared(&a, &spmm_options(kernel))
             .unwrap();
+        p.set_n(n);
         let mut c = vec![0f32; a.rows() * n];
-        p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+        p.spmm(1.0, &b, 0.0, &mut c).unwrap();
         want.push((kernel, c));
     }
     std::thread::scope(|s| {
@@ -95,10 +91,13 @@ fn threads_on_their_own_streams_share_one_host_matrix() {
             s.spawn(move || {
                 let engine = Engine::with_gpu(root.with_new_stream().expect("a new stream"));
                 let (kernel, want) = &want[t % want.len()];
-                let mut p = engine.prepare_shared(a, &spmm_options(*kernel)).unwrap();
+                let mut p = engine
+                    .prepare_spmm_shared(a, &spmm_options(*kernel))
+                    .unwrap();
+                p.set_n(n);
                 let mut c = vec![f32::NAN; a.rows() * n];
                 for round in 0..ROUNDS {
-                    p.spmm(1.0, b, n, n, 0.0, &mut c, n).unwrap();
+                    p.spmm(1.0, b, 0.0, &mut c).unwrap();
                     assert!(c == *want, "thread {t}, {kernel:?}, round {round}");
                 }
             });
@@ -120,17 +119,14 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
     let n = 4;
     let b = operand(a.cols() * n, 9);
     let mut spmm = engine
-        .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
+    spmm.set_n(n);
     let mut want_c = vec![0f32; a.rows() * n];
-    spmm.spmm(1.0, &b, n, n, 0.0, &mut want_c, n).unwrap();
+    spmm.spmm(1.0, &b, 0.0, &mut want_c).unwrap();
     // Untuned: our walk (a tuned one may keep cuSPARSE, whose SpMV need not be bitwise
     // reproducible run to run).
-    let opts = SpmvOptions {
-        rhs: n,
-        tune: false,
-        ..SpmvOptions::default()
-    };
+    let opts = SpmvOptions::builder().n(n).tune(false).build();
     let mut spmv = engine.prepare_spmv(&a, &opts).unwrap();
     let mut want_y = vec![0f32; a.rows() * n];
     spmv.spmv(1.0, &b, 0.0, &mut want_y).unwrap();
@@ -145,10 +141,7 @@ fn threads_share_one_prepared_matrix_through_a_mutex() {
                 let mine = own.upload(b).unwrap();
                 for round in 0..ROUNDS {
                     let mut c = vec![f32::NAN; want_c.len()];
-                    spmm.lock()
-                        .unwrap()
-                        .spmm(1.0, b, n, n, 0.0, &mut c, n)
-                        .unwrap();
+                    spmm.lock().unwrap().spmm(1.0, b, 0.0, &mut c).unwrap();
                     assert!(c == *want_c, "SpMM, thread {t}, round {round}");
                     let mut y = vec![f32::NAN; want_y.len()];
                     spmv.lock().unwrap().spmv(1.0, b, 0.0, &mut y).unwrap();

@@ -12,41 +12,11 @@ use tcsparse::{
     RowOrder, RowTileKernel,
 };
 
+mod support;
+use support::{hub_rows_203 as matrix, values};
+
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
-
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// 203×203 with empty rows, short rows and a few dense (hub) rows, so that split windows and
-/// split CSR rows (atomics after a β pre-scale) are exercised.
-fn matrix() -> Csr {
-    let mut t = Vec::new();
-    let rows = 203u32;
-    for r in 0..rows {
-        if (40..56).contains(&r) {
-            continue;
-        }
-        for k in 0..(r % 7 + 1) {
-            t.push((r, (r * 13 + k * 29) % rows, 0.25 + (k as f32) * 0.1));
-        }
-        if r % 50 == 0 {
-            for c in 0..rows {
-                t.push((r, c, 0.01));
-            }
-        }
-    }
-    tcsparse::formats::csr::csr_from_triplets(rows as usize, rows as usize, &t).unwrap()
 }
 
 /// Every kernel the facade runs on the GPU.
@@ -141,7 +111,7 @@ fn views_with_leading_dimensions_in_both_orders() {
                 .device_order(order)
                 .n(n)
                 .build();
-            let mut p = engine.prepare(&a, &opts).unwrap();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
             assert!(p.permutation().is_some(), "{kernel:?}: reordered");
             // The matrix the device operands are in the order of.
             let m = match order {
@@ -151,7 +121,7 @@ fn views_with_leading_dimensions_in_both_orders() {
             let layouts: &[(usize, usize)] = if kernel == KernelRequest::Cusparse {
                 let bd = gpu.upload(&padded(&b, a.cols(), n, n + 4, 0)).unwrap();
                 let mut cd = gpu.upload(&padded(&c0, a.rows(), n, n + 4, 0)).unwrap();
-                let refused = p.spmm_device(1.0, &bd, n, n + 4, 0.0, &mut cd, n + 4);
+                let refused = p.spmm_device_strided(1.0, &bd, n + 4, 0.0, &mut cd, n + 4);
                 assert!(
                     matches!(refused, Err(Error::InvalidArgs(_))),
                     "{kernel:?}: {refused:?}"
@@ -168,7 +138,8 @@ fn views_with_leading_dimensions_in_both_orders() {
                     {
                         let bv = bd.slice(off..);
                         let mut cv = cd.slice_mut(off..len);
-                        p.spmm_device(1.5, &bv, n, ld, beta, &mut cv, ld).unwrap();
+                        p.spmm_device_strided(1.5, &bv, ld, beta, &mut cv, ld)
+                            .unwrap();
                     }
                     let c = gpu.download(&cd).unwrap();
                     // Padding untouched.
@@ -194,7 +165,7 @@ fn views_with_leading_dimensions_in_both_orders() {
             let mut cd = gpu.upload(&c0).unwrap();
             let short = bd.slice(1..);
             assert!(matches!(
-                p.spmm_device(1.0, &short, n, n, 0.0, &mut cd, n),
+                p.spmm_device(1.0, &short, 0.0, &mut cd),
                 Err(Error::InvalidArgs(_))
             ));
         }
@@ -220,20 +191,20 @@ fn update_values_on_every_kernel() {
             .reorder(ReorderChoice::Method("degree".into()))
             .n(n)
             .build();
-        let mut p = engine.prepare(&a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
         assert!(matches!(
             p.update_values(&new[1..]),
             Err(Error::ValueCount { expected, got }) if expected == a.nnz() && got == a.nnz() - 1
         ));
         p.update_values(&new).unwrap();
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a2, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a2), "{kernel:?}: scaled error {err:.3e}");
     }
 }
 
-/// `prepare_shared`, tuned and on every kernel in the original order: the prepared matrix is the
+/// `prepare_spmm_shared`, tuned and on every kernel in the original order: the prepared matrix is the
 /// caller's (no copy), products meet the bound, and a value update leaves the caller's matrix
 /// as it was.
 #[test]
@@ -254,13 +225,13 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
             .build()
     });
     for opts in std::iter::once(&tuned).chain(&fixed) {
-        let mut p = engine.prepare_shared(&a, opts).unwrap();
+        let mut p = engine.prepare_spmm_shared(&a, opts).unwrap();
         let what = format!("{:?} ({})", opts.kernel, p.kernel());
         if p.permutation().is_none() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
         }
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a), "{what}: scaled error {err:.3e}");
         let new = values(a.nnz(), 8);
@@ -269,7 +240,7 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
         let mut a2 = original.clone();
         a2.data_mut().copy_from_slice(&new);
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.0, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.0, &mut c).unwrap();
         let err = error(&a2, 1.5, &b, 0.0, &c0, &c, n, n);
         assert!(
             err <= bound(&p, &a2),
@@ -299,10 +270,10 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             .build();
         let mut p = std::thread::scope(|s| {
             s.spawn(|| engine.warm_up().unwrap());
-            engine.prepare(&a, &opts).unwrap()
+            engine.prepare_spmm(&a, &opts).unwrap()
         });
         let mut c = c0.clone();
-        p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
         let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
         assert!(err <= bound(&p, &a), "{kernel:?}: scaled error {err:.3e}");
     }
@@ -326,9 +297,11 @@ fn engine_on_the_callers_stream() {
     let a = matrix();
     let n = 16;
     let b = values(a.cols() * n, 6);
-    let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(n).build())
-        .unwrap();
+    let opts = PrepareOptions::builder()
+        .n(n)
+        .device_order(RowOrder::Prepared)
+        .build();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     let mut cd = stream.alloc_zeros::<f32>(a.rows() * n).unwrap();
     let q = p.permutation().cloned();
     // Prepared order: permute B as the engine does (symmetric), un-permute C below.
@@ -341,7 +314,7 @@ fn engine_on_the_callers_stream() {
         None => b.clone(),
     };
     let bpd = stream.clone_htod(&bp).unwrap();
-    p.spmm_device(1.0, &bpd, n, n, 0.0, &mut cd, n).unwrap();
+    p.spmm_device(1.0, &bpd, 0.0, &mut cd).unwrap();
     stream.synchronize().unwrap();
     let cp = stream.clone_dtoh(&cd).unwrap();
     let mut c = vec![0f32; a.rows() * n];
@@ -366,7 +339,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .precision(Precision::F32)
         .n(n)
         .build();
-    let mut p = engine.prepare(&a, &opts).unwrap();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(
         matches!(
             p.kernel(),
@@ -387,7 +360,7 @@ fn f32_precision_runs_only_f32_kernels() {
     let b = values(a.cols() * n, 7);
     let c0 = values(a.rows() * n, 8);
     let mut c = c0.clone();
-    p.spmm(1.5, &b, n, n, 0.5, &mut c, n).unwrap();
+    p.spmm(1.5, &b, 0.5, &mut c).unwrap();
     let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
     assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
     let tc = PrepareOptions::builder()
@@ -395,7 +368,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .kernel(KernelRequest::AccSpmm)
         .build();
     assert!(matches!(
-        engine.prepare(&a, &tc),
+        engine.prepare_spmm(&a, &tc),
         Err(Error::InvalidArgs(_))
     ));
 }
@@ -418,7 +391,7 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
     let c0 = values(a.rows() * n, 4);
     let product = |p: &mut Prepared| {
         let mut c = c0.clone();
-        p.spmm(1.25, &b, n, n, -0.5, &mut c, n).unwrap();
+        p.spmm(1.25, &b, -0.5, &mut c).unwrap();
         c
     };
     for kernel in [RowTileKernel::TC16D, RowTileKernel::TC32D] {
@@ -437,9 +410,9 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
                 .n(n)
                 .cache_dir(Some(dir.clone()))
                 .build();
-            let mut first = engine.prepare_shared(&a, &opts).unwrap();
+            let mut first = engine.prepare_spmm_shared(&a, &opts).unwrap();
             assert!(first.permutation().is_some(), "{what}");
-            let mut hit = engine.prepare_shared(&a, &opts).unwrap();
+            let mut hit = engine.prepare_spmm_shared(&a, &opts).unwrap();
             assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{what}");
             assert!(
                 hit.report().kernel_note.contains("built on the GPU"),
@@ -498,21 +471,21 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             .n(n)
             .cache_dir(Some(dir.clone()))
             .build();
-        let mut miss = engine.prepare(&a, &opts).unwrap();
+        let mut miss = engine.prepare_spmm(&a, &opts).unwrap();
         assert_eq!(miss.report().cache, tcsparse::CacheOutcome::Miss, "{name}");
         let mut hits = [
-            engine.prepare(&a, &opts).unwrap(),
-            engine.prepare_shared(&a, &opts).unwrap(),
+            engine.prepare_spmm(&a, &opts).unwrap(),
+            engine.prepare_spmm_shared(&a, &opts).unwrap(),
         ];
         let mut c_miss = vec![0f32; a.rows() * n];
-        miss.spmm(1.0, &b, n, n, 0.0, &mut c_miss, n).unwrap();
+        miss.spmm(1.0, &b, 0.0, &mut c_miss).unwrap();
         let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &c_miss, n, n);
         assert!(err <= bound(&miss, &a), "{name}: scaled error {err:.3e}");
         for hit in &mut hits {
             assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{name}");
             assert_eq!(hit.kernel(), miss.kernel(), "{name}");
             let mut got = vec![f32::NAN; a.rows() * n];
-            hit.spmm(1.0, &b, n, n, 0.0, &mut got, n).unwrap();
+            hit.spmm(1.0, &b, 0.0, &mut got).unwrap();
             let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
             assert!(
                 err <= bound(hit, &a),
@@ -528,7 +501,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             a.indices().to_vec(),
             values(a.nnz(), 11),
         ));
-        let mut revalued = engine.prepare_shared(&a2, &opts).unwrap();
+        let mut revalued = engine.prepare_spmm_shared(&a2, &opts).unwrap();
         assert_eq!(
             revalued.report().cache,
             tcsparse::CacheOutcome::Hit,
@@ -536,7 +509,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
         );
         assert_eq!(revalued.kernel(), miss.kernel(), "{name}");
         let mut got = vec![f32::NAN; a.rows() * n];
-        revalued.spmm(1.0, &b, n, n, 0.0, &mut got, n).unwrap();
+        revalued.spmm(1.0, &b, 0.0, &mut got).unwrap();
         let err = error(&a2, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
         assert!(
             err <= bound(&revalued, &a2),

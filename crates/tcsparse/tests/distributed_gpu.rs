@@ -24,7 +24,8 @@ use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::distributed::spamm::spamm_rank;
 use tcsparse::gpu::multi::nccl_available;
-use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget, spamm_host};
+use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
+use tcsparse::spamm::spamm_on_group;
 use tcsparse::{Engine, PrepareOptions, RowOrder};
 
 /// Set in a child started by [`ranks_as_processes_match_one_gpu`].
@@ -92,10 +93,10 @@ fn one_rank_of_a_distributed_product() {
     let mut one_opts = opts.clone();
     one_opts.device_order = RowOrder::Original;
     let mut single = Engine::with_gpu(gpu.clone())
-        .prepare(&a, &one_opts)
+        .prepare_spmm(&a, &one_opts)
         .unwrap();
     let mut c1 = vec![f32::NAN; a.rows() * n];
-    single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();
+    single.spmm(1.0, &b, 0.0, &mut c1).unwrap();
     let bound1 = single.error_bound();
     let err1 = max_scaled_error(&c1, &want, &scale);
     assert!(
@@ -109,7 +110,10 @@ fn one_rank_of_a_distributed_product() {
     assert_eq!(ranges.first().map(|r| r.0), Some(0));
     assert_eq!(ranges.last().map(|r| r.1), Some(a.rows()));
     assert!(ranges.windows(2).all(|w| w[0].1 == w[1].0), "{ranges:?}");
-    assert_eq!(ranges, tcsparse::split_rows_by_nonzeros(&a, world).unwrap());
+    assert_eq!(
+        ranges,
+        tcsparse::planner::split::nonzero_rows(&a, world).unwrap()
+    );
     // Each rank tunes its own block and may keep a TF32 kernel where another kept an f32 one:
     // the whole C is held to the loosest bound of the kernels run on every rank.
     let own_bound = d.prepared().error_bound().max(bound1);
@@ -220,7 +224,8 @@ fn one_rank_of_a_distributed_product() {
         s: 1,
         target: TauTarget::ValidRatio(0.3),
     };
-    let (c1, run1) = spamm_host(std::slice::from_ref(&gpu), &sa, &sa, sn, sn, sn, &cfg).unwrap();
+    let one = tcsparse::DeviceGroup::host_staged(vec![gpu.clone()], "one handle").unwrap();
+    let (c1, run1) = spamm_on_group(&one, &sa, &sa, sn, sn, sn, &cfg).unwrap();
     let sb = (rank == 0).then_some(&sa[..]);
     let mut r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
     assert_eq!(r.run().tau, run1.tau, "rank {rank}");

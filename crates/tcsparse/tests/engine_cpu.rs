@@ -127,8 +127,9 @@ fn cpu_path_matches_reference_in_original_order() {
             .reorder(reorder)
             .mode(mode)
             .build();
-        let mut p = engine.prepare(a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
         assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
+        assert_eq!(p.n(), 128, "the options' n");
         let r = p.report();
         assert_eq!((r.rows, r.cols, r.nnz), (a.rows(), a.cols(), a.nnz()));
         assert!(r.reorder_s >= 0.0 && r.build_s >= 0.0 && r.plan_s >= 0.0);
@@ -146,7 +147,8 @@ fn cpu_path_matches_reference_in_original_order() {
                 }
             }
             let mut c = c0.clone();
-            p.spmm(alpha, &b, n, ldb, beta, &mut c, ldc).unwrap();
+            p.set_n(n);
+            p.spmm_strided(alpha, &b, ldb, beta, &mut c, ldc).unwrap();
             check(a, alpha, &b, n, ldb, beta, &c0, &c, ldc);
         }
     }
@@ -159,7 +161,7 @@ fn forced_reordering_is_applied_and_reported() {
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare(&a, &opts).unwrap();
+    let p = engine.prepare_spmm(&a, &opts).unwrap();
     let r = p.report();
     assert!(r.reordered);
     assert_eq!(r.mode, Mode::Symmetric);
@@ -182,7 +184,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
         (KernelRequest::Auto, true),
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).build();
-        let p = engine.prepare(&a, &opts).unwrap();
+        let p = engine.prepare_spmm(&a, &opts).unwrap();
         // For the tensor-core kernels the gate runs first (and, on this unstructured matrix,
         // finds no order worth computing); for CSR kernels not even the gate runs.
         let considered = p.report().reorder.is_some() || p.report().reorder_gate.is_some();
@@ -212,7 +214,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
         KernelRequest::Cusparse,
         KernelRequest::RowTile(RowTileKernel::TC16D),
     ] {
-        let Err(err) = engine.prepare(&a, &with(kernel)) else {
+        let Err(err) = engine.prepare_spmm(&a, &with(kernel)) else {
             panic!("{kernel:?} accepted a nonzero budget per warp");
         };
         assert!(
@@ -221,7 +223,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
         );
     }
     // On the CPU engine the request is accepted (and runs the CPU reference path).
-    assert!(engine.prepare(&a, &with(KernelRequest::Csr)).is_ok());
+    assert!(engine.prepare_spmm(&a, &with(KernelRequest::Csr)).is_ok());
     assert_eq!(
         ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
         "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
@@ -235,12 +237,12 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let forced = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare(&a, &forced).unwrap();
+    let p = engine.prepare_spmm(&a, &forced).unwrap();
     let perm = p.permutation().unwrap().clone();
     let given = PrepareOptions::builder()
         .reorder(ReorderChoice::Given(perm.clone()))
         .build();
-    let mut q = engine.prepare(&a, &given).unwrap();
+    let mut q = engine.prepare_spmm(&a, &given).unwrap();
     assert_eq!(q.permutation(), Some(&perm));
     assert_eq!(q.matrix(), p.matrix());
     assert!(q.report().reordered);
@@ -249,7 +251,8 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
     let n = 8;
     let b = dense(64 * n, 7);
     let mut c = vec![0f32; 64 * n];
-    q.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    q.set_n(n);
+    q.spmm(1.0, &b, 0.0, &mut c).unwrap();
     let want = spmm_f64(&a, &b, n, n, false);
     for (g, w) in c.iter().zip(&want) {
         assert!(
@@ -265,7 +268,7 @@ fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
             .reorder(ReorderChoice::Given(wrong))
             .build();
         assert!(matches!(
-            engine.prepare(&a, &opts),
+            engine.prepare_spmm(&a, &opts),
             Err(Error::InvalidArgs(m)) if m.contains("64 rows")
         ));
     }
@@ -279,14 +282,14 @@ fn bad_arguments_are_typed_errors() {
         .mode(Some(Mode::Symmetric))
         .build();
     assert!(matches!(
-        engine.prepare(&rect, &opts),
+        engine.prepare_spmm(&rect, &opts),
         Err(Error::InvalidArgs(_))
     ));
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("nope".into()))
         .build();
     assert!(matches!(
-        engine.prepare(&rect, &opts),
+        engine.prepare_spmm(&rect, &opts),
         Err(Error::Reorder(_))
     ));
     for cache_rows in [0, 4, 100, 2048] {
@@ -297,20 +300,22 @@ fn bad_arguments_are_typed_errors() {
             })
             .build();
         assert!(
-            matches!(engine.prepare(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
+            matches!(engine.prepare_spmm(&rect, &opts), Err(Error::InvalidArgs(m)) if m.contains("power of two")),
             "cache of {cache_rows} rows"
         );
     }
-    let mut p = engine.prepare(&rect, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&rect, &PrepareOptions::builder().n(8).build())
+        .unwrap();
     let mut c = vec![0f32; 20 * 8];
     // B too short: an argument error, before any work.
     assert!(matches!(
-        p.spmm(1.0, &[0.0; 10], 8, 8, 0.0, &mut c, 8),
+        p.spmm(1.0, &[0.0; 10], 0.0, &mut c),
         Err(Error::InvalidArgs(_))
     ));
     // ldc < n.
     assert!(matches!(
-        p.spmm(1.0, &[0.0; 80], 8, 8, 0.0, &mut c, 4),
+        p.spmm_strided(1.0, &[0.0; 80], 8, 0.0, &mut c, 4),
         Err(Error::InvalidArgs(_))
     ));
 }

@@ -16,6 +16,9 @@ use tcsparse::{
 
 const BOUND: f64 = 2.0 / 1024.0;
 
+mod support;
+use support::hub_rows_203 as small_matrix;
+
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
 }
@@ -81,7 +84,8 @@ fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
     } else {
         c0.clone()
     };
-    p.spmm(1.5, &b, n, n, beta, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.5, &b, beta, &mut c).unwrap();
     let ab = spmm_f64(a, &b, n, n, false);
     let abs = spmm_f64(a, &b, n, n, true);
     let want: Vec<f64> = ab
@@ -111,25 +115,6 @@ fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
     max_scaled_error(&c, &want, &scale)
 }
 
-fn small_matrix() -> Csr {
-    let mut t = Vec::new();
-    let rows = 203u32;
-    for r in 0..rows {
-        if (40..56).contains(&r) {
-            continue;
-        }
-        for k in 0..(r % 7 + 1) {
-            t.push((r, (r * 13 + k * 29) % rows, 0.25 + (k as f32) * 0.1));
-        }
-        if r % 50 == 0 {
-            for c in 0..rows {
-                t.push((r, c, 0.01));
-            }
-        }
-    }
-    tcsparse::formats::csr::csr_from_triplets(rows as usize, rows as usize, &t).unwrap()
-}
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tuned_prepare_keeps_the_fastest_measured_candidate() {
@@ -137,7 +122,7 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
     let a = small_matrix();
     for balance in [Balance::Auto, Balance::On] {
         let p = engine
-            .prepare(
+            .prepare_spmm(
                 &a,
                 &PrepareOptions::builder().balance(balance).n(128).build(),
             )
@@ -230,7 +215,7 @@ fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_
         .n(n)
         .cache_dir(Some(dir.clone()))
         .build();
-    let mut p = engine.prepare(&a, &opts).unwrap();
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
     let r = p.report().clone();
     assert_eq!(r.cache, CacheOutcome::Miss);
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -296,7 +281,7 @@ fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_
     }
     // A second preparation hits the plan cache and rebuilds the same kernel (a cuSPARSE one at
     // the same algorithm), with products as good.
-    let mut hit = engine.prepare(&a, &opts).unwrap();
+    let mut hit = engine.prepare_spmm(&a, &opts).unwrap();
     assert_eq!(hit.report().cache, CacheOutcome::Hit);
     assert_eq!(hit.kernel(), r.kernel);
     for beta in [0.0, -0.5] {
@@ -316,7 +301,7 @@ fn tuning_an_rmat_matrix_builds_no_tensor_core_candidate() {
     let a = tcsparse::formats::generate::rmat(16, 8, (0.57, 0.19, 0.19, 0.05), 1).unwrap();
     assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
     let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(128).build())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(128).build())
         .unwrap();
     let r = p.report();
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -351,7 +336,7 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
         tcsparse::formats::generate::clustered_block_diagonal(16_384, 64, 0.45, 2.0, 17).unwrap();
     assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
     let mut p = engine
-        .prepare(&a, &PrepareOptions::builder().n(128).build())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(128).build())
         .unwrap();
     let r = p.report().clone();
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
@@ -427,7 +412,7 @@ fn every_kernel_and_reordering_matches_reference() {
                         .n(64)
                         .tune(true)
                         .build();
-                    let mut p = engine.prepare(&a, &opts).unwrap();
+                    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
                     if let Balance::NnzPerWarp(k) = balance {
                         assert_eq!(p.kernel(), ExecKernel::CsrCuda { chunk_nnz: k });
                     }
@@ -492,7 +477,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
             .kernel(KernelRequest::Cusparse)
             .build();
         let t0 = std::time::Instant::now();
-        let first = engine.prepare(&a, &base).unwrap();
+        let first = engine.prepare_spmm(&a, &base).unwrap();
         let prep_s = t0.elapsed().as_secs_f64();
         let ar = first.matrix().clone();
         let before = first
@@ -513,11 +498,11 @@ fn timing_acc_vs_cusparse_on_datasets() {
                     .balance(balance)
                     .n(n)
                     .build();
-                let mut p = engine.prepare(&ar, &o).unwrap();
+                let mut p = engine.prepare_spmm(&ar, &o).unwrap();
                 let err = scaled_error(&mut p, &ar, n, 0.0);
                 let t = gpu
                     .time_launches(5, 30, || {
-                        p.spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
+                        p.spmm_device(1.0, &bd, 0.0, &mut cd)
                             .map_err(|e| GpuError::Invalid(e.to_string()))
                     })
                     .unwrap();
@@ -527,7 +512,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
             let (bal, e2) = time(KernelRequest::AccSpmm, Balance::On);
             let (cus, _) = time(KernelRequest::Cusparse, Balance::Auto);
             let auto = engine
-                .prepare(
+                .prepare_spmm(
                     &ar,
                     &PrepareOptions::builder()
                         .reorder(ReorderChoice::None)

@@ -9,17 +9,8 @@ use tcsparse::{
     RowOrder, RowTileKernel, ScheduleKind,
 };
 
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+mod support;
+use support::values;
 
 /// A rows × cols matrix with an irregular pattern (a few nonzeros per row, some empty rows).
 fn matrix(rows: u32, cols: u32) -> Csr {
@@ -49,7 +40,8 @@ fn with_values(a: &Csr, v: &[f32]) -> Csr {
 fn product(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> Vec<f32> {
     let b = values(a.cols() * n, 1);
     let mut c = values(a.rows() * n, 2);
-    p.spmm(1.5, &b, n, n, beta, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.5, &b, beta, &mut c).unwrap();
     c
 }
 
@@ -62,11 +54,10 @@ fn issue_probe_products_are_right() {
     // A = [[1, 0, 2], [0, 3, 0]] · [1, 10, 100]ᵀ = [201, 30].
     let a = csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)]).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
         .unwrap();
     let mut c = vec![0.0f32; 2];
-    p.spmm(1.0, &[1.0, 10.0, 100.0], 1, 1, 0.0, &mut c, 1)
-        .unwrap();
+    p.spmm(1.0, &[1.0, 10.0, 100.0], 0.0, &mut c).unwrap();
     assert_eq!(c, [201.0, 30.0]);
 }
 
@@ -91,7 +82,7 @@ fn update_values_is_bit_identical_to_a_fresh_prepare() {
             .reorder(reorder.clone())
             .mode(mode)
             .build();
-        let mut p = engine.prepare(a, &opts).unwrap();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
         if matches!(reorder, ReorderChoice::Method(_)) {
             assert!(p.permutation().is_some(), "{reorder:?}: a real reordering");
         }
@@ -99,7 +90,7 @@ fn update_values_is_bit_identical_to_a_fresh_prepare() {
             let new = values(a.nnz(), 10 + round);
             p.update_values(&new).unwrap();
             let a2 = with_values(a, &new);
-            let mut fresh = engine.prepare(&a2, &opts).unwrap();
+            let mut fresh = engine.prepare_spmm(&a2, &opts).unwrap();
             assert_eq!(p.permutation(), fresh.permutation(), "{reorder:?}");
             assert_eq!(p.matrix(), fresh.matrix(), "{reorder:?}");
             assert_eq!(
@@ -138,8 +129,8 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
         .build();
     // (Nothing to warm up on the CPU path.)
     engine.warm_up().unwrap();
-    let mut shared = engine.prepare_shared(&a, &opts).unwrap();
-    let mut borrowed = engine.prepare(&a, &opts).unwrap();
+    let mut shared = engine.prepare_spmm_shared(&a, &opts).unwrap();
+    let mut borrowed = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(std::ptr::eq(shared.matrix(), &*a));
     assert!(!std::ptr::eq(borrowed.matrix(), &*a));
     assert_eq!(
@@ -152,7 +143,7 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
     assert_eq!(*a, original);
     assert_eq!(shared.matrix().data(), &new[..]);
     let a2 = with_values(&a, &new);
-    let mut fresh = engine.prepare(&a2, &opts).unwrap();
+    let mut fresh = engine.prepare_spmm(&a2, &opts).unwrap();
     assert_eq!(
         bits(&product(&mut shared, &a2, 24, 0.0)),
         bits(&product(&mut fresh, &a2, 24, 0.0))
@@ -161,7 +152,7 @@ fn a_shared_matrix_is_kept_by_reference_and_copied_on_write() {
     let degree = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
-    let p = engine.prepare_shared(&a, &degree).unwrap();
+    let p = engine.prepare_spmm_shared(&a, &degree).unwrap();
     assert!(p.permutation().is_some());
     assert!(!std::ptr::eq(p.matrix(), &*a));
     assert_eq!(*a, original);
@@ -205,7 +196,7 @@ fn precision_is_a_choice() {
     let engine = Engine::cpu("test");
     let a = matrix(120, 120);
     // The CPU path computes in f32: its report says so, and the error bound follows the rows.
-    let p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let p = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
     assert_eq!(p.report().precision(), Precision::F32);
     assert_eq!(p.error_bound(), Precision::F32.scaled_error_bound(5));
     // F32 refuses the tensor-core kernels, and skips the automatic reordering that only serves
@@ -219,12 +210,12 @@ fn precision_is_a_choice() {
             .kernel(kernel)
             .build();
         assert!(
-            matches!(engine.prepare(&a, &opts), Err(Error::InvalidArgs(m)) if m.contains("F32")),
+            matches!(engine.prepare_spmm(&a, &opts), Err(Error::InvalidArgs(m)) if m.contains("F32")),
             "{kernel:?}"
         );
     }
     let opts = PrepareOptions::builder().precision(Precision::F32).build();
-    let p = engine.prepare(&a, &opts).unwrap();
+    let p = engine.prepare_spmm(&a, &opts).unwrap();
     assert!(p.report().reorder.is_none());
     assert!(p.permutation().is_none());
 }
@@ -234,11 +225,13 @@ fn leading_dimensions_on_the_host_path() {
     let engine = Engine::cpu("test");
     let a = matrix(70, 50);
     let n = 9;
-    let mut p = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let mut p = engine
+        .prepare_spmm(&a, &PrepareOptions::builder().n(n).build())
+        .unwrap();
     let b = values(a.cols() * n, 3);
     let c0 = values(a.rows() * n, 4);
     let mut compact = c0.clone();
-    p.spmm(1.5, &b, n, n, 0.5, &mut compact, n).unwrap();
+    p.spmm(1.5, &b, 0.5, &mut compact).unwrap();
     // The same operands with ld = n + 3, padding NaN (never read, never written).
     let ld = n + 3;
     let pad = |x: &[f32], rows: usize| {
@@ -250,7 +243,7 @@ fn leading_dimensions_on_the_host_path() {
     };
     let bp = pad(&b, a.cols());
     let mut cp = pad(&c0, a.rows());
-    p.spmm(1.5, &bp, n, ld, 0.5, &mut cp, ld).unwrap();
+    p.spmm_strided(1.5, &bp, ld, 0.5, &mut cp, ld).unwrap();
     for r in 0..a.rows() {
         assert_eq!(
             bits(&cp[r * ld..r * ld + n]),
@@ -261,11 +254,11 @@ fn leading_dimensions_on_the_host_path() {
     // Too small a leading dimension or buffer: InvalidArgs before any work.
     let mut c = c0.clone();
     assert!(matches!(
-        p.spmm(1.0, &b, n, n - 1, 0.0, &mut c, n),
+        p.spmm_strided(1.0, &b, n - 1, 0.0, &mut c, n),
         Err(Error::InvalidArgs(_))
     ));
     assert!(matches!(
-        p.spmm(1.0, &b[1..], n, n, 0.0, &mut c, n),
+        p.spmm(1.0, &b[1..], 0.0, &mut c),
         Err(Error::InvalidArgs(_))
     ));
     assert_eq!(bits(&c), bits(&c0));
@@ -284,7 +277,7 @@ fn builder_sets_every_field() {
         .n(33)
         .tune(false)
         .precision(Precision::F32)
-        .device_order(RowOrder::Original)
+        .device_order(RowOrder::Prepared)
         .build();
     let mut want = PrepareOptions::default();
     want.reorder = ReorderChoice::None;
@@ -295,8 +288,10 @@ fn builder_sets_every_field() {
     want.n = 33;
     want.tune = false;
     want.precision = Precision::F32;
-    want.device_order = RowOrder::Original;
+    want.device_order = RowOrder::Prepared;
     assert_eq!(opts, want);
+    // Original row order unless the prepared one is asked for.
+    assert_eq!(PrepareOptions::default().device_order, RowOrder::Original);
     assert_eq!(PrepareOptions::builder().build(), PrepareOptions::default());
 }
 
@@ -307,12 +302,31 @@ fn sprs_and_cudarc_are_re_exported() {
         tcsparse::sprs::CsMatI::new((2, 2), vec![0u32, 1, 2], vec![1u32, 0], vec![2.0f32, 3.0]);
     let a = Csr::try_from(m).unwrap();
     let mut p = Engine::cpu("test")
-        .prepare(&a, &PrepareOptions::default())
+        .prepare_spmm(&a, &PrepareOptions::builder().n(1).build())
         .unwrap();
     let mut c = vec![0.0f32; 2];
-    p.spmm(1.0, &[1.0, 10.0], 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &[1.0, 10.0], 0.0, &mut c).unwrap();
     assert_eq!(c, [20.0, 3.0]);
     // The device types callers pass to spmm_device, by the facade's path.
     fn takes_view(_: Option<&tcsparse::cudarc::driver::CudaView<'_, f32>>) {}
     takes_view(None);
+}
+
+/// `tcsparse::read` reads a Matrix Market file into the checked CSR, and a reader's error is the
+/// facade's error.
+#[test]
+fn read_gives_the_matrix_and_a_facade_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.mtx");
+    std::fs::write(
+        &path,
+        "%%MatrixMarket matrix coordinate real general\n2 3 3\n1 1 1.5\n1 3 2\n2 2 -1\n",
+    )
+    .unwrap();
+    let a = tcsparse::read(&path).unwrap();
+    assert_eq!((a.rows(), a.cols(), a.nnz()), (2, 3, 3));
+    assert_eq!(a.indices(), &[0, 2, 1]);
+    assert_eq!(a.data(), &[1.5, 2.0, -1.0]);
+    let missing = tcsparse::read(dir.path().join("absent.mtx"));
+    assert!(matches!(missing, Err(Error::Read(_))), "{missing:?}");
 }

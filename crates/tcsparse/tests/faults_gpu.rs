@@ -7,8 +7,10 @@
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
-use tcsparse::spmv::SpmvOptions;
-use tcsparse::{Balance, Engine, KernelRequest, PrepareOptions, ReorderChoice};
+use tcsparse::{Engine, KernelRequest, SpmvOptions};
+
+mod support;
+use support::reproducible_options as spmm_options;
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -16,16 +18,6 @@ fn engine() -> Engine {
 
 fn matrix() -> Csr {
     banded(3000, 9, 0.6, 7).expect("valid generator")
-}
-
-fn spmm_options(kernel: KernelRequest) -> PrepareOptions {
-    PrepareOptions::builder()
-        .kernel(kernel)
-        .reorder(ReorderChoice::None)
-        // (No balancing: no atomics, so products are bitwise reproducible.)
-        .balance(Balance::Off)
-        .tune(false)
-        .build()
 }
 
 fn synced_free(gpu: &Gpu) -> usize {
@@ -73,7 +65,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM Acc-SpMM",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
                     .map(drop)
             }),
         ),
@@ -81,7 +73,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM CSR",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::Csr))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
                     .map(drop)
             }),
         ),
@@ -89,17 +81,14 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
             "SpMM cuSPARSE",
             Box::new(|| {
                 engine
-                    .prepare(&a, &spmm_options(KernelRequest::Cusparse))
+                    .prepare_spmm(&a, &spmm_options(KernelRequest::Cusparse))
                     .map(drop)
             }),
         ),
         (
             "SpMV",
             Box::new(|| {
-                let o = SpmvOptions {
-                    tune: false,
-                    ..SpmvOptions::default()
-                };
+                let o = SpmvOptions::builder().tune(false).build();
                 engine.prepare_spmv(&a, &o).map(drop)
             }),
         ),
@@ -150,11 +139,12 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
     );
     // The engine still prepares and multiplies correctly afterwards.
     let mut p = engine
-        .prepare(&a, &spmm_options(KernelRequest::Csr))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
         .unwrap();
+    p.set_n(1);
     let b = vec![1f32; a.cols()];
     let mut c = vec![f32::NAN; a.rows()];
-    p.spmm(1.0, &b, 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &b, 0.0, &mut c).unwrap();
     let ip = a.indptr();
     let ip = ip.raw_storage();
     for r in 0..a.rows() {
@@ -178,25 +168,23 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
     let x: Vec<f32> = (0..a.cols()).map(|i| (i % 13) as f32 - 6.0).collect();
 
     let mut p = engine
-        .prepare(&a, &spmm_options(KernelRequest::AccSpmm))
+        .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
+    p.set_n(1);
     let mut want = vec![0f32; a.rows()];
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut want, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut want).unwrap();
     gpu.set_alloc_budget(Some(0));
     let mut c = vec![0f32; a.rows()];
     let e = p
-        .spmm(1.0, &x, 1, 1, 0.0, &mut c, 1)
+        .spmm(1.0, &x, 0.0, &mut c)
         .expect_err("no device memory left");
     assert_eq!(e.gpu_kind(), Some(GpuErrorKind::OutOfMemory), "{e}");
     gpu.set_alloc_budget(None);
-    p.spmm(1.0, &x, 1, 1, 0.0, &mut c, 1).unwrap();
+    p.spmm(1.0, &x, 0.0, &mut c).unwrap();
     assert_eq!(c, want, "SpMM after a failed product");
 
     // (Untuned: our walk, bitwise reproducible; a tuned one may keep cuSPARSE.)
-    let untuned = SpmvOptions {
-        tune: false,
-        ..SpmvOptions::default()
-    };
+    let untuned = SpmvOptions::builder().tune(false).build();
     let mut s = engine.prepare_spmv(&a, &untuned).unwrap();
     let mut want = vec![0f32; a.rows()];
     s.spmv(1.0, &x, 0.0, &mut want).unwrap();

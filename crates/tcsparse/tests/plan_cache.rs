@@ -39,7 +39,8 @@ fn product(p: &mut Prepared, a: &Csr) -> Vec<f32> {
     let n = 4;
     let b: Vec<f32> = (0..a.cols() * n).map(|i| (i % 7) as f32 - 3.0).collect();
     let mut c = vec![0f32; a.rows() * n];
-    p.spmm(1.0, &b, n, n, 0.0, &mut c, n).unwrap();
+    p.set_n(n);
+    p.spmm(1.0, &b, 0.0, &mut c).unwrap();
     c
 }
 
@@ -54,7 +55,7 @@ fn miss_then_hit_gives_the_same_preparation() {
     let dir = temp_dir("hit");
     let engine = Engine::cpu("test");
     let a = matrix();
-    let mut first = engine.prepare(&a, &opts(&dir)).unwrap();
+    let mut first = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
     assert_eq!(first.report().cache, CacheOutcome::Miss);
     assert!(
         first.report().reordered,
@@ -62,7 +63,7 @@ fn miss_then_hit_gives_the_same_preparation() {
         first.report().reorder_gate
     );
     assert_eq!(entries(&dir).len(), 1);
-    let mut second = engine.prepare(&a, &opts(&dir)).unwrap();
+    let mut second = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
     assert_eq!(second.report().cache, CacheOutcome::Hit);
     assert_eq!(second.permutation(), first.permutation());
     assert_eq!(second.kernel(), first.kernel());
@@ -76,7 +77,7 @@ fn miss_then_hit_gives_the_same_preparation() {
     assert!(second.report().total_s > 0.0);
     assert_eq!(product(&mut second, &a), product(&mut first, &a));
     // Without a cache directory nothing is read or written.
-    let plain = engine.prepare(&a, &PrepareOptions::default()).unwrap();
+    let plain = engine.prepare_spmm(&a, &PrepareOptions::default()).unwrap();
     assert_eq!(plain.report().cache, CacheOutcome::Off);
     assert_eq!(plain.permutation(), first.permutation());
     let _ = std::fs::remove_dir_all(&dir);
@@ -88,19 +89,19 @@ fn changed_options_or_pattern_miss_changed_values_hit() {
     let engine = Engine::cpu("test");
     let a = matrix();
     assert_eq!(
-        engine.prepare(&a, &opts(&dir)).unwrap().report().cache,
+        engine.prepare_spmm(&a, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Miss
     );
     let mut other_n = opts(&dir);
     other_n.n = 64;
     assert_eq!(
-        engine.prepare(&a, &other_n).unwrap().report().cache,
+        engine.prepare_spmm(&a, &other_n).unwrap().report().cache,
         CacheOutcome::Miss
     );
     let mut other_seed = opts(&dir);
     other_seed.seed = 9;
     assert_eq!(
-        engine.prepare(&a, &other_seed).unwrap().report().cache,
+        engine.prepare_spmm(&a, &other_seed).unwrap().report().cache,
         CacheOutcome::Miss
     );
     let mut t: Vec<(u32, u32, f32)> = Vec::new();
@@ -119,19 +120,19 @@ fn changed_options_or_pattern_miss_changed_values_hit() {
     moved[17].1 = free;
     let b = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &moved).unwrap();
     assert_eq!(
-        engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
+        engine.prepare_spmm(&b, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Miss
     );
     assert_eq!(entries(&dir).len(), 4);
     // Every one of them hits now.
     for o in [opts(&dir), other_n, other_seed] {
         assert_eq!(
-            engine.prepare(&a, &o).unwrap().report().cache,
+            engine.prepare_spmm(&a, &o).unwrap().report().cache,
             CacheOutcome::Hit
         );
     }
     assert_eq!(
-        engine.prepare(&b, &opts(&dir)).unwrap().report().cache,
+        engine.prepare_spmm(&b, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Hit
     );
     // Same pattern, new values: a hit whose products use the new values.
@@ -140,16 +141,16 @@ fn changed_options_or_pattern_miss_changed_values_hit() {
         e.2 = e.2 * 2.0 + (i % 5) as f32;
     }
     let v = tcsparse::formats::csr::csr_from_triplets(a.rows(), a.cols(), &revalued).unwrap();
-    let mut hit = engine.prepare(&v, &opts(&dir)).unwrap();
+    let mut hit = engine.prepare_spmm(&v, &opts(&dir)).unwrap();
     assert_eq!(hit.report().cache, CacheOutcome::Hit);
     assert_eq!(entries(&dir).len(), 4, "no new entry for new values");
     let mut fresh = Engine::cpu("test")
-        .prepare(&v, &PrepareOptions::default())
+        .prepare_spmm(&v, &PrepareOptions::default())
         .unwrap();
     assert_eq!(product(&mut hit, &v), product(&mut fresh, &v));
     assert_ne!(
         product(&mut hit, &v),
-        product(&mut engine.prepare(&a, &opts(&dir)).unwrap(), &a),
+        product(&mut engine.prepare_spmm(&a, &opts(&dir)).unwrap(), &a),
         "the hit multiplies with the new values"
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -160,7 +161,7 @@ fn corrupt_truncated_or_stale_entries_are_rebuilt() {
     let dir = temp_dir("corrupt");
     let engine = Engine::cpu("test");
     let a = matrix();
-    let reference = engine.prepare(&a, &opts(&dir)).unwrap();
+    let reference = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
     let file = entries(&dir).pop().unwrap();
     let good = std::fs::read(&file).unwrap();
     let damages: Vec<(&str, Damage)> = vec![
@@ -208,7 +209,7 @@ fn corrupt_truncated_or_stale_entries_are_rebuilt() {
         let mut bytes = good.clone();
         damage(&mut bytes);
         std::fs::write(&file, &bytes).unwrap();
-        let p = engine.prepare(&a, &opts(&dir)).unwrap();
+        let p = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
         assert!(
             matches!(p.report().cache, CacheOutcome::Rebuilt(_)),
             "{what}: {:?}",
@@ -218,7 +219,7 @@ fn corrupt_truncated_or_stale_entries_are_rebuilt() {
         // The rebuilt entry is good again.
         assert_eq!(std::fs::read(&file).unwrap(), good, "{what}");
         assert_eq!(
-            engine.prepare(&a, &opts(&dir)).unwrap().report().cache,
+            engine.prepare_spmm(&a, &opts(&dir)).unwrap().report().cache,
             CacheOutcome::Hit,
             "{what}"
         );

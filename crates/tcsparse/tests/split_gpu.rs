@@ -37,9 +37,9 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
         KernelRequest::AccSpmm,
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).n(n).build();
-        let mut single = Engine::with_gpu(g.clone()).prepare(&a, &opts).unwrap();
+        let mut single = Engine::with_gpu(g.clone()).prepare_spmm(&a, &opts).unwrap();
         let mut c1 = vec![f32::NAN; a.rows() * n];
-        single.spmm(1.0, &b, n, n, 0.0, &mut c1, n).unwrap();
+        single.spmm(1.0, &b, 0.0, &mut c1).unwrap();
         let bound = single.error_bound();
         // The single-GPU product is held to its own kernel's bound against the f64 reference,
         // not compared bit for bit with the split: the kernels tuning keeps here (split rows,

@@ -10,7 +10,7 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::spmv::baseline::CusparseSpmvAlg;
 use tcsparse::gpu::spmv::{MULTI_LAYOUTS, TC_LAYOUTS};
-use tcsparse::spmv::{SpmvKernel, SpmvOptions, SpmvPrecision};
+use tcsparse::{Precision, SpmvKernel, SpmvOptions};
 
 /// Tuned preparation at every precision and 1/8 RHS: y within the precision's bound of f64 (β = 0
 /// with NaN y, then β ≠ 0 through spmv_device), the kept product never slower than cuSPARSE's
@@ -34,13 +34,9 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
         }
     }
     let a = csr_from_triplets(3001, 3003, &t).expect("csr");
-    for prec in [SpmvPrecision::F16, SpmvPrecision::Tf32, SpmvPrecision::F32] {
+    for prec in [Precision::F16, Precision::Tf32, Precision::F32] {
         for n in [1, 8] {
-            let opts = SpmvOptions {
-                precision: prec,
-                rhs: n,
-                ..SpmvOptions::default()
-            };
+            let opts = SpmvOptions::builder().precision(prec).n(n).build();
             let mut p = engine.prepare_spmv(&a, &opts).expect("prepare");
             // Every cuSPARSE algorithm for n is timed (none fails on this matrix), the default first.
             let cus_algs: Vec<CusparseSpmvAlg> = p
@@ -91,7 +87,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
                     }
                 }
             }
-            if prec == SpmvPrecision::F32 {
+            if prec == Precision::F32 {
                 // f32 products only: cuSPARSE, or the CUDA-core walk on f32 tiles.
                 let ok = match p.kernel() {
                     SpmvKernel::Cusparse { .. } | SpmvKernel::Csr { .. } => true,
@@ -118,7 +114,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
             let scale = spmm_f64(&a, &x, n, n, true);
             for i in 0..y.len() {
                 assert!(
-                    (y[i] as f64 - want[i]).abs() <= prec.bound() * scale[i],
+                    (y[i] as f64 - want[i]).abs() <= prec.spmv_bound() * scale[i],
                     "{prec:?} n {n} ({}): y[{i}] = {} want {}",
                     p.kernel(),
                     y[i],
@@ -134,7 +130,7 @@ fn tuned_spmv_matches_f64_and_never_loses_to_cusparse() {
             let y = gpu.download(&dy).expect("y");
             for i in 0..y.len() {
                 let w = 2.0 * want[i] + 0.5 * y0[i] as f64;
-                let b = prec.bound() * (2.0 * scale[i] + 0.5 * y0[i].abs() as f64);
+                let b = prec.spmv_bound() * (2.0 * scale[i] + 0.5 * y0[i].abs() as f64);
                 assert!(
                     (y[i] as f64 - w).abs() <= b,
                     "{prec:?} n {n} device β: y[{i}]"
@@ -170,11 +166,10 @@ fn f16_spmv_never_flushes_a_tile_rows_small_rows() {
     let want = spmm_f64(&a, &x, 1, 1, false);
     let scale = spmm_f64(&a, &x, 1, 1, true);
     for tune in [false, true] {
-        let opts = SpmvOptions {
-            precision: SpmvPrecision::F16,
-            tune,
-            ..SpmvOptions::default()
-        };
+        let opts = SpmvOptions::builder()
+            .precision(Precision::F16)
+            .tune(tune)
+            .build();
         let mut p = engine.prepare_spmv(&a, &opts).unwrap();
         if let SpmvKernel::BitBsr { storage, .. } = p.kernel() {
             assert_ne!(*storage, TileStorage::F16, "f16 tiles kept (tune {tune})");
@@ -183,7 +178,7 @@ fn f16_spmv_never_flushes_a_tile_rows_small_rows() {
         p.spmv(1.0, &x, 0.0, &mut y).unwrap();
         for i in 0..2048 {
             assert!(
-                (y[i] as f64 - want[i]).abs() <= SpmvPrecision::F16.bound() * scale[i],
+                (y[i] as f64 - want[i]).abs() <= Precision::F16.spmv_bound() * scale[i],
                 "tune {tune}, {:?}: row {i} = {} want {}",
                 p.kernel(),
                 y[i],
@@ -208,11 +203,7 @@ fn spmv_device_takes_views_into_larger_buffers() {
     }
     let a = csr_from_triplets(700, 650, &t).unwrap();
     for (n, tune) in [(1, true), (3, false), (8, true)] {
-        let opts = SpmvOptions {
-            rhs: n,
-            tune,
-            ..SpmvOptions::default()
-        };
+        let opts = SpmvOptions::builder().n(n).tune(tune).build();
         let mut p = engine.prepare_spmv(&a, &opts).unwrap();
         let x: Vec<f32> = (0..650 * n).map(|i| (i % 17) as f32 / 8.0 - 1.0).collect();
         let mut want = vec![0f32; 700 * n];
@@ -234,7 +225,7 @@ fn spmv_device_takes_views_into_larger_buffers() {
                 .chain(&y[off_y + want.len()..])
                 .all(|&v| v == -7.0)
         );
-        let bound = SpmvPrecision::Tf32.bound();
+        let bound = Precision::Tf32.spmv_bound();
         let scale = spmm_f64(&a, &x, n, n, true);
         for i in 0..want.len() {
             let d = (y[off_y + i] as f64 - want[i] as f64).abs();

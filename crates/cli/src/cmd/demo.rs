@@ -10,6 +10,7 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
 use tcsparse::{
     Backend, Balance, Engine, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
+    RowOrder,
 };
 
 /// Arguments of `tcsparse demo`.
@@ -129,10 +130,10 @@ pub fn measure(
     n: usize,
     iters: usize,
 ) -> anyhow::Result<Measured> {
+    prepared.set_n(n);
     let mut c = vec![0f32; a.rows() * n];
     let first = Instant::now();
-    tracing::info_span!("first_product", n)
-        .in_scope(|| prepared.spmm(1.0, b, n, n, 0.0, &mut c, n))?;
+    tracing::info_span!("first_product", n).in_scope(|| prepared.spmm(1.0, b, 0.0, &mut c))?;
     let first_ms = Some(first.elapsed().as_secs_f64() * 1e3);
     let error = error_vs_reference(a, b, n, &c);
     let iters = iters.max(1);
@@ -144,7 +145,7 @@ pub fn measure(
             let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n)?;
             let t = gpu.time_launches(3, iters, || {
                 prepared
-                    .spmm_device(1.0, &bd, n, n, 0.0, &mut cd, n)
+                    .spmm_device(1.0, &bd, 0.0, &mut cd)
                     .map_err(|e| tcsparse::gpu::GpuError::Invalid(e.to_string()))
             })?;
             (t.median_ms, true)
@@ -153,7 +154,7 @@ pub fn measure(
             let mut samples = Vec::new();
             for _ in 0..iters.min(5) {
                 let t = Instant::now();
-                prepared.spmm(1.0, b, n, n, 0.0, &mut c, n)?;
+                prepared.spmm(1.0, b, 0.0, &mut c)?;
                 samples.push(t.elapsed().as_secs_f64() * 1e3);
             }
             samples.sort_by(f64::total_cmp);
@@ -396,8 +397,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .tune(true)
         .precision(precision(&args.precision))
         .cache_dir(cache_dir())
+        .device_order(RowOrder::Prepared)
         .build();
-    let mut prepared = tracing::info_span!("prepare").in_scope(|| engine.prepare(&a, &opts))?;
+    let mut prepared =
+        tracing::info_span!("prepare").in_scope(|| engine.prepare_spmm(&a, &opts))?;
     print_prepare(&prepared)?;
     let b = random_b(a.cols(), args.n, args.seed);
     let label = prepared.kernel().to_string();
@@ -415,7 +418,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut o = opts.clone();
             o.reorder = ReorderChoice::None;
             o.kernel = kernel;
-            let mut p = engine.prepare(&same, &o)?;
+            let mut p = engine.prepare_spmm(&same, &o)?;
             if p.kernel() == prepared.kernel() {
                 continue;
             }

@@ -8,10 +8,9 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use tcsparse::formats::Limits;
 use tcsparse::formats::generate::GeneratorSpec;
-use tcsparse::gpu::spamm::SpammBlock;
-use tcsparse::spamm::{
-    DenseRef, DeviceSet, SpammDevice, SpammOptions, SpammPrecision, TauTarget, spamm,
-};
+use tcsparse::gpu::spamm::{SpammBlock, SpammPrecision};
+use tcsparse::spamm::{DenseRef, DeviceSet, SpammOptions, TauTarget};
+use tcsparse::{Backend, Engine, Precision};
 
 /// Arguments of `tcsparse spamm`.
 #[derive(clap::Args, Debug)]
@@ -218,41 +217,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         return super::distributed::run_spamm(&a, b, (m, n, k), &cfg, &what, args.check_rows);
     }
-    let opts = SpammOptions {
-        target,
-        precision,
-        block,
-        s: args.s,
-        devices: match (&args.devices, args.gpus) {
+    let explicit_devices = args.devices.is_some() || args.gpus.is_some();
+    let opts = SpammOptions::builder()
+        .target(target)
+        .precision(Precision::parse(&args.precision)?)
+        .block(block)
+        .s(args.s)
+        .devices(match (&args.devices, args.gpus) {
             (Some(list), _) => DeviceSet::parse(list)?,
             (None, Some(g)) => DeviceSet::first(g),
             (None, None) => DeviceSet::default(),
-        },
-        device: if args.cpu {
-            SpammDevice::Cpu
-        } else if args.devices.is_some() || args.gpus.is_some() {
-            // An explicit device list asks for GPUs: an error without them, not the CPU path.
-            SpammDevice::Gpu
-        } else {
-            SpammDevice::Auto
-        },
-        measure_error: args.check_rows > 0,
-        measure_rows: args.check_rows,
+        })
+        .measure_error(args.check_rows > 0, args.check_rows)
+        .build();
+    let engine = if args.cpu {
+        Engine::cpu("--cpu")
+    } else {
+        Engine::new()
     };
+    // An explicit device list asks for GPUs: an error without them, not the CPU path.
+    if explicit_devices && engine.backend() == Backend::Cpu {
+        bail!("--devices/--gpus asked for GPUs: {}", engine.message());
+    }
     let t = Instant::now();
-    let (_, r) = spamm(
-        DenseRef {
-            data: &a,
-            rows: m,
-            cols: k,
-        },
-        DenseRef {
-            data: b,
-            rows: k,
-            cols: n,
-        },
-        &opts,
-    )?;
+    let a_ref = DenseRef {
+        data: &a,
+        rows: m,
+        cols: k,
+    };
+    let b_ref = DenseRef {
+        data: b,
+        rows: k,
+        cols: n,
+    };
+    let (_, r) = engine.prepare_spamm(a_ref, &opts)?.spamm(b_ref)?;
     let secs = t.elapsed().as_secs_f64();
     outln!("spamm {what}: {m}×{k} · {k}×{n}")?;
     outln!("backend {} ({}), target {target:?}", r.backend, r.precision)?;

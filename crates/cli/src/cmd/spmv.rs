@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use tcsparse::formats::reference::{max_scaled_error, relative_error, spmm_f64};
-use tcsparse::spmv::{SpmvOptions, SpmvPrecision};
 use tcsparse::{Backend, Engine};
+use tcsparse::{Precision, SpmvOptions};
 
 /// Arguments of `tcsparse spmv`.
 #[derive(clap::Args, Debug)]
@@ -52,7 +52,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         crate::out::json_only();
     }
-    let precision = SpmvPrecision::parse(&args.precision)?;
+    let precision = Precision::parse(&args.precision)?;
     let t = Instant::now();
     let a = crate::input::read_matrix(&args.input)?;
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -70,11 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     super::checks::note_non_finite(&a, "y")?;
     let n = args.n;
-    let opts = SpmvOptions {
-        precision,
-        rhs: n,
-        ..SpmvOptions::default()
-    };
+    let opts = SpmvOptions::builder().precision(precision).n(n).build();
     let t = Instant::now();
     // The GPU preparation times every candidate; a machine's first run also waits for the driver
     // to compile the kernels' PTX for its GPU (H200: ~3 s for one right-hand side, ~6 s for 8).
@@ -130,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     outln!(
         "error vs f64: max scaled {scaled:.2e} (bound {:.2e}), relative {rel:.2e}",
-        precision.bound()
+        precision.spmv_bound()
     )?;
     if args.json {
         let doc = crate::json::Spmv {
@@ -142,7 +138,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             precision: crate::json::kind_with(
                 &args.precision.to_ascii_lowercase(),
                 "bound",
-                precision.bound(),
+                precision.spmv_bound(),
             ),
             prepare_ms,
             kernel: p.kernel().to_string(),
@@ -159,16 +155,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             gflops: 2.0 * a.nnz() as f64 * n as f64 / secs / 1e9,
             bytes: p.bytes(),
             max_scaled_error: scaled,
-            error_bound: precision.bound(),
+            error_bound: precision.spmv_bound(),
             relative_error: rel,
         };
         crate::json::emit("spmv", &doc)?;
     }
     // With NaN or ±inf stored (said above) the error is not finite either: nothing to check.
     anyhow::ensure!(
-        a.non_finite() > 0 || scaled <= precision.bound(),
+        a.non_finite() > 0 || scaled <= precision.spmv_bound(),
         "error {scaled:.3e} above the {precision:?} bound {:.3e}",
-        precision.bound()
+        precision.spmv_bound()
     );
     Ok(())
 }

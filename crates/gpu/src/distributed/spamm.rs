@@ -1,5 +1,5 @@
 //! SpAMM with one rank per GPU ([`spamm_rank`]): each rank computes one contiguous slice of C's
-//! block rows, the same split as the one-process mode ([`crate::spamm::split_rows`], balancing
+//! block rows, the same split as the one-process mode ([`crate::spamm::spamm_block_rows`], balancing
 //! valid tile products at τ).
 //!
 //! Rank 0 computes the norm maps of the whole A and B and broadcasts them (NCCL, `4·(tm·tk +
@@ -16,7 +16,7 @@ use super::{DistributedError, RankComm};
 use crate::GpuError;
 use crate::spamm::{
     SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule, TILE, TauTarget, choose_tau,
-    rel_bound, split_rows,
+    rel_bound, spamm_block_rows,
 };
 
 /// One rank's result: its C rows on its device and the run's report (the same on every rank).
@@ -181,7 +181,7 @@ pub fn spamm_rank(
         attempts += 1;
         let tau = choose_tau(&na, &nb, tiles, cfg.target, c_norm)?;
         if c.is_none() {
-            ranges = split_rows(&na, &nb, tiles, tau, m, cfg.block, comm.world_size())?;
+            ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, comm.world_size())?;
             let Some(&(r0, r1)) = ranges.get(rank) else {
                 return Err(DistributedError::Mismatch(format!(
                     "{} row ranges for {} ranks",

@@ -9,7 +9,7 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_gpu::GpuError;
 use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
-use tcsparse_planner::spamm::split_rows_across_gpus;
+use tcsparse_planner::split::nonzero_rows;
 
 use super::Prepared;
 use crate::{Engine, Error, PrepareOptions, RowOrder};
@@ -42,20 +42,10 @@ impl std::fmt::Debug for SplitPrepared {
     }
 }
 
-/// Contiguous row blocks of `a`, one per part, minimising the largest block's weight
-/// (nonzeros + 1 per row, so empty rows still count their C stores).
-pub fn split_rows_by_nonzeros(a: &Csr, parts: usize) -> Result<Vec<(usize, usize)>, Error> {
-    let loads: Vec<u64> = a
-        .row_offsets()
-        .windows(2)
-        .map(|w| u64::from(w[1] - w[0]) + 1)
-        .collect();
-    let ranges = split_rows_across_gpus(&loads, parts.max(1))
-        .map_err(|e| Error::InvalidArgs(format!("row split: {e}")))?;
-    Ok(ranges
-        .into_iter()
-        .map(|(r0, r1)| (r0 as usize, r1 as usize))
-        .collect())
+/// Contiguous row blocks of `a`, one per part, balancing nonzeros + 1 per row
+/// ([`tcsparse_planner::split::nonzero_rows`], the split every multi-GPU SpMM uses).
+pub(crate) fn row_split(a: &Csr, parts: usize) -> Result<Vec<(usize, usize)>, Error> {
+    nonzero_rows(a, parts.max(1)).map_err(|e| Error::InvalidArgs(format!("row split: {e}")))
 }
 
 /// Rows `r0..r1` of `a` (all columns): sprs's outer slice, re-based by the checked conversion.
@@ -64,10 +54,10 @@ pub(crate) fn row_block(a: &Csr, r0: usize, r1: usize) -> Result<Csr, Error> {
         .map_err(|e| Error::InvalidArgs(format!("row block {r0}..{r1}: {e}")))
 }
 
-/// Prepares `a` over `devices`: rows split by nonzeros ([`split_rows_by_nonzeros`]), each block
+/// Prepares `a` over `devices`: rows split by nonzeros ([`tcsparse_planner::split::nonzero_rows`]), each block
 /// prepared with `opts` (its row order forced to [`RowOrder::Original`]) on its own device, all
 /// at once (one host thread per device). One device gives one part: the same preparation as
-/// [`Engine::prepare`] on that device.
+/// [`Engine::prepare_spmm`] on that device.
 pub fn prepare_split(
     devices: DeviceSet,
     a: &Csr,
@@ -84,7 +74,7 @@ pub fn prepare_on_group(
     a: &Csr,
     opts: &PrepareOptions,
 ) -> Result<SplitPrepared, Error> {
-    let ranges = split_rows_by_nonzeros(a, group.len())?;
+    let ranges = row_split(a, group.len())?;
     let mut part_opts = opts.clone();
     part_opts.device_order = RowOrder::Original;
     let blocks = ranges
@@ -99,7 +89,7 @@ pub fn prepare_on_group(
             .map(|(gpu, block)| {
                 let engine = Engine::with_gpu(gpu.clone());
                 let o = &part_opts;
-                scope.spawn(move || engine.prepare(block, o))
+                scope.spawn(move || engine.prepare_spmm(block, o))
             })
             .collect();
         handles
@@ -205,7 +195,7 @@ impl SplitPrepared {
                 ));
             };
             if part.rows.1 > part.rows.0 {
-                part.prepared.spmm_device(alpha, b, n, n, 0.0, c, n)?;
+                part.prepared.spmm_device_at(alpha, b, n, n, 0.0, c, n)?;
             }
         }
         Ok(())
@@ -278,34 +268,6 @@ impl SplitPrepared {
 mod tests {
     use super::*;
     use tcsparse_formats::csr::csr_from_triplets;
-
-    #[test]
-    fn row_blocks_balance_nonzeros_and_cover_every_row() {
-        // Row i has i nonzeros (i < 40): the blocks must cover 0..40 in order and the heaviest
-        // block must be the optimum of a brute force over cut positions.
-        let mut t = Vec::new();
-        for i in 0..40u32 {
-            for j in 0..i {
-                t.push((i, j, 1.0f32));
-            }
-        }
-        let a = csr_from_triplets(40, 40, &t).unwrap();
-        for parts in 1..=4 {
-            let r = split_rows_by_nonzeros(&a, parts).unwrap();
-            assert_eq!(r.len(), parts);
-            assert_eq!(r[0].0, 0);
-            assert_eq!(r[parts - 1].1, 40);
-            assert!(r.windows(2).all(|w| w[0].1 == w[1].0));
-            let w = |(a, b): (usize, usize)| (a..b).map(|i| i as u64 + 1).sum::<u64>();
-            let heaviest = r.iter().map(|&x| w(x)).max().unwrap();
-            if parts == 2 {
-                let best = (0..=40).map(|c| w((0, c)).max(w((c, 40)))).min().unwrap();
-                assert_eq!(heaviest, best);
-            }
-            let total: u64 = w((0, 40));
-            assert!(heaviest * parts as u64 >= total);
-        }
-    }
 
     #[test]
     fn a_row_block_is_the_rows_of_the_matrix() {

@@ -1,95 +1,27 @@
-//! What the caller asks [`Engine::prepare`](crate::Engine::prepare)(crate::Engine::prepare) for: [`PrepareOptions`] and
-//! the choices inside it (reordering, load balance, kernel).
+//! What the caller asks [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) for:
+//! [`PrepareOptions`] and the choices inside it (reordering, load balance, kernel, row order).
 
 use tcsparse_gpu::spmm::row_tile::RowTileKernel;
 use tcsparse_reorder::{Mode, Permutation};
 
-/// Arithmetic a kernel may use, chosen in [`PrepareOptions::precision`]. SpMV and SpAMM use the
-/// same choice.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Precision {
-    /// TF32 tensor-core inputs (10 explicit mantissa bits), f32 accumulation: each product term is
-    /// off by at most about 2⁻¹⁰ of |a|·|b|, so an element of C by 2·2⁻¹⁰·(|A|·|B|) (relative
-    /// error typically ~2e-4). The default: any kernel may run, tensor-core kernels included.
-    #[default]
-    Tf32,
-    /// f32 rounding throughout (cuSPARSE's accuracy, relative error ~1e-7; an element of C is off
-    /// by at most γ_k·(|A|·|B|), γ_k = k·2⁻²⁴/(1 − k·2⁻²⁴), k = nonzeros of its row): only the
-    /// f32 kernels run (cuSPARSE, the CUDA-core CSR kernel, the CPU path).
-    F32,
-}
-
-impl Precision {
-    /// Short name: `TF32`, `F32`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Tf32 => "TF32",
-            Precision::F32 => "F32",
-        }
-    }
-
-    /// Bound on `|C − C_exact| / (|A|·|B|)` per element, for rows of at most `k` nonzeros.
-    pub fn scaled_error_bound(self, k: usize) -> f64 {
-        match self {
-            Precision::Tf32 => 2.0 * 2f64.powi(-10),
-            Precision::F32 => {
-                let ku = k.max(1) as f64 * 2f64.powi(-24);
-                if ku >= 1.0 {
-                    f64::INFINITY
-                } else {
-                    ku / (1.0 - ku)
-                }
-            }
-        }
-    }
-
-    /// Checks a product against its f64 reference with this precision's bound for rows of at
-    /// most `k` nonzeros, plus the underflow term ([`crate::accuracy`]: the check SpMV uses too).
-    pub fn check_products(
-        self,
-        got: &[f32],
-        want: &[f64],
-        scale: &[f64],
-        k: usize,
-    ) -> crate::accuracy::AccuracyCheck {
-        crate::accuracy::check_products(got, want, scale, self.scaled_error_bound(k), k)
-    }
-
-    /// The bound as a formula, for reports.
-    pub fn bound_text(self) -> &'static str {
-        match self {
-            Precision::Tf32 => {
-                "|C − C_exact| ≤ 2·2⁻¹⁰·(|A|·|B|) elementwise (TF32 inputs, f32 accumulation)"
-            }
-            Precision::F32 => {
-                "|C − C_exact| ≤ γ_k·(|A|·|B|) elementwise, γ_k = k·2⁻²⁴/(1 − k·2⁻²⁴), k = nonzeros of the row (f32 rounding)"
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for Precision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use crate::Precision;
 
 /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device), chosen in
-/// [`PrepareOptions::device_order`].
+/// [`PrepareOptions::device_order`]. The original order is the default, as for every host
+/// product; the prepared order is asked for.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RowOrder {
+    /// The original order, as for [`Prepared::spmm`](crate::Prepared::spmm) (the default): when
+    /// the matrix was reordered, the call gathers B's and C's rows into prepared order on the
+    /// device, multiplies and scatters C back (two or three extra row-permutation launches and
+    /// scratch buffers of B's and C's size, kept between calls).
+    #[default]
+    Original,
     /// The prepared (reordered) order: no extra work; the caller permutes with
     /// [`Prepared::permutation`](crate::Prepared::permutation) where needed. The benchmarks' hot
     /// path.
-    #[default]
     Prepared,
-    /// The original order, as for [`Prepared::spmm`](crate::Prepared::spmm): when the matrix was
-    /// reordered, the call gathers B's and C's rows into prepared order on the device, multiplies
-    /// and scatters C back (two or three extra row-permutation launches and scratch buffers of
-    /// B's and C's size, kept between calls).
-    Original,
 }
 
 /// Reordering step of [`PrepareOptions`].
@@ -143,7 +75,7 @@ pub enum Balance {
     NnzPerWarp(u32),
 }
 
-/// Which kernel [`Engine::prepare`](crate::Engine::prepare) sets up.
+/// Which kernel [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) sets up.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum KernelRequest {
@@ -172,7 +104,7 @@ pub enum KernelRequest {
     Hrpb,
 }
 
-/// Options of [`Engine::prepare`](crate::Engine::prepare). Build them with
+/// Options of [`Engine::prepare_spmm`](crate::Engine::prepare_spmm). Build them with
 /// [`PrepareOptions::builder`] or by changing the fields of [`PrepareOptions::default`].
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -220,7 +152,7 @@ impl Default for PrepareOptions {
             n: 128,
             tune: true,
             precision: Precision::Tf32,
-            device_order: RowOrder::Prepared,
+            device_order: RowOrder::Original,
             cache_dir: None,
         }
     }

@@ -1,0 +1,216 @@
+//! The SpAMM room: `C ≈ A·B` for dense decay matrices (cuSpAMM), prepared like every operation
+//! ([`Engine::prepare_spamm`](crate::Engine::prepare_spamm) → [`PreparedSpamm`], then [`PreparedSpamm::spamm`]) on the
+//! engine's GPU — or the GPUs of [`SpammOptions::devices`], C's rows split over them — and on
+//! the CPU reference path (`formats::normmap::spamm_cpu`, small sizes) on an engine without one.
+//!
+//! A tile product A(i,k)·B(k,j) of 32 × 32 tiles is computed iff ‖A(i,k)‖F·‖B(k,j)‖F ≥ τ. τ is
+//! given, or chosen for a valid ratio, or for a bound on the relative error ‖E‖F/‖C‖F (from the
+//! skipped norm products: ‖E‖F ≤ sqrt(Σ_ij (Σ_skipped ‖A_ik‖‖B_kj‖)²), divided by ‖C̃‖F − that).
+//!
+//! The room has the parts of every operation: [`options`](SpammOptions), `prepare` (the devices
+//! opened once), `tune` (τ chosen, and chosen again for an error target the first product
+//! misses: the one retry loop) and `run` (the CPU product, the product over a device group,
+//! [`SpammSplit`], [`spamm_device`]).
+
+mod options;
+mod prepare;
+mod run;
+mod tune;
+
+pub use options::{SpammOptions, SpammOptionsBuilder};
+pub use prepare::PreparedSpamm;
+pub use run::{SpammSplit, spamm_device, spamm_on_group};
+pub use tcsparse_gpu::multi::DeviceSet;
+pub use tcsparse_gpu::spamm::{SpammBlock, TauTarget};
+
+use crate::Error;
+
+/// A dense row-major host matrix.
+#[derive(Clone, Copy, Debug)]
+pub struct DenseRef<'a> {
+    /// `rows · cols` values, row-major.
+    pub data: &'a [f32],
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+}
+
+/// What a SpAMM product did ([`PreparedSpamm::spamm`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SpammReport {
+    /// `gpu` or `cpu`.
+    pub backend: &'static str,
+    /// Precision name (`cpu-f32` on the CPU).
+    pub precision: String,
+    /// Threshold used.
+    pub tau: f32,
+    /// Computed tile products / all.
+    pub valid_ratio: f64,
+    /// Bound on ‖E‖F (absolute).
+    pub abs_bound: f64,
+    /// Bound on ‖E‖F/‖C‖F (skipped products only; the arithmetic's own rounding comes on top).
+    pub rel_bound: f64,
+    /// Measured ‖C − C̃‖F/‖C‖F (f64 reference) when asked.
+    pub measured_error: Option<f64>,
+    /// Products run to meet an error target.
+    pub attempts: u32,
+    /// C rows per GPU.
+    pub row_ranges: Vec<(usize, usize)>,
+    /// How B reached the devices: `single`, `nccl`, or `host-staged (why)`; `cpu` on the CPU.
+    pub transport: String,
+}
+
+/// Shapes of `a · b`: `(m, n, k)`, checked against the data lengths.
+pub(crate) fn check(a: &DenseRef<'_>, b: &DenseRef<'_>) -> Result<(usize, usize, usize), Error> {
+    if a.cols != b.rows {
+        return Err(Error::InvalidArgs(format!(
+            "A is {}×{}, B is {}×{}: inner dimensions differ",
+            a.rows, a.cols, b.rows, b.cols
+        )));
+    }
+    let need = |x: &DenseRef<'_>| x.rows.checked_mul(x.cols);
+    match (need(a), need(b)) {
+        (Some(na), Some(nb)) if a.data.len() == na && b.data.len() == nb => {}
+        _ => {
+            return Err(Error::InvalidArgs(format!(
+                "A needs {}×{} values (has {}), B {}×{} (has {})",
+                a.rows,
+                a.cols,
+                a.data.len(),
+                b.rows,
+                b.cols,
+                b.data.len()
+            )));
+        }
+    }
+    Ok((a.rows, b.cols, a.cols))
+}
+
+/// ‖C − C̃‖F/‖C‖F on `rows` (f64 reference).
+pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows: &[usize]) -> f64 {
+    use rayon::prelude::*;
+    let (e, r) = rows
+        .par_iter()
+        .map(|&i| {
+            let mut acc = vec![0f64; n];
+            for t in 0..k {
+                let av = a[i * k + t] as f64;
+                if av != 0.0 {
+                    for (x, &bv) in acc.iter_mut().zip(&b[t * n..(t + 1) * n]) {
+                        *x += av * bv as f64;
+                    }
+                }
+            }
+            acc.iter()
+                .zip(&c[i * n..(i + 1) * n])
+                .fold((0f64, 0f64), |(e, r), (&x, &y)| {
+                    (e + (y as f64 - x).powi(2), r + x * x)
+                })
+        })
+        .reduce(|| (0.0, 0.0), |p, q| (p.0 + q.0, p.1 + q.1));
+    if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
+}
+
+pub(crate) fn sample_rows(m: usize, max: usize) -> Vec<usize> {
+    if max == 0 || max >= m {
+        (0..m).collect()
+    } else {
+        (0..max).map(|i| i * m / max + (m / max) / 2).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Engine;
+    use tcsparse_formats::normmap::NormMap;
+    use tcsparse_gpu::spamm::TILE;
+
+    fn exp_decay(n: usize, rate: f64) -> Vec<f32> {
+        tcsparse_formats::generate::exponential_decay_dense(n, rate)
+    }
+
+    fn cpu(target: TauTarget) -> SpammOptions {
+        SpammOptions::builder()
+            .target(target)
+            .measure_error(true, 0)
+            .build()
+    }
+
+    fn spamm(
+        a: DenseRef<'_>,
+        b: DenseRef<'_>,
+        opts: &SpammOptions,
+    ) -> Result<(Vec<f32>, SpammReport), Error> {
+        Engine::cpu("test").prepare_spamm(a, opts)?.spamm(b)
+    }
+
+    #[test]
+    fn cpu_error_target_is_met_and_measured_error_within_bound() {
+        let n = 200;
+        let a = exp_decay(n, 0.08);
+        let d = DenseRef {
+            data: &a,
+            rows: n,
+            cols: n,
+        };
+        for target in [1e-3, 1e-5] {
+            let (_, r) = spamm(d, d, &cpu(TauTarget::RelError(target))).unwrap();
+            assert!(r.rel_bound <= target, "{r:?}");
+            let e = r.measured_error.unwrap();
+            // Skipped products within the bound, plus f32 rounding.
+            assert!(e <= r.rel_bound + 1e-6, "{e} > {r:?}");
+            assert!(r.valid_ratio < 1.0, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn cpu_valid_ratio_target() {
+        let n = 256;
+        let a = exp_decay(n, 0.05);
+        let d = DenseRef {
+            data: &a,
+            rows: n,
+            cols: n,
+        };
+        let (_, r) = spamm(d, d, &cpu(TauTarget::ValidRatio(0.2))).unwrap();
+        // The ratio is a step function of τ (a Toeplitz matrix has many equal tile products):
+        // the search's closest step, and the product computes exactly that share.
+        let na = NormMap::from_dense(&a, n, n, TILE).unwrap();
+        let t = n / TILE;
+        let want =
+            tcsparse_planner::spamm::tau_search(na.norms(), na.norms(), t, t, t, 0.2).unwrap();
+        assert_eq!(r.tau, want.tau);
+        assert!(
+            (r.valid_ratio - want.valid_ratio).abs() < 1e-12,
+            "{r:?} vs {want:?}"
+        );
+        assert!((r.valid_ratio - 0.2).abs() < 0.05, "{r:?}");
+        let e = r.measured_error.unwrap();
+        assert!(e <= r.rel_bound + 1e-6, "{e} > {r:?}");
+    }
+
+    #[test]
+    fn shape_errors() {
+        let a = vec![0f32; 6];
+        let x = DenseRef {
+            data: &a,
+            rows: 2,
+            cols: 3,
+        };
+        assert!(spamm(x, x, &cpu(TauTarget::Tau(0.0))).is_err());
+        // An explicit device list on an engine without a GPU is refused.
+        let two = SpammOptions::builder().devices(DeviceSet::first(2)).build();
+        assert!(matches!(
+            Engine::cpu("test").prepare_spamm(x, &two),
+            Err(Error::Unavailable(_))
+        ));
+        let y = DenseRef {
+            data: &a,
+            rows: 3,
+            cols: 3,
+        };
+        assert!(spamm(x, y, &cpu(TauTarget::Tau(0.0))).is_err());
+    }
+}

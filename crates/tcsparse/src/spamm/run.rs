@@ -1,0 +1,353 @@
+//! Running SpAMM products: on the CPU ([`spamm_cpu`]), on a device group with C's rows split
+//! over its members ([`spamm_on_group`], [`SpammSplit`]) and on operands already on one device
+//! ([`spamm_device`]). τ comes from the one retry loop of [`super::tune`].
+
+use cudarc::driver::CudaSlice;
+use tcsparse_formats::normmap::{NormMap, spamm_cpu as normmap_spamm_cpu};
+use tcsparse_gpu::multi::DeviceGroup;
+use tcsparse_gpu::spamm::{
+    SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule, TILE, choose_tau, rel_bound,
+    spamm_block_rows,
+};
+use tcsparse_planner::spamm::skipped_bound;
+
+use super::tune::{Product, choose_and_run};
+use super::{DenseRef, SpammOptions, SpammReport, check};
+use crate::Error;
+
+fn layout_error(e: tcsparse_formats::tcf::FormatError) -> Error {
+    Error::InvalidArgs(e.to_string())
+}
+
+/// [`check`] of row-major `a` (`m × k`) and `b` (`k × n`).
+fn check_slices(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Result<(), Error> {
+    let a = DenseRef {
+        data: a,
+        rows: m,
+        cols: k,
+    };
+    let b = DenseRef {
+        data: b,
+        rows: k,
+        cols: n,
+    };
+    check(&a, &b).map(drop)
+}
+
+/// An empty product (a dimension of 0 tiles): C of zeros, nothing computed.
+fn empty_run(m: usize) -> SpammRun {
+    SpammRun {
+        tau: 0.0,
+        valid_ratio: 0.0,
+        valid_products: 0,
+        abs_bound: 0.0,
+        result_norm: 0.0,
+        rel_bound: 0.0,
+        row_ranges: vec![(0, m)],
+        attempts: 0,
+    }
+}
+
+/// The CPU reference path: norm maps and the norm-gated product in f32 on the host.
+pub(crate) fn spamm_cpu(
+    a: DenseRef<'_>,
+    b: DenseRef<'_>,
+    opts: &SpammOptions,
+) -> Result<(Vec<f32>, SpammRun), Error> {
+    let (m, n, k) = check(&a, &b)?;
+    let na = NormMap::from_dense(a.data, m, k, TILE).map_err(layout_error)?;
+    let nb = NormMap::from_dense(b.data, k, n, TILE).map_err(layout_error)?;
+    let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
+    if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
+        return Ok((vec![0.0; m * n], empty_run(m)));
+    }
+    let total = (tiles.0 * tiles.1 * tiles.2) as f64;
+    let chosen = choose_and_run(na.norms(), nb.norms(), tiles, opts.target, |tau| {
+        let (c, ratio) = normmap_spamm_cpu(a.data, &na, b.data, &nb, m, k, n, TILE, tau)
+            .map_err(layout_error)?;
+        Ok(Product {
+            c,
+            valid: (ratio * total).round() as u64,
+        })
+    })?;
+    Ok(chosen.into_run(vec![(0, m)]))
+}
+
+/// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`
+/// (the retry loop of `spamm/tune.rs`), C's rows split over the members
+/// ([`tcsparse_planner::split::spamm_block_rows`], balancing valid products at the first τ) and
+/// computed at the same time ([`SpammSplit`]); one member runs on the whole operands. Returns C
+/// (`m × n`, row-major) and the run's report.
+#[allow(clippy::too_many_arguments)]
+pub fn spamm_on_group(
+    group: &DeviceGroup,
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    cfg: &SpammConfig,
+) -> Result<(Vec<f32>, SpammRun), Error> {
+    let Some(g0) = group.gpus().first() else {
+        return Err(Error::InvalidArgs("no GPU handles".into()));
+    };
+    check_slices(a, b, m, n, k)?;
+    let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
+    if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
+        return Ok((vec![0.0; m * n], empty_run(m)));
+    }
+    let full = SpammOperands::upload(g0, a, b, m, n, k, cfg.precision)?;
+    let (na, nb) = full.norms_host()?;
+    let mut split: Option<SpammSplit> = None;
+    let mut part_rows = vec![(0, m)];
+    let chosen = choose_and_run(&na, &nb, tiles, cfg.target, |tau| {
+        let mut c = vec![0f32; m * n];
+        let valid = if group.len() == 1 {
+            let kern = SpammKernel::new(g0, m, n, cfg.precision, cfg.block, cfg.s)?;
+            let sched = SpammSchedule::new(g0, &na, &nb, tiles, cfg.block, tau)?;
+            let mut dc = g0.alloc_zeros::<f32>(m * n)?;
+            let mut st = g0.alloc_zeros::<u64>(1)?;
+            kern.run(&full, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
+            g0.stream()
+                .memcpy_dtoh(&dc, &mut c)
+                .map_err(tcsparse_gpu::GpuError::from)?;
+            let v = g0.download(&st)?[0];
+            g0.synchronize()?;
+            v
+        } else {
+            let s = match &mut split {
+                Some(s) => s,
+                None => {
+                    let ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
+                    part_rows = ranges.clone();
+                    split.insert(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?)
+                }
+            };
+            s.schedule(tau)?;
+            s.run()?;
+            s.gather(&mut c)?
+        };
+        Ok(Product { c, valid })
+    })?;
+    Ok(chosen.into_run(part_rows))
+}
+
+/// One member's share of a split product: its C rows, operands, schedule and C block.
+struct SplitPart {
+    rows: (usize, usize),
+    ops: SpammOperands,
+    kern: SpammKernel,
+    sched: Option<SpammSchedule>,
+    c: CudaSlice<f32>,
+    valid: CudaSlice<u64>,
+}
+
+/// SpAMM with C's rows split over the members of a [`DeviceGroup`], everything resident: member
+/// d holds its A rows (uploaded from the host), B (uploaded once to member 0 and broadcast, NCCL
+/// where the group has it), its own norm maps, its schedule at τ and its block of C. Launches
+/// on every member are queued before any is waited for, so the members run at the same time.
+pub struct SpammSplit {
+    parts: Vec<SplitPart>,
+    m: usize,
+    n: usize,
+}
+
+impl std::fmt::Debug for SpammSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpammSplit")
+            .field("row_ranges", &self.row_ranges())
+            .finish()
+    }
+}
+
+/// `x`, or one zero where it is empty (a device buffer is never empty).
+fn nonempty(x: &[f32]) -> &[f32] {
+    if x.is_empty() { &[0.0] } else { x }
+}
+
+impl SpammSplit {
+    /// Places row-major host A (`m × k`) by `ranges` (one `(r0, r1)` per member, covering
+    /// `0..m` in order) and B (`k × n`) on the group's members.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        group: &DeviceGroup,
+        a: &[f32],
+        b: &[f32],
+        m: usize,
+        n: usize,
+        k: usize,
+        cfg: &SpammConfig,
+        ranges: &[(usize, usize)],
+    ) -> Result<Self, Error> {
+        check_slices(a, b, m, n, k)?;
+        if ranges.len() != group.len() {
+            return Err(Error::InvalidArgs(format!(
+                "{} row ranges for {} devices",
+                ranges.len(),
+                group.len()
+            )));
+        }
+        let mut next = 0;
+        for &(r0, r1) in ranges {
+            if r0 != next || r1 < r0 || r1 > m {
+                return Err(Error::InvalidArgs(format!(
+                    "row ranges {ranges:?} do not cover 0..{m} in order"
+                )));
+            }
+            next = r1;
+        }
+        if next != m {
+            return Err(Error::InvalidArgs(format!(
+                "row ranges {ranges:?} do not cover 0..{m}"
+            )));
+        }
+        let root = &group.gpus()[0];
+        let bs = group.broadcast(root.upload(nonempty(b))?)?;
+        let mut parts = Vec::with_capacity(ranges.len());
+        for ((g, &(r0, r1)), b_dev) in group.gpus().iter().zip(ranges).zip(bs) {
+            let pm = r1 - r0;
+            let a_dev = g.upload(nonempty(&a[r0 * k..r1 * k]))?;
+            let ops = SpammOperands::from_device(g, a_dev, b_dev, pm, n, k, cfg.precision)?;
+            let kern = SpammKernel::new(g, pm, n, cfg.precision, cfg.block, cfg.s)?;
+            parts.push(SplitPart {
+                rows: (r0, r1),
+                ops,
+                kern,
+                sched: None,
+                c: g.alloc_zeros((pm * n).max(1))?,
+                valid: g.alloc_zeros(1)?,
+            });
+        }
+        Ok(Self { parts, m, n })
+    }
+
+    /// C rows per member.
+    pub fn row_ranges(&self) -> Vec<(usize, usize)> {
+        self.parts.iter().map(|p| p.rows).collect()
+    }
+
+    /// Builds every member's schedule at threshold τ (from its own norm maps).
+    pub fn schedule(&mut self, tau: f32) -> Result<(), Error> {
+        for p in &mut self.parts {
+            let (pa, pb) = p.ops.norms_host()?;
+            p.sched = Some(SpammSchedule::new(
+                p.ops.gpu(),
+                &pa,
+                &pb,
+                p.ops.tiles(),
+                p.kern.block(),
+                tau,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// Queues every member's product (β = 0) and returns without waiting.
+    pub fn run(&mut self) -> Result<(), Error> {
+        for p in &mut self.parts {
+            let Some(sched) = &p.sched else {
+                return Err(Error::InvalidArgs("SpammSplit::run before schedule".into()));
+            };
+            if p.rows.1 == p.rows.0 {
+                continue;
+            }
+            p.ops
+                .gpu()
+                .stream()
+                .memset_zeros(&mut p.valid)
+                .map_err(tcsparse_gpu::GpuError::from)?;
+            p.kern
+                .run(&p.ops, sched, 1.0, 0.0, &mut p.c, Some(&mut p.valid))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every member.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        for p in &self.parts {
+            p.ops.gpu().synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Copies every member's C rows into `c` (`m × n`, row-major) and returns the computed tile
+    /// products counted by the kernels.
+    pub fn gather(&self, c: &mut [f32]) -> Result<u64, Error> {
+        if c.len() != self.m * self.n {
+            return Err(Error::InvalidArgs(format!(
+                "C needs {} elements, has {}",
+                self.m * self.n,
+                c.len()
+            )));
+        }
+        let mut valid = 0;
+        for p in &self.parts {
+            let (r0, r1) = p.rows;
+            if r1 == r0 {
+                continue;
+            }
+            let g = p.ops.gpu();
+            let dst = &mut c[r0 * self.n..r1 * self.n];
+            g.stream()
+                .memcpy_dtoh(&p.c.slice(..dst.len()), dst)
+                .map_err(tcsparse_gpu::GpuError::from)?;
+            valid += g.download(&p.valid)?[0];
+        }
+        self.synchronize()?;
+        Ok(valid)
+    }
+
+    /// The result left on the devices: each member's (rows, C block `rows × n` row-major).
+    pub fn blocks(&self) -> Vec<((usize, usize), &CudaSlice<f32>)> {
+        self.parts.iter().map(|p| (p.rows, &p.c)).collect()
+    }
+}
+
+/// SpAMM of operands already on one device: `C = Ã·B` into `c` (`m × n`; β = 0, C not read).
+/// τ from `opts.target` on the device's norm maps (an error target uses the norm-product
+/// estimate of ‖C‖F, without a retry: the operands' product runs once; the report's bound uses
+/// the result's norm only when `measure_error` is set, else the estimate).
+pub fn spamm_device(
+    ops: &SpammOperands,
+    c: &mut CudaSlice<f32>,
+    opts: &SpammOptions,
+) -> Result<SpammReport, Error> {
+    let (m, n, _) = ops.shape();
+    let tiles = ops.tiles();
+    let (na, nb) = ops.norms_host()?;
+    let pe = |e: tcsparse_planner::PlanError| Error::InvalidArgs(e.to_string());
+    if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
+        return Err(Error::InvalidArgs("empty operand".into()));
+    }
+    let c_norm = skipped_bound(&na, &nb, tiles.0, tiles.1, tiles.2, f32::INFINITY).map_err(pe)?;
+    let tau = choose_tau(&na, &nb, tiles, opts.target, c_norm)?;
+    let g = ops.gpu();
+    let kern = SpammKernel::new(g, m, n, ops.precision(), opts.block, opts.s.max(1))?;
+    let sched = SpammSchedule::new(g, &na, &nb, tiles, opts.block, tau)?;
+    let mut st = g.alloc_zeros::<u64>(1)?;
+    kern.run(ops, &sched, 1.0, 0.0, c, Some(&mut st))?;
+    let valid = g.download(&st)?[0];
+    let abs = skipped_bound(&na, &nb, tiles.0, tiles.1, tiles.2, tau).map_err(pe)?;
+    let norm = if opts.measure_error {
+        let h = g.download(c)?;
+        h[..m * n]
+            .iter()
+            .map(|&x| x as f64 * x as f64)
+            .sum::<f64>()
+            .sqrt()
+    } else {
+        c_norm
+    };
+    Ok(SpammReport {
+        backend: "gpu",
+        precision: ops.precision().name().into(),
+        tau,
+        valid_ratio: valid as f64 / (tiles.0 * tiles.1 * tiles.2) as f64,
+        abs_bound: abs,
+        rel_bound: rel_bound(abs, norm),
+        measured_error: None,
+        attempts: 1,
+        row_ranges: vec![(0, m)],
+        transport: "single".into(),
+    })
+}

@@ -1,0 +1,379 @@
+//! Products of a prepared SpMM: on host data in the original row order ([`Prepared::spmm`]),
+//! on device data ([`Prepared::spmm_device`], original or prepared order), the launch of the
+//! prepared kernel, and new values for the same pattern ([`Prepared::update_values`]).
+
+use crate::{Error, RowOrder};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use tcsparse_formats::bittcf::BitTcf;
+use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
+use tcsparse_gpu::permute::RowPermutation;
+use tcsparse_gpu::spmm::acc::check_dense;
+use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
+use tcsparse_reorder::Mode;
+
+use super::{DeviceState, Prepared, args_error, at_least};
+
+impl Prepared {
+    /// `C = α·A·B + β·C` on host data in the original row order: B is `cols × n` and C `rows × n`,
+    /// row-major and contiguous, with `n` = [`Prepared::n`]. With β = 0, C is never read. Permutes
+    /// B and un-permutes C as the reordering mode requires.
+    /// [`Prepared::spmm_strided`] takes leading dimensions larger than `n`.
+    ///
+    /// Non-finite B: the tensor-core kernels (Acc-SpMM, row-tile, HRPB) multiply a block's absent
+    /// entries (zeros) by its rows of B, so an ∞ or NaN in B can give NaN in a row of the same
+    /// block that has no entry in that column, where cuSPARSE and the CSR kernel give a finite
+    /// value ([`Prepared::report`] names the kernel kept).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tcsparse::Error> {
+    /// use tcsparse::{Engine, PrepareOptions};
+    /// // A = [[1, 0, 2], [0, 3, 0]] times B = [1, 10, 100]ᵀ (n = 1), on the CPU path.
+    /// let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
+    /// let mut p = Engine::cpu("doctest").prepare_spmm(&a, &PrepareOptions::builder().n(1).build())?;
+    /// let mut c = vec![0.0f32; 2];
+    /// p.spmm(1.0, &[1.0, 10.0, 100.0], 0.0, &mut c)?;
+    /// assert_eq!(c, [201.0, 30.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn spmm(&mut self, alpha: f32, b: &[f32], beta: f32, c: &mut [f32]) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm`] with leading dimensions: B is `cols × n` with leading dimension `ldb`,
+    /// C is `rows × n` with `ldc` (`n` = [`Prepared::n`]; each leading dimension ≥ `n`).
+    pub fn spmm_strided(
+        &mut self,
+        alpha: f32,
+        b: &[f32],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        // B in prepared order, compact (ld = n).
+        let symmetric = self.report.mode == Mode::Symmetric;
+        let mut bp = vec![0f32; cols * n];
+        for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
+            let src = if symmetric { self.orig_row(j) } else { j };
+            dst.copy_from_slice(&b[src * ldb..src * ldb + n]);
+        }
+        // C in prepared order, compact; only read when β ≠ 0.
+        let mut cp = vec![0f32; rows * n];
+        if beta != 0.0 {
+            for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
+                let src = self.orig_row(i);
+                dst.copy_from_slice(&c[src * ldc..src * ldc + n]);
+            }
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            let y = self.bittcf().spmm_cpu(&bp, n, n);
+            for (out, &v) in cp.iter_mut().zip(&y) {
+                *out = if beta == 0.0 {
+                    alpha * v
+                } else {
+                    alpha * v + beta * *out
+                };
+            }
+        } else {
+            let gpu = self
+                .gpu
+                .clone()
+                .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+            let bd = gpu.upload(&bp)?;
+            let mut cd = if beta != 0.0 {
+                gpu.upload(&cp)?
+            } else {
+                gpu.alloc_zeros(rows * n)?
+            };
+            self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
+            cp = gpu.download(&cd)?;
+        }
+        for (i, src) in cp.chunks_exact(n).enumerate() {
+            let r = self.orig_row(i);
+            c[r * ldc..r * ldc + n].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
+    /// hot path for benchmarks. Same arguments as [`Prepared::spmm`]: B is `cols × n` and C
+    /// `rows × n`, row-major and contiguous (`n` = [`Prepared::n`]); with β = 0, C is never read.
+    /// [`Prepared::spmm_device_strided`] takes leading dimensions.
+    pub fn spmm_device<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_at(alpha, b, n, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm_device`] with leading dimensions: B is `cols × n` row-major with
+    /// leading dimension `ldb`, C is `rows × n` with `ldc` (`n` = [`Prepared::n`]).
+    /// B and C may be whole buffers ([`CudaSlice`](cudarc::driver::CudaSlice)) or views into larger ones
+    /// ([`cudarc::driver::CudaView`] / [`cudarc::driver::CudaViewMut`], e.g. `buf.slice(..)`).
+    /// Rows are in the original order (the default) unless the matrix was prepared with
+    /// [`RowOrder::Prepared`] (`PrepareOptions::device_order`), the reordered order that costs
+    /// no row permutation.
+    ///
+    /// Leading dimensions larger than `n` work on every kernel but cuSPARSE, which needs
+    /// `ldb = ldc = n`; shapes, lengths and leading dimensions are checked before any work
+    /// ([`Error::InvalidArgs`]).
+    pub fn spmm_device_strided<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_at(alpha, b, n, ldb, beta, c, ldc)
+    }
+
+    /// The device product at width `n` (whatever [`Prepared::n`] says): the multi-GPU parts,
+    /// which choose the width themselves.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn spmm_device_at<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if self.gpu.is_none() {
+            return Err(Error::Unavailable(
+                "spmm_device needs a GPU; this engine runs on the CPU path".into(),
+            ));
+        }
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        if matches!(self.dev, DeviceState::Cusparse { .. }) && (ldb != n || ldc != n) {
+            return Err(Error::InvalidArgs(format!(
+                "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
+            )));
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            return Err(Error::Unavailable("prepared for the CPU path".into()));
+        }
+        if self.device_order == RowOrder::Prepared || self.perm.is_none() {
+            return self.launch_prepared(alpha, b, n, ldb, beta, c, ldc);
+        }
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order, multiply,
+        // scatter C back.
+        let gpu = self
+            .gpu
+            .clone()
+            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+        if self.device_perm.is_none() {
+            let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+            self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
+        }
+        let symmetric = self.report.mode == Mode::Symmetric;
+        let mut cp = at_least(&gpu, self.scratch.c.take(), rows * n)?;
+        let mut bp = if symmetric {
+            Some(at_least(&gpu, self.scratch.b.take(), cols * n)?)
+        } else {
+            None
+        };
+        let result = (|| {
+            let perm = self
+                .device_perm
+                .as_ref()
+                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            if let Some(bp) = bp.as_mut() {
+                perm.gather(b, ldb, bp, n, n)?;
+            }
+            if beta != 0.0 {
+                perm.gather(c, ldc, &mut cp, n, n)?;
+            }
+            match bp.as_ref() {
+                Some(bp) => self.launch_prepared(alpha, bp, n, n, beta, &mut cp, n)?,
+                None => self.launch_prepared(alpha, b, n, ldb, beta, &mut cp, n)?,
+            }
+            let perm = self
+                .device_perm
+                .as_ref()
+                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            perm.scatter(&cp, n, c, ldc, n)?;
+            Ok(())
+        })();
+        self.scratch.b = bp;
+        self.scratch.c = Some(cp);
+        result
+    }
+
+    /// The product in prepared order on the device kernel (arguments as [`Prepared::spmm_device`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_prepared<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let gpu = self.gpu.as_ref().ok_or_else(|| {
+            Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
+        })?;
+        match &mut self.dev {
+            DeviceState::Cpu => {
+                return Err(Error::Unavailable("prepared for the CPU path".into()));
+            }
+            DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::RowTile(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Cusparse { csr, alg, spmm } => {
+                if ldb != n || ldc != n {
+                    return Err(Error::InvalidArgs(format!(
+                        "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
+                    )));
+                }
+                if n == 0 || csr.rows() == 0 {
+                    return Ok(());
+                }
+                let s = match spmm.entry((n, *alg)) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    // Set up on the caller's B and C (no temporaries of their size).
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(CusparseSpmm::with_buffers(gpu, csr, n, *alg, b, c)?)
+                    }
+                };
+                s.run(alpha, b, beta, c)?;
+            }
+            DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Hrpb(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
+        }
+        Ok(())
+    }
+
+    /// Replaces the matrix's values, keeping its pattern (GNN edge weights, iterative solvers):
+    /// `values` holds one value per stored nonzero in the ORIGINAL matrix's CSR order. No
+    /// reordering, planning or tuning: the values are moved into the prepared order through a map
+    /// from original to prepared positions (computed once, on the first call, when the matrix was
+    /// reordered), the host copies (prepared CSR and its BitTCF) are refilled, and the device copy
+    /// of the kernel's values is replaced with one upload (cuSPARSE: its CSR arrays). The BitTCF
+    /// values are refilled through a map from its value slots to prepared CSR positions
+    /// (`BitTcf::csr_positions`, computed on the first call), O(nnz) without a build; the
+    /// row-tile and HRPB layouts (when one of those kernels runs) are still rebuilt from the
+    /// prepared CSR, O(nnz), as they have no slot map yet.
+    /// Afterwards products equal those of a fresh preparation on the new values with the same
+    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
+    pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
+        let nnz = self.a.nnz();
+        if values.len() != nnz {
+            return Err(Error::ValueCount {
+                expected: nnz,
+                got: values.len(),
+            });
+        }
+        if self.perm.is_some() && self.value_map.is_none() {
+            self.value_map = Some(self.original_to_prepared()?);
+        }
+        match &self.value_map {
+            Some(map) if self.perm.is_some() => {
+                let data = self.a.make_mut().data_mut();
+                for (&v, &q) in values.iter().zip(map) {
+                    data[q as usize] = v;
+                }
+            }
+            _ => self.a.make_mut().data_mut().copy_from_slice(values),
+        }
+        // A BitTCF not built yet will be built from the refilled CSR when asked for.
+        if let Some(bittcf) = self.bittcf.get_mut() {
+            if self.bittcf_slots.is_none() {
+                self.bittcf_slots =
+                    Some(BitTcf::csr_positions(&self.a).map_err(|e| Error::Format(e.to_string()))?);
+            }
+            if let Some(slots) = &self.bittcf_slots {
+                let data = self.a.data();
+                for (v, &p) in bittcf.values_mut().iter_mut().zip(slots) {
+                    *v = data[p as usize];
+                }
+            }
+        }
+        let Some(gpu) = self.gpu.clone() else {
+            return Ok(());
+        };
+        if matches!(self.dev, DeviceState::Acc(_)) {
+            // Built during preparation for Acc-SpMM; this only guards the refill above.
+            self.bittcf();
+        }
+        match &mut self.dev {
+            DeviceState::Cpu => {}
+            DeviceState::Acc(d) => {
+                let bittcf = self.bittcf.get_or_init(BitTcf::empty);
+                d.set_values(&gpu, bittcf.values())?
+            }
+            DeviceState::Csr(k) => k.set_values(self.a.data())?,
+            DeviceState::Cusparse { csr, spmm, .. } => {
+                *csr = CusparseCsr::new(&gpu, &self.a)?;
+                spmm.clear();
+            }
+            DeviceState::RowTile(d) => {
+                let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                d.set_values(&gpu, &m)?;
+            }
+            DeviceState::Hrpb(k) => {
+                let h = tcsparse_formats::hrpb::Hrpb::from_csr(&self.a)
+                    .map_err(|e| Error::Format(e.to_string()))?;
+                let (mma, split) = (k.mma(), k.split());
+                **k = HrpbSpmm::from_hrpb(&gpu, &h, mma, split)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// For each stored value of the original matrix (CSR order), its position in the prepared
+    /// matrix: the prepared matrix with each value replaced by a tag of its own position, put back
+    /// into the original order by the inverse permutation (values are moved, never computed on,
+    /// so the tags come back exact).
+    fn original_to_prepared(&self) -> Result<Vec<u32>, Error> {
+        let Some(perm) = &self.perm else {
+            return Ok((0..self.a.nnz() as u32).collect());
+        };
+        // Tags q + 1 are finite, nonzero f32 bit patterns below the exponent of ∞.
+        if self.a.nnz() >= 0x7F80_0000 {
+            return Err(Error::InvalidArgs(format!(
+                "{} nonzeros: too many to map for a value update",
+                self.a.nnz()
+            )));
+        }
+        let mut tagged = (*self.a).clone();
+        for (q, v) in tagged.data_mut().iter_mut().enumerate() {
+            *v = f32::from_bits(q as u32 + 1);
+        }
+        let original = tcsparse_reorder::apply(&perm.inverse(), &tagged, self.report.mode)?;
+        original
+            .data()
+            .iter()
+            .map(|v| match v.to_bits().checked_sub(1) {
+                Some(q) if (q as usize) < self.a.nnz() => Ok(q),
+                _ => Err(Error::InvalidArgs(
+                    "value map: the reordering changed the stored values".into(),
+                )),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,107 @@
+//! GPU tests of the facade's SpAMM orchestration (ignored by default; they FAIL without a GPU,
+//! never pass vacuously): C's rows split over several streams of one device and over every
+//! device present give the single-GPU result bit for bit, and an error target is met.
+
+use tcsparse::formats::generate::exponential_decay_dense;
+use tcsparse::gpu::Gpu;
+use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
+use tcsparse::spamm::{DenseRef, SpammOptions, measured_error, spamm_on_group};
+use tcsparse::{DeviceGroup, DeviceSet, Engine, Precision};
+
+fn gpu() -> Gpu {
+    Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+}
+
+fn cfg(s: usize) -> SpammConfig {
+    SpammConfig {
+        precision: SpammPrecision::Tf32x3,
+        block: SpammBlock::B64,
+        s,
+        target: TauTarget::RelError(1e-5),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
+    let g = gpu();
+    let n = 900;
+    let a = exponential_decay_dense(n, 0.1);
+    let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
+    let (c1, r1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(1)).unwrap();
+    let mut groups = vec![DeviceGroup::streams_of(&g, 3).unwrap()];
+    let count = Gpu::device_count();
+    if count > 1 {
+        groups.push(DeviceGroup::open(DeviceSet::first(count)).unwrap());
+    }
+    for group in &groups {
+        let (c, r) = spamm_on_group(group, &a, &a, n, n, n, &cfg(1)).unwrap();
+        assert_eq!(r.row_ranges.len(), group.len());
+        assert_eq!(r.row_ranges.first().map(|x| x.0), Some(0));
+        assert_eq!(r.row_ranges.last().map(|x| x.1), Some(n));
+        assert_eq!((r.tau, r.valid_products), (r1.tau, r1.valid_products));
+        // Same tiles, same order of accumulation per C element: the same bits.
+        assert_eq!(c, c1, "{:?}", group.transport());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
+    let g = gpu();
+    let n = 700;
+    let a = exponential_decay_dense(n, 0.1);
+    let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
+    let (c1, r1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(2)).unwrap();
+    let two = DeviceGroup::streams_of(&g, 2).unwrap();
+    let (c2, r2) = spamm_on_group(&two, &a, &a, n, n, n, &cfg(2)).unwrap();
+    assert_eq!(r2.row_ranges.len(), 2);
+    assert_eq!(r1.tau, r2.tau);
+    assert_eq!(r1.valid_products, r2.valid_products);
+    assert_eq!(c1, c2, "row split changes nothing");
+    let rows: Vec<usize> = (0..n).collect();
+    let e = measured_error(&a, &a, &c1, n, n, &rows);
+    println!("{r1:?} measured rel err {e:.3e}");
+    assert!(r1.rel_bound <= 1e-5, "{r1:?}");
+    assert!(e <= r1.rel_bound + 1e-6, "{e:.3e} vs {r1:?}");
+    assert!(
+        r1.valid_ratio < 0.5,
+        "a decay matrix skips most tiles: {r1:?}"
+    );
+}
+
+/// The engine's SpAMM on its GPU equals the product over a one-handle group, and its report
+/// names the GPU path.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_engine_runs_spamm_on_its_gpu() {
+    let g = gpu();
+    let n = 300;
+    let a = exponential_decay_dense(n, 0.1);
+    let d = DenseRef {
+        data: &a,
+        rows: n,
+        cols: n,
+    };
+    let opts = SpammOptions::builder()
+        .precision(Precision::Tf32x3)
+        .measure_error(true, 0)
+        .build();
+    let (c, report) = Engine::with_gpu(g.clone())
+        .prepare_spamm(d, &opts)
+        .unwrap()
+        .spamm(d)
+        .unwrap();
+    assert_eq!(
+        (report.backend, report.transport.as_str()),
+        ("gpu", "single")
+    );
+    assert_eq!(report.precision, "3xtf32");
+    let one = DeviceGroup::host_staged(vec![g], "one handle").unwrap();
+    let (want, _) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(1)).unwrap();
+    assert_eq!(c, want);
+    assert!(
+        report.measured_error.unwrap() <= report.rel_bound + 1e-6,
+        "{report:?}"
+    );
+}

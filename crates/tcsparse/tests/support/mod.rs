@@ -1,0 +1,50 @@
+//! Operands and options several facade test files share (each file uses some of them).
+#![allow(dead_code)]
+
+use tcsparse::formats::Csr;
+use tcsparse::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
+
+/// `len` values in [-1, 1) from a seeded LCG: the same on every call.
+pub fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// 203×203 with empty rows, short rows and a few dense (hub) rows, so that split windows and
+/// split CSR rows (atomics after a β pre-scale) are exercised.
+pub fn hub_rows_203() -> Csr {
+    let mut t = Vec::new();
+    let rows = 203u32;
+    for r in 0..rows {
+        if (40..56).contains(&r) {
+            continue;
+        }
+        for k in 0..(r % 7 + 1) {
+            t.push((r, (r * 13 + k * 29) % rows, 0.25 + (k as f32) * 0.1));
+        }
+        if r % 50 == 0 {
+            for c in 0..rows {
+                t.push((r, c, 0.01));
+            }
+        }
+    }
+    tcsparse::formats::csr::csr_from_triplets(rows as usize, rows as usize, &t).unwrap()
+}
+
+/// Untuned options of `kernel` in the input order, without balancing: no atomics, so products
+/// are bitwise reproducible.
+pub fn reproducible_options(kernel: KernelRequest) -> PrepareOptions {
+    PrepareOptions::builder()
+        .kernel(kernel)
+        .reorder(ReorderChoice::None)
+        .balance(Balance::Off)
+        .tune(false)
+        .build()
+}
