@@ -10,7 +10,7 @@
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 
@@ -18,6 +18,7 @@ pub use super::{
     AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_flags_at, launch_shape,
     to_tf32,
 };
+use crate::launch::{Arg, Launch};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
@@ -63,38 +64,16 @@ const MAIN_PARAMS: &[ParamKind] = &[
 ];
 
 /// Parameters of `acc_spmm_tf32_cache`: [`MAIN_PARAMS`] and `cache_log2`.
-const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] = {
-    let mut p = [ParamKind::U32; MAIN_PARAMS.len() + 1];
-    let mut i = 0;
-    while i < MAIN_PARAMS.len() {
-        p[i] = MAIN_PARAMS[i];
-        i += 1;
-    }
-    p // the last one stays U32: cache_log2
-};
+const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] =
+    crate::signature::concat(MAIN_PARAMS, &[ParamKind::U32]); // cache_log2
 
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test), one
+/// per [`AccVariant`].
 pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_SHARED,
-        params: MAIN_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_REGISTER,
-        params: MAIN_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_CACHE,
-        params: &CACHE_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_PAPER,
-        params: MAIN_PARAMS,
-    },
+    AccVariant::SharedMeta.signature(),
+    AccVariant::RegisterMeta.signature(),
+    AccVariant::CachedRows { log2_slots: 0 }.signature(),
+    AccVariant::Paper.signature(),
 ];
 
 /// Which kernel entry executes the product (same results, different metadata staging).
@@ -130,6 +109,21 @@ impl AccVariant {
             Self::RegisterMeta => ENTRY_REGISTER,
             Self::CachedRows { .. } => ENTRY_CACHE,
             Self::Paper => ENTRY_PAPER,
+        }
+    }
+
+    /// The entry's signature.
+    pub const fn signature(self) -> KernelSignature {
+        let (name, params): (&str, &[ParamKind]) = match self {
+            Self::SharedMeta => (ENTRY_SHARED, MAIN_PARAMS),
+            Self::RegisterMeta => (ENTRY_REGISTER, MAIN_PARAMS),
+            Self::CachedRows { .. } => (ENTRY_CACHE, &CACHE_PARAMS),
+            Self::Paper => (ENTRY_PAPER, MAIN_PARAMS),
+        };
+        KernelSignature {
+            module: KernelModule::AccSpmm,
+            name,
+            params,
         }
     }
 
@@ -601,39 +595,35 @@ impl AccSpmmDevice {
         let smem = self
             .smem_for(&shape, n)
             .map_err(AccSpmmError::InvalidArgs)?;
-        let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         self.sched
             .split
             .prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let sig = self.variant.signature();
+        let mut l = Launch::new(gpu.stream(), &self.main, &sig);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        let mut l = stream.launch_builder(&self.main);
-        l.arg(&self.rwo)
-            .arg(&self.bvo)
-            .arg(&self.a2b)
-            .arg(&self.bits)
-            .arg(&self.values)
-            .arg(&self.sched.work)
-            .arg(&self.sched.window_split)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&m)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags);
-        let cache_log2 = match self.variant {
-            AccVariant::CachedRows { log2_slots } => u32::from(log2_slots),
-            _ => 0,
-        };
-        if matches!(self.variant, AccVariant::CachedRows { .. }) {
-            l.arg(&cache_log2);
+        l.input(&self.rwo)
+            .input(&self.bvo)
+            .input(&self.a2b)
+            .input(&self.bits)
+            .input(&self.values)
+            .input(&self.sched.work)
+            .input(&self.sched.window_split)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(m)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags);
+        if let AccVariant::CachedRows { log2_slots } = self.variant {
+            l.u32(u32::from(log2_slots));
         }
-        // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg|_paper](const u32* rwo, const u32*
+        // SAFETY: (1) the arguments fill `acc_spmm_tf32[_reg|_paper](const u32* rwo, const u32*
         // bvo, const u32* a2b, const u64* bits, const float* values, const u32* work, const u8*
         // window_split, const float* B, u32 ldb, float* C, u32 ldc, u32 M, u32 N, float alpha, float
         // beta, u32 flags)` in kernels-ptx/acc_spmm.cu (`acc_spmm_tf32_cache` takes one more u32,
@@ -650,7 +640,7 @@ impl AccSpmmDevice {
         // (never dereferenced); flatten_schedule proved every work entry lies inside the window and
         // block counts; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
         // the kernel guards features ≥ n and rows ≥ M.
-        unsafe { l.launch(shape.config(smem)) }?;
+        unsafe { l.launch(shape.config(smem).into()) }?;
         Ok(())
     }
 }

@@ -9,14 +9,13 @@
 //! [`CsrSpmm::new`] uploads A and its work list once; [`CsrSpmm::run`] checks the dense operands'
 //! lengths and launches.
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
 use super::{check_operands, launch_flags_at};
 use crate::device_csr::DeviceCsr;
+use crate::launch::{Arg, Launch};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -32,7 +31,9 @@ pub const DEFAULT_CHUNK_NNZ: u32 = 256;
 pub const MAX_ROWS_PER_ITEM: u32 = 32;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+pub const SIGNATURES: &[KernelSignature] = &[SIG];
+
+const SIG: KernelSignature = KernelSignature {
     module: KernelModule::CsrSpmm,
     name: ENTRY,
     params: &[
@@ -50,7 +51,7 @@ pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
         ParamKind::F32, // beta
         ParamKind::U32, // flags
     ],
-}];
+};
 
 /// Warp items of a CSR matrix (see [`csr_work`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -514,25 +515,24 @@ impl CsrSpmm {
             .split
             .prescale(&self.gpu, c, ldc, self.m, n, beta, 1)?;
         let items = num_items as u32;
-        let stream = self.gpu.stream();
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &SIG);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        let mut l = stream.launch_builder(&self.func);
-        l.arg(&self.indptr)
-            .arg(&self.indices)
-            .arg(&self.values)
-            .arg(&self.work.items)
-            .arg(&items)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags);
-        // SAFETY: (1) types and order match `csr_spmm_f32(const u32*, const u32*, const float*,
+        l.input(&self.indptr)
+            .input(&self.indices)
+            .input(&self.values)
+            .input(&self.work.items)
+            .u32(items)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags);
+        // SAFETY: (1) the arguments fill `csr_spmm_f32(const u32*, const u32*, const float*,
         // const u32*, u32, const float*, u32, float*, u32, u32, float, float, u32)` (checked against
         // the PTX by SIGNATURES); flag bit 0 (float4 access) only when ldb and ldc are multiples
         // of 4 and B and C start 16-byte aligned (launch_flags_at; each lane's first feature is a
@@ -546,8 +546,7 @@ impl CsrSpmm {
         // `items` warps, the rest exit); features ≥ n are guarded, and (m−1)·ldc + n ≤ c.len()
         // was checked above. (4) Split rows were pre-scaled on the same stream just before, so the
         // atomic adds land on β·C.
-        unsafe { l.launch(self.launch_config(n)) }?;
-        Ok(())
+        unsafe { l.launch(self.launch_config(n).into()) }
     }
 }
 

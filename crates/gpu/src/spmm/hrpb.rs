@@ -14,13 +14,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
+use crate::launch::{Arg, Launch, Shape};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -83,59 +82,17 @@ const PARAMS: &[ParamKind] = &[
     ParamKind::U32, // slots  (split panels, k8ts: the layout of `sync`)
 ];
 
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K4,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8D4,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8W,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8O,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8SC,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WSC,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8T,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8TS,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WTD,
-        params: PARAMS,
-    },
-];
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test), one
+/// per [`HrpbMma`] in [`HrpbMma::ALL`]'s order.
+pub const SIGNATURES: &[KernelSignature] = &{
+    let mut sigs = [HrpbMma::K4.signature(); HrpbMma::ALL.len()];
+    let mut i = 0;
+    while i < sigs.len() {
+        sigs[i] = HrpbMma::ALL[i].signature();
+        i += 1;
+    }
+    sigs
+};
 
 /// MMA shape of the HRPB kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -194,7 +151,16 @@ impl HrpbMma {
         HrpbMma::K8WTD,
     ];
 
-    fn entry(self) -> &'static str {
+    /// The PTX entry's signature (every entry takes the same parameters).
+    pub const fn signature(self) -> KernelSignature {
+        KernelSignature {
+            module: KernelModule::HrpbSpmm,
+            name: self.entry(),
+            params: PARAMS,
+        }
+    }
+
+    const fn entry(self) -> &'static str {
         match self {
             HrpbMma::K4 => ENTRY_K4,
             HrpbMma::K8 => ENTRY_K8,
@@ -713,33 +679,33 @@ impl HrpbSpmm {
                 .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
         }
         let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
-        let stream = self.gpu.stream();
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let sig = self.mma.signature();
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &sig);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         // Bit 0: float4 B loads (ldb % 4 = 0, B 16-byte aligned); bit 1: float4 C access (ldc).
         let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
             | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
-        let cfg = LaunchConfig {
-            grid_dim: (work.count as u32 / units, tiles, 1),
-            block_dim: (32, warps, 1),
-            shared_mem_bytes: 0,
+        let shape = Shape {
+            grid: (work.count as u32 / units, tiles, 1),
+            block: (32, warps, 1),
+            shared_bytes: 0,
         };
-        let mut l = stream.launch_builder(&self.func);
-        l.arg(&work.items)
-            .arg(&self.bricks)
-            .arg(&self.values)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&m32)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags)
-            .arg(&work.sync)
-            .arg(&work.slots);
-        // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
+        l.input(&work.items)
+            .input(&self.bricks)
+            .input(&self.values)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(m32)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags)
+            .input(&work.sync)
+            .u32(work.slots);
+        // SAFETY: (1) the arguments fill every `hrpb_spmm_*` entry's (const u32*, const u32*,
         // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32, u32*, u32)
         // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
         // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
@@ -761,7 +727,7 @@ impl HrpbSpmm {
         // tiles), its length (slot < slots from work_items, ⌈n/32⌉ ≤ 4 · tiles). The last waiter
         // of a flag zeroes it and its count, so every launch finds them zero (launches are
         // ordered on the one stream; the buffer is private to this work list).
-        unsafe { l.launch(cfg) }?;
+        unsafe { l.launch(shape) }?;
         Ok(())
     }
 }
@@ -822,6 +788,19 @@ pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kernel_has_its_own_signature() {
+        assert_eq!(SIGNATURES.len(), HrpbMma::ALL.len());
+        for (m, sig) in HrpbMma::ALL.iter().zip(SIGNATURES) {
+            assert_eq!(sig.name, m.entry());
+            assert_eq!(*sig, m.signature());
+        }
+        let mut names: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), HrpbMma::ALL.len(), "one entry per kernel");
+    }
 
     #[test]
     fn tiling_covers_any_width() {

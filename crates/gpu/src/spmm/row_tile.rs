@@ -18,7 +18,7 @@
 //! small matrices (too few windows to fill the GPU) and hub rows (one window with most of the
 //! blocks) need.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
@@ -26,6 +26,7 @@ use tcsparse_planner::{AccSchedule, Eq4Model};
 
 use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
+use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
@@ -63,6 +64,14 @@ impl RowTileKernel {
             .iter()
             .zip(ENTRIES)
             .find_map(|(&k, e)| (k == self).then_some(e))
+    }
+
+    /// The PTX entry's signature, `None` for a window height without a kernel.
+    pub fn signature(self) -> Option<&'static KernelSignature> {
+        KERNELS
+            .iter()
+            .position(|&k| k == self)
+            .map(|i| &SIGNATURES[i])
     }
 
     /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`.
@@ -247,15 +256,19 @@ const BUILD_PARAMS: [ParamKind; 11] = [
     ParamKind::Ptr, // missing (one u32)
 ];
 
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test): the
+/// kernels of [`KERNELS`] in its order, then the device builds.
 pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[0], &MASKED_PARAMS),
     signature(ENTRIES[1], &DENSE_PARAMS),
     signature(ENTRIES[2], &MASKED_PARAMS),
     signature(ENTRIES[3], &DENSE_PARAMS),
-    signature(BUILD_ENTRY, &BUILD_PARAMS),
-    signature(SKELETON_ENTRY, &SKELETON_PARAMS),
+    SIG_BUILD,
+    SIG_SKELETON,
 ];
+
+const SIG_BUILD: KernelSignature = signature(BUILD_ENTRY, &BUILD_PARAMS);
+const SIG_SKELETON: KernelSignature = signature(SKELETON_ENTRY, &SKELETON_PARAMS);
 
 /// Threads per block of the dense-tile build, and most blocks of its grid (it strides over rows).
 const BUILD_THREADS: u32 = 256;
@@ -445,27 +458,29 @@ fn fill_dense_tiles(
     window_rows: usize,
     blocks: usize,
 ) -> Result<CudaSlice<f32>, AccSpmmError> {
-    let frag = gpu.alloc_zeros::<f32>((blocks * window_rows * 8).max(1))?;
+    let mut frag = gpu.alloc_zeros::<f32>((blocks * window_rows * 8).max(1))?;
     let mut missing = gpu.alloc_zeros::<u32>(1)?;
     let build = gpu.function(KernelModule::RowTileSpmm, BUILD_ENTRY)?;
     let (rows, wr) = (a.rows() as u32, window_rows as u32);
-    let null = 0u64;
-    let stream = gpu.stream();
-    let mut l = stream.launch_builder(&build);
-    l.arg(&csr.indptr)
-        .arg(&csr.indices)
-        .arg(&csr.values)
-        .arg(&rows);
+    let mut l = Launch::new(gpu.stream(), &build, &SIG_BUILD);
+    l.input(&csr.indptr)
+        .input(&csr.indices)
+        .input(&csr.values)
+        .u32(rows);
     match old_row {
-        Some(p) => l.arg(p),
-        None => l.arg(&null),
+        Some(p) => l.input(p),
+        None => l.arg(Arg::Ptr(0)),
     };
     match new_col {
-        Some(p) => l.arg(p),
-        None => l.arg(&null),
+        Some(p) => l.input(p),
+        None => l.arg(Arg::Ptr(0)),
     };
-    l.arg(rwo).arg(a2x).arg(&wr).arg(&frag).arg(&mut missing);
-    // SAFETY: (1) argument types and order match `row_tile_dense_build` in
+    l.input(rwo)
+        .input(a2x)
+        .u32(wr)
+        .output(&mut frag)
+        .output(&mut missing);
+    // SAFETY: (1) the arguments fill `row_tile_dense_build` in
     // kernels-ptx/row_tile_spmm.cu (BUILD_PARAMS in SIGNATURES, checked against the PTX by a CPU
     // test). (2) Only `frag` and `missing` are written, both allocated here and not yet shared.
     // (3) Every index is in bounds (the caller's guarantees above): the CSR arrays are an upload
@@ -476,7 +491,7 @@ fn fill_dense_tiles(
     // and a found slot names a block < blocks, whose window_rows · 8 tile slots lie inside `frag`
     // (allocated for all of them); the lane / row-tile offset is < window_rows · 8 (g < 8, t < 4,
     // i < window_rows / 16).
-    unsafe { l.launch(build_config(a.rows())) }?;
+    unsafe { l.launch(build_config(a.rows()).into()) }?;
     let lost = gpu.download(&missing)?.first().copied().unwrap_or(0);
     if lost > 0 {
         return Err(AccSpmmError::InvalidFormat(format!(
@@ -502,24 +517,22 @@ fn launch_skeleton(
     let windows = a.rows().div_ceil(window_rows);
     let f = gpu.function(KernelModule::RowTileSpmm, SKELETON_ENTRY)?;
     let (rows, wr, nw) = (a.rows() as u32, window_rows as u32, windows as u32);
-    let null = 0u64;
-    let stream = gpu.stream();
-    let mut l = stream.launch_builder(&f);
-    l.arg(&csr.indptr).arg(&csr.indices).arg(&rows);
+    let mut l = Launch::new(gpu.stream(), &f, &SIG_SKELETON);
+    l.input(&csr.indptr).input(&csr.indices).u32(rows);
     match old_row {
-        Some(p) => l.arg(p),
-        None => l.arg(&null),
+        Some(p) => l.input(p),
+        None => l.arg(Arg::Ptr(0)),
     };
-    l.arg(&wr).arg(&nw);
+    l.u32(wr).u32(nw);
     match counts {
-        Some(c) => l.arg(c),
-        None => l.arg(&null),
+        Some(c) => l.output(c),
+        None => l.arg(Arg::Ptr(0)),
     };
     match write {
-        Some((rwo, a2x)) => l.arg(rwo).arg(a2x),
-        None => l.arg(&null).arg(&null),
+        Some((rwo, a2x)) => l.input(rwo).output(a2x),
+        None => l.arg(Arg::Ptr(0)).arg(Arg::Ptr(0)),
     };
-    // SAFETY: (1) argument types and order match `row_tile_skeleton` in
+    // SAFETY: (1) the arguments fill `row_tile_skeleton` in
     // kernels-ptx/row_tile_spmm.cu (SKELETON_PARAMS in SIGNATURES, checked against the PTX by a
     // CPU test). (2) Only `counts` or `a2x` is written, each borrowed mutably for this call and
     // private to the caller's build. (3) Every index is in bounds: `old_row` (checked by the
@@ -528,7 +541,7 @@ fn launch_skeleton(
     // caller's allocation, windows ≥ 1 or none launched past); a window writes only a2x slots in
     // [8·rwo[w], 8·rwo[w+1]) (the kernel caps at the window's capacity), inside the 8·rwo[last]
     // entries the caller allocated.
-    unsafe { l.launch(build_config(windows)) }?;
+    unsafe { l.launch(build_config(windows).into()) }?;
     Ok(())
 }
 
@@ -885,32 +898,34 @@ impl RowTileDevice {
             .split
             .prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
-        let stream = gpu.stream();
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let sig = self.kernel.signature().ok_or_else(|| {
+            AccSpmmError::InvalidArgs(format!("no {} kernel", self.kernel.name()))
+        })?;
+        let mut l = Launch::new(gpu.stream(), &self.main, sig);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        let mut l = stream.launch_builder(&self.main);
         match &self.tiles {
             Tiles::Masked { bvo, masks, values } => l
-                .arg(&self.rwo)
-                .arg(bvo)
-                .arg(&self.a2x)
-                .arg(masks)
-                .arg(values),
-            Tiles::Dense { frag } => l.arg(&self.rwo).arg(&self.a2x).arg(frag),
+                .input(&self.rwo)
+                .input(bvo)
+                .input(&self.a2x)
+                .input(masks)
+                .input(values),
+            Tiles::Dense { frag } => l.input(&self.rwo).input(&self.a2x).input(frag),
         };
-        l.arg(&sched.work)
-            .arg(&sched.window_split)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&m)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags);
-        // SAFETY: (1) argument types and order match the row-tile entry chosen on upload
+        l.input(&sched.work)
+            .input(&sched.window_split)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(m)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags);
+        // SAFETY: (1) the arguments fill the row-tile entry chosen on upload
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
         // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
         // (float4 access) is set
@@ -930,7 +945,7 @@ impl RowTileDevice {
         // work entry; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(),
         // and the kernel guards features ≥ n and rows ≥ M. (4) Split windows were pre-scaled on
         // the same stream just before, so the atomic adds land on β·C.
-        unsafe { l.launch(shape.config(0)) }?;
+        unsafe { l.launch(shape.config(0).into()) }?;
         Ok(())
     }
 }
@@ -975,8 +990,17 @@ mod tests {
         assert_eq!(names, ["TC16", "TC16d", "TC32", "TC32d"]);
         for (k, e) in KERNELS.iter().zip(ENTRIES) {
             assert_eq!(k.entry(), Some(e));
+            let sig = k.signature().unwrap();
+            assert_eq!(sig.name, e);
+            let want: &[ParamKind] = if k.dense_tiles {
+                &DENSE_PARAMS
+            } else {
+                &MASKED_PARAMS
+            };
+            assert_eq!(sig.params, want);
         }
         assert_eq!(RowTileKernel::new(64, false).entry(), None);
+        assert_eq!(RowTileKernel::new(64, false).signature(), None);
         assert_eq!(SIGNATURES.len(), KERNELS.len() + 2);
     }
 
