@@ -28,7 +28,7 @@ use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
 use tcsparse::gpu::spmv::graph::time_spmv;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
-use tcsparse::gpu::{Gpu, GpuError};
+use tcsparse::gpu::{DeviceProduct, Gpu, GpuError};
 
 use crate::matrices::Matrix;
 use crate::report::{Case, Report, Status};

@@ -197,7 +197,7 @@ impl<'a> Launch<'a> {
 
     /// The address of `buf`, read by the kernel: the stream waits for earlier writes of it, and
     /// the read is recorded once the kernel is queued.
-    pub fn borrow<T, B: DevicePtr<T>>(&mut self, buf: &'a B) -> u64 {
+    pub fn borrow<T, B: DevicePtr<T> + ?Sized>(&mut self, buf: &'a B) -> u64 {
         let (p, g) = buf.device_ptr(self.stream);
         self.guards.push(g);
         p
@@ -205,20 +205,20 @@ impl<'a> Launch<'a> {
 
     /// The address of `buf`, written by the kernel: the stream waits for earlier work on it, and
     /// the write is recorded once the kernel is queued.
-    pub fn borrow_mut<T, B: DevicePtrMut<T>>(&mut self, buf: &'a mut B) -> u64 {
+    pub fn borrow_mut<T, B: DevicePtrMut<T> + ?Sized>(&mut self, buf: &'a mut B) -> u64 {
         let (p, g) = buf.device_ptr_mut(self.stream);
         self.guards.push(g);
         p
     }
 
     /// Appends the address of `buf`, read by the kernel ([`Launch::borrow`]).
-    pub fn input<T, B: DevicePtr<T>>(&mut self, buf: &'a B) -> &mut Self {
+    pub fn input<T, B: DevicePtr<T> + ?Sized>(&mut self, buf: &'a B) -> &mut Self {
         let p = self.borrow(buf);
         self.arg(Arg::Ptr(p))
     }
 
     /// Appends the address of `buf`, written by the kernel ([`Launch::borrow_mut`]).
-    pub fn output<T, B: DevicePtrMut<T>>(&mut self, buf: &'a mut B) -> &mut Self {
+    pub fn output<T, B: DevicePtrMut<T> + ?Sized>(&mut self, buf: &'a mut B) -> &mut Self {
         let p = self.borrow_mut(buf);
         self.arg(Arg::Ptr(p))
     }

@@ -25,6 +25,7 @@ mod memory_pool;
 pub mod module_image;
 pub mod multi;
 pub mod permute;
+pub mod product;
 pub mod schedule;
 pub mod sddmm;
 pub mod signature;
@@ -40,6 +41,7 @@ pub use baselines::{cublas, cusparse};
 #[doc(hidden)]
 pub use spmm::{acc as acc_spmm, csr as csr_spmm, row_tile as row_tile_spmm};
 
+pub use product::{Dense, DenseMut, DeviceProduct};
 pub use signature::{KernelSignature, ParamKind};
 
 /// Errors of the GPU runtime. Every driver/library status is kept, with a readable `Display`.

@@ -270,7 +270,7 @@ impl SplitRows {
     /// flattened against this matrix's windows, or from `csr_work` over its rows) and that
     /// `(rows − 1)·ldc + n ≤ c.len()` was checked.
     #[allow(clippy::too_many_arguments)]
-    pub fn prescale<C: DevicePtrMut<f32>>(
+    pub fn prescale<C: DevicePtrMut<f32> + ?Sized>(
         &self,
         gpu: &Gpu,
         c: &mut C,

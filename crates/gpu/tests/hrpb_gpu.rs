@@ -71,7 +71,8 @@ fn check(gpu: &Gpu, what: &str, a: &Csr, dev: &HrpbSpmm, n: usize, alpha: f32, b
     }
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.run(alpha, &bd, beta, &mut cd, n).expect("launch");
+    dev.launch(alpha, &bd, n, beta, &mut cd, n, n)
+        .expect("launch");
     let got = gpu.download(&cd).unwrap();
     check_result(what, a, alpha, &b, n, beta, &c0, &got, n, n)
 }
@@ -225,12 +226,12 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let mut err = 0f64;
             for d in devs.iter().chain([&fill]) {
                 gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-                d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+                d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
                 let got = gpu.download(&cd).unwrap();
                 let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
                 err = err.max(scaled_error(&what, &got, &ab, &abs));
                 let t = gpu
-                    .time_launches(3, 20, || d.run(1.0, &bd, 0.0, &mut cd, n))
+                    .time_launches(3, 20, || d.launch(1.0, &bd, n, 0.0, &mut cd, n, n))
                     .unwrap();
                 times.push(t.median_ms);
             }
@@ -317,7 +318,7 @@ fn hrpb_probe_launches_for_profiling() {
             }
             let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
             gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-            d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+            d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
             let got = gpu.download(&cd).unwrap();
             let what = format!("probe {name}/n={n}/{}", mma.name());
             let e = scaled_error(&what, &got, &ab, &abs);

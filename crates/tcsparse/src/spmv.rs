@@ -40,7 +40,7 @@ use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CHUNK_TILES, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS,
     tuned_walk_layouts,
 };
-use tcsparse_gpu::{Gpu, Timing};
+use tcsparse_gpu::{DeviceProduct, Gpu, Timing};
 
 use crate::{Engine, Error};
 
@@ -587,7 +587,7 @@ impl PreparedSpmv {
         match &mut self.exec {
             Exec::Ours(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
             Exec::Csr(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
-            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y)?),
+            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y, self.n)?),
             Exec::Cpu(_) => Err(Error::Unavailable(
                 "spmv_device on an engine without a GPU".into(),
             )),

@@ -16,7 +16,7 @@ use crate::schedule::upload_nonempty;
 use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
 
-fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
+pub(crate) fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
     s.result().map_err(|e| GpuError::cusparse(call, e))
 }
 
@@ -226,12 +226,12 @@ impl Drop for CsrInner {
 }
 
 /// A dense row-major matrix descriptor (values pointer replaced per call). Destroyed on drop.
-struct DnMat(cs::cusparseDnMatDescr_t);
+pub(crate) struct DnMat(pub(crate) cs::cusparseDnMatDescr_t);
 
 impl DnMat {
     /// # Safety
     /// `ptr` must be a device buffer of at least `rows·cols` f32 whenever the descriptor is used.
-    unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
+    pub(crate) unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: forwarded from the caller.
         ok("cusparseCreateDnMat", unsafe {
@@ -250,7 +250,7 @@ impl DnMat {
 
     /// # Safety
     /// As for [`DnMat::new`].
-    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
         // SAFETY: forwarded from the caller.
         ok("cusparseDnMatSetValues", unsafe {
             cs::cusparseDnMatSetValues(self.0, ptr as *mut c_void)
@@ -269,12 +269,12 @@ impl Drop for DnMat {
 }
 
 /// A dense vector descriptor. Destroyed on drop.
-struct DnVec(cs::cusparseDnVecDescr_t);
+pub(crate) struct DnVec(pub(crate) cs::cusparseDnVecDescr_t);
 
 impl DnVec {
     /// # Safety
     /// `ptr` must be a device buffer of at least `len` f32 whenever the descriptor is used.
-    unsafe fn new(len: usize, ptr: u64) -> Result<Self, GpuError> {
+    pub(crate) unsafe fn new(len: usize, ptr: u64) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: forwarded from the caller.
         ok("cusparseCreateDnVec", unsafe {
@@ -290,7 +290,7 @@ impl DnVec {
 
     /// # Safety
     /// As for [`DnVec::new`].
-    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
         // SAFETY: forwarded from the caller.
         ok("cusparseDnVecSetValues", unsafe {
             cs::cusparseDnVecSetValues(self.0, ptr as *mut c_void)
@@ -495,7 +495,7 @@ impl CusparseSpmm {
     }
 
     /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
-    pub fn run<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn run<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &mut self,
         alpha: f32,
         b: &B,
@@ -541,97 +541,35 @@ impl CusparseSpmm {
     }
 }
 
-/// A prepared cuSPARSE CSR SpMV `y = α·A·x + β·y` (`CUSPARSE_SPMV_ALG_DEFAULT`).
-pub struct CusparseSpmv {
-    x: DnVec,
-    y: DnVec,
-    handle: CusparseHandle,
-    a: CusparseCsr,
-    workspace: CudaSlice<u8>,
-}
-
-impl CusparseSpmv {
-    /// Prepares SpMV (handle, descriptors, workspace).
-    pub fn new(gpu: &Gpu, a: &CusparseCsr) -> Result<Self, GpuError> {
-        let handle = CusparseHandle::new(gpu)?;
-        let tmp_x: CudaSlice<f32> = gpu.alloc_zeros(a.cols().max(1))?;
-        let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros(a.rows().max(1))?;
-        let s = gpu.stream();
-        let (px, _gx) = tmp_x.device_ptr(s);
-        let (py, _gy) = tmp_y.device_ptr_mut(s);
-        // SAFETY: tmp_x/tmp_y hold cols/rows f32 while used below; `run` re-points them.
-        let (x, y) = unsafe { (DnVec::new(a.cols(), px)?, DnVec::new(a.rows(), py)?) };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let mut size = 0usize;
-        // SAFETY: live handle and descriptors, host scalars, `size` valid for writes.
-        ok("cusparseSpMV_bufferSize", unsafe {
-            cs::cusparseSpMV_bufferSize(
-                handle.handle,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                a.descr(),
-                x.0,
-                &beta as *const f32 as *const c_void,
-                y.0,
-                cs::cudaDataType::CUDA_R_32F,
-                cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-                &mut size,
-            )
-        })?;
-        let workspace = gpu.alloc_zeros(size.max(1))?;
-        gpu.synchronize()?;
-        drop((_gx, _gy));
-        Ok(Self {
-            x,
-            y,
-            handle,
-            a: a.clone(),
-            workspace,
-        })
+impl crate::DeviceProduct for CusparseSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
     }
 
-    /// Enqueues `y = α·A·x + β·y` (x: cols, y: rows). β = 0 never reads y.
-    pub fn run(
+    fn gpu(&self) -> &Gpu {
+        &self.handle.gpu
+    }
+
+    /// Its own width only (the descriptors and workspace are made for it).
+    fn max_width(&self) -> usize {
+        self.n
+    }
+
+    fn enqueue(
         &mut self,
         alpha: f32,
-        x: &CudaSlice<f32>,
+        b: &crate::Dense<'_>,
         beta: f32,
-        y: &mut CudaSlice<f32>,
+        c: &mut crate::DenseMut<'_>,
     ) -> Result<(), GpuError> {
-        if x.len() < self.a.cols() || y.len() < self.a.rows() {
+        let n = crate::product::checked_width(self.shape(), self.n, true, b, c)?;
+        if n != self.n {
             return Err(GpuError::Invalid(format!(
-                "x needs {} and y {} elements, got {} and {}",
-                self.a.cols(),
-                self.a.rows(),
-                x.len(),
-                y.len()
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
             )));
         }
-        let s = self.handle.gpu.stream().clone();
-        let (px, _gx) = x.device_ptr(&s);
-        let (py, _gy) = y.device_ptr_mut(&s);
-        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
-        // SAFETY: lengths checked above; buffers borrowed for the call; workspace sized by
-        // cuSPARSE for this matrix; queued on the Gpu's stream.
-        unsafe {
-            self.x.set(px)?;
-            self.y.set(py)?;
-            ok(
-                "cusparseSpMV",
-                cs::cusparseSpMV(
-                    self.handle.handle,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    self.a.descr(),
-                    self.x.0,
-                    &beta as *const f32 as *const c_void,
-                    self.y.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-                    pw as *mut c_void,
-                ),
-            )
-        }
+        self.run(alpha, b.buf(), beta, c.buf())
     }
 }
 

@@ -19,11 +19,12 @@ pub use super::{
     to_tf32,
 };
 use crate::launch::{Arg, Launch};
+use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
 };
-use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -422,6 +423,8 @@ pub fn emulate(
 /// Invariant: the arrays passed [`check_parts`] and the schedule passed [`flatten_schedule`] before
 /// upload, and the device buffers are never written afterwards.
 pub struct AccSpmmDevice {
+    /// The GPU it was uploaded to ([`DeviceProduct`] calls queue on its stream).
+    gpu: Gpu,
     rows: usize,
     cols: usize,
     /// Stored values (`values` holds one dummy element when 0).
@@ -480,6 +483,7 @@ impl AccSpmmDevice {
         )?;
         let (main, max_dynamic_smem) = main_function(gpu, variant)?;
         Ok(Self {
+            gpu: gpu.clone(),
             rows: parts.rows,
             cols: parts.cols,
             nnz: parts.values.len(),
@@ -576,7 +580,7 @@ impl AccSpmmDevice {
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous). B is `K × n` row-major with
     /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &self,
         gpu: &Gpu,
         alpha: f32,
@@ -642,6 +646,28 @@ impl AccSpmmDevice {
         // the kernel guards features ≥ n and rows ≥ M.
         unsafe { l.launch(shape.config(smem).into()) }?;
         Ok(())
+    }
+}
+
+impl DeviceProduct for AccSpmmDevice {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_>,
+        beta: f32,
+        c: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
     }
 }
 

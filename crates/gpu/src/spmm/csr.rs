@@ -16,6 +16,7 @@ use tcsparse_formats::Csr;
 use super::{check_operands, launch_flags_at};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
+use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -471,24 +472,11 @@ impl CsrSpmm {
         Ok(())
     }
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
-    /// (row-major, leading dimension n): [`CsrSpmm::launch`] with `ldb = ldc = n`.
-    pub fn run(
-        &self,
-        alpha: f32,
-        b: &CudaSlice<f32>,
-        beta: f32,
-        c: &mut CudaSlice<f32>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        self.launch(alpha, b, n, beta, c, n, n)
-    }
-
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
     /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
     /// never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &self,
         alpha: f32,
         b: &B,
@@ -547,6 +535,28 @@ impl CsrSpmm {
         // was checked above. (4) Split rows were pre-scaled on the same stream just before, so the
         // atomic adds land on β·C.
         unsafe { l.launch(self.launch_config(n).into()) }
+    }
+}
+
+impl DeviceProduct for CsrSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_>,
+        beta: f32,
+        c: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
     }
 }
 

@@ -20,6 +20,7 @@ use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::launch::{Arg, Launch, Shape};
+use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -630,24 +631,11 @@ impl HrpbSpmm {
         Ok(w)
     }
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
-    /// (row-major, leading dimension `n`): [`HrpbSpmm::launch`] with `ldb = ldc = n`.
-    pub fn run(
-        &self,
-        alpha: f32,
-        b: &CudaSlice<f32>,
-        beta: f32,
-        c: &mut CudaSlice<f32>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        self.launch(alpha, b, n, beta, c, n, n)
-    }
-
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
     /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
     /// never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &self,
         alpha: f32,
         b: &B,
@@ -784,6 +772,32 @@ fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
 
 /// Bytes per brick of the device encoding (for reports).
 pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
+
+impl DeviceProduct for HrpbSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.device_work(n).map(drop)
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_>,
+        beta: f32,
+        c: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -36,6 +36,18 @@ pub enum AccSpmmError {
     Driver(cudarc::driver::DriverError),
 }
 
+impl From<AccSpmmError> for GpuError {
+    /// A bad argument or layout as [`GpuError::Invalid`]; runtime failures as they are.
+    fn from(e: AccSpmmError) -> Self {
+        match e {
+            AccSpmmError::Gpu(g) => g,
+            AccSpmmError::Driver(d) => GpuError::Driver(d),
+            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
+            other => GpuError::Invalid(other.to_string()),
+        }
+    }
+}
+
 impl From<cudarc::driver::DriverError> for AccSpmmError {
     fn from(e: cudarc::driver::DriverError) -> Self {
         Self::Driver(e)
@@ -117,12 +129,8 @@ pub fn check_operands(
     ldc: usize,
     n: usize,
 ) -> Result<(), GpuError> {
-    let invalid = |e: AccSpmmError| match e {
-        AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
-        other => GpuError::Invalid(other.to_string()),
-    };
-    check_dense("B", b_len, k, n, ldb).map_err(invalid)?;
-    check_dense("C", c_len, m, n, ldc).map_err(invalid)
+    check_dense("B", b_len, k, n, ldb)?;
+    Ok(check_dense("C", c_len, m, n, ldc)?)
 }
 
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.

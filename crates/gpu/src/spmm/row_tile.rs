@@ -28,9 +28,10 @@ use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
+use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
-use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// One row-tile kernel: the window height it runs on and how it stores the tiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -324,6 +325,8 @@ enum Tiles {
 /// counts, column ids are `< K` or [`SENTINEL`], every block's mask bits count its values — and
 /// are never written after upload.
 pub struct RowTileDevice {
+    /// The GPU it was uploaded to ([`DeviceProduct`] calls queue on its stream).
+    gpu: Gpu,
     rows: usize,
     /// Stored values of the uploaded matrix.
     nnz: usize,
@@ -593,6 +596,7 @@ impl RowTileDevice {
                 .all(|&c| c == SENTINEL || (c as usize) < m.cols())
         );
         Ok(Self {
+            gpu: gpu.clone(),
             rows: m.rows(),
             nnz: m.nnz(),
             blocks: m.num_blocks(),
@@ -768,6 +772,7 @@ impl RowTileDevice {
             )));
         };
         Ok(Self {
+            gpu: gpu.clone(),
             rows: a.rows(),
             nnz: a.nnz(),
             blocks: row_window_offset.last().map_or(0, |&b| b as usize),
@@ -877,7 +882,7 @@ impl RowTileDevice {
     /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous); B is `K × n` row-major with
     /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
     #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &self,
         gpu: &Gpu,
         alpha: f32,
@@ -947,6 +952,28 @@ impl RowTileDevice {
         // the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(shape.config(0).into()) }?;
         Ok(())
+    }
+}
+
+impl DeviceProduct for RowTileDevice {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_>,
+        beta: f32,
+        c: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
     }
 }
 

@@ -23,12 +23,13 @@
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, sys};
 use tcsparse_formats::Csr;
 
-use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of, queue_on_gpu_stream};
+use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
 use crate::baselines::cusparse::CusparseCsr;
 use crate::launch::{Arg, Shape, launch_checked};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::csr_work;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -339,29 +340,6 @@ impl CsrSpmv {
         4 * (self.a.rows() + 1) + 8 * self.a.nnz() + 4 * n * (self.a.rows() + self.a.cols())
     }
 
-    /// Queues one call on the GPU's stream (X: `cols·n`, y: `rows·n` f32, lengths checked).
-    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
-        &self,
-        alpha: f32,
-        x: &X,
-        beta: f32,
-        y: &mut Y,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        if x.len() < self.a.cols() * n || y.len() < self.a.rows() * n {
-            return Err(GpuError::Invalid(format!(
-                "X needs {}·{n} and y {}·{n} elements",
-                self.a.cols(),
-                self.a.rows()
-            )));
-        }
-        // SAFETY: lengths checked; both buffers stay borrowed while the call is queued on the
-        // GPU's stream, the stream this value's buffers were made on.
-        queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
-            self.enqueue(s, alpha, px, beta, py, n)
-        })
-    }
-
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
     /// with a new n loads its module ([`CsrSpmv::load`] does it ahead).
     ///
@@ -371,7 +349,7 @@ impl CsrSpmv {
     /// context ordered after [`CsrSpmv::new`] / [`CsrSpmv::set_chunk`] (synchronise the GPU's
     /// stream first); no other call of this value may run concurrently (the partial sums are
     /// shared scratch).
-    pub unsafe fn enqueue(
+    pub(crate) unsafe fn enqueue(
         &self,
         stream: sys::CUstream,
         alpha: f32,
@@ -452,6 +430,34 @@ impl CsrSpmv {
             }?;
         }
         Ok(())
+    }
+}
+
+impl DeviceProduct for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn max_width(&self) -> usize {
+        MAX_RHS
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.load(n).map(drop)
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        x: &Dense<'_>,
+        beta: f32,
+        y: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        super::graph::enqueue_on_gpu_stream(self, &self.gpu, MAX_RHS, alpha, x, beta, y)
     }
 }
 

@@ -28,11 +28,12 @@ pub mod graph;
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, sys};
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
 use tcsparse_planner::wave::spmv_wave_chunk;
 
 use crate::launch::{Arg, Shape, launch_checked};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::upload_nonempty;
 use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -516,21 +517,6 @@ impl std::fmt::Debug for BitBsrSpmv {
     }
 }
 
-/// Calls `enqueue(stream, x, y)` with the GPU's stream and the raw pointers of `x` and `y`, both
-/// borrowed (their stream guards held) until it returns: the `run` of each SpMV product, whose
-/// `enqueue` queues on that stream.
-fn queue_on_gpu_stream<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
-    gpu: &Gpu,
-    x: &X,
-    y: &mut Y,
-    enqueue: impl FnOnce(sys::CUstream, u64, u64) -> Result<(), GpuError>,
-) -> Result<(), GpuError> {
-    let s = gpu.stream().clone();
-    let (px, _gx) = x.device_ptr(&s);
-    let (py, _gy) = y.device_ptr_mut(&s);
-    enqueue(s.cu_stream(), px, py)
-}
-
 fn ptr_of<T>(s: &CudaSlice<T>, gpu: &Gpu) -> u64 {
     let (p, _g) = s.device_ptr(gpu.stream());
     p
@@ -812,6 +798,7 @@ impl BitBsrSpmv {
     pub fn min_bytes(&self, n: usize) -> usize {
         self.a_bytes + 4 * n * (self.cols + self.rows)
     }
+
     /// Name of the kernel a call with `n` right-hand sides runs.
     pub fn kernel_name(&self, n: usize) -> &'static str {
         if let Some((entry, _)) = self.core_entry(n) {
@@ -825,39 +812,6 @@ impl BitBsrSpmv {
             .unwrap_or("?")
     }
 
-    fn check_n(&self, n: usize, x_len: usize, y_len: usize) -> Result<(), GpuError> {
-        if n == 0 || n > MAX_RHS {
-            return Err(GpuError::Invalid(format!(
-                "SpMV takes 1 to {MAX_RHS} right-hand sides, got {n}"
-            )));
-        }
-        if x_len < self.cols * n || y_len < self.rows * n {
-            return Err(GpuError::Invalid(format!(
-                "X needs {}·{n} and y {}·{n} elements, got {x_len} and {y_len}",
-                self.cols, self.rows
-            )));
-        }
-        Ok(())
-    }
-
-    /// Queues `y = α·A·X + β·y` on [`Gpu::stream`]; X holds `cols·n`, y `rows·n` f32 (row-major):
-    /// whole buffers ([`CudaSlice`]) or views into larger ones (`CudaView`, `CudaViewMut`).
-    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
-        &mut self,
-        alpha: f32,
-        x: &X,
-        beta: f32,
-        y: &mut Y,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        self.check_n(n, x.len(), y.len())?;
-        // SAFETY: lengths checked above; both buffers stay borrowed while the work is queued on
-        // the GPU's stream, the stream all of this struct's buffers live on.
-        queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
-            self.enqueue(s, alpha, px, beta, py, n)
-        })
-    }
-
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
     /// with a new n on a multi-RHS walk loads that n's module ([`BitBsrSpmv::load_walks`] does it
     /// ahead: a stream capture in global mode may refuse the driver call).
@@ -867,7 +821,7 @@ impl BitBsrSpmv {
     /// not written by others until the call completes; `stream` must be a live stream of this
     /// context, ordered after the uploads of [`BitBsrSpmv::new`] (synchronise the GPU's stream
     /// first), and no other call of this value may run concurrently (scratch buffers are shared).
-    pub unsafe fn enqueue(
+    pub(crate) unsafe fn enqueue(
         &self,
         stream: sys::CUstream,
         alpha: f32,
@@ -1042,6 +996,34 @@ impl BitBsrSpmv {
             }?;
         }
         Ok(())
+    }
+}
+
+impl DeviceProduct for BitBsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn max_width(&self) -> usize {
+        MAX_RHS
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.load_walks(n)
+    }
+
+    fn enqueue(
+        &mut self,
+        alpha: f32,
+        x: &Dense<'_>,
+        beta: f32,
+        y: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        graph::enqueue_on_gpu_stream(self, &self.gpu, MAX_RHS, alpha, x, beta, y)
     }
 }
 

@@ -13,7 +13,7 @@ use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
-use tcsparse_gpu::{Gpu, GpuError};
+use tcsparse_gpu::{DeviceProduct, Gpu, GpuError};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::prepare::{Reordered, Source, copy_csr};
