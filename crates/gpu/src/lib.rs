@@ -20,6 +20,7 @@ pub mod baselines;
 pub mod budget;
 pub mod device_csr;
 pub mod distributed;
+pub mod foreign;
 pub mod launch;
 mod memory_pool;
 pub mod module_image;

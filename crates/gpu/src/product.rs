@@ -117,26 +117,39 @@ pub fn checked_width(
     b: &Dense<'_>,
     c: &DenseMut<'_>,
 ) -> Result<usize, GpuError> {
-    let n = b.n;
-    if c.n != n {
-        return Err(GpuError::Invalid(format!(
-            "B has {} columns and C {}",
-            b.n, c.n
-        )));
+    width(
+        shape,
+        max_width,
+        packed,
+        [b.n, b.ld, b.buf.len()],
+        [c.n, c.ld, c.buf.len()],
+    )
+}
+
+/// [`checked_width`] on `[n, ld, len]` of B and C.
+fn width(
+    (rows, cols): (usize, usize),
+    max_width: usize,
+    packed: bool,
+    [bn, bld, blen]: [usize; 3],
+    [cn, cld, clen]: [usize; 3],
+) -> Result<usize, GpuError> {
+    if cn != bn {
+        return Err(GpuError::Invalid(format!("B has {bn} columns and C {cn}")));
     }
+    let n = bn;
     if n > max_width {
         return Err(GpuError::Invalid(format!(
             "this product takes at most {max_width} columns, got {n}"
         )));
     }
-    if packed && (b.ld != n || c.ld != n) {
+    if packed && (bld != n || cld != n) {
         return Err(GpuError::Invalid(format!(
-            "this product needs ldb = ldc = n (got ldb = {}, ldc = {}, n = {n})",
-            b.ld, c.ld
+            "this product needs ldb = ldc = n (got ldb = {bld}, ldc = {cld}, n = {n})"
         )));
     }
-    b.check("B", shape.1)?;
-    c.check("C", shape.0)?;
+    check_fits("B", blen, cols, n, bld)?;
+    check_fits("C", clen, rows, n, cld)?;
     Ok(n)
 }
 
@@ -190,5 +203,40 @@ pub trait DeviceProduct {
             beta,
             &mut DenseMut::packed(c, n),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operands_must_agree_with_the_product_and_each_other() {
+        // A is 3×5: B is 5 × n, C is 3 × n.
+        let w = |max, packed, b, c| width((3, 5), max, packed, b, c);
+        assert_eq!(w(usize::MAX, false, [4, 4, 20], [4, 4, 12]).unwrap(), 4);
+        // Strided: the last row needs only n elements past (rows − 1)·ld.
+        assert_eq!(w(usize::MAX, false, [4, 6, 28], [4, 5, 14]).unwrap(), 4);
+        assert!(
+            w(usize::MAX, false, [4, 6, 27], [4, 5, 14]).is_err(),
+            "B short"
+        );
+        assert!(
+            w(usize::MAX, false, [4, 4, 20], [4, 4, 11]).is_err(),
+            "C short"
+        );
+        assert!(
+            w(usize::MAX, false, [4, 3, 20], [4, 4, 12]).is_err(),
+            "ld < n"
+        );
+        let e = w(usize::MAX, false, [4, 4, 20], [3, 4, 12]).unwrap_err();
+        assert!(e.to_string().contains("B has 4 columns and C 3"), "{e}");
+        let e = w(8, false, [9, 9, 45], [9, 9, 27]).unwrap_err();
+        assert!(e.to_string().contains("at most 8 columns, got 9"), "{e}");
+        let e = w(8, true, [4, 6, 28], [4, 4, 12]).unwrap_err();
+        assert!(e.to_string().contains("ldb = ldc = n"), "{e}");
+        assert_eq!(w(8, true, [8, 8, 40], [8, 8, 24]).unwrap(), 8);
+        // An empty width queues nothing but is no error here (each kernel returns early).
+        assert_eq!(w(8, true, [0, 0, 0], [0, 0, 0]).unwrap(), 0);
     }
 }
