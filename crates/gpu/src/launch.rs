@@ -1,9 +1,9 @@
-//! The one way this crate launches a kernel. [`launch_checked`] is the only call of the driver's
+//! The one way this crate launches a kernel. `launch_checked` is the only call of the driver's
 //! `cuLaunchKernel`: arguments are passed by value as [`Arg`]s and checked against the kernel's
 //! parameter list from the signature tables ([`crate::signature`], themselves checked against the
 //! PTX by a CPU test) before the driver sees them, so an argument list cannot drift from the
 //! kernel's in count or kind. It queues on a raw stream (the graph-capture streams of
-//! [`crate::spmv::graph`] are not cudarc's); [`Launch`] is its front for a cudarc stream, holding
+//! [`crate::spmv::graph`] are not cudarc's); `Launch` is its front for a cudarc stream, holding
 //! the stream-order guards of the device buffers it borrows until the kernel is queued.
 
 use std::ffi::c_void;

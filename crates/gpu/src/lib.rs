@@ -8,6 +8,26 @@
 //!
 //! All driver libraries are opened at run time (cudarc `dynamic-loading`), so binaries built on a
 //! machine without CUDA start everywhere and report [`GpuStatus::NoDriver`] where there is none.
+//!
+//! # The kernel contract
+//!
+//! Every prepared device layout, SpMM and SpMV alike, implements [`DeviceProduct`]: it runs
+//! `C = α·A·B + β·C` on its GPU's stream with one argument order,
+//! `enqueue(alpha, b, beta, c)`, over typed views of dense row-major device memory ([`Dense`],
+//! [`DenseMut`]: a buffer or a view, its width and leading dimension). After
+//! [`DeviceProduct::prepare_width`] a call allocates nothing and never waits for the host, so it
+//! can be captured in a CUDA graph. Implementations: [`spmm::acc::AccSpmmDevice`],
+//! [`spmm::row_tile::RowTileDevice`], [`spmm::hrpb::HrpbSpmm`], [`spmm::csr::CsrSpmm`],
+//! [`baselines::cusparse::CusparseSpmm`], [`spmv::BitBsrSpmv`], [`spmv::csr::CsrSpmv`] and
+//! [`spmv::baseline::CusparseSpmvGraphable`]. Adding a kernel family is a `.cu` in
+//! `kernels-ptx/`, its signature-table entries and one type implementing the trait.
+//!
+//! Every kernel launch goes through `launch::launch_checked` (through its cudarc-stream front
+//! `launch::Launch` where the stream is cudarc's), which checks the argument list against the
+//! kernel's signature-table entry ([`signature`]; the tables are checked against the PTX by a
+//! CPU test) before the driver sees it. `unsafe` stays in the launch modules and the FFI
+//! wrappers ([`baselines`], [`foreign`], the pinned upload ring, graph capture
+//! in [`spmv::graph`]); callers of this crate need none for a product.
 
 use std::sync::{Arc, RwLock};
 

@@ -19,7 +19,8 @@
 //! budget.
 //!
 //! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
-//! work list; [`CsrSpmv::enqueue`] queues one call on any stream (for CUDA graphs).
+//! work list; it is a [`DeviceProduct`] whose calls can also be timed inside CUDA graphs
+//! ([`super::graph::time_spmv`]).
 
 use std::sync::OnceLock;
 

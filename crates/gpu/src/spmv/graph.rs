@@ -4,8 +4,8 @@
 //! [`Gpu::stream`] is the legacy default stream, which cannot be captured, so [`CaptureStream`] is
 //! a separate non-blocking stream made with the raw driver API (not through cudarc's `new_stream`,
 //! which would switch the whole context into cudarc's multi-stream event tracking). Everything
-//! queued on it must use raw pointers and raw launches: [`crate::spmv::BitBsrSpmv::enqueue`] and
-//! [`crate::spmv::baseline::CusparseSpmvGraphable::enqueue`] do.
+//! queued on it must use raw pointers and raw launches: the SpMV products' [`GraphSpmv`] path
+//! does (their [`crate::DeviceProduct::enqueue`] is the same path on the GPU's stream).
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 

@@ -2,8 +2,8 @@
 //! sides, X (`K × n`) and y (`M × n`) row-major f32.
 //!
 //! [`BitBsrSpmv::new`] uploads a [`DeviceBitBsr`] (f16 or TF32 tiles) and its tile-balanced work
-//! list ([`spmv_work`]); [`BitBsrSpmv::run`] queues the call on [`Gpu::stream`], and
-//! [`BitBsrSpmv::enqueue`] on any raw stream with raw pointers (for CUDA graphs, [`graph`]). One call
+//! list ([`spmv_work`]); its [`DeviceProduct::enqueue`] queues the call on [`Gpu::stream`], and
+//! its raw-pointer path on a capture stream for the graph timings ([`graph::time_spmv`]). One call
 //! is: `spmv_x16` (f16 tiles only: X to scaled f16 pairs), the main kernel, and `spmv_fixup` (only
 //! when some tile-row is split over several halves, and only after the MMA kernels: the walks of
 //! [`CORE_LAYOUTS`] sum a split row's partial slots in the chunk that finishes the row last, so a
