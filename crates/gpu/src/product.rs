@@ -167,6 +167,11 @@ pub trait DeviceProduct {
         usize::MAX
     }
 
+    /// Whether calls need packed operands (leading dimensions equal to the width).
+    fn packed_only(&self) -> bool {
+        false
+    }
+
     /// Makes ahead whatever a first call at width `n` would otherwise make on the way (a work
     /// list for that width, a kernel module), so that calls at `n` then allocate nothing and
     /// never wait for the host (graph capture).
@@ -176,12 +181,28 @@ pub trait DeviceProduct {
     }
 
     /// Queues `C = α·A·B + β·C` on [`DeviceProduct::gpu`]'s stream; with β = 0, C is never read.
+    /// The operands are checked first ([`checked_width`] against [`DeviceProduct::shape`],
+    /// [`DeviceProduct::max_width`] and [`DeviceProduct::packed_only`]).
     fn enqueue(
         &mut self,
         alpha: f32,
         b: &Dense<'_>,
         beta: f32,
         c: &mut DenseMut<'_>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width(self.shape(), self.max_width(), self.packed_only(), b, c)?;
+        self.enqueue_checked(alpha, b, beta, c, n)
+    }
+
+    /// The kernel's part of [`DeviceProduct::enqueue`]: `b` and `c` passed [`checked_width`]
+    /// with this product's limits, and both are `n` wide.
+    fn enqueue_checked(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_>,
+        beta: f32,
+        c: &mut DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError>;
 
     /// [`DeviceProduct::enqueue`] on packed operands: `b` holds `cols·n` and `c` `rows·n` f32

@@ -555,14 +555,18 @@ impl crate::DeviceProduct for CusparseSpmm {
         self.n
     }
 
-    fn enqueue(
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn enqueue_checked(
         &mut self,
         alpha: f32,
         b: &crate::Dense<'_>,
         beta: f32,
         c: &mut crate::DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError> {
-        let n = crate::product::checked_width(self.shape(), self.n, true, b, c)?;
         if n != self.n {
             return Err(GpuError::Invalid(format!(
                 "this cuSPARSE product was prepared for n = {}, not {n}",

@@ -19,7 +19,7 @@ pub use super::{
     to_tf32,
 };
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
@@ -658,14 +658,14 @@ impl DeviceProduct for AccSpmmDevice {
         &self.gpu
     }
 
-    fn enqueue(
+    fn enqueue_checked(
         &mut self,
         alpha: f32,
         b: &Dense<'_>,
         beta: f32,
         c: &mut DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError> {
-        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
         let (ldb, ldc) = (b.ld(), c.ld());
         Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
     }

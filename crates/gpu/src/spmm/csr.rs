@@ -16,7 +16,7 @@ use tcsparse_formats::Csr;
 use super::{check_operands, launch_flags_at};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -547,14 +547,14 @@ impl DeviceProduct for CsrSpmm {
         &self.gpu
     }
 
-    fn enqueue(
+    fn enqueue_checked(
         &mut self,
         alpha: f32,
         b: &Dense<'_>,
         beta: f32,
         c: &mut DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError> {
-        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
         let (ldb, ldc) = (b.ld(), c.ld());
         self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
     }

@@ -20,7 +20,7 @@ use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::launch::{Arg, Launch, Shape};
-use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -786,14 +786,14 @@ impl DeviceProduct for HrpbSpmm {
         self.device_work(n).map(drop)
     }
 
-    fn enqueue(
+    fn enqueue_checked(
         &mut self,
         alpha: f32,
         b: &Dense<'_>,
         beta: f32,
         c: &mut DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError> {
-        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
         let (ldb, ldc) = (b.ld(), c.ld());
         self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
     }

@@ -28,7 +28,7 @@ use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
-use crate::product::{Dense, DenseMut, DeviceProduct, checked_width};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -964,14 +964,14 @@ impl DeviceProduct for RowTileDevice {
         &self.gpu
     }
 
-    fn enqueue(
+    fn enqueue_checked(
         &mut self,
         alpha: f32,
         b: &Dense<'_>,
         beta: f32,
         c: &mut DenseMut<'_>,
+        n: usize,
     ) -> Result<(), GpuError> {
-        let n = checked_width(self.shape(), usize::MAX, false, b, c)?;
         let (ldb, ldc) = (b.ld(), c.ld());
         Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
     }

@@ -265,6 +265,42 @@ impl CusparseSpmvGraphable {
     pub fn alg(&self) -> CusparseSpmvAlg {
         self.alg
     }
+}
+
+impl crate::DeviceProduct for CusparseSpmvGraphable {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Its own width only ([`CusparseSpmvGraphable::n`]): a call at another is refused.
+    fn max_width(&self) -> usize {
+        self.n
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn enqueue_checked(
+        &mut self,
+        alpha: f32,
+        x: &crate::Dense<'_>,
+        beta: f32,
+        y: &mut crate::DenseMut<'_>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        super::graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
+    }
+}
+
+impl super::graph::GraphSpmv for CusparseSpmvGraphable {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
 
     /// Queues the product on `stream` with raw pointers.
     ///
@@ -272,14 +308,21 @@ impl CusparseSpmvGraphable {
     /// `x` must hold `cols·n` and `y` `rows·n` f32 of this context, alive and not written by others
     /// until the call completes; `stream` must be a live stream of this context ordered after
     /// [`CusparseSpmvGraphable::new`]; no concurrent call on this value.
-    pub(crate) unsafe fn enqueue(
+    unsafe fn enqueue_raw(
         &self,
         stream: sys::CUstream,
         alpha: f32,
         x: u64,
         beta: f32,
         y: u64,
+        n: usize,
     ) -> Result<(), GpuError> {
+        if n != self.n {
+            return Err(GpuError::Invalid(format!(
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
+            )));
+        }
         let (pw, _gw) = self.workspace.device_ptr(self.gpu.stream());
         // SAFETY: caller's contract for x, y and the stream; workspace sized by cuSPARSE for this
         // matrix and n; the handle's stream is set for this call (every call sets it).
@@ -325,57 +368,5 @@ impl CusparseSpmvGraphable {
                 _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
-    }
-}
-
-impl crate::DeviceProduct for CusparseSpmvGraphable {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    /// Its own width only ([`CusparseSpmvGraphable::n`]): a call at another is refused.
-    fn max_width(&self) -> usize {
-        self.n
-    }
-
-    fn enqueue(
-        &mut self,
-        alpha: f32,
-        x: &crate::Dense<'_>,
-        beta: f32,
-        y: &mut crate::DenseMut<'_>,
-    ) -> Result<(), GpuError> {
-        super::graph::enqueue_on_gpu_stream(self, &self.gpu, self.n, alpha, x, beta, y)
-    }
-}
-
-impl super::graph::GraphSpmv for CusparseSpmvGraphable {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    /// `n` must be the value's own ([`CusparseSpmvGraphable::n`]): its descriptors are set up
-    /// for that width.
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        if n != self.n {
-            return Err(GpuError::Invalid(format!(
-                "this cuSPARSE product was prepared for n = {}, not {n}",
-                self.n
-            )));
-        }
-        // SAFETY: the trait's contract is `enqueue`'s.
-        unsafe { self.enqueue(stream, alpha, x, beta, y) }
     }
 }

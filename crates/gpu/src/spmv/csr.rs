@@ -340,6 +340,45 @@ impl CsrSpmv {
     pub fn min_bytes(&self, n: usize) -> usize {
         4 * (self.a.rows() + 1) + 8 * self.a.nnz() + 4 * n * (self.a.rows() + self.a.cols())
     }
+}
+
+impl DeviceProduct for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn max_width(&self) -> usize {
+        MAX_RHS
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.load(n).map(drop)
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn enqueue_checked(
+        &mut self,
+        alpha: f32,
+        x: &Dense<'_>,
+        beta: f32,
+        y: &mut DenseMut<'_>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        super::graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
+    }
+}
+
+impl super::graph::GraphSpmv for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
     /// with a new n loads its module ([`CsrSpmv::load`] does it ahead).
@@ -350,7 +389,7 @@ impl CsrSpmv {
     /// context ordered after [`CsrSpmv::new`] / [`CsrSpmv::set_chunk`] (synchronise the GPU's
     /// stream first); no other call of this value may run concurrently (the partial sums are
     /// shared scratch).
-    pub(crate) unsafe fn enqueue(
+    unsafe fn enqueue_raw(
         &self,
         stream: sys::CUstream,
         alpha: f32,
@@ -431,53 +470,6 @@ impl CsrSpmv {
             }?;
         }
         Ok(())
-    }
-}
-
-impl DeviceProduct for CsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn max_width(&self) -> usize {
-        MAX_RHS
-    }
-
-    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
-        self.load(n).map(drop)
-    }
-
-    fn enqueue(
-        &mut self,
-        alpha: f32,
-        x: &Dense<'_>,
-        beta: f32,
-        y: &mut DenseMut<'_>,
-    ) -> Result<(), GpuError> {
-        super::graph::enqueue_on_gpu_stream(self, &self.gpu, MAX_RHS, alpha, x, beta, y)
-    }
-}
-
-impl super::graph::GraphSpmv for CsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        // SAFETY: the trait's contract is `enqueue`'s.
-        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
     }
 }
 

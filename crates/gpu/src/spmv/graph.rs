@@ -9,7 +9,7 @@
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
-use crate::product::{Dense, DenseMut, checked_width};
+use crate::product::{Dense, DenseMut};
 use crate::{Gpu, GpuError, Timing};
 
 /// A non-blocking stream owned by this value (destroyed on drop).
@@ -186,23 +186,22 @@ pub trait GraphSpmv {
     ) -> Result<(), GpuError>;
 }
 
-/// The [`crate::DeviceProduct::enqueue`] of every SpMV: `op`'s call queued on `gpu`'s stream (the
-/// one its buffers were made on) with packed operands of at most `max_width` columns, both
-/// borrowed (their stream guards held) until it is queued.
+/// The [`crate::DeviceProduct::enqueue_checked`] of every SpMV: `op`'s call queued on `gpu`'s
+/// stream (the one its buffers were made on), `x` and `y` borrowed (their stream guards held)
+/// until it is queued.
 pub(crate) fn enqueue_on_gpu_stream(
     op: &dyn GraphSpmv,
     gpu: &Gpu,
-    max_width: usize,
     alpha: f32,
     x: &Dense<'_>,
     beta: f32,
     y: &mut DenseMut<'_>,
+    n: usize,
 ) -> Result<(), GpuError> {
-    let n = checked_width(op.shape(), max_width, true, x, y)?;
     let s = gpu.stream();
     let (px, _gx) = x.buf().device_ptr(s);
     let (py, _gy) = y.buf().device_ptr_mut(s);
-    // SAFETY: x holds cols·n and y rows·n f32 (checked_width) of the GPU's context, borrowed
+    // SAFETY: x holds cols·n and y rows·n f32 (packed, checked by `enqueue`: checked_width) of the GPU's context, borrowed
     // until the call is queued on the GPU's stream, which orders it after the value's uploads
     // (made on that stream) and before any later reuse or free of either buffer there; `op` is
     // borrowed here, so no other call of it runs concurrently from this process.

@@ -811,6 +811,45 @@ impl BitBsrSpmv {
             .map(|k| k.2)
             .unwrap_or("?")
     }
+}
+
+impl DeviceProduct for BitBsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn max_width(&self) -> usize {
+        MAX_RHS
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.load_walks(n)
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn enqueue_checked(
+        &mut self,
+        alpha: f32,
+        x: &Dense<'_>,
+        beta: f32,
+        y: &mut DenseMut<'_>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
+    }
+}
+
+impl graph::GraphSpmv for BitBsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
     /// with a new n on a multi-RHS walk loads that n's module ([`BitBsrSpmv::load_walks`] does it
@@ -821,7 +860,7 @@ impl BitBsrSpmv {
     /// not written by others until the call completes; `stream` must be a live stream of this
     /// context, ordered after the uploads of [`BitBsrSpmv::new`] (synchronise the GPU's stream
     /// first), and no other call of this value may run concurrently (scratch buffers are shared).
-    pub(crate) unsafe fn enqueue(
+    unsafe fn enqueue_raw(
         &self,
         stream: sys::CUstream,
         alpha: f32,
@@ -996,53 +1035,6 @@ impl BitBsrSpmv {
             }?;
         }
         Ok(())
-    }
-}
-
-impl DeviceProduct for BitBsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn max_width(&self) -> usize {
-        MAX_RHS
-    }
-
-    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
-        self.load_walks(n)
-    }
-
-    fn enqueue(
-        &mut self,
-        alpha: f32,
-        x: &Dense<'_>,
-        beta: f32,
-        y: &mut DenseMut<'_>,
-    ) -> Result<(), GpuError> {
-        graph::enqueue_on_gpu_stream(self, &self.gpu, MAX_RHS, alpha, x, beta, y)
-    }
-}
-
-impl graph::GraphSpmv for BitBsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        // SAFETY: the trait's contract is `enqueue`'s.
-        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
     }
 }
 
