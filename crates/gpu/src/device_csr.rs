@@ -1,13 +1,31 @@
-//! A CSR matrix's arrays on the device, uploaded once and handed to whichever consumer needs them
-//! (cuSPARSE's descriptor, the CSR kernel, the row-tile build of a plan-cache hit): a preparation
-//! can start the upload before it knows which consumer that will be.
+//! A CSR matrix's arrays on the device, the one device CSR of this crate: uploaded once and handed
+//! to whichever consumer needs them (our CSR SpMM kernel, our CSR SpMV walk, the row-tile build of
+//! a plan-cache hit, and cuSPARSE's descriptor, [`crate::baselines::cusparse::CusparseCsr`], which
+//! wraps one): a preparation can start the upload before it knows which consumer that will be.
 
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 
 use crate::schedule::upload_nonempty;
-use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
+
+/// Checks that `a` fits the kernels' u32 indices. Everything else the kernels' reads rely on
+/// (row offsets rising from 0 to nnz, every column index < cols) is an invariant of [`Csr`],
+/// checked by each of its constructors, so it is not scanned again here (that O(nnz) pass ran on
+/// every CSR upload: ~2 ms for R-MAT scale 20 on 16 cores, on a plan-cache hit too).
+pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
+    let (m, k) = (a.rows(), a.cols());
+    if m >= u32::MAX as usize || k >= u32::MAX as usize || a.nnz() >= u32::MAX as usize {
+        return Err(GpuError::Invalid(format!(
+            "{m}×{k} with {} nnz does not fit u32 indices",
+            a.nnz()
+        )));
+    }
+    // (O(1) restatements of the type's invariants, for the SAFETY comments that cite them.)
+    let ip = a.row_offsets();
+    debug_assert!(ip.len() == m + 1 && ip[0] == 0 && ip[m] as usize == a.nnz());
+    Ok(())
+}
 
 /// The arrays of one [`Csr`] on the device (row offsets, column indices, values; the two
 /// nonzero arrays hold one element when the matrix has none).
@@ -76,6 +94,39 @@ impl DeviceCsr {
             indices,
             values: upload_nonempty(gpu, a.data())?,
         })
+    }
+
+    /// A copy of the arrays in new device buffers (device to device, on the GPU's stream).
+    pub fn duplicate(&self, gpu: &Gpu) -> Result<Self, GpuError> {
+        let s = gpu.stream();
+        Ok(Self {
+            rows: self.rows,
+            cols: self.cols,
+            nnz: self.nnz,
+            indptr: s.clone_dtod(&self.indptr)?,
+            indices: s.clone_dtod(&self.indices)?,
+            values: s.clone_dtod(&self.values)?,
+        })
+    }
+
+    /// Rows of the uploaded matrix.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of the uploaded matrix.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Stored values of the uploaded matrix.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
+    /// The arrays (row offsets, column indices, values).
+    pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
+        (&self.indptr, &self.indices, &self.values)
     }
 
     /// Rows, columns and stored values of the uploaded matrix.

@@ -189,7 +189,7 @@ fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
 /// products, bound [`TOL_F32_CORE`].
 fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: &[u32]) {
     let ca = CusparseCsr::new(gpu, a).expect("upload");
-    let mut k = CsrSpmv::new(gpu, a, &ca, chunks[0]).expect("csr walk");
+    let mut k = CsrSpmv::new(gpu, a, ca.device(), chunks[0]).expect("csr walk");
     for walk in CsrWalk::ALL {
         k.set_walk(walk);
         for &c in chunks {
@@ -286,12 +286,12 @@ fn spmv_csr_walk_matches_f64() {
     let empty = triplets(40, 9, &[]);
     check_csr_walk(&gpu, &mut rng, "no nonzeros", &empty, &[64]);
     let ca = CusparseCsr::new(&gpu, &b).expect("upload");
-    let mut k = CsrSpmv::new(&gpu, &b, &ca, 64).expect("csr walk");
+    let mut k = CsrSpmv::new(&gpu, &b, ca.device(), 64).expect("csr walk");
     let dx = gpu.upload(&vec![0.0f32; b.cols()]).expect("x");
     let mut dy = gpu.upload(&vec![0.0f32; b.rows()]).expect("y");
     assert!(k.run(1.0, &dx, 0.0, &mut dy, 1).is_err(), "n = 1 refused");
     // Device arrays of another matrix: a typed error.
-    assert!(CsrSpmv::new(&gpu, &a, &ca, 64).is_err());
+    assert!(CsrSpmv::new(&gpu, &a, ca.device(), 64).is_err());
 }
 
 #[test]

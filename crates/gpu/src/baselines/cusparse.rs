@@ -9,11 +9,12 @@
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::ffi::c_void;
+use std::sync::Arc;
 use tcsparse_formats::Csr;
 
 use crate::device_csr::DeviceCsr;
+use crate::device_csr::check_csr;
 use crate::schedule::upload_nonempty;
-use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
 
 pub(crate) fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
@@ -67,10 +68,11 @@ impl Drop for CusparseHandle {
     }
 }
 
-/// A CSR matrix uploaded for cuSPARSE (32-bit indices, base 0, f32), with its generic-API descriptor.
-/// Cheap to clone (shared); prepared products keep a clone.
+/// A [`DeviceCsr`] with cuSPARSE's generic-API descriptor over its arrays (32-bit indices, base 0,
+/// f32). Cheap to clone (shared); prepared products keep a clone.
 ///
-/// Invariant: the descriptor points at the buffers owned by this value, which are never written.
+/// Invariant: the descriptor points at the arrays of the [`DeviceCsr`] held beside it, which are
+/// never written.
 #[derive(Clone)]
 pub struct CusparseCsr {
     inner: std::sync::Arc<CsrInner>,
@@ -78,12 +80,7 @@ pub struct CusparseCsr {
 
 struct CsrInner {
     gpu: Gpu,
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    indptr: CudaSlice<u32>,
-    indices: CudaSlice<u32>,
-    values: CudaSlice<f32>,
+    csr: Arc<DeviceCsr>,
     descr: cs::cusparseSpMatDescr_t,
 }
 
@@ -99,22 +96,11 @@ impl CusparseCsr {
     pub fn from_device(gpu: &Gpu, a: &Csr, d: DeviceCsr) -> Result<Self, GpuError> {
         Self::check_i32(a)?;
         d.check_matches(a)?;
-        let DeviceCsr {
-            indptr,
-            indices,
-            values,
-            ..
-        } = d;
-        let descr = csr_descriptor(gpu, a.rows(), a.cols(), a.nnz(), &indptr, &indices, &values)?;
+        let descr = csr_descriptor(gpu, &d)?;
         Ok(Self {
-            inner: std::sync::Arc::new(CsrInner {
+            inner: Arc::new(CsrInner {
                 gpu: gpu.clone(),
-                rows: a.rows(),
-                cols: a.cols(),
-                nnz: a.nnz(),
-                indptr,
-                indices,
-                values,
+                csr: Arc::new(d),
                 descr,
             }),
         })
@@ -135,17 +121,22 @@ impl CusparseCsr {
 
     /// Rows.
     pub fn rows(&self) -> usize {
-        self.inner.rows
+        self.inner.csr.rows()
     }
 
     /// Columns.
     pub fn cols(&self) -> usize {
-        self.inner.cols
+        self.inner.csr.cols()
     }
 
     /// Stored entries.
     pub fn nnz(&self) -> usize {
-        self.inner.nnz
+        self.inner.csr.nnz()
+    }
+
+    /// The device CSR the descriptor points at (shared: our CSR kernels read the same arrays).
+    pub fn device(&self) -> &Arc<DeviceCsr> {
+        &self.inner.csr
     }
 
     fn descr(&self) -> cs::cusparseSpMatDescr_t {
@@ -154,33 +145,24 @@ impl CusparseCsr {
 
     /// Device CSR arrays (indptr, indices, values), e.g. for a BSR conversion.
     pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
-        (&self.inner.indptr, &self.inner.indices, &self.inner.values)
+        self.inner.csr.buffers()
     }
 
     /// A further generic-API descriptor over the same device arrays (e.g. for a product on another
     /// stream or inside a graph). The caller destroys it (`cusparseDestroySpMat`) before this
     /// matrix's buffers go (keep a clone of `self` beside it).
     pub(crate) fn new_descriptor(&self) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
-        let i = &self.inner;
-        csr_descriptor(
-            &i.gpu, i.rows, i.cols, i.nnz, &i.indptr, &i.indices, &i.values,
-        )
+        csr_descriptor(&self.inner.gpu, &self.inner.csr)
     }
 }
 
-/// A cuSPARSE generic-API CSR descriptor (32-bit indices, base 0, f32) over device arrays of
-/// `rows + 1`, `nnz` and `nnz` elements (one when `nnz` = 0). Sizes were checked to fit `i32`.
+/// A cuSPARSE generic-API CSR descriptor (32-bit indices, base 0, f32) over the arrays of `csr`
+/// (`rows + 1`, `nnz` and `nnz` elements, one when `nnz` = 0). Sizes were checked to fit `i32`.
 /// The descriptor only records the pointers: whoever holds it must destroy it before the buffers
 /// are freed.
-fn csr_descriptor(
-    gpu: &Gpu,
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    indptr: &CudaSlice<u32>,
-    indices: &CudaSlice<u32>,
-    values: &CudaSlice<f32>,
-) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+fn csr_descriptor(gpu: &Gpu, csr: &DeviceCsr) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+    let (rows, cols, nnz) = csr.shape();
+    let (indptr, indices, values) = csr.buffers();
     // (The first cuSPARSE call of a matrix, before any handle: cudarc panics on a missing
     // library or function, so both are checked first.)
     super::require_cusparse()?;

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
 use super::{check_operands, launch_flags_at};
-use crate::device_csr::DeviceCsr;
+use crate::device_csr::{DeviceCsr, check_csr};
 use crate::launch::{Arg, Launch};
 use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
@@ -300,24 +300,6 @@ impl std::fmt::Debug for CsrSpmm {
             .field("split_rows", &self.work.split.count())
             .finish()
     }
-}
-
-/// Checks that `a` fits the kernels' u32 indices. Everything else the kernels' reads rely on
-/// (row offsets rising from 0 to nnz, every column index < cols) is an invariant of [`Csr`],
-/// checked by each of its constructors, so it is not scanned again here (that O(nnz) pass ran on
-/// every CSR upload: ~2 ms for R-MAT scale 20 on 16 cores, on a plan-cache hit too).
-pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
-    let (m, k) = (a.rows(), a.cols());
-    if m >= u32::MAX as usize || k >= u32::MAX as usize || a.nnz() >= u32::MAX as usize {
-        return Err(GpuError::Invalid(format!(
-            "{m}×{k} with {} nnz does not fit u32 indices",
-            a.nnz()
-        )));
-    }
-    // (O(1) restatements of the type's invariants, for the SAFETY comments that cite them.)
-    let ip = a.row_offsets();
-    debug_assert!(ip.len() == m + 1 && ip[0] == 0 && ip[m] as usize == a.nnz());
-    Ok(())
 }
 
 impl CsrSpmm {

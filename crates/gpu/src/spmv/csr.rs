@@ -18,17 +18,18 @@
 //! writing each once; a one-row item summed by the whole warp). The tunings time both at every
 //! budget.
 //!
-//! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
+//! [`CsrSpmv::new`] shares an uploaded [`DeviceCsr`] (the one the cuSPARSE baseline reads too,
+//! [`crate::baselines::cusparse::CusparseCsr::device`]: no second upload) and packs the
 //! work list; it is a [`DeviceProduct`] whose calls can also be timed inside CUDA graphs
 //! ([`super::graph::time_spmv`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaSlice, sys};
 use tcsparse_formats::Csr;
 
 use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
-use crate::baselines::cusparse::CusparseCsr;
+use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Shape, launch_checked};
 use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::upload_nonempty;
@@ -151,7 +152,7 @@ pub const SIGNATURES: &[KernelSignature] = &{
 /// A CSR matrix on the GPU with the CSR walk's work list for one nonzero budget.
 pub struct CsrSpmv {
     gpu: Gpu,
-    a: CusparseCsr,
+    a: Arc<DeviceCsr>,
     /// Host row offsets (the work list is repacked by [`CsrSpmv::set_chunk`]).
     row_offsets: Vec<u32>,
     chunk: u32,
@@ -220,10 +221,9 @@ fn split_fixes(row_offsets: &[u32], items: &[[u32; 4]]) -> Vec<u32> {
 }
 
 impl CsrSpmv {
-    /// The CSR walk ([`CsrWalk::Steps`]; [`CsrSpmv::set_walk`] changes it) over `ca`'s device
-    /// arrays (the upload of `a`: shapes checked) with nonzero budget `chunk_nnz` per warp item
-    /// (0 is taken as 1).
-    pub fn new(gpu: &Gpu, a: &Csr, ca: &CusparseCsr, chunk_nnz: u32) -> Result<Self, GpuError> {
+    /// The CSR walk ([`CsrWalk::Steps`]; [`CsrSpmv::set_walk`] changes it) over `ca` (the upload
+    /// of `a`: shapes checked) with nonzero budget `chunk_nnz` per warp item (0 is taken as 1).
+    pub fn new(gpu: &Gpu, a: &Csr, ca: &Arc<DeviceCsr>, chunk_nnz: u32) -> Result<Self, GpuError> {
         if (a.rows(), a.cols(), a.nnz()) != (ca.rows(), ca.cols(), ca.nnz()) {
             return Err(GpuError::Invalid(format!(
                 "CSR walk: a {}×{} matrix with {} nonzeros, device arrays of {}×{} with {}",
