@@ -38,8 +38,8 @@ pub enum GpuError {
     /// Arguments do not fit the operation (shapes, lengths, index ranges).
     #[error("invalid argument: {0}")]
     Invalid(String),
-    /// An allocation was refused by the handle's allocation budget ([`Gpu::set_alloc_budget`],
-    /// [`budget::ALLOC_BUDGET_ENV`]) before the driver was asked.
+    /// An allocation was refused by the handle's allocation budget ([`crate::Gpu::set_alloc_budget`],
+    /// [`crate::budget::ALLOC_BUDGET_ENV`]) before the driver was asked.
     #[error(
         "device out of memory: {requested} bytes asked for with {drawn} of the allocation budget's {limit} bytes already drawn"
     )]
