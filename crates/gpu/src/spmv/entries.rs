@@ -11,7 +11,7 @@ use crate::{KernelModule, KernelSignature, ParamKind};
 pub const WARPS_PER_BLOCK: u32 = 8;
 /// Most right-hand sides of one call.
 pub const MAX_RHS: usize = 8;
-/// Default tile budget per half ([`spmv_work`]).
+/// Default tile budget per half ([`tcsparse_formats::bitbsr_device::spmv_work`]).
 pub const DEFAULT_CHUNK_TILES: u32 = 32;
 /// `spmv_x16` entry.
 pub const ENTRY_X16: &str = "spmv_x16";
@@ -199,9 +199,9 @@ pub const TC_LAYOUTS: [&str; 1] = ["tc"];
 /// columns) no longer time: `seg` was never the fastest walk at n = 1 or n = 8 on any of the 20
 /// bench matrices, walk storage f16 or f32 (H200, 2026-11-25, 6fa2014, v9: `bitsw` / `bits` / `segw`
 /// took its place), and its 4 chunk budgets were 4 of the 24 timed candidates of an 8-RHS
-/// preparation. It stays a layout ([`BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
+/// preparation. It stays a layout ([`super::BitBsrSpmv::set_core_layout`]), checked by the GPU tests.
 pub const UNTUNED_LAYOUTS: [&str; 1] = ["seg"];
-/// Layouts whose tunings also time the wave-fitted tile budget ([`BitBsrSpmv::tuning_chunks`]):
+/// Layouts whose tunings also time the wave-fitted tile budget ([`super::BitBsrSpmv::tuning_chunks`]):
 /// the staged walks keep a pipeline of copies per warp, so long halves that fill whole waves of
 /// resident warps can pay (H200, 26948dc: kept on xenon1, c-62; not on fem-like, where the
 /// walk is issue-bound and budget 128 stays faster).
