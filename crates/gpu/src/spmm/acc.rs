@@ -19,12 +19,11 @@ pub use super::{
     to_tf32,
 };
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
 };
-use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -649,27 +648,7 @@ impl AccSpmmDevice {
     }
 }
 
-impl DeviceProduct for AccSpmmDevice {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
-    }
-}
+spmm_device_product!(AccSpmmDevice, rows: rows, cols: cols, gpu: gpu, launch_takes_gpu: true);
 
 /// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets
 /// the device's opt-in shared-memory limit set on the function (launches above 48 KiB need it).

@@ -16,7 +16,6 @@ use tcsparse_formats::Csr;
 use super::{check_operands, launch_flags_at};
 use crate::device_csr::{DeviceCsr, check_csr};
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -520,27 +519,7 @@ impl CsrSpmm {
     }
 }
 
-impl DeviceProduct for CsrSpmm {
-    fn shape(&self) -> (usize, usize) {
-        (self.m, self.k)
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
-    }
-}
+spmm_device_product!(CsrSpmm, rows: m, cols: k, gpu: gpu, launch_takes_gpu: false);
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,50 @@ use thiserror::Error;
 
 use crate::GpuError;
 
+/// Implements [`crate::DeviceProduct`] for an SpMM layout through its `launch(alpha, b, ldb,
+/// beta, c, ldc, n)` (`launch(gpu, …)` with `gpu: field` for layouts whose launch takes the
+/// GPU), which takes any leading dimensions: the one forwarding of the SpMM families' contract.
+/// `rows`/`cols` name A's dimension fields, `gpu` the layout's [`Gpu`](crate::Gpu) field;
+/// `prepare_width: method` names a `&self` method making what a first call at a width needs.
+macro_rules! spmm_device_product {
+    ($t:ty, rows: $r:ident, cols: $c:ident, gpu: $g:ident, launch_takes_gpu: $lg:tt
+     $(, prepare_width: $pw:ident)?) => {
+        impl $crate::DeviceProduct for $t {
+            fn shape(&self) -> (usize, usize) {
+                (self.$r, self.$c)
+            }
+
+            fn gpu(&self) -> &$crate::Gpu {
+                &self.$g
+            }
+
+            $(
+                fn prepare_width(&mut self, n: usize) -> Result<(), $crate::GpuError> {
+                    self.$pw(n).map(drop)
+                }
+            )?
+
+            fn enqueue_checked(
+                &mut self,
+                alpha: f32,
+                b: &$crate::Dense<'_>,
+                beta: f32,
+                c: &mut $crate::DenseMut<'_>,
+                n: usize,
+            ) -> Result<(), $crate::GpuError> {
+                let (ldb, ldc) = (b.ld(), c.ld());
+                spmm_device_product!(@launch self, $lg, $g, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
+            }
+        }
+    };
+    (@launch $s:ident, true, $g:ident, $($a:expr),*) => {
+        Ok($s.launch(&$s.$g, $($a),*)?)
+    };
+    (@launch $s:ident, false, $g:ident, $($a:expr),*) => {
+        $s.launch($($a),*)
+    };
+}
+
 pub mod acc;
 pub mod csr;
 pub mod hrpb;

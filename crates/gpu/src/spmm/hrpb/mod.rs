@@ -20,7 +20,6 @@ use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::launch::{Arg, Launch, Shape};
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -529,31 +528,14 @@ fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
 /// Bytes per brick of the device encoding (for reports).
 pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
 
-impl DeviceProduct for HrpbSpmm {
-    fn shape(&self) -> (usize, usize) {
-        (self.m, self.k)
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
-        self.device_work(n).map(drop)
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        self.launch(alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
-    }
-}
+spmm_device_product!(
+    HrpbSpmm,
+    rows: m,
+    cols: k,
+    gpu: gpu,
+    launch_takes_gpu: false,
+    prepare_width: device_work
+);
 
 #[cfg(test)]
 mod tests {

@@ -28,10 +28,9 @@ use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
-use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
 
 mod dense;
 
@@ -495,27 +494,7 @@ impl RowTileDevice {
     }
 }
 
-impl DeviceProduct for RowTileDevice {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
-    }
-
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        Ok(self.launch(&self.gpu, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)?)
-    }
-}
+spmm_device_product!(RowTileDevice, rows: rows, cols: cols, gpu: gpu, launch_takes_gpu: true);
 
 #[cfg(test)]
 mod tests {
