@@ -6,7 +6,7 @@
 //! chunks add their partial sums with atomics after a β pre-scale of just those rows. One warp
 //! covers 128 features per pass with one float4 gather per nonzero and lane, several in flight.
 //!
-//! [`CsrSpmm::new`] uploads A and its work list once; [`CsrSpmm::run`] checks the dense operands'
+//! [`CsrSpmm::new`] uploads A and its work list once; [`crate::DeviceProduct::enqueue`] checks the dense operands'
 //! lengths and launches.
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};

@@ -267,7 +267,7 @@ impl CusparseSpmvGraphable {
     }
 }
 
-impl crate::DeviceProduct for CusparseSpmvGraphable {
+impl super::graph::GraphSpmv for CusparseSpmvGraphable {
     fn shape(&self) -> (usize, usize) {
         (self.a.rows(), self.a.cols())
     }
@@ -279,27 +279,6 @@ impl crate::DeviceProduct for CusparseSpmvGraphable {
     /// Its own width only ([`CusparseSpmvGraphable::n`]): a call at another is refused.
     fn max_width(&self) -> usize {
         self.n
-    }
-
-    fn packed_only(&self) -> bool {
-        true
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        x: &crate::Dense<'_>,
-        beta: f32,
-        y: &mut crate::DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        super::graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
-    }
-}
-
-impl super::graph::GraphSpmv for CusparseSpmvGraphable {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
     }
 
     /// Queues the product on `stream` with raw pointers.

@@ -31,7 +31,6 @@ use tcsparse_formats::Csr;
 use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Shape, launch_checked};
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::csr_work;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -342,7 +341,7 @@ impl CsrSpmv {
     }
 }
 
-impl DeviceProduct for CsrSpmv {
+impl super::graph::GraphSpmv for CsrSpmv {
     fn shape(&self) -> (usize, usize) {
         (self.a.rows(), self.a.cols())
     }
@@ -357,27 +356,6 @@ impl DeviceProduct for CsrSpmv {
 
     fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
         self.load(n).map(drop)
-    }
-
-    fn packed_only(&self) -> bool {
-        true
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        x: &Dense<'_>,
-        beta: f32,
-        y: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        super::graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
-    }
-}
-
-impl super::graph::GraphSpmv for CsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
     }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call

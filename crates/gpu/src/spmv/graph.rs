@@ -9,7 +9,7 @@
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
-use crate::product::{Dense, DenseMut};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::{Gpu, GpuError, Timing};
 
 /// A non-blocking stream owned by this value (destroyed on drop).
@@ -162,11 +162,24 @@ pub fn time_graph(
 /// A prepared SpMV `y = α·A·X + β·y` (X: `cols × n`, y: `rows × n`, row-major f32) whose call
 /// can be queued on any stream of its context with raw launches, so that it can be captured in a
 /// graph: [`crate::spmv::BitBsrSpmv`], [`crate::spmv::csr::CsrSpmv`] and
-/// [`crate::spmv::baseline::CusparseSpmvGraphable`]. Callers outside this crate use the safe
-/// [`time_spmv`].
+/// [`crate::spmv::baseline::CusparseSpmvGraphable`]. Every such product is a
+/// [`DeviceProduct`] (packed operands, the same raw call on the GPU's stream). Callers outside
+/// this crate use the safe [`DeviceProduct::enqueue`] and [`time_spmv`].
 pub trait GraphSpmv {
     /// Rows and columns of A.
     fn shape(&self) -> (usize, usize);
+
+    /// The GPU whose context the product lives in (its stream: [`DeviceProduct::gpu`]).
+    fn gpu(&self) -> &Gpu;
+
+    /// Most right-hand sides of one call.
+    fn max_width(&self) -> usize;
+
+    /// As [`DeviceProduct::prepare_width`].
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        let _ = n;
+        Ok(())
+    }
 
     /// Queues one call on `stream`.
     ///
@@ -186,19 +199,51 @@ pub trait GraphSpmv {
     ) -> Result<(), GpuError>;
 }
 
-/// The [`crate::DeviceProduct::enqueue_checked`] of every SpMV: `op`'s call queued on `gpu`'s
-/// stream (the one its buffers were made on), `x` and `y` borrowed (their stream guards held)
-/// until it is queued.
-pub(crate) fn enqueue_on_gpu_stream(
+impl<T: GraphSpmv> DeviceProduct for T {
+    fn shape(&self) -> (usize, usize) {
+        GraphSpmv::shape(self)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        GraphSpmv::gpu(self)
+    }
+
+    fn max_width(&self) -> usize {
+        GraphSpmv::max_width(self)
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        GraphSpmv::prepare_width(self, n)
+    }
+
+    fn enqueue_checked(
+        &mut self,
+        alpha: f32,
+        x: &Dense<'_>,
+        beta: f32,
+        y: &mut DenseMut<'_>,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        enqueue_on_gpu_stream(self, alpha, x, beta, y, n)
+    }
+}
+
+/// The [`DeviceProduct::enqueue_checked`] of every SpMV: `op`'s call queued on its GPU's stream
+/// (the one its buffers were made on), `x` and `y` borrowed (their stream guards held) until it
+/// is queued.
+fn enqueue_on_gpu_stream(
     op: &dyn GraphSpmv,
-    gpu: &Gpu,
     alpha: f32,
     x: &Dense<'_>,
     beta: f32,
     y: &mut DenseMut<'_>,
     n: usize,
 ) -> Result<(), GpuError> {
-    let s = gpu.stream();
+    let s = op.gpu().stream();
     let (px, _gx) = x.buf().device_ptr(s);
     let (py, _gy) = y.buf().device_ptr_mut(s);
     // SAFETY: x holds cols·n and y rows·n f32 (packed, checked by `enqueue`: checked_width) of the GPU's context, borrowed

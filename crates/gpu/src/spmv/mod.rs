@@ -33,7 +33,6 @@ use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileV
 use tcsparse_planner::wave::spmv_wave_chunk;
 
 use crate::launch::{Arg, Shape, launch_checked};
-use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::upload_nonempty;
 use crate::{Gpu, GpuError, KernelModule};
 
@@ -451,7 +450,7 @@ impl BitBsrSpmv {
     }
 }
 
-impl DeviceProduct for BitBsrSpmv {
+impl graph::GraphSpmv for BitBsrSpmv {
     fn shape(&self) -> (usize, usize) {
         (self.rows, self.cols)
     }
@@ -466,27 +465,6 @@ impl DeviceProduct for BitBsrSpmv {
 
     fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
         self.load_walks(n)
-    }
-
-    fn packed_only(&self) -> bool {
-        true
-    }
-
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        x: &Dense<'_>,
-        beta: f32,
-        y: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        graph::enqueue_on_gpu_stream(self, &self.gpu, alpha, x, beta, y, n)
-    }
-}
-
-impl graph::GraphSpmv for BitBsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.rows, self.cols)
     }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
