@@ -20,7 +20,7 @@
 //!
 //! [`CsrSpmv::new`] shares an uploaded [`DeviceCsr`] (the one the cuSPARSE baseline reads too,
 //! [`crate::baselines::cusparse::CusparseCsr::device`]: no second upload) and packs the
-//! work list; it is a [`DeviceProduct`] whose calls can also be timed inside CUDA graphs
+//! work list; it is a [`crate::DeviceProduct`] whose calls can also be timed inside CUDA graphs
 //! ([`super::graph::time_spmv`]).
 
 use std::sync::{Arc, OnceLock};

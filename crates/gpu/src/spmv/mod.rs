@@ -2,7 +2,7 @@
 //! sides, X (`K × n`) and y (`M × n`) row-major f32.
 //!
 //! [`BitBsrSpmv::new`] uploads a [`DeviceBitBsr`] (f16 or TF32 tiles) and its tile-balanced work
-//! list ([`spmv_work`]); its [`DeviceProduct::enqueue`] queues the call on [`Gpu::stream`], and
+//! list ([`spmv_work`]); its [`crate::DeviceProduct::enqueue`] queues the call on [`Gpu::stream`], and
 //! its raw-pointer path on a capture stream for the graph timings ([`graph::time_spmv`]). One call
 //! is: `spmv_x16` (f16 tiles only: X to scaled f16 pairs), the main kernel, and `spmv_fixup` (only
 //! when some tile-row is split over several halves, and only after the MMA kernels: the walks of
