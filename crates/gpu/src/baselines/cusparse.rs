@@ -359,6 +359,96 @@ pub struct CusparseSpmm {
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
 
+/// One generic-API SpMM, `C = α·op(A)·B + β·C` (no transposes, f32): the handle, A's CSR
+/// descriptor, B's and C's row-major dense descriptors and the algorithm. The one place that
+/// calls `cusparseSpMM_bufferSize`, `cusparseSpMM_preprocess` and `cusparseSpMM`, for the SpMM
+/// baseline and the SpMV baseline's several right-hand sides alike.
+pub(crate) struct SpmmCall {
+    pub handle: cs::cusparseHandle_t,
+    pub a: cs::cusparseSpMatDescr_t,
+    pub b: cs::cusparseDnMatDescr_t,
+    pub c: cs::cusparseDnMatDescr_t,
+    pub alg: cs::cusparseSpMMAlg_t,
+}
+
+impl SpmmCall {
+    /// Workspace bytes the call needs (α = 1, β = 0; the size does not depend on them).
+    ///
+    /// # Safety
+    /// The handle and the descriptors are live.
+    pub(crate) unsafe fn buffer_size(&self) -> Result<usize, GpuError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut size = 0usize;
+        // SAFETY: the caller's contract; host scalars (default pointer mode); `size` is valid
+        // for writes.
+        ok("cusparseSpMM_bufferSize", unsafe {
+            cs::cusparseSpMM_bufferSize(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                &mut size,
+            )
+        })?;
+        Ok(size)
+    }
+
+    /// `cusparseSpMM_preprocess` (α = 1, β = 0) with the workspace at `workspace`.
+    ///
+    /// # Safety
+    /// As [`SpmmCall::run`].
+    pub(crate) unsafe fn preprocess(&self, workspace: u64) -> Result<(), GpuError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: the caller's contract.
+        ok("cusparseSpMM_preprocess", unsafe {
+            cs::cusparseSpMM_preprocess(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                workspace as *mut c_void,
+            )
+        })
+    }
+
+    /// Queues the product on the handle's stream.
+    ///
+    /// # Safety
+    /// The handle and the descriptors are live, B's and C's point at device buffers of their
+    /// sizes that stay alive (and C unshared) until the call completes on the handle's stream,
+    /// and `workspace` points at [`SpmmCall::buffer_size`] bytes used by nothing else meanwhile.
+    pub(crate) unsafe fn run(&self, alpha: f32, beta: f32, workspace: u64) -> Result<(), GpuError> {
+        // SAFETY: the caller's contract; host scalars (default pointer mode).
+        ok("cusparseSpMM", unsafe {
+            cs::cusparseSpMM(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                workspace as *mut c_void,
+            )
+        })
+    }
+}
+
 /// cuSPARSE takes the width of B and C as an `i32`.
 fn check_width(n: usize) -> Result<(), GpuError> {
     if n == 0 || n > i32::MAX as usize {
@@ -409,44 +499,21 @@ impl CusparseSpmm {
         // borrowed until the synchronize below; `run` re-points both descriptors before every
         // later use.
         let (b, c) = unsafe { (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?) };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let mut size = 0usize;
-        // SAFETY: all descriptors and the handle are live; alpha/beta are host scalars (default
-        // pointer mode); `size` is valid for writes.
-        ok("cusparseSpMM_bufferSize", unsafe {
-            cs::cusparseSpMM_bufferSize(
-                handle.handle,
-                OP_N,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                a.descr(),
-                b.0,
-                &beta as *const f32 as *const c_void,
-                c.0,
-                cs::cudaDataType::CUDA_R_32F,
-                alg.raw(),
-                &mut size,
-            )
-        })?;
+        let call = SpmmCall {
+            handle: handle.handle,
+            a: a.descr(),
+            b: b.0,
+            c: c.0,
+            alg: alg.raw(),
+        };
+        // SAFETY: all descriptors and the handle are live.
+        let size = unsafe { call.buffer_size() }?;
         let mut workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
         {
             let (pw, _gw) = workspace.device_ptr_mut(s);
-            // SAFETY: as above; the workspace holds `size` bytes and lives as long as `self`.
-            let pre = ok("cusparseSpMM_preprocess", unsafe {
-                cs::cusparseSpMM_preprocess(
-                    handle.handle,
-                    OP_N,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    a.descr(),
-                    b.0,
-                    &beta as *const f32 as *const c_void,
-                    c.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    alg.raw(),
-                    pw as *mut c_void,
-                )
-            });
+            // SAFETY: the descriptors point at b_buf and c_buf (borrowed until the synchronize
+            // below); the workspace holds `size` bytes and lives as long as `self`.
+            let pre = unsafe { call.preprocess(pw) };
             // Preprocessing is an optional speed-up (cuSPARSE only uses it for some algorithms): a
             // refusal is logged, not fatal.
             if let Err(e) = pre {
@@ -503,22 +570,14 @@ impl CusparseSpmm {
         unsafe {
             self.b.set(pb)?;
             self.c.set(pc)?;
-            ok(
-                "cusparseSpMM",
-                cs::cusparseSpMM(
-                    self.handle.handle,
-                    OP_N,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    self.a.descr(),
-                    self.b.0,
-                    &beta as *const f32 as *const c_void,
-                    self.c.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    self.alg.raw(),
-                    pw as *mut c_void,
-                ),
-            )
+            SpmmCall {
+                handle: self.handle.handle,
+                a: self.a.descr(),
+                b: self.b.0,
+                c: self.c.0,
+                alg: self.alg.raw(),
+            }
+            .run(alpha, beta, pw)
         }
     }
 }

@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, sys};
 
-use crate::baselines::cusparse::{CusparseCsr, CusparseHandle, DnMat, DnVec, ok};
+use crate::baselines::cusparse::{CusparseCsr, CusparseHandle, DnMat, DnVec, SpmmCall, ok};
 use crate::{Gpu, GpuError};
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
@@ -43,6 +43,23 @@ impl DnOperand {
                 DnOperand::Mat(d) => d.set(ptr),
             }
         }
+    }
+}
+
+/// The SpMM call of `alg` on `handle` over A's descriptor `a` and the dense matrices `x`, `y`.
+fn spmm_call(
+    handle: cs::cusparseHandle_t,
+    a: cs::cusparseSpMatDescr_t,
+    x: &DnMat,
+    y: &DnMat,
+    alg: CusparseSpmvAlg,
+) -> SpmmCall {
+    SpmmCall {
+        handle,
+        a,
+        b: x.0,
+        c: y.0,
+        alg: alg.spmm(),
     }
 }
 
@@ -194,22 +211,9 @@ impl CusparseSpmvGraphable {
                         &mut size,
                     ),
                 )?,
-                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => ok(
-                    "cusparseSpMM_bufferSize",
-                    cs::cusparseSpMM_bufferSize(
-                        handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        spmat,
-                        dx.0,
-                        &beta as *const f32 as *const c_void,
-                        dy.0,
-                        cs::cudaDataType::CUDA_R_32F,
-                        alg.spmm(),
-                        &mut size,
-                    ),
-                )?,
+                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
+                    size = spmm_call(handle.raw(), spmat, dx, dy, alg).buffer_size()?;
+                }
                 _ => return Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
@@ -223,22 +227,7 @@ impl CusparseSpmvGraphable {
                     "cusparseSetStream",
                     cs::cusparseSetStream(handle.raw(), s.cu_stream() as cs::cudaStream_t),
                 )?;
-                ok(
-                    "cusparseSpMM_preprocess",
-                    cs::cusparseSpMM_preprocess(
-                        handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        spmat,
-                        dx.0,
-                        &beta as *const f32 as *const c_void,
-                        dy.0,
-                        cs::cudaDataType::CUDA_R_32F,
-                        alg.spmm(),
-                        pw as *mut c_void,
-                    ),
-                )?;
+                spmm_call(handle.raw(), spmat, dx, dy, alg).preprocess(pw)?;
             }
         }
         gpu.synchronize()?;
@@ -328,22 +317,9 @@ impl super::graph::GraphSpmv for CusparseSpmvGraphable {
                         pw as *mut c_void,
                     ),
                 ),
-                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => ok(
-                    "cusparseSpMM",
-                    cs::cusparseSpMM(
-                        self.handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        self.spmat,
-                        dx.0,
-                        &beta as *const f32 as *const c_void,
-                        dy.0,
-                        cs::cudaDataType::CUDA_R_32F,
-                        self.alg.spmm(),
-                        pw as *mut c_void,
-                    ),
-                ),
+                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
+                    spmm_call(self.handle.raw(), self.spmat, dx, dy, self.alg).run(alpha, beta, pw)
+                }
                 _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
