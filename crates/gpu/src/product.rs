@@ -205,6 +205,30 @@ pub trait DeviceProduct {
         n: usize,
     ) -> Result<(), GpuError>;
 
+    /// [`DeviceProduct::enqueue`] on `b` (`cols × n` at leading dimension `ldb`) and `c`
+    /// (`rows × n` at `ldc`), whole buffers or views.
+    #[allow(clippy::too_many_arguments)]
+    fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), GpuError>
+    where
+        Self: Sized,
+    {
+        self.enqueue(
+            alpha,
+            &Dense::new(b, n, ldb),
+            beta,
+            &mut DenseMut::new(c, n, ldc),
+        )
+    }
+
     /// [`DeviceProduct::enqueue`] on packed operands: `b` holds `cols·n` and `c` `rows·n` f32
     /// (whole buffers or views).
     fn run<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(

@@ -629,7 +629,7 @@ fn csr_kernel_on_views_with_leading_dimensions() {
     let a = random_csr(&mut rng, 300, 250, 6);
     let (n, ldb, ldc, off) = (20usize, 23usize, 26usize, 5usize);
     for chunk in [8u32, DEFAULT_CHUNK_NNZ] {
-        let k = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
+        let mut k = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
         let b = dense(&mut rng, a.cols() * n);
         let c0 = dense(&mut rng, a.rows() * n);
         let mut bp = vec![f32::NAN; off + a.cols() * ldb];

@@ -10,7 +10,7 @@
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 
@@ -19,11 +19,12 @@ pub use super::{
     to_tf32,
 };
 use crate::launch::{Arg, Launch};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
 };
-use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -575,23 +576,31 @@ impl AccSpmmDevice {
     pub fn variant(&self) -> AccVariant {
         self.variant
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous). B is `K × n` row-major with
-    /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
-        &self,
-        gpu: &Gpu,
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for AccSpmmDevice {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue_checked(
+        &mut self,
         alpha: f32,
-        b: &B,
-        ldb: usize,
+        b: &Dense<'_>,
         beta: f32,
-        c: &mut C,
-        ldc: usize,
+        c: &mut DenseMut<'_>,
         n: usize,
-    ) -> Result<(), AccSpmmError> {
-        check_dense("B", b.len(), self.cols, n, ldb)?;
-        check_dense("C", c.len(), self.rows, n, ldc)?;
+    ) -> Result<(), GpuError> {
+        let (ldb, ldc) = (b.ld(), c.ld());
+        let (b, c) = (b.buf(), c.buf());
+        let gpu = &self.gpu;
         let Some(shape) = launch_shape(n, self.sched.num_tbs)? else {
             return Ok(());
         };
@@ -641,14 +650,12 @@ impl AccSpmmDevice {
         // array lengths, each block's value count equals its mask's popcount (so value reads stay
         // below block_value_offset[j+1] ≤ values.len()) and every column id is < K or the sentinel
         // (never dereferenced); flatten_schedule proved every work entry lies inside the window and
-        // block counts; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
+        // block counts; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
         // the kernel guards features ≥ n and rows ≥ M.
         unsafe { l.launch(shape.config(smem).into()) }?;
         Ok(())
     }
 }
-
-spmm_device_product!(AccSpmmDevice, rows: rows, cols: cols, gpu: gpu, launch_takes_gpu: true);
 
 /// The main kernel of `variant` and the dynamic shared memory it may use. A cached variant gets
 /// the device's opt-in shared-memory limit set on the function (launches above 48 KiB need it).

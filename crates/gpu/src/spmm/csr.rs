@@ -9,13 +9,14 @@
 //! [`CsrSpmm::new`] uploads A and its work list once; [`crate::DeviceProduct::enqueue`] checks the dense operands'
 //! lengths and launches.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
-use super::{check_operands, launch_flags_at};
+use super::launch_flags_at;
 use crate::device_csr::{DeviceCsr, check_csr};
 use crate::launch::{Arg, Launch};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -452,22 +453,30 @@ impl CsrSpmm {
         self.values = upload_nonempty(&self.gpu, values)?;
         Ok(())
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
-    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
-    /// never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
-        &self,
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for CsrSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue_checked(
+        &mut self,
         alpha: f32,
-        b: &B,
-        ldb: usize,
+        b: &Dense<'_>,
         beta: f32,
-        c: &mut C,
-        ldc: usize,
+        c: &mut DenseMut<'_>,
         n: usize,
     ) -> Result<(), GpuError> {
-        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        let (b, c) = (b.buf(), c.buf());
         let num_items = self.work.num_items;
         if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(
@@ -518,8 +527,6 @@ impl CsrSpmm {
         unsafe { l.launch(self.launch_config(n).into()) }
     }
 }
-
-spmm_device_product!(CsrSpmm, rows: m, cols: k, gpu: gpu, launch_takes_gpu: false);
 
 #[cfg(test)]
 mod tests {

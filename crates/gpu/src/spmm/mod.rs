@@ -8,50 +8,6 @@ use thiserror::Error;
 
 use crate::GpuError;
 
-/// Implements [`crate::DeviceProduct`] for an SpMM layout through its `launch(alpha, b, ldb,
-/// beta, c, ldc, n)` (`launch(gpu, …)` with `gpu: field` for layouts whose launch takes the
-/// GPU), which takes any leading dimensions: the one forwarding of the SpMM families' contract.
-/// `rows`/`cols` name A's dimension fields, `gpu` the layout's [`Gpu`](crate::Gpu) field;
-/// `prepare_width: method` names a `&self` method making what a first call at a width needs.
-macro_rules! spmm_device_product {
-    ($t:ty, rows: $r:ident, cols: $c:ident, gpu: $g:ident, launch_takes_gpu: $lg:tt
-     $(, prepare_width: $pw:ident)?) => {
-        impl $crate::DeviceProduct for $t {
-            fn shape(&self) -> (usize, usize) {
-                (self.$r, self.$c)
-            }
-
-            fn gpu(&self) -> &$crate::Gpu {
-                &self.$g
-            }
-
-            $(
-                fn prepare_width(&mut self, n: usize) -> Result<(), $crate::GpuError> {
-                    self.$pw(n).map(drop)
-                }
-            )?
-
-            fn enqueue_checked(
-                &mut self,
-                alpha: f32,
-                b: &$crate::Dense<'_>,
-                beta: f32,
-                c: &mut $crate::DenseMut<'_>,
-                n: usize,
-            ) -> Result<(), $crate::GpuError> {
-                let (ldb, ldc) = (b.ld(), c.ld());
-                spmm_device_product!(@launch self, $lg, $g, alpha, b.buf(), ldb, beta, c.buf(), ldc, n)
-            }
-        }
-    };
-    (@launch $s:ident, true, $g:ident, $($a:expr),*) => {
-        Ok($s.launch(&$s.$g, $($a),*)?)
-    };
-    (@launch $s:ident, false, $g:ident, $($a:expr),*) => {
-        $s.launch($($a),*)
-    };
-}
-
 pub mod acc;
 pub mod csr;
 pub mod hrpb;
@@ -160,21 +116,6 @@ pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
 /// needs both 16-byte aligned (a view into a larger buffer may start anywhere).
 pub fn launch_flags_at(ldb: usize, ldc: usize, b_addr: u64, c_addr: u64) -> u32 {
     launch_flags(ldb, ldc) & u32::from(b_addr.is_multiple_of(16) && c_addr.is_multiple_of(16))
-}
-
-/// [`check_dense`] of B (`k × n`, leading dimension `ldb`, `b_len` elements) and C (`m × n`, `ldc`,
-/// `c_len`), as the [`GpuError::Invalid`] the CUDA-core and HRPB launches return.
-pub fn check_operands(
-    b_len: usize,
-    k: usize,
-    ldb: usize,
-    c_len: usize,
-    m: usize,
-    ldc: usize,
-    n: usize,
-) -> Result<(), GpuError> {
-    check_dense("B", b_len, k, n, ldb)?;
-    Ok(check_dense("C", c_len, m, n, ldc)?)
 }
 
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::Gpu;
+use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::AccSpmmError;
@@ -518,8 +518,8 @@ impl Prepared {
             DeviceState::Cpu => {
                 return Err(Error::Unavailable("prepared for the CPU path".into()));
             }
-            DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::RowTile(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Acc(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::RowTile(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Cusparse { csr, alg, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(

@@ -327,7 +327,7 @@ fn tune_row_tile(
                 dev.set_schedule(gpu, schedules[i])?;
                 current = schedules[i];
             }
-            Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?)
+            Ok(dev.run(1.0, b, 0.0, c, n)?)
         },
     )?;
     let Some((i, ms)) = found else {

@@ -14,14 +14,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::launch::{Arg, Launch, Shape};
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
-use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 mod kernels;
@@ -385,22 +385,87 @@ impl HrpbSpmm {
         *slot = Some((key, w.clone()));
         Ok(w)
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
-    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
-    /// never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
-        &self,
+/// Every panel as one virtual panel.
+fn whole_panels(counts: &[u32], tiles: u32) -> WaveSplit {
+    use tcsparse_planner::wave::VirtualPanel;
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    WaveSplit {
+        panels: counts
+            .iter()
+            .enumerate()
+            .map(|(p, &c)| VirtualPanel {
+                panel: p as u32,
+                block_begin: 0,
+                block_end: c,
+                atomic: false,
+            })
+            .collect(),
+        concurrent_tbs: u64::MAX,
+        num_waves: (counts.len() as u64 * tiles as u64).max(1),
+        mean_blocks: if counts.is_empty() {
+            0.0
+        } else {
+            total as f64 / counts.len() as f64
+        },
+        split_panels: 0,
+    }
+}
+
+/// Every panel cut into pieces of at most `cap` bricks (0 is treated as 1), nearly equal in size;
+/// a panel of more than one piece is marked atomic.
+fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
+    use tcsparse_planner::wave::VirtualPanel;
+    let cap = cap.max(1);
+    let mut s = whole_panels(counts, tiles);
+    s.panels.clear();
+    for (p, &c) in counts.iter().enumerate() {
+        let pieces = c.div_ceil(cap).max(1);
+        for i in 0..pieces {
+            s.panels.push(VirtualPanel {
+                panel: p as u32,
+                block_begin: (c as u64 * i as u64 / pieces as u64) as u32,
+                block_end: (c as u64 * (i as u64 + 1) / pieces as u64) as u32,
+                atomic: pieces > 1,
+            });
+        }
+        if pieces > 1 {
+            s.split_panels += 1;
+        }
+    }
+    s
+}
+
+/// Bytes per brick of the device encoding (for reports).
+pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
+
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for HrpbSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.device_work(n).map(drop)
+    }
+
+    fn enqueue_checked(
+        &mut self,
         alpha: f32,
-        b: &B,
-        ldb: usize,
+        b: &Dense<'_>,
         beta: f32,
-        c: &mut C,
-        ldc: usize,
+        c: &mut DenseMut<'_>,
         n: usize,
     ) -> Result<(), GpuError> {
-        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
+        let (ldb, ldc) = (b.ld(), c.ld());
+        let (b, c) = (b.buf(), c.buf());
         if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
         }
@@ -474,68 +539,6 @@ impl HrpbSpmm {
         Ok(())
     }
 }
-
-/// Every panel as one virtual panel.
-fn whole_panels(counts: &[u32], tiles: u32) -> WaveSplit {
-    use tcsparse_planner::wave::VirtualPanel;
-    let total: u64 = counts.iter().map(|&c| c as u64).sum();
-    WaveSplit {
-        panels: counts
-            .iter()
-            .enumerate()
-            .map(|(p, &c)| VirtualPanel {
-                panel: p as u32,
-                block_begin: 0,
-                block_end: c,
-                atomic: false,
-            })
-            .collect(),
-        concurrent_tbs: u64::MAX,
-        num_waves: (counts.len() as u64 * tiles as u64).max(1),
-        mean_blocks: if counts.is_empty() {
-            0.0
-        } else {
-            total as f64 / counts.len() as f64
-        },
-        split_panels: 0,
-    }
-}
-
-/// Every panel cut into pieces of at most `cap` bricks (0 is treated as 1), nearly equal in size;
-/// a panel of more than one piece is marked atomic.
-fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
-    use tcsparse_planner::wave::VirtualPanel;
-    let cap = cap.max(1);
-    let mut s = whole_panels(counts, tiles);
-    s.panels.clear();
-    for (p, &c) in counts.iter().enumerate() {
-        let pieces = c.div_ceil(cap).max(1);
-        for i in 0..pieces {
-            s.panels.push(VirtualPanel {
-                panel: p as u32,
-                block_begin: (c as u64 * i as u64 / pieces as u64) as u32,
-                block_end: (c as u64 * (i as u64 + 1) / pieces as u64) as u32,
-                atomic: pieces > 1,
-            });
-        }
-        if pieces > 1 {
-            s.split_panels += 1;
-        }
-    }
-    s
-}
-
-/// Bytes per brick of the device encoding (for reports).
-pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
-
-spmm_device_product!(
-    HrpbSpmm,
-    rows: m,
-    cols: k,
-    gpu: gpu,
-    launch_takes_gpu: false,
-    prepare_width: device_work
-);
 
 #[cfg(test)]
 mod tests {

@@ -18,19 +18,20 @@
 //! small matrices (too few windows to fill the GPU) and hub rows (one window with most of the
 //! blocks) need. The dense tiles (host and device builds) are in `dense.rs`.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
-use super::{AccSpmmError, check_dense, launch_flags_at, launch_shape, to_tf32};
+use super::{AccSpmmError, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
+use crate::product::{Dense, DenseMut, DeviceProduct};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
-use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 mod dense;
 
@@ -417,23 +418,31 @@ impl RowTileDevice {
     pub fn num_tbs(&self) -> usize {
         self.sched.num_tbs
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous); B is `K × n` row-major with
-    /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
-        &self,
-        gpu: &Gpu,
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for RowTileDevice {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue_checked(
+        &mut self,
         alpha: f32,
-        b: &B,
-        ldb: usize,
+        b: &Dense<'_>,
         beta: f32,
-        c: &mut C,
-        ldc: usize,
+        c: &mut DenseMut<'_>,
         n: usize,
-    ) -> Result<(), AccSpmmError> {
-        check_dense("B", b.len(), self.cols, n, ldb)?;
-        check_dense("C", c.len(), self.rows, n, ldc)?;
+    ) -> Result<(), GpuError> {
+        let (ldb, ldc) = (b.ld(), c.ld());
+        let (b, c) = (b.buf(), c.buf());
+        let gpu = &self.gpu;
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
@@ -486,15 +495,13 @@ impl RowTileDevice {
         // are < K or the sentinel (never dereferenced); flatten_schedule proved every work entry
         // lies inside the window and block counts of this matrix's row_window_offset (the one
         // uploaded) and window_split has one flag per window; the grid has one thread block per
-        // work entry; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(),
+        // work entry; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(),
         // and the kernel guards features ≥ n and rows ≥ M. (4) Split windows were pre-scaled on
         // the same stream just before, so the atomic adds land on β·C.
         unsafe { l.launch(shape.config(0).into()) }?;
         Ok(())
     }
 }
-
-spmm_device_product!(RowTileDevice, rows: rows, cols: cols, gpu: gpu, launch_takes_gpu: true);
 
 #[cfg(test)]
 mod tests {
