@@ -3,9 +3,9 @@
 //!
 //! [`AccSpmmDevice::upload`] validates the BitTCF arrays and the [`AccSchedule`] once (every index
 //! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`]) and
-//! uploads them; [`AccSpmmDevice::launch`] then only checks the dense operands' sizes and launches
-//! `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The kernel itself is
-//! documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.
+//! uploads them; its [`crate::DeviceProduct::enqueue`] then only checks the dense operands' sizes
+//! and launches `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The
+//! kernel itself is documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.
 //!
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.

@@ -10,7 +10,6 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::AccSpmmError;
@@ -18,6 +17,7 @@ use tcsparse_gpu::spmm::acc::{AccSpmmDevice, check_dense};
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
+use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
 
