@@ -153,6 +153,32 @@ fn width(
     Ok(n)
 }
 
+/// One call's operands after [`DeviceProduct::enqueue`] checked them against the product
+/// ([`checked_width`] with its limits): B (`cols × n` at `ldb`) and C (`rows × n` at `ldc`) hold
+/// their rows, and with [`DeviceProduct::packed_only`] both leading dimensions are `n`. Only
+/// `enqueue` makes one, so an implementation of [`DeviceProduct::enqueue_checked`] can rely on it.
+pub struct Checked<'o> {
+    /// α.
+    pub alpha: f32,
+    /// β.
+    pub beta: f32,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Leading dimension of B.
+    pub ldb: usize,
+    /// Leading dimension of C.
+    pub ldc: usize,
+    b: &'o dyn DevicePtr<f32>,
+    c: &'o mut dyn DevicePtrMut<f32>,
+}
+
+impl<'o> Checked<'o> {
+    /// B and C.
+    pub fn operands(self) -> (&'o dyn DevicePtr<f32>, &'o mut dyn DevicePtrMut<f32>) {
+        (self.b, self.c)
+    }
+}
+
 /// A prepared device layout of a sparse A that runs `C = α·A·B + β·C` on its stream (module
 /// docs: the contract every kernel family implements).
 pub trait DeviceProduct {
@@ -191,19 +217,20 @@ pub trait DeviceProduct {
         c: &mut DenseMut<'_>,
     ) -> Result<(), GpuError> {
         let n = checked_width(self.shape(), self.max_width(), self.packed_only(), b, c)?;
-        self.enqueue_checked(alpha, b, beta, c, n)
+        let (ldb, ldc) = (b.ld, c.ld);
+        self.enqueue_checked(Checked {
+            alpha,
+            beta,
+            n,
+            ldb,
+            ldc,
+            b: b.buf,
+            c: &mut *c.buf,
+        })
     }
 
-    /// The kernel's part of [`DeviceProduct::enqueue`]: `b` and `c` passed [`checked_width`]
-    /// with this product's limits, and both are `n` wide.
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError>;
+    /// The kernel's part of [`DeviceProduct::enqueue`], on operands it checked.
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError>;
 
     /// [`DeviceProduct::enqueue`] on `b` (`cols × n` at leading dimension `ldb`) and `c`
     /// (`rows × n` at `ldc`), whole buffers or views.

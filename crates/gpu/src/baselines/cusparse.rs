@@ -600,21 +600,16 @@ impl crate::DeviceProduct for CusparseSpmm {
         true
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &crate::Dense<'_>,
-        beta: f32,
-        c: &mut crate::DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
+    fn enqueue_checked(&mut self, call: crate::product::Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n) = (call.alpha, call.beta, call.n);
         if n != self.n {
             return Err(GpuError::Invalid(format!(
                 "this cuSPARSE product was prepared for n = {}, not {n}",
                 self.n
             )));
         }
-        self.run(alpha, b.buf(), beta, c.buf())
+        let (b, c) = call.operands();
+        self.run(alpha, b, beta, c)
     }
 }
 

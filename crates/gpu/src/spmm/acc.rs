@@ -19,7 +19,7 @@ pub use super::{
     to_tf32,
 };
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
@@ -590,16 +590,9 @@ impl DeviceProduct for AccSpmmDevice {
         &self.gpu
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        let (b, c) = (b.buf(), c.buf());
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
         let gpu = &self.gpu;
         let Some(shape) = launch_shape(n, self.sched.num_tbs)? else {
             return Ok(());

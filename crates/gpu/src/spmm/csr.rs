@@ -16,7 +16,7 @@ use tcsparse_formats::Csr;
 use super::launch_flags_at;
 use crate::device_csr::{DeviceCsr, check_csr};
 use crate::launch::{Arg, Launch};
-use crate::product::{Dense, DenseMut, DeviceProduct};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -467,16 +467,9 @@ impl DeviceProduct for CsrSpmm {
         &self.gpu
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        let (b, c) = (b.buf(), c.buf());
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
         let num_items = self.work.num_items;
         if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(

@@ -9,7 +9,7 @@
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
-use crate::product::{Dense, DenseMut, DeviceProduct};
+use crate::product::{Checked, DeviceProduct};
 use crate::{Gpu, GpuError, Timing};
 
 /// A non-blocking stream owned by this value (destroyed on drop).
@@ -220,32 +220,20 @@ impl<T: GraphSpmv> DeviceProduct for T {
         GraphSpmv::prepare_width(self, n)
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        x: &Dense<'_>,
-        beta: f32,
-        y: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        enqueue_on_gpu_stream(self, alpha, x, beta, y, n)
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        enqueue_on_gpu_stream(self, call)
     }
 }
 
 /// The [`DeviceProduct::enqueue_checked`] of every SpMV: `op`'s call queued on its GPU's stream
 /// (the one its buffers were made on), `x` and `y` borrowed (their stream guards held) until it
 /// is queued.
-fn enqueue_on_gpu_stream(
-    op: &dyn GraphSpmv,
-    alpha: f32,
-    x: &Dense<'_>,
-    beta: f32,
-    y: &mut DenseMut<'_>,
-    n: usize,
-) -> Result<(), GpuError> {
+fn enqueue_on_gpu_stream(op: &dyn GraphSpmv, call: Checked<'_>) -> Result<(), GpuError> {
+    let (alpha, beta, n) = (call.alpha, call.beta, call.n);
+    let (x, y) = call.operands();
     let s = op.gpu().stream();
-    let (px, _gx) = x.buf().device_ptr(s);
-    let (py, _gy) = y.buf().device_ptr_mut(s);
+    let (px, _gx) = x.device_ptr(s);
+    let (py, _gy) = y.device_ptr_mut(s);
     // SAFETY: x holds cols·n and y rows·n f32 (packed, checked by `enqueue`: checked_width) of the GPU's context, borrowed
     // until the call is queued on the GPU's stream, which orders it after the value's uploads
     // (made on that stream) and before any later reuse or free of either buffer there; `op` is

@@ -20,7 +20,7 @@ use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
 use crate::launch::{Arg, Launch, Shape};
-use crate::product::{Dense, DenseMut, DeviceProduct};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -456,16 +456,9 @@ impl DeviceProduct for HrpbSpmm {
         self.device_work(n).map(drop)
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        let (b, c) = (b.buf(), c.buf());
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
         if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
         }

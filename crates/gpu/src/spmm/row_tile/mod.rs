@@ -28,7 +28,7 @@ use super::{AccSpmmError, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch};
 use crate::permute::check_permutation;
-use crate::product::{Dense, DenseMut, DeviceProduct};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -432,16 +432,9 @@ impl DeviceProduct for RowTileDevice {
         &self.gpu
     }
 
-    fn enqueue_checked(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_>,
-        beta: f32,
-        c: &mut DenseMut<'_>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        let (ldb, ldc) = (b.ld(), c.ld());
-        let (b, c) = (b.buf(), c.buf());
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
         let gpu = &self.gpu;
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
