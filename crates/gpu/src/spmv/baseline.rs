@@ -5,8 +5,9 @@
 use std::ffi::c_void;
 
 use cudarc::cusparse::sys as cs;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, sys};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
+use super::graph::RawCall;
 use crate::baselines::cusparse::{CusparseCsr, CusparseHandle, DnMat, DnVec, SpmmCall, ok};
 use crate::{Gpu, GpuError};
 
@@ -276,15 +277,15 @@ impl super::graph::GraphSpmv for CusparseSpmvGraphable {
     /// `x` must hold `cols·n` and `y` `rows·n` f32 of this context, alive and not written by others
     /// until the call completes; `stream` must be a live stream of this context ordered after
     /// [`CusparseSpmvGraphable::new`]; no concurrent call on this value.
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError> {
+        let RawCall {
+            stream,
+            alpha,
+            x,
+            beta,
+            y,
+            n,
+        } = call;
         if n != self.n {
             return Err(GpuError::Invalid(format!(
                 "this cuSPARSE product was prepared for n = {}, not {n}",

@@ -25,9 +25,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaFunction, CudaSlice, sys};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::Csr;
 
+use super::graph::RawCall;
 use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Shape, launch_checked};
@@ -367,15 +368,15 @@ impl super::graph::GraphSpmv for CsrSpmv {
     /// context ordered after [`CsrSpmv::new`] / [`CsrSpmv::set_chunk`] (synchronise the GPU's
     /// stream first); no other call of this value may run concurrently (the partial sums are
     /// shared scratch).
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError> {
+        let RawCall {
+            stream,
+            alpha,
+            x,
+            beta,
+            y,
+            n,
+        } = call;
         let func = self.load(n)?;
         let g = &self.gpu;
         if self.work.num_items > 0 {

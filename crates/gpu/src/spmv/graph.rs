@@ -184,19 +184,29 @@ pub trait GraphSpmv {
     /// Queues one call on `stream`.
     ///
     /// # Safety
-    /// As the implementor's `enqueue`: `x` points at `cols·n` and `y` at `rows·n` f32 of this
-    /// context that stay alive and are not written by others until the call completes; `stream`
-    /// is a live stream of this context ordered after the value's uploads; no other call of the
-    /// value runs concurrently.
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError>;
+    /// `call.x` points at `cols·n` and `call.y` at `rows·n` f32 of this context that stay alive
+    /// and are not written by others until the call completes; `call.stream` is a live stream of
+    /// this context ordered after the value's uploads; no other call of the value runs
+    /// concurrently.
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError>;
+}
+
+/// One SpMV call with raw operands ([`GraphSpmv::enqueue_raw`]): `y = α·A·X + β·y` with X at
+/// device address `x` (`cols·n` f32) and y at `y` (`rows·n` f32), queued on `stream`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawCall {
+    /// The stream the call is queued on.
+    pub stream: sys::CUstream,
+    /// α.
+    pub alpha: f32,
+    /// X's device address.
+    pub x: u64,
+    /// β.
+    pub beta: f32,
+    /// y's device address.
+    pub y: u64,
+    /// Right-hand sides.
+    pub n: usize,
 }
 
 impl<T: GraphSpmv> DeviceProduct for T {
@@ -238,7 +248,16 @@ fn enqueue_on_gpu_stream(op: &dyn GraphSpmv, call: Checked<'_>) -> Result<(), Gp
     // until the call is queued on the GPU's stream, which orders it after the value's uploads
     // (made on that stream) and before any later reuse or free of either buffer there; `op` is
     // borrowed here, so no other call of it runs concurrently from this process.
-    unsafe { op.enqueue_raw(s.cu_stream(), alpha, px, beta, py, n) }
+    unsafe {
+        op.enqueue_raw(RawCall {
+            stream: s.cu_stream(),
+            alpha,
+            x: px,
+            beta,
+            y: py,
+            n,
+        })
+    }
 }
 
 /// Times `op` (`y = A·X`, α = 1, β = 0, `n` right-hand sides) on `x` and `y` inside CUDA graphs
@@ -270,6 +289,13 @@ pub fn time_spmv<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
     // the value's uploads; `op` is borrowed shared here, and its implementors take `&mut self`
     // for anything that changes what a call reads.
     time_graph(gpu, launches, samples, |s| unsafe {
-        op.enqueue_raw(s, 1.0, px, 0.0, py, n)
+        op.enqueue_raw(RawCall {
+            stream: s,
+            alpha: 1.0,
+            x: px,
+            beta: 0.0,
+            y: py,
+            n,
+        })
     })
 }

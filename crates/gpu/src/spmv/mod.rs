@@ -28,13 +28,14 @@ pub mod graph;
 
 use std::sync::OnceLock;
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, sys};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr};
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
 use tcsparse_planner::wave::spmv_wave_chunk;
 
 use crate::launch::{Arg, Shape, launch_checked};
 use crate::schedule::upload_nonempty;
 use crate::{Gpu, GpuError, KernelModule};
+use graph::RawCall;
 
 mod entries;
 
@@ -476,15 +477,15 @@ impl graph::GraphSpmv for BitBsrSpmv {
     /// not written by others until the call completes; `stream` must be a live stream of this
     /// context, ordered after the uploads of [`BitBsrSpmv::new`] (synchronise the GPU's stream
     /// first), and no other call of this value may run concurrently (scratch buffers are shared).
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError> {
+        let RawCall {
+            stream,
+            alpha,
+            x,
+            beta,
+            y,
+            n,
+        } = call;
         if n == 0 || n > MAX_RHS {
             return Err(GpuError::Invalid(format!("n = {n} not in 1..={MAX_RHS}")));
         }
