@@ -31,8 +31,8 @@ pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
 /// nonzero arrays hold one element when the matrix has none).
 ///
 /// Invariant: they are an upload of a [`Csr`] of `rows × cols` with `nnz` values (its invariants:
-/// row offsets rising from 0 to nnz, every column < cols, all < u32::MAX) and are never written.
-/// Consumers take it together with that matrix and check that its shape matches.
+/// row offsets rising from 0 to nnz, every column < cols, all < u32::MAX) and are never written in place (an owner may replace the values with a new
+/// upload of the same pattern). Consumers take it together with that matrix and check that its shape matches.
 pub struct DeviceCsr {
     rows: usize,
     cols: usize,
@@ -96,16 +96,35 @@ impl DeviceCsr {
         })
     }
 
-    /// A copy of the arrays in new device buffers (device to device, on the GPU's stream).
-    pub fn duplicate(&self, gpu: &Gpu) -> Result<Self, GpuError> {
+    /// `a`'s arrays copied, device to device on the GPU's stream, from buffers that already hold
+    /// them (e.g. cuSPARSE's, [`crate::baselines::cusparse::CusparseCsr::buffers`]) instead of
+    /// uploaded again from the host. The buffers' lengths are checked against `a`.
+    pub fn copy_from_device(
+        gpu: &Gpu,
+        a: &Csr,
+        (indptr, indices, values): (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
+    ) -> Result<Self, GpuError> {
+        check_csr(a)?;
+        let nnz = a.nnz().max(1);
+        if indptr.len() != a.rows() + 1 || indices.len() != nnz || values.len() != nnz {
+            return Err(GpuError::Invalid(format!(
+                "device CSR arrays of {}/{}/{} entries for a {}×{} matrix with {} nonzeros",
+                indptr.len(),
+                indices.len(),
+                values.len(),
+                a.rows(),
+                a.cols(),
+                a.nnz()
+            )));
+        }
         let s = gpu.stream();
         Ok(Self {
-            rows: self.rows,
-            cols: self.cols,
-            nnz: self.nnz,
-            indptr: s.clone_dtod(&self.indptr)?,
-            indices: s.clone_dtod(&self.indices)?,
-            values: s.clone_dtod(&self.values)?,
+            rows: a.rows(),
+            cols: a.cols(),
+            nnz: a.nnz(),
+            indptr: s.clone_dtod(indptr)?,
+            indices: s.clone_dtod(indices)?,
+            values: s.clone_dtod(values)?,
         })
     }
 

@@ -184,12 +184,11 @@ pub struct CsrSpmm {
     m: usize,
     k: usize,
     nnz: usize,
+    /// A on the device.
+    csr: DeviceCsr,
     /// Host copy of the row offsets for [`CsrSpmm::set_chunk`], downloaded on its first call (a
     /// copy made at construction cost R-MAT scale 20's plan-cache hit 2.9 ms of its 11.8).
     row_offsets: Option<Vec<u32>>,
-    indptr: CudaSlice<u32>,
-    indices: CudaSlice<u32>,
-    values: CudaSlice<f32>,
     work: DeviceWork,
     func: CudaFunction,
 }
@@ -342,36 +341,20 @@ impl CsrSpmm {
             nnz: a.nnz(),
             work: plan.work,
             row_offsets: None,
-            indptr: d.indptr,
-            indices: d.indices,
-            values: d.values,
+            csr: d,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
     }
 
-    /// [`CsrSpmm::with_chunk`] with A's arrays copied on the device from buffers that already
-    /// hold this matrix (e.g. cuSPARSE's, [`crate::baselines::cusparse::CusparseCsr::buffers`]),
-    /// instead of uploaded again from the host. The buffers' lengths are checked against `a`.
+    /// [`CsrSpmm::with_chunk`] on a copy of arrays that already hold `a` on the device
+    /// ([`DeviceCsr::copy_from_device`]).
     pub fn with_chunk_from_device(
         gpu: &Gpu,
         a: &Csr,
         chunk_nnz: u32,
-        (indptr, indices, values): (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
+        arrays: (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
     ) -> Result<Self, GpuError> {
-        check_csr(a)?;
-        let nnz = a.nnz().max(1);
-        if indptr.len() != a.rows() + 1 || indices.len() != nnz || values.len() != nnz {
-            return Err(GpuError::Invalid(format!(
-                "device CSR arrays of {}/{}/{} entries for a {}×{} matrix with {} nonzeros",
-                indptr.len(),
-                indices.len(),
-                values.len(),
-                a.rows(),
-                a.cols(),
-                a.nnz()
-            )));
-        }
-        let s = gpu.stream();
+        let csr = DeviceCsr::copy_from_device(gpu, a, arrays)?;
         let plan = CsrWorkPlan::new(gpu, a, chunk_nnz)?;
         Ok(Self {
             gpu: gpu.clone(),
@@ -381,9 +364,7 @@ impl CsrSpmm {
             work: plan.work,
             // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
             row_offsets: Some(a.row_offsets().to_vec()),
-            indptr: s.clone_dtod(indptr)?,
-            indices: s.clone_dtod(indices)?,
-            values: s.clone_dtod(values)?,
+            csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
     }
@@ -393,7 +374,7 @@ impl CsrSpmm {
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
         let offsets = match self.row_offsets.take() {
             Some(o) => o,
-            None => self.gpu.download(&self.indptr)?,
+            None => self.gpu.download(&self.csr.indptr)?,
         };
         let t = std::time::Instant::now();
         let work = csr_work(&offsets, chunk_nnz);
@@ -450,7 +431,7 @@ impl CsrSpmm {
                 self.nnz
             )));
         }
-        self.values = upload_nonempty(&self.gpu, values)?;
+        self.csr.values = upload_nonempty(&self.gpu, values)?;
         Ok(())
     }
 }
@@ -490,9 +471,9 @@ impl DeviceProduct for CsrSpmm {
         let b_ptr = l.borrow(b);
         let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        l.input(&self.indptr)
-            .input(&self.indices)
-            .input(&self.values)
+        l.input(&self.csr.indptr)
+            .input(&self.csr.indices)
+            .input(&self.csr.values)
             .input(&self.work.items)
             .u32(items)
             .arg(Arg::Ptr(b_ptr))
