@@ -31,8 +31,9 @@ pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
 /// nonzero arrays hold one element when the matrix has none).
 ///
 /// Invariant: they are an upload of a [`Csr`] of `rows × cols` with `nnz` values (its invariants:
-/// row offsets rising from 0 to nnz, every column < cols, all < u32::MAX) and are never written in place (an owner may replace the values with a new
-/// upload of the same pattern). Consumers take it together with that matrix and check that its shape matches.
+/// row offsets rising from 0 to nnz, every column < cols, all < u32::MAX) and are never written
+/// in place (an owner may replace the values with a new upload of the same pattern). Consumers
+/// take it together with that matrix and check that its shape matches.
 pub struct DeviceCsr {
     rows: usize,
     cols: usize,
