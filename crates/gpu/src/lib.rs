@@ -25,7 +25,8 @@
 //! Every kernel launch goes through `launch::launch_checked` (through its cudarc-stream front
 //! `launch::Launch` where the stream is cudarc's), which checks the argument list against the
 //! kernel's signature-table entry ([`signature`]; the tables are checked against the PTX by a
-//! CPU test) before the driver sees it. `unsafe` stays in the launch modules and the FFI
+//! CPU test) before the driver sees it; the SpAMM launches ([`spamm`]) still use cudarc's launch
+//! builder with their signature tables checked the same way. `unsafe` stays in the launch modules and the FFI
 //! wrappers ([`baselines`], [`foreign`], the pinned upload ring, graph capture
 //! in [`spmv::graph`]); callers of this crate need none for a product.
 
