@@ -28,7 +28,7 @@ use tcsparse::gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse::gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
 use tcsparse::gpu::spmv::graph::time_spmv;
 use tcsparse::gpu::spmv::{BitBsrSpmv, TC_LAYOUTS, tuned_walk_layouts};
-use tcsparse::gpu::{Gpu, GpuError};
+use tcsparse::gpu::{DeviceProduct, Gpu, GpuError};
 
 use crate::matrices::Matrix;
 use crate::report::{Case, Op, Report, Status, VendorBaseline, geomean};
@@ -331,7 +331,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
         if n >= 2 {
             let r = ca.as_ref().map_err(|e| e.clone()).and_then(|ca| {
                 let mut measure = || -> Result<Measured, GpuError> {
-                    let mut k = CsrSpmv::new(gpu, a, ca, CSR_CHUNKS[0])?;
+                    let mut k = CsrSpmv::new(gpu, a, ca.device(), CSR_CHUNKS[0])?;
                     let (ms, _, c) = k.tune(n, |k| {
                         let tm = time_spmv(gpu, k, &dx, &mut dy, n, GRAPH_LAUNCHES, SAMPLES)?;
                         tracing::debug!(

@@ -1,14 +1,16 @@
-//! One raw launch helper for kernels queued on streams cudarc does not own (graph capture:
-//! [`crate::spmv::graph`]): arguments are passed by value as [`Arg`]s and checked against the
-//! kernel's parameter list from the signature tables ([`crate::signature`], themselves checked
-//! against the PTX by a CPU test) before the driver sees them, so an argument list cannot drift
-//! from the kernel's in count or kind.
+//! The one way this crate launches a kernel. `launch_checked` is the only call of the driver's
+//! `cuLaunchKernel`: arguments are passed by value as [`Arg`]s and checked against the kernel's
+//! parameter list from the signature tables ([`crate::signature`], themselves checked against the
+//! PTX by a CPU test) before the driver sees them, so an argument list cannot drift from the
+//! kernel's in count or kind. It queues on a raw stream (the graph-capture streams of
+//! [`crate::spmv::graph`] are not cudarc's); `Launch` is its front for a cudarc stream, holding
+//! the stream-order guards of the device buffers it borrows until the kernel is queued.
 
 use std::ffi::c_void;
 
-use cudarc::driver::{CudaFunction, result, sys};
+use cudarc::driver::{CudaFunction, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop, result, sys};
 
-use crate::{GpuError, ParamKind};
+use crate::{GpuError, KernelSignature, ParamKind};
 
 /// Most arguments one launch passes.
 pub const MAX_ARGS: usize = 24;
@@ -119,6 +121,137 @@ pub(crate) unsafe fn launch_checked(
         )
     }?;
     Ok(())
+}
+
+impl From<Shape> for cudarc::driver::LaunchConfig {
+    fn from(s: Shape) -> Self {
+        Self {
+            grid_dim: s.grid,
+            block_dim: s.block,
+            shared_mem_bytes: s.shared_bytes,
+        }
+    }
+}
+
+impl From<cudarc::driver::LaunchConfig> for Shape {
+    fn from(c: cudarc::driver::LaunchConfig) -> Self {
+        Self {
+            grid: c.grid_dim,
+            block: c.block_dim,
+            shared_bytes: c.shared_mem_bytes,
+        }
+    }
+}
+
+/// One launch of `sig`'s kernel on a cudarc stream: device buffers are borrowed with
+/// [`Launch::input`] / [`Launch::output`] (or [`Launch::borrow`] / [`Launch::borrow_mut`] where the
+/// launch needs the address itself, e.g. for an alignment flag), whose stream-order guards are
+/// held until the kernel is queued, as cudarc's launch builder does; scalars by value. The
+/// argument list is checked against `sig` by [`launch_checked`] when launched.
+pub(crate) struct Launch<'a> {
+    stream: &'a CudaStream,
+    func: &'a CudaFunction,
+    sig: &'a KernelSignature,
+    args: [Arg; MAX_ARGS],
+    len: usize,
+    /// More arguments than [`MAX_ARGS`] were pushed (refused at launch).
+    overflow: bool,
+    guards: Vec<SyncOnDrop<'a>>,
+}
+
+impl<'a> Launch<'a> {
+    /// A launch of `func`, the kernel `sig` describes (an entry of its module's signature table).
+    pub fn new(stream: &'a CudaStream, func: &'a CudaFunction, sig: &'a KernelSignature) -> Self {
+        Self {
+            stream,
+            func,
+            sig,
+            args: [Arg::U32(0); MAX_ARGS],
+            len: 0,
+            overflow: false,
+            guards: Vec::with_capacity(sig.params.len()),
+        }
+    }
+
+    /// Appends one argument by value.
+    pub fn arg(&mut self, a: Arg) -> &mut Self {
+        match self.args.get_mut(self.len) {
+            Some(slot) => {
+                *slot = a;
+                self.len += 1;
+            }
+            None => self.overflow = true,
+        }
+        self
+    }
+
+    /// Appends a `u32`.
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.arg(Arg::U32(v))
+    }
+
+    /// Appends an `f32`.
+    pub fn f32(&mut self, v: f32) -> &mut Self {
+        self.arg(Arg::F32(v))
+    }
+
+    /// The address of `buf`, read by the kernel: the stream waits for earlier writes of it, and
+    /// the read is recorded once the kernel is queued.
+    pub fn borrow<T, B: DevicePtr<T> + ?Sized>(&mut self, buf: &'a B) -> u64 {
+        let (p, g) = buf.device_ptr(self.stream);
+        self.guards.push(g);
+        p
+    }
+
+    /// The address of `buf`, written by the kernel: the stream waits for earlier work on it, and
+    /// the write is recorded once the kernel is queued.
+    pub fn borrow_mut<T, B: DevicePtrMut<T> + ?Sized>(&mut self, buf: &'a mut B) -> u64 {
+        let (p, g) = buf.device_ptr_mut(self.stream);
+        self.guards.push(g);
+        p
+    }
+
+    /// Appends the address of `buf`, read by the kernel ([`Launch::borrow`]).
+    pub fn input<T, B: DevicePtr<T> + ?Sized>(&mut self, buf: &'a B) -> &mut Self {
+        let p = self.borrow(buf);
+        self.arg(Arg::Ptr(p))
+    }
+
+    /// Appends the address of `buf`, written by the kernel ([`Launch::borrow_mut`]).
+    pub fn output<T, B: DevicePtrMut<T> + ?Sized>(&mut self, buf: &'a mut B) -> &mut Self {
+        let p = self.borrow_mut(buf);
+        self.arg(Arg::Ptr(p))
+    }
+
+    /// Queues the kernel at `shape` on the stream, after [`check_args`] against the signature.
+    ///
+    /// # Safety
+    /// cudarc's launch conditions beyond the argument list ([`launch_checked`]): `func` is the
+    /// kernel `sig` describes, every buffer holds what the kernel reads and writes at this shape
+    /// (the caller's bounds checks), and no buffer written is also passed as read.
+    pub unsafe fn launch(self, shape: Shape) -> Result<(), GpuError> {
+        if self.overflow {
+            return Err(GpuError::Invalid(format!(
+                "{}: more than {MAX_ARGS} arguments",
+                self.sig.name
+            )));
+        }
+        self.stream.context().bind_to_thread()?;
+        // SAFETY: the stream is a live cudarc stream whose context was just bound; every pointer
+        // argument was borrowed on it with its guard held until after this call; the rest is
+        // the caller's contract.
+        unsafe {
+            launch_checked(
+                self.func,
+                self.sig.name,
+                self.sig.params,
+                shape,
+                self.stream.cu_stream(),
+                &self.args[..self.len],
+            )
+        }
+        // (The guards drop here, after the kernel is queued, recording its reads and writes.)
+    }
 }
 
 #[cfg(test)]

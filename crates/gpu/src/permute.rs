@@ -2,10 +2,9 @@
 //! a gather `dst[i] = src[idx[i]]` or a scatter `dst[idx[i]] = src[i]` of whole rows, so a product
 //! on a reordered matrix can take and give B and C in the caller's original row order.
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 
+use crate::launch::{Launch, Shape};
 use crate::schedule::upload_nonempty;
 use crate::spmm::{AccSpmmError, check_dense};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -18,7 +17,9 @@ const THREADS: u32 = 128;
 const MAX_BLOCKS: u32 = 1 << 16;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+pub const SIGNATURES: &[KernelSignature] = &[SIG];
+
+const SIG: KernelSignature = KernelSignature {
     module: KernelModule::Permute,
     name: ENTRY,
     params: &[
@@ -31,7 +32,7 @@ pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
         ParamKind::U32, // n
         ParamKind::U32, // scatter
     ],
-}];
+};
 
 /// Checks that `idx` is a permutation of `0..idx.len()` fitting the kernel's u32 indices.
 pub fn check_permutation(idx: &[u32]) -> Result<(), GpuError> {
@@ -136,24 +137,21 @@ impl RowPermutation {
         }
         let (rows, lds32, ldd32, n32) = (self.rows as u32, lds as u32, ldd as u32, n as u32);
         let scatter = u32::from(scatter);
-        let cfg = LaunchConfig {
-            grid_dim: (rows.min(MAX_BLOCKS), 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
+        let shape = Shape {
+            grid: (rows.min(MAX_BLOCKS), 1, 1),
+            block: (THREADS, 1, 1),
+            shared_bytes: 0,
         };
-        let stream = self.gpu.stream();
-        let (s_ptr, _s_sync) = src.device_ptr(stream);
-        let (d_ptr, _d_sync) = dst.device_ptr_mut(stream);
-        let mut l = stream.launch_builder(&self.func);
-        l.arg(&self.idx)
-            .arg(&rows)
-            .arg(&s_ptr)
-            .arg(&lds32)
-            .arg(&d_ptr)
-            .arg(&ldd32)
-            .arg(&n32)
-            .arg(&scatter);
-        // SAFETY: (1) types and order match `permute_rows_f32(const u32*, u32, const float*, u32,
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &SIG);
+        l.input(&self.idx)
+            .u32(rows)
+            .input(src)
+            .u32(lds32)
+            .output(dst)
+            .u32(ldd32)
+            .u32(n32)
+            .u32(scatter);
+        // SAFETY: (1) the arguments fill `permute_rows_f32(const u32*, u32, const float*, u32,
         // float*, u32, u32, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) Only
         // dst is written, borrowed mutably (raw pointers through device_ptr/device_ptr_mut, whose
         // guards order the launch after earlier work on both buffers); src and dst are distinct
@@ -161,8 +159,7 @@ impl RowPermutation {
         // permutation of 0..rows (check_permutation), so every source and destination row is
         // < rows, and check_dense proved (rows−1)·ld + n ≤ len for both; the kernel guards
         // i < rows and f < n.
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { l.launch(shape) }
     }
 }
 

@@ -2,11 +2,10 @@
 //! `DeviceSchedule`), rows accumulated with atomics and their β pre-scale (`SplitRows`, the
 //! `acc_spmm_prescale` kernel), and the one upload helper (`upload_nonempty`).
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, DeviceRepr};
 use tcsparse_planner::AccSchedule;
 
+use crate::launch::{Launch, Shape};
 use crate::spmm::AccSpmmError;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -16,7 +15,9 @@ pub const ENTRY_PRESCALE: &str = "acc_spmm_prescale";
 const PRESCALE_THREADS: u32 = 256;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+pub const SIGNATURES: &[KernelSignature] = &[SIG_PRESCALE];
+
+const SIG_PRESCALE: KernelSignature = KernelSignature {
     module: KernelModule::AccSpmm,
     name: ENTRY_PRESCALE,
     params: &[
@@ -29,7 +30,7 @@ pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
         ParamKind::F32, // beta
         ParamKind::U32, // window_rows
     ],
-}];
+};
 
 /// A validated schedule in the kernel's layout: 4 u32 per thread block (window_begin, window_end,
 /// block_begin, block_end), one split flag per window, and the list of split windows (for the β
@@ -269,7 +270,7 @@ impl SplitRows {
     /// flattened against this matrix's windows, or from `csr_work` over its rows) and that
     /// `(rows − 1)·ldc + n ≤ c.len()` was checked.
     #[allow(clippy::too_many_arguments)]
-    pub fn prescale<C: DevicePtrMut<f32>>(
+    pub fn prescale<C: DevicePtrMut<f32> + ?Sized>(
         &self,
         gpu: &Gpu,
         c: &mut C,
@@ -283,30 +284,27 @@ impl SplitRows {
             return Ok(());
         };
         let count = self.count as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (count.min(65_535 * 4), 1, 1),
-            block_dim: (PRESCALE_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+        let shape = Shape {
+            grid: (count.min(65_535 * 4), 1, 1),
+            block: (PRESCALE_THREADS, 1, 1),
+            shared_bytes: 0,
         };
         let (ldc, m, n) = (ldc as u32, rows as u32, n as u32);
-        let stream = gpu.stream();
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
-        let mut l = stream.launch_builder(func);
-        l.arg(&self.ids)
-            .arg(&count)
-            .arg(&c_ptr)
-            .arg(&ldc)
-            .arg(&m)
-            .arg(&n)
-            .arg(&beta)
-            .arg(&group_rows);
-        // SAFETY: (1) argument types and order match `acc_spmm_prescale(const u32*, u32, float*,
-        // u32, u32, u32, float, u32)` (SIGNATURES, checked against the PTX by a CPU test). (2) The
-        // only written buffer is C, borrowed mutably here (its raw pointer is taken through
-        // `device_ptr_mut`, whose guard orders the launch after earlier work on C and records it). (3) Reads/writes stay in bounds: `ids`
+        let mut l = Launch::new(gpu.stream(), func, &SIG_PRESCALE);
+        l.input(&self.ids)
+            .u32(count)
+            .output(c)
+            .u32(ldc)
+            .u32(m)
+            .u32(n)
+            .f32(beta)
+            .u32(group_rows);
+        // SAFETY: (1) the arguments fill `acc_spmm_prescale(const u32*, u32, float*, u32, u32,
+        // u32, float, u32)` (SIG_PRESCALE, checked against the PTX by a CPU test). (2) The
+        // only written buffer is C, borrowed mutably here (its guard orders the launch after
+        // earlier work on C and records it). (3) Reads/writes stay in bounds: `ids`
         // holds `count` group ids < ⌈M / group_rows⌉ (caller contract), rows ≥ M are skipped in
         // the kernel and the caller checked (M−1)·ldc + n ≤ C.len().
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { l.launch(shape) }
     }
 }

@@ -3,11 +3,10 @@
 //! A's values is the SDDMM of `dY` and `X`. The CPU reference is
 //! [`tcsparse_formats::sddmm::sddmm`].
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 
+use crate::launch::{Launch, Shape};
 use crate::schedule::upload_nonempty;
 use crate::spmm::{AccSpmmError, check_dense};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -20,7 +19,9 @@ const THREADS: u32 = 256;
 const MAX_BLOCKS: u32 = 1 << 16;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+pub const SIGNATURES: &[KernelSignature] = &[SIG];
+
+const SIG: KernelSignature = KernelSignature {
     module: KernelModule::Sddmm,
     name: ENTRY,
     params: &[
@@ -35,7 +36,7 @@ pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
         ParamKind::F32, // alpha
         ParamKind::Ptr, // out
     ],
-}];
+};
 
 /// The row and column of every stored position of `a`, in CSR order.
 pub fn coordinates(a: &Csr) -> (Vec<u32>, Vec<u32>) {
@@ -132,35 +133,30 @@ impl SddmmPattern {
         };
         let warps_per_block = (THREADS / 32) as usize;
         let blocks = self.nnz.div_ceil(warps_per_block).min(MAX_BLOCKS as usize) as u32;
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
+        let shape = Shape {
+            grid: (blocks, 1, 1),
+            block: (THREADS, 1, 1),
+            shared_bytes: 0,
         };
-        let stream = self.gpu.stream();
-        let (l_ptr, _l_sync) = left.device_ptr(stream);
-        let (r_ptr, _r_sync) = right.device_ptr(stream);
-        let (o_ptr, _o_sync) = out.device_ptr_mut(stream);
-        let mut b = stream.launch_builder(&self.func);
-        b.arg(&self.rows)
-            .arg(&self.cols)
-            .arg(&nnz)
-            .arg(&l_ptr)
-            .arg(&ldl)
-            .arg(&r_ptr)
-            .arg(&ldr)
-            .arg(&k32)
-            .arg(&alpha)
-            .arg(&o_ptr);
-        // SAFETY: (1) types and order match `sddmm_f32(const u32*, const u32*, u32, const float*,
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &SIG);
+        l.input(&self.rows)
+            .input(&self.cols)
+            .u32(nnz)
+            .input(left)
+            .u32(ldl)
+            .input(right)
+            .u32(ldr)
+            .u32(k32)
+            .f32(alpha)
+            .output(out);
+        // SAFETY: (1) the arguments fill `sddmm_f32(const u32*, const u32*, u32, const float*,
         // u32, const float*, u32, u32, float, float*)` (SIGNATURES, checked against the PTX by a
         // CPU test). (2) Only `out` is written, borrowed mutably (raw pointers through
         // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on each
         // buffer). (3) In bounds: rows[p] < n_rows and cols[p] < n_cols (the struct's invariant),
         // check_dense proved (n_rows−1)·ldl + k ≤ len(left) and (n_cols−1)·ldr + k ≤ len(right),
         // out holds ≥ nnz values, and the kernel guards p < nnz and t < k.
-        unsafe { b.launch(cfg) }?;
-        Ok(())
+        unsafe { l.launch(shape) }
     }
 }
 

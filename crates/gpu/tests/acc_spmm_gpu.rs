@@ -18,14 +18,14 @@ use acc_support::*;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{
-    AccSpmmDevice, AccSpmmError, AccVariant, FlatSchedule, emulate, flatten_acc_schedule,
-    flatten_schedule, unbalanced_schedule,
+    AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, flatten_schedule,
+    unbalanced_schedule,
 };
 use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileSchedule};
+use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {
@@ -55,10 +55,10 @@ fn run_gpu(
             }
         }
     }
-    let dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
+    let mut dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.launch(gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
+    dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n)
         .expect("launch");
     let got = gpu.download(&cd).unwrap();
     let err = check_result(what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n);
@@ -193,18 +193,14 @@ fn check_and_time(
     a: &Csr,
     b: &[f32],
     n: usize,
-    launch: impl Fn(&mut CudaSlice<f32>) -> Result<(), AccSpmmError>,
+    mut launch: impl FnMut(&mut CudaSlice<f32>) -> Result<(), tcsparse_gpu::GpuError>,
 ) -> (f64, f64) {
     let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
     launch(&mut cd).unwrap();
     let got = gpu.download(&cd).unwrap();
     let c0 = vec![0f32; a.rows() * n];
     let err = check_result(what, a, 1.0, b, n, 0.0, &c0, &got, n, n);
-    let t = gpu
-        .time_launches(3, 20, || {
-            launch(&mut cd).map_err(|e| tcsparse_gpu::GpuError::Invalid(e.to_string()))
-        })
-        .unwrap();
+    let t = gpu.time_launches(3, 20, || launch(&mut cd)).unwrap();
     (err, t.median_ms)
 }
 
@@ -253,10 +249,10 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 (&pk16, AccVariant::RegisterMeta),
                 (&pk16, AccVariant::CachedRows { log2_slots: 7 }),
             ] {
-                let dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
+                let mut dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
                 let (e, ms) =
                     check_and_time(&gpu, &format!("{name}/n={n}/{v:?}"), &a, &b, n, |c| {
-                        dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
+                        dev.launch(1.0, &bd, n, 0.0, c, n, n)
                     });
                 err = err.max(e);
                 times.push(ms);
@@ -264,12 +260,12 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             // The row-tile kernels, 4 windows per thread block.
             for k in KERNELS {
                 let m = RowTileTcf::from_csr(&a, k.window_rows as usize).unwrap();
-                let dev =
+                let mut dev =
                     RowTileDevice::upload(&gpu, &m, k.dense_tiles, RowTileSchedule::Packed(4))
                         .unwrap();
                 let what = format!("{name}/n={n}/{}", k.name());
                 let (e, ms) = check_and_time(&gpu, &what, &a, &b, n, |c| {
-                    dev.launch(&gpu, 1.0, &bd, n, 0.0, c, n, n)
+                    dev.launch(1.0, &bd, n, 0.0, c, n, n)
                 });
                 err = err.max(e);
                 times.push(ms);
@@ -317,32 +313,32 @@ fn set_schedule_swaps_schedules_on_one_upload_and_rejects_foreign_ones() {
     let c0 = vec![f32::NAN; a.rows() * n];
     let bd = gpu.upload(&b).unwrap();
     let mut dev = AccSpmmDevice::upload(&gpu, &bt, &AccSchedule::unbalanced(&rwo)).unwrap();
-    let run = |dev: &AccSpmmDevice, what: &str| {
+    let run = |dev: &mut AccSpmmDevice, what: &str| {
         let mut cd = gpu.upload(&c0).unwrap();
-        dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+        dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
         let got = gpu.download(&cd).unwrap();
         check_result(what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n);
     };
-    run(&dev, "unbalanced");
+    run(&mut dev, "unbalanced");
     let bal = AccSchedule::balanced(&rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
     assert!(bal.num_split_windows() > 0, "the hubs must be split");
     dev.set_schedule(&gpu, &bal).unwrap();
     assert_eq!(dev.num_split_windows(), bal.num_split_windows());
-    run(&dev, "balanced after set_schedule");
+    run(&mut dev, "balanced after set_schedule");
     dev.set_schedule(&gpu, &AccSchedule::packed(&rwo, 5))
         .unwrap();
     assert_eq!(
         (dev.num_tbs(), dev.num_split_windows()),
         ((rwo.len() - 1).div_ceil(5), 0)
     );
-    run(&dev, "packed:5 after set_schedule");
+    run(&mut dev, "packed:5 after set_schedule");
     // A schedule made for another matrix is refused and the packed one stays usable.
     let other = Gen::new(301, 999, 7, 9).build();
     let other_bt = tcsparse_formats::bittcf::BitTcf::from_csr(&other).unwrap();
     let foreign = AccSchedule::unbalanced(other_bt.row_window_offset());
     assert!(dev.set_schedule(&gpu, &foreign).is_err());
     assert_eq!(dev.num_tbs(), (rwo.len() - 1).div_ceil(5));
-    run(&dev, "packed:5 after a refused schedule");
+    run(&mut dev, "packed:5 after a refused schedule");
 }
 
 #[test]
@@ -382,17 +378,17 @@ fn cached_rows_variant_is_bit_identical_to_register_variant() {
                 let mut dev =
                     AccSpmmDevice::upload_parts(&gpu, &bt.parts(), &s, AccVariant::RegisterMeta)
                         .unwrap();
-                let run = |dev: &AccSpmmDevice| {
+                let run = |dev: &mut AccSpmmDevice| {
                     let mut cd = gpu.upload(&c0).unwrap();
-                    dev.launch(&gpu, 1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+                    dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
                     gpu.download(&cd).unwrap()
                 };
-                let want = run(&dev);
+                let want = run(&mut dev);
                 check_result(name, a, 1.0, &b, n, 0.0, &c0, &want, n, n);
                 for log2_slots in [3u8, 5, 7] {
                     dev.set_variant(&gpu, AccVariant::CachedRows { log2_slots })
                         .unwrap();
-                    let got = run(&dev);
+                    let got = run(&mut dev);
                     let bad = want
                         .iter()
                         .zip(&got)
@@ -431,10 +427,10 @@ fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.alloc_zeros::<f32>(a.rows() * 256).unwrap();
     let err = dev
-        .launch(&gpu, 1.0, &bd, 256, 0.0, &mut cd, 256, 256)
+        .launch(1.0, &bd, 256, 0.0, &mut cd, 256, 256)
         .expect_err("8 warps x 132 KiB cannot launch");
     assert!(err.to_string().contains("shared memory"), "{err}");
-    dev.launch(&gpu, 1.0, &bd, 256, 0.0, &mut cd, 256, 32)
+    dev.launch(1.0, &bd, 256, 0.0, &mut cd, 256, 32)
         .expect("one warp fits");
     let got = gpu.download(&cd).unwrap();
     let c0 = vec![0f32; a.rows() * 256];
@@ -501,8 +497,7 @@ fn row_tile_kernels_match_reference() {
                     }
                     let bd = gpu.upload(&b).unwrap();
                     let mut cd = gpu.upload(&c0).unwrap();
-                    dev.launch(&gpu, alpha, &bd, ldb, beta, &mut cd, ldc, n)
-                        .unwrap();
+                    dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n).unwrap();
                     let got = gpu.download(&cd).unwrap();
                     let what = format!("{}/{name}/n={n}/{k}/α={alpha}/β={beta}", kernel.name());
                     worst = worst.max(check_result(

@@ -20,9 +20,9 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::reference::spmm_f64;
-use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
+use tcsparse_gpu::{DeviceProduct, Gpu};
 
 fn gpu() -> Gpu {
     Gpu::require().expect("this test needs a CUDA GPU")
@@ -63,7 +63,15 @@ const EDGE_SPLITS: [HrpbSplit; 5] = [
 ];
 
 /// One product on the GPU with `C0` poisoned by NaN when β = 0, checked against f64.
-fn check(gpu: &Gpu, what: &str, a: &Csr, dev: &HrpbSpmm, n: usize, alpha: f32, beta: f32) -> f64 {
+fn check(
+    gpu: &Gpu,
+    what: &str,
+    a: &Csr,
+    dev: &mut HrpbSpmm,
+    n: usize,
+    alpha: f32,
+    beta: f32,
+) -> f64 {
     let b = dense(a.cols(), n, n, 1000 + n as u64);
     let mut c0 = dense(a.rows(), n, n, 2000 + n as u64);
     if beta == 0.0 {
@@ -71,7 +79,8 @@ fn check(gpu: &Gpu, what: &str, a: &Csr, dev: &HrpbSpmm, n: usize, alpha: f32, b
     }
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.run(alpha, &bd, beta, &mut cd, n).expect("launch");
+    dev.launch(alpha, &bd, n, beta, &mut cd, n, n)
+        .expect("launch");
     let got = gpu.download(&cd).unwrap();
     check_result(what, a, alpha, &b, n, beta, &c0, &got, n, n)
 }
@@ -118,13 +127,28 @@ fn hrpb_kernels_match_reference() {
         let h = Hrpb::from_csr(&a).unwrap();
         for mma in HrpbMma::ALL {
             for split in EDGE_SPLITS {
-                let dev = HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap();
+                let mut dev = HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap();
                 for n in [8usize, 32, 100, 128, 512, 1000] {
                     let what = format!("{name}/{}/{split:?}/n={n}", mma.name());
-                    worst = worst.max(check(&gpu, &format!("{what}/β=0"), &a, &dev, n, 1.0, 0.0));
+                    worst = worst.max(check(
+                        &gpu,
+                        &format!("{what}/β=0"),
+                        &a,
+                        &mut dev,
+                        n,
+                        1.0,
+                        0.0,
+                    ));
                     if n == 100 || n == 128 {
-                        worst =
-                            worst.max(check(&gpu, &format!("{what}/β≠0"), &a, &dev, n, -0.5, 0.75));
+                        worst = worst.max(check(
+                            &gpu,
+                            &format!("{what}/β≠0"),
+                            &a,
+                            &mut dev,
+                            n,
+                            -0.5,
+                            0.75,
+                        ));
                     }
                     if mma.syncs_split_panels() {
                         // The split panels' hand-off leaves its flags and counts at zero for
@@ -204,7 +228,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let h = Hrpb::from_csr(&a).unwrap();
         let alpha = a.nnz() as f64 / (64.0 * h.num_bricks().max(1) as f64);
-        let devs: Vec<HrpbSpmm> = cols
+        let mut devs: Vec<HrpbSpmm> = cols
             .iter()
             .map(|&(mma, split, _)| HrpbSpmm::from_hrpb(&gpu, &h, mma, split).unwrap())
             .collect();
@@ -223,14 +247,14 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             let abs = spmm_f64(&a, &b, n, n, true);
             let mut times = Vec::new();
             let mut err = 0f64;
-            for d in devs.iter().chain([&fill]) {
+            for d in devs.iter_mut().chain([&mut fill]) {
                 gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-                d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+                d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
                 let got = gpu.download(&cd).unwrap();
                 let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
                 err = err.max(scaled_error(&what, &got, &ab, &abs));
                 let t = gpu
-                    .time_launches(3, 20, || d.run(1.0, &bd, 0.0, &mut cd, n))
+                    .time_launches(3, 20, || d.launch(1.0, &bd, n, 0.0, &mut cd, n, n))
                     .unwrap();
                 times.push(t.median_ms);
             }
@@ -315,9 +339,9 @@ fn hrpb_probe_launches_for_profiling() {
             if !kernels.is_empty() && !kernels.split(',').any(|w| w.trim() == mma.name()) {
                 continue;
             }
-            let d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
+            let mut d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
             gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-            d.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
+            d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
             let got = gpu.download(&cd).unwrap();
             let what = format!("probe {name}/n={n}/{}", mma.name());
             let e = scaled_error(&what, &got, &ab, &abs);

@@ -17,11 +17,10 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::generate::rmat;
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_gpu::baselines::cublas::{Cublas, GemmPrecision};
-use tcsparse_gpu::baselines::cusparse::{
-    CusparseBsr, CusparseCsr, CusparseSpmm, CusparseSpmv, SpmmAlg,
-};
+use tcsparse_gpu::baselines::cusparse::{CusparseBsr, CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::spmm::csr::{CsrSpmm, DEFAULT_CHUNK_NNZ};
-use tcsparse_gpu::{Gpu, GpuStatus};
+use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
+use tcsparse_gpu::{DeviceProduct, Gpu, GpuStatus};
 
 const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
 const TF32_EPS: f64 = 1.0 / 1024.0;
@@ -163,7 +162,7 @@ fn csr_kernel_matches_reference_on_generated_matrices() {
     // The default budget, and budgets that split most rows (atomics after the β pre-scale).
     for (name, a) in generated_cases(&mut rng) {
         for chunk in [DEFAULT_CHUNK_NNZ, 7, 1] {
-            let k = CsrSpmm::with_chunk(&gpu, &a, chunk).expect("upload");
+            let mut k = CsrSpmm::with_chunk(&gpu, &a, chunk).expect("upload");
             for n in [1, 7, 32, 33, 128, 130, 300] {
                 spmm_case(
                     &gpu,
@@ -378,7 +377,7 @@ fn spmm_and_spmv_match_reference_on_shared_datasets() {
             .into_owned();
         println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
         let n = 64;
-        let k = CsrSpmm::new(&gpu, &a).expect("upload");
+        let mut k = CsrSpmm::new(&gpu, &a).expect("upload");
         spmm_case(
             &gpu,
             &mut rng,
@@ -399,14 +398,14 @@ fn spmm_and_spmv_match_reference_on_shared_datasets() {
                 &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
             );
         }
-        let mut sv = CusparseSpmv::new(&gpu, &ca).expect("prepare spmv");
+        let mut sv = CusparseSpmvGraphable::new(&gpu, &ca, 1).expect("prepare spmv");
         spmm_case(
             &gpu,
             &mut rng,
             &format!("cusparse SpMV {name}"),
             &a,
             1,
-            &mut |al, x, be, y| sv.run(al, x, be, y).expect("cusparseSpMV"),
+            &mut |al, x, be, y| sv.run(al, x, be, y, 1).expect("cusparseSpMV"),
         );
     }
 }
@@ -418,14 +417,14 @@ fn cusparse_spmv_and_bsr_spmv_match_reference() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     for (name, a) in generated_cases(&mut rng) {
         let ca = CusparseCsr::new(&gpu, &a).expect("upload");
-        let mut sv = CusparseSpmv::new(&gpu, &ca).expect("prepare");
+        let mut sv = CusparseSpmvGraphable::new(&gpu, &ca, 1).expect("prepare");
         spmm_case(
             &gpu,
             &mut rng,
             &format!("SpMV {name}"),
             &a,
             1,
-            &mut |al, x, be, y| sv.run(al, x, be, y).expect("cusparseSpMV"),
+            &mut |al, x, be, y| sv.run(al, x, be, y, 1).expect("cusparseSpMV"),
         );
         for block in [2usize, 4] {
             // BSR vectors are padded to whole blocks: run on padded copies, compare the first rows.
@@ -554,7 +553,7 @@ fn timing_rmat_scale20_n128() {
             gflops(t.median_ms)
         );
     }
-    let k = CsrSpmm::new(&gpu, &a).expect("upload");
+    let mut k = CsrSpmm::new(&gpu, &a).expect("upload");
     let t = gpu
         .time_launches(5, 20, || k.run(1.0, &db, 0.0, &mut dc, n))
         .expect("timing");
@@ -630,7 +629,7 @@ fn csr_kernel_on_views_with_leading_dimensions() {
     let a = random_csr(&mut rng, 300, 250, 6);
     let (n, ldb, ldc, off) = (20usize, 23usize, 26usize, 5usize);
     for chunk in [8u32, DEFAULT_CHUNK_NNZ] {
-        let k = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
+        let mut k = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
         let b = dense(&mut rng, a.cols() * n);
         let c0 = dense(&mut rng, a.rows() * n);
         let mut bp = vec![f32::NAN; off + a.cols() * ldb];

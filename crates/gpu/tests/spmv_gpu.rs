@@ -18,14 +18,14 @@ use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
-use tcsparse_gpu::Gpu;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
-use tcsparse_gpu::spmv::graph::time_graph;
+use tcsparse_gpu::spmv::graph::time_spmv;
 use tcsparse_gpu::spmv::{
     BLOCK_LAYOUTS, BitBsrSpmv, CORE_LAYOUTS, MAX_RHS, MULTI_LAYOUTS, TC_LAYOUTS,
 };
+use tcsparse_gpu::{DeviceProduct, Gpu};
 
 const TOL: f64 = 1.0 / 512.0;
 /// Bound of the CUDA-core walk on F32 storage (f32 values, f32 X, f32 FMAs): 2⁻¹⁵·|A|·|X|, room for
@@ -188,9 +188,8 @@ fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
 /// with NaN y and β ≠ 0, through `run` and (the last budget, n = 8) through a CUDA graph: f32
 /// products, bound [`TOL_F32_CORE`].
 fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: &[u32]) {
-    use cudarc::driver::{DevicePtr, DevicePtrMut};
     let ca = CusparseCsr::new(gpu, a).expect("upload");
-    let mut k = CsrSpmv::new(gpu, a, &ca, chunks[0]).expect("csr walk");
+    let mut k = CsrSpmv::new(gpu, a, ca.device(), chunks[0]).expect("csr walk");
     for walk in CsrWalk::ALL {
         k.set_walk(walk);
         for &c in chunks {
@@ -215,13 +214,8 @@ fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: 
         let (x, y0) = operands(rng, a, n, 0.0);
         let dx = gpu.upload(&x).expect("x");
         let mut dy = gpu.upload(&y0).expect("y");
-        let (px, _g) = dx.device_ptr(gpu.stream());
-        let (py, _h) = dy.device_ptr_mut(gpu.stream());
-        k.load(n).expect("load");
-        // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
-        let tm = time_graph(gpu, 20, 3, |s| unsafe { k.enqueue(s, 1.0, px, 0.0, py, n) })
-            .expect("graph");
-        drop((_g, _h));
+        k.prepare_width(n).expect("load");
+        let tm = time_spmv(gpu, &k, &dx, &mut dy, n, 20, 3).expect("graph");
         let y = gpu.download(&dy).expect("download");
         let what = format!(
             "{name} graph {} ({:.2} µs)",
@@ -292,12 +286,12 @@ fn spmv_csr_walk_matches_f64() {
     let empty = triplets(40, 9, &[]);
     check_csr_walk(&gpu, &mut rng, "no nonzeros", &empty, &[64]);
     let ca = CusparseCsr::new(&gpu, &b).expect("upload");
-    let k = CsrSpmv::new(&gpu, &b, &ca, 64).expect("csr walk");
+    let mut k = CsrSpmv::new(&gpu, &b, ca.device(), 64).expect("csr walk");
     let dx = gpu.upload(&vec![0.0f32; b.cols()]).expect("x");
     let mut dy = gpu.upload(&vec![0.0f32; b.rows()]).expect("y");
     assert!(k.run(1.0, &dx, 0.0, &mut dy, 1).is_err(), "n = 1 refused");
     // Device arrays of another matrix: a typed error.
-    assert!(CsrSpmv::new(&gpu, &a, &ca, 64).is_err());
+    assert!(CsrSpmv::new(&gpu, &a, ca.device(), 64).is_err());
 }
 
 #[test]
@@ -449,12 +443,6 @@ fn spmv_graph_path_and_baseline_match_f64() {
         let (x, y0) = operands(&mut rng, &a, n, 0.0);
         let dx = gpu.upload(&x).expect("x");
         let mut dy = gpu.upload(&y0).expect("y");
-        let (px, py) = {
-            use cudarc::driver::{DevicePtr, DevicePtrMut};
-            let (px, _g) = dx.device_ptr(gpu.stream());
-            let (py, _h) = dy.device_ptr_mut(gpu.stream());
-            (px, py)
-        };
         for (st, core) in [
             (TileStorage::F16, None),
             (TileStorage::Tf32, None),
@@ -472,11 +460,7 @@ fn spmv_graph_path_and_baseline_match_f64() {
         ] {
             let mut k = spmv_of(&gpu, &b, st);
             k.set_core_layout(core).expect("layout");
-            // SAFETY: dx/dy hold cols·n / rows·n f32 and outlive the timing (synchronised inside).
-            let tm = time_graph(&gpu, 20, 3, |s| unsafe {
-                k.enqueue(s, 1.0, px, 0.0, py, n)
-            })
-            .expect("graph");
+            let tm = time_spmv(&gpu, &k, &dx, &mut dy, n, 20, 3).expect("graph");
             let y = gpu.download(&dy).expect("download");
             check(
                 &format!(
@@ -499,16 +483,7 @@ fn spmv_graph_path_and_baseline_match_f64() {
             let base = CusparseSpmvGraphable::with_alg(&gpu, &ca, n, alg).expect("prepare");
             assert_eq!(base.alg(), alg);
             let mut dy = gpu.upload(&y0).expect("y");
-            let py = {
-                use cudarc::driver::DevicePtrMut;
-                let (py, _h) = dy.device_ptr_mut(gpu.stream());
-                py
-            };
-            // SAFETY: as above.
-            let tm = time_graph(&gpu, 20, 3, |s| unsafe {
-                base.enqueue(s, 1.0, px, 0.0, py)
-            })
-            .expect("graph");
+            let tm = time_spmv(&gpu, &base, &dx, &mut dy, n, 20, 3).expect("graph");
             let y = gpu.download(&dy).expect("download");
             check(
                 &format!(
@@ -538,7 +513,6 @@ fn spmv_graph_path_and_baseline_match_f64() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_set_bit_walks_read_unaligned_x() {
-    use cudarc::driver::{DevicePtr, DevicePtrMut};
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(16);
     let a = random_csr(&mut rng, 1001, 997, 12_000);
@@ -564,16 +538,8 @@ fn spmv_set_bit_walks_read_unaligned_x() {
                     padded.extend_from_slice(&x);
                     let dx = gpu.upload(&padded).expect("x");
                     let mut dy = gpu.upload(&y0).expect("y");
-                    let s = gpu.stream().clone();
-                    {
-                        let (px, _g) = dx.device_ptr(&s);
-                        let (py, _h) = dy.device_ptr_mut(&s);
-                        // SAFETY: px + 4 points at cols·n f32 (the upload holds one more), py at
-                        // rows·n; both guards live until the stream is synchronised below.
-                        unsafe { k.enqueue(s.cu_stream(), 1.0, px + 4, 0.0, py, n) }
-                            .expect("launch");
-                        gpu.synchronize().expect("sync");
-                    }
+                    // X from its second element on: 4 bytes past the allocation's alignment.
+                    k.run(1.0, &dx.slice(1..), 0.0, &mut dy, n).expect("launch");
                     let y = gpu.download(&dy).expect("download");
                     check(
                         &format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n)),

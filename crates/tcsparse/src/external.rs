@@ -13,89 +13,10 @@
 //! preparation captures CUDA graphs on it, which the legacy default stream (PyTorch's default)
 //! does not allow.
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::CudaContext;
+pub use tcsparse_gpu::foreign::{ForeignSlice, ForeignStream};
 
 use crate::{Engine, Error, Prepared};
-
-/// `len` f32 values of device memory owned by someone else (e.g. a PyTorch tensor's storage).
-#[derive(Debug)]
-pub struct ForeignSlice {
-    ptr: cudarc::driver::sys::CUdeviceptr,
-    len: usize,
-    stream: Arc<CudaStream>,
-}
-
-impl ForeignSlice {
-    /// Wraps `len` f32 values at device address `ptr`, to be used on `stream`.
-    ///
-    /// # Safety
-    /// `ptr` must point to at least `len` f32 values of device memory allocated in `stream`'s
-    /// CUDA context, which stay allocated (and are not written by anyone else where this slice is
-    /// read, nor accessed at all where it is written) until the work queued on them has run.
-    pub unsafe fn new(ptr: u64, len: usize, stream: Arc<CudaStream>) -> Self {
-        Self { ptr, len, stream }
-    }
-
-    /// The device address.
-    pub fn device_address(&self) -> u64 {
-        self.ptr
-    }
-}
-
-impl DeviceSlice<f32> for ForeignSlice {
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-}
-
-impl DevicePtr<f32> for ForeignSlice {
-    fn device_ptr<'a>(
-        &'a self,
-        _stream: &'a CudaStream,
-    ) -> (cudarc::driver::sys::CUdeviceptr, SyncOnDrop<'a>) {
-        // Ordering with the owner's work is the caller's ([`Prepared::spmm_on_stream`] makes it
-        // with stream waits): nothing to record here.
-        (self.ptr, SyncOnDrop::Record(None))
-    }
-}
-
-impl DevicePtrMut<f32> for ForeignSlice {
-    fn device_ptr_mut<'a>(
-        &'a mut self,
-        _stream: &'a CudaStream,
-    ) -> (cudarc::driver::sys::CUdeviceptr, SyncOnDrop<'a>) {
-        (self.ptr, SyncOnDrop::Record(None))
-    }
-}
-
-/// A CUDA stream another library owns (PyTorch's current stream), borrowed: dropping this does
-/// not destroy it.
-#[derive(Debug, Clone)]
-pub struct ForeignStream(Arc<CudaStream>);
-
-impl ForeignStream {
-    /// Wraps the raw `CUstream` handle `handle` (0: the legacy default stream) of `ctx`.
-    ///
-    /// # Safety
-    /// `handle` must be 0 or a live stream of `ctx`'s CUDA context that its owner keeps alive
-    /// while this value (or a clone) exists.
-    pub unsafe fn wrap(ctx: &Arc<CudaContext>, handle: usize) -> Self {
-        // SAFETY: the caller's contract above is `wrap_borrowed_stream`'s; ordering with the
-        // owner's work is made by `Prepared::spmm_on_stream`.
-        let s = unsafe { ctx.wrap_borrowed_stream(handle as cudarc::driver::sys::CUstream) };
-        Self(s)
-    }
-
-    /// The wrapped stream.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.0
-    }
-}
 
 impl Engine {
     /// An engine on CUDA device `ordinal`'s primary context (the one PyTorch and the CUDA runtime
@@ -127,17 +48,21 @@ fn ordered<T>(
 ) -> Result<T, Error> {
     let gpu = gpu.ok_or_else(|| Error::Unavailable("this engine runs on the CPU path".into()))?;
     let own = gpu.stream();
-    if own.cu_stream() == caller.0.cu_stream() {
+    if own.cu_stream() == caller.stream().cu_stream() {
         return f();
     }
-    if caller.0.context().cu_ctx() != own.context().cu_ctx() {
+    if caller.stream().context().cu_ctx() != own.context().cu_ctx() {
         return Err(Error::InvalidArgs(
             "the stream belongs to another CUDA context (another device?)".into(),
         ));
     }
-    own.join(&caller.0).map_err(tcsparse_gpu::GpuError::from)?;
+    own.join(caller.stream())
+        .map_err(tcsparse_gpu::GpuError::from)?;
     let result = f();
-    caller.0.join(own).map_err(tcsparse_gpu::GpuError::from)?;
+    caller
+        .stream()
+        .join(own)
+        .map_err(tcsparse_gpu::GpuError::from)?;
     result
 }
 

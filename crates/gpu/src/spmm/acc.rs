@@ -3,14 +3,14 @@
 //!
 //! [`AccSpmmDevice::upload`] validates the BitTCF arrays and the [`AccSchedule`] once (every index
 //! the kernel will dereference is checked here, see [`check_parts`] and [`flatten_schedule`]) and
-//! uploads them; [`AccSpmmDevice::launch`] then only checks the dense operands' sizes and launches
-//! `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The kernel itself is
-//! documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.
+//! uploads them; its [`crate::DeviceProduct::enqueue`] then only checks the dense operands' sizes
+//! and launches `acc_spmm_tf32` (plus `acc_spmm_prescale` when the schedule splits windows). The
+//! kernel itself is documented in `kernels-ptx/acc_spmm.cu` and `docs/kernels/acc-spmm.md`.
 //!
 //! Everything that is not a launch (validation, launch shapes, and [`emulate`], a lane-exact CPU model
 //! of the kernel's data path) runs and is tested without a GPU.
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_planner::AccSchedule;
 
@@ -18,11 +18,13 @@ pub use super::{
     AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_flags_at, launch_shape,
     to_tf32,
 };
+use crate::launch::{Arg, Launch};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
 };
-use crate::{Gpu, KernelModule, KernelSignature, ParamKind};
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Column id marking a padding slot of a TC block (its B row is treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -63,38 +65,16 @@ const MAIN_PARAMS: &[ParamKind] = &[
 ];
 
 /// Parameters of `acc_spmm_tf32_cache`: [`MAIN_PARAMS`] and `cache_log2`.
-const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] = {
-    let mut p = [ParamKind::U32; MAIN_PARAMS.len() + 1];
-    let mut i = 0;
-    while i < MAIN_PARAMS.len() {
-        p[i] = MAIN_PARAMS[i];
-        i += 1;
-    }
-    p // the last one stays U32: cache_log2
-};
+const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] =
+    crate::signature::concat(MAIN_PARAMS, &[ParamKind::U32]); // cache_log2
 
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test), one
+/// per [`AccVariant`].
 pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_SHARED,
-        params: MAIN_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_REGISTER,
-        params: MAIN_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_CACHE,
-        params: &CACHE_PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::AccSpmm,
-        name: ENTRY_PAPER,
-        params: MAIN_PARAMS,
-    },
+    AccVariant::SharedMeta.signature(),
+    AccVariant::RegisterMeta.signature(),
+    AccVariant::CachedRows { log2_slots: 0 }.signature(),
+    AccVariant::Paper.signature(),
 ];
 
 /// Which kernel entry executes the product (same results, different metadata staging).
@@ -130,6 +110,21 @@ impl AccVariant {
             Self::RegisterMeta => ENTRY_REGISTER,
             Self::CachedRows { .. } => ENTRY_CACHE,
             Self::Paper => ENTRY_PAPER,
+        }
+    }
+
+    /// The entry's signature.
+    pub const fn signature(self) -> KernelSignature {
+        let (name, params): (&str, &[ParamKind]) = match self {
+            Self::SharedMeta => (ENTRY_SHARED, MAIN_PARAMS),
+            Self::RegisterMeta => (ENTRY_REGISTER, MAIN_PARAMS),
+            Self::CachedRows { .. } => (ENTRY_CACHE, &CACHE_PARAMS),
+            Self::Paper => (ENTRY_PAPER, MAIN_PARAMS),
+        };
+        KernelSignature {
+            module: KernelModule::AccSpmm,
+            name,
+            params,
         }
     }
 
@@ -428,6 +423,8 @@ pub fn emulate(
 /// Invariant: the arrays passed [`check_parts`] and the schedule passed [`flatten_schedule`] before
 /// upload, and the device buffers are never written afterwards.
 pub struct AccSpmmDevice {
+    /// The GPU it was uploaded to ([`DeviceProduct`] calls queue on its stream).
+    gpu: Gpu,
     rows: usize,
     cols: usize,
     /// Stored values (`values` holds one dummy element when 0).
@@ -486,6 +483,7 @@ impl AccSpmmDevice {
         )?;
         let (main, max_dynamic_smem) = main_function(gpu, variant)?;
         Ok(Self {
+            gpu: gpu.clone(),
             rows: parts.rows,
             cols: parts.cols,
             nnz: parts.values.len(),
@@ -578,62 +576,59 @@ impl AccSpmmDevice {
     pub fn variant(&self) -> AccVariant {
         self.variant
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream (asynchronous). B is `K × n` row-major with
-    /// leading dimension `ldb`, C is `M × n` with `ldc`; with β = 0, C is never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
-        &self,
-        gpu: &Gpu,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
-    ) -> Result<(), AccSpmmError> {
-        check_dense("B", b.len(), self.cols, n, ldb)?;
-        check_dense("C", c.len(), self.rows, n, ldc)?;
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for AccSpmmDevice {
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
+        let gpu = &self.gpu;
         let Some(shape) = launch_shape(n, self.sched.num_tbs)? else {
             return Ok(());
         };
         let smem = self
             .smem_for(&shape, n)
             .map_err(AccSpmmError::InvalidArgs)?;
-        let stream = gpu.stream();
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         self.sched
             .split
             .prescale(gpu, c, ldc, self.rows, n, beta, 8)?;
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let sig = self.variant.signature();
+        let mut l = Launch::new(gpu.stream(), &self.main, &sig);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        let mut l = stream.launch_builder(&self.main);
-        l.arg(&self.rwo)
-            .arg(&self.bvo)
-            .arg(&self.a2b)
-            .arg(&self.bits)
-            .arg(&self.values)
-            .arg(&self.sched.work)
-            .arg(&self.sched.window_split)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&m)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags);
-        let cache_log2 = match self.variant {
-            AccVariant::CachedRows { log2_slots } => u32::from(log2_slots),
-            _ => 0,
-        };
-        if matches!(self.variant, AccVariant::CachedRows { .. }) {
-            l.arg(&cache_log2);
+        l.input(&self.rwo)
+            .input(&self.bvo)
+            .input(&self.a2b)
+            .input(&self.bits)
+            .input(&self.values)
+            .input(&self.sched.work)
+            .input(&self.sched.window_split)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(m)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags);
+        if let AccVariant::CachedRows { log2_slots } = self.variant {
+            l.u32(u32::from(log2_slots));
         }
-        // SAFETY: (1) argument types and order match `acc_spmm_tf32[_reg|_paper](const u32* rwo, const u32*
+        // SAFETY: (1) the arguments fill `acc_spmm_tf32[_reg|_paper](const u32* rwo, const u32*
         // bvo, const u32* a2b, const u64* bits, const float* values, const u32* work, const u8*
         // window_split, const float* B, u32 ldb, float* C, u32 ldc, u32 M, u32 N, float alpha, float
         // beta, u32 flags)` in kernels-ptx/acc_spmm.cu (`acc_spmm_tf32_cache` takes one more u32,
@@ -648,9 +643,9 @@ impl AccSpmmDevice {
         // array lengths, each block's value count equals its mask's popcount (so value reads stay
         // below block_value_offset[j+1] ≤ values.len()) and every column id is < K or the sentinel
         // (never dereferenced); flatten_schedule proved every work entry lies inside the window and
-        // block counts; check_dense proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
+        // block counts; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(), and
         // the kernel guards features ≥ n and rows ≥ M.
-        unsafe { l.launch(shape.config(smem)) }?;
+        unsafe { l.launch(shape.config(smem).into()) }?;
         Ok(())
     }
 }

@@ -6,17 +6,17 @@
 //! chunks add their partial sums with atomics after a β pre-scale of just those rows. One warp
 //! covers 128 features per pass with one float4 gather per nonzero and lane, several in flight.
 //!
-//! [`CsrSpmm::new`] uploads A and its work list once; [`CsrSpmm::run`] checks the dense operands'
+//! [`CsrSpmm::new`] uploads A and its work list once; [`crate::DeviceProduct::enqueue`] checks the dense operands'
 //! lengths and launches.
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 
-use super::{check_operands, launch_flags_at};
-use crate::device_csr::DeviceCsr;
+use super::launch_flags_at;
+use crate::device_csr::{DeviceCsr, check_csr};
+use crate::launch::{Arg, Launch};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
@@ -32,7 +32,9 @@ pub const DEFAULT_CHUNK_NNZ: u32 = 256;
 pub const MAX_ROWS_PER_ITEM: u32 = 32;
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
+pub const SIGNATURES: &[KernelSignature] = &[SIG];
+
+const SIG: KernelSignature = KernelSignature {
     module: KernelModule::CsrSpmm,
     name: ENTRY,
     params: &[
@@ -50,7 +52,7 @@ pub const SIGNATURES: &[KernelSignature] = &[KernelSignature {
         ParamKind::F32, // beta
         ParamKind::U32, // flags
     ],
-}];
+};
 
 /// Warp items of a CSR matrix (see [`csr_work`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,12 +184,11 @@ pub struct CsrSpmm {
     m: usize,
     k: usize,
     nnz: usize,
+    /// A on the device.
+    csr: DeviceCsr,
     /// Host copy of the row offsets for [`CsrSpmm::set_chunk`], downloaded on its first call (a
     /// copy made at construction cost R-MAT scale 20's plan-cache hit 2.9 ms of its 11.8).
     row_offsets: Option<Vec<u32>>,
-    indptr: CudaSlice<u32>,
-    indices: CudaSlice<u32>,
-    values: CudaSlice<f32>,
     work: DeviceWork,
     func: CudaFunction,
 }
@@ -300,24 +301,6 @@ impl std::fmt::Debug for CsrSpmm {
     }
 }
 
-/// Checks that `a` fits the kernels' u32 indices. Everything else the kernels' reads rely on
-/// (row offsets rising from 0 to nnz, every column index < cols) is an invariant of [`Csr`],
-/// checked by each of its constructors, so it is not scanned again here (that O(nnz) pass ran on
-/// every CSR upload: ~2 ms for R-MAT scale 20 on 16 cores, on a plan-cache hit too).
-pub fn check_csr(a: &Csr) -> Result<(), GpuError> {
-    let (m, k) = (a.rows(), a.cols());
-    if m >= u32::MAX as usize || k >= u32::MAX as usize || a.nnz() >= u32::MAX as usize {
-        return Err(GpuError::Invalid(format!(
-            "{m}×{k} with {} nnz does not fit u32 indices",
-            a.nnz()
-        )));
-    }
-    // (O(1) restatements of the type's invariants, for the SAFETY comments that cite them.)
-    let ip = a.row_offsets();
-    debug_assert!(ip.len() == m + 1 && ip[0] == 0 && ip[m] as usize == a.nnz());
-    Ok(())
-}
-
 impl CsrSpmm {
     /// Validates and uploads `a` with the default nonzero budget per warp item.
     pub fn new(gpu: &Gpu, a: &Csr) -> Result<Self, GpuError> {
@@ -358,36 +341,20 @@ impl CsrSpmm {
             nnz: a.nnz(),
             work: plan.work,
             row_offsets: None,
-            indptr: d.indptr,
-            indices: d.indices,
-            values: d.values,
+            csr: d,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
     }
 
-    /// [`CsrSpmm::with_chunk`] with A's arrays copied on the device from buffers that already
-    /// hold this matrix (e.g. cuSPARSE's, [`crate::baselines::cusparse::CusparseCsr::buffers`]),
-    /// instead of uploaded again from the host. The buffers' lengths are checked against `a`.
+    /// [`CsrSpmm::with_chunk`] on a copy of arrays that already hold `a` on the device
+    /// ([`DeviceCsr::copy_from_device`]).
     pub fn with_chunk_from_device(
         gpu: &Gpu,
         a: &Csr,
         chunk_nnz: u32,
-        (indptr, indices, values): (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
+        arrays: (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>),
     ) -> Result<Self, GpuError> {
-        check_csr(a)?;
-        let nnz = a.nnz().max(1);
-        if indptr.len() != a.rows() + 1 || indices.len() != nnz || values.len() != nnz {
-            return Err(GpuError::Invalid(format!(
-                "device CSR arrays of {}/{}/{} entries for a {}×{} matrix with {} nonzeros",
-                indptr.len(),
-                indices.len(),
-                values.len(),
-                a.rows(),
-                a.cols(),
-                a.nnz()
-            )));
-        }
-        let s = gpu.stream();
+        let csr = DeviceCsr::copy_from_device(gpu, a, arrays)?;
         let plan = CsrWorkPlan::new(gpu, a, chunk_nnz)?;
         Ok(Self {
             gpu: gpu.clone(),
@@ -397,9 +364,7 @@ impl CsrSpmm {
             work: plan.work,
             // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
             row_offsets: Some(a.row_offsets().to_vec()),
-            indptr: s.clone_dtod(indptr)?,
-            indices: s.clone_dtod(indices)?,
-            values: s.clone_dtod(values)?,
+            csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
     }
@@ -409,7 +374,7 @@ impl CsrSpmm {
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
         let offsets = match self.row_offsets.take() {
             Some(o) => o,
-            None => self.gpu.download(&self.indptr)?,
+            None => self.gpu.download(&self.csr.indptr)?,
         };
         let t = std::time::Instant::now();
         let work = csr_work(&offsets, chunk_nnz);
@@ -466,38 +431,26 @@ impl CsrSpmm {
                 self.nnz
             )));
         }
-        self.values = upload_nonempty(&self.gpu, values)?;
+        self.csr.values = upload_nonempty(&self.gpu, values)?;
         Ok(())
     }
+}
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
-    /// (row-major, leading dimension n): [`CsrSpmm::launch`] with `ldb = ldc = n`.
-    pub fn run(
-        &self,
-        alpha: f32,
-        b: &CudaSlice<f32>,
-        beta: f32,
-        c: &mut CudaSlice<f32>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        self.launch(alpha, b, n, beta, c, n, n)
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for CsrSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
     }
 
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
-    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
-    /// never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
-        &self,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
         let num_items = self.work.num_items;
         if n > u32::MAX as usize / 2 || num_items > u32::MAX as usize / 2 {
             return Err(GpuError::Invalid(format!(
@@ -514,25 +467,24 @@ impl CsrSpmm {
             .split
             .prescale(&self.gpu, c, ldc, self.m, n, beta, 1)?;
         let items = num_items as u32;
-        let stream = self.gpu.stream();
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &SIG);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-        let mut l = stream.launch_builder(&self.func);
-        l.arg(&self.indptr)
-            .arg(&self.indices)
-            .arg(&self.values)
-            .arg(&self.work.items)
-            .arg(&items)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags);
-        // SAFETY: (1) types and order match `csr_spmm_f32(const u32*, const u32*, const float*,
+        l.input(&self.csr.indptr)
+            .input(&self.csr.indices)
+            .input(&self.csr.values)
+            .input(&self.work.items)
+            .u32(items)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags);
+        // SAFETY: (1) the arguments fill `csr_spmm_f32(const u32*, const u32*, const float*,
         // const u32*, u32, const float*, u32, float*, u32, u32, float, float, u32)` (checked against
         // the PTX by SIGNATURES); flag bit 0 (float4 access) only when ldb and ldc are multiples
         // of 4 and B and C start 16-byte aligned (launch_flags_at; each lane's first feature is a
@@ -546,8 +498,7 @@ impl CsrSpmm {
         // `items` warps, the rest exit); features ≥ n are guarded, and (m−1)·ldc + n ≤ c.len()
         // was checked above. (4) Split rows were pre-scaled on the same stream just before, so the
         // atomic adds land on β·C.
-        unsafe { l.launch(self.launch_config(n)) }?;
-        Ok(())
+        unsafe { l.launch(self.launch_config(n).into()) }
     }
 }
 

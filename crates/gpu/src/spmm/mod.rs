@@ -36,6 +36,18 @@ pub enum AccSpmmError {
     Driver(cudarc::driver::DriverError),
 }
 
+impl From<AccSpmmError> for GpuError {
+    /// A bad argument or layout as [`GpuError::Invalid`]; runtime failures as they are.
+    fn from(e: AccSpmmError) -> Self {
+        match e {
+            AccSpmmError::Gpu(g) => g,
+            AccSpmmError::Driver(d) => GpuError::Driver(d),
+            AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
+            other => GpuError::Invalid(other.to_string()),
+        }
+    }
+}
+
 impl From<cudarc::driver::DriverError> for AccSpmmError {
     fn from(e: cudarc::driver::DriverError) -> Self {
         Self::Driver(e)
@@ -104,25 +116,6 @@ pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
 /// needs both 16-byte aligned (a view into a larger buffer may start anywhere).
 pub fn launch_flags_at(ldb: usize, ldc: usize, b_addr: u64, c_addr: u64) -> u32 {
     launch_flags(ldb, ldc) & u32::from(b_addr.is_multiple_of(16) && c_addr.is_multiple_of(16))
-}
-
-/// [`check_dense`] of B (`k × n`, leading dimension `ldb`, `b_len` elements) and C (`m × n`, `ldc`,
-/// `c_len`), as the [`GpuError::Invalid`] the CUDA-core and HRPB launches return.
-pub fn check_operands(
-    b_len: usize,
-    k: usize,
-    ldb: usize,
-    c_len: usize,
-    m: usize,
-    ldc: usize,
-    n: usize,
-) -> Result<(), GpuError> {
-    let invalid = |e: AccSpmmError| match e {
-        AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
-        other => GpuError::Invalid(other.to_string()),
-    };
-    check_dense("B", b_len, k, n, ldb).map_err(invalid)?;
-    check_dense("C", c_len, m, n, ldc).map_err(invalid)
 }
 
 /// Checks that a row-major operand of `rows × n` with leading dimension `ld` fits in `len` elements.

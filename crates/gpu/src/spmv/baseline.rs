@@ -5,88 +5,62 @@
 use std::ffi::c_void;
 
 use cudarc::cusparse::sys as cs;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, sys};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
-use crate::baselines::cusparse::{CusparseCsr, CusparseHandle};
+use super::graph::RawCall;
+use crate::baselines::cusparse::{CusparseCsr, CusparseHandle, DnMat, DnVec, SpmmCall, ok};
 use crate::{Gpu, GpuError};
-
-fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
-    s.result().map_err(|e| GpuError::cusparse(call, e))
-}
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
 
-enum Dense {
-    Vec(cs::cusparseDnVecDescr_t),
-    Mat(cs::cusparseDnMatDescr_t),
+/// The descriptor of X or y: a vector for one right-hand side (`cusparseSpMV`), a row-major
+/// matrix for more (`cusparseSpMM`).
+enum DnOperand {
+    Vec(DnVec),
+    Mat(DnMat),
 }
 
-impl Dense {
+impl DnOperand {
     /// # Safety
     /// `ptr` must hold `rows·n` f32 whenever the descriptor is used.
     unsafe fn new(rows: usize, n: usize, ptr: u64) -> Result<Self, GpuError> {
-        if n == 1 {
-            let mut d = std::ptr::null_mut();
-            // SAFETY: forwarded from the caller.
-            ok("cusparseCreateDnVec", unsafe {
-                cs::cusparseCreateDnVec(
-                    &mut d,
-                    rows as i64,
-                    ptr as *mut c_void,
-                    cs::cudaDataType::CUDA_R_32F,
-                )
-            })?;
-            Ok(Dense::Vec(d))
-        } else {
-            let mut d = std::ptr::null_mut();
-            // SAFETY: forwarded from the caller.
-            ok("cusparseCreateDnMat", unsafe {
-                cs::cusparseCreateDnMat(
-                    &mut d,
-                    rows as i64,
-                    n as i64,
-                    n as i64,
-                    ptr as *mut c_void,
-                    cs::cudaDataType::CUDA_R_32F,
-                    cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
-                )
-            })?;
-            Ok(Dense::Mat(d))
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            Ok(if n == 1 {
+                DnOperand::Vec(DnVec::new(rows, ptr)?)
+            } else {
+                DnOperand::Mat(DnMat::new(rows, n, ptr)?)
+            })
         }
     }
 
     /// # Safety
-    /// As for [`Dense::new`].
+    /// As for [`DnOperand::new`].
     unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
         // SAFETY: forwarded from the caller.
         unsafe {
             match self {
-                Dense::Vec(d) => ok(
-                    "cusparseDnVecSetValues",
-                    cs::cusparseDnVecSetValues(*d, ptr as *mut c_void),
-                ),
-                Dense::Mat(d) => ok(
-                    "cusparseDnMatSetValues",
-                    cs::cusparseDnMatSetValues(*d, ptr as *mut c_void),
-                ),
+                DnOperand::Vec(d) => d.set(ptr),
+                DnOperand::Mat(d) => d.set(ptr),
             }
         }
     }
 }
 
-impl Drop for Dense {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        unsafe {
-            match self {
-                Dense::Vec(d) => {
-                    let _ = cs::cusparseDestroyDnVec(*d);
-                }
-                Dense::Mat(d) => {
-                    let _ = cs::cusparseDestroyDnMat(*d);
-                }
-            }
-        }
+/// The SpMM call of `alg` on `handle` over A's descriptor `a` and the dense matrices `x`, `y`.
+fn spmm_call(
+    handle: cs::cusparseHandle_t,
+    a: cs::cusparseSpMatDescr_t,
+    x: &DnMat,
+    y: &DnMat,
+    alg: CusparseSpmvAlg,
+) -> SpmmCall {
+    SpmmCall {
+        handle,
+        a,
+        b: x.0,
+        c: y.0,
+        alg: alg.spmm(),
     }
 }
 
@@ -162,8 +136,8 @@ impl CusparseSpmvAlg {
 /// A prepared cuSPARSE CSR product `y = α·A·X + β·y` with `n` right-hand sides (X: `K × n`, y:
 /// `M × n`, row-major), queueable on any stream of the context.
 pub struct CusparseSpmvGraphable {
-    x: Dense,
-    y: Dense,
+    x: DnOperand,
+    y: DnOperand,
     spmat: cs::cusparseSpMatDescr_t,
     handle: CusparseHandle,
     a: CusparseCsr,
@@ -212,48 +186,40 @@ impl CusparseSpmvGraphable {
         let (py, _gy) = tmp_y.device_ptr_mut(s);
         // SAFETY: the temporaries hold cols·n and rows·n f32 while used here; every later use
         // re-points the descriptors (`enqueue`).
-        let (x, y) = unsafe { (Dense::new(a.cols(), n, px)?, Dense::new(a.rows(), n, py)?) };
+        let (x, y) = unsafe {
+            (
+                DnOperand::new(a.cols(), n, px)?,
+                DnOperand::new(a.rows(), n, py)?,
+            )
+        };
         let (alpha, beta) = (1.0f32, 0.0f32);
         let mut size = 0usize;
         // SAFETY: live handle and descriptors, host scalars, `size` valid for writes.
         unsafe {
             match (&x, &y) {
-                (Dense::Vec(dx), Dense::Vec(dy)) => ok(
+                (DnOperand::Vec(dx), DnOperand::Vec(dy)) => ok(
                     "cusparseSpMV_bufferSize",
                     cs::cusparseSpMV_bufferSize(
                         handle.raw(),
                         OP_N,
                         &alpha as *const f32 as *const c_void,
                         spmat,
-                        *dx,
+                        dx.0,
                         &beta as *const f32 as *const c_void,
-                        *dy,
+                        dy.0,
                         cs::cudaDataType::CUDA_R_32F,
                         alg.spmv()?,
                         &mut size,
                     ),
                 )?,
-                (Dense::Mat(dx), Dense::Mat(dy)) => ok(
-                    "cusparseSpMM_bufferSize",
-                    cs::cusparseSpMM_bufferSize(
-                        handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        spmat,
-                        *dx,
-                        &beta as *const f32 as *const c_void,
-                        *dy,
-                        cs::cudaDataType::CUDA_R_32F,
-                        alg.spmm(),
-                        &mut size,
-                    ),
-                )?,
+                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
+                    size = spmm_call(handle.raw(), spmat, dx, dy, alg).buffer_size()?;
+                }
                 _ => return Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
         let workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
-        if let (Dense::Mat(dx), Dense::Mat(dy), true) = (&x, &y, alg.preprocessed()) {
+        if let (DnOperand::Mat(dx), DnOperand::Mat(dy), true) = (&x, &y, alg.preprocessed()) {
             let (pw, _gw) = workspace.device_ptr(s);
             // SAFETY: live handle and descriptors pointing at the temporaries, host scalars, the
             // workspace sized by cuSPARSE for this matrix, n and algorithm; on the GPU's stream.
@@ -262,22 +228,7 @@ impl CusparseSpmvGraphable {
                     "cusparseSetStream",
                     cs::cusparseSetStream(handle.raw(), s.cu_stream() as cs::cudaStream_t),
                 )?;
-                ok(
-                    "cusparseSpMM_preprocess",
-                    cs::cusparseSpMM_preprocess(
-                        handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        spmat,
-                        *dx,
-                        &beta as *const f32 as *const c_void,
-                        *dy,
-                        cs::cudaDataType::CUDA_R_32F,
-                        alg.spmm(),
-                        pw as *mut c_void,
-                    ),
-                )?;
+                spmm_call(handle.raw(), spmat, dx, dy, alg).preprocess(pw)?;
             }
         }
         gpu.synchronize()?;
@@ -304,27 +255,20 @@ impl CusparseSpmvGraphable {
     pub fn alg(&self) -> CusparseSpmvAlg {
         self.alg
     }
+}
 
-    /// Queues the product on the GPU's stream.
-    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
-        &mut self,
-        alpha: f32,
-        x: &X,
-        beta: f32,
-        y: &mut Y,
-    ) -> Result<(), GpuError> {
-        if x.len() < self.a.cols() * self.n || y.len() < self.a.rows() * self.n {
-            return Err(GpuError::Invalid(format!(
-                "X needs {}·{n} and y {}·{n} elements",
-                self.a.cols(),
-                self.a.rows(),
-                n = self.n
-            )));
-        }
-        // SAFETY: lengths checked; buffers borrowed while queued on the GPU's stream.
-        super::queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
-            self.enqueue(s, alpha, px, beta, py)
-        })
+impl super::graph::GraphSpmv for CusparseSpmvGraphable {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Its own width only ([`CusparseSpmvGraphable::n`]): a call at another is refused.
+    fn max_width(&self) -> usize {
+        self.n
     }
 
     /// Queues the product on `stream` with raw pointers.
@@ -333,14 +277,21 @@ impl CusparseSpmvGraphable {
     /// `x` must hold `cols·n` and `y` `rows·n` f32 of this context, alive and not written by others
     /// until the call completes; `stream` must be a live stream of this context ordered after
     /// [`CusparseSpmvGraphable::new`]; no concurrent call on this value.
-    pub unsafe fn enqueue(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-    ) -> Result<(), GpuError> {
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError> {
+        let RawCall {
+            stream,
+            alpha,
+            x,
+            beta,
+            y,
+            n,
+        } = call;
+        if n != self.n {
+            return Err(GpuError::Invalid(format!(
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
+            )));
+        }
         let (pw, _gw) = self.workspace.device_ptr(self.gpu.stream());
         // SAFETY: caller's contract for x, y and the stream; workspace sized by cuSPARSE for this
         // matrix and n; the handle's stream is set for this call (every call sets it).
@@ -352,66 +303,26 @@ impl CusparseSpmvGraphable {
             self.x.set(x)?;
             self.y.set(y)?;
             match (&self.x, &self.y) {
-                (Dense::Vec(dx), Dense::Vec(dy)) => ok(
+                (DnOperand::Vec(dx), DnOperand::Vec(dy)) => ok(
                     "cusparseSpMV",
                     cs::cusparseSpMV(
                         self.handle.raw(),
                         OP_N,
                         &alpha as *const f32 as *const c_void,
                         self.spmat,
-                        *dx,
+                        dx.0,
                         &beta as *const f32 as *const c_void,
-                        *dy,
+                        dy.0,
                         cs::cudaDataType::CUDA_R_32F,
                         self.alg.spmv()?,
                         pw as *mut c_void,
                     ),
                 ),
-                (Dense::Mat(dx), Dense::Mat(dy)) => ok(
-                    "cusparseSpMM",
-                    cs::cusparseSpMM(
-                        self.handle.raw(),
-                        OP_N,
-                        OP_N,
-                        &alpha as *const f32 as *const c_void,
-                        self.spmat,
-                        *dx,
-                        &beta as *const f32 as *const c_void,
-                        *dy,
-                        cs::cudaDataType::CUDA_R_32F,
-                        self.alg.spmm(),
-                        pw as *mut c_void,
-                    ),
-                ),
+                (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
+                    spmm_call(self.handle.raw(), self.spmat, dx, dy, self.alg).run(alpha, beta, pw)
+                }
                 _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
         }
-    }
-}
-
-impl super::graph::GraphSpmv for CusparseSpmvGraphable {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    /// `n` must be the value's own ([`CusparseSpmvGraphable::n`]): its descriptors are set up
-    /// for that width.
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        if n != self.n {
-            return Err(GpuError::Invalid(format!(
-                "this cuSPARSE product was prepared for n = {}, not {n}",
-                self.n
-            )));
-        }
-        // SAFETY: the trait's contract is `enqueue`'s.
-        unsafe { self.enqueue(stream, alpha, x, beta, y) }
     }
 }

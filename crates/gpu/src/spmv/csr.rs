@@ -18,16 +18,19 @@
 //! writing each once; a one-row item summed by the whole warp). The tunings time both at every
 //! budget.
 //!
-//! [`CsrSpmv::new`] shares the device arrays of a [`CusparseCsr`] (no second upload) and packs the
-//! work list; [`CsrSpmv::enqueue`] queues one call on any stream (for CUDA graphs).
+//! [`CsrSpmv::new`] shares an uploaded [`DeviceCsr`] (the one the cuSPARSE baseline reads too,
+//! [`crate::baselines::cusparse::CusparseCsr::device`]: no second upload) and packs the
+//! work list; it is a [`crate::DeviceProduct`] whose calls can also be timed inside CUDA graphs
+//! ([`super::graph::time_spmv`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, sys};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::Csr;
 
-use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of, queue_on_gpu_stream};
-use crate::baselines::cusparse::CusparseCsr;
+use super::graph::RawCall;
+use super::{MAX_RHS, WARPS_PER_BLOCK, ptr_of};
+use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Shape, launch_checked};
 use crate::schedule::upload_nonempty;
 use crate::spmm::csr::csr_work;
@@ -149,7 +152,7 @@ pub const SIGNATURES: &[KernelSignature] = &{
 /// A CSR matrix on the GPU with the CSR walk's work list for one nonzero budget.
 pub struct CsrSpmv {
     gpu: Gpu,
-    a: CusparseCsr,
+    a: Arc<DeviceCsr>,
     /// Host row offsets (the work list is repacked by [`CsrSpmv::set_chunk`]).
     row_offsets: Vec<u32>,
     chunk: u32,
@@ -218,10 +221,9 @@ fn split_fixes(row_offsets: &[u32], items: &[[u32; 4]]) -> Vec<u32> {
 }
 
 impl CsrSpmv {
-    /// The CSR walk ([`CsrWalk::Steps`]; [`CsrSpmv::set_walk`] changes it) over `ca`'s device
-    /// arrays (the upload of `a`: shapes checked) with nonzero budget `chunk_nnz` per warp item
-    /// (0 is taken as 1).
-    pub fn new(gpu: &Gpu, a: &Csr, ca: &CusparseCsr, chunk_nnz: u32) -> Result<Self, GpuError> {
+    /// The CSR walk ([`CsrWalk::Steps`]; [`CsrSpmv::set_walk`] changes it) over `ca` (the upload
+    /// of `a`: shapes checked) with nonzero budget `chunk_nnz` per warp item (0 is taken as 1).
+    pub fn new(gpu: &Gpu, a: &Csr, ca: &Arc<DeviceCsr>, chunk_nnz: u32) -> Result<Self, GpuError> {
         if (a.rows(), a.cols(), a.nnz()) != (ca.rows(), ca.cols(), ca.nnz()) {
             return Err(GpuError::Invalid(format!(
                 "CSR walk: a {}×{} matrix with {} nonzeros, device arrays of {}×{} with {}",
@@ -338,28 +340,23 @@ impl CsrSpmv {
     pub fn min_bytes(&self, n: usize) -> usize {
         4 * (self.a.rows() + 1) + 8 * self.a.nnz() + 4 * n * (self.a.rows() + self.a.cols())
     }
+}
 
-    /// Queues one call on the GPU's stream (X: `cols·n`, y: `rows·n` f32, lengths checked).
-    pub fn run<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
-        &self,
-        alpha: f32,
-        x: &X,
-        beta: f32,
-        y: &mut Y,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        if x.len() < self.a.cols() * n || y.len() < self.a.rows() * n {
-            return Err(GpuError::Invalid(format!(
-                "X needs {}·{n} and y {}·{n} elements",
-                self.a.cols(),
-                self.a.rows()
-            )));
-        }
-        // SAFETY: lengths checked; both buffers stay borrowed while the call is queued on the
-        // GPU's stream, the stream this value's buffers were made on.
-        queue_on_gpu_stream(&self.gpu, x, y, |s, px, py| unsafe {
-            self.enqueue(s, alpha, px, beta, py, n)
-        })
+impl super::graph::GraphSpmv for CsrSpmv {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn max_width(&self) -> usize {
+        MAX_RHS
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.load(n).map(drop)
     }
 
     /// Queues one call on `stream` with raw device pointers (for graph capture). The first call
@@ -371,15 +368,15 @@ impl CsrSpmv {
     /// context ordered after [`CsrSpmv::new`] / [`CsrSpmv::set_chunk`] (synchronise the GPU's
     /// stream first); no other call of this value may run concurrently (the partial sums are
     /// shared scratch).
-    pub unsafe fn enqueue(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError> {
+        let RawCall {
+            stream,
+            alpha,
+            x,
+            beta,
+            y,
+            n,
+        } = call;
         let func = self.load(n)?;
         let g = &self.gpu;
         if self.work.num_items > 0 {
@@ -452,25 +449,6 @@ impl CsrSpmv {
             }?;
         }
         Ok(())
-    }
-}
-
-impl super::graph::GraphSpmv for CsrSpmv {
-    fn shape(&self) -> (usize, usize) {
-        (self.a.rows(), self.a.cols())
-    }
-
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        // SAFETY: the trait's contract is `enqueue`'s.
-        unsafe { self.enqueue(stream, alpha, x, beta, y, n) }
     }
 }
 

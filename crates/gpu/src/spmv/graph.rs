@@ -4,11 +4,12 @@
 //! [`Gpu::stream`] is the legacy default stream, which cannot be captured, so [`CaptureStream`] is
 //! a separate non-blocking stream made with the raw driver API (not through cudarc's `new_stream`,
 //! which would switch the whole context into cudarc's multi-stream event tracking). Everything
-//! queued on it must use raw pointers and raw launches: [`crate::spmv::BitBsrSpmv::enqueue`] and
-//! [`crate::spmv::baseline::CusparseSpmvGraphable::enqueue`] do.
+//! queued on it must use raw pointers and raw launches: the SpMV products' [`GraphSpmv`] path
+//! does (their [`crate::DeviceProduct::enqueue`] is the same path on the GPU's stream).
 
 use cudarc::driver::{DevicePtr, DevicePtrMut, result, sys};
 
+use crate::product::{Checked, DeviceProduct};
 use crate::{Gpu, GpuError, Timing};
 
 /// A non-blocking stream owned by this value (destroyed on drop).
@@ -161,28 +162,102 @@ pub fn time_graph(
 /// A prepared SpMV `y = α·A·X + β·y` (X: `cols × n`, y: `rows × n`, row-major f32) whose call
 /// can be queued on any stream of its context with raw launches, so that it can be captured in a
 /// graph: [`crate::spmv::BitBsrSpmv`], [`crate::spmv::csr::CsrSpmv`] and
-/// [`crate::spmv::baseline::CusparseSpmvGraphable`]. Callers outside this crate use the safe
-/// [`time_spmv`].
+/// [`crate::spmv::baseline::CusparseSpmvGraphable`]. Every such product is a
+/// [`DeviceProduct`] (packed operands, the same raw call on the GPU's stream). Callers outside
+/// this crate use the safe [`DeviceProduct::enqueue`] and [`time_spmv`].
 pub trait GraphSpmv {
     /// Rows and columns of A.
     fn shape(&self) -> (usize, usize);
 
+    /// The GPU whose context the product lives in (its stream: [`DeviceProduct::gpu`]).
+    fn gpu(&self) -> &Gpu;
+
+    /// Most right-hand sides of one call.
+    fn max_width(&self) -> usize;
+
+    /// As [`DeviceProduct::prepare_width`].
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        let _ = n;
+        Ok(())
+    }
+
     /// Queues one call on `stream`.
     ///
     /// # Safety
-    /// As the implementor's `enqueue`: `x` points at `cols·n` and `y` at `rows·n` f32 of this
-    /// context that stay alive and are not written by others until the call completes; `stream`
-    /// is a live stream of this context ordered after the value's uploads; no other call of the
-    /// value runs concurrently.
-    unsafe fn enqueue_raw(
-        &self,
-        stream: sys::CUstream,
-        alpha: f32,
-        x: u64,
-        beta: f32,
-        y: u64,
-        n: usize,
-    ) -> Result<(), GpuError>;
+    /// `call.x` points at `cols·n` and `call.y` at `rows·n` f32 of this context that stay alive
+    /// and are not written by others until the call completes; `call.stream` is a live stream of
+    /// this context ordered after the value's uploads; no other call of the value runs
+    /// concurrently.
+    unsafe fn enqueue_raw(&self, call: RawCall) -> Result<(), GpuError>;
+}
+
+/// One SpMV call with raw operands ([`GraphSpmv::enqueue_raw`]): `y = α·A·X + β·y` with X at
+/// device address `x` (`cols·n` f32) and y at `y` (`rows·n` f32), queued on `stream`.
+#[derive(Clone, Copy, Debug)]
+pub struct RawCall {
+    /// The stream the call is queued on.
+    pub stream: sys::CUstream,
+    /// α.
+    pub alpha: f32,
+    /// X's device address.
+    pub x: u64,
+    /// β.
+    pub beta: f32,
+    /// y's device address.
+    pub y: u64,
+    /// Right-hand sides.
+    pub n: usize,
+}
+
+impl<T: GraphSpmv> DeviceProduct for T {
+    fn shape(&self) -> (usize, usize) {
+        GraphSpmv::shape(self)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        GraphSpmv::gpu(self)
+    }
+
+    fn max_width(&self) -> usize {
+        GraphSpmv::max_width(self)
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        GraphSpmv::prepare_width(self, n)
+    }
+
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        enqueue_on_gpu_stream(self, call)
+    }
+}
+
+/// The [`DeviceProduct::enqueue_checked`] of every SpMV: `op`'s call queued on its GPU's stream
+/// (the one its buffers were made on), `x` and `y` borrowed (their stream guards held) until it
+/// is queued.
+fn enqueue_on_gpu_stream(op: &dyn GraphSpmv, call: Checked<'_>) -> Result<(), GpuError> {
+    let (alpha, beta, n) = (call.alpha, call.beta, call.n);
+    let (x, y) = call.operands();
+    let s = op.gpu().stream();
+    let (px, _gx) = x.device_ptr(s);
+    let (py, _gy) = y.device_ptr_mut(s);
+    // SAFETY: x holds cols·n and y rows·n f32 (packed, checked by `enqueue`: checked_width) of the GPU's context, borrowed
+    // until the call is queued on the GPU's stream, which orders it after the value's uploads
+    // (made on that stream) and before any later reuse or free of either buffer there; `op` is
+    // borrowed here, so no other call of it runs concurrently from this process.
+    unsafe {
+        op.enqueue_raw(RawCall {
+            stream: s.cu_stream(),
+            alpha,
+            x: px,
+            beta,
+            y: py,
+            n,
+        })
+    }
 }
 
 /// Times `op` (`y = A·X`, α = 1, β = 0, `n` right-hand sides) on `x` and `y` inside CUDA graphs
@@ -214,6 +289,13 @@ pub fn time_spmv<X: DevicePtr<f32>, Y: DevicePtrMut<f32>>(
     // the value's uploads; `op` is borrowed shared here, and its implementors take `&mut self`
     // for anything that changes what a call reads.
     time_graph(gpu, launches, samples, |s| unsafe {
-        op.enqueue_raw(s, 1.0, px, 0.0, py, n)
+        op.enqueue_raw(RawCall {
+            stream: s,
+            alpha: 1.0,
+            x: px,
+            beta: 0.0,
+            y: py,
+            n,
+        })
     })
 }

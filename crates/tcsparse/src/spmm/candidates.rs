@@ -9,7 +9,6 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
@@ -17,6 +16,7 @@ use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
+use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
@@ -219,7 +219,7 @@ fn tune_row_tile(
                 dev.set_schedule(gpu, schedules[i])?;
                 current = schedules[i];
             }
-            Ok(dev.launch(gpu, 1.0, b, n, 0.0, c, n, n)?)
+            Ok(dev.run(1.0, b, 0.0, c, n)?)
         },
     )?;
     let Some((i, ms)) = found else {

@@ -6,6 +6,7 @@ use crate::{Error, RowOrder};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::DeviceProduct;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::acc::check_dense;
@@ -241,8 +242,8 @@ impl Prepared {
             DeviceState::Cpu => {
                 return Err(Error::Unavailable("prepared for the CPU path".into()));
             }
-            DeviceState::Acc(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::RowTile(d) => d.launch(gpu, alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Acc(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::RowTile(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Cusparse { csr, alg, spmm } => {
                 if ldb != n || ldc != n {
                     return Err(Error::InvalidArgs(format!(

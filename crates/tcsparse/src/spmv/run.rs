@@ -3,6 +3,7 @@
 
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
+use tcsparse_gpu::DeviceProduct;
 use tcsparse_gpu::Timing;
 use tcsparse_gpu::spmv::graph::time_spmv;
 
@@ -71,7 +72,7 @@ impl PreparedSpmv {
         match &mut self.exec {
             Exec::Ours(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
             Exec::Csr(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
-            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y)?),
+            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y, self.n)?),
             Exec::Cpu(_) => Err(Error::Unavailable(
                 "spmv_device on an engine without a GPU".into(),
             )),

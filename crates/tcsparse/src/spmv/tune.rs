@@ -79,7 +79,7 @@ pub(super) fn tuned(
     });
     // Our CSR walks (n ≥ 2, f32 products: every precision), each at each budget.
     if n >= 2 {
-        let mut k = CsrSpmv::new(gpu, a, &ca, CSR_CHUNKS[0])?;
+        let mut k = CsrSpmv::new(gpu, a, ca.device(), CSR_CHUNKS[0])?;
         let (ms, walk, chunk) = k.tune(n, |k| {
             let t = time_spmv(gpu, k, &dx, &mut dy, n, 20, 5)?;
             samples.push(SpmvSample {

@@ -1,6 +1,7 @@
 //! cuSPARSE baselines through cudarc's `sys` bindings (cudarc 0.19 has no safe cuSPARSE layer), behind
-//! small RAII wrappers: SpMM (CSR, generic API, row-major B/C, f32), SpMV (CSR, generic API) and BSR
-//! SpMV (legacy `cusparseSbsrmv`).
+//! small RAII wrappers: the handle, the CSR descriptor over a [`DeviceCsr`], SpMM (CSR, generic API,
+//! row-major B/C, f32) and BSR SpMV (legacy `cusparseSbsrmv`, [`CusparseBsr`] in `bsr.rs`); the SpMV
+//! baseline on the same descriptor is [`crate::spmv::baseline`].
 //!
 //! "Prepare once, run many": [`CusparseSpmm::new`] creates the handle and descriptors, asks for the
 //! workspace size, allocates it and runs `cusparseSpMM_preprocess`; [`CusparseSpmm::run`] only points
@@ -9,14 +10,19 @@
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::ffi::c_void;
+use std::sync::Arc;
 use tcsparse_formats::Csr;
 
 use crate::device_csr::DeviceCsr;
+use crate::device_csr::check_csr;
 use crate::schedule::upload_nonempty;
-use crate::spmm::csr::check_csr;
 use crate::{Gpu, GpuError};
 
-fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
+mod bsr;
+
+pub use bsr::CusparseBsr;
+
+pub(crate) fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
     s.result().map_err(|e| GpuError::cusparse(call, e))
 }
 
@@ -67,10 +73,11 @@ impl Drop for CusparseHandle {
     }
 }
 
-/// A CSR matrix uploaded for cuSPARSE (32-bit indices, base 0, f32), with its generic-API descriptor.
-/// Cheap to clone (shared); prepared products keep a clone.
+/// A [`DeviceCsr`] with cuSPARSE's generic-API descriptor over its arrays (32-bit indices, base 0,
+/// f32). Cheap to clone (shared); prepared products keep a clone.
 ///
-/// Invariant: the descriptor points at the buffers owned by this value, which are never written.
+/// Invariant: the descriptor points at the arrays of the [`DeviceCsr`] held beside it, which are
+/// never written.
 #[derive(Clone)]
 pub struct CusparseCsr {
     inner: std::sync::Arc<CsrInner>,
@@ -78,12 +85,7 @@ pub struct CusparseCsr {
 
 struct CsrInner {
     gpu: Gpu,
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    indptr: CudaSlice<u32>,
-    indices: CudaSlice<u32>,
-    values: CudaSlice<f32>,
+    csr: Arc<DeviceCsr>,
     descr: cs::cusparseSpMatDescr_t,
 }
 
@@ -99,22 +101,11 @@ impl CusparseCsr {
     pub fn from_device(gpu: &Gpu, a: &Csr, d: DeviceCsr) -> Result<Self, GpuError> {
         Self::check_i32(a)?;
         d.check_matches(a)?;
-        let DeviceCsr {
-            indptr,
-            indices,
-            values,
-            ..
-        } = d;
-        let descr = csr_descriptor(gpu, a.rows(), a.cols(), a.nnz(), &indptr, &indices, &values)?;
+        let descr = csr_descriptor(gpu, &d)?;
         Ok(Self {
-            inner: std::sync::Arc::new(CsrInner {
+            inner: Arc::new(CsrInner {
                 gpu: gpu.clone(),
-                rows: a.rows(),
-                cols: a.cols(),
-                nnz: a.nnz(),
-                indptr,
-                indices,
-                values,
+                csr: Arc::new(d),
                 descr,
             }),
         })
@@ -135,17 +126,22 @@ impl CusparseCsr {
 
     /// Rows.
     pub fn rows(&self) -> usize {
-        self.inner.rows
+        self.inner.csr.rows()
     }
 
     /// Columns.
     pub fn cols(&self) -> usize {
-        self.inner.cols
+        self.inner.csr.cols()
     }
 
     /// Stored entries.
     pub fn nnz(&self) -> usize {
-        self.inner.nnz
+        self.inner.csr.nnz()
+    }
+
+    /// The device CSR the descriptor points at (shared: our CSR kernels read the same arrays).
+    pub fn device(&self) -> &Arc<DeviceCsr> {
+        &self.inner.csr
     }
 
     fn descr(&self) -> cs::cusparseSpMatDescr_t {
@@ -154,33 +150,24 @@ impl CusparseCsr {
 
     /// Device CSR arrays (indptr, indices, values), e.g. for a BSR conversion.
     pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
-        (&self.inner.indptr, &self.inner.indices, &self.inner.values)
+        self.inner.csr.buffers()
     }
 
     /// A further generic-API descriptor over the same device arrays (e.g. for a product on another
     /// stream or inside a graph). The caller destroys it (`cusparseDestroySpMat`) before this
     /// matrix's buffers go (keep a clone of `self` beside it).
     pub(crate) fn new_descriptor(&self) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
-        let i = &self.inner;
-        csr_descriptor(
-            &i.gpu, i.rows, i.cols, i.nnz, &i.indptr, &i.indices, &i.values,
-        )
+        csr_descriptor(&self.inner.gpu, &self.inner.csr)
     }
 }
 
-/// A cuSPARSE generic-API CSR descriptor (32-bit indices, base 0, f32) over device arrays of
-/// `rows + 1`, `nnz` and `nnz` elements (one when `nnz` = 0). Sizes were checked to fit `i32`.
+/// A cuSPARSE generic-API CSR descriptor (32-bit indices, base 0, f32) over the arrays of `csr`
+/// (`rows + 1`, `nnz` and `nnz` elements, one when `nnz` = 0). Sizes were checked to fit `i32`.
 /// The descriptor only records the pointers: whoever holds it must destroy it before the buffers
 /// are freed.
-fn csr_descriptor(
-    gpu: &Gpu,
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    indptr: &CudaSlice<u32>,
-    indices: &CudaSlice<u32>,
-    values: &CudaSlice<f32>,
-) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+fn csr_descriptor(gpu: &Gpu, csr: &DeviceCsr) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+    let (rows, cols, nnz) = csr.shape();
+    let (indptr, indices, values) = csr.buffers();
     // (The first cuSPARSE call of a matrix, before any handle: cudarc panics on a missing
     // library or function, so both are checked first.)
     super::require_cusparse()?;
@@ -226,12 +213,12 @@ impl Drop for CsrInner {
 }
 
 /// A dense row-major matrix descriptor (values pointer replaced per call). Destroyed on drop.
-struct DnMat(cs::cusparseDnMatDescr_t);
+pub(crate) struct DnMat(pub(crate) cs::cusparseDnMatDescr_t);
 
 impl DnMat {
     /// # Safety
     /// `ptr` must be a device buffer of at least `rows·cols` f32 whenever the descriptor is used.
-    unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
+    pub(crate) unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: forwarded from the caller.
         ok("cusparseCreateDnMat", unsafe {
@@ -250,7 +237,7 @@ impl DnMat {
 
     /// # Safety
     /// As for [`DnMat::new`].
-    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
         // SAFETY: forwarded from the caller.
         ok("cusparseDnMatSetValues", unsafe {
             cs::cusparseDnMatSetValues(self.0, ptr as *mut c_void)
@@ -269,12 +256,12 @@ impl Drop for DnMat {
 }
 
 /// A dense vector descriptor. Destroyed on drop.
-struct DnVec(cs::cusparseDnVecDescr_t);
+pub(crate) struct DnVec(pub(crate) cs::cusparseDnVecDescr_t);
 
 impl DnVec {
     /// # Safety
     /// `ptr` must be a device buffer of at least `len` f32 whenever the descriptor is used.
-    unsafe fn new(len: usize, ptr: u64) -> Result<Self, GpuError> {
+    pub(crate) unsafe fn new(len: usize, ptr: u64) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: forwarded from the caller.
         ok("cusparseCreateDnVec", unsafe {
@@ -290,7 +277,7 @@ impl DnVec {
 
     /// # Safety
     /// As for [`DnVec::new`].
-    unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
         // SAFETY: forwarded from the caller.
         ok("cusparseDnVecSetValues", unsafe {
             cs::cusparseDnVecSetValues(self.0, ptr as *mut c_void)
@@ -377,6 +364,96 @@ pub struct CusparseSpmm {
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
 
+/// One generic-API SpMM, `C = α·op(A)·B + β·C` (no transposes, f32): the handle, A's CSR
+/// descriptor, B's and C's row-major dense descriptors and the algorithm. The one place that
+/// calls `cusparseSpMM_bufferSize`, `cusparseSpMM_preprocess` and `cusparseSpMM`, for the SpMM
+/// baseline and the SpMV baseline's several right-hand sides alike.
+pub(crate) struct SpmmCall {
+    pub handle: cs::cusparseHandle_t,
+    pub a: cs::cusparseSpMatDescr_t,
+    pub b: cs::cusparseDnMatDescr_t,
+    pub c: cs::cusparseDnMatDescr_t,
+    pub alg: cs::cusparseSpMMAlg_t,
+}
+
+impl SpmmCall {
+    /// Workspace bytes the call needs (α = 1, β = 0; the size does not depend on them).
+    ///
+    /// # Safety
+    /// The handle and the descriptors are live.
+    pub(crate) unsafe fn buffer_size(&self) -> Result<usize, GpuError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let mut size = 0usize;
+        // SAFETY: the caller's contract; host scalars (default pointer mode); `size` is valid
+        // for writes.
+        ok("cusparseSpMM_bufferSize", unsafe {
+            cs::cusparseSpMM_bufferSize(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                &mut size,
+            )
+        })?;
+        Ok(size)
+    }
+
+    /// `cusparseSpMM_preprocess` (α = 1, β = 0) with the workspace at `workspace`.
+    ///
+    /// # Safety
+    /// As [`SpmmCall::run`].
+    pub(crate) unsafe fn preprocess(&self, workspace: u64) -> Result<(), GpuError> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: the caller's contract.
+        ok("cusparseSpMM_preprocess", unsafe {
+            cs::cusparseSpMM_preprocess(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                workspace as *mut c_void,
+            )
+        })
+    }
+
+    /// Queues the product on the handle's stream.
+    ///
+    /// # Safety
+    /// The handle and the descriptors are live, B's and C's point at device buffers of their
+    /// sizes that stay alive (and C unshared) until the call completes on the handle's stream,
+    /// and `workspace` points at [`SpmmCall::buffer_size`] bytes used by nothing else meanwhile.
+    pub(crate) unsafe fn run(&self, alpha: f32, beta: f32, workspace: u64) -> Result<(), GpuError> {
+        // SAFETY: the caller's contract; host scalars (default pointer mode).
+        ok("cusparseSpMM", unsafe {
+            cs::cusparseSpMM(
+                self.handle,
+                OP_N,
+                OP_N,
+                &alpha as *const f32 as *const c_void,
+                self.a,
+                self.b,
+                &beta as *const f32 as *const c_void,
+                self.c,
+                cs::cudaDataType::CUDA_R_32F,
+                self.alg,
+                workspace as *mut c_void,
+            )
+        })
+    }
+}
+
 /// cuSPARSE takes the width of B and C as an `i32`.
 fn check_width(n: usize) -> Result<(), GpuError> {
     if n == 0 || n > i32::MAX as usize {
@@ -427,44 +504,21 @@ impl CusparseSpmm {
         // borrowed until the synchronize below; `run` re-points both descriptors before every
         // later use.
         let (b, c) = unsafe { (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?) };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let mut size = 0usize;
-        // SAFETY: all descriptors and the handle are live; alpha/beta are host scalars (default
-        // pointer mode); `size` is valid for writes.
-        ok("cusparseSpMM_bufferSize", unsafe {
-            cs::cusparseSpMM_bufferSize(
-                handle.handle,
-                OP_N,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                a.descr(),
-                b.0,
-                &beta as *const f32 as *const c_void,
-                c.0,
-                cs::cudaDataType::CUDA_R_32F,
-                alg.raw(),
-                &mut size,
-            )
-        })?;
+        let call = SpmmCall {
+            handle: handle.handle,
+            a: a.descr(),
+            b: b.0,
+            c: c.0,
+            alg: alg.raw(),
+        };
+        // SAFETY: all descriptors and the handle are live.
+        let size = unsafe { call.buffer_size() }?;
         let mut workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
         {
             let (pw, _gw) = workspace.device_ptr_mut(s);
-            // SAFETY: as above; the workspace holds `size` bytes and lives as long as `self`.
-            let pre = ok("cusparseSpMM_preprocess", unsafe {
-                cs::cusparseSpMM_preprocess(
-                    handle.handle,
-                    OP_N,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    a.descr(),
-                    b.0,
-                    &beta as *const f32 as *const c_void,
-                    c.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    alg.raw(),
-                    pw as *mut c_void,
-                )
-            });
+            // SAFETY: the descriptors point at b_buf and c_buf (borrowed until the synchronize
+            // below); the workspace holds `size` bytes and lives as long as `self`.
+            let pre = unsafe { call.preprocess(pw) };
             // Preprocessing is an optional speed-up (cuSPARSE only uses it for some algorithms): a
             // refusal is logged, not fatal.
             if let Err(e) = pre {
@@ -495,7 +549,7 @@ impl CusparseSpmm {
     }
 
     /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
-    pub fn run<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
+    pub fn run<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
         &mut self,
         alpha: f32,
         b: &B,
@@ -521,310 +575,45 @@ impl CusparseSpmm {
         unsafe {
             self.b.set(pb)?;
             self.c.set(pc)?;
-            ok(
-                "cusparseSpMM",
-                cs::cusparseSpMM(
-                    self.handle.handle,
-                    OP_N,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    self.a.descr(),
-                    self.b.0,
-                    &beta as *const f32 as *const c_void,
-                    self.c.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    self.alg.raw(),
-                    pw as *mut c_void,
-                ),
-            )
+            SpmmCall {
+                handle: self.handle.handle,
+                a: self.a.descr(),
+                b: self.b.0,
+                c: self.c.0,
+                alg: self.alg.raw(),
+            }
+            .run(alpha, beta, pw)
         }
     }
 }
 
-/// A prepared cuSPARSE CSR SpMV `y = α·A·x + β·y` (`CUSPARSE_SPMV_ALG_DEFAULT`).
-pub struct CusparseSpmv {
-    x: DnVec,
-    y: DnVec,
-    handle: CusparseHandle,
-    a: CusparseCsr,
-    workspace: CudaSlice<u8>,
-}
-
-impl CusparseSpmv {
-    /// Prepares SpMV (handle, descriptors, workspace).
-    pub fn new(gpu: &Gpu, a: &CusparseCsr) -> Result<Self, GpuError> {
-        let handle = CusparseHandle::new(gpu)?;
-        let tmp_x: CudaSlice<f32> = gpu.alloc_zeros(a.cols().max(1))?;
-        let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros(a.rows().max(1))?;
-        let s = gpu.stream();
-        let (px, _gx) = tmp_x.device_ptr(s);
-        let (py, _gy) = tmp_y.device_ptr_mut(s);
-        // SAFETY: tmp_x/tmp_y hold cols/rows f32 while used below; `run` re-points them.
-        let (x, y) = unsafe { (DnVec::new(a.cols(), px)?, DnVec::new(a.rows(), py)?) };
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let mut size = 0usize;
-        // SAFETY: live handle and descriptors, host scalars, `size` valid for writes.
-        ok("cusparseSpMV_bufferSize", unsafe {
-            cs::cusparseSpMV_bufferSize(
-                handle.handle,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                a.descr(),
-                x.0,
-                &beta as *const f32 as *const c_void,
-                y.0,
-                cs::cudaDataType::CUDA_R_32F,
-                cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-                &mut size,
-            )
-        })?;
-        let workspace = gpu.alloc_zeros(size.max(1))?;
-        gpu.synchronize()?;
-        drop((_gx, _gy));
-        Ok(Self {
-            x,
-            y,
-            handle,
-            a: a.clone(),
-            workspace,
-        })
+impl crate::DeviceProduct for CusparseSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.a.rows(), self.a.cols())
     }
 
-    /// Enqueues `y = α·A·x + β·y` (x: cols, y: rows). β = 0 never reads y.
-    pub fn run(
-        &mut self,
-        alpha: f32,
-        x: &CudaSlice<f32>,
-        beta: f32,
-        y: &mut CudaSlice<f32>,
-    ) -> Result<(), GpuError> {
-        if x.len() < self.a.cols() || y.len() < self.a.rows() {
+    fn gpu(&self) -> &Gpu {
+        &self.handle.gpu
+    }
+
+    /// Its own width only (the descriptors and workspace are made for it).
+    fn max_width(&self) -> usize {
+        self.n
+    }
+
+    fn packed_only(&self) -> bool {
+        true
+    }
+
+    fn enqueue_checked(&mut self, call: crate::product::Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n) = (call.alpha, call.beta, call.n);
+        if n != self.n {
             return Err(GpuError::Invalid(format!(
-                "x needs {} and y {} elements, got {} and {}",
-                self.a.cols(),
-                self.a.rows(),
-                x.len(),
-                y.len()
+                "this cuSPARSE product was prepared for n = {}, not {n}",
+                self.n
             )));
         }
-        let s = self.handle.gpu.stream().clone();
-        let (px, _gx) = x.device_ptr(&s);
-        let (py, _gy) = y.device_ptr_mut(&s);
-        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
-        // SAFETY: lengths checked above; buffers borrowed for the call; workspace sized by
-        // cuSPARSE for this matrix; queued on the Gpu's stream.
-        unsafe {
-            self.x.set(px)?;
-            self.y.set(py)?;
-            ok(
-                "cusparseSpMV",
-                cs::cusparseSpMV(
-                    self.handle.handle,
-                    OP_N,
-                    &alpha as *const f32 as *const c_void,
-                    self.a.descr(),
-                    self.x.0,
-                    &beta as *const f32 as *const c_void,
-                    self.y.0,
-                    cs::cudaDataType::CUDA_R_32F,
-                    cs::cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT,
-                    pw as *mut c_void,
-                ),
-            )
-        }
-    }
-}
-
-/// A BSR matrix (row-major blocks of `block × block`, 32-bit indices) for `cusparseSbsrmv`.
-///
-/// Invariant: `row_ptr` has `mb+1` entries from 0 to `nnzb`, every block column `< nb`, and `values`
-/// holds `nnzb·block²` f32 (checked in [`CusparseBsr::new`]).
-pub struct CusparseBsr {
-    descr: cs::cusparseMatDescr_t,
-    handle: CusparseHandle,
-    mb: usize,
-    nb: usize,
-    block: usize,
-    nnzb: usize,
-    row_ptr: CudaSlice<i32>,
-    col_ind: CudaSlice<i32>,
-    values: CudaSlice<f32>,
-}
-
-impl CusparseBsr {
-    /// Builds BSR from CSR on the host (blocks stored row-major, zero-filled) and uploads it.
-    pub fn from_csr(gpu: &Gpu, a: &Csr, block: usize) -> Result<Self, GpuError> {
-        check_csr(a)?;
-        if block == 0 {
-            return Err(GpuError::Invalid("block size must be ≥ 1".into()));
-        }
-        let (m, k) = (a.rows(), a.cols());
-        let (mb, nb) = (m.div_ceil(block), k.div_ceil(block));
-        let mut row_ptr = vec![0i32; mb + 1];
-        let mut col_ind = Vec::new();
-        let mut values: Vec<f32> = Vec::new();
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
-        let mut slot: Vec<usize> = vec![usize::MAX; nb];
-        for br in 0..mb {
-            let start = col_ind.len();
-            for r in br * block..((br + 1) * block).min(m) {
-                for p in ip[r] as usize..ip[r + 1] as usize {
-                    let c = a.indices()[p] as usize;
-                    let bc = c / block;
-                    if slot[bc] == usize::MAX {
-                        slot[bc] = col_ind.len();
-                        col_ind.push(bc as i32);
-                        values.extend(std::iter::repeat_n(0.0, block * block));
-                    }
-                    values[slot[bc] * block * block + (r % block) * block + c % block] =
-                        a.data()[p];
-                }
-            }
-            // Sort this block row by column, keeping values with their blocks.
-            let mut idx: Vec<usize> = (start..col_ind.len()).collect();
-            idx.sort_by_key(|&i| col_ind[i]);
-            let cols: Vec<i32> = idx.iter().map(|&i| col_ind[i]).collect();
-            let vals: Vec<f32> = idx
-                .iter()
-                .flat_map(|&i| values[i * block * block..(i + 1) * block * block].to_vec())
-                .collect();
-            for &c in &cols {
-                slot[c as usize] = usize::MAX;
-            }
-            col_ind[start..].copy_from_slice(&cols);
-            values[start * block * block..].copy_from_slice(&vals);
-            if col_ind.len() > i32::MAX as usize {
-                return Err(GpuError::Invalid("too many BSR blocks for i32".into()));
-            }
-            row_ptr[br + 1] = col_ind.len() as i32;
-        }
-        Self::new(gpu, mb, nb, block, &row_ptr, &col_ind, &values)
-    }
-
-    /// Validates and uploads BSR arrays.
-    pub fn new(
-        gpu: &Gpu,
-        mb: usize,
-        nb: usize,
-        block: usize,
-        row_ptr: &[i32],
-        col_ind: &[i32],
-        values: &[f32],
-    ) -> Result<Self, GpuError> {
-        let nnzb = col_ind.len();
-        let bad = |s: &str| Err(GpuError::Invalid(format!("BSR: {s}")));
-        if block == 0
-            || mb > i32::MAX as usize
-            || nb > i32::MAX as usize
-            || nnzb > i32::MAX as usize
-        {
-            return bad("sizes must be ≥ 1 block and fit i32");
-        }
-        if row_ptr.len() != mb + 1 || row_ptr[0] != 0 || row_ptr[mb] as usize != nnzb {
-            return bad("row_ptr must have mb+1 entries from 0 to nnzb");
-        }
-        if row_ptr.windows(2).any(|w| w[1] < w[0])
-            || col_ind.iter().any(|&c| c < 0 || c as usize >= nb)
-        {
-            return bad("row_ptr decreases or a block column is out of range");
-        }
-        if values.len() != nnzb * block * block {
-            return bad("values must hold nnzb·block² entries");
-        }
-        let handle = CusparseHandle::new(gpu)?;
-        let mut descr = std::ptr::null_mut();
-        // SAFETY: `descr` is valid for writes; destroyed in Drop.
-        ok("cusparseCreateMatDescr", unsafe {
-            cs::cusparseCreateMatDescr(&mut descr)
-        })?;
-        let this = Self {
-            descr,
-            handle,
-            mb,
-            nb,
-            block,
-            nnzb,
-            row_ptr: gpu.upload(row_ptr)?,
-            col_ind: upload_nonempty(gpu, col_ind)?,
-            values: upload_nonempty(gpu, values)?,
-        };
-        // SAFETY: live descriptor.
-        unsafe {
-            ok(
-                "cusparseSetMatType",
-                cs::cusparseSetMatType(
-                    descr,
-                    cs::cusparseMatrixType_t::CUSPARSE_MATRIX_TYPE_GENERAL,
-                ),
-            )?;
-            ok(
-                "cusparseSetMatIndexBase",
-                cs::cusparseSetMatIndexBase(
-                    descr,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                ),
-            )?;
-        }
-        Ok(this)
-    }
-
-    /// Stored blocks.
-    pub fn nnzb(&self) -> usize {
-        self.nnzb
-    }
-
-    /// Enqueues `y = α·A·x + β·y` with `cusparseSbsrmv` (x: `nb·block`, y: `mb·block` elements).
-    pub fn spmv(
-        &self,
-        alpha: f32,
-        x: &CudaSlice<f32>,
-        beta: f32,
-        y: &mut CudaSlice<f32>,
-    ) -> Result<(), GpuError> {
-        if x.len() < self.nb * self.block || y.len() < self.mb * self.block {
-            return Err(GpuError::Invalid(format!(
-                "x needs {} and y {} elements",
-                self.nb * self.block,
-                self.mb * self.block
-            )));
-        }
-        let s = self.handle.gpu.stream().clone();
-        let (pr, _g1) = self.row_ptr.device_ptr(&s);
-        let (pc, _g2) = self.col_ind.device_ptr(&s);
-        let (pv, _g3) = self.values.device_ptr(&s);
-        let (px, _g4) = x.device_ptr(&s);
-        let (py, _g5) = y.device_ptr_mut(&s);
-        // SAFETY: arrays validated in `new` (row_ptr mb+1, col_ind < nb, values nnzb·block²);
-        // x/y lengths checked above; host scalars; queued on the Gpu's stream.
-        ok("cusparseSbsrmv", unsafe {
-            cs::cusparseSbsrmv(
-                self.handle.handle,
-                cs::cusparseDirection_t::CUSPARSE_DIRECTION_ROW,
-                OP_N,
-                self.mb as i32,
-                self.nb as i32,
-                self.nnzb as i32,
-                &alpha,
-                self.descr,
-                pv as *const f32,
-                pr as *const i32,
-                pc as *const i32,
-                self.block as i32,
-                px as *const f32,
-                &beta,
-                py as *mut f32,
-            )
-        })
-    }
-}
-
-// SAFETY: the matrix descriptor is set up once in `new` and only read afterwards; the handle is Send.
-unsafe impl Send for CusparseBsr {}
-
-impl Drop for CusparseBsr {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        let _ = unsafe { cs::cusparseDestroyMatDescr(self.descr) };
+        let (b, c) = call.operands();
+        self.run(alpha, b, beta, c)
     }
 }

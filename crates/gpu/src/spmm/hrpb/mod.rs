@@ -14,297 +14,19 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice};
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
+use crate::launch::{Arg, Launch, Shape};
+use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
-use crate::spmm::check_operands;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
-/// Entry of the m16n8k4 kernel (one MMA per brick and 8 features, as the paper).
-pub const ENTRY_K4: &str = "hrpb_spmm_k4";
-/// Entry of the m16n8k8 kernel (one MMA per pair of bricks and 8 features).
-pub const ENTRY_K8: &str = "hrpb_spmm_k8";
-/// Entry of the m16n8k8 kernel with steps of 4 bricks and coalesced, prefetched brick records.
-pub const ENTRY_K8D4: &str = "hrpb_spmm_k8d4";
-/// Entry of the m16n8k8 kernel whose warps walk consecutive work items on the same features.
-pub const ENTRY_K8W: &str = "hrpb_spmm_k8w";
-/// [`ENTRY_K8`] at 10 resident thread blocks per SM (48 registers) instead of 8.
-pub const ENTRY_K8O: &str = "hrpb_spmm_k8o";
-/// The lean walk (40 registers, 12 blocks per SM, B gathered a row per quarter warp), one work
-/// item per thread block.
-pub const ENTRY_K8SC: &str = "hrpb_spmm_k8sc";
-/// The lean walk of [`ENTRY_K8SC`] with warp items (as [`ENTRY_K8W`]).
-pub const ENTRY_K8WSC: &str = "hrpb_spmm_k8wsc";
-/// The tight walk (no per-brick branch, lane constants held; 48 registers, 10 blocks per SM) with
-/// coalesced B, one work item per thread block.
-pub const ENTRY_K8T: &str = "hrpb_spmm_k8t";
-/// [`ENTRY_K8T`] without the pre-scale launch: a split panel's first piece stores, the others
-/// wait for its flag and add with atomics.
-pub const ENTRY_K8TS: &str = "hrpb_spmm_k8ts";
-/// The tight walk with warp items and B loaded as the MMA fragment (no B shuffles).
-pub const ENTRY_K8WTD: &str = "hrpb_spmm_k8wtd";
-/// Features per warp (TN).
-pub const TN: usize = 32;
-/// Most warps per thread block (4 × TN = 128 features, the paper's thread block).
-pub const MAX_WARPS: usize = 4;
-/// Rows per panel.
-pub const PANEL_ROWS: u32 = 16;
-/// Row panels per SM from which [`HrpbMma::for_rows`] takes the tight walk (k8ts) over k8w: 132
-/// panels on the H200 (cora 170 and every larger shared dataset above; mbeacxc 31 and west0067 5
-/// below).
-pub const TIGHT_PANELS_PER_SM: usize = 1;
+mod kernels;
 
-/// Row panels per SM for which [`HrpbMma::for_rows`] takes the tight walk with warp items and
-/// k8w's B gather (k8wtd) instead: 2112 ≤ panels < 4224 on the H200 (PROTEINS_full 2717, c-62
-/// 2609, xenon1 3038, copter2 3468; no other shared dataset). An empirical window, not a model:
-/// there k8ts was up to 12 % slower than v5's k8wsc in the bench (xenon1 N ≥ 256; c-62 3–4 %,
-/// copter2 ≤ 5 %, PROTEINS ±3 %) and k8wtd 1–9 % faster than k8wsc in the same process
-/// (PROTEINS 2–3 % slower).
-pub const WARP_ITEM_PANELS_PER_SM: std::ops::Range<usize> = 16..32;
-const PARAMS: &[ParamKind] = &[
-    ParamKind::Ptr, // work   (u32, 4 per virtual panel)
-    ParamKind::Ptr, // bricks (u32, 8 per brick)
-    ParamKind::Ptr, // values (f32)
-    ParamKind::Ptr, // B
-    ParamKind::U32, // ldb
-    ParamKind::Ptr, // C
-    ParamKind::U32, // ldc
-    ParamKind::U32, // m
-    ParamKind::U32, // n
-    ParamKind::F32, // alpha
-    ParamKind::F32, // beta
-    ParamKind::U32, // flags
-    ParamKind::Ptr, // sync   (u32 waiters, flags and counts of split panels, k8ts)
-    ParamKind::U32, // slots  (split panels, k8ts: the layout of `sync`)
-];
-
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K4,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8D4,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8W,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8O,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8SC,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WSC,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8T,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8TS,
-        params: PARAMS,
-    },
-    KernelSignature {
-        module: KernelModule::HrpbSpmm,
-        name: ENTRY_K8WTD,
-        params: PARAMS,
-    },
-];
-
-/// MMA shape of the HRPB kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HrpbMma {
-    /// `mma.m16n8k4`, one per brick (the paper).
-    K4,
-    /// `mma.m16n8k8`, one per pair of consecutive bricks (half the MMA instructions).
-    K8,
-    /// `mma.m16n8k8` in steps of 4 bricks: the step's brick records come in one coalesced load,
-    /// issued a step early, so a step waits on one round trip (values and B) instead of two
-    /// (record, then values and B); 4 bricks' loads in flight per warp instead of 2.
-    K8D4,
-    /// [`HrpbMma::K8`] with warp items: warp w of thread block x runs work item 4x + w on 32
-    /// features (grid.y = ⌈n/32⌉), so a thread block's 4 warps walk 4 consecutive panels on the
-    /// same features (meant to share common B rows through L1; faster on meshes and hub graphs,
-    /// slower on short panels, for reasons not yet profiled: docs/kernels/hrpb.md v3).
-    K8W,
-    /// [`HrpbMma::K8`] compiled for 10 resident thread blocks per SM (48 registers, 4 bytes of
-    /// spill) instead of 8: the walk is latency-bound (ncu, docs/kernels/hrpb.md v4), so more
-    /// warps in flight.
-    K8O,
-    /// The lean walk (v5): one step buffer of 2 bricks whose two records arrive a step early in
-    /// one coalesced load and are handed out by shuffles, and B gathered a row per quarter warp
-    /// (lane l loads row col[l / 8] at features 4 (l % 8): 4 L1 wavefronts per brick and warp
-    /// instead of 16), each component moved to its MMA lane with a shuffle: 40 registers, no
-    /// spills, 12 resident thread blocks per SM (k8o: 10). One work item per thread block.
-    K8SC,
-    /// [`HrpbMma::K8SC`]'s lean walk with [`HrpbMma::K8W`]'s warp items (40 registers, 12 blocks).
-    K8WSC,
-    /// The tight walk (v6): where a warp's 32 features lie below n and B takes float4 loads, the
-    /// lean walk's loads without a branch per brick (records past the end read as an empty brick)
-    /// and with the lane's constants held (48 registers, 10 blocks per SM); other warps take the
-    /// lean walk. Coalesced B, one work item per thread block.
-    K8T,
-    /// [`HrpbMma::K8T`] without the pre-scale launch: the first piece of a split panel stores
-    /// `α·acc + β·C` and publishes a flag, the other pieces wait for it after their walk and add
-    /// with atomics (see [`HrpbMma::syncs_split_panels`]).
-    K8TS,
-    /// The tight walk with warp items and B loaded as the MMA fragment (k8w's gather: no B
-    /// shuffles, 4× the L1 wavefronts of B).
-    K8WTD,
-}
-
-impl HrpbMma {
-    /// Every kernel.
-    pub const ALL: [HrpbMma; 10] = [
-        HrpbMma::K4,
-        HrpbMma::K8,
-        HrpbMma::K8D4,
-        HrpbMma::K8W,
-        HrpbMma::K8O,
-        HrpbMma::K8SC,
-        HrpbMma::K8WSC,
-        HrpbMma::K8T,
-        HrpbMma::K8TS,
-        HrpbMma::K8WTD,
-    ];
-
-    fn entry(self) -> &'static str {
-        match self {
-            HrpbMma::K4 => ENTRY_K4,
-            HrpbMma::K8 => ENTRY_K8,
-            HrpbMma::K8D4 => ENTRY_K8D4,
-            HrpbMma::K8W => ENTRY_K8W,
-            HrpbMma::K8O => ENTRY_K8O,
-            HrpbMma::K8SC => ENTRY_K8SC,
-            HrpbMma::K8WSC => ENTRY_K8WSC,
-            HrpbMma::K8T => ENTRY_K8T,
-            HrpbMma::K8TS => ENTRY_K8TS,
-            HrpbMma::K8WTD => ENTRY_K8WTD,
-        }
-    }
-
-    /// Short name for reports (`k4`, `k8`, `k8d4`, `k8w`, `k8o`, `k8sc`, `k8wsc`, `k8t`, `k8ts`,
-    /// `k8wtd`).
-    pub fn name(self) -> &'static str {
-        match self {
-            HrpbMma::K4 => "k4",
-            HrpbMma::K8 => "k8",
-            HrpbMma::K8D4 => "k8d4",
-            HrpbMma::K8W => "k8w",
-            HrpbMma::K8O => "k8o",
-            HrpbMma::K8SC => "k8sc",
-            HrpbMma::K8WSC => "k8wsc",
-            HrpbMma::K8T => "k8t",
-            HrpbMma::K8TS => "k8ts",
-            HrpbMma::K8WTD => "k8wtd",
-        }
-    }
-
-    /// Whether a thread block runs several work items (k8w: 4, one per warp) instead of one.
-    pub fn warp_items(self) -> bool {
-        self.items_per_block() > 1
-    }
-
-    /// The kernel for a matrix of `rows` rows on a GPU of `sm_count` SMs when nobody times the
-    /// candidates: [`HrpbMma::K8W`] below [`TIGHT_PANELS_PER_SM`] row panels per SM,
-    /// [`HrpbMma::K8WTD`] inside [`WARP_ITEM_PANELS_PER_SM`], [`HrpbMma::K8TS`] elsewhere.
-    ///
-    /// Why (H200, docs/kernels/hrpb.md v6, same-process times): the tight walk with one work
-    /// item per thread block (k8t) was up to 16 % faster than the kernels this rule gave before
-    /// (k8sc from 4 waves of whole panels, k8wsc from 4 panels per SM, k8w below; geomean ×1.043
-    /// with k8w kept below one panel per SM); k8ts (k8t without the pre-scale launch) was 7–45 %
-    /// faster than k8t on the small split matrices (cora, citeseer, rajat01, west0067) and 0–13 %
-    /// slower on the large ones (BlogCatalog the most). With k8ts from one panel per SM the
-    /// bench's `hrpb/reorder` rows gave `geomean (hrpb alone)` 1.41× (f20e728: 1.34× for the
-    /// same rows). On mbeacxc (31 panels) the tight walks were 20–30 % slower than k8w at
-    /// N ≥ 256, so k8w stays below one panel per SM.
-    pub fn for_rows(rows: usize, sm_count: u32) -> HrpbMma {
-        let panels = rows.div_ceil(PANEL_ROWS as usize);
-        let sms = sm_count.max(1) as usize;
-        let per_sm = panels / sms;
-        if panels < TIGHT_PANELS_PER_SM * sms {
-            HrpbMma::K8W
-        } else if WARP_ITEM_PANELS_PER_SM.contains(&per_sm) {
-            HrpbMma::K8WTD
-        } else {
-            HrpbMma::K8TS
-        }
-    }
-
-    /// Whether split panels go through the in-kernel flag handshake instead of the pre-scale
-    /// launch (k8ts): the first piece of a split panel (work flags bit 2) stores, the others (a
-    /// later work item, so a thread block dispatched after it) wait for its flag, one per split
-    /// panel and 32 features, set to 1 and reset to 0 by the panel's last waiter.
-    pub fn syncs_split_panels(self) -> bool {
-        self == HrpbMma::K8TS
-    }
-
-    /// Work items per thread block.
-    pub fn items_per_block(self) -> u32 {
-        match self {
-            HrpbMma::K8W | HrpbMma::K8WSC | HrpbMma::K8WTD => MAX_WARPS as u32,
-            _ => 1,
-        }
-    }
-
-    /// (warps per thread block, grid.y, work units per thread block) at width `n`: a unit is what
-    /// one work item runs on (a thread block, or a warp for [`HrpbMma::warp_items`]).
-    fn launch_shape(self, n: usize) -> (u32, u32, u32) {
-        if self.warp_items() {
-            let ipb = self.items_per_block();
-            let features = TN * (MAX_WARPS / ipb as usize); // per item and thread block row
-            let tiles = n.div_ceil(features).clamp(1, u32::MAX as usize) as u32;
-            (MAX_WARPS as u32, tiles, ipb)
-        } else {
-            let (warps, tiles) = tiling(n);
-            (warps, tiles, 1)
-        }
-    }
-}
-
-/// How row panels are cut into virtual panels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HrpbSplit {
-    /// Every panel whole (one thread block per panel and feature tile, no atomics).
-    None,
-    /// cuTeSpMM's wave-aware split (Eq. 6–7) from the device's SM count and the kernel's
-    /// occupancy, every piece then limited to [`HrpbSpmm::wave_cap`] bricks (about two waves of
-    /// pieces, at least 16 bricks; 4 when the panels do not give every SM a thread block).
-    Wave,
-    /// Eq. 6–7 alone (no brick cap), as if only `1/k` of the resident thread blocks existed (`k` ≥
-    /// 1: fewer, coarser pieces; `WaveCoarse(1)` is the paper's split), for tuning and comparison.
-    WaveCoarse(u32),
-    /// Every panel cut into pieces of at most this many bricks (0 is treated as 1), whatever the
-    /// waves: fills the device when there are fewer panels than resident thread blocks (Eq. 7
-    /// never cuts panels of equal weight). See [`HrpbSpmm::fill_cap`].
-    Cap(u32),
-}
+pub use kernels::*;
 
 /// Warps per thread block and feature tiles for width `n`.
 pub fn tiling(n: usize) -> (u32, u32) {
@@ -663,107 +385,6 @@ impl HrpbSpmm {
         *slot = Some((key, w.clone()));
         Ok(w)
     }
-
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream. `b` holds `k·n`, `c` holds `m·n` f32
-    /// (row-major, leading dimension `n`): [`HrpbSpmm::launch`] with `ldb = ldc = n`.
-    pub fn run(
-        &self,
-        alpha: f32,
-        b: &CudaSlice<f32>,
-        beta: f32,
-        c: &mut CudaSlice<f32>,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        self.launch(alpha, b, n, beta, c, n, n)
-    }
-
-    /// Enqueues `C = α·A·B + β·C` on the GPU's stream: B is `k × n` row-major with leading
-    /// dimension `ldb`, C is `m × n` with `ldc` (any device buffer or view); with β = 0, C is
-    /// never read.
-    #[allow(clippy::too_many_arguments)]
-    pub fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
-        &self,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
-    ) -> Result<(), GpuError> {
-        check_operands(b.len(), self.k, ldb, c.len(), self.m, ldc, n)?;
-        if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
-            return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
-        }
-        if self.m == 0 || n == 0 {
-            return Ok(());
-        }
-        let (warps, tiles, units) = self.mma.launch_shape(n);
-        if tiles > 65_535 {
-            return Err(GpuError::Invalid(format!(
-                "n = {n} needs {tiles} feature tiles (> 65535)"
-            )));
-        }
-        let work = self.device_work(n)?;
-        if !self.mma.syncs_split_panels() {
-            // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their
-            // ids are panels < ⌈m/16⌉ (from the split of this matrix's panels) and
-            // (m−1)·ldc + n ≤ c.len() was checked above.
-            work.split
-                .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
-        }
-        let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
-        let stream = self.gpu.stream();
-        let (b_ptr, _b_sync) = b.device_ptr(stream);
-        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
-        // Bit 0: float4 B loads (ldb % 4 = 0, B 16-byte aligned); bit 1: float4 C access (ldc).
-        let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
-            | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
-        let cfg = LaunchConfig {
-            grid_dim: (work.count as u32 / units, tiles, 1),
-            block_dim: (32, warps, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut l = stream.launch_builder(&self.func);
-        l.arg(&work.items)
-            .arg(&self.bricks)
-            .arg(&self.values)
-            .arg(&b_ptr)
-            .arg(&ldb32)
-            .arg(&c_ptr)
-            .arg(&ldc32)
-            .arg(&m32)
-            .arg(&n32)
-            .arg(&alpha)
-            .arg(&beta)
-            .arg(&flags)
-            .arg(&work.sync)
-            .arg(&work.slots);
-        // SAFETY: (1) types and order match every `hrpb_spmm_*` entry's (const u32*, const u32*,
-        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32, u32*, u32)
-        // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
-        // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
-        // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
-        // feature is a multiple of 4).
-        // (2) Only C is written and it is borrowed mutably (raw pointers through
-        // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C);
-        // the layout and work buffers are private and never written after upload. (3) Reads stay
-        // in bounds: HrpbDevice::validate proved every brick's values lie inside `values`, every
-        // column is < k or the sentinel (never read), and the panel prefix ends at the brick
-        // count; work items hold brick ranges inside their panel's (work_items) and the grid has
-        // exactly one block per `items_per_block` items (the list is padded to a multiple of it,
-        // padding skipped); B reads are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are
-        // not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked.
-        // (4) Split panels were pre-scaled on the same stream just before, so the atomic adds land
-        // on β·C; or (k8ts) their first piece stores and then sets its flag, and the other
-        // pieces add only after reading it. `sync` holds `slots` waiter counts, then the flags
-        // and counts at slots + slot · ⌈n/32⌉ + f0/32 (+ slots · ⌈n/32⌉), all < slots · (1 + 8 ·
-        // tiles), its length (slot < slots from work_items, ⌈n/32⌉ ≤ 4 · tiles). The last waiter
-        // of a flag zeroes it and its count, so every launch finds them zero (launches are
-        // ordered on the one stream; the buffer is private to this work list).
-        unsafe { l.launch(cfg) }?;
-        Ok(())
-    }
 }
 
 /// Every panel as one virtual panel.
@@ -819,9 +440,115 @@ fn capped_panels(counts: &[u32], tiles: u32, cap: u32) -> WaveSplit {
 /// Bytes per brick of the device encoding (for reports).
 pub const BRICK_BYTES: usize = 4 * DEVICE_BRICK_WORDS;
 
+/// `C = α·A·B + β·C` on the GPU's stream (asynchronous): B is `K × n` row-major, C is
+/// `M × n`, at any leading dimensions ≥ n (any device buffer or view); with β = 0, C is
+/// never read.
+impl DeviceProduct for HrpbSpmm {
+    fn shape(&self) -> (usize, usize) {
+        (self.m, self.k)
+    }
+
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    fn prepare_width(&mut self, n: usize) -> Result<(), GpuError> {
+        self.device_work(n).map(drop)
+    }
+
+    fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
+        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
+        let (b, c) = call.operands();
+        if n > u32::MAX as usize / 2 || self.m > u32::MAX as usize / 2 {
+            return Err(GpuError::Invalid(format!("n = {n} exceeds u32")));
+        }
+        if self.m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (warps, tiles, units) = self.mma.launch_shape(n);
+        if tiles > 65_535 {
+            return Err(GpuError::Invalid(format!(
+                "n = {n} needs {tiles} feature tiles (> 65535)"
+            )));
+        }
+        let work = self.device_work(n)?;
+        if !self.mma.syncs_split_panels() {
+            // Split panels (16-row groups): C = β·C before their pieces add with atomics. Their
+            // ids are panels < ⌈m/16⌉ (from the split of this matrix's panels) and
+            // (m−1)·ldc + n ≤ c.len() was checked above.
+            work.split
+                .prescale(&self.gpu, c, ldc, self.m, n, beta, PANEL_ROWS)?;
+        }
+        let (n32, m32, ldb32, ldc32) = (n as u32, self.m as u32, ldb as u32, ldc as u32);
+        let sig = self.mma.signature();
+        let mut l = Launch::new(self.gpu.stream(), &self.func, &sig);
+        let b_ptr = l.borrow(b);
+        let c_ptr = l.borrow_mut(c);
+        // Bit 0: float4 B loads (ldb % 4 = 0, B 16-byte aligned); bit 1: float4 C access (ldc).
+        let flags = u32::from(ldb.is_multiple_of(4) && b_ptr.is_multiple_of(16))
+            | (u32::from(ldc.is_multiple_of(4) && c_ptr.is_multiple_of(16)) << 1);
+        let shape = Shape {
+            grid: (work.count as u32 / units, tiles, 1),
+            block: (32, warps, 1),
+            shared_bytes: 0,
+        };
+        l.input(&work.items)
+            .input(&self.bricks)
+            .input(&self.values)
+            .arg(Arg::Ptr(b_ptr))
+            .u32(ldb32)
+            .arg(Arg::Ptr(c_ptr))
+            .u32(ldc32)
+            .u32(m32)
+            .u32(n32)
+            .f32(alpha)
+            .f32(beta)
+            .u32(flags)
+            .input(&work.sync)
+            .u32(work.slots);
+        // SAFETY: (1) the arguments fill every `hrpb_spmm_*` entry's (const u32*, const u32*,
+        // const float*, const float*, u32, float*, u32, u32, u32, float, float, u32, u32*, u32)
+        // (SIGNATURES, checked against the PTX by a CPU test); flag bit 0 (float4 B loads)
+        // only when ldb is a multiple of 4 and B starts 16-byte aligned, bit 1 (float4 C)
+        // likewise for ldc and C, so every float4 address is 16-byte aligned (each lane's first
+        // feature is a multiple of 4).
+        // (2) Only C is written and it is borrowed mutably (raw pointers through
+        // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C);
+        // the layout and work buffers are private and never written after upload. (3) Reads stay
+        // in bounds: HrpbDevice::validate proved every brick's values lie inside `values`, every
+        // column is < k or the sentinel (never read), and the panel prefix ends at the brick
+        // count; work items hold brick ranges inside their panel's (work_items) and the grid has
+        // exactly one block per `items_per_block` items (the list is padded to a multiple of it,
+        // padding skipped); B reads are < (k−1)·ldb + n ≤ b.len() (check_dense), features ≥ n are
+        // not read or stored, rows ≥ m not stored, and (m−1)·ldc + n ≤ c.len() was checked.
+        // (4) Split panels were pre-scaled on the same stream just before, so the atomic adds land
+        // on β·C; or (k8ts) their first piece stores and then sets its flag, and the other
+        // pieces add only after reading it. `sync` holds `slots` waiter counts, then the flags
+        // and counts at slots + slot · ⌈n/32⌉ + f0/32 (+ slots · ⌈n/32⌉), all < slots · (1 + 8 ·
+        // tiles), its length (slot < slots from work_items, ⌈n/32⌉ ≤ 4 · tiles). The last waiter
+        // of a flag zeroes it and its count, so every launch finds them zero (launches are
+        // ordered on the one stream; the buffer is private to this work list).
+        unsafe { l.launch(shape) }?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kernel_has_its_own_signature() {
+        assert_eq!(SIGNATURES.len(), HrpbMma::ALL.len());
+        for (m, sig) in HrpbMma::ALL.iter().zip(SIGNATURES) {
+            assert_eq!(sig.name, m.entry());
+            assert_eq!(*sig, m.signature());
+        }
+        let mut names: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), HrpbMma::ALL.len(), "one entry per kernel");
+    }
 
     #[test]
     fn tiling_covers_any_width() {
