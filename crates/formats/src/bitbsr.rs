@@ -8,10 +8,9 @@
 
 use crate::Csr;
 use crate::bittcf::{bit_rank, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
-    rows_mask,
-};
+use crate::layout::{FormatError, check_prefix, invalid, rows_mask};
+use crate::windowed::decode::csr_from_masks;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use serde::{Deserialize, Serialize};
 
 /// Block edge (rows and columns).

@@ -20,7 +20,7 @@
 //! Never touches CUDA.
 
 use crate::bitbsr::{BLOCK, BitBsr};
-use crate::tcf::FormatError;
+use crate::layout::FormatError;
 use half::f16;
 use serde::{Deserialize, Serialize};
 

@@ -13,10 +13,9 @@
 //!   (see [`bit_rank`]).
 
 use crate::Csr;
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_masks, invalid, mask_slots, rows_mask,
-};
+use crate::layout::{FormatError, check_block_cols, check_prefix, invalid, mask_slots, rows_mask};
+use crate::windowed::decode::csr_from_masks;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use serde::{Deserialize, Serialize};
 
 /// Rows per window.
@@ -24,7 +23,7 @@ pub const WINDOW_ROWS: usize = 8;
 /// Slots (compacted columns) per block.
 pub const BLOCK_COLS: usize = 8;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 
 const NAME: &str = "BitTCF";
 
@@ -282,7 +281,7 @@ impl BitTcf {
             .iter()
             .map(|v| match v.to_bits().checked_sub(1) {
                 Some(p) if (p as usize) < csr.nnz() => Ok(p),
-                _ => Err(crate::tcf::invalid(
+                _ => Err(crate::layout::invalid(
                     "BitTCF",
                     "a value slot without a CSR position",
                 )),

@@ -19,9 +19,9 @@
 
 use crate::Csr;
 use crate::bittcf::{add_scaled_row, bit_rank, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
-};
+use crate::layout::{FormatError, check_prefix, invalid};
+use crate::windowed::decode::csr_from_windows;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +36,7 @@ pub const BRICKS_PER_BLOCK: usize = TK / BRICK_K;
 /// Header words of a block record (`col_ptr[5]` and the nonzero count).
 pub const HEADER_WORDS: usize = BRICKS_PER_BLOCK + 2;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 
 const NAME: &str = "HRPB";
 

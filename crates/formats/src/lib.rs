@@ -23,6 +23,7 @@ pub mod csr;
 pub mod file;
 pub mod generate;
 pub mod hrpb;
+pub mod layout;
 pub mod limits;
 pub mod metcf;
 pub mod metrics;
@@ -34,6 +35,7 @@ pub mod rowtile;
 pub mod sddmm;
 pub mod stats;
 pub mod tcf;
+mod windowed;
 
 pub use csr::{Csr, CsrError};
 pub use limits::{BudgetError, Limits};

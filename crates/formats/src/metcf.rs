@@ -12,10 +12,9 @@
 
 use crate::Csr;
 use crate::bittcf::{add_scaled_row, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_windows, invalid,
-};
+use crate::layout::{FormatError, check_block_cols, check_prefix, invalid};
+use crate::windowed::decode::csr_from_windows;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use serde::{Deserialize, Serialize};
 
 /// Rows per window.
@@ -23,7 +22,7 @@ pub const WINDOW_ROWS: usize = 16;
 /// Slots per block.
 pub const BLOCK_COLS: usize = 8;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 
 const NAME: &str = "ME-TCF";
 

@@ -17,18 +17,17 @@
 
 use crate::Csr;
 use crate::bittcf::{add_scaled_row, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_windows, invalid, mask_slots, rows_mask,
-};
+use crate::layout::{FormatError, check_block_cols, check_prefix, invalid, mask_slots, rows_mask};
+use crate::windowed::decode::csr_from_windows;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use rayon::prelude::*;
 
 /// Slots per block.
 pub const BLOCK_COLS: usize = 8;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 /// Largest supported window height (8 masks per block).
-pub const MAX_WINDOW_ROWS: usize = crate::tcf::MAX_WINDOWED_ROWS;
+pub const MAX_WINDOW_ROWS: usize = crate::windowed::decode::MAX_WINDOWED_ROWS;
 
 const NAME: &str = "row-tile TCF";
 
