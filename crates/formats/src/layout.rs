@@ -1,8 +1,150 @@
-//! What every tensor-core layout shares: the [`FormatError`] of building, validating and decoding,
-//! the [`SENTINEL`] padding column, and the checks of the arrays every layout validates.
+//! The contract every device layout keeps ([`Layout`]: built from CSR, converted back exactly,
+//! validated, multiplied on the CPU the way its kernel walks it), and what the layouts share to
+//! keep it: the [`FormatError`] of building, validating and decoding, the [`SENTINEL`] padding
+//! column, the checks of the arrays every layout validates, the one CPU product over a layout's
+//! entries, and the checked deserialization (`checked_layout!`: serde reads an unchecked shadow
+//! and converts it through `validate`).
+//!
+//! Layouts: [`BitTcf`](crate::bittcf::BitTcf), [`MeTcf`](crate::metcf::MeTcf),
+//! [`RowTileTcf`](crate::rowtile::RowTileTcf), [`Hrpb`](crate::hrpb::Hrpb),
+//! [`BitBsr`](crate::bitbsr::BitBsr).
 
 use crate::Csr;
 use thiserror::Error;
+
+/// A sparse layout a device kernel reads.
+///
+/// Every layout keeps these promises (property-tested over all of them in
+/// `tests/fmt_layout_contract.rs`): `to_csr(from_csr_with(a, p)) == a` bit for bit (explicit
+/// zeros, −0.0 and NaN included); `validate` accepts what `from_csr_with` builds and rejects arrays
+/// a kernel could not read safely (deserialization runs it too); `spmm_cpu` is the f32 product
+/// C = A·B that visits the entries in the order the layout's kernel accumulates them.
+pub trait Layout: Sized {
+    /// What a build needs besides the matrix: `()` for layouts of one shape, the window height
+    /// for row-tile TCF.
+    type Params: Copy + std::fmt::Debug;
+    /// The layout's name, as its errors print it.
+    const NAME: &'static str;
+
+    /// Builds the layout from CSR (in parallel). Explicit zeros are kept.
+    fn from_csr_with(csr: &Csr, params: Self::Params) -> Result<Self, FormatError>;
+    /// Converts back to CSR, bit-exact.
+    fn to_csr(&self) -> Csr;
+    /// Re-checks every invariant of the arrays.
+    fn validate(&self) -> Result<(), FormatError>;
+    /// `(rows, cols)` of the matrix.
+    fn shape(&self) -> (usize, usize);
+    /// Stored entries (explicit zeros included).
+    fn nnz(&self) -> usize;
+    /// Calls `f(row, col, value)` for every stored entry, in the order the layout's kernel
+    /// accumulates them (window by window, block by block, in the block's bit or value order).
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, f: F);
+
+    /// CPU product C = A·B walking the layout like its kernel ([`Layout::for_each_entry`]). `b`
+    /// is row-major `cols × n` with leading dimension `ldb ≥ n`; C is row-major `rows × n`.
+    ///
+    /// # Errors
+    /// [`FormatError::BadArgument`] if `ldb < n` or `b` is too short; [`FormatError::TooLarge`]
+    /// if C's size overflows.
+    fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Result<Vec<f32>, FormatError> {
+        let (rows, cols) = self.shape();
+        let mut c = dense_output(rows, cols, b, n, ldb)?;
+        self.for_each_entry(|row, col, v| add_scaled_row(&mut c, row, n, v, b, col, ldb));
+        Ok(c)
+    }
+}
+
+/// `C[row, ..n] += v · B[col, ..n]` (row-major C with `n` columns, B with leading dimension `ldb`):
+/// the rank-1 step of every layout's CPU product.
+#[inline]
+pub(crate) fn add_scaled_row(
+    c: &mut [f32],
+    row: usize,
+    n: usize,
+    v: f32,
+    b: &[f32],
+    col: usize,
+    ldb: usize,
+) {
+    let brow = &b[col * ldb..col * ldb + n];
+    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
+        *acc += v * bv;
+    }
+}
+
+/// Checks that `b` holds a `cols × n` row-major operand with leading dimension `ldb ≥ n`, and
+/// returns a zeroed `rows × n` output.
+pub(crate) fn dense_output(
+    rows: usize,
+    cols: usize,
+    b: &[f32],
+    n: usize,
+    ldb: usize,
+) -> Result<Vec<f32>, FormatError> {
+    if ldb < n {
+        return Err(FormatError::BadArgument(format!("ldb {ldb} < n {n}")));
+    }
+    if crate::reference::dense_len(cols, n, ldb).is_none_or(|need| b.len() < need) {
+        return Err(FormatError::BadArgument(format!(
+            "dense operand of {} values is too short for {cols} × {n} with leading dimension {ldb}",
+            b.len()
+        )));
+    }
+    let len = rows
+        .checked_mul(n)
+        .ok_or_else(|| FormatError::TooLarge(format!("output of {rows} × {n}")))?;
+    Ok(vec![0f32; len])
+}
+
+/// Declares a layout struct (one per module) whose deserialization cannot produce an invalid
+/// layout: serde reads an unchecked `Shadow` with the same fields and converts it through the
+/// layout's `validate` (the `TryFrom` of sprs' shadow structs).
+macro_rules! checked_layout {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[serde(try_from = "Shadow")]
+        $vis struct $name {
+            $($field: $ty),*
+        }
+
+        /// Unchecked mirror used only for deserialization; converted with validation.
+        #[derive(serde::Deserialize)]
+        struct Shadow {
+            $($field: $ty),*
+        }
+
+        impl TryFrom<Shadow> for $name {
+            type Error = $crate::layout::FormatError;
+            fn try_from(s: Shadow) -> Result<Self, Self::Error> {
+                let f = $name { $($field: s.$field),* };
+                f.validate()?;
+                Ok(f)
+            }
+        }
+    };
+}
+pub(crate) use checked_layout;
+
+/// The [`Layout`] methods every layout answers from its inherent ones (`to_csr`, `validate`,
+/// `nnz`, fields `rows` and `cols`).
+macro_rules! layout_from_inherent {
+    () => {
+        fn to_csr(&self) -> $crate::Csr {
+            Self::to_csr(self)
+        }
+        fn validate(&self) -> Result<(), $crate::layout::FormatError> {
+            Self::validate(self)
+        }
+        fn shape(&self) -> (usize, usize) {
+            (self.rows, self.cols)
+        }
+        fn nnz(&self) -> usize {
+            Self::nnz(self)
+        }
+    };
+}
+pub(crate) use layout_from_inherent;
 
 /// Padding column id in every layout that compacts columns (B row treated as zero).
 pub const SENTINEL: u32 = u32::MAX;
@@ -33,6 +175,19 @@ pub(crate) fn invalid(format: &'static str, what: impl Into<String>) -> FormatEr
     }
 }
 
+/// Rows and columns a layout indexes with u32.
+pub(crate) fn check_dims(
+    format: &'static str,
+    rows: usize,
+    cols: usize,
+) -> Result<(), FormatError> {
+    if rows >= u32::MAX as usize || cols >= u32::MAX as usize {
+        return Err(invalid(format, "dimensions exceed u32"));
+    }
+    Ok(())
+}
+
+/// A matrix whose rows, columns and nonzeros a layout can index with u32.
 pub(crate) fn check_u32(csr: &Csr) -> Result<(), FormatError> {
     for (what, v) in [
         ("rows", csr.rows()),
@@ -124,6 +279,44 @@ pub(crate) fn check_prefix(
             format,
             format!("{name} ends at {:?} instead of {last}", a.last()),
         ));
+    }
+    Ok(())
+}
+
+/// [`check_prefix`] for each `(name, array, length, last)`.
+pub(crate) fn check_prefixes(
+    format: &'static str,
+    prefixes: &[(&str, &[u32], usize, usize)],
+) -> Result<(), FormatError> {
+    for &(name, a, len, last) in prefixes {
+        check_prefix(format, name, a, len, last)?;
+    }
+    Ok(())
+}
+
+/// Walks the blocks of a compacted layout (8 column ids per block in `block_cols`) window by
+/// window: `block(w, b, valid_rows)` checks block `b` of window `w` (`valid_rows`: rows of the
+/// window inside the matrix) and returns the slots it uses; then its column ids are checked by
+/// [`check_block_cols`]. `window_offset` must have passed [`check_prefix`] for
+/// ⌈rows / window_rows⌉ windows and `block_cols` hold 8 ids per block.
+pub(crate) fn check_compacted_windows(
+    format: &'static str,
+    (rows, cols): (usize, usize),
+    window_rows: usize,
+    window_offset: &[u32],
+    block_cols: &[u32],
+    mut block: impl FnMut(usize, usize, usize) -> Result<u8, FormatError>,
+) -> Result<(), FormatError> {
+    const SLOTS: usize = 8;
+    for w in 0..rows.div_ceil(window_rows) {
+        let valid_rows = window_rows.min(rows - w * window_rows);
+        let (b0, b1) = (window_offset[w] as usize, window_offset[w + 1] as usize);
+        let mut prev: Option<u32> = None;
+        for b in b0..b1 {
+            let used = block(w, b, valid_rows)?;
+            let ids = &block_cols[b * SLOTS..(b + 1) * SLOTS];
+            check_block_cols(format, b, ids, used, b + 1 == b1, cols, &mut prev)?;
+        }
     }
     Ok(())
 }

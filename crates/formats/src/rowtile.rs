@@ -16,8 +16,10 @@
 //!   is CSR order.
 
 use crate::Csr;
-use crate::bittcf::{add_scaled_row, check_dense};
-use crate::layout::{FormatError, check_block_cols, check_prefix, invalid, mask_slots, rows_mask};
+use crate::layout::{
+    FormatError, Layout, check_block_cols, check_compacted_windows, check_dims, check_prefix,
+    check_prefixes, invalid, layout_from_inherent, mask_slots, rows_mask,
+};
 use crate::windowed::decode::csr_from_windows;
 use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 use rayon::prelude::*;
@@ -141,24 +143,24 @@ impl RowTileTcf {
         if !valid_height(wr) {
             return Err(invalid(NAME, format!("window_rows = {wr}")));
         }
-        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
-        let windows = self.num_windows();
+        check_dims(NAME, self.rows, self.cols)?;
         let blocks = self.block_value_offset.len().saturating_sub(1);
-        check_prefix(
+        check_prefixes(
             NAME,
-            "row_window_offset",
-            &self.row_window_offset,
-            windows + 1,
-            blocks,
-        )?;
-        check_prefix(
-            NAME,
-            "block_value_offset",
-            &self.block_value_offset,
-            blocks + 1,
-            self.values.len(),
+            &[
+                (
+                    "row_window_offset",
+                    &self.row_window_offset,
+                    self.num_windows() + 1,
+                    blocks,
+                ),
+                (
+                    "block_value_offset",
+                    &self.block_value_offset,
+                    blocks + 1,
+                    self.values.len(),
+                ),
+            ],
         )?;
         if self.block_cols.len() != blocks * BLOCK_COLS {
             return Err(invalid(NAME, "block_cols length is not 8·blocks"));
@@ -170,14 +172,13 @@ impl RowTileTcf {
                 "masks length is not window_rows / 8 · blocks",
             ));
         }
-        for w in 0..windows {
-            let valid_rows = wr.min(self.rows - w * wr);
-            let (b0, b1) = (
-                self.row_window_offset[w] as usize,
-                self.row_window_offset[w + 1] as usize,
-            );
-            let mut prev: Option<u32> = None;
-            for b in b0..b1 {
+        check_compacted_windows(
+            NAME,
+            (self.rows, self.cols),
+            wr,
+            &self.row_window_offset,
+            &self.block_cols,
+            |_, b, valid_rows| {
                 let masks = &self.masks[b * per_block..(b + 1) * per_block];
                 let mut used = 0u8;
                 let mut bits = 0usize;
@@ -196,39 +197,9 @@ impl RowTileTcf {
                         format!("block {b}: {bits} mask bits but {count} values"),
                     ));
                 }
-                check_block_cols(
-                    NAME,
-                    b,
-                    &self.block_cols[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
-                    used,
-                    b + 1 == b1,
-                    self.cols,
-                    &mut prev,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// CPU product C = A·B walking the layout like the row-tile kernels: per block, every set bit
-    /// multiplies its value by the B row of its slot's column. Row-major B (`ldb ≥ n`) and C
-    /// (`rows × n`).
-    ///
-    /// # Panics
-    /// If `ldb < n` or `b` is too short.
-    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
-        check_dense(self.cols, b, n, ldb);
-        let mut c = vec![0f32; self.rows * n];
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                self.for_each_in_block(blk, |lr, slot, v| {
-                    let col = self.block_cols[blk * BLOCK_COLS + slot] as usize;
-                    let row = w * self.window_rows + lr;
-                    add_scaled_row(&mut c, row, n, v, b, col, ldb);
-                });
-            }
-        }
-        c
+                Ok(used)
+            },
+        )
     }
 
     /// Rows of the matrix.
@@ -287,6 +258,30 @@ impl RowTileTcf {
     }
 }
 
+impl Layout for RowTileTcf {
+    /// The window height: a multiple of 8 in 8..=[`MAX_WINDOW_ROWS`].
+    type Params = usize;
+    const NAME: &'static str = NAME;
+
+    fn from_csr_with(csr: &Csr, window_rows: usize) -> Result<Self, FormatError> {
+        Self::from_csr(csr, window_rows)
+    }
+    layout_from_inherent!();
+
+    /// Like the row-tile kernels: window by window, block by block, every set bit of the block's
+    /// masks in value order.
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
+        for w in 0..self.num_windows() {
+            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
+                self.for_each_in_block(blk, |lr, slot, v| {
+                    let col = self.block_cols[blk * BLOCK_COLS + slot] as usize;
+                    f(w * self.window_rows + lr, col, v);
+                });
+            }
+        }
+    }
+}
+
 /// The skeleton of a [`RowTileTcf`] without masks or values: its shape, window height, window
 /// block prefix and block columns. The plan cache stores it (a 32nd of a 32-row dense-tile layout)
 /// so that a cache hit can fill the tiles on the GPU straight from the CSR.
@@ -316,9 +311,7 @@ impl RowTileStructure {
         if !valid_height(window_rows) {
             return Err(invalid(NAME, format!("window_rows = {window_rows}")));
         }
-        if rows >= u32::MAX as usize || cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
+        check_dims(NAME, rows, cols)?;
         if !block_cols.len().is_multiple_of(BLOCK_COLS) {
             return Err(invalid(NAME, "block_cols length is not 8·blocks"));
         }
