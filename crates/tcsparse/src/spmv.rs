@@ -29,9 +29,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
-use tcsparse_formats::bitbsr_device::{
-    DeviceBitBsr, SpmvWork, TileStorage, f16_unfit_tile_row, spmv_work,
-};
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage, f16_unfit_tile_row};
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
@@ -41,6 +39,7 @@ use tcsparse_gpu::spmv::{
     tuned_walk_layouts,
 };
 use tcsparse_gpu::{Gpu, Timing};
+use tcsparse_planner::work::spmv::{SpmvWork, spmv_work};
 
 use crate::{Engine, Error};
 
