@@ -7,9 +7,9 @@
 //! * `values` (len nnz): per block in bit order.
 
 use crate::Csr;
-use crate::bittcf::bit_rank;
 use crate::layout::{
-    FormatError, Layout, check_dims, check_prefixes, invalid, layout_from_inherent, rows_mask,
+    FormatError, Layout, check_dims, check_prefixes, for_each_bit, for_each_window_block, invalid,
+    layout_from_inherent, rows_mask,
 };
 use crate::windowed::decode::csr_from_masks;
 use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
@@ -37,11 +37,9 @@ impl BitBsr {
     /// Builds bitBSR from CSR (parallel over chunks of block rows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
-            window_rows: BLOCK,
-            block_cols: BLOCK,
             mode: ColumnMode::Aligned,
             masks: true,
-            block_window: false,
+            ..WindowSpec::compacted(BLOCK, BLOCK)
         };
         let p = build_windowed::<()>(csr, spec)?;
         let f = BitBsr {
@@ -132,14 +130,7 @@ impl BitBsr {
         Ok(())
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -177,30 +168,17 @@ impl BitBsr {
 }
 
 impl Layout for BitBsr {
-    type Params = ();
-    const NAME: &'static str = NAME;
-
-    fn from_csr_with(csr: &Csr, (): ()) -> Result<Self, FormatError> {
-        Self::from_csr(csr)
-    }
-    layout_from_inherent!();
+    layout_from_inherent!(NAME, ());
 
     /// Block row by block row, block by block, bits ascending (popcount decode). An SpMV is the
     /// product with `n = 1`.
     fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
-        for w in 0..self.rows.div_ceil(BLOCK) {
-            for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
-                let m = self.bitmap[b];
-                let off = self.value_offset[b] as usize;
-                let c0 = self.block_col[b] as usize * BLOCK;
-                let mut bits = m;
-                while bits != 0 {
-                    let p = bits.trailing_zeros();
-                    bits &= bits - 1;
-                    let v = self.values[off + bit_rank(m, p) as usize - 1];
-                    f(w * BLOCK + p as usize / 8, c0 + p as usize % 8, v);
-                }
-            }
-        }
+        for_each_window_block(&self.block_row_ptr, |w, b| {
+            let off = self.value_offset[b] as usize;
+            let c0 = self.block_col[b] as usize * BLOCK;
+            for_each_bit(self.bitmap[b], |p, k| {
+                f(w * BLOCK + p / 8, c0 + p % 8, self.values[off + k])
+            });
+        });
     }
 }

@@ -14,11 +14,11 @@
 
 use crate::Csr;
 use crate::layout::{
-    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes, invalid,
-    layout_from_inherent, mask_slots, rows_mask,
+    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes, for_each_bit,
+    for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
 };
 use crate::windowed::decode::csr_from_masks;
-use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
+use crate::windowed::{WindowSpec, build_windowed};
 
 /// Rows per window.
 pub const WINDOW_ROWS: usize = 8;
@@ -54,11 +54,8 @@ impl BitTcf {
     /// Builds BitTCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
-            window_rows: WINDOW_ROWS,
-            block_cols: BLOCK_COLS,
-            mode: ColumnMode::Compacted,
             masks: true,
-            block_window: false,
+            ..WindowSpec::compacted(WINDOW_ROWS, BLOCK_COLS)
         };
         let p = build_windowed::<()>(csr, spec)?;
         let f = BitTcf {
@@ -147,14 +144,7 @@ impl BitTcf {
         )
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries (explicit zeros included).
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -233,34 +223,21 @@ impl BitTcf {
 }
 
 impl Layout for BitTcf {
-    type Params = ();
-    const NAME: &'static str = NAME;
-
-    fn from_csr_with(csr: &Csr, (): ()) -> Result<Self, FormatError> {
-        Self::from_csr(csr)
-    }
-    layout_from_inherent!();
+    layout_from_inherent!(NAME, ());
 
     /// Window by window, block by block, bits ascending (popcount decode); sentinel slots hold no
     /// bit.
     fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                let m = self.tc_local_bit[blk];
-                let off = self.block_value_offset[blk] as usize;
-                let cols = &self.sparse_a_to_b[blk * BLOCK_COLS..(blk + 1) * BLOCK_COLS];
-                let mut bits = m;
-                while bits != 0 {
-                    let p = bits.trailing_zeros();
-                    bits &= bits - 1;
-                    let v = self.values[off + bit_rank(m, p) as usize - 1];
-                    f(
-                        w * WINDOW_ROWS + p as usize / 8,
-                        cols[p as usize % 8] as usize,
-                        v,
-                    );
-                }
-            }
-        }
+        for_each_window_block(&self.row_window_offset, |w, b| {
+            let off = self.block_value_offset[b] as usize;
+            let cols = &self.sparse_a_to_b[b * BLOCK_COLS..(b + 1) * BLOCK_COLS];
+            for_each_bit(self.tc_local_bit[b], |p, k| {
+                f(
+                    w * WINDOW_ROWS + p / 8,
+                    cols[p % 8] as usize,
+                    self.values[off + k],
+                )
+            });
+        });
     }
 }

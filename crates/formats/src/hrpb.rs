@@ -20,10 +20,10 @@
 use crate::Csr;
 use crate::layout::{
     FormatError, Layout, add_scaled_row, check_dims, check_prefix, check_prefixes, dense_output,
-    invalid, layout_from_inherent,
+    for_each_window_block, invalid, layout_from_inherent,
 };
 use crate::windowed::decode::csr_from_windows;
-use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
+use crate::windowed::{WindowSpec, build_windowed};
 use rayon::prelude::*;
 
 /// Rows per panel (TM = brick_m).
@@ -83,13 +83,7 @@ impl Hrpb {
     /// Builds HRPB from CSR (parallel over chunks of panels, then over chunks of blocks for the
     /// packing). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let spec = WindowSpec {
-            window_rows: TM,
-            block_cols: TK,
-            mode: ColumnMode::Compacted,
-            masks: false,
-            block_window: false,
-        };
+        let spec = WindowSpec::compacted(TM, TK);
         let p = build_windowed::<u16>(csr, spec)?;
         let blocks = p.block_offset.len() - 1;
         let block_pos = |b: usize| {
@@ -350,14 +344,7 @@ impl Hrpb {
         Ok(())
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.nnz
@@ -398,22 +385,14 @@ impl Hrpb {
 }
 
 impl Layout for Hrpb {
-    type Params = ();
-    const NAME: &'static str = NAME;
-
-    fn from_csr_with(csr: &Csr, (): ()) -> Result<Self, FormatError> {
-        Self::from_csr(csr)
-    }
-    layout_from_inherent!();
+    layout_from_inherent!(NAME, ());
 
     /// Like the kernel: panel by panel, block by block, bricks in CSC order, each brick's bits
     /// ascending (popcount decode).
     fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
-        for w in 0..self.blocked_row_ptr.len().saturating_sub(1) {
-            for b in self.blocked_row_ptr[w] as usize..self.blocked_row_ptr[w + 1] as usize {
-                self.for_each_in_block(b, |lr, col, v| f(w * TM + lr, col as usize, v));
-            }
-        }
+        for_each_window_block(&self.blocked_row_ptr, |w, b| {
+            self.for_each_in_block(b, |lr, col, v| f(w * TM + lr, col as usize, v));
+        });
     }
 }
 

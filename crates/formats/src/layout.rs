@@ -126,10 +126,33 @@ macro_rules! checked_layout {
 }
 pub(crate) use checked_layout;
 
-/// The [`Layout`] methods every layout answers from its inherent ones (`to_csr`, `validate`,
-/// `nnz`, fields `rows` and `cols`).
+/// The [`Layout`] items every layout answers from its inherent ones: `Params` (`()`, or the one
+/// argument its `from_csr` takes after the matrix), `NAME`, `from_csr_with`, `to_csr`,
+/// `validate`, `nnz`, and `shape` from fields `rows` and `cols`.
 macro_rules! layout_from_inherent {
-    () => {
+    ($name:expr, ()) => {
+        type Params = ();
+        const NAME: &'static str = $name;
+        fn from_csr_with(
+            csr: &$crate::Csr,
+            (): (),
+        ) -> Result<Self, $crate::layout::FormatError> {
+            Self::from_csr(csr)
+        }
+        $crate::layout::layout_from_inherent!(@common);
+    };
+    ($name:expr, $params:ty) => {
+        type Params = $params;
+        const NAME: &'static str = $name;
+        fn from_csr_with(
+            csr: &$crate::Csr,
+            params: $params,
+        ) -> Result<Self, $crate::layout::FormatError> {
+            Self::from_csr(csr, params)
+        }
+        $crate::layout::layout_from_inherent!(@common);
+    };
+    (@common) => {
         fn to_csr(&self) -> $crate::Csr {
             Self::to_csr(self)
         }
@@ -145,6 +168,44 @@ macro_rules! layout_from_inherent {
     };
 }
 pub(crate) use layout_from_inherent;
+
+/// `rows()` and `cols()` of a layout with fields `rows` and `cols`.
+macro_rules! shape_accessors {
+    () => {
+        /// Rows of the matrix.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+        /// Columns of the matrix.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+    };
+}
+pub(crate) use shape_accessors;
+
+/// Calls `f(window, block)` for every block of every window, in order (`window_offset`: prefix of
+/// blocks per window).
+#[inline]
+pub(crate) fn for_each_window_block(window_offset: &[u32], mut f: impl FnMut(usize, usize)) {
+    for w in 0..window_offset.len().saturating_sub(1) {
+        for b in window_offset[w] as usize..window_offset[w + 1] as usize {
+            f(w, b);
+        }
+    }
+}
+
+/// Calls `f(p, k)` for every set bit `p` of `m`, ascending, `k` counting from 0 (the bit's value
+/// index within a block stored in bit order).
+#[inline]
+pub(crate) fn for_each_bit(mut m: u64, mut f: impl FnMut(usize, usize)) {
+    let mut k = 0;
+    while m != 0 {
+        f(m.trailing_zeros() as usize, k);
+        m &= m - 1;
+        k += 1;
+    }
+}
 
 /// Padding column id in every layout that compacts columns (B row treated as zero).
 pub const SENTINEL: u32 = u32::MAX;

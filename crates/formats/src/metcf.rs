@@ -12,11 +12,11 @@
 
 use crate::Csr;
 use crate::layout::{
-    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes, invalid,
-    layout_from_inherent,
+    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes,
+    for_each_window_block, invalid, layout_from_inherent,
 };
 use crate::windowed::decode::csr_from_windows;
-use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
+use crate::windowed::{WindowSpec, build_windowed};
 
 /// Rows per window.
 pub const WINDOW_ROWS: usize = 16;
@@ -46,11 +46,8 @@ impl MeTcf {
     /// Builds ME-TCF from CSR (parallel over chunks of windows). Explicit zeros are kept.
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
-            window_rows: WINDOW_ROWS,
-            block_cols: BLOCK_COLS,
-            mode: ColumnMode::Compacted,
-            masks: false,
             block_window: true,
+            ..WindowSpec::compacted(WINDOW_ROWS, BLOCK_COLS)
         };
         let p = build_windowed::<u8>(csr, spec)?;
         let f = MeTcf {
@@ -142,14 +139,7 @@ impl MeTcf {
         )
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -196,29 +186,21 @@ impl MeTcf {
 }
 
 impl Layout for MeTcf {
-    type Params = ();
-    const NAME: &'static str = NAME;
-
-    fn from_csr_with(csr: &Csr, (): ()) -> Result<Self, FormatError> {
-        Self::from_csr(csr)
-    }
-    layout_from_inherent!();
+    layout_from_inherent!(NAME, ());
 
     /// Like the DTC-SpMM kernel: window by window, block by block, the block's nonzeros by local
     /// id (`local_row·8 + slot` ascending, the order of its dense 16×8 tile).
     fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                let cols = &self.sparse_a_to_x[blk * BLOCK_COLS..(blk + 1) * BLOCK_COLS];
-                for k in self.tc_offset[blk] as usize..self.tc_offset[blk + 1] as usize {
-                    let p = self.tc_local_id[k] as usize;
-                    f(
-                        w * WINDOW_ROWS + p / 8,
-                        cols[p % 8] as usize,
-                        self.values[k],
-                    );
-                }
+        for_each_window_block(&self.row_window_offset, |w, b| {
+            let cols = &self.sparse_a_to_x[b * BLOCK_COLS..(b + 1) * BLOCK_COLS];
+            for k in self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize {
+                let p = self.tc_local_id[k] as usize;
+                f(
+                    w * WINDOW_ROWS + p / 8,
+                    cols[p % 8] as usize,
+                    self.values[k],
+                );
             }
-        }
+        });
     }
 }

@@ -18,10 +18,10 @@
 use crate::Csr;
 use crate::layout::{
     FormatError, Layout, check_block_cols, check_compacted_windows, check_dims, check_prefix,
-    check_prefixes, invalid, layout_from_inherent, mask_slots, rows_mask,
+    check_prefixes, for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
 };
 use crate::windowed::decode::csr_from_windows;
-use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
+use crate::windowed::{WindowSpec, build_windowed};
 use rayon::prelude::*;
 
 /// Slots per block.
@@ -61,13 +61,7 @@ impl RowTileTcf {
                 "window_rows = {window_rows}: must be a multiple of 8 between 8 and {MAX_WINDOW_ROWS}"
             )));
         }
-        let spec = WindowSpec {
-            window_rows,
-            block_cols: BLOCK_COLS,
-            mode: ColumnMode::Compacted,
-            masks: false,
-            block_window: false,
-        };
+        let spec = WindowSpec::compacted(window_rows, BLOCK_COLS);
         let p = build_windowed::<u16>(csr, spec)?;
         let per_block = window_rows / 8;
         let mut masks = vec![0u64; per_block * (p.block_offset.len() - 1)];
@@ -202,14 +196,7 @@ impl RowTileTcf {
         )
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -259,26 +246,17 @@ impl RowTileTcf {
 }
 
 impl Layout for RowTileTcf {
-    /// The window height: a multiple of 8 in 8..=[`MAX_WINDOW_ROWS`].
-    type Params = usize;
-    const NAME: &'static str = NAME;
-
-    fn from_csr_with(csr: &Csr, window_rows: usize) -> Result<Self, FormatError> {
-        Self::from_csr(csr, window_rows)
-    }
-    layout_from_inherent!();
+    layout_from_inherent!(NAME, usize);
 
     /// Like the row-tile kernels: window by window, block by block, every set bit of the block's
     /// masks in value order.
     fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                self.for_each_in_block(blk, |lr, slot, v| {
-                    let col = self.block_cols[blk * BLOCK_COLS + slot] as usize;
-                    f(w * self.window_rows + lr, col, v);
-                });
-            }
-        }
+        for_each_window_block(&self.row_window_offset, |w, b| {
+            self.for_each_in_block(b, |lr, slot, v| {
+                let col = self.block_cols[b * BLOCK_COLS + slot] as usize;
+                f(w * self.window_rows + lr, col, v);
+            });
+        });
     }
 }
 
@@ -354,14 +332,7 @@ impl RowTileStructure {
         })
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Rows per window.
     pub fn window_rows(&self) -> usize {
         self.window_rows

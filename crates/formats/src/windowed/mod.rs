@@ -36,6 +36,19 @@ pub(crate) struct WindowSpec {
     pub block_window: bool,
 }
 
+impl WindowSpec {
+    /// Blocks over each window's compacted columns, without masks or block windows.
+    pub(crate) fn compacted(window_rows: usize, block_cols: usize) -> Self {
+        WindowSpec {
+            window_rows,
+            block_cols,
+            mode: ColumnMode::Compacted,
+            masks: false,
+            block_window: false,
+        }
+    }
+}
+
 /// Element type of the per-nonzero local positions (`()` when a layout does not keep them).
 pub(crate) trait PosOut: Copy + Default + Send + Sync {
     fn from_pos(p: u16) -> Self;
