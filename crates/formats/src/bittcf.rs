@@ -14,8 +14,8 @@
 
 use crate::Csr;
 use crate::layout::{
-    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes, for_each_bit,
-    for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
+    Compacted, FormatError, Layout, for_each_bit, for_each_window_block, invalid,
+    layout_from_inherent, mask_slots, rows_mask,
 };
 use crate::windowed::decode::csr_from_masks;
 use crate::windowed::{WindowSpec, build_windowed};
@@ -99,49 +99,29 @@ impl BitTcf {
     /// Re-checks every invariant (lengths, prefixes, popcounts, column order, sentinels, rows
     /// beyond the matrix empty).
     pub fn validate(&self) -> Result<(), FormatError> {
-        check_dims(NAME, self.rows, self.cols)?;
-        let blocks = self.tc_local_bit.len();
-        check_prefixes(
-            NAME,
-            &[
-                (
-                    "row_window_offset",
-                    &self.row_window_offset,
-                    self.num_windows() + 1,
-                    blocks,
-                ),
-                (
-                    "block_value_offset",
-                    &self.block_value_offset,
-                    blocks + 1,
-                    self.values.len(),
-                ),
-            ],
-        )?;
-        if self.sparse_a_to_b.len() != blocks * BLOCK_COLS {
-            return Err(invalid(NAME, "sparse_a_to_b length is not 8·blocks"));
-        }
-        check_compacted_windows(
-            NAME,
-            (self.rows, self.cols),
-            WINDOW_ROWS,
-            &self.row_window_offset,
-            &self.sparse_a_to_b,
-            |_, b, valid_rows| {
-                let m = self.tc_local_bit[b];
-                let n = self.block_value_offset[b + 1] - self.block_value_offset[b];
-                if m.count_ones() != n {
-                    return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
-                }
-                if m & !rows_mask(valid_rows) != 0 {
-                    return Err(invalid(
-                        NAME,
-                        format!("block {b}: bit in a row beyond the matrix"),
-                    ));
-                }
-                Ok(mask_slots(m))
-            },
-        )
+        let frame = Compacted {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: WINDOW_ROWS,
+            window_offset: &self.row_window_offset,
+            value_offset: ("block_value_offset", &self.block_value_offset),
+            nnz: self.values.len(),
+            block_cols: ("sparse_a_to_b", &self.sparse_a_to_b),
+        };
+        frame.check(NAME, self.tc_local_bit.len(), |_, b, valid_rows| {
+            let m = self.tc_local_bit[b];
+            let n = self.block_value_offset[b + 1] - self.block_value_offset[b];
+            if m.count_ones() != n {
+                return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
+            }
+            if m & !rows_mask(valid_rows) != 0 {
+                return Err(invalid(
+                    NAME,
+                    format!("block {b}: bit in a row beyond the matrix"),
+                ));
+            }
+            Ok(mask_slots(m))
+        })
     }
 
     crate::layout::shape_accessors!();

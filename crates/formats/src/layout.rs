@@ -355,29 +355,62 @@ pub(crate) fn check_prefixes(
     Ok(())
 }
 
-/// Walks the blocks of a compacted layout (8 column ids per block in `block_cols`) window by
-/// window: `block(w, b, valid_rows)` checks block `b` of window `w` (`valid_rows`: rows of the
-/// window inside the matrix) and returns the slots it uses; then its column ids are checked by
-/// [`check_block_cols`]. `window_offset` must have passed [`check_prefix`] for
-/// ⌈rows / window_rows⌉ windows and `block_cols` hold 8 ids per block.
-pub(crate) fn check_compacted_windows(
-    format: &'static str,
-    (rows, cols): (usize, usize),
-    window_rows: usize,
-    window_offset: &[u32],
-    block_cols: &[u32],
-    mut block: impl FnMut(usize, usize, usize) -> Result<u8, FormatError>,
-) -> Result<(), FormatError> {
-    const SLOTS: usize = 8;
-    for w in 0..rows.div_ceil(window_rows) {
-        let valid_rows = window_rows.min(rows - w * window_rows);
-        let (b0, b1) = (window_offset[w] as usize, window_offset[w + 1] as usize);
-        let mut prev: Option<u32> = None;
-        for b in b0..b1 {
-            let used = block(w, b, valid_rows)?;
-            let ids = &block_cols[b * SLOTS..(b + 1) * SLOTS];
-            check_block_cols(format, b, ids, used, b + 1 == b1, cols, &mut prev)?;
+/// The arrays every compacted windowed layout has (BitTCF, ME-TCF, row-tile TCF): windows of
+/// `window_rows` rows, a window prefix of blocks, a value prefix of nonzeros, 8 column ids per
+/// block.
+pub(crate) struct Compacted<'a> {
+    pub rows: usize,
+    pub cols: usize,
+    pub window_rows: usize,
+    pub window_offset: &'a [u32],
+    /// Name and array of the prefix of nonzeros per block (`blocks + 1` entries).
+    pub value_offset: (&'static str, &'a [u32]),
+    /// Stored entries (the value prefix's last entry).
+    pub nnz: usize,
+    /// Name and array of the 8 column ids per block.
+    pub block_cols: (&'static str, &'a [u32]),
+}
+
+impl Compacted<'_> {
+    /// Checks the frame of a layout of `blocks` blocks (dimensions within u32, both prefixes, 8
+    /// column ids per block), then walks its blocks window by window: `block(w, b, valid_rows)`
+    /// checks block `b` of window `w` (`valid_rows`: rows of the window inside the matrix) and
+    /// returns the slots it uses, whose column ids [`check_block_cols`] then checks.
+    pub(crate) fn check(
+        &self,
+        format: &'static str,
+        blocks: usize,
+        mut block: impl FnMut(usize, usize, usize) -> Result<u8, FormatError>,
+    ) -> Result<(), FormatError> {
+        const SLOTS: usize = 8;
+        let (rows, wr, rwo) = (self.rows, self.window_rows, self.window_offset);
+        check_dims(format, rows, self.cols)?;
+        let (value_name, value_offset) = self.value_offset;
+        check_prefix(
+            format,
+            "row_window_offset",
+            rwo,
+            rows.div_ceil(wr) + 1,
+            blocks,
+        )?;
+        check_prefix(format, value_name, value_offset, blocks + 1, self.nnz)?;
+        let (cols_name, block_cols) = self.block_cols;
+        if block_cols.len() != blocks * SLOTS {
+            return Err(invalid(
+                format,
+                format!("{cols_name} length is not 8·blocks"),
+            ));
         }
+        for w in 0..rows.div_ceil(wr) {
+            let valid_rows = wr.min(rows - w * wr);
+            let (b0, b1) = (rwo[w] as usize, rwo[w + 1] as usize);
+            let mut prev: Option<u32> = None;
+            for b in b0..b1 {
+                let used = block(w, b, valid_rows)?;
+                let ids = &block_cols[b * SLOTS..(b + 1) * SLOTS];
+                check_block_cols(format, b, ids, used, b + 1 == b1, self.cols, &mut prev)?;
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }

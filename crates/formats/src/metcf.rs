@@ -12,8 +12,7 @@
 
 use crate::Csr;
 use crate::layout::{
-    FormatError, Layout, check_compacted_windows, check_dims, check_prefixes,
-    for_each_window_block, invalid, layout_from_inherent,
+    Compacted, FormatError, Layout, for_each_window_block, invalid, layout_from_inherent,
 };
 use crate::windowed::decode::csr_from_windows;
 use crate::windowed::{WindowSpec, build_windowed};
@@ -90,53 +89,37 @@ impl MeTcf {
 
     /// Re-checks every invariant.
     pub fn validate(&self) -> Result<(), FormatError> {
-        check_dims(NAME, self.rows, self.cols)?;
-        let blocks = self.block_window.len();
-        check_prefixes(
-            NAME,
-            &[
-                (
-                    "row_window_offset",
-                    &self.row_window_offset,
-                    self.num_windows() + 1,
-                    blocks,
-                ),
-                ("tc_offset", &self.tc_offset, blocks + 1, self.values.len()),
-            ],
-        )?;
         if self.tc_local_id.len() != self.values.len() {
             return Err(invalid(NAME, "tc_local_id length ≠ nnz"));
         }
-        if self.sparse_a_to_x.len() != blocks * BLOCK_COLS {
-            return Err(invalid(NAME, "sparse_a_to_x length is not 8·blocks"));
-        }
-        check_compacted_windows(
-            NAME,
-            (self.rows, self.cols),
-            WINDOW_ROWS,
-            &self.row_window_offset,
-            &self.sparse_a_to_x,
-            |w, b, vr| {
-                if self.block_window[b] as usize != w {
-                    return Err(invalid(NAME, format!("block {b}: wrong block_window")));
+        let frame = Compacted {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: WINDOW_ROWS,
+            window_offset: &self.row_window_offset,
+            value_offset: ("tc_offset", &self.tc_offset),
+            nnz: self.values.len(),
+            block_cols: ("sparse_a_to_x", &self.sparse_a_to_x),
+        };
+        frame.check(NAME, self.block_window.len(), |w, b, vr| {
+            if self.block_window[b] as usize != w {
+                return Err(invalid(NAME, format!("block {b}: wrong block_window")));
+            }
+            let ids = &self.tc_local_id[self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize];
+            let mut used = 0u8;
+            let mut last: Option<u8> = None;
+            for &p in ids {
+                if p as usize >= vr * BLOCK_COLS || last.is_some_and(|l| l >= p) {
+                    return Err(invalid(
+                        NAME,
+                        format!("block {b}: bad or unsorted local id {p}"),
+                    ));
                 }
-                let ids =
-                    &self.tc_local_id[self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize];
-                let mut used = 0u8;
-                let mut last: Option<u8> = None;
-                for &p in ids {
-                    if p as usize >= vr * BLOCK_COLS || last.is_some_and(|l| l >= p) {
-                        return Err(invalid(
-                            NAME,
-                            format!("block {b}: bad or unsorted local id {p}"),
-                        ));
-                    }
-                    used |= 1 << (p % 8);
-                    last = Some(p);
-                }
-                Ok(used)
-            },
-        )
+                used |= 1 << (p % 8);
+                last = Some(p);
+            }
+            Ok(used)
+        })
     }
 
     crate::layout::shape_accessors!();

@@ -17,8 +17,8 @@
 
 use crate::Csr;
 use crate::layout::{
-    FormatError, Layout, check_block_cols, check_compacted_windows, check_dims, check_prefix,
-    check_prefixes, for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
+    Compacted, FormatError, Layout, check_block_cols, check_dims, check_prefix,
+    for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
 };
 use crate::windowed::decode::csr_from_windows;
 use crate::windowed::{WindowSpec, build_windowed};
@@ -137,28 +137,7 @@ impl RowTileTcf {
         if !valid_height(wr) {
             return Err(invalid(NAME, format!("window_rows = {wr}")));
         }
-        check_dims(NAME, self.rows, self.cols)?;
         let blocks = self.block_value_offset.len().saturating_sub(1);
-        check_prefixes(
-            NAME,
-            &[
-                (
-                    "row_window_offset",
-                    &self.row_window_offset,
-                    self.num_windows() + 1,
-                    blocks,
-                ),
-                (
-                    "block_value_offset",
-                    &self.block_value_offset,
-                    blocks + 1,
-                    self.values.len(),
-                ),
-            ],
-        )?;
-        if self.block_cols.len() != blocks * BLOCK_COLS {
-            return Err(invalid(NAME, "block_cols length is not 8·blocks"));
-        }
         let per_block = self.masks_per_block();
         if self.masks.len() != blocks * per_block {
             return Err(invalid(
@@ -166,34 +145,36 @@ impl RowTileTcf {
                 "masks length is not window_rows / 8 · blocks",
             ));
         }
-        check_compacted_windows(
-            NAME,
-            (self.rows, self.cols),
-            wr,
-            &self.row_window_offset,
-            &self.block_cols,
-            |_, b, valid_rows| {
-                let masks = &self.masks[b * per_block..(b + 1) * per_block];
-                let mut used = 0u8;
-                let mut bits = 0usize;
-                for (i, &m) in masks.iter().enumerate() {
-                    // Rows 8i + r with r ≥ valid_rows - 8i must be empty.
-                    if m & !rows_mask(valid_rows.saturating_sub(8 * i)) != 0 {
-                        return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
-                    }
-                    used |= mask_slots(m);
-                    bits += m.count_ones() as usize;
+        let frame = Compacted {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: wr,
+            window_offset: &self.row_window_offset,
+            value_offset: ("block_value_offset", &self.block_value_offset),
+            nnz: self.values.len(),
+            block_cols: ("block_cols", &self.block_cols),
+        };
+        frame.check(NAME, blocks, |_, b, valid_rows| {
+            let masks = &self.masks[b * per_block..(b + 1) * per_block];
+            let mut used = 0u8;
+            let mut bits = 0usize;
+            for (i, &m) in masks.iter().enumerate() {
+                // Rows 8i + r with r ≥ valid_rows - 8i must be empty.
+                if m & !rows_mask(valid_rows.saturating_sub(8 * i)) != 0 {
+                    return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
                 }
-                let count = (self.block_value_offset[b + 1] - self.block_value_offset[b]) as usize;
-                if bits != count {
-                    return Err(invalid(
-                        NAME,
-                        format!("block {b}: {bits} mask bits but {count} values"),
-                    ));
-                }
-                Ok(used)
-            },
-        )
+                used |= mask_slots(m);
+                bits += m.count_ones() as usize;
+            }
+            let count = (self.block_value_offset[b + 1] - self.block_value_offset[b]) as usize;
+            if bits != count {
+                return Err(invalid(
+                    NAME,
+                    format!("block {b}: {bits} mask bits but {count} values"),
+                ));
+            }
+            Ok(used)
+        })
     }
 
     crate::layout::shape_accessors!();
