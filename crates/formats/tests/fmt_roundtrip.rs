@@ -1,6 +1,9 @@
 //! Round trips, invariants, CPU products against the f64 reference, and metrics, for every layout:
 //! the [`Layout`] contract through one generic check ([`contract`]), then what each layout adds.
 
+#[path = "support/bittcf_mirror.rs"]
+mod bittcf_mirror;
+use bittcf_mirror::Mirror;
 use proptest::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
@@ -346,18 +349,6 @@ fn corrupted_layouts_fail_validation_through_serde() {
     // Flip one mask bit: popcount no longer matches the offsets.
     v.tc_local_bit[0] ^= 1 << 9;
     assert!(rebuild(&v).is_err());
-}
-
-// Minimal mirror to tamper with a layout through serde (bincode), checking that decoding validates.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Mirror {
-    rows: usize,
-    cols: usize,
-    row_window_offset: Vec<u32>,
-    sparse_a_to_b: Vec<u32>,
-    tc_local_bit: Vec<u64>,
-    block_value_offset: Vec<u32>,
-    values: Vec<f32>,
 }
 
 fn serde_json_like(f: &BitTcf) -> Mirror {
