@@ -7,57 +7,29 @@
 //! * `values` (len nnz): per block in bit order.
 
 use crate::Csr;
-use crate::bittcf::{bit_rank, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_masks, invalid,
-    rows_mask,
+use crate::layout::{
+    FormatError, Layout, check_dims, check_prefixes, for_each_bit, for_each_window_block, invalid,
+    layout_from_inherent, rows_mask,
 };
-use serde::{Deserialize, Serialize};
+use crate::windowed::decode::csr_from_masks;
+use crate::windowed::{ColumnMode, WindowSpec, build_windowed};
 
 /// Block edge (rows and columns).
 pub const BLOCK: usize = 8;
 
 const NAME: &str = "bitBSR";
 
-/// A sparse matrix in bitBSR; invariants in the module docs, checked on construction and by
-/// [`BitBsr::validate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "BitBsrShadow")]
-pub struct BitBsr {
-    rows: usize,
-    cols: usize,
-    block_row_ptr: Vec<u32>,
-    block_col: Vec<u32>,
-    bitmap: Vec<u64>,
-    value_offset: Vec<u32>,
-    values: Vec<f32>,
-}
-
-#[derive(Deserialize)]
-struct BitBsrShadow {
-    rows: usize,
-    cols: usize,
-    block_row_ptr: Vec<u32>,
-    block_col: Vec<u32>,
-    bitmap: Vec<u64>,
-    value_offset: Vec<u32>,
-    values: Vec<f32>,
-}
-
-impl TryFrom<BitBsrShadow> for BitBsr {
-    type Error = FormatError;
-    fn try_from(s: BitBsrShadow) -> Result<Self, FormatError> {
-        let f = BitBsr {
-            rows: s.rows,
-            cols: s.cols,
-            block_row_ptr: s.block_row_ptr,
-            block_col: s.block_col,
-            bitmap: s.bitmap,
-            value_offset: s.value_offset,
-            values: s.values,
-        };
-        f.validate()?;
-        Ok(f)
+crate::layout::checked_layout! {
+    /// A sparse matrix in bitBSR; invariants in the module docs, checked on construction and by
+    /// [`BitBsr::validate`].
+    pub struct BitBsr {
+        rows: usize,
+        cols: usize,
+        block_row_ptr: Vec<u32>,
+        block_col: Vec<u32>,
+        bitmap: Vec<u64>,
+        value_offset: Vec<u32>,
+        values: Vec<f32>,
     }
 }
 
@@ -66,11 +38,9 @@ impl BitBsr {
     #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "bitbsr", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
-            window_rows: BLOCK,
-            block_cols: BLOCK,
             mode: ColumnMode::Aligned,
             masks: true,
-            block_window: false,
+            ..WindowSpec::compacted(BLOCK, BLOCK)
         };
         let p = build_windowed::<()>(csr, spec)?;
         let f = BitBsr {
@@ -100,24 +70,20 @@ impl BitBsr {
 
     /// Re-checks every invariant.
     pub fn validate(&self) -> Result<(), FormatError> {
-        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
+        check_dims(NAME, self.rows, self.cols)?;
         let brows = self.rows.div_ceil(BLOCK);
         let blocks = self.bitmap.len();
-        check_prefix(
+        check_prefixes(
             NAME,
-            "block_row_ptr",
-            &self.block_row_ptr,
-            brows + 1,
-            blocks,
-        )?;
-        check_prefix(
-            NAME,
-            "value_offset",
-            &self.value_offset,
-            blocks + 1,
-            self.values.len(),
+            &[
+                ("block_row_ptr", &self.block_row_ptr, brows + 1, blocks),
+                (
+                    "value_offset",
+                    &self.value_offset,
+                    blocks + 1,
+                    self.values.len(),
+                ),
+            ],
         )?;
         if self.block_col.len() != blocks {
             return Err(invalid(NAME, "block_col length ≠ blocks"));
@@ -165,37 +131,7 @@ impl BitBsr {
         Ok(())
     }
 
-    /// CPU SpMV y = A·x walking the layout (block row by block row, popcount decode).
-    ///
-    /// # Panics
-    /// If `x.len() < cols`.
-    pub fn spmv_cpu(&self, x: &[f32]) -> Vec<f32> {
-        check_dense(self.cols, x, 1, 1);
-        let mut y = vec![0f32; self.rows];
-        for w in 0..self.rows.div_ceil(BLOCK) {
-            for b in self.block_row_ptr[w] as usize..self.block_row_ptr[w + 1] as usize {
-                let m = self.bitmap[b];
-                let off = self.value_offset[b] as usize;
-                let c0 = self.block_col[b] as usize * BLOCK;
-                for p in 0..64u32 {
-                    if m >> p & 1 == 1 {
-                        let v = self.values[off + bit_rank(m, p) as usize - 1];
-                        y[w * BLOCK + p as usize / 8] += v * x[c0 + p as usize % 8];
-                    }
-                }
-            }
-        }
-        y
-    }
-
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -229,5 +165,21 @@ impl BitBsr {
         4 * (self.block_row_ptr.len() + self.block_col.len() + self.value_offset.len())
             + 8 * self.bitmap.len()
             + 4 * self.values.len()
+    }
+}
+
+impl Layout for BitBsr {
+    layout_from_inherent!(NAME, ());
+
+    /// Block row by block row, block by block, bits ascending (popcount decode). An SpMV is the
+    /// product with `n = 1`.
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
+        for_each_window_block(&self.block_row_ptr, |w, b| {
+            let off = self.value_offset[b] as usize;
+            let c0 = self.block_col[b] as usize * BLOCK;
+            for_each_bit(self.bitmap[b], |p, k| {
+                f(w * BLOCK + p / 8, c0 + p % 8, self.values[off + k])
+            });
+        });
     }
 }

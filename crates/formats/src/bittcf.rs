@@ -13,18 +13,19 @@
 //!   (see [`bit_rank`]).
 
 use crate::Csr;
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_masks, invalid, mask_slots, rows_mask,
+use crate::layout::{
+    Compacted, FormatError, Layout, for_each_bit, for_each_window_block, invalid,
+    layout_from_inherent, mask_slots, rows_mask,
 };
-use serde::{Deserialize, Serialize};
+use crate::windowed::decode::csr_from_masks;
+use crate::windowed::{WindowSpec, build_windowed};
 
 /// Rows per window.
 pub const WINDOW_ROWS: usize = 8;
 /// Slots (compacted columns) per block.
 pub const BLOCK_COLS: usize = 8;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 
 const NAME: &str = "BitTCF";
 
@@ -35,46 +36,17 @@ pub fn bit_rank(mask: u64, p: u32) -> u32 {
     (mask & (2u64.wrapping_shl(p)).wrapping_sub(1)).count_ones()
 }
 
-/// A sparse matrix in BitTCF. Fields are private; every invariant listed in the module docs is
-/// checked on construction and by [`BitTcf::validate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "BitTcfShadow")]
-pub struct BitTcf {
-    rows: usize,
-    cols: usize,
-    row_window_offset: Vec<u32>,
-    sparse_a_to_b: Vec<u32>,
-    tc_local_bit: Vec<u64>,
-    block_value_offset: Vec<u32>,
-    values: Vec<f32>,
-}
-
-/// Unchecked mirror used only for deserialization; converted with validation.
-#[derive(Deserialize)]
-struct BitTcfShadow {
-    rows: usize,
-    cols: usize,
-    row_window_offset: Vec<u32>,
-    sparse_a_to_b: Vec<u32>,
-    tc_local_bit: Vec<u64>,
-    block_value_offset: Vec<u32>,
-    values: Vec<f32>,
-}
-
-impl TryFrom<BitTcfShadow> for BitTcf {
-    type Error = FormatError;
-    fn try_from(s: BitTcfShadow) -> Result<Self, FormatError> {
-        let f = BitTcf {
-            rows: s.rows,
-            cols: s.cols,
-            row_window_offset: s.row_window_offset,
-            sparse_a_to_b: s.sparse_a_to_b,
-            tc_local_bit: s.tc_local_bit,
-            block_value_offset: s.block_value_offset,
-            values: s.values,
-        };
-        f.validate()?;
-        Ok(f)
+crate::layout::checked_layout! {
+    /// A sparse matrix in BitTCF. Fields are private; every invariant listed in the module docs is
+    /// checked on construction and by [`BitTcf::validate`].
+    pub struct BitTcf {
+        rows: usize,
+        cols: usize,
+        row_window_offset: Vec<u32>,
+        sparse_a_to_b: Vec<u32>,
+        tc_local_bit: Vec<u64>,
+        block_value_offset: Vec<u32>,
+        values: Vec<f32>,
     }
 }
 
@@ -83,11 +55,8 @@ impl BitTcf {
     #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "bittcf", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
         let spec = WindowSpec {
-            window_rows: WINDOW_ROWS,
-            block_cols: BLOCK_COLS,
-            mode: ColumnMode::Compacted,
             masks: true,
-            block_window: false,
+            ..WindowSpec::compacted(WINDOW_ROWS, BLOCK_COLS)
         };
         let p = build_windowed::<()>(csr, spec)?;
         let f = BitTcf {
@@ -131,98 +100,32 @@ impl BitTcf {
     /// Re-checks every invariant (lengths, prefixes, popcounts, column order, sentinels, rows
     /// beyond the matrix empty).
     pub fn validate(&self) -> Result<(), FormatError> {
-        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
-        let windows = self.num_windows();
-        let blocks = self.tc_local_bit.len();
-        check_prefix(
-            NAME,
-            "row_window_offset",
-            &self.row_window_offset,
-            windows + 1,
-            blocks,
-        )?;
-        check_prefix(
-            NAME,
-            "block_value_offset",
-            &self.block_value_offset,
-            blocks + 1,
-            self.values.len(),
-        )?;
-        if self.sparse_a_to_b.len() != blocks * BLOCK_COLS {
-            return Err(invalid(NAME, "sparse_a_to_b length is not 8·blocks"));
-        }
-        for w in 0..windows {
-            let valid_rows = WINDOW_ROWS.min(self.rows - w * WINDOW_ROWS);
-            let row_mask = rows_mask(valid_rows);
-            let (b0, b1) = (
-                self.row_window_offset[w] as usize,
-                self.row_window_offset[w + 1] as usize,
-            );
-            let mut prev: Option<u32> = None;
-            for b in b0..b1 {
-                let m = self.tc_local_bit[b];
-                let n = self.block_value_offset[b + 1] - self.block_value_offset[b];
-                if m.count_ones() != n {
-                    return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
-                }
-                if m & !row_mask != 0 {
-                    return Err(invalid(
-                        NAME,
-                        format!("block {b}: bit in a row beyond the matrix"),
-                    ));
-                }
-                check_block_cols(
+        let frame = Compacted {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: WINDOW_ROWS,
+            window_offset: &self.row_window_offset,
+            value_offset: ("block_value_offset", &self.block_value_offset),
+            nnz: self.values.len(),
+            block_cols: ("sparse_a_to_b", &self.sparse_a_to_b),
+        };
+        frame.check(NAME, self.tc_local_bit.len(), |_, b, valid_rows| {
+            let m = self.tc_local_bit[b];
+            let n = self.block_value_offset[b + 1] - self.block_value_offset[b];
+            if m.count_ones() != n {
+                return Err(invalid(NAME, format!("block {b}: popcount ≠ value count")));
+            }
+            if m & !rows_mask(valid_rows) != 0 {
+                return Err(invalid(
                     NAME,
-                    b,
-                    &self.sparse_a_to_b[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
-                    mask_slots(m),
-                    b + 1 == b1,
-                    self.cols,
-                    &mut prev,
-                )?;
+                    format!("block {b}: bit in a row beyond the matrix"),
+                ));
             }
-        }
-        Ok(())
+            Ok(mask_slots(m))
+        })
     }
 
-    /// CPU product C = A·B walking the layout like the kernel (window by window, popcount
-    /// decode). `b` is row-major `cols × n` with leading dimension `ldb ≥ n`; C is row-major
-    /// `rows × n`. Sentinel slots read nothing.
-    ///
-    /// # Panics
-    /// If `ldb < n` or `b` is too short (caller bug).
-    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
-        check_dense(self.cols, b, n, ldb);
-        let mut c = vec![0f32; self.rows * n];
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                let m = self.tc_local_bit[blk];
-                let off = self.block_value_offset[blk] as usize;
-                let cols = &self.sparse_a_to_b[blk * 8..blk * 8 + 8];
-                for p in 0..64u32 {
-                    if m >> p & 1 == 0 {
-                        continue;
-                    }
-                    let v = self.values[off + bit_rank(m, p) as usize - 1];
-                    let row = w * WINDOW_ROWS + p as usize / 8;
-                    let col = cols[p as usize % 8] as usize;
-                    add_scaled_row(&mut c, row, n, v, b, col, ldb);
-                }
-            }
-        }
-        c
-    }
-
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries (explicit zeros included).
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -283,7 +186,7 @@ impl BitTcf {
             .iter()
             .map(|v| match v.to_bits().checked_sub(1) {
                 Some(p) if (p as usize) < csr.nnz() => Ok(p),
-                _ => Err(crate::tcf::invalid(
+                _ => Err(crate::layout::invalid(
                     "BitTCF",
                     "a value slot without a CSR position",
                 )),
@@ -300,28 +203,22 @@ impl BitTcf {
     }
 }
 
-/// `C[row, ..n] += v · B[col, ..n]` (row-major C with `n` columns, B with leading dimension `ldb`):
-/// the rank-1 step of every layout's CPU product.
-pub(crate) fn add_scaled_row(
-    c: &mut [f32],
-    row: usize,
-    n: usize,
-    v: f32,
-    b: &[f32],
-    col: usize,
-    ldb: usize,
-) {
-    let brow = &b[col * ldb..col * ldb + n];
-    for (acc, &bv) in c[row * n..row * n + n].iter_mut().zip(brow) {
-        *acc += v * bv;
-    }
-}
+impl Layout for BitTcf {
+    layout_from_inherent!(NAME, ());
 
-/// Panics unless `b` holds a `cols × n` row-major matrix with leading dimension `ldb`.
-pub(crate) fn check_dense(cols: usize, b: &[f32], n: usize, ldb: usize) {
-    assert!(ldb >= n, "ldb {ldb} < n {n}");
-    assert!(
-        crate::reference::dense_len(cols, n, ldb).is_some_and(|need| b.len() >= need),
-        "B too short"
-    );
+    /// Window by window, block by block, bits ascending (popcount decode); sentinel slots hold no
+    /// bit.
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
+        for_each_window_block(&self.row_window_offset, |w, b| {
+            let off = self.block_value_offset[b] as usize;
+            let cols = &self.sparse_a_to_b[b * BLOCK_COLS..(b + 1) * BLOCK_COLS];
+            for_each_bit(self.tc_local_bit[b], |p, k| {
+                f(
+                    w * WINDOW_ROWS + p / 8,
+                    cols[p % 8] as usize,
+                    self.values[off + k],
+                )
+            });
+        });
+    }
 }

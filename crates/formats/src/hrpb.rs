@@ -18,12 +18,13 @@
 //!   The paper's per-brick `rows` array is omitted: with TM = brick_m every brick is in brick row 0.
 
 use crate::Csr;
-use crate::bittcf::{add_scaled_row, bit_rank, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_prefix, csr_from_windows, invalid,
+use crate::layout::{
+    FormatError, Layout, add_scaled_row, check_dims, check_prefix, check_prefixes, dense_output,
+    for_each_window_block, invalid, layout_from_inherent,
 };
+use crate::windowed::decode::csr_from_windows;
+use crate::windowed::{WindowSpec, build_windowed};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 /// Rows per panel (TM = brick_m).
 pub const TM: usize = 16;
@@ -36,49 +37,21 @@ pub const BRICKS_PER_BLOCK: usize = TK / BRICK_K;
 /// Header words of a block record (`col_ptr[5]` and the nonzero count).
 pub const HEADER_WORDS: usize = BRICKS_PER_BLOCK + 2;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 
 const NAME: &str = "HRPB";
 
-/// A sparse matrix in HRPB; invariants in the module docs, checked on construction and by
-/// [`Hrpb::validate`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "HrpbShadow")]
-pub struct Hrpb {
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    blocked_row_ptr: Vec<u32>,
-    active_cols: Vec<u32>,
-    size_ptr: Vec<u32>,
-    packed_blocks: Vec<u32>,
-}
-
-#[derive(Deserialize)]
-struct HrpbShadow {
-    rows: usize,
-    cols: usize,
-    nnz: usize,
-    blocked_row_ptr: Vec<u32>,
-    active_cols: Vec<u32>,
-    size_ptr: Vec<u32>,
-    packed_blocks: Vec<u32>,
-}
-
-impl TryFrom<HrpbShadow> for Hrpb {
-    type Error = FormatError;
-    fn try_from(s: HrpbShadow) -> Result<Self, FormatError> {
-        let f = Hrpb {
-            rows: s.rows,
-            cols: s.cols,
-            nnz: s.nnz,
-            blocked_row_ptr: s.blocked_row_ptr,
-            active_cols: s.active_cols,
-            size_ptr: s.size_ptr,
-            packed_blocks: s.packed_blocks,
-        };
-        f.validate()?;
-        Ok(f)
+crate::layout::checked_layout! {
+    /// A sparse matrix in HRPB; invariants in the module docs, checked on construction and by
+    /// [`Hrpb::validate`].
+    pub struct Hrpb {
+        rows: usize,
+        cols: usize,
+        nnz: usize,
+        blocked_row_ptr: Vec<u32>,
+        active_cols: Vec<u32>,
+        size_ptr: Vec<u32>,
+        packed_blocks: Vec<u32>,
     }
 }
 
@@ -111,13 +84,7 @@ impl Hrpb {
     /// packing). Explicit zeros are kept.
     #[tracing::instrument(name = "build", level = "info", skip_all, fields(layout = "hrpb", nnz = csr.nnz()))]
     pub fn from_csr(csr: &Csr) -> Result<Self, FormatError> {
-        let spec = WindowSpec {
-            window_rows: TM,
-            block_cols: TK,
-            mode: ColumnMode::Compacted,
-            masks: false,
-            block_window: false,
-        };
+        let spec = WindowSpec::compacted(TM, TK);
         let p = build_windowed::<u16>(csr, spec)?;
         let blocks = p.block_offset.len() - 1;
         let block_pos = |b: usize| {
@@ -281,24 +248,20 @@ impl Hrpb {
 
     /// Re-checks every invariant.
     pub fn validate(&self) -> Result<(), FormatError> {
-        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
+        check_dims(NAME, self.rows, self.cols)?;
         let panels = self.rows.div_ceil(TM);
         let blocks = self.size_ptr.len().saturating_sub(1);
-        check_prefix(
+        check_prefixes(
             NAME,
-            "blocked_row_ptr",
-            &self.blocked_row_ptr,
-            panels + 1,
-            blocks,
-        )?;
-        check_prefix(
-            NAME,
-            "size_ptr",
-            &self.size_ptr,
-            blocks + 1,
-            self.packed_blocks.len(),
+            &[
+                ("blocked_row_ptr", &self.blocked_row_ptr, panels + 1, blocks),
+                (
+                    "size_ptr",
+                    &self.size_ptr,
+                    blocks + 1,
+                    self.packed_blocks.len(),
+                ),
+            ],
         )?;
         if self.active_cols.len() != blocks * TK {
             return Err(invalid(NAME, "active_cols length is not 16·blocks"));
@@ -382,47 +345,7 @@ impl Hrpb {
         Ok(())
     }
 
-    /// CPU product C = A·B walking the layout like the kernel: panel by panel, block by block,
-    /// brick by brick (popcount decode). Row-major B (`ldb ≥ n`) and C (`rows × n`).
-    ///
-    /// # Panics
-    /// If `ldb < n` or `b` is too short.
-    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
-        check_dense(self.cols, b, n, ldb);
-        let mut c = vec![0f32; self.rows * n];
-        for w in 0..self.blocked_row_ptr.len().saturating_sub(1) {
-            for blk_id in self.blocked_row_ptr[w] as usize..self.blocked_row_ptr[w + 1] as usize {
-                let blk = self.block(blk_id);
-                let mut off = 0usize;
-                for j in 0..BRICKS_PER_BLOCK {
-                    if blk.col_ptr[j + 1] == blk.col_ptr[j] {
-                        continue;
-                    }
-                    let m = blk.pattern(blk.col_ptr[j] as usize);
-                    for p in 0..64u32 {
-                        if m >> p & 1 == 0 {
-                            continue;
-                        }
-                        let v = f32::from_bits(blk.value_bits[off + bit_rank(m, p) as usize - 1]);
-                        let row = w * TM + p as usize / BRICK_K;
-                        let col = blk.active_cols[j * BRICK_K + p as usize % BRICK_K] as usize;
-                        add_scaled_row(&mut c, row, n, v, b, col, ldb);
-                    }
-                    off += m.count_ones() as usize;
-                }
-            }
-        }
-        c
-    }
-
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.nnz
@@ -459,6 +382,18 @@ impl Hrpb {
             + self.active_cols.len()
             + self.size_ptr.len()
             + self.packed_blocks.len())
+    }
+}
+
+impl Layout for Hrpb {
+    layout_from_inherent!(NAME, ());
+
+    /// Like the kernel: panel by panel, block by block, bricks in CSC order, each brick's bits
+    /// ascending (popcount decode).
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
+        for_each_window_block(&self.blocked_row_ptr, |w, b| {
+            self.for_each_in_block(b, |lr, col, v| f(w * TM + lr, col as usize, v));
+        });
     }
 }
 
@@ -633,11 +568,10 @@ impl HrpbDevice {
     /// CPU product C = A·B walking the device layout like the kernel (brick by brick, lane by lane
     /// through the popcount index). Row-major B (`ldb ≥ n`) and C (`rows × n`).
     ///
-    /// # Panics
+    /// # Errors
     /// If `ldb < n` or `b` is too short.
-    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
-        check_dense(self.cols, b, n, ldb);
-        let mut c = vec![0f32; self.rows * n];
+    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Result<Vec<f32>, FormatError> {
+        let mut c = dense_output(self.rows, self.cols, b, n, ldb)?;
         for w in 0..self.num_panels() {
             for i in self.panel_bricks[w] as usize..self.panel_bricks[w + 1] as usize {
                 let r = &self.bricks[i * DEVICE_BRICK_WORDS..(i + 1) * DEVICE_BRICK_WORDS];
@@ -657,7 +591,7 @@ impl HrpbDevice {
                 }
             }
         }
-        c
+        Ok(c)
     }
 }
 

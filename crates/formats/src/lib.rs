@@ -3,9 +3,10 @@
 //! * Input: [`mtx`] (Matrix Market, plain or gzip, parsed in parallel), [`npz`] (scipy CSR `.npz`),
 //!   [`generate`] (seeded generators), [`stats`] (row-length statistics); every file is opened
 //!   through [`file`] (regular files only, read with a size limit).
-//! * Layouts, each built from CSR in parallel and converted back exactly: [`bittcf`] (Acc-SpMM),
+//! * Layouts, each keeping the [`layout::Layout`] contract (built from CSR in parallel, converted
+//!   back exactly, validated, multiplied on the CPU the way its kernel walks it): [`bittcf`] (Acc-SpMM),
 //!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
-//!   [`bitbsr`] (Spaden), [`normmap`] (cuSpAMM).
+//!   [`bitbsr`] (Spaden); besides them [`normmap`] (cuSpAMM's dense tile norms).
 //! * [`metrics`] per layout, a versioned on-disk [`cache`], f64 [`reference`](mod@reference) products and
 //!   the pattern products of an SpMM's gradient ([`sddmm`](mod@sddmm)).
 //!
@@ -23,6 +24,7 @@ pub mod csr;
 pub mod file;
 pub mod generate;
 pub mod hrpb;
+pub mod layout;
 pub mod limits;
 pub mod metcf;
 pub mod metrics;
@@ -34,6 +36,7 @@ pub mod rowtile;
 pub mod sddmm;
 pub mod stats;
 pub mod tcf;
+mod windowed;
 
 pub use csr::{Csr, CsrError};
 pub use limits::{BudgetError, Limits};

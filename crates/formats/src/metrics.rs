@@ -6,8 +6,9 @@ use crate::Csr;
 use crate::bitbsr::BitBsr;
 use crate::bittcf::BitTcf;
 use crate::hrpb::Hrpb;
+use crate::layout::FormatError;
 use crate::metcf::MeTcf;
-use crate::tcf::{FormatError, tcf_bytes};
+use crate::tcf::tcf_bytes;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 

@@ -6,7 +6,7 @@
 //! code uses ≥ in FP16 but > in FP32; we use ≥ in both. Norms are accumulated in f64 (cuSpAMM's
 //! FP16 path squares in half precision and overflows above |a| = 256) and stored as f32.
 
-use crate::tcf::FormatError;
+use crate::layout::FormatError;
 use serde::{Deserialize, Serialize};
 
 /// Tile norms of a dense `rows × cols` row-major matrix; edge tiles are partial (no padding).

@@ -16,19 +16,20 @@
 //!   is CSR order.
 
 use crate::Csr;
-use crate::bittcf::{add_scaled_row, check_dense};
-use crate::tcf::{
-    ColumnMode, FormatError, WindowSpec, build_windowed, check_block_cols, check_prefix,
-    csr_from_windows, invalid, mask_slots, rows_mask,
+use crate::layout::{
+    Compacted, FormatError, Layout, check_block_cols, check_dims, check_prefix,
+    for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
 };
+use crate::windowed::decode::csr_from_windows;
+use crate::windowed::{WindowSpec, build_windowed};
 use rayon::prelude::*;
 
 /// Slots per block.
 pub const BLOCK_COLS: usize = 8;
 /// Padding column id.
-pub const SENTINEL: u32 = crate::tcf::SENTINEL;
+pub const SENTINEL: u32 = crate::layout::SENTINEL;
 /// Largest supported window height (8 masks per block).
-pub const MAX_WINDOW_ROWS: usize = crate::tcf::MAX_WINDOWED_ROWS;
+pub const MAX_WINDOW_ROWS: usize = crate::windowed::decode::MAX_WINDOWED_ROWS;
 
 const NAME: &str = "row-tile TCF";
 
@@ -61,13 +62,7 @@ impl RowTileTcf {
                 "window_rows = {window_rows}: must be a multiple of 8 between 8 and {MAX_WINDOW_ROWS}"
             )));
         }
-        let spec = WindowSpec {
-            window_rows,
-            block_cols: BLOCK_COLS,
-            mode: ColumnMode::Compacted,
-            masks: false,
-            block_window: false,
-        };
+        let spec = WindowSpec::compacted(window_rows, BLOCK_COLS);
         let p = build_windowed::<u16>(csr, spec)?;
         let per_block = window_rows / 8;
         let mut masks = vec![0u64; per_block * (p.block_offset.len() - 1)];
@@ -143,28 +138,7 @@ impl RowTileTcf {
         if !valid_height(wr) {
             return Err(invalid(NAME, format!("window_rows = {wr}")));
         }
-        if self.rows >= u32::MAX as usize || self.cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
-        let windows = self.num_windows();
         let blocks = self.block_value_offset.len().saturating_sub(1);
-        check_prefix(
-            NAME,
-            "row_window_offset",
-            &self.row_window_offset,
-            windows + 1,
-            blocks,
-        )?;
-        check_prefix(
-            NAME,
-            "block_value_offset",
-            &self.block_value_offset,
-            blocks + 1,
-            self.values.len(),
-        )?;
-        if self.block_cols.len() != blocks * BLOCK_COLS {
-            return Err(invalid(NAME, "block_cols length is not 8·blocks"));
-        }
         let per_block = self.masks_per_block();
         if self.masks.len() != blocks * per_block {
             return Err(invalid(
@@ -172,75 +146,39 @@ impl RowTileTcf {
                 "masks length is not window_rows / 8 · blocks",
             ));
         }
-        for w in 0..windows {
-            let valid_rows = wr.min(self.rows - w * wr);
-            let (b0, b1) = (
-                self.row_window_offset[w] as usize,
-                self.row_window_offset[w + 1] as usize,
-            );
-            let mut prev: Option<u32> = None;
-            for b in b0..b1 {
-                let masks = &self.masks[b * per_block..(b + 1) * per_block];
-                let mut used = 0u8;
-                let mut bits = 0usize;
-                for (i, &m) in masks.iter().enumerate() {
-                    // Rows 8i + r with r ≥ valid_rows - 8i must be empty.
-                    if m & !rows_mask(valid_rows.saturating_sub(8 * i)) != 0 {
-                        return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
-                    }
-                    used |= mask_slots(m);
-                    bits += m.count_ones() as usize;
+        let frame = Compacted {
+            rows: self.rows,
+            cols: self.cols,
+            window_rows: wr,
+            window_offset: &self.row_window_offset,
+            value_offset: ("block_value_offset", &self.block_value_offset),
+            nnz: self.values.len(),
+            block_cols: ("block_cols", &self.block_cols),
+        };
+        frame.check(NAME, blocks, |_, b, valid_rows| {
+            let masks = &self.masks[b * per_block..(b + 1) * per_block];
+            let mut used = 0u8;
+            let mut bits = 0usize;
+            for (i, &m) in masks.iter().enumerate() {
+                // Rows 8i + r with r ≥ valid_rows - 8i must be empty.
+                if m & !rows_mask(valid_rows.saturating_sub(8 * i)) != 0 {
+                    return Err(invalid(NAME, format!("block {b}: bit in a row past M")));
                 }
-                let count = (self.block_value_offset[b + 1] - self.block_value_offset[b]) as usize;
-                if bits != count {
-                    return Err(invalid(
-                        NAME,
-                        format!("block {b}: {bits} mask bits but {count} values"),
-                    ));
-                }
-                check_block_cols(
+                used |= mask_slots(m);
+                bits += m.count_ones() as usize;
+            }
+            let count = (self.block_value_offset[b + 1] - self.block_value_offset[b]) as usize;
+            if bits != count {
+                return Err(invalid(
                     NAME,
-                    b,
-                    &self.block_cols[b * BLOCK_COLS..(b + 1) * BLOCK_COLS],
-                    used,
-                    b + 1 == b1,
-                    self.cols,
-                    &mut prev,
-                )?;
+                    format!("block {b}: {bits} mask bits but {count} values"),
+                ));
             }
-        }
-        Ok(())
+            Ok(used)
+        })
     }
 
-    /// CPU product C = A·B walking the layout like the row-tile kernels: per block, every set bit
-    /// multiplies its value by the B row of its slot's column. Row-major B (`ldb ≥ n`) and C
-    /// (`rows × n`).
-    ///
-    /// # Panics
-    /// If `ldb < n` or `b` is too short.
-    pub fn spmm_cpu(&self, b: &[f32], n: usize, ldb: usize) -> Vec<f32> {
-        check_dense(self.cols, b, n, ldb);
-        let mut c = vec![0f32; self.rows * n];
-        for w in 0..self.num_windows() {
-            for blk in self.row_window_offset[w] as usize..self.row_window_offset[w + 1] as usize {
-                self.for_each_in_block(blk, |lr, slot, v| {
-                    let col = self.block_cols[blk * BLOCK_COLS + slot] as usize;
-                    let row = w * self.window_rows + lr;
-                    add_scaled_row(&mut c, row, n, v, b, col, ldb);
-                });
-            }
-        }
-        c
-    }
-
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Stored entries.
     pub fn nnz(&self) -> usize {
         self.values.len()
@@ -289,6 +227,21 @@ impl RowTileTcf {
     }
 }
 
+impl Layout for RowTileTcf {
+    layout_from_inherent!(NAME, usize);
+
+    /// Like the row-tile kernels: window by window, block by block, every set bit of the block's
+    /// masks in value order.
+    fn for_each_entry<F: FnMut(usize, usize, f32)>(&self, mut f: F) {
+        for_each_window_block(&self.row_window_offset, |w, b| {
+            self.for_each_in_block(b, |lr, slot, v| {
+                let col = self.block_cols[b * BLOCK_COLS + slot] as usize;
+                f(w * self.window_rows + lr, col, v);
+            });
+        });
+    }
+}
+
 /// The skeleton of a [`RowTileTcf`] without masks or values: its shape, window height, window
 /// block prefix and block columns. The plan cache stores it (a 32nd of a 32-row dense-tile layout)
 /// so that a cache hit can fill the tiles on the GPU straight from the CSR.
@@ -318,9 +271,7 @@ impl RowTileStructure {
         if !valid_height(window_rows) {
             return Err(invalid(NAME, format!("window_rows = {window_rows}")));
         }
-        if rows >= u32::MAX as usize || cols >= u32::MAX as usize {
-            return Err(invalid(NAME, "dimensions exceed u32"));
-        }
+        check_dims(NAME, rows, cols)?;
         if !block_cols.len().is_multiple_of(BLOCK_COLS) {
             return Err(invalid(NAME, "block_cols length is not 8·blocks"));
         }
@@ -363,14 +314,7 @@ impl RowTileStructure {
         })
     }
 
-    /// Rows of the matrix.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of the matrix.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
+    crate::layout::shape_accessors!();
     /// Rows per window.
     pub fn window_rows(&self) -> usize {
         self.window_rows

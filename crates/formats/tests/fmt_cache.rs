@@ -1,5 +1,8 @@
 //! Cache round trips and every corruption case: a bad file gives a typed error, never a panic.
 
+#[path = "support/bittcf_mirror.rs"]
+mod bittcf_mirror;
+use bittcf_mirror::Mirror;
 use std::path::PathBuf;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
@@ -158,15 +161,4 @@ fn valid_checksum_but_invalid_layout_is_rejected() {
         matches!(e, CacheError::Codec(ref m) if m.contains("invalid BitTCF")),
         "{e}"
     );
-}
-
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Mirror {
-    rows: usize,
-    cols: usize,
-    row_window_offset: Vec<u32>,
-    sparse_a_to_b: Vec<u32>,
-    tc_local_bit: Vec<u64>,
-    block_value_offset: Vec<u32>,
-    values: Vec<f32>,
 }

@@ -4,9 +4,10 @@
 //!   occupancy estimate ([`DeviceSpec::resident_blocks`]).
 //! * [`imbalance`]: Acc-SpMM's IBD (Eq. 3) and a better decision ([`ImbalanceDecision`]) that also
 //!   catches hub-dominated matrices.
-//! * [`acc`]: Acc-SpMM Eq. 4 packing into an [`AccSchedule`] (TB → window range + TC-block range,
-//!   per-window atomic flags) that the BitTCF kernel executes.
-//! * [`wave`]: cuTeSpMM wave-aware splitting (Eq. 6–7) into virtual row panels.
+//! * [`work`]: every work list, in one vocabulary: Acc-SpMM Eq. 4 packing into an
+//!   [`AccSchedule`] (TB → window range + TC-block range, per-window atomic flags) and its flat,
+//!   checked kernel form; cuTeSpMM wave-aware splitting (Eq. 6–7) into virtual row panels; the
+//!   CSR kernels' warp items; the bitBSR SpMV halves. [`acc`] and [`wave`] are its modules.
 //! * [`choice`]: a bytes/FLOPs roofline model and the kernel choice per matrix and N ([`plan_spmm`]).
 //! * [`spamm`]: cuSpAMM τ search and strided tile assignment.
 //! * [`split`]: every split of C's rows over GPUs (or ranks): one balancing function
@@ -15,13 +16,14 @@
 //! The planner never touches CUDA and takes plain inputs (slices, [`MatrixFeatures`]), so it builds
 //! and tests on any machine.
 
-pub mod acc;
 pub mod choice;
 pub mod device;
 pub mod imbalance;
 pub mod spamm;
 pub mod split;
-pub mod wave;
+pub mod work;
+
+pub use work::{acc, wave};
 
 pub use acc::{AccSchedule, Eq4Model, TbWork};
 pub use choice::{KernelChoice, KernelPrediction, MatrixFeatures, Plan, plan_spmm};

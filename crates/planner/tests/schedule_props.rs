@@ -1,6 +1,7 @@
 //! Property tests of the kernel contracts, checked by brute force (not by `validate` alone).
 
 use proptest::prelude::*;
+use tcsparse_planner::work::flat::{flatten_acc_schedule, flatten_schedule, unbalanced_schedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, wave_split};
 
 fn rwo_of(counts: &[u32]) -> Vec<u32> {
@@ -163,5 +164,51 @@ proptest! {
         for v in w.panels.iter().filter(|v| v.atomic) {
             prop_assert!(v.block_end - v.block_begin <= cap.max(1));
         }
+    }
+
+    /// Every schedule the planner builds flattens: the flat form keeps its work and split flags,
+    /// lists exactly the split windows, and the one-block-per-window flat list is the flattened
+    /// unbalanced schedule.
+    #[test]
+    fn planner_schedules_flatten_to_the_kernel_form(c in counts(), m in model(), k in 0u32..40) {
+        let rwo = rwo_of(&c);
+        for s in [AccSchedule::unbalanced(&rwo), AccSchedule::packed(&rwo, k), AccSchedule::balanced(&rwo, &m, 128)] {
+            let flat = flatten_acc_schedule(&rwo, &s).unwrap();
+            prop_assert_eq!(flat.num_tbs(), s.work().len());
+            prop_assert_eq!(&flat.window_split[..], s.window_split());
+            let split: Vec<u32> = (0..c.len() as u32).filter(|&w| s.window_split()[w as usize] == 1).collect();
+            prop_assert_eq!(&flat.split_windows, &split);
+        }
+        prop_assert_eq!(unbalanced_schedule(&rwo), flatten_acc_schedule(&rwo, &AccSchedule::unbalanced(&rwo)).unwrap());
+    }
+
+    /// A flat list that drops, repeats or overreaches a block, leaves a window out, or covers an
+    /// unsplit window twice is refused.
+    #[test]
+    fn broken_flat_lists_are_refused(c in counts(), pick in any::<prop::sample::Index>()) {
+        let rwo = rwo_of(&c);
+        let blocks = *rwo.last().unwrap() as u64;
+        prop_assume!(blocks > 0);
+        let flat = unbalanced_schedule(&rwo);
+        let work: Vec<[u64; 4]> = flat.work.chunks_exact(4).map(|w| [w[0], w[1], w[2], w[3]].map(u64::from)).collect();
+        // A thread block holding some blocks.
+        let full: Vec<usize> = (0..work.len()).filter(|&i| work[i][2] < work[i][3]).collect();
+        let i = full[pick.index(full.len())];
+        let mut dropped = work.clone();
+        dropped[i][3] -= 1;
+        prop_assert!(flatten_schedule(&rwo, dropped, &flat.window_split).is_err());
+        let mut over = work.clone();
+        over[i][3] = blocks + 1;
+        prop_assert!(flatten_schedule(&rwo, over, &flat.window_split).is_err());
+        let mut twice = work.clone();
+        twice.push(work[i]);
+        prop_assert!(flatten_schedule(&rwo, twice, &flat.window_split).is_err());
+        let mut missing = work.clone();
+        missing.remove(i);
+        prop_assert!(flatten_schedule(&rwo, missing, &flat.window_split).is_err());
+        let mut again = work.clone();
+        again.push([work[i][0], work[i][1], 0, 0]);
+        prop_assert!(flatten_schedule(&rwo, again, &flat.window_split).is_err());
+        prop_assert!(flatten_schedule(&rwo, work, &flat.window_split[1..]).is_err());
     }
 }

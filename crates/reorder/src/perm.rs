@@ -139,13 +139,7 @@ impl Permutation {
         n: usize,
         ld: usize,
     ) -> Result<Vec<f32>, ReorderError> {
-        self.check_dense(x, n, ld)?;
-        let mut out = vec![0f32; x.len()];
-        for (new, &old) in self.perm.iter().enumerate() {
-            let o = old as usize * ld;
-            out[new * ld..(new + 1) * ld].copy_from_slice(&x[o..o + ld]);
-        }
-        Ok(out)
+        self.move_dense_rows(x, n, ld, |new, old| (new, old))
     }
 
     /// `Pᵀ·X`, the inverse of [`Permutation::apply_dense_rows`]: row `perm[new]` of the result is row
@@ -156,11 +150,23 @@ impl Permutation {
         n: usize,
         ld: usize,
     ) -> Result<Vec<f32>, ReorderError> {
+        self.move_dense_rows(x, n, ld, |new, old| (old, new))
+    }
+
+    /// Rows of `x` (checked as in [`Permutation::apply_dense_rows`]) moved to a new buffer:
+    /// `to_from(new, perm[new])` gives the destination row and the source row of each.
+    fn move_dense_rows(
+        &self,
+        x: &[f32],
+        n: usize,
+        ld: usize,
+        to_from: impl Fn(usize, usize) -> (usize, usize),
+    ) -> Result<Vec<f32>, ReorderError> {
         self.check_dense(x, n, ld)?;
         let mut out = vec![0f32; x.len()];
         for (new, &old) in self.perm.iter().enumerate() {
-            let o = old as usize * ld;
-            out[o..o + ld].copy_from_slice(&x[new * ld..(new + 1) * ld]);
+            let (to, from) = to_from(new, old as usize);
+            out[to * ld..(to + 1) * ld].copy_from_slice(&x[from * ld..(from + 1) * ld]);
         }
         Ok(out)
     }

@@ -29,8 +29,9 @@ pub mod graph;
 use std::sync::OnceLock;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr};
-use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage, TileValues, spmv_work};
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage, TileValues};
 use tcsparse_planner::wave::spmv_wave_chunk;
+use tcsparse_planner::work::spmv::{SpmvWork, spmv_work};
 
 use crate::launch::{Arg, Shape, launch_checked};
 use crate::schedule::upload_nonempty;

@@ -76,7 +76,8 @@ impl Prepared {
             }
         }
         if matches!(self.dev, DeviceState::Cpu) {
-            let y = self.bittcf().spmm_cpu(&bp, n, n);
+            let y = tcsparse_formats::layout::Layout::spmm_cpu(self.bittcf(), &bp, n, n)
+                .map_err(|e| Error::Format(e.to_string()))?;
             for (out, &v) in cp.iter_mut().zip(&y) {
                 *out = if beta == 0.0 {
                     alpha * v

@@ -39,11 +39,12 @@ pub use options::{SpmvOptions, SpmvOptionsBuilder};
 pub use tune::SPMV_TUNED_CHUNKS;
 
 use tcsparse_formats::Csr;
-use tcsparse_formats::bitbsr_device::{DeviceBitBsr, SpmvWork, TileStorage};
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::spmv::BitBsrSpmv;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CsrSpmv, CsrWalk};
+use tcsparse_planner::work::spmv::SpmvWork;
 
 use crate::Error;
 

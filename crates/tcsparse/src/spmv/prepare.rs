@@ -3,10 +3,11 @@
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
-use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage, f16_unfit_tile_row, spmv_work};
+use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage, f16_unfit_tile_row};
 use tcsparse_gpu::spmv::{
     BitBsrSpmv, DEFAULT_CORE_LAYOUT, MAX_RHS, MULTI_LAYOUT, TC_LAYOUTS, tuned_walk_layouts,
 };
+use tcsparse_planner::work::spmv::spmv_work;
 
 use super::options::{core_storages, storages};
 use super::{CpuSpmv, Exec, PreparedSpmv, SpmvKernel, SpmvOptions, fmt_err};

@@ -10,9 +10,9 @@
 //! with no entry for 132 SMs; here it comes from the [`DeviceSpec`] and the occupancy estimate
 //! [`KernelResources::cute_spmm`].
 
+use super::spmv::{MAX_ROWS_PER_HALF, spmv_work};
 use crate::{DeviceSpec, KernelResources, PlanError};
 use serde::{Deserialize, Serialize};
-use tcsparse_formats::bitbsr_device::{MAX_ROWS_PER_HALF, spmv_work};
 
 /// One thread block's share of a row panel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
