@@ -111,7 +111,7 @@ mod tune;
 pub use cudarc;
 pub use element::{DType, Element};
 pub use engine::{Backend, Engine, FORCE_CPU_ENV, preparation_device_bytes};
-pub use error::Error;
+pub use error::{Error, Requested};
 pub use precision::Precision;
 pub use report::{
     CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,
