@@ -164,15 +164,19 @@ impl DType {
         product + self.storage_rounding() * (1.0 + product)
     }
 
-    /// The bound as a formula, for reports: what rounding C to this type adds to the kernel's
-    /// bound ([`Precision::bound_text`]); empty for f32.
+    /// What the type does to a product, with its bound as a formula, for reports: what rounding
+    /// C to this type adds to the kernel's bound ([`Precision::bound_text`]).
     pub fn bound_text(self) -> &'static str {
         match self {
-            DType::F32 => "",
+            DType::F32 => "B and C in f32, f32 accumulation: the precision's bound",
             DType::F16 => {
-                "+ 2⁻¹¹·(1 + bound)·(|A|·|B|) elementwise (C rounded to f16; beyond ±65504 it is ±∞)"
+                "B and C in f16, f32 accumulation, C rounded to f16 (beyond ±65504: ±∞): the \
+                 precision's bound + 2⁻¹¹·(1 + bound)·(|A|·|B|) elementwise"
             }
-            DType::BF16 => "+ 2⁻⁸·(1 + bound)·(|A|·|B|) elementwise (C rounded to bf16)",
+            DType::BF16 => {
+                "B and C in bf16, f32 accumulation, C rounded to bf16: the precision's bound + \
+                 2⁻⁸·(1 + bound)·(|A|·|B|) elementwise"
+            }
         }
     }
 
