@@ -29,8 +29,8 @@ mod sealed {
     impl Sealed for half::bf16 {}
 }
 
-/// An element type of B and C: `f32`, [`f16`] or [`bf16`] (sealed: no other type implements
-/// it). Conversions are [`half`]'s.
+/// An element type of B and C: `f32`, [`f16`](struct@f16) or [`bf16`] (sealed: no other type
+/// implements it). Conversions are [`half`]'s.
 pub trait Element:
     sealed::Sealed + Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static
 {
@@ -98,7 +98,7 @@ pub enum DType {
     /// IEEE binary32 (the default).
     #[default]
     F32,
-    /// IEEE binary16 ([`f16`]): 11 significant bits, largest finite 65504.
+    /// IEEE binary16 ([`f16`](struct@f16)): 11 significant bits, largest finite 65504.
     F16,
     /// bfloat16 ([`bf16`]): 8 significant bits, f32's exponent range.
     BF16,
