@@ -430,12 +430,16 @@ pub struct Product {
     pub error_bound: f64,
     /// ‖C − C_ref‖ / ‖C_ref‖.
     pub relative_error: f64,
+    /// `{"kind": "f32" | "f16" | "bf16", "bound": text}`: the element type of B and C and what it
+    /// adds to the bound (`error_bound` includes it).
+    pub dtype: Value,
 }
 
 impl Product {
-    /// The JSON of one measured product.
+    /// The JSON of one measured product (B and C in f32).
     pub fn of(kernel: &str, n: usize, bound: f64, m: &crate::cmd::demo::Measured) -> Self {
         Self {
+            dtype: dtype(tcsparse::DType::F32),
             kernel: kernel.to_string(),
             n,
             ms: m.ms,
@@ -446,6 +450,19 @@ impl Product {
             relative_error: m.error.relative,
         }
     }
+
+    /// The product with B and C in `d`.
+    pub fn with_dtype(self, d: tcsparse::DType) -> Self {
+        Self {
+            dtype: dtype(d),
+            ..self
+        }
+    }
+}
+
+/// `{"kind": name, "bound": text}` of an element type.
+fn dtype(d: tcsparse::DType) -> Value {
+    kind_with(d.name(), "bound", d.bound_text())
 }
 
 /// `spmm` and `demo`.

@@ -9,11 +9,17 @@
 //! by `(terms + 1) · 2⁻¹⁴⁹`, `terms` being the products summed into it (each product and the final
 //! scaling by α round once).
 //!
+//! A result stored in f16 or bf16 ([`check_stored`]) may also be off by the rounding of that type
+//! below its normal range ([`DType::underflow_step`]), and a result whose reference, within the
+//! bound, reaches the type's overflow threshold may be the ±∞ a cast gives it.
+//!
 //! Non-finite values, one policy for every operation: a product is computed on whatever the
 //! inputs hold (NaN and ±∞ propagate as IEEE arithmetic makes them; nothing is refused); an
 //! element whose f64 reference is not finite is not checked, only counted
 //! ([`AccuracyCheck::non_finite_reference`]), and an element that is not finite where its
 //! reference is finite fails the check.
+
+use crate::element::DType;
 
 /// The smallest positive f32 (a subnormal), 2⁻¹⁴⁹.
 pub const F32_TINY: f64 = 1.401_298_464_324_817e-45;
@@ -58,6 +64,20 @@ pub fn check_products(
     rel: f64,
     terms: usize,
 ) -> AccuracyCheck {
+    check_stored(got, want, scale, rel, terms, DType::F32)
+}
+
+/// [`check_products`] for a result stored in `stored` (`got` widened to f32): each bound gains
+/// [`DType::underflow_step`], and an element that is ±∞ passes where its reference has the same
+/// sign and, plus its bound, reaches [`DType::overflow_threshold`] (the cast's overflow).
+pub fn check_stored(
+    got: &[f32],
+    want: &[f64],
+    scale: &[f64],
+    rel: f64,
+    terms: usize,
+    stored: DType,
+) -> AccuracyCheck {
     let mut c = AccuracyCheck {
         worst_ratio: 0.0,
         worst_scaled: 0.0,
@@ -71,13 +91,19 @@ pub fn check_products(
             continue;
         }
         let d = (g as f64 - w).abs();
-        let (ratio, scaled) = if !g.is_finite() {
+        let bound = element_bound(rel, s, terms) + stored.underflow_step();
+        let overflowed = g.is_infinite()
+            && (g > 0.0) == (w > 0.0)
+            && w.abs() + bound >= stored.overflow_threshold();
+        let (ratio, scaled) = if overflowed {
+            (0.0, 0.0)
+        } else if !g.is_finite() {
             (f64::INFINITY, f64::INFINITY)
         } else if d == 0.0 {
             (0.0, 0.0)
         } else {
             let scaled = if s > 0.0 { d / s } else { f64::INFINITY };
-            (d / element_bound(rel, s, terms), scaled)
+            (d / bound, scaled)
         };
         c.worst_ratio = c.worst_ratio.max(ratio);
         c.worst_scaled = c.worst_scaled.max(scaled);
@@ -139,6 +165,31 @@ mod tests {
         let c = check_products(&[0.0, 1e-30], &[0.0, 0.0], &[0.0, 0.0], 1e-3, 2);
         assert_eq!(c.failures, 1);
         assert_eq!(c.first_failure, Some(1));
+    }
+
+    #[test]
+    fn stored_results_may_overflow_as_a_cast_and_round_below_the_normal_range() {
+        let f16 = |v: f64| half::f16::from_f64(v).to_f32();
+        let rel = DType::F16.scaled_error_bound(2f64.powi(-24));
+        // 70000 (and 65520, the threshold) in f16 is +∞, as a cast gives it: passes.
+        for w in [70000.0, 65520.0, -1e9] {
+            let c = check_stored(&[f16(w)], &[w], &[w.abs()], rel, 1, DType::F16);
+            assert!(c.passed(), "{w}: {c:?}");
+        }
+        // ∞ of the wrong sign, or where the reference is far below the threshold, fails.
+        for (g, w) in [(f32::NEG_INFINITY, 70000.0), (f32::INFINITY, 60000.0)] {
+            let c = check_stored(&[g], &[w], &[w], rel, 1, DType::F16);
+            assert!(!c.passed(), "{g} for {w}: {c:?}");
+        }
+        // A result among f16's subnormals is a multiple of 2⁻²⁴: off by up to 2⁻²⁵ whatever
+        // the relative bound says; the f32 check does not allow it, the f16 check does.
+        let w = 1.4 * 2f64.powi(-24);
+        assert_eq!(f16(w) as f64, 2f64.powi(-24));
+        assert!(!check_products(&[f16(w)], &[w], &[w], rel, 1).passed());
+        assert!(check_stored(&[f16(w)], &[w], &[w], rel, 1, DType::F16).passed());
+        // … and no more than that.
+        let c = check_stored(&[f16(3.0 * w)], &[w], &[w], rel, 1, DType::F16);
+        assert!(!c.passed(), "{c:?}");
     }
 
     proptest! {

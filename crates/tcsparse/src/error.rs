@@ -9,6 +9,8 @@ use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_reorder::ReorderError;
 use thiserror::Error;
 
+use crate::{DType, Precision};
+
 /// Errors of the facade.
 #[non_exhaustive]
 #[derive(Debug, Error)]
@@ -76,6 +78,47 @@ pub enum Error {
     /// The operation needs something this engine does not have (e.g. a device call on the CPU path).
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// No kernel of the family that would run has what was asked for: an element type or a
+    /// precision it has no kernel for yet.
+    #[error("unsupported: {requested} on {kernels}{hint}")]
+    Unsupported {
+        /// What was asked for.
+        requested: Requested,
+        /// The kernel family (or families) that would run, by name.
+        kernels: String,
+        /// What does take it (empty, or starting with `; `).
+        hint: String,
+    },
+    /// B and C of another element type than the matrix was prepared for
+    /// ([`PrepareOptions::dtype`](crate::PrepareOptions::dtype)).
+    #[error(
+        "B and C are {got}, but the matrix was prepared for {prepared} (PrepareOptions::dtype)"
+    )]
+    ElementType {
+        /// The element type of the preparation.
+        prepared: DType,
+        /// The element type of the operands given.
+        got: DType,
+    },
+}
+
+/// What an [`Error::Unsupported`] request asked for.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Requested {
+    /// B and C of this element type.
+    Element(DType),
+    /// This arithmetic.
+    Precision(Precision),
+}
+
+impl std::fmt::Display for Requested {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Requested::Element(d) => write!(f, "B and C in {d}"),
+            Requested::Precision(p) => write!(f, "precision {p}"),
+        }
+    }
 }
 
 impl Error {

@@ -95,6 +95,7 @@
 
 pub mod accuracy;
 pub mod distributed;
+pub mod element;
 mod engine;
 mod error;
 pub mod external;
@@ -108,8 +109,9 @@ mod tune;
 /// The CUDA bindings the device API uses (`CudaSlice`, `CudaView`, `CudaContext`, …), so callers
 /// need not pin the same version by hand.
 pub use cudarc;
+pub use element::{DType, Element};
 pub use engine::{Backend, Engine, FORCE_CPU_ENV, preparation_device_bytes};
-pub use error::Error;
+pub use error::{Error, Requested};
 pub use precision::Precision;
 pub use report::{
     CacheOutcome, ExecKernel, PrepareReport, ScheduleKind, TuneSample, break_even_calls,

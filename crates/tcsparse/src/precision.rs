@@ -4,13 +4,14 @@
 /// for SpMM, [`SpmvOptions::precision`](crate::SpmvOptions::precision),
 /// [`SpammOptions::precision`](crate::SpammOptions::precision)). Each operation takes the
 /// precisions its kernels have and refuses the others at preparation
-/// ([`Error::InvalidArgs`](crate::Error::InvalidArgs)):
+/// ([`Error::InvalidArgs`](crate::Error::InvalidArgs); SpMM:
+/// [`Error::Unsupported`](crate::Error::Unsupported)):
 ///
 /// | precision | SpMM | SpMV | SpAMM |
 /// |---|---|---|---|
-/// | `F16` | — | f16 tiles allowed | f16 operands |
+/// | `F16` | — (f16 operands: [`DType::F16`](crate::DType)) | f16 tiles allowed | f16 operands |
 /// | `Tf32` (default of SpMM, SpMV) | yes | yes | yes |
-/// | `Tf32x3` (default of SpAMM) | — | — | split TF32 |
+/// | `Tf32x3` (default of SpAMM) | CPU path (exact f32); GPU — | — | split TF32 |
 /// | `F32` | yes | yes | yes |
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

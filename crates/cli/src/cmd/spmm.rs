@@ -4,7 +4,16 @@
 use crate::out::outln;
 use std::path::PathBuf;
 
-use tcsparse::{Backend, Balance, KernelRequest, PrepareOptions, RowOrder, RowTileKernel};
+use std::time::Instant;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+
+use tcsparse::element::{bf16, f16, widen};
+use tcsparse::formats::Csr;
+use tcsparse::{
+    Backend, Balance, DType, Element, KernelRequest, Precision, PrepareOptions, Prepared, RowOrder,
+    RowTileKernel,
+};
 
 use super::demo;
 
@@ -35,10 +44,16 @@ pub struct Args {
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, default_value = "auto", value_parser = parse_balance)]
     pub balance: Balance,
-    /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element) or f32
-    /// (only f32 kernels: cuSPARSE, csr; cuSPARSE-class error ~1e-7).
-    #[arg(long, default_value = "tf32", value_parser = ["tf32", "f32"])]
-    pub precision: String,
+    /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element), f32
+    /// (only f32 kernels: cuSPARSE, csr; cuSPARSE-class error ~1e-7) or 3xtf32 (split TF32,
+    /// f32-grade accuracy: the CPU path runs it as exact f32; no GPU kernel takes it yet).
+    #[arg(long, default_value = "tf32", value_parser = precision_arg())]
+    pub precision: Precision,
+    /// Element type of B and C: f32, f16 or bf16 (f32 accumulation, C rounded to the type; the
+    /// bound printed includes that rounding). f16 and bf16 run on the CPU path (`--cpu`); no GPU
+    /// kernel takes them yet.
+    #[arg(long, default_value = "f32", value_parser = dtype_arg())]
+    pub dtype: DType,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
     #[arg(long)]
     pub no_tune: bool,
@@ -158,8 +173,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut prepared =
         tracing::info_span!("prepare").in_scope(|| engine.prepare_spmm_shared(&a, &opts))?;
     demo::print_prepare(&prepared)?;
+    outln!(
+        "dtype     {:>10}  {}: {}",
+        "",
+        args.dtype,
+        args.dtype.bound_text()
+    )?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
-    let m = demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?;
+    let m = match args.dtype {
+        DType::F16 => measure_typed::<f16>(&mut prepared, &a, &b, args.n, args.iters)?,
+        DType::BF16 => measure_typed::<bf16>(&mut prepared, &a, &b, args.n, args.iters)?,
+        _ => demo::measure(&engine, &mut prepared, &a, &b, args.n, args.iters)?,
+    };
     demo::print_first(&m)?;
     demo::print_measured(
         &prepared.kernel().to_string(),
@@ -199,7 +224,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.n,
             prepared.error_bound(),
             &m,
-        );
+        )
+        .with_dtype(args.dtype);
         let calls = cusparse_ms.and_then(|c| r.break_even_calls(c, m.ms));
         let doc = report(
             Some(crate::json::Prepare::of(r)),
@@ -234,11 +260,59 @@ fn prepare_options(args: &Args) -> PrepareOptions {
         .seed(args.seed)
         .n(args.n)
         .tune(!args.no_tune)
-        .precision(demo::precision(&args.precision))
+        .precision(args.precision)
+        .dtype(args.dtype)
         .cache_dir(demo::cache_dir())
         // The timing runs the kernel alone: B and C in prepared order.
         .device_order(RowOrder::Prepared)
         .build()
+}
+
+/// `--precision`: tf32, f32 or 3xtf32 (f16 is SpMV's and SpAMM's; f16 operands are `--dtype`).
+fn precision_arg() -> impl TypedValueParser<Value = Precision> {
+    PossibleValuesParser::new(["tf32", "f32", "3xtf32"]).try_map(|s: String| Precision::parse(&s))
+}
+
+/// `--dtype`: f32, f16 or bf16.
+fn dtype_arg() -> impl TypedValueParser<Value = DType> {
+    PossibleValuesParser::new(DType::ALL.map(DType::name)).try_map(|s: String| s.parse::<DType>())
+}
+
+/// `--dtype f16|bf16`: [`demo::measure`] with B rounded to `T` (C in `T`): one product checked
+/// against the f64 reference of the ORIGINAL matrix and B as rounded, then the host call timed
+/// (these types run on the CPU path only: a GPU engine refuses them at preparation).
+fn measure_typed<T: Element>(
+    prepared: &mut Prepared,
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    iters: usize,
+) -> anyhow::Result<demo::Measured> {
+    prepared.set_n(n);
+    let b: Vec<T> = b.iter().map(|&v| T::from_f32(v)).collect();
+    let mut c = vec![T::default(); a.rows() * n];
+    let first = Instant::now();
+    tracing::info_span!("first_product", n)
+        .in_scope(|| prepared.spmm_typed(1.0, &b, 0.0, &mut c))?;
+    let first_ms = Some(first.elapsed().as_secs_f64() * 1e3);
+    let error = demo::error_vs_reference(a, &widen(&b), n, &widen(&c));
+    let iters = iters.max(1);
+    let _run = tracing::info_span!("run", n, iters).entered();
+    let mut samples = Vec::new();
+    for _ in 0..iters.min(5) {
+        let t = Instant::now();
+        prepared.spmm_typed(1.0, &b, 0.0, &mut c)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    samples.sort_by(f64::total_cmp);
+    let ms = samples[samples.len() / 2];
+    Ok(demo::Measured {
+        ms,
+        gflops: 2.0 * a.nnz() as f64 * n as f64 / (ms * 1e-3) / 1e9,
+        error,
+        device_time: false,
+        first_ms,
+    })
 }
 
 /// `--devices`: the product over several GPUs, timed as the wall time from queueing every

@@ -520,6 +520,7 @@ impl Engine {
             gpu: self.gpu.clone(),
             dev,
             n: opts.n,
+            dtype: opts.dtype,
             device_order: opts.device_order,
             device_perm: None,
             scratch: Scratch::default(),

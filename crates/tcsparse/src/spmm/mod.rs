@@ -27,7 +27,7 @@ use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Permutation};
 
-use crate::{Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
+use crate::{DType, Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
 mod build;
 mod cache;
@@ -80,6 +80,8 @@ pub struct Prepared {
     pub(crate) dev: DeviceState,
     /// Columns of B and C in the products ([`Prepared::n`]).
     pub(crate) n: usize,
+    /// Element type of B and C in the products ([`Prepared::dtype`]).
+    pub(crate) dtype: DType,
     /// Row order of B and C in [`Prepared::spmm_device`].
     pub(crate) device_order: RowOrder,
     /// The permutation on the device (for [`RowOrder::Original`]), uploaded on first use.
@@ -343,11 +345,21 @@ impl Prepared {
     }
 
     /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
-    /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row.
+    /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row,
+    /// plus the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for
+    /// f32).
     pub fn error_bound(&self) -> f64 {
-        self.report
+        let product = self
+            .report
             .precision()
-            .scaled_error_bound(self.a.longest_row())
+            .scaled_error_bound(self.a.longest_row());
+        self.dtype.scaled_error_bound(product)
+    }
+
+    /// The element type of B and C in the products
+    /// ([`PrepareOptions::dtype`](crate::PrepareOptions::dtype)).
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// The arithmetic products use (the kernel's).

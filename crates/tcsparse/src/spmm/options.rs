@@ -4,7 +4,7 @@
 use tcsparse_gpu::spmm::row_tile::RowTileKernel;
 use tcsparse_reorder::{Mode, Permutation};
 
-use crate::Precision;
+use crate::{DType, Precision};
 
 /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device), chosen in
 /// [`PrepareOptions::device_order`]. The original order is the default, as for every host
@@ -129,8 +129,15 @@ pub struct PrepareOptions {
     pub tune: bool,
     /// Arithmetic the kernel may use: [`Precision::Tf32`] (default: tensor-core kernels allowed)
     /// or [`Precision::F32`] (only kernels with f32 rounding; a requested tensor-core kernel is
-    /// then an error).
+    /// then an error). [`Precision::Tf32x3`] runs on the CPU path (as exact f32); on a GPU it is
+    /// [`Error::Unsupported`](crate::Error::Unsupported) until its kernels exist.
     pub precision: Precision,
+    /// Element type of B and C in the products ([`Prepared::spmm_typed`](crate::Prepared::spmm_typed);
+    /// default [`DType::F32`], what [`Prepared::spmm`](crate::Prepared::spmm) takes). Accumulation
+    /// is f32 whatever the type, and A's values stay f32 ([`crate::element`]). f16 and bf16 run on
+    /// the CPU path; on a GPU they are [`Error::Unsupported`](crate::Error::Unsupported) until
+    /// their kernels exist.
+    pub dtype: DType,
     /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device).
     pub device_order: RowOrder,
     /// Prepared-plan cache: a directory where the permutation and the kernel decision of a
@@ -152,6 +159,7 @@ impl Default for PrepareOptions {
             n: 128,
             tune: true,
             precision: Precision::Tf32,
+            dtype: DType::F32,
             device_order: RowOrder::Original,
             cache_dir: None,
         }
@@ -220,6 +228,11 @@ impl PrepareOptionsBuilder {
     /// Sets [`PrepareOptions::precision`].
     pub fn precision(mut self, precision: Precision) -> Self {
         self.0.precision = precision;
+        self
+    }
+    /// Sets [`PrepareOptions::dtype`].
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.0.dtype = dtype;
         self
     }
     /// Sets [`PrepareOptions::device_order`].

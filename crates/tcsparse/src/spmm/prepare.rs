@@ -16,7 +16,8 @@ use super::cache::{
 };
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
-    Balance, CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
+    Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
+    PrepareOptions, Requested,
 };
 
 /// The CSR kernel's work list for a cache entry that keeps it on the matrix in its original
@@ -44,6 +45,50 @@ fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::R
             .ok(),
         _ => None,
     }
+}
+
+/// The GPU's SpMM kernel families, as refusals name them.
+pub(crate) const GPU_SPMM_KERNELS: &str =
+    "the GPU SpMM kernels (Acc-SpMM, row-tile, HRPB, the CSR kernel, cuSPARSE)";
+
+/// What no SpMM kernel of the engine (`gpu`: a GPU engine) can honour, refused before any work:
+/// [`Precision::F16`] (f16 operands are [`PrepareOptions::dtype`]) anywhere; on a GPU, 3×TF32
+/// and B and C in f16 or bf16, whose kernels do not exist yet (the CPU path runs both: 3×TF32 as
+/// exact f32, f16/bf16 with f32 accumulation).
+fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
+    let refuse = |requested, kernels: &str, hint: &str| {
+        Err(Error::Unsupported {
+            requested,
+            kernels: kernels.to_string(),
+            hint: hint.to_string(),
+        })
+    };
+    match opts.precision {
+        Precision::F16 => {
+            return refuse(
+                Requested::Precision(Precision::F16),
+                "SpMM's kernels",
+                "; B and C in f16 are PrepareOptions::dtype (DType::F16), with f32 accumulation",
+            );
+        }
+        Precision::Tf32x3 if gpu => {
+            return refuse(
+                Requested::Precision(Precision::Tf32x3),
+                GPU_SPMM_KERNELS,
+                "; Precision::F32 gives f32 accuracy on the GPU (cuSPARSE, the CSR kernel), and \
+                 the CPU path runs 3xTF32 as exact f32",
+            );
+        }
+        Precision::Tf32 | Precision::Tf32x3 | Precision::F32 => {}
+    }
+    if gpu && opts.dtype != DType::F32 {
+        return refuse(
+            Requested::Element(opts.dtype),
+            GPU_SPMM_KERNELS,
+            "; the CPU path (Engine::cpu, `tcsparse spmm --cpu`) takes them",
+        );
+    }
+    Ok(())
 }
 
 impl Engine {
@@ -82,13 +127,8 @@ impl Engine {
                 opts.kernel
             )));
         }
-        if !matches!(opts.precision, Precision::Tf32 | Precision::F32) {
-            return Err(Error::InvalidArgs(format!(
-                "SpMM runs in TF32 or F32, not {}",
-                opts.precision
-            )));
-        }
-        if opts.precision == Precision::F32
+        refuse_unsupported(self.gpu.is_some(), opts)?;
+        if matches!(opts.precision, Precision::F32 | Precision::Tf32x3)
             && matches!(
                 opts.kernel,
                 KernelRequest::AccSpmm
@@ -98,9 +138,9 @@ impl Engine {
             )
         {
             return Err(Error::InvalidArgs(format!(
-                "{:?} runs on TF32 tensor cores, but F32 precision was asked for: use \
+                "{:?} runs on TF32 tensor cores, but {} precision was asked for: use \
                  KernelRequest::Auto, Cusparse or Csr (f32 rounding), or Precision::Tf32",
-                opts.kernel
+                opts.kernel, opts.precision
             )));
         }
         let t = Instant::now();

@@ -2,7 +2,7 @@
 //! on device data ([`Prepared::spmm_device`], original or prepared order), the launch of the
 //! prepared kernel, and new values for the same pattern ([`Prepared::update_values`]).
 
-use crate::{Error, RowOrder};
+use crate::{DType, Element, Error, Requested, RowOrder};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
@@ -38,8 +38,7 @@ impl Prepared {
     /// # Ok(()) }
     /// ```
     pub fn spmm(&mut self, alpha: f32, b: &[f32], beta: f32, c: &mut [f32]) -> Result<(), Error> {
-        let n = self.n;
-        self.spmm_strided(alpha, b, n, beta, c, n)
+        self.spmm_typed(alpha, b, beta, c)
     }
 
     /// [`Prepared::spmm`] with leading dimensions: B is `cols × n` with leading dimension `ldb`,
@@ -53,29 +52,95 @@ impl Prepared {
         c: &mut [f32],
         ldc: usize,
     ) -> Result<(), Error> {
+        self.spmm_typed_strided(alpha, b, ldb, beta, c, ldc)
+    }
+
+    /// [`Prepared::spmm`] with B and C of element type `T` (`f32`, [`f16`](crate::element::f16),
+    /// [`bf16`](crate::element::bf16)): the type the matrix was prepared for
+    /// ([`PrepareOptions::dtype`](crate::PrepareOptions::dtype), [`Prepared::dtype`]; another is
+    /// [`Error::ElementType`]). B (and C where β ≠ 0) are widened to f32, the product runs with
+    /// f32 accumulation, and C is rounded to `T` ([`crate::element`]: to nearest; beyond the
+    /// type's range ±∞, as a cast; NaN stays NaN). [`Prepared::error_bound`] includes that
+    /// rounding. The GPU kernels take f32 only for now: f16 and bf16 run on the CPU path.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), tcsparse::Error> {
+    /// use tcsparse::element::f16;
+    /// use tcsparse::{DType, Engine, PrepareOptions};
+    /// // A = [[1, 0, 2], [0, 3, 0]] times B = [1, 10, 100]ᵀ in f16 (n = 1), on the CPU path.
+    /// let a = tcsparse::formats::csr::csr_from_triplets(2, 3, &[(0, 0, 1.0), (0, 2, 2.0), (1, 1, 3.0)])?;
+    /// let opts = PrepareOptions::builder().n(1).dtype(DType::F16).build();
+    /// let mut p = Engine::cpu("doctest").prepare_spmm(&a, &opts)?;
+    /// let b = [1.0, 10.0, 100.0].map(f16::from_f32);
+    /// let mut c = [f16::ZERO; 2];
+    /// p.spmm_typed(1.0, &b, 0.0, &mut c)?;
+    /// assert_eq!(c, [f16::from_f32(201.0), f16::from_f32(30.0)]);
+    /// # Ok(()) }
+    /// ```
+    pub fn spmm_typed<T: Element>(
+        &mut self,
+        alpha: f32,
+        b: &[T],
+        beta: f32,
+        c: &mut [T],
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_typed_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm_typed`] with leading dimensions, as [`Prepared::spmm_strided`]: the one
+    /// host product every element type goes through.
+    pub fn spmm_typed_strided<T: Element>(
+        &mut self,
+        alpha: f32,
+        b: &[T],
+        ldb: usize,
+        beta: f32,
+        c: &mut [T],
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::ElementType {
+                prepared: self.dtype,
+                got: T::DTYPE,
+            });
+        }
         let n = self.n;
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        let cpu = matches!(self.dev, DeviceState::Cpu);
+        if T::DTYPE != DType::F32 && !cpu {
+            // (Preparation refuses these types on a GPU; this is where their kernels will go.)
+            return Err(Error::Unsupported {
+                requested: Requested::Element(T::DTYPE),
+                kernels: self.kernel().to_string(),
+                hint: "; the CPU path (Engine::cpu) takes them".into(),
+            });
+        }
         if n == 0 || rows == 0 {
             return Ok(());
         }
-        // B in prepared order, compact (ld = n).
+        // B in prepared order and f32, compact (ld = n).
         let symmetric = self.report.mode == Mode::Symmetric;
         let mut bp = vec![0f32; cols * n];
         for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
             let src = if symmetric { self.orig_row(j) } else { j };
-            dst.copy_from_slice(&b[src * ldb..src * ldb + n]);
+            for (d, &v) in dst.iter_mut().zip(&b[src * ldb..src * ldb + n]) {
+                *d = v.to_f32();
+            }
         }
-        // C in prepared order, compact; only read when β ≠ 0.
+        // C in prepared order and f32, compact; only read when β ≠ 0.
         let mut cp = vec![0f32; rows * n];
         if beta != 0.0 {
             for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
                 let src = self.orig_row(i);
-                dst.copy_from_slice(&c[src * ldc..src * ldc + n]);
+                for (d, &v) in dst.iter_mut().zip(&c[src * ldc..src * ldc + n]) {
+                    *d = v.to_f32();
+                }
             }
         }
-        if matches!(self.dev, DeviceState::Cpu) {
+        if cpu {
             let y = tcsparse_formats::layout::Layout::spmm_cpu(self.bittcf(), &bp, n, n)
                 .map_err(|e| Error::Format(e.to_string()))?;
             for (out, &v) in cp.iter_mut().zip(&y) {
@@ -99,9 +164,12 @@ impl Prepared {
             self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
             cp = gpu.download(&cd)?;
         }
+        // C back in the original order, rounded to T.
         for (i, src) in cp.chunks_exact(n).enumerate() {
             let r = self.orig_row(i);
-            c[r * ldc..r * ldc + n].copy_from_slice(src);
+            for (d, &v) in c[r * ldc..r * ldc + n].iter_mut().zip(src) {
+                *d = T::from_f32(v);
+            }
         }
         Ok(())
     }
