@@ -484,9 +484,11 @@ mod tests {
     #[test]
     fn the_kernel_holds_as_many_rows_per_item_as_csr_work_packs() {
         use crate::spmm::csr::MAX_ROWS_PER_ITEM;
-        // `SPMV_CSR_MAX_ROWS` in spmv.cu sizes the walk's shared sums.
+        // `SPMV_CSR_MAX_ROWS` in spmv_csr.cuh sizes the walk's shared sums.
         assert_eq!(MAX_ROWS_PER_ITEM, 32);
-        assert!(include_str!("../../kernels-ptx/spmv.cu").contains("#define SPMV_CSR_MAX_ROWS 32"));
+        assert!(
+            include_str!("../../kernels-ptx/spmv_csr.cuh").contains("#define SPMV_CSR_MAX_ROWS 32")
+        );
     }
 
     #[test]
