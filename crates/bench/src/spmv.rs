@@ -140,29 +140,20 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         Err(e) => (Status::Failed { reason: e }, None, None, None, None, None),
     };
     Case {
-        op: crate::report::Op::Spmv,
-        matrix: m.name.clone(),
-        group: m.group,
-        rows: m.csr.rows(),
-        cols: m.csr.cols(),
-        nnz: m.csr.nnz(),
-        n,
-        backend: backend.into(),
-        status,
         ms,
         bytes,
         rel_err: rel,
         scaled_err: scaled,
-        prep: None,
         plan,
-        plan_note: None,
-        norms_ms: None,
-        tau: None,
-        valid_ratio: None,
-        rel_bound: None,
-        target: None,
-        model: None,
-        default_ms: None,
+        ..Case::new(
+            crate::report::Op::Spmv,
+            &m.name,
+            m.group,
+            (m.csr.rows(), m.csr.cols(), m.csr.nnz()),
+            n,
+            backend,
+            status,
+        )
     }
 }
 
