@@ -165,6 +165,27 @@ impl PyMatrix {
             ))),
         }
     }
+
+    /// A host product's dense operands: `b` (`b_rows × n`, named `b_name`) and `out`
+    /// (`out_rows × n`), both float32 and C-contiguous, with their common width `n`.
+    fn host_operands<'a>(
+        &self,
+        (b_name, b, b_rows): (&str, &'a PyReadonlyArray2<'_, f32>, usize),
+        (c, c_rows): (&'a mut PyReadwriteArray2<'_, f32>, usize),
+    ) -> PyResult<(usize, &'a [f32], &'a mut [f32])> {
+        let n = self.check_dense(b_name, b.shape(), b_rows)?;
+        let nc = self.check_dense("out", c.shape(), c_rows)?;
+        if nc != n {
+            return Err(PyValueError::new_err(format!(
+                "out has {nc} columns, {b_name} has {n}"
+            )));
+        }
+        let bs = slice_of(b, b_name)?;
+        let cs = c
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        Ok((n, bs, cs))
+    }
 }
 
 #[pymethods]
@@ -336,17 +357,7 @@ impl PyMatrix {
         beta: f32,
         mut c: PyReadwriteArray2<'_, f32>,
     ) -> PyResult<()> {
-        let n = self.check_dense("X", b.shape(), self.cols)?;
-        let nc = self.check_dense("out", c.shape(), self.rows)?;
-        if nc != n {
-            return Err(PyValueError::new_err(format!(
-                "out has {nc} columns, X has {n}"
-            )));
-        }
-        let bs = slice_of(&b, "X")?;
-        let cs = c
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        let (n, bs, cs) = self.host_operands(("X", &b, self.cols), (&mut c, self.rows))?;
         self.with(py, |i| {
             i.prepared.set_n(n);
             i.prepared.spmm(alpha, bs, beta, cs).map_err(to_py)
@@ -363,17 +374,7 @@ impl PyMatrix {
         beta: f32,
         mut c: PyReadwriteArray2<'_, f32>,
     ) -> PyResult<()> {
-        let n = self.check_dense("grad", b.shape(), self.rows)?;
-        let nc = self.check_dense("out", c.shape(), self.cols)?;
-        if nc != n {
-            return Err(PyValueError::new_err(format!(
-                "out has {nc} columns, grad has {n}"
-            )));
-        }
-        let bs = slice_of(&b, "grad")?;
-        let cs = c
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        let (n, bs, cs) = self.host_operands(("grad", &b, self.rows), (&mut c, self.cols))?;
         self.with(py, |i| {
             i.transposed()
                 .and_then(|t| {
