@@ -186,6 +186,23 @@ impl PyMatrix {
             .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         Ok((n, bs, cs))
     }
+
+    /// An SDDMM's factors: `left` (`rows × k`, named `grad`) and `right` (`cols × k`, named
+    /// `X`), C-contiguous, with their common width `k`.
+    fn sddmm_operands<'a, T: numpy::Element>(
+        &self,
+        left: &'a PyReadonlyArray2<'_, T>,
+        right: &'a PyReadonlyArray2<'_, T>,
+    ) -> PyResult<(usize, &'a [T], &'a [T])> {
+        let k = self.check_dense("grad", left.shape(), self.rows)?;
+        let kr = self.check_dense("X", right.shape(), self.cols)?;
+        if k != kr {
+            return Err(PyValueError::new_err(format!(
+                "grad has {k} columns, X has {kr}"
+            )));
+        }
+        Ok((k, slice_of(left, "grad")?, slice_of(right, "X")?))
+    }
 }
 
 #[pymethods]
@@ -427,14 +444,7 @@ impl PyMatrix {
         left: PyReadonlyArray2<'py, f32>,
         right: PyReadonlyArray2<'py, f32>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let k = self.check_dense("grad", left.shape(), self.rows)?;
-        let kr = self.check_dense("X", right.shape(), self.cols)?;
-        if k != kr {
-            return Err(PyValueError::new_err(format!(
-                "grad has {k} columns, X has {kr}"
-            )));
-        }
-        let (l, r) = (slice_of(&left, "grad")?, slice_of(&right, "X")?);
+        let (k, l, r) = self.sddmm_operands(&left, &right)?;
         let v = self.with(py, |i| {
             let g = sddmm(&i.a, l, r, k).map_err(value_err)?;
             Ok(g.into_iter().map(|x| x as f32).collect::<Vec<_>>())
@@ -486,14 +496,7 @@ impl PyMatrix {
         left: PyReadonlyArray2<'py, f64>,
         right: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let k = self.check_dense("grad", left.shape(), self.rows)?;
-        let kr = self.check_dense("X", right.shape(), self.cols)?;
-        if k != kr {
-            return Err(PyValueError::new_err(format!(
-                "grad has {k} columns, X has {kr}"
-            )));
-        }
-        let (l, r) = (slice_of(&left, "grad")?, slice_of(&right, "X")?);
+        let (k, l, r) = self.sddmm_operands(&left, &right)?;
         let v = self.with(py, |i| sddmm(&i.a, l, r, k).map_err(value_err))?;
         Ok(PyArray1::from_vec(py, v))
     }
