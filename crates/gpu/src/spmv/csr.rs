@@ -408,11 +408,10 @@ impl super::graph::GraphSpmv for CsrSpmv {
                     func,
                     self.kernel_name(n)?,
                     CSR_PARAMS,
-                    Shape {
-                        grid: (self.work.num_items.div_ceil(WARPS_PER_BLOCK), 1, 1),
-                        block: (32, WARPS_PER_BLOCK, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::warps(
+                        self.work.num_items.div_ceil(WARPS_PER_BLOCK),
+                        WARPS_PER_BLOCK,
+                    ),
                     stream,
                     &args,
                 )
@@ -438,11 +437,7 @@ impl super::graph::GraphSpmv for CsrSpmv {
                     &self.fixup,
                     ENTRY_CSR_FIXUP,
                     CSR_FIXUP_PARAMS,
-                    Shape {
-                        grid: (threads.div_ceil(256) as u32, 1, 1),
-                        block: (256, 1, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::per_thread(threads),
                     stream,
                     &args,
                 )
