@@ -229,16 +229,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                 });
             }
             eprintln!("{name} N={n}: {:.1?}", t0.elapsed());
-            // Partial results survive an interrupted run.
-            if let Some(out) = args.out {
-                crate::results::write(
-                    out,
-                    &report(
-                        format!("{device} (partial: run in progress)"),
-                        cases.clone(),
-                    ),
-                )?;
-            }
+            crate::results::write_partial(args.out, &device, &cases, report)?;
         }
     }
     Ok(report(device, cases))

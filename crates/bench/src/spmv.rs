@@ -654,16 +654,7 @@ pub fn run(
             t.elapsed()
         );
         cases.extend(got);
-        // Partial results survive an interrupted run.
-        if let Some(out) = out {
-            crate::results::write(
-                out,
-                &report(
-                    format!("{device} (partial: run in progress)"),
-                    cases.clone(),
-                ),
-            )?;
-        }
+        crate::results::write_partial(out, device, &cases, report)?;
     }
     Ok(report(device.into(), cases))
 }
