@@ -199,6 +199,33 @@ struct Params {
     u64* valid;  // may be null
 };
 
+// The body of load_stage for one panel: the ROWS x CH 16-byte chunks of row-major X (leading
+// dimension LD, ROWS_LIM x COLS_LIM) at (R0, C0) into S (row pitch PITCH): a cp.async of 16 bytes
+// where the rows are 16-byte aligned (ALIGNED) and the chunk is in bounds, else element by element
+// (f32: cp.async of 4 bytes, zero-filled outside, BASE a valid address; f16: plain stores, 0
+// outside). A macro rather than a function, so that the kernels compile to the same code as when
+// it was written out twice.
+#define SPAMM_LOAD_PANEL(X, BASE, LD, ROWS_LIM, COLS_LIM, R0, C0, ALIGNED, S, PITCH, ROWS, CH) \
+    for (int c = threadIdx.x; c < (ROWS) * (CH); c += NT) {                                      \
+        const int r = c / (CH), cc = (c % (CH)) * L::EPC;                                        \
+        const u32 gr = (R0) + r, gc = (C0) + cc;                                                 \
+        T* dst = (S) + r * (PITCH) + cc;                                                         \
+        const T* src = (X) + (u64)gr * (LD) + gc;                                                \
+        if ((ALIGNED) && gr < (ROWS_LIM) && gc + L::EPC <= (COLS_LIM)) {                         \
+            cp_async_16(dst, src);                                                               \
+        } else if (P != P_F16) {                                                                 \
+            _Pragma("unroll") for (int e = 0; e < L::EPC; ++e) {                                 \
+                const bool in = gr < (ROWS_LIM) && gc + e < (COLS_LIM);                          \
+                cp_async_4z(dst + e, in ? (const void*)(src + e) : (BASE), in);                  \
+            }                                                                                    \
+        } else {                                                                                 \
+            _Pragma("unroll") for (int e = 0; e < L::EPC; ++e) {                                 \
+                const bool in = gr < (ROWS_LIM) && gc + e < (COLS_LIM);                          \
+                dst[e] = in ? src[e] : (T)0;                                                     \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
 // Issues the cp.async copies of k tile kt (A's columns / B's rows kt*32 ..) for the C block at
 // tile (bi, bj) into stage buffers sa, sb.
 template <int BT, int P>
@@ -212,50 +239,29 @@ __device__ __forceinline__ void load_stage(const Params& p, u32 row0, u32 col0, 
     const u32 k0 = kt * TILE;
     // A panel: BT*32 rows x 32 cols = BT*32 * (32/EPC) chunks.
     const int ACH = TILE / L::EPC;
-    for (int c = threadIdx.x; c < BT * TILE * ACH; c += NT) {
-        const int r = c / ACH, cc = (c % ACH) * L::EPC;
-        const u32 gr = row0 + r, gc = k0 + cc;
-        T* dst = sa + r * L::APITCH + cc;
-        const T* src = A + (u64)gr * p.lda + gc;
-        if ((p.flags & 1) && gr < p.m && gc + L::EPC <= p.k) {
-            cp_async_16(dst, src);
-        } else if (P != P_F16) {
-#pragma unroll
-            for (int e = 0; e < L::EPC; ++e) {
-                const bool in = gr < p.m && gc + e < p.k;
-                cp_async_4z(dst + e, in ? (const void*)(src + e) : p.a, in);
-            }
-        } else {
-#pragma unroll
-            for (int e = 0; e < L::EPC; ++e) {
-                const bool in = gr < p.m && gc + e < p.k;
-                dst[e] = in ? src[e] : (T)0;
-            }
-        }
-    }
+    SPAMM_LOAD_PANEL(A, p.a, p.lda, p.m, p.k, row0, k0, p.flags & 1, sa, L::APITCH, BT * TILE, ACH)
     // B panel: 32 rows x BT*32 cols.
     const int BCH = BT * TILE / L::EPC;
-    for (int c = threadIdx.x; c < TILE * BCH; c += NT) {
-        const int r = c / BCH, cc = (c % BCH) * L::EPC;
-        const u32 gr = k0 + r, gc = col0 + cc;
-        T* dst = sb + r * L::BPITCH + cc;
-        const T* src = B + (u64)gr * p.ldb + gc;
-        if ((p.flags & 2) && gr < p.k && gc + L::EPC <= p.n) {
-            cp_async_16(dst, src);
-        } else if (P != P_F16) {
+    SPAMM_LOAD_PANEL(B, p.b, p.ldb, p.k, p.n, k0, col0, p.flags & 2, sb, L::BPITCH, TILE, BCH)
+}
+
+// A warp's 2 x 4 accumulator fragments of 4 (the m16n8 layout): set to 0, and acc += t.
+__device__ __forceinline__ void tile_zero(float (&t)[2][4][4]) {
 #pragma unroll
-            for (int e = 0; e < L::EPC; ++e) {
-                const bool in = gr < p.k && gc + e < p.n;
-                cp_async_4z(dst + e, in ? (const void*)(src + e) : p.b, in);
-            }
-        } else {
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-            for (int e = 0; e < L::EPC; ++e) {
-                const bool in = gr < p.k && gc + e < p.n;
-                dst[e] = in ? src[e] : (T)0;
-            }
-        }
-    }
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) t[i][j][q] = 0.0f;
+}
+
+__device__ __forceinline__ void tile_add(float (&acc)[2][4][4], const float (&t)[2][4][4]) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] += t[i][j][q];
 }
 
 // Warp's 32x32 += A(32x32) * B(32x32) from the stage buffers; ar, bc: the warp's offsets.
@@ -290,12 +296,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
         // The tensor cores' f32 accumulation truncates: accumulate one k tile (4 steps) apart
         // and add it with a rounded f32 add, so the bias does not grow with K.
         float t4[2][4][4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
+        tile_zero(t4);
 #pragma unroll
         for (int kk = 0; kk < TILE; kk += 8) {
             u32 ah[2][4], bh[4][2];
@@ -331,22 +332,12 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
                     mma_tf32(t4[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
                 }
         }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
+        tile_add(acc, t4);
     } else {  // F16
         const f16* A = (const f16*)sa + ar * L::APITCH;
         const f16* B = (const f16*)sb + bc;
         float t4[2][4][4];  // one k tile apart, as above
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) t4[i][j][q] = 0.0f;
+        tile_zero(t4);
 #pragma unroll
         for (int kk = 0; kk < TILE; kk += 16) {
             u32 a[2][4], b[4][2];
@@ -369,12 +360,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) mma_f16(t4[mt][nt], a[mt], b[nt][0], b[nt][1]);
         }
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[i][j][q] += t4[i][j][q];
+        tile_add(acc, t4);
     }
 }
 
@@ -449,12 +435,7 @@ __device__ __forceinline__ void spamm_mm(const Params& p) {
         const u32 bi = id / bn, bj = id % bn;
         const u32 ti0 = bi * BT, tj0 = bj * BT;
         float acc[2][4][4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+        tile_zero(acc);
         u32 computed = 0;  // valid products this warp computed (lane 0's count is used)
 
         // Candidate k tiles of this block row (a superset of the valid ones, built on the host

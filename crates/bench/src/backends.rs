@@ -153,31 +153,15 @@ fn csr_bytes(a: &Csr) -> u64 {
 }
 
 fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
-    Case {
-        op: crate::report::Op::Spmm,
-        matrix: m.name.clone(),
-        group: m.group,
-        rows: a.rows(),
-        cols: a.cols(),
-        nnz: a.nnz(),
+    Case::new(
+        crate::report::Op::Spmm,
+        &m.name,
+        m.group,
+        (a.rows(), a.cols(), a.nnz()),
         n,
-        backend: backend.to_string(),
+        backend,
         status,
-        ms: None,
-        bytes: None,
-        rel_err: None,
-        scaled_err: None,
-        prep: None,
-        plan: None,
-        plan_note: None,
-        norms_ms: None,
-        tau: None,
-        valid_ratio: None,
-        rel_bound: None,
-        target: None,
-        model: None,
-        default_ms: None,
-    }
+    )
 }
 
 /// Timing settings.

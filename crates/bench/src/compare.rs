@@ -462,29 +462,11 @@ mod tests {
                         ms *= slow;
                     }
                     cases.push(Case {
-                        op,
-                        matrix: m.to_string(),
-                        group: *g,
-                        rows: 1000,
-                        cols: 1000,
-                        nnz: 10_000,
-                        n,
-                        backend: backend.into(),
-                        status: Status::Ok,
                         ms: Some(ms),
                         bytes: Some(1 << 20),
                         rel_err: Some(1e-4),
                         scaled_err: Some(2e-4),
-                        prep: None,
-                        plan: None,
-                        plan_note: None,
-                        norms_ms: None,
-                        tau: None,
-                        valid_ratio: None,
-                        rel_bound: None,
-                        target: None,
-                        model: None,
-                        default_ms: None,
+                        ..Case::new(op, m, *g, (1000, 1000, 10_000), n, backend, Status::Ok)
                     });
                 };
                 push("cusparse", base_ms * scale, Op::Spmm);
@@ -575,29 +557,8 @@ mod tests {
             cases: [(vendor, 1.0), ("ours", ours_ms)]
                 .iter()
                 .map(|(b, ms)| Case {
-                    op,
-                    matrix: "m".into(),
-                    group: Group::Large,
-                    rows: 1,
-                    cols: 1,
-                    nnz: 1,
-                    n: 64,
-                    backend: b.to_string(),
-                    status: Status::Ok,
                     ms: Some(*ms),
-                    bytes: None,
-                    rel_err: None,
-                    scaled_err: None,
-                    prep: None,
-                    plan: None,
-                    plan_note: None,
-                    norms_ms: None,
-                    tau: None,
-                    valid_ratio: None,
-                    rel_bound: None,
-                    target: None,
-                    model: None,
-                    default_ms: None,
+                    ..Case::new(op, "m", Group::Large, (1, 1, 1), 64, b, Status::Ok)
                 })
                 .collect(),
         };
@@ -633,29 +594,27 @@ mod tests {
             }
             let dense = op == Op::Spamm;
             cases.push(Case {
-                op,
-                matrix: m.into(),
-                group: g,
-                rows: if dense { n } else { 1000 },
-                cols: if dense { n } else { 1000 },
-                nnz: if dense { n * n } else { 10_000 },
-                n,
-                backend: backend.into(),
-                status: Status::Ok,
                 ms: Some(ms),
                 bytes: (!dense).then_some(1 << 20),
                 rel_err: Some(1e-6),
-                scaled_err: None,
-                prep: None,
-                plan: None,
-                plan_note: None,
                 norms_ms: dense.then_some(ms / 4.0),
                 tau: dense.then_some(0.5),
                 valid_ratio: dense.then_some(0.01),
                 rel_bound: dense.then_some(1e-7),
                 target: dense.then(|| "RelError(1e-5)".into()),
-                model: None,
-                default_ms: None,
+                ..Case::new(
+                    op,
+                    m,
+                    g,
+                    (
+                        if dense { n } else { 1000 },
+                        if dense { n } else { 1000 },
+                        if dense { n * n } else { 10_000 },
+                    ),
+                    n,
+                    backend,
+                    Status::Ok,
+                )
             });
         };
         let sparse = [

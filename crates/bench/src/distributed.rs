@@ -99,6 +99,20 @@ fn counts(present: usize) -> Vec<usize> {
     [1, 2, 4].into_iter().filter(|&g| g <= present).collect()
 }
 
+/// The median wall time in ms of `iters` calls of `call`, after 3 untimed ones.
+fn median_of_calls(iters: usize, mut call: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..3 {
+        call()?;
+    }
+    let mut t = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let s = Instant::now();
+        call()?;
+        t.push(s.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(median(t))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -157,34 +171,14 @@ pub fn run(args: &Args, command: String) -> Result<()> {
             let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
             let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
             split.schedule(run1.tau)?;
-            for _ in 0..3 {
+            let one_process_ms = median_of_calls(iters, || {
                 split.run()?;
-                split.synchronize()?;
-            }
-            let mut t = Vec::new();
-            for _ in 0..iters {
-                let s = Instant::now();
-                split.run()?;
-                split.synchronize()?;
-                t.push(s.elapsed().as_secs_f64() * 1e3);
-            }
+                Ok(split.synchronize()?)
+            })?;
             drop(split);
             drop(group);
-            let one_process_ms = median(t);
-            let r = spawn_ranks(args, SPAMM_NAME, g, Some(run1.tau))?;
-            eprintln!(
-                "distributed: {problem} on {g} GPU(s): one process {one_process_ms:.3} ms, one rank per GPU {:.3} ms (ranks {:?}), rel err {:.1e}",
-                r.ranks_ms, r.per_rank_ms, r.rel_err
-            );
-            cases.push(RanksCase {
-                problem: problem.clone(),
-                gpus: g,
-                one_process_ms,
-                ranks_ms: r.ranks_ms,
-                per_rank_ms: r.per_rank_ms,
-                row_ranges: r.row_ranges,
-                rel_err: r.rel_err,
-            });
+            let ranks = spawn_ranks(args, SPAMM_NAME, g, Some(run1.tau))?;
+            cases.push(ranks_case(&problem, g, one_process_ms, ranks));
         }
     }
     for name in matrix_names(args) {
@@ -195,33 +189,13 @@ pub fn run(args: &Args, command: String) -> Result<()> {
             let opts = PrepareOptions::builder().n(n).build();
             let mut split = prepare_split(DeviceSet::first(g), &m.csr, &opts)?;
             split.place_b(&b, n, n)?;
-            for _ in 0..3 {
+            let one_process_ms = median_of_calls(iters, || {
                 split.run(1.0)?;
-                split.synchronize()?;
-            }
-            let mut t = Vec::new();
-            for _ in 0..iters {
-                let s = Instant::now();
-                split.run(1.0)?;
-                split.synchronize()?;
-                t.push(s.elapsed().as_secs_f64() * 1e3);
-            }
+                Ok(split.synchronize()?)
+            })?;
             drop(split);
-            let one_process_ms = median(t);
-            let r = spawn_ranks(args, &name, g, None)?;
-            eprintln!(
-                "distributed: {problem} on {g} GPU(s): one process {one_process_ms:.3} ms, one rank per GPU {:.3} ms (ranks {:?}), rel err {:.1e}",
-                r.ranks_ms, r.per_rank_ms, r.rel_err
-            );
-            cases.push(RanksCase {
-                problem: problem.clone(),
-                gpus: g,
-                one_process_ms,
-                ranks_ms: r.ranks_ms,
-                per_rank_ms: r.per_rank_ms,
-                row_ranges: r.row_ranges,
-                rel_err: r.rel_err,
-            });
+            let ranks = spawn_ranks(args, &name, g, None)?;
+            cases.push(ranks_case(&problem, g, one_process_ms, ranks));
         }
     }
     let report = RanksReport {
@@ -240,6 +214,24 @@ pub fn run(args: &Args, command: String) -> Result<()> {
 }
 
 /// Starts `world` ranks of this binary on matrix `name`, waits (bounded), returns rank 0's result.
+/// The case of `problem` on `gpus` GPUs: one process's median against the ranks' run (printed
+/// on standard error too).
+fn ranks_case(problem: &str, gpus: usize, one_process_ms: f64, r: RankResult) -> RanksCase {
+    eprintln!(
+        "distributed: {problem} on {gpus} GPU(s): one process {one_process_ms:.3} ms, one rank per GPU {:.3} ms (ranks {:?}), rel err {:.1e}",
+        r.ranks_ms, r.per_rank_ms, r.rel_err
+    );
+    RanksCase {
+        problem: problem.to_owned(),
+        gpus,
+        one_process_ms,
+        ranks_ms: r.ranks_ms,
+        per_rank_ms: r.per_rank_ms,
+        row_ranges: r.row_ranges,
+        rel_err: r.rel_err,
+    }
+}
+
 fn spawn_ranks(args: &Args, name: &str, world: usize, tau: Option<f32>) -> Result<RankResult> {
     let exe = std::env::current_exe().context("finding the bench binary")?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?

@@ -279,18 +279,14 @@ fn main() -> Result<()> {
                     t.elapsed()
                 );
                 cases.extend(got);
-                // Partial results survive an interrupted run.
-                if let Some(out) = &args.out {
-                    let partial = Report {
-                        command: command.clone(),
-                        device: format!("{d} (partial: run in progress)"),
-                        started_unix,
-                        cases: cases.clone(),
-                        config: None,
-                        baseline: Some(VendorBaseline::current(Op::Spmm)),
-                    };
-                    write(out, &partial)?;
-                }
+                results::write_partial(args.out.as_deref(), &d, &cases, |device, cases| Report {
+                    command: command.clone(),
+                    device,
+                    started_unix,
+                    cases,
+                    config: None,
+                    baseline: Some(VendorBaseline::current(Op::Spmm)),
+                })?;
             }
             d
         }

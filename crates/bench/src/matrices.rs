@@ -21,21 +21,72 @@ pub struct Matrix {
     pub csr: Arc<Csr>,
 }
 
+/// R-MAT with Graph500 parameters (0.57, 0.19, 0.19, 0.05) at `scale`, `edge_factor` edges per
+/// vertex, seed 20.
+fn rmat_g500(scale: u32, edge_factor: u32) -> GeneratorSpec {
+    GeneratorSpec::Rmat {
+        scale,
+        edge_factor,
+        a: 0.57,
+        b: 0.19,
+        c: 0.19,
+        d: 0.05,
+        seed: 20,
+    }
+}
+
+/// R-MAT, Graph500 parameters: ~11.5M edges before de-duplication.
+pub fn rmat20_ef11() -> (String, GeneratorSpec) {
+    ("rmat20-ef11".into(), rmat_g500(20, 11))
+}
+
+/// Banded: 2M rows, |i-j| ≤ 32 kept with p = 0.25 (~17 nnz/row, ~35M nnz).
+pub fn banded2m_hb32() -> (String, GeneratorSpec) {
+    (
+        "banded2m-hb32".into(),
+        GeneratorSpec::Banded {
+            n: 1 << 21,
+            half_bandwidth: 32,
+            fill: 0.25,
+            seed: 5,
+        },
+    )
+}
+
+/// Clustered block diagonal: 1M rows, 64-blocks at 25% + 2 random entries per row (~18M nnz).
+pub fn clustered1m_b64() -> (String, GeneratorSpec) {
+    (
+        "clustered1m-b64".into(),
+        GeneratorSpec::Clustered {
+            n: 1 << 20,
+            block_size: 64,
+            intra_density: 0.25,
+            inter_nnz_per_row: 2.0,
+            seed: 7,
+        },
+    )
+}
+
+/// Dense-block structure with ≥ 100 nnz per row: 256K rows, 256-blocks at 45% + 2 random
+/// entries per row (~118 nnz/row, ~31M nnz).
+pub fn clustered256k_b256() -> (String, GeneratorSpec) {
+    (
+        "clustered256k-b256".into(),
+        GeneratorSpec::Clustered {
+            n: 1 << 18,
+            block_size: 256,
+            intra_density: 0.45,
+            inter_nnz_per_row: 2.0,
+            seed: 17,
+        },
+    )
+}
+
 /// The large generated set (5–100M nonzeros), or a small stand-in per kind with `quick`.
 pub fn generated_specs(quick: bool) -> Vec<(String, GeneratorSpec)> {
-    let g500 = (0.57, 0.19, 0.19, 0.05);
-    let rmat = |scale, ef| GeneratorSpec::Rmat {
-        scale,
-        edge_factor: ef,
-        a: g500.0,
-        b: g500.1,
-        c: g500.2,
-        d: g500.3,
-        seed: 20,
-    };
     if quick {
         return vec![
-            ("rmat16".into(), rmat(16, 11)),
+            ("rmat16".into(), rmat_g500(16, 11)),
             (
                 "uniform200k-3".into(),
                 GeneratorSpec::Uniform {
@@ -48,29 +99,9 @@ pub fn generated_specs(quick: bool) -> Vec<(String, GeneratorSpec)> {
         ];
     }
     vec![
-        // R-MAT, Graph500 parameters: ~11.5M edges before de-duplication.
-        ("rmat20-ef11".into(), rmat(20, 11)),
-        // Banded: 2M rows, |i-j| ≤ 32 kept with p = 0.25 (~17 nnz/row, ~35M nnz).
-        (
-            "banded2m-hb32".into(),
-            GeneratorSpec::Banded {
-                n: 1 << 21,
-                half_bandwidth: 32,
-                fill: 0.25,
-                seed: 5,
-            },
-        ),
-        // Clustered block diagonal: 1M rows, 64-blocks at 25% + 2 random entries per row (~18M nnz).
-        (
-            "clustered1m-b64".into(),
-            GeneratorSpec::Clustered {
-                n: 1 << 20,
-                block_size: 64,
-                intra_density: 0.25,
-                inter_nnz_per_row: 2.0,
-                seed: 7,
-            },
-        ),
+        rmat20_ef11(),
+        banded2m_hb32(),
+        clustered1m_b64(),
         // Reddit-like: 232,965 rows with ~490 random nonzeros each (~114M nnz).
         (
             "reddit-like".into(),
@@ -81,18 +112,8 @@ pub fn generated_specs(quick: bool) -> Vec<(String, GeneratorSpec)> {
                 seed: 11,
             },
         ),
-        // Dense-block structure with ≥ 100 nnz per row (the "≥ 3×" class): 256K rows,
-        // 256-blocks at 45% + 2 random entries per row (~118 nnz/row, ~31M nnz).
-        (
-            "clustered256k-b256".into(),
-            GeneratorSpec::Clustered {
-                n: 1 << 18,
-                block_size: 256,
-                intra_density: 0.45,
-                inter_nnz_per_row: 2.0,
-                seed: 17,
-            },
-        ),
+        // The "≥ 3×" class.
+        clustered256k_b256(),
         // 2M rows, 3 nnz per row, uniform.
         (
             "uniform2m-3".into(),

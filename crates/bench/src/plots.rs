@@ -201,29 +201,17 @@ mod tests {
 
     fn case(matrix: &str, group: Group, n: usize, backend: &str, ms: f64) -> Case {
         Case {
-            op: Op::Spmm,
-            matrix: matrix.into(),
-            group,
-            rows: 1000,
-            cols: 1000,
-            nnz: 50_000,
-            n,
-            backend: backend.into(),
-            status: Status::Ok,
             ms: Some(ms),
             bytes: Some(2_000_000_000),
-            rel_err: None,
-            scaled_err: None,
-            prep: None,
-            plan: None,
-            plan_note: None,
-            norms_ms: None,
-            tau: None,
-            valid_ratio: None,
-            rel_bound: None,
-            target: None,
-            model: None,
-            default_ms: None,
+            ..Case::new(
+                Op::Spmm,
+                matrix,
+                group,
+                (1000, 1000, 50_000),
+                n,
+                backend,
+                Status::Ok,
+            )
         }
     }
 

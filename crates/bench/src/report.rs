@@ -205,6 +205,45 @@ pub struct ModelPick {
 pub const MODEL_TOLERANCE: f64 = 1.1;
 
 impl Case {
+    /// A case of `op` on `matrix` (`rows × cols` with `nnz` stored nonzeros, as [`Case`] counts
+    /// them) at width `n` on `backend`, with `status` and no measurement yet: every optional field
+    /// `None`. Callers fill what they measured with struct update syntax.
+    pub fn new(
+        op: Op,
+        matrix: &str,
+        group: Group,
+        (rows, cols, nnz): (usize, usize, usize),
+        n: usize,
+        backend: &str,
+        status: Status,
+    ) -> Self {
+        Case {
+            op,
+            matrix: matrix.to_owned(),
+            group,
+            rows,
+            cols,
+            nnz,
+            n,
+            backend: backend.to_owned(),
+            status,
+            ms: None,
+            bytes: None,
+            rel_err: None,
+            scaled_err: None,
+            prep: None,
+            plan: None,
+            plan_note: None,
+            norms_ms: None,
+            tau: None,
+            valid_ratio: None,
+            rel_bound: None,
+            target: None,
+            model: None,
+            default_ms: None,
+        }
+    }
+
     /// GFLOP/s = 2·nnz·N / t.
     pub fn gflops(&self) -> Option<f64> {
         let ms = self.ms.filter(|&t| t > 0.0)?;
@@ -498,15 +537,6 @@ pub(crate) mod tests {
         status: Status,
     ) -> Case {
         Case {
-            op: Op::Spmm,
-            matrix: matrix.into(),
-            group,
-            rows: 1000,
-            cols: 1000,
-            nnz: 50_000,
-            n,
-            backend: backend.into(),
-            status,
             ms: Some(ms),
             bytes: Some(4_000_000),
             rel_err: Some(1e-4),
@@ -520,14 +550,15 @@ pub(crate) mod tests {
                 total_ms: Some(10.0),
             }),
             plan: (backend != BASELINE).then(|| "acc_spmm balanced".into()),
-            plan_note: None,
-            norms_ms: None,
-            tau: None,
-            valid_ratio: None,
-            rel_bound: None,
-            target: None,
-            model: None,
-            default_ms: None,
+            ..Case::new(
+                Op::Spmm,
+                matrix,
+                group,
+                (1000, 1000, 50_000),
+                n,
+                backend,
+                status,
+            )
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::report::{Op, Report};
+use crate::report::{Case, Op, Report};
 
 /// Words of a GPU name that say nothing about the model.
 const VENDOR_WORDS: [&str; 5] = ["nvidia", "geforce", "tesla", "quadro", "graphics"];
@@ -81,6 +81,26 @@ pub fn render(r: &Report) -> String {
         [Op::Spamm] => crate::spamm::markdown(r),
         _ => r.markdown(),
     }
+}
+
+/// Partial results, so that they survive an interrupted run: where `out` is given, [`write`]s
+/// `report(device + " (partial: run in progress)", cases so far)`.
+pub fn write_partial(
+    out: Option<&Path>,
+    device: &str,
+    cases: &[Case],
+    report: impl FnOnce(String, Vec<Case>) -> Report,
+) -> Result<()> {
+    if let Some(out) = out {
+        write(
+            out,
+            &report(
+                format!("{device} (partial: run in progress)"),
+                cases.to_vec(),
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes `<op>-<slug>.json` and `<op>-<slug>.md` into `out` for every op of `r`; returns the

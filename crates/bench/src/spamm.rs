@@ -225,22 +225,11 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                     valid_ratio: Some(valid as f64 / (t * t * t) as f64),
                     rel_bound: Some(bound),
                     target: Some(format!("{target:?}")),
-                    model: None,
-                    default_ms: None,
                     ..case(name, n, &format!("spamm-{}", p.name()), status, ms, rel_err)
                 });
             }
             eprintln!("{name} N={n}: {:.1?}", t0.elapsed());
-            // Partial results survive an interrupted run.
-            if let Some(out) = args.out {
-                crate::results::write(
-                    out,
-                    &report(
-                        format!("{device} (partial: run in progress)"),
-                        cases.clone(),
-                    ),
-                )?;
-            }
+            crate::results::write_partial(args.out, &device, &cases, report)?;
         }
     }
     Ok(report(device, cases))
@@ -250,29 +239,17 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
 /// SpAMM fields yet.
 fn case(matrix: &str, n: usize, backend: &str, status: Status, ms: f64, rel_err: f64) -> Case {
     Case {
-        op: Op::Spamm,
-        matrix: matrix.into(),
-        group: Group::Decay,
-        rows: n,
-        cols: n,
-        nnz: n * n,
-        n,
-        backend: backend.into(),
-        status,
         ms: Some(ms),
-        bytes: None,
         rel_err: Some(rel_err),
-        scaled_err: None,
-        prep: None,
-        plan: None,
-        plan_note: None,
-        norms_ms: None,
-        tau: None,
-        valid_ratio: None,
-        rel_bound: None,
-        target: None,
-        model: None,
-        default_ms: None,
+        ..Case::new(
+            Op::Spamm,
+            matrix,
+            Group::Decay,
+            (n, n, n * n),
+            n,
+            backend,
+            status,
+        )
     }
 }
 

@@ -48,20 +48,11 @@ pub const TOL_OURS: f64 = 1.0 / 512.0;
 /// Accuracy bound of cuSPARSE (f32): 2⁻¹⁷·(|A|·|X|), far above its rounding.
 pub const TOL_F32: f64 = 1.0 / 131_072.0;
 
-/// The large generated set for SpMV (≥ 10M nonzeros each).
+/// The large generated set for SpMV (≥ 10M nonzeros each): four of SpMM's and a FEM-like band.
 pub fn generated_specs() -> Vec<(String, GeneratorSpec)> {
-    let g500 = (0.57, 0.19, 0.19, 0.05);
+    use crate::matrices::{banded2m_hb32, clustered1m_b64, clustered256k_b256, rmat20_ef11};
     vec![
-        // Banded: 2M rows, |i-j| ≤ 32 kept with p = 0.25 (~17 nnz/row, ~35M nnz).
-        (
-            "banded2m-hb32".into(),
-            GeneratorSpec::Banded {
-                n: 1 << 21,
-                half_bandwidth: 32,
-                fill: 0.25,
-                seed: 5,
-            },
-        ),
+        banded2m_hb32(),
         // FEM-like: a dense-ish band (512K rows, |i-j| ≤ 48 at 80%: ~78 nnz/row, ~40M nnz).
         (
             "fem-like512k-hb48".into(),
@@ -72,41 +63,9 @@ pub fn generated_specs() -> Vec<(String, GeneratorSpec)> {
                 seed: 9,
             },
         ),
-        // Clustered block diagonal: 1M rows, 64-blocks at 25% + 2 random entries per row (~18M).
-        (
-            "clustered1m-b64".into(),
-            GeneratorSpec::Clustered {
-                n: 1 << 20,
-                block_size: 64,
-                intra_density: 0.25,
-                inter_nnz_per_row: 2.0,
-                seed: 7,
-            },
-        ),
-        // 256K rows, 256-blocks at 45% + 2 random per row (~118 nnz/row, ~31M nnz).
-        (
-            "clustered256k-b256".into(),
-            GeneratorSpec::Clustered {
-                n: 1 << 18,
-                block_size: 256,
-                intra_density: 0.45,
-                inter_nnz_per_row: 2.0,
-                seed: 17,
-            },
-        ),
-        // R-MAT, Graph500 parameters (~11.5M edges before de-duplication).
-        (
-            "rmat20-ef11".into(),
-            GeneratorSpec::Rmat {
-                scale: 20,
-                edge_factor: 11,
-                a: g500.0,
-                b: g500.1,
-                c: g500.2,
-                d: g500.3,
-                seed: 20,
-            },
-        ),
+        clustered1m_b64(),
+        clustered256k_b256(),
+        rmat20_ef11(),
     ]
 }
 
@@ -140,29 +99,20 @@ fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f
         Err(e) => (Status::Failed { reason: e }, None, None, None, None, None),
     };
     Case {
-        op: crate::report::Op::Spmv,
-        matrix: m.name.clone(),
-        group: m.group,
-        rows: m.csr.rows(),
-        cols: m.csr.cols(),
-        nnz: m.csr.nnz(),
-        n,
-        backend: backend.into(),
-        status,
         ms,
         bytes,
         rel_err: rel,
         scaled_err: scaled,
-        prep: None,
         plan,
-        plan_note: None,
-        norms_ms: None,
-        tau: None,
-        valid_ratio: None,
-        rel_bound: None,
-        target: None,
-        model: None,
-        default_ms: None,
+        ..Case::new(
+            crate::report::Op::Spmv,
+            &m.name,
+            m.group,
+            (m.csr.rows(), m.csr.cols(), m.csr.nnz()),
+            n,
+            backend,
+            status,
+        )
     }
 }
 
@@ -704,16 +654,7 @@ pub fn run(
             t.elapsed()
         );
         cases.extend(got);
-        // Partial results survive an interrupted run.
-        if let Some(out) = out {
-            crate::results::write(
-                out,
-                &report(
-                    format!("{device} (partial: run in progress)"),
-                    cases.clone(),
-                ),
-            )?;
-        }
+        crate::results::write_partial(out, device, &cases, report)?;
     }
     Ok(report(device.into(), cases))
 }

@@ -83,6 +83,28 @@ pub struct Shape {
     pub shared_bytes: u32,
 }
 
+impl Shape {
+    /// One thread per element of a 1-D range of `threads`, in blocks of 256 (the kernel's extra
+    /// threads in the last block exit), no dynamic shared memory.
+    pub fn per_thread(threads: u64) -> Shape {
+        Shape {
+            grid: (threads.div_ceil(256) as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_bytes: 0,
+        }
+    }
+
+    /// `blocks` thread blocks of `warps` warps each (block `(32, warps, 1)`), no dynamic shared
+    /// memory.
+    pub fn warps(blocks: u32, warps: u32) -> Shape {
+        Shape {
+            grid: (blocks, 1, 1),
+            block: (32, warps, 1),
+            shared_bytes: 0,
+        }
+    }
+}
+
 /// Launches `func` (entry `name`, parameters `params`) on `stream` with `args`, after
 /// [`check_args`].
 ///
@@ -257,6 +279,22 @@ impl<'a> Launch<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_thread_shapes_cover_every_thread_with_the_fewest_blocks() {
+        for (threads, blocks) in [(0u64, 0u32), (1, 1), (256, 1), (257, 2), (8 * 256 * 3, 24)] {
+            let s = Shape::per_thread(threads);
+            assert_eq!(
+                (s.grid, s.block, s.shared_bytes),
+                ((blocks, 1, 1), (256, 1, 1), 0)
+            );
+        }
+        let w = Shape::warps(5, 8);
+        assert_eq!(
+            (w.grid, w.block, w.shared_bytes),
+            ((5, 1, 1), (32, 8, 1), 0)
+        );
+    }
 
     #[test]
     fn arguments_must_fill_the_parameters_exactly() {

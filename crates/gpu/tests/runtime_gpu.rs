@@ -7,7 +7,7 @@
 
 mod data_support;
 
-use data_support::{dataset_files, read_dataset};
+use data_support::for_each_dataset;
 
 use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng};
@@ -368,32 +368,25 @@ fn large_uploads_through_the_staging_buffers_arrive_intact() {
 fn spmm_and_spmv_match_reference_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for path in dataset_files(u64::MAX) {
-        let a = read_dataset(&path, &mut rng);
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
+    for_each_dataset(&mut rng, |name, a, rng| {
         let n = 64;
-        let mut k = CsrSpmm::new(&gpu, &a).expect("upload");
+        let mut k = CsrSpmm::new(&gpu, a).expect("upload");
         spmm_case(
             &gpu,
-            &mut rng,
+            rng,
             &format!("csr_spmm {name}"),
-            &a,
+            a,
             n,
             &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
         );
-        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
+        let ca = CusparseCsr::new(&gpu, a).expect("upload");
         for alg in SpmmAlg::ALL {
             let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
             spmm_case(
                 &gpu,
-                &mut rng,
+                rng,
                 &format!("cusparse {alg:?} {name}"),
-                &a,
+                a,
                 n,
                 &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
             );
@@ -401,13 +394,13 @@ fn spmm_and_spmv_match_reference_on_shared_datasets() {
         let mut sv = CusparseSpmvGraphable::new(&gpu, &ca, 1).expect("prepare spmv");
         spmm_case(
             &gpu,
-            &mut rng,
+            rng,
             &format!("cusparse SpMV {name}"),
-            &a,
+            a,
             1,
             &mut |al, x, be, y| sv.run(al, x, be, y, 1).expect("cusparseSpMV"),
         );
-    }
+    });
 }
 
 #[test]

@@ -9,8 +9,9 @@
 
 mod data_support;
 
-use data_support::{dataset_files, read_dataset};
+use data_support::for_each_dataset;
 
+use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
@@ -108,6 +109,44 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
     (x, y0)
 }
 
+/// `y = α·A·X + β·y₀` by `k.run` on fresh operands (y₀ NaN when β = 0), checked (`what`, `tol`).
+#[allow(clippy::too_many_arguments)]
+fn run_checked<K: DeviceProduct>(
+    gpu: &Gpu,
+    k: &mut K,
+    rng: &mut ChaCha8Rng,
+    a: &Csr,
+    n: usize,
+    (alpha, beta): (f32, f32),
+    what: &str,
+    tol: f64,
+) {
+    let (x, y0) = operands(rng, a, n, beta);
+    let dx = gpu.upload(&x).expect("x");
+    let mut dy = gpu.upload(&y0).expect("y");
+    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
+    let y = gpu.download(&dy).expect("download");
+    check(what, a, &x, n, alpha, beta, &y0, &y, tol);
+}
+
+/// `y = A·x` (`x`, `y0` on the device as `dx`, `dy`) timed inside a CUDA graph, then checked;
+/// `what` names the case given the median time in µs.
+#[allow(clippy::too_many_arguments)]
+fn graph_checked(
+    gpu: &Gpu,
+    k: &dyn tcsparse_gpu::spmv::graph::GraphSpmv,
+    a: &Csr,
+    (x, dx): (&[f32], &CudaSlice<f32>),
+    (y0, dy): (&[f32], &mut CudaSlice<f32>),
+    n: usize,
+    what: impl FnOnce(f64) -> String,
+    tol: f64,
+) {
+    let tm = time_spmv(gpu, k, dx, dy, n, 20, 3).expect("graph");
+    let y = gpu.download(dy).expect("download");
+    check(&what(tm.median_ms * 1e3), a, x, n, 1.0, 0.0, y0, &y, tol);
+}
+
 /// Our kernels (each storage; MMA kernels with n ∈ {1, 3, 8}, the CUDA-core walk with n = 1, its
 /// set-bit layout with every n from 1 to 8; chunks 1/7/32, and the block layouts' own budgets
 /// too, β = 0 with NaN y and β ≠ 0).
@@ -142,22 +181,9 @@ fn check_ours(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, storages: &[
                 for &n in ns {
                     assert_eq!(k.uses_core(n), core.is_some(), "{}", k.kernel_name(n));
                     for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 0.75)] {
-                        let (x, y0) = operands(rng, a, n, beta);
-                        let dx = gpu.upload(&x).expect("x");
-                        let mut dy = gpu.upload(&y0).expect("y");
-                        k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
-                        let y = gpu.download(&dy).expect("download");
-                        check(
-                            &format!("{name} {} chunk {chunk} n {n} β {beta}", k.kernel_name(n)),
-                            a,
-                            &x,
-                            n,
-                            alpha,
-                            beta,
-                            &y0,
-                            &y,
-                            tol,
-                        );
+                        let what =
+                            format!("{name} {} chunk {chunk} n {n} β {beta}", k.kernel_name(n));
+                        run_checked(gpu, &mut k, rng, a, n, (alpha, beta), &what, tol);
                     }
                 }
             }
@@ -196,17 +222,12 @@ fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: 
             k.set_chunk(c).expect("chunk");
             for n in 2..=MAX_RHS {
                 for (alpha, beta) in [(1.0f32, 0.0f32), (-0.75, 0.5)] {
-                    let (x, y0) = operands(rng, a, n, beta);
-                    let dx = gpu.upload(&x).expect("x");
-                    let mut dy = gpu.upload(&y0).expect("y");
-                    k.run(alpha, &dx, beta, &mut dy, n).expect("run");
-                    let y = gpu.download(&dy).expect("download");
                     let what = format!(
                         "{name} {} chunk {c} ({} split rows) β {beta}",
                         k.kernel_name(n).unwrap(),
                         k.split_rows()
                     );
-                    check(&what, a, &x, n, alpha, beta, &y0, &y, TOL_F32_CORE);
+                    run_checked(gpu, &mut k, rng, a, n, (alpha, beta), &what, TOL_F32_CORE);
                 }
             }
         }
@@ -215,14 +236,17 @@ fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: 
         let dx = gpu.upload(&x).expect("x");
         let mut dy = gpu.upload(&y0).expect("y");
         k.prepare_width(n).expect("load");
-        let tm = time_spmv(gpu, &k, &dx, &mut dy, n, 20, 3).expect("graph");
-        let y = gpu.download(&dy).expect("download");
-        let what = format!(
-            "{name} graph {} ({:.2} µs)",
-            k.kernel_name(n).unwrap(),
-            tm.median_ms * 1e3
+        let kernel = k.kernel_name(n).unwrap();
+        graph_checked(
+            gpu,
+            &k,
+            a,
+            (&x, &dx),
+            (&y0, &mut dy),
+            n,
+            |us| format!("{name} graph {kernel} ({us:.2} µs)"),
+            TOL_F32_CORE,
         );
-        check(&what, a, &x, n, 1.0, 0.0, &y0, &y, TOL_F32_CORE);
     }
 }
 
@@ -460,21 +484,15 @@ fn spmv_graph_path_and_baseline_match_f64() {
         ] {
             let mut k = spmv_of(&gpu, &b, st);
             k.set_core_layout(core).expect("layout");
-            let tm = time_spmv(&gpu, &k, &dx, &mut dy, n, 20, 3).expect("graph");
-            let y = gpu.download(&dy).expect("download");
-            check(
-                &format!(
-                    "graph {} n {n} ({:.2} µs)",
-                    k.kernel_name(n),
-                    tm.median_ms * 1e3
-                ),
+            let kernel = k.kernel_name(n);
+            graph_checked(
+                &gpu,
+                &k,
                 &a,
-                &x,
+                (&x, &dx),
+                (&y0, &mut dy),
                 n,
-                1.0,
-                0.0,
-                &y0,
-                &y,
+                |us| format!("graph {kernel} n {n} ({us:.2} µs)"),
                 TOL,
             );
         }
@@ -483,21 +501,14 @@ fn spmv_graph_path_and_baseline_match_f64() {
             let base = CusparseSpmvGraphable::with_alg(&gpu, &ca, n, alg).expect("prepare");
             assert_eq!(base.alg(), alg);
             let mut dy = gpu.upload(&y0).expect("y");
-            let tm = time_spmv(&gpu, &base, &dx, &mut dy, n, 20, 3).expect("graph");
-            let y = gpu.download(&dy).expect("download");
-            check(
-                &format!(
-                    "cusparse {} graph n {n} ({:.2} µs)",
-                    alg.name(n),
-                    tm.median_ms * 1e3
-                ),
+            graph_checked(
+                &gpu,
+                &base,
                 &a,
-                &x,
+                (&x, &dx),
+                (&y0, &mut dy),
                 n,
-                1.0,
-                0.0,
-                &y0,
-                &y,
+                |us| format!("cusparse {} graph n {n} ({us:.2} µs)", alg.name(n)),
                 1.0 / 131_072.0,
             );
         }
@@ -613,16 +624,9 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
 fn spmv_matches_f64_on_shared_datasets() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    for path in dataset_files(u64::MAX) {
-        let a = read_dataset(&path, &mut rng);
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
+    for_each_dataset(&mut rng, |name, a, rng| {
         // TF32 everywhere; f16 too (bcsstk17-like value ranges are what the scales are for).
-        check_ours(&gpu, &mut rng, &name, &a, &ALL);
-        check_csr_walk(&gpu, &mut rng, &name, &a, &CSR_CHUNKS);
-    }
+        check_ours(&gpu, rng, name, a, &ALL);
+        check_csr_walk(&gpu, rng, name, a, &CSR_CHUNKS);
+    });
 }

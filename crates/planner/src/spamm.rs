@@ -256,6 +256,29 @@ pub struct TauForError {
     pub valid_ratio: f64,
 }
 
+/// Products a SpAMM run with an error target may make: the first, and up to three retries.
+pub const MAX_TAU_ATTEMPTS: u32 = 4;
+
+/// The retry decision of a SpAMM product with an error target `target_rel` (a bound on
+/// ‖E‖F/‖C‖F), the one both the facade and the one-rank-per-GPU product make: after product
+/// number `attempts` (from 1) at `tau`, whose result has norm `result_norm` and bound `rel`, with
+/// τ chosen for the estimate `c_norm` of ‖C‖F. `Some(next)`: choose τ again for the estimate
+/// `next` — the result's norm (never above the previous estimate), halved from the second retry
+/// on, since the same norm would choose the same τ. `None`: keep this product (the bound met,
+/// [`MAX_TAU_ATTEMPTS`] products made, τ = 0 already, or a zero or NaN norm).
+pub fn tau_retry_norm(
+    target_rel: f64,
+    rel: f64,
+    attempts: u32,
+    tau: f32,
+    result_norm: f64,
+    c_norm: f64,
+) -> Option<f64> {
+    let retry = rel > target_rel && attempts < MAX_TAU_ATTEMPTS && tau > 0.0 && result_norm > 0.0;
+    let next = result_norm.min(c_norm);
+    (retry && next > 0.0).then_some(if attempts > 1 { next * 0.5 } else { next })
+}
+
 /// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
 /// [`skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
 /// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
@@ -404,6 +427,25 @@ pub fn strided_assignment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tau_retries_follow_the_results_norm_and_stop() {
+        // Missed at the first product: retry with the result's norm, as it is.
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 1, 0.5, 2.0, 10.0), Some(2.0));
+        // From the second retry on the estimate is halved; it never grows past the last one.
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 2, 0.5, 2.0, 10.0), Some(1.0));
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 3, 0.5, 20.0, 4.0), Some(2.0));
+        // Met, out of attempts, τ = 0, a zero or NaN result: keep the product.
+        assert_eq!(tau_retry_norm(1e-2, 1e-3, 1, 0.5, 2.0, 10.0), None);
+        assert_eq!(
+            tau_retry_norm(1e-3, 1e-2, MAX_TAU_ATTEMPTS, 0.5, 2.0, 10.0),
+            None
+        );
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 1, 0.0, 2.0, 10.0), None);
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 1, 0.5, 0.0, 10.0), None);
+        assert_eq!(tau_retry_norm(1e-3, 1e-2, 1, 0.5, f64::NAN, 10.0), None);
+        assert_eq!(tau_retry_norm(1e-3, f64::INFINITY, 1, 0.5, 2.0, 0.0), None);
+    }
 
     #[test]
     fn strided_example_of_the_paper() {

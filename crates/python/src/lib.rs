@@ -165,6 +165,44 @@ impl PyMatrix {
             ))),
         }
     }
+
+    /// A host product's dense operands: `b` (`b_rows × n`, named `b_name`) and `out`
+    /// (`out_rows × n`), both float32 and C-contiguous, with their common width `n`.
+    fn host_operands<'a>(
+        &self,
+        (b_name, b, b_rows): (&str, &'a PyReadonlyArray2<'_, f32>, usize),
+        (c, c_rows): (&'a mut PyReadwriteArray2<'_, f32>, usize),
+    ) -> PyResult<(usize, &'a [f32], &'a mut [f32])> {
+        let n = self.check_dense(b_name, b.shape(), b_rows)?;
+        let nc = self.check_dense("out", c.shape(), c_rows)?;
+        if nc != n {
+            return Err(PyValueError::new_err(format!(
+                "out has {nc} columns, {b_name} has {n}"
+            )));
+        }
+        let bs = slice_of(b, b_name)?;
+        let cs = c
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        Ok((n, bs, cs))
+    }
+
+    /// An SDDMM's factors: `left` (`rows × k`, named `grad`) and `right` (`cols × k`, named
+    /// `X`), C-contiguous, with their common width `k`.
+    fn sddmm_operands<'a, T: numpy::Element>(
+        &self,
+        left: &'a PyReadonlyArray2<'_, T>,
+        right: &'a PyReadonlyArray2<'_, T>,
+    ) -> PyResult<(usize, &'a [T], &'a [T])> {
+        let k = self.check_dense("grad", left.shape(), self.rows)?;
+        let kr = self.check_dense("X", right.shape(), self.cols)?;
+        if k != kr {
+            return Err(PyValueError::new_err(format!(
+                "grad has {k} columns, X has {kr}"
+            )));
+        }
+        Ok((k, slice_of(left, "grad")?, slice_of(right, "X")?))
+    }
 }
 
 #[pymethods]
@@ -336,17 +374,7 @@ impl PyMatrix {
         beta: f32,
         mut c: PyReadwriteArray2<'_, f32>,
     ) -> PyResult<()> {
-        let n = self.check_dense("X", b.shape(), self.cols)?;
-        let nc = self.check_dense("out", c.shape(), self.rows)?;
-        if nc != n {
-            return Err(PyValueError::new_err(format!(
-                "out has {nc} columns, X has {n}"
-            )));
-        }
-        let bs = slice_of(&b, "X")?;
-        let cs = c
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        let (n, bs, cs) = self.host_operands(("X", &b, self.cols), (&mut c, self.rows))?;
         self.with(py, |i| {
             i.prepared.set_n(n);
             i.prepared.spmm(alpha, bs, beta, cs).map_err(to_py)
@@ -363,17 +391,7 @@ impl PyMatrix {
         beta: f32,
         mut c: PyReadwriteArray2<'_, f32>,
     ) -> PyResult<()> {
-        let n = self.check_dense("grad", b.shape(), self.rows)?;
-        let nc = self.check_dense("out", c.shape(), self.cols)?;
-        if nc != n {
-            return Err(PyValueError::new_err(format!(
-                "out has {nc} columns, grad has {n}"
-            )));
-        }
-        let bs = slice_of(&b, "grad")?;
-        let cs = c
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        let (n, bs, cs) = self.host_operands(("grad", &b, self.rows), (&mut c, self.cols))?;
         self.with(py, |i| {
             i.transposed()
                 .and_then(|t| {
@@ -426,14 +444,7 @@ impl PyMatrix {
         left: PyReadonlyArray2<'py, f32>,
         right: PyReadonlyArray2<'py, f32>,
     ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let k = self.check_dense("grad", left.shape(), self.rows)?;
-        let kr = self.check_dense("X", right.shape(), self.cols)?;
-        if k != kr {
-            return Err(PyValueError::new_err(format!(
-                "grad has {k} columns, X has {kr}"
-            )));
-        }
-        let (l, r) = (slice_of(&left, "grad")?, slice_of(&right, "X")?);
+        let (k, l, r) = self.sddmm_operands(&left, &right)?;
         let v = self.with(py, |i| {
             let g = sddmm(&i.a, l, r, k).map_err(value_err)?;
             Ok(g.into_iter().map(|x| x as f32).collect::<Vec<_>>())
@@ -485,14 +496,7 @@ impl PyMatrix {
         left: PyReadonlyArray2<'py, f64>,
         right: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let k = self.check_dense("grad", left.shape(), self.rows)?;
-        let kr = self.check_dense("X", right.shape(), self.cols)?;
-        if k != kr {
-            return Err(PyValueError::new_err(format!(
-                "grad has {k} columns, X has {kr}"
-            )));
-        }
-        let (l, r) = (slice_of(&left, "grad")?, slice_of(&right, "X")?);
+        let (k, l, r) = self.sddmm_operands(&left, &right)?;
         let v = self.with(py, |i| sddmm(&i.a, l, r, k).map_err(value_err))?;
         Ok(PyArray1::from_vec(py, v))
     }

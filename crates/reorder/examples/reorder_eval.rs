@@ -7,33 +7,16 @@
 //! summary per method. `--quick` skips the ~10M-nnz matrices. The datasets folder is
 //! `$TCSPARSE_SHARED_DATASETS` or `../../../shared/datasets` from this crate.
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
+mod common;
+
+use common::{cpu_seconds, shuffled};
 use std::path::PathBuf;
 use std::time::Instant;
 use tcsparse_formats::Csr;
 use tcsparse_formats::generate::{clustered_block_diagonal, rmat};
 use tcsparse_formats::mtx::read_matrix;
 use tcsparse_reorder::metrics::window_stats;
-use tcsparse_reorder::{METHODS, Mode, Permutation, by_name};
-
-fn shuffled(a: Csr, seed: u64) -> Csr {
-    let mut v: Vec<u32> = (0..a.rows() as u32).collect();
-    v.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    Permutation::new(v)
-        .and_then(|p| p.apply_symmetric(&a))
-        .expect("square")
-}
-
-/// User + system CPU seconds of this process (all threads), from /proc (0 where unavailable).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / 100.0
-}
+use tcsparse_reorder::{METHODS, Mode, by_name};
 
 fn datasets_dir() -> Option<PathBuf> {
     let d = std::env::var_os("TCSPARSE_SHARED_DATASETS")

@@ -10,9 +10,9 @@
 //! hash of the permutation: the hash must be the same on every line of a (matrix, method) pair,
 //! since the result does not depend on the thread count.
 
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
+mod common;
+
+use common::{cpu_seconds, shuffled};
 use std::time::Instant;
 use tcsparse_formats::Csr;
 use tcsparse_formats::generate::{clustered_block_diagonal, rmat, uniform_random};
@@ -24,23 +24,6 @@ fn flag(args: &[String], f: &str) -> Option<String> {
         .position(|a| a == f)
         .and_then(|i| args.get(i + 1))
         .cloned()
-}
-
-fn shuffled(a: Csr, seed: u64) -> Csr {
-    let mut v: Vec<u32> = (0..a.rows() as u32).collect();
-    v.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
-    Permutation::new(v)
-        .and_then(|p| p.apply_symmetric(&a))
-        .expect("square")
-}
-
-/// User + system CPU seconds of this process (all threads), from /proc (0 where unavailable).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / 100.0
 }
 
 /// FNV-1a over the permutation: equal hashes on every thread count show determinism.

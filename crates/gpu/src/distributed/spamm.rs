@@ -10,7 +10,7 @@
 //! on the ranks ([`RankSpamm::block`]) or is gathered to rank 0 ([`RankSpamm::gather_to_root`]).
 
 use cudarc::driver::CudaSlice;
-use tcsparse_planner::spamm::skipped_bound;
+use tcsparse_planner::spamm::{skipped_bound, tau_retry_norm};
 
 use super::{DistributedError, RankComm};
 use crate::GpuError;
@@ -238,17 +238,13 @@ pub fn spamm_rank(
             attempts,
         };
         // The same decision on every rank: it depends only on gathered and broadcast numbers.
-        match cfg.target {
-            TauTarget::RelError(r) if rel > r && attempts < 4 && tau > 0.0 => {
-                c_norm = result_norm.min(c_norm);
-                if c_norm == 0.0 {
-                    break run;
-                }
-                if attempts > 1 {
-                    c_norm *= 0.5;
-                }
-            }
-            _ => break run,
+        let retry = match cfg.target {
+            TauTarget::RelError(r) => tau_retry_norm(r, rel, attempts, tau, result_norm, c_norm),
+            _ => None,
+        };
+        match retry {
+            Some(next) => c_norm = next,
+            None => break run,
         }
     };
     let part = match (part, last_sched) {

@@ -408,11 +408,10 @@ impl super::graph::GraphSpmv for CsrSpmv {
                     func,
                     self.kernel_name(n)?,
                     CSR_PARAMS,
-                    Shape {
-                        grid: (self.work.num_items.div_ceil(WARPS_PER_BLOCK), 1, 1),
-                        block: (32, WARPS_PER_BLOCK, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::warps(
+                        self.work.num_items.div_ceil(WARPS_PER_BLOCK),
+                        WARPS_PER_BLOCK,
+                    ),
                     stream,
                     &args,
                 )
@@ -438,11 +437,7 @@ impl super::graph::GraphSpmv for CsrSpmv {
                     &self.fixup,
                     ENTRY_CSR_FIXUP,
                     CSR_FIXUP_PARAMS,
-                    Shape {
-                        grid: (threads.div_ceil(256) as u32, 1, 1),
-                        block: (256, 1, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::per_thread(threads),
                     stream,
                     &args,
                 )
@@ -484,9 +479,11 @@ mod tests {
     #[test]
     fn the_kernel_holds_as_many_rows_per_item_as_csr_work_packs() {
         use crate::spmm::csr::MAX_ROWS_PER_ITEM;
-        // `SPMV_CSR_MAX_ROWS` in spmv.cu sizes the walk's shared sums.
+        // `SPMV_CSR_MAX_ROWS` in spmv_csr.cuh sizes the walk's shared sums.
         assert_eq!(MAX_ROWS_PER_ITEM, 32);
-        assert!(include_str!("../../kernels-ptx/spmv.cu").contains("#define SPMV_CSR_MAX_ROWS 32"));
+        assert!(
+            include_str!("../../kernels-ptx/spmv_csr.cuh").contains("#define SPMV_CSR_MAX_ROWS 32")
+        );
     }
 
     #[test]

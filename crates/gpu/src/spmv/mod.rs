@@ -518,11 +518,7 @@ impl graph::GraphSpmv for BitBsrSpmv {
                         &self.x16_fn,
                         ENTRY_X16,
                         X16_PARAMS,
-                        Shape {
-                            grid: (segs.div_ceil(256) as u32, 1, 1),
-                            block: (256, 1, 1),
-                            shared_bytes: 0,
-                        },
+                        Shape::per_thread(segs),
                         stream,
                         &args,
                     )
@@ -610,11 +606,7 @@ impl graph::GraphSpmv for BitBsrSpmv {
                     func,
                     self.kernel_name(n),
                     params,
-                    Shape {
-                        grid: (grid, 1, 1),
-                        block: (32, WARPS_PER_BLOCK, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::warps(grid, WARPS_PER_BLOCK),
                     stream,
                     &args[..params.len()],
                 )
@@ -642,11 +634,7 @@ impl graph::GraphSpmv for BitBsrSpmv {
                     &self.fixup,
                     ENTRY_FIXUP,
                     FIXUP_PARAMS,
-                    Shape {
-                        grid: (threads.div_ceil(256) as u32, 1, 1),
-                        block: (256, 1, 1),
-                        shared_bytes: 0,
-                    },
+                    Shape::per_thread(threads),
                     stream,
                     &args,
                 )

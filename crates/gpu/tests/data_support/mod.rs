@@ -100,3 +100,18 @@ pub fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
     }
     a
 }
+
+/// Every shared dataset (any size) read with [`read_dataset`], its file name and shape printed,
+/// handed to `f` with its file name and `rng`.
+pub fn for_each_dataset(rng: &mut ChaCha8Rng, mut f: impl FnMut(&str, &Csr, &mut ChaCha8Rng)) {
+    for path in dataset_files(u64::MAX) {
+        let a = read_dataset(&path, rng);
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
+        f(&name, &a, rng);
+    }
+}

@@ -4,7 +4,7 @@
 //! the result's own norm replaces the estimate of ‖C‖F and τ is chosen again (at most 4 products).
 
 use tcsparse_gpu::spamm::{SpammRun, TauTarget, choose_tau, rel_bound};
-use tcsparse_planner::spamm::skipped_bound;
+use tcsparse_planner::spamm::{skipped_bound, tau_retry_norm};
 
 use crate::Error;
 
@@ -62,8 +62,8 @@ fn plan_error(e: tcsparse_planner::PlanError) -> Error {
 
 /// Chooses τ from the norm maps (`na`: `tm × tk`, `nb`: `tk × tn`) for `target`, runs
 /// `product` at it and, for an error target the result misses, again with the result's norm
-/// in place of the norm-product estimate of ‖C‖F (halved from the second retry on, since the
-/// same norm would choose the same τ): at most 4 products, stopping at τ = 0 or a zero result.
+/// in place of the norm-product estimate of ‖C‖F, as [`tau_retry_norm`] decides (halved from
+/// the second retry on; at most 4 products, stopping at τ = 0 or a zero result).
 pub(crate) fn choose_and_run(
     na: &[f32],
     nb: &[f32],
@@ -88,14 +88,13 @@ pub(crate) fn choose_and_run(
         let abs_bound = skipped_bound(na, nb, tm, tk, tn, tau).map_err(plan_error)?;
         let result_norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
         let rel = rel_bound(abs_bound, result_norm);
-        match target {
-            TauTarget::RelError(r) if rel > r && attempts < 4 && tau > 0.0 && result_norm > 0.0 => {
-                c_norm = result_norm.min(c_norm);
-                if attempts > 1 {
-                    c_norm *= 0.5;
-                }
-            }
-            _ => {
+        let retry = match target {
+            TauTarget::RelError(r) => tau_retry_norm(r, rel, attempts, tau, result_norm, c_norm),
+            _ => None,
+        };
+        match retry {
+            Some(next) => c_norm = next,
+            None => {
                 return Ok(Chosen {
                     c,
                     tau,

@@ -11,9 +11,13 @@
 //! (`tcsparse::spamm`) and, one rank per GPU, by [`crate::distributed::spamm`].
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg, sys};
-use tcsparse_planner::spamm::{strided_assignment, tau_for_error, tau_search};
+use tcsparse_planner::spamm::strided_assignment;
 
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+
+mod tau;
+
+pub use tau::{SpammConfig, SpammRun, TauTarget, choose_tau, rel_bound, spamm_block_rows};
 
 /// Norm tile edge (LoNum).
 pub const TILE: usize = 32;
@@ -681,148 +685,6 @@ impl SpammKernel {
         unsafe { l.launch(cfg) }?;
         Ok(())
     }
-}
-
-/// How τ is chosen.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum TauTarget {
-    /// This τ.
-    Tau(f32),
-    /// The τ whose valid ratio is closest to this (cuSpAMM §3.5.2).
-    ValidRatio(f64),
-    /// The largest τ whose bound on ‖E‖F/‖C‖F is ≤ this (see [`SpammRun::rel_bound`]).
-    RelError(f64),
-}
-
-impl TauTarget {
-    /// This τ: finite and ≥ 0 (τ = 0 computes every tile product), else
-    /// [`GpuError::Invalid`].
-    pub fn tau(tau: f32) -> Result<Self, GpuError> {
-        Self::Tau(tau).checked()
-    }
-
-    /// The τ whose valid ratio is closest to `ratio`, in [0, 1], else [`GpuError::Invalid`].
-    pub fn valid_ratio(ratio: f64) -> Result<Self, GpuError> {
-        Self::ValidRatio(ratio).checked()
-    }
-
-    /// The largest τ whose error bound is ≤ `rel`: finite and ≥ 0, else [`GpuError::Invalid`].
-    pub fn rel_error(rel: f64) -> Result<Self, GpuError> {
-        Self::RelError(rel).checked()
-    }
-
-    /// `self` if its number is in range (NaN, ±∞ and negative values never are; a valid ratio
-    /// is at most 1). Every τ selection ([`choose_tau`]) checks its target this way, so a target
-    /// built from the variants directly is refused just the same.
-    pub fn checked(self) -> Result<Self, GpuError> {
-        let ok = match self {
-            TauTarget::Tau(t) => t.is_finite() && t >= 0.0,
-            TauTarget::ValidRatio(r) => r.is_finite() && (0.0..=1.0).contains(&r),
-            TauTarget::RelError(r) => r.is_finite() && r >= 0.0,
-        };
-        if ok {
-            Ok(self)
-        } else {
-            Err(GpuError::Invalid(format!(
-                "SpAMM target {self:?}: τ and the target error must be finite and ≥ 0, the valid ratio in [0, 1]"
-            )))
-        }
-    }
-}
-
-/// Configuration of a SpAMM product: arithmetic, C block, balance and τ target.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SpammConfig {
-    /// Arithmetic.
-    pub precision: SpammPrecision,
-    /// C block edge.
-    pub block: SpammBlock,
-    /// Balance parameter s of the strided assignment (1: one C block per thread block).
-    pub s: usize,
-    /// How τ is chosen.
-    pub target: TauTarget,
-}
-
-impl Default for SpammConfig {
-    fn default() -> Self {
-        Self {
-            precision: SpammPrecision::Tf32x3,
-            block: SpammBlock::B64,
-            s: 1,
-            target: TauTarget::RelError(1e-5),
-        }
-    }
-}
-
-/// What one SpAMM run did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpammRun {
-    /// Threshold used.
-    pub tau: f32,
-    /// Computed tile products / all (from the host count over the norm maps).
-    pub valid_ratio: f64,
-    /// Computed tile products counted by the kernels (equals the host count).
-    pub valid_products: u64,
-    /// `tcsparse_planner::spamm::skipped_bound` at τ (absolute Frobenius bound of the skipped products).
-    pub abs_bound: f64,
-    /// ‖Ã·B‖F of the result (host, f64).
-    pub result_norm: f64,
-    /// abs_bound / (result_norm − abs_bound): bound on ‖E‖F/‖C‖F (∞ when the bound is not
-    /// smaller than the result's norm).
-    pub rel_bound: f64,
-    /// C row ranges per device.
-    pub row_ranges: Vec<(usize, usize)>,
-    /// Products run (more than 1 when a relative-error target needed a smaller τ).
-    pub attempts: u32,
-}
-
-/// Relative bound from the absolute bound and the result's norm: ‖C‖ ≥ ‖C̃‖ − ‖E‖.
-pub fn rel_bound(abs_bound: f64, result_norm: f64) -> f64 {
-    if abs_bound == 0.0 {
-        0.0
-    } else if result_norm > abs_bound {
-        abs_bound / (result_norm - abs_bound)
-    } else {
-        f64::INFINITY
-    }
-}
-
-/// Chooses τ from host norm maps. For [`TauTarget::RelError`] the reference norm `c_norm` is
-/// used (‖C‖F, or an estimate of it).
-pub fn choose_tau(
-    na: &[f32],
-    nb: &[f32],
-    tiles: (usize, usize, usize),
-    target: TauTarget,
-    c_norm: f64,
-) -> Result<f32, GpuError> {
-    let (tm, tk, tn) = tiles;
-    let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("τ selection: {e}"));
-    Ok(match target.checked()? {
-        TauTarget::Tau(t) => t,
-        TauTarget::ValidRatio(r) => tau_search(na, nb, tm, tk, tn, r).map_err(e)?.tau,
-        TauTarget::RelError(r) => {
-            // bound ≤ r·(‖C̃‖ − bound)  ⇐  bound ≤ r/(1+r)·‖C̃‖.
-            tau_for_error(na, nb, tm, tk, tn, r / (1.0 + r) * c_norm)
-                .map_err(e)?
-                .tau
-        }
-    })
-}
-
-/// C's rows over `parts` devices in whole C blocks, balancing valid products at τ
-/// ([`tcsparse_planner::split::spamm_block_rows`]).
-pub fn spamm_block_rows(
-    na: &[f32],
-    nb: &[f32],
-    tiles: (usize, usize, usize),
-    tau: f32,
-    m: usize,
-    block: SpammBlock,
-    parts: usize,
-) -> Result<Vec<(usize, usize)>, GpuError> {
-    tcsparse_planner::split::spamm_block_rows(na, nb, tiles, tau, m, block.tiles(), TILE, parts)
-        .map_err(|e| GpuError::Invalid(format!("row split: {e}")))
 }
 
 #[cfg(test)]
