@@ -2,7 +2,7 @@
 //! `__cuda_array_interface__`), ordered on that library's CUDA stream.
 //!
 //! A [`ForeignSlice`] is a device pointer and a length the caller vouches for; it implements
-//! cudarc's [`DevicePtr`]/[`DevicePtrMut`], so [`Prepared::spmm_device`] takes it as it takes a
+//! cudarc's [`DevicePtr`](cudarc::driver::DevicePtr)/[`DevicePtrMut`](cudarc::driver::DevicePtrMut), so [`Prepared::spmm_device`] takes it as it takes a
 //! [`cudarc::driver::CudaSlice`], with no copy. A [`ForeignStream`] is the caller's stream
 //! (borrowed, never destroyed here). [`Prepared::spmm_on_stream`] runs a product on the engine's
 //! own stream between two stream-to-stream waits — the engine's stream waits for the caller's

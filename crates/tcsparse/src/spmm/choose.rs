@@ -16,8 +16,8 @@ const ROW_TILE_DEFAULT_WINDOWS: u32 = 4;
 pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 
 /// The HRPB kernel a plain (untuned) preparation runs when the model picks HRPB, for a matrix of
-/// `rows` rows on `sm_count` SMs: the wave-aware split, and [`HrpbMma::for_rows`]'s shape (the
-/// lean k8wsc / k8sc from 4 panels per SM, k8w below: docs/kernels/hrpb.md v3–v5).
+/// `rows` rows on `sm_count` SMs: the wave-aware split, and [`HrpbMma::for_rows`]'s shape (k8w
+/// below one panel per SM, k8wtd at 16–31 panels per SM, k8ts otherwise: docs/kernels/hrpb.md).
 /// `KernelRequest::Hrpb` takes the same shape.
 pub(super) fn hrpb_default(rows: usize, sm_count: u32) -> ExecKernel {
     ExecKernel::Hrpb {
