@@ -38,8 +38,10 @@ impl VendorBaseline {
     /// The baseline of `op`'s speedups in `report`: the recorded one, else (files written
     /// before the field existed) SpMM's is the fastest algorithm when some baseline case names
     /// an algorithm other than the default in its plan and the default otherwise (the bench timed
-    /// only the default then); SpMV's bench has timed every algorithm since its first committed
-    /// file, and SpAMM's baseline has always been cuBLAS TF32.
+    /// only the default then); an SpMV file without the field counts as the fastest algorithm,
+    /// which holds for the committed one (68604a9) but not for SpMV files before a50f5ed
+    /// (2026-11-25), whose n = 8 cases ran cuSPARSE's default SpMM algorithm — compare with those
+    /// only knowing that; SpAMM's baseline has always been cuBLAS TF32.
     pub fn of(report: &Report, op: Op) -> Self {
         if let Some(b) = report.baseline {
             return b;
