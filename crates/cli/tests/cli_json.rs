@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::Value;
 
 /// Keys whose values vary run to run.
@@ -46,25 +44,7 @@ fn redact(v: &mut Value) {
 
 /// Runs `tcsparse args --json` in `dir` on the CPU path and returns its redacted document.
 fn json(args: &[&str], dir: &std::path::Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args(args)
-        .arg("--json")
-        .current_dir(dir)
-        .env("TCSPARSE_FORCE_CPU", "1")
-        .env_remove("TCSPARSE_CACHE_DIR")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let mut v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: not one JSON document ({e}):\n{}",
-            String::from_utf8_lossy(&o.stdout)
-        )
-    });
+    let mut v = common::cpu_json(args, dir);
     assert_eq!(v["schema_version"], 1, "{args:?}");
     assert_eq!(v["command"], args[0], "{args:?}");
     redact(&mut v);
