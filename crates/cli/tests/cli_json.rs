@@ -53,13 +53,7 @@ fn json(args: &[&str], dir: &std::path::Path) -> String {
 
 /// A folder of the test's own (tests run in parallel) holding a copy of west0067.
 fn workdir(test: &str) -> std::path::PathBuf {
-    let dir = common::workdir("cli_json", test);
-    std::fs::copy(
-        common::repo_root().join("datasets/west0067.mtx.gz"),
-        dir.join("west0067.mtx.gz"),
-    )
-    .unwrap();
-    dir
+    common::workdir_with_west("cli_json", test)
 }
 
 #[test]

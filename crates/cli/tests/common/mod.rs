@@ -23,6 +23,18 @@ pub fn workdir(suite: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// [`workdir`] holding a copy of the shipped west0067 (`west0067.mtx.gz`).
+#[allow(dead_code)]
+pub fn workdir_with_west(suite: &str, name: &str) -> PathBuf {
+    let dir = workdir(suite, name);
+    std::fs::copy(
+        repo_root().join("datasets/west0067.mtx.gz"),
+        dir.join("west0067.mtx.gz"),
+    )
+    .unwrap();
+    dir
+}
+
 /// `tcsparse spmm` of the shipped west0067 with `--n 8`, from the repository root: the start of
 /// most command lines these tests run.
 #[allow(dead_code)]
