@@ -36,9 +36,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let csr = crate::input::read_matrix(&args.input)?;
     let t = Instant::now();
     // Builds layout type `$t`: its block count, its size and its cache file.

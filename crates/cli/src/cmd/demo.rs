@@ -351,9 +351,7 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let (a, read_ms, name) = match args.input.or(args.matrix) {
         Some(path) => {
             let (a, ms) = read(&path)?;

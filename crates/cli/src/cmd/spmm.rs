@@ -81,9 +81,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     // Checked before reading a possibly large file (the engine refuses it too).
     if matches!(args.balance, Balance::NnzPerWarp(_)) && args.kernel != "csr" {
         anyhow::bail!(
