@@ -125,12 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         outln!("backend   {}", engine.message())?;
     }
-    outln!(
-        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
-        a.rows(),
-        a.cols(),
-        a.nnz()
-    )?;
+    demo::print_read(read_ms, &a)?;
     super::checks::note_non_finite(&a, "C")?;
     super::checks::check_n(&a, args.n)?;
     let opts = prepare_options(&args);
