@@ -13,11 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Whether the text lines are printed (off under `--json`, see [`json_only`]).
 static TEXT: AtomicBool = AtomicBool::new(true);
 
-/// Under `--json`: the text lines ([`outln!`], [`out!`]) are dropped, so a subcommand does the
-/// same work and prints the same facts, and the one JSON document ([`json`]) is all that reaches
-/// standard output.
-pub fn json_only() {
-    TEXT.store(false, Ordering::Relaxed);
+/// Under `--json` (`json` true; a subcommand passes its flag): the text lines ([`outln!`],
+/// [`out!`]) are dropped, so a subcommand does the same work and prints the same facts, and the
+/// one JSON document ([`json`]) is all that reaches standard output. `false` changes nothing.
+pub fn json_only(json: bool) {
+    if json {
+        TEXT.store(false, Ordering::Relaxed);
+    }
 }
 
 fn text() -> bool {

@@ -33,17 +33,7 @@ fn demo_cpu_path() {
 
 #[test]
 fn spmm_cpu_path() {
-    let out = run(&[
-        "spmm",
-        "datasets/west0067.mtx.gz",
-        "--n",
-        "16",
-        "--cpu",
-        "--iters",
-        "1",
-        "--reorder",
-        "none",
-    ]);
+    let out = common::spmm_west_cpu(&[]);
     assert!(out.contains("CPU reference path"), "{out}");
     insta::assert_snapshot!(redact(&out));
 }
@@ -80,15 +70,10 @@ fn help_of_the_matrix_commands_names_npz() {
 #[test]
 fn spmm_with_f32_precision_prints_it() {
     let out = run(&[
-        "spmm",
-        "datasets/west0067.mtx.gz",
-        "--n",
-        "8",
-        "--iters",
-        "1",
-        "--precision",
-        "f32",
-    ]);
+        &common::SPMM_WEST_N8[..],
+        &["--iters", "1", "--precision", "f32"],
+    ]
+    .concat());
     assert!(
         out.lines()
             .any(|l| l.starts_with("precision") && l.contains("F32")),
@@ -102,15 +87,8 @@ fn spmm_uses_the_plan_cache_from_the_environment() {
     let _ = std::fs::remove_dir_all(&dir);
     let spmm = || {
         let out = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-            .args([
-                "spmm",
-                "datasets/west0067.mtx.gz",
-                "--n",
-                "8",
-                "--cpu",
-                "--iters",
-                "1",
-            ])
+            .args(common::SPMM_WEST_N8)
+            .args(["--cpu", "--iters", "1"])
             .current_dir(repo_root())
             .env("TCSPARSE_FORCE_CPU", "1")
             .env("TCSPARSE_CACHE_DIR", &dir)

@@ -22,15 +22,10 @@ const LAUNCHER_VARS: &[&str] = &[
 
 fn run(env: &[(&str, &str)], extra: &[&str]) -> (bool, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcsparse"));
-    cmd.args([
-        "spmm",
-        "datasets/west0067.mtx.gz",
-        "--n",
-        "8",
-        "--distributed",
-    ])
-    .args(extra)
-    .current_dir(common::repo_root());
+    cmd.args(common::SPMM_WEST_N8)
+        .arg("--distributed")
+        .args(extra)
+        .current_dir(common::repo_root());
     for v in LAUNCHER_VARS {
         cmd.env_remove(v);
     }

@@ -10,45 +10,13 @@ use common::repo_root;
 use serde_json::Value;
 
 fn spmm_json(extra: &[&str]) -> Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args([
-            "spmm",
-            "datasets/west0067.mtx.gz",
-            "--n",
-            "8",
-            "--iters",
-            "1",
-        ])
-        .args(extra)
-        .arg("--json")
-        .current_dir(repo_root())
-        .env("TCSPARSE_FORCE_CPU", "1")
-        .env_remove("TCSPARSE_CACHE_DIR")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{extra:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
+    let args = [&common::SPMM_WEST_N8[..], &["--iters", "1"], extra].concat();
+    common::cpu_json(&args, repo_root())
 }
 
 #[test]
 fn spmm_f16_cpu_path() {
-    let out = common::run_cpu(&[
-        "spmm",
-        "datasets/west0067.mtx.gz",
-        "--n",
-        "16",
-        "--cpu",
-        "--iters",
-        "1",
-        "--reorder",
-        "none",
-        "--dtype",
-        "f16",
-    ]);
+    let out = common::spmm_west_cpu(&["--dtype", "f16"]);
     insta::assert_snapshot!(common::redact(&out, &["GFLOP/s"]));
 }
 
@@ -118,16 +86,8 @@ fn unknown_types_and_precisions_are_refused_with_the_accepted_names() {
 fn half_types_on_a_gpu_engine_fail_with_the_typed_error() {
     for dtype in ["f16", "bf16"] {
         let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-            .args([
-                "spmm",
-                "datasets/west0067.mtx.gz",
-                "--n",
-                "8",
-                "--iters",
-                "1",
-                "--dtype",
-                dtype,
-            ])
+            .args(common::SPMM_WEST_N8)
+            .args(["--iters", "1", "--dtype", dtype])
             .current_dir(repo_root())
             .env_remove("TCSPARSE_FORCE_CPU")
             .output()

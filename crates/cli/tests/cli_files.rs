@@ -28,13 +28,7 @@ fn ok(args: &[&str], dir: &Path) -> String {
 }
 
 fn workdir(name: &str) -> PathBuf {
-    let dir = common::workdir("cli_files", name);
-    std::fs::copy(
-        common::repo_root().join("datasets/west0067.mtx.gz"),
-        dir.join("west0067.mtx.gz"),
-    )
-    .unwrap();
-    dir
+    common::workdir_with_west("cli_files", name)
 }
 
 /// `info --json` without the path and the read's bytes and time: what the matrix is.

@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use serde_json::Value;
 
 /// Keys whose values vary run to run.
@@ -46,25 +44,7 @@ fn redact(v: &mut Value) {
 
 /// Runs `tcsparse args --json` in `dir` on the CPU path and returns its redacted document.
 fn json(args: &[&str], dir: &std::path::Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
-        .args(args)
-        .arg("--json")
-        .current_dir(dir)
-        .env("TCSPARSE_FORCE_CPU", "1")
-        .env_remove("TCSPARSE_CACHE_DIR")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let mut v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: not one JSON document ({e}):\n{}",
-            String::from_utf8_lossy(&o.stdout)
-        )
-    });
+    let mut v = common::cpu_json(args, dir);
     assert_eq!(v["schema_version"], 1, "{args:?}");
     assert_eq!(v["command"], args[0], "{args:?}");
     redact(&mut v);
@@ -73,13 +53,7 @@ fn json(args: &[&str], dir: &std::path::Path) -> String {
 
 /// A folder of the test's own (tests run in parallel) holding a copy of west0067.
 fn workdir(test: &str) -> std::path::PathBuf {
-    let dir = common::workdir("cli_json", test);
-    std::fs::copy(
-        common::repo_root().join("datasets/west0067.mtx.gz"),
-        dir.join("west0067.mtx.gz"),
-    )
-    .unwrap();
-    dir
+    common::workdir_with_west("cli_json", test)
 }
 
 #[test]

@@ -14,21 +14,13 @@ fn spmm(extra: &[&str], rust_log: Option<&str>) -> Output {
 
 fn spmm_with_cache(extra: &[&str], rust_log: Option<&str>, cache: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tcsparse"));
-    cmd.args([
-        "spmm",
-        "datasets/west0067.mtx.gz",
-        "--n",
-        "8",
-        "--iters",
-        "2",
-        "--reorder",
-        "affinity",
-    ])
-    .args(extra)
-    .current_dir(common::repo_root())
-    .env("TCSPARSE_FORCE_CPU", "1")
-    .env_remove("TCSPARSE_CACHE_DIR")
-    .env_remove("RUST_LOG");
+    cmd.args(common::SPMM_WEST_N8)
+        .args(["--iters", "2", "--reorder", "affinity"])
+        .args(extra)
+        .current_dir(common::repo_root())
+        .env("TCSPARSE_FORCE_CPU", "1")
+        .env_remove("TCSPARSE_CACHE_DIR")
+        .env_remove("RUST_LOG");
     if let Some(filter) = rust_log {
         cmd.env("RUST_LOG", filter);
     }
@@ -117,6 +109,27 @@ fn verbose_flag_shows_the_same_spans() {
     );
 }
 
+/// The stages of a `--json` document, by name.
+fn stage_names(doc: &serde_json::Value) -> Vec<&str> {
+    doc["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["stage"].as_str().expect("stage name"))
+        .collect()
+}
+
+/// The stages of `spmm` without the plan cache, in order.
+const STAGES: [&str; 7] = [
+    "read",
+    "reorder",
+    "build",
+    "plan",
+    "tune",
+    "upload",
+    "first_product",
+];
+
 #[test]
 fn without_logging_standard_error_stays_empty() {
     let out = spmm(&["--json"], None);
@@ -126,51 +139,19 @@ fn without_logging_standard_error_stays_empty() {
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    let stages: Vec<&str> = doc["stages"]
-        .as_array()
-        .expect("stages")
-        .iter()
-        .map(|s| s["stage"].as_str().expect("stage name"))
-        .collect();
-    assert_eq!(
-        stages,
-        [
-            "read",
-            "reorder",
-            "build",
-            "plan",
-            "tune",
-            "upload",
-            "first_product"
-        ]
-    );
+    assert_eq!(stage_names(&doc), STAGES);
 }
 
 #[test]
 fn the_plan_cache_is_a_stage_where_it_is_on() {
     let dir = tempfile::tempdir().expect("temp dir");
+    // The cache stage stands between upload and the first product.
+    let mut want = STAGES.to_vec();
+    want.insert(6, "cache");
     for _ in 0..2 {
         let out = spmm_with_cache(&["--json"], None, Some(dir.path()));
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        let stages: Vec<&str> = doc["stages"]
-            .as_array()
-            .expect("stages")
-            .iter()
-            .map(|s| s["stage"].as_str().expect("stage name"))
-            .collect();
-        assert_eq!(
-            stages,
-            [
-                "read",
-                "reorder",
-                "build",
-                "plan",
-                "tune",
-                "upload",
-                "cache",
-                "first_product"
-            ]
-        );
+        assert_eq!(stage_names(&doc), want);
         assert!(doc["stages"][6]["ms"].as_f64().is_some_and(|ms| ms >= 0.0));
     }
 }

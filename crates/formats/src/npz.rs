@@ -597,57 +597,25 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     Some(rest.trim_start().strip_prefix(':')?.trim_start())
 }
 
+/// The integration tests' `.npy`/`.npz` writer, for the unit tests.
+#[cfg(test)]
+#[path = "../tests/support/npz_writer.rs"]
+mod npz_writer;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn npy(descr: &str, shape: &str, body: &[u8]) -> Vec<u8> {
-        let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut out = b"\x93NUMPY\x01\x00".to_vec();
-        out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-        out.extend_from_slice(header.as_bytes());
-        out.extend_from_slice(body);
-        out
-    }
+    use super::npz_writer;
+    use npz_writer::npy;
 
-    /// A stored (method 0) zip with the given members, as Python's zipfile writes it.
+    /// A stored (method 0) zip with the given members.
     fn zip(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut cd = Vec::new();
-        for (name, data) in members {
-            let off = out.len() as u32;
-            out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
-            out.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-            out.extend_from_slice(&0u16.to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(data);
-            cd.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
-            cd.extend_from_slice(&[20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-            cd.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            cd.extend_from_slice(&(data.len() as u32).to_le_bytes());
-            cd.extend_from_slice(&(name.len() as u16).to_le_bytes());
-            cd.extend_from_slice(&[0; 12]);
-            cd.extend_from_slice(&off.to_le_bytes());
-            cd.extend_from_slice(name.as_bytes());
-        }
-        let cd_off = out.len() as u32;
-        out.extend_from_slice(&cd);
-        out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-        out.extend_from_slice(&[0, 0, 0, 0]);
-        out.extend_from_slice(&(members.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(members.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(cd.len() as u32).to_le_bytes());
-        out.extend_from_slice(&cd_off.to_le_bytes());
-        out.extend_from_slice(&[0, 0]);
-        out
+        let members: Vec<_> = members
+            .iter()
+            .map(|(name, data)| npz_writer::member(name, data.clone()))
+            .collect();
+        npz_writer::zip(&members, None, None)
     }
 
     fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {

@@ -7,6 +7,7 @@ use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::layout::SENTINEL;
 use tcsparse_formats::metcf::MeTcf;
 use tcsparse_formats::normmap::NormMap;
 use tcsparse_formats::rowtile::RowTileTcf;
@@ -106,6 +107,28 @@ fn hrpb_example() {
     writeln!(s, "values          = {vals:?}").unwrap();
     writeln!(s, "packed words    = {}", p.len()).unwrap();
     insta::assert_snapshot!("fmt_hrpb_example", s);
+}
+
+/// The device encoding of the example (docs/formats/hrpb.md): 3 bricks, values offsets 0 / 5 / 10.
+#[test]
+fn hrpb_device_layout_of_the_example() {
+    let d = Hrpb::from_csr(&example()).unwrap().device_layout();
+    assert_eq!(d.validate(), Ok(()));
+    assert_eq!(d.panel_bricks, [0, 3]);
+    assert_eq!(d.block_bricks, [0, 3]);
+    assert_eq!(d.num_bricks(), 3);
+    assert_eq!(d.pattern(0), 0x0000_0010_0804_0021);
+    assert_eq!(&d.bricks[2..8], &[0, 0, 0, 1, 2, 3]);
+    assert_eq!(&d.bricks[10..16], &[5, 0, 4, 5, 6, 7]);
+    assert_eq!(&d.bricks[18..24], &[10, 0, 8, 9, 10, 11]);
+    assert_eq!(d.values[..5], [1.0, 3.0, 7.0, 9.0, 13.0]);
+    // A bad offset and a bit in a sentinel column are refused.
+    let mut bad = d.clone();
+    bad.bricks[10] = 4;
+    assert!(bad.validate().is_err());
+    let mut bad = d.clone();
+    bad.bricks[16 + 4 + 3] = SENTINEL;
+    assert!(bad.validate().is_err());
 }
 
 #[test]

@@ -259,19 +259,22 @@ fn errors_deep_in_a_file_of_many_pieces_name_their_line() {
             k + 1
         );
     }
+    // The file cut after line 50,000: too few entries, at the last line.
+    let too_few = |e: &MtxError| {
+        assert!(
+            matches!(
+                e,
+                MtxError::TooFewEntries {
+                    line: 50_000,
+                    found: 49_997,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    };
     std::fs::write(&p, join(&lines[..50_000])).unwrap();
-    let e = mtx::read_matrix_market(&p).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            MtxError::TooFewEntries {
-                line: 50_000,
-                found: 49_997,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    too_few(&mtx::read_matrix_market(&p).unwrap_err());
     // One entry fewer declared: the last entry line is the first surplus one.
     let mut fewer = lines.clone();
     let size = String::from_utf8(fewer[2].clone()).unwrap();
@@ -282,20 +285,8 @@ fn errors_deep_in_a_file_of_many_pieces_name_their_line() {
         matches!(e, MtxError::TooManyEntries { line, .. } if line == n as u64),
         "{e}"
     );
-    // The file cut after line 50,000: too few entries, at the last line.
-    let cut = join(&lines[..50_000]);
-    let e = mtx::read_matrix_market_from(Cursor::new(cut)).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            MtxError::TooFewEntries {
-                line: 50_000,
-                found: 49_997,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    // The same cut from memory.
+    too_few(&mtx::read_matrix_market_from(Cursor::new(join(&lines[..50_000]))).unwrap_err());
     // A line too long in the middle.
     let mut long = lines.clone();
     long[70_000] = vec![b' '; (1 << 20) + 1];

@@ -198,6 +198,17 @@ mod tests {
         v
     }
 
+    /// The decision on H200 with the authors' model for windows of `counts` blocks at width `n`.
+    fn decide(counts: &[u32], n: usize) -> ImbalanceDecision {
+        decide_imbalance(
+            &rwo_from_counts(counts),
+            n,
+            &DeviceSpec::h200(),
+            &Eq4Model::authors_code(),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn ibd_by_hand() {
         // Blocks 2, 4, 0, 6: mean 3, deviations 1 + 1 + 3 + 3 = 8, IBD = 2.
@@ -214,10 +225,8 @@ mod tests {
         for h in [10, 50_000, 100_000, 150_000] {
             counts[h] = 4000;
         }
-        let rwo = rwo_from_counts(&counts);
         for n in [32, 128, 512] {
-            let d =
-                decide_imbalance(&rwo, n, &DeviceSpec::h200(), &Eq4Model::authors_code()).unwrap();
+            let d = decide(&counts, n);
             assert!(!d.ibd_says_balanced, "IBD {} should miss it", d.ibd);
             assert!(d.balanced, "N = {n}: {}", d.reason);
             assert!(d.critical_ratio > 1.0 && d.gain >= MIN_GAIN);
@@ -226,21 +235,13 @@ mod tests {
 
     #[test]
     fn uniform_matrix_is_not_balanced() {
-        let rwo = rwo_from_counts(&vec![20u32; 100_000]);
-        let d =
-            decide_imbalance(&rwo, 128, &DeviceSpec::h200(), &Eq4Model::authors_code()).unwrap();
+        let d = decide(&vec![20u32; 100_000], 128);
         assert!(!d.balanced, "{}", d.reason);
         assert_eq!(d.ibd, 0.0);
         assert_eq!(d.max_over_mean, 1.0);
         // Mild variation over many waves is absorbed (cuTeSpMM's observation): no balancing.
         let counts: Vec<u32> = (0..100_000u32).map(|i| 5 + (i * 7919) % 60).collect();
-        let d = decide_imbalance(
-            &rwo_from_counts(&counts),
-            128,
-            &DeviceSpec::h200(),
-            &Eq4Model::authors_code(),
-        )
-        .unwrap();
+        let d = decide(&counts, 128);
         assert!(!d.balanced, "{}", d.reason);
     }
 
@@ -250,32 +251,18 @@ mod tests {
         let counts: Vec<u32> = (0..107_000u32)
             .map(|i| 1 + (i % 3) + (i % 7 == 0) as u32)
             .collect();
-        let d = decide_imbalance(
-            &rwo_from_counts(&counts),
-            128,
-            &DeviceSpec::h200(),
-            &Eq4Model::authors_code(),
-        )
-        .unwrap();
+        let d = decide(&counts, 128);
         assert!(d.max_blocks <= 16 && d.balanced, "{}", d.reason);
         assert!(d.reason.contains("light windows"), "{}", d.reason);
         // PROTEINS_full-like: the same shape but 5.4k windows: packing would idle SMs.
-        let d = decide_imbalance(
-            &rwo_from_counts(&counts[..5_400]),
-            128,
-            &DeviceSpec::h200(),
-            &Eq4Model::authors_code(),
-        )
-        .unwrap();
+        let d = decide(&counts[..5_400], 128);
         assert!(!d.balanced, "{}", d.reason);
     }
 
     #[test]
     fn few_heavy_windows_spread_over_the_gpu() {
         // 10 windows of 1000 blocks: uniform, but 10 TBs would leave 122 SMs idle.
-        let rwo = rwo_from_counts(&[1000; 10]);
-        let d =
-            decide_imbalance(&rwo, 128, &DeviceSpec::h200(), &Eq4Model::authors_code()).unwrap();
+        let d = decide(&[1000; 10], 128);
         assert!(d.balanced, "{}", d.reason);
     }
 }

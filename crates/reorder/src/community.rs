@@ -77,6 +77,26 @@ struct Scratch {
     touched: Vec<u32>,
 }
 
+impl Scratch {
+    /// Adds each edge `(t, w)`'s weight to the current community of `t` (`u`'s own left out):
+    /// weights in `acc`, the communities in first-met order in `touched`.
+    fn gather(&mut self, parent: &[u32], u: u32, edges: impl Iterator<Item = (u32, u32)>) {
+        if self.acc.len() < parent.len() {
+            self.acc.resize(parent.len(), 0);
+        }
+        self.touched.clear();
+        for (t, w) in edges {
+            let r = root(parent, t);
+            if r != u {
+                if self.acc[r as usize] == 0 {
+                    self.touched.push(r);
+                }
+                self.acc[r as usize] += w;
+            }
+        }
+    }
+}
+
 /// Incremental aggregation of `g` (see the module docs), in batches: the vertices, in ascending
 /// (degree, id) order, are cut into batches of [`BATCH`]; every vertex of a batch picks its best
 /// neighbour community against the state at the start of the batch (in parallel, the expensive
@@ -191,24 +211,12 @@ fn decide(
             pending_read: pending.len(),
         };
     }
-    if s.acc.len() < parent.len() {
-        s.acc.resize(parent.len(), 0);
-    }
-    s.touched.clear();
     let neighbours = g
         .neighbors(ui)
         .iter()
         .map(|&t| (t, 1))
         .chain(pending.iter().copied());
-    for (t, w) in neighbours {
-        let r = root(parent, t);
-        if r != u {
-            if s.acc[r as usize] == 0 {
-                s.touched.push(r);
-            }
-            s.acc[r as usize] += w;
-        }
-    }
+    s.gather(parent, u, neighbours);
     conclude(u, deg, m2, s, pending.len())
 }
 
@@ -251,19 +259,7 @@ fn redecide(
     if deg[u as usize] == 0 {
         return d;
     }
-    if s.acc.len() < parent.len() {
-        s.acc.resize(parent.len(), 0);
-    }
-    s.touched.clear();
     let fresh = pending.get(d.pending_read..).unwrap_or(&[]);
-    for &(t, w) in d.edges.iter().chain(fresh) {
-        let r = root(parent, t);
-        if r != u {
-            if s.acc[r as usize] == 0 {
-                s.touched.push(r);
-            }
-            s.acc[r as usize] += w;
-        }
-    }
+    s.gather(parent, u, d.edges.iter().chain(fresh).copied());
     conclude(u, deg, m2, s, pending.len())
 }

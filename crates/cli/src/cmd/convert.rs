@@ -36,33 +36,23 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let csr = crate::input::read_matrix(&args.input)?;
     let t = Instant::now();
-    let (blocks, bytes) = match args.format {
-        Layout::Bittcf => {
-            let f = BitTcf::from_csr(&csr)?;
-            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
-            (f.num_blocks(), f.bytes())
-        }
-        Layout::Metcf => {
-            let f = MeTcf::from_csr(&csr)?;
-            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
-            (f.num_blocks(), f.bytes())
-        }
-        Layout::Hrpb => {
-            let f = Hrpb::from_csr(&csr)?;
-            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
-            (f.num_blocks(), f.bytes())
-        }
-        Layout::Bitbsr => {
-            let f = BitBsr::from_csr(&csr)?;
-            crate::output::write_bytes(&args.output, &cache::encode(&f, &csr)?)?;
-            (f.num_blocks(), f.bytes())
-        }
+    // Builds layout type `$t`: its block count, its size and its cache file.
+    macro_rules! build {
+        ($t:ty) => {{
+            let f = <$t>::from_csr(&csr)?;
+            (f.num_blocks(), f.bytes(), cache::encode(&f, &csr)?)
+        }};
+    }
+    let (blocks, bytes, file) = match args.format {
+        Layout::Bittcf => build!(BitTcf),
+        Layout::Metcf => build!(MeTcf),
+        Layout::Hrpb => build!(Hrpb),
+        Layout::Bitbsr => build!(BitBsr),
     };
+    crate::output::write_bytes(&args.output, &file)?;
     outln!(
         "{:?}: {}x{} nnz {} -> {} blocks, {} bytes, built and written in {:.1} ms to {}",
         args.format,

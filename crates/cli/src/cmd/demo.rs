@@ -207,6 +207,17 @@ pub fn read(path: &Path) -> anyhow::Result<(Csr, f64)> {
     Ok((a, t.elapsed().as_secs_f64() * 1e3))
 }
 
+/// Prints the `read` line: the time to read `a` and its shape.
+pub fn print_read(read_ms: f64, a: &Csr) -> anyhow::Result<()> {
+    outln!(
+        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
+        a.rows(),
+        a.cols(),
+        a.nnz()
+    )?;
+    Ok(())
+}
+
 /// Prints the stage lines of a prepare report.
 pub fn print_prepare(p: &Prepared) -> anyhow::Result<()> {
     let r = p.report();
@@ -351,9 +362,7 @@ pub fn print_measured(label: &str, n: usize, bound: f64, m: &Measured) -> anyhow
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let (a, read_ms, name) = match args.input.or(args.matrix) {
         Some(path) => {
             let (a, ms) = read(&path)?;
@@ -382,12 +391,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     super::checks::check_n(&a, args.n)?;
     super::checks::note_non_finite(&a, "C")?;
-    outln!(
-        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
-        a.rows(),
-        a.cols(),
-        a.nnz()
-    )?;
+    print_read(read_ms, &a)?;
     let opts = PrepareOptions::builder()
         .reorder(reorder_choice(&args.reorder))
         .balance(Balance::Auto)

@@ -31,9 +31,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let start = Instant::now();
     let (csr, report) = crate::input::read_matrix_with_report(&args.input)?;
     // The read rate: in the JSON's `read`, and with -v as a log line (stdout holds the statistics).

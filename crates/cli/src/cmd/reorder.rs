@@ -36,9 +36,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let out_name = args.output.to_string_lossy().to_string();
     let write_perm = out_name.ends_with(".perm");
     if !write_perm && !out_name.ends_with(".mtx") && !out_name.ends_with(".mtx.gz") {

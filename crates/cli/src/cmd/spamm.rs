@@ -155,9 +155,7 @@ pub fn read_npy(path: &Path) -> anyhow::Result<(Vec<f32>, usize, usize)> {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let precision = SpammPrecision::parse(&args.precision).with_context(|| {
         format!(
             "unknown precision `{}` (f32, tf32, 3xtf32, f16)",

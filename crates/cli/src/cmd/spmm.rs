@@ -81,9 +81,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     // Checked before reading a possibly large file (the engine refuses it too).
     if matches!(args.balance, Balance::NnzPerWarp(_)) && args.kernel != "csr" {
         anyhow::bail!(
@@ -127,12 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         outln!("backend   {}", engine.message())?;
     }
-    outln!(
-        "read      {read_ms:>10.3} ms  {} × {}, {} nonzeros",
-        a.rows(),
-        a.cols(),
-        a.nnz()
-    )?;
+    demo::print_read(read_ms, &a)?;
     super::checks::note_non_finite(&a, "C")?;
     super::checks::check_n(&a, args.n)?;
     let opts = prepare_options(&args);

@@ -49,9 +49,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.json {
-        crate::out::json_only();
-    }
+    crate::out::json_only(args.json);
     let precision = Precision::parse(&args.precision)?;
     let t = Instant::now();
     let a = crate::input::read_matrix(&args.input)?;

@@ -23,6 +23,41 @@ pub fn workdir(suite: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// [`workdir`] holding a copy of the shipped west0067 (`west0067.mtx.gz`).
+#[allow(dead_code)]
+pub fn workdir_with_west(suite: &str, name: &str) -> PathBuf {
+    let dir = workdir(suite, name);
+    std::fs::copy(
+        repo_root().join("datasets/west0067.mtx.gz"),
+        dir.join("west0067.mtx.gz"),
+    )
+    .unwrap();
+    dir
+}
+
+/// `tcsparse spmm` of the shipped west0067 with `--n 8`, from the repository root: the start of
+/// most command lines these tests run.
+#[allow(dead_code)]
+pub const SPMM_WEST_N8: [&str; 4] = ["spmm", "datasets/west0067.mtx.gz", "--n", "8"];
+
+/// Runs `tcsparse spmm` of west0067 with `--n 16 --cpu --iters 1 --reorder none` and `extra` as
+/// [`run_cpu`] does, and returns its standard output.
+#[allow(dead_code)]
+pub fn spmm_west_cpu(extra: &[&str]) -> String {
+    let base = [
+        "spmm",
+        "datasets/west0067.mtx.gz",
+        "--n",
+        "16",
+        "--cpu",
+        "--iters",
+        "1",
+        "--reorder",
+        "none",
+    ];
+    run_cpu(&[&base[..], extra].concat())
+}
+
 /// The repository root (shipped datasets are read relative to it).
 #[allow(dead_code)] // not every test binary that includes this module uses every helper
 pub fn repo_root() -> &'static Path {
@@ -83,4 +118,29 @@ pub fn run_cpu(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Runs `tcsparse args --json` in `dir` on the CPU path (`TCSPARSE_FORCE_CPU=1`, no plan cache),
+/// asserts that it succeeded and returns its standard output parsed as one JSON document.
+#[allow(dead_code)]
+pub fn cpu_json(args: &[&str], dir: &Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_tcsparse"))
+        .args(args)
+        .arg("--json")
+        .current_dir(dir)
+        .env("TCSPARSE_FORCE_CPU", "1")
+        .env_remove("TCSPARSE_CACHE_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not one JSON document ({e}):\n{}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
 }

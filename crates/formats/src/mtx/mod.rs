@@ -277,7 +277,12 @@ pub fn read_matrix_market_with_report(
     let gzip = is_gzip(head);
     let (csr, text_bytes) = if gzip {
         let gz = flate2::bufread::MultiGzDecoder::new(reader);
-        parse_prefetched(BufReader::with_capacity(1 << 20, gz), &limits, CHUNKING)?
+        parse_text(
+            BufReader::with_capacity(1 << 20, gz),
+            &limits,
+            CHUNKING,
+            prefetched,
+        )?
     } else {
         #[cfg(unix)]
         {
@@ -285,7 +290,7 @@ pub fn read_matrix_market_with_report(
         }
         #[cfg(not(unix))]
         {
-            parse_prefetched(reader, &limits, CHUNKING)?
+            parse_text(reader, &limits, CHUNKING, prefetched)?
         }
     };
     let report = ReadReport {
@@ -331,9 +336,15 @@ pub fn read_matrix_market_from_with(
         .map_err(|source| MtxError::Io { line: 1, source })?;
     if is_gzip(head) {
         let gz = flate2::bufread::MultiGzDecoder::new(reader);
-        Ok(parse_inline(BufReader::with_capacity(1 << 20, gz), limits, CHUNKING)?.0)
+        Ok(parse_text(
+            BufReader::with_capacity(1 << 20, gz),
+            limits,
+            CHUNKING,
+            inline,
+        )?
+        .0)
     } else {
-        Ok(parse_inline(reader, limits, CHUNKING)?.0)
+        Ok(parse_text(reader, limits, CHUNKING, inline)?.0)
     }
 }
 
@@ -361,29 +372,29 @@ fn parse_start<R: BufRead>(reader: R, limits: &Limits) -> Result<(Header, Lines<
     Ok((h, lines))
 }
 
-/// Parses Matrix Market text, reading it on this thread. Returns the CSR and the text's bytes.
-fn parse_inline<R: BufRead>(
+/// Parses Matrix Market text: the header here, the body in blocks by `body` ([`inline`] or
+/// [`prefetched`]). Returns the CSR and the text's bytes.
+fn parse_text<R: BufRead>(
     reader: R,
     limits: &Limits,
     chunking: Chunking,
+    body: impl FnOnce(&Header, u64, Blocks<Stream<R>>, Chunking) -> Result<(Csr, u64), MtxError>,
 ) -> Result<(Csr, u64), MtxError> {
     let (h, lines) = parse_start(reader, limits)?;
     let blocks = Blocks::new(Stream(lines.reader), chunking);
-    let (csr, body) = parse_body(&h, lines.line, blocks, chunking.piece, None)?;
+    let (csr, body) = body(&h, lines.line, blocks, chunking)?;
     Ok((csr, lines.bytes + body))
 }
 
-/// Parses Matrix Market text, read (and inflated) by a thread of its own while the blocks before
-/// are parsed. Returns the CSR and the text's bytes.
-fn parse_prefetched<R: BufRead + Send>(
-    reader: R,
-    limits: &Limits,
+/// Parses the body blocks on this thread, reading them as it goes. Returns the CSR and the body's
+/// bytes.
+fn inline<S: Fill>(
+    h: &Header,
+    line: u64,
+    blocks: Blocks<S>,
     chunking: Chunking,
 ) -> Result<(Csr, u64), MtxError> {
-    let (h, lines) = parse_start(reader, limits)?;
-    let blocks = Blocks::new(Stream(lines.reader), chunking);
-    let (csr, body) = prefetched(&h, lines.line, blocks, chunking)?;
-    Ok((csr, lines.bytes + body))
+    parse_body(h, line, blocks, chunking.piece, None)
 }
 
 /// Parses a plain Matrix Market file of `len` bytes: the header through a buffered reader, the
@@ -454,9 +465,9 @@ pub fn read_matrix_market_chunked(
     let gz = is_gzip(head);
     let run = |r: Box<dyn BufRead + Send + '_>| {
         if prefetch {
-            parse_prefetched(r, limits, chunking)
+            parse_text(r, limits, chunking, prefetched)
         } else {
-            parse_inline(r, limits, chunking)
+            parse_text(r, limits, chunking, inline)
         }
     };
     let out = if gz {

@@ -555,54 +555,31 @@ mod tests {
             balanced: false,
         };
         ok.validate(&rwo).unwrap();
+        let balanced = |work, window_split| AccSchedule {
+            work,
+            window_split,
+            balanced: true,
+        };
         let cases = [
             // block 1 twice
-            AccSchedule {
-                work: vec![tb(0, 1, 0, 2), tb(0, 2, 1, 4)],
-                window_split: vec![1, 0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 1, 0, 2), tb(0, 2, 1, 4)], vec![1, 0]),
             // block 3 missing
-            AccSchedule {
-                work: vec![tb(0, 1, 0, 2), tb(1, 2, 2, 3)],
-                window_split: vec![0, 0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 1, 0, 2), tb(1, 2, 2, 3)], vec![0, 0]),
             // split not flagged
-            AccSchedule {
-                work: vec![tb(0, 1, 0, 1), tb(0, 2, 1, 4)],
-                window_split: vec![0, 0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 1, 0, 1), tb(0, 2, 1, 4)], vec![0, 0]),
             // flagged but not split
-            AccSchedule {
-                work: vec![tb(0, 1, 0, 2), tb(1, 2, 2, 4)],
-                window_split: vec![1, 0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 1, 0, 2), tb(1, 2, 2, 4)], vec![1, 0]),
             // window 1 in two ranges without being split
-            AccSchedule {
-                work: vec![tb(0, 2, 0, 2), tb(1, 2, 2, 4)],
-                window_split: vec![0, 0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 2, 0, 2), tb(1, 2, 2, 4)], vec![0, 0]),
             // window_split of the wrong length
-            AccSchedule {
-                work: vec![tb(0, 1, 0, 2), tb(1, 2, 2, 4)],
-                window_split: vec![0],
-                balanced: true,
-            },
+            balanced(vec![tb(0, 1, 0, 2), tb(1, 2, 2, 4)], vec![0]),
         ];
         for (i, c) in cases.iter().enumerate() {
             assert!(c.validate(&rwo).is_err(), "case {i} should fail");
         }
         // A window left out of every range.
         let rwo2 = [0, 2, 2];
-        let s = AccSchedule {
-            work: vec![tb(0, 1, 0, 2)],
-            window_split: vec![0, 0],
-            balanced: true,
-        };
+        let s = balanced(vec![tb(0, 1, 0, 2)], vec![0, 0]);
         assert!(s.validate(&rwo2).is_err());
     }
 

@@ -354,14 +354,7 @@ mod tests {
         );
         // The launch-floor rule takes the same shape (cora: 170 panels → k8ts).
         assert_eq!(
-            model_kernel(
-                &plan(KernelChoice::Cusparse),
-                2_708,
-                10_556,
-                None,
-                Some(0.067),
-                132
-            ),
+            cora(KernelChoice::Cusparse, None, Some(0.067)),
             wave(HrpbMma::K8TS)
         );
     }
@@ -401,6 +394,11 @@ mod tests {
         }
     }
 
+    /// The kernel for cora (2 708 rows, 10 556 nonzeros) on 132 SMs under `choice`.
+    fn cora(choice: KernelChoice, metcf_blocks: Option<u64>, alpha: Option<f64>) -> ExecKernel {
+        model_kernel(&plan(choice), 2_708, 10_556, metcf_blocks, alpha, 132)
+    }
+
     #[test]
     fn model_kernel_rules() {
         let tc16d = ExecKernel::RowTile {
@@ -414,21 +412,11 @@ mod tests {
             KernelChoice::MeTcfSpmm,
             KernelChoice::AccSpmm { balanced: true },
         ] {
-            assert_eq!(
-                model_kernel(&plan(c), 2_708, 10_556, Some(2000), Some(0.067), 132),
-                hrpb_default(2_708, 132)
-            );
+            assert_eq!(cora(c, Some(2000), Some(0.067)), hrpb_default(2_708, 132));
         }
         // … but only where HRPB was built (α known); an empty matrix keeps the plan.
         assert_eq!(
-            model_kernel(
-                &plan(KernelChoice::Cusparse),
-                2_708,
-                10_556,
-                None,
-                None,
-                132
-            ),
+            cora(KernelChoice::Cusparse, None, None),
             ExecKernel::Cusparse {
                 alg: SpmmAlg::Default
             }
