@@ -51,15 +51,14 @@ pub struct StampedCubin {
 }
 
 /// Compresses `cubin` with its stamp in the gzip comment (deterministic bytes).
-pub fn write_cubin_gz(stamp: &Stamp, cubin: &[u8]) -> Vec<u8> {
+pub fn write_cubin_gz(stamp: &Stamp, cubin: &[u8]) -> std::io::Result<Vec<u8>> {
     let comment = format!("{}{SHA_LINE}{}\n", stamp.render(), sha256_hex(cubin));
     let mut enc = flate2::GzBuilder::new()
         .mtime(0)
         .comment(comment.into_bytes())
         .write(Vec::new(), Compression::best());
-    // Writing into a Vec cannot fail.
-    let _ = enc.write_all(cubin);
-    enc.finish().unwrap_or_default()
+    enc.write_all(cubin)?;
+    enc.finish()
 }
 
 /// Reads a compressed cubin: its stamp, its recorded hash and the cubin (at most
@@ -110,7 +109,7 @@ pub fn build_cubin(
         compiler: compiler.describe(),
         flags: CUBIN_FLAGS.iter().map(|s| s.to_string()).collect(),
     };
-    Ok(write_cubin_gz(&stamp, &cubin))
+    write_cubin_gz(&stamp, &cubin).map_err(|e| BuildError::io(Path::new(&src.name), e))
 }
 
 /// Checks, without a compiler, that every `.cu` in `dir` has a cubin whose stamp matches the current
@@ -174,10 +173,10 @@ mod tests {
     #[test]
     fn compressed_cubins_round_trip_with_their_stamp_and_are_deterministic() {
         let cubin: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let a = write_cubin_gz(&stamp(), &cubin);
+        let a = write_cubin_gz(&stamp(), &cubin).unwrap();
         assert_eq!(
             a,
-            write_cubin_gz(&stamp(), &cubin),
+            write_cubin_gz(&stamp(), &cubin).unwrap(),
             "same input, same bytes"
         );
         let back = read_cubin_gz(&a).expect("readable");
@@ -189,14 +188,14 @@ mod tests {
     #[test]
     fn damaged_cubins_are_refused_or_fail_their_hash() {
         let cubin = vec![1u8; 300];
-        let good = write_cubin_gz(&stamp(), &cubin);
+        let good = write_cubin_gz(&stamp(), &cubin).unwrap();
         assert!(read_cubin_gz(b"not gzip").is_none());
         assert!(
             read_cubin_gz(&good[..good.len() / 2]).is_none(),
             "truncated"
         );
         // A stamp whose hash line names another cubin.
-        let other = write_cubin_gz(&stamp(), &[2u8; 300]);
+        let other = write_cubin_gz(&stamp(), &[2u8; 300]).unwrap();
         let mut forged = read_cubin_gz(&other).unwrap();
         forged.cubin = cubin;
         assert!(!forged.intact());
