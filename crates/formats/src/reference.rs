@@ -94,6 +94,81 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
     }
 }
 
+/// Error of a product against the f64 reference, as [`spmm_error`] measures it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProductError {
+    /// [`max_scaled_error`] of the product against A·B with the scale |A|·|B|.
+    pub max_scaled: f64,
+    /// [`relative_error`] of the product against A·B.
+    pub relative: f64,
+}
+
+/// Compares `got` (row-major `a.rows() × n`, leading dimension `n`) with the f64 reference of A·B
+/// (B as in [`spmm_f64`]) row by row on every core, without materialising the reference: the same
+/// numbers as [`max_scaled_error`] and [`relative_error`] over [`spmm_f64`]'s two products (the
+/// relative error up to the order of its f64 sums), in memory ∝ `n` per thread instead of two
+/// `rows × n` f64 matrices.
+///
+/// # Panics
+/// As [`spmm_f64`], and if `got` is shorter than `a.rows() · n`.
+pub fn spmm_error(a: &Csr, b: &[f32], n: usize, ldb: usize, got: &[f32]) -> ProductError {
+    assert!(ldb >= n, "ldb {ldb} < n {n}");
+    assert!(
+        a.cols() == 0 || dense_len(a.cols(), n, ldb).is_some_and(|need| b.len() >= need),
+        "B too short"
+    );
+    let rows = a.rows();
+    assert!(
+        rows.checked_mul(n).is_some_and(|need| got.len() >= need),
+        "C too short"
+    );
+    if n == 0 || rows == 0 {
+        return ProductError {
+            max_scaled: 0.0,
+            relative: 0.0,
+        };
+    }
+    let indptr = a.indptr();
+    let indptr = indptr.raw_storage();
+    let (max_scaled, num, den) = got[..rows * n]
+        .par_chunks(n)
+        .enumerate()
+        .map_init(
+            || (vec![0f64; n], vec![0f64; n]),
+            |(want, scale), (r, got_row)| {
+                want.fill(0.0);
+                scale.fill(0.0);
+                for k in indptr[r] as usize..indptr[r + 1] as usize {
+                    let v = a.data()[k] as f64;
+                    let col = a.indices()[k] as usize;
+                    let b_row = &b[col * ldb..col * ldb + n];
+                    for ((w, s), &bv) in want.iter_mut().zip(scale.iter_mut()).zip(b_row) {
+                        *w += v * bv as f64;
+                        *s += v.abs() * (bv as f64).abs();
+                    }
+                }
+                let (mut num, mut den) = (0f64, 0f64);
+                for (&g, &w) in got_row.iter().zip(want.iter()) {
+                    num += (g as f64 - w).powi(2);
+                    den += w * w;
+                }
+                (max_scaled_error(got_row, want, scale), num, den)
+            },
+        )
+        .reduce(
+            || (0.0, 0.0, 0.0),
+            |x, y| (f64::max(x.0, y.0), x.1 + y.1, x.2 + y.2),
+        );
+    ProductError {
+        max_scaled,
+        relative: if den == 0.0 {
+            num.sqrt()
+        } else {
+            (num / den).sqrt()
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +188,59 @@ mod tests {
     fn scaled_error_flags_nan() {
         assert_eq!(max_scaled_error(&[f32::NAN], &[1.0], &[1.0]), f64::INFINITY);
         assert_eq!(max_scaled_error(&[1.5], &[1.0], &[2.0]), 0.25);
+    }
+
+    /// A random `rows × cols` matrix (density about 0.2), a B with leading dimension `ldb` and a
+    /// product perturbed by up to `noise`: the fused error must equal the materialised one (the
+    /// relative error up to the order of its f64 sums).
+    fn check_fused_error(rows: usize, cols: usize, n: usize, ldb: usize, seed: u64, noise: f32) {
+        let mut s = seed;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let mut t = Vec::new();
+        for r in 0..rows as u32 {
+            for c in 0..cols as u32 {
+                if next() > 0.6 {
+                    t.push((r, c, next()));
+                }
+            }
+        }
+        let a = csr_from_triplets(rows, cols, &t).unwrap();
+        let b: Vec<f32> = (0..cols * ldb).map(|_| next()).collect();
+        let want = spmm_f64(&a, &b, n, ldb, false);
+        let scale = spmm_f64(&a, &b, n, ldb, true);
+        let got: Vec<f32> = want.iter().map(|&w| w as f32 + noise * next()).collect();
+        let fused = spmm_error(&a, &b, n, ldb, &got);
+        assert_eq!(fused.max_scaled, max_scaled_error(&got, &want, &scale));
+        let rel = relative_error(&got, &want);
+        assert!(
+            (fused.relative - rel).abs() <= 1e-12 * rel,
+            "{} vs {rel}",
+            fused.relative
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fused_error_matches_materialised_reference(
+            rows in 1usize..40, cols in 1usize..40, n in 1usize..9, extra in 0usize..3,
+            seed in 0u64..1000, noise in 0.0f32..1e-3,
+        ) {
+            check_fused_error(rows, cols, n, n + extra, seed, noise);
+        }
+    }
+
+    #[test]
+    fn fused_error_flags_nan_and_empty_rows() {
+        let a = csr_from_triplets(3, 2, &[(0, 0, 2.0), (2, 1, -1.0)]).unwrap();
+        let b = [1.0, 3.0];
+        let e = spmm_error(&a, &b, 1, 1, &[2.0, 0.0, -3.0]);
+        assert_eq!((e.max_scaled, e.relative), (0.0, 0.0));
+        let e = spmm_error(&a, &b, 1, 1, &[f32::NAN, 0.0, -3.0]);
+        assert_eq!(e.max_scaled, f64::INFINITY);
     }
 }
