@@ -159,16 +159,8 @@ pub struct RankComm {
     nccl: NcclVersion,
 }
 
-impl std::fmt::Debug for RankComm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankComm")
-            .field("rank", &self.env.rank)
-            .field("world_size", &self.env.world_size)
-            .field("device", &self.env.local_rank)
-            .field("nccl", &self.nccl)
-            .finish()
-    }
-}
+impl_debug!(RankComm, |s|
+    rank: s.env.rank, world_size: s.env.world_size, device: s.env.local_rank, nccl: s.nccl);
 
 impl RankComm {
     /// Joins the job described by the launcher's environment ([`RankEnv::from_env`]).

@@ -444,17 +444,9 @@ pub struct AccSpmmDevice {
     max_dynamic_smem: u32,
 }
 
-impl std::fmt::Debug for AccSpmmDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccSpmmDevice")
-            .field("rows", &self.rows)
-            .field("cols", &self.cols)
-            .field("num_tbs", &self.sched.num_tbs)
-            .field("num_split", &self.sched.split.count())
-            .field("variant", &self.variant)
-            .finish()
-    }
-}
+impl_debug!(AccSpmmDevice, |s|
+    rows: s.rows, cols: s.cols, num_tbs: s.sched.num_tbs, num_split: s.sched.split.count(),
+    variant: s.variant);
 
 impl AccSpmmDevice {
     /// Validates and uploads a BitTCF matrix with a planner schedule (once; launch many times).

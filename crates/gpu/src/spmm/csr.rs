@@ -167,18 +167,9 @@ impl DeviceWork {
     }
 }
 
-impl std::fmt::Debug for CsrSpmm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CsrSpmm")
-            .field("m", &self.m)
-            .field("k", &self.k)
-            .field("nnz", &self.nnz)
-            .field("chunk_nnz", &self.work.chunk_nnz)
-            .field("items", &self.work.num_items)
-            .field("split_rows", &self.work.split.count())
-            .finish()
-    }
-}
+impl_debug!(CsrSpmm, |s|
+    m: s.m, k: s.k, nnz: s.nnz, chunk_nnz: s.work.chunk_nnz, items: s.work.num_items,
+    split_rows: s.work.split.count());
 
 impl CsrSpmm {
     /// Validates and uploads `a` with the default nonzero budget per warp item.

@@ -142,19 +142,9 @@ pub struct BitBsrSpmv {
     fixup: CudaFunction,
 }
 
-impl std::fmt::Debug for BitBsrSpmv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BitBsrSpmv")
-            .field("rows", &self.rows)
-            .field("cols", &self.cols)
-            .field("storage", &self.storage)
-            .field("core", &self.core)
-            .field("chunk_tiles", &self.work.chunk_tiles)
-            .field("items", &self.work.num_items)
-            .field("split_rows", &self.work.num_fix)
-            .finish()
-    }
-}
+impl_debug!(BitBsrSpmv, |s|
+    rows: s.rows, cols: s.cols, storage: s.storage, core: s.core, chunk_tiles: s.work.chunk_tiles,
+    items: s.work.num_items, split_rows: s.work.num_fix);
 
 fn ptr_of<T>(s: &CudaSlice<T>, gpu: &Gpu) -> u64 {
     let (p, _g) = s.device_ptr(gpu.stream());

@@ -137,18 +137,9 @@ pub struct HrpbSpmm {
     work: Mutex<Option<CachedWork>>,
 }
 
-impl std::fmt::Debug for HrpbSpmm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HrpbSpmm")
-            .field("m", &self.m)
-            .field("k", &self.k)
-            .field("nnz", &self.nnz)
-            .field("bricks", &(self.panel_bricks.last().copied().unwrap_or(0)))
-            .field("mma", &self.mma)
-            .field("split", &self.split)
-            .finish()
-    }
-}
+impl_debug!(HrpbSpmm, |s|
+    m: s.m, k: s.k, nnz: s.nnz, bricks: s.panel_bricks.last().copied().unwrap_or(0), mma: s.mma,
+    split: s.split);
 
 impl HrpbSpmm {
     /// Builds HRPB from `a`, validates and uploads it (m16n8k8, wave-aware split).
