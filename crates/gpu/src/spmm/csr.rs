@@ -204,16 +204,7 @@ impl CsrSpmm {
         check_csr(a)?;
         d.check_matches(a)?;
         plan.check_matches(a)?;
-        Ok(Self {
-            gpu: gpu.clone(),
-            m: a.rows(),
-            k: a.cols(),
-            nnz: a.nnz(),
-            work: plan.work,
-            row_offsets: None,
-            csr: d,
-            func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
-        })
+        Self::assemble(gpu, a, plan, d, None)
     }
 
     /// [`CsrSpmm::with_chunk`] on a copy of arrays that already hold `a` on the device
@@ -226,14 +217,26 @@ impl CsrSpmm {
     ) -> Result<Self, GpuError> {
         let csr = DeviceCsr::copy_from_device(gpu, a, arrays)?;
         let plan = CsrWorkPlan::new(gpu, a, chunk_nnz)?;
+        // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
+        Self::assemble(gpu, a, plan, csr, Some(a.row_offsets().to_vec()))
+    }
+
+    /// The product of `a` from its device arrays and work list (both made for `a`), keeping
+    /// `row_offsets` (`a`'s, or None to download them when first needed).
+    fn assemble(
+        gpu: &Gpu,
+        a: &Csr,
+        plan: CsrWorkPlan,
+        csr: DeviceCsr,
+        row_offsets: Option<Vec<u32>>,
+    ) -> Result<Self, GpuError> {
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
             work: plan.work,
-            // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
-            row_offsets: Some(a.row_offsets().to_vec()),
+            row_offsets,
             csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
