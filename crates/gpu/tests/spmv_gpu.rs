@@ -11,7 +11,7 @@ mod data_support;
 
 use data_support::for_each_dataset;
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
@@ -109,6 +109,36 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
     (x, y0)
 }
 
+/// `y = α·A·X + β·y₀` by `k.run` with X already on the device (`dx`) and y₀ uploaded: y.
+fn run_on<K: DeviceProduct>(
+    gpu: &Gpu,
+    k: &mut K,
+    dx: &impl DevicePtr<f32>,
+    y0: &[f32],
+    n: usize,
+    (alpha, beta): (f32, f32),
+) -> Vec<f32> {
+    let mut dy = gpu.upload(y0).expect("y");
+    k.run(alpha, dx, beta, &mut dy, n).expect("launch");
+    gpu.download(&dy).expect("download")
+}
+
+/// `y = A·X` by `k.run` ([`run_on`], X = `x` on the device as `dx`), checked (`what`, `tol`).
+#[allow(clippy::too_many_arguments)]
+fn run_checked_on<K: DeviceProduct>(
+    gpu: &Gpu,
+    k: &mut K,
+    a: &Csr,
+    (x, dx): (&[f32], &impl DevicePtr<f32>),
+    y0: &[f32],
+    n: usize,
+    what: &str,
+    tol: f64,
+) {
+    let y = run_on(gpu, k, dx, y0, n, (1.0, 0.0));
+    check(what, a, x, n, 1.0, 0.0, y0, &y, tol);
+}
+
 /// `y = α·A·X + β·y₀` by `k.run` on fresh operands (y₀ NaN when β = 0), checked (`what`, `tol`).
 #[allow(clippy::too_many_arguments)]
 fn run_checked<K: DeviceProduct>(
@@ -123,9 +153,7 @@ fn run_checked<K: DeviceProduct>(
 ) {
     let (x, y0) = operands(rng, a, n, beta);
     let dx = gpu.upload(&x).expect("x");
-    let mut dy = gpu.upload(&y0).expect("y");
-    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
-    let y = gpu.download(&dy).expect("download");
+    let y = run_on(gpu, k, &dx, &y0, n, (alpha, beta));
     check(what, a, &x, n, alpha, beta, &y0, &y, tol);
 }
 
@@ -437,20 +465,8 @@ fn spmv_f16_never_overflows() {
                 .collect();
             let dx = gpu.upload(&x).expect("x");
             let y0 = vec![f32::NAN; 200 * n];
-            let mut dy = gpu.upload(&y0).expect("y");
-            k.run(1.0, &dx, 0.0, &mut dy, n).expect("launch");
-            let y = gpu.download(&dy).expect("download");
-            check(
-                &format!("f16 huge values {} n {n}", k.kernel_name(n)),
-                &a,
-                &x,
-                n,
-                1.0,
-                0.0,
-                &y0,
-                &y,
-                TOL,
-            );
+            let what = format!("f16 huge values {} n {n}", k.kernel_name(n));
+            run_checked_on(&gpu, &mut k, &a, (&x, &dx), &y0, n, &what, TOL);
         }
     }
 }
@@ -548,21 +564,10 @@ fn spmv_set_bit_walks_read_unaligned_x() {
                     let mut padded = vec![0.0f32];
                     padded.extend_from_slice(&x);
                     let dx = gpu.upload(&padded).expect("x");
-                    let mut dy = gpu.upload(&y0).expect("y");
+                    let what = format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n));
                     // X from its second element on: 4 bytes past the allocation's alignment.
-                    k.run(1.0, &dx.slice(1..), 0.0, &mut dy, n).expect("launch");
-                    let y = gpu.download(&dy).expect("download");
-                    check(
-                        &format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n)),
-                        &a,
-                        &x,
-                        n,
-                        1.0,
-                        0.0,
-                        &y0,
-                        &y,
-                        tol,
-                    );
+                    let x_at = (&x[..], &dx.slice(1..));
+                    run_checked_on(&gpu, &mut k, &a, x_at, &y0, n, &what, tol);
                 }
             }
         }
@@ -595,9 +600,7 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
         {
             k.set_core_layout(Some(layout)).expect("layout");
             let dx = gpu.upload(&x).expect("x");
-            let mut dy = gpu.upload(&[f32::NAN; 16]).expect("y");
-            k.run(1.0, &dx, 0.0, &mut dy, 1).expect("launch");
-            let y = gpu.download(&dy).expect("download");
+            let y = run_on(&gpu, &mut k, &dx, &[f32::NAN; 16], 1, (1.0, 0.0));
             for (r, &yr) in y.iter().enumerate() {
                 let uses_inf = r == 2 || r == 5;
                 let want: f64 = t
