@@ -137,16 +137,7 @@ pub fn spamm_rank(
             ranges: ranges_empty,
             n,
             c: None,
-            run: SpammRun {
-                tau: 0.0,
-                valid_ratio: 0.0,
-                valid_products: 0,
-                abs_bound: 0.0,
-                result_norm: 0.0,
-                rel_bound: 0.0,
-                row_ranges: vec![(0, m)],
-                attempts: 0,
-            },
+            run: SpammRun::empty(m),
         });
     }
     let (na0, nb0) = norms.unzip();
