@@ -18,7 +18,7 @@ pub use super::{
     AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_flags_at, launch_shape,
     to_tf32,
 };
-use crate::launch::{Arg, Launch};
+use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
@@ -608,10 +608,7 @@ impl DeviceProduct for AccSpmmDevice {
             .input(&self.values)
             .input(&self.sched.work)
             .input(&self.sched.window_split)
-            .arg(Arg::Ptr(b_ptr))
-            .u32(ldb32)
-            .arg(Arg::Ptr(c_ptr))
-            .u32(ldc32)
+            .dense_operands(b_ptr, ldb32, c_ptr, ldc32)
             .u32(m)
             .u32(n32)
             .f32(alpha)

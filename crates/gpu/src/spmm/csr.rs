@@ -14,7 +14,7 @@ use tcsparse_formats::Csr;
 
 use super::launch_flags_at;
 use crate::device_csr::{DeviceCsr, check_csr};
-use crate::launch::{Arg, Launch};
+use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -349,10 +349,7 @@ impl DeviceProduct for CsrSpmm {
             .input(&self.csr.values)
             .input(&self.work.items)
             .u32(items)
-            .arg(Arg::Ptr(b_ptr))
-            .u32(ldb32)
-            .arg(Arg::Ptr(c_ptr))
-            .u32(ldc32)
+            .dense_operands(b_ptr, ldb32, c_ptr, ldc32)
             .u32(n32)
             .f32(alpha)
             .f32(beta)
