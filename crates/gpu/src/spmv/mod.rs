@@ -751,16 +751,19 @@ mod tests {
         ];
         let mut want: Vec<&str> = others.to_vec();
         want.extend(CORE_ENTRIES.iter().flat_map(|(_, e)| *e));
-        for table in [
-            BITS_ENTRIES,
-            SEG_ENTRIES,
-            BITSW_ENTRIES,
-            SEGW_ENTRIES,
-            BLOCKBW_ENTRIES,
-            TC_ENTRIES,
-        ] {
+        for table in MULTI_ENTRIES {
             want.extend(table.iter().flatten());
         }
+        // Each layout's own entries: `spmv_{layout}{n}_{f16|f32}`.
+        for l in MULTI_LAYOUTS {
+            for (st, suffix) in [(TileStorage::F16, "f16"), (TileStorage::F32, "f32")] {
+                let e = multi_entries(l, st).expect("a multi-RHS layout");
+                for (i, name) in e.iter().enumerate() {
+                    assert_eq!(*name, format!("spmv_{l}{}_{suffix}", i + 1));
+                }
+            }
+        }
+        assert_eq!(multi_entries("core", TileStorage::F16), None);
         let mut got: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
         got.sort_unstable();
         want.sort_unstable();
