@@ -223,6 +223,23 @@ fn triplets(rows: usize, cols: usize, t: &[(u32, u32, f32)]) -> Csr {
     csr_from_triplets(rows, cols, t).expect("csr")
 }
 
+/// A `rows × cols` matrix with `len(r, rng)` entries in row r (drawn before the row's entries) at
+/// uniform random columns (duplicates summed), values uniform in (−1, 1).
+fn rows_csr(
+    rng: &mut ChaCha8Rng,
+    rows: u32,
+    cols: u32,
+    len: impl Fn(u32, &mut ChaCha8Rng) -> u32,
+) -> Csr {
+    let mut t = Vec::new();
+    for r in 0..rows {
+        for _ in 0..len(r, rng) {
+            t.push((r, rng.random_range(0..cols), rng.random_range(-1.0f32..1.0)));
+        }
+    }
+    triplets(rows as usize, cols as usize, &t)
+}
+
 /// A `rows × cols` matrix of `count` entries at uniform random positions (duplicates summed),
 /// values uniform in (−1, 1).
 fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
@@ -286,25 +303,15 @@ fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: 
 fn spmv_csr_walk_matches_f64() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(18);
-    let mut t = Vec::new();
-    for r in 0..3001u32 {
+    let a = rows_csr(&mut rng, 3001, 2999, |r, rng| {
         if (200..260).contains(&r) {
-            continue; // empty rows
-        }
-        let len = if r == 7 {
+            0 // empty rows
+        } else if r == 7 {
             20_000
         } else {
             rng.random_range(0..24)
-        };
-        for _ in 0..len {
-            t.push((
-                r,
-                rng.random_range(0..2999u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
         }
-    }
-    let a = triplets(3001, 2999, &t);
+    });
     check_csr_walk(
         &gpu,
         &mut rng,
@@ -317,17 +324,9 @@ fn spmv_csr_walk_matches_f64() {
     // Graph-like rows (0, 1, 2, 7, 8, 9 or 17 nonzeros, runs of empty rows): the row walk's run
     // cuts, row ends at and across its 8-nonzero steps, items that start or end with empty rows.
     let lens = [1u32, 0, 2, 0, 0, 8, 1, 9, 0, 7, 2, 17, 1, 1, 0, 0, 0, 2];
-    let mut g = Vec::new();
-    for r in 0..5000u32 {
-        for _ in 0..lens[(r as usize * 7 + r as usize / 13) % lens.len()] {
-            g.push((
-                r,
-                rng.random_range(0..4100u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
-        }
-    }
-    let graph = triplets(5000, 4100, &g);
+    let graph = rows_csr(&mut rng, 5000, 4100, |r, _| {
+        lens[(r as usize * 7 + r as usize / 13) % lens.len()]
+    });
     check_csr_walk(
         &gpu,
         &mut rng,
