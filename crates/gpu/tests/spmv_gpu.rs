@@ -361,26 +361,10 @@ fn spmv_edge_shapes_match_f64() {
         t.push((r, rng.random_range(0..77u32), rng.random_range(-1.0..1.0)));
     }
     check_ours(&gpu, &mut rng, "101x77", &triplets(101, 77, &t), &both);
-    let t: Vec<_> = (0..4000)
-        .map(|_| {
-            (
-                rng.random_range(0..13u32),
-                rng.random_range(0..1003u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    check_ours(&gpu, &mut rng, "13x1003", &triplets(13, 1003, &t), &both);
-    let t: Vec<_> = (0..4000)
-        .map(|_| {
-            (
-                rng.random_range(0..999u32),
-                rng.random_range(0..9u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    check_ours(&gpu, &mut rng, "999x9", &triplets(999, 9, &t), &both);
+    let a = random_csr(&mut rng, 13, 1003, 4000);
+    check_ours(&gpu, &mut rng, "13x1003", &a, &both);
+    let a = random_csr(&mut rng, 999, 9, 4000);
+    check_ours(&gpu, &mut rng, "999x9", &a, &both);
     // One tile-row 1000× longer than the rest (3 tiles each elsewhere).
     let mut t = Vec::new();
     for r in 0..400u32 {
