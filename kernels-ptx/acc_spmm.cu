@@ -482,52 +482,38 @@ __device__ __forceinline__ void acc_spmm_body(
     if (SMEM) cp_async_wait_all();
 }
 
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
-    acc_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
-                  const u32* __restrict__ a2b, const u64* __restrict__ bits,
-                  const float* __restrict__ values, const u32* __restrict__ work,
-                  const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                  u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
-                  u32 flags) {
-    acc_spmm_body<true, false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
-                               alpha, beta, flags, 0);
+// The parameters every main entry takes, and the call of acc_spmm_body forwarding them.
+#define ACC_SPMM_PARAMS                                                                         \
+    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,      \
+        const u64* __restrict__ bits, const float* __restrict__ values,                         \
+        const u32* __restrict__ work, const unsigned char* __restrict__ window_split,           \
+        const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,     \
+        float alpha, float beta, u32 flags
+#define ACC_SPMM_ARGS \
+    rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
+
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS) acc_spmm_tf32(ACC_SPMM_PARAMS) {
+    acc_spmm_body<true, false>(ACC_SPMM_ARGS, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
-    acc_spmm_tf32_reg(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
-                      const u32* __restrict__ a2b, const u64* __restrict__ bits,
-                      const float* __restrict__ values, const u32* __restrict__ work,
-                      const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                      u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
-                      float beta, u32 flags) {
-    acc_spmm_body<false, false>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
-                                alpha, beta, flags, 0);
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS) acc_spmm_tf32_reg(ACC_SPMM_PARAMS) {
+    acc_spmm_body<false, false>(ACC_SPMM_ARGS, 0);
 }
 
 // acc_spmm_tf32 with the paper's cache policy: B by ld.global.ca, C by st.global.wt.
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
-    acc_spmm_tf32_paper(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
-                        const u32* __restrict__ a2b, const u64* __restrict__ bits,
-                        const float* __restrict__ values, const u32* __restrict__ work,
-                        const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                        u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
-                        float beta, u32 flags) {
-    acc_spmm_body<true, false, true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc,
-                                     M, N, alpha, beta, flags, 0);
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS) acc_spmm_tf32_paper(ACC_SPMM_PARAMS) {
+    acc_spmm_body<true, false, true>(ACC_SPMM_ARGS, 0);
 }
 
 // acc_spmm_tf32_reg with the per-warp B-row cache of 2^cache_log2 slots (dynamic shared memory:
 // warps * 2^cache_log2 * 132 bytes).
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS)
-    acc_spmm_tf32_cache(const u32* __restrict__ rwo, const u32* __restrict__ bvo,
-                        const u32* __restrict__ a2b, const u64* __restrict__ bits,
-                        const float* __restrict__ values, const u32* __restrict__ work,
-                        const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                        u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha,
-                        float beta, u32 flags, u32 cache_log2) {
-    acc_spmm_body<false, true>(rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N,
-                               alpha, beta, flags, cache_log2);
+    acc_spmm_tf32_cache(ACC_SPMM_PARAMS, u32 cache_log2) {
+    acc_spmm_body<false, true>(ACC_SPMM_ARGS, cache_log2);
 }
+
+#undef ACC_SPMM_PARAMS
+#undef ACC_SPMM_ARGS
 
 // Pre-scales the rows of split windows: C = beta * C (C = 0 when beta == 0, never reading C), so the
 // atomic partial sums of acc_spmm_tf32 and the row-tile kernels land on the right base. Windows are

@@ -43,15 +43,7 @@ pub struct DeviceCsr {
     pub(crate) values: CudaSlice<f32>,
 }
 
-impl std::fmt::Debug for DeviceCsr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceCsr")
-            .field("rows", &self.rows)
-            .field("cols", &self.cols)
-            .field("nnz", &self.nnz)
-            .finish()
-    }
-}
+impl_debug!(DeviceCsr, |s| rows: s.rows, cols: s.cols, nnz: s.nnz);
 
 impl DeviceCsr {
     /// Uploads `a` (staged for large arrays, see [`Gpu::upload`]).

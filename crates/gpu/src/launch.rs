@@ -217,6 +217,13 @@ impl<'a> Launch<'a> {
         self.arg(Arg::F32(v))
     }
 
+    /// Appends B and C by address with their leading dimensions, in the order the SpMM kernels
+    /// take them (`B, ldb, C, ldc`); the addresses come from [`Launch::borrow`] and
+    /// [`Launch::borrow_mut`].
+    pub fn dense_operands(&mut self, b: u64, ldb: u32, c: u64, ldc: u32) -> &mut Self {
+        self.arg(Arg::Ptr(b)).u32(ldb).arg(Arg::Ptr(c)).u32(ldc)
+    }
+
     /// The address of `buf`, read by the kernel: the stream waits for earlier writes of it, and
     /// the read is recorded once the kernel is queued.
     pub fn borrow<T, B: DevicePtr<T> + ?Sized>(&mut self, buf: &'a B) -> u64 {

@@ -37,6 +37,22 @@ use cudarc::driver::{
     ValidAsZeroBits, sys,
 };
 
+/// `impl Debug` for a type holding device buffers or functions (which have no useful `Debug`):
+/// the type's name and the listed `name: value` pairs, `value` an expression of the receiver
+/// bound to `$s`.
+macro_rules! impl_debug {
+    ($ty:ident, |$s:ident| $($name:ident: $value:expr),+ $(,)?) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let $s = self;
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($name), &$value))+
+                    .finish()
+            }
+        }
+    };
+}
+
 pub mod baselines;
 pub mod budget;
 pub mod device_csr;
@@ -331,13 +347,7 @@ pub struct Gpu {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Gpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu")
-            .field("info", &self.inner.info)
-            .finish()
-    }
-}
+impl_debug!(Gpu, |s| info: s.inner.info);
 
 fn attr(ctx: &CudaContext, a: sys::CUdevice_attribute) -> Result<i32, DriverError> {
     ctx.attribute(a)
@@ -773,6 +783,27 @@ pub fn launches_per_sample(one_ms: f64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A type without `Debug`.
+    struct NoDebug;
+
+    struct Opaque {
+        rows: usize,
+        pair: (u8, u8),
+        _hidden: NoDebug,
+    }
+
+    impl_debug!(Opaque, |o| rows: o.rows, sum: o.pair.0 + o.pair.1);
+
+    #[test]
+    fn impl_debug_lists_the_named_values_only() {
+        let o = Opaque {
+            rows: 3,
+            pair: (1, 2),
+            _hidden: NoDebug,
+        };
+        assert_eq!(format!("{o:?}"), "Opaque { rows: 3, sum: 3 }");
+    }
 
     #[test]
     fn short_launches_are_batched_long_ones_not() {

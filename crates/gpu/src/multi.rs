@@ -133,14 +133,7 @@ pub struct DeviceGroup {
     transport: Transport,
 }
 
-impl std::fmt::Debug for DeviceGroup {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceGroup")
-            .field("devices", &self.gpus.len())
-            .field("transport", &self.transport)
-            .finish()
-    }
-}
+impl_debug!(DeviceGroup, |s| devices: s.gpus.len(), transport: s.transport);
 
 /// True when `libnccl.so` can be opened.
 pub fn nccl_available() -> bool {

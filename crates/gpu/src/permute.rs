@@ -68,13 +68,7 @@ pub struct RowPermutation {
     func: CudaFunction,
 }
 
-impl std::fmt::Debug for RowPermutation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RowPermutation")
-            .field("rows", &self.rows)
-            .finish()
-    }
-}
+impl_debug!(RowPermutation, |s| rows: s.rows);
 
 impl RowPermutation {
     /// Validates and uploads `idx` (a permutation of `0..idx.len()`).

@@ -269,12 +269,7 @@ pub trait DeviceProduct {
     where
         Self: Sized,
     {
-        self.enqueue(
-            alpha,
-            &Dense::packed(b, n),
-            beta,
-            &mut DenseMut::packed(c, n),
-        )
+        self.launch(alpha, b, n, beta, c, n, n)
     }
 }
 

@@ -61,14 +61,7 @@ pub struct SddmmPattern {
     func: CudaFunction,
 }
 
-impl std::fmt::Debug for SddmmPattern {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SddmmPattern")
-            .field("shape", &(self.n_rows, self.n_cols))
-            .field("nnz", &self.nnz)
-            .finish()
-    }
-}
+impl_debug!(SddmmPattern, |s| shape: (s.n_rows, s.n_cols), nnz: s.nnz);
 
 impl SddmmPattern {
     /// Uploads `a`'s pattern (8 bytes a stored position; its values are not used).

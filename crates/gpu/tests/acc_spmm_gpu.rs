@@ -99,6 +99,25 @@ fn schedules(bt: &OwnedBitTcf, n: usize) -> Vec<(&'static str, FlatSchedule)> {
     out
 }
 
+/// A banded `n × n` matrix (12 nonzeros a row, seed `seed`) and a clustered one of `clustered`
+/// rows (blocks of 64, seed `seed + 1`), whose windows share columns, then [`edge_matrices`].
+fn banded_clustered_and_edges(n: usize, clustered: usize, seed: u64) -> Vec<(&'static str, Csr)> {
+    let mut band = Gen::new(n, n, 12, seed);
+    band.banded = true;
+    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
+        n: clustered,
+        block_size: 64,
+        intra_density: 0.3,
+        inter_nnz_per_row: 1.0,
+        seed: seed + 1,
+    }
+    .build()
+    .unwrap();
+    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
+    mats.extend(edge_matrices());
+    mats
+}
+
 fn edge_matrices() -> Vec<(&'static str, Csr)> {
     let mut g = Gen::new(205, 173, 5, 1);
     g.empty_windows = 3..5;
@@ -349,19 +368,7 @@ fn cached_rows_variant_is_bit_identical_to_register_variant() {
     // where it stays inside the TF32 error bound). Matrices whose windows share columns (banded,
     // clustered) so that rows are inserted, hit and evicted; tiny caches force conflicts.
     let gpu = gpu();
-    let mut band = Gen::new(2000, 2000, 12, 21);
-    band.banded = true;
-    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
-        n: 3000,
-        block_size: 64,
-        intra_density: 0.3,
-        inter_nnz_per_row: 1.0,
-        seed: 22,
-    }
-    .build()
-    .unwrap();
-    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
-    mats.extend(edge_matrices());
+    let mats = banded_clustered_and_edges(2000, 3000, 21);
     for (name, a) in &mats {
         let bt = OwnedBitTcf::from_csr(a);
         for &n in &[32usize, 128, 264, 1000] {
@@ -457,19 +464,7 @@ fn row_tile_kernels_match_reference() {
     // blocks per thread block: atomics, pre-scale, windows shared by thread blocks), β = 0 with
     // NaN-poisoned C and β ≠ 0 with padded leading dimensions (scalar path).
     let gpu = gpu();
-    let mut band = Gen::new(700, 700, 12, 31);
-    band.banded = true;
-    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
-        n: 1000,
-        block_size: 64,
-        intra_density: 0.3,
-        inter_nnz_per_row: 1.0,
-        seed: 32,
-    }
-    .build()
-    .unwrap();
-    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
-    mats.extend(edge_matrices());
+    let mats = banded_clustered_and_edges(700, 1000, 31);
     let mut worst = 0f64;
     for ((name, a), kernel) in mats.iter().flat_map(|m| KERNELS.map(|k| (m, k))) {
         let m = RowTileTcf::from_csr(a, kernel.window_rows as usize).unwrap();

@@ -15,6 +15,7 @@ mod acc_support;
 use data_support::{dataset_files, dataset_name};
 
 use acc_support::*;
+use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
@@ -201,6 +202,40 @@ fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
         .reduce(|| 0.0, f64::max)
 }
 
+/// A β = 0 product at width `n` on a shared dataset: B (seed 77) and C on the device, C reset to
+/// NaN before every checked launch, and the f64 references A·B and |A|·|B|.
+struct DatasetCase {
+    n: usize,
+    bd: CudaSlice<f32>,
+    cd: CudaSlice<f32>,
+    c0: Vec<f32>,
+    ab: Vec<f64>,
+    abs: Vec<f64>,
+}
+
+impl DatasetCase {
+    fn new(gpu: &Gpu, a: &Csr, n: usize) -> Self {
+        let b = dense(a.cols(), n, n, 77);
+        Self {
+            n,
+            bd: gpu.upload(&b).unwrap(),
+            cd: gpu.alloc_zeros::<f32>(a.rows() * n).unwrap(),
+            c0: vec![f32::NAN; a.rows() * n],
+            ab: spmm_f64(a, &b, n, n, false),
+            abs: spmm_f64(a, &b, n, n, true),
+        }
+    }
+
+    /// One launch of `d` on NaN C: its largest scaled error ([`scaled_error`], named `what`).
+    fn check(&mut self, gpu: &Gpu, d: &mut HrpbSpmm, what: &str) -> f64 {
+        let n = self.n;
+        gpu.stream().memcpy_htod(&self.c0, &mut self.cd).unwrap();
+        d.launch(1.0, &self.bd, n, 0.0, &mut self.cd, n, n).unwrap();
+        let got = gpu.download(&self.cd).unwrap();
+        scaled_error(what, &got, &self.ab, &self.abs)
+    }
+}
+
 /// Every shared dataset: correctness of every kernel under every split at N = 128, 256, 512 (β = 0, NaN
 /// C), and median times against cuSPARSE (default algorithm) in the same process; prints the
 /// geomean of cuSPARSE / best HRPB.
@@ -238,29 +273,23 @@ fn hrpb_shared_datasets_match_reference_and_time() {
         let csr = CusparseCsr::new(&gpu, &a).unwrap();
         for n in [128usize, 256, 512] {
             fill.set_split(HrpbSplit::Cap(fill.fill_cap(n).unwrap()));
-            let b = dense(a.cols(), n, n, 77);
-            let bd = gpu.upload(&b).unwrap();
-            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
-            let c0 = vec![f32::NAN; a.rows() * n];
             // The f64 reference once per (matrix, N), compared in parallel.
-            let ab = spmm_f64(&a, &b, n, n, false);
-            let abs = spmm_f64(&a, &b, n, n, true);
+            let mut case = DatasetCase::new(&gpu, &a, n);
             let mut times = Vec::new();
             let mut err = 0f64;
             for d in devs.iter_mut().chain([&mut fill]) {
-                gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-                d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
-                let got = gpu.download(&cd).unwrap();
                 let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
-                err = err.max(scaled_error(&what, &got, &ab, &abs));
+                err = err.max(case.check(&gpu, d, &what));
                 let t = gpu
-                    .time_launches(3, 20, || d.launch(1.0, &bd, n, 0.0, &mut cd, n, n))
+                    .time_launches(3, 20, || {
+                        d.launch(1.0, &case.bd, n, 0.0, &mut case.cd, n, n)
+                    })
                     .unwrap();
                 times.push(t.median_ms);
             }
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
-                .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
+                .time_launches(3, 20, || sp.run(1.0, &case.bd, 0.0, &mut case.cd))
                 .unwrap();
             let best = times.iter().copied().fold(f64::INFINITY, f64::min);
             let speedup = tc.median_ms / best;
@@ -320,12 +349,7 @@ fn hrpb_probe_launches_for_profiling() {
         }
         let a = tcsparse_formats::mtx::read_matrix(&path).expect("read matrix");
         let h = Hrpb::from_csr(&a).unwrap();
-        let b = dense(a.cols(), n, n, 77);
-        let bd = gpu.upload(&b).unwrap();
-        let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
-        let c0 = vec![f32::NAN; a.rows() * n];
-        let ab = spmm_f64(&a, &b, n, n, false);
-        let abs = spmm_f64(&a, &b, n, n, true);
+        let mut case = DatasetCase::new(&gpu, &a, n);
         let kernels = std::env::var("TCSPARSE_HRPB_KERNELS").unwrap_or_default();
         for mma in [
             HrpbMma::K8W,
@@ -340,11 +364,8 @@ fn hrpb_probe_launches_for_profiling() {
                 continue;
             }
             let mut d = HrpbSpmm::from_hrpb(&gpu, &h, mma, HrpbSplit::Wave).unwrap();
-            gpu.stream().memcpy_htod(&c0, &mut cd).unwrap();
-            d.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
-            let got = gpu.download(&cd).unwrap();
             let what = format!("probe {name}/n={n}/{}", mma.name());
-            let e = scaled_error(&what, &got, &ab, &abs);
+            let e = case.check(&gpu, &mut d, &what);
             println!("{what}: {} bricks, scaled error {e:.2e}", h.num_bricks());
             ran += 1;
         }

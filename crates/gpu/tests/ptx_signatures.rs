@@ -31,46 +31,31 @@ fn check(sigs: &[KernelSignature]) {
     }
 }
 
+/// Every signature table of the launch code, each entry checked against its module's PTX, and
+/// every kernel module launched from at least one entry.
 #[test]
-fn csr_spmm_signature_matches_ptx() {
-    check(csr::SIGNATURES);
-}
-
-#[test]
-fn acc_spmm_signatures_match_ptx() {
-    check(acc::SIGNATURES);
-    check(schedule::SIGNATURES);
-}
-
-#[test]
-fn permute_signature_matches_ptx() {
-    check(permute::SIGNATURES);
-}
-
-#[test]
-fn sddmm_signature_matches_ptx() {
-    check(sddmm::SIGNATURES);
-}
-
-#[test]
-fn row_tile_signatures_match_ptx() {
-    check(row_tile::SIGNATURES);
-}
-
-#[test]
-fn spamm_signatures_match_ptx() {
-    check(spamm::SIGNATURES);
-}
-
-#[test]
-fn spmv_signatures_match_ptx() {
-    check(spmv::SIGNATURES);
-    check(spmv::csr::SIGNATURES);
-}
-
-#[test]
-fn hrpb_spmm_signatures_match_ptx() {
-    check(hrpb::SIGNATURES);
+fn every_signature_table_matches_ptx() {
+    let tables = [
+        csr::SIGNATURES,
+        acc::SIGNATURES,
+        schedule::SIGNATURES,
+        permute::SIGNATURES,
+        sddmm::SIGNATURES,
+        row_tile::SIGNATURES,
+        spamm::SIGNATURES,
+        spmv::SIGNATURES,
+        spmv::csr::SIGNATURES,
+        hrpb::SIGNATURES,
+    ];
+    for sigs in tables {
+        check(sigs);
+    }
+    for m in KernelModule::ALL {
+        assert!(
+            tables.iter().flat_map(|t| t.iter()).any(|s| s.module == m),
+            "{m:?}: no signature table entry launches from this module"
+        );
+    }
 }
 
 #[test]

@@ -76,6 +76,16 @@ struct Case {
     k: usize,
 }
 
+impl Case {
+    /// A (`m × k`, seed `seed_a`) and B (`k × n`, seed `seed_b`), uniform in ±1.
+    fn operands(&self, seed_a: u64, seed_b: u64) -> (Vec<f32>, Vec<f32>) {
+        (
+            random(self.m * self.k, seed_a, 1.0),
+            random(self.k * self.n, seed_b, 1.0),
+        )
+    }
+}
+
 /// One product on the device; C poisoned with NaN first (β = 0 must not read it).
 #[allow(clippy::too_many_arguments)]
 fn run(
@@ -119,8 +129,7 @@ fn every_precision_matches_f64_with_all_tiles_valid_ragged_shapes() {
     .iter()
     .enumerate()
     {
-        let a = random(c.m * c.k, 1 + ci as u64, 1.0);
-        let b = random(c.k * c.n, 11 + ci as u64, 1.0);
+        let (a, b) = c.operands(1 + ci as u64, 11 + ci as u64);
         let rows: Vec<usize> = (0..c.m).collect();
         let cref = reference(&a, &b, c.k, c.n, &rows);
         let tiles = (c.m.div_ceil(TILE) * c.k.div_ceil(TILE) * c.n.div_ceil(TILE)) as u64;
@@ -160,8 +169,7 @@ fn k_above_12288_is_handled() {
         n: 66,
         k: 16_400,
     };
-    let a = random(c.m * c.k, 5, 1.0);
-    let b = random(c.k * c.n, 6, 1.0);
+    let (a, b) = c.operands(5, 6);
     let rows: Vec<usize> = (0..c.m).collect();
     let cref = reference(&a, &b, c.k, c.n, &rows);
     for p in SpammPrecision::ALL {
@@ -306,8 +314,7 @@ fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
         n: 100,
         k: 96,
     };
-    let a = random(c.m * c.k, 3, 1.0);
-    let b = random(c.k * c.n, 4, 1.0);
+    let (a, b) = c.operands(3, 4);
     for p in SpammPrecision::ALL {
         // τ above every product: nothing valid, C must be all zeros (it was all NaN).
         let (out, valid) = run(&g, &a, &b, &c, p, SpammBlock::B64, 1, f32::INFINITY);
@@ -360,8 +367,7 @@ fn alpha_beta_update_existing_c() {
         n: 96,
         k: 40,
     };
-    let a = random(c.m * c.k, 21, 1.0);
-    let b = random(c.k * c.n, 22, 1.0);
+    let (a, b) = c.operands(21, 22);
     let c0 = random(c.m * c.n, 23, 1.0);
     let rows: Vec<usize> = (0..c.m).collect();
     let cref = reference(&a, &b, c.k, c.n, &rows);

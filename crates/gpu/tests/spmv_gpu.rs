@@ -11,7 +11,7 @@ mod data_support;
 
 use data_support::for_each_dataset;
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
@@ -109,6 +109,36 @@ fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Ve
     (x, y0)
 }
 
+/// `y = α·A·X + β·y₀` by `k.run` with X already on the device (`dx`) and y₀ uploaded: y.
+fn run_on<K: DeviceProduct>(
+    gpu: &Gpu,
+    k: &mut K,
+    dx: &impl DevicePtr<f32>,
+    y0: &[f32],
+    n: usize,
+    (alpha, beta): (f32, f32),
+) -> Vec<f32> {
+    let mut dy = gpu.upload(y0).expect("y");
+    k.run(alpha, dx, beta, &mut dy, n).expect("launch");
+    gpu.download(&dy).expect("download")
+}
+
+/// `y = A·X` by `k.run` ([`run_on`], X = `x` on the device as `dx`), checked (`what`, `tol`).
+#[allow(clippy::too_many_arguments)]
+fn run_checked_on<K: DeviceProduct>(
+    gpu: &Gpu,
+    k: &mut K,
+    a: &Csr,
+    (x, dx): (&[f32], &impl DevicePtr<f32>),
+    y0: &[f32],
+    n: usize,
+    what: &str,
+    tol: f64,
+) {
+    let y = run_on(gpu, k, dx, y0, n, (1.0, 0.0));
+    check(what, a, x, n, 1.0, 0.0, y0, &y, tol);
+}
+
 /// `y = α·A·X + β·y₀` by `k.run` on fresh operands (y₀ NaN when β = 0), checked (`what`, `tol`).
 #[allow(clippy::too_many_arguments)]
 fn run_checked<K: DeviceProduct>(
@@ -123,9 +153,7 @@ fn run_checked<K: DeviceProduct>(
 ) {
     let (x, y0) = operands(rng, a, n, beta);
     let dx = gpu.upload(&x).expect("x");
-    let mut dy = gpu.upload(&y0).expect("y");
-    k.run(alpha, &dx, beta, &mut dy, n).expect("launch");
-    let y = gpu.download(&dy).expect("download");
+    let y = run_on(gpu, k, &dx, &y0, n, (alpha, beta));
     check(what, a, &x, n, alpha, beta, &y0, &y, tol);
 }
 
@@ -195,6 +223,23 @@ fn triplets(rows: usize, cols: usize, t: &[(u32, u32, f32)]) -> Csr {
     csr_from_triplets(rows, cols, t).expect("csr")
 }
 
+/// A `rows × cols` matrix with `len(r, rng)` entries in row r (drawn before the row's entries) at
+/// uniform random columns (duplicates summed), values uniform in (−1, 1).
+fn rows_csr(
+    rng: &mut ChaCha8Rng,
+    rows: u32,
+    cols: u32,
+    len: impl Fn(u32, &mut ChaCha8Rng) -> u32,
+) -> Csr {
+    let mut t = Vec::new();
+    for r in 0..rows {
+        for _ in 0..len(r, rng) {
+            t.push((r, rng.random_range(0..cols), rng.random_range(-1.0f32..1.0)));
+        }
+    }
+    triplets(rows as usize, cols as usize, &t)
+}
+
 /// A `rows × cols` matrix of `count` entries at uniform random positions (duplicates summed),
 /// values uniform in (−1, 1).
 fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
@@ -258,25 +303,15 @@ fn check_csr_walk(gpu: &Gpu, rng: &mut ChaCha8Rng, name: &str, a: &Csr, chunks: 
 fn spmv_csr_walk_matches_f64() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(18);
-    let mut t = Vec::new();
-    for r in 0..3001u32 {
+    let a = rows_csr(&mut rng, 3001, 2999, |r, rng| {
         if (200..260).contains(&r) {
-            continue; // empty rows
-        }
-        let len = if r == 7 {
+            0 // empty rows
+        } else if r == 7 {
             20_000
         } else {
             rng.random_range(0..24)
-        };
-        for _ in 0..len {
-            t.push((
-                r,
-                rng.random_range(0..2999u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
         }
-    }
-    let a = triplets(3001, 2999, &t);
+    });
     check_csr_walk(
         &gpu,
         &mut rng,
@@ -289,17 +324,9 @@ fn spmv_csr_walk_matches_f64() {
     // Graph-like rows (0, 1, 2, 7, 8, 9 or 17 nonzeros, runs of empty rows): the row walk's run
     // cuts, row ends at and across its 8-nonzero steps, items that start or end with empty rows.
     let lens = [1u32, 0, 2, 0, 0, 8, 1, 9, 0, 7, 2, 17, 1, 1, 0, 0, 0, 2];
-    let mut g = Vec::new();
-    for r in 0..5000u32 {
-        for _ in 0..lens[(r as usize * 7 + r as usize / 13) % lens.len()] {
-            g.push((
-                r,
-                rng.random_range(0..4100u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
-        }
-    }
-    let graph = triplets(5000, 4100, &g);
+    let graph = rows_csr(&mut rng, 5000, 4100, |r, _| {
+        lens[(r as usize * 7 + r as usize / 13) % lens.len()]
+    });
     check_csr_walk(
         &gpu,
         &mut rng,
@@ -334,26 +361,10 @@ fn spmv_edge_shapes_match_f64() {
         t.push((r, rng.random_range(0..77u32), rng.random_range(-1.0..1.0)));
     }
     check_ours(&gpu, &mut rng, "101x77", &triplets(101, 77, &t), &both);
-    let t: Vec<_> = (0..4000)
-        .map(|_| {
-            (
-                rng.random_range(0..13u32),
-                rng.random_range(0..1003u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    check_ours(&gpu, &mut rng, "13x1003", &triplets(13, 1003, &t), &both);
-    let t: Vec<_> = (0..4000)
-        .map(|_| {
-            (
-                rng.random_range(0..999u32),
-                rng.random_range(0..9u32),
-                rng.random_range(-1.0..1.0),
-            )
-        })
-        .collect();
-    check_ours(&gpu, &mut rng, "999x9", &triplets(999, 9, &t), &both);
+    let a = random_csr(&mut rng, 13, 1003, 4000);
+    check_ours(&gpu, &mut rng, "13x1003", &a, &both);
+    let a = random_csr(&mut rng, 999, 9, 4000);
+    check_ours(&gpu, &mut rng, "999x9", &a, &both);
     // One tile-row 1000× longer than the rest (3 tiles each elsewhere).
     let mut t = Vec::new();
     for r in 0..400u32 {
@@ -437,20 +448,8 @@ fn spmv_f16_never_overflows() {
                 .collect();
             let dx = gpu.upload(&x).expect("x");
             let y0 = vec![f32::NAN; 200 * n];
-            let mut dy = gpu.upload(&y0).expect("y");
-            k.run(1.0, &dx, 0.0, &mut dy, n).expect("launch");
-            let y = gpu.download(&dy).expect("download");
-            check(
-                &format!("f16 huge values {} n {n}", k.kernel_name(n)),
-                &a,
-                &x,
-                n,
-                1.0,
-                0.0,
-                &y0,
-                &y,
-                TOL,
-            );
+            let what = format!("f16 huge values {} n {n}", k.kernel_name(n));
+            run_checked_on(&gpu, &mut k, &a, (&x, &dx), &y0, n, &what, TOL);
         }
     }
 }
@@ -548,21 +547,10 @@ fn spmv_set_bit_walks_read_unaligned_x() {
                     let mut padded = vec![0.0f32];
                     padded.extend_from_slice(&x);
                     let dx = gpu.upload(&padded).expect("x");
-                    let mut dy = gpu.upload(&y0).expect("y");
+                    let what = format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n));
                     // X from its second element on: 4 bytes past the allocation's alignment.
-                    k.run(1.0, &dx.slice(1..), 0.0, &mut dy, n).expect("launch");
-                    let y = gpu.download(&dy).expect("download");
-                    check(
-                        &format!("unaligned x {} chunk {chunk} n {n}", k.kernel_name(n)),
-                        &a,
-                        &x,
-                        n,
-                        1.0,
-                        0.0,
-                        &y0,
-                        &y,
-                        tol,
-                    );
+                    let x_at = (&x[..], &dx.slice(1..));
+                    run_checked_on(&gpu, &mut k, &a, x_at, &y0, n, &what, tol);
                 }
             }
         }
@@ -595,9 +583,7 @@ fn spmv_set_bit_walks_skip_unused_infinite_x() {
         {
             k.set_core_layout(Some(layout)).expect("layout");
             let dx = gpu.upload(&x).expect("x");
-            let mut dy = gpu.upload(&[f32::NAN; 16]).expect("y");
-            k.run(1.0, &dx, 0.0, &mut dy, 1).expect("launch");
-            let y = gpu.download(&dy).expect("download");
+            let y = run_on(&gpu, &mut k, &dx, &[f32::NAN; 16], 1, (1.0, 0.0));
             for (r, &yr) in y.iter().enumerate() {
                 let uses_inf = r == 2 || r == 5;
                 let want: f64 = t

@@ -18,7 +18,8 @@
 pub mod rendezvous;
 pub mod spamm;
 
-use cudarc::driver::{CudaSlice, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaViewMut, DeviceRepr};
+use cudarc::nccl::result::{NcclError, NcclStatus};
 use cudarc::nccl::{Comm, Id, NcclType};
 
 pub use rendezvous::{Launcher, RankEnv, RendezvousError};
@@ -159,16 +160,8 @@ pub struct RankComm {
     nccl: NcclVersion,
 }
 
-impl std::fmt::Debug for RankComm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankComm")
-            .field("rank", &self.env.rank)
-            .field("world_size", &self.env.world_size)
-            .field("device", &self.env.local_rank)
-            .field("nccl", &self.nccl)
-            .finish()
-    }
-}
+impl_debug!(RankComm, |s|
+    rank: s.env.rank, world_size: s.env.world_size, device: s.env.local_rank, nccl: s.nccl);
 
 impl RankComm {
     /// Joins the job described by the launcher's environment ([`RankEnv::from_env`]).
@@ -297,21 +290,9 @@ impl RankComm {
         offsets: &[usize],
     ) -> Result<(), DistributedError> {
         self.check_offsets(full.len(), offsets)?;
-        cudarc::nccl::result::group_start().map_err(self.err("ncclGroupStart"))?;
-        let mut result = Ok(());
-        for (root, w) in offsets.windows(2).enumerate() {
-            if w[1] > w[0] {
-                let mut view = full.slice_mut(w[0]..w[1]);
-                if let Err(e) = self.comm.broadcast_in_place(&mut view, root as i32) {
-                    result = Err(self.err("ncclBroadcast")(e));
-                    break;
-                }
-            }
-        }
-        let end = cudarc::nccl::result::group_end().map_err(self.err("ncclGroupEnd"));
-        result?;
-        end?;
-        Ok(())
+        self.each_block_grouped(full, offsets, 0, "ncclBroadcast", |c, view, root| {
+            c.broadcast_in_place(view, root)
+        })
     }
 
     /// Gather of unequal blocks to rank 0: rank 0 passes `Some(full)` (its own block already in
@@ -343,25 +324,42 @@ impl RankComm {
                 )));
             };
             self.check_offsets(full.len(), offsets)?;
-            cudarc::nccl::result::group_start().map_err(self.err("ncclGroupStart"))?;
-            let mut result = Ok(());
-            for (peer, w) in offsets.windows(2).enumerate().skip(1) {
-                if w[1] > w[0] {
-                    let mut view = full.slice_mut(w[0]..w[1]);
-                    if let Err(e) = self.comm.recv(&mut view, peer as i32) {
-                        result = Err(self.err("ncclRecv")(e));
-                        break;
-                    }
-                }
-            }
-            let end = cudarc::nccl::result::group_end().map_err(self.err("ncclGroupEnd"));
-            result?;
-            end?;
+            self.each_block_grouped(full, offsets, 1, "ncclRecv", |c, view, peer| {
+                c.recv(view, peer)
+            })?;
         } else if hi > lo {
             self.comm
                 .send(&block.slice(..hi - lo), 0)
                 .map_err(self.err("ncclSend"))?;
         }
+        Ok(())
+    }
+
+    /// `op(comm, block, r)` on every nonempty block `r ≥ first` of `full` (elements
+    /// `offsets[r]..offsets[r + 1]`, checked by the caller) inside one NCCL group, stopping at the
+    /// first failure (`call` names `op` in its error); the group is closed also then.
+    fn each_block_grouped<T: DeviceRepr + NcclType>(
+        &self,
+        full: &mut CudaSlice<T>,
+        offsets: &[usize],
+        first: usize,
+        call: &'static str,
+        op: impl Fn(&Comm, &mut CudaViewMut<'_, T>, i32) -> Result<NcclStatus, NcclError>,
+    ) -> Result<(), DistributedError> {
+        cudarc::nccl::result::group_start().map_err(self.err("ncclGroupStart"))?;
+        let mut result = Ok(());
+        for (r, w) in offsets.windows(2).enumerate().skip(first) {
+            if w[1] > w[0] {
+                let mut view = full.slice_mut(w[0]..w[1]);
+                if let Err(e) = op(&self.comm, &mut view, r as i32) {
+                    result = Err(self.err(call)(e));
+                    break;
+                }
+            }
+        }
+        let end = cudarc::nccl::result::group_end().map_err(self.err("ncclGroupEnd"));
+        result?;
+        end?;
         Ok(())
     }
 

@@ -31,14 +31,7 @@ pub struct RankSpamm {
     run: SpammRun,
 }
 
-impl std::fmt::Debug for RankSpamm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankSpamm")
-            .field("rows", &self.rows)
-            .field("run", &self.run)
-            .finish()
-    }
-}
+impl_debug!(RankSpamm, |s| rows: s.rows, run: s.run);
 
 /// Every rank's `ok` all-gathered: this rank's own error first, else an error naming a rank
 /// that failed, so that every rank leaves before a collective that would wait on it.
@@ -144,16 +137,7 @@ pub fn spamm_rank(
             ranges: ranges_empty,
             n,
             c: None,
-            run: SpammRun {
-                tau: 0.0,
-                valid_ratio: 0.0,
-                valid_products: 0,
-                abs_bound: 0.0,
-                result_norm: 0.0,
-                rel_bound: 0.0,
-                row_ranges: vec![(0, m)],
-                attempts: 0,
-            },
+            run: SpammRun::empty(m),
         });
     }
     let (na0, nb0) = norms.unzip();

@@ -227,16 +227,7 @@ pub struct SpammOperands {
     nbt: CudaSlice<f32>,
 }
 
-impl std::fmt::Debug for SpammOperands {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammOperands")
-            .field("m", &self.m)
-            .field("n", &self.n)
-            .field("k", &self.k)
-            .field("precision", &self.precision)
-            .finish()
-    }
-}
+impl_debug!(SpammOperands, |s| m: s.m, n: s.n, k: s.k, precision: s.precision);
 
 impl SpammOperands {
     /// Uploads row-major A (`m × k`) and B (`k × n`) and computes their norm maps.
@@ -477,15 +468,7 @@ pub struct SpammSchedule {
     ks: CudaSlice<u32>,
 }
 
-impl std::fmt::Debug for SpammSchedule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammSchedule")
-            .field("tau", &self.tau)
-            .field("block", &self.block)
-            .field("candidates", &self.candidates)
-            .finish()
-    }
-}
+impl_debug!(SpammSchedule, |s| tau: s.tau, block: s.block, candidates: s.candidates);
 
 impl SpammSchedule {
     /// Builds ([`block_row_candidates`]) and uploads the schedule of threshold τ.
@@ -535,16 +518,8 @@ pub struct SpammKernel {
     ids: CudaSlice<u32>,
 }
 
-impl std::fmt::Debug for SpammKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpammKernel")
-            .field("precision", &self.precision)
-            .field("block", &self.block)
-            .field("s", &self.s)
-            .field("thread_blocks", &self.blocks)
-            .finish()
-    }
-}
+impl_debug!(SpammKernel, |k|
+    precision: k.precision, block: k.block, s: k.s, thread_blocks: k.blocks);
 
 impl SpammKernel {
     /// Loads the kernel and uploads the strided assignment (balance `s ≥ 1`) of the

@@ -100,6 +100,23 @@ pub struct SpammRun {
     pub attempts: u32,
 }
 
+impl SpammRun {
+    /// The run of an empty product (a dimension of 0 tiles) over `m` rows of C on one device:
+    /// C of zeros, nothing computed.
+    pub fn empty(m: usize) -> Self {
+        Self {
+            tau: 0.0,
+            valid_ratio: 0.0,
+            valid_products: 0,
+            abs_bound: 0.0,
+            result_norm: 0.0,
+            rel_bound: 0.0,
+            row_ranges: vec![(0, m)],
+            attempts: 0,
+        }
+    }
+}
+
 /// Relative bound from the absolute bound and the result's norm: ‖C‖ ≥ ‖C̃‖ − ‖E‖.
 pub fn rel_bound(abs_bound: f64, result_norm: f64) -> f64 {
     if abs_bound == 0.0 {

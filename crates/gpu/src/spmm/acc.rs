@@ -18,7 +18,7 @@ pub use super::{
     AccSpmmError, LaunchShape, MAX_WARPS, check_dense, launch_flags, launch_flags_at, launch_shape,
     to_tf32,
 };
-use crate::launch::{Arg, Launch};
+use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, upload_nonempty};
 pub use crate::schedule::{
@@ -444,17 +444,9 @@ pub struct AccSpmmDevice {
     max_dynamic_smem: u32,
 }
 
-impl std::fmt::Debug for AccSpmmDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccSpmmDevice")
-            .field("rows", &self.rows)
-            .field("cols", &self.cols)
-            .field("num_tbs", &self.sched.num_tbs)
-            .field("num_split", &self.sched.split.count())
-            .field("variant", &self.variant)
-            .finish()
-    }
-}
+impl_debug!(AccSpmmDevice, |s|
+    rows: s.rows, cols: s.cols, num_tbs: s.sched.num_tbs, num_split: s.sched.split.count(),
+    variant: s.variant);
 
 impl AccSpmmDevice {
     /// Validates and uploads a BitTCF matrix with a planner schedule (once; launch many times).
@@ -616,10 +608,7 @@ impl DeviceProduct for AccSpmmDevice {
             .input(&self.values)
             .input(&self.sched.work)
             .input(&self.sched.window_split)
-            .arg(Arg::Ptr(b_ptr))
-            .u32(ldb32)
-            .arg(Arg::Ptr(c_ptr))
-            .u32(ldc32)
+            .dense_operands(b_ptr, ldb32, c_ptr, ldc32)
             .u32(m)
             .u32(n32)
             .f32(alpha)

@@ -14,7 +14,7 @@ use tcsparse_formats::Csr;
 
 use super::launch_flags_at;
 use crate::device_csr::{DeviceCsr, check_csr};
-use crate::launch::{Arg, Launch};
+use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -167,18 +167,9 @@ impl DeviceWork {
     }
 }
 
-impl std::fmt::Debug for CsrSpmm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CsrSpmm")
-            .field("m", &self.m)
-            .field("k", &self.k)
-            .field("nnz", &self.nnz)
-            .field("chunk_nnz", &self.work.chunk_nnz)
-            .field("items", &self.work.num_items)
-            .field("split_rows", &self.work.split.count())
-            .finish()
-    }
-}
+impl_debug!(CsrSpmm, |s|
+    m: s.m, k: s.k, nnz: s.nnz, chunk_nnz: s.work.chunk_nnz, items: s.work.num_items,
+    split_rows: s.work.split.count());
 
 impl CsrSpmm {
     /// Validates and uploads `a` with the default nonzero budget per warp item.
@@ -213,16 +204,7 @@ impl CsrSpmm {
         check_csr(a)?;
         d.check_matches(a)?;
         plan.check_matches(a)?;
-        Ok(Self {
-            gpu: gpu.clone(),
-            m: a.rows(),
-            k: a.cols(),
-            nnz: a.nnz(),
-            work: plan.work,
-            row_offsets: None,
-            csr: d,
-            func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
-        })
+        Self::assemble(gpu, a, plan, d, None)
     }
 
     /// [`CsrSpmm::with_chunk`] on a copy of arrays that already hold `a` on the device
@@ -235,14 +217,26 @@ impl CsrSpmm {
     ) -> Result<Self, GpuError> {
         let csr = DeviceCsr::copy_from_device(gpu, a, arrays)?;
         let plan = CsrWorkPlan::new(gpu, a, chunk_nnz)?;
+        // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
+        Self::assemble(gpu, a, plan, csr, Some(a.row_offsets().to_vec()))
+    }
+
+    /// The product of `a` from its device arrays and work list (both made for `a`), keeping
+    /// `row_offsets` (`a`'s, or None to download them when first needed).
+    fn assemble(
+        gpu: &Gpu,
+        a: &Csr,
+        plan: CsrWorkPlan,
+        csr: DeviceCsr,
+        row_offsets: Option<Vec<u32>>,
+    ) -> Result<Self, GpuError> {
         Ok(Self {
             gpu: gpu.clone(),
             m: a.rows(),
             k: a.cols(),
             nnz: a.nnz(),
             work: plan.work,
-            // (The caller, tuning, re-packs at other budgets next: keep the host offsets.)
-            row_offsets: Some(a.row_offsets().to_vec()),
+            row_offsets,
             csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
         })
@@ -355,10 +349,7 @@ impl DeviceProduct for CsrSpmm {
             .input(&self.csr.values)
             .input(&self.work.items)
             .u32(items)
-            .arg(Arg::Ptr(b_ptr))
-            .u32(ldb32)
-            .arg(Arg::Ptr(c_ptr))
-            .u32(ldc32)
+            .dense_operands(b_ptr, ldb32, c_ptr, ldc32)
             .u32(n32)
             .f32(alpha)
             .f32(beta)

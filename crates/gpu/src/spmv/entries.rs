@@ -110,21 +110,24 @@ pub(super) const BLOCKBW_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_bloc
 /// values a TF32 product: [`TC_LAYOUTS`]).
 pub(super) const TC_ENTRIES: [[&str; MAX_RHS]; 2] = rhs_entries!("spmv_tc");
 
+/// The entries of the layouts serving every n, in [`MULTI_LAYOUTS`] order.
+pub(super) const MULTI_ENTRIES: [[[&str; MAX_RHS]; 2]; MULTI_LAYOUTS.len()] = [
+    BITS_ENTRIES,
+    SEG_ENTRIES,
+    BITSW_ENTRIES,
+    SEGW_ENTRIES,
+    BLOCKBW_ENTRIES,
+    TC_ENTRIES,
+];
+
 /// The entries of a layout serving every n ([`MULTI_LAYOUTS`]), index n − 1.
 pub(super) fn multi_entries(
     layout: &str,
     storage: TileStorage,
 ) -> Option<&'static [&'static str; MAX_RHS]> {
     let i = usize::from(storage != TileStorage::F16);
-    match layout {
-        "bits" => Some(&BITS_ENTRIES[i]),
-        "seg" => Some(&SEG_ENTRIES[i]),
-        "bitsw" => Some(&BITSW_ENTRIES[i]),
-        "segw" => Some(&SEGW_ENTRIES[i]),
-        "blockbw" => Some(&BLOCKBW_ENTRIES[i]),
-        "tc" => Some(&TC_ENTRIES[i]),
-        _ => None,
-    }
+    let at = MULTI_LAYOUTS.iter().position(|&l| l == layout)?;
+    Some(&MULTI_ENTRIES[at][i])
 }
 
 /// The one-RHS walks, `[layout][f16, f32]` for the layouts `core`, `corew1`, `corew2`, `lane`,
@@ -348,14 +351,7 @@ pub(super) const WALK_SIGNATURES: [KernelSignature; 2 * CORE_ENTRIES.len() + 12 
         i += 2;
         k += 1;
     }
-    let tables = [
-        BITS_ENTRIES,
-        SEG_ENTRIES,
-        BITSW_ENTRIES,
-        SEGW_ENTRIES,
-        BLOCKBW_ENTRIES,
-        TC_ENTRIES,
-    ];
+    let tables = MULTI_ENTRIES;
     let mut t = 0;
     while t < tables.len() {
         let mut storage = 0;

@@ -142,19 +142,9 @@ pub struct BitBsrSpmv {
     fixup: CudaFunction,
 }
 
-impl std::fmt::Debug for BitBsrSpmv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BitBsrSpmv")
-            .field("rows", &self.rows)
-            .field("cols", &self.cols)
-            .field("storage", &self.storage)
-            .field("core", &self.core)
-            .field("chunk_tiles", &self.work.chunk_tiles)
-            .field("items", &self.work.num_items)
-            .field("split_rows", &self.work.num_fix)
-            .finish()
-    }
-}
+impl_debug!(BitBsrSpmv, |s|
+    rows: s.rows, cols: s.cols, storage: s.storage, core: s.core, chunk_tiles: s.work.chunk_tiles,
+    items: s.work.num_items, split_rows: s.work.num_fix);
 
 fn ptr_of<T>(s: &CudaSlice<T>, gpu: &Gpu) -> u64 {
     let (p, _g) = s.device_ptr(gpu.stream());
@@ -761,16 +751,19 @@ mod tests {
         ];
         let mut want: Vec<&str> = others.to_vec();
         want.extend(CORE_ENTRIES.iter().flat_map(|(_, e)| *e));
-        for table in [
-            BITS_ENTRIES,
-            SEG_ENTRIES,
-            BITSW_ENTRIES,
-            SEGW_ENTRIES,
-            BLOCKBW_ENTRIES,
-            TC_ENTRIES,
-        ] {
+        for table in MULTI_ENTRIES {
             want.extend(table.iter().flatten());
         }
+        // Each layout's own entries: `spmv_{layout}{n}_{f16|f32}`.
+        for l in MULTI_LAYOUTS {
+            for (st, suffix) in [(TileStorage::F16, "f16"), (TileStorage::F32, "f32")] {
+                let e = multi_entries(l, st).expect("a multi-RHS layout");
+                for (i, name) in e.iter().enumerate() {
+                    assert_eq!(*name, format!("spmv_{l}{}_{suffix}", i + 1));
+                }
+            }
+        }
+        assert_eq!(multi_entries("core", TileStorage::F16), None);
         let mut got: Vec<&str> = SIGNATURES.iter().map(|s| s.name).collect();
         got.sort_unstable();
         want.sort_unstable();

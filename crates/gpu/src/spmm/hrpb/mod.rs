@@ -19,7 +19,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::{DEVICE_BRICK_WORDS, Hrpb, HrpbDevice};
 use tcsparse_planner::wave::{WaveSplit, wave_split_capped};
 
-use crate::launch::{Arg, Launch, Shape};
+use crate::launch::{Launch, Shape};
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{SplitRows, upload_nonempty};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -137,18 +137,9 @@ pub struct HrpbSpmm {
     work: Mutex<Option<CachedWork>>,
 }
 
-impl std::fmt::Debug for HrpbSpmm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HrpbSpmm")
-            .field("m", &self.m)
-            .field("k", &self.k)
-            .field("nnz", &self.nnz)
-            .field("bricks", &(self.panel_bricks.last().copied().unwrap_or(0)))
-            .field("mma", &self.mma)
-            .field("split", &self.split)
-            .finish()
-    }
-}
+impl_debug!(HrpbSpmm, |s|
+    m: s.m, k: s.k, nnz: s.nnz, bricks: s.panel_bricks.last().copied().unwrap_or(0), mma: s.mma,
+    split: s.split);
 
 impl HrpbSpmm {
     /// Builds HRPB from `a`, validates and uploads it (m16n8k8, wave-aware split).
@@ -495,10 +486,7 @@ impl DeviceProduct for HrpbSpmm {
         l.input(&work.items)
             .input(&self.bricks)
             .input(&self.values)
-            .arg(Arg::Ptr(b_ptr))
-            .u32(ldb32)
-            .arg(Arg::Ptr(c_ptr))
-            .u32(ldc32)
+            .dense_operands(b_ptr, ldb32, c_ptr, ldc32)
             .u32(m32)
             .u32(n32)
             .f32(alpha)
