@@ -188,7 +188,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         for g in counts(present) {
             let opts = PrepareOptions::builder().n(n).build();
             let mut split = prepare_split(DeviceSet::first(g), &m.csr, &opts)?;
-            split.place_b(&b, n, n)?;
+            split.place_b(&b, n)?;
             let one_process_ms = median_of_calls(iters, || {
                 split.run(1.0)?;
                 Ok(split.synchronize()?)
