@@ -5,7 +5,7 @@
 
 use tcsparse::cudarc::driver::CudaContext;
 use tcsparse::formats::Csr;
-use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
     Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
@@ -13,7 +13,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{hub_rows_203 as matrix, values};
+use support::{hub_rows_203 as matrix, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -62,22 +62,11 @@ fn error(
     ldc: usize,
     n: usize,
 ) -> f64 {
-    let ab = spmm_f64(a, b, n, n, false);
-    let abs = spmm_f64(a, b, n, n, true);
     let mut got = Vec::with_capacity(a.rows() * n);
     for i in 0..a.rows() {
         got.extend_from_slice(&c[i * ldc..i * ldc + n]);
     }
-    let want: Vec<f64> = ab
-        .iter()
-        .zip(c0)
-        .map(|(&x, &c)| alpha as f64 * x + beta as f64 * c as f64)
-        .collect();
-    let scale: Vec<f64> = abs
-        .iter()
-        .zip(c0)
-        .map(|(&x, &c)| (alpha as f64 * x).abs() + (beta as f64 * c as f64).abs())
-        .collect();
+    let (want, scale) = reference(a, alpha, b, beta, c0, n);
     max_scaled_error(&got, &want, &scale)
 }
 
