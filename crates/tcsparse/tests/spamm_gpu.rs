@@ -78,11 +78,7 @@ fn the_engine_runs_spamm_on_its_gpu() {
     let g = gpu();
     let n = 300;
     let a = exponential_decay_dense(n, 0.1);
-    let d = DenseRef {
-        data: &a,
-        rows: n,
-        cols: n,
-    };
+    let d = DenseRef::new(&a, n, n);
     let opts = SpammOptions::builder()
         .precision(Precision::Tf32x3)
         .measure_error(true, 0)
