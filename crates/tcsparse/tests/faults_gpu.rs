@@ -60,31 +60,17 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
     let a = matrix();
     // Each preparation's allocations, without a budget.
     type Prep<'a> = Box<dyn Fn() -> Result<(), tcsparse::Error> + 'a>;
+    let (e, m) = (&engine, &a);
+    let spmm = |name, kernel| -> (&str, Prep) {
+        (
+            name,
+            Box::new(move || e.prepare_spmm(m, &spmm_options(kernel)).map(drop)),
+        )
+    };
     let preps: Vec<(&str, Prep)> = vec![
-        (
-            "SpMM Acc-SpMM",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
-                    .map(drop)
-            }),
-        ),
-        (
-            "SpMM CSR",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
-                    .map(drop)
-            }),
-        ),
-        (
-            "SpMM cuSPARSE",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::Cusparse))
-                    .map(drop)
-            }),
-        ),
+        spmm("SpMM Acc-SpMM", KernelRequest::AccSpmm),
+        spmm("SpMM CSR", KernelRequest::Csr),
+        spmm("SpMM cuSPARSE", KernelRequest::Cusparse),
         (
             "SpMV",
             Box::new(|| {
