@@ -61,12 +61,7 @@ def event_ms(fn, iters: int, warmup: int = 5) -> float:
 
 def check(y: torch.Tensor, adj: sp.csr_array, x: torch.Tensor) -> float:
     """max |y − Â·x| / (|Â|·|x|) against an f64 product (on the GPU)."""
-    a64 = torch.sparse_csr_tensor(
-        torch.from_numpy(adj.indptr.astype(np.int64)),
-        torch.from_numpy(adj.indices.astype(np.int64)),
-        torch.from_numpy(adj.data.astype(np.float64)),
-        size=adj.shape,
-    ).to(x.device)
+    a64 = gcn.torch_csr(adj, x.device, np.float64)
     x64 = x.double()
     want = torch.sparse.mm(a64, x64)
     scale = torch.sparse.mm(a64.abs(), x64.abs())
@@ -81,12 +76,7 @@ def spmm_rows(args, folder: Path) -> list[dict]:
         adj = gcn.load_adjacency(folder, name)
         n = adj.shape[0]
         x = torch.randn(n, args.n, device=dev, generator=g)
-        t = torch.sparse_csr_tensor(
-            torch.from_numpy(adj.indptr.astype(np.int64)),
-            torch.from_numpy(adj.indices.astype(np.int64)),
-            torch.from_numpy(adj.data),
-            size=adj.shape,
-        ).to(dev)
+        t = gcn.torch_csr(adj, dev)
         a = tcsparse.SparseMatrix(adj, device=dev, n_hint=args.n, precision=args.precision)
         y = torch.empty(n, args.n, device=dev)
         tcsparse.spmm(a, x, out=y)

@@ -45,6 +45,8 @@ try:
 except ImportError as e:  # pragma: no cover - environment
     die(f"needs numpy, scipy and torch ({e})")
 
+from torch_csr import torch_csr  # noqa: E402  (beside this file)
+
 try:
     import tcsparse
 except ImportError as e:  # pragma: no cover - environment
@@ -121,12 +123,7 @@ def build_model(impl: str, adj: sp.csr_array, weights, device: torch.device, hid
         a = tcsparse.SparseMatrix(adj, device=device, n_hint=hidden, precision=precision)
         return DenseGCN(weights, lambda z: a @ z.contiguous()).to(device), a.kernel
     if impl == "torch":
-        t = torch.sparse_csr_tensor(
-            torch.from_numpy(adj.indptr.astype(np.int64)),
-            torch.from_numpy(adj.indices.astype(np.int64)),
-            torch.from_numpy(adj.data),
-            size=adj.shape,
-        ).to(device)
+        t = torch_csr(adj, device)
         return DenseGCN(weights, lambda z: torch.sparse.mm(t, z)).to(device), "torch.sparse.mm (CSR)"
     if impl == "pyg":
         try:

@@ -8,9 +8,15 @@ warm-up, in the same format as the tcsparse bench so the two can be compared sid
 import sys
 import time
 
+from pathlib import Path
+
 import numpy as np
 import scipy.io
 import torch
+
+# The examples' torch CSR operand (examples/python/torch_csr.py: NumPy and PyTorch only).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "python"))
+from torch_csr import torch_csr  # noqa: E402
 
 
 def main() -> None:
@@ -20,12 +26,7 @@ def main() -> None:
     a.sum_duplicates()
     print(f"read {path}: {a.shape[0]}x{a.shape[1]}, nnz {a.nnz} in {time.time() - t0:.1f}s")
     dev = torch.device("cuda")
-    a_t = torch.sparse_csr_tensor(
-        torch.from_numpy(a.indptr.astype(np.int64)),
-        torch.from_numpy(a.indices.astype(np.int64)),
-        torch.from_numpy(a.data),
-        size=a.shape,
-    ).to(dev)
+    a_t = torch_csr(a, dev)
     for n in ns:
         b = torch.rand(a.shape[1], n, device=dev)
         for _ in range(5):

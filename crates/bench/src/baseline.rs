@@ -155,12 +155,17 @@ mod tests {
         }
     }
 
+    /// One SpMM cuSPARSE case whose plan names the default algorithm, with `baseline` recorded.
+    fn default_spmm(baseline: Option<VendorBaseline>) -> Report {
+        report(
+            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
+            baseline,
+        )
+    }
+
     #[test]
     fn old_spmm_files_are_classified_by_the_algorithms_their_plans_name() {
-        let default = report(
-            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
-            None,
-        );
+        let default = default_spmm(None);
         let fastest = report(
             vec![
                 case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT"),
@@ -177,10 +182,7 @@ mod tests {
             VendorBaseline::CusparseFastest
         );
         // A recorded baseline wins over the inference.
-        let recorded = report(
-            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
-            Some(VendorBaseline::CusparseFastest),
-        );
+        let recorded = default_spmm(Some(VendorBaseline::CusparseFastest));
         assert_eq!(
             VendorBaseline::of(&recorded, Op::Spmm),
             VendorBaseline::CusparseFastest
@@ -189,14 +191,8 @@ mod tests {
 
     #[test]
     fn comparing_across_baselines_is_refused_with_both_named() {
-        let old = report(
-            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
-            None,
-        );
-        let new = report(
-            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
-            Some(VendorBaseline::current(Op::Spmm)),
-        );
+        let old = default_spmm(None);
+        let new = default_spmm(Some(VendorBaseline::current(Op::Spmm)));
         let err =
             check_comparable(std::slice::from_ref(&old), std::slice::from_ref(&new)).unwrap_err();
         assert!(err.starts_with("not comparable"), "{err}");
@@ -216,10 +212,7 @@ mod tests {
 
     #[test]
     fn files_of_one_op_with_different_baselines_do_not_combine() {
-        let a = report(
-            vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_ALG_DEFAULT")],
-            None,
-        );
+        let a = default_spmm(None);
         let b = report(
             vec![case(Op::Spmm, "cusparse", "cuSPARSE CSR, SPMM_CSR_ALG1")],
             Some(VendorBaseline::CusparseFastest),

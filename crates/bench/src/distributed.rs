@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use tcsparse::distributed::{DistributedSpmm, RankComm, spamm_rank};
+use tcsparse::distributed::{DistributedSpmm, RankComm, local_rank_env, spamm_rank};
 use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
@@ -188,7 +188,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         for g in counts(present) {
             let opts = PrepareOptions::builder().n(n).build();
             let mut split = prepare_split(DeviceSet::first(g), &m.csr, &opts)?;
-            split.place_b(&b, n, n)?;
+            split.place_b(&b, n)?;
             let one_process_ms = median_of_calls(iters, || {
                 split.run(1.0)?;
                 Ok(split.synchronize()?)
@@ -234,13 +234,10 @@ fn ranks_case(problem: &str, gpus: usize, one_process_ms: f64, r: RankResult) ->
 
 fn spawn_ranks(args: &Args, name: &str, world: usize, tau: Option<f32>) -> Result<RankResult> {
     let exe = std::env::current_exe().context("finding the bench binary")?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port()
-        .to_string();
+    let port = tcsparse::distributed::free_local_port()?.to_string();
     let mut children = Vec::new();
     for rank in 0..world {
-        let child = Command::new(&exe)
+        let child = local_rank_env(&mut Command::new(&exe), rank, world, &port)
             .args(["--op", "distributed-rank", "--only", name])
             .args(["--multi-spmm-n", &args.multi_spmm_n.to_string()])
             .args(["--multi-spamm-n", &args.multi_spamm_n.to_string()])
@@ -249,14 +246,6 @@ fn spawn_ranks(args: &Args, name: &str, world: usize, tau: Option<f32>) -> Resul
                 tau.map_or(String::new(), |t| t.to_bits().to_string()),
             )
             .args(["--iters", &args.iters.clamp(1, 50).to_string()])
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", world.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", &port)
-            .env_remove("TCSPARSE_STORE_PORT")
-            .env_remove("TORCHELASTIC_USE_AGENT_STORE")
-            .env("NCCL_NVLS_ENABLE", "0")
             .stdout(if rank == 0 {
                 Stdio::piped()
             } else {

@@ -270,14 +270,7 @@ fn main() -> Result<()> {
                     args.max_full_check,
                     args.backends.as_deref().unwrap_or(&[]),
                 );
-                eprintln!(
-                    "{:<20} {:>9} rows {:>11} nnz: {} cases in {:.1?}",
-                    m.name,
-                    m.csr.rows(),
-                    m.csr.nnz(),
-                    got.len(),
-                    t.elapsed()
-                );
+                m.log_cases(20, got.len(), t.elapsed());
                 cases.extend(got);
                 results::write_partial(args.out.as_deref(), &d, &cases, |device, cases| Report {
                     command: command.clone(),

@@ -21,6 +21,19 @@ pub struct Matrix {
     pub csr: Arc<Csr>,
 }
 
+impl Matrix {
+    /// Says on standard error that `cases` cases of this matrix took `elapsed` (the name padded
+    /// to `width` characters): the bench's progress line per matrix.
+    pub fn log_cases(&self, width: usize, cases: usize, elapsed: std::time::Duration) {
+        eprintln!(
+            "{:<width$} {:>9} rows {:>11} nnz: {cases} cases in {elapsed:.1?}",
+            self.name,
+            self.csr.rows(),
+            self.csr.nnz()
+        );
+    }
+}
+
 /// R-MAT with Graph500 parameters (0.57, 0.19, 0.19, 0.05) at `scale`, `edge_factor` edges per
 /// vertex, seed 20.
 fn rmat_g500(scale: u32, edge_factor: u32) -> GeneratorSpec {

@@ -150,7 +150,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
         for g in counts(present) {
             let opts = PrepareOptions::builder().n(n).build();
             let mut split = prepare_split(DeviceSet::first(g), &m.csr, &opts)?;
-            split.place_b(&b, n, n)?;
+            split.place_b(&b, n)?;
             let ms = median_wall(args.iters, || {
                 split.run(1.0)?;
                 split.synchronize()?;

@@ -199,19 +199,11 @@ mod tests {
     use super::*;
     use crate::report::{Case, Status};
 
+    /// [`crate::report::tests::case`] moving 2 GB (bars of a visible bandwidth).
     fn case(matrix: &str, group: Group, n: usize, backend: &str, ms: f64) -> Case {
         Case {
-            ms: Some(ms),
             bytes: Some(2_000_000_000),
-            ..Case::new(
-                Op::Spmm,
-                matrix,
-                group,
-                (1000, 1000, 50_000),
-                n,
-                backend,
-                Status::Ok,
-            )
+            ..crate::report::tests::case(matrix, group, n, backend, ms, Status::Ok)
         }
     }
 

@@ -69,12 +69,26 @@ pub fn generated_specs() -> Vec<(String, GeneratorSpec)> {
     ]
 }
 
+#[derive(Clone)]
 struct Measured {
     ms: f64,
     scaled_err: f64,
     rel_err: f64,
     plan: String,
     bytes: u64,
+}
+
+impl Measured {
+    /// A backend's median time `ms` with its checked errors `(scaled, relative)`.
+    fn new(ms: f64, (scaled_err, rel_err): (f64, f64), plan: String, bytes: u64) -> Self {
+        Self {
+            ms,
+            scaled_err,
+            rel_err,
+            plan,
+            bytes,
+        }
+    }
 }
 
 fn case(m: &Matrix, n: usize, backend: &str, r: Result<Measured, String>, tol: f64) -> Case {
@@ -173,23 +187,17 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                     gpu.stream().memcpy_htod(&y0, &mut dy)?;
                     let tm = time_spmv(gpu, &b, &dx, &mut dy, n, GRAPH_LAUNCHES, SAMPLES)?;
                     let y = gpu.download(&dy)?;
-                    let (se, re) = check(&y);
-                    Ok(Measured {
-                        ms: tm.median_ms,
-                        scaled_err: se,
-                        rel_err: re,
-                        plan: format!(
-                            "{} CSR {}",
-                            if n == 1 {
-                                "cusparseSpMV"
-                            } else {
-                                "cusparseSpMM"
-                            },
-                            alg.name(n)
-                        ),
-                        bytes: (4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols()))
-                            as u64,
-                    })
+                    let op = if n == 1 {
+                        "cusparseSpMV"
+                    } else {
+                        "cusparseSpMM"
+                    };
+                    Ok(Measured::new(
+                        tm.median_ms,
+                        check(&y),
+                        format!("{op} CSR {}", alg.name(n)),
+                        (4 * (a.rows() + 1) + 8 * a.nnz() + 4 * n * (a.rows() + a.cols())) as u64,
+                    ))
                 };
                 match measure() {
                     Ok(r) => {
@@ -258,19 +266,14 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                     let (ms, c, l) = best.unwrap_or((f64::NAN, 32, None));
                     k.set_core_layout(l)?;
                     k.set_chunk(c)?;
-                    let (se, re) =
+                    let errors =
                         checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
-                    Ok(Measured {
-                        ms,
-                        scaled_err: se,
-                        rel_err: re,
-                        plan: format!(
-                            "{} chunk {c} ({} split tile-rows)",
-                            k.kernel_name(n),
-                            k.num_split_rows()
-                        ),
-                        bytes: k.min_bytes(n) as u64,
-                    })
+                    let plan = format!(
+                        "{} chunk {c} ({} split tile-rows)",
+                        k.kernel_name(n),
+                        k.num_split_rows()
+                    );
+                    Ok(Measured::new(ms, errors, plan, k.min_bytes(n) as u64))
                 };
                 measure().map_err(|e| e.to_string())
             });
@@ -293,19 +296,14 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                         );
                         Ok::<f64, GpuError>(tm.median_ms)
                     })?;
-                    let (se, re) =
+                    let errors =
                         checked_run(gpu, &y0, &mut dy, &check, |dy| k.run(1.0, &dx, 0.0, dy, n))?;
-                    Ok(Measured {
-                        ms,
-                        scaled_err: se,
-                        rel_err: re,
-                        plan: format!(
-                            "{} chunk {c} nnz ({} split rows)",
-                            k.kernel_name(n)?,
-                            k.split_rows()
-                        ),
-                        bytes: k.min_bytes(n) as u64,
-                    })
+                    let plan = format!(
+                        "{} chunk {c} nnz ({} split rows)",
+                        k.kernel_name(n)?,
+                        k.split_rows()
+                    );
+                    Ok(Measured::new(ms, errors, plan, k.min_bytes(n) as u64))
                 };
                 measure().map_err(|e| e.to_string())
             });
@@ -324,11 +322,8 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                 .ok()
                 .filter(|b| b.scaled_err <= TOL_F32)
                 .map(|b| Measured {
-                    ms: b.ms,
-                    scaled_err: b.scaled_err,
-                    rel_err: b.rel_err,
                     plan: format!("cuSPARSE ({})", b.plan),
-                    bytes: b.bytes,
+                    ..b.clone()
                 });
             for (name, r) in &results {
                 if let Ok(r) = r
@@ -336,13 +331,7 @@ pub fn gpu_cases(gpu: &Gpu, m: &Matrix, ns: &[usize]) -> Vec<Case> {
                     && r.scaled_err <= tol_of(name)
                     && best.as_ref().is_none_or(|b| r.ms < b.ms)
                 {
-                    best = Some(Measured {
-                        ms: r.ms,
-                        scaled_err: r.scaled_err,
-                        rel_err: r.rel_err,
-                        plan: r.plan.clone(),
-                        bytes: r.bytes,
-                    });
+                    best = Some(r.clone());
                 }
             }
             best.ok_or_else(|| "no backend passed".into())
@@ -645,14 +634,7 @@ pub fn run(
     for m in mats {
         let t = Instant::now();
         let got = gpu_cases(gpu, m, ns);
-        eprintln!(
-            "{:<22} {:>9} rows {:>11} nnz: {} cases in {:.1?}",
-            m.name,
-            m.csr.rows(),
-            m.csr.nnz(),
-            got.len(),
-            t.elapsed()
-        );
+        m.log_cases(22, got.len(), t.elapsed());
         cases.extend(got);
         crate::results::write_partial(out, device, &cases, report)?;
     }

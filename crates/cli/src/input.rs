@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use tcsparse::formats::Csr;
 use tcsparse::formats::bitbsr::BitBsr;
 use tcsparse::formats::bittcf::BitTcf;
-use tcsparse::formats::cache::{self, CacheError, FormatKind};
+use tcsparse::formats::cache::{self, CacheError, CachedFormat, FormatKind};
 use tcsparse::formats::hrpb::Hrpb;
+use tcsparse::formats::layout::Layout;
 use tcsparse::formats::metcf::MeTcf;
 use tcsparse::formats::mtx::{self, MtxError};
 
@@ -119,37 +120,32 @@ pub fn read_matrix(path: &Path) -> Result<Csr, InputError> {
     read_matrix_with_report(path).map(|(m, _)| m)
 }
 
+/// The CSR of the layout file `path` (a layout of type `L`, checked as it is loaded).
+fn load_layout<L: CachedFormat + Layout>(path: &Path) -> Result<Csr, InputError> {
+    cache::load::<L>(path, None)
+        .map(|l| l.to_csr())
+        .map_err(|source| InputError::Layout {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// [`read_matrix`], with the reader's report (bytes and seconds) for a Matrix Market or `.npz`
 /// file; `None` for a layout file.
 pub fn read_matrix_with_report(path: &Path) -> Result<(Csr, Option<mtx::ReadReport>), InputError> {
     check_regular(path)?;
     if let Some(kind) = layout_kind(path)? {
-        let layout = |source| InputError::Layout {
-            path: path.to_path_buf(),
-            source,
-        };
-        return match kind {
-            k if k == FormatKind::BitTcf as u8 => Ok((
-                cache::load::<BitTcf>(path, None).map_err(layout)?.to_csr(),
-                None,
-            )),
-            k if k == FormatKind::MeTcf as u8 => Ok((
-                cache::load::<MeTcf>(path, None).map_err(layout)?.to_csr(),
-                None,
-            )),
-            k if k == FormatKind::Hrpb as u8 => Ok((
-                cache::load::<Hrpb>(path, None).map_err(layout)?.to_csr(),
-                None,
-            )),
-            k if k == FormatKind::BitBsr as u8 => Ok((
-                cache::load::<BitBsr>(path, None).map_err(layout)?.to_csr(),
-                None,
-            )),
+        let csr = match kind {
+            k if k == FormatKind::BitTcf as u8 => load_layout::<BitTcf>(path),
+            k if k == FormatKind::MeTcf as u8 => load_layout::<MeTcf>(path),
+            k if k == FormatKind::Hrpb as u8 => load_layout::<Hrpb>(path),
+            k if k == FormatKind::BitBsr as u8 => load_layout::<BitBsr>(path),
             kind => Err(InputError::UnknownLayout {
                 path: path.to_path_buf(),
                 kind,
             }),
         };
+        return Ok((csr?, None));
     }
     let (m, report) = mtx::read_matrix_with_report(path).map_err(|source| match source {
         MtxError::UnknownExtension { .. } => InputError::UnknownKind {

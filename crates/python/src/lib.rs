@@ -12,8 +12,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 use numpy::{
-    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray1,
-    PyReadwriteArray2, PyUntypedArrayMethods,
+    PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
+    PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -123,6 +123,15 @@ impl Inner {
             .as_mut()
             .ok_or_else(|| Error::Unavailable("the transpose was not prepared".into()))
     }
+
+    /// The preparation of A, or with `transpose` of Aᵀ ([`Inner::transposed`]).
+    fn prepared(&mut self, transpose: bool) -> PyResult<&mut Prepared> {
+        if transpose {
+            self.transposed().map_err(to_py)
+        } else {
+            Ok(&mut self.prepared)
+        }
+    }
 }
 
 /// A sparse matrix prepared once for many products (the Python class `SparseMatrix` wraps it).
@@ -155,6 +164,17 @@ impl PyMatrix {
                 f(inner)
             })
         })
+    }
+
+    /// `ValueError` unless `len` values (one per stored position) fit the matrix.
+    fn check_values(&self, len: usize) -> PyResult<()> {
+        if len != self.nnz {
+            return Err(PyValueError::new_err(format!(
+                "values has {len} entries, the matrix {} stored nonzeros",
+                self.nnz
+            )));
+        }
+        Ok(())
     }
 
     fn check_dense(&self, what: &str, shape: &[usize], rows: usize) -> PyResult<usize> {
@@ -365,7 +385,10 @@ impl PyMatrix {
     }
 
     /// `c = alpha·A·b + beta·c` on host arrays (`b`: `cols × n`, `c`: `rows × n`, float32,
-    /// C-contiguous); `c` is not read when `beta == 0`.
+    /// C-contiguous); `c` is not read when `beta == 0`. With `transpose`, `c = alpha·Aᵀ·b +
+    /// beta·c` (`b`: `rows × n`, `c`: `cols × n`); Aᵀ is prepared through the same engine on the
+    /// first call and kept.
+    #[pyo3(signature = (alpha, b, beta, c, transpose=false))]
     fn spmm(
         &self,
         py: Python<'_>,
@@ -373,65 +396,18 @@ impl PyMatrix {
         b: PyReadonlyArray2<'_, f32>,
         beta: f32,
         mut c: PyReadwriteArray2<'_, f32>,
+        transpose: bool,
     ) -> PyResult<()> {
-        let (n, bs, cs) = self.host_operands(("X", &b, self.cols), (&mut c, self.rows))?;
+        let (b_name, inner, outer) = if transpose {
+            ("grad", self.rows, self.cols)
+        } else {
+            ("X", self.cols, self.rows)
+        };
+        let (n, bs, cs) = self.host_operands((b_name, &b, inner), (&mut c, outer))?;
         self.with(py, |i| {
-            i.prepared.set_n(n);
-            i.prepared.spmm(alpha, bs, beta, cs).map_err(to_py)
-        })
-    }
-
-    /// `c = alpha·Aᵀ·b + beta·c` on host arrays (`b`: `rows × n`, `c`: `cols × n`); Aᵀ is
-    /// prepared through the same engine on the first call and kept.
-    fn spmm_t(
-        &self,
-        py: Python<'_>,
-        alpha: f32,
-        b: PyReadonlyArray2<'_, f32>,
-        beta: f32,
-        mut c: PyReadwriteArray2<'_, f32>,
-    ) -> PyResult<()> {
-        let (n, bs, cs) = self.host_operands(("grad", &b, self.rows), (&mut c, self.cols))?;
-        self.with(py, |i| {
-            i.transposed()
-                .and_then(|t| {
-                    t.set_n(n);
-                    t.spmm(alpha, bs, beta, cs)
-                })
-                .map_err(to_py)
-        })
-    }
-
-    /// `y = alpha·A·x + beta·y` for one vector (host, float32): the SpMM with one column.
-    fn spmv(
-        &self,
-        py: Python<'_>,
-        alpha: f32,
-        x: PyReadonlyArray1<'_, f32>,
-        beta: f32,
-        mut y: PyReadwriteArray1<'_, f32>,
-    ) -> PyResult<()> {
-        if x.len() != self.cols {
-            return Err(PyValueError::new_err(format!(
-                "x has {} entries, expected {}",
-                x.len(),
-                self.cols
-            )));
-        }
-        if y.len() != self.rows {
-            return Err(PyValueError::new_err(format!(
-                "out has {} entries, expected {}",
-                y.len(),
-                self.rows
-            )));
-        }
-        let xs = slice_of(&x, "x")?;
-        let ys = y
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be contiguous"))?;
-        self.with(py, |i| {
-            i.prepared.set_n(1);
-            i.prepared.spmm(alpha, xs, beta, ys).map_err(to_py)
+            let p = i.prepared(transpose)?;
+            p.set_n(n);
+            p.spmm(alpha, bs, beta, cs).map_err(to_py)
         })
     }
 
@@ -469,13 +445,7 @@ impl PyMatrix {
         };
         let n = self.check_dense(if transpose { "grad" } else { "X" }, b.shape(), inner_rows)?;
         let (vs, bs) = (slice_of(&values, "values")?, slice_of(&b, "X")?);
-        if vs.len() != self.nnz {
-            return Err(PyValueError::new_err(format!(
-                "values has {} entries, the matrix {} stored nonzeros",
-                vs.len(),
-                self.nnz
-            )));
-        }
+        self.check_values(vs.len())?;
         let c = self.with(py, |i| {
             if transpose {
                 let (t, map) = i.transpose_pattern();
@@ -505,13 +475,7 @@ impl PyMatrix {
     /// and the preparation (Aᵀ too, when prepared).
     fn update_values(&self, py: Python<'_>, values: PyReadonlyArray1<'_, f32>) -> PyResult<()> {
         let vs = slice_of(&values, "values")?;
-        if vs.len() != self.nnz {
-            return Err(PyValueError::new_err(format!(
-                "values has {} entries, the matrix {} stored nonzeros",
-                vs.len(),
-                self.nnz
-            )));
-        }
+        self.check_values(vs.len())?;
         self.with(py, |i| {
             i.prepared.update_values(vs).map_err(to_py)?;
             i.a.data_mut().copy_from_slice(vs);
@@ -550,11 +514,7 @@ impl PyMatrix {
         };
         self.with(py, |i| {
             let ctx = cuda::context(&i.engine)?;
-            let prepared = if transpose {
-                i.transposed().map_err(to_py)?
-            } else {
-                &mut i.prepared
-            };
+            let prepared = i.prepared(transpose)?;
             cuda::spmm(&ctx, prepared, alpha, b, cols, n, beta, c, rows, stream)
         })
     }
@@ -648,16 +608,8 @@ fn spamm<'py>(
                     engine.message()
                 ))));
             }
-            let a = DenseRef {
-                data: ad,
-                rows: ash[0],
-                cols: ash[1],
-            };
-            let b = DenseRef {
-                data: bd,
-                rows: bsh[0],
-                cols: bsh[1],
-            };
+            let a = DenseRef::new(ad, ash[0], ash[1]);
+            let b = DenseRef::new(bd, bsh[0], bsh[1]);
             engine
                 .prepare_spamm(a, &opts)
                 .and_then(|mut p| p.spamm(b))

@@ -48,6 +48,21 @@ def test_alpha_beta_and_out_follow_blas_semantics(small):
     assert np.isfinite(nan).all()
 
 
+def test_the_binding_multiplies_by_the_transpose(small):
+    # The host product autograd's backward runs (torch-free here): c = alpha·Aᵀ·b + beta·c.
+    a = tcsparse.SparseMatrix(small, precision="f32")
+    b = np.random.default_rng(7).standard_normal((70, 3)).astype(np.float32)
+    c0 = np.random.default_rng(8).standard_normal((50, 3)).astype(np.float32)
+    out = c0.copy()
+    a._m.spmm(1.5, b, 0.25, out, True)
+    want, scale = reference(small.T.tocsr(), b)
+    want = 1.5 * want + 0.25 * c0.astype(np.float64)
+    scale = 1.5 * scale + 0.25 * np.abs(c0.astype(np.float64))
+    assert scaled_error(out, want, scale) <= F32_BOUND
+    with pytest.raises(ValueError):
+        a._m.spmm(1.0, b, 0.0, np.zeros((70, 3), np.float32), True)
+
+
 def test_spmv(small):
     a = tcsparse.SparseMatrix(small, precision="f32")
     x = np.random.default_rng(6).standard_normal(50).astype(np.float32)

@@ -38,6 +38,34 @@ pub use tcsparse_gpu::distributed::{
 use crate::spmm::row_block;
 use crate::{Engine, Error, PrepareOptions, Prepared, RowOrder, pattern_checksum};
 
+/// A free TCP port on this host's loopback address (bound and released at once): the
+/// `MASTER_PORT` of a job whose ranks all run here ([`local_rank_env`]).
+pub fn free_local_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Sets on `cmd` the environment of rank `rank` of a `world`-rank job whose ranks all run on this
+/// host, as torchrun would: `RANK`, `WORLD_SIZE`, `LOCAL_RANK` (= `rank`, one GPU each),
+/// `MASTER_ADDR` 127.0.0.1 and `MASTER_PORT` `port`; an inherited `TCSPARSE_STORE_PORT` or
+/// torchelastic agent store removed, and NVLink multicast off (`NCCL_NVLS_ENABLE=0`).
+pub fn local_rank_env<'a>(
+    cmd: &'a mut std::process::Command,
+    rank: usize,
+    world: usize,
+    port: &str,
+) -> &'a mut std::process::Command {
+    cmd.env("RANK", rank.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port)
+        .env_remove("TCSPARSE_STORE_PORT")
+        .env_remove("TORCHELASTIC_USE_AGENT_STORE")
+        .env("NCCL_NVLS_ENABLE", "0")
+}
+
 /// One rank's share of a distributed SpMM.
 pub struct DistributedSpmm {
     comm: RankComm,
@@ -411,5 +439,35 @@ mod tests {
         for other in [&moved, &wider, &taller] {
             assert_ne!(matrix_digest(&a), matrix_digest(other));
         }
+    }
+
+    #[test]
+    fn a_local_rank_command_reads_back_as_that_rank() {
+        let mut cmd = std::process::Command::new("rank");
+        cmd.env("TCSPARSE_STORE_PORT", "1")
+            .env("NCCL_NVLS_ENABLE", "1");
+        local_rank_env(&mut cmd, 2, 3, "29600");
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                let s = |x: &std::ffi::OsStr| x.to_string_lossy().into_owned();
+                (s(k), v.map(s))
+            })
+            .collect();
+        // The command's own variables only (removed ones read as unset): not this process's.
+        let get = |name: &str| {
+            envs.iter()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.clone())
+        };
+        let env = RankEnv::from_lookup(get).unwrap();
+        assert_eq!((env.rank, env.world_size, env.local_rank), (2, 3, 2));
+        assert_eq!(
+            (env.master_addr.as_str(), env.store_port),
+            ("127.0.0.1", 29600)
+        );
+        assert_eq!(get("NCCL_NVLS_ENABLE").as_deref(), Some("0"));
+        assert_eq!(get("TCSPARSE_STORE_PORT"), None);
+        assert!(free_local_port().unwrap() > 0);
     }
 }

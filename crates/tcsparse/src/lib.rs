@@ -56,7 +56,7 @@
 //! # fn main() -> Result<(), tcsparse::Error> {
 //! let n = 96;
 //! let data = tcsparse::formats::generate::exponential_decay_dense(n, 0.2);
-//! let a = DenseRef { data: &data, rows: n, cols: n };
+//! let a = DenseRef::new(&data, n, n);
 //! let opts = SpammOptions::builder().target(TauTarget::RelError(1e-4)).build();
 //! let mut prepared = tcsparse::Engine::cpu("example").prepare_spamm(a, &opts)?;
 //! let (c, report) = prepared.spamm(a)?;

@@ -5,7 +5,7 @@
 
 use tcsparse::cudarc::driver::CudaContext;
 use tcsparse::formats::Csr;
-use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
     Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
@@ -13,7 +13,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{hub_rows_203 as matrix, values};
+use support::{hub_rows_203 as matrix, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -62,23 +62,20 @@ fn error(
     ldc: usize,
     n: usize,
 ) -> f64 {
-    let ab = spmm_f64(a, b, n, n, false);
-    let abs = spmm_f64(a, b, n, n, true);
     let mut got = Vec::with_capacity(a.rows() * n);
     for i in 0..a.rows() {
         got.extend_from_slice(&c[i * ldc..i * ldc + n]);
     }
-    let want: Vec<f64> = ab
-        .iter()
-        .zip(c0)
-        .map(|(&x, &c)| alpha as f64 * x + beta as f64 * c as f64)
-        .collect();
-    let scale: Vec<f64> = abs
-        .iter()
-        .zip(c0)
-        .map(|(&x, &c)| (alpha as f64 * x).abs() + (beta as f64 * c as f64).abs())
-        .collect();
+    let (want, scale) = reference(a, alpha, b, beta, c0, n);
     max_scaled_error(&got, &want, &scale)
+}
+
+/// Max scaled error of `p`'s host product `C = 1.5·A·B + β·C0` (C starts as a copy of C0; `a` the
+/// matrix `p` holds, B and C0 compact).
+fn host_error(p: &mut Prepared, a: &Csr, b: &[f32], beta: f32, c0: &[f32], n: usize) -> f64 {
+    let mut c = c0.to_vec();
+    p.spmm(1.5, b, beta, &mut c).unwrap();
+    error(a, 1.5, b, beta, c0, &c, n, n)
 }
 
 /// B and C0 (compact) copied into buffers with leading dimension `ld` starting at element `off`;
@@ -197,9 +194,7 @@ fn update_values_on_every_kernel() {
             Err(Error::ValueCount { expected, got }) if expected == a.nnz() && got == a.nnz() - 1
         ));
         p.update_values(&new).unwrap();
-        let mut c = c0.clone();
-        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
-        let err = error(&a2, 1.5, &b, 0.5, &c0, &c, n, n);
+        let err = host_error(&mut p, &a2, &b, 0.5, &c0, n);
         assert!(err <= bound(&p, &a2), "{kernel:?}: scaled error {err:.3e}");
     }
 }
@@ -230,18 +225,14 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
         if p.permutation().is_none() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
         }
-        let mut c = c0.clone();
-        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
-        let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+        let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
         assert!(err <= bound(&p, &a), "{what}: scaled error {err:.3e}");
         let new = values(a.nnz(), 8);
         p.update_values(&new).unwrap();
         assert_eq!(*a, original, "{what}: the caller's matrix changed");
         let mut a2 = original.clone();
         a2.data_mut().copy_from_slice(&new);
-        let mut c = c0.clone();
-        p.spmm(1.5, &b, 0.0, &mut c).unwrap();
-        let err = error(&a2, 1.5, &b, 0.0, &c0, &c, n, n);
+        let err = host_error(&mut p, &a2, &b, 0.0, &c0, n);
         assert!(
             err <= bound(&p, &a2),
             "{what}: after the update, scaled error {err:.3e}"
@@ -272,9 +263,7 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             s.spawn(|| engine.warm_up().unwrap());
             engine.prepare_spmm(&a, &opts).unwrap()
         });
-        let mut c = c0.clone();
-        p.spmm(1.5, &b, 0.5, &mut c).unwrap();
-        let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+        let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
         assert!(err <= bound(&p, &a), "{kernel:?}: scaled error {err:.3e}");
     }
 }
@@ -359,9 +348,7 @@ fn f32_precision_runs_only_f32_kernels() {
     }
     let b = values(a.cols() * n, 7);
     let c0 = values(a.rows() * n, 8);
-    let mut c = c0.clone();
-    p.spmm(1.5, &b, 0.5, &mut c).unwrap();
-    let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+    let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
     assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
     let tc = PrepareOptions::builder()
         .precision(Precision::F32)

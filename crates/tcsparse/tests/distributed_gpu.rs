@@ -17,7 +17,9 @@ use split_support::{b_matrix, hub_matrix};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tcsparse::distributed::{DistributedError, DistributedSpmm, Launcher, RankComm, RankEnv};
+use tcsparse::distributed::{
+    DistributedError, DistributedSpmm, Launcher, RankComm, RankEnv, free_local_port, local_rank_env,
+};
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
@@ -263,21 +265,13 @@ fn one_rank_of_a_distributed_product() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `world` children of this test binary, one per device, and waits (bounded) for all.
 fn run_ranks(world: usize) {
     let exe = std::env::current_exe().unwrap();
-    let port = free_port().to_string();
+    let port = free_local_port().unwrap().to_string();
     let mut children = Vec::new();
     for rank in 0..world {
-        let child = Command::new(&exe)
+        let child = local_rank_env(&mut Command::new(&exe), rank, world, &port)
             .args([
                 RANK_TEST,
                 "--exact",
@@ -286,15 +280,7 @@ fn run_ranks(world: usize) {
                 "--test-threads=1",
             ])
             .env(ROLE_ENV, "rank")
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", world.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", &port)
-            .env_remove("TCSPARSE_STORE_PORT")
-            .env_remove("TORCHELASTIC_USE_AGENT_STORE")
             .env("TCSPARSE_DIST_TIMEOUT", "120")
-            .env("NCCL_NVLS_ENABLE", "0")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -10,11 +10,13 @@ use rand_chacha::ChaCha8Rng;
 use tcsparse::element::{bf16, f16, widen};
 use tcsparse::formats::Csr;
 use tcsparse::formats::csr::csr_from_triplets;
-use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     DType, Element, Engine, Error, ExecKernel, Precision, PrepareOptions, ReorderChoice, Requested,
 };
+
+mod support;
+use support::reference;
 
 fn engine() -> Engine {
     Engine::cpu("element type tests")
@@ -77,14 +79,7 @@ fn check_typed<T: Element>(a: &Csr, n: usize, alpha: f32, beta: f32, seed: u64, 
     let mut c = c0.clone();
     p.spmm_typed(alpha, &b, beta, &mut c).unwrap();
     let (bw, c0w) = (widen(&b), widen(&c0));
-    let ab = spmm_f64(a, &bw, n, n, false);
-    let abs = spmm_f64(a, &bw, n, n, true);
-    let (mut want, mut scale) = (Vec::new(), Vec::new());
-    for i in 0..a.rows() * n {
-        let old = if beta == 0.0 { 0.0 } else { c0w[i] as f64 };
-        want.push(alpha as f64 * ab[i] + beta as f64 * old);
-        scale.push(alpha.abs() as f64 * abs[i] + beta.abs() as f64 * old.abs());
-    }
+    let (want, scale) = reference(a, alpha, &bw, beta, &c0w, n);
     let got = widen(&c);
     let k = longest_row(a) + 2;
     let check = T::DTYPE.check_products(p.precision(), &got, &want, &scale, k);

@@ -9,8 +9,8 @@ use tcsparse::formats::csr::csr_from_triplets;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, ReorderChoice,
-    RowTileKernel, RowTileSchedule,
+    Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, Prepared,
+    ReorderChoice, RowTileKernel, RowTileSchedule,
 };
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
@@ -154,14 +154,20 @@ fn cpu_path_matches_reference_in_original_order() {
     }
 }
 
-#[test]
-fn forced_reordering_is_applied_and_reported() {
+/// A 64 × 64 matrix prepared on the CPU engine with the degree reordering forced.
+fn degree_reordered() -> (Engine, Csr, Prepared) {
     let engine = Engine::cpu("test");
     let a = matrix(64, 64, 3, 3);
     let opts = PrepareOptions::builder()
         .reorder(ReorderChoice::Method("degree".into()))
         .build();
     let p = engine.prepare_spmm(&a, &opts).unwrap();
+    (engine, a, p)
+}
+
+#[test]
+fn forced_reordering_is_applied_and_reported() {
+    let (_, _, p) = degree_reordered();
     let r = p.report();
     assert!(r.reordered);
     assert_eq!(r.mode, Mode::Symmetric);
@@ -232,12 +238,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
 
 #[test]
 fn given_permutation_reproduces_a_computed_one_and_wrong_lengths_are_errors() {
-    let engine = Engine::cpu("test");
-    let a = matrix(64, 64, 3, 3);
-    let forced = PrepareOptions::builder()
-        .reorder(ReorderChoice::Method("degree".into()))
-        .build();
-    let p = engine.prepare_spmm(&a, &forced).unwrap();
+    let (engine, a, p) = degree_reordered();
     let perm = p.permutation().unwrap().clone();
     let given = PrepareOptions::builder()
         .reorder(ReorderChoice::Given(perm.clone()))

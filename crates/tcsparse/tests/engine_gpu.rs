@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use tcsparse::formats::Csr;
-use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
@@ -17,7 +17,7 @@ use tcsparse::{
 const BOUND: f64 = 2.0 / 1024.0;
 
 mod support;
-use support::hub_rows_203 as small_matrix;
+use support::{hub_rows_203 as small_matrix, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -64,21 +64,9 @@ fn datasets() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
-fn b_matrix(rows: usize, n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    (0..rows * n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
 fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
-    let b = b_matrix(a.cols(), n, n as u64);
-    let c0 = b_matrix(a.rows(), n, 99);
+    let b = values(a.cols() * n, n as u64);
+    let c0 = values(a.rows() * n, 99);
     let mut c = if beta == 0.0 {
         vec![f32::NAN; a.rows() * n]
     } else {
@@ -86,32 +74,7 @@ fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
     };
     p.set_n(n);
     p.spmm(1.5, &b, beta, &mut c).unwrap();
-    let ab = spmm_f64(a, &b, n, n, false);
-    let abs = spmm_f64(a, &b, n, n, true);
-    let want: Vec<f64> = ab
-        .iter()
-        .zip(&c0)
-        .map(|(&x, &c)| {
-            1.5 * x
-                + if beta == 0.0 {
-                    0.0
-                } else {
-                    beta as f64 * c as f64
-                }
-        })
-        .collect();
-    let scale: Vec<f64> = abs
-        .iter()
-        .zip(&c0)
-        .map(|(&x, &c)| {
-            1.5 * x
-                + if beta == 0.0 {
-                    0.0
-                } else {
-                    (beta as f64 * c as f64).abs()
-                }
-        })
-        .collect();
+    let (want, scale) = reference(a, 1.5, &b, beta, &c0, n);
     max_scaled_error(&c, &want, &scale)
 }
 
@@ -488,7 +451,7 @@ fn timing_acc_vs_cusparse_on_datasets() {
             .unwrap_or(0.0);
         let after = first.report().mean_nnz_tc;
         for n in [32usize, 128, 512] {
-            let b = b_matrix(ar.cols(), n, 3);
+            let b = values(ar.cols() * n, 3);
             let bd = gpu.upload(&b).unwrap();
             let mut cd = gpu.alloc_zeros::<f32>(ar.rows() * n).unwrap();
             let mut time = |kernel, balance| -> (f64, f64) {

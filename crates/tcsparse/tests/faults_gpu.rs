@@ -7,7 +7,7 @@
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
-use tcsparse::{Engine, KernelRequest, SpmvOptions};
+use tcsparse::{Engine, Error, KernelRequest, SpmvOptions};
 
 mod support;
 use support::reproducible_options as spmm_options;
@@ -60,31 +60,17 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
     let a = matrix();
     // Each preparation's allocations, without a budget.
     type Prep<'a> = Box<dyn Fn() -> Result<(), tcsparse::Error> + 'a>;
+    let (e, m) = (&engine, &a);
+    let spmm = |name, kernel| -> (&str, Prep) {
+        (
+            name,
+            Box::new(move || e.prepare_spmm(m, &spmm_options(kernel)).map(drop)),
+        )
+    };
     let preps: Vec<(&str, Prep)> = vec![
-        (
-            "SpMM Acc-SpMM",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
-                    .map(drop)
-            }),
-        ),
-        (
-            "SpMM CSR",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::Csr))
-                    .map(drop)
-            }),
-        ),
-        (
-            "SpMM cuSPARSE",
-            Box::new(|| {
-                engine
-                    .prepare_spmm(&a, &spmm_options(KernelRequest::Cusparse))
-                    .map(drop)
-            }),
-        ),
+        spmm("SpMM Acc-SpMM", KernelRequest::AccSpmm),
+        spmm("SpMM CSR", KernelRequest::Csr),
+        spmm("SpMM cuSPARSE", KernelRequest::Cusparse),
         (
             "SpMV",
             Box::new(|| {
@@ -171,30 +157,29 @@ fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
         .prepare_spmm(&a, &spmm_options(KernelRequest::AccSpmm))
         .unwrap();
     p.set_n(1);
-    let mut want = vec![0f32; a.rows()];
-    p.spmm(1.0, &x, 0.0, &mut want).unwrap();
-    gpu.set_alloc_budget(Some(0));
-    let mut c = vec![0f32; a.rows()];
-    let e = p
-        .spmm(1.0, &x, 0.0, &mut c)
-        .expect_err("no device memory left");
-    assert_eq!(e.gpu_kind(), Some(GpuErrorKind::OutOfMemory), "{e}");
-    gpu.set_alloc_budget(None);
-    p.spmm(1.0, &x, 0.0, &mut c).unwrap();
-    assert_eq!(c, want, "SpMM after a failed product");
+    oom_then_right(&gpu, "SpMM", a.rows(), |c| p.spmm(1.0, &x, 0.0, c));
 
     // (Untuned: our walk, bitwise reproducible; a tuned one may keep cuSPARSE.)
     let untuned = SpmvOptions::builder().tune(false).build();
     let mut s = engine.prepare_spmv(&a, &untuned).unwrap();
-    let mut want = vec![0f32; a.rows()];
-    s.spmv(1.0, &x, 0.0, &mut want).unwrap();
+    oom_then_right(&gpu, "SpMV", a.rows(), |y| s.spmv(1.0, &x, 0.0, y));
+}
+
+/// `product` (into a host output of `len` values) runs once; with no device memory left it fails
+/// as out of memory, typed; with the budget lifted it gives the first result again.
+fn oom_then_right(
+    gpu: &Gpu,
+    what: &str,
+    len: usize,
+    mut product: impl FnMut(&mut [f32]) -> Result<(), Error>,
+) {
+    let mut want = vec![0f32; len];
+    product(&mut want).unwrap();
     gpu.set_alloc_budget(Some(0));
-    let mut y = vec![0f32; a.rows()];
-    let e = s
-        .spmv(1.0, &x, 0.0, &mut y)
-        .expect_err("no device memory left");
-    assert_eq!(e.gpu_kind(), Some(GpuErrorKind::OutOfMemory), "{e}");
+    let mut c = vec![0f32; len];
+    let e = product(&mut c).expect_err("no device memory left");
+    assert_eq!(e.gpu_kind(), Some(GpuErrorKind::OutOfMemory), "{what}: {e}");
     gpu.set_alloc_budget(None);
-    s.spmv(1.0, &x, 0.0, &mut y).unwrap();
-    assert_eq!(y, want, "SpMV after a failed product");
+    product(&mut c).unwrap();
+    assert_eq!(c, want, "{what} after a failed product");
 }

@@ -26,6 +26,11 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// A fresh cache folder `name`, the CPU engine and the test matrix.
+fn setup(name: &str) -> (PathBuf, Engine, Csr) {
+    (temp_dir(name), Engine::cpu("test"), matrix())
+}
+
 fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
@@ -52,9 +57,7 @@ fn opts(dir: &Path) -> PrepareOptions {
 
 #[test]
 fn miss_then_hit_gives_the_same_preparation() {
-    let dir = temp_dir("hit");
-    let engine = Engine::cpu("test");
-    let a = matrix();
+    let (dir, engine, a) = setup("hit");
     let mut first = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
     assert_eq!(first.report().cache, CacheOutcome::Miss);
     assert!(
@@ -85,9 +88,7 @@ fn miss_then_hit_gives_the_same_preparation() {
 
 #[test]
 fn changed_options_or_pattern_miss_changed_values_hit() {
-    let dir = temp_dir("miss");
-    let engine = Engine::cpu("test");
-    let a = matrix();
+    let (dir, engine, a) = setup("miss");
     assert_eq!(
         engine.prepare_spmm(&a, &opts(&dir)).unwrap().report().cache,
         CacheOutcome::Miss
@@ -158,9 +159,7 @@ fn changed_options_or_pattern_miss_changed_values_hit() {
 
 #[test]
 fn corrupt_truncated_or_stale_entries_are_rebuilt() {
-    let dir = temp_dir("corrupt");
-    let engine = Engine::cpu("test");
-    let a = matrix();
+    let (dir, engine, a) = setup("corrupt");
     let reference = engine.prepare_spmm(&a, &opts(&dir)).unwrap();
     let file = entries(&dir).pop().unwrap();
     let good = std::fs::read(&file).unwrap();

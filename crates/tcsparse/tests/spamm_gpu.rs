@@ -4,7 +4,7 @@
 
 use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
-use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
+use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, SpammRun, TauTarget};
 use tcsparse::spamm::{DenseRef, SpammOptions, measured_error, spamm_on_group};
 use tcsparse::{DeviceGroup, DeviceSet, Engine, Precision};
 
@@ -21,14 +21,19 @@ fn cfg(s: usize) -> SpammConfig {
     }
 }
 
+/// `A·A` (`n × n`) over a group of one handle of `g`: the single-GPU product a split must equal.
+fn single_gpu(g: &Gpu, a: &[f32], n: usize, s: usize) -> (Vec<f32>, SpammRun) {
+    let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
+    spamm_on_group(&one, a, a, n, n, n, &cfg(s)).unwrap()
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
     let g = gpu();
     let n = 900;
     let a = exponential_decay_dense(n, 0.1);
-    let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
-    let (c1, r1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(1)).unwrap();
+    let (c1, r1) = single_gpu(&g, &a, n, 1);
     let mut groups = vec![DeviceGroup::streams_of(&g, 3).unwrap()];
     let count = Gpu::device_count();
     if count > 1 {
@@ -51,8 +56,7 @@ fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
     let g = gpu();
     let n = 700;
     let a = exponential_decay_dense(n, 0.1);
-    let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
-    let (c1, r1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(2)).unwrap();
+    let (c1, r1) = single_gpu(&g, &a, n, 2);
     let two = DeviceGroup::streams_of(&g, 2).unwrap();
     let (c2, r2) = spamm_on_group(&two, &a, &a, n, n, n, &cfg(2)).unwrap();
     assert_eq!(r2.row_ranges.len(), 2);
@@ -78,11 +82,7 @@ fn the_engine_runs_spamm_on_its_gpu() {
     let g = gpu();
     let n = 300;
     let a = exponential_decay_dense(n, 0.1);
-    let d = DenseRef {
-        data: &a,
-        rows: n,
-        cols: n,
-    };
+    let d = DenseRef::new(&a, n, n);
     let opts = SpammOptions::builder()
         .precision(Precision::Tf32x3)
         .measure_error(true, 0)
@@ -97,8 +97,7 @@ fn the_engine_runs_spamm_on_its_gpu() {
         ("gpu", "single")
     );
     assert_eq!(report.precision, "3xtf32");
-    let one = DeviceGroup::host_staged(vec![g], "one handle").unwrap();
-    let (want, _) = spamm_on_group(&one, &a, &a, n, n, n, &cfg(1)).unwrap();
+    let (want, _) = single_gpu(&g, &a, n, 1);
     assert_eq!(c, want);
     assert!(
         report.measured_error.unwrap() <= report.rel_bound + 1e-6,

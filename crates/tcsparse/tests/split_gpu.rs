@@ -73,7 +73,7 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
                 );
             }
             let mut c = vec![f32::NAN; a.rows() * n];
-            split.spmm(1.0, &b, n, n, &mut c, n).unwrap();
+            split.spmm(1.0, &b, 0.0, &mut c).unwrap();
             // Each part tunes on its own block and may keep a TF32 kernel where the whole matrix
             // kept an f32 one (or the reverse): the bound is the loosest of the kernels run.
             let bound = split.parts().map(|p| p.error_bound()).fold(bound, f64::max);
@@ -92,6 +92,16 @@ fn split_spmm_matches_f64_and_the_single_gpu_product() {
             assert!(
                 err2 <= bound,
                 "{kernel:?} second run: error {err2:.3e} > {bound:.3e}"
+            );
+            // β = 0.5 on the first product's C: C = A·B + 0.5·C ≈ 1.5·A·B, each term within the
+            // bound (plus the rounding of the sum).
+            split.spmm(1.0, &b, 0.5, &mut again).unwrap();
+            let want3: Vec<f64> = want.iter().map(|w| 1.5 * w).collect();
+            let scale3: Vec<f64> = scale.iter().map(|s| 1.5 * s).collect();
+            let err3 = max_scaled_error(&again, &want3, &scale3);
+            assert!(
+                err3 <= bound + f64::from(f32::EPSILON),
+                "{kernel:?} β = 0.5: error {err3:.3e} > {bound:.3e}"
             );
         }
     }

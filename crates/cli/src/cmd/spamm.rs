@@ -238,16 +238,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--devices/--gpus asked for GPUs: {}", engine.message());
     }
     let t = Instant::now();
-    let a_ref = DenseRef {
-        data: &a,
-        rows: m,
-        cols: k,
-    };
-    let b_ref = DenseRef {
-        data: b,
-        rows: k,
-        cols: n,
-    };
+    let a_ref = DenseRef::new(&a, m, k);
+    let b_ref = DenseRef::new(b, k, n);
     let (_, r) = engine.prepare_spamm(a_ref, &opts)?.spamm(b_ref)?;
     let secs = t.elapsed().as_secs_f64();
     outln!("spamm {what}: {m}×{k} · {k}×{n}")?;

@@ -339,7 +339,7 @@ fn run_split(
     let mut c = vec![0f32; a.rows() * args.n];
     let first = std::time::Instant::now();
     tracing::info_span!("first_product", n = args.n)
-        .in_scope(|| split.spmm(1.0, &b, args.n, args.n, &mut c, args.n))?;
+        .in_scope(|| split.spmm(1.0, &b, 0.0, &mut c))?;
     let first_ms = first.elapsed().as_secs_f64() * 1e3;
     let error = demo::error_vs_reference(a, &b, args.n, &c);
     let mut samples = Vec::new();

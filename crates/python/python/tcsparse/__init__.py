@@ -482,10 +482,7 @@ def _product(
     if x.dtype == t.float32:
         if values is not None and not transpose:
             a.update_values(values)
-        if transpose:
-            a._m.spmm_t(float(alpha), xn, float(beta), on)
-        else:
-            a._m.spmm(float(alpha), xn, float(beta), on)
+        a._m.spmm(float(alpha), xn, float(beta), on, transpose)
         return out
     vals = a._m.values().astype(np.float64) if values is None else _f64_values(values, a.nnz)
     y = t.from_numpy(a._m.spmm_f64(vals, xn, transpose))

@@ -41,13 +41,12 @@ class _Matrix:
     def values(self) -> npt.NDArray[np.float32]: ...
     def free(self) -> None: ...
     def spmm(
-        self, alpha: float, b: npt.NDArray[np.float32], beta: float, c: npt.NDArray[np.float32]
-    ) -> None: ...
-    def spmm_t(
-        self, alpha: float, b: npt.NDArray[np.float32], beta: float, c: npt.NDArray[np.float32]
-    ) -> None: ...
-    def spmv(
-        self, alpha: float, x: npt.NDArray[np.float32], beta: float, y: npt.NDArray[np.float32]
+        self,
+        alpha: float,
+        b: npt.NDArray[np.float32],
+        beta: float,
+        c: npt.NDArray[np.float32],
+        transpose: bool = False,
     ) -> None: ...
     def sddmm(
         self, left: npt.NDArray[np.float32], right: npt.NDArray[np.float32]

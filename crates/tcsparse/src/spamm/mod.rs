@@ -36,6 +36,13 @@ pub struct DenseRef<'a> {
     pub cols: usize,
 }
 
+impl<'a> DenseRef<'a> {
+    /// `data` as a `rows × cols` row-major matrix (checked where it is used).
+    pub const fn new(data: &'a [f32], rows: usize, cols: usize) -> Self {
+        Self { data, rows, cols }
+    }
+}
+
 /// What a SpAMM product did ([`PreparedSpamm::spamm`]).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SpammReport {
@@ -150,11 +157,7 @@ mod tests {
     fn cpu_error_target_is_met_and_measured_error_within_bound() {
         let n = 200;
         let a = exp_decay(n, 0.08);
-        let d = DenseRef {
-            data: &a,
-            rows: n,
-            cols: n,
-        };
+        let d = DenseRef::new(&a, n, n);
         for target in [1e-3, 1e-5] {
             let (_, r) = spamm(d, d, &cpu(TauTarget::RelError(target))).unwrap();
             assert!(r.rel_bound <= target, "{r:?}");
@@ -169,11 +172,7 @@ mod tests {
     fn cpu_valid_ratio_target() {
         let n = 256;
         let a = exp_decay(n, 0.05);
-        let d = DenseRef {
-            data: &a,
-            rows: n,
-            cols: n,
-        };
+        let d = DenseRef::new(&a, n, n);
         let (_, r) = spamm(d, d, &cpu(TauTarget::ValidRatio(0.2))).unwrap();
         // The ratio is a step function of τ (a Toeplitz matrix has many equal tile products):
         // the search's closest step, and the product computes exactly that share.
@@ -194,11 +193,7 @@ mod tests {
     #[test]
     fn shape_errors() {
         let a = vec![0f32; 6];
-        let x = DenseRef {
-            data: &a,
-            rows: 2,
-            cols: 3,
-        };
+        let x = DenseRef::new(&a, 2, 3);
         assert!(spamm(x, x, &cpu(TauTarget::Tau(0.0))).is_err());
         // An explicit device list on an engine without a GPU is refused.
         let two = SpammOptions::builder().devices(DeviceSet::first(2)).build();
@@ -206,11 +201,7 @@ mod tests {
             Engine::cpu("test").prepare_spamm(x, &two),
             Err(Error::Unavailable(_))
         ));
-        let y = DenseRef {
-            data: &a,
-            rows: 3,
-            cols: 3,
-        };
+        let y = DenseRef::new(&a, 3, 3);
         assert!(spamm(x, y, &cpu(TauTarget::Tau(0.0))).is_err());
     }
 }

@@ -41,14 +41,7 @@ impl Engine {
         opts: &SpammOptions,
     ) -> Result<PreparedSpamm<'a>, Error> {
         // A's own shape (against itself as the right operand's row count).
-        check(
-            &a,
-            &DenseRef {
-                data: &[],
-                rows: a.cols,
-                cols: 0,
-            },
-        )?;
+        check(&a, &DenseRef::new(&[], a.cols, 0))?;
         let group = match &self.gpu {
             None if opts.devices != DeviceSet::default() => {
                 return Err(Error::Unavailable(format!(

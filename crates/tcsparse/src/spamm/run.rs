@@ -21,16 +21,8 @@ fn layout_error(e: tcsparse_formats::tcf::FormatError) -> Error {
 
 /// [`check`] of row-major `a` (`m × k`) and `b` (`k × n`).
 fn check_slices(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Result<(), Error> {
-    let a = DenseRef {
-        data: a,
-        rows: m,
-        cols: k,
-    };
-    let b = DenseRef {
-        data: b,
-        rows: k,
-        cols: n,
-    };
+    let a = DenseRef::new(a, m, k);
+    let b = DenseRef::new(b, k, n);
     check(&a, &b).map(drop)
 }
 

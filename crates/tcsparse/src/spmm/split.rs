@@ -29,8 +29,10 @@ pub struct SplitPrepared {
     parts: Vec<Part>,
     rows: usize,
     cols: usize,
-    /// Columns of the B placed by [`SplitPrepared::place_b`] (0 before).
+    /// Columns of B and C in products ([`PrepareOptions::n`], [`SplitPrepared::set_n`]).
     n: usize,
+    /// Columns of the B placed by [`SplitPrepared::place_b`] (0 before).
+    placed: usize,
 }
 
 impl std::fmt::Debug for SplitPrepared {
@@ -117,7 +119,8 @@ pub fn prepare_on_group(
         parts,
         rows: a.rows(),
         cols: a.cols(),
-        n: 0,
+        n: opts.n,
+        placed: 0,
     })
 }
 
@@ -142,10 +145,23 @@ impl SplitPrepared {
         &self.group
     }
 
-    /// Uploads host B (`cols × n`, row-major, leading dimension `ldb`) to the first device and
-    /// broadcasts it to the others; allocates every device's C block (`rows × n`). Queued, not
-    /// waited for.
-    pub fn place_b(&mut self, b: &[f32], n: usize, ldb: usize) -> Result<(), Error> {
+    /// Columns of B and C in products: the prepared [`PrepareOptions::n`] until
+    /// [`SplitPrepared::set_n`], as [`Prepared::n`].
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Products and placements from now on take B and C of `n` columns (each part's kernel,
+    /// chosen for the preparation's width, stays), as [`Prepared::set_n`].
+    pub fn set_n(&mut self, n: usize) {
+        self.n = n;
+    }
+
+    /// Uploads host B (`cols × n`, row-major, leading dimension `ldb`; `n` =
+    /// [`SplitPrepared::n`]) to the first device and broadcasts it to the others; allocates every
+    /// device's C block (`rows × n`). Queued, not waited for.
+    pub fn place_b(&mut self, b: &[f32], ldb: usize) -> Result<(), Error> {
+        let n = self.n;
         if n == 0 || ldb < n || b.len() < self.cols.saturating_sub(1) * ldb + n {
             return Err(Error::InvalidArgs(format!(
                 "B must be {}×{n} with leading dimension ≥ {n} (ldb = {ldb}, {} values)",
@@ -175,14 +191,14 @@ impl SplitPrepared {
                 part.c = Some(g.alloc_zeros(len)?);
             }
         }
-        self.n = n;
+        self.placed = n;
         Ok(())
     }
 
     /// Queues `C_d = α·A_d·B` on every device (β = 0; B from [`SplitPrepared::place_b`]) and
     /// returns without waiting: the devices run at the same time.
     pub fn run(&mut self, alpha: f32) -> Result<(), Error> {
-        let n = self.n;
+        let n = self.placed;
         if n == 0 {
             return Err(Error::InvalidArgs(
                 "SplitPrepared::run before place_b".into(),
@@ -206,9 +222,15 @@ impl SplitPrepared {
         Ok(self.group.synchronize()?)
     }
 
-    /// Copies every device's C block into host `c` (`rows × n`, leading dimension `ldc`).
+    /// Copies every device's C block into host `c` (`rows × n`, leading dimension `ldc`; `n` the
+    /// width of the placed B).
     pub fn gather(&self, c: &mut [f32], ldc: usize) -> Result<(), Error> {
-        let n = self.n;
+        self.gather_scaled(c, ldc, 0.0)
+    }
+
+    /// `c = C_d + β·c` for every device's C block `C_d`: with β = 0 a copy that never reads `c`.
+    fn gather_scaled(&self, c: &mut [f32], ldc: usize, beta: f32) -> Result<(), Error> {
+        let n = self.placed;
         if ldc < n || c.len() < self.rows.saturating_sub(1) * ldc + n {
             return Err(Error::InvalidArgs(format!(
                 "C must be {}×{n} with leading dimension ≥ {n} (ldc = {ldc}, {} values)",
@@ -223,7 +245,10 @@ impl SplitPrepared {
                 continue;
             }
             let len = (r1 - r0) * n;
-            if ldc == n {
+            if beta != 0.0 {
+                let block = g.download(cd)?;
+                add_block(&block[..len], n, beta, &mut c[r0 * ldc..], ldc);
+            } else if ldc == n {
                 // Straight into the caller's rows.
                 g.stream()
                     .memcpy_dtoh(&cd.slice(..len), &mut c[r0 * n..r0 * n + len])
@@ -247,20 +272,39 @@ impl SplitPrepared {
         Some((p.rows, p.c.as_ref()?))
     }
 
-    /// `C = α·A·B` (β = 0) on host data: B placed, every device run, C gathered.
-    pub fn spmm(
+    /// `C = α·A·B + β·C` on host data (B `cols × n`, C `rows × n`, row-major, `n` =
+    /// [`SplitPrepared::n`]), as [`Prepared::spmm`]: B placed, every device run, C gathered (β·C
+    /// added on the host; β = 0 never reads C).
+    pub fn spmm(&mut self, alpha: f32, b: &[f32], beta: f32, c: &mut [f32]) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`SplitPrepared::spmm`] with leading dimensions: B is `cols × n` with leading dimension
+    /// `ldb`, C is `rows × n` with `ldc` (each ≥ `n`), as [`Prepared::spmm_strided`].
+    pub fn spmm_strided(
         &mut self,
         alpha: f32,
         b: &[f32],
-        n: usize,
         ldb: usize,
+        beta: f32,
         c: &mut [f32],
         ldc: usize,
     ) -> Result<(), Error> {
-        self.place_b(b, n, ldb)?;
+        self.place_b(b, ldb)?;
         self.run(alpha)?;
         self.synchronize()?;
-        self.gather(c, ldc)
+        self.gather_scaled(c, ldc, beta)
+    }
+}
+
+/// `c[i] = block[i] + β·c[i]` over the rows of a compact `block` (`n` columns) and the rows of `c`
+/// from its start (leading dimension `ldc`).
+fn add_block(block: &[f32], n: usize, beta: f32, c: &mut [f32], ldc: usize) {
+    for (row, dst) in block.chunks_exact(n).zip(c.chunks_mut(ldc)) {
+        for (d, &v) in dst[..n].iter_mut().zip(row) {
+            *d = v + beta * *d;
+        }
     }
 }
 
@@ -290,5 +334,15 @@ mod tests {
         assert_eq!(b.data(), &[2.0, 3.0, 4.0]);
         let empty = row_block(&a, 2, 2).unwrap();
         assert_eq!((empty.rows(), empty.nnz()), (0, 0));
+    }
+
+    #[test]
+    fn a_block_is_added_to_beta_c_within_the_leading_dimension() {
+        // Two rows of a 2-column block into C rows with leading dimension 3: the third column
+        // and the row after the block stay as they are.
+        let block = [1.0, 2.0, 3.0, 4.0];
+        let mut c = [10.0, 20.0, -1.0, 30.0, 40.0, -1.0, 7.0];
+        add_block(&block, 2, 0.5, &mut c, 3);
+        assert_eq!(c, [6.0, 12.0, -1.0, 18.0, 24.0, -1.0, 7.0]);
     }
 }

@@ -1,17 +1,23 @@
 //! The tuned SpMV preparation: the candidates (cuSPARSE at each of its algorithms, our CSR walks
 //! for 2–8 right-hand sides, our bitBSR kernels at each storage, walk and tile budget), each timed
-//! inside CUDA graphs, the fastest kept.
+//! in full inside CUDA graphs by one [`GraphTimer`], the fastest kept by the crate's one
+//! [`Fastest`].
+//!
+//! SpMM's probing harness (`spmm/tune.rs`: a few host-timed launches per candidate, only the
+//! fastest probe of a family timed in full) is not used here: SpMV's calls are short enough that
+//! only graphs of many calls time them (cuSPARSE's per-call floor would hide the kernels), and
+//! every candidate is timed in full, so the choice does not depend on a probe.
 
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
-use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::BitBsrSpmv;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv};
-use tcsparse_gpu::spmv::graph::time_spmv;
+use tcsparse_gpu::spmv::graph::{GraphSpmv, time_spmv};
+use tcsparse_gpu::{Gpu, GpuError};
 
 use super::{Exec, SpmvKernel, SpmvSample, fmt_err};
 use crate::Error;
@@ -21,6 +27,35 @@ use crate::tune::Fastest;
 /// [`tcsparse_gpu::spmv::WAVE_FITTED_LAYOUTS`], the matrix's wave-fitted budget:
 /// [`BitBsrSpmv::tuning_chunks`]).
 pub const SPMV_TUNED_CHUNKS: [u32; 4] = [4, 8, 32, 128];
+
+/// Calls per CUDA graph, and timed graphs per candidate (median kept).
+const GRAPH_LAUNCHES: usize = 20;
+const GRAPH_SAMPLES: usize = 5;
+
+/// Times every candidate the same way: `y = A·X` on the tuning's X and y, `n` right-hand sides,
+/// the median per call of [`GRAPH_SAMPLES`] graphs of [`GRAPH_LAUNCHES`] calls.
+struct GraphTimer<'g> {
+    gpu: &'g Gpu,
+    x: CudaSlice<f32>,
+    y: CudaSlice<f32>,
+    n: usize,
+}
+
+impl GraphTimer<'_> {
+    /// Median ms per call of `op`.
+    fn ms(&mut self, op: &dyn GraphSpmv) -> Result<f64, GpuError> {
+        let t = time_spmv(
+            self.gpu,
+            op,
+            &self.x,
+            &mut self.y,
+            self.n,
+            GRAPH_LAUNCHES,
+            GRAPH_SAMPLES,
+        )?;
+        Ok(t.median_ms)
+    }
+}
 
 /// Times every candidate of `a` (bitBSR `bsr`) at `n` right-hand sides and returns the fastest:
 /// its execution, its name, the bytes one call moves at least, and every sample.
@@ -39,17 +74,19 @@ pub(super) fn tuned(
     let x: Vec<f32> = (0..a.cols() * n)
         .map(|i| ((i * 7919 % 2003) as f32 / 1001.5) - 1.0)
         .collect();
-    let dx = gpu.upload(&x)?;
-    let mut dy: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
+    let mut timer = GraphTimer {
+        gpu,
+        x: gpu.upload(&x)?,
+        y: gpu.alloc_zeros((a.rows() * n).max(1))?,
+        n,
+    };
     let mut samples = Vec::new();
     let ca = CusparseCsr::new(gpu, a)?;
     // cuSPARSE's algorithms, each timed; the default's failure is an error, another's skips it.
     let mut cusparse_best: Fastest<CusparseSpmvGraphable> = Fastest::new();
     for &alg in CusparseSpmvAlg::candidates(n) {
-        let timed = CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| {
-            let t = time_spmv(gpu, &c, &dx, &mut dy, n, 20, 5)?;
-            Ok((t.median_ms, c))
-        });
+        let timed =
+            CusparseSpmvGraphable::with_alg(gpu, &ca, n, alg).and_then(|c| Ok((timer.ms(&c)?, c)));
         let (ms, c) = match timed {
             Ok(t) => t,
             Err(e) if alg != CusparseSpmvAlg::Default => {
@@ -81,15 +118,15 @@ pub(super) fn tuned(
     if n >= 2 {
         let mut k = CsrSpmv::new(gpu, a, ca.device(), CSR_CHUNKS[0])?;
         let (ms, walk, chunk) = k.tune(n, |k| {
-            let t = time_spmv(gpu, k, &dx, &mut dy, n, 20, 5)?;
+            let ms = timer.ms(k)?;
             samples.push(SpmvSample {
                 kernel: SpmvKernel::Csr {
                     chunk_nnz: k.chunk_nnz(),
                     walk: k.walk(),
                 },
-                ms: t.median_ms,
+                ms,
             });
-            Ok::<f64, Error>(t.median_ms)
+            Ok::<f64, Error>(ms)
         })?;
         let bytes = k.min_bytes(n);
         best.offer(ms, || {
@@ -128,16 +165,16 @@ pub(super) fn tuned(
             k.set_core_layout(core)?;
             for chunk in k.tuning_chunks(core, &SPMV_TUNED_CHUNKS)? {
                 k.set_chunk(chunk)?;
-                let t = time_spmv(gpu, &k, &dx, &mut dy, n, 20, 5)?;
+                let ms = timer.ms(&k)?;
                 samples.push(SpmvSample {
                     kernel: SpmvKernel::BitBsr {
                         storage: st,
                         chunk_tiles: chunk,
                         core,
                     },
-                    ms: t.median_ms,
+                    ms,
                 });
-                kbest.offer(t.median_ms, || (chunk, core));
+                kbest.offer(ms, || (chunk, core));
             }
         }
         if let Some((ms, (chunk, core))) = kbest.into_inner()
@@ -159,7 +196,7 @@ pub(super) fn tuned(
             });
         }
     }
-    drop(dy);
+    drop(timer);
     let (_, (exec, kernel, bytes)) = best
         .into_inner()
         .ok_or_else(|| Error::Unavailable("no SpMV candidate could run".into()))?;

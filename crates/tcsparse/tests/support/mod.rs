@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use tcsparse::formats::Csr;
+use tcsparse::formats::reference::spmm_f64;
 use tcsparse::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
 
 /// `len` values in [-1, 1) from a seeded LCG: the same on every call.
@@ -47,4 +48,37 @@ pub fn reproducible_options(kernel: KernelRequest) -> PrepareOptions {
         .balance(Balance::Off)
         .tune(false)
         .build()
+}
+
+/// The reference a product is held to: `α·A·B + β·C0` in f64 and its scale
+/// `|α|·|A|·|B| + |β·C0|` (β = 0: C0 is not read), for B (`cols × n`) and C0 (`rows × n`)
+/// row-major and compact.
+pub fn reference(
+    a: &Csr,
+    alpha: f32,
+    b: &[f32],
+    beta: f32,
+    c0: &[f32],
+    n: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let ab = spmm_f64(a, b, n, n, false);
+    let abs = spmm_f64(a, b, n, n, true);
+    let beta_c = |i: usize| {
+        if beta == 0.0 {
+            0.0
+        } else {
+            beta as f64 * c0[i] as f64
+        }
+    };
+    let want = ab
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| alpha as f64 * x + beta_c(i))
+        .collect();
+    let scale = abs
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (alpha as f64 * x).abs() + beta_c(i).abs())
+        .collect();
+    (want, scale)
 }
