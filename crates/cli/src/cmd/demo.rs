@@ -157,17 +157,7 @@ pub fn measure(
     let iters = iters.max(1);
     let _run = tracing::info_span!("run", n, iters).entered();
     let (ms, device_time) = match engine.gpu() {
-        Some(gpu) => {
-            // Prepared order: permute B like the engine does (any B gives the same time).
-            let bd = gpu.upload(b)?;
-            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n)?;
-            let t = gpu.time_launches(3, iters, || {
-                prepared
-                    .spmm_device(1.0, &bd, 0.0, &mut cd)
-                    .map_err(|e| tcsparse::gpu::GpuError::Invalid(e.to_string()))
-            })?;
-            (t.median_ms, true)
-        }
+        Some(_) => (time_device(engine, prepared, b, a.rows(), n, iters)?, true),
         None => {
             let mut samples = Vec::new();
             for _ in 0..iters.min(5) {
@@ -187,6 +177,31 @@ pub fn measure(
         device_time,
         first_ms,
     })
+}
+
+/// Median milliseconds of `prepared`'s device hot path (`spmm_device`, B and C resident) over
+/// `iters` products after 3 warm-up launches, on an engine with a GPU; `rows` are A's rows.
+pub fn time_device(
+    engine: &Engine,
+    prepared: &mut Prepared,
+    b: &[f32],
+    rows: usize,
+    n: usize,
+    iters: usize,
+) -> anyhow::Result<f64> {
+    let gpu = engine
+        .gpu()
+        .ok_or_else(|| anyhow::anyhow!("device timing needs a GPU"))?;
+    prepared.set_n(n);
+    // Any B gives the same time, so B is not permuted into the prepared order.
+    let bd = gpu.upload(b)?;
+    let mut cd = gpu.alloc_zeros::<f32>(rows * n)?;
+    let t = gpu.time_launches(3, iters.max(1), || {
+        prepared
+            .spmm_device(1.0, &bd, 0.0, &mut cd)
+            .map_err(|e| tcsparse::gpu::GpuError::Invalid(e.to_string()))
+    })?;
+    Ok(t.median_ms)
 }
 
 /// The prepared-plan cache directory: `$TCSPARSE_CACHE_DIR` when set and not empty.
