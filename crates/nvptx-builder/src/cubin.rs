@@ -102,13 +102,7 @@ pub fn build_cubin(
     src: &KernelSource,
 ) -> Result<Vec<u8>, BuildError> {
     let cubin = compiler.compile_cubin(dir, src)?;
-    let stamp = Stamp {
-        source: src.name.clone(),
-        includes: src.includes.clone(),
-        source_sha256: src.sha256.clone(),
-        compiler: compiler.describe(),
-        flags: CUBIN_FLAGS.iter().map(|s| s.to_string()).collect(),
-    };
+    let stamp = Stamp::new(src, compiler, CUBIN_FLAGS);
     write_cubin_gz(&stamp, &cubin).map_err(|e| BuildError::io(Path::new(&src.name), e))
 }
 

@@ -86,13 +86,7 @@ pub fn build_one(
     src: &KernelSource,
 ) -> Result<String, BuildError> {
     let raw = compiler.compile(dir, src)?;
-    let stamp = Stamp {
-        source: src.name.clone(),
-        includes: src.includes.clone(),
-        source_sha256: src.sha256.clone(),
-        compiler: compiler.describe(),
-        flags: FLAGS.iter().map(|s| s.to_string()).collect(),
-    };
+    let stamp = Stamp::new(src, compiler, FLAGS);
     Ok(format!("{}{}", stamp.render(), raw))
 }
 
