@@ -154,8 +154,7 @@ fn build_windowed_keys<P: PosOut>(
     let rows = csr.rows();
     let nnz = csr.nnz();
     let windows = rows.div_ceil(window_rows);
-    let indptr = csr.indptr();
-    let indptr = indptr.raw_storage();
+    let indptr = csr.row_offsets();
     let (indices, data) = (csr.indices(), csr.data());
     let key_space = match mode {
         ColumnMode::Compacted => csr.cols(),
