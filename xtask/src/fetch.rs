@@ -570,6 +570,17 @@ mod tests {
 
     /// Serves `routes` (path -> (declared Content-Length, body)) on 127.0.0.1 until `max_conns`
     /// connections were handled or 20 s passed. Returns the base URL and a hit counter.
+    /// [`serve`] of one connection answering `path` with [`tarball`], declaring `extra` bytes more
+    /// than it sends; returns the tarball too.
+    fn serve_tarball(
+        path: &'static str,
+        extra: usize,
+    ) -> (Vec<u8>, String, std::sync::Arc<AtomicUsize>) {
+        let tgz = tarball();
+        let (base, hits) = serve(HashMap::from([(path, (tgz.len() + extra, tgz.clone()))]), 1);
+        (tgz, base, hits)
+    }
+
     fn serve(
         routes: HashMap<&'static str, (usize, Vec<u8>)>,
         max_conns: usize,
@@ -672,11 +683,7 @@ mod tests {
 
     #[test]
     fn downloads_verifies_unpacks_and_then_skips() {
-        let tgz = tarball();
-        let (base, hits) = serve(
-            HashMap::from([("/MM/G/m.tar.gz", (tgz.len(), tgz.clone()))]),
-            1,
-        );
+        let (tgz, base, hits) = serve_tarball("/MM/G/m.tar.gz", 0);
         let dir = tmpdir("good");
         let mut f = fetcher(&dir);
         // The manifest URL points elsewhere; --base-url redirects it to the test server.
@@ -714,11 +721,7 @@ mod tests {
 
     #[test]
     fn checksum_mismatch_leaves_nothing() {
-        let tgz = tarball();
-        let (base, hits) = serve(
-            HashMap::from([("/bad.tar.gz", (tgz.len(), tgz.clone()))]),
-            1,
-        );
+        let (_, base, hits) = serve_tarball("/bad.tar.gz", 0);
         let dir = tmpdir("mismatch");
         let f = fetcher(&dir);
         let e = entry(
@@ -736,12 +739,8 @@ mod tests {
 
     #[test]
     fn truncated_download_leaves_nothing() {
-        let tgz = tarball();
         // Declares 1000 more bytes than it sends, then closes the connection.
-        let (base, _) = serve(
-            HashMap::from([("/t.mtx.gz", (tgz.len() + 1000, tgz.clone()))]),
-            1,
-        );
+        let (tgz, base, _) = serve_tarball("/t.mtx.gz", 1000);
         let dir = tmpdir("trunc");
         let f = fetcher(&dir);
         let e = entry("t", Kind::MtxGz, &format!("{base}/t.mtx.gz"), &sha(&tgz));
@@ -772,8 +771,7 @@ mod tests {
 
     #[test]
     fn unverified_is_refused_unless_allowed() {
-        let tgz = tarball();
-        let (base, hits) = serve(HashMap::from([("/u.mtx.gz", (tgz.len(), tgz.clone()))]), 1);
+        let (tgz, base, hits) = serve_tarball("/u.mtx.gz", 0);
         let dir = tmpdir("unverified");
         let mut f = fetcher(&dir);
         let e = entry("u", Kind::MtxGz, &format!("{base}/u.mtx.gz"), "");

@@ -160,12 +160,6 @@ impl BitBsr {
     pub fn values(&self) -> &[f32] {
         &self.values
     }
-    /// Bytes of all arrays.
-    pub fn bytes(&self) -> usize {
-        4 * (self.block_row_ptr.len() + self.block_col.len() + self.value_offset.len())
-            + 8 * self.bitmap.len()
-            + 4 * self.values.len()
-    }
 }
 
 impl Layout for BitBsr {

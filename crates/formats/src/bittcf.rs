@@ -193,14 +193,6 @@ impl BitTcf {
             })
             .collect()
     }
-    /// Bytes of all arrays (4-byte offsets and ids, 8-byte masks, 4-byte values).
-    pub fn bytes(&self) -> usize {
-        4 * (self.row_window_offset.len()
-            + self.block_value_offset.len()
-            + self.sparse_a_to_b.len())
-            + 8 * self.tc_local_bit.len()
-            + 4 * self.values.len()
-    }
 }
 
 impl Layout for BitTcf {

@@ -130,14 +130,20 @@ mod sealed {
     impl Sealed for f64 {}
 }
 
-fn narrow<I: SpIndex>(what: &'static str, position: usize, i: I) -> Result<u32, CsrError> {
-    i.try_index()
-        .and_then(|u| u32::try_from(u).ok())
-        .ok_or_else(|| CsrError::IndexOutOfRange {
-            what,
-            position,
-            value: format!("{i:?}"),
+/// Every entry of `a` (the array `what`) as u32, or the first that does not fit.
+fn narrow_all<I: SpIndex>(what: &'static str, a: &[I]) -> Result<Vec<u32>, CsrError> {
+    a.iter()
+        .enumerate()
+        .map(|(position, &i)| {
+            i.try_index()
+                .and_then(|u| u32::try_from(u).ok())
+                .ok_or_else(|| CsrError::IndexOutOfRange {
+                    what,
+                    position,
+                    value: format!("{i:?}"),
+                })
         })
+        .collect()
 }
 
 impl<N: CsrValue, I: SpIndex, Iptr: SpIndex> TryFrom<CsMatI<N, I, Iptr>> for Csr {
@@ -152,17 +158,8 @@ impl<N: CsrValue, I: SpIndex, Iptr: SpIndex> TryFrom<CsMatI<N, I, Iptr>> for Csr
         let m = if m.is_csr() { m } else { m.to_other_storage() };
         let ptr = m.indptr();
         let proper = ptr.to_proper();
-        let indptr = proper
-            .iter()
-            .enumerate()
-            .map(|(k, &p)| narrow("indptr", k, p))
-            .collect::<Result<Vec<u32>, _>>()?;
-        let indices = m
-            .indices()
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| narrow("indices", k, i))
-            .collect::<Result<Vec<u32>, _>>()?;
+        let indptr = narrow_all("indptr", &proper)?;
+        let indices = narrow_all("indices", m.indices())?;
         let data = m
             .data()
             .iter()

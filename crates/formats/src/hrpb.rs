@@ -376,13 +376,6 @@ impl Hrpb {
     pub fn packed_blocks(&self) -> &[u32] {
         &self.packed_blocks
     }
-    /// Bytes of all arrays.
-    pub fn bytes(&self) -> usize {
-        4 * (self.blocked_row_ptr.len()
-            + self.active_cols.len()
-            + self.size_ptr.len()
-            + self.packed_blocks.len())
-    }
 }
 
 impl Layout for Hrpb {

@@ -96,9 +96,28 @@ pub(crate) fn dense_output(
     Ok(vec![0f32; len])
 }
 
+/// Bytes a layout field holds in arrays: a `Vec`'s length times its element size, none for a
+/// scalar (dimensions, counts).
+pub(crate) trait ArrayBytes {
+    fn array_bytes(&self) -> usize;
+}
+
+impl<T> ArrayBytes for Vec<T> {
+    fn array_bytes(&self) -> usize {
+        std::mem::size_of_val(self.as_slice())
+    }
+}
+
+impl ArrayBytes for usize {
+    fn array_bytes(&self) -> usize {
+        0
+    }
+}
+
 /// Declares a layout struct (one per module) whose deserialization cannot produce an invalid
 /// layout: serde reads an unchecked `Shadow` with the same fields and converts it through the
-/// layout's `validate` (the `TryFrom` of sprs' shadow structs).
+/// layout's `validate` (the `TryFrom` of sprs' shadow structs). Its `bytes()` sums the bytes of
+/// every array field ([`ArrayBytes`]).
 macro_rules! checked_layout {
     ($(#[$meta:meta])* $vis:vis struct $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
         $(#[$meta])*
@@ -112,6 +131,14 @@ macro_rules! checked_layout {
         #[derive(serde::Deserialize)]
         struct Shadow {
             $($field: $ty),*
+        }
+
+        impl $name {
+            /// Bytes of all arrays (each its length times its element size).
+            pub fn bytes(&self) -> usize {
+                use $crate::layout::ArrayBytes;
+                0 $(+ self.$field.array_bytes())*
+            }
         }
 
         impl TryFrom<Shadow> for $name {

@@ -160,13 +160,6 @@ impl MeTcf {
     pub fn block_window(&self) -> &[u32] {
         &self.block_window
     }
-    /// Bytes of all arrays, `block_window` included.
-    pub fn bytes(&self) -> usize {
-        4 * (self.row_window_offset.len() + self.tc_offset.len() + self.sparse_a_to_x.len())
-            + self.tc_local_id.len()
-            + 4 * self.values.len()
-            + 4 * self.block_window.len()
-    }
 }
 
 impl Layout for MeTcf {

@@ -20,8 +20,7 @@ pub fn spmm_f64(a: &Csr, b: &[f32], n: usize, ldb: usize, abs: bool) -> Vec<f64>
     if n == 0 {
         return c;
     }
-    let indptr = a.indptr();
-    let indptr = indptr.raw_storage();
+    let indptr = a.row_offsets();
     c.par_chunks_mut(n).enumerate().for_each(|(r, c_row)| {
         for k in indptr[r] as usize..indptr[r + 1] as usize {
             let col = a.indices()[k] as usize;

@@ -169,6 +169,13 @@ mod tests {
         csr_from_triplets(rows, cols, &t).unwrap()
     }
 
+    /// Matrices of 1 to `max_dim` − 1 rows and columns holding up to `max_entries` − 1 entries.
+    fn matrices(max_dim: usize, max_entries: usize) -> impl Strategy<Value = Csr> {
+        let entries = proptest::collection::vec((0u32..64, 0u32..64), 0..max_entries);
+        (1..max_dim, 1..max_dim, entries)
+            .prop_map(|(rows, cols, entries)| matrix(rows, cols, &entries))
+    }
+
     fn dense(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| (((i as u32).wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 250.0 - 2.0)
@@ -178,11 +185,9 @@ mod tests {
     proptest! {
         #[test]
         fn sddmm_equals_the_dense_product_on_the_pattern(
-            rows in 1usize..20, cols in 1usize..20, k in 0usize..9,
-            entries in proptest::collection::vec((0u32..64, 0u32..64), 0..80),
-            seed in any::<u32>(),
+            a in matrices(20, 80), k in 0usize..9, seed in any::<u32>(),
         ) {
-            let a = matrix(rows, cols, &entries);
+            let (rows, cols) = a.shape();
             let (l, r) = (dense(rows * k, seed), dense(cols * k, seed.rotate_left(7)));
             let got = sddmm(&a, &l, &r, k).unwrap();
             // Reference: the whole dense product L·Rᵀ in f64, read at the stored positions.
@@ -205,11 +210,9 @@ mod tests {
 
         #[test]
         fn pattern_spmm_matches_the_f64_reference_and_sddmm_is_its_adjoint(
-            rows in 1usize..16, cols in 1usize..16, n in 1usize..6,
-            entries in proptest::collection::vec((0u32..64, 0u32..64), 0..60),
-            seed in any::<u32>(),
+            a in matrices(16, 60), n in 1usize..6, seed in any::<u32>(),
         ) {
-            let a = matrix(rows, cols, &entries);
+            let (rows, cols) = a.shape();
             let b32 = dense(cols * n, seed);
             let b: Vec<f64> = b32.iter().map(|&x| x as f64).collect();
             let values: Vec<f64> = a.data().iter().map(|&v| v as f64).collect();
@@ -227,13 +230,9 @@ mod tests {
         }
 
         #[test]
-        fn transpose_map_points_at_the_same_entries(
-            rows in 1usize..20, cols in 1usize..20,
-            entries in proptest::collection::vec((0u32..64, 0u32..64), 0..80),
-        ) {
-            let a = matrix(rows, cols, &entries);
+        fn transpose_map_points_at_the_same_entries(a in matrices(20, 80)) {
             let (t, map) = transpose_with_map(&a);
-            prop_assert_eq!(t.shape(), (cols, rows));
+            prop_assert_eq!(t.shape(), (a.cols(), a.rows()));
             let back = t.transpose_view().to_csr();
             prop_assert_eq!(back.indptr().into_raw_storage(), a.row_offsets());
             prop_assert_eq!(back.indices(), a.indices());

@@ -36,8 +36,7 @@ impl MatrixStats {
     /// Computes the statistics in one pass over the row offsets and column indices.
     pub fn compute(csr: &Csr) -> Self {
         let (rows, cols, nnz) = (csr.rows(), csr.cols(), csr.nnz());
-        let indptr = csr.indptr();
-        let offsets = indptr.raw_storage();
+        let offsets = csr.row_offsets();
         let indices = csr.indices();
         let (mut max_row_len, mut min_row_len, mut empty_rows, mut bandwidth) =
             (0, usize::MAX, 0, 0);

@@ -29,6 +29,16 @@ fn dir(sub: &str) -> PathBuf {
         .join(sub)
 }
 
+/// The names of the files in `bad_files/<sub>/`, sorted.
+fn files_in(sub: &str) -> Vec<String> {
+    let mut seen: Vec<String> = std::fs::read_dir(dir(sub))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    seen.sort();
+    seen
+}
+
 fn read_mtx(sub: &str, name: &str, limits: &Limits) -> Result<tcsparse_formats::Csr, MtxError> {
     let f = File::open(dir(sub).join(name)).unwrap();
     mtx::read_matrix_market_from_with(BufReader::new(f), limits)
@@ -55,13 +65,9 @@ fn tiny_mtx_files_declaring_giant_shapes_are_refused_by_the_budget() {
     let mut listed: Vec<&str> = cases.iter().map(|c| c.0).collect();
     listed.push("one_row_4e9_cols.mtx");
     listed.sort();
-    let mut seen: Vec<String> = std::fs::read_dir(dir("limits"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    seen.sort();
     assert_eq!(
-        seen, listed,
+        files_in("limits"),
+        listed,
         "every file in bad_files/limits/ has an expectation"
     );
     for (file, at_least) in cases {
@@ -210,12 +216,11 @@ fn write_npz_fixtures() {
 fn npz_fixtures_are_current() {
     let mut listed: Vec<&str> = npz_fixtures().iter().map(|f| f.0).collect();
     listed.sort();
-    let mut seen: Vec<String> = std::fs::read_dir(dir("npz"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    seen.sort();
-    assert_eq!(seen, listed, "bad_files/npz/ holds exactly the fixtures");
+    assert_eq!(
+        files_in("npz"),
+        listed,
+        "bad_files/npz/ holds exactly the fixtures"
+    );
     for (name, bytes) in npz_fixtures() {
         assert_eq!(
             npz_file(name),

@@ -8,6 +8,7 @@ mod common;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
+use tcsparse_formats::layout::Layout;
 use tcsparse_formats::metcf::MeTcf;
 use tcsparse_formats::{Csr, mtx};
 
@@ -20,6 +21,13 @@ fn same(a: &Csr, b: &Csr) -> bool {
         && bits(a) == bits(b)
 }
 
+/// Layout `L` built from `a` (the matrix `name`) validates and converts back to `a` bit for bit.
+fn round_trips<L: Layout<Params = ()>>(a: &Csr, name: &str) {
+    let f = L::from_csr_with(a, ()).unwrap();
+    assert_eq!(f.validate(), Ok(()), "{name} {}", L::NAME);
+    assert!(same(&f.to_csr(), a), "{name} {} round trip", L::NAME);
+}
+
 #[test]
 fn every_shared_matrix_round_trips_through_every_layout() {
     let Some(files) = common::shared_matrices() else {
@@ -28,18 +36,10 @@ fn every_shared_matrix_round_trips_through_every_layout() {
     for p in files {
         let a = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        let f = BitBsr::from_csr(&a).unwrap();
-        assert_eq!(f.validate(), Ok(()), "{name} bitBSR");
-        assert!(same(&f.to_csr(), &a), "{name} bitBSR round trip");
-        let f = BitTcf::from_csr(&a).unwrap();
-        assert_eq!(f.validate(), Ok(()), "{name} BitTCF");
-        assert!(same(&f.to_csr(), &a), "{name} BitTCF round trip");
-        let f = MeTcf::from_csr(&a).unwrap();
-        assert_eq!(f.validate(), Ok(()), "{name} ME-TCF");
-        assert!(same(&f.to_csr(), &a), "{name} ME-TCF round trip");
-        let f = Hrpb::from_csr(&a).unwrap();
-        assert_eq!(f.validate(), Ok(()), "{name} HRPB");
-        assert!(same(&f.to_csr(), &a), "{name} HRPB round trip");
+        round_trips::<BitBsr>(&a, &name);
+        round_trips::<BitTcf>(&a, &name);
+        round_trips::<MeTcf>(&a, &name);
+        round_trips::<Hrpb>(&a, &name);
         eprintln!("{name}: nnz {} ok", a.nnz());
     }
 }

@@ -288,24 +288,13 @@ fn empty_window_between_full_ones_and_sentinel_padding() {
     let mut b = vec![1.0f32; 30 * 2];
     b[0] = f32::NAN;
     b[1] = f32::NAN;
-    let c = f.spmm_cpu(&b, 2, 2).unwrap();
-    assert!(c.iter().all(|v| v.is_finite()));
-    assert!(
-        MeTcf::from_csr(&a)
-            .unwrap()
-            .spmm_cpu(&b, 2, 2)
-            .unwrap()
-            .iter()
-            .all(|v| v.is_finite())
-    );
-    assert!(
-        Hrpb::from_csr(&a)
-            .unwrap()
-            .spmm_cpu(&b, 2, 2)
-            .unwrap()
-            .iter()
-            .all(|v| v.is_finite())
-    );
+    fn product_is_finite<L: Layout<Params = ()>>(a: &Csr, b: &[f32]) -> bool {
+        let c = L::from_csr_with(a, ()).unwrap().spmm_cpu(b, 2, 2).unwrap();
+        c.iter().all(|v| v.is_finite())
+    }
+    assert!(product_is_finite::<BitTcf>(&a, &b));
+    assert!(product_is_finite::<MeTcf>(&a, &b));
+    assert!(product_is_finite::<Hrpb>(&a, &b));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use flate2::Compression;
 use flate2::read::GzDecoder;
 use sha2::{Digest, Sha256};
 
-use crate::{BuildError, Compiler, KernelSource, Stamp, discover};
+use crate::{BuildError, Compiler, KernelSource, Stamp};
 
 /// The real architecture the cubins are built for (the H100/H200's compute capability 9.0).
 pub const CUBIN_ARCH: &str = "sm_90";
@@ -102,58 +102,41 @@ pub fn build_cubin(
     src: &KernelSource,
 ) -> Result<Vec<u8>, BuildError> {
     let cubin = compiler.compile_cubin(dir, src)?;
-    let stamp = Stamp {
-        source: src.name.clone(),
-        includes: src.includes.clone(),
-        source_sha256: src.sha256.clone(),
-        compiler: compiler.describe(),
-        flags: CUBIN_FLAGS.iter().map(|s| s.to_string()).collect(),
-    };
+    let stamp = Stamp::new(src, compiler, CUBIN_FLAGS);
     write_cubin_gz(&stamp, &cubin).map_err(|e| BuildError::io(Path::new(&src.name), e))
 }
 
 /// Checks, without a compiler, that every `.cu` in `dir` has a cubin whose stamp matches the current
 /// sources and the cubin flags and whose cubin hashes to its stamp, and that every cubin has a `.cu`.
 pub fn check_cubins_fresh(dir: &Path) -> Result<(), BuildError> {
-    let mut problems = Vec::new();
-    let sources = discover(dir)?;
-    for src in &sources {
-        let name = cubin_name(src);
-        let path = dir.join(&name);
-        let Ok(bytes) = std::fs::read(&path) else {
-            problems.push(format!("{name}: missing (source {})", src.name));
-            continue;
-        };
-        match read_cubin_gz(&bytes) {
-            None => problems.push(format!("{name}: not a stamped gzip cubin")),
-            Some(c) if !c.intact() => {
-                problems.push(format!("{name}: cubin does not match its stamp's sha256"))
+    crate::check_generated(
+        dir,
+        |src| {
+            let name = cubin_name(src);
+            let Ok(bytes) = std::fs::read(dir.join(&name)) else {
+                return Some(format!("{name}: missing (source {})", src.name));
+            };
+            match read_cubin_gz(&bytes) {
+                None => Some(format!("{name}: not a stamped gzip cubin")),
+                Some(c) if !c.intact() => {
+                    Some(format!("{name}: cubin does not match its stamp's sha256"))
+                }
+                Some(c) if c.stamp.source_sha256 != src.sha256 => Some(format!(
+                    "{name}: stale (stamp sha256 {}, sources now hash to {})",
+                    c.stamp.source_sha256, src.sha256
+                )),
+                Some(c) if c.stamp.flags != CUBIN_FLAGS => {
+                    Some(format!("{name}: flags {:?}", c.stamp.flags))
+                }
+                Some(_) => None,
             }
-            Some(c) if c.stamp.source_sha256 != src.sha256 => problems.push(format!(
-                "{name}: stale (stamp sha256 {}, sources now hash to {})",
-                c.stamp.source_sha256, src.sha256
-            )),
-            Some(c) if c.stamp.flags != CUBIN_FLAGS => {
-                problems.push(format!("{name}: flags {:?}", c.stamp.flags))
-            }
-            Some(_) => {}
-        }
-    }
-    let entries = std::fs::read_dir(dir).map_err(|e| BuildError::io(dir, e))?;
-    for e in entries {
-        let p = e.map_err(|e| BuildError::io(dir, e))?.path();
-        let Some(file) = p.file_name().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        if file.ends_with(".cubin.gz") && !sources.iter().any(|s| cubin_name(s) == file) {
-            problems.push(format!("{}: no matching .cu source", p.display()));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(BuildError::Stale(problems.join("\n")))
-    }
+        },
+        |p, sources| {
+            p.file_name().and_then(|s| s.to_str()).is_some_and(|file| {
+                file.ends_with(".cubin.gz") && !sources.iter().any(|s| cubin_name(s) == file)
+            })
+        },
+    )
 }
 
 #[cfg(test)]

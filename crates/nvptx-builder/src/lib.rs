@@ -86,13 +86,7 @@ pub fn build_one(
     src: &KernelSource,
 ) -> Result<String, BuildError> {
     let raw = compiler.compile(dir, src)?;
-    let stamp = Stamp {
-        source: src.name.clone(),
-        includes: src.includes.clone(),
-        source_sha256: src.sha256.clone(),
-        compiler: compiler.describe(),
-        flags: FLAGS.iter().map(|s| s.to_string()).collect(),
-    };
+    let stamp = Stamp::new(src, compiler, FLAGS);
     Ok(format!("{}{}", stamp.render(), raw))
 }
 
@@ -137,38 +131,51 @@ pub fn build_all(compiler: &Compiler, dir: &Path, write: bool) -> Result<Vec<Bui
 /// Checks, without a compiler, that every `.cu` in `dir` has a `.ptx` whose stamp matches the current
 /// sources (the `.cu` and every `.cuh` it includes), and that every `.ptx` has a `.cu`.
 pub fn check_fresh(dir: &Path) -> Result<(), BuildError> {
-    let mut problems = Vec::new();
+    check_generated(
+        dir,
+        |src| {
+            let Ok(text) = std::fs::read_to_string(dir.join(src.ptx_name())) else {
+                return Some(format!("{}: missing (source {})", src.ptx_name(), src.name));
+            };
+            match Stamp::parse(&text) {
+                None => Some(format!("{}: has no stamp", src.ptx_name())),
+                Some(st) if st.source_sha256 != src.sha256 => Some(format!(
+                    "{}: stale (stamp sha256 {}, sources {} + {:?} now hash to {})",
+                    src.ptx_name(),
+                    st.source_sha256,
+                    src.name,
+                    src.includes,
+                    src.sha256
+                )),
+                Some(_) => None,
+            }
+        },
+        |p, sources| {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            p.extension().is_some_and(|x| x == "ptx")
+                && !sources
+                    .iter()
+                    .any(|s| s.ptx_name() == format!("{stem}.ptx"))
+        },
+    )
+}
+
+/// The freshness check of the files generated from the `.cu` sources of `dir`: `problem(src)` says
+/// what is wrong with the file made from `src`, if anything, and `orphan(path, sources)` whether
+/// `path` is a generated file that no source makes. Every problem found goes into one
+/// [`BuildError::Stale`].
+pub(crate) fn check_generated(
+    dir: &Path,
+    problem: impl Fn(&KernelSource) -> Option<String>,
+    orphan: impl Fn(&Path, &[KernelSource]) -> bool,
+) -> Result<(), BuildError> {
     let sources = discover(dir)?;
-    for src in &sources {
-        let ptx_path = dir.join(src.ptx_name());
-        let Ok(text) = std::fs::read_to_string(&ptx_path) else {
-            problems.push(format!("{}: missing (source {})", src.ptx_name(), src.name));
-            continue;
-        };
-        match Stamp::parse(&text) {
-            None => problems.push(format!("{}: has no stamp", src.ptx_name())),
-            Some(st) if st.source_sha256 != src.sha256 => problems.push(format!(
-                "{}: stale (stamp sha256 {}, sources {} + {:?} now hash to {})",
-                src.ptx_name(),
-                st.source_sha256,
-                src.name,
-                src.includes,
-                src.sha256
-            )),
-            Some(_) => {}
-        }
-    }
+    let mut problems: Vec<String> = sources.iter().filter_map(&problem).collect();
     let entries = std::fs::read_dir(dir).map_err(|e| BuildError::io(dir, e))?;
     for e in entries {
         let p = e.map_err(|e| BuildError::io(dir, e))?.path();
-        if p.extension().is_some_and(|x| x == "ptx") {
-            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-            if !sources
-                .iter()
-                .any(|s| s.ptx_name() == format!("{stem}.ptx"))
-            {
-                problems.push(format!("{}: no matching .cu source", p.display()));
-            }
+        if orphan(&p, &sources) {
+            problems.push(format!("{}: no matching .cu source", p.display()));
         }
     }
     if problems.is_empty() {

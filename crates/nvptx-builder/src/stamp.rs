@@ -9,7 +9,7 @@
 //! // flags: --gpu-architecture=compute_90 -std=c++17
 //! ```
 
-use crate::GENERATED_NOTE;
+use crate::{Compiler, GENERATED_NOTE, KernelSource};
 
 const MAGIC: &str = "// tcsparse-ptx-stamp: ";
 
@@ -29,6 +29,17 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    /// The stamp of `src` compiled by `compiler` with `flags`.
+    pub fn new(src: &KernelSource, compiler: &Compiler, flags: &[&str]) -> Stamp {
+        Stamp {
+            source: src.name.clone(),
+            includes: src.includes.clone(),
+            source_sha256: src.sha256.clone(),
+            compiler: compiler.describe(),
+            flags: flags.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
     /// The stamp as comment lines, ending with a newline.
     pub fn render(&self) -> String {
         format!(

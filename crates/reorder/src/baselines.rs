@@ -29,8 +29,7 @@ impl Reorder for DegreeSort {
 
     fn permutation(&self, a: &Csr, mode: Mode) -> Result<Permutation, ReorderError> {
         check_mode(a, mode)?;
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let mut p: Vec<u32> = (0..a.rows() as u32).collect();
         p.sort_by_key(|&r| std::cmp::Reverse(ip[r as usize + 1] - ip[r as usize]));
         Permutation::new(p)

@@ -123,11 +123,11 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
     let mut stamp = 1u32;
     for batch in order.chunks(BATCH) {
         {
-            let (parent, deg, pending) = (&parent, &deg, &pending);
+            let (forest, pending) = (Forest::new(&parent, &deg, m2), &pending);
             batch
                 .par_iter()
                 .with_min_len(64)
-                .map(|&u| scratch.with(|s| decide(g, u, parent, deg, &pending[u as usize], m2, s)))
+                .map(|&u| scratch.with(|s| decide(g, u, forest, &pending[u as usize], s)))
                 .collect_into_vec(&mut decisions);
         }
         for (&u, d) in batch.iter().zip(decisions.drain(..)) {
@@ -140,7 +140,7 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
                 || (d.best != NONE && grown[d.best as usize] == stamp)
                 || d.edges.iter().any(|&(r, _)| parent[r as usize] != r);
             let d = if stale {
-                redecide(d, u, &parent, &deg, &pending[ui], m2, &mut seq)
+                redecide(d, u, Forest::new(&parent, &deg, m2), &pending[ui], &mut seq)
             } else {
                 d
             };
@@ -192,19 +192,26 @@ pub(crate) fn aggregate(g: &Graph) -> Dendrogram {
     }
 }
 
+/// The state a decision reads: the community forest (`parent`), every community's degree, and 2m
+/// (the sum of degrees).
+#[derive(Clone, Copy)]
+struct Forest<'a> {
+    parent: &'a [u32],
+    deg: &'a [u64],
+    m2: f64,
+}
+
+impl<'a> Forest<'a> {
+    fn new(parent: &'a [u32], deg: &'a [u64], m2: f64) -> Self {
+        Forest { parent, deg, m2 }
+    }
+}
+
 /// One vertex's choice against the current forest (read-only): the neighbour community with the
 /// largest positive ΔQ, and `u`'s edges to neighbour communities with their weights.
-fn decide(
-    g: &Graph,
-    u: u32,
-    parent: &[u32],
-    deg: &[u64],
-    pending: &[(u32, u32)],
-    m2: f64,
-    s: &mut Scratch,
-) -> Decision {
+fn decide(g: &Graph, u: u32, f: Forest<'_>, pending: &[(u32, u32)], s: &mut Scratch) -> Decision {
     let ui = u as usize;
-    if deg[ui] == 0 {
+    if f.deg[ui] == 0 {
         return Decision {
             best: NONE,
             edges: Vec::new(),
@@ -216,12 +223,13 @@ fn decide(
         .iter()
         .map(|&t| (t, 1))
         .chain(pending.iter().copied());
-    s.gather(parent, u, neighbours);
-    conclude(u, deg, m2, s, pending.len())
+    s.gather(f.parent, u, neighbours);
+    conclude(u, f, s, pending.len())
 }
 
 /// The best community among `s.touched` (weights in `s.acc`, which it clears).
-fn conclude(u: u32, deg: &[u64], m2: f64, s: &mut Scratch, pending_read: usize) -> Decision {
+fn conclude(u: u32, f: Forest<'_>, s: &mut Scratch, pending_read: usize) -> Decision {
+    let (deg, m2) = (f.deg, f.m2);
     let du = deg[u as usize] as f64;
     let mut best = NONE;
     let mut best_gain = 0.0f64;
@@ -250,16 +258,14 @@ fn conclude(u: u32, deg: &[u64], m2: f64, s: &mut Scratch, pending_read: usize) 
 fn redecide(
     d: Decision,
     u: u32,
-    parent: &[u32],
-    deg: &[u64],
+    f: Forest<'_>,
     pending: &[(u32, u32)],
-    m2: f64,
     s: &mut Scratch,
 ) -> Decision {
-    if deg[u as usize] == 0 {
+    if f.deg[u as usize] == 0 {
         return d;
     }
     let fresh = pending.get(d.pending_read..).unwrap_or(&[]);
-    s.gather(parent, u, d.edges.iter().chain(fresh).copied());
-    conclude(u, deg, m2, s, pending.len())
+    s.gather(f.parent, u, d.edges.iter().chain(fresh).copied());
+    conclude(u, f, s, pending.len())
 }

@@ -127,8 +127,7 @@ impl Gate {
         if rows == 0 || a.nnz() == 0 {
             return (0.0, 0);
         }
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let idx = a.indices();
         let row = |r: usize| &idx[ip[r] as usize..ip[r + 1] as usize];
         // (Debug-level marks of the phases: `RUST_LOG=tcsparse_reorder=debug`.)
@@ -216,8 +215,7 @@ impl Gate {
 /// nearly all from hub columns whose lists were full after the first chunks; 0.9 M in two).
 fn candidate_lists(a: &Csr, scols: &[u32], cap: usize) -> (Vec<Vec<u32>>, [usize; 2]) {
     let rows = a.rows();
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
+    let ip = a.row_offsets();
     let idx = a.indices();
     let row = |r: usize| &idx[ip[r] as usize..ip[r + 1] as usize];
     // Column -> slot in `scols`: a direct table, with a bitmap of the columns still wanted in
@@ -319,8 +317,7 @@ mod tests {
 
     /// One sequential pass over the rows in order: the lists [`candidate_lists`] must give.
     fn lists_in_one_pass(a: &Csr, scols: &[u32], cap: usize) -> Vec<Vec<u32>> {
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let mut lists = vec![Vec::new(); scols.len()];
         for r in 0..a.rows() {
             for &c in &a.indices()[ip[r] as usize..ip[r + 1] as usize] {
@@ -366,8 +363,7 @@ mod tests {
                 }
             }
             let a = tcsparse_formats::csr::csr_from_triplets(rows, cols, &t).unwrap();
-            let ip = a.indptr();
-            let ip = ip.raw_storage();
+            let ip = a.row_offsets();
             let mut scols: Vec<u32> = (0..hubs as u32).map(|h| h * 7 + 1).collect();
             for r in (0..rows).step_by(97) {
                 scols.extend_from_slice(&a.indices()[ip[r] as usize..ip[r + 1] as usize]);

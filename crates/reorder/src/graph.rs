@@ -42,8 +42,7 @@ impl Graph {
     pub fn symmetrized(a: &Csr) -> Graph {
         let n = a.rows();
         let t = transpose_pattern(a);
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let idx = a.indices();
         let row = |r: usize| &idx[ip[r] as usize..ip[r + 1] as usize];
         build_chunked(n, |r, out| {
@@ -72,8 +71,7 @@ impl Graph {
     pub fn bipartite(a: &Csr) -> Graph {
         let m = a.rows();
         let t = transpose_pattern(a);
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let idx = a.indices();
         build_chunked(m + a.cols(), |v, out| {
             if v < m {
@@ -123,8 +121,7 @@ where
 
 /// Pattern of `Aᵀ` (column → rows, rows ascending).
 pub(crate) fn transpose_pattern(a: &Csr) -> Pattern {
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
+    let ip = a.row_offsets();
     let idx = a.indices();
     transpose_sources(a.cols(), a.rows(), |r| {
         &idx[ip[r] as usize..ip[r + 1] as usize]
@@ -134,8 +131,7 @@ pub(crate) fn transpose_pattern(a: &Csr) -> Pattern {
 /// Pattern of `(P·A)ᵀ` for the row order `rows_in_order[new] = old`: column → new positions,
 /// ascending.
 pub(crate) fn transpose_pattern_relabelled(a: &Csr, rows_in_order: &[u32]) -> Pattern {
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
+    let ip = a.row_offsets();
     let idx = a.indices();
     transpose_sources(a.cols(), rows_in_order.len(), |i| {
         let r = rows_in_order[i] as usize;
@@ -264,9 +260,8 @@ impl<T: Default> PerThread<T> {
 
 /// Pattern of `A` itself.
 pub(crate) fn pattern_of(a: &Csr) -> Pattern {
-    let ip = a.indptr();
     Pattern {
-        off: ip.raw_storage().iter().map(|&x| x as usize).collect(),
+        off: a.row_offsets().iter().map(|&x| x as usize).collect(),
         idx: a.indices().to_vec(),
     }
 }

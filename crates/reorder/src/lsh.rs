@@ -58,8 +58,7 @@ impl Reorder for Lsh {
         let coef: Vec<(u64, u64)> = (0..h)
             .map(|_| (rng.random::<u64>() | 1, rng.random::<u64>()))
             .collect();
-        let ip = a.indptr();
-        let ip = ip.raw_storage();
+        let ip = a.row_offsets();
         let nonempty: Vec<u32> = (0..a.rows() as u32)
             .filter(|&r| ip[r as usize + 1] > ip[r as usize])
             .collect();

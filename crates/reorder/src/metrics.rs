@@ -50,8 +50,7 @@ pub fn window_stats(a: &Csr, window_rows: usize, block_cols: usize) -> WindowSta
     let bc = block_cols.max(1) as u64;
     let rows = a.rows();
     let windows = rows.div_ceil(wr);
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
+    let ip = a.row_offsets();
     let idx = a.indices();
     let cols = a.cols();
     // Chunks of windows, each with its own stamp array (stamp = window index + 1).

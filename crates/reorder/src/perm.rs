@@ -201,8 +201,7 @@ pub(crate) fn permute_checked(a: &Csr, perm: &Permutation, mode: crate::Mode) ->
 }
 
 fn permute(a: &Csr, row_order: Option<&[u32]>, new_of_col: Option<&[u32]>) -> Csr {
-    let ip = a.indptr();
-    let ip = ip.raw_storage();
+    let ip = a.row_offsets();
     let rows = a.rows();
     let old = |r: usize| row_order.map_or(r, |o| o[r] as usize);
     let mut indptr = Vec::with_capacity(rows + 1);

@@ -218,31 +218,25 @@ fn spmm_round_trip_in_both_modes() {
         .unwrap()
         .permutation(&a, Mode::Symmetric)
         .unwrap();
+    // Pᵀ applied to the product of a permuted A with `b` gives A·B again.
+    let unpermuted_product_is_ab = |pa: &Csr, b: &[f32]| {
+        let c: Vec<f32> = spmm_f64(pa, b, nb, nb, false)
+            .iter()
+            .map(|&x| x as f32)
+            .collect();
+        let c = p.unapply_dense_rows(&c, n, nb).unwrap();
+        c.iter()
+            .zip(&want)
+            .all(|(&x, &y)| (x as f64 - y).abs() < 1e-9)
+    };
     // Symmetric: C = Pᵀ (P A Pᵀ)(P B).
-    let ap = p.apply_symmetric(&a).unwrap();
     let bp = p.apply_dense_rows(&b, n, nb).unwrap();
-    let cp: Vec<f32> = spmm_f64(&ap, &bp, nb, nb, false)
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-    let c = p.unapply_dense_rows(&cp, n, nb).unwrap();
-    assert!(
-        c.iter()
-            .zip(&want)
-            .all(|(&x, &y)| (x as f64 - y).abs() < 1e-9)
-    );
+    assert!(unpermuted_product_is_ab(
+        &p.apply_symmetric(&a).unwrap(),
+        &bp
+    ));
     // Row-only: C = Pᵀ (P A) B.
-    let ar = p.apply_rows(&a).unwrap();
-    let cr: Vec<f32> = spmm_f64(&ar, &b, nb, nb, false)
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-    let c = p.unapply_dense_rows(&cr, n, nb).unwrap();
-    assert!(
-        c.iter()
-            .zip(&want)
-            .all(|(&x, &y)| (x as f64 - y).abs() < 1e-9)
-    );
+    assert!(unpermuted_product_is_ab(&p.apply_rows(&a).unwrap(), &b));
     // And apply_cols: A Pᵀ (P B) = A B.
     let ac = p.apply_cols(&a).unwrap();
     let cc = spmm_f64(&ac, &bp, nb, nb, false);

@@ -70,24 +70,25 @@ pub(super) fn parse_header<R: BufRead>(lines: &mut Lines<R>) -> Result<Header, M
         return Err(bad(format!("expected 5 words, found {}", tokens.len())));
     }
     let unsupported = |what: String| MtxError::Unsupported { line: 1, what };
-    match tokens[1] {
-        "matrix" => {}
-        "vector" => {
-            return Err(unsupported(
-                "object `vector` (only `matrix` is read)".into(),
-            ));
-        }
-        other => return Err(bad(format!("unknown object `{other}`"))),
-    }
-    match tokens[2] {
-        "coordinate" => {}
-        "array" => {
-            return Err(unsupported(
-                "dense `array` format (only `coordinate` is read)".into(),
-            ));
-        }
-        other => return Err(bad(format!("unknown format `{other}`"))),
-    }
+    // Word `i` (the `kind`) must be `want`; `known` is the one other value the format defines,
+    // refused as unsupported for `why`.
+    let expect = |i: usize, kind: &str, want: &str, (known, why): (&str, &str)| match tokens[i] {
+        w if w == want => Ok(()),
+        w if w == known => Err(unsupported(why.into())),
+        other => Err(bad(format!("unknown {kind} `{other}`"))),
+    };
+    expect(
+        1,
+        "object",
+        "matrix",
+        ("vector", "object `vector` (only `matrix` is read)"),
+    )?;
+    expect(
+        2,
+        "format",
+        "coordinate",
+        ("array", "dense `array` format (only `coordinate` is read)"),
+    )?;
     let field = match tokens[3] {
         "real" | "double" => Field::Real,
         "integer" => Field::Integer,

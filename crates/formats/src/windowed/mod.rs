@@ -154,8 +154,7 @@ fn build_windowed_keys<P: PosOut>(
     let rows = csr.rows();
     let nnz = csr.nnz();
     let windows = rows.div_ceil(window_rows);
-    let indptr = csr.indptr();
-    let indptr = indptr.raw_storage();
+    let indptr = csr.row_offsets();
     let (indices, data) = (csr.indices(), csr.data());
     let key_space = match mode {
         ColumnMode::Compacted => csr.cols(),
@@ -473,19 +472,21 @@ mod tests {
         for (rows, cols, per_row) in [(40_000usize, 40_000usize, 5.0), (3_000, 2_000_000, 60.0)] {
             let a = crate::generate::uniform_random(rows, cols, per_row, 9).unwrap();
             assert!(a.nnz() > 4 * CHUNK_NNZ);
-            let b = crate::bitbsr::BitBsr::from_csr(&a).unwrap();
-            assert_eq!(b.validate(), Ok(()));
-            assert_eq!(b.to_csr(), a);
-            let t = crate::bittcf::BitTcf::from_csr(&a).unwrap();
-            assert_eq!(t.validate(), Ok(()));
-            assert_eq!(t.to_csr(), a);
-            let m = crate::metcf::MeTcf::from_csr(&a).unwrap();
-            assert_eq!(m.validate(), Ok(()));
-            assert_eq!(m.to_csr(), a);
-            let h = crate::hrpb::Hrpb::from_csr(&a).unwrap();
-            assert_eq!(h.validate(), Ok(()));
-            assert_eq!(h.to_csr(), a);
+            round_trips_in_every_layout(&a);
         }
+    }
+
+    /// Every layout of one shape built from `a` validates and converts back to `a`.
+    fn round_trips_in_every_layout(a: &Csr) {
+        fn check<L: crate::layout::Layout<Params = ()>>(a: &Csr) {
+            let l = L::from_csr_with(a, ()).unwrap();
+            assert_eq!(l.validate(), Ok(()), "{}", L::NAME);
+            assert_eq!(l.to_csr(), *a, "{}", L::NAME);
+        }
+        check::<crate::bitbsr::BitBsr>(a);
+        check::<crate::bittcf::BitTcf>(a);
+        check::<crate::metcf::MeTcf>(a);
+        check::<crate::hrpb::Hrpb>(a);
     }
 
     /// Scattered windows over a wide matrix take the sort fallback; mixed with dense windows.
@@ -509,17 +510,6 @@ mod tests {
         t.sort_by_key(|&(r, c, _)| (r, c));
         t.dedup_by_key(|&mut (r, c, _)| (r, c));
         let a = csr_from_triplets(rows, cols, &t).unwrap();
-        assert_eq!(crate::bittcf::BitTcf::from_csr(&a).unwrap().to_csr(), a);
-        assert_eq!(crate::metcf::MeTcf::from_csr(&a).unwrap().to_csr(), a);
-        assert_eq!(crate::hrpb::Hrpb::from_csr(&a).unwrap().to_csr(), a);
-        assert_eq!(crate::bitbsr::BitBsr::from_csr(&a).unwrap().to_csr(), a);
-        for f in [
-            crate::bittcf::BitTcf::from_csr(&a).unwrap().validate(),
-            crate::bitbsr::BitBsr::from_csr(&a).unwrap().validate(),
-            crate::metcf::MeTcf::from_csr(&a).unwrap().validate(),
-            crate::hrpb::Hrpb::from_csr(&a).unwrap().validate(),
-        ] {
-            assert_eq!(f, Ok(()));
-        }
+        round_trips_in_every_layout(&a);
     }
 }
