@@ -183,7 +183,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             // A (B is A, not a copy) and C under the memory budget before either is allocated;
             // the generator checks A's bytes again itself.
             super::checks::check_dense(&format!("--gen {spec}"), Some(n), n, n)?;
-            let (data, n) = spec.build_dense(&Limits::global())?;
+            let (data, n) =
+                tracing::info_span!("generate").in_scope(|| spec.build_dense(&Limits::global()))?;
             (data, None, n, n, n, spec.to_string())
         }
         (None, Some(pa)) => {
@@ -240,7 +241,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let t = Instant::now();
     let a_ref = DenseRef::new(&a, m, k);
     let b_ref = DenseRef::new(b, k, n);
-    let (_, r) = engine.prepare_spamm(a_ref, &opts)?.spamm(b_ref)?;
+    let mut prepared =
+        tracing::info_span!("spamm_prepare").in_scope(|| engine.prepare_spamm(a_ref, &opts))?;
+    let (_, r) = tracing::info_span!("spamm_product").in_scope(|| prepared.spamm(b_ref))?;
     let secs = t.elapsed().as_secs_f64();
     outln!("spamm {what}: {m}×{k} · {k}×{n}")?;
     outln!("backend {} ({}), target {target:?}", r.backend, r.precision)?;

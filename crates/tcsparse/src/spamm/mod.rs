@@ -94,23 +94,34 @@ pub(crate) fn check(a: &DenseRef<'_>, b: &DenseRef<'_>) -> Result<(usize, usize,
     Ok((a.rows, b.cols, a.cols))
 }
 
-/// ‖C − C̃‖F/‖C‖F on `rows` (f64 reference).
+/// ‖C − C̃‖F/‖C‖F on `rows` (f64 reference). Blocks of up to [`ERROR_ROW_BLOCK`] rows by
+/// [`ERROR_COL_BLOCK`] columns run on every core, each streaming its columns of B once (B is read
+/// once per row block, not once per row: a few checked rows of a 4 GiB B cost one pass over it).
 pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows: &[usize]) -> f64 {
     use rayon::prelude::*;
-    let (e, r) = rows
+    let row_blocks = rows.chunks(ERROR_ROW_BLOCK);
+    let tasks: Vec<(&[usize], usize)> = row_blocks
+        .flat_map(|rb| (0..n).step_by(ERROR_COL_BLOCK).map(move |c0| (rb, c0)))
+        .collect();
+    let (e, r) = tasks
         .par_iter()
-        .map(|&i| {
-            let mut acc = vec![0f64; n];
+        .map(|&(rb, c0)| {
+            let w = ERROR_COL_BLOCK.min(n - c0);
+            let mut acc = vec![0f64; rb.len() * w];
             for t in 0..k {
-                let av = a[i * k + t] as f64;
-                if av != 0.0 {
-                    for (x, &bv) in acc.iter_mut().zip(&b[t * n..(t + 1) * n]) {
-                        *x += av * bv as f64;
+                let b_row = &b[t * n + c0..t * n + c0 + w];
+                for (slot, &i) in acc.chunks_exact_mut(w).zip(rb) {
+                    let av = a[i * k + t] as f64;
+                    if av != 0.0 {
+                        for (x, &bv) in slot.iter_mut().zip(b_row) {
+                            *x += av * bv as f64;
+                        }
                     }
                 }
             }
-            acc.iter()
-                .zip(&c[i * n..(i + 1) * n])
+            acc.chunks_exact(w)
+                .zip(rb)
+                .flat_map(|(slot, &i)| slot.iter().zip(&c[i * n + c0..i * n + c0 + w]))
                 .fold((0f64, 0f64), |(e, r), (&x, &y)| {
                     (e + (y as f64 - x).powi(2), r + x * x)
                 })
@@ -118,6 +129,11 @@ pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows:
         .reduce(|| (0.0, 0.0), |p, q| (p.0 + q.0, p.1 + q.1));
     if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
 }
+
+/// Rows of one task of [`measured_error`].
+const ERROR_ROW_BLOCK: usize = 64;
+/// Columns of one task of [`measured_error`] (64 rows × 512 columns of f64: 256 KiB).
+const ERROR_COL_BLOCK: usize = 512;
 
 pub(crate) fn sample_rows(m: usize, max: usize) -> Vec<usize> {
     if max == 0 || max >= m {
@@ -151,6 +167,42 @@ mod tests {
         opts: &SpammOptions,
     ) -> Result<(Vec<f32>, SpammReport), Error> {
         Engine::cpu("test").prepare_spamm(a, opts)?.spamm(b)
+    }
+
+    #[test]
+    fn measured_error_blocks_match_a_row_by_row_reference() {
+        // More rows than one row block and more columns than one column block, ragged edges,
+        // zeros in A (skipped) and a perturbed C.
+        let (m, k, n) = (70, 30, 600);
+        let val = |i: usize| ((i * 2654435761) % 1000) as f32 / 500.0 - 1.0;
+        let a: Vec<f32> = (0..m * k)
+            .map(|i| if i % 7 == 0 { 0.0 } else { val(i) })
+            .collect();
+        let b: Vec<f32> = (0..k * n).map(|i| val(i + 12345)).collect();
+        let mut c = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let x: f64 = (0..k)
+                    .map(|t| a[i * k + t] as f64 * b[t * n + j] as f64)
+                    .sum();
+                c[i * n + j] = x as f32 + 1e-3 * val(i * n + j + 7);
+            }
+        }
+        for rows in [sample_rows(m, 0), sample_rows(m, 5)] {
+            let (mut e, mut r) = (0f64, 0f64);
+            for &i in &rows {
+                for j in 0..n {
+                    let x: f64 = (0..k)
+                        .map(|t| a[i * k + t] as f64 * b[t * n + j] as f64)
+                        .sum();
+                    e += (c[i * n + j] as f64 - x).powi(2);
+                    r += x * x;
+                }
+            }
+            let want = (e / r).sqrt();
+            let got = measured_error(&a, &b, &c, n, k, &rows);
+            assert!((got - want).abs() <= 1e-12 * want, "{got} vs {want}");
+        }
     }
 
     #[test]

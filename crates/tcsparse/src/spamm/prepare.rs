@@ -110,7 +110,10 @@ impl PreparedSpamm<'_> {
         };
         if opts.measure_error {
             let rows = sample_rows(m, opts.measure_rows);
-            report.measured_error = Some(measured_error(self.a.data, b.data, &c, n, k, &rows));
+            report.measured_error = Some(
+                tracing::info_span!("spamm_measured_error", rows = rows.len())
+                    .in_scope(|| measured_error(self.a.data, b.data, &c, n, k, &rows)),
+            );
         }
         Ok((c, report))
     }

@@ -88,11 +88,13 @@ pub fn spamm_on_group(
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
         return Ok((vec![0.0; m * n], empty_run(m)));
     }
-    let full = SpammOperands::upload(g0, a, b, m, n, k, cfg.precision)?;
-    let (na, nb) = full.norms_host()?;
+    let full = tracing::info_span!("spamm_upload", m, n, k)
+        .in_scope(|| SpammOperands::upload(g0, a, b, m, n, k, cfg.precision))?;
+    let (na, nb) = tracing::info_span!("spamm_norms").in_scope(|| full.norms_host())?;
     let mut split: Option<SpammSplit> = None;
     let mut part_rows = vec![(0, m)];
     let chosen = choose_and_run(&na, &nb, tiles, cfg.target, |tau| {
+        let _attempt = tracing::info_span!("spamm_attempt", tau).entered();
         let mut c = vec![0f32; m * n];
         let valid = if group.len() == 1 {
             let kern = SpammKernel::new(g0, m, n, cfg.precision, cfg.block, cfg.s)?;
@@ -112,12 +114,14 @@ pub fn spamm_on_group(
                 None => {
                     let ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
                     part_rows = ranges.clone();
+                    let _split =
+                        tracing::info_span!("spamm_split", devices = group.len()).entered();
                     split.insert(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?)
                 }
             };
-            s.schedule(tau)?;
-            s.run()?;
-            s.gather(&mut c)?
+            tracing::info_span!("spamm_schedule").in_scope(|| s.schedule(tau))?;
+            tracing::info_span!("spamm_run").in_scope(|| s.run())?;
+            tracing::info_span!("spamm_gather").in_scope(|| s.gather(&mut c))?
         };
         Ok(Product { c, valid })
     })?;
