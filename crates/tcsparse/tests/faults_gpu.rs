@@ -3,6 +3,10 @@
 //! deterministically with the GPU handle's allocation budget (`Gpu::set_alloc_budget`); after a
 //! failed preparation nothing stays allocated (100 failing preparations, device free memory
 //! flat); a product after a failure still gives the right result.
+//!
+//! Device free memory is the whole device's: run this binary with the GPU to itself (the GPU
+//! bundle's run.sh runs one test binary at a time); another process allocating meanwhile fails
+//! the flat-memory check without a leak of ours.
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
