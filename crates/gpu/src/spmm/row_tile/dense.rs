@@ -471,7 +471,7 @@ impl RowTileDevice {
         match &self.tiles {
             Tiles::Dense { frag } if self.blocks > 0 => Ok(Some(gpu.download(frag)?)),
             Tiles::Dense { .. } => Ok(Some(Vec::new())),
-            Tiles::Masked { .. } => Ok(None),
+            Tiles::Masked { .. } | Tiles::MaskedHalf { .. } => Ok(None),
         }
     }
 }
