@@ -860,6 +860,140 @@ mod tests {
         assert!(check_schedule(x3, RowTileSchedule::Split { max_blocks: 4 }).is_ok());
     }
 
+    /// The f16 / bf16 kernels' fragment mapping, emulated lane by lane on the CPU: each lane
+    /// decodes its tile values from the masks as `row_tile_spmm` does, packs them as
+    /// `mma_row_tiles_half` does (k = 2t ↔ slot t, k = 2t + 1 ↔ slot t + 4), the m16n8k8 MMA
+    /// runs on the matrices the PTX ISA's f16 fragment layouts assemble from the 32 lanes, and
+    /// the C fragments go to the features `visit_row_tiles` writes. The result must be the
+    /// product of the half-rounded A with B, for both window heights and a partial last
+    /// feature group.
+    #[test]
+    fn half_fragment_mapping_emulated_gives_the_product() {
+        let t: Vec<(u32, u32, f32)> = (0..45u32)
+            .flat_map(|r| {
+                (0..40u32)
+                    .filter(move |c| (r * 7 + c * 5) % 9 < 4)
+                    .map(move |c| (r, c, 0.5 + ((r * 13 + c * 29) % 17) as f32 / 7.0))
+            })
+            .collect();
+        let a = csr_from_triplets(45, 40, &t).unwrap();
+        let n = 40usize; // one full 32-feature warp and a partial one
+        let b: Vec<f32> = (0..40 * n)
+            .map(|i| half::f16::from_f32(((i * 37) % 23) as f32 / 8.0 - 1.0).to_f32())
+            .collect();
+        let round = |v: f32| half::f16::from_f32(v).to_f32();
+        let mut want = vec![0f64; 45 * n];
+        for &(r, c, v) in &t {
+            for f in 0..n {
+                want[r as usize * n + f] += round(v) as f64 * b[c as usize * n + f] as f64;
+            }
+        }
+        for rows in [16usize, 32] {
+            let m = RowTileTcf::from_csr(&a, rows).unwrap();
+            let vals: Vec<f32> = half_bits(m.values(), RowTileArith::F16)
+                .into_iter()
+                .map(|h| half::f16::from_bits(h).to_f32())
+                .collect();
+            let mt = rows / 16;
+            let mut got = vec![0f64; 45 * n];
+            let bval = |col: u32, f: usize| {
+                if col == SENTINEL || f >= n {
+                    0.0
+                } else {
+                    b[col as usize * n + f] as f64
+                }
+            };
+            for w in 0..m.num_windows() {
+                for f0 in (0..n).step_by(32) {
+                    // acc[lane][i][j][e]
+                    let mut acc = vec![[[[0f64; 4]; 4]; 2]; 32];
+                    let rwo = m.row_window_offset();
+                    for blk in rwo[w] as usize..rwo[w + 1] as usize {
+                        let cols = &m.block_cols()[8 * blk..8 * blk + 8];
+                        let mut base = m.block_value_offset()[blk] as usize;
+                        for i in 0..mt {
+                            let (lo, hi) = (
+                                m.masks()[2 * mt * blk + 2 * i],
+                                m.masks()[2 * mt * blk + 2 * i + 1],
+                            );
+                            let base_hi = base + lo.count_ones() as usize;
+                            let value = |mask: u64, base: usize, p: u32| {
+                                if (mask >> p) & 1 == 1 {
+                                    vals[base + (mask & ((1u64 << p) - 1)).count_ones() as usize]
+                                        as f64
+                                } else {
+                                    0.0
+                                }
+                            };
+                            // The 16×8 A and 8×8 B of one MMA, assembled from the lanes'
+                            // packed registers by the PTX f16 m16n8k8 layouts.
+                            let mut am = [[0f64; 8]; 16];
+                            let mut bm = [[[0f64; 8]; 8]; 4];
+                            for lane in 0..32 {
+                                let (g, tt) = (lane / 4, lane % 4);
+                                let p0 = (8 * g + tt) as u32;
+                                // a01 = {T[g][t], T[g][t+4]}, a23 = {T[g+8][t], T[g+8][t+4]}
+                                let a01 = [value(lo, base, p0), value(lo, base, p0 + 4)];
+                                let a23 = [value(hi, base_hi, p0), value(hi, base_hi, p0 + 4)];
+                                am[g][2 * tt] = a01[0];
+                                am[g][2 * tt + 1] = a01[1];
+                                am[g + 8][2 * tt] = a23[0];
+                                am[g + 8][2 * tt + 1] = a23[1];
+                                for (j, bj) in bm.iter_mut().enumerate() {
+                                    let f = f0 + 4 * g + j;
+                                    // b[j] = {B[col[t]][f], B[col[t+4]][f]} = B rows 2t, 2t+1, column g
+                                    bj[2 * tt][g] = bval(cols[tt], f);
+                                    bj[2 * tt + 1][g] = bval(cols[tt + 4], f);
+                                }
+                            }
+                            for (j, bj) in bm.iter().enumerate() {
+                                for lane in 0..32 {
+                                    let (g, tt) = (lane / 4, lane % 4);
+                                    // c0, c1 = D[g][2t], D[g][2t+1]; c2, c3 = D[g+8][..]
+                                    for (e, (r, c)) in [
+                                        (g, 2 * tt),
+                                        (g, 2 * tt + 1),
+                                        (g + 8, 2 * tt),
+                                        (g + 8, 2 * tt + 1),
+                                    ]
+                                    .into_iter()
+                                    .enumerate()
+                                    {
+                                        acc[lane][i][j][e] +=
+                                            (0..8).map(|k| am[r][k] * bj[k][c]).sum::<f64>();
+                                    }
+                                }
+                            }
+                            base = base_hi + hi.count_ones() as usize;
+                        }
+                    }
+                    // visit_row_tiles: [0] (16i+g, f0+8t+j), [1] (16i+g, f0+8t+4+j),
+                    // [2] (16i+g+8, f0+8t+j), [3] (16i+g+8, f0+8t+4+j).
+                    for (lane, al) in acc.iter().enumerate() {
+                        let (g, tt) = (lane / 4, lane % 4);
+                        for (i, ai) in al.iter().enumerate().take(mt) {
+                            for (j, aj) in ai.iter().enumerate() {
+                                for (e, &v) in aj.iter().enumerate() {
+                                    let row = rows * w + 16 * i + g + 8 * (e / 2);
+                                    let f = f0 + 8 * tt + 4 * (e % 2) + j;
+                                    if row < 45 && f < n {
+                                        got[row * n + f] += v;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "rows {rows}, element {k}: {g} vs {w}"
+                );
+            }
+        }
+    }
+
     /// A's values go up rounded to the kernel's type as `half` rounds (to nearest even, beyond
     /// the range ±∞, NaN stays NaN).
     #[test]
