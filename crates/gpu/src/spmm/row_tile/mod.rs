@@ -868,6 +868,7 @@ mod tests {
     /// product of the half-rounded A with B, for both window heights and a partial last
     /// feature group.
     #[test]
+    #[allow(clippy::needless_range_loop)] // (indices as the kernel computes them)
     fn half_fragment_mapping_emulated_gives_the_product() {
         let t: Vec<(u32, u32, f32)> = (0..45u32)
             .flat_map(|r| {
