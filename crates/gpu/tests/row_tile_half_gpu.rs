@@ -591,3 +591,208 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
     });
     println!("{count} shared datasets");
 }
+
+/// Median time per call (ms) of a queued launch.
+type TimeFn<'a> = dyn Fn(&mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>) -> f64 + 'a;
+
+/// Geometric mean of `v` (0 when empty).
+fn geomean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
+}
+
+/// The fastest of `candidates` (name, per-call time) as (ms, name).
+fn fastest(candidates: Vec<(String, f64)>) -> Option<(f64, String)> {
+    candidates
+        .into_iter()
+        .map(|(n, ms)| (ms, n))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The same-precision cuSPARSE baseline (A, B, C in f16 / bf16, f32 compute) meets the bound at
+/// every algorithm cuSPARSE accepts in that type (at least one must), and every shared dataset
+/// (values scaled into [-1, 1]) is timed at N = 32 and 128: the row-tile kernels at their best
+/// window height and packing against cuSPARSE at its best algorithm, in the same type and in f32;
+/// 3×TF32 against cuSPARSE f32. Prints each ratio and their geometric means (no speed is asserted).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cusparse_half_baseline_meets_the_bound_and_is_timed_beside_the_row_tile_kernels() {
+    use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let algs = [
+        SpmmAlg::Default,
+        SpmmAlg::CsrAlg1,
+        SpmmAlg::CsrAlg2,
+        SpmmAlg::CsrAlg3,
+    ];
+    // (label, ratios)
+    let mut lines: Vec<(String, Vec<f64>)> = [
+        "f16 vs cuSPARSE f16",
+        "bf16 vs cuSPARSE bf16",
+        "f16 vs cuSPARSE f32",
+        "bf16 vs cuSPARSE f32",
+        "3xTF32 vs cuSPARSE f32",
+    ]
+    .into_iter()
+    .map(|l| (l.to_string(), Vec::new()))
+    .collect();
+    let time = |f: &mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>| {
+        gpu.time_launches(3, 10, f).unwrap().median_ms
+    };
+    for_each_dataset(&mut rng, |name, a, _| {
+        let mut a = a.clone();
+        let max = a.data().iter().fold(0f32, |m, v| m.max(v.abs()));
+        if max > 0.0 {
+            a.data_mut().iter_mut().for_each(|v| *v /= max);
+        }
+        let csr = CusparseCsr::new(&gpu, &a).unwrap();
+        let k = longest_row(&a);
+        for n in [32usize, 128] {
+            let b = dense(a.cols(), n, n, 9000 + n as u64);
+            // cuSPARSE f32 at its fastest algorithm.
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+            let mut f32_times = Vec::new();
+            for alg in algs {
+                let Ok(mut s) = CusparseSpmm::with_buffers(&gpu, &csr, n, alg, &bd, &mut cd) else {
+                    continue;
+                };
+                let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
+                f32_times.push((alg.name().to_string(), ms));
+            }
+            let (cus32, cus32_alg) = fastest(f32_times).expect("cuSPARSE f32 runs");
+            // 3xTF32 row-tile kernels (f32 operands).
+            let mut x3 = Vec::new();
+            for rows in [16usize, 32] {
+                let m = RowTileTcf::from_csr(&a, rows).unwrap();
+                for sched in [
+                    RowTileSchedule::Packed(1),
+                    RowTileSchedule::Packed(4),
+                    RowTileSchedule::Split { max_blocks: 8 },
+                ] {
+                    let mut dev =
+                        RowTileDevice::upload_as(&gpu, &m, false, RowTileArith::Tf32x3, sched)
+                            .unwrap();
+                    let ms = time(&mut || dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n));
+                    x3.push((format!("{} {sched}", dev.kernel().name()), ms));
+                }
+            }
+            let (x3_ms, x3_name) = fastest(x3).unwrap();
+            println!(
+                "{name} n={n}: 3xTF32 {x3_ms:.4} ms ({x3_name}), cuSPARSE f32 {cus32:.4} ms \
+                 ({cus32_alg}): {:.2}x",
+                cus32 / x3_ms
+            );
+            lines[4].1.push(cus32 / x3_ms);
+            for (ti, arith) in [RowTileArith::F16, RowTileArith::Bf16]
+                .into_iter()
+                .enumerate()
+            {
+                let bound = Bound::of(arith, k);
+                let (ours, theirs) = match arith {
+                    RowTileArith::F16 => {
+                        half_timings::<half::f16>(&gpu, &a, &csr, &b, n, bound, &algs, &time, name)
+                    }
+                    _ => {
+                        half_timings::<half::bf16>(&gpu, &a, &csr, &b, n, bound, &algs, &time, name)
+                    }
+                };
+                let ty = arith.name();
+                println!(
+                    "{name} n={n}: {ty} {:.4} ms ({}), cuSPARSE {ty} {:.4} ms ({}): {:.2}x; \
+                     vs cuSPARSE f32: {:.2}x",
+                    ours.0,
+                    ours.1,
+                    theirs.0,
+                    theirs.1,
+                    theirs.0 / ours.0,
+                    cus32 / ours.0
+                );
+                lines[ti].1.push(theirs.0 / ours.0);
+                lines[2 + ti].1.push(cus32 / ours.0);
+            }
+        }
+    });
+    for (label, r) in &lines {
+        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "geomean (shared datasets, {label}) {:.2}x over {} cases, lowest {min:.2}x",
+            geomean(r),
+            r.len()
+        );
+    }
+}
+
+/// Times the f16 / bf16 row-tile kernels (TC16, TC32 at 1, 4, 16 windows per TB) and cuSPARSE
+/// in `H` at every algorithm it accepts (each checked against the bound first) on `a` at width
+/// `n`: the fastest of each as (ms, name).
+#[allow(clippy::too_many_arguments)]
+fn half_timings<H: RowTileHalf>(
+    gpu: &Gpu,
+    a: &Csr,
+    csr: &tcsparse_gpu::baselines::cusparse::CusparseCsr,
+    b: &[f32],
+    n: usize,
+    bound: Bound,
+    algs: &[tcsparse_gpu::baselines::cusparse::SpmmAlg],
+    time: &TimeFn<'_>,
+    name: &str,
+) -> ((f64, String), (f64, String)) {
+    use tcsparse_gpu::baselines::cusparse::CusparseSpmmHalf;
+    let bh = to_half::<H>(b);
+    let bw = widen(&bh);
+    let bd = gpu.upload(&bh).unwrap();
+    let mut cd = gpu.alloc_zeros::<H>(a.rows() * n).unwrap();
+    let zeros = vec![0f32; a.rows() * n];
+    let mut ours = Vec::new();
+    for rows in [16usize, 32] {
+        let m = RowTileTcf::from_csr(a, rows).unwrap();
+        for k in [1u32, 4, 16] {
+            let mut dev =
+                RowTileDevice::upload_as(gpu, &m, false, H::ARITH, RowTileSchedule::Packed(k))
+                    .unwrap();
+            let ms = time(&mut || dev.enqueue_half::<H>(1.0, &bd, n, 0.0, &mut cd, n, n));
+            ours.push((format!("{} {}", dev.kernel().name(), dev.schedule()), ms));
+        }
+    }
+    let mut theirs = Vec::new();
+    for &alg in algs {
+        let mut s = match CusparseSpmmHalf::<H>::new(gpu, csr, a.data(), n, alg) {
+            Ok(s) => s,
+            Err(e) => {
+                println!(
+                    "{name}: cuSPARSE {} {} refused: {e}",
+                    H::ARITH.name(),
+                    alg.name()
+                );
+                continue;
+            }
+        };
+        s.run(1.0, &bd, 0.0, &mut cd).unwrap();
+        let got = widen(&gpu.download(&cd).unwrap());
+        let what = format!("{name}/cuSPARSE {} {}/n={n}", H::ARITH.name(), alg.name());
+        check(
+            &what,
+            a,
+            1.0,
+            &bw,
+            n,
+            0.0,
+            &zeros,
+            &got,
+            n,
+            n,
+            bound,
+            &|_, _| false,
+        );
+        let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
+        theirs.push((alg.name().to_string(), ms));
+    }
+    let ours = fastest(ours).unwrap();
+    let theirs = fastest(theirs)
+        .unwrap_or_else(|| panic!("{name}: cuSPARSE takes no algorithm in {}", H::ARITH.name()));
+    (ours, theirs)
+}
