@@ -5,9 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tcsparse_formats::Csr;
+use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::csr::CsrWorkPlan;
-use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel};
+use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::{DeviceProduct, Gpu};
+
+use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
 
 use super::build::{Fixed, Reordered, Source};
@@ -17,7 +21,7 @@ use super::cache::{
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
-    PrepareOptions, Requested,
+    PrepareOptions, Requested, TuneSample,
 };
 
 /// The CSR kernel's work list for a cache entry that keeps it on the matrix in its original
@@ -111,6 +115,85 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     Ok(())
 }
 
+/// Windows per thread block the typed tuning times; 3×TF32 also a split schedule.
+const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
+
+/// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
+/// [`TYPED_PACKINGS`] windows per thread block, 3×TF32 also split at
+/// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
+/// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
+/// one `p` runs). A candidate that cannot be built is skipped.
+fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Result<(), Error> {
+    let (rows, cols) = (p.a.rows(), p.a.cols());
+    let mut scheds: Vec<RowTileSchedule> = TYPED_PACKINGS
+        .iter()
+        .map(|&k| RowTileSchedule::Packed(k))
+        .collect();
+    if arith == RowTileArith::Tf32x3 {
+        scheds.push(RowTileSchedule::Split {
+            max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
+        });
+    }
+    let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
+        let t = match arith {
+            RowTileArith::F16 => {
+                let b = gpu.alloc_zeros::<f16>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<f16>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+            RowTileArith::Bf16 => {
+                let b = gpu.alloc_zeros::<bf16>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<bf16>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+            _ => {
+                let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.launch(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+        };
+        Ok(t.median_ms)
+    };
+    let mut best: Option<(f64, usize, RowTileSchedule)> = None;
+    for window_rows in [16usize, 32] {
+        let Ok(m) = RowTileTcf::from_csr(&p.a, window_rows) else {
+            continue;
+        };
+        let Ok(mut dev) = RowTileDevice::upload_as(gpu, &m, false, arith, scheds[0]) else {
+            continue;
+        };
+        for &s in &scheds {
+            dev.set_schedule(gpu, s)?;
+            let ms = time(&mut dev)?;
+            p.report.tuning.push(TuneSample {
+                candidate: format!("{} ({s})", dev.kernel().name()),
+                ms,
+            });
+            if best.is_none_or(|b| ms < b.0) {
+                best = Some((ms, window_rows, s));
+            }
+        }
+    }
+    let Some((ms, window_rows, schedule)) = best else {
+        return Ok(());
+    };
+    let m = RowTileTcf::from_csr(&p.a, window_rows).map_err(|e| Error::Format(e.to_string()))?;
+    let d = RowTileDevice::upload_as(gpu, &m, false, arith, schedule)?;
+    gpu.synchronize()?;
+    p.report.kernel = ExecKernel::RowTile {
+        kernel: d.kernel(),
+        schedule,
+    };
+    p.report.kernel_note = format!(
+        "{} asked for: the fastest row-tile kernel in it ({ms:.4} ms at N = {n})",
+        arith.name()
+    );
+    p.report.thread_blocks = d.num_tbs();
+    p.report.split_windows = d.num_split_windows();
+    p.dev = DeviceState::RowTile(Box::new(d));
+    Ok(())
+}
+
 /// The row-tile arithmetic a GPU preparation of `opts` runs, `None` for the TF32 and f32 kernels
 /// (the tuned or requested preparation): f16 and bf16 B and C on the f16 / bf16 kernels, 3×TF32
 /// on the 3×TF32 kernels ([`refuse_unsupported`] ran first).
@@ -125,12 +208,12 @@ fn typed_arith(opts: &PrepareOptions) -> Option<RowTileArith> {
 
 impl Engine {
     /// A GPU preparation for f16 / bf16 B and C or for 3×TF32 ([`typed_arith`]): the masked
-    /// row-tile kernel of that arithmetic (TC16 unless `opts` requests TC32), without timing
-    /// (the row-tile family is the one fastest on most shared datasets in TF32; see
-    /// docs/kernels/row-tile.md) and without the plan cache (its entries name TF32 and f32
-    /// kernels; the report says `Off`). The
-    /// schedule is the requested row-tile kernel's ([`super::choose`]); f16 and bf16 never split
-    /// a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
+    /// row-tile kernel of that arithmetic (the row-tile family is the one fastest on most shared
+    /// datasets in TF32; see docs/kernels/row-tile.md), without the plan cache (its entries name
+    /// TF32 and f32 kernels; the report says `Off`). With [`KernelRequest::Auto`] and `tune`,
+    /// [`tune_typed`] times both window heights and their packings and keeps the fastest;
+    /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
+    /// kernel's schedule rule ([`super::choose`]); f16 and bf16 never split a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
     /// matrix (a size beyond its u32 indices), with the reason in the report's note.
     fn prepare_typed(
         &self,
@@ -170,6 +253,13 @@ impl Engine {
             }
             Err(e) => return Err(e),
         };
+        if opts.tune && opts.kernel == KernelRequest::Auto {
+            let t_tune = Instant::now();
+            if let (Some(gpu), DeviceState::RowTile(_)) = (p.gpu.clone(), &p.dev) {
+                tune_typed(&gpu, &mut p, arith, opts.n.max(1))?;
+            }
+            p.report.tune_s = t_tune.elapsed().as_secs_f64();
+        }
         if opts.cache_dir.is_some() {
             tracing::info!(
                 "plan cache not used: it keeps TF32 and f32 kernels, not {}",
