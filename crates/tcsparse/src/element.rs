@@ -175,6 +175,24 @@ impl DType {
         u + crate::precision::gamma(2 * k.max(1)) * (1.0 + u)
     }
 
+    /// The bound of the GPU's f16 / bf16 kernels as a formula, for reports: their product's bound
+    /// ([`DType::rounded_a_bound`]) in place of the precision's in [`DType::bound_text`].
+    pub fn gpu_bound_text(self) -> &'static str {
+        match self {
+            DType::F32 => "B and C in f32: the precision's bound",
+            DType::F16 => {
+                "A, B and C in f16 (A rounded on upload), f32 accumulation, C rounded to f16 \
+                 (beyond ±65504: ±∞): p + 2⁻¹¹·(1 + p)·(|A|·|B|) elementwise, p = 2⁻¹¹ + \
+                 γ_2k·(1 + 2⁻¹¹), k = nonzeros of the row"
+            }
+            DType::BF16 => {
+                "A, B and C in bf16 (A rounded on upload), f32 accumulation, C rounded to bf16: \
+                 p + 2⁻⁸·(1 + p)·(|A|·|B|) elementwise, p = 2⁻⁸ + γ_2k·(1 + 2⁻⁸), k = nonzeros \
+                 of the row"
+            }
+        }
+    }
+
     /// What the type does to a product, with its bound as a formula, for reports: what rounding
     /// C to this type adds to the kernel's bound ([`Precision::bound_text`]).
     pub fn bound_text(self) -> &'static str {
@@ -182,14 +200,11 @@ impl DType {
             DType::F32 => "B and C in f32, f32 accumulation: the precision's bound",
             DType::F16 => {
                 "B and C in f16, f32 accumulation, C rounded to f16 (beyond ±65504: ±∞): the \
-                 product's bound + 2⁻¹¹·(1 + bound)·(|A|·|B|) elementwise; the product's bound \
-                 is the precision's on the CPU path, 2⁻¹¹ + γ_2k·(1 + 2⁻¹¹) on the GPU (A \
-                 rounded to f16)"
+                 precision's bound + 2⁻¹¹·(1 + bound)·(|A|·|B|) elementwise"
             }
             DType::BF16 => {
-                "B and C in bf16, f32 accumulation, C rounded to bf16: the product's bound + \
-                 2⁻⁸·(1 + bound)·(|A|·|B|) elementwise; the product's bound is the precision's \
-                 on the CPU path, 2⁻⁸ + γ_2k·(1 + 2⁻⁸) on the GPU (A rounded to bf16)"
+                "B and C in bf16, f32 accumulation, C rounded to bf16: the precision's bound + \
+                 2⁻⁸·(1 + bound)·(|A|·|B|) elementwise"
             }
         }
     }
@@ -273,6 +288,8 @@ mod tests {
             assert!(DType::F16.rounded_a_bound(k) < Precision::Tf32.scaled_error_bound(k));
             assert!(DType::BF16.rounded_a_bound(k) > Precision::Tf32.scaled_error_bound(k));
         }
+        assert!(DType::F16.gpu_bound_text().contains("p = 2⁻¹¹ + γ_2k"));
+        assert!(DType::BF16.gpu_bound_text().contains("p = 2⁻⁸ + γ_2k"));
     }
 
     #[test]
