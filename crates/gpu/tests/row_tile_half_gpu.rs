@@ -595,6 +595,30 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
 /// Median time per call (ms) of a queued launch.
 type TimeFn<'a> = dyn Fn(&mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>) -> f64 + 'a;
 
+/// Largest |got − A·B| / allowed over the elements of `got` (α = 1, β = 0, packed), with the
+/// allowance of [`check`]; ∞ for a non-finite result where the reference is finite.
+fn worst_over_bound(a: &Csr, b: &[f32], got: &[f32], n: usize, bound: Bound) -> f64 {
+    let ab = spmm_f64(a, b, n, n, false);
+    let abs = spmm_f64(a, b, n, n, true);
+    let mut ones = a.clone();
+    ones.data_mut().iter_mut().for_each(|v| *v = 1.0);
+    let sum_b = spmm_f64(&ones, b, n, n, true);
+    let mut worst = 0f64;
+    for (i, &g) in got.iter().enumerate().take(ab.len()) {
+        let allowed = bound.rel * abs[i] + bound.per_b * sum_b[i] + bound.step;
+        let err = (g as f64 - ab[i]).abs();
+        let r = if !g.is_finite() {
+            f64::INFINITY
+        } else if err == 0.0 {
+            0.0
+        } else {
+            err / allowed.max(f64::MIN_POSITIVE)
+        };
+        worst = worst.max(r);
+    }
+    worst
+}
+
 /// Geometric mean of `v` (0 when empty).
 fn geomean(v: &[f64]) -> f64 {
     if v.is_empty() {
@@ -611,14 +635,15 @@ fn fastest(candidates: Vec<(String, f64)>) -> Option<(f64, String)> {
         .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
-/// The same-precision cuSPARSE baseline (A, B, C in f16 / bf16, f32 compute) meets the bound at
-/// every algorithm cuSPARSE accepts in that type (at least one must), and every shared dataset
+/// The same-precision cuSPARSE baseline (A, B, C in f16 / bf16, f32 compute) runs at one
+/// algorithm at least in each type (its error against our bound printed per algorithm), and every
+/// shared dataset
 /// (values scaled into [-1, 1]) is timed at N = 32 and 128: the row-tile kernels at their best
 /// window height and packing against cuSPARSE at its best algorithm, in the same type and in f32;
 /// 3×TF32 against cuSPARSE f32. Prints each ratio and their geometric means (no speed is asserted).
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn cusparse_half_baseline_meets_the_bound_and_is_timed_beside_the_row_tile_kernels() {
+fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
     use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(41);
@@ -746,7 +771,6 @@ fn half_timings<H: RowTileHalf>(
     let bw = widen(&bh);
     let bd = gpu.upload(&bh).unwrap();
     let mut cd = gpu.alloc_zeros::<H>(a.rows() * n).unwrap();
-    let zeros = vec![0f32; a.rows() * n];
     let mut ours = Vec::new();
     for rows in [16usize, 32] {
         let m = RowTileTcf::from_csr(a, rows).unwrap();
@@ -773,21 +797,15 @@ fn half_timings<H: RowTileHalf>(
         };
         s.run(1.0, &bd, 0.0, &mut cd).unwrap();
         let got = widen(&gpu.download(&cd).unwrap());
-        let what = format!("{name}/cuSPARSE {} {}/n={n}", H::ARITH.name(), alg.name());
-        check(
-            &what,
-            a,
-            1.0,
-            &bw,
-            n,
-            0.0,
-            &zeros,
-            &got,
-            n,
-            n,
-            bound,
-            &|_, _| false,
+        // cuSPARSE's accuracy is its own: printed against our bound, not asserted (a baseline
+        // outside it is reported, and still timed).
+        let worst = worst_over_bound(a, &bw, &got, n, bound);
+        println!(
+            "{name}: cuSPARSE {} {} n={n}: worst error / bound {worst:.3}",
+            H::ARITH.name(),
+            alg.name()
         );
+        assert!(!worst.is_nan(), "{name}: cuSPARSE {} gave NaN", alg.name());
         let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
         theirs.push((alg.name().to_string(), ms));
     }
