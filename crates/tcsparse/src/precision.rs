@@ -136,6 +136,32 @@ impl std::fmt::Display for Precision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use tcsparse_gpu::spmm::to_tf32;
+
+    /// x as the 3×TF32 kernels split it (`split_tf32` in kernels-ptx/tc_common.cuh): big =
+    /// tf32(x), small = tf32(x − big), x − big exact in f32.
+    fn split(x: f32) -> (f64, f64) {
+        let big = to_tf32(x);
+        (big as f64, to_tf32(x - big) as f64)
+    }
+
+    proptest! {
+        /// One product's error in 3×TF32 (the three products the kernels compute, exact in f64
+        /// here as in the MMA) is within the derivation's 3·2⁻²²·(1 + 2⁻¹⁰)·|a|·|b| < 2⁻²⁰·|a|·|b|.
+        #[test]
+        fn split_products_are_within_the_derived_term(
+            a in prop_oneof![-1.0e6f32..-1.0e-6, 1.0e-6f32..1.0e6],
+            b in prop_oneof![-1.0e6f32..-1.0e-6, 1.0e-6f32..1.0e6],
+        ) {
+            let ((ab, as_), (bb, bs)) = (split(a), split(b));
+            let got = as_ * bb + ab * bs + ab * bb;
+            let exact = a as f64 * b as f64;
+            let term = 3.0 * 2f64.powi(-22) * (1.0 + 2f64.powi(-10)) * exact.abs();
+            prop_assert!((got - exact).abs() <= term, "{a} * {b}: {got} vs {exact}");
+            prop_assert!(term < 2f64.powi(-20) * exact.abs());
+        }
+    }
 
     /// The 3×TF32 bound is the derivation's terms, above f32's and below TF32's; γ grows
     /// with k and is ∞ where k·2⁻²⁴ reaches 1.
