@@ -166,7 +166,9 @@ impl DType {
 
     /// The product's bound (before C is rounded to the type) of the GPU's f16 / bf16 kernels, for
     /// rows of at most `k` nonzeros, relative to |A|·|B|: A's values are rounded to this type
-    /// when the matrix is uploaded (`u` = [`DType::storage_rounding`]), B is in it already, the
+    /// when the matrix is uploaded (`u` = [`DType::storage_rounding`]; in f16 after a division by
+    /// the power of two that puts the largest just below 2¹⁵, so values down to 2⁻²⁹ of the
+    /// largest round relatively), B is in it already, the
     /// products are exact in f32 (11 by 11 or 8 by 8 significant bits) and summed in f32 with
     /// γ_2k (k additions per element, counted twice: tensor-core accumulation may truncate):
     /// `u + γ_2k·(1 + u)`. For f32 (no rounding of A) it is γ_2k.

@@ -1,8 +1,9 @@
 //! cuSPARSE SpMM in a 16-bit type: A's values, B and C in f16 (`CUDA_R_16F`) or bf16
 //! (`CUDA_R_16BF`), compute type `CUDA_R_32F` (cuSPARSE's mixed-precision SpMM), CSR with 32-bit
 //! indices, row-major B and C: the same-precision baseline of the f16 / bf16 row-tile kernels.
-//! A's values are rounded to the type on upload (as `half` rounds, as the row-tile kernels'
-//! upload does); the row offsets and column indices are the f32 matrix's ([`CusparseCsr`],
+//! A's values are rounded to the type on upload as `half` rounds, unscaled (as a cuSPARSE user
+//! would give them; the row-tile kernels' f16 upload scales them by a power of two first); the
+//! row offsets and column indices are the f32 matrix's ([`CusparseCsr`],
 //! shared). An algorithm cuSPARSE refuses in these types fails in [`CusparseSpmmHalf::new`] with
 //! its status, before any product.
 

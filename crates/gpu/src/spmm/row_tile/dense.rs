@@ -443,6 +443,7 @@ impl RowTileDevice {
             rwo,
             a2x,
             tiles: Tiles::Dense { frag },
+            a_scale: 1.0,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
     }

@@ -58,9 +58,9 @@ pub enum RowTileArith {
     /// (a_small·b_big + a_big·b_small + a_big·b_big), f32 accumulation: f32-grade products.
     /// Masked tiles only.
     Tf32x3,
-    /// A's values (converted on upload, to nearest), B and C in f16; f16 MMAs with f32
-    /// accumulation; C rounded to f16 (to nearest, beyond ±65504 ±∞). Masked tiles, unsplit
-    /// schedules only.
+    /// A's values (divided by [`half_scale`]'s power of two and converted on upload, to nearest;
+    /// α multiplied by it at launch), B and C in f16; f16 MMAs with f32 accumulation; C rounded
+    /// to f16 (to nearest, beyond ±65504 ±∞). Masked tiles, unsplit schedules only.
     F16,
     /// As [`RowTileArith::F16`] in bf16.
     Bf16,
@@ -358,36 +358,61 @@ enum Tiles {
     },
 }
 
-/// `values` rounded to the 16-bit type of `arith` (to nearest, as `half` does), as bits.
-fn half_bits(values: &[f32], arith: RowTileArith) -> Vec<u16> {
+/// The power of two `s` A's values are divided by before they are rounded to the 16-bit type of
+/// `arith` (and α multiplied by at launch, so the product is unchanged): for f16, the one that
+/// puts the largest finite |value| in [2¹⁴, 2¹⁵), so no value overflows f16's range (±65504)
+/// and values down to 2⁻²⁹ of the largest stay in its normal range (relative rounding 2⁻¹¹);
+/// 1 for bf16 (f32's range), for the f32 kernels and for a matrix without a finite nonzero.
+pub fn half_scale(values: &[f32], arith: RowTileArith) -> f32 {
+    if arith != RowTileArith::F16 {
+        return 1.0;
+    }
+    let max = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 {
+        return 1.0;
+    }
+    let k = (max.log2().floor() as i32 - 14).clamp(-126, 127);
+    2f32.powi(k)
+}
+
+/// `values` / `scale` rounded to the 16-bit type of `arith` (to nearest, as `half` does), as
+/// bits (`scale` a power of two: the division is exact).
+fn half_bits(values: &[f32], arith: RowTileArith, scale: f32) -> Vec<u16> {
     match arith {
         RowTileArith::Bf16 => values
             .iter()
-            .map(|&v| half::bf16::from_f32(v).to_bits())
+            .map(|&v| half::bf16::from_f32(v / scale).to_bits())
             .collect(),
         _ => values
             .iter()
-            .map(|&v| half::f16::from_f32(v).to_bits())
+            .map(|&v| half::f16::from_f32(v / scale).to_bits())
             .collect(),
     }
 }
 
-/// The masked tiles of `m` for a kernel of arithmetic `arith`, uploaded.
-fn upload_masked(gpu: &Gpu, m: &RowTileTcf, arith: RowTileArith) -> Result<Tiles, GpuError> {
+/// The masked tiles of `m` for a kernel of arithmetic `arith`, uploaded, and the scale of its
+/// 16-bit values ([`half_scale`]; 1 for f32 values).
+fn upload_masked(gpu: &Gpu, m: &RowTileTcf, arith: RowTileArith) -> Result<(Tiles, f32), GpuError> {
     let bvo = upload_nonempty(gpu, m.block_value_offset())?;
     let masks = upload_nonempty(gpu, m.masks())?;
     Ok(if arith.is_half() {
-        Tiles::MaskedHalf {
+        let scale = half_scale(m.values(), arith);
+        let tiles = Tiles::MaskedHalf {
             bvo,
             masks,
-            values: upload_nonempty(gpu, &half_bits(m.values(), arith))?,
-        }
+            values: upload_nonempty(gpu, &half_bits(m.values(), arith, scale))?,
+        };
+        (tiles, scale)
     } else {
-        Tiles::Masked {
+        let tiles = Tiles::Masked {
             bvo,
             masks,
             values: upload_nonempty(gpu, m.values())?,
-        }
+        };
+        (tiles, 1.0)
     })
 }
 
@@ -424,6 +449,9 @@ pub struct RowTileDevice {
     rwo: CudaSlice<u32>,
     a2x: CudaSlice<u32>,
     tiles: Tiles,
+    /// The power of two A's 16-bit values were divided by ([`half_scale`]; 1 for f32 values):
+    /// launches multiply α by it.
+    a_scale: f32,
     schedule: RowTileSchedule,
     /// `schedule` built over `row_window_offset` and uploaded.
     sched: DeviceSchedule,
@@ -516,6 +544,12 @@ impl RowTileDevice {
                 .iter()
                 .all(|&c| c == SENTINEL || (c as usize) < m.cols())
         );
+        let (tiles, a_scale) = if dense_tiles {
+            let frag = upload_nonempty(gpu, &fragment_tiles(m))?;
+            (Tiles::Dense { frag }, 1.0)
+        } else {
+            upload_masked(gpu, m, arith)?
+        };
         Ok(Self {
             gpu: gpu.clone(),
             rows: m.rows(),
@@ -528,13 +562,8 @@ impl RowTileDevice {
             sched: upload_schedule(gpu, m.row_window_offset(), schedule)?,
             rwo: upload_nonempty(gpu, m.row_window_offset())?,
             a2x: upload_nonempty(gpu, m.block_cols())?,
-            tiles: if dense_tiles {
-                Tiles::Dense {
-                    frag: upload_nonempty(gpu, &fragment_tiles(m))?,
-                }
-            } else {
-                upload_masked(gpu, m, arith)?
-            },
+            tiles,
+            a_scale,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
     }
@@ -558,7 +587,9 @@ impl RowTileDevice {
             Tiles::Dense { frag } => *frag = upload_nonempty(gpu, &fragment_tiles(m))?,
             Tiles::Masked { values, .. } => *values = upload_nonempty(gpu, m.values())?,
             Tiles::MaskedHalf { values, .. } => {
-                *values = upload_nonempty(gpu, &half_bits(m.values(), self.kernel.arith))?
+                let scale = half_scale(m.values(), self.kernel.arith);
+                *values = upload_nonempty(gpu, &half_bits(m.values(), self.kernel.arith, scale))?;
+                self.a_scale = scale;
             }
         }
         Ok(())
@@ -681,7 +712,8 @@ impl RowTileDevice {
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
-        self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n)
+        // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
+        self.launch_main(shape, alpha * self.a_scale, b, ldb, beta, c, ldc, n)
     }
 
     /// Launches the main kernel on B and C of its element type (f32, or the bits of f16 / bf16),
@@ -882,7 +914,9 @@ mod tests {
         let b: Vec<f32> = (0..40 * n)
             .map(|i| half::f16::from_f32(((i * 37) % 23) as f32 / 8.0 - 1.0).to_f32())
             .collect();
-        let round = |v: f32| half::f16::from_f32(v).to_f32();
+        // A goes up as f16(a / s), s = half_scale (a power of two); α·s restores the product.
+        let scale = half_scale(a.data(), RowTileArith::F16);
+        let round = |v: f32| half::f16::from_f32(v / scale).to_f32() * scale;
         let mut want = vec![0f64; 45 * n];
         for &(r, c, v) in &t {
             for f in 0..n {
@@ -891,7 +925,8 @@ mod tests {
         }
         for rows in [16usize, 32] {
             let m = RowTileTcf::from_csr(&a, rows).unwrap();
-            let vals: Vec<f32> = half_bits(m.values(), RowTileArith::F16)
+            assert_eq!(half_scale(m.values(), RowTileArith::F16), scale);
+            let vals: Vec<f32> = half_bits(m.values(), RowTileArith::F16, scale)
                 .into_iter()
                 .map(|h| half::f16::from_bits(h).to_f32())
                 .collect();
@@ -978,7 +1013,7 @@ mod tests {
                                     let row = rows * w + 16 * i + g + 8 * (e / 2);
                                     let f = f0 + 8 * tt + 4 * (e % 2) + j;
                                     if row < 45 && f < n {
-                                        got[row * n + f] += v;
+                                        got[row * n + f] += scale as f64 * v; // the launch's α·s
                                     }
                                 }
                             }
@@ -995,8 +1030,38 @@ mod tests {
         }
     }
 
+    /// The f16 scale puts the largest finite |value| in [2¹⁴, 2¹⁵) (so nothing overflows and
+    /// the small values keep f16's normal range), ignores NaN and ∞, and is 1 for bf16, the f32
+    /// kernels and matrices without a finite nonzero.
+    #[test]
+    fn f16_scale_centres_the_largest_value_below_the_range() {
+        for max in [1.0f32, 0.75, 1e-5, 3.0e4, 65504.0, 1e10, 3.0e38, 1e-30] {
+            let v = [max / 3.0, -max, f32::NAN, f32::INFINITY, 0.0];
+            let s = half_scale(&v, RowTileArith::F16);
+            assert_eq!(s.log2().fract(), 0.0, "{max}: a power of two");
+            let top = max / s;
+            assert!((16384.0..32768.0).contains(&top), "{max}: {top}");
+            let h = half_bits(&v, RowTileArith::F16, s);
+            // The largest value comes back within f16's relative rounding, and so does a third
+            // of it.
+            for (i, want) in [(0usize, max / 3.0), (1, -max)] {
+                let back = half::f16::from_bits(h[i]).to_f32() as f64 * s as f64;
+                let err = (back - want as f64).abs();
+                assert!(
+                    err <= 2f64.powi(-11) * (want as f64).abs(),
+                    "{max}: {back} vs {want}"
+                );
+            }
+        }
+        for arith in [RowTileArith::Bf16, RowTileArith::Tf32, RowTileArith::Tf32x3] {
+            assert_eq!(half_scale(&[1e10, 3.0], arith), 1.0);
+        }
+        assert_eq!(half_scale(&[0.0, f32::NAN], RowTileArith::F16), 1.0);
+        assert_eq!(half_scale(&[], RowTileArith::F16), 1.0);
+    }
+
     /// A's values go up rounded to the kernel's type as `half` rounds (to nearest even, beyond
-    /// the range ±∞, NaN stays NaN).
+    /// the range ±∞, NaN stays NaN), after the division by the scale (exact, a power of two).
     #[test]
     fn half_values_round_as_half_does() {
         let v = [
@@ -1009,8 +1074,8 @@ mod tests {
             f32::INFINITY,
             3.0e38,
         ];
-        let f = half_bits(&v, RowTileArith::F16);
-        let b = half_bits(&v, RowTileArith::Bf16);
+        let f = half_bits(&v, RowTileArith::F16, 1.0);
+        let b = half_bits(&v, RowTileArith::Bf16, 1.0);
         for ((&x, &hf), &hb) in v.iter().zip(&f).zip(&b) {
             let (hf, hb) = (half::f16::from_bits(hf), half::bf16::from_bits(hb));
             if x.is_nan() {
