@@ -22,7 +22,11 @@
 //
 // Shared device helpers (MMA step, B-row gather, tile decode, alpha/beta stores, vector atomics) are in
 // tc_common.cuh; the beta pre-scale of split windows is acc_spmm_prescale in acc_spmm.cu. Generated
-// PTX lives in row_tile_spmm.ptx (`cargo xtask ptx`); host side: crates/gpu/src/spmm/row_tile.rs.
+// PTX lives in row_tile_spmm.ptx (`cargo xtask ptx`); host side: crates/gpu/src/spmm/row_tile/.
+//
+// Other arithmetic (entries at the end of this file): the masked kernel is a template on RtArith,
+// TF32 (the entries above), 3xTF32 (tc16/tc32_spmm_3xtf32) and f16 / bf16 (tc16/tc32_spmm_f16,
+// _bf16: A's values, B and C in the 16-bit type, m16n8k8 f16 / bf16 MMAs, f32 accumulation).
 
 #include "tc_common.cuh"
 
@@ -33,11 +37,30 @@ struct MetaRT {
     u32 vo;
 };
 
-template <int MT>
+// V: the element of A's values and of B (float; u16 for the f16 and bf16 entries).
+template <int MT, typename V = float>
 struct StageRT {
-    float blo[4];    // B[col[t]][f0 + 4g + q]
-    float bhi[4];    // B[col[t + 4]][f0 + 4g + q]
-    float a[MT][4];  // a0..a3 of every row tile
+    V blo[4];    // B[col[t]][f0 + 4g + q]
+    V bhi[4];    // B[col[t + 4]][f0 + 4g + q]
+    V a[MT][4];  // a0..a3 of every row tile
+};
+
+// The arithmetic of a row-tile entry: V = the element of A's values, B and C (float or the raw
+// bits of a 16-bit type), kind = how a block's MMAs run.
+enum RtKind { RT_TF32 = 0, RT_TF32X3 = 1, RT_F16 = 2, RT_BF16 = 3 };
+template <bool H>
+struct RtElem {
+    typedef float V;
+};
+template <>
+struct RtElem<true> {
+    typedef u16 V;
+};
+template <RtKind K>
+struct RtArith {
+    typedef typename RtElem<K == RT_F16 || K == RT_BF16>::V V;
+    static constexpr RtKind kind = K;
+    static constexpr bool half = K == RT_F16 || K == RT_BF16;
 };
 
 template <int MT>
@@ -53,14 +76,14 @@ __device__ __forceinline__ MetaRT<MT> meta_rt(const u32* __restrict__ a2x,
     return m;
 }
 
-template <int MT>
-__device__ __forceinline__ void stage_rt_zero(StageRT<MT>& s) {
+template <int MT, typename V>
+__device__ __forceinline__ void stage_rt_zero(StageRT<MT, V>& s) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-        s.blo[q] = 0.0f;
-        s.bhi[q] = 0.0f;
+        s.blo[q] = V(0);
+        s.bhi[q] = V(0);
 #pragma unroll
-        for (int i = 0; i < MT; ++i) s.a[i][q] = 0.0f;
+        for (int i = 0; i < MT; ++i) s.a[i][q] = V(0);
     }
 }
 
@@ -85,6 +108,58 @@ __device__ __forceinline__ void mma_row_tiles(float (&acc)[MT][4][4], const u32 
     }
 }
 
+// One block's MMAs in 3xTF32: every A and B value split into big + small (split_tf32), and
+// acc += a_small * b_big + a_big * b_small + a_big * b_big (the small products first, as SpAMM).
+template <int MT>
+__device__ __forceinline__ void mma_row_tiles_3xtf32(float (&acc)[MT][4][4],
+                                                     const float (&av)[MT][4],
+                                                     const float (&blo)[4], const float (&bhi)[4]) {
+    u32 b0[4], b1[4], s0[4], s1[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        split_tf32(blo[j], b0[j], s0[j]);
+        split_tf32(bhi[j], b1[j], s1[j]);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        u32 a[4], as[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) split_tf32(av[i][q], a[q], as[q]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            mma_m16n8k8_tf32(acc[i][j], as[0], as[1], as[2], as[3], b0[j], b1[j]);
+            mma_m16n8k8_tf32(acc[i][j], a[0], a[1], a[2], a[3], s0[j], s1[j]);
+            mma_m16n8k8_tf32(acc[i][j], a[0], a[1], a[2], a[3], b0[j], b1[j]);
+        }
+    }
+}
+
+// One block's MMAs on f16 or bf16 (m16n8k8, f32 accumulate). The 8 slots of a block are the MMA's
+// k in the order k = 2t <-> slot t, k = 2t + 1 <-> slot t + 4 (any order works where A and B
+// agree): lane (g, t) then needs the same tile values and B rows as the TF32 kernel, only packed
+// two to a register: A {T[g][t], T[g][t+4]} and {T[g+8][t], T[g+8][t+4]}, B {B[col[t]][f],
+// B[col[t+4]][f]}; C fragments are TF32's.
+template <int MT, bool BF>
+__device__ __forceinline__ void mma_row_tiles_half(float (&acc)[MT][4][4], const u16 (&av)[MT][4],
+                                                   const u16 (&blo)[4], const u16 (&bhi)[4]) {
+    u32 b[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b[j] = pack_half2(blo[j], bhi[j]);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        const u32 a01 = pack_half2(av[i][0], av[i][2]);  // row g: slots t, t + 4
+        const u32 a23 = pack_half2(av[i][1], av[i][3]);  // row g + 8
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (BF) {
+                mma_m16n8k8_bf16(acc[i][j], a01, a23, b[j]);
+            } else {
+                mma_m16n8k8_f16(acc[i][j], a01, a23, b[j]);
+            }
+        }
+    }
+}
+
 template <int MT>
 __device__ __forceinline__ void zero_acc(float (&acc)[MT][4][4]) {
 #pragma unroll
@@ -100,9 +175,9 @@ __device__ __forceinline__ void zero_acc(float (&acc)[MT][4][4]) {
 // be used (aligned, all four features < N). Rows >= M are skipped.
 // acc[i][j][0] -> (row 16i + g, feature f0 + 8t + j), [1] -> (16i + g, f0 + 8t + 4 + j),
 // [2] -> (16i + g + 8, f0 + 8t + j), [3] -> (16i + g + 8, f0 + 8t + 4 + j).
-template <int MT, typename F>
+template <int MT, typename E, typename F>
 __device__ __forceinline__ void visit_row_tiles(const float (&acc)[MT][4][4],
-                                                float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                E* __restrict__ C, u32 ldc, u32 M, u32 N,
                                                 u32 w, u32 g, u32 t, u32 f0, float alpha,
                                                 u32 flags, F&& f) {
 #pragma unroll
@@ -111,7 +186,7 @@ __device__ __forceinline__ void visit_row_tiles(const float (&acc)[MT][4][4],
         for (int half = 0; half < 2; ++half) {
             const u32 row = 16 * MT * w + 16 * i + g + 8 * half;
             if (row >= M) continue;
-            float* dst = C + (u64)row * ldc + f0 + 8 * t;
+            E* dst = C + (u64)row * ldc + f0 + 8 * t;
 #pragma unroll
             for (int k = 0; k < 2; ++k) {
                 const u32 fb = f0 + 8 * t + 4 * k;
@@ -162,6 +237,45 @@ __device__ __forceinline__ void add_row_tiles(const float (&acc)[MT][4][4], floa
                         });
 }
 
+// store_row_tiles for C in f16 (BF = false) or bf16 (BF = true): C = alpha * acc + beta * C in
+// f32, beta * C read in the type (C not read when beta == 0), rounded to the type to nearest
+// (beyond its range +-inf, as a cast); one 8-byte access per four features on the vector path.
+template <int MT, bool BF>
+__device__ __forceinline__ void store_row_tiles_half(const float (&acc)[MT][4][4],
+                                                     u16* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                     u32 w, u32 g, u32 t, u32 f0, float alpha,
+                                                     float beta, u32 flags) {
+    visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
+                        [&](u16* d, const float (&v)[4], bool vec, u32 fb) {
+                            auto widen = [](u16 h) { return BF ? bf16_to_f32(h) : f16_to_f32(h); };
+                            auto round = [](float x) {
+                                return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
+                            };
+                            if (vec) {
+                                uint2* p = reinterpret_cast<uint2*>(d);
+                                float x[4] = {v[0], v[1], v[2], v[3]};
+                                if (beta != 0.0f) {
+                                    const uint2 old = *p;
+                                    x[0] += beta * widen((u16)(old.x & 0xFFFFu));
+                                    x[1] += beta * widen((u16)(old.x >> 16));
+                                    x[2] += beta * widen((u16)(old.y & 0xFFFFu));
+                                    x[3] += beta * widen((u16)(old.y >> 16));
+                                }
+                                *p = make_uint2(pack_half2(round(x[0]), round(x[1])),
+                                                pack_half2(round(x[2]), round(x[3])));
+                                return;
+                            }
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                if (fb + j < N) {
+                                    const float x =
+                                        (beta == 0.0f) ? v[j] : v[j] + beta * widen(d[j]);
+                                    d[j] = round(x);
+                                }
+                            }
+                        });
+}
+
 // Thread block x's share of a work schedule (see "Work" above).
 struct RowTileWork {
     u32 wb, we;  // windows [wb, we)
@@ -178,28 +292,38 @@ __device__ __forceinline__ RowTileWork row_tile_work(const u32* __restrict__ wor
 }
 
 // Writes window w's accumulators: plain stores when the window is this thread block's alone,
-// atomic adds when it is split (nothing when this thread block had none of its blocks).
-template <int MT>
+// atomic adds when it is split (nothing when this thread block had none of its blocks). The f16
+// and bf16 entries write unsplit windows only: their hosts run them under schedules that split
+// nothing (RowTileDevice refuses a split schedule for them).
+template <int MT, typename Ar = RtArith<RT_TF32>>
 __device__ __forceinline__ void write_row_tiles(const float (&acc)[MT][4][4],
                                                 const unsigned char* __restrict__ window_split,
-                                                bool touched, float* __restrict__ C, u32 ldc, u32 M,
-                                                u32 N, u32 w, u32 g, u32 t, u32 f0, float alpha,
-                                                float beta, u32 flags) {
-    if (__ldg(window_split + w) == 0) {
-        store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
-    } else if (touched) {
-        add_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags);
+                                                bool touched, typename Ar::V* __restrict__ C,
+                                                u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
+                                                float alpha, float beta, u32 flags) {
+    if constexpr (Ar::half) {
+        if (__ldg(window_split + w) == 0) {
+            store_row_tiles_half<MT, Ar::kind == RT_BF16>(acc, C, ldc, M, N, w, g, t, f0, alpha,
+                                                          beta, flags);
+        }
+    } else {
+        if (__ldg(window_split + w) == 0) {
+            store_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, beta, flags);
+        } else if (touched) {
+            add_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags);
+        }
     }
 }
 
 // Walks thread block wk's windows: per window w, acc is zeroed, step(acc, blk) runs for each of
 // its blocks in [bb, be), and the window's rows are written (write_row_tiles). The masked and the
 // dense kernels differ only in their step (software pipeline of loads and MMAs).
-template <int MT, typename Step>
+template <int MT, typename Ar = RtArith<RT_TF32>, typename Step>
 __device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rwo,
                                                       const RowTileWork& wk, Step&& step,
                                                       const unsigned char* __restrict__ window_split,
-                                                      float* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                      typename Ar::V* __restrict__ C, u32 ldc,
+                                                      u32 M, u32 N,
                                                       u32 g, u32 t, u32 f0, float alpha, float beta,
                                                       u32 flags) {
     u32 blk = wk.bb;
@@ -211,22 +335,24 @@ __device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rw
         float acc[MT][4][4];
         zero_acc<MT>(acc);
         for (; blk < wend; ++blk) step(acc, blk);
-        write_row_tiles<MT>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha, beta,
-                            flags);
+        write_row_tiles<MT, Ar>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha,
+                                beta, flags);
     }
 }
 
-template <int MT>
+// The masked kernel of arithmetic Ar (TF32, 3xTF32, f16, bf16): A's values, B and C in Ar::V.
+template <int MT, typename Ar = RtArith<RT_TF32>>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const u32* __restrict__ bvo,
                                               const u32* __restrict__ a2x,
                                               const u64* __restrict__ masks,
-                                              const float* __restrict__ values,
+                                              const typename Ar::V* __restrict__ values,
                                               const u32* __restrict__ work,
                                               const unsigned char* __restrict__ window_split,
-                                              const float* __restrict__ B,
-                                              u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,
-                                              float alpha, float beta, u32 flags) {
+                                              const typename Ar::V* __restrict__ B,
+                                              u32 ldb, typename Ar::V* __restrict__ C, u32 ldc,
+                                              u32 M, u32 N, float alpha, float beta, u32 flags) {
+    typedef typename Ar::V V;
     const u32 lane = threadIdx.x & 31;
     const u32 warp = threadIdx.x >> 5;
     const u32 g = lane >> 2;
@@ -246,7 +372,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     const u32 bb = wk.bb, be = wk.be;
     if (wk.wb >= wk.we) return;
 
-    auto load = [&](const MetaRT<MT>& m, StageRT<MT>& s) {
+    auto load = [&](const MetaRT<MT>& m, StageRT<MT, V>& s) {
         load_b_rows(B, ldb, fl, m.col_lo, m.col_hi, qok, vec_load, s.blo, s.bhi);
         u32 base = m.vo;
 #pragma unroll
@@ -261,7 +387,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
         }
     };
 
-    StageRT<MT> cur;
+    StageRT<MT, V> cur;
     stage_rt_zero(cur);
     MetaRT<MT> m_next;
     m_next.col_lo = m_next.col_hi = SENTINEL;
@@ -272,20 +398,26 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
     if (bb + 1 < be) m_next = meta_rt<MT>(a2x, masks, bvo, bb + 1, t);
 
     auto step = [&](float (&acc)[MT][4][4], u32 blk) {
-        StageRT<MT> nxt;
+        StageRT<MT, V> nxt;
         stage_rt_zero(nxt);
         if (blk + 1 < be) load(m_next, nxt);
         if (blk + 2 < be) m_next = meta_rt<MT>(a2x, masks, bvo, blk + 2, t);
-        u32 a[MT][4];
+        if constexpr (Ar::kind == RT_TF32) {
+            u32 a[MT][4];
 #pragma unroll
-        for (int i = 0; i < MT; ++i)
+            for (int i = 0; i < MT; ++i)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
-        mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+                for (int q = 0; q < 4; ++q) a[i][q] = to_tf32(cur.a[i][q]);
+            mma_row_tiles<MT>(acc, a, cur.blo, cur.bhi);
+        } else if constexpr (Ar::kind == RT_TF32X3) {
+            mma_row_tiles_3xtf32<MT>(acc, cur.a, cur.blo, cur.bhi);
+        } else {
+            mma_row_tiles_half<MT, Ar::kind == RT_BF16>(acc, cur.a, cur.blo, cur.bhi);
+        }
         cur = nxt;
     };
-    walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
-                              flags);
+    walk_row_tile_windows<MT, Ar>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha,
+                                  beta, flags);
 }
 
 #define ROW_TILE_PARAMS                                                                          \
@@ -518,4 +650,44 @@ extern "C" __global__ void row_tile_skeleton(const u32* __restrict__ indptr,
             counts[w] = k;
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The masked kernels in other arithmetic, same parameters (pointers to the element type):
+// tc16/tc32_spmm_3xtf32 (f32 A, B, C; 3xTF32 MMAs, f32-grade products; split windows as TF32's),
+// tc16/tc32_spmm_f16 and _bf16 (A's values, B and C in f16 / bf16 bits, m16n8k8 f16 / bf16 MMAs
+// with f32 accumulation; unsplit schedules only, see write_row_tiles).
+#define ROW_TILE_TYPED_PARAMS(V)                                                                 \
+    const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
+        const u64 *__restrict__ masks, const V *__restrict__ values,                            \
+        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,           \
+        const V *__restrict__ B, u32 ldb, V *__restrict__ C, u32 ldc, u32 M, u32 N,             \
+        float alpha, float beta, u32 flags
+
+#ifndef TC32X3_MIN_BLOCKS
+#define TC32X3_MIN_BLOCKS 2
+#endif
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 3)
+    tc16_spmm_3xtf32(ROW_TILE_TYPED_PARAMS(float)) {
+    row_tile_spmm<1, RtArith<RT_TF32X3>>(ROW_TILE_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32X3_MIN_BLOCKS)
+    tc32_spmm_3xtf32(ROW_TILE_TYPED_PARAMS(float)) {
+    row_tile_spmm<2, RtArith<RT_TF32X3>>(ROW_TILE_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
+    tc16_spmm_f16(ROW_TILE_TYPED_PARAMS(u16)) {
+    row_tile_spmm<1, RtArith<RT_F16>>(ROW_TILE_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
+    tc32_spmm_f16(ROW_TILE_TYPED_PARAMS(u16)) {
+    row_tile_spmm<2, RtArith<RT_F16>>(ROW_TILE_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
+    tc16_spmm_bf16(ROW_TILE_TYPED_PARAMS(u16)) {
+    row_tile_spmm<1, RtArith<RT_BF16>>(ROW_TILE_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
+    tc32_spmm_bf16(ROW_TILE_TYPED_PARAMS(u16)) {
+    row_tile_spmm<2, RtArith<RT_BF16>>(ROW_TILE_ARGS);
 }

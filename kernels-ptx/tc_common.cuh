@@ -91,4 +91,98 @@ __device__ __forceinline__ void red_add_v4(float* d, const float (&v)[4]) {
                  : "memory");
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Element types other than f32 and the 3xTF32 split (the row-tile kernels' f16, bf16 and 3xTF32
+// entries). Half values travel as their raw 16 bits (u16), so no CUDA header is needed; the
+// conversions are the PTX ones: f32 -> f16 / bf16 round to nearest even, beyond the range +-inf
+// (no .satfinite), NaN stays NaN -- what the host's `half` crate does.
+
+typedef unsigned short u16;
+
+__device__ __forceinline__ u16 f32_to_f16_rn(float x) {
+    u16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ u16 f32_to_bf16_rn(float x) {
+    u16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+
+// Exact: a bf16 is the upper half of an f32.
+__device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u32)h << 16); }
+
+// Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
+__device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
+
+// One m16n8k8 MMA on f16 inputs with f32 accumulate: d += A * B with this lane's A fragments
+// a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t], A[g+8][2t+1]} and B fragment
+// b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 layouts; C as for TF32).
+__device__ __forceinline__ void mma_m16n8k8_f16(float d[4], u32 a01, u32 a23, u32 b01) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a01), "r"(a23), "r"(b01));
+}
+
+// mma_m16n8k8_f16 on bf16 inputs (same fragment layouts).
+__device__ __forceinline__ void mma_m16n8k8_bf16(float d[4], u32 a01, u32 a23, u32 b01) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a01), "r"(a23), "r"(b01));
+}
+
+// The 3xTF32 split of x (SpAMM's, kernels-ptx/spamm.cu): big = tf32(x), small = tf32(x - big),
+// so x = big + small to about 2^-22 |x|. A non-finite x keeps small = 0 (x - big would be NaN
+// for an infinite x), so an infinity propagates as one and NaN through big.
+__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
+    big = to_tf32(x);
+    const float d = x - __uint_as_float(big);
+    small = (d == d) ? to_tf32(d) : 0u;
+}
+
+// load_b_rows for 16-bit B (f16 or bf16 bits): features fl .. fl + 3 of rows col_lo and col_hi,
+// one 8-byte load each when vec (fl is a multiple of 4, ldb too and B 16-byte aligned), else
+// per-feature guarded by qok. Sentinel columns give a zero row.
+__device__ __forceinline__ void load_b_rows(const u16* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
+                                            u32 col_hi, const bool qok[4], bool vec, u16 lo[4],
+                                            u16 hi[4]) {
+    const bool lo_ok = col_lo != SENTINEL;
+    const bool hi_ok = col_hi != SENTINEL;
+    const u16* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const u16* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    if (vec) {
+        const uint2 z = make_uint2(0u, 0u);
+        const uint2 l = lo_ok ? __ldg(reinterpret_cast<const uint2*>(rlo)) : z;
+        const uint2 h = hi_ok ? __ldg(reinterpret_cast<const uint2*>(rhi)) : z;
+        lo[0] = (u16)(l.x & 0xFFFFu); lo[1] = (u16)(l.x >> 16);
+        lo[2] = (u16)(l.y & 0xFFFFu); lo[3] = (u16)(l.y >> 16);
+        hi[0] = (u16)(h.x & 0xFFFFu); hi[1] = (u16)(h.x >> 16);
+        hi[2] = (u16)(h.y & 0xFFFFu); hi[3] = (u16)(h.y >> 16);
+    } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : (u16)0;
+            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : (u16)0;
+        }
+    }
+}
+
+// masked_value for 16-bit values (0 bits, +0 in f16 and bf16, when the bit is clear).
+__device__ __forceinline__ u16 masked_value(const u16* __restrict__ values, u32 base, u64 m, u32 p,
+                                            u64 below) {
+    return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : (u16)0;
+}
+
 #endif  // TCSPARSE_TC_COMMON_CUH

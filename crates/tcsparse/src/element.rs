@@ -164,6 +164,37 @@ impl DType {
         product + self.storage_rounding() * (1.0 + product)
     }
 
+    /// The product's bound (before C is rounded to the type) of the GPU's f16 / bf16 kernels, for
+    /// rows of at most `k` nonzeros, relative to |A|·|B|: A's values are rounded to this type
+    /// when the matrix is uploaded (`u` = [`DType::storage_rounding`]; in f16 after a division by
+    /// the power of two that puts the largest just below 2¹⁵, so values down to 2⁻²⁹ of the
+    /// largest round relatively), B is in it already, the
+    /// products are exact in f32 (11 by 11 or 8 by 8 significant bits) and summed in f32 with
+    /// γ_2k (k additions per element, counted twice: tensor-core accumulation may truncate):
+    /// `u + γ_2k·(1 + u)`. For f32 (no rounding of A) it is γ_2k.
+    pub fn rounded_a_bound(self, k: usize) -> f64 {
+        let u = self.storage_rounding();
+        u + crate::precision::gamma(2 * k.max(1)) * (1.0 + u)
+    }
+
+    /// The bound of the GPU's f16 / bf16 kernels as a formula, for reports: their product's bound
+    /// ([`DType::rounded_a_bound`]) in place of the precision's in [`DType::bound_text`].
+    pub fn gpu_bound_text(self) -> &'static str {
+        match self {
+            DType::F32 => "B and C in f32: the precision's bound",
+            DType::F16 => {
+                "A, B and C in f16 (A rounded on upload), f32 accumulation, C rounded to f16 \
+                 (beyond ±65504: ±∞): p + 2⁻¹¹·(1 + p)·(|A|·|B|) elementwise, p = 2⁻¹¹ + \
+                 γ_2k·(1 + 2⁻¹¹), k = nonzeros of the row"
+            }
+            DType::BF16 => {
+                "A, B and C in bf16 (A rounded on upload), f32 accumulation, C rounded to bf16: \
+                 p + 2⁻⁸·(1 + p)·(|A|·|B|) elementwise, p = 2⁻⁸ + γ_2k·(1 + 2⁻⁸), k = nonzeros \
+                 of the row"
+            }
+        }
+    }
+
     /// What the type does to a product, with its bound as a formula, for reports: what rounding
     /// C to this type adds to the kernel's bound ([`Precision::bound_text`]).
     pub fn bound_text(self) -> &'static str {
@@ -238,6 +269,29 @@ mod tests {
         let e = "f64".parse::<DType>().unwrap_err();
         assert!(matches!(e, Error::InvalidArgs(_)), "{e}");
         assert!(e.to_string().contains("f32, f16 or bf16"), "{e}");
+    }
+
+    /// The GPU's f16 / bf16 product bound: the type's rounding of A plus f32 accumulation
+    /// counted twice; f16's stays below TF32's bound for rows up to thousands of nonzeros, bf16's
+    /// is above it (8 significant bits).
+    #[test]
+    fn rounded_a_bound_adds_the_types_rounding_to_f32_accumulation() {
+        for k in [1usize, 16, 1000] {
+            let g = crate::precision::gamma(2 * k);
+            assert_eq!(DType::F32.rounded_a_bound(k), g);
+            assert_eq!(
+                DType::F16.rounded_a_bound(k),
+                2f64.powi(-11) + g * (1.0 + 2f64.powi(-11))
+            );
+            assert_eq!(
+                DType::BF16.rounded_a_bound(k),
+                2f64.powi(-8) + g * (1.0 + 2f64.powi(-8))
+            );
+            assert!(DType::F16.rounded_a_bound(k) < Precision::Tf32.scaled_error_bound(k));
+            assert!(DType::BF16.rounded_a_bound(k) > Precision::Tf32.scaled_error_bound(k));
+        }
+        assert!(DType::F16.gpu_bound_text().contains("p = 2⁻¹¹ + γ_2k"));
+        assert!(DType::BF16.gpu_bound_text().contains("p = 2⁻⁸ + γ_2k"));
     }
 
     #[test]

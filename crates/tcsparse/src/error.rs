@@ -110,6 +110,8 @@ pub enum Requested {
     Element(DType),
     /// This arithmetic.
     Precision(Precision),
+    /// B and C of this element type at this arithmetic.
+    ElementAt(DType, Precision),
 }
 
 impl std::fmt::Display for Requested {
@@ -117,6 +119,7 @@ impl std::fmt::Display for Requested {
         match self {
             Requested::Element(d) => write!(f, "B and C in {d}"),
             Requested::Precision(p) => write!(f, "precision {p}"),
+            Requested::ElementAt(d, p) => write!(f, "B and C in {d} at precision {p}"),
         }
     }
 }

@@ -133,7 +133,7 @@ pub use tcsparse_gpu as gpu;
 pub use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 pub use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
-pub use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
+pub use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;
 

@@ -4,7 +4,7 @@
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
-use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
 use crate::{Backend, Precision};
@@ -55,9 +55,14 @@ pub enum ExecKernel {
 }
 
 impl ExecKernel {
-    /// The arithmetic it uses: TF32 for the tensor-core kernels, f32 for the others.
+    /// The arithmetic it uses: TF32 for the tensor-core kernels (3×TF32 for the row-tile kernels
+    /// in it; the f16 / bf16 row-tile kernels are TF32's precision choice, their bound is
+    /// [`crate::DType::rounded_a_bound`]), f32 for the others.
     pub fn precision(self) -> Precision {
         match self {
+            ExecKernel::RowTile { kernel, .. } if kernel.arith == RowTileArith::Tf32x3 => {
+                Precision::Tf32x3
+            }
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }

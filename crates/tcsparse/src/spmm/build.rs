@@ -463,7 +463,13 @@ impl Engine {
                     None => {
                         let m = RowTileTcf::from_csr(src, kernel.window_rows as usize)
                             .map_err(|e| Error::Format(e.to_string()))?;
-                        RowTileDevice::upload(gpu, &m, kernel.dense_tiles, schedule)?
+                        RowTileDevice::upload_as(
+                            gpu,
+                            &m,
+                            kernel.dense_tiles,
+                            kernel.arith,
+                            schedule,
+                        )?
                     }
                 };
                 thread_blocks = d.num_tbs();

@@ -345,14 +345,18 @@ impl Prepared {
     }
 
     /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
-    /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row,
-    /// plus the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for
-    /// f32).
+    /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
+    /// (the GPU's f16 / bf16 kernels: [`DType::rounded_a_bound`]), plus the rounding of C to the
+    /// element type ([`DType::scaled_error_bound`]; nothing for f32).
     pub fn error_bound(&self) -> f64 {
-        let product = self
-            .report
-            .precision()
-            .scaled_error_bound(self.a.longest_row());
+        let k = self.a.longest_row();
+        let product = match self.report.kernel {
+            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]).
+            ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
+                self.dtype.rounded_a_bound(k)
+            }
+            _ => self.report.precision().scaled_error_bound(k),
+        };
         self.dtype.scaled_error_bound(product)
     }
 

@@ -5,9 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tcsparse_formats::Csr;
+use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::csr::CsrWorkPlan;
-use tcsparse_gpu::spmm::row_tile::RowTileDevice;
+use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::{DeviceProduct, Gpu};
+
+use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
 
 use super::build::{Fixed, Reordered, Source};
@@ -17,7 +21,7 @@ use super::cache::{
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
-    PrepareOptions, Requested,
+    PrepareOptions, Requested, TuneSample,
 };
 
 /// The CSR kernel's work list for a cache entry that keeps it on the matrix in its original
@@ -47,14 +51,16 @@ fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::R
     }
 }
 
-/// The GPU's SpMM kernel families, as refusals name them.
-pub(crate) const GPU_SPMM_KERNELS: &str =
-    "the GPU SpMM kernels (Acc-SpMM, row-tile, HRPB, the CSR kernel, cuSPARSE)";
+/// The GPU's kernels for B and C in f16 / bf16 and for 3×TF32, as refusals name them.
+pub(crate) const GPU_TYPED_SPMM_KERNELS: &str =
+    "the row-tile kernels in f16, bf16 and 3xTF32 (TC16, TC32; masked tiles)";
 
 /// What no SpMM kernel of the engine (`gpu`: a GPU engine) can honour, refused before any work:
-/// [`Precision::F16`] (f16 operands are [`PrepareOptions::dtype`]) anywhere; on a GPU, 3×TF32
-/// and B and C in f16 or bf16, whose kernels do not exist yet (the CPU path runs both: 3×TF32 as
-/// exact f32, f16/bf16 with f32 accumulation).
+/// [`Precision::F16`] (f16 operands are [`PrepareOptions::dtype`]) anywhere; on a GPU, B and C
+/// in f16 or bf16 at another precision than TF32 (their kernels round A's values to the type:
+/// neither f32 nor 3×TF32 accuracy), and a kernel request other than [`KernelRequest::Auto`] or
+/// a masked row-tile kernel for f16, bf16 or 3×TF32 (the CPU path runs every combination:
+/// 3×TF32 as exact f32, f16/bf16 with f32 accumulation).
 fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     let refuse = |requested, kernels: &str, hint: &str| {
         Err(Error::Unsupported {
@@ -71,27 +77,200 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
                 "; B and C in f16 are PrepareOptions::dtype (DType::F16), with f32 accumulation",
             );
         }
-        Precision::Tf32x3 if gpu => {
-            return refuse(
-                Requested::Precision(Precision::Tf32x3),
-                GPU_SPMM_KERNELS,
-                "; Precision::F32 gives f32 accuracy on the GPU (cuSPARSE, the CSR kernel), and \
-                 the CPU path runs 3xTF32 as exact f32",
-            );
-        }
         Precision::Tf32 | Precision::Tf32x3 | Precision::F32 => {}
     }
-    if gpu && opts.dtype != DType::F32 {
+    if !gpu {
+        return Ok(());
+    }
+    if opts.dtype != DType::F32 && opts.precision != Precision::Tf32 {
         return refuse(
-            Requested::Element(opts.dtype),
-            GPU_SPMM_KERNELS,
-            "; the CPU path (Engine::cpu, `tcsparse spmm --cpu`) takes them",
+            Requested::ElementAt(opts.dtype, opts.precision),
+            GPU_TYPED_SPMM_KERNELS,
+            "; B and C in f16 or bf16 run at Precision::Tf32 on the GPU (A's values rounded to \
+             the type, f32 accumulation), and the CPU path (Engine::cpu, `tcsparse spmm --cpu`) \
+             takes every precision",
+        );
+    }
+    let typed = opts.dtype != DType::F32 || opts.precision == Precision::Tf32x3;
+    let kernel_ok = match opts.kernel {
+        KernelRequest::Auto => true,
+        KernelRequest::RowTile(k) => !k.dense_tiles,
+        _ => false,
+    };
+    if typed && !kernel_ok {
+        let requested = if opts.dtype != DType::F32 {
+            Requested::Element(opts.dtype)
+        } else {
+            Requested::Precision(opts.precision)
+        };
+        return refuse(
+            requested,
+            &format!("{:?}", opts.kernel),
+            &format!(
+                "; on a GPU it runs on {GPU_TYPED_SPMM_KERNELS}: KernelRequest::Auto or \
+                 RowTile(TC16 | TC32)"
+            ),
         );
     }
     Ok(())
 }
 
+/// Windows per thread block the typed tuning times; 3×TF32 also a split schedule.
+const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
+
+/// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
+/// [`TYPED_PACKINGS`] windows per thread block, 3×TF32 also split at
+/// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
+/// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
+/// one `p` runs). A candidate that cannot be built is skipped.
+fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Result<(), Error> {
+    let (rows, cols) = (p.a.rows(), p.a.cols());
+    let mut scheds: Vec<RowTileSchedule> = TYPED_PACKINGS
+        .iter()
+        .map(|&k| RowTileSchedule::Packed(k))
+        .collect();
+    if arith == RowTileArith::Tf32x3 {
+        scheds.push(RowTileSchedule::Split {
+            max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
+        });
+    }
+    let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
+        let t = match arith {
+            RowTileArith::F16 => {
+                let b = gpu.alloc_zeros::<f16>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<f16>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+            RowTileArith::Bf16 => {
+                let b = gpu.alloc_zeros::<bf16>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<bf16>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+            _ => {
+                let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
+                let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
+                gpu.time_launches(1, 5, || dev.launch(1.0, &b, n, 0.0, &mut c, n, n))?
+            }
+        };
+        Ok(t.median_ms)
+    };
+    let mut best: Option<(f64, usize, RowTileSchedule)> = None;
+    for window_rows in [16usize, 32] {
+        let Ok(m) = RowTileTcf::from_csr(&p.a, window_rows) else {
+            continue;
+        };
+        let Ok(mut dev) = RowTileDevice::upload_as(gpu, &m, false, arith, scheds[0]) else {
+            continue;
+        };
+        for &s in &scheds {
+            dev.set_schedule(gpu, s)?;
+            let ms = time(&mut dev)?;
+            p.report.tuning.push(TuneSample {
+                candidate: format!("{} ({s})", dev.kernel().name()),
+                ms,
+            });
+            if best.is_none_or(|b| ms < b.0) {
+                best = Some((ms, window_rows, s));
+            }
+        }
+    }
+    let Some((ms, window_rows, schedule)) = best else {
+        return Ok(());
+    };
+    let m = RowTileTcf::from_csr(&p.a, window_rows).map_err(|e| Error::Format(e.to_string()))?;
+    let d = RowTileDevice::upload_as(gpu, &m, false, arith, schedule)?;
+    gpu.synchronize()?;
+    p.report.kernel = ExecKernel::RowTile {
+        kernel: d.kernel(),
+        schedule,
+    };
+    p.report.kernel_note = format!(
+        "{} asked for: the fastest row-tile kernel in it ({ms:.4} ms at N = {n})",
+        arith.name()
+    );
+    p.report.thread_blocks = d.num_tbs();
+    p.report.split_windows = d.num_split_windows();
+    p.dev = DeviceState::RowTile(Box::new(d));
+    Ok(())
+}
+
+/// The row-tile arithmetic a GPU preparation of `opts` runs, `None` for the TF32 and f32 kernels
+/// (the tuned or requested preparation): f16 and bf16 B and C on the f16 / bf16 kernels, 3×TF32
+/// on the 3×TF32 kernels ([`refuse_unsupported`] ran first).
+fn typed_arith(opts: &PrepareOptions) -> Option<RowTileArith> {
+    match (opts.dtype, opts.precision) {
+        (DType::F16, _) => Some(RowTileArith::F16),
+        (DType::BF16, _) => Some(RowTileArith::Bf16),
+        (_, Precision::Tf32x3) => Some(RowTileArith::Tf32x3),
+        _ => None,
+    }
+}
+
 impl Engine {
+    /// A GPU preparation for f16 / bf16 B and C or for 3×TF32 ([`typed_arith`]): the masked
+    /// row-tile kernel of that arithmetic (the row-tile family is the one fastest on most shared
+    /// datasets in TF32; see docs/kernels/row-tile.md), without the plan cache (its entries name
+    /// TF32 and f32 kernels; the report says `Off`). With [`KernelRequest::Auto`] and `tune`,
+    /// [`tune_typed`] times both window heights and their packings and keeps the fastest;
+    /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
+    /// kernel's schedule rule ([`super::choose`]); f16 and bf16 never split a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
+    /// matrix (a size beyond its u32 indices), with the reason in the report's note.
+    fn prepare_typed(
+        &self,
+        a: Source<'_>,
+        opts: &PrepareOptions,
+        arith: RowTileArith,
+    ) -> Result<Prepared, Error> {
+        let t = Instant::now();
+        let rt = match opts.kernel {
+            KernelRequest::RowTile(k) => k,
+            _ => RowTileKernel::TC16,
+        }
+        .with_arith(arith);
+        let o = PrepareOptions {
+            kernel: KernelRequest::RowTile(rt),
+            tune: false,
+            cache_dir: None,
+            ..opts.clone()
+        };
+        let stage = self.reorder_stage(&a, &o)?;
+        let mut p = match self.prepare_reordered(a, stage, &o) {
+            Ok(p) => p,
+            Err(e) if arith == RowTileArith::Tf32x3 => {
+                tracing::warn!("3xTF32 row-tile kernel refused the matrix ({e}): cuSPARSE in f32");
+                let o = PrepareOptions {
+                    kernel: KernelRequest::Cusparse,
+                    precision: Precision::F32,
+                    ..o
+                };
+                let stage = self.reorder_stage(&a, &o)?;
+                let mut p = self.prepare_reordered(a, stage, &o)?;
+                p.report.kernel_note = format!(
+                    "3xTF32 asked for; the {} kernel refused the matrix ({e}): cuSPARSE (f32)",
+                    rt.name()
+                );
+                p
+            }
+            Err(e) => return Err(e),
+        };
+        if opts.tune && opts.kernel == KernelRequest::Auto {
+            let t_tune = Instant::now();
+            if let (Some(gpu), DeviceState::RowTile(_)) = (p.gpu.clone(), &p.dev) {
+                tune_typed(&gpu, &mut p, arith, opts.n.max(1))?;
+            }
+            p.report.tune_s = t_tune.elapsed().as_secs_f64();
+        }
+        if opts.cache_dir.is_some() {
+            tracing::info!(
+                "plan cache not used: it keeps TF32 and f32 kernels, not {}",
+                rt.name()
+            );
+        }
+        p.report.cache = CacheOutcome::Off;
+        p.report.total_s = t.elapsed().as_secs_f64();
+        Ok(p)
+    }
+
     /// Prepares `a` for SpMM: reorders, builds the layout, plans, tunes and uploads once. See
     /// [`PrepareOptions`]. The [`Prepared`]
     /// keeps its own copy of `a` (made while the rest of the preparation runs); see
@@ -128,6 +307,9 @@ impl Engine {
             )));
         }
         refuse_unsupported(self.gpu.is_some(), opts)?;
+        if let (Some(_), Some(arith)) = (&self.gpu, typed_arith(opts)) {
+            return self.prepare_typed(a, opts, arith);
+        }
         if matches!(opts.precision, Precision::F32 | Precision::Tf32x3)
             && matches!(
                 opts.kernel,
@@ -414,5 +596,92 @@ impl Engine {
             None => PreparedMatrix::held(Arc::clone(a)),
         };
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(dtype: DType, precision: Precision, kernel: KernelRequest) -> PrepareOptions {
+        PrepareOptions::builder()
+            .dtype(dtype)
+            .precision(precision)
+            .kernel(kernel)
+            .build()
+    }
+
+    #[test]
+    fn half_types_and_3xtf32_go_to_their_row_tile_kernels_on_a_gpu() {
+        let cases = [
+            (DType::F16, Precision::Tf32, Some(RowTileArith::F16)),
+            (DType::BF16, Precision::Tf32, Some(RowTileArith::Bf16)),
+            (DType::F32, Precision::Tf32x3, Some(RowTileArith::Tf32x3)),
+            (DType::F32, Precision::Tf32, None),
+            (DType::F32, Precision::F32, None),
+        ];
+        for (dtype, precision, want) in cases {
+            for kernel in [
+                KernelRequest::Auto,
+                KernelRequest::RowTile(RowTileKernel::TC16),
+                KernelRequest::RowTile(RowTileKernel::TC32),
+            ] {
+                let o = opts(dtype, precision, kernel);
+                assert!(refuse_unsupported(true, &o).is_ok(), "{dtype} {precision}");
+                assert_eq!(typed_arith(&o), want, "{dtype} {precision}");
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_gpu_combinations_name_both_and_the_cpu_path_takes_them() {
+        for dtype in [DType::F16, DType::BF16] {
+            for precision in [Precision::F32, Precision::Tf32x3] {
+                let o = opts(dtype, precision, KernelRequest::Auto);
+                let e = refuse_unsupported(true, &o).unwrap_err();
+                assert!(
+                    matches!(e, Error::Unsupported { requested: Requested::ElementAt(d, p), .. }
+                        if d == dtype && p == precision),
+                    "{e}"
+                );
+                let msg = e.to_string();
+                assert!(
+                    msg.contains(dtype.name()) && msg.contains(precision.name()),
+                    "{msg}"
+                );
+                assert!(refuse_unsupported(false, &o).is_ok());
+            }
+            // Kernels without an f16 / bf16 version.
+            for kernel in [
+                KernelRequest::Cusparse,
+                KernelRequest::AccSpmm,
+                KernelRequest::RowTile(RowTileKernel::TC16D),
+            ] {
+                let o = opts(dtype, Precision::Tf32, kernel);
+                let e = refuse_unsupported(true, &o).unwrap_err();
+                assert!(
+                    matches!(e, Error::Unsupported { requested: Requested::Element(d), .. } if d == dtype),
+                    "{e}"
+                );
+                assert!(e.to_string().contains(&format!("{kernel:?}")), "{e}");
+            }
+        }
+        let o = opts(DType::F32, Precision::Tf32x3, KernelRequest::Hrpb);
+        let e = refuse_unsupported(true, &o).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Unsupported {
+                    requested: Requested::Precision(Precision::Tf32x3),
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // F16 as an SpMM precision stays refused everywhere.
+        for gpu in [false, true] {
+            let o = opts(DType::F32, Precision::F16, KernelRequest::Auto);
+            assert!(refuse_unsupported(gpu, &o).is_err());
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! on device data ([`Prepared::spmm_device`], original or prepared order), the launch of the
 //! prepared kernel, and new values for the same pattern ([`Prepared::update_values`]).
 
+use crate::element::{bf16, f16};
 use crate::{DType, Element, Error, Requested, RowOrder};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use tcsparse_formats::bittcf::BitTcf;
@@ -11,8 +12,10 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
+use tcsparse_gpu::spmm::row_tile::RowTileHalf;
 use tcsparse_reorder::Mode;
 
+use super::prepare::GPU_TYPED_SPMM_KERNELS;
 use super::{DeviceState, Prepared, args_error, at_least};
 
 impl Prepared {
@@ -61,7 +64,9 @@ impl Prepared {
     /// [`Error::ElementType`]). B (and C where β ≠ 0) are widened to f32, the product runs with
     /// f32 accumulation, and C is rounded to `T` ([`crate::element`]: to nearest; beyond the
     /// type's range ±∞, as a cast; NaN stays NaN). [`Prepared::error_bound`] includes that
-    /// rounding. The GPU kernels take f32 only for now: f16 and bf16 run on the CPU path.
+    /// rounding. On a GPU, f16 and bf16 run on the f16 / bf16 row-tile kernels (A's values
+    /// rounded to the type when the matrix was uploaded, f32 accumulation, C rounded on the
+    /// device as `half` rounds).
     ///
     /// ```
     /// # fn main() -> Result<(), tcsparse::Error> {
@@ -110,16 +115,15 @@ impl Prepared {
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
         let cpu = matches!(self.dev, DeviceState::Cpu);
-        if T::DTYPE != DType::F32 && !cpu {
-            // (Preparation refuses these types on a GPU; this is where their kernels will go.)
-            return Err(Error::Unsupported {
-                requested: Requested::Element(T::DTYPE),
-                kernels: self.kernel().to_string(),
-                hint: "; the CPU path (Engine::cpu) takes them".into(),
-            });
-        }
         if n == 0 || rows == 0 {
             return Ok(());
+        }
+        match T::DTYPE {
+            DType::F16 if !cpu => return self.spmm_half_gpu::<T, f16>(alpha, b, ldb, beta, c, ldc),
+            DType::BF16 if !cpu => {
+                return self.spmm_half_gpu::<T, bf16>(alpha, b, ldb, beta, c, ldc);
+            }
+            _ => {}
         }
         // B in prepared order and f32, compact (ld = n).
         let symmetric = self.report.mode == Mode::Symmetric;
@@ -169,6 +173,67 @@ impl Prepared {
             let r = self.orig_row(i);
             for (d, &v) in c[r * ldc..r * ldc + n].iter_mut().zip(src) {
                 *d = T::from_f32(v);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Prepared::spmm_typed_strided`] on the GPU for B and C in a 16-bit type: B (and C where
+    /// β ≠ 0) gathered into the prepared row order as `H` (the same values: `T` is `H`), uploaded,
+    /// the f16 / bf16 row-tile kernel run (f32 accumulation, C rounded to `H` on the device), C
+    /// downloaded and scattered back into the original order.
+    fn spmm_half_gpu<T: Element, H: RowTileHalf>(
+        &mut self,
+        alpha: f32,
+        b: &[T],
+        ldb: usize,
+        beta: f32,
+        c: &mut [T],
+        ldc: usize,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        let gpu = self
+            .gpu
+            .clone()
+            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+        let symmetric = self.report.mode == Mode::Symmetric;
+        // (Exact: T and H are the same type, the f32 value names it.)
+        let mut bp = vec![H::default(); cols * n];
+        for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
+            let src = if symmetric { self.orig_row(j) } else { j };
+            for (d, &v) in dst.iter_mut().zip(&b[src * ldb..src * ldb + n]) {
+                *d = H::from_f32(v.to_f32());
+            }
+        }
+        let bd = gpu.upload(&bp)?;
+        let mut cd = if beta != 0.0 {
+            let mut cp = vec![H::default(); rows * n];
+            for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
+                let src = self.orig_row(i);
+                for (d, &v) in dst.iter_mut().zip(&c[src * ldc..src * ldc + n]) {
+                    *d = H::from_f32(v.to_f32());
+                }
+            }
+            gpu.upload(&cp)?
+        } else {
+            gpu.alloc_zeros::<H>(rows * n)?
+        };
+        match &mut self.dev {
+            DeviceState::RowTile(d) => d.enqueue_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?,
+            _ => {
+                return Err(Error::Unsupported {
+                    requested: Requested::Element(T::DTYPE),
+                    kernels: self.kernel().to_string(),
+                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
+                });
+            }
+        }
+        let cp = gpu.download(&cd)?;
+        for (i, src) in cp.chunks_exact(n).enumerate() {
+            let r = self.orig_row(i);
+            for (d, &v) in c[r * ldc..r * ldc + n].iter_mut().zip(src) {
+                *d = T::from_f32(v.to_f32());
             }
         }
         Ok(())
@@ -230,6 +295,13 @@ impl Prepared {
             return Err(Error::Unavailable(
                 "spmm_device needs a GPU; this engine runs on the CPU path".into(),
             ));
+        }
+        if self.dtype != DType::F32 {
+            // (The device entry points take f32 buffers; f16 / bf16 run through spmm_typed.)
+            return Err(Error::ElementType {
+                prepared: self.dtype,
+                got: DType::F32,
+            });
         }
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;

@@ -76,6 +76,14 @@ pub fn prepare_on_group(
     a: &Csr,
     opts: &PrepareOptions,
 ) -> Result<SplitPrepared, Error> {
+    if opts.dtype != crate::DType::F32 {
+        // (Its products move f32 device buffers; f16 / bf16 run on one device, spmm_typed.)
+        return Err(Error::Unsupported {
+            requested: crate::Requested::Element(opts.dtype),
+            kernels: "the multi-GPU split (f32 device operands)".into(),
+            hint: "; one device takes it (Engine::prepare_spmm, Prepared::spmm_typed)".into(),
+        });
+    }
     let ranges = row_split(a, group.len())?;
     let mut part_opts = opts.clone();
     part_opts.device_order = RowOrder::Original;

@@ -1,7 +1,8 @@
 //! cuSPARSE baselines through cudarc's `sys` bindings (cudarc 0.19 has no safe cuSPARSE layer), behind
 //! small RAII wrappers: the handle, the CSR descriptor over a [`DeviceCsr`], SpMM (CSR, generic API,
 //! row-major B/C, f32) and BSR SpMV (legacy `cusparseSbsrmv`, [`CusparseBsr`] in `bsr.rs`); the SpMV
-//! baseline on the same descriptor is [`crate::spmv::baseline`].
+//! baseline on the same descriptor is [`crate::spmv::baseline`]; SpMM with A, B and C in f16 or
+//! bf16 and f32 compute is [`CusparseSpmmHalf`] (`half.rs`).
 //!
 //! "Prepare once, run many": [`CusparseSpmm::new`] creates the handle and descriptors, asks for the
 //! workspace size, allocates it and runs `cusparseSpMM_preprocess`; [`CusparseSpmm::run`] only points
@@ -19,8 +20,10 @@ use crate::schedule::upload_nonempty;
 use crate::{Gpu, GpuError};
 
 mod bsr;
+mod half;
 
 pub use bsr::CusparseBsr;
+pub use half::CusparseSpmmHalf;
 
 pub(crate) fn ok(call: &'static str, s: cs::cusparseStatus_t) -> Result<(), GpuError> {
     s.result().map_err(|e| GpuError::cusparse(call, e))
@@ -148,6 +151,11 @@ impl CusparseCsr {
         self.inner.descr
     }
 
+    /// The GPU it was uploaded to.
+    pub(crate) fn gpu(&self) -> &Gpu {
+        &self.inner.gpu
+    }
+
     /// Device CSR arrays (indptr, indices, values), e.g. for a BSR conversion.
     pub fn buffers(&self) -> (&CudaSlice<u32>, &CudaSlice<u32>, &CudaSlice<f32>) {
         self.inner.csr.buffers()
@@ -219,6 +227,21 @@ impl DnMat {
     /// # Safety
     /// `ptr` must be a device buffer of at least `rows·cols` f32 whenever the descriptor is used.
     pub(crate) unsafe fn new(rows: usize, cols: usize, ptr: u64) -> Result<Self, GpuError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { Self::new_of(rows, cols, ptr, cs::cudaDataType::CUDA_R_32F) }
+    }
+
+    /// [`DnMat::new`] with elements of type `ty`.
+    ///
+    /// # Safety
+    /// `ptr` must be a device buffer of at least `rows·cols` elements of `ty` whenever the
+    /// descriptor is used.
+    pub(crate) unsafe fn new_of(
+        rows: usize,
+        cols: usize,
+        ptr: u64,
+        ty: cs::cudaDataType,
+    ) -> Result<Self, GpuError> {
         let mut d = std::ptr::null_mut();
         // SAFETY: forwarded from the caller.
         ok("cusparseCreateDnMat", unsafe {
@@ -228,7 +251,7 @@ impl DnMat {
                 cols as i64,
                 cols.max(1) as i64,
                 ptr as *mut c_void,
-                cs::cudaDataType::CUDA_R_32F,
+                ty,
                 cs::cusparseOrder_t::CUSPARSE_ORDER_ROW,
             )
         })?;
@@ -339,7 +362,7 @@ impl SpmmAlg {
         }
     }
 
-    fn raw(self) -> cs::cusparseSpMMAlg_t {
+    pub(crate) fn raw(self) -> cs::cusparseSpMMAlg_t {
         match self {
             SpmmAlg::Default => cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT,
             SpmmAlg::CsrAlg1 => cs::cusparseSpMMAlg_t::CUSPARSE_SPMM_CSR_ALG1,
@@ -455,7 +478,7 @@ impl SpmmCall {
 }
 
 /// cuSPARSE takes the width of B and C as an `i32`.
-fn check_width(n: usize) -> Result<(), GpuError> {
+pub(crate) fn check_width(n: usize) -> Result<(), GpuError> {
     if n == 0 || n > i32::MAX as usize {
         return Err(GpuError::Invalid(format!(
             "n = {n} must be in 1..=i32::MAX"

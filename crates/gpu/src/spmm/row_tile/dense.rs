@@ -443,6 +443,7 @@ impl RowTileDevice {
             rwo,
             a2x,
             tiles: Tiles::Dense { frag },
+            a_scale: 1.0,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
     }
@@ -471,7 +472,7 @@ impl RowTileDevice {
         match &self.tiles {
             Tiles::Dense { frag } if self.blocks > 0 => Ok(Some(gpu.download(frag)?)),
             Tiles::Dense { .. } => Ok(Some(Vec::new())),
-            Tiles::Masked { .. } => Ok(None),
+            Tiles::Masked { .. } | Tiles::MaskedHalf { .. } => Ok(None),
         }
     }
 }

@@ -17,8 +17,15 @@
 //! whose partial sums are added with atomics after a β pre-scale of its rows. Splitting is what
 //! small matrices (too few windows to fill the GPU) and hub rows (one window with most of the
 //! blocks) need. The dense tiles (host and device builds) are in `dense.rs`.
+//!
+//! The masked kernels also run in other arithmetic ([`RowTileArith`]): 3×TF32 (f32 operands,
+//! f32-grade products) through [`DeviceProduct`] like TF32, and f16 / bf16 (A's values converted
+//! to the type on upload, B and C in the type, f32 accumulation) through
+//! [`RowTileDevice::enqueue_half`], on schedules that split no window.
 
-use cudarc::driver::{CudaFunction, CudaSlice};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
+};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
@@ -41,13 +48,90 @@ pub use dense::{
 };
 use dense::{SIG_BUILD, SIG_SKELETON};
 
-/// One row-tile kernel: the window height it runs on and how it stores the tiles.
+/// The arithmetic of a row-tile kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RowTileArith {
+    /// f32 A, B and C; TF32 MMA inputs, f32 accumulation (every kernel of [`KERNELS`]).
+    #[default]
+    Tf32,
+    /// f32 A, B and C; each input split into two TF32 values (big + small), three MMAs per step
+    /// (a_small·b_big + a_big·b_small + a_big·b_big), f32 accumulation: f32-grade products.
+    /// Masked tiles only.
+    Tf32x3,
+    /// A's values (divided by [`half_scale`]'s power of two and converted on upload, to nearest;
+    /// α multiplied by it at launch), B and C in f16; f16 MMAs with f32 accumulation; C rounded
+    /// to f16 (to nearest, beyond ±65504 ±∞). Masked tiles, unsplit schedules only.
+    F16,
+    /// As [`RowTileArith::F16`] in bf16.
+    Bf16,
+}
+
+impl RowTileArith {
+    /// Short name: `TF32`, `3xTF32`, `f16`, `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RowTileArith::Tf32 => "TF32",
+            RowTileArith::Tf32x3 => "3xTF32",
+            RowTileArith::F16 => "f16",
+            RowTileArith::Bf16 => "bf16",
+        }
+    }
+
+    /// Whether A, B and C are in a 16-bit type ([`RowTileDevice::enqueue_half`]).
+    pub fn is_half(self) -> bool {
+        matches!(self, RowTileArith::F16 | RowTileArith::Bf16)
+    }
+}
+
+/// A 16-bit element type the f16 / bf16 row-tile kernels take ([`half::f16`], [`half::bf16`];
+/// sealed).
+pub trait RowTileHalf:
+    DeviceRepr + ValidAsZeroBits + Copy + Default + Send + Sync + sealed::Sealed + 'static
+{
+    /// The kernels' arithmetic in this type.
+    const ARITH: RowTileArith;
+    /// `v` rounded to this type (to nearest, ties to even; beyond the range ±∞; NaN stays NaN).
+    fn from_f32(v: f32) -> Self;
+    /// The value in f32 (exact).
+    fn to_f32(self) -> f32;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
+}
+
+impl RowTileHalf for half::f16 {
+    const ARITH: RowTileArith = RowTileArith::F16;
+    fn from_f32(v: f32) -> Self {
+        half::f16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::f16::to_f32(self)
+    }
+}
+
+impl RowTileHalf for half::bf16 {
+    const ARITH: RowTileArith = RowTileArith::Bf16;
+    fn from_f32(v: f32) -> Self {
+        half::bf16::from_f32(v)
+    }
+    fn to_f32(self) -> f32 {
+        half::bf16::to_f32(self)
+    }
+}
+
+/// One row-tile kernel: the window height it runs on, how it stores the tiles and its
+/// arithmetic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RowTileKernel {
     /// Rows per window (16 or 32).
     pub window_rows: u32,
     /// Tiles stored dense in MMA fragment order (else: masks and nonzero values).
     pub dense_tiles: bool,
+    /// Arithmetic (TF32 for every kernel of [`KERNELS`]; the others: [`TYPED_KERNELS`]).
+    pub arith: RowTileArith,
 }
 
 impl RowTileKernel {
@@ -64,29 +148,38 @@ impl RowTileKernel {
         Self {
             window_rows,
             dense_tiles,
+            arith: RowTileArith::Tf32,
         }
     }
 
-    /// The PTX entry, `None` for a window height without a kernel.
+    /// This kernel in arithmetic `arith` (a kernel only where [`RowTileKernel::entry`] has one).
+    pub const fn with_arith(self, arith: RowTileArith) -> Self {
+        Self { arith, ..self }
+    }
+
+    /// The PTX entry, `None` for a window height, storage or arithmetic without a kernel.
     pub fn entry(self) -> Option<&'static str> {
         KERNELS
             .iter()
             .zip(ENTRIES)
+            .chain(TYPED_KERNELS.iter().zip(TYPED_ENTRIES))
             .find_map(|(&k, e)| (k == self).then_some(e))
     }
 
-    /// The PTX entry's signature, `None` for a window height without a kernel.
+    /// The PTX entry's signature, `None` for a kernel without an entry.
     pub fn signature(self) -> Option<&'static KernelSignature> {
-        KERNELS
-            .iter()
-            .position(|&k| k == self)
-            .map(|i| &SIGNATURES[i])
+        let name = self.entry()?;
+        SIGNATURES.iter().find(|s| s.name == name)
     }
 
-    /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`.
+    /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`; another arithmetic than TF32 after a space
+    /// (`TC16 f16`, `TC32 3xTF32`).
     pub fn name(self) -> String {
         let dense = if self.dense_tiles { "d" } else { "" };
-        format!("TC{}{dense}", self.window_rows)
+        match self.arith {
+            RowTileArith::Tf32 => format!("TC{}{dense}", self.window_rows),
+            a => format!("TC{}{dense} {}", self.window_rows, a.name()),
+        }
     }
 }
 
@@ -166,6 +259,26 @@ const ENTRIES: [&str; 4] = [
     "tc32d_spmm_tf32",
 ];
 
+/// The row-tile kernels in arithmetic other than TF32 (masked tiles only).
+pub const TYPED_KERNELS: [RowTileKernel; 6] = [
+    RowTileKernel::TC16.with_arith(RowTileArith::Tf32x3),
+    RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
+    RowTileKernel::TC16.with_arith(RowTileArith::F16),
+    RowTileKernel::TC32.with_arith(RowTileArith::F16),
+    RowTileKernel::TC16.with_arith(RowTileArith::Bf16),
+    RowTileKernel::TC32.with_arith(RowTileArith::Bf16),
+];
+
+/// PTX entries of [`TYPED_KERNELS`], same order.
+const TYPED_ENTRIES: [&str; 6] = [
+    "tc16_spmm_3xtf32",
+    "tc32_spmm_3xtf32",
+    "tc16_spmm_f16",
+    "tc32_spmm_f16",
+    "tc16_spmm_bf16",
+    "tc32_spmm_bf16",
+];
+
 /// The parameters every row-tile entry ends with, after its matrix arrays.
 const COMMON_TAIL: [ParamKind; 11] = [
     ParamKind::Ptr, // work (4 per thread block)
@@ -210,7 +323,8 @@ const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSi
 }
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test): the
-/// kernels of [`KERNELS`] in its order, then the device builds.
+/// kernels of [`KERNELS`] in its order, the device builds, then the kernels of
+/// [`TYPED_KERNELS`] in its order (masked parameters; the pointers to the element type).
 pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[0], &MASKED_PARAMS),
     signature(ENTRIES[1], &DENSE_PARAMS),
@@ -218,6 +332,12 @@ pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[3], &DENSE_PARAMS),
     SIG_BUILD,
     SIG_SKELETON,
+    signature(TYPED_ENTRIES[0], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[1], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[2], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[3], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[4], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[5], &MASKED_PARAMS),
 ];
 
 /// How the device copy stores the tiles.
@@ -230,6 +350,82 @@ enum Tiles {
     },
     /// Dense tiles in fragment order (TC16d, TC32d).
     Dense { frag: CudaSlice<f32> },
+    /// Masks and nonzero values as f16 or bf16 bits (the f16 / bf16 kernels).
+    MaskedHalf {
+        bvo: CudaSlice<u32>,
+        masks: CudaSlice<u64>,
+        values: CudaSlice<u16>,
+    },
+}
+
+/// The power of two `s` A's values are divided by before they are rounded to the 16-bit type of
+/// `arith` (and α multiplied by at launch, so the product is unchanged): for f16, the one that
+/// puts the largest finite |value| in [2¹⁴, 2¹⁵), so no value overflows f16's range (±65504)
+/// and values down to 2⁻²⁹ of the largest stay in its normal range (relative rounding 2⁻¹¹);
+/// 1 for bf16 (f32's range), for the f32 kernels and for a matrix without a finite nonzero.
+pub fn half_scale(values: &[f32], arith: RowTileArith) -> f32 {
+    if arith != RowTileArith::F16 {
+        return 1.0;
+    }
+    let max = values
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 {
+        return 1.0;
+    }
+    let k = (max.log2().floor() as i32 - 14).clamp(-126, 127);
+    2f32.powi(k)
+}
+
+/// `values` / `scale` rounded to the 16-bit type of `arith` (to nearest, as `half` does), as
+/// bits (`scale` a power of two: the division is exact).
+fn half_bits(values: &[f32], arith: RowTileArith, scale: f32) -> Vec<u16> {
+    match arith {
+        RowTileArith::Bf16 => values
+            .iter()
+            .map(|&v| half::bf16::from_f32(v / scale).to_bits())
+            .collect(),
+        _ => values
+            .iter()
+            .map(|&v| half::f16::from_f32(v / scale).to_bits())
+            .collect(),
+    }
+}
+
+/// The masked tiles of `m` for a kernel of arithmetic `arith`, uploaded, and the scale of its
+/// 16-bit values ([`half_scale`]; 1 for f32 values).
+fn upload_masked(gpu: &Gpu, m: &RowTileTcf, arith: RowTileArith) -> Result<(Tiles, f32), GpuError> {
+    let bvo = upload_nonempty(gpu, m.block_value_offset())?;
+    let masks = upload_nonempty(gpu, m.masks())?;
+    Ok(if arith.is_half() {
+        let scale = half_scale(m.values(), arith);
+        let tiles = Tiles::MaskedHalf {
+            bvo,
+            masks,
+            values: upload_nonempty(gpu, &half_bits(m.values(), arith, scale))?,
+        };
+        (tiles, scale)
+    } else {
+        let tiles = Tiles::Masked {
+            bvo,
+            masks,
+            values: upload_nonempty(gpu, m.values())?,
+        };
+        (tiles, 1.0)
+    })
+}
+
+/// Refuses a schedule that splits windows for a kernel that cannot add partial sums (f16, bf16:
+/// C is stored in the 16-bit type, the β pre-scale and the atomic adds are f32).
+fn check_schedule(kernel: RowTileKernel, schedule: RowTileSchedule) -> Result<(), AccSpmmError> {
+    if kernel.arith.is_half() && matches!(schedule, RowTileSchedule::Split { .. }) {
+        return Err(AccSpmmError::InvalidSchedule(format!(
+            "the {} kernel writes unsplit windows only (RowTileSchedule::Packed), not {schedule}",
+            kernel.name()
+        )));
+    }
+    Ok(())
 }
 
 /// A row-tile TCF matrix resident on the GPU, ready for repeated products.
@@ -253,6 +449,9 @@ pub struct RowTileDevice {
     rwo: CudaSlice<u32>,
     a2x: CudaSlice<u32>,
     tiles: Tiles,
+    /// The power of two A's 16-bit values were divided by ([`half_scale`]; 1 for f32 values):
+    /// launches multiply α by it.
+    a_scale: f32,
     schedule: RowTileSchedule,
     /// `schedule` built over `row_window_offset` and uploaded.
     sched: DeviceSchedule,
@@ -292,14 +491,30 @@ impl RowTileDevice {
         dense_tiles: bool,
         schedule: RowTileSchedule,
     ) -> Result<Self, AccSpmmError> {
+        Self::upload_as(gpu, m, dense_tiles, RowTileArith::Tf32, schedule)
+    }
+
+    /// [`RowTileDevice::upload`] for the kernel of arithmetic `arith` ([`TYPED_KERNELS`]: masked
+    /// tiles; f16 and bf16 take unsplit schedules only and convert A's values to their type
+    /// here, to nearest). A combination without a kernel is refused.
+    pub fn upload_as(
+        gpu: &Gpu,
+        m: &RowTileTcf,
+        dense_tiles: bool,
+        arith: RowTileArith,
+        schedule: RowTileSchedule,
+    ) -> Result<Self, AccSpmmError> {
         let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
-        let kernel = RowTileKernel::new(m.window_rows() as u32, dense_tiles);
+        let kernel = RowTileKernel::new(m.window_rows() as u32, dense_tiles).with_arith(arith);
         let Some(entry) = kernel.entry() else {
             return bad(format!(
-                "no row-tile kernel for {}-row windows (16 or 32)",
-                m.window_rows()
+                "no row-tile kernel for {}-row windows (16 or 32) with {} tiles in {}",
+                m.window_rows(),
+                if dense_tiles { "dense" } else { "masked" },
+                arith.name()
             ));
         };
+        check_schedule(kernel, schedule)?;
         let tile_slots = m.num_blocks() as u64 * m.window_rows() as u64 * 8;
         if dense_tiles && tile_slots >= u64::from(u32::MAX) {
             return bad(format!("{tile_slots} dense tile slots exceed u32 indices"));
@@ -329,6 +544,12 @@ impl RowTileDevice {
                 .iter()
                 .all(|&c| c == SENTINEL || (c as usize) < m.cols())
         );
+        let (tiles, a_scale) = if dense_tiles {
+            let frag = upload_nonempty(gpu, &fragment_tiles(m))?;
+            (Tiles::Dense { frag }, 1.0)
+        } else {
+            upload_masked(gpu, m, arith)?
+        };
         Ok(Self {
             gpu: gpu.clone(),
             rows: m.rows(),
@@ -341,17 +562,8 @@ impl RowTileDevice {
             sched: upload_schedule(gpu, m.row_window_offset(), schedule)?,
             rwo: upload_nonempty(gpu, m.row_window_offset())?,
             a2x: upload_nonempty(gpu, m.block_cols())?,
-            tiles: if dense_tiles {
-                Tiles::Dense {
-                    frag: upload_nonempty(gpu, &fragment_tiles(m))?,
-                }
-            } else {
-                Tiles::Masked {
-                    bvo: upload_nonempty(gpu, m.block_value_offset())?,
-                    masks: upload_nonempty(gpu, m.masks())?,
-                    values: upload_nonempty(gpu, m.values())?,
-                }
-            },
+            tiles,
+            a_scale,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
         })
     }
@@ -374,6 +586,11 @@ impl RowTileDevice {
         match &mut self.tiles {
             Tiles::Dense { frag } => *frag = upload_nonempty(gpu, &fragment_tiles(m))?,
             Tiles::Masked { values, .. } => *values = upload_nonempty(gpu, m.values())?,
+            Tiles::MaskedHalf { values, .. } => {
+                let scale = half_scale(m.values(), self.kernel.arith);
+                *values = upload_nonempty(gpu, &half_bits(m.values(), self.kernel.arith, scale))?;
+                self.a_scale = scale;
+            }
         }
         Ok(())
     }
@@ -394,6 +611,7 @@ impl RowTileDevice {
         gpu: &Gpu,
         schedule: RowTileSchedule,
     ) -> Result<(), AccSpmmError> {
+        check_schedule(self.kernel, schedule)?;
         self.sched = upload_schedule(gpu, &self.row_window_offset, schedule)?;
         self.schedule = schedule;
         Ok(())
@@ -435,14 +653,85 @@ impl DeviceProduct for RowTileDevice {
     fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
         let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
         let (b, c) = call.operands();
-        let gpu = &self.gpu;
+        if self.kernel.arith.is_half() {
+            return Err(GpuError::Invalid(format!(
+                "the {} kernel takes {} operands (RowTileDevice::enqueue_half), not f32",
+                self.kernel.name(),
+                self.kernel.arith.name()
+            )));
+        }
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
+        self.sched.split.prescale(
+            &self.gpu,
+            c,
+            ldc,
+            self.rows,
+            n,
+            beta,
+            self.kernel.window_rows,
+        )?;
+        self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n)
+    }
+}
+
+impl RowTileDevice {
+    /// `C = α·A·B + β·C` with B (`K × n`, leading dimension `ldb`) and C (`M × n`, `ldc`) in the
+    /// 16-bit type `T` of an f16 / bf16 kernel ([`RowTileArith::F16`], [`RowTileArith::Bf16`]),
+    /// queued on the GPU's stream: f32 accumulation, β·C read in `T` (not at all when β = 0), C
+    /// rounded to `T` to nearest (beyond its range ±∞, as a cast). Another type than the kernel's,
+    /// or operands too short for their shapes, are refused before anything is queued.
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_half<T: RowTileHalf>(
+        &mut self,
+        alpha: f32,
+        b: &dyn DevicePtr<T>,
+        ldb: usize,
+        beta: f32,
+        c: &mut dyn DevicePtrMut<T>,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if self.kernel.arith != T::ARITH {
+            return Err(GpuError::Invalid(format!(
+                "the {} kernel takes {} operands, got {}",
+                self.kernel.name(),
+                self.kernel.arith.name(),
+                T::ARITH.name()
+            )));
+        }
+        super::check_dense("B", b.len(), self.cols, n, ldb)?;
+        super::check_dense("C", c.len(), self.rows, n, ldc)?;
+        if self.sched.split.count() != 0 {
+            return Err(GpuError::Invalid(format!(
+                "the {} kernel cannot run a schedule that splits windows",
+                self.kernel.name()
+            )));
+        }
+        let Some(shape) = launch_shape(n, self.num_tbs())? else {
+            return Ok(());
+        };
+        // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
+        self.launch_main(shape, alpha * self.a_scale, b, ldb, beta, c, ldc, n)
+    }
+
+    /// Launches the main kernel on B and C of its element type (f32, or the bits of f16 / bf16),
+    /// checked by the caller (shapes, and for split windows the β pre-scale queued before).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_main<T, B: DevicePtr<T> + ?Sized, C: DevicePtrMut<T> + ?Sized>(
+        &self,
+        shape: super::LaunchShape,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), GpuError> {
+        let gpu = &self.gpu;
         let sched = &self.sched;
-        sched
-            .split
-            .prescale(gpu, c, ldc, self.rows, n, beta, self.kernel.window_rows)?;
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let sig = self.kernel.signature().ok_or_else(|| {
             AccSpmmError::InvalidArgs(format!("no {} kernel", self.kernel.name()))
@@ -453,6 +742,12 @@ impl DeviceProduct for RowTileDevice {
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
         match &self.tiles {
             Tiles::Masked { bvo, masks, values } => l
+                .input(&self.rwo)
+                .input(bvo)
+                .input(&self.a2x)
+                .input(masks)
+                .input(values),
+            Tiles::MaskedHalf { bvo, masks, values } => l
                 .input(&self.rwo)
                 .input(bvo)
                 .input(&self.a2x)
@@ -473,24 +768,29 @@ impl DeviceProduct for RowTileDevice {
             .u32(flags);
         // SAFETY: (1) the arguments fill the row-tile entry chosen on upload
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
-        // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); flag bit 0
-        // (float4 access) is set
-        // only when ldb and ldc are multiples of 4 and B and C start 16-byte aligned
-        // (launch_flags_at).
+        // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); the
+        // element type of values, B and C is the entry's (f32 for TF32 and 3xTF32, enforced by
+        // DeviceProduct's f32 operands; 16-bit for f16 / bf16: Tiles::MaskedHalf holds u16 bits,
+        // and enqueue_half checked T::ARITH against the kernel's); flag bit 0 (float4 access, or
+        // 8-byte access of four 16-bit values) is set only when ldb and ldc are multiples of 4 and
+        // B and C start 16-byte aligned (launch_flags_at).
         // (2) Only C is written, borrowed mutably for this call (raw pointers through
         // device_ptr/device_ptr_mut, whose guards order the launch after earlier work on B and C); the matrix buffers are private and
         // never written after upload. (3) Every index is in bounds: the RowTileTcf invariants (held
         // by every RowTileTcf, see the struct docs) bound the window and block prefixes by the
         // array lengths, each block's value reads stay below block_value_offset[j + 1] (rank among
-        // the block's mask bits, which count its values), the kernel reads window_rows / 8 masks
+        // the block's mask bits, which count its values; the 16-bit value array has one entry per
+        // f32 value), the kernel reads window_rows / 8 masks
         // per block (the entry matches the window height) or, dense, window_rows · 8 fragment
         // values per block (fragment_tiles wrote exactly blocks · window_rows · 8), and column ids
         // are < K or the sentinel (never dereferenced); flatten_schedule proved every work entry
         // lies inside the window and block counts of this matrix's row_window_offset (the one
         // uploaded) and window_split has one flag per window; the grid has one thread block per
-        // work entry; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len(),
-        // and the kernel guards features ≥ n and rows ≥ M. (4) Split windows were pre-scaled on
-        // the same stream just before, so the atomic adds land on β·C.
+        // work entry; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len()
+        // in elements of B's and C's type, and the kernel guards features ≥ n and rows ≥ M.
+        // (4) Split windows were pre-scaled on the same stream just before (f32 kernels); the
+        // f16 / bf16 kernels run only schedules without split windows (check_schedule, and
+        // enqueue_half checks the uploaded schedule), so they never add partial sums.
         unsafe { l.launch(shape.config(0).into()) }?;
         Ok(())
     }
@@ -547,7 +847,248 @@ mod tests {
         }
         assert_eq!(RowTileKernel::new(64, false).entry(), None);
         assert_eq!(RowTileKernel::new(64, false).signature(), None);
-        assert_eq!(SIGNATURES.len(), KERNELS.len() + 2);
+        assert_eq!(SIGNATURES.len(), KERNELS.len() + 2 + TYPED_KERNELS.len());
+    }
+
+    #[test]
+    fn typed_kernels_are_masked_and_named_by_their_arithmetic() {
+        let names: Vec<String> = TYPED_KERNELS.iter().map(|k| k.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "TC16 3xTF32",
+                "TC32 3xTF32",
+                "TC16 f16",
+                "TC32 f16",
+                "TC16 bf16",
+                "TC32 bf16"
+            ]
+        );
+        for (k, e) in TYPED_KERNELS.iter().zip(TYPED_ENTRIES) {
+            assert!(!k.dense_tiles);
+            assert_ne!(k.arith, RowTileArith::Tf32);
+            assert_eq!(k.entry(), Some(e));
+            let sig = k.signature().unwrap();
+            assert_eq!((sig.name, sig.params), (e, &MASKED_PARAMS[..]));
+        }
+        // No dense-tile kernel in another arithmetic; TF32 kernels keep their names.
+        for a in [RowTileArith::Tf32x3, RowTileArith::F16, RowTileArith::Bf16] {
+            assert_eq!(RowTileKernel::TC16D.with_arith(a).entry(), None);
+            assert_eq!(RowTileKernel::TC32D.with_arith(a).signature(), None);
+        }
+        assert_eq!(
+            RowTileKernel::TC16.with_arith(RowTileArith::Tf32),
+            RowTileKernel::TC16
+        );
+    }
+
+    #[test]
+    fn half_schedules_split_nothing() {
+        let f16 = RowTileKernel::TC16.with_arith(RowTileArith::F16);
+        assert!(check_schedule(f16, RowTileSchedule::Packed(4)).is_ok());
+        let e = check_schedule(f16, RowTileSchedule::Split { max_blocks: 4 }).unwrap_err();
+        assert!(e.to_string().contains("TC16 f16"), "{e}");
+        let x3 = RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3);
+        assert!(check_schedule(x3, RowTileSchedule::Split { max_blocks: 4 }).is_ok());
+    }
+
+    /// The f16 / bf16 kernels' fragment mapping, emulated lane by lane on the CPU: each lane
+    /// decodes its tile values from the masks as `row_tile_spmm` does, packs them as
+    /// `mma_row_tiles_half` does (k = 2t ↔ slot t, k = 2t + 1 ↔ slot t + 4), the m16n8k8 MMA
+    /// runs on the matrices the PTX ISA's f16 fragment layouts assemble from the 32 lanes, and
+    /// the C fragments go to the features `visit_row_tiles` writes. The result must be the
+    /// product of the half-rounded A with B, for both window heights and a partial last
+    /// feature group.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // (indices as the kernel computes them)
+    fn half_fragment_mapping_emulated_gives_the_product() {
+        let t: Vec<(u32, u32, f32)> = (0..45u32)
+            .flat_map(|r| {
+                (0..40u32)
+                    .filter(move |c| (r * 7 + c * 5) % 9 < 4)
+                    .map(move |c| (r, c, 0.5 + ((r * 13 + c * 29) % 17) as f32 / 7.0))
+            })
+            .collect();
+        let a = csr_from_triplets(45, 40, &t).unwrap();
+        let n = 40usize; // one full 32-feature warp and a partial one
+        let b: Vec<f32> = (0..40 * n)
+            .map(|i| half::f16::from_f32(((i * 37) % 23) as f32 / 8.0 - 1.0).to_f32())
+            .collect();
+        // A goes up as f16(a / s), s = half_scale (a power of two); α·s restores the product.
+        let scale = half_scale(a.data(), RowTileArith::F16);
+        let round = |v: f32| half::f16::from_f32(v / scale).to_f32() * scale;
+        let mut want = vec![0f64; 45 * n];
+        for &(r, c, v) in &t {
+            for f in 0..n {
+                want[r as usize * n + f] += round(v) as f64 * b[c as usize * n + f] as f64;
+            }
+        }
+        for rows in [16usize, 32] {
+            let m = RowTileTcf::from_csr(&a, rows).unwrap();
+            assert_eq!(half_scale(m.values(), RowTileArith::F16), scale);
+            let vals: Vec<f32> = half_bits(m.values(), RowTileArith::F16, scale)
+                .into_iter()
+                .map(|h| half::f16::from_bits(h).to_f32())
+                .collect();
+            let mt = rows / 16;
+            let mut got = vec![0f64; 45 * n];
+            let bval = |col: u32, f: usize| {
+                if col == SENTINEL || f >= n {
+                    0.0
+                } else {
+                    b[col as usize * n + f] as f64
+                }
+            };
+            for w in 0..m.num_windows() {
+                for f0 in (0..n).step_by(32) {
+                    // acc[lane][i][j][e]
+                    let mut acc = vec![[[[0f64; 4]; 4]; 2]; 32];
+                    let rwo = m.row_window_offset();
+                    for blk in rwo[w] as usize..rwo[w + 1] as usize {
+                        let cols = &m.block_cols()[8 * blk..8 * blk + 8];
+                        let mut base = m.block_value_offset()[blk] as usize;
+                        for i in 0..mt {
+                            let (lo, hi) = (
+                                m.masks()[2 * mt * blk + 2 * i],
+                                m.masks()[2 * mt * blk + 2 * i + 1],
+                            );
+                            let base_hi = base + lo.count_ones() as usize;
+                            let value = |mask: u64, base: usize, p: u32| {
+                                if (mask >> p) & 1 == 1 {
+                                    vals[base + (mask & ((1u64 << p) - 1)).count_ones() as usize]
+                                        as f64
+                                } else {
+                                    0.0
+                                }
+                            };
+                            // The 16×8 A and 8×8 B of one MMA, assembled from the lanes'
+                            // packed registers by the PTX f16 m16n8k8 layouts.
+                            let mut am = [[0f64; 8]; 16];
+                            let mut bm = [[[0f64; 8]; 8]; 4];
+                            for lane in 0..32 {
+                                let (g, tt) = (lane / 4, lane % 4);
+                                let p0 = (8 * g + tt) as u32;
+                                // a01 = {T[g][t], T[g][t+4]}, a23 = {T[g+8][t], T[g+8][t+4]}
+                                let a01 = [value(lo, base, p0), value(lo, base, p0 + 4)];
+                                let a23 = [value(hi, base_hi, p0), value(hi, base_hi, p0 + 4)];
+                                am[g][2 * tt] = a01[0];
+                                am[g][2 * tt + 1] = a01[1];
+                                am[g + 8][2 * tt] = a23[0];
+                                am[g + 8][2 * tt + 1] = a23[1];
+                                for (j, bj) in bm.iter_mut().enumerate() {
+                                    let f = f0 + 4 * g + j;
+                                    // b[j] = {B[col[t]][f], B[col[t+4]][f]} = B rows 2t, 2t+1, column g
+                                    bj[2 * tt][g] = bval(cols[tt], f);
+                                    bj[2 * tt + 1][g] = bval(cols[tt + 4], f);
+                                }
+                            }
+                            for (j, bj) in bm.iter().enumerate() {
+                                for lane in 0..32 {
+                                    let (g, tt) = (lane / 4, lane % 4);
+                                    // c0, c1 = D[g][2t], D[g][2t+1]; c2, c3 = D[g+8][..]
+                                    for (e, (r, c)) in [
+                                        (g, 2 * tt),
+                                        (g, 2 * tt + 1),
+                                        (g + 8, 2 * tt),
+                                        (g + 8, 2 * tt + 1),
+                                    ]
+                                    .into_iter()
+                                    .enumerate()
+                                    {
+                                        acc[lane][i][j][e] +=
+                                            (0..8).map(|k| am[r][k] * bj[k][c]).sum::<f64>();
+                                    }
+                                }
+                            }
+                            base = base_hi + hi.count_ones() as usize;
+                        }
+                    }
+                    // visit_row_tiles: [0] (16i+g, f0+8t+j), [1] (16i+g, f0+8t+4+j),
+                    // [2] (16i+g+8, f0+8t+j), [3] (16i+g+8, f0+8t+4+j).
+                    for (lane, al) in acc.iter().enumerate() {
+                        let (g, tt) = (lane / 4, lane % 4);
+                        for (i, ai) in al.iter().enumerate().take(mt) {
+                            for (j, aj) in ai.iter().enumerate() {
+                                for (e, &v) in aj.iter().enumerate() {
+                                    let row = rows * w + 16 * i + g + 8 * (e / 2);
+                                    let f = f0 + 8 * tt + 4 * (e % 2) + j;
+                                    if row < 45 && f < n {
+                                        got[row * n + f] += scale as f64 * v; // the launch's α·s
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-9 * w.abs().max(1.0),
+                    "rows {rows}, element {k}: {g} vs {w}"
+                );
+            }
+        }
+    }
+
+    /// The f16 scale puts the largest finite |value| in [2¹⁴, 2¹⁵) (so nothing overflows and
+    /// the small values keep f16's normal range), ignores NaN and ∞, and is 1 for bf16, the f32
+    /// kernels and matrices without a finite nonzero.
+    #[test]
+    fn f16_scale_centres_the_largest_value_below_the_range() {
+        for max in [1.0f32, 0.75, 1e-5, 3.0e4, 65504.0, 1e10, 3.0e38, 1e-30] {
+            let v = [max / 3.0, -max, f32::NAN, f32::INFINITY, 0.0];
+            let s = half_scale(&v, RowTileArith::F16);
+            assert_eq!(s.log2().fract(), 0.0, "{max}: a power of two");
+            let top = max / s;
+            assert!((16384.0..32768.0).contains(&top), "{max}: {top}");
+            let h = half_bits(&v, RowTileArith::F16, s);
+            // The largest value comes back within f16's relative rounding, and so does a third
+            // of it.
+            for (i, want) in [(0usize, max / 3.0), (1, -max)] {
+                let back = half::f16::from_bits(h[i]).to_f32() as f64 * s as f64;
+                let err = (back - want as f64).abs();
+                assert!(
+                    err <= 2f64.powi(-11) * (want as f64).abs(),
+                    "{max}: {back} vs {want}"
+                );
+            }
+        }
+        for arith in [RowTileArith::Bf16, RowTileArith::Tf32, RowTileArith::Tf32x3] {
+            assert_eq!(half_scale(&[1e10, 3.0], arith), 1.0);
+        }
+        assert_eq!(half_scale(&[0.0, f32::NAN], RowTileArith::F16), 1.0);
+        assert_eq!(half_scale(&[], RowTileArith::F16), 1.0);
+    }
+
+    /// A's values go up rounded to the kernel's type as `half` rounds (to nearest even, beyond
+    /// the range ±∞, NaN stays NaN), after the division by the scale (exact, a power of two).
+    #[test]
+    fn half_values_round_as_half_does() {
+        let v = [
+            1.0f32,
+            0.1,
+            -65519.0,
+            65520.0,
+            1e-8,
+            f32::NAN,
+            f32::INFINITY,
+            3.0e38,
+        ];
+        let f = half_bits(&v, RowTileArith::F16, 1.0);
+        let b = half_bits(&v, RowTileArith::Bf16, 1.0);
+        for ((&x, &hf), &hb) in v.iter().zip(&f).zip(&b) {
+            let (hf, hb) = (half::f16::from_bits(hf), half::bf16::from_bits(hb));
+            if x.is_nan() {
+                assert!(hf.is_nan() && hb.is_nan());
+                continue;
+            }
+            assert_eq!(hf, half::f16::from_f32(x), "{x}");
+            assert_eq!(hb, half::bf16::from_f32(x), "{x}");
+        }
+        assert_eq!(half::f16::from_bits(f[2]).to_f32(), -65504.0);
+        assert_eq!(half::f16::from_bits(f[3]).to_f32(), f32::INFINITY);
+        // bf16 has f32's range: 3e38 stays finite.
+        assert!(half::bf16::from_bits(b[7]).to_f32().is_finite());
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! cuSPARSE SpMM in a 16-bit type: A's values, B and C in f16 (`CUDA_R_16F`) or bf16
+//! (`CUDA_R_16BF`), compute type `CUDA_R_32F` (cuSPARSE's mixed-precision SpMM), CSR with 32-bit
+//! indices, row-major B and C: the same-precision baseline of the f16 / bf16 row-tile kernels.
+//! A's values are rounded to the type on upload as `half` rounds, unscaled (as a cuSPARSE user
+//! would give them; the row-tile kernels' f16 upload scales them by a power of two first); the
+//! row offsets and column indices are the f32 matrix's ([`CusparseCsr`],
+//! shared). An algorithm cuSPARSE refuses in these types fails in [`CusparseSpmmHalf::new`] with
+//! its status, before any product.
+
+use cudarc::cusparse::sys as cs;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use super::{CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_width, ok};
+use crate::schedule::upload_nonempty;
+use crate::spmm::row_tile::{RowTileArith, RowTileHalf};
+use crate::{Gpu, GpuError};
+
+/// cuSPARSE's name of `H`.
+fn cuda_type<H: RowTileHalf>() -> cs::cudaDataType {
+    match H::ARITH {
+        RowTileArith::Bf16 => cs::cudaDataType::CUDA_R_16BF,
+        _ => cs::cudaDataType::CUDA_R_16F,
+    }
+}
+
+/// A prepared cuSPARSE SpMM `C = α·A·B + β·C` with A, B and C in `H` (f32 compute) for one
+/// matrix, one `n` and one algorithm: the descriptors, workspace and preprocessing are made once
+/// in [`CusparseSpmmHalf::new`]; [`CusparseSpmmHalf::run`] points B's and C's descriptors at the
+/// caller's buffers.
+///
+/// Invariant: `descr` points at `csr`'s row offsets and column indices and at `_values` (one `H`
+/// per stored entry, at least one element), all held here and never written.
+pub struct CusparseSpmmHalf<H: RowTileHalf> {
+    // Field order = drop order: the dense descriptors before the handle and workspace; the
+    // sparse descriptor is destroyed in Drop, before the buffers it points at.
+    b: DnMat,
+    c: DnMat,
+    handle: CusparseHandle,
+    descr: cs::cusparseSpMatDescr_t,
+    csr: CusparseCsr,
+    /// A's values in `H` (only the descriptor reads them).
+    _values: CudaSlice<H>,
+    n: usize,
+    alg: SpmmAlg,
+    workspace: CudaSlice<u8>,
+    _type: PhantomData<H>,
+}
+
+// SAFETY: the sparse descriptor is a host-side struct owned by this value and only used through
+// it (the handle is Send, not Sync, and so is this type).
+unsafe impl<H: RowTileHalf> Send for CusparseSpmmHalf<H> {}
+
+impl<H: RowTileHalf> Drop for CusparseSpmmHalf<H> {
+    fn drop(&mut self) {
+        let _ = self.handle.gpu.context().bind_to_thread();
+        // SAFETY: created in `new`, destroyed once, before the buffers it points at (fields,
+        // dropped after this body).
+        let _ = unsafe { cs::cusparseDestroySpMat(self.descr) };
+    }
+}
+
+impl<H: RowTileHalf> CusparseSpmmHalf<H> {
+    /// Prepares the product of `csr` (its values `values`, f32 in CSR order, rounded to `H`
+    /// here) with `n` dense columns under `alg`: descriptors, workspace and preprocessing (on
+    /// temporary zero B and C).
+    pub fn new(
+        gpu: &Gpu,
+        csr: &CusparseCsr,
+        values: &[f32],
+        n: usize,
+        alg: SpmmAlg,
+    ) -> Result<Self, GpuError> {
+        check_width(n)?;
+        if values.len() != csr.nnz() {
+            return Err(GpuError::Invalid(format!(
+                "{} values for a matrix with {} stored entries",
+                values.len(),
+                csr.nnz()
+            )));
+        }
+        let (m, k) = (csr.rows(), csr.cols());
+        let hv: Vec<H> = values.iter().map(|&v| H::from_f32(v)).collect();
+        let values = upload_nonempty(gpu, &hv)?;
+        let handle = CusparseHandle::new(gpu)?;
+        let s = gpu.stream();
+        let descr = {
+            let (indptr, indices, _) = csr.buffers();
+            let (p, _g1) = indptr.device_ptr(s);
+            let (i, _g2) = indices.device_ptr(s);
+            let (v, _g3) = values.device_ptr(s);
+            let mut descr = std::ptr::null_mut();
+            // SAFETY: live device buffers of rows + 1, nnz and nnz (at least one) elements, held
+            // by the returned value (csr, values) and never written; creating the descriptor
+            // reads none of them; Drop destroys it before they go.
+            ok("cusparseCreateCsr", unsafe {
+                cs::cusparseCreateCsr(
+                    &mut descr,
+                    m as i64,
+                    k as i64,
+                    csr.nnz() as i64,
+                    p as *mut c_void,
+                    i as *mut c_void,
+                    v as *mut c_void,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
+                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
+                    cuda_type::<H>(),
+                )
+            })?;
+            descr
+        };
+        let tmp_b: CudaSlice<H> = gpu.alloc_zeros((k * n).max(1))?;
+        let mut tmp_c: CudaSlice<H> = gpu.alloc_zeros((m * n).max(1))?;
+        let (pb, _gb) = tmp_b.device_ptr(s);
+        let (pc, _gc) = tmp_c.device_ptr_mut(s);
+        // SAFETY: tmp_b holds k·n and tmp_c m·n elements of H (at least 1), live until the
+        // synchronize below; `run` re-points both descriptors before every later use.
+        let made = unsafe {
+            (
+                DnMat::new_of(k, n, pb, cuda_type::<H>()),
+                DnMat::new_of(m, n, pc, cuda_type::<H>()),
+            )
+        };
+        let (b, c) = match made {
+            (Ok(b), Ok(c)) => (b, c),
+            (Err(e), _) | (_, Err(e)) => {
+                // SAFETY: created above, not yet owned by a value with a Drop.
+                let _ = unsafe { cs::cusparseDestroySpMat(descr) };
+                return Err(e);
+            }
+        };
+        let mut this = Self {
+            b,
+            c,
+            handle,
+            descr,
+            csr: csr.clone(),
+            _values: values,
+            n,
+            alg,
+            workspace: gpu.alloc_zeros(1)?,
+            _type: PhantomData,
+        };
+        let call = this.call();
+        // SAFETY: the handle and all descriptors are live.
+        let size = unsafe { call.buffer_size() }?;
+        this.workspace = gpu.alloc_zeros(size.max(1))?;
+        {
+            let (pw, _gw) = this.workspace.device_ptr_mut(s);
+            // SAFETY: the dense descriptors point at tmp_b and tmp_c (live until the synchronize
+            // below); the workspace holds `size` bytes.
+            if let Err(e) = unsafe { call.preprocess(pw) } {
+                tracing::debug!(
+                    "{e} ({alg:?}, {:?}); running without preprocessing",
+                    H::ARITH
+                );
+            }
+        }
+        gpu.synchronize()?;
+        drop((_gb, _gc));
+        Ok(this)
+    }
+
+    fn call(&self) -> SpmmCall {
+        SpmmCall {
+            handle: self.handle.handle,
+            a: self.descr,
+            b: self.b.0,
+            c: self.c.0,
+            alg: self.alg.raw(),
+        }
+    }
+
+    /// The algorithm.
+    pub fn alg(&self) -> SpmmAlg {
+        self.alg
+    }
+
+    /// Rows and columns of A.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.csr.rows(), self.csr.cols())
+    }
+
+    /// The GPU whose stream products are queued on.
+    pub fn gpu(&self) -> &Gpu {
+        self.csr.gpu()
+    }
+
+    /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major, packed, in `H`;
+    /// f32 compute). β = 0 never reads C.
+    pub fn run<B: DevicePtr<H> + ?Sized, C: DevicePtrMut<H> + ?Sized>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), GpuError> {
+        let (m, k, n) = (self.csr.rows(), self.csr.cols(), self.n);
+        if b.len() < k * n || c.len() < m * n {
+            return Err(GpuError::Invalid(format!(
+                "B needs {k}·{n} and C {m}·{n} elements, got {} and {}",
+                b.len(),
+                c.len()
+            )));
+        }
+        let s = self.handle.gpu.stream().clone();
+        let (pb, _gb) = b.device_ptr(&s);
+        let (pc, _gc) = c.device_ptr_mut(&s);
+        let call = self.call();
+        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
+        // SAFETY: b and c were checked to hold k·n and m·n elements of H (the descriptors' type)
+        // and are borrowed for this call; the descriptors are re-pointed before use; the
+        // workspace has the size cuSPARSE asked for with the same matrix, n, types and
+        // algorithm; the call is queued on the Gpu's stream, which orders it before any later
+        // reuse or free of these buffers on that stream.
+        unsafe {
+            self.b.set(pb)?;
+            self.c.set(pc)?;
+            call.run(alpha, beta, pw)
+        }
+    }
+}

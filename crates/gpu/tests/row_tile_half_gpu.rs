@@ -1,0 +1,816 @@
+//! GPU tests of the row-tile kernels in f16, bf16 and 3×TF32 against the f64 reference.
+//! Ignored without a GPU; with `--include-ignored` on a machine without one they FAIL
+//! (Gpu::require), never pass vacuously.
+//!
+//! Bounds per element, relative to |α|·|A|·|B| + |β|·|C₀| (k = the row's nonzeros):
+//! - f16 / bf16 (u = 2⁻¹¹ / 2⁻⁸): the product's p = u + γ_2k·(1 + u) (A rounded to the type on
+//!   upload, exact products, f32 sums), then C rounded to the type, + u·(1 + p); plus, below the
+//!   type's normal range, half its smallest subnormal for C and 2⁻²⁵·|α|·Σ|b| for A's values in
+//!   f16 (absolute); a result beyond the type's range must be ±∞ as a cast.
+//! - 3×TF32: 2⁻²⁰ + γ_6k.
+//!
+//! Covered: the edge matrices of the TF32 row-tile test (ragged M and K, empty and trailing empty
+//! windows, hubs, one row, empty) plus banded and clustered ones, both window heights, N ∈ {8, 32,
+//! 100, 128, 512, 1000}, packed schedules (and split ones for 3×TF32), β = 0 with NaN-poisoned C
+//! and β ≠ 0 with padded leading dimensions (padding never written), NaN and ∞ in A and B,
+//! overflow to ±∞, and the shared datasets.
+
+mod data_support;
+
+mod acc_support;
+
+use acc_support::{Gen, dense};
+use data_support::for_each_dataset;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use tcsparse_formats::Csr;
+use tcsparse_formats::csr::csr_from_triplets;
+use tcsparse_formats::reference::spmm_f64;
+use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::spmm::row_tile::{
+    RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
+};
+use tcsparse_gpu::{DeviceProduct, Gpu};
+
+fn gpu() -> Gpu {
+    Gpu::require().expect("this test needs a CUDA GPU")
+}
+
+const NS: [usize; 6] = [8, 32, 100, 128, 512, 1000];
+
+/// γ_k = k·2⁻²⁴ / (1 − k·2⁻²⁴).
+fn gamma(k: usize) -> f64 {
+    let ku = k.max(1) as f64 * 2f64.powi(-24);
+    ku / (1.0 - ku)
+}
+
+fn longest_row(a: &Csr) -> usize {
+    a.row_offsets()
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// What one arithmetic allows (see the module docs).
+#[derive(Clone, Copy)]
+struct Bound {
+    /// Relative to the scale.
+    rel: f64,
+    /// Absolute, per |α|·Σ|b| over the row's nonzeros (A's values below f16's normal range).
+    per_b: f64,
+    /// Absolute (C below the type's normal range).
+    step: f64,
+    /// The smallest magnitude that rounds to ±∞ in C's type.
+    overflow: f64,
+}
+
+impl Bound {
+    fn of(arith: RowTileArith, k: usize) -> Self {
+        let half = |u: f64, per_b: f64, step: f64, overflow: f64| {
+            let p = u + gamma(2 * k) * (1.0 + u);
+            Bound {
+                rel: p + u * (1.0 + p),
+                per_b,
+                step,
+                overflow,
+            }
+        };
+        match arith {
+            RowTileArith::F16 => half(2f64.powi(-11), 2f64.powi(-25), 2f64.powi(-25), 65520.0),
+            RowTileArith::Bf16 => half(
+                2f64.powi(-8),
+                0.0,
+                2f64.powi(-134),
+                (2.0 - 2f64.powi(-8)) * 2f64.powi(127),
+            ),
+            _ => Bound {
+                rel: 2f64.powi(-20) + gamma(6 * k),
+                per_b: 0.0,
+                step: 0.0,
+                overflow: f64::INFINITY,
+            },
+        }
+    }
+}
+
+/// Checks `got = α·A·B + β·C0` (all widened to f32; `a` with the values as given, before the
+/// kernel's rounding) with `bound`; padding columns of C keep their bits. Elements in `skip(r, f)`
+/// are only checked to be non-finite where the reference is. Returns the largest scaled error.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    what: &str,
+    a: &Csr,
+    alpha: f32,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c0: &[f32],
+    got: &[f32],
+    ldc: usize,
+    n: usize,
+    bound: Bound,
+    skip: &dyn Fn(usize, usize) -> bool,
+) -> f64 {
+    let ab = spmm_f64(a, b, n, ldb, false);
+    let abs = spmm_f64(a, b, n, ldb, true);
+    let mut ones = a.clone();
+    ones.data_mut().iter_mut().for_each(|v| *v = 1.0);
+    let sum_b = spmm_f64(&ones, b, n, ldb, true);
+    let mut worst = 0f64;
+    for r in 0..a.rows() {
+        for f in 0..ldc {
+            let g = got[r * ldc + f];
+            if f >= n {
+                let same = g.to_bits() == c0[r * ldc + f].to_bits();
+                assert!(same, "{what}: padding C[{r}][{f}] was written ({g})");
+                continue;
+            }
+            let c_old = if beta == 0.0 {
+                0.0
+            } else {
+                c0[r * ldc + f] as f64
+            };
+            let i = r * n + f;
+            let want = alpha as f64 * ab[i] + beta as f64 * c_old;
+            if !want.is_finite() {
+                assert!(!g.is_finite(), "{what}: C[{r}][{f}] = {g}, want {want}");
+                continue;
+            }
+            if skip(r, f) {
+                continue;
+            }
+            let scale = (alpha as f64).abs() * abs[i] + (beta as f64).abs() * c_old.abs();
+            if g.is_infinite() {
+                // A cast's ∞: the exact result is at the threshold, up to the rounding before it.
+                let reach = want.abs() + bound.rel * scale;
+                assert!(
+                    reach >= bound.overflow && (g > 0.0) == (want > 0.0),
+                    "{what}: C[{r}][{f}] = {g}, want {want} (overflow at {})",
+                    bound.overflow
+                );
+                continue;
+            }
+            assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
+            let err = (g as f64 - want).abs();
+            let allowed =
+                bound.rel * scale + bound.per_b * (alpha as f64).abs() * sum_b[i] + bound.step;
+            assert!(
+                err <= allowed,
+                "{what}: C[{r}][{f}] = {g}, want {want}, error {err:.3e} > {allowed:.3e}"
+            );
+            if scale > 0.0 {
+                worst = worst.max(err / scale);
+            }
+        }
+    }
+    worst
+}
+
+fn to_half<H: RowTileHalf>(v: &[f32]) -> Vec<H> {
+    v.iter().map(|&x| H::from_f32(x)).collect()
+}
+
+fn widen<H: RowTileHalf>(v: &[H]) -> Vec<f32> {
+    v.iter().map(|&x| x.to_f32()).collect()
+}
+
+/// One f16 / bf16 product on the GPU: B and C0 rounded to `H`, C downloaded widened.
+#[allow(clippy::too_many_arguments)]
+fn run_half<H: RowTileHalf>(
+    gpu: &Gpu,
+    dev: &mut RowTileDevice,
+    alpha: f32,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c0: &[f32],
+    ldc: usize,
+    n: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (bh, ch) = (to_half::<H>(b), to_half::<H>(c0));
+    let bd = gpu.upload(&bh).unwrap();
+    let mut cd = gpu.upload(&ch).unwrap();
+    dev.enqueue_half::<H>(alpha, &bd, ldb, beta, &mut cd, ldc, n)
+        .unwrap();
+    let got: Vec<H> = gpu.download(&cd).unwrap();
+    (widen(&bh), widen(&ch), widen(&got))
+}
+
+fn matrices() -> Vec<(&'static str, Csr)> {
+    let mut g = Gen::new(205, 173, 5, 1);
+    g.empty_windows = 3..5;
+    g.trailing_empty = true;
+    let mut h = Gen::new(301, 999, 3, 2);
+    h.hubs = 2;
+    h.hub_len = 600;
+    let mut band = Gen::new(700, 700, 12, 31);
+    band.banded = true;
+    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
+        n: 1000,
+        block_size: 64,
+        intra_density: 0.3,
+        inter_nnz_per_row: 1.0,
+        seed: 32,
+    }
+    .build()
+    .unwrap();
+    vec![
+        ("ragged+empty-windows", g.build()),
+        ("hubs", h.build()),
+        ("banded", band.build()),
+        ("clustered", clustered),
+        ("empty", Gen::new(21, 9, 0, 4).build()),
+        ("one-row", Gen::new(1, 50, 20, 5).build()),
+    ]
+}
+
+fn half_cases<H: RowTileHalf>(gpu: &Gpu) -> f64 {
+    let mut worst = 0f64;
+    for (name, a) in matrices() {
+        let bound = Bound::of(H::ARITH, longest_row(&a));
+        for base in [RowTileKernel::TC16, RowTileKernel::TC32] {
+            let kernel = base.with_arith(H::ARITH);
+            let m = RowTileTcf::from_csr(&a, kernel.window_rows as usize).unwrap();
+            let mut dev =
+                RowTileDevice::upload_as(gpu, &m, false, H::ARITH, RowTileSchedule::Packed(1))
+                    .unwrap();
+            assert_eq!(dev.kernel(), kernel);
+            for n in NS {
+                for sched in [RowTileSchedule::Packed(1), RowTileSchedule::Packed(4)] {
+                    dev.set_schedule(gpu, sched).unwrap();
+                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                        let (ldb, ldc) = (n + pad, n + 2 * pad);
+                        let b = dense(a.cols(), n, ldb, 3000 + n as u64);
+                        let mut c0 = dense(a.rows(), n, ldc, 4000 + n as u64);
+                        if beta == 0.0 {
+                            for r in 0..a.rows() {
+                                c0[r * ldc..r * ldc + n].fill(f32::NAN);
+                            }
+                        }
+                        let (b, c0, got) =
+                            run_half::<H>(gpu, &mut dev, alpha, &b, ldb, beta, &c0, ldc, n);
+                        let what =
+                            format!("{}/{name}/n={n}/{sched}/α={alpha}/β={beta}", kernel.name());
+                        worst = worst.max(check(
+                            &what,
+                            &a,
+                            alpha,
+                            &b,
+                            ldb,
+                            beta,
+                            &c0,
+                            &got,
+                            ldc,
+                            n,
+                            bound,
+                            &|_, _| false,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_kernels_match_reference() {
+    let worst = half_cases::<half::f16>(&gpu());
+    println!("f16 row-tile kernels: worst scaled error {worst:.3e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_kernels_match_reference() {
+    let worst = half_cases::<half::bf16>(&gpu());
+    println!("bf16 row-tile kernels: worst scaled error {worst:.3e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn three_tf32_kernels_match_reference_at_f32_grade() {
+    let gpu = gpu();
+    let mut worst = 0f64;
+    for (name, a) in matrices() {
+        let bound = Bound::of(RowTileArith::Tf32x3, longest_row(&a));
+        for base in [RowTileKernel::TC16, RowTileKernel::TC32] {
+            let m = RowTileTcf::from_csr(&a, base.window_rows as usize).unwrap();
+            let mut dev = RowTileDevice::upload_as(
+                &gpu,
+                &m,
+                false,
+                RowTileArith::Tf32x3,
+                RowTileSchedule::Packed(1),
+            )
+            .unwrap();
+            for n in NS {
+                for sched in [
+                    RowTileSchedule::Packed(1),
+                    RowTileSchedule::Packed(4),
+                    RowTileSchedule::Split { max_blocks: 1 },
+                    RowTileSchedule::Split { max_blocks: 3 },
+                ] {
+                    dev.set_schedule(&gpu, sched).unwrap();
+                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                        let (ldb, ldc) = (n + pad, n + 2 * pad);
+                        let b = dense(a.cols(), n, ldb, 5000 + n as u64);
+                        let mut c0 = dense(a.rows(), n, ldc, 6000 + n as u64);
+                        if beta == 0.0 {
+                            for r in 0..a.rows() {
+                                c0[r * ldc..r * ldc + n].fill(f32::NAN);
+                            }
+                        }
+                        let bd = gpu.upload(&b).unwrap();
+                        let mut cd = gpu.upload(&c0).unwrap();
+                        dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n).unwrap();
+                        let got = gpu.download(&cd).unwrap();
+                        let what = format!(
+                            "{}/{name}/n={n}/{sched}/α={alpha}/β={beta}",
+                            dev.kernel().name()
+                        );
+                        worst = worst.max(check(
+                            &what,
+                            &a,
+                            alpha,
+                            &b,
+                            ldb,
+                            beta,
+                            &c0,
+                            &got,
+                            ldc,
+                            n,
+                            bound,
+                            &|_, _| false,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    println!("3xTF32 row-tile kernels: worst scaled error {worst:.3e}");
+}
+
+/// NaN and ∞ in A stay in their row (a row's products never meet another row's values); NaN and
+/// ∞ in B reach every element whose reference has them (and, through 0·∞ with a block's absent
+/// entries, possibly others of the windows that gather that row of B: those are not checked).
+fn non_finite_cases(gpu: &Gpu, arith: RowTileArith) {
+    let base = Gen::new(70, 60, 6, 9).build();
+    let n = 40;
+    let mut t: Vec<(u32, u32, f32)> = Vec::new();
+    for (r, row) in base.outer_iterator().enumerate() {
+        for (c, &v) in row.iter() {
+            t.push((r as u32, c as u32, v));
+        }
+    }
+    // Row 3 gets +∞ (all of B positive there: +∞), row 40 a NaN.
+    t.retain(|&(r, c, _)| !((r == 3 || r == 40) && c == 7));
+    t.push((3, 7, f32::INFINITY));
+    t.push((40, 7, f32::NAN));
+    let a = csr_from_triplets(70, 60, &t).unwrap();
+    let bound = Bound::of(arith, longest_row(&a));
+    let mut b = dense(60, n, n, 77);
+    for v in b[7 * n..8 * n].iter_mut() {
+        *v = v.abs() + 0.5;
+    }
+    // B row 11 carries a NaN at feature 5 and +∞ at feature 9.
+    b[11 * n + 5] = f32::NAN;
+    b[11 * n + 9] = f32::INFINITY;
+    let c0 = vec![f32::NAN; 70 * n];
+    for window_rows in [16usize, 32] {
+        let m = RowTileTcf::from_csr(&a, window_rows).unwrap();
+        let mut dev =
+            RowTileDevice::upload_as(gpu, &m, false, arith, RowTileSchedule::Packed(2)).unwrap();
+        let (b, got) = match arith {
+            RowTileArith::F16 => {
+                let (b, _, got) = run_half::<half::f16>(gpu, &mut dev, 1.0, &b, n, 0.0, &c0, n, n);
+                (b, got)
+            }
+            RowTileArith::Bf16 => {
+                let (b, _, got) = run_half::<half::bf16>(gpu, &mut dev, 1.0, &b, n, 0.0, &c0, n, n);
+                (b, got)
+            }
+            _ => {
+                let bd = gpu.upload(&b).unwrap();
+                let mut cd = gpu.upload(&c0).unwrap();
+                dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+                (b.clone(), gpu.download(&cd).unwrap())
+            }
+        };
+        // Row 3: +∞ in every feature B's row 11 leaves alone (A's ∞ times positive B); 3×TF32
+        // multiplies that ∞ by B's small parts too (0, or of the other sign: NaN), so there it is
+        // only non-finite. Row 40: NaN.
+        for f in 0..n {
+            if f != 5 && f != 9 {
+                let g = got[3 * n + f];
+                if arith == RowTileArith::Tf32x3 {
+                    assert!(!g.is_finite(), "{arith:?}: C[3][{f}] = {g}");
+                } else {
+                    assert_eq!(g, f32::INFINITY, "{arith:?}: C[3][{f}]");
+                }
+            }
+            assert!(got[40 * n + f].is_nan(), "{arith:?}: C[40][{f}]");
+        }
+        // Windows that gather B's row 11: features 5 and 9 may be non-finite anywhere there.
+        let touches: Vec<bool> = (0..m.num_windows())
+            .map(|w| {
+                let rwo = m.row_window_offset();
+                m.block_cols()[8 * rwo[w] as usize..8 * rwo[w + 1] as usize].contains(&11)
+            })
+            .collect();
+        let skip = |r: usize, f: usize| {
+            r == 3 || r == 40 || ((f == 5 || f == 9) && touches[r / window_rows])
+        };
+        let what = format!("{arith:?} non-finite, {window_rows}-row windows");
+        check(&what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n, bound, &skip);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn non_finite_values_propagate_in_every_arithmetic() {
+    let gpu = gpu();
+    for arith in [RowTileArith::F16, RowTileArith::Bf16, RowTileArith::Tf32x3] {
+        non_finite_cases(&gpu, arith);
+    }
+}
+
+/// A result beyond f16's range is ±∞ as a cast (from ±65520 on), one below stays finite; in
+/// bf16 the same values are finite.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_overflow_is_infinite_as_a_cast() {
+    let gpu = gpu();
+    let t: Vec<(u32, u32, f32)> = (0..4u32).map(|i| (i, i, 1.0)).collect();
+    let a = csr_from_triplets(4, 4, &t).unwrap();
+    let n = 8;
+    let b = vec![65504.0f32; 4 * n];
+    let m = RowTileTcf::from_csr(&a, 16).unwrap();
+    for (alpha, want) in [
+        (1.0f32, 65504.0f32),
+        (1.0009, f32::INFINITY),
+        (-1.0009, f32::NEG_INFINITY),
+        (1.0001, 65504.0),
+    ] {
+        let mut dev = RowTileDevice::upload_as(
+            &gpu,
+            &m,
+            false,
+            RowTileArith::F16,
+            RowTileSchedule::Packed(1),
+        )
+        .unwrap();
+        let c0 = vec![0.0f32; 4 * n];
+        let (_, _, got) = run_half::<half::f16>(&gpu, &mut dev, alpha, &b, n, 0.0, &c0, n, n);
+        // The reference rounds as `half` does.
+        assert_eq!(half::f16::from_f32(alpha * 65504.0).to_f32(), want);
+        assert!(got.iter().all(|&g| g == want), "α = {alpha}: {got:?}");
+        let mut dev = RowTileDevice::upload_as(
+            &gpu,
+            &m,
+            false,
+            RowTileArith::Bf16,
+            RowTileSchedule::Packed(1),
+        )
+        .unwrap();
+        let (_, _, got) = run_half::<half::bf16>(&gpu, &mut dev, alpha, &b, n, 0.0, &c0, n, n);
+        assert!(
+            got.iter().all(|g| g.is_finite()),
+            "bf16, α = {alpha}: {got:?}"
+        );
+    }
+}
+
+/// A half kernel refuses f32 operands and the other 16-bit type, and split schedules, before
+/// anything is queued.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn half_kernels_refuse_other_operand_types_and_split_schedules() {
+    let gpu = gpu();
+    let a = Gen::new(40, 40, 4, 3).build();
+    let m = RowTileTcf::from_csr(&a, 16).unwrap();
+    let mut dev = RowTileDevice::upload_as(
+        &gpu,
+        &m,
+        false,
+        RowTileArith::F16,
+        RowTileSchedule::Packed(1),
+    )
+    .unwrap();
+    let n = 8;
+    let b = gpu.upload(&vec![0f32; 40 * n]).unwrap();
+    let mut c = gpu.upload(&vec![0f32; 40 * n]).unwrap();
+    assert!(dev.launch(1.0, &b, n, 0.0, &mut c, n, n).is_err());
+    let b = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
+    let mut c = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
+    assert!(dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n).is_err());
+    assert!(
+        dev.set_schedule(&gpu, RowTileSchedule::Split { max_blocks: 2 })
+            .is_err()
+    );
+    assert!(
+        RowTileDevice::upload_as(
+            &gpu,
+            &m,
+            false,
+            RowTileArith::Bf16,
+            RowTileSchedule::Split { max_blocks: 2 }
+        )
+        .is_err()
+    );
+    assert!(
+        RowTileDevice::upload_as(
+            &gpu,
+            &m,
+            true,
+            RowTileArith::F16,
+            RowTileSchedule::Packed(1)
+        )
+        .is_err()
+    );
+}
+
+/// Every shared dataset (values scaled into [-1, 1], so f16 holds them) in f16, bf16 and
+/// 3×TF32 at N = 32 and 128, TC16 packed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    let mut count = 0;
+    for_each_dataset(&mut rng, |name, a, _| {
+        let mut a = a.clone();
+        let max = a.data().iter().fold(0f32, |m, v| m.max(v.abs()));
+        if max > 0.0 {
+            a.data_mut().iter_mut().for_each(|v| *v /= max);
+        }
+        let m = RowTileTcf::from_csr(&a, 16).unwrap();
+        for arith in [RowTileArith::F16, RowTileArith::Bf16, RowTileArith::Tf32x3] {
+            let bound = Bound::of(arith, longest_row(&a));
+            let mut dev =
+                RowTileDevice::upload_as(&gpu, &m, false, arith, RowTileSchedule::Packed(4))
+                    .unwrap();
+            for n in [32usize, 128] {
+                let b = dense(a.cols(), n, n, 7000 + n as u64);
+                let c0 = dense(a.rows(), n, n, 8000 + n as u64);
+                let (alpha, beta) = (1.0f32, 0.5f32);
+                let (b, c0, got) = match arith {
+                    RowTileArith::F16 => {
+                        run_half::<half::f16>(&gpu, &mut dev, alpha, &b, n, beta, &c0, n, n)
+                    }
+                    RowTileArith::Bf16 => {
+                        run_half::<half::bf16>(&gpu, &mut dev, alpha, &b, n, beta, &c0, n, n)
+                    }
+                    _ => {
+                        let bd = gpu.upload(&b).unwrap();
+                        let mut cd = gpu.upload(&c0).unwrap();
+                        dev.launch(alpha, &bd, n, beta, &mut cd, n, n).unwrap();
+                        (b.clone(), c0.clone(), gpu.download(&cd).unwrap())
+                    }
+                };
+                let what = format!("{name}/{arith:?}/n={n}");
+                let worst = check(
+                    &what,
+                    &a,
+                    alpha,
+                    &b,
+                    n,
+                    beta,
+                    &c0,
+                    &got,
+                    n,
+                    n,
+                    bound,
+                    &|_, _| false,
+                );
+                println!("{what}: worst scaled error {worst:.3e}");
+            }
+        }
+        count += 1;
+    });
+    println!("{count} shared datasets");
+}
+
+/// Median time per call (ms) of a queued launch.
+type TimeFn<'a> = dyn Fn(&mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>) -> f64 + 'a;
+
+/// Largest |got − A·B| / allowed over the elements of `got` (α = 1, β = 0, packed), with the
+/// allowance of [`check`]; ∞ for a non-finite result where the reference is finite.
+fn worst_over_bound(a: &Csr, b: &[f32], got: &[f32], n: usize, bound: Bound) -> f64 {
+    let ab = spmm_f64(a, b, n, n, false);
+    let abs = spmm_f64(a, b, n, n, true);
+    let mut ones = a.clone();
+    ones.data_mut().iter_mut().for_each(|v| *v = 1.0);
+    let sum_b = spmm_f64(&ones, b, n, n, true);
+    let mut worst = 0f64;
+    for (i, &g) in got.iter().enumerate().take(ab.len()) {
+        let allowed = bound.rel * abs[i] + bound.per_b * sum_b[i] + bound.step;
+        let err = (g as f64 - ab[i]).abs();
+        let r = if !g.is_finite() {
+            f64::INFINITY
+        } else if err == 0.0 {
+            0.0
+        } else {
+            err / allowed.max(f64::MIN_POSITIVE)
+        };
+        worst = worst.max(r);
+    }
+    worst
+}
+
+/// Geometric mean of `v` (0 when empty).
+fn geomean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp()
+}
+
+/// The fastest of `candidates` (name, per-call time) as (ms, name).
+fn fastest(candidates: Vec<(String, f64)>) -> Option<(f64, String)> {
+    candidates
+        .into_iter()
+        .map(|(n, ms)| (ms, n))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The same-precision cuSPARSE baseline (A, B, C in f16 / bf16, f32 compute) runs at one
+/// algorithm at least in each type (its error against our bound printed per algorithm), and every
+/// shared dataset
+/// (values scaled into [-1, 1]) is timed at N = 32 and 128: the row-tile kernels at their best
+/// window height and packing against cuSPARSE at its best algorithm, in the same type and in f32;
+/// 3×TF32 against cuSPARSE f32. Prints each ratio and their geometric means (no speed is asserted).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
+    use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let algs = [
+        SpmmAlg::Default,
+        SpmmAlg::CsrAlg1,
+        SpmmAlg::CsrAlg2,
+        SpmmAlg::CsrAlg3,
+    ];
+    // (label, ratios)
+    let mut lines: Vec<(String, Vec<f64>)> = [
+        "f16 vs cuSPARSE f16",
+        "bf16 vs cuSPARSE bf16",
+        "f16 vs cuSPARSE f32",
+        "bf16 vs cuSPARSE f32",
+        "3xTF32 vs cuSPARSE f32",
+    ]
+    .into_iter()
+    .map(|l| (l.to_string(), Vec::new()))
+    .collect();
+    let time = |f: &mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>| {
+        gpu.time_launches(3, 10, f).unwrap().median_ms
+    };
+    for_each_dataset(&mut rng, |name, a, _| {
+        let mut a = a.clone();
+        let max = a.data().iter().fold(0f32, |m, v| m.max(v.abs()));
+        if max > 0.0 {
+            a.data_mut().iter_mut().for_each(|v| *v /= max);
+        }
+        let csr = CusparseCsr::new(&gpu, &a).unwrap();
+        let k = longest_row(&a);
+        for n in [32usize, 128] {
+            let b = dense(a.cols(), n, n, 9000 + n as u64);
+            // cuSPARSE f32 at its fastest algorithm.
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+            let mut f32_times = Vec::new();
+            for alg in algs {
+                let Ok(mut s) = CusparseSpmm::with_buffers(&gpu, &csr, n, alg, &bd, &mut cd) else {
+                    continue;
+                };
+                let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
+                f32_times.push((alg.name().to_string(), ms));
+            }
+            let (cus32, cus32_alg) = fastest(f32_times).expect("cuSPARSE f32 runs");
+            // 3xTF32 row-tile kernels (f32 operands).
+            let mut x3 = Vec::new();
+            for rows in [16usize, 32] {
+                let m = RowTileTcf::from_csr(&a, rows).unwrap();
+                for sched in [
+                    RowTileSchedule::Packed(1),
+                    RowTileSchedule::Packed(4),
+                    RowTileSchedule::Split { max_blocks: 8 },
+                ] {
+                    let mut dev =
+                        RowTileDevice::upload_as(&gpu, &m, false, RowTileArith::Tf32x3, sched)
+                            .unwrap();
+                    let ms = time(&mut || dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n));
+                    x3.push((format!("{} {sched}", dev.kernel().name()), ms));
+                }
+            }
+            let (x3_ms, x3_name) = fastest(x3).unwrap();
+            println!(
+                "{name} n={n}: 3xTF32 {x3_ms:.4} ms ({x3_name}), cuSPARSE f32 {cus32:.4} ms \
+                 ({cus32_alg}): {:.2}x",
+                cus32 / x3_ms
+            );
+            lines[4].1.push(cus32 / x3_ms);
+            for (ti, arith) in [RowTileArith::F16, RowTileArith::Bf16]
+                .into_iter()
+                .enumerate()
+            {
+                let bound = Bound::of(arith, k);
+                let (ours, theirs) = match arith {
+                    RowTileArith::F16 => {
+                        half_timings::<half::f16>(&gpu, &a, &csr, &b, n, bound, &algs, &time, name)
+                    }
+                    _ => {
+                        half_timings::<half::bf16>(&gpu, &a, &csr, &b, n, bound, &algs, &time, name)
+                    }
+                };
+                let ty = arith.name();
+                println!(
+                    "{name} n={n}: {ty} {:.4} ms ({}), cuSPARSE {ty} {:.4} ms ({}): {:.2}x; \
+                     vs cuSPARSE f32: {:.2}x",
+                    ours.0,
+                    ours.1,
+                    theirs.0,
+                    theirs.1,
+                    theirs.0 / ours.0,
+                    cus32 / ours.0
+                );
+                lines[ti].1.push(theirs.0 / ours.0);
+                lines[2 + ti].1.push(cus32 / ours.0);
+            }
+        }
+    });
+    for (label, r) in &lines {
+        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "geomean (shared datasets, {label}) {:.2}x over {} cases, lowest {min:.2}x",
+            geomean(r),
+            r.len()
+        );
+    }
+}
+
+/// Times the f16 / bf16 row-tile kernels (TC16, TC32 at 1, 4, 16 windows per TB) and cuSPARSE
+/// in `H` at every algorithm it accepts (each checked against the bound first) on `a` at width
+/// `n`: the fastest of each as (ms, name).
+#[allow(clippy::too_many_arguments)]
+fn half_timings<H: RowTileHalf>(
+    gpu: &Gpu,
+    a: &Csr,
+    csr: &tcsparse_gpu::baselines::cusparse::CusparseCsr,
+    b: &[f32],
+    n: usize,
+    bound: Bound,
+    algs: &[tcsparse_gpu::baselines::cusparse::SpmmAlg],
+    time: &TimeFn<'_>,
+    name: &str,
+) -> ((f64, String), (f64, String)) {
+    use tcsparse_gpu::baselines::cusparse::CusparseSpmmHalf;
+    let bh = to_half::<H>(b);
+    let bw = widen(&bh);
+    let bd = gpu.upload(&bh).unwrap();
+    let mut cd = gpu.alloc_zeros::<H>(a.rows() * n).unwrap();
+    let mut ours = Vec::new();
+    for rows in [16usize, 32] {
+        let m = RowTileTcf::from_csr(a, rows).unwrap();
+        for k in [1u32, 4, 16] {
+            let mut dev =
+                RowTileDevice::upload_as(gpu, &m, false, H::ARITH, RowTileSchedule::Packed(k))
+                    .unwrap();
+            let ms = time(&mut || dev.enqueue_half::<H>(1.0, &bd, n, 0.0, &mut cd, n, n));
+            ours.push((format!("{} {}", dev.kernel().name(), dev.schedule()), ms));
+        }
+    }
+    let mut theirs = Vec::new();
+    for &alg in algs {
+        let mut s = match CusparseSpmmHalf::<H>::new(gpu, csr, a.data(), n, alg) {
+            Ok(s) => s,
+            Err(e) => {
+                println!(
+                    "{name}: cuSPARSE {} {} refused: {e}",
+                    H::ARITH.name(),
+                    alg.name()
+                );
+                continue;
+            }
+        };
+        s.run(1.0, &bd, 0.0, &mut cd).unwrap();
+        let got = widen(&gpu.download(&cd).unwrap());
+        // cuSPARSE's accuracy is its own: printed against our bound, not asserted (a baseline
+        // outside it is reported, and still timed).
+        let worst = worst_over_bound(a, &bw, &got, n, bound);
+        println!(
+            "{name}: cuSPARSE {} {} n={n}: worst error / bound {worst:.3}",
+            H::ARITH.name(),
+            alg.name()
+        );
+        assert!(!worst.is_nan(), "{name}: cuSPARSE {} gave NaN", alg.name());
+        let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
+        theirs.push((alg.name().to_string(), ms));
+    }
+    let ours = fastest(ours).unwrap();
+    let theirs = fastest(theirs)
+        .unwrap_or_else(|| panic!("{name}: cuSPARSE takes no algorithm in {}", H::ARITH.name()));
+    (ours, theirs)
+}
