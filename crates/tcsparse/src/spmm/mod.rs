@@ -339,11 +339,6 @@ impl Prepared {
         d.launch_refusal(n)
     }
 
-    /// Row of the original matrix that prepared row `i` came from.
-    fn orig_row(&self, i: usize) -> usize {
-        self.perm.as_ref().map_or(i, |p| p.as_slice()[i] as usize)
-    }
-
     /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
     /// (the GPU's f16 / bf16 kernels: [`DType::rounded_a_bound`]), plus the rounding of C to the

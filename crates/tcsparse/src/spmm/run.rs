@@ -125,25 +125,14 @@ impl Prepared {
             }
             _ => {}
         }
-        // B in prepared order and f32, compact (ld = n).
-        let symmetric = self.report.mode == Mode::Symmetric;
-        let mut bp = vec![0f32; cols * n];
-        for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
-            let src = if symmetric { self.orig_row(j) } else { j };
-            for (d, &v) in dst.iter_mut().zip(&b[src * ldb..src * ldb + n]) {
-                *d = v.to_f32();
-            }
-        }
-        // C in prepared order and f32, compact; only read when β ≠ 0.
-        let mut cp = vec![0f32; rows * n];
-        if beta != 0.0 {
-            for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
-                let src = self.orig_row(i);
-                for (d, &v) in dst.iter_mut().zip(&c[src * ldc..src * ldc + n]) {
-                    *d = v.to_f32();
-                }
-            }
-        }
+        // B in prepared order and f32, compact (ld = n); C likewise, only read when β ≠ 0.
+        let (b_perm, c_perm) = self.host_row_orders();
+        let bp = gather_rows(b, ldb, cols, n, b_perm, T::to_f32);
+        let mut cp = if beta != 0.0 {
+            gather_rows(c, ldc, rows, n, c_perm, T::to_f32)
+        } else {
+            vec![0f32; rows * n]
+        };
         if cpu {
             let y = tcsparse_formats::layout::Layout::spmm_cpu(self.bittcf(), &bp, n, n)
                 .map_err(|e| Error::Format(e.to_string()))?;
@@ -169,13 +158,17 @@ impl Prepared {
             cp = gpu.download(&cd)?;
         }
         // C back in the original order, rounded to T.
-        for (i, src) in cp.chunks_exact(n).enumerate() {
-            let r = self.orig_row(i);
-            for (d, &v) in c[r * ldc..r * ldc + n].iter_mut().zip(src) {
-                *d = T::from_f32(v);
-            }
-        }
+        let (_, c_perm) = self.host_row_orders();
+        scatter_rows(&cp, n, c, ldc, c_perm, T::from_f32);
         Ok(())
+    }
+
+    /// The original row of each prepared row for B (columns of A: only a symmetric reordering
+    /// permutes them) and for C (`None`: the identity).
+    fn host_row_orders(&self) -> (Option<&[u32]>, Option<&[u32]>) {
+        let c_perm = self.perm.as_ref().map(|p| p.as_slice());
+        let symmetric = self.report.mode == Mode::Symmetric;
+        (if symmetric { c_perm } else { None }, c_perm)
     }
 
     /// [`Prepared::spmm_typed_strided`] on the GPU for B and C in a 16-bit type: B (and C where
@@ -197,25 +190,12 @@ impl Prepared {
             .gpu
             .clone()
             .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
-        let symmetric = self.report.mode == Mode::Symmetric;
         // (Exact: T and H are the same type, the f32 value names it.)
-        let mut bp = vec![H::default(); cols * n];
-        for (j, dst) in bp.chunks_exact_mut(n).enumerate() {
-            let src = if symmetric { self.orig_row(j) } else { j };
-            for (d, &v) in dst.iter_mut().zip(&b[src * ldb..src * ldb + n]) {
-                *d = H::from_f32(v.to_f32());
-            }
-        }
-        let bd = gpu.upload(&bp)?;
+        let (b_perm, c_perm) = self.host_row_orders();
+        let to_h = |v: T| H::from_f32(v.to_f32());
+        let bd = gpu.upload(&gather_rows(b, ldb, cols, n, b_perm, to_h))?;
         let mut cd = if beta != 0.0 {
-            let mut cp = vec![H::default(); rows * n];
-            for (i, dst) in cp.chunks_exact_mut(n).enumerate() {
-                let src = self.orig_row(i);
-                for (d, &v) in dst.iter_mut().zip(&c[src * ldc..src * ldc + n]) {
-                    *d = H::from_f32(v.to_f32());
-                }
-            }
-            gpu.upload(&cp)?
+            gpu.upload(&gather_rows(c, ldc, rows, n, c_perm, to_h))?
         } else {
             gpu.alloc_zeros::<H>(rows * n)?
         };
@@ -230,12 +210,8 @@ impl Prepared {
             }
         }
         let cp = gpu.download(&cd)?;
-        for (i, src) in cp.chunks_exact(n).enumerate() {
-            let r = self.orig_row(i);
-            for (d, &v) in c[r * ldc..r * ldc + n].iter_mut().zip(src) {
-                *d = T::from_f32(v.to_f32());
-            }
-        }
+        let (_, c_perm) = self.host_row_orders();
+        scatter_rows(&cp, n, c, ldc, c_perm, |v: H| T::from_f32(v.to_f32()));
         Ok(())
     }
 
@@ -517,5 +493,99 @@ impl Prepared {
                 )),
             })
             .collect()
+    }
+}
+
+/// `rows` rows of `src` (row-major, leading dimension `ld ≥ n`) as a compact `rows × n` array on
+/// every core: row i is `src`'s row `perm[i]` (row i where `perm` is `None`), each value
+/// converted by `conv`.
+fn gather_rows<S: Copy + Sync, D: Copy + Default + Send>(
+    src: &[S],
+    ld: usize,
+    rows: usize,
+    n: usize,
+    perm: Option<&[u32]>,
+    conv: impl Fn(S) -> D + Sync,
+) -> Vec<D> {
+    use rayon::prelude::*;
+    let mut out = vec![D::default(); rows * n];
+    if n > 0 {
+        out.par_chunks_mut(n).enumerate().for_each(|(i, dst)| {
+            let r = perm.map_or(i, |p| p[i] as usize);
+            for (d, &v) in dst.iter_mut().zip(&src[r * ld..r * ld + n]) {
+                *d = conv(v);
+            }
+        });
+    }
+    out
+}
+
+/// The inverse of [`gather_rows`]: compact row i of `src` (`rows × n`) goes to row `perm[i]` of
+/// `dst` (leading dimension `ld ≥ n`), converted by `conv`, on every core; `dst`'s other columns
+/// are left as they are.
+fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
+    src: &[S],
+    n: usize,
+    dst: &mut [D],
+    ld: usize,
+    perm: Option<&[u32]>,
+    conv: impl Fn(S) -> D + Sync,
+) {
+    use rayon::prelude::*;
+    if n == 0 {
+        return;
+    }
+    let rows = src.len() / n;
+    // The prepared row of each original row.
+    let inverse = perm.map(|p| {
+        let mut inv = vec![0u32; p.len()];
+        for (i, &r) in p.iter().enumerate() {
+            inv[r as usize] = i as u32;
+        }
+        inv
+    });
+    dst.par_chunks_mut(ld)
+        .take(rows)
+        .enumerate()
+        .for_each(|(r, row)| {
+            let i = inverse.as_ref().map_or(r, |v| v[r] as usize);
+            for (d, &v) in row[..n].iter_mut().zip(&src[i * n..i * n + n]) {
+                *d = conv(v);
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gather_rows, scatter_rows};
+
+    proptest::proptest! {
+        /// Scattering what was gathered with the same permutation gives back every row's first
+        /// n values and leaves the padding columns alone.
+        #[test]
+        fn scatter_inverts_gather(rows in 1usize..40, n in 1usize..6, pad in 0usize..3, seed in 0u64..1000) {
+            let ld = n + pad;
+            let src: Vec<u32> = (0..rows * ld).map(|i| i as u32).collect();
+            // A permutation from the seed (Fisher-Yates on a simple LCG).
+            let mut perm: Vec<u32> = (0..rows as u32).collect();
+            let mut s = seed;
+            for i in (1..rows).rev() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                perm.swap(i, (s >> 33) as usize % (i + 1));
+            }
+            for p in [None, Some(&perm[..])] {
+                let packed = gather_rows(&src, ld, rows, n, p, |v| v as u64);
+                for (i, row) in packed.chunks_exact(n).enumerate() {
+                    let r = p.map_or(i, |p| p[i] as usize);
+                    proptest::prop_assert_eq!(row[0], (r * ld) as u64);
+                }
+                let mut back = vec![u32::MAX; rows * ld];
+                scatter_rows(&packed, n, &mut back, ld, p, |v| v as u32);
+                for (r, row) in back.chunks_exact(ld).enumerate() {
+                    proptest::prop_assert_eq!(&row[..n], &src[r * ld..r * ld + n]);
+                    proptest::prop_assert!(row[n..].iter().all(|&v| v == u32::MAX));
+                }
+            }
+        }
     }
 }
