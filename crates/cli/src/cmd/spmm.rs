@@ -46,12 +46,13 @@ pub struct Args {
     pub balance: Balance,
     /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element), f32
     /// (only f32 kernels: cuSPARSE, csr; cuSPARSE-class error ~1e-7) or 3xtf32 (split TF32,
-    /// f32-grade accuracy: the CPU path runs it as exact f32; no GPU kernel takes it yet).
+    /// f32-grade accuracy: the row-tile 3xTF32 kernels on a GPU, cuSPARSE f32 where they do not
+    /// take the matrix; exact f32 on the CPU path).
     #[arg(long, default_value = "tf32", value_parser = precision_arg())]
     pub precision: Precision,
     /// Element type of B and C: f32, f16 or bf16 (f32 accumulation, C rounded to the type; the
-    /// bound printed includes that rounding). f16 and bf16 run on the CPU path (`--cpu`); no GPU
-    /// kernel takes them yet.
+    /// bound printed includes that rounding). f16 and bf16 run on the row-tile f16 / bf16 kernels
+    /// on a GPU (A rounded to the type on upload) and on the CPU path with `--cpu`.
     #[arg(long, default_value = "f32", value_parser = dtype_arg())]
     pub dtype: DType,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
@@ -179,7 +180,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "dtype     {:>10}  {}: {}",
         "",
         args.dtype,
-        args.dtype.bound_text()
+        if engine.backend() == Backend::Gpu {
+            args.dtype.gpu_bound_text()
+        } else {
+            args.dtype.bound_text()
+        }
     )?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = match args.dtype {
