@@ -3,7 +3,7 @@
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
-use tcsparse::{Balance, KernelRequest, PrepareOptions, ReorderChoice};
+use tcsparse::{Balance, DType, Error, KernelRequest, PrepareOptions, ReorderChoice, Requested};
 
 /// `len` values in [-1, 1) from a seeded LCG: the same on every call.
 pub fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -81,4 +81,35 @@ pub fn reference(
         .map(|(i, &x)| (alpha as f64 * x).abs() + beta_c(i).abs())
         .collect();
     (want, scale)
+}
+
+/// The most nonzeros of any row of `a` (the `k` of the error bounds).
+pub fn longest_row(a: &Csr) -> usize {
+    a.row_offsets()
+        .windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Asserts that `e` is [`Error::Unsupported`] for `requested` and that its message contains
+/// `names`.
+pub fn assert_unsupported(e: &Error, requested: Requested, names: &[&str]) {
+    assert!(
+        matches!(e, Error::Unsupported { requested: r, .. } if *r == requested),
+        "{e}"
+    );
+    let msg = e.to_string();
+    for name in names {
+        assert!(msg.contains(name), "{name} not in {msg}");
+    }
+}
+
+/// Asserts that `e` is [`Error::ElementType`] for a preparation in `prepared` given operands in
+/// `got`.
+pub fn assert_element_type(e: &Error, prepared: DType, got: DType) {
+    assert!(
+        matches!(e, Error::ElementType { prepared: p, got: g } if *p == prepared && *g == got),
+        "{e}"
+    );
 }
