@@ -45,16 +45,7 @@ fn run_gpu(
     beta: f32,
     pad: usize,
 ) -> f64 {
-    let (ldb, ldc) = (n + pad, n + 2 * pad);
-    let b = dense(a.cols(), n, ldb, 1000 + n as u64);
-    let mut c0 = dense(a.rows(), n, ldc, 2000 + n as u64);
-    if beta == 0.0 {
-        for r in 0..a.rows() {
-            for f in 0..n {
-                c0[r * ldc + f] = f32::NAN; // poisoned: every element must be written, never read
-            }
-        }
-    }
+    let (ldb, ldc, b, c0) = operands(a, n, pad, beta, 1000);
     let mut dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
@@ -97,43 +88,6 @@ fn schedules(bt: &OwnedBitTcf, n: usize) -> Vec<(&'static str, FlatSchedule)> {
         flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
     ));
     out
-}
-
-/// A banded `n × n` matrix (12 nonzeros a row, seed `seed`) and a clustered one of `clustered`
-/// rows (blocks of 64, seed `seed + 1`), whose windows share columns, then [`edge_matrices`].
-fn banded_clustered_and_edges(n: usize, clustered: usize, seed: u64) -> Vec<(&'static str, Csr)> {
-    let mut band = Gen::new(n, n, 12, seed);
-    band.banded = true;
-    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
-        n: clustered,
-        block_size: 64,
-        intra_density: 0.3,
-        inter_nnz_per_row: 1.0,
-        seed: seed + 1,
-    }
-    .build()
-    .unwrap();
-    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
-    mats.extend(edge_matrices());
-    mats
-}
-
-fn edge_matrices() -> Vec<(&'static str, Csr)> {
-    let mut g = Gen::new(205, 173, 5, 1);
-    g.empty_windows = 3..5;
-    g.trailing_empty = true;
-    let mut h = Gen::new(301, 999, 3, 2);
-    h.hubs = 2;
-    h.hub_len = 600;
-    let mut band = Gen::new(256, 256, 8, 3);
-    band.banded = true;
-    vec![
-        ("ragged+empty-windows", g.build()),
-        ("hubs", h.build()),
-        ("banded", band.build()),
-        ("empty", Gen::new(21, 9, 0, 4).build()),
-        ("one-row", Gen::new(1, 50, 20, 5).build()),
-    ]
 }
 
 #[test]
@@ -480,16 +434,7 @@ fn row_tile_kernels_match_reference() {
             ] {
                 dev.set_schedule(&gpu, k).unwrap();
                 for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
-                    let (ldb, ldc) = (n + pad, n + 2 * pad);
-                    let b = dense(a.cols(), n, ldb, 3000 + n as u64);
-                    let mut c0 = dense(a.rows(), n, ldc, 4000 + n as u64);
-                    if beta == 0.0 {
-                        for r in 0..a.rows() {
-                            for f in 0..n {
-                                c0[r * ldc + f] = f32::NAN;
-                            }
-                        }
-                    }
+                    let (ldb, ldc, b, c0) = operands(a, n, pad, beta, 3000);
                     let bd = gpu.upload(&b).unwrap();
                     let mut cd = gpu.upload(&c0).unwrap();
                     dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n).unwrap();

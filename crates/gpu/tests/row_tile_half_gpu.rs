@@ -19,7 +19,7 @@ mod data_support;
 
 mod acc_support;
 
-use acc_support::{Gen, dense};
+use acc_support::{Dense, Gen, banded_clustered_and_edges, dense, operands, visit_elements};
 use data_support::for_each_dataset;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -44,12 +44,9 @@ fn gamma(k: usize) -> f64 {
     ku / (1.0 - ku)
 }
 
+/// The most nonzeros of any row of `a` (the `k` of the bounds).
 fn longest_row(a: &Csr) -> usize {
-    a.row_offsets()
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0)
+    a.outer_iterator().map(|row| row.nnz()).max().unwrap_or(0)
 }
 
 /// What one arithmetic allows (see the module docs).
@@ -97,73 +94,49 @@ impl Bound {
 /// Checks `got = α·A·B + β·C0` (all widened to f32; `a` with the values as given, before the
 /// kernel's rounding) with `bound`; padding columns of C keep their bits. Elements in `skip(r, f)`
 /// are only checked to be non-finite where the reference is. Returns the largest scaled error.
-#[allow(clippy::too_many_arguments)]
 fn check(
     what: &str,
     a: &Csr,
-    alpha: f32,
-    b: &[f32],
-    ldb: usize,
-    beta: f32,
-    c0: &[f32],
+    d: Dense<'_>,
     got: &[f32],
-    ldc: usize,
-    n: usize,
     bound: Bound,
     skip: &dyn Fn(usize, usize) -> bool,
 ) -> f64 {
-    let ab = spmm_f64(a, b, n, ldb, false);
-    let abs = spmm_f64(a, b, n, ldb, true);
+    let (alpha, b, ldb, n) = (d.alpha, d.b, d.ldb, d.n);
     let mut ones = a.clone();
     ones.data_mut().iter_mut().for_each(|v| *v = 1.0);
     let sum_b = spmm_f64(&ones, b, n, ldb, true);
     let mut worst = 0f64;
-    for r in 0..a.rows() {
-        for f in 0..ldc {
-            let g = got[r * ldc + f];
-            if f >= n {
-                let same = g.to_bits() == c0[r * ldc + f].to_bits();
-                assert!(same, "{what}: padding C[{r}][{f}] was written ({g})");
-                continue;
-            }
-            let c_old = if beta == 0.0 {
-                0.0
-            } else {
-                c0[r * ldc + f] as f64
-            };
-            let i = r * n + f;
-            let want = alpha as f64 * ab[i] + beta as f64 * c_old;
-            if !want.is_finite() {
-                assert!(!g.is_finite(), "{what}: C[{r}][{f}] = {g}, want {want}");
-                continue;
-            }
-            if skip(r, f) {
-                continue;
-            }
-            let scale = (alpha as f64).abs() * abs[i] + (beta as f64).abs() * c_old.abs();
-            if g.is_infinite() {
-                // A cast's ∞: the exact result is at the threshold, up to the rounding before it.
-                let reach = want.abs() + bound.rel * scale;
-                assert!(
-                    reach >= bound.overflow && (g > 0.0) == (want > 0.0),
-                    "{what}: C[{r}][{f}] = {g}, want {want} (overflow at {})",
-                    bound.overflow
-                );
-                continue;
-            }
-            assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
-            let err = (g as f64 - want).abs();
-            let allowed =
-                bound.rel * scale + bound.per_b * (alpha as f64).abs() * sum_b[i] + bound.step;
-            assert!(
-                err <= allowed,
-                "{what}: C[{r}][{f}] = {g}, want {want}, error {err:.3e} > {allowed:.3e}"
-            );
-            if scale > 0.0 {
-                worst = worst.max(err / scale);
-            }
+    visit_elements(what, a, d, got, |r, f, g: f32, want: f64, scale: f64| {
+        if !want.is_finite() {
+            assert!(!g.is_finite(), "{what}: C[{r}][{f}] = {g}, want {want}");
+            return;
         }
-    }
+        if skip(r, f) {
+            return;
+        }
+        if g.is_infinite() {
+            // A cast's ∞: the exact result is at the threshold, up to the rounding before it.
+            let reach = want.abs() + bound.rel * scale;
+            assert!(
+                reach >= bound.overflow && (g > 0.0) == (want > 0.0),
+                "{what}: C[{r}][{f}] = {g}, want {want} (overflow at {})",
+                bound.overflow
+            );
+            return;
+        }
+        assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
+        let err = (g as f64 - want).abs();
+        let allowed =
+            bound.rel * scale + bound.per_b * (alpha as f64).abs() * sum_b[r * n + f] + bound.step;
+        assert!(
+            err <= allowed,
+            "{what}: C[{r}][{f}] = {g}, want {want}, error {err:.3e} > {allowed:.3e}"
+        );
+        if scale > 0.0 {
+            worst = worst.max(err / scale);
+        }
+    });
     worst
 }
 
@@ -176,96 +149,70 @@ fn widen<H: RowTileHalf>(v: &[H]) -> Vec<f32> {
 }
 
 /// One f16 / bf16 product on the GPU: B and C0 rounded to `H`, C downloaded widened.
-#[allow(clippy::too_many_arguments)]
 fn run_half<H: RowTileHalf>(
     gpu: &Gpu,
     dev: &mut RowTileDevice,
-    alpha: f32,
-    b: &[f32],
-    ldb: usize,
-    beta: f32,
-    c0: &[f32],
-    ldc: usize,
-    n: usize,
+    d: Dense<'_>,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let (bh, ch) = (to_half::<H>(b), to_half::<H>(c0));
+    let (bh, ch) = (to_half::<H>(d.b), to_half::<H>(d.c0));
     let bd = gpu.upload(&bh).unwrap();
     let mut cd = gpu.upload(&ch).unwrap();
-    dev.enqueue_half::<H>(alpha, &bd, ldb, beta, &mut cd, ldc, n)
+    dev.enqueue_half::<H>(d.alpha, &bd, d.ldb, d.beta, &mut cd, d.ldc, d.n)
         .unwrap();
     let got: Vec<H> = gpu.download(&cd).unwrap();
     (widen(&bh), widen(&ch), widen(&got))
 }
 
-fn matrices() -> Vec<(&'static str, Csr)> {
-    let mut g = Gen::new(205, 173, 5, 1);
-    g.empty_windows = 3..5;
-    g.trailing_empty = true;
-    let mut h = Gen::new(301, 999, 3, 2);
-    h.hubs = 2;
-    h.hub_len = 600;
-    let mut band = Gen::new(700, 700, 12, 31);
-    band.banded = true;
-    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
-        n: 1000,
-        block_size: 64,
-        intra_density: 0.3,
-        inter_nnz_per_row: 1.0,
-        seed: 32,
+/// One product on the GPU in `dev`'s arithmetic `arith`: f16 / bf16 as [`run_half`], 3×TF32 on
+/// f32 operands as given. Returns B, C0 (as the kernel saw them, widened) and C.
+fn run_in(
+    gpu: &Gpu,
+    dev: &mut RowTileDevice,
+    arith: RowTileArith,
+    d: Dense<'_>,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    match arith {
+        RowTileArith::F16 => run_half::<half::f16>(gpu, dev, d),
+        RowTileArith::Bf16 => run_half::<half::bf16>(gpu, dev, d),
+        _ => {
+            let bd = gpu.upload(d.b).unwrap();
+            let mut cd = gpu.upload(d.c0).unwrap();
+            dev.launch(d.alpha, &bd, d.ldb, d.beta, &mut cd, d.ldc, d.n)
+                .unwrap();
+            (d.b.to_vec(), d.c0.to_vec(), gpu.download(&cd).unwrap())
+        }
     }
-    .build()
-    .unwrap();
-    vec![
-        ("ragged+empty-windows", g.build()),
-        ("hubs", h.build()),
-        ("banded", band.build()),
-        ("clustered", clustered),
-        ("empty", Gen::new(21, 9, 0, 4).build()),
-        ("one-row", Gen::new(1, 50, 20, 5).build()),
-    ]
 }
 
-fn half_cases<H: RowTileHalf>(gpu: &Gpu) -> f64 {
+/// The kernels of `arith` (TC16 and TC32) on [`matrices`] at every N of [`NS`] and every schedule
+/// of `scheds`, β = 0 with NaN-poisoned C and β ≠ 0 with padded leading dimensions (operands from
+/// `seed`). Returns the largest scaled error.
+fn arith_cases(gpu: &Gpu, arith: RowTileArith, scheds: &[RowTileSchedule], seed: u64) -> f64 {
     let mut worst = 0f64;
-    for (name, a) in matrices() {
-        let bound = Bound::of(H::ARITH, longest_row(&a));
+    for (name, a) in banded_clustered_and_edges(700, 1000, 31) {
+        let bound = Bound::of(arith, longest_row(&a));
         for base in [RowTileKernel::TC16, RowTileKernel::TC32] {
-            let kernel = base.with_arith(H::ARITH);
+            let kernel = base.with_arith(arith);
             let m = RowTileTcf::from_csr(&a, kernel.window_rows as usize).unwrap();
             let mut dev =
-                RowTileDevice::upload_as(gpu, &m, false, H::ARITH, RowTileSchedule::Packed(1))
+                RowTileDevice::upload_as(gpu, &m, false, arith, RowTileSchedule::Packed(1))
                     .unwrap();
             assert_eq!(dev.kernel(), kernel);
             for n in NS {
-                for sched in [RowTileSchedule::Packed(1), RowTileSchedule::Packed(4)] {
+                for &sched in scheds {
                     dev.set_schedule(gpu, sched).unwrap();
                     for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
-                        let (ldb, ldc) = (n + pad, n + 2 * pad);
-                        let b = dense(a.cols(), n, ldb, 3000 + n as u64);
-                        let mut c0 = dense(a.rows(), n, ldc, 4000 + n as u64);
-                        if beta == 0.0 {
-                            for r in 0..a.rows() {
-                                c0[r * ldc..r * ldc + n].fill(f32::NAN);
-                            }
-                        }
-                        let (b, c0, got) =
-                            run_half::<H>(gpu, &mut dev, alpha, &b, ldb, beta, &c0, ldc, n);
+                        let (ldb, ldc, b, c0) = operands(&a, n, pad, beta, seed);
+                        let (b, c0, got) = run_in(
+                            gpu,
+                            &mut dev,
+                            arith,
+                            Dense::new(alpha, &b, ldb, beta, &c0, ldc, n),
+                        );
                         let what =
                             format!("{}/{name}/n={n}/{sched}/α={alpha}/β={beta}", kernel.name());
-                        worst = worst.max(check(
-                            &what,
-                            &a,
-                            alpha,
-                            &b,
-                            ldb,
-                            beta,
-                            &c0,
-                            &got,
-                            ldc,
-                            n,
-                            bound,
-                            &|_, _| false,
-                        ));
+                        let d = Dense::new(alpha, &b, ldb, beta, &c0, ldc, n);
+                        worst = worst.max(check(&what, &a, d, &got, bound, &|_, _| false));
                     }
                 }
             }
@@ -274,81 +221,32 @@ fn half_cases<H: RowTileHalf>(gpu: &Gpu) -> f64 {
     worst
 }
 
+const PACKED: [RowTileSchedule; 2] = [RowTileSchedule::Packed(1), RowTileSchedule::Packed(4)];
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f16_kernels_match_reference() {
-    let worst = half_cases::<half::f16>(&gpu());
+    let worst = arith_cases(&gpu(), RowTileArith::F16, &PACKED, 3000);
     println!("f16 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bf16_kernels_match_reference() {
-    let worst = half_cases::<half::bf16>(&gpu());
+    let worst = arith_cases(&gpu(), RowTileArith::Bf16, &PACKED, 3000);
     println!("bf16 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn three_tf32_kernels_match_reference_at_f32_grade() {
-    let gpu = gpu();
-    let mut worst = 0f64;
-    for (name, a) in matrices() {
-        let bound = Bound::of(RowTileArith::Tf32x3, longest_row(&a));
-        for base in [RowTileKernel::TC16, RowTileKernel::TC32] {
-            let m = RowTileTcf::from_csr(&a, base.window_rows as usize).unwrap();
-            let mut dev = RowTileDevice::upload_as(
-                &gpu,
-                &m,
-                false,
-                RowTileArith::Tf32x3,
-                RowTileSchedule::Packed(1),
-            )
-            .unwrap();
-            for n in NS {
-                for sched in [
-                    RowTileSchedule::Packed(1),
-                    RowTileSchedule::Packed(4),
-                    RowTileSchedule::Split { max_blocks: 1 },
-                    RowTileSchedule::Split { max_blocks: 3 },
-                ] {
-                    dev.set_schedule(&gpu, sched).unwrap();
-                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
-                        let (ldb, ldc) = (n + pad, n + 2 * pad);
-                        let b = dense(a.cols(), n, ldb, 5000 + n as u64);
-                        let mut c0 = dense(a.rows(), n, ldc, 6000 + n as u64);
-                        if beta == 0.0 {
-                            for r in 0..a.rows() {
-                                c0[r * ldc..r * ldc + n].fill(f32::NAN);
-                            }
-                        }
-                        let bd = gpu.upload(&b).unwrap();
-                        let mut cd = gpu.upload(&c0).unwrap();
-                        dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n).unwrap();
-                        let got = gpu.download(&cd).unwrap();
-                        let what = format!(
-                            "{}/{name}/n={n}/{sched}/α={alpha}/β={beta}",
-                            dev.kernel().name()
-                        );
-                        worst = worst.max(check(
-                            &what,
-                            &a,
-                            alpha,
-                            &b,
-                            ldb,
-                            beta,
-                            &c0,
-                            &got,
-                            ldc,
-                            n,
-                            bound,
-                            &|_, _| false,
-                        ));
-                    }
-                }
-            }
-        }
-    }
+    let scheds = [
+        RowTileSchedule::Packed(1),
+        RowTileSchedule::Packed(4),
+        RowTileSchedule::Split { max_blocks: 1 },
+        RowTileSchedule::Split { max_blocks: 3 },
+    ];
+    let worst = arith_cases(&gpu(), RowTileArith::Tf32x3, &scheds, 5000);
     println!("3xTF32 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
@@ -382,22 +280,7 @@ fn non_finite_cases(gpu: &Gpu, arith: RowTileArith) {
         let m = RowTileTcf::from_csr(&a, window_rows).unwrap();
         let mut dev =
             RowTileDevice::upload_as(gpu, &m, false, arith, RowTileSchedule::Packed(2)).unwrap();
-        let (b, got) = match arith {
-            RowTileArith::F16 => {
-                let (b, _, got) = run_half::<half::f16>(gpu, &mut dev, 1.0, &b, n, 0.0, &c0, n, n);
-                (b, got)
-            }
-            RowTileArith::Bf16 => {
-                let (b, _, got) = run_half::<half::bf16>(gpu, &mut dev, 1.0, &b, n, 0.0, &c0, n, n);
-                (b, got)
-            }
-            _ => {
-                let bd = gpu.upload(&b).unwrap();
-                let mut cd = gpu.upload(&c0).unwrap();
-                dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
-                (b.clone(), gpu.download(&cd).unwrap())
-            }
-        };
+        let (b, _, got) = run_in(gpu, &mut dev, arith, Dense::new(1.0, &b, n, 0.0, &c0, n, n));
         // Row 3: +∞ in every feature B's row 11 leaves alone (A's ∞ times positive B); 3×TF32
         // multiplies that ∞ by B's small parts too (0, or of the other sign: NaN), so there it is
         // only non-finite. Row 40: NaN.
@@ -423,7 +306,8 @@ fn non_finite_cases(gpu: &Gpu, arith: RowTileArith) {
             r == 3 || r == 40 || ((f == 5 || f == 9) && touches[r / window_rows])
         };
         let what = format!("{arith:?} non-finite, {window_rows}-row windows");
-        check(&what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n, bound, &skip);
+        let d = Dense::new(1.0, &b, n, 0.0, &c0, n, n);
+        check(&what, &a, d, &got, bound, &skip);
     }
 }
 
@@ -434,6 +318,11 @@ fn non_finite_values_propagate_in_every_arithmetic() {
     for arith in [RowTileArith::F16, RowTileArith::Bf16, RowTileArith::Tf32x3] {
         non_finite_cases(&gpu, arith);
     }
+}
+
+/// `m` on the GPU for the masked kernel of `arith`, one window per thread block.
+fn upload_packed(gpu: &Gpu, m: &RowTileTcf, arith: RowTileArith) -> RowTileDevice {
+    RowTileDevice::upload_as(gpu, m, false, arith, RowTileSchedule::Packed(1)).unwrap()
 }
 
 /// A result beyond f16's range is ±∞ as a cast (from ±65520 on), one below stays finite; in
@@ -453,28 +342,16 @@ fn f16_overflow_is_infinite_as_a_cast() {
         (-1.0009, f32::NEG_INFINITY),
         (1.0001, 65504.0),
     ] {
-        let mut dev = RowTileDevice::upload_as(
-            &gpu,
-            &m,
-            false,
-            RowTileArith::F16,
-            RowTileSchedule::Packed(1),
-        )
-        .unwrap();
+        let mut dev = upload_packed(&gpu, &m, RowTileArith::F16);
         let c0 = vec![0.0f32; 4 * n];
-        let (_, _, got) = run_half::<half::f16>(&gpu, &mut dev, alpha, &b, n, 0.0, &c0, n, n);
+        let (_, _, got) =
+            run_half::<half::f16>(&gpu, &mut dev, Dense::new(alpha, &b, n, 0.0, &c0, n, n));
         // The reference rounds as `half` does.
         assert_eq!(half::f16::from_f32(alpha * 65504.0).to_f32(), want);
         assert!(got.iter().all(|&g| g == want), "α = {alpha}: {got:?}");
-        let mut dev = RowTileDevice::upload_as(
-            &gpu,
-            &m,
-            false,
-            RowTileArith::Bf16,
-            RowTileSchedule::Packed(1),
-        )
-        .unwrap();
-        let (_, _, got) = run_half::<half::bf16>(&gpu, &mut dev, alpha, &b, n, 0.0, &c0, n, n);
+        let mut dev = upload_packed(&gpu, &m, RowTileArith::Bf16);
+        let (_, _, got) =
+            run_half::<half::bf16>(&gpu, &mut dev, Dense::new(alpha, &b, n, 0.0, &c0, n, n));
         assert!(
             got.iter().all(|g| g.is_finite()),
             "bf16, α = {alpha}: {got:?}"
@@ -490,14 +367,7 @@ fn half_kernels_refuse_other_operand_types_and_split_schedules() {
     let gpu = gpu();
     let a = Gen::new(40, 40, 4, 3).build();
     let m = RowTileTcf::from_csr(&a, 16).unwrap();
-    let mut dev = RowTileDevice::upload_as(
-        &gpu,
-        &m,
-        false,
-        RowTileArith::F16,
-        RowTileSchedule::Packed(1),
-    )
-    .unwrap();
+    let mut dev = upload_packed(&gpu, &m, RowTileArith::F16);
     let n = 8;
     let b = gpu.upload(&vec![0f32; 40 * n]).unwrap();
     let mut c = gpu.upload(&vec![0f32; 40 * n]).unwrap();
@@ -555,35 +425,15 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
                 let b = dense(a.cols(), n, n, 7000 + n as u64);
                 let c0 = dense(a.rows(), n, n, 8000 + n as u64);
                 let (alpha, beta) = (1.0f32, 0.5f32);
-                let (b, c0, got) = match arith {
-                    RowTileArith::F16 => {
-                        run_half::<half::f16>(&gpu, &mut dev, alpha, &b, n, beta, &c0, n, n)
-                    }
-                    RowTileArith::Bf16 => {
-                        run_half::<half::bf16>(&gpu, &mut dev, alpha, &b, n, beta, &c0, n, n)
-                    }
-                    _ => {
-                        let bd = gpu.upload(&b).unwrap();
-                        let mut cd = gpu.upload(&c0).unwrap();
-                        dev.launch(alpha, &bd, n, beta, &mut cd, n, n).unwrap();
-                        (b.clone(), c0.clone(), gpu.download(&cd).unwrap())
-                    }
-                };
-                let what = format!("{name}/{arith:?}/n={n}");
-                let worst = check(
-                    &what,
-                    &a,
-                    alpha,
-                    &b,
-                    n,
-                    beta,
-                    &c0,
-                    &got,
-                    n,
-                    n,
-                    bound,
-                    &|_, _| false,
+                let (b, c0, got) = run_in(
+                    &gpu,
+                    &mut dev,
+                    arith,
+                    Dense::new(alpha, &b, n, beta, &c0, n, n),
                 );
+                let what = format!("{name}/{arith:?}/n={n}");
+                let d = Dense::new(alpha, &b, n, beta, &c0, n, n);
+                let worst = check(&what, &a, d, &got, bound, &|_, _| false);
                 println!("{what}: worst scaled error {worst:.3e}");
             }
         }

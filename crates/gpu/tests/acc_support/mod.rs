@@ -155,6 +155,49 @@ impl Gen {
     }
 }
 
+/// A banded `n × n` matrix (12 nonzeros a row, seed `seed`) and a clustered one of `clustered`
+/// rows (blocks of 64, seed `seed + 1`), whose windows share columns, then [`edge_matrices`].
+pub fn banded_clustered_and_edges(
+    n: usize,
+    clustered: usize,
+    seed: u64,
+) -> Vec<(&'static str, Csr)> {
+    let mut band = Gen::new(n, n, 12, seed);
+    band.banded = true;
+    let clustered = tcsparse_formats::generate::GeneratorSpec::Clustered {
+        n: clustered,
+        block_size: 64,
+        intra_density: 0.3,
+        inter_nnz_per_row: 1.0,
+        seed: seed + 1,
+    }
+    .build()
+    .unwrap();
+    let mut mats = vec![("banded", band.build()), ("clustered", clustered)];
+    mats.extend(edge_matrices());
+    mats
+}
+
+/// The edge cases: ragged M and K with empty and trailing empty windows, hub rows, a banded
+/// 256 × 256, an empty matrix and a single row.
+pub fn edge_matrices() -> Vec<(&'static str, Csr)> {
+    let mut g = Gen::new(205, 173, 5, 1);
+    g.empty_windows = 3..5;
+    g.trailing_empty = true;
+    let mut h = Gen::new(301, 999, 3, 2);
+    h.hubs = 2;
+    h.hub_len = 600;
+    let mut band = Gen::new(256, 256, 8, 3);
+    band.banded = true;
+    vec![
+        ("ragged+empty-windows", g.build()),
+        ("hubs", h.build()),
+        ("banded", band.build()),
+        ("empty", Gen::new(21, 9, 0, 4).build()),
+        ("one-row", Gen::new(1, 50, 20, 5).build()),
+    ]
+}
+
 /// Random dense matrix, `rows × ld` storage (padding columns filled with NaN: they must never be
 /// read).
 pub fn dense(rows: usize, n: usize, ld: usize, seed: u64) -> Vec<f32> {
@@ -166,6 +209,104 @@ pub fn dense(rows: usize, n: usize, ld: usize, seed: u64) -> Vec<f32> {
         }
     }
     v
+}
+
+/// B (`cols × ldb`) and C0 (`rows × ldc`) of a product of width `n`, with `pad` padding columns
+/// in B and `2·pad` in C: B from seed `seed + n`, C0 from `seed + 1000 + n`; when β = 0 every
+/// element of C0 is NaN (poisoned: every element must be written, never read). Returns
+/// `(ldb, ldc, b, c0)`.
+pub fn operands(
+    a: &Csr,
+    n: usize,
+    pad: usize,
+    beta: f32,
+    seed: u64,
+) -> (usize, usize, Vec<f32>, Vec<f32>) {
+    let (ldb, ldc) = (n + pad, n + 2 * pad);
+    let b = dense(a.cols(), n, ldb, seed + n as u64);
+    let mut c0 = dense(a.rows(), n, ldc, seed + 1000 + n as u64);
+    if beta == 0.0 {
+        for r in 0..a.rows() {
+            c0[r * ldc..r * ldc + n].fill(f32::NAN);
+        }
+    }
+    (ldb, ldc, b, c0)
+}
+
+/// The dense side of C = α·A·B + β·C0 of width `n`: B with rows `ldb` apart, C0 with rows `ldc`
+/// apart.
+#[derive(Clone, Copy)]
+pub struct Dense<'a> {
+    pub alpha: f32,
+    pub b: &'a [f32],
+    pub ldb: usize,
+    pub beta: f32,
+    pub c0: &'a [f32],
+    pub ldc: usize,
+    pub n: usize,
+}
+
+impl<'a> Dense<'a> {
+    pub fn new(
+        alpha: f32,
+        b: &'a [f32],
+        ldb: usize,
+        beta: f32,
+        c0: &'a [f32],
+        ldc: usize,
+        n: usize,
+    ) -> Self {
+        Self {
+            alpha,
+            b,
+            ldb,
+            beta,
+            c0,
+            ldc,
+            n,
+        }
+    }
+}
+
+/// Calls `visit(r, f, g, want, scale)` with every element `g` of `got` (row `r`, feature `f`): the
+/// f64 reference `want` = α·(A·B) + β·C0 (C0 not read when β = 0) and its `scale` =
+/// |α|·|A|·|B| + |β|·|C0|, after asserting that the padding columns (f ≥ n) kept C0's bits.
+pub fn visit_elements(
+    what: &str,
+    a: &Csr,
+    d: Dense<'_>,
+    got: &[f32],
+    mut visit: impl FnMut(usize, usize, f32, f64, f64),
+) {
+    let Dense {
+        alpha,
+        b,
+        ldb,
+        beta,
+        c0,
+        ldc,
+        n,
+    } = d;
+    let ab = spmm_f64(a, b, n, ldb, false);
+    let abs = spmm_f64(a, b, n, ldb, true);
+    for r in 0..a.rows() {
+        for f in 0..ldc {
+            let g = got[r * ldc + f];
+            if f >= n {
+                let same = g.to_bits() == c0[r * ldc + f].to_bits();
+                assert!(same, "{what}: padding C[{r}][{f}] was written ({g})");
+                continue;
+            }
+            let c_old = if beta == 0.0 {
+                0.0
+            } else {
+                c0[r * ldc + f] as f64
+            };
+            let want = alpha as f64 * ab[r * n + f] + beta as f64 * c_old;
+            let scale = (alpha as f64).abs() * abs[r * n + f] + (beta as f64).abs() * c_old.abs();
+            visit(r, f, g, want, scale);
+        }
+    }
 }
 
 /// Checks `got = α·A·B + β·C0` against the f64 reference with the TF32 bound
@@ -184,39 +325,23 @@ pub fn check_result(
     ldc: usize,
     n: usize,
 ) -> f64 {
-    let ab = spmm_f64(a, b, n, ldb, false);
-    let abs = spmm_f64(a, b, n, ldb, true);
     let bound = 2.0 * 2f64.powi(-10);
     let mut worst = 0f64;
-    for r in 0..a.rows() {
-        for f in 0..ldc {
-            let g = got[r * ldc + f];
-            if f >= n {
-                let same = g.to_bits() == c0[r * ldc + f].to_bits();
-                assert!(same, "{what}: padding C[{r}][{f}] was written ({g})");
-                continue;
-            }
-            let c_old = if beta == 0.0 {
-                0.0
-            } else {
-                c0[r * ldc + f] as f64
-            };
-            let want = alpha as f64 * ab[r * n + f] + beta as f64 * c_old;
-            let scale = (alpha as f64).abs() * abs[r * n + f] + (beta as f64).abs() * c_old.abs();
-            let err = (g as f64 - want).abs();
-            assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
-            let scaled = if err == 0.0 {
-                0.0
-            } else {
-                err / scale.max(f64::MIN_POSITIVE)
-            };
-            assert!(
-                scaled <= bound,
-                "{what}: C[{r}][{f}] = {g}, want {want}, scaled error {scaled:.3e} > {bound:.3e}"
-            );
-            worst = worst.max(scaled);
-        }
-    }
+    let d = Dense::new(alpha, b, ldb, beta, c0, ldc, n);
+    visit_elements(what, a, d, got, |r, f, g: f32, want: f64, scale: f64| {
+        let err = (g as f64 - want).abs();
+        assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
+        let scaled = if err == 0.0 {
+            0.0
+        } else {
+            err / scale.max(f64::MIN_POSITIVE)
+        };
+        assert!(
+            scaled <= bound,
+            "{what}: C[{r}][{f}] = {g}, want {want}, scaled error {scaled:.3e} > {bound:.3e}"
+        );
+        worst = worst.max(scaled);
+    });
     worst
 }
 
