@@ -268,9 +268,7 @@ impl Prepared {
         ldc: usize,
     ) -> Result<(), Error> {
         if self.gpu.is_none() {
-            return Err(Error::Unavailable(
-                "spmm_device needs a GPU; this engine runs on the CPU path".into(),
-            ));
+            return Err(needs_gpu());
         }
         if self.dtype != DType::F32 {
             // (The device entry points take f32 buffers; f16 / bf16 run through spmm_typed.)
@@ -282,13 +280,11 @@ impl Prepared {
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
-        if matches!(self.dev, DeviceState::Cusparse { .. }) && (ldb != n || ldc != n) {
-            return Err(Error::InvalidArgs(format!(
-                "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
-            )));
+        if matches!(self.dev, DeviceState::Cusparse { .. }) {
+            cusparse_packed(n, ldb, ldc)?;
         }
         if matches!(self.dev, DeviceState::Cpu) {
-            return Err(Error::Unavailable("prepared for the CPU path".into()));
+            return Err(cpu_path());
         }
         if self.device_order == RowOrder::Prepared || self.perm.is_none() {
             return self.launch_prepared(alpha, b, n, ldb, beta, c, ldc);
@@ -314,10 +310,7 @@ impl Prepared {
             None
         };
         let result = (|| {
-            let perm = self
-                .device_perm
-                .as_ref()
-                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            let perm = self.device_perm()?;
             if let Some(bp) = bp.as_mut() {
                 perm.gather(b, ldb, bp, n, n)?;
             }
@@ -328,16 +321,20 @@ impl Prepared {
                 Some(bp) => self.launch_prepared(alpha, bp, n, n, beta, &mut cp, n)?,
                 None => self.launch_prepared(alpha, b, n, ldb, beta, &mut cp, n)?,
             }
-            let perm = self
-                .device_perm
-                .as_ref()
-                .ok_or_else(|| Error::Unavailable("no device permutation".into()))?;
+            let perm = self.device_perm()?;
             perm.scatter(&cp, n, c, ldc, n)?;
             Ok(())
         })();
         self.scratch.b = bp;
         self.scratch.c = Some(cp);
         result
+    }
+
+    /// The row permutation on the device (made by [`Prepared::spmm_device_at`] before use).
+    fn device_perm(&self) -> Result<&RowPermutation, Error> {
+        self.device_perm
+            .as_ref()
+            .ok_or_else(|| Error::Unavailable("no device permutation".into()))
     }
 
     /// The product in prepared order on the device kernel (arguments as [`Prepared::spmm_device`]).
@@ -352,21 +349,13 @@ impl Prepared {
         c: &mut C,
         ldc: usize,
     ) -> Result<(), Error> {
-        let gpu = self.gpu.as_ref().ok_or_else(|| {
-            Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
-        })?;
+        let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
         match &mut self.dev {
-            DeviceState::Cpu => {
-                return Err(Error::Unavailable("prepared for the CPU path".into()));
-            }
+            DeviceState::Cpu => return Err(cpu_path()),
             DeviceState::Acc(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::RowTile(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Cusparse { csr, alg, spmm } => {
-                if ldb != n || ldc != n {
-                    return Err(Error::InvalidArgs(format!(
-                        "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
-                    )));
-                }
+                cusparse_packed(n, ldb, ldc)?;
                 if n == 0 || csr.rows() == 0 {
                     return Ok(());
                 }
@@ -553,6 +542,26 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
                 *d = conv(v);
             }
         });
+}
+
+/// The error of a device entry point on an engine without a GPU.
+fn needs_gpu() -> Error {
+    Error::Unavailable("spmm_device needs a GPU; this engine runs on the CPU path".into())
+}
+
+/// The error of a device product on a preparation for the CPU path.
+fn cpu_path() -> Error {
+    Error::Unavailable("prepared for the CPU path".into())
+}
+
+/// `Ok` when B and C are packed (`ldb = ldc = n`), as the cuSPARSE path needs.
+fn cusparse_packed(n: usize, ldb: usize, ldc: usize) -> Result<(), Error> {
+    if ldb != n || ldc != n {
+        return Err(Error::InvalidArgs(format!(
+            "the cuSPARSE path needs ldb = ldc = n (got ldb = {ldb}, ldc = {ldc}, n = {n})"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
