@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use super::{CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_width, ok};
+use super::{CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_packed, check_width, ok};
 use crate::schedule::upload_nonempty;
 use crate::spmm::row_tile::{RowTileArith, RowTileHalf};
 use crate::{Gpu, GpuError};
@@ -151,12 +151,7 @@ impl<H: RowTileHalf> CusparseSpmmHalf<H> {
             let (pw, _gw) = this.workspace.device_ptr_mut(s);
             // SAFETY: the dense descriptors point at tmp_b and tmp_c (live until the synchronize
             // below); the workspace holds `size` bytes.
-            if let Err(e) = unsafe { call.preprocess(pw) } {
-                tracing::debug!(
-                    "{e} ({alg:?}, {:?}); running without preprocessing",
-                    H::ARITH
-                );
-            }
+            unsafe { call.preprocess_if_taken(pw, &format_args!("{alg:?}, {:?}", H::ARITH)) };
         }
         gpu.synchronize()?;
         drop((_gb, _gc));
@@ -197,14 +192,7 @@ impl<H: RowTileHalf> CusparseSpmmHalf<H> {
         beta: f32,
         c: &mut C,
     ) -> Result<(), GpuError> {
-        let (m, k, n) = (self.csr.rows(), self.csr.cols(), self.n);
-        if b.len() < k * n || c.len() < m * n {
-            return Err(GpuError::Invalid(format!(
-                "B needs {k}·{n} and C {m}·{n} elements, got {} and {}",
-                b.len(),
-                c.len()
-            )));
-        }
+        check_packed(self.shape(), self.n, b.len(), c.len())?;
         let s = self.handle.gpu.stream().clone();
         let (pb, _gb) = b.device_ptr(&s);
         let (pc, _gc) = c.device_ptr_mut(&s);

@@ -257,26 +257,38 @@ impl DnMat {
         })?;
         Ok(Self(d))
     }
-
-    /// # Safety
-    /// As for [`DnMat::new`].
-    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
-        // SAFETY: forwarded from the caller.
-        ok("cusparseDnMatSetValues", unsafe {
-            cs::cusparseDnMatSetValues(self.0, ptr as *mut c_void)
-        })
-    }
 }
 
-// SAFETY: a descriptor is a host-side struct owned by one value; it is only used through that owner.
-unsafe impl Send for DnMat {}
+/// `set` (re-point the values), `Send` and `Drop` of a dense descriptor type `$ty` through its
+/// cuSPARSE functions.
+macro_rules! dense_descriptor {
+    ($ty:ident, $set:ident, $destroy:ident) => {
+        impl $ty {
+            /// # Safety
+            /// As for the constructor: `ptr` must be a device buffer of the descriptor's size and
+            /// type whenever the descriptor is used.
+            pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
+                // SAFETY: forwarded from the caller.
+                ok(stringify!($set), unsafe {
+                    cs::$set(self.0, ptr as *mut c_void)
+                })
+            }
+        }
 
-impl Drop for DnMat {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        let _ = unsafe { cs::cusparseDestroyDnMat(self.0) };
-    }
+        // SAFETY: a descriptor is a host-side struct owned by one value; it is only used through
+        // that owner.
+        unsafe impl Send for $ty {}
+
+        impl Drop for $ty {
+            fn drop(&mut self) {
+                // SAFETY: created by the constructor, destroyed once.
+                let _ = unsafe { cs::$destroy(self.0) };
+            }
+        }
+    };
 }
+
+dense_descriptor!(DnMat, cusparseDnMatSetValues, cusparseDestroyDnMat);
 
 /// A dense vector descriptor. Destroyed on drop.
 pub(crate) struct DnVec(pub(crate) cs::cusparseDnVecDescr_t);
@@ -297,26 +309,9 @@ impl DnVec {
         })?;
         Ok(Self(d))
     }
-
-    /// # Safety
-    /// As for [`DnVec::new`].
-    pub(crate) unsafe fn set(&self, ptr: u64) -> Result<(), GpuError> {
-        // SAFETY: forwarded from the caller.
-        ok("cusparseDnVecSetValues", unsafe {
-            cs::cusparseDnVecSetValues(self.0, ptr as *mut c_void)
-        })
-    }
 }
 
-// SAFETY: as for `DnMat`.
-unsafe impl Send for DnVec {}
-
-impl Drop for DnVec {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        let _ = unsafe { cs::cusparseDestroyDnVec(self.0) };
-    }
-}
+dense_descriptor!(DnVec, cusparseDnVecSetValues, cusparseDestroyDnVec);
 
 /// cuSPARSE SpMM algorithm for CSR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -387,6 +382,22 @@ pub struct CusparseSpmm {
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
 
+/// `Ok` when packed B (`cols × n`) and C (`rows × n`) fit in `b_len` and `c_len` elements
+/// (`shape` = A's rows and columns).
+pub(crate) fn check_packed(
+    (m, k): (usize, usize),
+    n: usize,
+    b_len: usize,
+    c_len: usize,
+) -> Result<(), GpuError> {
+    if b_len < k * n || c_len < m * n {
+        return Err(GpuError::Invalid(format!(
+            "B needs {k}·{n} and C {m}·{n} elements, got {b_len} and {c_len}"
+        )));
+    }
+    Ok(())
+}
+
 /// One generic-API SpMM, `C = α·op(A)·B + β·C` (no transposes, f32): the handle, A's CSR
 /// descriptor, B's and C's row-major dense descriptors and the algorithm. The one place that
 /// calls `cusparseSpMM_bufferSize`, `cusparseSpMM_preprocess` and `cusparseSpMM`, for the SpMM
@@ -449,6 +460,19 @@ impl SpmmCall {
                 workspace as *mut c_void,
             )
         })
+    }
+
+    /// [`SpmmCall::preprocess`] where cuSPARSE takes it: preprocessing is an optional speed-up
+    /// (cuSPARSE only uses it for some algorithms), so a refusal is logged with `what`, not
+    /// returned.
+    ///
+    /// # Safety
+    /// As [`SpmmCall::run`].
+    pub(crate) unsafe fn preprocess_if_taken(&self, workspace: u64, what: &dyn std::fmt::Debug) {
+        // SAFETY: the caller's contract.
+        if let Err(e) = unsafe { self.preprocess(workspace) } {
+            tracing::debug!("{e} ({what:?}); running without preprocessing");
+        }
     }
 
     /// Queues the product on the handle's stream.
@@ -541,12 +565,7 @@ impl CusparseSpmm {
             let (pw, _gw) = workspace.device_ptr_mut(s);
             // SAFETY: the descriptors point at b_buf and c_buf (borrowed until the synchronize
             // below); the workspace holds `size` bytes and lives as long as `self`.
-            let pre = unsafe { call.preprocess(pw) };
-            // Preprocessing is an optional speed-up (cuSPARSE only uses it for some algorithms): a
-            // refusal is logged, not fatal.
-            if let Err(e) = pre {
-                tracing::debug!("{e} ({alg:?}); running without preprocessing");
-            }
+            unsafe { call.preprocess_if_taken(pw, &alg) };
         }
         gpu.synchronize()?;
         drop((_gb, _gc));
@@ -579,14 +598,7 @@ impl CusparseSpmm {
         beta: f32,
         c: &mut C,
     ) -> Result<(), GpuError> {
-        let (m, k, n) = (self.a.rows(), self.a.cols(), self.n);
-        if b.len() < k * n || c.len() < m * n {
-            return Err(GpuError::Invalid(format!(
-                "B needs {k}·{n} and C {m}·{n} elements, got {} and {}",
-                b.len(),
-                c.len()
-            )));
-        }
+        check_packed((self.a.rows(), self.a.cols()), self.n, b.len(), c.len())?;
         let s = self.handle.gpu.stream().clone();
         let (pb, _gb) = b.device_ptr(&s);
         let (pc, _gc) = c.device_ptr_mut(&s);
