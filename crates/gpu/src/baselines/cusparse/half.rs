@@ -9,10 +9,11 @@
 
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
-use std::ffi::c_void;
 use std::marker::PhantomData;
 
-use super::{CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_packed, check_width, ok};
+use super::{
+    CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_packed, check_width, create_csr,
+};
 use crate::schedule::upload_nonempty;
 use crate::spmm::row_tile::{RowTileArith, RowTileHalf};
 use crate::{Gpu, GpuError};
@@ -90,26 +91,10 @@ impl<H: RowTileHalf> CusparseSpmmHalf<H> {
             let (p, _g1) = indptr.device_ptr(s);
             let (i, _g2) = indices.device_ptr(s);
             let (v, _g3) = values.device_ptr(s);
-            let mut descr = std::ptr::null_mut();
-            // SAFETY: live device buffers of rows + 1, nnz and nnz (at least one) elements, held
-            // by the returned value (csr, values) and never written; creating the descriptor
-            // reads none of them; Drop destroys it before they go.
-            ok("cusparseCreateCsr", unsafe {
-                cs::cusparseCreateCsr(
-                    &mut descr,
-                    m as i64,
-                    k as i64,
-                    csr.nnz() as i64,
-                    p as *mut c_void,
-                    i as *mut c_void,
-                    v as *mut c_void,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
-                    cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-                    cuda_type::<H>(),
-                )
-            })?;
-            descr
+            // SAFETY: live device buffers of rows + 1, nnz and nnz (at least one) elements, the
+            // values of type H, held by the returned value (csr, values) and never written; Drop
+            // destroys the descriptor before they go.
+            unsafe { create_csr((m, k, csr.nnz()), [p, i, v], cuda_type::<H>()) }?
         };
         let tmp_b: CudaSlice<H> = gpu.alloc_zeros((k * n).max(1))?;
         let mut tmp_c: CudaSlice<H> = gpu.alloc_zeros((m * n).max(1))?;

@@ -179,15 +179,30 @@ fn csr_descriptor(gpu: &Gpu, csr: &DeviceCsr) -> Result<cs::cusparseSpMatDescr_t
     // (The first cuSPARSE call of a matrix, before any handle: cudarc panics on a missing
     // library or function, so both are checked first.)
     super::require_cusparse()?;
-    let mut descr = std::ptr::null_mut();
     let s = gpu.stream();
     let (p, _g1) = indptr.device_ptr(s);
     let (i, _g2) = indices.device_ptr(s);
     let (v, _g3) = values.device_ptr(s);
     // SAFETY: the pointers are live device buffers of the stated lengths (rows + 1, nnz, nnz; one
-    // dummy element when nnz = 0); creating the descriptor reads none of them, and every holder
-    // destroys it before the buffers are freed (CsrInner's Drop; the SpMV baseline keeps a clone
-    // of the matrix).
+    // dummy element when nnz = 0) of f32 values; every holder destroys the descriptor before the
+    // buffers are freed (CsrInner's Drop; the SpMV baseline keeps a clone of the matrix).
+    unsafe { create_csr((rows, cols, nnz), [p, i, v], cs::cudaDataType::CUDA_R_32F) }
+}
+
+/// `cusparseCreateCsr`: a `rows × cols` descriptor of `nnz` entries (32-bit indices, base 0) over
+/// the row offsets, column indices and values at `ptrs`, values of type `ty`. Creating it reads
+/// none of the arrays.
+///
+/// # Safety
+/// `ptrs` are device buffers of `rows + 1`, `nnz` and `nnz` elements (at least one each) whenever
+/// the descriptor is used, and whoever holds it destroys it before they are freed.
+pub(crate) unsafe fn create_csr(
+    (rows, cols, nnz): (usize, usize, usize),
+    [p, i, v]: [u64; 3],
+    ty: cs::cudaDataType,
+) -> Result<cs::cusparseSpMatDescr_t, GpuError> {
+    let mut descr = std::ptr::null_mut();
+    // SAFETY: the caller's contract; `descr` is valid for writes.
     ok("cusparseCreateCsr", unsafe {
         cs::cusparseCreateCsr(
             &mut descr,
@@ -200,7 +215,7 @@ fn csr_descriptor(gpu: &Gpu, csr: &DeviceCsr) -> Result<cs::cusparseSpMatDescr_t
             cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
             cs::cusparseIndexType_t::CUSPARSE_INDEX_32I,
             cs::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO,
-            cs::cudaDataType::CUDA_R_32F,
+            ty,
         )
     })?;
     Ok(descr)
