@@ -667,27 +667,17 @@ extern "C" __global__ void row_tile_skeleton(const u32* __restrict__ indptr,
 #ifndef TC32X3_MIN_BLOCKS
 #define TC32X3_MIN_BLOCKS 2
 #endif
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 3)
-    tc16_spmm_3xtf32(ROW_TILE_TYPED_PARAMS(float)) {
-    row_tile_spmm<1, RtArith<RT_TF32X3>>(ROW_TILE_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32X3_MIN_BLOCKS)
-    tc32_spmm_3xtf32(ROW_TILE_TYPED_PARAMS(float)) {
-    row_tile_spmm<2, RtArith<RT_TF32X3>>(ROW_TILE_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
-    tc16_spmm_f16(ROW_TILE_TYPED_PARAMS(u16)) {
-    row_tile_spmm<1, RtArith<RT_F16>>(ROW_TILE_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
-    tc32_spmm_f16(ROW_TILE_TYPED_PARAMS(u16)) {
-    row_tile_spmm<2, RtArith<RT_F16>>(ROW_TILE_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
-    tc16_spmm_bf16(ROW_TILE_TYPED_PARAMS(u16)) {
-    row_tile_spmm<1, RtArith<RT_BF16>>(ROW_TILE_ARGS);
-}
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
-    tc32_spmm_bf16(ROW_TILE_TYPED_PARAMS(u16)) {
-    row_tile_spmm<2, RtArith<RT_BF16>>(ROW_TILE_ARGS);
-}
+// One masked entry NAME in arithmetic ARITH: MT row tiles of 16 rows per window (1: tc16, 2: tc32),
+// MIN_BLOCKS resident thread blocks for __launch_bounds__, V the element of values, B and C.
+#define ROW_TILE_TYPED_ENTRY(NAME, MIN_BLOCKS, MT, V, ARITH)                                     \
+    extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, MIN_BLOCKS)                   \
+        NAME(ROW_TILE_TYPED_PARAMS(V)) {                                                        \
+        row_tile_spmm<MT, RtArith<ARITH>>(ROW_TILE_ARGS);                                       \
+    }
+
+ROW_TILE_TYPED_ENTRY(tc16_spmm_3xtf32, 3, 1, float, RT_TF32X3)
+ROW_TILE_TYPED_ENTRY(tc32_spmm_3xtf32, TC32X3_MIN_BLOCKS, 2, float, RT_TF32X3)
+ROW_TILE_TYPED_ENTRY(tc16_spmm_f16, 4, 1, u16, RT_F16)
+ROW_TILE_TYPED_ENTRY(tc32_spmm_f16, TC32_MIN_BLOCKS, 2, u16, RT_F16)
+ROW_TILE_TYPED_ENTRY(tc16_spmm_bf16, 4, 1, u16, RT_BF16)
+ROW_TILE_TYPED_ENTRY(tc32_spmm_bf16, TC32_MIN_BLOCKS, 2, u16, RT_BF16)
