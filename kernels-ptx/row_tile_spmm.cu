@@ -534,25 +534,21 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
                               flags);
 }
 
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4)
-    tc16d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
-                    const float4* __restrict__ frag, const u32* __restrict__ work,
-                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
-                    u32 flags) {
-    row_tile_dense_spmm<1>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                           beta, flags);
-}
+// One dense-tile entry NAME: MT row tiles of 16 rows per window (1: tc16d, 2: tc32d), MIN_BLOCKS
+// resident thread blocks for __launch_bounds__.
+#define ROW_TILE_DENSE_ENTRY(NAME, MIN_BLOCKS, MT)                                              \
+    extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, MIN_BLOCKS)                   \
+        NAME(const u32* __restrict__ rwo, const u32* __restrict__ a2x,                          \
+             const float4* __restrict__ frag, const u32* __restrict__ work,                     \
+             const unsigned char* __restrict__ window_split, const float* __restrict__ B,       \
+             u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,    \
+             u32 flags) {                                                                       \
+        row_tile_dense_spmm<MT>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N,       \
+                                alpha, beta, flags);                                            \
+    }
 
-extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32D_MIN_BLOCKS)
-    tc32d_spmm_tf32(const u32* __restrict__ rwo, const u32* __restrict__ a2x,
-                    const float4* __restrict__ frag, const u32* __restrict__ work,
-                    const unsigned char* __restrict__ window_split, const float* __restrict__ B,
-                    u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,
-                    u32 flags) {
-    row_tile_dense_spmm<2>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha,
-                           beta, flags);
-}
+ROW_TILE_DENSE_ENTRY(tc16d_spmm_tf32, 4, 1)
+ROW_TILE_DENSE_ENTRY(tc32d_spmm_tf32, TC32D_MIN_BLOCKS, 2)
 
 
 // Dense-tile build on the device (a plan-cache hit, RowTileDevice::build_dense and
