@@ -7,12 +7,12 @@ use crate::{DType, Element, Error, Requested, RowOrder};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::DeviceProduct;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileHalf;
+use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_reorder::Mode;
 
 use super::prepare::GPU_TYPED_SPMM_KERNELS;
@@ -144,10 +144,7 @@ impl Prepared {
                 };
             }
         } else {
-            let gpu = self
-                .gpu
-                .clone()
-                .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+            let gpu = self.gpu_handle()?;
             let bd = gpu.upload(&bp)?;
             let mut cd = if beta != 0.0 {
                 gpu.upload(&cp)?
@@ -186,10 +183,7 @@ impl Prepared {
     ) -> Result<(), Error> {
         let n = self.n;
         let (rows, cols) = (self.a.rows(), self.a.cols());
-        let gpu = self
-            .gpu
-            .clone()
-            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+        let gpu = self.gpu_handle()?;
         // (Exact: T and H are the same type, the f32 value names it.)
         let (b_perm, c_perm) = self.host_row_orders();
         let to_h = |v: T| H::from_f32(v.to_f32());
@@ -294,10 +288,7 @@ impl Prepared {
         }
         // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order, multiply,
         // scatter C back.
-        let gpu = self
-            .gpu
-            .clone()
-            .ok_or_else(|| Error::Unavailable("no GPU".into()))?;
+        let gpu = self.gpu_handle()?;
         if self.device_perm.is_none() {
             let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
             self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
@@ -328,6 +319,13 @@ impl Prepared {
         self.scratch.b = bp;
         self.scratch.c = Some(cp);
         result
+    }
+
+    /// The engine's GPU (a handle to it).
+    fn gpu_handle(&self) -> Result<Gpu, Error> {
+        self.gpu
+            .clone()
+            .ok_or_else(|| Error::Unavailable("no GPU".into()))
     }
 
     /// The row permutation on the device (made by [`Prepared::spmm_device_at`] before use).
