@@ -276,19 +276,35 @@ impl SpammSplit {
                 c.len()
             )));
         }
-        let mut valid = 0;
+        // Every member copies its rows on a thread of its own: the copies, and the first touch of
+        // the host pages, run side by side.
+        let mut blocks = Vec::with_capacity(self.parts.len());
+        let mut rest = c;
         for p in &self.parts {
             let (r0, r1) = p.rows;
-            if r1 == r0 {
-                continue;
-            }
-            let g = p.ops.gpu();
-            let dst = &mut c[r0 * self.n..r1 * self.n];
-            g.stream()
-                .memcpy_dtoh(&p.c.slice(..dst.len()), dst)
-                .map_err(tcsparse_gpu::GpuError::from)?;
-            valid += g.download(&p.valid)?[0];
+            let (block, tail) = rest.split_at_mut((r1 - r0) * self.n);
+            blocks.push((p, block));
+            rest = tail;
         }
+        let valid = std::thread::scope(|s| {
+            let copies: Vec<_> = blocks
+                .into_iter()
+                .filter(|(_, block)| !block.is_empty())
+                .map(|(p, block)| {
+                    s.spawn(move || -> Result<u64, Error> {
+                        let g = p.ops.gpu();
+                        g.stream()
+                            .memcpy_dtoh(&p.c.slice(..block.len()), block)
+                            .map_err(tcsparse_gpu::GpuError::from)?;
+                        Ok(g.download(&p.valid)?[0])
+                    })
+                })
+                .collect();
+            copies.into_iter().try_fold(0u64, |sum, h| {
+                let v = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                Ok::<u64, Error>(sum + v)
+            })
+        })?;
         self.synchronize()?;
         Ok(valid)
     }
@@ -326,11 +342,7 @@ pub fn spamm_device(
     let abs = skipped_bound(&na, &nb, tiles.0, tiles.1, tiles.2, tau).map_err(pe)?;
     let norm = if opts.measure_error {
         let h = g.download(c)?;
-        h[..m * n]
-            .iter()
-            .map(|&x| x as f64 * x as f64)
-            .sum::<f64>()
-            .sqrt()
+        super::tune::frobenius(&h[..m * n])
     } else {
         c_norm
     };

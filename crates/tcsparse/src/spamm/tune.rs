@@ -60,6 +60,17 @@ fn plan_error(e: tcsparse_planner::PlanError) -> Error {
     Error::InvalidArgs(format!("τ selection: {e}"))
 }
 
+/// ‖c‖F in f64 on every core: sums of fixed chunks added in order, so the value does not
+/// depend on the number of threads.
+pub(crate) fn frobenius(c: &[f32]) -> f64 {
+    use rayon::prelude::*;
+    let chunks: Vec<f64> = c
+        .par_chunks(1 << 16)
+        .map(|ch| ch.iter().map(|&x| x as f64 * x as f64).sum::<f64>())
+        .collect();
+    chunks.iter().sum::<f64>().sqrt()
+}
+
 /// Chooses τ from the norm maps (`na`: `tm × tk`, `nb`: `tk × tn`) for `target`, runs
 /// `product` at it and, for an error target the result misses, again with the result's norm
 /// in place of the norm-product estimate of ‖C‖F, as [`tau_retry_norm`] decides (halved from
@@ -86,7 +97,7 @@ pub(crate) fn choose_and_run(
         let tau = choose_tau(na, nb, tiles, target, c_norm)?;
         let Product { c, valid } = product(tau)?;
         let abs_bound = skipped_bound(na, nb, tm, tk, tn, tau).map_err(plan_error)?;
-        let result_norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+        let result_norm = frobenius(&c);
         let rel = rel_bound(abs_bound, result_norm);
         let retry = match target {
             TauTarget::RelError(r) => tau_retry_norm(r, rel, attempts, tau, result_norm, c_norm),
