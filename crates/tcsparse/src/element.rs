@@ -43,6 +43,18 @@ pub trait Element:
     /// `v` rounded to this type: to nearest, ties to even; beyond the type's range ±∞ (as a
     /// cast); NaN stays NaN.
     fn from_f32(v: f32) -> Self;
+
+    /// `values` as f32 where this type is f32 (no copy), else `None`.
+    fn f32_slice(values: &[Self]) -> Option<&[f32]> {
+        let _ = values;
+        None
+    }
+
+    /// [`Element::f32_slice`] for a mutable slice.
+    fn f32_slice_mut(values: &mut [Self]) -> Option<&mut [f32]> {
+        let _ = values;
+        None
+    }
 }
 
 impl Element for f32 {
@@ -52,6 +64,12 @@ impl Element for f32 {
     }
     fn from_f32(v: f32) -> Self {
         v
+    }
+    fn f32_slice(values: &[Self]) -> Option<&[f32]> {
+        Some(values)
+    }
+    fn f32_slice_mut(values: &mut [Self]) -> Option<&mut [f32]> {
+        Some(values)
     }
 }
 

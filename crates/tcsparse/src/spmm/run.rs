@@ -125,6 +125,14 @@ impl Prepared {
             }
             _ => {}
         }
+        if !cpu
+            && self.perm.is_none()
+            && ldc == n
+            && let Some(c32) = T::f32_slice_mut(c)
+        {
+            // f32 in the prepared order already: B and C go to the device as they are.
+            return self.spmm_f32_in_place(alpha, b, ldb, beta, c32);
+        }
         // B in prepared order and f32, compact (ld = n); C likewise, only read when β ≠ 0.
         let (b_perm, c_perm) = self.host_row_orders();
         let bp = gather_rows(b, ldb, cols, n, b_perm, T::to_f32);
@@ -157,6 +165,38 @@ impl Prepared {
         // C back in the original order, rounded to T.
         let (_, c_perm) = self.host_row_orders();
         scatter_rows(&cp, n, c, ldc, c_perm, T::from_f32);
+        Ok(())
+    }
+
+    /// The GPU host product where the original order is the prepared one and C is f32 with
+    /// `ldc = n`: B uploaded as it is where it is f32 and compact (else gathered), C uploaded
+    /// only where β ≠ 0 and copied back straight into `c`.
+    fn spmm_f32_in_place<T: Element>(
+        &mut self,
+        alpha: f32,
+        b: &[T],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+    ) -> Result<(), Error> {
+        let n = self.n;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        let gpu = self.gpu_handle()?;
+        let bd = match T::f32_slice(b) {
+            Some(b32) if ldb == n => gpu.upload(&b32[..cols * n])?,
+            _ => gpu.upload(&gather_rows(b, ldb, cols, n, None, T::to_f32))?,
+        };
+        let c = &mut c[..rows * n];
+        let mut cd = if beta != 0.0 {
+            gpu.upload(c)?
+        } else {
+            gpu.alloc_zeros(rows * n)?
+        };
+        self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
+        gpu.stream()
+            .memcpy_dtoh(&cd, c)
+            .map_err(tcsparse_gpu::GpuError::from)?;
+        gpu.synchronize()?;
         Ok(())
     }
 
