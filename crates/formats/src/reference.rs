@@ -108,9 +108,20 @@ pub struct ProductError {
 /// relative error up to the order of its f64 sums), in memory ∝ `n` per thread instead of two
 /// `rows × n` f64 matrices.
 ///
+/// `slack` is an absolute difference forgiven per element before scaling (a stored type's
+/// underflow step: a result below its normal range is rounded absolutely, not relatively); 0
+/// gives exactly [`max_scaled_error`]'s numbers.
+///
 /// # Panics
 /// As [`spmm_f64`], and if `got` is shorter than `a.rows() · n`.
-pub fn spmm_error(a: &Csr, b: &[f32], n: usize, ldb: usize, got: &[f32]) -> ProductError {
+pub fn spmm_error(
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    ldb: usize,
+    got: &[f32],
+    slack: f64,
+) -> ProductError {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(
         a.cols() == 0 || dense_len(a.cols(), n, ldb).is_some_and(|need| b.len() >= need),
@@ -151,7 +162,25 @@ pub fn spmm_error(a: &Csr, b: &[f32], n: usize, ldb: usize, got: &[f32]) -> Prod
                     num += (g as f64 - w).powi(2);
                     den += w * w;
                 }
-                (max_scaled_error(got_row, want, scale), num, den)
+                let worst = got_row
+                    .iter()
+                    .zip(want.iter())
+                    .zip(scale.iter())
+                    .map(|((&g, &w), &s)| {
+                        if !g.is_finite() {
+                            return f64::INFINITY;
+                        }
+                        let d = (g as f64 - w).abs() - slack;
+                        if d <= 0.0 {
+                            0.0
+                        } else if s == 0.0 {
+                            f64::INFINITY
+                        } else {
+                            d / s
+                        }
+                    })
+                    .fold(0.0, f64::max);
+                (worst, num, den)
             },
         )
         .reduce(
@@ -213,7 +242,7 @@ mod tests {
         let want = spmm_f64(&a, &b, n, ldb, false);
         let scale = spmm_f64(&a, &b, n, ldb, true);
         let got: Vec<f32> = want.iter().map(|&w| w as f32 + noise * next()).collect();
-        let fused = spmm_error(&a, &b, n, ldb, &got);
+        let fused = spmm_error(&a, &b, n, ldb, &got, 0.0);
         assert_eq!(fused.max_scaled, max_scaled_error(&got, &want, &scale));
         let rel = relative_error(&got, &want);
         assert!(
@@ -237,9 +266,14 @@ mod tests {
     fn fused_error_flags_nan_and_empty_rows() {
         let a = csr_from_triplets(3, 2, &[(0, 0, 2.0), (2, 1, -1.0)]).unwrap();
         let b = [1.0, 3.0];
-        let e = spmm_error(&a, &b, 1, 1, &[2.0, 0.0, -3.0]);
+        let e = spmm_error(&a, &b, 1, 1, &[2.0, 0.0, -3.0], 0.0);
         assert_eq!((e.max_scaled, e.relative), (0.0, 0.0));
-        let e = spmm_error(&a, &b, 1, 1, &[f32::NAN, 0.0, -3.0]);
+        let e = spmm_error(&a, &b, 1, 1, &[f32::NAN, 0.0, -3.0], 0.0);
         assert_eq!(e.max_scaled, f64::INFINITY);
+        // A difference within the slack is forgiven; beyond it, only the excess counts.
+        let e = spmm_error(&a, &b, 1, 1, &[2.0 + 1e-3, 0.0, -3.0], 1e-3);
+        assert_eq!(e.max_scaled, 0.0);
+        let e = spmm_error(&a, &b, 1, 1, &[2.5, 0.0, -3.0], 0.25);
+        assert_eq!(e.max_scaled, 0.125);
     }
 }

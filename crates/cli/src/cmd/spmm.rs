@@ -309,7 +309,7 @@ fn measure_typed<T: Element>(
     tracing::info_span!("first_product", n)
         .in_scope(|| prepared.spmm_typed(1.0, &b, 0.0, &mut c))?;
     let first_ms = Some(first.elapsed().as_secs_f64() * 1e3);
-    let error = demo::error_vs_reference(a, &widen(&b), n, &widen(&c));
+    let error = demo::error_vs_reference_stored(a, &widen(&b), n, &widen(&c), T::DTYPE);
     let iters = iters.max(1);
     let _run = tracing::info_span!("run", n, iters).entered();
     let mut samples = Vec::new();
