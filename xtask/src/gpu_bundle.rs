@@ -167,7 +167,9 @@ if [ -n "${SANITIZE:-}" ]; then
         "$cs" --tool "$tool" --error-exitcode 1 --print-limit 1000 \
         "$t" --include-ignored --test-threads=1 > "$log" 2>&1
       rc=$?
-      errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$log" | awk '{s += $3} END {print s + 0}')
+      # memcheck, synccheck and initcheck end with "ERROR SUMMARY: N errors", racecheck with
+      # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)".
+      errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error|\([0-9]+ errors' "$log" | grep -Eo '[0-9]+' | awk '{s += $1} END {print s + 0}')
       [ "$rc" = 0 ] || fail=1
       [ "$rc" = 124 ] && rc="124 (timeout)"
       echo "| $tool | $name | ${only:-all} | $rc | $errors | $(( $(date +%s) - start )) |" >> "$md"
@@ -566,6 +568,7 @@ mod tests {
             "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'fake 1.0'; exit 0; }\n\
              tool=$2; shift 6; \"$@\"\n\
              if [ \"$tool\" = memcheck ]; then echo '========= ERROR SUMMARY: 2 errors'; exit 1; fi\n\
+             if [ \"$tool\" = racecheck ]; then echo '========= RACECHECK SUMMARY: 5 hazards displayed (3 errors, 2 warnings)'; exit 1; fi\n\
              echo '========= ERROR SUMMARY: 0 errors'\n",
         )
         .unwrap();
@@ -590,7 +593,7 @@ mod tests {
         let md = std::fs::read_to_string(out.join("sanitizer-summary.md")).unwrap();
         assert!(md.contains("| memcheck | fake-gpu | all | 1 | 2 |"), "{md}");
         assert!(
-            md.contains("| racecheck | fake-gpu | cora,west0067 | 0 | 0 |"),
+            md.contains("| racecheck | fake-gpu | cora,west0067 | 1 | 3 |"),
             "{md}"
         );
         assert!(
@@ -598,7 +601,11 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("compute-sanitizer: 2 errors over 1 test binaries"),
+            md.contains("racecheck: 3 errors over 1 test binaries"),
+            "{md}"
+        );
+        assert!(
+            md.contains("compute-sanitizer: 5 errors over 1 test binaries"),
             "{md}"
         );
         let log = std::fs::read_to_string(out.join("sanitizer/racecheck/fake-gpu.log")).unwrap();
