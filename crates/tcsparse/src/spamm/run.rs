@@ -26,20 +26,6 @@ fn check_slices(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Result<()
     check(&a, &b).map(drop)
 }
 
-/// An empty product (a dimension of 0 tiles): C of zeros, nothing computed.
-fn empty_run(m: usize) -> SpammRun {
-    SpammRun {
-        tau: 0.0,
-        valid_ratio: 0.0,
-        valid_products: 0,
-        abs_bound: 0.0,
-        result_norm: 0.0,
-        rel_bound: 0.0,
-        row_ranges: vec![(0, m)],
-        attempts: 0,
-    }
-}
-
 /// The CPU reference path: norm maps and the norm-gated product in f32 on the host.
 pub(crate) fn spamm_cpu(
     a: DenseRef<'_>,
@@ -51,7 +37,7 @@ pub(crate) fn spamm_cpu(
     let nb = NormMap::from_dense(b.data, k, n, TILE).map_err(layout_error)?;
     let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
-        return Ok((vec![0.0; m * n], empty_run(m)));
+        return Ok((vec![0.0; m * n], SpammRun::empty(m)));
     }
     let total = (tiles.0 * tiles.1 * tiles.2) as f64;
     let chosen = choose_and_run(na.norms(), nb.norms(), tiles, opts.target, |tau| {
@@ -86,7 +72,7 @@ pub fn spamm_on_group(
     check_slices(a, b, m, n, k)?;
     let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
-        return Ok((vec![0.0; m * n], empty_run(m)));
+        return Ok((vec![0.0; m * n], SpammRun::empty(m)));
     }
     let full = tracing::info_span!("spamm_upload", m, n, k)
         .in_scope(|| SpammOperands::upload(g0, a, b, m, n, k, cfg.precision))?;
