@@ -129,14 +129,15 @@ pub struct PrepareOptions {
     pub tune: bool,
     /// Arithmetic the kernel may use: [`Precision::Tf32`] (default: tensor-core kernels allowed)
     /// or [`Precision::F32`] (only kernels with f32 rounding; a requested tensor-core kernel is
-    /// then an error). [`Precision::Tf32x3`] runs on the CPU path (as exact f32); on a GPU it is
-    /// [`Error::Unsupported`](crate::Error::Unsupported) until its kernels exist.
+    /// then an error). [`Precision::Tf32x3`] runs on the 3×TF32 row-tile kernels on a GPU
+    /// (cuSPARSE in f32 where they do not take the matrix) and as exact f32 on the CPU path.
     pub precision: Precision,
     /// Element type of B and C in the products ([`Prepared::spmm_typed`](crate::Prepared::spmm_typed);
     /// default [`DType::F32`], what [`Prepared::spmm`](crate::Prepared::spmm) takes). Accumulation
-    /// is f32 whatever the type, and A's values stay f32 ([`crate::element`]). f16 and bf16 run on
-    /// the CPU path; on a GPU they are [`Error::Unsupported`](crate::Error::Unsupported) until
-    /// their kernels exist.
+    /// is f32 whatever the type, and A's values stay f32 ([`crate::element`]). On a GPU, f16 and
+    /// bf16 (at [`Precision::Tf32`]) run on the row-tile kernels in that type, A's values rounded
+    /// to it on upload; another precision is [`Error::Unsupported`](crate::Error::Unsupported)
+    /// there. The CPU path takes every combination.
     pub dtype: DType,
     /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device).
     pub device_order: RowOrder,
