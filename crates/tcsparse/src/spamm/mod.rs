@@ -95,8 +95,8 @@ pub(crate) fn check(a: &DenseRef<'_>, b: &DenseRef<'_>) -> Result<(usize, usize,
 }
 
 /// ‖C − C̃‖F/‖C‖F on `rows` (f64 reference). Blocks of up to 64 rows by 512 columns run on every
-/// core, each streaming its columns of B once (B is read
-/// once per row block, not once per row: a few checked rows of a 4 GiB B cost one pass over it).
+/// core, each streaming its columns of B once (B is read once per row block, not once per row: a
+/// few checked rows of a 4 GiB B cost one pass over it).
 pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows: &[usize]) -> f64 {
     use rayon::prelude::*;
     let row_blocks = rows.chunks(ERROR_ROW_BLOCK);
