@@ -286,7 +286,7 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / 1048576.0)
 }
 
-/// The result as a small Markdown section (for docs/results/sanitizer-h200.md).
+/// The result as a small Markdown section (the soak section of a sanitizer record).
 pub fn render(r: &SoakResult) -> String {
     let per = if r.products > 0 {
         r.seconds * 1e6 / r.products as f64
