@@ -13,7 +13,7 @@ use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileHalf;
 use tcsparse_gpu::{DeviceProduct, Gpu};
-use tcsparse_reorder::Mode;
+use tcsparse_reorder::{Mode, Permutation};
 
 use super::prepare::GPU_TYPED_SPMM_KERNELS;
 use super::{DeviceState, Prepared, args_error, at_least};
@@ -163,8 +163,7 @@ impl Prepared {
             cp = gpu.download(&cd)?;
         }
         // C back in the original order, rounded to T.
-        let (_, c_perm) = self.host_row_orders();
-        scatter_rows(&cp, n, c, ldc, c_perm, T::from_f32);
+        scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), T::from_f32);
         Ok(())
     }
 
@@ -244,8 +243,9 @@ impl Prepared {
             }
         }
         let cp = gpu.download(&cd)?;
-        let (_, c_perm) = self.host_row_orders();
-        scatter_rows(&cp, n, c, ldc, c_perm, |v: H| T::from_f32(v.to_f32()));
+        scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: H| {
+            T::from_f32(v.to_f32())
+        });
         Ok(())
     }
 
@@ -548,14 +548,14 @@ fn gather_rows<S: Copy + Sync, D: Copy + Default + Send>(
 }
 
 /// The inverse of [`gather_rows`]: compact row i of `src` (`rows × n`) goes to row `perm[i]` of
-/// `dst` (leading dimension `ld ≥ n`), converted by `conv`, on every core; `dst`'s other columns
-/// are left as they are.
+/// `dst` (leading dimension `ld ≥ n`), converted by `conv`, on every core ([`Permutation::inverse`]
+/// names each destination row's source); `dst`'s other columns are left as they are.
 fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
     src: &[S],
     n: usize,
     dst: &mut [D],
     ld: usize,
-    perm: Option<&[u32]>,
+    perm: Option<&Permutation>,
     conv: impl Fn(S) -> D + Sync,
 ) {
     use rayon::prelude::*;
@@ -563,19 +563,12 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
         return;
     }
     let rows = src.len() / n;
-    // The prepared row of each original row.
-    let inverse = perm.map(|p| {
-        let mut inv = vec![0u32; p.len()];
-        for (i, &r) in p.iter().enumerate() {
-            inv[r as usize] = i as u32;
-        }
-        inv
-    });
+    let inverse = perm.map(Permutation::inverse);
     dst.par_chunks_mut(ld)
         .take(rows)
         .enumerate()
         .for_each(|(r, row)| {
-            let i = inverse.as_ref().map_or(r, |v| v[r] as usize);
+            let i = inverse.as_ref().map_or(r, |v| v.as_slice()[r] as usize);
             for (d, &v) in row[..n].iter_mut().zip(&src[i * n..i * n + n]) {
                 *d = conv(v);
             }
@@ -605,6 +598,7 @@ fn cusparse_packed(n: usize, ldb: usize, ldc: usize) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::{gather_rows, scatter_rows};
+    use tcsparse_reorder::Permutation;
 
     proptest::proptest! {
         /// Scattering what was gathered with the same permutation gives back every row's first
@@ -620,10 +614,11 @@ mod tests {
                 s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 perm.swap(i, (s >> 33) as usize % (i + 1));
             }
-            for p in [None, Some(&perm[..])] {
-                let packed = gather_rows(&src, ld, rows, n, p, |v| v as u64);
+            let perm = Permutation::new(perm).unwrap();
+            for p in [None, Some(&perm)] {
+                let packed = gather_rows(&src, ld, rows, n, p.map(|p| p.as_slice()), |v| v as u64);
                 for (i, row) in packed.chunks_exact(n).enumerate() {
-                    let r = p.map_or(i, |p| p[i] as usize);
+                    let r = p.map_or(i, |p| p.as_slice()[i] as usize);
                     proptest::prop_assert_eq!(row[0], (r * ld) as u64);
                 }
                 let mut back = vec![u32::MAX; rows * ld];
