@@ -60,6 +60,12 @@ pub fn spmv_f64(a: &Csr, x: &[f32], abs: bool) -> Vec<f64> {
 /// A value ≤ c·2⁻¹⁰ means a TF32 product is within c TF32 ulps of the reference.
 /// Non-finite values in `got` give infinity.
 pub fn max_scaled_error(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
+    max_scaled_excess(got, want, scale, 0.0)
+}
+
+/// [`max_scaled_error`] of the part of each difference beyond `slack` (0 where the difference is
+/// within it).
+fn max_scaled_excess(got: &[f32], want: &[f64], scale: &[f64], slack: f64) -> f64 {
     got.iter()
         .zip(want)
         .zip(scale)
@@ -67,8 +73,8 @@ pub fn max_scaled_error(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
             if !g.is_finite() {
                 return f64::INFINITY;
             }
-            let d = (g as f64 - w).abs();
-            if d == 0.0 {
+            let d = (g as f64 - w).abs() - slack;
+            if d <= 0.0 {
                 0.0
             } else if s == 0.0 {
                 f64::INFINITY
@@ -81,11 +87,21 @@ pub fn max_scaled_error(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
 
 /// Relative Frobenius error ‖got − want‖ / ‖want‖ (0 when both are zero).
 pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
-    let (mut num, mut den) = (0f64, 0f64);
-    for (&g, &w) in got.iter().zip(want) {
-        num += (g as f64 - w).powi(2);
-        den += w * w;
-    }
+    let (num, den) = squared_sums(got, want);
+    relative_from_sums(num, den)
+}
+
+/// (‖got − want‖², ‖want‖²).
+fn squared_sums(got: &[f32], want: &[f64]) -> (f64, f64) {
+    got.iter()
+        .zip(want)
+        .fold((0f64, 0f64), |(num, den), (&g, &w)| {
+            (num + (g as f64 - w).powi(2), den + w * w)
+        })
+}
+
+/// √(num / den), or √num where den is 0.
+fn relative_from_sums(num: f64, den: f64) -> f64 {
     if den == 0.0 {
         num.sqrt()
     } else {
@@ -157,29 +173,8 @@ pub fn spmm_error(
                         *s += v.abs() * (bv as f64).abs();
                     }
                 }
-                let (mut num, mut den) = (0f64, 0f64);
-                for (&g, &w) in got_row.iter().zip(want.iter()) {
-                    num += (g as f64 - w).powi(2);
-                    den += w * w;
-                }
-                let worst = got_row
-                    .iter()
-                    .zip(want.iter())
-                    .zip(scale.iter())
-                    .map(|((&g, &w), &s)| {
-                        if !g.is_finite() {
-                            return f64::INFINITY;
-                        }
-                        let d = (g as f64 - w).abs() - slack;
-                        if d <= 0.0 {
-                            0.0
-                        } else if s == 0.0 {
-                            f64::INFINITY
-                        } else {
-                            d / s
-                        }
-                    })
-                    .fold(0.0, f64::max);
+                let (num, den) = squared_sums(got_row, want);
+                let worst = max_scaled_excess(got_row, want, scale, slack);
                 (worst, num, den)
             },
         )
@@ -189,11 +184,7 @@ pub fn spmm_error(
         );
     ProductError {
         max_scaled,
-        relative: if den == 0.0 {
-            num.sqrt()
-        } else {
-            (num / den).sqrt()
-        },
+        relative: relative_from_sums(num, den),
     }
 }
 
