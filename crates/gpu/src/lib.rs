@@ -60,6 +60,7 @@ pub mod distributed;
 mod error;
 pub mod foreign;
 pub mod launch;
+pub mod lost;
 mod memory_pool;
 pub mod module_image;
 pub mod multi;
@@ -523,13 +524,8 @@ impl Gpu {
         }
         let t = std::time::Instant::now();
         let (module, image) =
-            module_image::load(&self.inner.ctx, m, self.inner.info.compute_capability).map_err(
-                |source| GpuError::Load {
-                    module: m,
-                    name: "",
-                    source,
-                },
-            )?;
+            module_image::load(&self.inner.ctx, m, self.inner.info.compute_capability)
+                .map_err(|source| GpuError::load(m, "", source))?;
         self.inner.images.write().unwrap_or_else(|p| p.into_inner())[i] = Some(image);
         let secs = t.elapsed().as_secs_f64();
         if secs >= 1.0 && image == module_image::ModuleImage::Ptx {
@@ -550,11 +546,7 @@ impl Gpu {
     pub fn function(&self, m: KernelModule, name: &'static str) -> Result<CudaFunction, GpuError> {
         self.module(m)?
             .load_function(name)
-            .map_err(|source| GpuError::Load {
-                module: m,
-                name,
-                source,
-            })
+            .map_err(|source| GpuError::load(m, name, source))
     }
 
     /// Copies `data` to a new device buffer (from [`STAGED_UPLOAD_BYTES`] on through a ring of

@@ -41,7 +41,7 @@ impl From<AccSpmmError> for GpuError {
     fn from(e: AccSpmmError) -> Self {
         match e {
             AccSpmmError::Gpu(g) => g,
-            AccSpmmError::Driver(d) => GpuError::Driver(d),
+            AccSpmmError::Driver(d) => d.into(),
             AccSpmmError::InvalidArgs(s) => GpuError::Invalid(s),
             other => GpuError::Invalid(other.to_string()),
         }
