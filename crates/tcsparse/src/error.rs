@@ -51,12 +51,18 @@ pub enum Error {
     /// Planning refused its inputs.
     #[error("planning: {0}")]
     Plan(#[from] tcsparse_planner::PlanError),
-    /// The GPU runtime failed.
+    /// The GPU runtime failed (a lost device is [`Error::DeviceLost`]).
     #[error(transparent)]
-    Gpu(#[from] GpuError),
+    Gpu(GpuError),
+    /// The GPU's CUDA context is unusable ([`GpuError::DeviceLost`]): a kernel faulted or the
+    /// device was lost. Every later product, upload and preparation on the device fails with
+    /// this error, in every engine of the process; only a new process can use the GPU again.
+    /// Dropping the prepared matrices and the engine is safe.
+    #[error(transparent)]
+    DeviceLost(GpuError),
     /// The Acc-SpMM launch path rejected its inputs or failed.
     #[error(transparent)]
-    Acc(#[from] AccSpmmError),
+    Acc(AccSpmmError),
     /// Arguments do not fit the prepared matrix.
     #[error("invalid argument: {0}")]
     InvalidArgs(String),
@@ -124,15 +130,52 @@ impl std::fmt::Display for Requested {
     }
 }
 
+impl From<GpuError> for Error {
+    /// [`Error::DeviceLost`] for an error that left the context unusable, [`Error::Gpu`]
+    /// otherwise.
+    fn from(e: GpuError) -> Self {
+        if e.is_device_lost() {
+            Error::DeviceLost(e)
+        } else {
+            Error::Gpu(e)
+        }
+    }
+}
+
+impl From<AccSpmmError> for Error {
+    /// [`Error::DeviceLost`] for a runtime or driver error that left the context unusable,
+    /// [`Error::Acc`] otherwise.
+    fn from(e: AccSpmmError) -> Self {
+        match e {
+            AccSpmmError::Gpu(g) if g.is_device_lost() => Error::DeviceLost(g),
+            AccSpmmError::Driver(d)
+                if tcsparse_gpu::driver_error_kind(&d)
+                    == tcsparse_gpu::GpuErrorKind::DeviceLost =>
+            {
+                Error::DeviceLost(d.into())
+            }
+            other => Error::Acc(other),
+        }
+    }
+}
+
 impl Error {
     /// For a GPU failure, what kind it is ([`tcsparse_gpu::GpuErrorKind`]: out of memory, a lost
     /// device, a failed launch, a missing library, …); `None` for every other error.
     pub fn gpu_kind(&self) -> Option<tcsparse_gpu::GpuErrorKind> {
         match self {
-            Error::Gpu(e) | Error::Acc(AccSpmmError::Gpu(e)) => Some(e.kind()),
+            Error::Gpu(e) | Error::DeviceLost(e) | Error::Acc(AccSpmmError::Gpu(e)) => {
+                Some(e.kind())
+            }
             Error::Acc(AccSpmmError::Driver(e)) => Some(tcsparse_gpu::driver_error_kind(e)),
             _ => None,
         }
+    }
+
+    /// Whether the GPU's context is unusable ([`Error::DeviceLost`], or a GPU error of that
+    /// kind wrapped another way): only a new process can use the GPU again.
+    pub fn is_device_lost(&self) -> bool {
+        self.gpu_kind() == Some(tcsparse_gpu::GpuErrorKind::DeviceLost)
     }
 }
 
@@ -158,5 +201,55 @@ mod tests {
         assert!(matches!(read(), Err(Error::Read(_))));
         assert!(matches!(plan(), Err(Error::Plan(_))));
         assert!(matches!(generate(), Err(Error::Generate(_))));
+    }
+
+    /// A GPU error that left the context unusable is `Error::DeviceLost`, however it arrives
+    /// (the runtime's error, or the Acc-SpMM path's runtime or driver error); every other GPU
+    /// error keeps its variant.
+    #[test]
+    fn a_lost_device_is_its_own_variant() {
+        use cudarc::driver::{DriverError, sys::CUresult::*};
+        use tcsparse_gpu::spmm::AccSpmmError;
+        use tcsparse_gpu::{GpuError, GpuErrorKind};
+        for r in [
+            CUDA_ERROR_LAUNCH_FAILED,
+            CUDA_ERROR_ILLEGAL_INSTRUCTION,
+            CUDA_ERROR_ILLEGAL_ADDRESS,
+            CUDA_ERROR_ECC_UNCORRECTABLE,
+            CUDA_ERROR_DEVICE_UNAVAILABLE,
+        ] {
+            let via: [Error; 4] = [
+                GpuError::from(DriverError(r)).into(),
+                AccSpmmError::Gpu(GpuError::from(DriverError(r))).into(),
+                AccSpmmError::Driver(DriverError(r)).into(),
+                AccSpmmError::from(DriverError(r)).into(),
+            ];
+            for e in via {
+                assert!(matches!(e, Error::DeviceLost(_)), "{r:?}: {e:?}");
+                assert_eq!(e.gpu_kind(), Some(GpuErrorKind::DeviceLost));
+                assert!(e.is_device_lost());
+                let text = e.to_string();
+                assert!(text.contains("context is unusable"), "{text}");
+                assert!(text.contains("new process"), "{text}");
+            }
+        }
+        let oom: Error = GpuError::from(DriverError(CUDA_ERROR_OUT_OF_MEMORY)).into();
+        assert!(matches!(oom, Error::Gpu(GpuError::Driver(_))), "{oom:?}");
+        assert_eq!(oom.gpu_kind(), Some(GpuErrorKind::OutOfMemory));
+        assert!(!oom.is_device_lost());
+        let budget: Error = GpuError::OutOfMemory {
+            requested: 8,
+            drawn: 0,
+            limit: 4,
+        }
+        .into();
+        assert!(matches!(budget, Error::Gpu(_)), "{budget:?}");
+        let launch: Error =
+            AccSpmmError::Driver(DriverError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)).into();
+        assert!(matches!(launch, Error::Acc(_)), "{launch:?}");
+        assert_eq!(launch.gpu_kind(), Some(GpuErrorKind::LaunchFailed));
+        let invalid: Error = AccSpmmError::InvalidArgs("n = 0".into()).into();
+        assert!(matches!(invalid, Error::Acc(_)), "{invalid:?}");
+        assert!(!invalid.is_device_lost());
     }
 }

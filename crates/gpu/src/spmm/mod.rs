@@ -49,8 +49,13 @@ impl From<AccSpmmError> for GpuError {
 }
 
 impl From<cudarc::driver::DriverError> for AccSpmmError {
+    /// [`AccSpmmError::Driver`], or [`GpuError::DeviceLost`] for a status that leaves the
+    /// context unusable.
     fn from(e: cudarc::driver::DriverError) -> Self {
-        Self::Driver(e)
+        match GpuError::from(e) {
+            GpuError::Driver(e) => Self::Driver(e),
+            lost => Self::Gpu(lost),
+        }
     }
 }
 
