@@ -148,6 +148,8 @@ export TCSPARSE_REQUIRE_NCCL=1
 # through TCSPARSE_DATASETS_ONLY); each run is cut at SANITIZE_TIMEOUT seconds (default 1800),
 # counted as failed. Logs in OUTDIR/sanitizer/TOOL/*.log; the error counts per tool and binary in
 # OUTDIR/sanitizer-summary.md, ending with `compute-sanitizer: N errors over M test binaries`.
+# The binaries of SANITIZE_SKIP (default tcsparse-device_lost_gpu, whose test faults a kernel on
+# purpose) are listed as skipped and not counted.
 if [ -n "${SANITIZE:-}" ]; then
   cs="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
   if [ ! -x "$cs" ]; then echo "compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 2; fi
@@ -163,6 +165,9 @@ if [ -n "${SANITIZE:-}" ]; then
     tool_errors=0; tool_bins=0
     for t in "$HERE"/tests/*; do
       name="$(basename "$t")"; log="$OUTDIR/sanitizer/$tool/$name.log"; start=$(date +%s)
+      case " ${SANITIZE_SKIP-tcsparse-device_lost_gpu} " in
+        *" $name "*) echo "| $tool | $name | skipped (SANITIZE_SKIP) | | | |" >> "$md"; continue;;
+      esac
       TCSPARSE_DATASETS_ONLY="$only" timeout "${SANITIZE_TIMEOUT:-1800}" \
         "$cs" --tool "$tool" --error-exitcode 1 --print-limit 1000 \
         "$t" --include-ignored --test-threads=1 > "$log" 2>&1
@@ -562,6 +567,12 @@ mod tests {
             "#!/bin/sh\necho \"datasets=[$TCSPARSE_DATASETS_ONLY] args=$*\"\n",
         )
         .unwrap();
+        // Faults its context on purpose: skipped by default (SANITIZE_SKIP).
+        std::fs::write(
+            dir.join("tests/tcsparse-device_lost_gpu"),
+            "#!/bin/sh\necho '========= ERROR SUMMARY: 7 errors'; exit 1\n",
+        )
+        .unwrap();
         let sanitizer = dir.join("compute-sanitizer");
         std::fs::write(
             &sanitizer,
@@ -575,7 +586,11 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            for f in [dir.join("tests/fake-gpu"), sanitizer.clone()] {
+            for f in [
+                dir.join("tests/fake-gpu"),
+                dir.join("tests/tcsparse-device_lost_gpu"),
+                sanitizer.clone(),
+            ] {
                 std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
             }
         }
@@ -592,6 +607,10 @@ mod tests {
         assert!(!status.success(), "memcheck's errors fail the run");
         let md = std::fs::read_to_string(out.join("sanitizer-summary.md")).unwrap();
         assert!(md.contains("| memcheck | fake-gpu | all | 1 | 2 |"), "{md}");
+        assert!(
+            md.contains("| memcheck | tcsparse-device_lost_gpu | skipped (SANITIZE_SKIP) |"),
+            "{md}"
+        );
         assert!(
             md.contains("| racecheck | fake-gpu | cora,west0067 | 1 | 3 |"),
             "{md}"
