@@ -1,6 +1,6 @@
-//! A lost device: asking a context whether it is still usable after a library reported a failed
-//! execution ([`sticky_error`]), and, for the failure tests, making it unusable on purpose
-//! ([`Gpu::poison_with_trap`]).
+//! A lost device: asking a context whether it is still usable ([`Gpu::lost_status`]; after a
+//! library reported a failed execution, `sticky_error`), and, for the failure tests, making it
+//! unusable on purpose ([`Gpu::poison_with_trap`]).
 //!
 //! A kernel fault (`trap`, an illegal address, …) or a lost device leaves a CUDA context
 //! unusable: the driver returns the same "sticky" status from every later call on it
@@ -8,8 +8,9 @@
 //! status of that class converts to [`GpuError::DeviceLost`]. cuSPARSE and cuBLAS report such a
 //! failure as their own "execution failed" or "internal error"; [`sticky_error`] tells the two
 //! apart. Dropping buffers, modules, streams and library handles on a lost context is safe:
-//! cudarc records the failed frees in the context instead of panicking, and this crate's own
-//! wrappers ignore them.
+//! cudarc records the failed frees in the context instead of panicking, this crate's own
+//! wrappers ignore them, and a cuBLAS handle (whose cudarc `Drop` unwraps `cublasDestroy`) is
+//! left undestroyed there.
 
 use cudarc::driver::{DriverError, sys};
 
@@ -48,6 +49,23 @@ const TRAP_PTX: &str = "\
 const TRAP_NAME: &str = "tcsparse_trap";
 
 impl Gpu {
+    /// The status that left this handle's CUDA context unusable, `None` while it is usable.
+    /// Binds the context to the calling thread and waits for its queued work
+    /// (`cuCtxSynchronize`).
+    pub fn lost_status(&self) -> Option<DriverError> {
+        let lost = |e: DriverError| {
+            (crate::driver_error_kind(&e) == GpuErrorKind::DeviceLost).then_some(e)
+        };
+        // SAFETY: the context is live (this handle holds it); making it current changes only
+        // which context this thread's later driver calls use, and every call of this crate binds
+        // its own first.
+        if let Err(e) = unsafe { cudarc::driver::result::ctx::set_current(self.context().cu_ctx()) }
+        {
+            return lost(e);
+        }
+        sticky_error()
+    }
+
     /// Makes this handle's CUDA context unusable, for tests of what a lost device returns: runs
     /// one thread of a kernel that executes `trap;` on [`Gpu::stream`] and waits for it. Returns
     /// the status the wait reported (a [`GpuError::DeviceLost`]; the driver documents

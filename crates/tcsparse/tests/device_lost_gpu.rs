@@ -2,8 +2,8 @@
 //! it FAILS without one): after a kernel executes `trap;` on the engine's stream, the CUDA
 //! context is unusable, and every later call of the facade (`spmm`, `spmm_device`, `spmv`,
 //! `spmv_device`, `update_values`, a new preparation) returns [`Error::DeviceLost`], never a
-//! panic or a hang; dropping the prepared matrices and the engine afterwards does not abort the
-//! process (the test reaching its end proves it).
+//! panic or a hang; dropping the prepared matrices, device buffers, a cuBLAS handle and the
+//! engine afterwards does not abort the process (the test reaching its end proves it).
 //!
 //! The poisoned context is the process's device-0 primary context, shared by every engine of
 //! the process: this file is its own test binary with one test, so that nothing else runs on
@@ -16,6 +16,7 @@ use tcsparse::accuracy::check_products;
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::formats::reference::spmm_f64;
+use tcsparse::gpu::baselines::cublas_ex::CublasEx;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
 use tcsparse::{Engine, Error, PrepareOptions, SpmvOptions};
 
@@ -114,6 +115,9 @@ fn after_a_kernel_trap_every_call_is_device_lost_and_drops_do_not_abort() {
     let mut dc = gpu.alloc_zeros::<f32>(a.rows() * n).expect("C");
     let dx = gpu.upload(&x).expect("x");
     let mut dy = gpu.alloc_zeros::<f32>(a.rows()).expect("y");
+    // A cuBLAS handle (cudarc's Drop unwraps cublasDestroy, which would fail on a lost context).
+    let blas = CublasEx::new(&gpu).expect("cuBLAS handle");
+    assert_eq!(gpu.lost_status(), None, "a usable context");
 
     // A kernel executes `trap;` on the engine's stream.
     dog.stage("trap");
@@ -126,6 +130,12 @@ fn after_a_kernel_trap_every_call_is_device_lost_and_drops_do_not_abort() {
     assert!(
         matches!(status, GpuError::DeviceLost { .. }),
         "the trap's status: {status:?}"
+    );
+    let lost = gpu.lost_status().expect("the context reports its status");
+    assert_eq!(
+        tcsparse::gpu::driver_error_kind(&lost),
+        GpuErrorKind::DeviceLost,
+        "{lost:?}"
     );
 
     // Every later call is the typed lost-device error.
@@ -161,6 +171,7 @@ fn after_a_kernel_trap_every_call_is_device_lost_and_drops_do_not_abort() {
     // Dropping everything on the lost context does not abort.
     dog.stage("drops after the trap");
     drop((db, dc, dx, dy));
+    drop(blas);
     drop(spmm);
     drop(spmv);
     drop(engine);

@@ -2,7 +2,7 @@
 //! convenience wrapper over cudarc's safe `CudaBlas` (column-major underneath).
 
 use cudarc::cublas::sys as cb;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
 
 use crate::{Gpu, GpuError};
@@ -18,17 +18,15 @@ pub enum GemmPrecision {
 
 /// A cuBLAS handle on the [`Gpu`]'s stream.
 pub struct Cublas {
-    blas: CudaBlas,
+    blas: super::BlasHandle,
     math: Option<GemmPrecision>,
 }
 
 impl Cublas {
     /// Creates a handle bound to [`Gpu::stream`].
     pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        // (cudarc panics on a missing library or function: checked first.)
-        super::require_cublas()?;
         Ok(Self {
-            blas: CudaBlas::new(gpu.stream().clone())?,
+            blas: super::BlasHandle::new(gpu)?,
             math: None,
         })
     }

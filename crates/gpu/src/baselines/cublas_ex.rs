@@ -2,7 +2,6 @@
 //! comparison) and f32 GEMM with `CUBLAS_COMPUTE_32F_FAST_TF32` (TF32 tensor cores), row-major.
 //! (Kept apart from `cublas.rs`, which the facade re-layout moves.)
 
-use cudarc::cublas::CudaBlas;
 use cudarc::cublas::sys as cb;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
@@ -30,17 +29,15 @@ pub enum GemmExInput<'a> {
 /// A cuBLAS handle on the [`Gpu`]'s stream for `cublasGemmEx`.
 pub struct CublasEx {
     gpu: Gpu,
-    blas: CudaBlas,
+    blas: super::BlasHandle,
 }
 
 impl CublasEx {
     /// Creates a handle bound to [`Gpu::stream`].
     pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
-        // (cudarc panics on a missing library or function: checked first.)
-        super::require_cublas()?;
         Ok(Self {
             gpu: gpu.clone(),
-            blas: CudaBlas::new(gpu.stream().clone())?,
+            blas: super::BlasHandle::new(gpu)?,
         })
     }
 

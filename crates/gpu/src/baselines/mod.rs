@@ -5,9 +5,57 @@ pub mod cublas;
 pub mod cublas_ex;
 pub mod cusparse;
 
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
-use crate::GpuError;
+use cudarc::cublas::CudaBlas;
+
+use crate::{Gpu, GpuError};
+
+/// A cuBLAS handle on a [`Gpu`]'s stream that is not destroyed on a lost context: cudarc's
+/// `CudaBlas` unwraps `cublasDestroy`'s status when dropped, and that call synchronizes the
+/// device, which fails once the context is unusable ([`Gpu::lost_status`]); the handle is then
+/// left to the process, which cannot use the GPU any more anyway.
+pub(crate) struct BlasHandle {
+    blas: ManuallyDrop<CudaBlas>,
+    gpu: Gpu,
+}
+
+impl BlasHandle {
+    /// A handle bound to [`Gpu::stream`] (cuBLAS checked first: cudarc panics on a missing
+    /// library or function).
+    pub(crate) fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        require_cublas()?;
+        Ok(Self {
+            blas: ManuallyDrop::new(CudaBlas::new(gpu.stream().clone())?),
+            gpu: gpu.clone(),
+        })
+    }
+}
+
+impl std::ops::Deref for BlasHandle {
+    type Target = CudaBlas;
+    fn deref(&self) -> &CudaBlas {
+        &self.blas
+    }
+}
+
+impl std::ops::DerefMut for BlasHandle {
+    fn deref_mut(&mut self) -> &mut CudaBlas {
+        &mut self.blas
+    }
+}
+
+impl Drop for BlasHandle {
+    fn drop(&mut self) {
+        if let Some(status) = self.gpu.lost_status() {
+            tracing::debug!("cuBLAS handle left undestroyed on a lost context ({status:?})");
+            return;
+        }
+        // SAFETY: dropped exactly once, here; `self.blas` is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.blas) }
+    }
+}
 
 /// The cuSPARSE functions this crate calls (through cudarc's `sys` layer or its `result::create`).
 /// cudarc resolves each on first call and panics when the library lacks it, so
