@@ -92,6 +92,11 @@
 //! out-of-memory can be forced for tests with an allocation budget on the engine's GPU
 //! ([`gpu::Gpu::set_alloc_budget`], or `TCSPARSE_GPU_ALLOC_BUDGET` for every GPU handle of the
 //! process).
+//!
+//! A kernel fault or a lost device leaves the CUDA context unusable: the call that meets it and
+//! every later one on the device (in any engine of the process) return [`Error::DeviceLost`],
+//! whose message says so; only a new process can use the GPU again. Dropping prepared matrices
+//! and the engine on a lost context is safe.
 
 pub mod accuracy;
 pub mod distributed;
