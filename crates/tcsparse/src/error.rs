@@ -5,6 +5,7 @@
 
 use tcsparse_formats::csr::CsrError;
 use tcsparse_gpu::GpuError;
+use tcsparse_gpu::distributed::DistributedError;
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_reorder::ReorderError;
 use thiserror::Error;
@@ -77,7 +78,7 @@ pub enum Error {
     /// One rank per GPU: the launcher environment, the rendezvous, NCCL or a disagreement
     /// between ranks ([`crate::distributed`]).
     #[error(transparent)]
-    Distributed(#[from] tcsparse_gpu::distributed::DistributedError),
+    Distributed(DistributedError),
     /// The rendezvous of one rank per GPU (launcher variables, the TCP store).
     #[error(transparent)]
     Rendezvous(#[from] tcsparse_gpu::distributed::rendezvous::RendezvousError),
@@ -159,14 +160,26 @@ impl From<AccSpmmError> for Error {
     }
 }
 
+impl From<DistributedError> for Error {
+    /// [`Error::DeviceLost`] for a GPU error that left the context unusable,
+    /// [`Error::Distributed`] otherwise.
+    fn from(e: DistributedError) -> Self {
+        match e {
+            DistributedError::Gpu(g) if g.is_device_lost() => Error::DeviceLost(g),
+            other => Error::Distributed(other),
+        }
+    }
+}
+
 impl Error {
     /// For a GPU failure, what kind it is ([`tcsparse_gpu::GpuErrorKind`]: out of memory, a lost
     /// device, a failed launch, a missing library, …); `None` for every other error.
     pub fn gpu_kind(&self) -> Option<tcsparse_gpu::GpuErrorKind> {
         match self {
-            Error::Gpu(e) | Error::DeviceLost(e) | Error::Acc(AccSpmmError::Gpu(e)) => {
-                Some(e.kind())
-            }
+            Error::Gpu(e)
+            | Error::DeviceLost(e)
+            | Error::Acc(AccSpmmError::Gpu(e))
+            | Error::Distributed(DistributedError::Gpu(e)) => Some(e.kind()),
             Error::Acc(AccSpmmError::Driver(e)) => Some(tcsparse_gpu::driver_error_kind(e)),
             _ => None,
         }
@@ -209,6 +222,7 @@ mod tests {
     #[test]
     fn a_lost_device_is_its_own_variant() {
         use cudarc::driver::{DriverError, sys::CUresult::*};
+        use tcsparse_gpu::distributed::DistributedError;
         use tcsparse_gpu::spmm::AccSpmmError;
         use tcsparse_gpu::{GpuError, GpuErrorKind};
         for r in [
@@ -218,8 +232,9 @@ mod tests {
             CUDA_ERROR_ECC_UNCORRECTABLE,
             CUDA_ERROR_DEVICE_UNAVAILABLE,
         ] {
-            let via: [Error; 4] = [
+            let via: [Error; 5] = [
                 GpuError::from(DriverError(r)).into(),
+                DistributedError::Gpu(GpuError::from(DriverError(r))).into(),
                 AccSpmmError::Gpu(GpuError::from(DriverError(r))).into(),
                 AccSpmmError::Driver(DriverError(r)).into(),
                 AccSpmmError::from(DriverError(r)).into(),
@@ -248,6 +263,11 @@ mod tests {
             AccSpmmError::Driver(DriverError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)).into();
         assert!(matches!(launch, Error::Acc(_)), "{launch:?}");
         assert_eq!(launch.gpu_kind(), Some(GpuErrorKind::LaunchFailed));
+        let mismatch: Error = DistributedError::Mismatch("N".into()).into();
+        assert!(matches!(mismatch, Error::Distributed(_)), "{mismatch:?}");
+        let distributed_oom: Error =
+            DistributedError::Gpu(GpuError::from(DriverError(CUDA_ERROR_OUT_OF_MEMORY))).into();
+        assert_eq!(distributed_oom.gpu_kind(), Some(GpuErrorKind::OutOfMemory));
         let invalid: Error = AccSpmmError::InvalidArgs("n = 0".into()).into();
         assert!(matches!(invalid, Error::Acc(_)), "{invalid:?}");
         assert!(!invalid.is_device_lost());
