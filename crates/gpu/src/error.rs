@@ -188,7 +188,7 @@ impl GpuError {
 
     /// Wraps a cuSPARSE status (cudarc's `CusparseError` has no `Display`). A failed execution or
     /// an internal error on a context that is no longer usable is [`GpuError::DeviceLost`]
-    /// ([`crate::lost::sticky_error`] asks the calling thread's context).
+    /// (`cuCtxSynchronize` on the calling thread's context says which).
     pub fn cusparse(call: &'static str, e: cudarc::cusparse::result::CusparseError) -> Self {
         use cudarc::cusparse::sys::cusparseStatus_t::*;
         if matches!(

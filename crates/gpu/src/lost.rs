@@ -6,7 +6,7 @@
 //! unusable: the driver returns the same "sticky" status from every later call on it
 //! ([`crate::driver_error_kind`] lists them as [`crate::GpuErrorKind::DeviceLost`]), and a driver
 //! status of that class converts to [`GpuError::DeviceLost`]. cuSPARSE and cuBLAS report such a
-//! failure as their own "execution failed" or "internal error"; [`sticky_error`] tells the two
+//! failure as their own "execution failed" or "internal error"; `sticky_error` tells the two
 //! apart. Dropping buffers, modules, streams and library handles on a lost context is safe:
 //! cudarc records the failed frees in the context instead of panicking, this crate's own
 //! wrappers ignore them, and a cuBLAS handle (whose cudarc `Drop` unwraps `cublasDestroy`) is
