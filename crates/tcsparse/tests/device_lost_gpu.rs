@@ -176,5 +176,19 @@ fn after_a_kernel_trap_every_call_is_device_lost_and_drops_do_not_abort() {
     drop(spmv);
     drop(engine);
     drop(gpu);
+    // (For the record: whether a handle made after every one on the lost context was dropped
+    // gets a fresh primary context in this process.)
+    dog.stage("a GPU handle after every drop");
+    let round_trip = Gpu::require().and_then(|fresh| {
+        let buf = fresh.upload(&x)?;
+        fresh.download(&buf)
+    });
+    match round_trip {
+        Ok(back) => eprintln!(
+            "a GPU handle after every drop: an upload and download work (equal: {})",
+            back == x
+        ),
+        Err(e) => eprintln!("a GPU handle after every drop: {e}"),
+    }
     dog.stage("done");
 }
