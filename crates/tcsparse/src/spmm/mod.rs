@@ -1,7 +1,8 @@
 //! SpMM: [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) (reorder → format → plan → tune
 //! → upload) gives a [`Prepared`] matrix; [`Prepared::spmm`] runs on host data and
 //! [`Prepared::spmm_device`] on device data, both in the original row order unless the prepared
-//! order is asked for ([`crate::RowOrder`]).
+//! order is asked for ([`crate::RowOrder`]); [`Prepared::spmm_typed`] and
+//! [`Prepared::spmm_device_typed`] take B and C in any [`crate::Element`] type.
 //!
 //! The room has the parts of every operation: `options` ([`crate::PrepareOptions`]), `prepare`
 //! (the entry points and the plan cache's hit paths, over `build`: the reorder stage and one

@@ -4,7 +4,12 @@
 
 use crate::element::{bf16, f16};
 use crate::{DType, Element, Error, Requested, RowOrder};
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
@@ -209,8 +214,8 @@ impl Prepared {
 
     /// [`Prepared::spmm_typed_strided`] on the GPU for B and C in a 16-bit type: B (and C where
     /// β ≠ 0) gathered into the prepared row order as `H` (the same values: `T` is `H`), uploaded,
-    /// the f16 / bf16 row-tile kernel run (f32 accumulation, C rounded to `H` on the device), C
-    /// downloaded and scattered back into the original order.
+    /// the prepared half kernel run ([`Prepared::launch_half`]), C downloaded and scattered back
+    /// into the original order.
     fn spmm_half_gpu<T: Element, H: RowTileHalf>(
         &mut self,
         alpha: f32,
@@ -232,21 +237,134 @@ impl Prepared {
         } else {
             gpu.alloc_zeros::<H>(rows * n)?
         };
-        match &mut self.dev {
-            DeviceState::RowTile(d) => d.enqueue_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?,
-            _ => {
-                return Err(Error::Unsupported {
-                    requested: Requested::Element(T::DTYPE),
-                    kernels: self.kernel().to_string(),
-                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
-                });
-            }
-        }
+        self.launch_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?;
         let cp = gpu.download(&cd)?;
         scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: H| {
             T::from_f32(v.to_f32())
         });
         Ok(())
+    }
+
+    /// The product in prepared order on the prepared half device state (B and C in `H`,
+    /// queued on the engine's stream): the one dispatch of the host and device f16 / bf16
+    /// products. A device state without a kernel in `H` is [`Error::Unsupported`].
+    #[allow(clippy::too_many_arguments)]
+    fn launch_half<H: RowTileHalf>(
+        &mut self,
+        alpha: f32,
+        b: &dyn DevicePtr<H>,
+        ldb: usize,
+        beta: f32,
+        c: &mut dyn DevicePtrMut<H>,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), Error> {
+        match &mut self.dev {
+            DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
+                d.enqueue_half::<H>(alpha, b, ldb, beta, c, ldc, n)?;
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    requested: Requested::Element(self.dtype),
+                    kernels: self.kernel().to_string(),
+                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Prepared::spmm_device`] with B and C of element type `T` (`f32`,
+    /// [`f16`](crate::element::f16), [`bf16`](crate::element::bf16)) on the device: the type the
+    /// matrix was prepared for ([`Prepared::dtype`]; another is [`Error::ElementType`]). B is
+    /// `cols × n` and C `rows × n`, row-major and contiguous (`n` = [`Prepared::n`]); with β = 0,
+    /// C is never read. Queued on the engine's stream, no synchronization. f32 is
+    /// [`Prepared::spmm_device`]; f16 and bf16 run the prepared half kernel with f32
+    /// accumulation, C rounded to `T` on the device. Rows are in the original order unless the
+    /// matrix was prepared with [`RowOrder::Prepared`]; a reordered f16 / bf16 preparation in the
+    /// original order is [`Error::Unsupported`] (the device row permutation is f32 only): prepare
+    /// it with [`RowOrder::Prepared`] and permute the rows yourself, or without a reordering.
+    pub fn spmm_device_typed<T: Element, B: DevicePtr<T>, C: DevicePtr<T> + DevicePtrMut<T>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_typed_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm_device_typed`] with leading dimensions, as
+    /// [`Prepared::spmm_device_strided`] (cuSPARSE needs `ldb = ldc = n`).
+    pub fn spmm_device_typed_strided<
+        T: Element,
+        B: DevicePtr<T>,
+        C: DevicePtr<T> + DevicePtrMut<T>,
+    >(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::ElementType {
+                prepared: self.dtype,
+                got: T::DTYPE,
+            });
+        }
+        let n = self.n;
+        match T::DTYPE {
+            DType::F32 => {
+                let (b, mut c) = (Same::<_, T, f32>::new(b)?, SameMut::<_, T, f32>::new(c)?);
+                self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
+            }
+            DType::F16 => self.spmm_device_half::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
+            DType::BF16 => self.spmm_device_half::<T, bf16, _, _>(alpha, b, ldb, beta, c, ldc),
+        }
+    }
+
+    /// [`Prepared::spmm_device_typed_strided`] for the 16-bit type `H` (`T` is `H`).
+    fn spmm_device_half<T: Element, H: RowTileHalf, B: DevicePtr<T>, C: DevicePtrMut<T>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if self.gpu.is_none() {
+            return Err(needs_gpu());
+        }
+        let n = self.n;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        if matches!(self.dev, DeviceState::Cusparse { .. }) {
+            cusparse_packed(n, ldb, ldc)?;
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            return Err(cpu_path());
+        }
+        if self.device_order == RowOrder::Original && self.perm.is_some() {
+            return Err(Error::Unsupported {
+                requested: Requested::Element(T::DTYPE),
+                kernels: "the device row permutation (f32 only)".into(),
+                hint: "; a reordered matrix takes f16 / bf16 device operands in the prepared \
+                       row order (PrepareOptions::device_order(RowOrder::Prepared)), or prepare \
+                       it without a reordering"
+                    .into(),
+            });
+        }
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
+        self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n)
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
@@ -573,6 +691,89 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
                 *d = conv(v);
             }
         });
+}
+
+/// A device buffer of `T` seen as one of `U`, made only where `T` is `U` (the same type, by
+/// [`TypeId`]): how a product generic over [`Element`] hands its operands to a kernel of one
+/// type. Every method forwards to the buffer's own.
+struct Same<'a, X, T, U> {
+    x: &'a X,
+    _types: PhantomData<(T, U)>,
+}
+
+impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
+    fn new(x: &'a X) -> Result<Self, Error> {
+        same_type::<T, U>()?;
+        Ok(Self {
+            x,
+            _types: PhantomData,
+        })
+    }
+}
+
+impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.x.stream()
+    }
+}
+
+impl<X: DevicePtr<T>, T, U> DevicePtr<U> for Same<'_, X, T, U> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr(stream)
+    }
+}
+
+/// [`Same`] for a buffer borrowed mutably.
+struct SameMut<'a, X, T, U> {
+    x: &'a mut X,
+    _types: PhantomData<(T, U)>,
+}
+
+impl<'a, X, T: 'static, U: 'static> SameMut<'a, X, T, U> {
+    fn new(x: &'a mut X) -> Result<Self, Error> {
+        same_type::<T, U>()?;
+        Ok(Self {
+            x,
+            _types: PhantomData,
+        })
+    }
+}
+
+impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for SameMut<'_, X, T, U> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.x.stream()
+    }
+}
+
+impl<X: DevicePtr<T>, T, U> DevicePtr<U> for SameMut<'_, X, T, U> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr(stream)
+    }
+}
+
+impl<X: DevicePtrMut<T>, T, U> DevicePtrMut<U> for SameMut<'_, X, T, U> {
+    fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr_mut(stream)
+    }
+}
+
+/// `Ok` where `T` is `U`.
+fn same_type<T: 'static, U: 'static>() -> Result<(), Error> {
+    if TypeId::of::<T>() == TypeId::of::<U>() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgs(format!(
+            "operands of {} handed on as {}",
+            std::any::type_name::<T>(),
+            std::any::type_name::<U>()
+        )))
+    }
 }
 
 /// The error of a device entry point on an engine without a GPU.
