@@ -266,15 +266,28 @@ impl Report {
         let _ = writeln!(s, "- command: `{}`", self.command);
         let _ = writeln!(s, "- device: {}", self.device);
         if half {
+            let f16 = if v == Numerics::F16 {
+                "; A's values divided by the power of two that puts the largest in [2¹⁴, 2¹⁵) and \
+                 α multiplied by it, as ours"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 s,
                 "- baselines: cuSPARSE at its fastest CSR algorithm with A, B and C in {v} and f32 \
-                 compute (`{}`; in f16 A's values divided by the power of two that puts the \
-                 largest in [2¹⁴, 2¹⁵) and α multiplied by it, as ours), and in f32 (`{BASELINE}`, \
-                 on the same B widened to f32); the algorithm named per case in the plan column; \
-                 \"vs default\" = cuSPARSE {v}'s default algorithm ms / ours",
+                 compute (`{}`{f16}), and in f32 (`{BASELINE}`, on the same B widened to f32); \
+                 the algorithm named per case in the plan column; \"vs default\" = cuSPARSE {v}'s \
+                 default algorithm ms / ours",
                 v.same_type_baseline().unwrap_or_default()
             );
+            if v == Numerics::F16 {
+                let _ = writeln!(
+                    s,
+                    "- f16 range: both f16 products compute C = α·A·B, α the power of two that \
+                     keeps every row sum of |A| at most 2¹⁴ (|B| ≤ 1: C within f16's range), \
+                     named in the plan column where it is not 1; the f32 row computes A·B"
+                );
+            }
         } else {
             let _ = writeln!(
                 s,

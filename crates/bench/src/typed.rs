@@ -8,6 +8,10 @@
 //! - `tcsparse-f16` / `tcsparse-bf16` / `tcsparse-3xtf32`: the tuned engine prepared with that
 //!   element type or precision, B and C in the prepared row order (the kernel alone is timed).
 //!
+//! f16 products are `C = α·A·B` with α a power of two that keeps C within f16's range
+//! ([`f16_alpha`]; 1 for most matrices, and for bf16), the same α for both f16 products of a
+//! case; the f32 cuSPARSE row computes `A·B`.
+//!
 //! Timing as the f32 bench ([`backends`]): median of CUDA-event-timed launches after warm-up, B
 //! buffers rotated when B fits in L2, C poisoned with NaN and checked before and after timing.
 //! Accuracy: B is rounded to the type before the f64 reference is computed, so the reference is
@@ -15,7 +19,8 @@
 //! ([`Numerics::scaled_bound`]: [`tcsparse::DType::rounded_a_bound`] plus C's rounding for f16 /
 //! bf16, the 3×TF32 bound for 3×TF32), k = the longest row's nonzeros. A cuSPARSE f32 error is
 //! checked with the f32 bench's bound ([`backends::TOL`]) and recorded, so the 3×TF32 report can
-//! divide the two.
+//! divide the two. Bytes to move are counted as CSR (32-bit offsets and indices, values in the
+//! type) plus B and C in the type, for every backend of a case.
 
 use std::time::Instant;
 
@@ -203,10 +208,11 @@ fn half_cases<H: RowTileHalf + Element>(
     // B as the type holds it; the f32 baseline and every reference use these values.
     let bh: Vec<H> = b32.iter().map(|&x| <H as Element>::from_f32(x)).collect();
     let bw: Vec<f32> = bh.iter().map(|x| Element::to_f32(*x)).collect();
+    let alpha = f16_alpha(a, v.dtype());
     vec![
         backends::cusparse_case(gpu, m, a, &bw, n, t, max_full),
-        cusparse_half_case::<H>(gpu, m, dev, &bh, &bw, n, t, max_full, v, bound),
-        engine_half_case::<H>(gpu, engine, m, &bh, &bw, n, t, max_full, v, bound),
+        cusparse_half_case::<H>(gpu, m, dev, (&bh, &bw, alpha), n, t, max_full, v, bound),
+        engine_half_case::<H>(gpu, engine, m, (&bh, &bw, alpha), n, t, max_full, v, bound),
     ]
 }
 
@@ -226,6 +232,55 @@ fn f16_scale(values: &[f32], dtype: DType) -> f32 {
     2f32.powi(max.log2().floor() as i32 - 14)
 }
 
+/// The α of an f16 run's products `C = α·A·B`: the power of two that keeps the largest row sum
+/// of |A| (|B| ≤ 1) at most 2¹⁴, so that C stays within f16's range (65504) instead of becoming
+/// ±∞ (bcsstk17, c-62, xenon1 among the shared datasets); 1 where it already does, and always 1
+/// for bf16 (f32's range). Both f16 products of a case use it; timing does not depend on it.
+fn f16_alpha(a: &Csr, dtype: DType) -> f32 {
+    if dtype != DType::F16 {
+        return 1.0;
+    }
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let v = a.data();
+    let norm = ip
+        .windows(2)
+        .map(|w| {
+            v[w[0] as usize..w[1] as usize]
+                .iter()
+                .map(|x| f64::from(x.abs()))
+                .filter(|x| x.is_finite())
+                .sum::<f64>()
+        })
+        .fold(0.0f64, f64::max);
+    if norm <= 16384.0 {
+        return 1.0;
+    }
+    // ≥ 1 since norm > 2¹⁴; f32 holds 2^-k down to 2⁻¹⁴⁹, and a norm of f32 values stays below
+    // 2¹⁶⁰.
+    let k = (norm.log2() - 14.0).ceil() as i32;
+    2f32.powi(-k.min(149))
+}
+
+/// The plan column's note of an α other than 1 (`, C = 2^-k·A·B`).
+fn alpha_note(alpha: f32) -> String {
+    if alpha == 1.0 {
+        String::new()
+    } else {
+        format!(", C = 2^{}·A·B", alpha.log2())
+    }
+}
+
+/// The f64 reference of `α·a·b` on the checked rows (α a power of two: exact).
+fn reference(a: &Csr, b: &[f32], n: usize, max_full: usize, alpha: f32) -> Reference {
+    let mut r = Reference::new(a, b, n, max_full);
+    let al = f64::from(alpha);
+    for x in r.want.iter_mut().chain(r.scale.iter_mut()) {
+        *x *= al;
+    }
+    r
+}
+
 /// cuSPARSE SpMM with A, B and C in `H` (f32 compute) on the original matrix: each CSR algorithm
 /// timed, the fastest that passes the bound kept; the default's result (or error) when none
 /// passes.
@@ -234,8 +289,7 @@ fn cusparse_half_case<H: RowTileHalf + Element>(
     gpu: &Gpu,
     m: &Matrix,
     dev: &Result<CusparseCsr, GpuError>,
-    bh: &[H],
-    bw: &[f32],
+    (bh, bw, alpha): (&[H], &[f32], f32),
     n: usize,
     t: Timing,
     max_full: usize,
@@ -246,14 +300,14 @@ fn cusparse_half_case<H: RowTileHalf + Element>(
     let name = v.same_type_baseline().unwrap_or(BASELINE);
     let mut case = backends::blank(m, a, n, name, Status::Ok);
     case.numerics = Some(v);
-    let reference = Reference::new(a, bw, n, max_full);
+    let reference = reference(a, bw, n, max_full, alpha);
     let scale = f16_scale(a.data(), v.dtype());
     let values: Vec<f32> = a.data().iter().map(|x| x / scale).collect();
     let run = |alg: SpmmAlg| -> Result<Measured, GpuError> {
         let dev = dev.as_ref().map_err(|e| GpuError::Invalid(e.to_string()))?;
         let mut spmm = CusparseSpmmHalf::<H>::new(gpu, dev, &values, n, alg)?;
         measure(gpu, &reference, bh, n, t, bound, |bd, c| {
-            spmm.run(scale, bd, 0.0, c)
+            spmm.run(scale * alpha, bd, 0.0, c)
         })
     };
     let mut best: Option<(Measured, SpmmAlg)> = None;
@@ -354,8 +408,7 @@ fn engine_half_case<H: RowTileHalf + Element>(
     gpu: &Gpu,
     engine: &Engine,
     m: &Matrix,
-    bh: &[H],
-    bw: &[f32],
+    (bh, bw, alpha): (&[H], &[f32], f32),
     n: usize,
     t: Timing,
     max_full: usize,
@@ -367,13 +420,16 @@ fn engine_half_case<H: RowTileHalf + Element>(
         Err(c) => return *c,
     };
     // B is random, so it is "in prepared order" already; the reference is in that order too.
-    let reference = Reference::new(p.matrix(), bw, n, max_full);
+    let reference = reference(p.matrix(), bw, n, max_full, alpha);
+    if let Some(plan) = &mut case.plan {
+        plan.push_str(&alpha_note(alpha));
+    }
     let e = v.dtype().size_bytes() as u64;
     case.bytes = Some(bytes(p.matrix(), n, e, e));
     let (launches, per) = backends::handicap().map_or((1, 1), |k| (k + 1, k));
     let result = measure(gpu, &reference, bh, n, t, bound, |bd, c| {
         for _ in 0..launches {
-            p.spmm_device_typed::<H, _, _>(1.0, bd, 0.0, c)
+            p.spmm_device_typed::<H, _, _>(alpha, bd, 0.0, c)
                 .map_err(|e| GpuError::Invalid(e.to_string()))?;
         }
         Ok(())
@@ -435,6 +491,35 @@ mod tests {
         }
         assert_eq!(f16_scale(&[1e6], DType::BF16), 1.0);
         assert_eq!(f16_scale(&[0.0], DType::F16), 1.0);
+    }
+
+    #[test]
+    fn f16_alpha_keeps_the_largest_row_sum_within_two_to_the_fourteen() {
+        let a = |v: f32| csr_from_triplets(2, 3, &[(0, 0, v), (0, 2, -v), (1, 1, 1.0)]).unwrap();
+        assert_eq!(f16_alpha(&a(100.0), DType::F16), 1.0);
+        assert_eq!(f16_alpha(&a(8192.0), DType::F16), 1.0);
+        for v in [8193.0f32, 1e6, 3.9e9, 3e28] {
+            let al = f16_alpha(&a(v), DType::F16);
+            let top = 2.0 * f64::from(v) * f64::from(al);
+            assert!((8192.0..=16384.0).contains(&top), "{v}: {al} → {top}");
+            assert_eq!(al.log2().fract(), 0.0, "{v}: a power of two");
+        }
+        assert_eq!(f16_alpha(&a(3e28), DType::BF16), 1.0);
+        assert_eq!(alpha_note(1.0), "");
+        assert_eq!(alpha_note(0.25), ", C = 2^-2·A·B");
+        // The reference is scaled exactly.
+        let m = a(1e6);
+        let b = [1.0f32, 0.5, -0.25];
+        let r1 = reference(&m, &b, 1, 10, 1.0);
+        let r2 = reference(&m, &b, 1, 10, 0.125);
+        assert_eq!(
+            r2.want,
+            r1.want.iter().map(|x| x * 0.125).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            r2.scale,
+            r1.scale.iter().map(|x| x * 0.125).collect::<Vec<_>>()
+        );
     }
 
     #[test]
