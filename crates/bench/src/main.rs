@@ -8,6 +8,9 @@
 //! timing; preprocessing stages reported separately. Without a GPU it says so and runs the CPU
 //! reference path on the small shipped matrices only.
 //!
+//! `--dtype f16|bf16` and `--precision 3xtf32` (typed.rs, numerics.rs) run SpMM in that type or
+//! precision against cuSPARSE in the same type and in f32, into `spmm-<type>-<device>.json`/`.md`.
+//!
 //! `--op spmv` (spmv.rs: bitBSR SpMV vs cuSPARSE) and `--op spamm` (spamm.rs: cuSpAMM vs cuBLAS)
 //! produce the same `Report` of `Case` records; every op's run ends alike (`finish`): its Markdown
 //! (`results::render`), its files (`results::write`), the gate of `--compare`, and a non-zero exit

@@ -686,6 +686,19 @@ mod tests {
         assert!(crate::results::write(&dir, &mixed).is_err());
         let written = crate::results::write(&dir, &r).unwrap();
         assert!(written[0].ends_with("spmm-f16-h200.json"), "{written:?}");
+        // As committed: the JSON round-trips byte for byte and the .md is its render (what
+        // `committed_results_agree_with_their_markdown` checks of every file in docs/results).
+        let text = std::fs::read_to_string(&written[0]).unwrap();
+        let back = crate::results::read(&written[0]).unwrap();
+        assert_eq!(serde_json::to_string_pretty(&back).unwrap(), text);
+        assert_eq!(
+            std::fs::read_to_string(&written[1]).unwrap(),
+            crate::results::render(&back)
+        );
+        assert!(
+            crate::plots::render(&back).is_empty(),
+            "no plot of a typed run"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         // Merged parts keep the type.
         let merged = Report::merge(vec![r.clone(), r]).unwrap();
