@@ -229,7 +229,8 @@ fn f16_scale(values: &[f32], dtype: DType) -> f32 {
     if dtype != DType::F16 || max == 0.0 {
         return 1.0;
     }
-    2f32.powi(max.log2().floor() as i32 - 14)
+    // A normal f32 power of two whatever the matrix (f32's exponents −126 … 127).
+    2f32.powi((max.log2().floor() as i32 - 14).clamp(-126, 127))
 }
 
 /// The α of an f16 run's products `C = α·A·B`: the power of two that keeps the largest row sum
@@ -490,6 +491,9 @@ mod tests {
             assert_eq!(s.log2().fract(), 0.0, "{max}: a power of two");
         }
         assert_eq!(f16_scale(&[1e6], DType::BF16), 1.0);
+        // Values near f32's smallest normals: a normal power of two, never 0.
+        let tiny = f16_scale(&[1e-37], DType::F16);
+        assert!(tiny.is_normal() && tiny == 2f32.powi(-126), "{tiny}");
         assert_eq!(f16_scale(&[0.0], DType::F16), 1.0);
     }
 
