@@ -2,7 +2,8 @@
 //! `--include-ignored` on a machine without one): `Prepared::spmm_device_typed` against the f64
 //! reference within `Prepared::error_bound` on several widths (β = 0 with C filled with NaN, and
 //! β ≠ 0), in the original order of an unreordered matrix and in the prepared order of a
-//! reordered one; a reordered preparation in the original order is refused by name; the shared
+//! reordered one; a reordered preparation in the original order is refused by name; the tuned
+//! preparation keeps its fastest sample, cuSPARSE in the same type among them; the shared
 //! datasets go through the same path.
 
 use std::path::PathBuf;
@@ -11,7 +12,8 @@ use tcsparse::element::{bf16, f16};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
-    DType, Element, Engine, PrepareOptions, Prepared, ReorderChoice, Requested, RowOrder,
+    DType, Element, Engine, ExecKernel, PrepareOptions, Prepared, ReorderChoice, Requested,
+    RowOrder,
 };
 
 mod support;
@@ -158,6 +160,71 @@ fn f32_typed_device_product_is_spmm_device() {
     p.spmm_device(1.0, &bd, 0.0, &mut c1).unwrap();
     p.spmm_device_typed(1.0, &bd, 0.0, &mut c2).unwrap();
     assert_eq!(gpu.download(&c1).unwrap(), gpu.download(&c2).unwrap());
+}
+
+/// A scattered matrix (`rows` square, 2 entries a row at pseudo-random columns, values in
+/// f16's normal range): row-tile windows of one entry per block, where cuSPARSE may win.
+fn scattered(rows: usize) -> Csr {
+    let mut t = Vec::new();
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    for r in 0..rows as u32 {
+        for k in 0..2u32 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            t.push((r, (s % rows as u64) as u32, 0.5 + 0.25 * k as f32));
+        }
+    }
+    tcsparse::formats::csr::csr_from_triplets(rows, rows, &t).unwrap()
+}
+
+/// The tuned f16 / bf16 preparation keeps the fastest candidate it timed, row-tile or cuSPARSE
+/// in the same type, and whichever it keeps meets the bound on the host and device paths.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    for a in [scattered(50_000), support::hub_rows_203()] {
+        for dtype in [DType::F16, DType::BF16] {
+            let opts = PrepareOptions::builder()
+                .n(32)
+                .dtype(dtype)
+                .device_order(RowOrder::Prepared)
+                .build();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let tuning = &p.report().tuning;
+            assert!(
+                tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
+                "cuSPARSE in {dtype} not timed: {tuning:?}"
+            );
+            let fastest = tuning.iter().min_by(|x, y| x.ms.total_cmp(&y.ms)).unwrap();
+            match p.kernel() {
+                k @ ExecKernel::CusparseHalf { dtype: d, .. } => {
+                    assert_eq!(d, dtype);
+                    assert_eq!(fastest.candidate, k.to_string(), "{tuning:?}");
+                }
+                ExecKernel::RowTile { kernel, .. } => {
+                    assert!(
+                        fastest.candidate.starts_with(&kernel.name()),
+                        "{} kept, {fastest:?} fastest",
+                        p.kernel()
+                    );
+                }
+                other => panic!("{dtype}: {other}"),
+            }
+            println!(
+                "{} rows, {dtype}: {} kept ({})",
+                a.rows(),
+                p.kernel(),
+                p.report().kernel_note
+            );
+            match dtype {
+                DType::F16 => device_products::<f16>(&gpu, &mut p, "tuned"),
+                _ => device_products::<bf16>(&gpu, &mut p, "tuned"),
+            }
+        }
+    }
 }
 
 /// The shared datasets cora, west0067 and citeseer in f16 and bf16 through the device path (the

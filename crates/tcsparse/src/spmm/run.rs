@@ -10,18 +10,18 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use std::collections::hash_map::Entry;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
-use tcsparse_gpu::spmm::row_tile::RowTileHalf;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
-use super::prepare::GPU_TYPED_SPMM_KERNELS;
-use super::{DeviceState, Prepared, args_error, at_least};
+use super::prepare::{GPU_TYPED_SPMM_KERNELS, cusparse_half_refusal};
+use super::{DeviceState, HalfElement, Prepared, args_error, at_least};
 
 impl Prepared {
     /// `C = α·A·B + β·C` on host data in the original row order: B is `cols × n` and C `rows × n`,
@@ -216,7 +216,7 @@ impl Prepared {
     /// β ≠ 0) gathered into the prepared row order as `H` (the same values: `T` is `H`), uploaded,
     /// the prepared half kernel run ([`Prepared::launch_half`]), C downloaded and scattered back
     /// into the original order.
-    fn spmm_half_gpu<T: Element, H: RowTileHalf>(
+    fn spmm_half_gpu<T: Element, H: HalfElement>(
         &mut self,
         alpha: f32,
         b: &[T],
@@ -249,7 +249,7 @@ impl Prepared {
     /// queued on the engine's stream): the one dispatch of the host and device f16 / bf16
     /// products. A device state without a kernel in `H` is [`Error::Unsupported`].
     #[allow(clippy::too_many_arguments)]
-    fn launch_half<H: RowTileHalf>(
+    fn launch_half<H: HalfElement>(
         &mut self,
         alpha: f32,
         b: &dyn DevicePtr<H>,
@@ -259,9 +259,30 @@ impl Prepared {
         ldc: usize,
         n: usize,
     ) -> Result<(), Error> {
+        let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
         match &mut self.dev {
             DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
                 d.enqueue_half::<H>(alpha, b, ldb, beta, c, ldc, n)?;
+            }
+            DeviceState::CusparseHalf(h) if h.setups.dtype() == self.dtype => {
+                cusparse_packed(n, ldb, ldc)?;
+                let (csr, alg) = (&h.csr, h.alg);
+                let Some(setups) = H::setups(&mut h.setups) else {
+                    return Err(Error::ElementType {
+                        prepared: self.dtype,
+                        got: DType::F32,
+                    });
+                };
+                if n == 0 || csr.rows() == 0 {
+                    return Ok(());
+                }
+                let s = match setups.entry(n) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        e.insert(CusparseSpmmHalf::new(gpu, csr, self.a.data(), n, alg)?)
+                    }
+                };
+                s.run(alpha, b, beta, c)?;
             }
             _ => {
                 return Err(Error::Unsupported {
@@ -328,7 +349,7 @@ impl Prepared {
     }
 
     /// [`Prepared::spmm_device_typed_strided`] for the 16-bit type `H` (`T` is `H`).
-    fn spmm_device_half<T: Element, H: RowTileHalf, B: DevicePtr<T>, C: DevicePtrMut<T>>(
+    fn spmm_device_half<T: Element, H: HalfElement, B: DevicePtr<T>, C: DevicePtrMut<T>>(
         &mut self,
         alpha: f32,
         b: &B,
@@ -344,7 +365,7 @@ impl Prepared {
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
-        if matches!(self.dev, DeviceState::Cusparse { .. }) {
+        if matches!(self.dev, DeviceState::CusparseHalf(_)) {
             cusparse_packed(n, ldb, ldc)?;
         }
         if matches!(self.dev, DeviceState::Cpu) {
@@ -524,6 +545,12 @@ impl Prepared {
                 };
                 s.run(alpha, b, beta, c)?;
             }
+            DeviceState::CusparseHalf(h) => {
+                return Err(Error::ElementType {
+                    prepared: h.setups.dtype(),
+                    got: DType::F32,
+                });
+            }
             DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Hrpb(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
         }
@@ -541,13 +568,28 @@ impl Prepared {
     /// row-tile and HRPB layouts (when one of those kernels runs) are still rebuilt from the
     /// prepared CSR, O(nnz), as they have no slot map yet.
     /// Afterwards products equal those of a fresh preparation on the new values with the same
-    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
+    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`]; on cuSPARSE
+    /// in f16 / bf16 (which takes A's values unscaled), a value outside the type's normal range is
+    /// [`Error::Unsupported`], before anything changes.
     pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
         let nnz = self.a.nnz();
         if values.len() != nnz {
             return Err(Error::ValueCount {
                 expected: nnz,
                 got: values.len(),
+            });
+        }
+        if matches!(self.dev, DeviceState::CusparseHalf(_))
+            && let Some(why) = cusparse_half_refusal(values, self.dtype)
+        {
+            // (cuSPARSE rounds A to the type unscaled: out of range, the bound would not hold.)
+            return Err(Error::Unsupported {
+                requested: Requested::Element(self.dtype),
+                kernels: self.kernel().to_string(),
+                hint: format!(
+                    "; {why}: prepare again for the new values (the tuning then keeps a row-tile \
+                     kernel)"
+                ),
             });
         }
         if self.perm.is_some() && self.value_map.is_none() {
@@ -592,6 +634,11 @@ impl Prepared {
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
+            }
+            DeviceState::CusparseHalf(h) => {
+                // (Set up again from the new values on the next product.)
+                h.csr = CusparseCsr::new(&gpu, &self.a)?;
+                h.setups.clear();
             }
             DeviceState::RowTile(d) => {
                 let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
