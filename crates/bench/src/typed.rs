@@ -17,7 +17,8 @@
 //! Accuracy: B is rounded to the type before the f64 reference is computed, so the reference is
 //! of the operands actually used; A's rounding to the type on upload is part of the bound
 //! ([`Numerics::scaled_bound`]: [`tcsparse::DType::rounded_a_bound`] plus C's rounding for f16 /
-//! bf16, the 3×TF32 bound for 3×TF32), k = the longest row's nonzeros. A cuSPARSE f32 error is
+//! bf16, the 3×TF32 bound for 3×TF32), k = the longest row's nonzeros; ours is checked with
+//! [`Prepared::error_bound`], the same formula for the kernel its preparation kept. A cuSPARSE f32 error is
 //! checked with the f32 bench's bound ([`backends::TOL`]) and recorded, so the 3×TF32 report can
 //! divide the two. Bytes to move are counted as CSR (32-bit offsets and indices, values in the
 //! type) plus B and C in the type, for every backend of a case.
@@ -54,6 +55,18 @@ impl Bound {
             rel: v.scaled_bound(terms),
             terms,
             stored: v.dtype(),
+        }
+    }
+}
+
+impl Bound {
+    /// The bound of what `p` was prepared to run ([`Prepared::error_bound`]: the type's bound
+    /// for its f16 / bf16 or 3×TF32 kernels, the tighter f32 one where its tuning kept cuSPARSE
+    /// f32), for the same rows and storage type.
+    fn prepared(self, p: &Prepared) -> Self {
+        Self {
+            rel: p.error_bound(),
+            ..self
         }
     }
 }
@@ -422,6 +435,7 @@ fn engine_half_case<H: RowTileHalf + Element>(
     };
     // B is random, so it is "in prepared order" already; the reference is in that order too.
     let reference = reference(p.matrix(), bw, n, max_full, alpha);
+    let bound = bound.prepared(&p);
     if let Some(plan) = &mut case.plan {
         plan.push_str(&alpha_note(alpha));
     }
@@ -460,6 +474,7 @@ fn tf32x3_case(
         Err(c) => return *c,
     };
     let reference = Reference::new(p.matrix(), b, n, max_full);
+    let bound = bound.prepared(&p);
     case.bytes = Some(bytes(p.matrix(), n, 4, 4));
     let (launches, per) = backends::handicap().map_or((1, 1), |k| (k + 1, k));
     let result = measure(gpu, &reference, b, n, t, bound, |bd, c| {
