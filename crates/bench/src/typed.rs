@@ -276,6 +276,16 @@ fn f16_alpha(a: &Csr, dtype: DType) -> f32 {
     2f32.powi(-k.min(149))
 }
 
+/// The plan column of a cuSPARSE case in f16 / bf16: type, algorithm, the power of two A's values
+/// were divided by and the α of the product, each where it is not 1.
+fn cusparse_half_plan(v: Numerics, alg: &str, scale: f32, alpha: f32) -> String {
+    let mut plan = format!("cuSPARSE CSR {v}, {alg}");
+    if scale != 1.0 {
+        plan.push_str(&format!(", A scaled by 2^{}", -scale.log2()));
+    }
+    plan + &alpha_note(alpha)
+}
+
 /// The plan column's note of an α other than 1 (`, C = 2^-k·A·B`).
 fn alpha_note(alpha: f32) -> String {
     if alpha == 1.0 {
@@ -360,15 +370,7 @@ fn cusparse_half_case<H: RowTileHalf + Element>(
     if measured {
         let e = v.dtype().size_bytes() as u64;
         case.bytes = Some(bytes(a, n, e, e));
-        case.plan = Some(if scale == 1.0 {
-            format!("cuSPARSE CSR {v}, {}", alg.name())
-        } else {
-            format!(
-                "cuSPARSE CSR {v}, {}, A scaled by 2^{}",
-                alg.name(),
-                -scale.log2()
-            )
-        });
+        case.plan = Some(cusparse_half_plan(v, alg.name(), scale, alpha));
         case.default_ms = default_ms;
     }
     case
@@ -526,6 +528,19 @@ mod tests {
         assert_eq!(f16_alpha(&a(3e28), DType::BF16), 1.0);
         assert_eq!(alpha_note(1.0), "");
         assert_eq!(alpha_note(0.25), ", C = 2^-2·A·B");
+        assert_eq!(
+            cusparse_half_plan(
+                Numerics::F16,
+                "SPMM_CSR_ALG2",
+                2f32.powi(80),
+                2f32.powi(-84)
+            ),
+            "cuSPARSE CSR f16, SPMM_CSR_ALG2, A scaled by 2^-80, C = 2^-84·A·B"
+        );
+        assert_eq!(
+            cusparse_half_plan(Numerics::Bf16, "SPMM_ALG_DEFAULT", 1.0, 1.0),
+            "cuSPARSE CSR bf16, SPMM_ALG_DEFAULT"
+        );
         // The reference is scaled exactly.
         let m = a(1e6);
         let b = [1.0f32, 0.5, -0.25];
