@@ -148,7 +148,7 @@ pub fn random_b(rows: usize, n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-pub(crate) fn csr_bytes(a: &Csr) -> u64 {
+fn csr_bytes(a: &Csr) -> u64 {
     4 * (a.rows() as u64 + 1) + 8 * a.nnz() as u64
 }
 
@@ -493,7 +493,7 @@ fn measure(
 }
 
 /// Stores a measurement (or its error) in `case`.
-pub(crate) fn record(case: &mut Case, result: Result<(f64, f64, f64), GpuError>) {
+fn record(case: &mut Case, result: Result<(f64, f64, f64), GpuError>) {
     match result {
         Ok((ms, rel, scaled)) => {
             case.status = accuracy_status(rel, scaled);
