@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
@@ -152,7 +152,7 @@ fn csr_bytes(a: &Csr) -> u64 {
     4 * (a.rows() as u64 + 1) + 8 * a.nnz() as u64
 }
 
-fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
+pub(crate) fn blank(m: &Matrix, a: &Csr, n: usize, backend: &str, status: Status) -> Case {
     Case::new(
         crate::report::Op::Spmm,
         &m.name,
@@ -173,16 +173,17 @@ pub struct Timing {
     pub iters: usize,
 }
 
-/// Device buffers for one (matrix, N): B copies rotated when B fits in L2, and C.
-struct Buffers {
-    bs: Vec<CudaSlice<f32>>,
-    c: CudaSlice<f32>,
-    next: usize,
+/// Device buffers for one (matrix, N): B copies rotated when B fits in L2, and C (elements `T`:
+/// f32, or f16 / bf16 for the runs of crate::typed).
+pub(crate) struct Buffers<T: DeviceRepr> {
+    pub(crate) bs: Vec<CudaSlice<T>>,
+    pub(crate) c: CudaSlice<T>,
+    pub(crate) next: usize,
 }
 
-impl Buffers {
-    fn new(gpu: &Gpu, b: &[f32], c_len: usize) -> Result<Self, GpuError> {
-        let b_bytes = (b.len() * 4) as u64;
+impl<T: DeviceRepr + ValidAsZeroBits + Copy> Buffers<T> {
+    pub(crate) fn new(gpu: &Gpu, b: &[T], c_len: usize) -> Result<Self, GpuError> {
+        let b_bytes = std::mem::size_of_val(b) as u64;
         let l2 = gpu.info().l2_bytes.max(1);
         // Enough distinct copies that the rotation covers at least 2× L2 (at most 8 copies).
         let copies = if b_bytes <= l2 {
@@ -199,8 +200,9 @@ impl Buffers {
             next: 0,
         })
     }
-    fn poison(&mut self, gpu: &Gpu) -> Result<(), GpuError> {
-        self.c = gpu.upload(&vec![f32::NAN; self.c.len()])?;
+    /// C filled with `nan` (a NaN of `T`), so that an element a launch does not write fails.
+    pub(crate) fn poison(&mut self, gpu: &Gpu, nan: T) -> Result<(), GpuError> {
+        self.c = gpu.upload(&vec![nan; self.c.len()])?;
         Ok(())
     }
 }
@@ -386,7 +388,7 @@ pub fn gpu_cases(
 /// cuSPARSE SpMM on the original matrix: each CSR algorithm ([`SpmmAlg::CANDIDATES`]) measured,
 /// the fastest that passes the accuracy check reported (its name in the plan); the default's
 /// result (or error) when none passes.
-fn cusparse_case(
+pub(crate) fn cusparse_case(
     gpu: &Gpu,
     m: &Matrix,
     a: &Csr,
@@ -444,16 +446,16 @@ fn cusparse_case(
 }
 
 /// The f64 reference on the checked rows (all rows up to `max_full`, a sample beyond).
-struct Reference {
-    c_len: usize,
-    rows: Vec<usize>,
-    want: Vec<f64>,
-    scale: Vec<f64>,
+pub(crate) struct Reference {
+    pub(crate) c_len: usize,
+    pub(crate) rows: Vec<usize>,
+    pub(crate) want: Vec<f64>,
+    pub(crate) scale: Vec<f64>,
 }
 
 impl Reference {
     /// `a` in the order the launch uses.
-    fn new(a: &Csr, b: &[f32], n: usize, max_full: usize) -> Self {
+    pub(crate) fn new(a: &Csr, b: &[f32], n: usize, max_full: usize) -> Self {
         let rows = sample_rows(a, max_full);
         let (want, scale) = reference_rows(a, b, n, &rows);
         Self {
@@ -478,7 +480,7 @@ fn measure(
 ) -> Result<(f64, f64, f64), GpuError> {
     let mut buf = Buffers::new(gpu, b, r.c_len)?;
     let (rows, want, scale) = (&r.rows, &r.want, &r.scale);
-    buf.poison(gpu)?;
+    buf.poison(gpu, f32::NAN)?;
     launch(&buf.bs[0], &mut buf.c)?;
     let (rel, scaled) = check(&gpu.download(&buf.c)?, n, rows, want, scale);
     let timing = gpu.time_launches(t.warmup, t.iters, || {

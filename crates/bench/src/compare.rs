@@ -5,8 +5,11 @@
 //! the same process ([`Report::speedup`]) and divides the new speedup by the base one (`ratio`:
 //! 1.00 = unchanged, 0.90 = our kernel lost 10 % against the vendor). Cases are matched by
 //! (op, matrix, n, backend); each case's speedup is over the baseline of the same op, matrix and n
-//! (a SpAMM case over the `cublas-tf32` case of its matrix and size), and only our backends are
-//! gated: other vendor routines (`cublas-sgemm`, `cublas-f16`) are not.
+//! (a SpAMM case over the `cublas-tf32` case of its matrix and size; an f16 or bf16 SpMM case
+//! over cuSPARSE in its type, [`crate::report::Case::baseline_backend`]), and only our backends
+//! are gated: other vendor routines (`cublas-sgemm`, `cublas-f16`, `cusparse-f16`) are not. An
+//! f16, bf16 or 3×TF32 run is compared only with a base of its type
+//! ([`crate::numerics::check_comparable`]).
 //!
 //! Two thresholds, both from the H200's run-to-run spread (docs/results/README.md, "Regression
 //! gate"):

@@ -8,6 +8,9 @@
 //! timing; preprocessing stages reported separately. Without a GPU it says so and runs the CPU
 //! reference path on the small shipped matrices only.
 //!
+//! `--dtype f16|bf16` and `--precision 3xtf32` (typed.rs, numerics.rs) run SpMM in that type or
+//! precision against cuSPARSE in the same type and in f32, into `spmm-<type>-<device>.json`/`.md`.
+//!
 //! `--op spmv` (spmv.rs: bitBSR SpMV vs cuSPARSE) and `--op spamm` (spamm.rs: cuSpAMM vs cuBLAS)
 //! produce the same `Report` of `Case` records; every op's run ends alike (`finish`): its Markdown
 //! (`results::render`), its files (`results::write`), the gate of `--compare`, and a non-zero exit
@@ -19,6 +22,7 @@ mod compare;
 mod distributed;
 mod matrices;
 mod multi;
+mod numerics;
 mod plots;
 mod report;
 mod results;
@@ -26,6 +30,7 @@ mod soak;
 mod spamm;
 mod spmm_markdown;
 mod spmv;
+mod typed;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -132,6 +137,37 @@ struct Args {
     /// `--op soak`: width of B and right-hand sides of the SpMV (1..=8).
     #[arg(long, default_value_t = 8)]
     soak_n: usize,
+    /// SpMM only: element type of A, B and C, `f32` (default), `f16` or `bf16` (as `tcsparse spmm
+    /// --dtype`). f16 / bf16: per case the tuned engine in that type (`tcsparse-f16`), cuSPARSE
+    /// in that type at its fastest algorithm (`cusparse-f16`) and cuSPARSE f32 (`cusparse`);
+    /// writes `spmm-<dtype>-<device>.json`/`.md`. Refused with another --op.
+    #[arg(long, value_name = "DTYPE")]
+    dtype: Option<String>,
+    /// SpMM only: precision of the f32 products, `tf32` (default) or `3xtf32` (as `tcsparse
+    /// spmm --precision`). 3xtf32: the tuned engine in split TF32 (`tcsparse-3xtf32`) against
+    /// cuSPARSE f32, both errors recorded; writes `spmm-3xtf32-<device>.json`/`.md`. `--dtype
+    /// f16|bf16` takes only tf32. Refused with another --op.
+    #[arg(long, value_name = "PRECISION")]
+    precision: Option<String>,
+}
+
+impl Args {
+    /// The element type or precision of an SpMM run (`None`: f32 operands at TF32), or why the
+    /// flags are refused.
+    fn numerics(&self) -> Result<Option<numerics::Numerics>> {
+        if self.op != "spmm" && (self.dtype.is_some() || self.precision.is_some()) {
+            anyhow::bail!(
+                "--dtype and --precision apply to --op spmm only (--op {} measures its own \
+                 precisions)",
+                self.op
+            );
+        }
+        numerics::Numerics::from_flags(
+            self.dtype.as_deref().unwrap_or("f32"),
+            self.precision.as_deref().unwrap_or("tf32"),
+        )
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 fn main() -> Result<()> {
@@ -163,6 +199,15 @@ fn main() -> Result<()> {
     }
     if !args.compare.is_empty() && !args.current.is_empty() {
         return gate(&args.compare, &results::load(&args.current)?, tolerances);
+    }
+    let numerics = args.numerics()?;
+    if let Some(v) = numerics {
+        anyhow::ensure!(
+            args.backends.is_none(),
+            "--backends picks among the f32 bench's variants; the {v} run has one backend of ours \
+             ({})",
+            v.headline()
+        );
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     if args.op == "spamm" {
@@ -262,14 +307,17 @@ fn main() -> Result<()> {
             };
             for m in &mats {
                 let t = Instant::now();
-                let got = backends::gpu_cases(
-                    gpu,
-                    m,
-                    &ns,
-                    timing,
-                    args.max_full_check,
-                    args.backends.as_deref().unwrap_or(&[]),
-                );
+                let got = match numerics {
+                    Some(v) => typed::gpu_cases(gpu, m, &ns, timing, args.max_full_check, v),
+                    None => backends::gpu_cases(
+                        gpu,
+                        m,
+                        &ns,
+                        timing,
+                        args.max_full_check,
+                        args.backends.as_deref().unwrap_or(&[]),
+                    ),
+                };
                 m.log_cases(20, got.len(), t.elapsed());
                 cases.extend(got);
                 results::write_partial(args.out.as_deref(), &d, &cases, |device, cases| Report {
@@ -284,6 +332,12 @@ fn main() -> Result<()> {
             d
         }
         Device::None(why) => {
+            if let Some(v) = numerics {
+                anyhow::bail!(
+                    "--dtype/--precision {v} needs a CUDA GPU ({why}): the {v} bench times \
+                     device kernels against cuSPARSE"
+                );
+            }
             eprintln!(
                 "no GPU ({why}): running the CPU reference path on the small shipped matrices only"
             );
@@ -340,6 +394,8 @@ fn gate(base: &[PathBuf], current: &[Report], tolerances: compare::Tolerances) -
     let base = results::load(base)?;
     // Speedups over different vendor baselines do not compare: refuse, never a false regression.
     baseline::check_comparable(&base, current).map_err(anyhow::Error::msg)?;
+    // An f16, bf16 or 3×TF32 case only ever compares with one of the same type.
+    numerics::check_comparable(&base, current).map_err(anyhow::Error::msg)?;
     let c = compare::Comparison::new(&base, current, tolerances);
     print!("{}", c.table());
     anyhow::ensure!(
@@ -478,6 +534,7 @@ fn run_spmv(
 fn merge(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
     let reports = results::load(files)?;
     baseline::per_op(&reports).map_err(|e| anyhow::anyhow!("refusing to merge: {e}"))?;
+    results::same_numerics(&reports).map_err(|e| anyhow::anyhow!("refusing to merge: {e}"))?;
     let merged = Report::merge(reports).context("nothing to merge")?;
     print!("{}", results::render(&merged));
     if let Some(out) = out {
@@ -496,6 +553,16 @@ fn plot(files: &[PathBuf], out: Option<&std::path::Path>) -> Result<()> {
             .unwrap_or_default();
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let plots = plots::render(&r);
+        if let Some(v) = r.numerics().filter(|_| plots.is_empty()) {
+            eprintln!(
+                "{}: nothing to plot: the plots show the {} backend's speedup over cuSPARSE f32; \
+                 a {v} run's speedups ({} over cuSPARSE {v} and f32) are in its summary lines",
+                f.display(),
+                report::HEADLINE,
+                v.headline()
+            );
+            continue;
+        }
         if plots.is_empty() {
             // SpAMM (no single headline backend: one per precision, each at its own error)
             // and runs without a speedup (CPU runs) have no plot.

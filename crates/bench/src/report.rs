@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::baseline::VendorBaseline;
+pub use crate::numerics::Numerics;
 
 /// Name of the vendor baseline backend (cuSPARSE SpMM, CSR, the fastest of its algorithms).
 pub const BASELINE: &str = "cusparse";
@@ -188,6 +189,11 @@ pub struct Case {
     /// fastest one in [`Case::ms`] (the table's "vs default" column divides by it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_ms: Option<f64>,
+    /// SpMM runs in f16, bf16 or 3×TF32 (`--dtype`, `--precision`): the element type or
+    /// precision of this case's product; absent for f32 operands at TF32 (the default run, and
+    /// the f32 cuSPARSE row of the other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numerics: Option<Numerics>,
 }
 
 /// The untuned (model-only) choice of a tuned case.
@@ -241,6 +247,7 @@ impl Case {
             target: None,
             model: None,
             default_ms: None,
+            numerics: None,
         }
     }
 
@@ -266,9 +273,18 @@ impl Case {
         matches!(self.status, Status::Failed { .. })
     }
 
-    /// Whether this case is the vendor baseline of its op.
+    /// The backend this case's speedup is over: cuSPARSE in the same element type for an f16 or
+    /// bf16 case ([`Numerics::same_type_baseline`]), else the vendor baseline of its op.
+    pub fn baseline_backend(&self) -> &'static str {
+        self.numerics
+            .and_then(Numerics::same_type_baseline)
+            .unwrap_or(self.op.baseline())
+    }
+
+    /// Whether this case is the vendor baseline of its op, or of its element type
+    /// (`cusparse-f16` in an f16 run).
     pub fn is_baseline(&self) -> bool {
-        self.backend == self.op.baseline()
+        self.backend == self.baseline_backend()
     }
 
     /// Whether this case is a vendor library (`cusparse…`, `cublas…`: the baseline or another
@@ -341,17 +357,46 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
 }
 
 impl Report {
-    /// Speedup of `case` over the vendor baseline of its op ([`Op::baseline`]) at the same matrix
-    /// and N: baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
+    /// Speedup of `case` over its baseline ([`Case::baseline_backend`]: the vendor baseline of its
+    /// op, cuSPARSE in the same type for an f16 or bf16 case) at the same matrix and N:
+    /// baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
     pub fn speedup(&self, case: &Case) -> Option<f64> {
         if !case.ok() || case.is_baseline() {
             return None;
         }
+        self.speedup_over(case, case.baseline_backend())
+    }
+
+    /// Speedup of `case` over the case of backend `baseline` at the same op, matrix and N:
+    /// baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
+    pub fn speedup_over(&self, case: &Case, baseline: &str) -> Option<f64> {
+        if !case.ok() || case.backend == baseline {
+            return None;
+        }
         let base = self.cases.iter().find(|c| {
-            c.op == case.op && c.is_baseline() && c.matrix == case.matrix && c.n == case.n && c.ok()
+            c.op == case.op
+                && c.backend == baseline
+                && c.matrix == case.matrix
+                && c.n == case.n
+                && c.ok()
         })?;
         let (b, t) = (base.ms?, case.ms?);
         (b > 0.0 && t > 0.0).then(|| b / t)
+    }
+
+    /// The element type or precision of the run ([`Numerics`]): the one its cases record, `None`
+    /// for the default f32/TF32 run (or a report whose cases record several: never written, see
+    /// [`Report::numerics_mixed`]).
+    pub fn numerics(&self) -> Option<Numerics> {
+        let mut it = self.cases.iter().filter_map(|c| c.numerics);
+        let first = it.next()?;
+        it.all(|v| v == first).then_some(first)
+    }
+
+    /// Whether the cases record more than one element type or precision.
+    pub fn numerics_mixed(&self) -> bool {
+        let mut it = self.cases.iter().filter_map(|c| c.numerics);
+        it.next().is_some_and(|first| it.any(|v| v != first))
     }
 
     /// Products after which `case`'s preparation ([`PrepTimes::total_ms`]) is repaid against
@@ -359,7 +404,7 @@ impl Report {
     /// preparation total or no passing baseline; `Some(None)`: never (not faster).
     pub fn break_even(&self, case: &Case) -> Option<Option<f64>> {
         let total = case.prep.as_ref()?.total_ms?;
-        let baseline = case.op.baseline();
+        let baseline = case.baseline_backend();
         if !case.ok() || case.backend == baseline {
             return None;
         }

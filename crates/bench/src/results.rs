@@ -46,9 +46,14 @@ pub fn report_slug(r: &Report) -> String {
     device_slug(r.device.split(" (").next().unwrap_or(&r.device))
 }
 
-/// File stem of the results of `op` on the device of `r`: `<op>-<slug>`.
+/// File stem of the results of `op` on the device of `r`: `<op>-<slug>`, or for a run in another
+/// element type or precision ([`Report::numerics`]) `<op>-<numerics>-<slug>` (`spmm-f16-h200`),
+/// so that it never overwrites the f32 results or joins their gate.
 pub fn file_stem(op: Op, r: &Report) -> String {
-    format!("{}-{}", op.name(), report_slug(r))
+    match r.numerics() {
+        Some(v) => format!("{}-{v}-{}", op.name(), report_slug(r)),
+        None => format!("{}-{}", op.name(), report_slug(r)),
+    }
 }
 
 /// The ops a report holds, in order (SpMM for an empty report).
@@ -103,9 +108,36 @@ pub fn write_partial(
     Ok(())
 }
 
-/// Writes `<op>-<slug>.json` and `<op>-<slug>.md` into `out` for every op of `r`; returns the
-/// paths written.
+/// `Err` naming them when `reports` are of different element types or precisions
+/// ([`Report::numerics`]: f32, f16, bf16, 3xtf32) or one of them mixes several: their cases
+/// belong in different files (`spmm-<numerics>-<device>`) and never in one table or gate.
+pub fn same_numerics(reports: &[Report]) -> std::result::Result<(), String> {
+    let name = |r: &Report| r.numerics().map_or("f32 (tf32)", |v| v.name());
+    if let Some(r) = reports.iter().find(|r| r.numerics_mixed()) {
+        return Err(format!(
+            "`{}` mixes cases of several element types or precisions",
+            r.command
+        ));
+    }
+    match reports
+        .iter()
+        .find(|r| r.numerics() != reports[0].numerics())
+    {
+        Some(other) => Err(format!(
+            "results of different element types or precisions: `{}` is {}, `{}` is {}",
+            reports[0].command,
+            name(&reports[0]),
+            other.command,
+            name(other)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Writes `<op>-<slug>.json` and `<op>-<slug>.md` into `out` for every op of `r` (SpMM in f16,
+/// bf16 or 3×TF32: `spmm-<numerics>-<slug>`, [`file_stem`]); returns the paths written.
 pub fn write(out: &Path, r: &Report) -> Result<Vec<PathBuf>> {
+    same_numerics(std::slice::from_ref(r)).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut written = Vec::new();
     for op in ops(r) {

@@ -13,8 +13,12 @@ use crate::report::{
 pub const BANDWIDTH_GOAL: f64 = 0.70;
 
 impl Report {
-    /// The Markdown report (`spmm-h200.md`).
+    /// The Markdown report (`spmm-h200.md`); a run in f16, bf16 or 3×TF32 has its own layout
+    /// ([`Report::numerics_markdown`]).
     pub fn markdown(&self) -> String {
+        if let Some(v) = self.numerics() {
+            return self.numerics_markdown(v);
+        }
         let f2 = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
         let f3 = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "–".into());
         let e = |v: Option<f64>| v.map(|v| format!("{v:.1e}")).unwrap_or_else(|| "–".into());
@@ -230,8 +234,13 @@ impl Report {
         if !case.ok() {
             return None;
         }
+        let baseline = case.baseline_backend();
         let base = self.cases.iter().find(|c| {
-            c.op == case.op && c.is_baseline() && c.matrix == case.matrix && c.n == case.n && c.ok()
+            c.op == case.op
+                && c.backend == baseline
+                && c.matrix == case.matrix
+                && c.n == case.n
+                && c.ok()
         })?;
         let (d, t) = (base.default_ms?, case.ms?);
         (d > 0.0 && t > 0.0).then(|| d / t)

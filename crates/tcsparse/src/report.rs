@@ -7,7 +7,7 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
-use crate::{Backend, Precision};
+use crate::{Backend, DType, Precision};
 
 /// What [`Prepared`](crate::Prepared) runs.
 #[non_exhaustive]
@@ -29,6 +29,14 @@ pub enum ExecKernel {
     Cusparse {
         /// cuSPARSE's SpMM algorithm.
         alg: SpmmAlg,
+    },
+    /// cuSPARSE SpMM with A, B and C in f16 or bf16 (`CUDA_R_16F` / `CUDA_R_16BF`, f32 compute):
+    /// what a tuned f16 / bf16 preparation keeps where it is faster than the row-tile kernels.
+    CusparseHalf {
+        /// cuSPARSE's SpMM algorithm.
+        alg: SpmmAlg,
+        /// The element type of A, B and C (f16 or bf16).
+        dtype: DType,
     },
     /// CUDA-core CSR SpMM (f32).
     CsrCuda {
@@ -56,8 +64,8 @@ pub enum ExecKernel {
 
 impl ExecKernel {
     /// The arithmetic it uses: TF32 for the tensor-core kernels (3×TF32 for the row-tile kernels
-    /// in it; the f16 / bf16 row-tile kernels are TF32's precision choice, their bound is
-    /// [`crate::DType::rounded_a_bound`]), f32 for the others.
+    /// in it; the f16 / bf16 row-tile kernels and cuSPARSE in f16 / bf16 are TF32's precision
+    /// choice, their bound is [`crate::DType::rounded_a_bound`]), f32 for the others.
     pub fn precision(self) -> Precision {
         match self {
             ExecKernel::RowTile { kernel, .. } if kernel.arith == RowTileArith::Tf32x3 => {
@@ -66,6 +74,7 @@ impl ExecKernel {
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }
+            | ExecKernel::CusparseHalf { .. }
             | ExecKernel::Hrpb { .. } => Precision::Tf32,
             ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
                 Precision::F32
@@ -86,6 +95,13 @@ impl std::fmt::Display for ExecKernel {
                 alg: SpmmAlg::Default,
             } => write!(f, "cuSPARSE"),
             ExecKernel::Cusparse { alg } => write!(f, "cuSPARSE ({})", alg.name()),
+            ExecKernel::CusparseHalf {
+                alg: SpmmAlg::Default,
+                dtype,
+            } => write!(f, "cuSPARSE {dtype}"),
+            ExecKernel::CusparseHalf { alg, dtype } => {
+                write!(f, "cuSPARSE {dtype} ({})", alg.name())
+            }
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
             }
@@ -313,5 +329,31 @@ mod tests {
         for alg in SpmmAlg::CANDIDATES {
             assert_eq!(ExecKernel::Cusparse { alg }.precision(), Precision::F32);
         }
+    }
+
+    #[test]
+    fn cusparse_in_a_half_type_names_the_type_and_its_algorithm() {
+        let names: Vec<String> = [DType::F16, DType::BF16]
+            .into_iter()
+            .flat_map(|dtype| {
+                [SpmmAlg::Default, SpmmAlg::CsrAlg3]
+                    .map(|alg| ExecKernel::CusparseHalf { alg, dtype }.to_string())
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "cuSPARSE f16",
+                "cuSPARSE f16 (SPMM_CSR_ALG3)",
+                "cuSPARSE bf16",
+                "cuSPARSE bf16 (SPMM_CSR_ALG3)",
+            ]
+        );
+        // As the f16 / bf16 row-tile kernels: TF32's precision choice, A rounded to the type.
+        let k = ExecKernel::CusparseHalf {
+            alg: SpmmAlg::CsrAlg1,
+            dtype: DType::F16,
+        };
+        assert_eq!(k.precision(), Precision::Tf32);
     }
 }

@@ -52,7 +52,7 @@ use tcsparse_formats::rowtile::RowTileStructure;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
 use tcsparse_reorder::{Mode, Permutation};
 
-use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
+use crate::{DType, Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
@@ -366,6 +366,16 @@ fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
     }
 }
 
+/// The byte that stores the element type of [`ExecKernel::CusparseHalf`] (stable): 1 f16, 2
+/// bf16 (0, f32, is never written: cuSPARSE in f32 is [`ExecKernel::Cusparse`]).
+fn half_byte(dtype: DType) -> u8 {
+    match dtype {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+    }
+}
+
 fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     let mut out = Vec::new();
     out.push(match e.mode {
@@ -377,6 +387,11 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         ExecKernel::Cusparse { alg } => {
             out.push(1);
             out.push(alg_byte(alg));
+        }
+        ExecKernel::CusparseHalf { alg, dtype } => {
+            out.push(7);
+            out.push(alg_byte(alg));
+            out.push(half_byte(dtype));
         }
         ExecKernel::CsrCuda { chunk_nnz } => {
             out.push(2);
@@ -549,6 +564,17 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             let alg =
                 alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
             ExecKernel::Cusparse { alg }
+        }
+        7 => {
+            let (b, t) = (r.u8()?, r.u8()?);
+            let alg =
+                alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
+            let dtype = match t {
+                1 => DType::F16,
+                2 => DType::BF16,
+                _ => return Err(format!("corrupt: cuSPARSE element type {t}")),
+            };
+            ExecKernel::CusparseHalf { alg, dtype }
         }
         2 => {
             let chunk_nnz = r.u32()?;
@@ -847,6 +873,40 @@ mod tests {
         }
         // A payload cut right after the kernel tag: corrupt, not a panic.
         let cut = &encode_payload(&entry(SpmmAlg::Default))[..2];
+        assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
+    }
+
+    #[test]
+    fn cusparse_in_a_half_type_round_trips_and_unknown_types_are_refused() {
+        let a = matrix();
+        let entry = |alg, dtype| PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::CusparseHalf { alg, dtype },
+            perm: None,
+            blocks: Some([3, 5, 2]),
+            row_tile: None,
+            note: "tuned".into(),
+        };
+        for dtype in [DType::F16, DType::BF16] {
+            for alg in SpmmAlg::CANDIDATES {
+                let e = entry(alg, dtype);
+                let bytes = encode_payload(&e);
+                // Mode, kernel tag 7, the algorithm's byte, then the type's.
+                assert_eq!(bytes[1], 7, "{alg:?} {dtype}");
+                assert_eq!(bytes[2], alg_byte(alg), "{alg:?} {dtype}");
+                assert_eq!(decode_payload(&bytes, &a), Ok(e), "{alg:?} {dtype}");
+            }
+        }
+        // f32 or a byte no type writes: corrupt, never a guess.
+        let mut bytes = encode_payload(&entry(SpmmAlg::CsrAlg1, DType::BF16));
+        for bad in [0u8, 3, 0xff] {
+            bytes[3] = bad;
+            let why = decode_payload(&bytes, &a).unwrap_err();
+            assert!(why.starts_with("corrupt:"), "{why}");
+            assert!(why.contains("cuSPARSE element type"), "{why}");
+        }
+        // Cut after the algorithm: corrupt, not a panic.
+        let cut = &encode_payload(&entry(SpmmAlg::Default, DType::F16))[..3];
         assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
     }
 

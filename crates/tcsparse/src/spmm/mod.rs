@@ -1,7 +1,8 @@
 //! SpMM: [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) (reorder → format → plan → tune
 //! → upload) gives a [`Prepared`] matrix; [`Prepared::spmm`] runs on host data and
 //! [`Prepared::spmm_device`] on device data, both in the original row order unless the prepared
-//! order is asked for ([`crate::RowOrder`]).
+//! order is asked for ([`crate::RowOrder`]); [`Prepared::spmm_typed`] and
+//! [`Prepared::spmm_device_typed`] take B and C in any [`crate::Element`] type.
 //!
 //! The room has the parts of every operation: `options` ([`crate::PrepareOptions`]), `prepare`
 //! (the entry points and the plan cache's hit paths, over `build`: the reorder stage and one
@@ -17,16 +18,17 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_gpu::Gpu;
-use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf, SpmmAlg};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
-use tcsparse_gpu::spmm::row_tile::RowTileDevice;
+use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileHalf};
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Permutation};
 
+use crate::element::{bf16, f16};
 use crate::{DType, Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
 
 mod build;
@@ -58,9 +60,82 @@ pub(crate) enum DeviceState {
         alg: SpmmAlg,
         spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
+    /// cuSPARSE with A, B and C in f16 or bf16 (a tuned f16 / bf16 preparation's fastest).
+    CusparseHalf(Box<CusparseHalf>),
     Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
     Hrpb(Box<HrpbSpmm>),
+}
+
+/// cuSPARSE SpMM in f16 or bf16: the matrix's descriptor, the algorithm products run and one
+/// [`CusparseSpmmHalf`] per width, set up on first use from the prepared matrix's values (rounded
+/// to the type there).
+pub(crate) struct CusparseHalf {
+    pub(crate) csr: CusparseCsr,
+    pub(crate) alg: SpmmAlg,
+    pub(crate) setups: HalfSetups,
+}
+
+/// The set-ups of a [`CusparseHalf`] by width, in its element type.
+pub(crate) enum HalfSetups {
+    F16(HashMap<usize, CusparseSpmmHalf<f16>>),
+    Bf16(HashMap<usize, CusparseSpmmHalf<bf16>>),
+}
+
+impl HalfSetups {
+    /// No set-ups yet, of `H`.
+    pub(crate) fn new<H: HalfElement>() -> Self {
+        H::no_setups()
+    }
+
+    /// The element type.
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            HalfSetups::F16(_) => DType::F16,
+            HalfSetups::Bf16(_) => DType::BF16,
+        }
+    }
+
+    /// Drops every set-up (new values: they point at the old ones).
+    pub(crate) fn clear(&mut self) {
+        match self {
+            HalfSetups::F16(m) => m.clear(),
+            HalfSetups::Bf16(m) => m.clear(),
+        }
+    }
+}
+
+/// A 16-bit element type of the GPU's f16 / bf16 products: the row-tile kernels' and
+/// cuSPARSE's ([`HalfSetups`]).
+pub(crate) trait HalfElement: RowTileHalf {
+    /// [`HalfSetups`] of this type, empty.
+    fn no_setups() -> HalfSetups;
+    /// The set-ups in `s` where they are of this type.
+    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>>;
+}
+
+impl HalfElement for f16 {
+    fn no_setups() -> HalfSetups {
+        HalfSetups::F16(HashMap::new())
+    }
+    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>> {
+        match s {
+            HalfSetups::F16(m) => Some(m),
+            HalfSetups::Bf16(_) => None,
+        }
+    }
+}
+
+impl HalfElement for bf16 {
+    fn no_setups() -> HalfSetups {
+        HalfSetups::Bf16(HashMap::new())
+    }
+    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>> {
+        match s {
+            HalfSetups::Bf16(m) => Some(m),
+            HalfSetups::F16(_) => None,
+        }
+    }
 }
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
@@ -341,15 +416,17 @@ impl Prepared {
 
     /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
-    /// (the GPU's f16 / bf16 kernels: [`DType::rounded_a_bound`]), plus the rounding of C to the
-    /// element type ([`DType::scaled_error_bound`]; nothing for f32).
+    /// (the GPU's f16 / bf16 kernels, row-tile and cuSPARSE: [`DType::rounded_a_bound`]), plus
+    /// the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for f32).
     pub fn error_bound(&self) -> f64 {
         let k = self.a.longest_row();
         let product = match self.report.kernel {
-            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]).
+            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]);
+            // cuSPARSE in f16 / bf16 too (kept only where they are in the type's normal range).
             ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
                 self.dtype.rounded_a_bound(k)
             }
+            ExecKernel::CusparseHalf { dtype, .. } => dtype.rounded_a_bound(k),
             _ => self.report.precision().scaled_error_bound(k),
         };
         self.dtype.scaled_error_bound(product)

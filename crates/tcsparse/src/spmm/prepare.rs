@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmmHalf, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::csr::CsrWorkPlan;
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule};
@@ -18,7 +19,7 @@ use super::build::{Fixed, Reordered, Source};
 use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
-use super::{DeviceState, Prepared, PreparedMatrix};
+use super::{CusparseHalf, DeviceState, HalfElement, HalfSetups, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
     PrepareOptions, Requested, TuneSample,
@@ -118,11 +119,59 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
 /// Windows per thread block the typed tuning times; 3×TF32 also a split schedule.
 const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
 
+/// Why cuSPARSE in `dtype` (f16 or bf16) cannot run on a matrix of `values`: a value outside
+/// the type's normal range (cuSPARSE rounds A's values to the type as they are, unscaled, so
+/// beyond it they would overflow to ±∞ or lose their relative accuracy below it, which
+/// [`DType::rounded_a_bound`] does not allow for), a NaN, or f32; `None` where it can.
+pub(crate) fn cusparse_half_refusal(values: &[f32], dtype: DType) -> Option<String> {
+    let (lo, hi) = match dtype {
+        DType::F16 => (f16::MIN_POSITIVE.to_f32(), f16::MAX.to_f32()),
+        DType::BF16 => (bf16::MIN_POSITIVE.to_f32(), bf16::MAX.to_f32()),
+        DType::F32 => return Some("cuSPARSE in f32 is not a half-type candidate".into()),
+    };
+    values
+        .iter()
+        .find(|v| **v != 0.0 && !(lo..=hi).contains(&v.abs()))
+        .map(|v| {
+            format!(
+                "A holds {v:e}, outside {dtype}'s normal range [{lo:e}, {hi:e}] (cuSPARSE takes A's \
+                 values rounded to the type unscaled)"
+            )
+        })
+}
+
+/// Median milliseconds of cuSPARSE's SpMM in `H` under `alg` on `csr` (values `values`) at width
+/// `n`, on zero operands; an algorithm cuSPARSE refuses in `H` is its error.
+fn time_cusparse_half<H: HalfElement>(
+    gpu: &Gpu,
+    csr: &CusparseCsr,
+    values: &[f32],
+    n: usize,
+    alg: SpmmAlg,
+) -> Result<f64, Error> {
+    let mut s = CusparseSpmmHalf::<H>::new(gpu, csr, values, n, alg)?;
+    let b = gpu.alloc_zeros::<H>((csr.cols() * n).max(1))?;
+    let mut c = gpu.alloc_zeros::<H>((csr.rows() * n).max(1))?;
+    Ok(gpu
+        .time_launches(1, 5, || s.run(1.0, &b, 0.0, &mut c))?
+        .median_ms)
+}
+
+/// What [`tune_typed`] keeps: a row-tile kernel (window height and schedule) or cuSPARSE in the
+/// element type under one algorithm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TypedChoice {
+    RowTile(usize, RowTileSchedule),
+    Cusparse(SpmmAlg),
+}
+
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
 /// [`TYPED_PACKINGS`] windows per thread block, 3×TF32 also split at
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
 /// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
-/// one `p` runs). A candidate that cannot be built is skipped.
+/// one `p` runs). For f16 and bf16, cuSPARSE in the same type under each of
+/// [`SpmmAlg::CANDIDATES`] is timed beside them (where [`cusparse_half_refusal`] admits the
+/// matrix) and kept where it is the fastest. A candidate that cannot be built is skipped.
 fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Result<(), Error> {
     let (rows, cols) = (p.a.rows(), p.a.cols());
     let mut scheds: Vec<RowTileSchedule> = TYPED_PACKINGS
@@ -154,7 +203,7 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         };
         Ok(t.median_ms)
     };
-    let mut best: Option<(f64, usize, RowTileSchedule)> = None;
+    let mut best: Option<(f64, TypedChoice)> = None;
     for window_rows in [16usize, 32] {
         let Ok(m) = RowTileTcf::from_csr(&p.a, window_rows) else {
             continue;
@@ -170,12 +219,79 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
                 ms,
             });
             if best.is_none_or(|b| ms < b.0) {
-                best = Some((ms, window_rows, s));
+                best = Some((ms, TypedChoice::RowTile(window_rows, s)));
             }
         }
     }
-    let Some((ms, window_rows, schedule)) = best else {
+    // cuSPARSE in the same type: each algorithm it accepts.
+    let mut cusparse: Option<(CusparseCsr, f64)> = None;
+    if arith.is_half() {
+        match cusparse_half_refusal(p.a.data(), p.dtype) {
+            Some(why) => tracing::info!("cuSPARSE in {} not timed: {why}", p.dtype),
+            None => match CusparseCsr::new(gpu, &p.a) {
+                Err(e) => tracing::info!("cuSPARSE in {} not timed: {e}", p.dtype),
+                Ok(csr) => {
+                    let mut fastest = f64::INFINITY;
+                    for alg in SpmmAlg::CANDIDATES {
+                        let timed = match arith {
+                            RowTileArith::F16 => {
+                                time_cusparse_half::<f16>(gpu, &csr, p.a.data(), n, alg)
+                            }
+                            _ => time_cusparse_half::<bf16>(gpu, &csr, p.a.data(), n, alg),
+                        };
+                        let ms = match timed {
+                            Ok(ms) => ms,
+                            Err(e) => {
+                                tracing::info!("cuSPARSE {} ({alg:?}) skipped: {e}", p.dtype);
+                                continue;
+                            }
+                        };
+                        let kernel = ExecKernel::CusparseHalf {
+                            alg,
+                            dtype: p.dtype,
+                        };
+                        p.report.tuning.push(TuneSample {
+                            candidate: kernel.to_string(),
+                            ms,
+                        });
+                        fastest = fastest.min(ms);
+                        if best.is_none_or(|b| ms < b.0) {
+                            best = Some((ms, TypedChoice::Cusparse(alg)));
+                        }
+                    }
+                    cusparse = Some((csr, fastest));
+                }
+            },
+        }
+    }
+    let Some((ms, choice)) = best else {
         return Ok(());
+    };
+    let (window_rows, schedule) = match choice {
+        TypedChoice::RowTile(window_rows, schedule) => (window_rows, schedule),
+        TypedChoice::Cusparse(alg) => {
+            let Some((csr, _)) = cusparse else {
+                return Ok(());
+            };
+            let kernel = ExecKernel::CusparseHalf {
+                alg,
+                dtype: p.dtype,
+            };
+            let setups = match arith {
+                RowTileArith::F16 => HalfSetups::new::<f16>(),
+                _ => HalfSetups::new::<bf16>(),
+            };
+            p.report.kernel = kernel;
+            p.report.kernel_note = format!(
+                "{} asked for: {kernel} timed fastest ({ms:.4} ms at N = {n}), ahead of the \
+                 row-tile kernels in it",
+                arith.name()
+            );
+            p.report.thread_blocks = 0;
+            p.report.split_windows = 0;
+            p.dev = DeviceState::CusparseHalf(Box::new(CusparseHalf { csr, alg, setups }));
+            return Ok(());
+        }
     };
     let m = RowTileTcf::from_csr(&p.a, window_rows).map_err(|e| Error::Format(e.to_string()))?;
     let d = RowTileDevice::upload_as(gpu, &m, false, arith, schedule)?;
@@ -188,6 +304,9 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         "{} asked for: the fastest row-tile kernel in it ({ms:.4} ms at N = {n})",
         arith.name()
     );
+    if let Some((_, c)) = cusparse.filter(|c| c.1.is_finite()) {
+        p.report.kernel_note += &format!("; cuSPARSE in it at best {c:.4} ms");
+    }
     p.report.thread_blocks = d.num_tbs();
     p.report.split_windows = d.num_split_windows();
     p.dev = DeviceState::RowTile(Box::new(d));
@@ -211,7 +330,8 @@ impl Engine {
     /// row-tile kernel of that arithmetic (the row-tile family is the one fastest on most shared
     /// datasets in TF32; see docs/kernels/row-tile.md), without the plan cache (its entries name
     /// TF32 and f32 kernels; the report says `Off`). With [`KernelRequest::Auto`] and `tune`,
-    /// [`tune_typed`] times both window heights and their packings and keeps the fastest;
+    /// [`tune_typed`] times both window heights and their packings (for f16 / bf16 also
+    /// cuSPARSE in the same type under each algorithm) and keeps the fastest;
     /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
     /// kernel's schedule rule ([`super::choose`]); f16 and bf16 never split a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
     /// matrix (a size beyond its u32 indices), with the reason in the report's note.
@@ -455,6 +575,14 @@ impl Engine {
         mut device: Option<DeviceCsr>,
         csr_work: Option<CsrWorkPlan>,
     ) -> Result<Prepared, Error> {
+        if let ExecKernel::CusparseHalf { .. } = entry.kernel {
+            // (f16 / bf16 preparations never use the cache: an entry for one is not honoured.)
+            return Err(Error::Unsupported {
+                requested: Requested::Element(opts.dtype),
+                kernels: format!("a plan-cache entry for {}", entry.kernel),
+                hint: "; f16 / bf16 preparations never store one".into(),
+            });
+        }
         let t = Instant::now();
         let note = format!("from the plan cache: {}", entry.note);
         tracing::debug!("plan cache hit: setting up {:?}", entry.kernel);
@@ -609,6 +737,73 @@ mod tests {
             .precision(precision)
             .kernel(kernel)
             .build()
+    }
+
+    /// A plan-cache entry for cuSPARSE in a half type (which no preparation stores) under an
+    /// f32 preparation's key is refused and the matrix prepared in full, never misread.
+    #[test]
+    fn a_cached_half_cusparse_entry_is_refused_and_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = tcsparse_formats::csr::csr_from_triplets(
+            3,
+            3,
+            &[(0, 0, 1.0), (1, 2, 2.0), (2, 1, -1.0)],
+        )
+        .unwrap();
+        let engine = Engine::cpu("cache refusal");
+        let o = PrepareOptions::builder()
+            .n(4)
+            .cache_dir(Some(dir.path().to_path_buf()))
+            .build();
+        let c = PlanCache::new(dir.path(), pattern_checksum(&a), &o, &engine);
+        c.store(&PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::CusparseHalf {
+                alg: SpmmAlg::CsrAlg1,
+                dtype: DType::F16,
+            },
+            perm: None,
+            blocks: None,
+            row_tile: None,
+            note: "planted".into(),
+        })
+        .unwrap();
+        let p = engine.prepare_spmm(&a, &o).unwrap();
+        match &p.report().cache {
+            CacheOutcome::Rebuilt(why) => {
+                assert!(why.contains("cuSPARSE f16 (SPMM_CSR_ALG1)"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(p.kernel(), ExecKernel::CpuBitTcf);
+    }
+
+    /// cuSPARSE in a half type is a candidate only where every stored value is in the type's
+    /// normal range (it rounds A unscaled): beyond it ∞, below it lost relative accuracy.
+    #[test]
+    fn cusparse_in_a_half_type_takes_only_values_in_its_normal_range() {
+        let with = |v: f32| [1.0, 0.0, v];
+        for dtype in [DType::F16, DType::BF16] {
+            for v in [1.0f32, -0.5, 6.2e-5, 65504.0, -1e-4] {
+                assert_eq!(cusparse_half_refusal(&with(v), dtype), None, "{dtype} {v}");
+            }
+            assert!(
+                cusparse_half_refusal(&with(f32::NAN), dtype).is_some(),
+                "{dtype}"
+            );
+            assert!(
+                cusparse_half_refusal(&with(1e-40), dtype).is_some(),
+                "{dtype}"
+            );
+        }
+        // f16: 65520 rounds to ∞, 2⁻¹⁵ is subnormal; both are normal in bf16.
+        for v in [65520.0f32, -1e5, 2f32.powi(-15), 1e-7] {
+            let why = cusparse_half_refusal(&with(v), DType::F16).expect("refused");
+            assert!(why.contains("f16's normal range"), "{why}");
+            assert_eq!(cusparse_half_refusal(&with(v), DType::BF16), None, "{v}");
+        }
+        assert!(cusparse_half_refusal(&with(f32::MAX), DType::BF16).is_some());
+        assert!(cusparse_half_refusal(&with(1.0), DType::F32).is_some());
     }
 
     #[test]

@@ -4,19 +4,24 @@
 
 use crate::element::{bf16, f16};
 use crate::{DType, Element, Error, Requested, RowOrder};
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use std::collections::hash_map::Entry;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf};
 use tcsparse_gpu::permute::RowPermutation;
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
-use tcsparse_gpu::spmm::row_tile::RowTileHalf;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
-use super::prepare::GPU_TYPED_SPMM_KERNELS;
-use super::{DeviceState, Prepared, args_error, at_least};
+use super::prepare::{GPU_TYPED_SPMM_KERNELS, cusparse_half_refusal};
+use super::{DeviceState, HalfElement, Prepared, args_error, at_least};
 
 impl Prepared {
     /// `C = α·A·B + β·C` on host data in the original row order: B is `cols × n` and C `rows × n`,
@@ -209,9 +214,9 @@ impl Prepared {
 
     /// [`Prepared::spmm_typed_strided`] on the GPU for B and C in a 16-bit type: B (and C where
     /// β ≠ 0) gathered into the prepared row order as `H` (the same values: `T` is `H`), uploaded,
-    /// the f16 / bf16 row-tile kernel run (f32 accumulation, C rounded to `H` on the device), C
-    /// downloaded and scattered back into the original order.
-    fn spmm_half_gpu<T: Element, H: RowTileHalf>(
+    /// the prepared half kernel run ([`Prepared::launch_half`]), C downloaded and scattered back
+    /// into the original order.
+    fn spmm_half_gpu<T: Element, H: HalfElement>(
         &mut self,
         alpha: f32,
         b: &[T],
@@ -232,21 +237,155 @@ impl Prepared {
         } else {
             gpu.alloc_zeros::<H>(rows * n)?
         };
-        match &mut self.dev {
-            DeviceState::RowTile(d) => d.enqueue_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?,
-            _ => {
-                return Err(Error::Unsupported {
-                    requested: Requested::Element(T::DTYPE),
-                    kernels: self.kernel().to_string(),
-                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
-                });
-            }
-        }
+        self.launch_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?;
         let cp = gpu.download(&cd)?;
         scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: H| {
             T::from_f32(v.to_f32())
         });
         Ok(())
+    }
+
+    /// The product in prepared order on the prepared half device state (B and C in `H`,
+    /// queued on the engine's stream): the one dispatch of the host and device f16 / bf16
+    /// products. A device state without a kernel in `H` is [`Error::Unsupported`].
+    #[allow(clippy::too_many_arguments)]
+    fn launch_half<H: HalfElement>(
+        &mut self,
+        alpha: f32,
+        b: &dyn DevicePtr<H>,
+        ldb: usize,
+        beta: f32,
+        c: &mut dyn DevicePtrMut<H>,
+        ldc: usize,
+        n: usize,
+    ) -> Result<(), Error> {
+        let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
+        match &mut self.dev {
+            DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
+                d.enqueue_half::<H>(alpha, b, ldb, beta, c, ldc, n)?;
+            }
+            DeviceState::CusparseHalf(h) if h.setups.dtype() == self.dtype => {
+                cusparse_packed(n, ldb, ldc)?;
+                let (csr, alg) = (&h.csr, h.alg);
+                let Some(setups) = H::setups(&mut h.setups) else {
+                    return Err(Error::ElementType {
+                        prepared: self.dtype,
+                        got: DType::F32,
+                    });
+                };
+                if n == 0 || csr.rows() == 0 {
+                    return Ok(());
+                }
+                let s = match setups.entry(n) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        e.insert(CusparseSpmmHalf::new(gpu, csr, self.a.data(), n, alg)?)
+                    }
+                };
+                s.run(alpha, b, beta, c)?;
+            }
+            _ => {
+                return Err(Error::Unsupported {
+                    requested: Requested::Element(self.dtype),
+                    kernels: self.kernel().to_string(),
+                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Prepared::spmm_device`] with B and C of element type `T` (`f32`,
+    /// [`f16`](crate::element::f16), [`bf16`](crate::element::bf16)) on the device: the type the
+    /// matrix was prepared for ([`Prepared::dtype`]; another is [`Error::ElementType`]). B is
+    /// `cols × n` and C `rows × n`, row-major and contiguous (`n` = [`Prepared::n`]); with β = 0,
+    /// C is never read. Queued on the engine's stream, no synchronization. f32 is
+    /// [`Prepared::spmm_device`]; f16 and bf16 run the prepared half kernel with f32
+    /// accumulation, C rounded to `T` on the device. Rows are in the original order unless the
+    /// matrix was prepared with [`RowOrder::Prepared`]; a reordered f16 / bf16 preparation in the
+    /// original order is [`Error::Unsupported`] (the device row permutation is f32 only): prepare
+    /// it with [`RowOrder::Prepared`] and permute the rows yourself, or without a reordering.
+    pub fn spmm_device_typed<T: Element, B: DevicePtr<T>, C: DevicePtr<T> + DevicePtrMut<T>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), Error> {
+        let n = self.n;
+        self.spmm_device_typed_strided(alpha, b, n, beta, c, n)
+    }
+
+    /// [`Prepared::spmm_device_typed`] with leading dimensions, as
+    /// [`Prepared::spmm_device_strided`] (cuSPARSE needs `ldb = ldc = n`).
+    pub fn spmm_device_typed_strided<
+        T: Element,
+        B: DevicePtr<T>,
+        C: DevicePtr<T> + DevicePtrMut<T>,
+    >(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::ElementType {
+                prepared: self.dtype,
+                got: T::DTYPE,
+            });
+        }
+        let n = self.n;
+        match T::DTYPE {
+            DType::F32 => {
+                let (b, mut c) = (Same::<_, T, f32>::new(b)?, SameMut::<_, T, f32>::new(c)?);
+                self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
+            }
+            DType::F16 => self.spmm_device_half::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
+            DType::BF16 => self.spmm_device_half::<T, bf16, _, _>(alpha, b, ldb, beta, c, ldc),
+        }
+    }
+
+    /// [`Prepared::spmm_device_typed_strided`] for the 16-bit type `H` (`T` is `H`).
+    fn spmm_device_half<T: Element, H: HalfElement, B: DevicePtr<T>, C: DevicePtrMut<T>>(
+        &mut self,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        if self.gpu.is_none() {
+            return Err(needs_gpu());
+        }
+        let n = self.n;
+        let (rows, cols) = (self.a.rows(), self.a.cols());
+        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
+        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        if matches!(self.dev, DeviceState::CusparseHalf(_)) {
+            cusparse_packed(n, ldb, ldc)?;
+        }
+        if matches!(self.dev, DeviceState::Cpu) {
+            return Err(cpu_path());
+        }
+        if self.device_order == RowOrder::Original && self.perm.is_some() {
+            return Err(Error::Unsupported {
+                requested: Requested::Element(T::DTYPE),
+                kernels: "the device row permutation (f32 only)".into(),
+                hint: "; a reordered matrix takes f16 / bf16 device operands in the prepared \
+                       row order (PrepareOptions::device_order(RowOrder::Prepared)), or prepare \
+                       it without a reordering"
+                    .into(),
+            });
+        }
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
+        self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n)
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
@@ -406,6 +545,12 @@ impl Prepared {
                 };
                 s.run(alpha, b, beta, c)?;
             }
+            DeviceState::CusparseHalf(h) => {
+                return Err(Error::ElementType {
+                    prepared: h.setups.dtype(),
+                    got: DType::F32,
+                });
+            }
             DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
             DeviceState::Hrpb(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
         }
@@ -423,13 +568,28 @@ impl Prepared {
     /// row-tile and HRPB layouts (when one of those kernels runs) are still rebuilt from the
     /// prepared CSR, O(nnz), as they have no slot map yet.
     /// Afterwards products equal those of a fresh preparation on the new values with the same
-    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`].
+    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`]; on cuSPARSE
+    /// in f16 / bf16 (which takes A's values unscaled), a value outside the type's normal range is
+    /// [`Error::Unsupported`], before anything changes.
     pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
         let nnz = self.a.nnz();
         if values.len() != nnz {
             return Err(Error::ValueCount {
                 expected: nnz,
                 got: values.len(),
+            });
+        }
+        if matches!(self.dev, DeviceState::CusparseHalf(_))
+            && let Some(why) = cusparse_half_refusal(values, self.dtype)
+        {
+            // (cuSPARSE rounds A to the type unscaled: out of range, the bound would not hold.)
+            return Err(Error::Unsupported {
+                requested: Requested::Element(self.dtype),
+                kernels: self.kernel().to_string(),
+                hint: format!(
+                    "; {why}: prepare again for the new values (the tuning then keeps a row-tile \
+                     kernel)"
+                ),
             });
         }
         if self.perm.is_some() && self.value_map.is_none() {
@@ -474,6 +634,11 @@ impl Prepared {
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
+            }
+            DeviceState::CusparseHalf(h) => {
+                // (Set up again from the new values on the next product.)
+                h.csr = CusparseCsr::new(&gpu, &self.a)?;
+                h.setups.clear();
             }
             DeviceState::RowTile(d) => {
                 let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
@@ -573,6 +738,89 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
                 *d = conv(v);
             }
         });
+}
+
+/// A device buffer of `T` seen as one of `U`, made only where `T` is `U` (the same type, by
+/// [`TypeId`]): how a product generic over [`Element`] hands its operands to a kernel of one
+/// type. Every method forwards to the buffer's own.
+struct Same<'a, X, T, U> {
+    x: &'a X,
+    _types: PhantomData<(T, U)>,
+}
+
+impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
+    fn new(x: &'a X) -> Result<Self, Error> {
+        same_type::<T, U>()?;
+        Ok(Self {
+            x,
+            _types: PhantomData,
+        })
+    }
+}
+
+impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.x.stream()
+    }
+}
+
+impl<X: DevicePtr<T>, T, U> DevicePtr<U> for Same<'_, X, T, U> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr(stream)
+    }
+}
+
+/// [`Same`] for a buffer borrowed mutably.
+struct SameMut<'a, X, T, U> {
+    x: &'a mut X,
+    _types: PhantomData<(T, U)>,
+}
+
+impl<'a, X, T: 'static, U: 'static> SameMut<'a, X, T, U> {
+    fn new(x: &'a mut X) -> Result<Self, Error> {
+        same_type::<T, U>()?;
+        Ok(Self {
+            x,
+            _types: PhantomData,
+        })
+    }
+}
+
+impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for SameMut<'_, X, T, U> {
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.x.stream()
+    }
+}
+
+impl<X: DevicePtr<T>, T, U> DevicePtr<U> for SameMut<'_, X, T, U> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr(stream)
+    }
+}
+
+impl<X: DevicePtrMut<T>, T, U> DevicePtrMut<U> for SameMut<'_, X, T, U> {
+    fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.x.device_ptr_mut(stream)
+    }
+}
+
+/// `Ok` where `T` is `U`.
+fn same_type<T: 'static, U: 'static>() -> Result<(), Error> {
+    if TypeId::of::<T>() == TypeId::of::<U>() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgs(format!(
+            "operands of {} handed on as {}",
+            std::any::type_name::<T>(),
+            std::any::type_name::<U>()
+        )))
+    }
 }
 
 /// The error of a device entry point on an engine without a GPU.

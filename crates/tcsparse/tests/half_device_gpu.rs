@@ -1,0 +1,262 @@
+//! f16 / bf16 products on device operands (ignored without a GPU; they FAIL under
+//! `--include-ignored` on a machine without one): `Prepared::spmm_device_typed` against the f64
+//! reference within `Prepared::error_bound` on several widths (β = 0 with C filled with NaN, and
+//! β ≠ 0), in the original order of an unreordered matrix and in the prepared order of a
+//! reordered one; a reordered preparation in the original order is refused by name; the tuned
+//! preparation keeps its fastest sample, cuSPARSE in the same type among them; the shared
+//! datasets go through the same path.
+
+use std::path::PathBuf;
+
+use tcsparse::element::{bf16, f16};
+use tcsparse::formats::Csr;
+use tcsparse::gpu::Gpu;
+use tcsparse::{
+    DType, Element, Engine, ExecKernel, PrepareOptions, Prepared, ReorderChoice, Requested,
+    RowOrder,
+};
+
+mod support;
+use support::{assert_unsupported, longest_row, reference};
+
+fn engine() -> Engine {
+    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
+}
+
+fn datasets() -> Option<PathBuf> {
+    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
+    p.is_dir().then_some(p)
+}
+
+/// Device products in `T` of `p` (prepared for `T` at its width) against `p`'s prepared matrix
+/// in f64: the operands are in the order the device path takes them in (the prepared order, or
+/// the original where nothing was reordered), so the reference is the prepared matrix's product.
+fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
+    gpu: &Gpu,
+    p: &mut Prepared,
+    what: &str,
+) {
+    let a: Csr = p.matrix().clone();
+    let n = p.n();
+    let k = longest_row(&a);
+    let b: Vec<T> = support::values(a.cols() * n, 21)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let bw: Vec<f32> = b.iter().map(|v| v.to_f32()).collect();
+    let bd = gpu.upload(&b).unwrap();
+    for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 2.0)] {
+        let c0: Vec<T> = support::values(a.rows() * n, 22)
+            .into_iter()
+            .map(|v| T::from_f32(if beta == 0.0 { f32::NAN } else { v }))
+            .collect();
+        let c0w: Vec<f32> = c0.iter().map(|v| v.to_f32()).collect();
+        let mut cd = gpu.upload(&c0).unwrap();
+        p.spmm_device_typed(alpha, &bd, beta, &mut cd).unwrap();
+        let got: Vec<f32> = gpu
+            .download(&cd)
+            .unwrap()
+            .iter()
+            .map(|v: &T| v.to_f32())
+            .collect();
+        let (want, scale) = reference(&a, alpha, &bw, beta, &c0w, n);
+        let check =
+            tcsparse::accuracy::check_stored(&got, &want, &scale, p.error_bound(), k, T::DTYPE);
+        assert!(
+            check.passed(),
+            "{what} {} {} n = {n}, α = {alpha}, β = {beta}: {check:?}",
+            T::DTYPE,
+            p.kernel()
+        );
+    }
+}
+
+fn half_device<T: Element + tcsparse::cudarc::driver::DeviceRepr>(engine: &Engine, a: &Csr) {
+    let gpu = engine.gpu().unwrap().clone();
+    for n in [8usize, 32, 100, 128] {
+        // Original order, nothing reordered.
+        let opts = PrepareOptions::builder()
+            .n(n)
+            .dtype(T::DTYPE)
+            .reorder(ReorderChoice::None)
+            .build();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
+        assert!(p.permutation().is_none());
+        device_products::<T>(&gpu, &mut p, "original order");
+        // Reordered, prepared order.
+        let opts = PrepareOptions::builder()
+            .n(n)
+            .dtype(T::DTYPE)
+            .reorder(ReorderChoice::Method("degree".into()))
+            .device_order(RowOrder::Prepared)
+            .build();
+        let mut p = engine.prepare_spmm(a, &opts).unwrap();
+        device_products::<T>(&gpu, &mut p, "prepared order");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_and_bf16_device_products_meet_the_reported_bound() {
+    let engine = engine();
+    let a = support::hub_rows_203();
+    half_device::<f16>(&engine, &a);
+    half_device::<bf16>(&engine, &a);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_reordered_half_preparation_in_the_original_order_is_refused() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    let a = support::hub_rows_203();
+    for dtype in [DType::F16, DType::BF16] {
+        let opts = PrepareOptions::builder()
+            .n(8)
+            .dtype(dtype)
+            .reorder(ReorderChoice::Method("degree".into()))
+            .build();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+        assert!(p.permutation().is_some());
+        let e = match dtype {
+            DType::F16 => {
+                let bd = gpu.alloc_zeros::<f16>(a.cols() * 8).unwrap();
+                let mut cd = gpu.alloc_zeros::<f16>(a.rows() * 8).unwrap();
+                p.spmm_device_typed(1.0, &bd, 0.0, &mut cd).unwrap_err()
+            }
+            _ => {
+                let bd = gpu.alloc_zeros::<bf16>(a.cols() * 8).unwrap();
+                let mut cd = gpu.alloc_zeros::<bf16>(a.rows() * 8).unwrap();
+                p.spmm_device_typed(1.0, &bd, 0.0, &mut cd).unwrap_err()
+            }
+        };
+        assert_unsupported(
+            &e,
+            Requested::Element(dtype),
+            &["permutation", "RowOrder::Prepared"],
+        );
+    }
+}
+
+/// f32 through the typed entry point is `spmm_device`: the same bits.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_typed_device_product_is_spmm_device() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    let a = support::hub_rows_203();
+    let n = 32;
+    let mut opts = support::reproducible_options(tcsparse::KernelRequest::Auto);
+    opts.n = n;
+    let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+    let b = support::values(a.cols() * n, 5);
+    let bd = gpu.upload(&b).unwrap();
+    let mut c1 = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+    let mut c2 = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+    p.spmm_device(1.0, &bd, 0.0, &mut c1).unwrap();
+    p.spmm_device_typed(1.0, &bd, 0.0, &mut c2).unwrap();
+    assert_eq!(gpu.download(&c1).unwrap(), gpu.download(&c2).unwrap());
+}
+
+/// A scattered matrix (`rows` square, 2 entries a row at pseudo-random columns, values in
+/// f16's normal range): row-tile windows of one entry per block, where cuSPARSE may win.
+fn scattered(rows: usize) -> Csr {
+    let mut t = Vec::new();
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    for r in 0..rows as u32 {
+        for k in 0..2u32 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            t.push((r, (s % rows as u64) as u32, 0.5 + 0.25 * k as f32));
+        }
+    }
+    tcsparse::formats::csr::csr_from_triplets(rows, rows, &t).unwrap()
+}
+
+/// The tuned f16 / bf16 preparation keeps the fastest candidate it timed, row-tile or cuSPARSE
+/// in the same type, and whichever it keeps meets the bound on the host and device paths.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    for a in [scattered(50_000), support::hub_rows_203()] {
+        for dtype in [DType::F16, DType::BF16] {
+            let opts = PrepareOptions::builder()
+                .n(32)
+                .dtype(dtype)
+                .device_order(RowOrder::Prepared)
+                .build();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let tuning = &p.report().tuning;
+            assert!(
+                tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
+                "cuSPARSE in {dtype} not timed: {tuning:?}"
+            );
+            let fastest = tuning.iter().min_by(|x, y| x.ms.total_cmp(&y.ms)).unwrap();
+            match p.kernel() {
+                k @ ExecKernel::CusparseHalf { dtype: d, .. } => {
+                    assert_eq!(d, dtype);
+                    assert_eq!(fastest.candidate, k.to_string(), "{tuning:?}");
+                }
+                ExecKernel::RowTile { kernel, .. } => {
+                    assert!(
+                        fastest.candidate.starts_with(&kernel.name()),
+                        "{} kept, {fastest:?} fastest",
+                        p.kernel()
+                    );
+                }
+                other => panic!("{dtype}: {other}"),
+            }
+            println!(
+                "{} rows, {dtype}: {} kept ({})",
+                a.rows(),
+                p.kernel(),
+                p.report().kernel_note
+            );
+            match dtype {
+                DType::F16 => device_products::<f16>(&gpu, &mut p, "tuned"),
+                _ => device_products::<bf16>(&gpu, &mut p, "tuned"),
+            }
+        }
+    }
+}
+
+/// The shared datasets cora, west0067 and citeseer in f16 and bf16 through the device path (the
+/// preparation's own choice of reordering, prepared order).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn shared_datasets_through_the_half_device_path() {
+    let engine = engine();
+    let gpu = engine.gpu().unwrap().clone();
+    let Some(dir) = datasets() else {
+        assert!(
+            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+                .iter()
+                .all(|v| std::env::var(v).as_deref() != Ok("1")),
+            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+        );
+        println!("note: no shared dataset folder; nothing to run");
+        return;
+    };
+    for name in ["cora", "west0067", "citeseer"] {
+        let a = tcsparse::read(dir.join(format!("{name}.mtx.gz"))).unwrap();
+        for dtype in [DType::F16, DType::BF16] {
+            let opts = PrepareOptions::builder()
+                .n(64)
+                .dtype(dtype)
+                .device_order(RowOrder::Prepared)
+                .build();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            match dtype {
+                DType::F16 => device_products::<f16>(&gpu, &mut p, name),
+                _ => device_products::<bf16>(&gpu, &mut p, name),
+            }
+        }
+    }
+}
