@@ -115,11 +115,11 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     Ok(())
 }
 
-/// Windows per thread block the typed tuning times; 3×TF32 also a split schedule.
+/// Windows per thread block the typed tuning times, beside a split schedule.
 const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
 
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
-/// [`TYPED_PACKINGS`] windows per thread block, 3×TF32 also split at
+/// [`TYPED_PACKINGS`] windows per thread block and windows split at
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
 /// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
 /// one `p` runs). A candidate that cannot be built is skipped.
@@ -129,11 +129,9 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         .iter()
         .map(|&k| RowTileSchedule::Packed(k))
         .collect();
-    if arith == RowTileArith::Tf32x3 {
-        scheds.push(RowTileSchedule::Split {
-            max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
-        });
-    }
+    scheds.push(RowTileSchedule::Split {
+        max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
+    });
     let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
         let t = match arith {
             RowTileArith::F16 => {
@@ -213,8 +211,9 @@ impl Engine {
     /// TF32 and f32 kernels; the report says `Off`). With [`KernelRequest::Auto`] and `tune`,
     /// [`tune_typed`] times both window heights and their packings and keeps the fastest;
     /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
-    /// kernel's schedule rule ([`super::choose`]); f16 and bf16 never split a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
-    /// matrix (a size beyond its u32 indices), with the reason in the report's note.
+    /// kernel's schedule rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
+    /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
+    /// reason in the report's note.
     fn prepare_typed(
         &self,
         a: Source<'_>,
