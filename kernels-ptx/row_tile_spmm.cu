@@ -291,20 +291,51 @@ __device__ __forceinline__ RowTileWork row_tile_work(const u32* __restrict__ wor
     return r;
 }
 
+// The f32 scratch of the f16 / bf16 kernels' split windows: split window ids[s] (ids ascending,
+// `count` of them) owns scratch rows [16 * MT * s, 16 * MT * (s + 1)), N floats each (row-major,
+// leading dimension N), zeroed before the kernel; row_tile_split_finish_* adds beta * C and rounds
+// them into C after it. Unused (count = 0) by the f32 entries.
+struct SplitScratch {
+    const u32* __restrict__ ids;
+    u32 count;
+    float* __restrict__ rows;
+};
+
+// Slot of split window w: its index in ids (w is one of them).
+__device__ __forceinline__ u32 split_slot(const SplitScratch& ss, u32 w) {
+    u32 lo = 0, hi = ss.count;
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) / 2;
+        if (__ldg(ss.ids + mid) <= w) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 // Writes window w's accumulators: plain stores when the window is this thread block's alone,
-// atomic adds when it is split (nothing when this thread block had none of its blocks). The f16
-// and bf16 entries write unsplit windows only: their hosts run them under schedules that split
-// nothing (RowTileDevice refuses a split schedule for them).
+// atomic adds when it is split (nothing when this thread block had none of its blocks): into C
+// after the beta pre-scale (f32 entries), or into the window's f32 scratch rows (f16 / bf16
+// entries: a 16-bit C cannot take partial sums).
 template <int MT, typename Ar = RtArith<RT_TF32>>
 __device__ __forceinline__ void write_row_tiles(const float (&acc)[MT][4][4],
                                                 const unsigned char* __restrict__ window_split,
                                                 bool touched, typename Ar::V* __restrict__ C,
                                                 u32 ldc, u32 M, u32 N, u32 w, u32 g, u32 t, u32 f0,
-                                                float alpha, float beta, u32 flags) {
+                                                float alpha, float beta, u32 flags,
+                                                const SplitScratch& ss) {
     if constexpr (Ar::half) {
         if (__ldg(window_split + w) == 0) {
             store_row_tiles_half<MT, Ar::kind == RT_BF16>(acc, C, ldc, M, N, w, g, t, f0, alpha,
                                                           beta, flags);
+        } else if (touched) {
+            // Scratch rows of slot s stand for window w's rows; those at or beyond M are skipped.
+            const u32 s = split_slot(ss, w);
+            const u32 rows = min(16u * MT, M - 16u * MT * w);
+            add_row_tiles<MT>(acc, ss.rows, N, 16u * MT * s + rows, N, s, g, t, f0, alpha,
+                              (N % 4u == 0u) ? 1u : 0u);
         }
     } else {
         if (__ldg(window_split + w) == 0) {
@@ -325,7 +356,7 @@ __device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rw
                                                       typename Ar::V* __restrict__ C, u32 ldc,
                                                       u32 M, u32 N,
                                                       u32 g, u32 t, u32 f0, float alpha, float beta,
-                                                      u32 flags) {
+                                                      u32 flags, const SplitScratch& ss) {
     u32 blk = wk.bb;
     u32 next_rwo = __ldg(rwo + wk.wb + 1);
     for (u32 w = wk.wb; w < wk.we; ++w) {
@@ -336,7 +367,7 @@ __device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rw
         zero_acc<MT>(acc);
         for (; blk < wend; ++blk) step(acc, blk);
         write_row_tiles<MT, Ar>(acc, window_split, touched, C, ldc, M, N, w, g, t, f0, alpha,
-                                beta, flags);
+                                beta, flags, ss);
     }
 }
 
@@ -351,7 +382,8 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               const unsigned char* __restrict__ window_split,
                                               const typename Ar::V* __restrict__ B,
                                               u32 ldb, typename Ar::V* __restrict__ C, u32 ldc,
-                                              u32 M, u32 N, float alpha, float beta, u32 flags) {
+                                              u32 M, u32 N, float alpha, float beta, u32 flags,
+                                              const SplitScratch& ss) {
     typedef typename Ar::V V;
     const u32 lane = threadIdx.x & 31;
     const u32 warp = threadIdx.x >> 5;
@@ -417,7 +449,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
         cur = nxt;
     };
     walk_row_tile_windows<MT, Ar>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha,
-                                  beta, flags);
+                                  beta, flags, ss);
 }
 
 #define ROW_TILE_PARAMS                                                                          \
@@ -428,10 +460,12 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
         float alpha, float beta, u32 flags
 #define ROW_TILE_ARGS \
     rwo, bvo, a2x, masks, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
+// The f32 entries' split windows go through the beta pre-scale and C: no scratch.
+#define NO_SPLIT_SCRATCH (SplitScratch{nullptr, 0u, nullptr})
 
 // At most 64 registers (4 resident blocks of 256 threads): 32 warps per SM, as for acc_spmm_tf32_reg.
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<1>(ROW_TILE_ARGS);
+    row_tile_spmm<1>(ROW_TILE_ARGS, NO_SPLIT_SCRATCH);
 }
 
 // Twice the accumulators and tile values: TC32_MIN_BLOCKS resident blocks of 256 threads.
@@ -443,7 +477,7 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, 4) tc16_spmm_tf32(R
 #endif
 extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
     tc32_spmm_tf32(ROW_TILE_PARAMS) {
-    row_tile_spmm<2>(ROW_TILE_ARGS);
+    row_tile_spmm<2>(ROW_TILE_ARGS, NO_SPLIT_SCRATCH);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -531,7 +565,7 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
         cur = nxt;
     };
     walk_row_tile_windows<MT>(rwo, wk, step, window_split, C, ldc, M, N, g, t, f0, alpha, beta,
-                              flags);
+                              flags, NO_SPLIT_SCRATCH);
 }
 
 // One dense-tile entry NAME: MT row tiles of 16 rows per window (1: tc16d, 2: tc32d), MIN_BLOCKS
@@ -652,7 +686,8 @@ extern "C" __global__ void row_tile_skeleton(const u32* __restrict__ indptr,
 // The masked kernels in other arithmetic, same parameters (pointers to the element type):
 // tc16/tc32_spmm_3xtf32 (f32 A, B, C; 3xTF32 MMAs, f32-grade products; split windows as TF32's),
 // tc16/tc32_spmm_f16 and _bf16 (A's values, B and C in f16 / bf16 bits, m16n8k8 f16 / bf16 MMAs
-// with f32 accumulation; unsplit schedules only, see write_row_tiles).
+// with f32 accumulation; split windows add into the f32 scratch rows given after the common
+// parameters, see SplitScratch, and row_tile_split_finish_f16 / _bf16 write them into C).
 #define ROW_TILE_TYPED_PARAMS(V)                                                                 \
     const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
         const u64 *__restrict__ masks, const V *__restrict__ values,                            \
@@ -668,12 +703,53 @@ extern "C" __global__ void row_tile_skeleton(const u32* __restrict__ indptr,
 #define ROW_TILE_TYPED_ENTRY(NAME, MIN_BLOCKS, MT, V, ARITH)                                     \
     extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, MIN_BLOCKS)                   \
         NAME(ROW_TILE_TYPED_PARAMS(V)) {                                                        \
-        row_tile_spmm<MT, RtArith<ARITH>>(ROW_TILE_ARGS);                                       \
+        row_tile_spmm<MT, RtArith<ARITH>>(ROW_TILE_ARGS, NO_SPLIT_SCRATCH);                     \
+    }
+// The same for f16 / bf16, with the split windows' scratch (SplitScratch) after the common
+// parameters.
+#define ROW_TILE_HALF_ENTRY(NAME, MIN_BLOCKS, MT, ARITH)                                         \
+    extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, MIN_BLOCKS)                   \
+        NAME(ROW_TILE_TYPED_PARAMS(u16), const u32 *__restrict__ split_ids, u32 split_count,    \
+             float *__restrict__ scratch) {                                                     \
+        row_tile_spmm<MT, RtArith<ARITH>>(ROW_TILE_ARGS,                                        \
+                                          SplitScratch{split_ids, split_count, scratch});       \
     }
 
 ROW_TILE_TYPED_ENTRY(tc16_spmm_3xtf32, 3, 1, float, RT_TF32X3)
 ROW_TILE_TYPED_ENTRY(tc32_spmm_3xtf32, TC32X3_MIN_BLOCKS, 2, float, RT_TF32X3)
-ROW_TILE_TYPED_ENTRY(tc16_spmm_f16, 4, 1, u16, RT_F16)
-ROW_TILE_TYPED_ENTRY(tc32_spmm_f16, TC32_MIN_BLOCKS, 2, u16, RT_F16)
-ROW_TILE_TYPED_ENTRY(tc16_spmm_bf16, 4, 1, u16, RT_BF16)
-ROW_TILE_TYPED_ENTRY(tc32_spmm_bf16, TC32_MIN_BLOCKS, 2, u16, RT_BF16)
+ROW_TILE_HALF_ENTRY(tc16_spmm_f16, 4, 1, RT_F16)
+ROW_TILE_HALF_ENTRY(tc32_spmm_f16, TC32_MIN_BLOCKS, 2, RT_F16)
+ROW_TILE_HALF_ENTRY(tc16_spmm_bf16, 4, 1, RT_BF16)
+ROW_TILE_HALF_ENTRY(tc32_spmm_bf16, TC32_MIN_BLOCKS, 2, RT_BF16)
+
+// After a f16 / bf16 entry with split windows: C = round(scratch + beta * C) on their rows
+// (C not read when beta == 0; rounding as store_row_tiles_half). Thread block x takes the split
+// windows x, x + gridDim.x, ...: window ids[s] is rows [group_rows * ids[s], ...) of C (rows >= M
+// skipped) and scratch rows [group_rows * s, ...), N floats each.
+template <bool BF>
+__device__ __forceinline__ void row_tile_split_finish(const u32* __restrict__ ids, u32 count,
+                                                      const float* __restrict__ scratch,
+                                                      u16* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                      float beta, u32 group_rows) {
+    for (u32 s = blockIdx.x; s < count; s += gridDim.x) {
+        const u32 r0 = __ldg(ids + s) * group_rows;
+        const u32 rows = min(group_rows, M - r0);
+        const u64 total = (u64)rows * N;
+        for (u64 i = threadIdx.x; i < total; i += blockDim.x) {
+            const u32 r = (u32)(i / N), f = (u32)(i % N);
+            float x = scratch[((u64)s * group_rows + r) * N + f];
+            u16* d = C + (u64)(r0 + r) * ldc + f;
+            if (beta != 0.0f) x += beta * (BF ? bf16_to_f32(*d) : f16_to_f32(*d));
+            *d = BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
+        }
+    }
+}
+
+#define ROW_TILE_FINISH_ENTRY(NAME, BF)                                                          \
+    extern "C" __global__ void NAME(const u32* __restrict__ ids, u32 count,                     \
+                                    const float* __restrict__ scratch, u16* __restrict__ C,     \
+                                    u32 ldc, u32 M, u32 N, float beta, u32 group_rows) {        \
+        row_tile_split_finish<BF>(ids, count, scratch, C, ldc, M, N, beta, group_rows);         \
+    }
+ROW_TILE_FINISH_ENTRY(row_tile_split_finish_f16, false)
+ROW_TILE_FINISH_ENTRY(row_tile_split_finish_bf16, true)

@@ -131,6 +131,11 @@ impl SplitRows {
         Ok(())
     }
 
+    /// The group ids, ascending (one element, unused, when there is none).
+    pub fn ids(&self) -> &CudaSlice<u32> {
+        &self.ids
+    }
+
     /// Number of groups.
     pub fn count(&self) -> usize {
         self.count

@@ -221,32 +221,33 @@ fn arith_cases(gpu: &Gpu, arith: RowTileArith, scheds: &[RowTileSchedule], seed:
     worst
 }
 
-const PACKED: [RowTileSchedule; 2] = [RowTileSchedule::Packed(1), RowTileSchedule::Packed(4)];
+/// Packed and split schedules: split windows add f32 partial sums (β pre-scale and atomics in
+/// 3×TF32; scratch rows and the finish kernel in f16 / bf16).
+const SCHEDULES: [RowTileSchedule; 4] = [
+    RowTileSchedule::Packed(1),
+    RowTileSchedule::Packed(4),
+    RowTileSchedule::Split { max_blocks: 1 },
+    RowTileSchedule::Split { max_blocks: 3 },
+];
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f16_kernels_match_reference() {
-    let worst = arith_cases(&gpu(), RowTileArith::F16, &PACKED, 3000);
+    let worst = arith_cases(&gpu(), RowTileArith::F16, &SCHEDULES, 3000);
     println!("f16 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bf16_kernels_match_reference() {
-    let worst = arith_cases(&gpu(), RowTileArith::Bf16, &PACKED, 3000);
+    let worst = arith_cases(&gpu(), RowTileArith::Bf16, &SCHEDULES, 3000);
     println!("bf16 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn three_tf32_kernels_match_reference_at_f32_grade() {
-    let scheds = [
-        RowTileSchedule::Packed(1),
-        RowTileSchedule::Packed(4),
-        RowTileSchedule::Split { max_blocks: 1 },
-        RowTileSchedule::Split { max_blocks: 3 },
-    ];
-    let worst = arith_cases(&gpu(), RowTileArith::Tf32x3, &scheds, 5000);
+    let worst = arith_cases(&gpu(), RowTileArith::Tf32x3, &SCHEDULES, 5000);
     println!("3xTF32 row-tile kernels: worst scaled error {worst:.3e}");
 }
 
@@ -359,11 +360,11 @@ fn f16_overflow_is_infinite_as_a_cast() {
     }
 }
 
-/// A half kernel refuses f32 operands and the other 16-bit type, and split schedules, before
-/// anything is queued.
+/// A half kernel refuses f32 operands and the other 16-bit type before anything is queued, and
+/// dense tiles on upload.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn half_kernels_refuse_other_operand_types_and_split_schedules() {
+fn half_kernels_refuse_other_operand_types() {
     let gpu = gpu();
     let a = Gen::new(40, 40, 4, 3).build();
     let m = RowTileTcf::from_csr(&a, 16).unwrap();
@@ -375,20 +376,6 @@ fn half_kernels_refuse_other_operand_types_and_split_schedules() {
     let b = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
     let mut c = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
     assert!(dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n).is_err());
-    assert!(
-        dev.set_schedule(&gpu, RowTileSchedule::Split { max_blocks: 2 })
-            .is_err()
-    );
-    assert!(
-        RowTileDevice::upload_as(
-            &gpu,
-            &m,
-            false,
-            RowTileArith::Bf16,
-            RowTileSchedule::Split { max_blocks: 2 }
-        )
-        .is_err()
-    );
     assert!(
         RowTileDevice::upload_as(
             &gpu,
@@ -402,7 +389,7 @@ fn half_kernels_refuse_other_operand_types_and_split_schedules() {
 }
 
 /// Every shared dataset (values scaled into [-1, 1], so f16 holds them) in f16, bf16 and
-/// 3×TF32 at N = 32 and 128, TC16 packed.
+/// 3×TF32 at N = 32 and 128, TC16 packed and split.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
@@ -421,7 +408,14 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
             let mut dev =
                 RowTileDevice::upload_as(&gpu, &m, false, arith, RowTileSchedule::Packed(4))
                     .unwrap();
-            for n in [32usize, 128] {
+            for (n, sched) in [32usize, 128].into_iter().flat_map(|n| {
+                [
+                    RowTileSchedule::Packed(4),
+                    RowTileSchedule::Split { max_blocks: 8 },
+                ]
+                .map(|s| (n, s))
+            }) {
+                dev.set_schedule(&gpu, sched).unwrap();
                 let b = dense(a.cols(), n, n, 7000 + n as u64);
                 let c0 = dense(a.rows(), n, n, 8000 + n as u64);
                 let (alpha, beta) = (1.0f32, 0.5f32);
@@ -431,7 +425,7 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
                     arith,
                     Dense::new(alpha, &b, n, beta, &c0, n, n),
                 );
-                let what = format!("{name}/{arith:?}/n={n}");
+                let what = format!("{name}/{arith:?}/n={n}/{sched}");
                 let d = Dense::new(alpha, &b, n, beta, &c0, n, n);
                 let worst = check(&what, &a, d, &got, bound, &|_, _| false);
                 println!("{what}: worst scaled error {worst:.3e}");
@@ -601,7 +595,8 @@ fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
     }
 }
 
-/// Times the f16 / bf16 row-tile kernels (TC16, TC32 at 1, 4, 16 windows per TB) and cuSPARSE
+/// Times the f16 / bf16 row-tile kernels (TC16, TC32 at 1, 4, 16 windows per TB and split at 8
+/// and 16 blocks) and cuSPARSE
 /// in `H` at every algorithm it accepts (each checked against the bound first) on `a` at width
 /// `n`: the fastest of each as (ms, name).
 #[allow(clippy::too_many_arguments)]
@@ -624,10 +619,12 @@ fn half_timings<H: RowTileHalf>(
     let mut ours = Vec::new();
     for rows in [16usize, 32] {
         let m = RowTileTcf::from_csr(a, rows).unwrap();
-        for k in [1u32, 4, 16] {
-            let mut dev =
-                RowTileDevice::upload_as(gpu, &m, false, H::ARITH, RowTileSchedule::Packed(k))
-                    .unwrap();
+        let scheds = [1u32, 4, 16]
+            .map(RowTileSchedule::Packed)
+            .into_iter()
+            .chain([8, 16].map(|max_blocks| RowTileSchedule::Split { max_blocks }));
+        for sched in scheds {
+            let mut dev = RowTileDevice::upload_as(gpu, &m, false, H::ARITH, sched).unwrap();
             let ms = time(&mut || dev.enqueue_half::<H>(1.0, &bd, n, 0.0, &mut cd, n, n));
             ours.push((format!("{} {}", dev.kernel().name(), dev.schedule()), ms));
         }

@@ -260,10 +260,9 @@ impl Engine {
             KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
                     kernel: rt,
-                    // (The f16 / bf16 kernels split no window: C is stored in the 16-bit type.)
                     schedule: match opts.balance {
                         Balance::Packed(k) => RowTileSchedule::Packed(k.max(1)),
-                        Balance::On if !rt.arith.is_half() => RowTileSchedule::Split {
+                        Balance::On => RowTileSchedule::Split {
                             max_blocks: ROW_TILE_SPLIT_BLOCKS,
                         },
                         _ => RowTileSchedule::Packed(ROW_TILE_DEFAULT_WINDOWS),

@@ -116,7 +116,7 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     Ok(())
 }
 
-/// Windows per thread block the typed tuning times; 3×TF32 also a split schedule.
+/// Windows per thread block the typed tuning times, beside a split schedule.
 const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
 
 /// Why cuSPARSE in `dtype` (f16 or bf16) cannot run on a matrix of `values`: a value outside
@@ -166,7 +166,7 @@ enum TypedChoice {
 }
 
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
-/// [`TYPED_PACKINGS`] windows per thread block, 3×TF32 also split at
+/// [`TYPED_PACKINGS`] windows per thread block and windows split at
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
 /// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
 /// one `p` runs). For f16 and bf16, cuSPARSE in the same type under each of
@@ -178,11 +178,9 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         .iter()
         .map(|&k| RowTileSchedule::Packed(k))
         .collect();
-    if arith == RowTileArith::Tf32x3 {
-        scheds.push(RowTileSchedule::Split {
-            max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
-        });
-    }
+    scheds.push(RowTileSchedule::Split {
+        max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
+    });
     let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
         let t = match arith {
             RowTileArith::F16 => {
@@ -333,8 +331,9 @@ impl Engine {
     /// [`tune_typed`] times both window heights and their packings (for f16 / bf16 also
     /// cuSPARSE in the same type under each algorithm) and keeps the fastest;
     /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
-    /// kernel's schedule rule ([`super::choose`]); f16 and bf16 never split a window. 3×TF32 falls back to cuSPARSE in f32 where the row-tile kernel cannot take the
-    /// matrix (a size beyond its u32 indices), with the reason in the report's note.
+    /// kernel's schedule rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
+    /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
+    /// reason in the report's note.
     fn prepare_typed(
         &self,
         a: Source<'_>,

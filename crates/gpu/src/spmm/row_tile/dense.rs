@@ -445,6 +445,8 @@ impl RowTileDevice {
             tiles: Tiles::Dense { frag },
             a_scale: 1.0,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
+            // (Dense tiles are TF32 only.)
+            half_split: None,
         })
     }
 

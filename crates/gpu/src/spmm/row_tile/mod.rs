@@ -21,7 +21,8 @@
 //! The masked kernels also run in other arithmetic ([`RowTileArith`]): 3×TF32 (f32 operands,
 //! f32-grade products) through [`DeviceProduct`] like TF32, and f16 / bf16 (A's values converted
 //! to the type on upload, B and C in the type, f32 accumulation) through
-//! [`RowTileDevice::enqueue_half`], on schedules that split no window.
+//! [`RowTileDevice::enqueue_half`] (split windows add into f32 scratch rows that a finish kernel
+//! rounds into C).
 
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
@@ -33,7 +34,7 @@ use tcsparse_planner::{AccSchedule, Eq4Model};
 
 use super::{AccSpmmError, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
-use crate::launch::{Arg, Launch};
+use crate::launch::{Arg, Launch, Shape};
 use crate::permute::check_permutation;
 use crate::product::{Checked, DeviceProduct};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
@@ -60,7 +61,8 @@ pub enum RowTileArith {
     Tf32x3,
     /// A's values (divided by [`half_scale`]'s power of two and converted on upload, to nearest;
     /// α multiplied by it at launch), B and C in f16; f16 MMAs with f32 accumulation; C rounded
-    /// to f16 (to nearest, beyond ±65504 ±∞). Masked tiles, unsplit schedules only.
+    /// to f16 (to nearest, beyond ±65504 ±∞). Masked tiles; split windows sum in f32 scratch
+    /// rows, rounded once.
     F16,
     /// As [`RowTileArith::F16`] in bf16.
     Bf16,
@@ -314,6 +316,32 @@ const DENSE_PARAMS: [ParamKind; 14] = concat(
     &COMMON_TAIL,
 );
 
+/// The f16 / bf16 masked entries: the masked parameters, then the split windows' f32 scratch.
+const HALF_PARAMS: [ParamKind; 19] = concat(
+    &MASKED_PARAMS,
+    &[
+        ParamKind::Ptr, // split_ids (the split windows, ascending)
+        ParamKind::U32, // split_count
+        ParamKind::Ptr, // scratch (split_count · window_rows · n f32, zeroed)
+    ],
+);
+
+/// `row_tile_split_finish_{f16,bf16}`: C = round(scratch + β·C) on the split windows' rows.
+const FINISH_PARAMS: [ParamKind; 9] = [
+    ParamKind::Ptr, // ids (the split windows, ascending)
+    ParamKind::U32, // count
+    ParamKind::Ptr, // scratch
+    ParamKind::Ptr, // C (16-bit)
+    ParamKind::U32, // ldc
+    ParamKind::U32, // M
+    ParamKind::U32, // N
+    ParamKind::F32, // beta
+    ParamKind::U32, // group_rows (window rows)
+];
+
+/// The split-window finish of the f16 / bf16 kernels, `[f16, bf16]`.
+const FINISH_ENTRIES: [&str; 2] = ["row_tile_split_finish_f16", "row_tile_split_finish_bf16"];
+
 const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSignature {
     KernelSignature {
         module: KernelModule::RowTileSpmm,
@@ -324,7 +352,8 @@ const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSi
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test): the
 /// kernels of [`KERNELS`] in its order, the device builds, then the kernels of
-/// [`TYPED_KERNELS`] in its order (masked parameters; the pointers to the element type).
+/// [`TYPED_KERNELS`] in its order (masked parameters, the pointers to the element type; f16 and
+/// bf16 then the split windows' scratch), then the split finish of f16 and bf16.
 pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[0], &MASKED_PARAMS),
     signature(ENTRIES[1], &DENSE_PARAMS),
@@ -334,10 +363,18 @@ pub const SIGNATURES: &[KernelSignature] = &[
     SIG_SKELETON,
     signature(TYPED_ENTRIES[0], &MASKED_PARAMS),
     signature(TYPED_ENTRIES[1], &MASKED_PARAMS),
-    signature(TYPED_ENTRIES[2], &MASKED_PARAMS),
-    signature(TYPED_ENTRIES[3], &MASKED_PARAMS),
-    signature(TYPED_ENTRIES[4], &MASKED_PARAMS),
-    signature(TYPED_ENTRIES[5], &MASKED_PARAMS),
+    signature(TYPED_ENTRIES[2], &HALF_PARAMS),
+    signature(TYPED_ENTRIES[3], &HALF_PARAMS),
+    signature(TYPED_ENTRIES[4], &HALF_PARAMS),
+    signature(TYPED_ENTRIES[5], &HALF_PARAMS),
+    FINISH_SIGNATURES[0],
+    FINISH_SIGNATURES[1],
+];
+
+/// The signatures of [`FINISH_ENTRIES`], same order.
+const FINISH_SIGNATURES: [KernelSignature; 2] = [
+    signature(FINISH_ENTRIES[0], &FINISH_PARAMS),
+    signature(FINISH_ENTRIES[1], &FINISH_PARAMS),
 ];
 
 /// How the device copy stores the tiles.
@@ -416,18 +453,6 @@ fn upload_masked(gpu: &Gpu, m: &RowTileTcf, arith: RowTileArith) -> Result<(Tile
     })
 }
 
-/// Refuses a schedule that splits windows for a kernel that cannot add partial sums (f16, bf16:
-/// C is stored in the 16-bit type, the β pre-scale and the atomic adds are f32).
-fn check_schedule(kernel: RowTileKernel, schedule: RowTileSchedule) -> Result<(), AccSpmmError> {
-    if kernel.arith.is_half() && matches!(schedule, RowTileSchedule::Split { .. }) {
-        return Err(AccSpmmError::InvalidSchedule(format!(
-            "the {} kernel writes unsplit windows only (RowTileSchedule::Packed), not {schedule}",
-            kernel.name()
-        )));
-    }
-    Ok(())
-}
-
 /// A row-tile TCF matrix resident on the GPU, ready for repeated products.
 ///
 /// Invariant: the arrays come from a [`RowTileTcf`] whose window height is the kernel's, whose constructor
@@ -456,6 +481,16 @@ pub struct RowTileDevice {
     /// `schedule` built over `row_window_offset` and uploaded.
     sched: DeviceSchedule,
     main: CudaFunction,
+    /// f16 / bf16 kernels: `row_tile_split_finish_*` and the f32 rows their split windows add
+    /// into (`split windows · window_rows · n` floats, grown to the widest n run so far).
+    half_split: Option<HalfSplit>,
+}
+
+/// The f16 / bf16 kernels' split windows: partial sums go to f32 scratch rows, zeroed before the
+/// kernel, and the finish kernel adds β·C and rounds them into C after it.
+struct HalfSplit {
+    finish: CudaFunction,
+    scratch: Option<CudaSlice<f32>>,
 }
 
 /// `kind` built over the windows `rwo`, validated and uploaded.
@@ -495,8 +530,8 @@ impl RowTileDevice {
     }
 
     /// [`RowTileDevice::upload`] for the kernel of arithmetic `arith` ([`TYPED_KERNELS`]: masked
-    /// tiles; f16 and bf16 take unsplit schedules only and convert A's values to their type
-    /// here, to nearest). A combination without a kernel is refused.
+    /// tiles; f16 and bf16 convert A's values to their type here, to nearest). A combination
+    /// without a kernel is refused.
     pub fn upload_as(
         gpu: &Gpu,
         m: &RowTileTcf,
@@ -514,7 +549,6 @@ impl RowTileDevice {
                 arith.name()
             ));
         };
-        check_schedule(kernel, schedule)?;
         let tile_slots = m.num_blocks() as u64 * m.window_rows() as u64 * 8;
         if dense_tiles && tile_slots >= u64::from(u32::MAX) {
             return bad(format!("{tile_slots} dense tile slots exceed u32 indices"));
@@ -565,6 +599,16 @@ impl RowTileDevice {
             tiles,
             a_scale,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
+            half_split: match arith {
+                RowTileArith::F16 | RowTileArith::Bf16 => Some(HalfSplit {
+                    finish: gpu.function(
+                        KernelModule::RowTileSpmm,
+                        FINISH_ENTRIES[usize::from(arith == RowTileArith::Bf16)],
+                    )?,
+                    scratch: None,
+                }),
+                _ => None,
+            },
         })
     }
 
@@ -611,7 +655,6 @@ impl RowTileDevice {
         gpu: &Gpu,
         schedule: RowTileSchedule,
     ) -> Result<(), AccSpmmError> {
-        check_schedule(self.kernel, schedule)?;
         self.sched = upload_schedule(gpu, &self.row_window_offset, schedule)?;
         self.schedule = schedule;
         Ok(())
@@ -672,7 +715,7 @@ impl DeviceProduct for RowTileDevice {
             beta,
             self.kernel.window_rows,
         )?;
-        self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n)
+        self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n, None)
     }
 }
 
@@ -703,17 +746,94 @@ impl RowTileDevice {
         }
         super::check_dense("B", b.len(), self.cols, n, ldb)?;
         super::check_dense("C", c.len(), self.rows, n, ldc)?;
-        if self.sched.split.count() != 0 {
-            return Err(GpuError::Invalid(format!(
-                "the {} kernel cannot run a schedule that splits windows",
-                self.kernel.name()
-            )));
-        }
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
+        let split = self.sched.split.count();
+        let mut scratch = None;
+        if split != 0 {
+            let hs = self.half_split.as_mut().ok_or_else(|| {
+                GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
+            })?;
+            let len = split * self.kernel.window_rows as usize * n;
+            if hs.scratch.as_ref().is_none_or(|s| s.len() < len) {
+                hs.scratch = Some(self.gpu.alloc_zeros::<f32>(len)?);
+            }
+            scratch = hs.scratch.take();
+        }
         // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
-        self.launch_main(shape, alpha * self.a_scale, b, ldb, beta, c, ldc, n)
+        let alpha = alpha * self.a_scale;
+        let run = self.launch_half(shape, alpha, b, ldb, beta, c, ldc, n, scratch.as_mut());
+        if let (Some(hs), Some(s)) = (self.half_split.as_mut(), scratch) {
+            hs.scratch = Some(s);
+        }
+        run
+    }
+
+    /// The f16 / bf16 product: the scratch rows zeroed, the main kernel, and (split windows
+    /// only) the finish; `scratch` holds at least `split windows · window_rows · n` floats when
+    /// the schedule splits windows.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_half<T, B: DevicePtr<T> + ?Sized, C: DevicePtrMut<T> + ?Sized>(
+        &self,
+        shape: super::LaunchShape,
+        alpha: f32,
+        b: &B,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+        n: usize,
+        mut scratch: Option<&mut CudaSlice<f32>>,
+    ) -> Result<(), GpuError> {
+        let split = self.sched.split.count();
+        let group_rows = self.kernel.window_rows;
+        let used = split * group_rows as usize * n;
+        if let Some(s) = scratch.as_deref_mut() {
+            self.gpu.stream().memset_zeros(&mut s.slice_mut(..used))?;
+        }
+        self.launch_main(
+            shape,
+            alpha,
+            b,
+            ldb,
+            beta,
+            c,
+            ldc,
+            n,
+            scratch.as_deref_mut(),
+        )?;
+        let (Some(s), Some(hs)) = (scratch, self.half_split.as_ref()) else {
+            return Ok(());
+        };
+        let grid = (split as u32).min(65_535);
+        let (ldc, m, n) = (ldc as u32, self.rows as u32, n as u32);
+        let sig = &FINISH_SIGNATURES[usize::from(self.kernel.arith == RowTileArith::Bf16)];
+        let mut l = Launch::new(self.gpu.stream(), &hs.finish, sig);
+        l.input(self.sched.split.ids())
+            .u32(split as u32)
+            .input(&*s)
+            .output(c)
+            .u32(ldc)
+            .u32(m)
+            .u32(n)
+            .f32(beta)
+            .u32(group_rows);
+        // SAFETY: (1) the arguments fill `row_tile_split_finish_{f16,bf16}(const u32*, u32, const
+        // float*, u16*, u32, u32, u32, float, u32)` (FINISH_PARAMS, checked against the PTX by a
+        // CPU test), the entry of the kernel's type, and C holds that 16-bit type (enqueue_half
+        // checked T::ARITH). (2) Only C is written, borrowed mutably for this call; the scratch
+        // is read after the main kernel on the same stream. (3) In bounds: `ids` holds the
+        // `split` ascending window ids < ⌈M / group_rows⌉ (flatten_schedule), the kernel skips rows
+        // ≥ M and features ≥ n, scratch holds split · group_rows · n floats (the caller's
+        // contract), and check_dense proved (M−1)·ldc + n ≤ C.len().
+        unsafe {
+            l.launch(Shape {
+                grid: (grid, 1, 1),
+                block: (256, 1, 1),
+                shared_bytes: 0,
+            })
+        }
     }
 
     /// Launches the main kernel on B and C of its element type (f32, or the bits of f16 / bf16),
@@ -729,6 +849,7 @@ impl RowTileDevice {
         c: &mut C,
         ldc: usize,
         n: usize,
+        scratch: Option<&mut CudaSlice<f32>>,
     ) -> Result<(), GpuError> {
         let gpu = &self.gpu;
         let sched = &self.sched;
@@ -766,6 +887,13 @@ impl RowTileDevice {
             .f32(alpha)
             .f32(beta)
             .u32(flags);
+        if self.kernel.arith.is_half() {
+            // The split windows' scratch (none: count 0, never dereferenced).
+            let ptr = scratch.map_or(0, |s| l.borrow_mut(s));
+            l.input(sched.split.ids())
+                .u32(sched.split.count() as u32)
+                .arg(Arg::Ptr(ptr));
+        }
         // SAFETY: (1) the arguments fill the row-tile entry chosen on upload
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
         // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); the
@@ -789,8 +917,10 @@ impl RowTileDevice {
         // work entry; checked_width (check_dense) proved (K−1)·ldb + n ≤ B.len() and (M−1)·ldc + n ≤ C.len()
         // in elements of B's and C's type, and the kernel guards features ≥ n and rows ≥ M.
         // (4) Split windows were pre-scaled on the same stream just before (f32 kernels); the
-        // f16 / bf16 kernels run only schedules without split windows (check_schedule, and
-        // enqueue_half checks the uploaded schedule), so they never add partial sums.
+        // f16 / bf16 kernels add theirs into `scratch` (HALF_PARAMS' tail: the schedule's
+        // ascending split window ids, their count, and scratch rows for split · window_rows · n
+        // floats, zeroed on this stream by launch_half; with no split window the count is 0 and
+        // the kernel takes no split branch, so the null scratch is never dereferenced).
         unsafe { l.launch(shape.config(0).into()) }?;
         Ok(())
     }
@@ -847,7 +977,10 @@ mod tests {
         }
         assert_eq!(RowTileKernel::new(64, false).entry(), None);
         assert_eq!(RowTileKernel::new(64, false).signature(), None);
-        assert_eq!(SIGNATURES.len(), KERNELS.len() + 2 + TYPED_KERNELS.len());
+        assert_eq!(
+            SIGNATURES.len(),
+            KERNELS.len() + 2 + TYPED_KERNELS.len() + FINISH_ENTRIES.len()
+        );
     }
 
     #[test]
@@ -869,7 +1002,12 @@ mod tests {
             assert_ne!(k.arith, RowTileArith::Tf32);
             assert_eq!(k.entry(), Some(e));
             let sig = k.signature().unwrap();
-            assert_eq!((sig.name, sig.params), (e, &MASKED_PARAMS[..]));
+            let want: &[ParamKind] = if k.arith.is_half() {
+                &HALF_PARAMS
+            } else {
+                &MASKED_PARAMS
+            };
+            assert_eq!((sig.name, sig.params), (e, want));
         }
         // No dense-tile kernel in another arithmetic; TF32 kernels keep their names.
         for a in [RowTileArith::Tf32x3, RowTileArith::F16, RowTileArith::Bf16] {
@@ -880,16 +1018,6 @@ mod tests {
             RowTileKernel::TC16.with_arith(RowTileArith::Tf32),
             RowTileKernel::TC16
         );
-    }
-
-    #[test]
-    fn half_schedules_split_nothing() {
-        let f16 = RowTileKernel::TC16.with_arith(RowTileArith::F16);
-        assert!(check_schedule(f16, RowTileSchedule::Packed(4)).is_ok());
-        let e = check_schedule(f16, RowTileSchedule::Split { max_blocks: 4 }).unwrap_err();
-        assert!(e.to_string().contains("TC16 f16"), "{e}");
-        let x3 = RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3);
-        assert!(check_schedule(x3, RowTileSchedule::Split { max_blocks: 4 }).is_ok());
     }
 
     /// The f16 / bf16 kernels' fragment mapping, emulated lane by lane on the CPU: each lane
