@@ -877,8 +877,21 @@ fn cusparse_packed(n: usize, ldb: usize, ldc: usize) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{gather_rows, scatter_rows};
+    use super::{gather_rows, same_type, scatter_rows};
+    use crate::element::{bf16, f16};
     use tcsparse_reorder::Permutation;
+
+    /// Operands are handed on as a kernel's type only where they are of that very type.
+    #[test]
+    fn operands_are_handed_on_only_as_their_own_type() {
+        assert!(same_type::<f32, f32>().is_ok());
+        assert!(same_type::<f16, f16>().is_ok());
+        assert!(same_type::<bf16, bf16>().is_ok());
+        assert!(same_type::<f16, bf16>().is_err());
+        assert!(same_type::<bf16, f16>().is_err());
+        assert!(same_type::<f32, f16>().is_err());
+        assert!(same_type::<u16, f16>().is_err());
+    }
 
     proptest::proptest! {
         /// Scattering what was gathered with the same permutation gives back every row's first
