@@ -2,7 +2,7 @@
 //! `--include-ignored` on a machine without one): `Prepared::spmm_device_typed` against the f64
 //! reference within `Prepared::error_bound` on several widths (β = 0 with C filled with NaN, and
 //! β ≠ 0), in the original order of an unreordered matrix and in the prepared order of a
-//! reordered one; a reordered preparation in the original order is refused by name; the tuned
+//! reordered one and in the original order of a reordered one (rows permuted on the device); the tuned
 //! preparation keeps its fastest sample, cuSPARSE in the same type among them; the shared
 //! datasets go through the same path.
 
@@ -11,13 +11,13 @@ use std::path::PathBuf;
 use tcsparse::element::{bf16, f16};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::Gpu;
+use tcsparse::reorder::Mode;
 use tcsparse::{
-    DType, Element, Engine, ExecKernel, PrepareOptions, Prepared, ReorderChoice, Requested,
-    RowOrder,
+    DType, Element, Engine, ExecKernel, PrepareOptions, Prepared, ReorderChoice, RowOrder,
 };
 
 mod support;
-use support::{assert_unsupported, longest_row, reference};
+use support::{longest_row, reference};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -32,17 +32,17 @@ fn datasets() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
-/// Device products in `T` of `p` (prepared for `T` at its width) against `p`'s prepared matrix
-/// in f64: the operands are in the order the device path takes them in (the prepared order, or
-/// the original where nothing was reordered), so the reference is the prepared matrix's product.
+/// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
+/// matrix in the order the device path takes B and C in (the prepared matrix in the prepared
+/// order, the original one in the original order).
 fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
     gpu: &Gpu,
     p: &mut Prepared,
+    a: &Csr,
     what: &str,
 ) {
-    let a: Csr = p.matrix().clone();
     let n = p.n();
-    let k = longest_row(&a);
+    let k = longest_row(a);
     let b: Vec<T> = support::values(a.cols() * n, 21)
         .into_iter()
         .map(T::from_f32)
@@ -63,7 +63,7 @@ fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
             .iter()
             .map(|v: &T| v.to_f32())
             .collect();
-        let (want, scale) = reference(&a, alpha, &bw, beta, &c0w, n);
+        let (want, scale) = reference(a, alpha, &bw, beta, &c0w, n);
         let check =
             tcsparse::accuracy::check_stored(&got, &want, &scale, p.error_bound(), k, T::DTYPE);
         assert!(
@@ -86,16 +86,27 @@ fn half_device<T: Element + tcsparse::cudarc::driver::DeviceRepr>(engine: &Engin
             .build();
         let mut p = engine.prepare_spmm(a, &opts).unwrap();
         assert!(p.permutation().is_none());
-        device_products::<T>(&gpu, &mut p, "original order");
-        // Reordered, prepared order.
-        let opts = PrepareOptions::builder()
-            .n(n)
-            .dtype(T::DTYPE)
-            .reorder(ReorderChoice::Method("degree".into()))
-            .device_order(RowOrder::Prepared)
-            .build();
-        let mut p = engine.prepare_spmm(a, &opts).unwrap();
-        device_products::<T>(&gpu, &mut p, "prepared order");
+        device_products::<T>(&gpu, &mut p, a, "not reordered");
+        // Reordered (symmetric and row-only), in the prepared and in the original order (B and
+        // C permuted on the device in T).
+        for mode in [Mode::Symmetric, Mode::RowOnly] {
+            for order in [RowOrder::Prepared, RowOrder::Original] {
+                let opts = PrepareOptions::builder()
+                    .n(n)
+                    .dtype(T::DTYPE)
+                    .reorder(ReorderChoice::Method("degree".into()))
+                    .mode(Some(mode))
+                    .device_order(order)
+                    .build();
+                let mut p = engine.prepare_spmm(a, &opts).unwrap();
+                assert!(p.permutation().is_some());
+                let reference = match order {
+                    RowOrder::Prepared => p.matrix().clone(),
+                    _ => a.clone(),
+                };
+                device_products::<T>(&gpu, &mut p, &reference, &format!("{mode:?} {order:?}"));
+            }
+        }
     }
 }
 
@@ -106,40 +117,6 @@ fn f16_and_bf16_device_products_meet_the_reported_bound() {
     let a = support::hub_rows_203();
     half_device::<f16>(&engine, &a);
     half_device::<bf16>(&engine, &a);
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn a_reordered_half_preparation_in_the_original_order_is_refused() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
-    let a = support::hub_rows_203();
-    for dtype in [DType::F16, DType::BF16] {
-        let opts = PrepareOptions::builder()
-            .n(8)
-            .dtype(dtype)
-            .reorder(ReorderChoice::Method("degree".into()))
-            .build();
-        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-        assert!(p.permutation().is_some());
-        let e = match dtype {
-            DType::F16 => {
-                let bd = gpu.alloc_zeros::<f16>(a.cols() * 8).unwrap();
-                let mut cd = gpu.alloc_zeros::<f16>(a.rows() * 8).unwrap();
-                p.spmm_device_typed(1.0, &bd, 0.0, &mut cd).unwrap_err()
-            }
-            _ => {
-                let bd = gpu.alloc_zeros::<bf16>(a.cols() * 8).unwrap();
-                let mut cd = gpu.alloc_zeros::<bf16>(a.rows() * 8).unwrap();
-                p.spmm_device_typed(1.0, &bd, 0.0, &mut cd).unwrap_err()
-            }
-        };
-        assert_unsupported(
-            &e,
-            Requested::Element(dtype),
-            &["permutation", "RowOrder::Prepared"],
-        );
-    }
 }
 
 /// f32 through the typed entry point is `spmm_device`: the same bits.
@@ -213,6 +190,7 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
                 }
                 other => panic!("{dtype}: {other}"),
             }
+            let pa = p.matrix().clone();
             println!(
                 "{} rows, {dtype}: {} kept ({})",
                 a.rows(),
@@ -220,10 +198,63 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
                 p.report().kernel_note
             );
             match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, "tuned"),
-                _ => device_products::<bf16>(&gpu, &mut p, "tuned"),
+                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, "tuned"),
+                _ => device_products::<bf16>(&gpu, &mut p, &pa, "tuned"),
             }
         }
+    }
+}
+
+/// A tuned `Precision::F32` preparation times the 3×TF32 row-tile kernels beside cuSPARSE and
+/// the CSR kernel and keeps one only where its full time is the fastest full time; whatever it
+/// keeps meets `Prepared::error_bound` (3×TF32's f32-grade bound, or f32's).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f32_tuning_keeps_3xtf32_only_where_fastest() {
+    let engine = engine();
+    for a in [support::hub_rows_203(), scattered(50_000)] {
+        let n = 64;
+        let opts = PrepareOptions::builder()
+            .n(n)
+            .precision(tcsparse::Precision::F32)
+            .build();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+        let tuning = &p.report().tuning;
+        let full: Vec<_> = tuning
+            .iter()
+            .filter(|s| !s.candidate.ends_with("[probe]"))
+            .collect();
+        let fastest = full.iter().min_by(|x, y| x.ms.total_cmp(&y.ms)).unwrap();
+        println!("{} rows: {} kept; {tuning:?}", a.rows(), p.kernel());
+        if a.nnz() < tcsparse::PRUNE_MIN_NNZ {
+            assert!(
+                tuning.iter().any(|s| s.candidate.contains("3xTF32")),
+                "3xTF32 not timed: {tuning:?}"
+            );
+        }
+        if let ExecKernel::RowTile { kernel, .. } = p.kernel() {
+            assert_eq!(kernel.arith, tcsparse::RowTileArith::Tf32x3);
+            assert_eq!(p.precision(), tcsparse::Precision::Tf32x3);
+            assert!(
+                fastest.candidate.starts_with(&p.kernel().to_string()),
+                "{} kept, {fastest:?} fastest",
+                p.kernel()
+            );
+        }
+        let b = support::values(a.cols() * n, 31);
+        let c0 = support::values(a.rows() * n, 32);
+        let mut c = c0.clone();
+        p.spmm(1.5, &b, -0.5, &mut c).unwrap();
+        let (want, scale) = reference(&a, 1.5, &b, -0.5, &c0, n);
+        let check = tcsparse::accuracy::check_stored(
+            &c,
+            &want,
+            &scale,
+            p.error_bound(),
+            longest_row(&a),
+            DType::F32,
+        );
+        assert!(check.passed(), "{}: {check:?}", p.kernel());
     }
 }
 
@@ -253,9 +284,10 @@ fn shared_datasets_through_the_half_device_path() {
                 .device_order(RowOrder::Prepared)
                 .build();
             let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let pa = p.matrix().clone();
             match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, name),
-                _ => device_products::<bf16>(&gpu, &mut p, name),
+                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, name),
+                _ => device_products::<bf16>(&gpu, &mut p, &pa, name),
             }
         }
     }

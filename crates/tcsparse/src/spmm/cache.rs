@@ -49,7 +49,7 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
-use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
+use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{DType, Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
@@ -366,6 +366,18 @@ fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
     }
 }
 
+/// The row-tile kernels an entry names, by index (stable: never reorder, add new ones after):
+/// the TF32 kernels (`row_tile::KERNELS`), then the 3×TF32 ones, which a tuned
+/// `Precision::F32` preparation may keep. (The f16 / bf16 preparations never use the cache.)
+const CACHED_ROW_TILE_KERNELS: [RowTileKernel; 6] = [
+    RowTileKernel::TC16,
+    RowTileKernel::TC16D,
+    RowTileKernel::TC32,
+    RowTileKernel::TC32D,
+    RowTileKernel::TC16.with_arith(RowTileArith::Tf32x3),
+    RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
+];
+
 /// The byte that stores the element type of [`ExecKernel::CusparseHalf`] (stable): 1 f16, 2
 /// bf16 (0, f32, is never written: cuSPARSE in f32 is [`ExecKernel::Cusparse`]).
 fn half_byte(dtype: DType) -> u8 {
@@ -417,7 +429,7 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         }
         ExecKernel::RowTile { kernel, schedule } => {
             out.push(4);
-            let idx = ROW_TILE_KERNELS
+            let idx = CACHED_ROW_TILE_KERNELS
                 .iter()
                 .position(|k| *k == kernel)
                 .unwrap_or(usize::MAX) as u32;
@@ -607,7 +619,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         4 => {
             let (idx, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
-            let kernel = *ROW_TILE_KERNELS
+            let kernel = *CACHED_ROW_TILE_KERNELS
                 .get(idx as usize)
                 .ok_or_else(|| format!("corrupt: row-tile kernel {idx}"))?;
             let schedule = match tag {
@@ -874,6 +886,51 @@ mod tests {
         // A payload cut right after the kernel tag: corrupt, not a panic.
         let cut = &encode_payload(&entry(SpmmAlg::Default))[..2];
         assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
+    }
+
+    #[test]
+    fn row_tile_kernels_keep_their_indices_and_3xtf32_ones_round_trip() {
+        // The TF32 kernels keep the indices entries were written with.
+        assert_eq!(
+            CACHED_ROW_TILE_KERNELS[..4],
+            tcsparse_gpu::spmm::row_tile::KERNELS
+        );
+        let a = matrix();
+        for (idx, kernel) in [(4u32, 0usize), (5, 1)] {
+            let kernel = tcsparse_gpu::spmm::row_tile::TYPED_KERNELS[kernel];
+            assert_eq!(kernel.arith, RowTileArith::Tf32x3);
+            for schedule in [
+                RowTileSchedule::Packed(4),
+                RowTileSchedule::Split { max_blocks: 12 },
+            ] {
+                let e = PlanEntry {
+                    mode: Mode::RowOnly,
+                    kernel: ExecKernel::RowTile { kernel, schedule },
+                    perm: None,
+                    blocks: Some([3, 5, 2]),
+                    row_tile: None,
+                    note: "tuned".into(),
+                };
+                let bytes = encode_payload(&e);
+                assert_eq!(bytes[1], 4);
+                assert_eq!(bytes[2..6], idx.to_le_bytes());
+                assert_eq!(decode_payload(&bytes, &a), Ok(e));
+            }
+        }
+        // A kernel the cache does not name (f16): an index no entry decodes, refused.
+        let e = PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::RowTile {
+                kernel: RowTileKernel::TC16.with_arith(RowTileArith::F16),
+                schedule: RowTileSchedule::Packed(1),
+            },
+            perm: None,
+            blocks: None,
+            row_tile: None,
+            note: "n".into(),
+        };
+        let why = decode_payload(&encode_payload(&e), &a).unwrap_err();
+        assert!(why.contains("corrupt: row-tile kernel"), "{why}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
-//! kernel at each budget, Acc-SpMM under each schedule, the row-tile kernels and HRPB, each
-//! built here (through `build.rs`) and handed to the harness of `tune.rs`, which times them;
-//! the fastest is kept.
+//! kernel at each budget, Acc-SpMM under each schedule, the row-tile kernels (the 3×TF32 ones
+//! for f32 accuracy) and HRPB, each built here (through `build.rs`) and handed to the harness of
+//! `tune.rs`, which times them; the fastest is kept.
 
 use std::time::Instant;
 
@@ -13,7 +13,7 @@ use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::spmm::row_tile::{
-    KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
+    KERNELS as ROW_TILE_KERNELS, RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
 use tcsparse_gpu::{DeviceProduct, Gpu};
@@ -68,6 +68,14 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8T, HrpbSplit::Wave),
     (HrpbMma::K8WTD, HrpbSplit::Wave),
     (HrpbMma::K8WSC, HrpbSplit::Wave),
+];
+
+/// The row-tile kernels a tuned `Precision::F32` preparation times beside cuSPARSE and the CSR
+/// kernel: 3×TF32 (f32-grade accuracy on tensor cores, [`Precision::Tf32x3`]'s bound), masked
+/// tiles (the only 3×TF32 ones), both window heights.
+const SPLIT_TF32_KERNELS: [RowTileKernel; 2] = [
+    RowTileKernel::TC16.with_arith(RowTileArith::Tf32x3),
+    RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
 ];
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
@@ -198,7 +206,13 @@ fn tune_row_tile(
 ) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
     let gpu = t.gpu;
     let schedules = row_tile_schedules(m.num_blocks(), n, gpu.info().sm_count);
-    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, schedules[0])?);
+    let mut dev = Box::new(RowTileDevice::upload_as(
+        gpu,
+        m,
+        rt.dense_tiles,
+        rt.arith,
+        schedules[0],
+    )?);
     let names: Vec<String> = schedules
         .iter()
         .map(|&schedule| {
@@ -408,7 +422,10 @@ impl Engine {
     /// candidate must beat), then our CSR kernel on the same matrix and, unless
     /// [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as asked) under each
     /// schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the Acc-SpMM
-    /// candidate's matrix, at width `opts.n`; keep the fastest. On matrices of at least
+    /// candidate's matrix, at width `opts.n`; keep the fastest. At `Precision::F32` the
+    /// tensor-core candidates are the 3×TF32 row-tile kernels ([`SPLIT_TF32_KERNELS`], with
+    /// `Balance::Auto`, pruned alike), kept only where faster (the report's precision is then
+    /// [`Precision::Tf32x3`], its f32-grade bound [`Prepared::error_bound`]'s). On matrices of at least
     /// [`PRUNE_MIN_NNZ`] nonzeros with `Balance::Auto` the row-tile kernels and HRPB come first
     /// (on a host-only preparation) and Acc-SpMM is built only where its prediction is within
     /// [`HRPB_SKIP_FACTOR`] of the best measured. Each family of candidates
@@ -531,9 +548,12 @@ impl Engine {
         tuning.cost("CSR", t_family);
         // The tensor-core candidates: not built where the planner's class rules them out.
         let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
-        let tensor_cores = opts.precision == Precision::Tf32
-            && tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
-        let pruned = opts.precision == Precision::Tf32 && !tensor_cores;
+        let worth = tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
+        let tensor_cores = opts.precision == Precision::Tf32 && worth;
+        // For f32 accuracy, the 3×TF32 row-tile kernels (f32-grade bound) beside the CUDA-core
+        // ones, pruned as the TF32 tensor-core candidates are.
+        let split_tf32 = opts.precision == Precision::F32 && opts.balance == Balance::Auto && worth;
+        let pruned = matches!(opts.precision, Precision::Tf32 | Precision::F32) && !worth;
         let mut best: Fastest<Candidate> = Fastest::new();
         let mut acc_err = None;
         let mut skipped_hrpb = None;
@@ -549,7 +569,7 @@ impl Engine {
         let mut acc: Option<Prepared> = None;
         let mut host: Option<Prepared> = None;
         let mut acc_stage = None;
-        if tensor_cores {
+        if tensor_cores || split_tf32 {
             let stage = match tc_stage {
                 Some(stage) => stage,
                 None => Reordered {
@@ -564,7 +584,14 @@ impl Engine {
                     device: None,
                 },
             };
-            if acc_first {
+            if split_tf32 {
+                // (No Acc-SpMM at f32 accuracy: the matrix for the 3×TF32 row-tile kernels only.)
+                host = Some(self.prepare_host(
+                    a,
+                    stage,
+                    &fixed(KernelRequest::AccSpmm, opts.balance),
+                )?);
+            } else if acc_first {
                 match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
                 {
                     Ok(p) => acc = Some(p),
@@ -599,7 +626,12 @@ impl Engine {
                 "original order"
             };
             let t_family = Instant::now();
-            for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows) {
+            let kernels: &[RowTileKernel] = if split_tf32 {
+                &SPLIT_TF32_KERNELS
+            } else {
+                &ROW_TILE_KERNELS
+            };
+            for same_height in kernels.chunk_by(|x, y| x.window_rows == y.window_rows) {
                 let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
                 for &rt in same_height {
@@ -626,7 +658,9 @@ impl Engine {
                 .iter()
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
-            if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+            if split_tf32 {
+                // (HRPB has no 3×TF32 kernel.)
+            } else if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
                 if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)? {
                     best.offer(ms, || Candidate::Hrpb(dev));
                 }

@@ -14,12 +14,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_gpu::Gpu;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf, SpmmAlg};
-use tcsparse_gpu::permute::RowPermutation;
+use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
@@ -106,8 +106,10 @@ impl HalfSetups {
 }
 
 /// A 16-bit element type of the GPU's f16 / bf16 products: the row-tile kernels' and
-/// cuSPARSE's ([`HalfSetups`]).
-pub(crate) trait HalfElement: RowTileHalf {
+/// cuSPARSE's ([`HalfSetups`]), permuted on the device as its bits.
+pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
+    /// The scratch buffers of this type.
+    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self>;
     /// [`HalfSetups`] of this type, empty.
     fn no_setups() -> HalfSetups;
     /// The set-ups in `s` where they are of this type.
@@ -115,6 +117,9 @@ pub(crate) trait HalfElement: RowTileHalf {
 }
 
 impl HalfElement for f16 {
+    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+        &mut s.f16
+    }
     fn no_setups() -> HalfSetups {
         HalfSetups::F16(HashMap::new())
     }
@@ -127,6 +132,9 @@ impl HalfElement for f16 {
 }
 
 impl HalfElement for bf16 {
+    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+        &mut s.bf16
+    }
     fn no_setups() -> HalfSetups {
         HalfSetups::Bf16(HashMap::new())
     }
@@ -278,15 +286,34 @@ impl std::ops::Deref for PreparedMatrix {
     }
 }
 
-/// Device scratch buffers of [`RowOrder::Original`] products.
+/// Device scratch buffers of [`RowOrder::Original`] products (B and C in prepared order), in
+/// f32 and in each 16-bit type.
 #[derive(Default)]
 pub(crate) struct Scratch {
     b: Option<CudaSlice<f32>>,
     c: Option<CudaSlice<f32>>,
+    f16: HalfScratch<f16>,
+    bf16: HalfScratch<bf16>,
+}
+
+/// [`Scratch`]'s B and C in a 16-bit type.
+pub(crate) struct HalfScratch<H> {
+    b: Option<CudaSlice<H>>,
+    c: Option<CudaSlice<H>>,
+}
+
+impl<H> Default for HalfScratch<H> {
+    fn default() -> Self {
+        Self { b: None, c: None }
+    }
 }
 
 /// `buf` if it holds at least `len` elements, else a new zeroed buffer of `len`.
-fn at_least(gpu: &Gpu, buf: Option<CudaSlice<f32>>, len: usize) -> Result<CudaSlice<f32>, Error> {
+fn at_least<T: DeviceRepr + ValidAsZeroBits>(
+    gpu: &Gpu,
+    buf: Option<CudaSlice<T>>,
+    len: usize,
+) -> Result<CudaSlice<T>, Error> {
     match buf {
         Some(b) if b.len() >= len.max(1) => Ok(b),
         _ => Ok(gpu.alloc_zeros(len.max(1))?),

@@ -302,9 +302,8 @@ impl Prepared {
     /// C is never read. Queued on the engine's stream, no synchronization. f32 is
     /// [`Prepared::spmm_device`]; f16 and bf16 run the prepared half kernel with f32
     /// accumulation, C rounded to `T` on the device. Rows are in the original order unless the
-    /// matrix was prepared with [`RowOrder::Prepared`]; a reordered f16 / bf16 preparation in the
-    /// original order is [`Error::Unsupported`] (the device row permutation is f32 only): prepare
-    /// it with [`RowOrder::Prepared`] and permute the rows yourself, or without a reordering.
+    /// matrix was prepared with [`RowOrder::Prepared`] (as [`Prepared::spmm_device`]: a
+    /// reordered matrix's B and C rows are gathered and scattered on the device, in `T`).
     pub fn spmm_device_typed<T: Element, B: DevicePtr<T>, C: DevicePtr<T> + DevicePtrMut<T>>(
         &mut self,
         alpha: f32,
@@ -349,7 +348,12 @@ impl Prepared {
     }
 
     /// [`Prepared::spmm_device_typed_strided`] for the 16-bit type `H` (`T` is `H`).
-    fn spmm_device_half<T: Element, H: HalfElement, B: DevicePtr<T>, C: DevicePtrMut<T>>(
+    fn spmm_device_half<
+        T: Element,
+        H: HalfElement,
+        B: DevicePtr<T>,
+        C: DevicePtr<T> + DevicePtrMut<T>,
+    >(
         &mut self,
         alpha: f32,
         b: &B,
@@ -371,21 +375,49 @@ impl Prepared {
         if matches!(self.dev, DeviceState::Cpu) {
             return Err(cpu_path());
         }
-        if self.device_order == RowOrder::Original && self.perm.is_some() {
-            return Err(Error::Unsupported {
-                requested: Requested::Element(T::DTYPE),
-                kernels: "the device row permutation (f32 only)".into(),
-                hint: "; a reordered matrix takes f16 / bf16 device operands in the prepared \
-                       row order (PrepareOptions::device_order(RowOrder::Prepared)), or prepare \
-                       it without a reordering"
-                    .into(),
-            });
+        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
+        if self.device_order == RowOrder::Prepared || self.perm.is_none() {
+            return self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n);
         }
         if n == 0 || rows == 0 {
             return Ok(());
         }
-        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
-        self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n)
+        // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order in H,
+        // multiply, scatter C back (the 16-bit permutation moves the values' bits).
+        let gpu = self.gpu_handle()?;
+        if self.device_perm.is_none() {
+            let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+            self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
+        }
+        let symmetric = self.report.mode == Mode::Symmetric;
+        let scratch = H::scratch(&mut self.scratch);
+        let (sb, sc) = (scratch.b.take(), scratch.c.take());
+        let mut cp = at_least(&gpu, sc, rows * n)?;
+        let mut bp = if symmetric {
+            Some(at_least(&gpu, sb, cols * n)?)
+        } else {
+            None
+        };
+        let result = (|| {
+            let perm = self.device_perm()?;
+            if let Some(bp) = bp.as_mut() {
+                perm.gather(&b, ldb, bp, n, n)?;
+            }
+            if beta != 0.0 {
+                perm.gather(&c, ldc, &mut cp, n, n)?;
+            }
+            match bp.as_ref() {
+                Some(bp) => self.launch_half::<H>(alpha, bp, n, beta, &mut cp, n, n)?,
+                None => self.launch_half::<H>(alpha, &b, ldb, beta, &mut cp, n, n)?,
+            }
+            let perm = self.device_perm()?;
+            perm.scatter(&cp, n, &mut c, ldc, n)?;
+            Ok(())
+        })();
+        let scratch = H::scratch(&mut self.scratch);
+        scratch.b = bp;
+        scratch.c = Some(cp);
+        result
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
@@ -845,8 +877,21 @@ fn cusparse_packed(n: usize, ldb: usize, ldc: usize) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{gather_rows, scatter_rows};
+    use super::{gather_rows, same_type, scatter_rows};
+    use crate::element::{bf16, f16};
     use tcsparse_reorder::Permutation;
+
+    /// Operands are handed on as a kernel's type only where they are of that very type.
+    #[test]
+    fn operands_are_handed_on_only_as_their_own_type() {
+        assert!(same_type::<f32, f32>().is_ok());
+        assert!(same_type::<f16, f16>().is_ok());
+        assert!(same_type::<bf16, bf16>().is_ok());
+        assert!(same_type::<f16, bf16>().is_err());
+        assert!(same_type::<bf16, f16>().is_err());
+        assert!(same_type::<f32, f16>().is_err());
+        assert!(same_type::<u16, f16>().is_err());
+    }
 
     proptest::proptest! {
         /// Scattering what was gathered with the same permutation gives back every row's first
