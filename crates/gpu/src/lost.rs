@@ -66,6 +66,23 @@ impl Gpu {
         sticky_error()
     }
 
+    /// Non-blocking check of [`Gpu::stream`] after a vendor library queued work on it: a
+    /// [`GpuError::DeviceLost`] when its context has a sticky fault (cuSPARSE queues kernels on a
+    /// lost context and still reports success), `Ok` while the context works, queued work
+    /// included (`cuStreamQuery`, which never waits). A capturing stream is not queried (the
+    /// query would end the capture): `Ok`.
+    pub fn stream_fault(&self) -> Result<(), GpuError> {
+        let stream = self.stream();
+        if stream.capture_status()? != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
+            return Ok(());
+        }
+        // SAFETY: the stream is this handle's live stream; cuStreamQuery only reads its state.
+        match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+            sys::cudaError_enum::CUDA_SUCCESS | sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(()),
+            e => Err(DriverError(e).into()),
+        }
+    }
+
     /// Makes this handle's CUDA context unusable, for tests of what a lost device returns: runs
     /// one thread of a kernel that executes `trap;` on [`Gpu::stream`] and waits for it. Returns
     /// the status the wait reported (a [`GpuError::DeviceLost`]; the driver documents

@@ -283,6 +283,7 @@ impl Prepared {
                     }
                 };
                 s.run(alpha, b, beta, c)?;
+                gpu.stream_fault()?;
             }
             _ => {
                 return Err(Error::Unsupported {
@@ -576,6 +577,8 @@ impl Prepared {
                     }
                 };
                 s.run(alpha, b, beta, c)?;
+                // (cuSPARSE reports success on a lost context: ask the stream.)
+                gpu.stream_fault()?;
             }
             DeviceState::CusparseHalf(h) => {
                 return Err(Error::ElementType {

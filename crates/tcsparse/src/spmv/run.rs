@@ -72,7 +72,14 @@ impl PreparedSpmv {
         match &mut self.exec {
             Exec::Ours(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
             Exec::Csr(k) => Ok(k.run(alpha, x, beta, y, self.n)?),
-            Exec::Cusparse(c) => Ok(c.run(alpha, x, beta, y, self.n)?),
+            Exec::Cusparse(c) => {
+                c.run(alpha, x, beta, y, self.n)?;
+                // (cuSPARSE reports success on a lost context: ask the stream.)
+                match &self.gpu {
+                    Some(gpu) => Ok(gpu.stream_fault()?),
+                    None => Ok(()),
+                }
+            }
             Exec::Cpu(_) => Err(Error::Unavailable(
                 "spmv_device on an engine without a GPU".into(),
             )),
