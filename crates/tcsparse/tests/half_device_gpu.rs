@@ -209,12 +209,11 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
     }
 }
 
-/// A tuned `Precision::F32` preparation times the 3×TF32 row-tile kernels beside cuSPARSE and
-/// the CSR kernel and keeps one only where its full time is the fastest full time; whatever it
-/// keeps meets `Prepared::error_bound` (3×TF32's f32-grade bound, or f32's).
+/// A tuned `Precision::F32` preparation never keeps, nor times, the 3×TF32 row-tile kernels
+/// (their bound exceeds f32's at every row length); what it keeps meets f32's bound.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn f32_tuning_keeps_3xtf32_only_where_fastest() {
+fn f32_tuning_keeps_f32_kernels() {
     let engine = engine();
     for a in [support::hub_rows_203(), scattered(50_000)] {
         let n = 64;
@@ -224,27 +223,20 @@ fn f32_tuning_keeps_3xtf32_only_where_fastest() {
             .build();
         let mut p = engine.prepare_spmm(&a, &opts).unwrap();
         let tuning = &p.report().tuning;
-        let full: Vec<_> = tuning
-            .iter()
-            .filter(|s| !s.candidate.ends_with("[probe]"))
-            .collect();
-        let fastest = full.iter().min_by(|x, y| x.ms.total_cmp(&y.ms)).unwrap();
         println!("{} rows: {} kept; {tuning:?}", a.rows(), p.kernel());
-        if a.nnz() < tcsparse::PRUNE_MIN_NNZ {
-            assert!(
-                tuning.iter().any(|s| s.candidate.contains("3xTF32")),
-                "3xTF32 not timed: {tuning:?}"
-            );
-        }
-        if let ExecKernel::RowTile { kernel, .. } = p.kernel() {
-            assert_eq!(kernel.arith, tcsparse::RowTileArith::Tf32x3);
-            assert_eq!(p.precision(), tcsparse::Precision::Tf32x3);
-            assert!(
-                fastest.candidate.starts_with(&p.kernel().to_string()),
-                "{} kept, {fastest:?} fastest",
-                p.kernel()
-            );
-        }
+        assert!(
+            !tuning.iter().any(|s| s.candidate.contains("3xTF32")),
+            "3xTF32 timed: {tuning:?}"
+        );
+        assert!(
+            matches!(
+                p.kernel(),
+                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+            ),
+            "{}",
+            p.kernel()
+        );
+        assert_eq!(p.precision(), tcsparse::Precision::F32);
         let b = support::values(a.cols() * n, 31);
         let c0 = support::values(a.rows() * n, 32);
         let mut c = c0.clone();

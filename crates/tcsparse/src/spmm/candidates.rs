@@ -78,6 +78,16 @@ const SPLIT_TF32_KERNELS: [RowTileKernel; 2] = [
     RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
 ];
 
+/// Whether the 3×TF32 kernels may stand in for `Precision::F32` on rows of at most `k`
+/// nonzeros: only where their bound ([`Precision::Tf32x3`], 2⁻²⁰ + γ_6k) is within F32's (γ_k).
+/// It never is: the 2⁻²⁰ of the dropped small·small products and the three sums per nonzero
+/// exceed γ_k for every k, and on the H200 their relative error reached 29× cuSPARSE f32's
+/// (docs/results/spmm-3xtf32-h200.md). So a tuned F32 preparation keeps f32 kernels; 3×TF32 is
+/// what `Precision::Tf32x3` asks for.
+fn three_tf32_meets_f32_bound(k: usize) -> bool {
+    Precision::Tf32x3.scaled_error_bound(k) <= Precision::F32.scaled_error_bound(k)
+}
+
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
 pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 
@@ -423,9 +433,9 @@ impl Engine {
     /// [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as asked) under each
     /// schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the Acc-SpMM
     /// candidate's matrix, at width `opts.n`; keep the fastest. At `Precision::F32` the
-    /// tensor-core candidates are the 3×TF32 row-tile kernels ([`SPLIT_TF32_KERNELS`], with
-    /// `Balance::Auto`, pruned alike), kept only where faster (the report's precision is then
-    /// [`Precision::Tf32x3`], its f32-grade bound [`Prepared::error_bound`]'s). On matrices of at least
+    /// tensor-core candidates would be the 3×TF32 row-tile kernels ([`SPLIT_TF32_KERNELS`], with
+    /// `Balance::Auto`, pruned alike), but only where their bound is within F32's
+    /// ([`three_tf32_meets_f32_bound`], which no row length meets). On matrices of at least
     /// [`PRUNE_MIN_NNZ`] nonzeros with `Balance::Auto` the row-tile kernels and HRPB come first
     /// (on a host-only preparation) and Acc-SpMM is built only where its prediction is within
     /// [`HRPB_SKIP_FACTOR`] of the best measured. Each family of candidates
@@ -550,9 +560,12 @@ impl Engine {
         let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
         let worth = tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
         let tensor_cores = opts.precision == Precision::Tf32 && worth;
-        // For f32 accuracy, the 3×TF32 row-tile kernels (f32-grade bound) beside the CUDA-core
-        // ones, pruned as the TF32 tensor-core candidates are.
-        let split_tf32 = opts.precision == Precision::F32 && opts.balance == Balance::Auto && worth;
+        // For f32 accuracy, the 3×TF32 row-tile kernels beside the CUDA-core ones, pruned as the
+        // TF32 tensor-core candidates are, where their bound is within F32's.
+        let split_tf32 = opts.precision == Precision::F32
+            && opts.balance == Balance::Auto
+            && worth
+            && three_tf32_meets_f32_bound(cus.a.longest_row());
         let pruned = matches!(opts.precision, Precision::Tf32 | Precision::F32) && !worth;
         let mut best: Fastest<Candidate> = Fastest::new();
         let mut acc_err = None;
@@ -803,6 +816,15 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn three_tf32_never_stands_in_for_f32() {
+        // 2⁻²⁰ + γ_6k against γ_k (u = 2⁻²⁴): larger at every row length, so the F32 tuning
+        // never times the 3×TF32 kernels.
+        for k in [0usize, 1, 2, 16, 17, 100, 10_000, 1_000_000] {
+            assert!(!three_tf32_meets_f32_bound(k), "k = {k}");
+        }
+    }
 
     #[test]
     fn tensor_cores_are_pruned_only_for_large_unreordered_cusparse_class_matrices() {

@@ -337,6 +337,14 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
+/// The bound [`Prepared::error_bound`] reports for cuSPARSE in f16 / bf16 on rows of at most `k`
+/// nonzeros: [`DType::rounded_a_bound`] with C's rounding counted twice (cuSPARSE rounds α·A·B to
+/// the type before it adds β·C). The tuning keeps cuSPARSE in the type only after a checked
+/// product met it (its ALG2 in bf16 did not on mbeacxc, H200).
+pub(crate) fn cusparse_half_bound(dtype: DType, k: usize) -> f64 {
+    dtype.scaled_error_bound(dtype.scaled_error_bound(dtype.rounded_a_bound(k)))
+}
+
 impl Prepared {
     /// Columns of B and C in the products: [`PrepareOptions::n`](crate::PrepareOptions::n), the
     /// width the plan and the tuning were made for, until [`Prepared::set_n`].
@@ -455,9 +463,7 @@ impl Prepared {
             ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
                 self.dtype.scaled_error_bound(self.dtype.rounded_a_bound(k))
             }
-            ExecKernel::CusparseHalf { dtype, .. } => {
-                dtype.scaled_error_bound(dtype.scaled_error_bound(dtype.rounded_a_bound(k)))
-            }
+            ExecKernel::CusparseHalf { dtype, .. } => cusparse_half_bound(dtype, k),
             _ => self
                 .dtype
                 .scaled_error_bound(self.report.precision().scaled_error_bound(k)),

@@ -157,6 +157,57 @@ fn time_cusparse_half<H: HalfElement>(
         .median_ms)
 }
 
+/// Most multiply-adds of [`cusparse_half_checked`]'s f64 reference (rows beyond it are sampled).
+const CHECK_MADDS: usize = 1 << 25;
+
+/// One product of cuSPARSE in `H` under `alg` on `a` at width `n` (B: fixed values in
+/// [−1, 1] rounded to `H`), checked against an f64 reference on every row (on a sample of
+/// evenly spaced rows, the longest included, where `a`'s nonzeros times `n` exceed
+/// [`CHECK_MADDS`]) with the scaled bound `bound`: `None` where it meets it, else what exceeded.
+fn cusparse_half_checked<H: HalfElement>(
+    gpu: &Gpu,
+    csr: &CusparseCsr,
+    a: &Csr,
+    n: usize,
+    alg: SpmmAlg,
+    bound: f64,
+) -> Result<Option<String>, Error> {
+    let (rows, cols) = (a.rows(), a.cols());
+    if rows == 0 || cols == 0 || n == 0 {
+        return Ok(None);
+    }
+    let b: Vec<H> = (0..cols * n)
+        .map(|i| H::from_f32(((i.wrapping_mul(2_654_435_761) % 2001) as f32 - 1000.0) / 1000.0))
+        .collect();
+    let mut s = CusparseSpmmHalf::<H>::new(gpu, csr, a.data(), n, alg)?;
+    let bd = gpu.upload(&b)?;
+    let mut cd = gpu.alloc_zeros::<H>(rows * n)?;
+    s.run(1.0, &bd, 0.0, &mut cd)?;
+    let c: Vec<H> = gpu.download(&cd)?;
+    let ip = a.indptr();
+    let ip = ip.raw_storage();
+    let (idx, val) = (a.indices(), a.data());
+    let stride = (a.nnz().max(1) * n).div_ceil(CHECK_MADDS).max(1);
+    let longest = (0..rows).max_by_key(|&r| ip[r + 1] - ip[r]).unwrap_or(0);
+    let (mut got, mut want, mut scale) = (Vec::new(), Vec::new(), Vec::new());
+    for r in (0..rows).step_by(stride).chain(std::iter::once(longest)) {
+        for j in 0..n {
+            let (mut w, mut sc) = (0f64, 0f64);
+            for p in ip[r] as usize..ip[r + 1] as usize {
+                let x = f64::from(b[idx[p] as usize * n + j].to_f32());
+                w += f64::from(val[p]) * x;
+                sc += (f64::from(val[p]) * x).abs();
+            }
+            got.push(c[r * n + j].to_f32());
+            want.push(w);
+            scale.push(sc);
+        }
+    }
+    let k = (ip[longest + 1] - ip[longest]) as usize;
+    let check = crate::accuracy::check_products(&got, &want, &scale, bound, k);
+    Ok((!check.passed()).then(|| format!("{check:?}")))
+}
+
 /// What [`tune_typed`] keeps: a row-tile kernel (window height and schedule) or cuSPARSE in the
 /// element type under one algorithm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -221,6 +272,7 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             }
         }
     }
+    let best_row_tile = best;
     // cuSPARSE in the same type: each algorithm it accepts.
     let mut cusparse: Option<(CusparseCsr, f64)> = None;
     if arith.is_half() {
@@ -262,9 +314,35 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             },
         }
     }
-    let Some((ms, choice)) = best else {
+    let Some((mut ms, mut choice)) = best else {
         return Ok(());
     };
+    // cuSPARSE in the type is kept only after a checked product meets the bound it would report.
+    let mut kept_out = None;
+    if let (TypedChoice::Cusparse(alg), Some((csr, _))) = (choice, &cusparse) {
+        let bound = super::cusparse_half_bound(p.dtype, p.a.longest_row());
+        let checked = match arith {
+            RowTileArith::F16 => cusparse_half_checked::<f16>(gpu, csr, &p.a, n, alg, bound),
+            _ => cusparse_half_checked::<bf16>(gpu, csr, &p.a, n, alg, bound),
+        };
+        let why = match checked {
+            Ok(None) => None,
+            Ok(Some(excess)) => Some(format!("its checked product exceeded the bound ({excess})")),
+            Err(e) => Some(format!("its checked product failed ({e})")),
+        };
+        if let Some(why) = why {
+            tracing::info!("cuSPARSE {} ({alg:?}) kept out: {why}", p.dtype);
+            kept_out = Some(format!(
+                "; cuSPARSE {} ({}) kept out: {why}",
+                p.dtype,
+                alg.name()
+            ));
+            match best_row_tile {
+                Some(b) => (ms, choice) = b,
+                None => return Ok(()),
+            }
+        }
+    }
     let (window_rows, schedule) = match choice {
         TypedChoice::RowTile(window_rows, schedule) => (window_rows, schedule),
         TypedChoice::Cusparse(alg) => {
@@ -304,6 +382,9 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
     );
     if let Some((_, c)) = cusparse.filter(|c| c.1.is_finite()) {
         p.report.kernel_note += &format!("; cuSPARSE in it at best {c:.4} ms");
+    }
+    if let Some(note) = kept_out {
+        p.report.kernel_note += &note;
     }
     p.report.thread_blocks = d.num_tbs();
     p.report.split_windows = d.num_split_windows();
