@@ -217,13 +217,7 @@ impl Report {
                 .iter()
                 .filter(|c| c.op == Op::Spmm && c.backend == v.headline() && c.ok())
                 .filter_map(|c| {
-                    let base = self.cases.iter().find(|b| {
-                        b.op == c.op
-                            && b.backend == BASELINE
-                            && b.matrix == c.matrix
-                            && b.n == c.n
-                            && b.ok()
-                    })?;
+                    let base = self.passing_peer(c, BASELINE)?;
                     let ratio = error_ratio(c.rel_err?, base.rel_err?)?;
                     Some((ratio, format!("{} N={}", c.matrix, c.n)))
                 })
@@ -354,14 +348,8 @@ impl Report {
                     x(self.vs_default(c))
                 )
             } else {
-                let base = self.cases.iter().find(|b| {
-                    b.op == c.op
-                        && b.backend == BASELINE
-                        && b.matrix == c.matrix
-                        && b.n == c.n
-                        && b.ok()
-                });
-                let ratio = base
+                let ratio = self
+                    .passing_peer(c, BASELINE)
                     .filter(|_| c.ok() && c.backend != BASELINE)
                     .and_then(|b| error_ratio(c.rel_err?, b.rel_err?));
                 f2(ratio)

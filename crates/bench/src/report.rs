@@ -357,6 +357,17 @@ pub fn geomean(xs: &[f64]) -> Option<f64> {
 }
 
 impl Report {
+    /// The passing case of backend `backend` at `case`'s op, matrix and N, if there is one.
+    pub fn passing_peer(&self, case: &Case, backend: &str) -> Option<&Case> {
+        self.cases.iter().find(|c| {
+            c.op == case.op
+                && c.backend == backend
+                && c.matrix == case.matrix
+                && c.n == case.n
+                && c.ok()
+        })
+    }
+
     /// Speedup of `case` over its baseline ([`Case::baseline_backend`]: the vendor baseline of its
     /// op, cuSPARSE in the same type for an f16 or bf16 case) at the same matrix and N:
     /// baseline ms / case ms. `None` unless both ran and passed their accuracy checks.
@@ -373,13 +384,7 @@ impl Report {
         if !case.ok() || case.backend == baseline {
             return None;
         }
-        let base = self.cases.iter().find(|c| {
-            c.op == case.op
-                && c.backend == baseline
-                && c.matrix == case.matrix
-                && c.n == case.n
-                && c.ok()
-        })?;
+        let base = self.passing_peer(case, baseline)?;
         let (b, t) = (base.ms?, case.ms?);
         (b > 0.0 && t > 0.0).then(|| b / t)
     }
@@ -408,13 +413,7 @@ impl Report {
         if !case.ok() || case.backend == baseline {
             return None;
         }
-        let base = self.cases.iter().find(|c| {
-            c.op == case.op
-                && c.backend == baseline
-                && c.matrix == case.matrix
-                && c.n == case.n
-                && c.ok()
-        })?;
+        let base = self.passing_peer(case, baseline)?;
         let saved = base.ms? - case.ms?;
         Some((saved > 0.0 && total.is_finite()).then(|| total / saved))
     }

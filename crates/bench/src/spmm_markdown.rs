@@ -235,13 +235,7 @@ impl Report {
             return None;
         }
         let baseline = case.baseline_backend();
-        let base = self.cases.iter().find(|c| {
-            c.op == case.op
-                && c.backend == baseline
-                && c.matrix == case.matrix
-                && c.n == case.n
-                && c.ok()
-        })?;
+        let base = self.passing_peer(case, baseline)?;
         let (d, t) = (base.default_ms?, case.ms?);
         (d > 0.0 && t > 0.0).then(|| d / t)
     }
