@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use std::fmt::Write as _;
 
-use crate::report::{BASELINE, Group, Op, Report, Status, geomean};
+use crate::report::{BASELINE, Group, Op, Report, geomean};
 
 /// The element type or precision of a run other than f32/TF32.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -242,8 +242,6 @@ impl Report {
     /// for 3×TF32 the error ratio to cuSPARSE f32's).
     pub fn numerics_markdown(&self, v: Numerics) -> String {
         let f2 = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
-        let f3 = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.3}"));
-        let e = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.1e}"));
         let x = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}×"));
         let mut s = String::new();
         let half = v.same_type_baseline().is_some();
@@ -331,11 +329,7 @@ impl Report {
             if half { "---:|" } else { "" }
         );
         for c in &self.cases {
-            let status = match &c.status {
-                Status::Ok => "ok".to_string(),
-                Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
-                Status::NotAvailable { why } => format!("not available: {}", why.replace('|', "/")),
-            };
+            let status = c.status_cell();
             let speedup = if c.failed() {
                 "FAILED".to_string()
             } else {
@@ -356,18 +350,8 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {speedup} | {extra} | {} | {} | {status} |",
-                c.matrix,
-                c.group.name(),
-                c.rows,
-                c.nnz,
-                c.n,
-                c.backend,
-                f3(c.ms),
-                f2(c.gflops()),
-                f2(c.gbps()),
-                e(c.rel_err),
-                e(c.scaled_err),
+                "| {} | {speedup} | {extra} | {} | {} | {status} |",
+                c.measure_cells(),
                 f2(c.prep.as_ref().and_then(|p| p.total_ms)),
                 c.plan.as_deref().unwrap_or("–").replace('|', "/"),
             );
@@ -425,6 +409,7 @@ pub fn error_ratio(ours: f64, base: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::Status;
 
     #[test]
     fn flags_name_one_variant_or_are_refused_with_both_named() {

@@ -287,6 +287,36 @@ impl Case {
         self.backend == self.baseline_backend()
     }
 
+    /// The status cell of a Markdown case table: `ok`, `FAILED: <reason>` or
+    /// `not available: <why>`, a `|` in the text written `/`.
+    pub fn status_cell(&self) -> String {
+        match &self.status {
+            Status::Ok => "ok".to_string(),
+            Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
+            Status::NotAvailable { why } => format!("not available: {}", why.replace('|', "/")),
+        }
+    }
+
+    /// The cells every SpMM case table starts with, joined by ` | `: matrix, group, rows, nnz, N,
+    /// backend, ms, GFLOP/s, GB/s, rel err, scaled err (`–` where there is no value).
+    pub fn measure_cells(&self) -> String {
+        let cell = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+        format!(
+            "{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}",
+            self.matrix,
+            self.group.name(),
+            self.rows,
+            self.nnz,
+            self.n,
+            self.backend,
+            cell(self.ms.map(|v| format!("{v:.3}"))),
+            cell(self.gflops().map(|v| format!("{v:.2}"))),
+            cell(self.gbps().map(|v| format!("{v:.2}"))),
+            cell(self.rel_err.map(|v| format!("{v:.1e}"))),
+            cell(self.scaled_err.map(|v| format!("{v:.1e}"))),
+        )
+    }
+
     /// Whether this case is a vendor library (`cusparse…`, `cublas…`: the baseline or another
     /// vendor routine such as SpAMM's `cublas-sgemm`), not one of ours: the regression gate
     /// compares only ours.

@@ -315,11 +315,7 @@ against f64 on 32 sampled rows. bound: the reported bound from the skipped norm 
                 .and_then(|x| Some(format!("{:.2}×", x.ms? / c.ms?)))
                 .unwrap_or_else(|| "–".into())
         };
-        let status = match &c.status {
-            Status::Ok => "ok".to_string(),
-            Status::Failed { reason } => format!("FAILED: {}", reason.replace('|', "/")),
-            Status::NotAvailable { why } => format!("not available: {}", why.replace('|', "/")),
-        };
+        let status = c.status_cell();
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {status} |\n",
             c.matrix,
