@@ -1,5 +1,8 @@
 //! Shared by the dataset tests of tcsparse-formats.
 
+#[path = "../support/data_skip.rs"]
+mod data_skip;
+
 use std::path::PathBuf;
 
 /// The shared dataset folder: `$TCSPARSE_SHARED_DATASETS`, else `shared/datasets` next to this
@@ -22,26 +25,12 @@ pub fn shared_dir() -> Option<PathBuf> {
              matrices, or TCSPARSE_ALLOW_MISSING_DATA=1 to skip the dataset tests",
             dir.display()
         );
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("unnamed test")
-            .to_string();
+        let test = data_skip::current_test();
         eprintln!(
             "note: no shared dataset folder at {}; skipping {test}",
             dir.display()
         );
-        if let Some(log) = std::env::var_os("TCSPARSE_DATA_SKIP_LOG") {
-            use std::io::Write;
-            let line = format!("{} {test}\n", env!("CARGO_PKG_NAME"));
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-                .unwrap_or_else(|e| {
-                    panic!("TCSPARSE_DATA_SKIP_LOG {}: {e}", log.to_string_lossy())
-                });
-        }
+        data_skip::log_skip(&test);
         return None;
     }
     Some(dir)

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // not every test binary that includes this module uses every helper
 
+#[path = "../../../formats/tests/support/data_skip.rs"]
+mod data_skip;
+
 use std::path::{Path, PathBuf};
 
 use rand::Rng;
@@ -48,23 +51,9 @@ pub fn dataset_files(max_bytes: u64) -> Vec<PathBuf> {
             "no shared dataset folder: set TCSPARSE_SHARED_DATASETS to a folder of .mtx.gz \
              matrices, or TCSPARSE_ALLOW_MISSING_DATA=1 to skip the real matrices"
         );
-        let test = std::thread::current()
-            .name()
-            .unwrap_or("unnamed test")
-            .to_string();
+        let test = data_skip::current_test();
         println!("note: no shared dataset folder; skipping the real matrices of {test}");
-        if let Some(log) = std::env::var_os("TCSPARSE_DATA_SKIP_LOG") {
-            use std::io::Write;
-            let line = format!("{} {test}\n", env!("CARGO_PKG_NAME"));
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-                .unwrap_or_else(|e| {
-                    panic!("TCSPARSE_DATA_SKIP_LOG {}: {e}", log.to_string_lossy())
-                });
-        }
+        data_skip::log_skip(&test);
         return Vec::new();
     };
     let only = datasets_only();
