@@ -56,16 +56,20 @@ fn workdir(test: &str) -> std::path::PathBuf {
     common::workdir_with_west("cli_json", test)
 }
 
+/// Snapshots `tcsparse args --json`, run in a folder of its own, under the test's name `test`.
+fn assert_json(test: &str, args: &[&str]) {
+    let dir = workdir(test);
+    insta::assert_snapshot!(test, json(args, &dir));
+}
+
 #[test]
 fn info_json() {
-    let dir = workdir("info_json");
-    insta::assert_snapshot!(json(&["info", "west0067.mtx.gz", "--formats"], &dir));
+    assert_json("info_json", &["info", "west0067.mtx.gz", "--formats"]);
 }
 
 #[test]
 fn plan_json() {
-    let dir = workdir("plan_json");
-    insta::assert_snapshot!(json(&["plan", "west0067.mtx.gz", "--n", "64"], &dir));
+    assert_json("plan_json", &["plan", "west0067.mtx.gz", "--n", "64"]);
 }
 
 #[test]
@@ -98,42 +102,38 @@ fn convert_and_reorder_json() {
 
 #[test]
 fn spmm_json() {
-    let dir = workdir("spmm_json");
-    insta::assert_snapshot!(json(
+    assert_json(
+        "spmm_json",
         &["spmm", "west0067.mtx.gz", "--n", "8", "--iters", "1"],
-        &dir
-    ));
+    );
 }
 
 #[test]
 fn spmv_json() {
-    let dir = workdir("spmv_json");
-    insta::assert_snapshot!(json(
+    assert_json(
+        "spmv_json",
         &["spmv", "west0067.mtx.gz", "--n", "2", "--iters", "1"],
-        &dir
-    ));
+    );
 }
 
 #[test]
 fn spamm_json() {
-    let dir = workdir("spamm_json");
-    insta::assert_snapshot!(json(
+    assert_json(
+        "spamm_json",
         &[
             "spamm",
             "--gen",
             "exponential:n=128,rate=0.2",
             "--valid-ratio",
-            "0.5"
+            "0.5",
         ],
-        &dir
-    ));
+    );
 }
 
 #[test]
 fn demo_json() {
-    let dir = workdir("demo_json");
-    insta::assert_snapshot!(json(
+    assert_json(
+        "demo_json",
         &["demo", "west0067.mtx.gz", "--n", "4", "--iters", "1"],
-        &dir
-    ));
+    );
 }
