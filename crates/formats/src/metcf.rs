@@ -14,7 +14,7 @@ use crate::Csr;
 use crate::layout::{
     Compacted, FormatError, Layout, for_each_window_block, invalid, layout_from_inherent,
 };
-use crate::windowed::decode::csr_from_windows;
+use crate::windowed::decode::csr_from_blocks;
 use crate::windowed::{WindowSpec, build_windowed};
 
 /// Rows per window.
@@ -66,23 +66,15 @@ impl MeTcf {
 
     /// Converts back to CSR, bit-exact.
     pub fn to_csr(&self) -> Csr {
-        let rwo = &self.row_window_offset;
-        let win_nnz: Vec<usize> = rwo
-            .iter()
-            .map(|&b| self.tc_offset[b as usize] as usize)
-            .collect();
-        csr_from_windows(
-            self.rows,
-            self.cols,
+        csr_from_blocks(
+            (self.rows, self.cols),
             self.nnz(),
             WINDOW_ROWS,
-            &win_nnz,
-            |w, push| {
-                for b in rwo[w] as usize..rwo[w + 1] as usize {
-                    for k in self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize {
-                        let p = self.tc_local_id[k] as usize;
-                        push(p / 8, self.sparse_a_to_x[b * 8 + p % 8], self.values[k]);
-                    }
+            (&self.row_window_offset, &self.tc_offset),
+            |b, push| {
+                for k in self.tc_offset[b] as usize..self.tc_offset[b + 1] as usize {
+                    let p = self.tc_local_id[k] as usize;
+                    push(p / 8, self.sparse_a_to_x[b * 8 + p % 8], self.values[k]);
                 }
             },
         )

@@ -20,7 +20,7 @@ use crate::layout::{
     Compacted, FormatError, Layout, check_block_cols, check_dims, check_prefix,
     for_each_window_block, invalid, layout_from_inherent, mask_slots, rows_mask,
 };
-use crate::windowed::decode::csr_from_windows;
+use crate::windowed::decode::csr_from_blocks;
 use crate::windowed::{WindowSpec, build_windowed};
 use rayon::prelude::*;
 
@@ -111,23 +111,15 @@ impl RowTileTcf {
 
     /// Converts back to CSR, bit-exact.
     pub fn to_csr(&self) -> Csr {
-        let rwo = &self.row_window_offset;
-        let win_nnz: Vec<usize> = rwo
-            .iter()
-            .map(|&b| self.block_value_offset[b as usize] as usize)
-            .collect();
-        csr_from_windows(
-            self.rows,
-            self.cols,
+        csr_from_blocks(
+            (self.rows, self.cols),
             self.nnz(),
             self.window_rows,
-            &win_nnz,
-            |w, push| {
-                for b in rwo[w] as usize..rwo[w + 1] as usize {
-                    self.for_each_in_block(b, |row, slot, v| {
-                        push(row, self.block_cols[b * BLOCK_COLS + slot], v)
-                    });
-                }
+            (&self.row_window_offset, &self.block_value_offset),
+            |b, push| {
+                self.for_each_in_block(b, |row, slot, v| {
+                    push(row, self.block_cols[b * BLOCK_COLS + slot], v)
+                });
             },
         )
     }

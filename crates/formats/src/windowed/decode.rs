@@ -1,6 +1,6 @@
 //! The way back from a windowed layout to CSR, in parallel over chunks of windows: layouts with
-//! one u64 mask per 8-row block ([`csr_from_masks`]) and layouts that decode window by window
-//! ([`csr_from_windows`]).
+//! one u64 mask per 8-row block ([`csr_from_masks`]), layouts that decode block by block
+//! ([`csr_from_blocks`]) and layouts that decode window by window ([`csr_from_windows`]).
 
 use super::{POP8, chunk_windows, split_lens};
 use crate::Csr;
@@ -162,4 +162,29 @@ where
         indptr.push(acc);
     }
     Csr::new((rows, cols), indptr, indices, data)
+}
+
+/// CSR of a layout whose windows hold consecutive blocks: `window_offset` (len windows+1) is the
+/// first block of every window, `value_offset` (len blocks+1) the first value of every block.
+/// `emit(b, push)` must call `push(local_row, col, value)` for every nonzero of block `b`, each
+/// row's entries in ascending column order across the blocks of a window ([`csr_from_windows`]).
+pub(crate) fn csr_from_blocks<F>(
+    (rows, cols): (usize, usize),
+    nnz: usize,
+    window_rows: usize,
+    (window_offset, value_offset): (&[u32], &[u32]),
+    emit: F,
+) -> Csr
+where
+    F: Fn(usize, &mut dyn FnMut(usize, u32, f32)) + Sync,
+{
+    let win_nnz: Vec<usize> = window_offset
+        .iter()
+        .map(|&b| value_offset[b as usize] as usize)
+        .collect();
+    csr_from_windows(rows, cols, nnz, window_rows, &win_nnz, |w, push| {
+        for b in window_offset[w] as usize..window_offset[w + 1] as usize {
+            emit(b, push);
+        }
+    })
 }
