@@ -601,6 +601,17 @@ impl Report {
 pub(crate) mod tests {
     use super::*;
 
+    /// `check`'s refusal to compare `new` with base `base`, asserted to be one: its message.
+    pub(crate) fn refusal(
+        check: fn(&[Report], &[Report]) -> Result<(), String>,
+        base: &Report,
+        new: &Report,
+    ) -> String {
+        let e = check(std::slice::from_ref(base), std::slice::from_ref(new)).unwrap_err();
+        assert!(e.starts_with("not comparable"), "{e}");
+        e
+    }
+
     /// An SpMM case for tests: 1000 × 1000, 50 000 nonzeros, 4 MB to move.
     pub(crate) fn case(
         matrix: &str,
