@@ -1,16 +1,14 @@
 //! `tcsparse reorder`: permutation and matrix outputs, and bad arguments.
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 
 mod common;
-use common::tcsparse;
 
-fn workdir(name: &str) -> PathBuf {
-    common::workdir("cli_reorder", name)
-}
-
-/// Two 4-cliques interleaved (vertices 0,2,4,6 and 1,3,5,7), pattern, general storage.
-fn interleaved(dir: &Path) {
+/// A scratch folder `name` of this suite holding `g.mtx`: two 4-cliques interleaved (vertices
+/// 0,2,4,6 and 1,3,5,7), pattern, general storage.
+fn interleaved(name: &str) -> PathBuf {
+    let dir = common::workdir("cli_reorder", name);
     let mut s = String::from("%%MatrixMarket matrix coordinate pattern general\n8 8 24\n");
     for i in 0..8 {
         for j in 0..8 {
@@ -20,19 +18,23 @@ fn interleaved(dir: &Path) {
         }
     }
     std::fs::write(dir.join("g.mtx"), s).unwrap();
+    dir
+}
+
+/// Runs `tcsparse reorder <input> <args>` in `dir`.
+fn reorder(dir: &Path, input: &str, args: &[&str]) -> Output {
+    common::tcsparse(&[&["reorder", input][..], args].concat(), dir)
 }
 
 #[test]
 fn writes_a_valid_permutation_for_every_method() {
-    let dir = workdir("perm");
-    interleaved(&dir);
+    let dir = interleaved("perm");
     for method in ["affinity", "rabbit", "lsh", "degree", "rcm", "none"] {
         for mode in ["symmetric", "row"] {
-            let o = tcsparse(
-                &[
-                    "reorder", "g.mtx", "--method", method, "--mode", mode, "-o", "g.perm",
-                ],
+            let o = reorder(
                 &dir,
+                "g.mtx",
+                &["--method", method, "--mode", mode, "-o", "g.perm"],
             );
             assert!(
                 o.status.success(),
@@ -50,12 +52,8 @@ fn writes_a_valid_permutation_for_every_method() {
 
 #[test]
 fn affinity_groups_the_cliques_in_the_written_matrix() {
-    let dir = workdir("mtx");
-    interleaved(&dir);
-    let o = tcsparse(
-        &["reorder", "g.mtx", "--method", "affinity", "-o", "r.mtx"],
-        &dir,
-    );
+    let dir = interleaved("mtx");
+    let o = reorder(&dir, "g.mtx", &["--method", "affinity", "-o", "r.mtx"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(dir.join("r.mtx")).unwrap();
     let entries: Vec<(u32, u32)> = text
@@ -77,40 +75,29 @@ fn affinity_groups_the_cliques_in_the_written_matrix() {
 
 #[test]
 fn bad_arguments_fail_with_a_message() {
-    let dir = workdir("bad");
-    interleaved(&dir);
-    let o = tcsparse(
-        &["reorder", "g.mtx", "--method", "nope", "-o", "g.perm"],
-        &dir,
-    );
+    let dir = interleaved("bad");
+    let o = reorder(&dir, "g.mtx", &["--method", "nope", "-o", "g.perm"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown reordering method"));
-    let o = tcsparse(&["reorder", "g.mtx", "-o", "g.txt"], &dir);
+    let o = reorder(&dir, "g.mtx", &["-o", "g.txt"]);
     assert!(!o.status.success());
     std::fs::write(
         dir.join("rect.mtx"),
         "%%MatrixMarket matrix coordinate real general\n2 3 1\n1 3 1.0\n",
     )
     .unwrap();
-    let o = tcsparse(
-        &["reorder", "rect.mtx", "--mode", "symmetric", "-o", "r.perm"],
-        &dir,
-    );
+    let o = reorder(&dir, "rect.mtx", &["--mode", "symmetric", "-o", "r.perm"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("square"));
-    let o = tcsparse(
-        &["reorder", "rect.mtx", "--mode", "row", "-o", "r.perm"],
-        &dir,
-    );
+    let o = reorder(&dir, "rect.mtx", &["--mode", "row", "-o", "r.perm"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
 fn a_gz_output_is_gzip_and_reads_back_as_the_plain_one() {
-    let dir = workdir("gz");
-    interleaved(&dir);
+    let dir = interleaved("gz");
     for out in ["r.mtx", "r.mtx.gz"] {
-        let o = tcsparse(&["reorder", "g.mtx", "-o", out], &dir);
+        let o = reorder(&dir, "g.mtx", &["-o", out]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let gz = std::fs::read(dir.join("r.mtx.gz")).unwrap();
