@@ -17,7 +17,7 @@ use tcsparse::{
 const BOUND: f64 = 2.0 / 1024.0;
 
 mod support;
-use support::{hub_rows_203 as small_matrix, reference, values};
+use support::{datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -53,15 +53,6 @@ fn dataset_wanted(name: &str) -> bool {
     std::env::var("TCSPARSE_DATASETS_ONLY").map_or(true, |v| {
         v.split(',').all(|s| s.trim().is_empty()) || v.split(',').any(|s| s.trim() == name)
     })
-}
-
-fn datasets() -> Option<PathBuf> {
-    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    p.is_dir().then_some(p)
 }
 
 fn scaled_error(p: &mut Prepared, a: &Csr, n: usize, beta: f32) -> f64 {
@@ -398,14 +389,7 @@ fn every_kernel_and_reordering_matches_reference() {
 fn timing_acc_vs_cusparse_on_datasets() {
     let engine = engine();
     let gpu = engine.gpu().unwrap().clone();
-    let Some(dir) = datasets() else {
-        assert!(
-            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
-                .iter()
-                .all(|v| std::env::var(v).as_deref() != Ok("1")),
-            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
-        );
-        println!("note: no shared dataset folder; nothing to time");
+    let Some(dir) = datasets_or_skip("time") else {
         return;
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)

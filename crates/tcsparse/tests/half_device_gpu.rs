@@ -6,8 +6,6 @@
 //! preparation keeps its fastest sample, cuSPARSE in the same type among them; the shared
 //! datasets go through the same path.
 
-use std::path::PathBuf;
-
 use tcsparse::element::{bf16, f16};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::Gpu;
@@ -17,19 +15,10 @@ use tcsparse::{
 };
 
 mod support;
-use support::{longest_row, reference};
+use support::{datasets_or_skip, longest_row, reference};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
-
-fn datasets() -> Option<PathBuf> {
-    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
-        });
-    p.is_dir().then_some(p)
 }
 
 /// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
@@ -261,14 +250,7 @@ fn f32_tuning_keeps_f32_kernels() {
 fn shared_datasets_through_the_half_device_path() {
     let engine = engine();
     let gpu = engine.gpu().unwrap().clone();
-    let Some(dir) = datasets() else {
-        assert!(
-            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
-                .iter()
-                .all(|v| std::env::var(v).as_deref() != Ok("1")),
-            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
-        );
-        println!("note: no shared dataset folder; nothing to run");
+    let Some(dir) = datasets_or_skip("run") else {
         return;
     };
     for name in ["cora", "west0067", "citeseer"] {

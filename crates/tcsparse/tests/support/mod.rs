@@ -1,6 +1,8 @@
 //! Operands and options several facade test files share (each file uses some of them).
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::{Balance, DType, Error, KernelRequest, PrepareOptions, ReorderChoice, Requested};
@@ -108,4 +110,32 @@ pub fn assert_element_type(e: &Error, prepared: DType, got: DType) {
         matches!(e, Error::ElementType { prepared: p, got: g } if *p == prepared && *g == got),
         "{e}"
     );
+}
+
+/// The shared dataset folder: `$TCSPARSE_SHARED_DATASETS`, else `../../../shared/datasets` from
+/// this crate, if it is a folder.
+pub fn datasets() -> Option<PathBuf> {
+    let p = std::env::var_os("TCSPARSE_SHARED_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+        });
+    p.is_dir().then_some(p)
+}
+
+/// [`datasets`] for a test that has nothing to do without them: when the folder is absent, a
+/// failure if the run requires the GPU or the data (`TCSPARSE_REQUIRE_GPU=1`,
+/// `TCSPARSE_REQUIRE_DATA=1`), else `None` after the note "nothing to `what`".
+pub fn datasets_or_skip(what: &str) -> Option<PathBuf> {
+    let dir = datasets();
+    if dir.is_none() {
+        assert!(
+            ["TCSPARSE_REQUIRE_GPU", "TCSPARSE_REQUIRE_DATA"]
+                .iter()
+                .all(|v| std::env::var(v).as_deref() != Ok("1")),
+            "TCSPARSE_REQUIRE_GPU=1 or TCSPARSE_REQUIRE_DATA=1 but no dataset folder (set TCSPARSE_SHARED_DATASETS)"
+        );
+        println!("note: no shared dataset folder; nothing to {what}");
+    }
+    dir
 }
