@@ -3,21 +3,14 @@
 //! (SpAMM split over the devices is tested by the facade, `tcsparse/tests/spamm_gpu.rs`). With `TCSPARSE_REQUIRE_NCCL=1` a missing libnccl.so fails the NCCL tests
 //! instead of skipping the NCCL part (the GPU machine's run script sets it).
 
+mod nccl_support;
+
+use nccl_support::want_nccl;
 use tcsparse_gpu::Gpu;
-use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport, nccl_available};
+use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
-}
-
-/// True when the NCCL part must run (library present, or required by the environment).
-fn want_nccl() -> bool {
-    let required = std::env::var("TCSPARSE_REQUIRE_NCCL").is_ok_and(|v| v == "1");
-    assert!(
-        nccl_available() || !required,
-        "TCSPARSE_REQUIRE_NCCL=1 but libnccl.so is not on the library path"
-    );
-    nccl_available()
 }
 
 #[test]

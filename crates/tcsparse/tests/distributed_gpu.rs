@@ -11,8 +11,11 @@
 //! --nocapture` (the bundle's run.sh does; `NCCL_NVLS_ENABLE=0`, libnccl.so on the library path).
 //! With `TCSPARSE_REQUIRE_NCCL=1` a missing libnccl.so fails instead of skipping.
 
+#[path = "../../gpu/tests/nccl_support/mod.rs"]
+mod nccl_support;
 mod split_support;
 
+use nccl_support::want_nccl;
 use split_support::{b_matrix, hub_matrix};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +28,6 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::distributed::spamm::spamm_rank;
-use tcsparse::gpu::multi::nccl_available;
 use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
 use tcsparse::spamm::spamm_on_group;
 use tcsparse::{Engine, PrepareOptions, RowOrder};
@@ -37,15 +39,6 @@ const RANK_TEST: &str = "one_rank_of_a_distributed_product";
 /// Fails without a GPU. Opens no context (each rank opens only its own device).
 fn require_gpu() {
     assert!(Gpu::device_count() > 0, "this test needs a CUDA GPU");
-}
-
-fn want_nccl() -> bool {
-    let required = std::env::var("TCSPARSE_REQUIRE_NCCL").is_ok_and(|v| v == "1");
-    assert!(
-        nccl_available() || !required,
-        "TCSPARSE_REQUIRE_NCCL=1 but libnccl.so is not on the library path"
-    );
-    nccl_available()
 }
 
 /// 3000 × 2000 with hub rows ([`hub_matrix`]).
