@@ -13,7 +13,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{hub_rows_203 as matrix, reference, values};
+use support::{hub_rows_203 as matrix, longest_row, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -30,21 +30,11 @@ const KERNELS: [KernelRequest; 7] = [
     KernelRequest::Cusparse,
 ];
 
-/// Longest row of `a`.
-fn max_row(a: &Csr) -> usize {
-    let ip = a.indptr();
-    ip.raw_storage()
-        .windows(2)
-        .map(|w| (w[1] - w[0]) as usize)
-        .max()
-        .unwrap_or(0)
-}
-
 /// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
 /// summed, one rounding for α, two for + β·C).
 fn bound(p: &Prepared, a: &Csr) -> f64 {
     match p.precision() {
-        Precision::F32 => Precision::F32.scaled_error_bound(max_row(a) + 3),
+        Precision::F32 => Precision::F32.scaled_error_bound(longest_row(a) + 3),
         _ => p.error_bound(),
     }
 }
