@@ -95,10 +95,6 @@ fn spamm_rows(limit: usize) -> Vec<usize> {
     (0..k).map(|i| i * limit / k.max(1)).collect()
 }
 
-fn counts(present: usize) -> Vec<usize> {
-    [1, 2, 4].into_iter().filter(|&g| g <= present).collect()
-}
-
 /// The median wall time in ms of `iters` calls of `call`, after 3 untimed ones.
 fn median_of_calls(iters: usize, mut call: impl FnMut() -> Result<()>) -> Result<f64> {
     for _ in 0..3 {
@@ -166,7 +162,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         let tiles = full.tiles();
         drop(full);
         let problem = format!("spamm exp-r0.02 N={sn} (τ {:.3e})", run1.tau);
-        for g in counts(present) {
+        for g in crate::multi::counts(present) {
             let group = DeviceGroup::open(DeviceSet::first(g))?;
             let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
             let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
@@ -185,7 +181,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         let m = generate(&name)?;
         let problem = format!("spmm {name} N={n} ({} nnz)", m.csr.nnz());
         let b = backends::random_b(m.csr.cols(), n, 1);
-        for g in counts(present) {
+        for g in crate::multi::counts(present) {
             let opts = PrepareOptions::builder().n(n).build();
             let mut split = prepare_split(DeviceSet::first(g), &m.csr, &opts)?;
             split.place_b(&b, n)?;
@@ -440,10 +436,7 @@ pub fn scaling_line(r: &RanksReport, g: usize) -> String {
         Some((ranks, process, p)) => format!(
             "scaling ({g} GPUs): {ranks:.2}× (one rank per GPU, slowest rank, {p}; one process: {process:.2}×)"
         ),
-        None => format!(
-            "scaling ({g} GPUs): not measured ({} CUDA device(s) present)",
-            r.devices_present
-        ),
+        None => crate::multi::not_measured(g, r.devices_present),
     }
 }
 
@@ -540,7 +533,6 @@ mod tests {
             md.contains("| banded | 2 | 2.100 | 1.90× | 2.400 | 1.75× | 1.143 | 2.400 / 2.400 | 10 / 10 | 1.0e-6 |"),
             "{md}"
         );
-        assert_eq!(counts(3), vec![1, 2]);
         assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
     }
 }

@@ -70,8 +70,8 @@ pub struct MultiArgs {
     pub command: String,
 }
 
-/// Device counts to run: 1, 2, 4 where present.
-fn counts(present: usize) -> Vec<usize> {
+/// Device counts to run: 1, 2, 4 where present (`--op multi` and `--op distributed`).
+pub(crate) fn counts(present: usize) -> Vec<usize> {
     [1, 2, 4].into_iter().filter(|&g| g <= present).collect()
 }
 
@@ -216,11 +216,13 @@ pub fn scaling_line(r: &MultiReport, g: usize) -> String {
         .map(|(op, p, x)| (op, p, *x));
     match worst {
         Some((op, p, x)) => format!("scaling ({g} GPUs): {x:.2}× ({op}, {p})"),
-        None => format!(
-            "scaling ({g} GPUs): not measured ({} CUDA device(s) present)",
-            r.devices_present
-        ),
+        None => not_measured(g, r.devices_present),
     }
+}
+
+/// The scaling line of a device count `g` that was not run, `present` devices present.
+pub(crate) fn not_measured(g: usize, present: usize) -> String {
+    format!("scaling ({g} GPUs): not measured ({present} CUDA device(s) present)")
 }
 
 /// The report as Markdown (deterministic from the report alone).
