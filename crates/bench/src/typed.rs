@@ -443,20 +443,36 @@ fn engine_half_case<H: RowTileHalf + Element>(
     }
     let e = v.dtype().size_bytes() as u64;
     case.bytes = Some(bytes(p.matrix(), n, e, e));
+    let result = measure_engine(gpu, &reference, bh, n, t, bound, |bd, c| {
+        p.spmm_device_typed::<H, _, _>(alpha, bd, 0.0, c)
+    });
+    record(&mut case, result);
+    case
+}
+
+/// [`measure`] of the tuned engine's device product `product`, run `k + 1` times per launch
+/// under the bench's handicap `k` ([`backends::handicap`]) and its time divided by `k`.
+#[allow(clippy::too_many_arguments)]
+fn measure_engine<T: Element + DeviceRepr + ValidAsZeroBits>(
+    gpu: &Gpu,
+    reference: &Reference,
+    b: &[T],
+    n: usize,
+    t: Timing,
+    bound: Bound,
+    mut product: impl FnMut(&CudaSlice<T>, &mut CudaSlice<T>) -> Result<(), tcsparse::Error>,
+) -> Result<Measured, GpuError> {
     let (launches, per) = backends::handicap().map_or((1, 1), |k| (k + 1, k));
-    let result = measure(gpu, &reference, bh, n, t, bound, |bd, c| {
+    measure(gpu, reference, b, n, t, bound, |bd, c| {
         for _ in 0..launches {
-            p.spmm_device_typed::<H, _, _>(alpha, bd, 0.0, c)
-                .map_err(|e| GpuError::Invalid(e.to_string()))?;
+            product(bd, c).map_err(|e| GpuError::Invalid(e.to_string()))?;
         }
         Ok(())
     })
     .map(|mut got| {
         got.ms /= f64::from(per);
         got
-    });
-    record(&mut case, result);
-    case
+    })
 }
 
 /// Ours in 3×TF32: the tuned engine prepared with [`tcsparse::Precision::Tf32x3`], f32 operands.
@@ -478,17 +494,8 @@ fn tf32x3_case(
     let reference = Reference::new(p.matrix(), b, n, max_full);
     let bound = bound.prepared(&p);
     case.bytes = Some(bytes(p.matrix(), n, 4, 4));
-    let (launches, per) = backends::handicap().map_or((1, 1), |k| (k + 1, k));
-    let result = measure(gpu, &reference, b, n, t, bound, |bd, c| {
-        for _ in 0..launches {
-            p.spmm_device(1.0, bd, 0.0, c)
-                .map_err(|e| GpuError::Invalid(e.to_string()))?;
-        }
-        Ok(())
-    })
-    .map(|mut got| {
-        got.ms /= f64::from(per);
-        got
+    let result = measure_engine(gpu, &reference, b, n, t, bound, |bd, c| {
+        p.spmm_device(1.0, bd, 0.0, c)
     });
     record(&mut case, result);
     case
