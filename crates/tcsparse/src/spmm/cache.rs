@@ -367,8 +367,9 @@ fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
 }
 
 /// The row-tile kernels an entry names, by index (stable: never reorder, add new ones after):
-/// the TF32 kernels (`row_tile::KERNELS`), then the 3×TF32 ones, which a tuned
-/// `Precision::F32` preparation may keep. (The f16 / bf16 preparations never use the cache.)
+/// the TF32 kernels (`row_tile::KERNELS`), then the 3×TF32 ones (decoded, though no preparation
+/// writes them now: a tuned `Precision::F32` preparation keeps f32 kernels, and 3×TF32, f16 and
+/// bf16 preparations do not use the cache).
 const CACHED_ROW_TILE_KERNELS: [RowTileKernel; 6] = [
     RowTileKernel::TC16,
     RowTileKernel::TC16D,
