@@ -176,14 +176,33 @@ fn cusparse_half_checked<H: HalfElement>(
     if rows == 0 || cols == 0 || n == 0 {
         return Ok(None);
     }
-    let b: Vec<H> = (0..cols * n)
-        .map(|i| H::from_f32(((i.wrapping_mul(2_654_435_761) % 2001) as f32 - 1000.0) / 1000.0))
-        .collect();
+    let b: Vec<H> = check_operand(cols * n);
     let mut s = CusparseSpmmHalf::<H>::new(gpu, csr, a.data(), n, alg)?;
     let bd = gpu.upload(&b)?;
     let mut cd = gpu.alloc_zeros::<H>(rows * n)?;
     s.run(1.0, &bd, 0.0, &mut cd)?;
     let c: Vec<H> = gpu.download(&cd)?;
+    let widen = |v: &[H]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    Ok(sampled_excess(a, &widen(&b), &widen(&c), n, bound))
+}
+
+/// The fixed B of [`cusparse_half_checked`] (`cols × n`): values in [−1, 1] by a multiplicative
+/// hash of the index, rounded to `H`.
+fn check_operand<H: HalfElement>(len: usize) -> Vec<H> {
+    (0..len)
+        .map(|i| H::from_f32(((i.wrapping_mul(2_654_435_761) % 2001) as f32 - 1000.0) / 1000.0))
+        .collect()
+}
+
+/// `c` (`rows × n`, row-major) against the f64 product `a·b` on every row, or, where `a`'s
+/// nonzeros times `n` exceed [`CHECK_MADDS`], on evenly spaced rows and the longest one, with the
+/// scaled bound `bound` ([`crate::accuracy::check_products`]): `None` where it holds, else the
+/// check's account of what exceeded it.
+fn sampled_excess(a: &Csr, b: &[f32], c: &[f32], n: usize, bound: f64) -> Option<String> {
+    let rows = a.rows();
+    if rows == 0 || n == 0 {
+        return None;
+    }
     let ip = a.indptr();
     let ip = ip.raw_storage();
     let (idx, val) = (a.indices(), a.data());
@@ -194,18 +213,18 @@ fn cusparse_half_checked<H: HalfElement>(
         for j in 0..n {
             let (mut w, mut sc) = (0f64, 0f64);
             for p in ip[r] as usize..ip[r + 1] as usize {
-                let x = f64::from(b[idx[p] as usize * n + j].to_f32());
+                let x = f64::from(b[idx[p] as usize * n + j]);
                 w += f64::from(val[p]) * x;
                 sc += (f64::from(val[p]) * x).abs();
             }
-            got.push(c[r * n + j].to_f32());
+            got.push(c[r * n + j]);
             want.push(w);
             scale.push(sc);
         }
     }
     let k = (ip[longest + 1] - ip[longest]) as usize;
     let check = crate::accuracy::check_products(&got, &want, &scale, bound, k);
-    Ok((!check.passed()).then(|| format!("{check:?}")))
+    (!check.passed()).then(|| format!("{check:?}"))
 }
 
 /// What [`tune_typed`] keeps: a row-tile kernel (window height and schedule) or cuSPARSE in the
@@ -810,6 +829,64 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The exact product of `a` and `b` (`cols × n`), rounded to f32.
+    fn exact(a: &Csr, b: &[f32], n: usize) -> Vec<f32> {
+        tcsparse_formats::reference::spmm_f64(a, b, n, n, false)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect()
+    }
+
+    /// The cuSPARSE check passes a correctly rounded product and names an element beyond the
+    /// bound, on every row of a small matrix and, sampled, on the longest row of a large one.
+    #[test]
+    fn the_checked_product_passes_a_rounded_result_and_catches_an_error() {
+        let n = 4;
+        let bound = DType::BF16.scaled_error_bound(DType::BF16.rounded_a_bound(3));
+        let a = tcsparse_formats::csr::csr_from_triplets(
+            3,
+            3,
+            &[
+                (0, 0, 1.5),
+                (0, 2, -2.0),
+                (1, 1, 0.25),
+                (2, 0, 3.0),
+                (2, 1, 1.0),
+                (2, 2, 0.5),
+            ],
+        )
+        .unwrap();
+        let b: Vec<f32> = check_operand::<bf16>(3 * n)
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
+        let mut c = exact(&a, &b, n);
+        assert_eq!(sampled_excess(&a, &b, &c, n, bound), None);
+        // One element off by 3× the bound (relative to its |A|·|B|): caught.
+        c[2 * n + 1] *= 1.0 + 3.0 * bound as f32 * 4.0;
+        assert!(sampled_excess(&a, &b, &c, n, bound).is_some());
+
+        // Beyond CHECK_MADDS only evenly spaced rows are checked, the longest always: an error
+        // on the longest row is caught.
+        let rows = CHECK_MADDS / 64 + 7;
+        let mut t: Vec<(u32, u32, f32)> = (0..rows as u32).map(|r| (r, r % 5, 1.0)).collect();
+        // (An odd row: the sample of every second row would skip it.)
+        let longest = rows as u32 - 2;
+        assert_eq!(longest % 2, 1);
+        t.extend((5..40).map(|k| (longest, k, 0.5)));
+        let big = tcsparse_formats::csr::csr_from_triplets(rows, 40, &t).unwrap();
+        let nb = 64;
+        let b: Vec<f32> = check_operand::<f16>(40 * nb)
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
+        let mut c = exact(&big, &b, nb);
+        let bound = DType::F16.scaled_error_bound(DType::F16.rounded_a_bound(36));
+        assert_eq!(sampled_excess(&big, &b, &c, nb, bound), None);
+        c[longest as usize * nb] += 1.0;
+        assert!(sampled_excess(&big, &b, &c, nb, bound).is_some());
+    }
 
     fn opts(dtype: DType, precision: Precision, kernel: KernelRequest) -> PrepareOptions {
         PrepareOptions::builder()
