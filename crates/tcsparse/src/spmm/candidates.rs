@@ -82,7 +82,7 @@ const SPLIT_TF32_KERNELS: [RowTileKernel; 2] = [
 /// nonzeros: only where their bound ([`Precision::Tf32x3`], 2⁻²⁰ + γ_6k) is within F32's (γ_k).
 /// It never is: the 2⁻²⁰ of the dropped small·small products and the three sums per nonzero
 /// exceed γ_k for every k, and on the H200 their relative error reached 29× cuSPARSE f32's
-/// (docs/results/spmm-3xtf32-h200.md). So a tuned F32 preparation keeps f32 kernels; 3×TF32 is
+/// (docs/h200-printed-results/spmm-3xtf32-h200.md). So a tuned F32 preparation keeps f32 kernels; 3×TF32 is
 /// what `Precision::Tf32x3` asks for.
 fn three_tf32_meets_f32_bound(k: usize) -> bool {
     Precision::Tf32x3.scaled_error_bound(k) <= Precision::F32.scaled_error_bound(k)
