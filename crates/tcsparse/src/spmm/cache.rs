@@ -49,7 +49,7 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
-use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
 use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{DType, Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
@@ -366,19 +366,6 @@ fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
     }
 }
 
-/// The row-tile kernels an entry names, by index (stable: never reorder, add new ones after):
-/// the TF32 kernels (`row_tile::KERNELS`), then the 3×TF32 ones (decoded, though no preparation
-/// writes them now: a tuned `Precision::F32` preparation keeps f32 kernels, and 3×TF32, f16 and
-/// bf16 preparations do not use the cache).
-const CACHED_ROW_TILE_KERNELS: [RowTileKernel; 6] = [
-    RowTileKernel::TC16,
-    RowTileKernel::TC16D,
-    RowTileKernel::TC32,
-    RowTileKernel::TC32D,
-    RowTileKernel::TC16.with_arith(RowTileArith::Tf32x3),
-    RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
-];
-
 /// The byte that stores the element type of [`ExecKernel::CusparseHalf`] (stable): 1 f16, 2
 /// bf16 (0, f32, is never written: cuSPARSE in f32 is [`ExecKernel::Cusparse`]).
 fn half_byte(dtype: DType) -> u8 {
@@ -430,7 +417,7 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         }
         ExecKernel::RowTile { kernel, schedule } => {
             out.push(4);
-            let idx = CACHED_ROW_TILE_KERNELS
+            let idx = ROW_TILE_KERNELS
                 .iter()
                 .position(|k| *k == kernel)
                 .unwrap_or(usize::MAX) as u32;
@@ -620,7 +607,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         4 => {
             let (idx, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
-            let kernel = *CACHED_ROW_TILE_KERNELS
+            let kernel = *ROW_TILE_KERNELS
                 .get(idx as usize)
                 .ok_or_else(|| format!("corrupt: row-tile kernel {idx}"))?;
             let schedule = match tag {
@@ -890,48 +877,26 @@ mod tests {
     }
 
     #[test]
-    fn row_tile_kernels_keep_their_indices_and_3xtf32_ones_round_trip() {
-        // The TF32 kernels keep the indices entries were written with.
-        assert_eq!(
-            CACHED_ROW_TILE_KERNELS[..4],
-            tcsparse_gpu::spmm::row_tile::KERNELS
-        );
+    fn row_tile_kernels_in_other_arithmetic_are_not_named_and_refused() {
+        // The cache names the TF32 row-tile kernels only (3×TF32, f16 and bf16 preparations
+        // do not use it): any other decodes as corrupt, never as a TF32 kernel.
+        use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel};
         let a = matrix();
-        for (idx, kernel) in [(4u32, 0usize), (5, 1)] {
-            let kernel = tcsparse_gpu::spmm::row_tile::TYPED_KERNELS[kernel];
-            assert_eq!(kernel.arith, RowTileArith::Tf32x3);
-            for schedule in [
-                RowTileSchedule::Packed(4),
-                RowTileSchedule::Split { max_blocks: 12 },
-            ] {
-                let e = PlanEntry {
-                    mode: Mode::RowOnly,
-                    kernel: ExecKernel::RowTile { kernel, schedule },
-                    perm: None,
-                    blocks: Some([3, 5, 2]),
-                    row_tile: None,
-                    note: "tuned".into(),
-                };
-                let bytes = encode_payload(&e);
-                assert_eq!(bytes[1], 4);
-                assert_eq!(bytes[2..6], idx.to_le_bytes());
-                assert_eq!(decode_payload(&bytes, &a), Ok(e));
-            }
+        for arith in [RowTileArith::Tf32x3, RowTileArith::F16, RowTileArith::Bf16] {
+            let e = PlanEntry {
+                mode: Mode::RowOnly,
+                kernel: ExecKernel::RowTile {
+                    kernel: RowTileKernel::TC16.with_arith(arith),
+                    schedule: RowTileSchedule::Packed(1),
+                },
+                perm: None,
+                blocks: None,
+                row_tile: None,
+                note: "n".into(),
+            };
+            let why = decode_payload(&encode_payload(&e), &a).unwrap_err();
+            assert!(why.contains("corrupt: row-tile kernel"), "{arith:?}: {why}");
         }
-        // A kernel the cache does not name (f16): an index no entry decodes, refused.
-        let e = PlanEntry {
-            mode: Mode::RowOnly,
-            kernel: ExecKernel::RowTile {
-                kernel: RowTileKernel::TC16.with_arith(RowTileArith::F16),
-                schedule: RowTileSchedule::Packed(1),
-            },
-            perm: None,
-            blocks: None,
-            row_tile: None,
-            note: "n".into(),
-        };
-        let why = decode_payload(&encode_payload(&e), &a).unwrap_err();
-        assert!(why.contains("corrupt: row-tile kernel"), "{why}");
     }
 
     #[test]

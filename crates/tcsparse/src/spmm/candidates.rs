@@ -1,7 +1,7 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
-//! kernel at each budget, Acc-SpMM under each schedule, the row-tile kernels (the 3×TF32 ones
-//! for f32 accuracy) and HRPB, each built here (through `build.rs`) and handed to the harness of
-//! `tune.rs`, which times them; the fastest is kept.
+//! kernel at each budget, Acc-SpMM under each schedule, the row-tile kernels and HRPB, each
+//! built here (through `build.rs`) and handed to the harness of `tune.rs`, which times them;
+//! the fastest is kept.
 
 use std::time::Instant;
 
@@ -13,7 +13,7 @@ use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::spmm::row_tile::{
-    KERNELS as ROW_TILE_KERNELS, RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule,
+    KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
 use tcsparse_gpu::{DeviceProduct, Gpu};
@@ -69,24 +69,6 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8WTD, HrpbSplit::Wave),
     (HrpbMma::K8WSC, HrpbSplit::Wave),
 ];
-
-/// The row-tile kernels a tuned `Precision::F32` preparation times beside cuSPARSE and the CSR
-/// kernel: 3×TF32 (f32-grade accuracy on tensor cores, [`Precision::Tf32x3`]'s bound), masked
-/// tiles (the only 3×TF32 ones), both window heights.
-const SPLIT_TF32_KERNELS: [RowTileKernel; 2] = [
-    RowTileKernel::TC16.with_arith(RowTileArith::Tf32x3),
-    RowTileKernel::TC32.with_arith(RowTileArith::Tf32x3),
-];
-
-/// Whether the 3×TF32 kernels may stand in for `Precision::F32` on rows of at most `k`
-/// nonzeros: only where their bound ([`Precision::Tf32x3`], 2⁻²⁰ + γ_6k) is within F32's (γ_k).
-/// It never is: the 2⁻²⁰ of the dropped small·small products and the three sums per nonzero
-/// exceed γ_k for every k, and on the H200 their relative error reached 29× cuSPARSE f32's
-/// (docs/h200-printed-results/spmm-3xtf32-h200.md). So a tuned F32 preparation keeps f32 kernels; 3×TF32 is
-/// what `Precision::Tf32x3` asks for.
-fn three_tf32_meets_f32_bound(k: usize) -> bool {
-    Precision::Tf32x3.scaled_error_bound(k) <= Precision::F32.scaled_error_bound(k)
-}
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
 pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
@@ -216,13 +198,7 @@ fn tune_row_tile(
 ) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
     let gpu = t.gpu;
     let schedules = row_tile_schedules(m.num_blocks(), n, gpu.info().sm_count);
-    let mut dev = Box::new(RowTileDevice::upload_as(
-        gpu,
-        m,
-        rt.dense_tiles,
-        rt.arith,
-        schedules[0],
-    )?);
+    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, schedules[0])?);
     let names: Vec<String> = schedules
         .iter()
         .map(|&schedule| {
@@ -432,10 +408,9 @@ impl Engine {
     /// candidate must beat), then our CSR kernel on the same matrix and, unless
     /// [`tensor_cores_worth_tuning`] rules them out, Acc-SpMM (reordered as asked) under each
     /// schedule and (with `Balance::Auto`) each row-tile kernel and HRPB on the Acc-SpMM
-    /// candidate's matrix, at width `opts.n`; keep the fastest. At `Precision::F32` the
-    /// tensor-core candidates would be the 3×TF32 row-tile kernels ([`SPLIT_TF32_KERNELS`], with
-    /// `Balance::Auto`, pruned alike), but only where their bound is within F32's
-    /// ([`three_tf32_meets_f32_bound`], which no row length meets). On matrices of at least
+    /// candidate's matrix, at width `opts.n`; keep the fastest. At `Precision::F32` only cuSPARSE
+    /// and the CSR kernel are timed (3×TF32's bound, 2⁻²⁰ + γ_6k, exceeds F32's γ_k at every row
+    /// length: it is what `Precision::Tf32x3` asks for, not a stand-in). On matrices of at least
     /// [`PRUNE_MIN_NNZ`] nonzeros with `Balance::Auto` the row-tile kernels and HRPB come first
     /// (on a host-only preparation) and Acc-SpMM is built only where its prediction is within
     /// [`HRPB_SKIP_FACTOR`] of the best measured. Each family of candidates
@@ -558,15 +533,9 @@ impl Engine {
         tuning.cost("CSR", t_family);
         // The tensor-core candidates: not built where the planner's class rules them out.
         let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
-        let worth = tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
-        let tensor_cores = opts.precision == Precision::Tf32 && worth;
-        // For f32 accuracy, the 3×TF32 row-tile kernels beside the CUDA-core ones, pruned as the
-        // TF32 tensor-core candidates are, where their bound is within F32's.
-        let split_tf32 = opts.precision == Precision::F32
-            && opts.balance == Balance::Auto
-            && worth
-            && three_tf32_meets_f32_bound(cus.a.longest_row());
-        let pruned = matches!(opts.precision, Precision::Tf32 | Precision::F32) && !worth;
+        let tensor_cores = opts.precision == Precision::Tf32
+            && tensor_cores_worth_tuning(planner_cusparse, stage_reordered, a.nnz());
+        let pruned = opts.precision == Precision::Tf32 && !tensor_cores;
         let mut best: Fastest<Candidate> = Fastest::new();
         let mut acc_err = None;
         let mut skipped_hrpb = None;
@@ -582,7 +551,7 @@ impl Engine {
         let mut acc: Option<Prepared> = None;
         let mut host: Option<Prepared> = None;
         let mut acc_stage = None;
-        if tensor_cores || split_tf32 {
+        if tensor_cores {
             let stage = match tc_stage {
                 Some(stage) => stage,
                 None => Reordered {
@@ -597,14 +566,7 @@ impl Engine {
                     device: None,
                 },
             };
-            if split_tf32 {
-                // (No Acc-SpMM at f32 accuracy: the matrix for the 3×TF32 row-tile kernels only.)
-                host = Some(self.prepare_host(
-                    a,
-                    stage,
-                    &fixed(KernelRequest::AccSpmm, opts.balance),
-                )?);
-            } else if acc_first {
+            if acc_first {
                 match self.prepare_reordered(a, stage, &fixed(KernelRequest::AccSpmm, opts.balance))
                 {
                     Ok(p) => acc = Some(p),
@@ -639,12 +601,7 @@ impl Engine {
                 "original order"
             };
             let t_family = Instant::now();
-            let kernels: &[RowTileKernel] = if split_tf32 {
-                &SPLIT_TF32_KERNELS
-            } else {
-                &ROW_TILE_KERNELS
-            };
-            for same_height in kernels.chunk_by(|x, y| x.window_rows == y.window_rows) {
+            for same_height in ROW_TILE_KERNELS.chunk_by(|x, y| x.window_rows == y.window_rows) {
                 let m = RowTileTcf::from_csr(&p.a, same_height[0].window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
                 for &rt in same_height {
@@ -671,9 +628,7 @@ impl Engine {
                 .iter()
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
-            if split_tf32 {
-                // (HRPB has no 3×TF32 kernel.)
-            } else if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
+            if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
                 if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)? {
                     best.offer(ms, || Candidate::Hrpb(dev));
                 }
@@ -816,15 +771,6 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn three_tf32_never_stands_in_for_f32() {
-        // 2⁻²⁰ + γ_6k against γ_k (u = 2⁻²⁴): larger at every row length, so the F32 tuning
-        // never times the 3×TF32 kernels.
-        for k in [0usize, 1, 2, 16, 17, 100, 10_000, 1_000_000] {
-            assert!(!three_tf32_meets_f32_bound(k), "k = {k}");
-        }
-    }
 
     #[test]
     fn tensor_cores_are_pruned_only_for_large_unreordered_cusparse_class_matrices() {
