@@ -749,13 +749,13 @@ impl RowTileDevice {
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
-        let split = self.sched.split.count();
+        // The split windows' scratch rows: split · window_rows · n floats.
+        let len = self.sched.split.count() * self.kernel.window_rows as usize * n;
         let mut scratch = None;
-        if split != 0 {
+        if len != 0 {
             let hs = self.half_split.as_mut().ok_or_else(|| {
                 GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
             })?;
-            let len = split * self.kernel.window_rows as usize * n;
             if hs.scratch.as_ref().is_none_or(|s| s.len() < len) {
                 hs.scratch = Some(self.gpu.alloc_zeros::<f32>(len)?);
             }
@@ -763,56 +763,48 @@ impl RowTileDevice {
         }
         // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
         let alpha = alpha * self.a_scale;
-        let run = self.launch_half(shape, alpha, b, ldb, beta, c, ldc, n, scratch.as_mut());
+        // Split windows: the used scratch zeroed, the main kernel adds into it, the finish
+        // rounds it into C.
+        let mut run = || {
+            if let Some(s) = scratch.as_mut() {
+                self.gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
+            }
+            self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n, scratch.as_mut())?;
+            match &scratch {
+                Some(s) => self.launch_finish(s, c, ldc, n, beta),
+                None => Ok(()),
+            }
+        };
+        let run = run();
         if let (Some(hs), Some(s)) = (self.half_split.as_mut(), scratch) {
             hs.scratch = Some(s);
         }
         run
     }
 
-    /// The f16 / bf16 product: the scratch rows zeroed, the main kernel, and (split windows
-    /// only) the finish; `scratch` holds at least `split windows · window_rows · n` floats when
-    /// the schedule splits windows.
-    #[allow(clippy::too_many_arguments)]
-    fn launch_half<T, B: DevicePtr<T> + ?Sized, C: DevicePtrMut<T> + ?Sized>(
+    /// `row_tile_split_finish_{f16,bf16}` on C (16-bit, `M × n`, leading dimension `ldc`):
+    /// C = round(scratch + β·C) on the split windows' rows, after the main kernel filled
+    /// `scratch` (at least `split windows · window_rows · n` floats).
+    fn launch_finish<T, C: DevicePtrMut<T> + ?Sized>(
         &self,
-        shape: super::LaunchShape,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
+        scratch: &CudaSlice<f32>,
         c: &mut C,
         ldc: usize,
         n: usize,
-        mut scratch: Option<&mut CudaSlice<f32>>,
+        beta: f32,
     ) -> Result<(), GpuError> {
+        let hs = self.half_split.as_ref().ok_or_else(|| {
+            GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
+        })?;
         let split = self.sched.split.count();
         let group_rows = self.kernel.window_rows;
-        let used = split * group_rows as usize * n;
-        if let Some(s) = scratch.as_deref_mut() {
-            self.gpu.stream().memset_zeros(&mut s.slice_mut(..used))?;
-        }
-        self.launch_main(
-            shape,
-            alpha,
-            b,
-            ldb,
-            beta,
-            c,
-            ldc,
-            n,
-            scratch.as_deref_mut(),
-        )?;
-        let (Some(s), Some(hs)) = (scratch, self.half_split.as_ref()) else {
-            return Ok(());
-        };
         let grid = (split as u32).min(65_535);
         let (ldc, m, n) = (ldc as u32, self.rows as u32, n as u32);
         let sig = &FINISH_SIGNATURES[usize::from(self.kernel.arith == RowTileArith::Bf16)];
         let mut l = Launch::new(self.gpu.stream(), &hs.finish, sig);
         l.input(self.sched.split.ids())
             .u32(split as u32)
-            .input(&*s)
+            .input(scratch)
             .output(c)
             .u32(ldc)
             .u32(m)
