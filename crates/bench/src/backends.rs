@@ -428,13 +428,7 @@ pub(crate) fn cusparse_case(
         Some(Ok(v)) if accuracy_status(v.1, v.2) == Status::Ok => Some(v.0),
         _ => None,
     };
-    let (result, alg) = match best {
-        Some((v, alg)) => (Ok(v), alg),
-        None => (
-            fallback.unwrap_or_else(|| Err(GpuError::Invalid("no cuSPARSE algorithm".into()))),
-            SpmmAlg::Default,
-        ),
-    };
+    let (result, alg) = fastest_or_default(best, fallback);
     let measured = result.is_ok();
     record(&mut case, result);
     if measured {
@@ -706,6 +700,22 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
         out.push(case);
     }
     out
+}
+
+/// The kept cuSPARSE run of a case: the fastest algorithm's result that passed (`best`), else
+/// the default algorithm's result as it came (`fallback`: its failure is the case's), else an
+/// error naming that no algorithm ran.
+pub(crate) fn fastest_or_default<V>(
+    best: Option<(V, SpmmAlg)>,
+    fallback: Option<Result<V, GpuError>>,
+) -> (Result<V, GpuError>, SpmmAlg) {
+    match best {
+        Some((v, alg)) => (Ok(v), alg),
+        None => (
+            fallback.unwrap_or_else(|| Err(GpuError::Invalid("no cuSPARSE algorithm".into()))),
+            SpmmAlg::Default,
+        ),
+    }
 }
 
 #[cfg(test)]

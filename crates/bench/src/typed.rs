@@ -358,13 +358,7 @@ fn cusparse_half_case<H: RowTileHalf + Element>(
             _ => {}
         }
     }
-    let (result, alg) = match best {
-        Some((got, alg)) => (Ok(got), alg),
-        None => (
-            fallback.unwrap_or_else(|| Err(GpuError::Invalid("no cuSPARSE algorithm".into()))),
-            SpmmAlg::Default,
-        ),
-    };
+    let (result, alg) = backends::fastest_or_default(best, fallback);
     let measured = result.is_ok();
     record(&mut case, result);
     if measured {
