@@ -338,9 +338,10 @@ impl std::fmt::Debug for Prepared {
 }
 
 /// The bound [`Prepared::error_bound`] reports for cuSPARSE in f16 / bf16 on rows of at most `k`
-/// nonzeros: [`DType::rounded_a_bound`] with C's rounding counted twice (cuSPARSE rounds α·A·B to
-/// the type before it adds β·C). The tuning keeps cuSPARSE in the type only after a checked
-/// product met it (its ALG2 in bf16 did not on mbeacxc, H200).
+/// nonzeros: [`DType::rounded_a_bound`] with C's rounding counted twice. cuSPARSE does not
+/// document its arithmetic in these types; on the H200 its f16 ALG2 exceeded the once-rounded
+/// bound (by 1.7 % at β = 2) and its bf16 ALG2 exceeded even this one (mbeacxc), so the tuning
+/// keeps cuSPARSE in the type only after a checked product meets it.
 pub(crate) fn cusparse_half_bound(dtype: DType, k: usize) -> f64 {
     dtype.scaled_error_bound(dtype.scaled_error_bound(dtype.rounded_a_bound(k)))
 }
@@ -453,8 +454,7 @@ impl Prepared {
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
     /// (the GPU's f16 / bf16 kernels, row-tile and cuSPARSE: [`DType::rounded_a_bound`]), plus
     /// the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for f32),
-    /// counted twice for cuSPARSE in f16 / bf16, which rounds α·A·B to the type before it adds
-    /// β·C (on the H200 its ALG2 in f16 exceeded the once-rounded bound by 1.7 % at β = 2).
+    /// counted twice for cuSPARSE in f16 / bf16 ([`cusparse_half_bound`]: measured, not derived).
     pub fn error_bound(&self) -> f64 {
         let k = self.a.longest_row();
         match self.report.kernel {
