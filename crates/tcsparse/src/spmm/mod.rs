@@ -454,7 +454,8 @@ impl Prepared {
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
     /// (the GPU's f16 / bf16 kernels, row-tile and cuSPARSE: [`DType::rounded_a_bound`]), plus
     /// the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for f32),
-    /// counted twice for cuSPARSE in f16 / bf16 ([`cusparse_half_bound`]: measured, not derived).
+    /// counted twice for cuSPARSE in f16 / bf16 (measured on the H200, not derived: cuSPARSE does
+    /// not document its arithmetic in these types).
     pub fn error_bound(&self) -> f64 {
         let k = self.a.longest_row();
         match self.report.kernel {
