@@ -2,6 +2,9 @@
 //! order for every reordering mode, α/β semantics (β = 0 never reads C), padded leading dimensions,
 //! and typed errors on bad arguments.
 
+#[path = "../../formats/tests/support/spmm_check.rs"]
+mod spmm_check;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse::formats::Csr;
@@ -12,6 +15,8 @@ use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, Prepared,
     ReorderChoice, RowTileKernel, RowTileSchedule,
 };
+
+use spmm_check::check_result;
 
 fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -37,48 +42,6 @@ fn matrix(rows: usize, cols: usize, per_row: usize, seed: u64) -> Csr {
 fn dense(len: usize, seed: u64) -> Vec<f32> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-}
-
-/// C = α·A·B + β·C0 checked element-wise with the TF32 bound (the CPU path is f32, so it is
-/// loose; a wrong permutation is off by O(1)).
-#[allow(clippy::too_many_arguments)]
-fn check(
-    a: &Csr,
-    alpha: f32,
-    b: &[f32],
-    n: usize,
-    ldb: usize,
-    beta: f32,
-    c0: &[f32],
-    c: &[f32],
-    ldc: usize,
-) {
-    let ab = spmm_f64(a, b, n, ldb, false);
-    let abs = spmm_f64(a, b, n, ldb, true);
-    for r in 0..a.rows() {
-        for f in 0..ldc {
-            let got = c[r * ldc + f];
-            if f >= n {
-                assert_eq!(
-                    got.to_bits(),
-                    c0[r * ldc + f].to_bits(),
-                    "padding C[{r}][{f}] changed"
-                );
-                continue;
-            }
-            let old = if beta == 0.0 {
-                0.0
-            } else {
-                c0[r * ldc + f] as f64
-            };
-            let want = alpha as f64 * ab[r * n + f] + beta as f64 * old;
-            let scale = alpha.abs() as f64 * abs[r * n + f] + beta.abs() as f64 * old.abs();
-            assert!(
-                (got as f64 - want).abs() <= 2.0 * 2f64.powi(-10) * scale + 1e-30,
-                "C[{r}][{f}] = {got}, want {want}"
-            );
-        }
-    }
 }
 
 #[test]
@@ -149,7 +112,8 @@ fn cpu_path_matches_reference_in_original_order() {
             let mut c = c0.clone();
             p.set_n(n);
             p.spmm_strided(alpha, &b, ldb, beta, &mut c, ldc).unwrap();
-            check(a, alpha, &b, n, ldb, beta, &c0, &c, ldc);
+            let what = format!("case {i}, n = {n}, pad = {pad}");
+            check_result(&what, a, alpha, &b, ldb, beta, &c0, &c, ldc, n);
         }
     }
 }
