@@ -8,8 +8,11 @@
 //! path and the cuSPARSE baseline (f32: bound 2⁻¹⁷, far looser than its rounding).
 
 mod data_support;
+#[path = "../../formats/tests/support/spmv_check.rs"]
+mod spmv_check;
 
 use data_support::for_each_dataset;
+use spmv_check::{check, operands};
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use rand::{Rng, SeedableRng};
@@ -18,7 +21,6 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bitbsr_device::{DeviceBitBsr, TileStorage};
 use tcsparse_formats::csr::csr_from_triplets;
-use tcsparse_formats::reference::spmm_f64;
 use tcsparse_gpu::cusparse::CusparseCsr;
 use tcsparse_gpu::spmv::baseline::{CusparseSpmvAlg, CusparseSpmvGraphable};
 use tcsparse_gpu::spmv::csr::{CSR_CHUNKS, CsrSpmv, CsrWalk};
@@ -52,61 +54,6 @@ fn walk_tol(st: TileStorage) -> f64 {
     } else {
         TOL
     }
-}
-
-/// Checks `y` (after y = α·A·X + β·y₀) against f64.
-#[allow(clippy::too_many_arguments)]
-fn check(
-    what: &str,
-    a: &Csr,
-    x: &[f32],
-    n: usize,
-    alpha: f32,
-    beta: f32,
-    y0: &[f32],
-    y: &[f32],
-    tol: f64,
-) {
-    let want = spmm_f64(a, x, n, n, false);
-    let scale = spmm_f64(a, x, n, n, true);
-    let mut worst = 0f64;
-    for i in 0..a.rows() * n {
-        let (w0, s0) = if beta == 0.0 {
-            (0.0, 0.0)
-        } else {
-            (y0[i] as f64, y0[i].abs() as f64)
-        };
-        let want = alpha as f64 * want[i] + beta as f64 * w0;
-        let bound = tol * (alpha.abs() as f64 * scale[i] + beta.abs() as f64 * s0);
-        let err = (y[i] as f64 - want).abs();
-        assert!(
-            y[i].is_finite() && err <= bound,
-            "{what}: y[{i}] (row {}, rhs {}) = {} want {want} (bound {bound:e})",
-            i / n,
-            i % n,
-            y[i]
-        );
-        if bound > 0.0 {
-            worst = worst.max(err / bound);
-        }
-    }
-    println!("{what}: ok (worst error {worst:.3} of the bound)");
-}
-
-fn operands(rng: &mut ChaCha8Rng, a: &Csr, n: usize, beta: f32) -> (Vec<f32>, Vec<f32>) {
-    let x: Vec<f32> = (0..a.cols() * n)
-        .map(|_| rng.random_range(-1.0..1.0))
-        .collect();
-    let y0: Vec<f32> = (0..a.rows() * n)
-        .map(|_| {
-            if beta == 0.0 {
-                f32::NAN
-            } else {
-                rng.random_range(-1.0..1.0)
-            }
-        })
-        .collect();
-    (x, y0)
 }
 
 /// `y = α·A·X + β·y₀` by `k.run` with X already on the device (`dx`) and y₀ uploaded: y.

@@ -2,6 +2,9 @@
 //! over the planner's work lists ([`spmv_work`]) against the f64 reference, in every tile storage,
 //! every chunk budget and 1–8 right-hand sides.
 
+#[path = "../../formats/tests/support/spmv_check.rs"]
+mod spmv_check;
+
 use half::f16;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -11,8 +14,9 @@ use tcsparse_formats::bitbsr_device::{
 };
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::layout::FormatError;
-use tcsparse_formats::reference::spmm_f64;
 use tcsparse_planner::work::spmv::spmv_work;
+
+use spmv_check::{check, operands};
 
 fn random_csr(
     rng: &mut ChaCha8Rng,
@@ -34,7 +38,7 @@ fn random_csr(
     csr_from_triplets(rows, cols, &t).unwrap()
 }
 
-/// The CPU walk against f64: |y − y64| ≤ tol · (|α|·|A|·|X| + |β|·|y0|) element-wise.
+/// The CPU walk against f64 ([`check`]: |y − y64| ≤ tol · (|α|·|A|·|X| + |β|·|y0|) element-wise).
 fn check_walk(
     a: &tcsparse_formats::Csr,
     storage: TileStorage,
@@ -47,37 +51,12 @@ fn check_walk(
     let b = BitBsr::from_csr(a).unwrap();
     let d = DeviceBitBsr::encode(&b, storage).unwrap();
     let w = spmv_work(d.tile_row_ptr(), chunk);
-    let x: Vec<f32> = (0..a.cols() * n)
-        .map(|_| rng.random_range(-1.0..1.0))
-        .collect();
-    let y0: Vec<f32> = (0..a.rows() * n)
-        .map(|_| {
-            if beta == 0.0 {
-                f32::NAN
-            } else {
-                rng.random_range(-1.0..1.0)
-            }
-        })
-        .collect();
+    let (x, y0) = operands(&mut rng, a, n, beta);
     let mut y = y0.clone();
     let alpha = 1.5f32;
     d.spmv_cpu(&w, alpha, &x, beta, &mut y, n).unwrap();
-    let want = spmm_f64(a, &x, n, n, false);
-    let scale = spmm_f64(a, &x, n, n, true);
-    for i in 0..y.len() {
-        let (w0, s0) = if beta == 0.0 {
-            (0.0, 0.0)
-        } else {
-            (y0[i] as f64, y0[i].abs() as f64)
-        };
-        let want = alpha as f64 * want[i] + beta as f64 * w0;
-        let bound = tol * (alpha as f64 * scale[i] + beta.abs() as f64 * s0) + 1e-30;
-        assert!(
-            (y[i] as f64 - want).abs() <= bound,
-            "{storage:?} n {n} chunk {chunk}: y[{i}] = {} want {want} bound {bound}",
-            y[i]
-        );
-    }
+    let what = format!("{storage:?} n {n} chunk {chunk}");
+    check(&what, a, &x, n, alpha, beta, &y0, &y, tol);
 }
 
 #[test]
@@ -156,16 +135,20 @@ fn f16_walk_meets_the_bound_per_tile_row_classes() {
         let x: Vec<f32> = (0..300 * n)
             .map(|i| rng.random_range(-1.0f32..1.0) * if i % 5 == 0 { 1.0e6 } else { 1.0 })
             .collect();
-        let mut y = vec![f32::NAN; 200 * n];
+        let y0 = vec![f32::NAN; 200 * n];
+        let mut y = y0.clone();
         d.spmv_cpu(&w, 1.0, &x, 0.0, &mut y, n).unwrap();
-        let want = spmm_f64(&a, &x, n, n, false);
-        let scale = spmm_f64(&a, &x, n, n, true);
-        for i in 0..y.len() {
-            assert!(
-                (y[i] as f64 - want[i]).abs() <= 2f64.powi(-9) * scale[i],
-                "y[{i}]"
-            );
-        }
+        check(
+            &format!("n {n}"),
+            &a,
+            &x,
+            n,
+            1.0,
+            0.0,
+            &y0,
+            &y,
+            2f64.powi(-9),
+        );
     }
 }
 
