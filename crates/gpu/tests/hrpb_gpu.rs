@@ -181,24 +181,10 @@ fn hrpb_kernels_match_reference() {
 /// Largest scaled error |got − ab| / abs of a β = 0 product against its f64 reference (`ab`, and
 /// `abs` = |A|·|B|), asserting every element finite and within the TF32 bound 2·2⁻¹⁰.
 fn scaled_error(what: &str, got: &[f32], ab: &[f64], abs: &[f64]) -> f64 {
-    let bound = 2.0 * 2f64.powi(-10);
     got.par_iter()
         .zip(ab.par_iter().zip(abs.par_iter()))
         .enumerate()
-        .map(|(i, (&g, (&w, &s)))| {
-            assert!(g.is_finite(), "{what}: C[{i}] = {g} (want {w})");
-            let e = (g as f64 - w).abs();
-            let scaled = if e == 0.0 {
-                0.0
-            } else {
-                e / s.max(f64::MIN_POSITIVE)
-            };
-            assert!(
-                scaled <= bound,
-                "{what}: C[{i}] = {g}, want {w}, scaled error {scaled:.3e}"
-            );
-            scaled
-        })
+        .map(|(i, (&g, (&w, &s)))| tf32_scaled_error(format_args!("{what}: C[{i}]"), g, w, s))
         .reduce(|| 0.0, f64::max)
 }
 

@@ -99,22 +99,29 @@ pub fn check_result(
     ldc: usize,
     n: usize,
 ) -> f64 {
-    let bound = 2.0 * 2f64.powi(-10);
     let mut worst = 0f64;
     let d = Dense::new(alpha, b, ldb, beta, c0, ldc, n);
     visit_elements(what, a, d, got, |r, f, g: f32, want: f64, scale: f64| {
-        let err = (g as f64 - want).abs();
-        assert!(g.is_finite(), "{what}: C[{r}][{f}] = {g} (want {want})");
-        let scaled = if err == 0.0 {
-            0.0
-        } else {
-            err / scale.max(f64::MIN_POSITIVE)
-        };
-        assert!(
-            scaled <= bound,
-            "{what}: C[{r}][{f}] = {g}, want {want}, scaled error {scaled:.3e} > {bound:.3e}"
-        );
-        worst = worst.max(scaled);
+        let at = format_args!("{what}: C[{r}][{f}]");
+        worst = worst.max(tf32_scaled_error(at, g, want, scale));
     });
     worst
+}
+
+/// The scaled error |g − want| / scale of one element `at` of a product (0 when exact), asserted
+/// finite and within the TF32 bound 2·2⁻¹⁰.
+pub fn tf32_scaled_error(at: std::fmt::Arguments<'_>, g: f32, want: f64, scale: f64) -> f64 {
+    let bound = 2.0 * 2f64.powi(-10);
+    assert!(g.is_finite(), "{at} = {g} (want {want})");
+    let err = (g as f64 - want).abs();
+    let scaled = if err == 0.0 {
+        0.0
+    } else {
+        err / scale.max(f64::MIN_POSITIVE)
+    };
+    assert!(
+        scaled <= bound,
+        "{at} = {g}, want {want}, scaled error {scaled:.3e} > {bound:.3e}"
+    );
+    scaled
 }

@@ -13,7 +13,7 @@ use tcsparse_gpu::spmm::acc::{AccSpmmParts, SENTINEL};
 #[path = "../../../formats/tests/support/spmm_check.rs"]
 mod spmm_check;
 #[allow(unused_imports)] // not every test binary that includes this module uses every helper
-pub use spmm_check::{Dense, check_result, visit_elements};
+pub use spmm_check::{Dense, check_result, tf32_scaled_error, visit_elements};
 
 /// Owned BitTCF arrays built straight from the definition (PEER-FACTS.md).
 pub struct OwnedBitTcf {
