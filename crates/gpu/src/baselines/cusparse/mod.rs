@@ -425,18 +425,41 @@ pub(crate) struct SpmmCall {
     pub alg: cs::cusparseSpMMAlg_t,
 }
 
+/// The argument list `cusparseSpMM_bufferSize`, `cusparseSpMM_preprocess` and `cusparseSpMM` share;
+/// `W` is the last argument: where the size goes, or the workspace.
+type SpmmFn<W> = unsafe fn(
+    cs::cusparseHandle_t,
+    cs::cusparseOperation_t,
+    cs::cusparseOperation_t,
+    *const c_void,
+    cs::cusparseConstSpMatDescr_t,
+    cs::cusparseConstDnMatDescr_t,
+    *const c_void,
+    cs::cusparseDnMatDescr_t,
+    cs::cudaDataType,
+    cs::cusparseSpMMAlg_t,
+    W,
+) -> cs::cusparseStatus_t;
+
 impl SpmmCall {
-    /// Workspace bytes the call needs (α = 1, β = 0; the size does not depend on them).
+    /// Calls `f` (named `name` in errors) with this call's arguments, α and β as host scalars
+    /// and `last` as the final argument.
     ///
     /// # Safety
-    /// The handle and the descriptors are live.
-    pub(crate) unsafe fn buffer_size(&self) -> Result<usize, GpuError> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let mut size = 0usize;
-        // SAFETY: the caller's contract; host scalars (default pointer mode); `size` is valid
-        // for writes.
-        ok("cusparseSpMM_bufferSize", unsafe {
-            cs::cusparseSpMM_bufferSize(
+    /// The handle and the descriptors are live, and `last` is what `f` documents for its last
+    /// argument (see each caller).
+    unsafe fn call<W>(
+        &self,
+        name: &'static str,
+        f: SpmmFn<W>,
+        alpha: f32,
+        beta: f32,
+        last: W,
+    ) -> Result<(), GpuError> {
+        // SAFETY: the caller's contract; host scalars (default pointer mode) that outlive the
+        // call.
+        ok(name, unsafe {
+            f(
                 self.handle,
                 OP_N,
                 OP_N,
@@ -447,9 +470,27 @@ impl SpmmCall {
                 self.c,
                 cs::cudaDataType::CUDA_R_32F,
                 self.alg,
-                &mut size,
+                last,
             )
-        })?;
+        })
+    }
+
+    /// Workspace bytes the call needs (α = 1, β = 0; the size does not depend on them).
+    ///
+    /// # Safety
+    /// The handle and the descriptors are live.
+    pub(crate) unsafe fn buffer_size(&self) -> Result<usize, GpuError> {
+        let mut size = 0usize;
+        // SAFETY: the caller's contract; `size` is valid for writes.
+        unsafe {
+            self.call(
+                "cusparseSpMM_bufferSize",
+                cs::cusparseSpMM_bufferSize,
+                1.0,
+                0.0,
+                &mut size as *mut usize,
+            )
+        }?;
         Ok(size)
     }
 
@@ -458,23 +499,16 @@ impl SpmmCall {
     /// # Safety
     /// As [`SpmmCall::run`].
     pub(crate) unsafe fn preprocess(&self, workspace: u64) -> Result<(), GpuError> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: the caller's contract.
-        ok("cusparseSpMM_preprocess", unsafe {
-            cs::cusparseSpMM_preprocess(
-                self.handle,
-                OP_N,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                self.a,
-                self.b,
-                &beta as *const f32 as *const c_void,
-                self.c,
-                cs::cudaDataType::CUDA_R_32F,
-                self.alg,
+        unsafe {
+            self.call(
+                "cusparseSpMM_preprocess",
+                cs::cusparseSpMM_preprocess,
+                1.0,
+                0.0,
                 workspace as *mut c_void,
             )
-        })
+        }
     }
 
     /// [`SpmmCall::preprocess`] where cuSPARSE takes it: preprocessing is an optional speed-up
@@ -497,22 +531,16 @@ impl SpmmCall {
     /// sizes that stay alive (and C unshared) until the call completes on the handle's stream,
     /// and `workspace` points at [`SpmmCall::buffer_size`] bytes used by nothing else meanwhile.
     pub(crate) unsafe fn run(&self, alpha: f32, beta: f32, workspace: u64) -> Result<(), GpuError> {
-        // SAFETY: the caller's contract; host scalars (default pointer mode).
-        ok("cusparseSpMM", unsafe {
-            cs::cusparseSpMM(
-                self.handle,
-                OP_N,
-                OP_N,
-                &alpha as *const f32 as *const c_void,
-                self.a,
-                self.b,
-                &beta as *const f32 as *const c_void,
-                self.c,
-                cs::cudaDataType::CUDA_R_32F,
-                self.alg,
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.call(
+                "cusparseSpMM",
+                cs::cusparseSpMM,
+                alpha,
+                beta,
                 workspace as *mut c_void,
             )
-        })
+        }
     }
 }
 
