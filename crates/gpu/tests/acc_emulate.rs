@@ -7,9 +7,7 @@ mod acc_support;
 
 use acc_support::*;
 use tcsparse_formats::Csr;
-use tcsparse_gpu::spmm::acc::{
-    AccSpmmError, FlatSchedule, check_parts, emulate, flatten_schedule, unbalanced_schedule,
-};
+use tcsparse_gpu::spmm::acc::{AccSpmmError, FlatSchedule, check_parts, emulate, flatten_schedule};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
 fn run_case(
@@ -40,22 +38,13 @@ fn run_case(
 
 fn schedules(a: &Csr) -> Vec<(&'static str, FlatSchedule)> {
     let bt = OwnedBitTcf::from_csr(a);
-    let rwo = &bt.rwo;
-    let mut out = vec![("unbalanced", unbalanced_schedule(rwo))];
-    for (name, (work, split)) in [
-        ("chopped", chopped_schedule(rwo, 2)),
-        ("packed", packed_schedule(rwo, 3)),
-        ("stream", stream_schedule(rwo, 5)),
-    ] {
-        out.push((name, flatten_schedule(rwo, work, &split).expect(name)));
-    }
-    let model = Eq4Model::authors_code();
-    let bal = AccSchedule::balanced(rwo, &model, 32);
-    out.push((
-        "planner-balanced",
-        tcsparse_gpu::spmm::acc::flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
-    ));
-    out
+    let cuts = Cuts {
+        chop: 2,
+        pack: 3,
+        stream: 5,
+    };
+    let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::authors_code(), 32);
+    acc_support::schedules(&bt.rwo, cuts, &bal)
 }
 
 #[test]

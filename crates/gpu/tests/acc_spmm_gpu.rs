@@ -21,8 +21,7 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{
-    AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, flatten_schedule,
-    unbalanced_schedule,
+    AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileSchedule};
 use tcsparse_gpu::{DeviceProduct, Gpu};
@@ -73,21 +72,13 @@ fn run_gpu(
 }
 
 fn schedules(bt: &OwnedBitTcf, n: usize) -> Vec<(&'static str, FlatSchedule)> {
-    let rwo = &bt.rwo;
-    let mut out = vec![("unbalanced", unbalanced_schedule(rwo))];
-    for (name, (work, split)) in [
-        ("chopped", chopped_schedule(rwo, 3)),
-        ("packed", packed_schedule(rwo, 4)),
-        ("stream", stream_schedule(rwo, 7)),
-    ] {
-        out.push((name, flatten_schedule(rwo, work, &split).expect(name)));
-    }
-    let bal = AccSchedule::balanced(rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
-    out.push((
-        "planner-balanced",
-        flatten_acc_schedule(rwo, &bal).expect("planner schedule"),
-    ));
-    out
+    let cuts = Cuts {
+        chop: 3,
+        pack: 4,
+        stream: 7,
+    };
+    let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), n);
+    acc_support::schedules(&bt.rwo, cuts, &bal)
 }
 
 #[test]

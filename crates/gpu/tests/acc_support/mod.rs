@@ -8,7 +8,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
-use tcsparse_gpu::spmm::acc::{AccSpmmParts, SENTINEL};
+use tcsparse_gpu::spmm::acc::{
+    AccSpmmParts, FlatSchedule, SENTINEL, flatten_acc_schedule, flatten_schedule,
+    unbalanced_schedule,
+};
+use tcsparse_planner::AccSchedule;
 
 #[path = "../../../formats/tests/support/spmm_check.rs"]
 mod spmm_check;
@@ -316,4 +320,34 @@ pub fn stream_schedule(rwo: &[u32], chunk: u64) -> (Vec<[u64; 4]>, Vec<u8>) {
         *s = u8::from(tbs > 1);
     }
     (work, split)
+}
+
+/// Piece sizes of the hand-made schedules of [`schedules`]: blocks per chopped piece, windows per
+/// packed thread block, blocks per streamed thread block.
+pub struct Cuts {
+    pub chop: u32,
+    pub pack: usize,
+    pub stream: u64,
+}
+
+/// Every schedule shape the kernel must handle over the windows `rwo`: one thread block per
+/// window, chopped, packed and streamed by `cuts`, and the planner's `balanced` one.
+pub fn schedules(
+    rwo: &[u32],
+    cuts: Cuts,
+    balanced: &AccSchedule,
+) -> Vec<(&'static str, FlatSchedule)> {
+    let mut out = vec![("unbalanced", unbalanced_schedule(rwo))];
+    for (name, (work, split)) in [
+        ("chopped", chopped_schedule(rwo, cuts.chop)),
+        ("packed", packed_schedule(rwo, cuts.pack)),
+        ("stream", stream_schedule(rwo, cuts.stream)),
+    ] {
+        out.push((name, flatten_schedule(rwo, work, &split).expect(name)));
+    }
+    out.push((
+        "planner-balanced",
+        flatten_acc_schedule(rwo, balanced).expect("planner schedule"),
+    ));
+    out
 }
