@@ -54,12 +54,7 @@ fn emulated_kernel_matches_reference_on_edge_cases() {
     g.trailing_empty = true;
     let cases = vec![
         ("ragged", g.build()),
-        ("hubs", {
-            let mut h = Gen::new(83, 300, 2, 2);
-            h.hubs = 2;
-            h.hub_len = 150;
-            h.build()
-        }),
+        ("hubs", Gen::new(83, 300, 2, 2).with_hubs(2, 150).build()),
         ("banded", {
             let mut h = Gen::new(64, 64, 6, 3);
             h.banded = true;

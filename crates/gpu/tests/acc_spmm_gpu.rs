@@ -118,10 +118,7 @@ fn acc_spmm_hub_dominated_split_windows() {
     // A few windows hold most blocks: the balanced schedule must split them (atomics after the β
     // pre-scale) and still match.
     let gpu = gpu();
-    let mut h = Gen::new(4000, 4000, 2, 11);
-    h.hubs = 1;
-    h.hub_len = 3000;
-    let a = h.build();
+    let a = Gen::new(4000, 4000, 2, 11).with_hubs(1, 3000).build();
     let bt = OwnedBitTcf::from_csr(&a);
     let bal = AccSchedule::balanced(&bt.rwo, &Eq4Model::paper(&DeviceSpec::h200()), 128);
     let s = flatten_acc_schedule(&bt.rwo, &bal).unwrap();
@@ -266,10 +263,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
 #[ignore = "needs a CUDA GPU"]
 fn set_schedule_swaps_schedules_on_one_upload_and_rejects_foreign_ones() {
     let gpu = gpu();
-    let mut h = Gen::new(301, 999, 3, 2);
-    h.hubs = 2;
-    h.hub_len = 600;
-    let a = h.build();
+    let a = Gen::new(301, 999, 3, 2).with_hubs(2, 600).build();
     let bt = tcsparse_formats::bittcf::BitTcf::from_csr(&a).unwrap();
     let rwo = bt.row_window_offset().to_vec();
     let n = 64;

@@ -95,10 +95,7 @@ fn edge_cases() -> Vec<(&'static str, Csr)> {
     g.trailing_empty = true;
     v.push(("ragged+empty panels", g.build()));
     // Hubs: a few rows with hundreds of entries, so some panels are far above the mean (split).
-    let mut g = Gen::new(517, 600, 3, 2);
-    g.hubs = 2;
-    g.hub_len = 400;
-    v.push(("hubs", g.build()));
+    v.push(("hubs", Gen::new(517, 600, 3, 2).with_hubs(2, 400).build()));
     // Banded (full bricks).
     let mut g = Gen::new(300, 300, 8, 3);
     g.banded = true;

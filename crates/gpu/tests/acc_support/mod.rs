@@ -135,6 +135,15 @@ impl Gen {
         }
     }
 
+    /// The same with `hubs` rows of `hub_len` entries each.
+    pub fn with_hubs(self, hubs: usize, hub_len: usize) -> Self {
+        Gen {
+            hubs,
+            hub_len,
+            ..self
+        }
+    }
+
     pub fn build(&self) -> Csr {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut t = Vec::new();
@@ -192,9 +201,7 @@ pub fn edge_matrices() -> Vec<(&'static str, Csr)> {
     let mut g = Gen::new(205, 173, 5, 1);
     g.empty_windows = 3..5;
     g.trailing_empty = true;
-    let mut h = Gen::new(301, 999, 3, 2);
-    h.hubs = 2;
-    h.hub_len = 600;
+    let h = Gen::new(301, 999, 3, 2).with_hubs(2, 600);
     let mut band = Gen::new(256, 256, 8, 3);
     band.banded = true;
     vec![
