@@ -20,7 +20,7 @@ use tcsparse_gpu::baselines::cublas::{Cublas, GemmPrecision};
 use tcsparse_gpu::baselines::cusparse::{CusparseBsr, CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::spmm::csr::{CsrSpmm, DEFAULT_CHUNK_NNZ};
 use tcsparse_gpu::spmv::baseline::CusparseSpmvGraphable;
-use tcsparse_gpu::{DeviceProduct, Gpu, GpuStatus};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, GpuStatus};
 
 const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
 const TF32_EPS: f64 = 1.0 / 1024.0;
@@ -51,6 +51,15 @@ fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
 
 fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// The C₀ of a product with `beta`: all NaN when β = 0 (it must never be read), else random.
+fn c0_for(rng: &mut ChaCha8Rng, len: usize, beta: f32) -> Vec<f32> {
+    if beta == 0.0 {
+        vec![f32::NAN; len]
+    } else {
+        dense(rng, len)
+    }
 }
 
 /// Checks `got ≈ α·A·B + β·C₀` with the f32 bound (c = 2, row-length scaled).
@@ -96,11 +105,7 @@ type RunFn<'a> = dyn FnMut(f32, &CudaSlice<f32>, f32, &mut CudaSlice<f32>) + 'a;
 fn spmm_case(gpu: &Gpu, rng: &mut ChaCha8Rng, what: &str, a: &Csr, n: usize, run: &mut RunFn<'_>) {
     for (alpha, beta) in [(1.0f32, 0.0f32), (0.75, -0.5)] {
         let b = dense(rng, a.cols() * n);
-        let c0: Vec<f32> = if beta == 0.0 {
-            vec![f32::NAN; a.rows() * n]
-        } else {
-            dense(rng, a.rows() * n)
-        };
+        let c0 = c0_for(rng, a.rows() * n, beta);
         let db = gpu.upload(&b).expect("upload B");
         let mut dc = gpu.upload(&c0).expect("upload C");
         run(alpha, &db, beta, &mut dc);
@@ -116,6 +121,28 @@ fn spmm_case(gpu: &Gpu, rng: &mut ChaCha8Rng, what: &str, a: &Csr, n: usize, run
             &got,
         );
     }
+}
+
+/// One SpMM case of the prepared product `p` at width `n` (packed operands).
+fn product_case(
+    gpu: &Gpu,
+    rng: &mut ChaCha8Rng,
+    what: &str,
+    a: &Csr,
+    n: usize,
+    p: &mut dyn DeviceProduct,
+) {
+    spmm_case(gpu, rng, what, a, n, &mut |al, b, be, c| {
+        p.enqueue(al, &Dense::packed(b, n), be, &mut DenseMut::packed(c, n))
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+    });
+}
+
+/// The GPU, a generator seeded with `seed`, and the generated matrices it drew first.
+fn generated_setup(seed: u64) -> (Gpu, ChaCha8Rng, Vec<(String, Csr)>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let cases = generated_cases(&mut rng);
+    (gpu(), rng, cases)
 }
 
 fn generated_cases(rng: &mut ChaCha8Rng) -> Vec<(String, Csr)> {
@@ -157,60 +184,33 @@ fn probe_reports_a_working_device() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn csr_kernel_matches_reference_on_generated_matrices() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let (gpu, mut rng, cases) = generated_setup(1);
     // The default budget, and budgets that split most rows (atomics after the β pre-scale).
-    for (name, a) in generated_cases(&mut rng) {
+    for (name, a) in cases {
         for chunk in [DEFAULT_CHUNK_NNZ, 7, 1] {
             let mut k = CsrSpmm::with_chunk(&gpu, &a, chunk).expect("upload");
             for n in [1, 7, 32, 33, 128, 130, 300] {
-                spmm_case(
-                    &gpu,
-                    &mut rng,
-                    &format!("csr_spmm {name} chunk={chunk} n={n}"),
-                    &a,
-                    n,
-                    &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
-                );
+                let what = format!("csr_spmm {name} chunk={chunk} n={n}");
+                product_case(&gpu, &mut rng, &what, &a, n, &mut k);
             }
         }
     }
 }
 
+/// Both setups: on temporaries ([`CusparseSpmm::new`]) and on the very B and C of the product
+/// ([`CusparseSpmm::with_buffers`], as the engine's first cuSPARSE product does; β ≠ 0 included:
+/// the setup must leave C as it was).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cusparse_spmm_matches_reference_on_generated_matrices() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(2);
-    for (name, a) in generated_cases(&mut rng) {
+    let (gpu, mut rng, cases) = generated_setup(2);
+    for (name, a) in cases {
         let ca = CusparseCsr::new(&gpu, &a).expect("upload");
         for alg in SpmmAlg::ALL {
             for n in [1, 8, 33, 128] {
                 let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
-                spmm_case(
-                    &gpu,
-                    &mut rng,
-                    &format!("cusparse {alg:?} {name} n={n}"),
-                    &a,
-                    n,
-                    &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
-                );
-            }
-        }
-    }
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn cusparse_spmm_set_up_on_the_callers_buffers_matches_reference() {
-    // Set up on the very B and C of the product (β ≠ 0 included: the setup must leave C as it
-    // was), as the engine's first cuSPARSE product does.
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(3);
-    for (name, a) in generated_cases(&mut rng) {
-        let ca = CusparseCsr::new(&gpu, &a).expect("upload");
-        for alg in SpmmAlg::ALL {
-            for n in [1, 33, 128] {
+                let what = format!("cusparse {alg:?} {name} n={n}");
+                product_case(&gpu, &mut rng, &what, &a, n, &mut s);
                 spmm_case(
                     &gpu,
                     &mut rng,
@@ -371,54 +371,25 @@ fn spmm_and_spmv_match_reference_on_shared_datasets() {
     for_each_dataset(&mut rng, |name, a, rng| {
         let n = 64;
         let mut k = CsrSpmm::new(&gpu, a).expect("upload");
-        spmm_case(
-            &gpu,
-            rng,
-            &format!("csr_spmm {name}"),
-            a,
-            n,
-            &mut |al, b, be, c| k.run(al, b, be, c, n).expect("launch"),
-        );
+        product_case(&gpu, rng, &format!("csr_spmm {name}"), a, n, &mut k);
         let ca = CusparseCsr::new(&gpu, a).expect("upload");
         for alg in SpmmAlg::ALL {
             let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
-            spmm_case(
-                &gpu,
-                rng,
-                &format!("cusparse {alg:?} {name}"),
-                a,
-                n,
-                &mut |al, b, be, c| s.run(al, b, be, c).expect("cusparseSpMM"),
-            );
+            product_case(&gpu, rng, &format!("cusparse {alg:?} {name}"), a, n, &mut s);
         }
         let mut sv = CusparseSpmvGraphable::new(&gpu, &ca, 1).expect("prepare spmv");
-        spmm_case(
-            &gpu,
-            rng,
-            &format!("cusparse SpMV {name}"),
-            a,
-            1,
-            &mut |al, x, be, y| sv.run(al, x, be, y, 1).expect("cusparseSpMV"),
-        );
+        product_case(&gpu, rng, &format!("cusparse SpMV {name}"), a, 1, &mut sv);
     });
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn cusparse_spmv_and_bsr_spmv_match_reference() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    for (name, a) in generated_cases(&mut rng) {
+    let (gpu, mut rng, cases) = generated_setup(4);
+    for (name, a) in cases {
         let ca = CusparseCsr::new(&gpu, &a).expect("upload");
         let mut sv = CusparseSpmvGraphable::new(&gpu, &ca, 1).expect("prepare");
-        spmm_case(
-            &gpu,
-            &mut rng,
-            &format!("SpMV {name}"),
-            &a,
-            1,
-            &mut |al, x, be, y| sv.run(al, x, be, y, 1).expect("cusparseSpMV"),
-        );
+        product_case(&gpu, &mut rng, &format!("SpMV {name}"), &a, 1, &mut sv);
         for block in [2usize, 4] {
             // BSR vectors are padded to whole blocks: run on padded copies, compare the first rows.
             let bsr = CusparseBsr::from_csr(&gpu, &a, block).expect("bsr");
@@ -428,11 +399,7 @@ fn cusparse_spmv_and_bsr_spmv_match_reference() {
             );
             for (alpha, beta) in [(1.0f32, 0.0f32), (1.5, 0.25)] {
                 let x = dense(&mut rng, a.cols());
-                let y0 = if beta == 0.0 {
-                    vec![f32::NAN; a.rows()]
-                } else {
-                    dense(&mut rng, a.rows())
-                };
+                let y0 = c0_for(&mut rng, a.rows(), beta);
                 let mut xp = x.clone();
                 xp.resize(kp, 0.0);
                 let mut yp = y0.clone();
@@ -467,11 +434,7 @@ fn cublas_sgemm_and_tf32_match_reference() {
             for (alpha, beta) in [(1.0f32, 0.0f32), (0.5, 2.0)] {
                 let a = dense(&mut rng, m * k);
                 let b = dense(&mut rng, k * n);
-                let c0 = if beta == 0.0 {
-                    vec![f32::NAN; m * n]
-                } else {
-                    dense(&mut rng, m * n)
-                };
+                let c0 = c0_for(&mut rng, m * n, beta);
                 let (da, db) = (gpu.upload(&a).expect("a"), gpu.upload(&b).expect("b"));
                 let mut dc = gpu.upload(&c0).expect("c");
                 blas.gemm_row_major(prec, m, n, k, alpha, &da, &db, beta, &mut dc)
