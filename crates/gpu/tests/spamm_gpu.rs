@@ -77,6 +77,17 @@ struct Case {
 }
 
 impl Case {
+    fn new(m: usize, n: usize, k: usize) -> Self {
+        Self { m, n, k }
+    }
+
+    /// Every row of C (`0..m`) and the f64 product `a·b` there.
+    fn full_reference(&self, a: &[f32], b: &[f32]) -> (Vec<usize>, Vec<f64>) {
+        let rows: Vec<usize> = (0..self.m).collect();
+        let cref = reference(a, b, self.k, self.n, &rows);
+        (rows, cref)
+    }
+
     /// A (`m × k`, seed `seed_a`) and B (`k × n`, seed `seed_b`), uniform in ±1.
     fn operands(&self, seed_a: u64, seed_b: u64) -> (Vec<f32>, Vec<f32>) {
         (
@@ -86,7 +97,31 @@ impl Case {
     }
 }
 
-/// One product on the device; C poisoned with NaN first (β = 0 must not read it).
+/// One product `C = α·A·B + β·C₀` on the device (`kernel` = precision, block, s; `ab` = α, β):
+/// C and the count of valid tile products.
+#[allow(clippy::too_many_arguments)]
+fn run_on(
+    g: &Gpu,
+    a: &[f32],
+    b: &[f32],
+    c: &Case,
+    (p, blk, s): (SpammPrecision, SpammBlock, usize),
+    tau: f32,
+    (alpha, beta): (f32, f32),
+    c0: &[f32],
+) -> (Vec<f32>, u64) {
+    let ops = SpammOperands::upload(g, a, b, c.m, c.n, c.k, p).unwrap();
+    let kern = SpammKernel::new(g, c.m, c.n, p, blk, s).unwrap();
+    let (na, nb) = ops.norms_host().unwrap();
+    let sched = SpammSchedule::new(g, &na, &nb, ops.tiles(), blk, tau).unwrap();
+    let mut dc = g.upload(c0).unwrap();
+    let mut st = g.alloc_zeros::<u64>(1).unwrap();
+    kern.run(&ops, &sched, alpha, beta, &mut dc, Some(&mut st))
+        .unwrap();
+    (g.download(&dc).unwrap(), g.download(&st).unwrap()[0])
+}
+
+/// [`run_on`] with α = 1, β = 0 and C poisoned with NaN first (β = 0 must not read it).
 #[allow(clippy::too_many_arguments)]
 fn run(
     g: &Gpu,
@@ -98,15 +133,8 @@ fn run(
     s: usize,
     tau: f32,
 ) -> (Vec<f32>, u64) {
-    let ops = SpammOperands::upload(g, a, b, c.m, c.n, c.k, p).unwrap();
-    let kern = SpammKernel::new(g, c.m, c.n, p, blk, s).unwrap();
-    let (na, nb) = ops.norms_host().unwrap();
-    let sched = SpammSchedule::new(g, &na, &nb, ops.tiles(), blk, tau).unwrap();
-    let mut dc = g.upload(&vec![f32::NAN; c.m * c.n]).unwrap();
-    let mut st = g.alloc_zeros::<u64>(1).unwrap();
-    kern.run(&ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))
-        .unwrap();
-    (g.download(&dc).unwrap(), g.download(&st).unwrap()[0])
+    let nan = vec![f32::NAN; c.m * c.n];
+    run_on(g, a, b, c, (p, blk, s), tau, (1.0, 0.0), &nan)
 }
 
 #[test]
@@ -114,24 +142,12 @@ fn run(
 fn every_precision_matches_f64_with_all_tiles_valid_ragged_shapes() {
     let g = gpu();
     // K not a multiple of the tile (nor of 4: the unaligned load path), M and N ragged too.
-    for (ci, c) in [
-        Case {
-            m: 200,
-            n: 136,
-            k: 264,
-        },
-        Case {
-            m: 97,
-            n: 75,
-            k: 123,
-        },
-    ]
-    .iter()
-    .enumerate()
+    for (ci, c) in [Case::new(200, 136, 264), Case::new(97, 75, 123)]
+        .iter()
+        .enumerate()
     {
         let (a, b) = c.operands(1 + ci as u64, 11 + ci as u64);
-        let rows: Vec<usize> = (0..c.m).collect();
-        let cref = reference(&a, &b, c.k, c.n, &rows);
+        let (rows, cref) = c.full_reference(&a, &b);
         let tiles = (c.m.div_ceil(TILE) * c.k.div_ceil(TILE) * c.n.div_ceil(TILE)) as u64;
         for p in SpammPrecision::ALL {
             for blk in [SpammBlock::B64, SpammBlock::B128] {
@@ -164,14 +180,9 @@ fn every_precision_matches_f64_with_all_tiles_valid_ragged_shapes() {
 #[ignore = "needs a CUDA GPU"]
 fn k_above_12288_is_handled() {
     let g = gpu();
-    let c = Case {
-        m: 70,
-        n: 66,
-        k: 16_400,
-    };
+    let c = Case::new(70, 66, 16_400);
     let (a, b) = c.operands(5, 6);
-    let rows: Vec<usize> = (0..c.m).collect();
-    let cref = reference(&a, &b, c.k, c.n, &rows);
+    let (rows, cref) = c.full_reference(&a, &b);
     for p in SpammPrecision::ALL {
         let (out, valid) = run(&g, &a, &b, &c, p, SpammBlock::B64, 1, 0.0);
         let (e, r) = errors(&out, &cref, c.n, &rows);
@@ -207,9 +218,8 @@ fn gpu_norms_match_cpu_and_f16_norms_do_not_overflow() {
         }
     }
     // And the f16 product with such values.
-    let rows: Vec<usize> = (0..m).collect();
-    let cref = reference(&a, &b, k, n, &rows);
-    let c = Case { m, n, k };
+    let c = Case::new(m, n, k);
+    let (rows, cref) = c.full_reference(&a, &b);
     let (out, _) = run(&g, &a, &b, &c, SpammPrecision::F16, SpammBlock::B64, 1, 0.0);
     let (e, r) = errors(&out, &cref, n, &rows);
     assert!(e / r <= bound(SpammPrecision::F16), "{:.3e}", e / r);
@@ -270,7 +280,7 @@ fn skipped_tiles_stay_within_the_bound_and_match_cpu_spamm() {
         let (cpu, ratio) = spamm_cpu(&a, &na, &b, &na, n, n, n, TILE, tau).unwrap();
         for p in SpammPrecision::ALL {
             for blk in [SpammBlock::B64, SpammBlock::B128] {
-                let c = Case { m: n, n, k: n };
+                let c = Case::new(n, n, n);
                 let (out, valid) = run(&g, &a, &b, &c, p, blk, 2, tau);
                 let (e, r) = errors(&out, &cref, n, &rows);
                 println!(
@@ -309,11 +319,7 @@ fn skipped_tiles_stay_within_the_bound_and_match_cpu_spamm() {
 #[ignore = "needs a CUDA GPU"]
 fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
     let g = gpu();
-    let c = Case {
-        m: 130,
-        n: 100,
-        k: 96,
-    };
+    let c = Case::new(130, 100, 96);
     let (a, b) = c.operands(3, 4);
     for p in SpammPrecision::ALL {
         // τ above every product: nothing valid, C must be all zeros (it was all NaN).
@@ -334,7 +340,7 @@ fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
             }
         }
     }
-    let cs = Case { m: n, n, k: n };
+    let cs = Case::new(n, n, n);
     let (out, valid) = run(
         &g,
         &a,
@@ -362,22 +368,12 @@ fn empty_c_tiles_are_written_and_nan_is_never_read_with_beta_zero() {
 #[ignore = "needs a CUDA GPU"]
 fn alpha_beta_update_existing_c() {
     let g = gpu();
-    let c = Case {
-        m: 64,
-        n: 96,
-        k: 40,
-    };
+    let c = Case::new(64, 96, 40);
     let (a, b) = c.operands(21, 22);
     let c0 = random(c.m * c.n, 23, 1.0);
-    let rows: Vec<usize> = (0..c.m).collect();
-    let cref = reference(&a, &b, c.k, c.n, &rows);
-    let ops = SpammOperands::upload(&g, &a, &b, c.m, c.n, c.k, SpammPrecision::F32).unwrap();
-    let kern = SpammKernel::new(&g, c.m, c.n, SpammPrecision::F32, SpammBlock::B64, 1).unwrap();
-    let (na, nb) = ops.norms_host().unwrap();
-    let sched = SpammSchedule::new(&g, &na, &nb, ops.tiles(), SpammBlock::B64, 0.0).unwrap();
-    let mut dc = g.upload(&c0).unwrap();
-    kern.run(&ops, &sched, 2.0, -0.5, &mut dc, None).unwrap();
-    let out = g.download(&dc).unwrap();
+    let (_, cref) = c.full_reference(&a, &b);
+    let kernel = (SpammPrecision::F32, SpammBlock::B64, 1);
+    let (out, _) = run_on(&g, &a, &b, &c, kernel, 0.0, (2.0, -0.5), &c0);
     for i in 0..c.m * c.n {
         let want = 2.0 * cref[i] - 0.5 * c0[i] as f64;
         assert!(
