@@ -11,9 +11,7 @@ use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use std::marker::PhantomData;
 
-use super::{
-    CusparseCsr, CusparseHandle, DnMat, SpmmAlg, SpmmCall, check_packed, check_width, create_csr,
-};
+use super::{CusparseCsr, CusparseHandle, DenseSpmm, DnMat, SpmmAlg, check_width, create_csr};
 use crate::schedule::upload_nonempty;
 use crate::spmm::row_tile::{RowTileArith, RowTileHalf};
 use crate::{Gpu, GpuError};
@@ -34,18 +32,12 @@ fn cuda_type<H: RowTileHalf>() -> cs::cudaDataType {
 /// Invariant: `descr` points at `csr`'s row offsets and column indices and at `_values` (one `H`
 /// per stored entry, at least one element), all held here and never written.
 pub struct CusparseSpmmHalf<H: RowTileHalf> {
-    // Field order = drop order: the dense descriptors before the handle and workspace; the
-    // sparse descriptor is destroyed in Drop, before the buffers it points at.
-    b: DnMat,
-    c: DnMat,
-    handle: CusparseHandle,
+    // The sparse descriptor is destroyed in Drop, before the buffers it points at (fields).
+    dense: DenseSpmm,
     descr: cs::cusparseSpMatDescr_t,
     csr: CusparseCsr,
     /// A's values in `H` (only the descriptor reads them).
     _values: CudaSlice<H>,
-    n: usize,
-    alg: SpmmAlg,
-    workspace: CudaSlice<u8>,
     _type: PhantomData<H>,
 }
 
@@ -55,7 +47,7 @@ unsafe impl<H: RowTileHalf> Send for CusparseSpmmHalf<H> {}
 
 impl<H: RowTileHalf> Drop for CusparseSpmmHalf<H> {
     fn drop(&mut self) {
-        let _ = self.handle.gpu.context().bind_to_thread();
+        let _ = self.dense.handle.gpu.context().bind_to_thread();
         // SAFETY: created in `new`, destroyed once, before the buffers it points at (fields,
         // dropped after this body).
         let _ = unsafe { cs::cusparseDestroySpMat(self.descr) };
@@ -108,54 +100,35 @@ impl<H: RowTileHalf> CusparseSpmmHalf<H> {
                 DnMat::new_of(m, n, pc, cuda_type::<H>()),
             )
         };
-        let (b, c) = match made {
-            (Ok(b), Ok(c)) => (b, c),
-            (Err(e), _) | (_, Err(e)) => {
+        let what = format_args!("{alg:?}, {:?}", H::ARITH);
+        let dense = match made {
+            // SAFETY: the dense descriptors point at tmp_b and tmp_c, live until `prepare`
+            // has synchronized; `descr` is live.
+            (Ok(b), Ok(c)) => unsafe {
+                DenseSpmm::prepare(gpu, handle, descr, (b, c), n, alg, &what)
+            },
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        drop((_gb, _gc));
+        match dense {
+            Ok(dense) => Ok(Self {
+                dense,
+                descr,
+                csr: csr.clone(),
+                _values: values,
+                _type: PhantomData,
+            }),
+            Err(e) => {
                 // SAFETY: created above, not yet owned by a value with a Drop.
                 let _ = unsafe { cs::cusparseDestroySpMat(descr) };
-                return Err(e);
+                Err(e)
             }
-        };
-        let mut this = Self {
-            b,
-            c,
-            handle,
-            descr,
-            csr: csr.clone(),
-            _values: values,
-            n,
-            alg,
-            workspace: gpu.alloc_zeros(1)?,
-            _type: PhantomData,
-        };
-        let call = this.call();
-        // SAFETY: the handle and all descriptors are live.
-        let size = unsafe { call.buffer_size() }?;
-        this.workspace = gpu.alloc_zeros(size.max(1))?;
-        {
-            let (pw, _gw) = this.workspace.device_ptr_mut(s);
-            // SAFETY: the dense descriptors point at tmp_b and tmp_c (live until the synchronize
-            // below); the workspace holds `size` bytes.
-            unsafe { call.preprocess_if_taken(pw, &format_args!("{alg:?}, {:?}", H::ARITH)) };
-        }
-        gpu.synchronize()?;
-        drop((_gb, _gc));
-        Ok(this)
-    }
-
-    fn call(&self) -> SpmmCall {
-        SpmmCall {
-            handle: self.handle.handle,
-            a: self.descr,
-            b: self.b.0,
-            c: self.c.0,
-            alg: self.alg.raw(),
         }
     }
 
     /// The algorithm.
     pub fn alg(&self) -> SpmmAlg {
-        self.alg
+        self.dense.alg
     }
 
     /// Rows and columns of A.
@@ -177,21 +150,8 @@ impl<H: RowTileHalf> CusparseSpmmHalf<H> {
         beta: f32,
         c: &mut C,
     ) -> Result<(), GpuError> {
-        check_packed(self.shape(), self.n, b.len(), c.len())?;
-        let s = self.handle.gpu.stream().clone();
-        let (pb, _gb) = b.device_ptr(&s);
-        let (pc, _gc) = c.device_ptr_mut(&s);
-        let call = self.call();
-        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
-        // SAFETY: b and c were checked to hold k·n and m·n elements of H (the descriptors' type)
-        // and are borrowed for this call; the descriptors are re-pointed before use; the
-        // workspace has the size cuSPARSE asked for with the same matrix, n, types and
-        // algorithm; the call is queued on the Gpu's stream, which orders it before any later
-        // reuse or free of these buffers on that stream.
-        unsafe {
-            self.b.set(pb)?;
-            self.c.set(pc)?;
-            call.run(alpha, beta, pw)
-        }
+        // SAFETY: `descr` lives as long as `self`, of `shape()`, with values in `H` like B's and
+        // C's descriptors.
+        unsafe { self.dense.run(self.descr, self.shape(), alpha, b, beta, c) }
     }
 }

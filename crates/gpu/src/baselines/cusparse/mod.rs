@@ -385,14 +385,108 @@ impl SpmmAlg {
 /// A prepared cuSPARSE SpMM `C = α·A·B + β·C` for one matrix, one `n` and one algorithm: handle,
 /// dense descriptors, workspace and preprocessing are made once in [`CusparseSpmm::new`].
 pub struct CusparseSpmm {
+    dense: DenseSpmm,
+    a: CusparseCsr,
+}
+
+/// The part of a prepared cuSPARSE SpMM that does not depend on A's value type (f32
+/// [`CusparseSpmm`], 16-bit [`CusparseSpmmHalf`]): B's and C's descriptors (re-pointed at the
+/// caller's buffers before every product), the handle whose stream products queue on, the width
+/// and algorithm they were prepared for, and the workspace cuSPARSE asked for.
+pub(crate) struct DenseSpmm {
     // Field order = drop order: descriptors before the handle and workspace.
     b: DnMat,
     c: DnMat,
     handle: CusparseHandle,
-    a: CusparseCsr,
     n: usize,
     alg: SpmmAlg,
     workspace: CudaSlice<u8>,
+}
+
+impl DenseSpmm {
+    /// Asks for the workspace of the product of `a` into B's and C's descriptors `b` and `c`,
+    /// allocates it, preprocesses where cuSPARSE takes it (a refusal is logged with `what`) and
+    /// waits for the GPU's stream.
+    ///
+    /// # Safety
+    /// `a` is a live sparse descriptor, and `b` and `c` point at live device buffers of their
+    /// sizes and element type until this returns.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn prepare(
+        gpu: &Gpu,
+        handle: CusparseHandle,
+        a: cs::cusparseSpMatDescr_t,
+        (b, c): (DnMat, DnMat),
+        n: usize,
+        alg: SpmmAlg,
+        what: &dyn std::fmt::Debug,
+    ) -> Result<Self, GpuError> {
+        let call = SpmmCall {
+            handle: handle.handle,
+            a,
+            b: b.0,
+            c: c.0,
+            alg: alg.raw(),
+        };
+        // SAFETY: the caller's contract; the handle and the dense descriptors are live.
+        let size = unsafe { call.buffer_size() }?;
+        let mut workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
+        {
+            let (pw, _gw) = workspace.device_ptr_mut(gpu.stream());
+            // SAFETY: the caller's contract for the descriptors' buffers (live until the
+            // synchronize below); the workspace holds `size` bytes and lives as long as the
+            // returned value.
+            unsafe { call.preprocess_if_taken(pw, what) };
+        }
+        gpu.synchronize()?;
+        Ok(Self {
+            b,
+            c,
+            handle,
+            n,
+            alg,
+            workspace,
+        })
+    }
+
+    /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major, packed; `shape` = A's
+    /// rows and columns) on the handle's stream. β = 0 never reads C.
+    ///
+    /// # Safety
+    /// `a` is a live descriptor of a matrix of `shape`, and `T` is the element type B's and C's
+    /// descriptors were made with.
+    pub(crate) unsafe fn run<T, B: DevicePtr<T> + ?Sized, C: DevicePtrMut<T> + ?Sized>(
+        &mut self,
+        a: cs::cusparseSpMatDescr_t,
+        shape: (usize, usize),
+        alpha: f32,
+        b: &B,
+        beta: f32,
+        c: &mut C,
+    ) -> Result<(), GpuError> {
+        check_packed(shape, self.n, b.len(), c.len())?;
+        let s = self.handle.gpu.stream().clone();
+        let (pb, _gb) = b.device_ptr(&s);
+        let (pc, _gc) = c.device_ptr_mut(&s);
+        let call = SpmmCall {
+            handle: self.handle.handle,
+            a,
+            b: self.b.0,
+            c: self.c.0,
+            alg: self.alg.raw(),
+        };
+        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
+        // SAFETY: b and c were checked to hold k·n and m·n elements of T (the descriptors' type,
+        // the caller's contract) and are borrowed for this call; the descriptors are re-pointed
+        // before use; the workspace has the size cuSPARSE asked for with the same matrix, n,
+        // types and algorithm; the call is queued on the Gpu's stream, which orders it before any
+        // later reuse or free of these buffers on that stream.
+        unsafe {
+            self.b.set(pb)?;
+            self.c.set(pc)?;
+            call.run(alpha, beta, pw)
+        }
+    }
 }
 
 const OP_N: cs::cusparseOperation_t = cs::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
@@ -591,46 +685,27 @@ impl CusparseSpmm {
         let (pb, _gb) = b_buf.device_ptr(s);
         let (pc, _gc) = c_buf.device_ptr_mut(s);
         // SAFETY: b_buf holds cols·n and c_buf rows·n f32 (at least 1, checked above) and are
-        // borrowed until the synchronize below; `run` re-points both descriptors before every
-        // later use.
-        let (b, c) = unsafe { (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?) };
-        let call = SpmmCall {
-            handle: handle.handle,
-            a: a.descr(),
-            b: b.0,
-            c: c.0,
-            alg: alg.raw(),
-        };
-        // SAFETY: all descriptors and the handle are live.
-        let size = unsafe { call.buffer_size() }?;
-        let mut workspace: CudaSlice<u8> = gpu.alloc_zeros(size.max(1))?;
-        {
-            let (pw, _gw) = workspace.device_ptr_mut(s);
-            // SAFETY: the descriptors point at b_buf and c_buf (borrowed until the synchronize
-            // below); the workspace holds `size` bytes and lives as long as `self`.
-            unsafe { call.preprocess_if_taken(pw, &alg) };
-        }
-        gpu.synchronize()?;
+        // borrowed until `prepare` has synchronized; `run` re-points both descriptors before
+        // every later use.
+        let dense = unsafe {
+            let bc = (DnMat::new(a.cols(), n, pb)?, DnMat::new(a.rows(), n, pc)?);
+            DenseSpmm::prepare(gpu, handle, a.descr(), bc, n, alg, &alg)
+        }?;
         drop((_gb, _gc));
         Ok(Self {
-            b,
-            c,
-            handle,
+            dense,
             a: a.clone(),
-            n,
-            alg,
-            workspace,
         })
     }
 
     /// The algorithm.
     pub fn alg(&self) -> SpmmAlg {
-        self.alg
+        self.dense.alg
     }
 
     /// Workspace bytes cuSPARSE asked for.
     pub fn workspace_bytes(&self) -> usize {
-        self.workspace.len()
+        self.dense.workspace.len()
     }
 
     /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
@@ -641,27 +716,10 @@ impl CusparseSpmm {
         beta: f32,
         c: &mut C,
     ) -> Result<(), GpuError> {
-        check_packed((self.a.rows(), self.a.cols()), self.n, b.len(), c.len())?;
-        let s = self.handle.gpu.stream().clone();
-        let (pb, _gb) = b.device_ptr(&s);
-        let (pc, _gc) = c.device_ptr_mut(&s);
-        let (pw, _gw) = self.workspace.device_ptr_mut(&s);
-        // SAFETY: b and c were checked to hold k·n and m·n f32 and are borrowed for this call; the
-        // descriptors are re-pointed before use; the workspace has the size cuSPARSE asked for with
-        // the same matrix, n and algorithm; the call is queued on the Gpu's stream, which orders it
-        // before any later reuse or free of these buffers on that stream.
-        unsafe {
-            self.b.set(pb)?;
-            self.c.set(pc)?;
-            SpmmCall {
-                handle: self.handle.handle,
-                a: self.a.descr(),
-                b: self.b.0,
-                c: self.c.0,
-                alg: self.alg.raw(),
-            }
-            .run(alpha, beta, pw)
-        }
+        let shape = (self.a.rows(), self.a.cols());
+        // SAFETY: A's descriptor lives as long as `self.a`, of `shape`, with f32 values like
+        // B's and C's descriptors.
+        unsafe { self.dense.run(self.a.descr(), shape, alpha, b, beta, c) }
     }
 }
 
@@ -671,12 +729,12 @@ impl crate::DeviceProduct for CusparseSpmm {
     }
 
     fn gpu(&self) -> &Gpu {
-        &self.handle.gpu
+        &self.dense.handle.gpu
     }
 
     /// Its own width only (the descriptors and workspace are made for it).
     fn max_width(&self) -> usize {
-        self.n
+        self.dense.n
     }
 
     fn packed_only(&self) -> bool {
@@ -685,10 +743,10 @@ impl crate::DeviceProduct for CusparseSpmm {
 
     fn enqueue_checked(&mut self, call: crate::product::Checked<'_>) -> Result<(), GpuError> {
         let (alpha, beta, n) = (call.alpha, call.beta, call.n);
-        if n != self.n {
+        if n != self.dense.n {
             return Err(GpuError::Invalid(format!(
                 "this cuSPARSE product was prepared for n = {}, not {n}",
-                self.n
+                self.dense.n
             )));
         }
         let (b, c) = call.operands();
