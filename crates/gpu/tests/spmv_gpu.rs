@@ -104,12 +104,16 @@ fn run_checked<K: DeviceProduct>(
     check(what, a, &x, n, alpha, beta, &y0, &y, tol);
 }
 
+/// A product timed inside CUDA graphs (not imported: its methods share names with
+/// [`DeviceProduct`]'s).
+type GraphProduct = dyn tcsparse_gpu::spmv::graph::GraphSpmv;
+
 /// `y = A·x` (`x`, `y0` on the device as `dx`, `dy`) timed inside a CUDA graph, then checked;
 /// `what` names the case given the median time in µs.
 #[allow(clippy::too_many_arguments)]
 fn graph_checked(
     gpu: &Gpu,
-    k: &dyn tcsparse_gpu::spmv::graph::GraphSpmv,
+    k: &GraphProduct,
     a: &Csr,
     (x, dx): (&[f32], &CudaSlice<f32>),
     (y0, dy): (&[f32], &mut CudaSlice<f32>),
@@ -200,6 +204,15 @@ fn random_csr(rng: &mut ChaCha8Rng, rows: u32, cols: u32, count: usize) -> Csr {
         })
         .collect();
     triplets(rows as usize, cols as usize, &t)
+}
+
+/// The GPU, a generator seeded with `seed`, and a random `rows × cols` matrix of `count` entries
+/// drawn from it ([`random_csr`]) with its bitBSR.
+fn random_case(seed: u64, rows: u32, cols: u32, count: usize) -> (Gpu, ChaCha8Rng, Csr, BitBsr) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let a = random_csr(&mut rng, rows, cols, count);
+    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    (gpu(), rng, a, b)
 }
 
 /// The CSR walks (`spmv_csr{n}`, `spmv_csrrows{n}`) on `a` for n = 2..8 at budgets `chunks`, β = 0
@@ -404,15 +417,13 @@ fn spmv_f16_never_overflows() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_graph_path_and_baseline_match_f64() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let a = random_csr(&mut rng, 2001, 1999, 20_000);
-    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    let (gpu, mut rng, a, b) = random_case(4, 2001, 1999, 20_000);
     let ca = CusparseCsr::new(&gpu, &a).expect("upload");
     for n in [1, MAX_RHS] {
         let (x, y0) = operands(&mut rng, &a, n, 0.0);
         let dx = gpu.upload(&x).expect("x");
-        let mut dy = gpu.upload(&y0).expect("y");
+        // (what, product, bound): ours, then every cuSPARSE algorithm the tunings time.
+        let mut products: Vec<(String, Box<GraphProduct>, f64)> = Vec::new();
         for (st, core) in [
             (TileStorage::F16, None),
             (TileStorage::Tf32, None),
@@ -430,33 +441,19 @@ fn spmv_graph_path_and_baseline_match_f64() {
         ] {
             let mut k = spmv_of(&gpu, &b, st);
             k.set_core_layout(core).expect("layout");
-            let kernel = k.kernel_name(n);
-            graph_checked(
-                &gpu,
-                &k,
-                &a,
-                (&x, &dx),
-                (&y0, &mut dy),
-                n,
-                |us| format!("graph {kernel} n {n} ({us:.2} µs)"),
-                TOL,
-            );
+            products.push((format!("graph {}", k.kernel_name(n)), Box::new(k), TOL));
         }
-        // Every cuSPARSE algorithm the tunings time, in a graph.
         for &alg in CusparseSpmvAlg::candidates(n) {
             let base = CusparseSpmvGraphable::with_alg(&gpu, &ca, n, alg).expect("prepare");
             assert_eq!(base.alg(), alg);
+            let what = format!("cusparse {} graph", alg.name(n));
+            products.push((what, Box::new(base), 1.0 / 131_072.0));
+        }
+        for (what, k, tol) in &products {
             let mut dy = gpu.upload(&y0).expect("y");
-            graph_checked(
-                &gpu,
-                &base,
-                &a,
-                (&x, &dx),
-                (&y0, &mut dy),
-                n,
-                |us| format!("cusparse {} graph n {n} ({us:.2} µs)", alg.name(n)),
-                1.0 / 131_072.0,
-            );
+            let xs = (&x[..], &dx);
+            let what = |us| format!("{what} n {n} ({us:.2} µs)");
+            graph_checked(&gpu, k.as_ref(), &a, xs, (&y0, &mut dy), n, what, *tol);
         }
     }
     // SpMV has no CSR_ALG3: a typed error, not a cuSPARSE failure at the first call.
@@ -470,10 +467,7 @@ fn spmv_graph_path_and_baseline_match_f64() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spmv_set_bit_walks_read_unaligned_x() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(16);
-    let a = random_csr(&mut rng, 1001, 997, 12_000);
-    let b = BitBsr::from_csr(&a).expect("bitBSR");
+    let (gpu, mut rng, a, b) = random_case(16, 1001, 997, 12_000);
     for st in [TileStorage::F16, TileStorage::F32] {
         let mut k = spmv_of(&gpu, &b, st);
         let tol = walk_tol(st);
