@@ -114,16 +114,7 @@ pub const DRIVER_SYMBOLS: &[&str] = &[
 /// libcuda has every function of [`DRIVER_SYMBOLS`] ([`GpuError::Library`] naming the missing
 /// ones, or when libcuda does not load).
 pub fn require_driver_functions() -> Result<(), GpuError> {
-    // SAFETY: only tries to dlopen libcuda by its usual names.
-    let present = unsafe { sys::is_culib_present() };
-    baselines::check_library(
-        "libcuda",
-        present,
-        // SAFETY: reached only when the library loads (so `culib` does not panic); looking a
-        // symbol up calls nothing.
-        |name| unsafe { sys::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
-        DRIVER_SYMBOLS,
-    )
+    baselines::check_loaded("libcuda", sys::is_culib_present, sys::culib, DRIVER_SYMBOLS)
 }
 
 /// What [`Gpu::probe`] found.

@@ -122,6 +122,26 @@ pub fn check_library(
     })
 }
 
+/// [`check_library`] on a library cudarc opens at run time: `present` (its `is_culib_present`)
+/// tries to open it by its usual names, `lib` (its `culib`) is the library once it opens.
+pub(crate) fn check_loaded(
+    library: &'static str,
+    present: unsafe fn() -> bool,
+    lib: unsafe fn() -> &'static libloading::Library,
+    symbols: &[&str],
+) -> Result<(), GpuError> {
+    // SAFETY: only tries to open the library by its usual names.
+    let present = unsafe { present() };
+    check_library(
+        library,
+        present,
+        // SAFETY: reached only when the library opens (so `lib` does not panic); looking a
+        // symbol up calls nothing.
+        |name| unsafe { lib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
+        symbols,
+    )
+}
+
 /// Result of a library check, cached for the process (the error's detail).
 fn cached(
     cell: &'static OnceLock<Result<(), String>>,
@@ -144,14 +164,10 @@ pub fn require_cusparse() -> Result<(), GpuError> {
     static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
     use cudarc::cusparse::sys as cs;
     cached(&CHECK, "libcusparse", || {
-        // SAFETY: only tries to dlopen libcusparse by its usual names.
-        let present = unsafe { cs::is_culib_present() };
-        check_library(
+        check_loaded(
             "libcusparse",
-            present,
-            // SAFETY: reached only when the library loads (so `culib` does not panic); looking
-            // a symbol up calls nothing.
-            |name| unsafe { cs::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
+            cs::is_culib_present,
+            cs::culib,
             CUSPARSE_SYMBOLS,
         )
     })
@@ -162,15 +178,7 @@ pub fn require_cublas() -> Result<(), GpuError> {
     static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
     use cudarc::cublas::sys as cb;
     cached(&CHECK, "libcublas", || {
-        // SAFETY: only tries to dlopen libcublas by its usual names.
-        let present = unsafe { cb::is_culib_present() };
-        check_library(
-            "libcublas",
-            present,
-            // SAFETY: as in `require_cusparse`.
-            |name| unsafe { cb::culib().get::<unsafe extern "C" fn()>(name.as_bytes()) }.is_ok(),
-            CUBLAS_SYMBOLS,
-        )
+        check_loaded("libcublas", cb::is_culib_present, cb::culib, CUBLAS_SYMBOLS)
     })
 }
 
