@@ -665,35 +665,24 @@ mod tests {
             .iter()
             .map(|&(l, _)| [F16, Tf32, F32].map(|st| core_entry(st, l)))
             .collect();
+        // (F16 storage's entry, F32 storage's), TF32 storage taking F32's.
         let want = [
-            ["spmv_core_f16", "spmv_core_f32", "spmv_core_f32"],
-            ["spmv_corew1_f16", "spmv_corew1_f32", "spmv_corew1_f32"],
-            ["spmv_corew2_f16", "spmv_corew2_f32", "spmv_corew2_f32"],
-            ["spmv_lane_f16", "spmv_lane_f32", "spmv_lane_f32"],
-            ["spmv_staged_f16", "spmv_staged_f32", "spmv_staged_f32"],
-            [
-                "spmv_staged16_f16",
-                "spmv_staged16_f32",
-                "spmv_staged16_f32",
-            ],
-            [
-                "spmv_blocklane_f16",
-                "spmv_blocklane_f32",
-                "spmv_blocklane_f32",
-            ],
-            ["spmv_blockw_f16", "spmv_blockw_f32", "spmv_blockw_f32"],
-            ["spmv_bits1_f16", "spmv_bits1_f32", "spmv_bits1_f32"],
-            ["spmv_seg1_f16", "spmv_seg1_f32", "spmv_seg1_f32"],
-            ["spmv_bitsw1_f16", "spmv_bitsw1_f32", "spmv_bitsw1_f32"],
-            ["spmv_segw1_f16", "spmv_segw1_f32", "spmv_segw1_f32"],
-            [
-                "spmv_blockbw1_f16",
-                "spmv_blockbw1_f32",
-                "spmv_blockbw1_f32",
-            ],
-            ["spmv_tc1_f16", "spmv_tc1_f32", "spmv_tc1_f32"],
+            ("spmv_core_f16", "spmv_core_f32"),
+            ("spmv_corew1_f16", "spmv_corew1_f32"),
+            ("spmv_corew2_f16", "spmv_corew2_f32"),
+            ("spmv_lane_f16", "spmv_lane_f32"),
+            ("spmv_staged_f16", "spmv_staged_f32"),
+            ("spmv_staged16_f16", "spmv_staged16_f32"),
+            ("spmv_blocklane_f16", "spmv_blocklane_f32"),
+            ("spmv_blockw_f16", "spmv_blockw_f32"),
+            ("spmv_bits1_f16", "spmv_bits1_f32"),
+            ("spmv_seg1_f16", "spmv_seg1_f32"),
+            ("spmv_bitsw1_f16", "spmv_bitsw1_f32"),
+            ("spmv_segw1_f16", "spmv_segw1_f32"),
+            ("spmv_blockbw1_f16", "spmv_blockbw1_f32"),
+            ("spmv_tc1_f16", "spmv_tc1_f32"),
         ];
-        assert_eq!(got, want.map(|r| r.map(Some)));
+        assert_eq!(got, want.map(|(h, f)| [Some(h), Some(f), Some(f)]));
         assert_eq!(core_entry(F32, "nope"), None);
     }
 
