@@ -502,19 +502,10 @@ fn upload_schedule(
     DeviceSchedule::upload(gpu, &flatten_acc_schedule(rwo, &kind.build(rwo))?)
 }
 
-impl std::fmt::Debug for RowTileDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RowTileDevice")
-            .field("rows", &self.rows)
-            .field("kernel", &self.kernel)
-            .field("cols", &self.cols)
-            .field("windows", &self.row_window_offset.len().saturating_sub(1))
-            .field("schedule", &self.schedule)
-            .field("thread_blocks", &self.sched.num_tbs)
-            .field("split_windows", &self.sched.split.count())
-            .finish()
-    }
-}
+impl_debug!(RowTileDevice, |s|
+    rows: s.rows, kernel: s.kernel, cols: s.cols,
+    windows: s.row_window_offset.len().saturating_sub(1), schedule: s.schedule,
+    thread_blocks: s.sched.num_tbs, split_windows: s.sched.split.count());
 
 impl RowTileDevice {
     /// Uploads `m` (once; launch many times) for the masked or, with `dense_tiles`, the
