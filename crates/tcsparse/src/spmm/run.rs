@@ -6,6 +6,7 @@ use crate::element::{bf16, f16};
 use crate::{DType, Element, Error, Requested, RowOrder};
 use std::any::TypeId;
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
@@ -340,7 +341,7 @@ impl Prepared {
         let n = self.n;
         match T::DTYPE {
             DType::F32 => {
-                let (b, mut c) = (Same::<_, T, f32>::new(b)?, SameMut::<_, T, f32>::new(c)?);
+                let (b, mut c) = (Same::<_, T, f32>::new(b)?, Same::<_, T, f32>::new(c)?);
                 self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
             }
             DType::F16 => self.spmm_device_half::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
@@ -376,7 +377,7 @@ impl Prepared {
         if matches!(self.dev, DeviceState::Cpu) {
             return Err(cpu_path());
         }
-        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
+        let (b, mut c) = (Same::<_, T, H>::new(b)?, Same::<_, T, H>::new(c)?);
         if self.device_order == RowOrder::Prepared || self.perm.is_none() {
             return self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n);
         }
@@ -775,16 +776,16 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
         });
 }
 
-/// A device buffer of `T` seen as one of `U`, made only where `T` is `U` (the same type, by
-/// [`TypeId`]): how a product generic over [`Element`] hands its operands to a kernel of one
-/// type. Every method forwards to the buffer's own.
-struct Same<'a, X, T, U> {
-    x: &'a X,
+/// A borrowed device buffer of `T` (`X` is `&B` or `&mut B`) seen as one of `U`, made only where
+/// `T` is `U` (the same type, by [`TypeId`]): how a product generic over [`Element`] hands its
+/// operands to a kernel of one type. Every method forwards to the buffer's own.
+struct Same<X, T, U> {
+    x: X,
     _types: PhantomData<(T, U)>,
 }
 
-impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
-    fn new(x: &'a X) -> Result<Self, Error> {
+impl<X, T: 'static, U: 'static> Same<X, T, U> {
+    fn new(x: X) -> Result<Self, Error> {
         same_type::<T, U>()?;
         Ok(Self {
             x,
@@ -793,7 +794,7 @@ impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
     }
 }
 
-impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
+impl<X: Deref<Target: DeviceSlice<T>>, T, U> DeviceSlice<U> for Same<X, T, U> {
     fn len(&self) -> usize {
         self.x.len()
     }
@@ -802,44 +803,13 @@ impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
     }
 }
 
-impl<X: DevicePtr<T>, T, U> DevicePtr<U> for Same<'_, X, T, U> {
+impl<X: Deref<Target: DevicePtr<T>>, T, U> DevicePtr<U> for Same<X, T, U> {
     fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         self.x.device_ptr(stream)
     }
 }
 
-/// [`Same`] for a buffer borrowed mutably.
-struct SameMut<'a, X, T, U> {
-    x: &'a mut X,
-    _types: PhantomData<(T, U)>,
-}
-
-impl<'a, X, T: 'static, U: 'static> SameMut<'a, X, T, U> {
-    fn new(x: &'a mut X) -> Result<Self, Error> {
-        same_type::<T, U>()?;
-        Ok(Self {
-            x,
-            _types: PhantomData,
-        })
-    }
-}
-
-impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for SameMut<'_, X, T, U> {
-    fn len(&self) -> usize {
-        self.x.len()
-    }
-    fn stream(&self) -> &Arc<CudaStream> {
-        self.x.stream()
-    }
-}
-
-impl<X: DevicePtr<T>, T, U> DevicePtr<U> for SameMut<'_, X, T, U> {
-    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
-        self.x.device_ptr(stream)
-    }
-}
-
-impl<X: DevicePtrMut<T>, T, U> DevicePtrMut<U> for SameMut<'_, X, T, U> {
+impl<X: DerefMut<Target: DevicePtrMut<T>>, T, U> DevicePtrMut<U> for Same<X, T, U> {
     fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         self.x.device_ptr_mut(stream)
     }
