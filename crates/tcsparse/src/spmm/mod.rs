@@ -109,7 +109,7 @@ impl HalfSetups {
 /// cuSPARSE's ([`HalfSetups`]), permuted on the device as its bits.
 pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
     /// The scratch buffers of this type.
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self>;
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
     /// [`HalfSetups`] of this type, empty.
     fn no_setups() -> HalfSetups;
     /// The set-ups in `s` where they are of this type.
@@ -117,7 +117,7 @@ pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
 }
 
 impl HalfElement for f16 {
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.f16
     }
     fn no_setups() -> HalfSetups {
@@ -132,7 +132,7 @@ impl HalfElement for f16 {
 }
 
 impl HalfElement for bf16 {
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.bf16
     }
     fn no_setups() -> HalfSetups {
@@ -290,19 +290,18 @@ impl std::ops::Deref for PreparedMatrix {
 /// f32 and in each 16-bit type.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    b: Option<CudaSlice<f32>>,
-    c: Option<CudaSlice<f32>>,
-    f16: HalfScratch<f16>,
-    bf16: HalfScratch<bf16>,
+    f32: ScratchPair<f32>,
+    f16: ScratchPair<f16>,
+    bf16: ScratchPair<bf16>,
 }
 
-/// [`Scratch`]'s B and C in a 16-bit type.
-pub(crate) struct HalfScratch<H> {
-    b: Option<CudaSlice<H>>,
-    c: Option<CudaSlice<H>>,
+/// [`Scratch`]'s B and C in one element type.
+pub(crate) struct ScratchPair<E> {
+    b: Option<CudaSlice<E>>,
+    c: Option<CudaSlice<E>>,
 }
 
-impl<H> Default for HalfScratch<H> {
+impl<E> Default for ScratchPair<E> {
     fn default() -> Self {
         Self { b: None, c: None }
     }
