@@ -67,6 +67,45 @@ pub(crate) enum DeviceState {
     Hrpb(Box<HrpbSpmm>),
 }
 
+impl DeviceState {
+    /// The kernel this state runs where the state names it: every state but Acc-SpMM's, whose
+    /// schedule kind only the preparation knows.
+    pub(crate) fn kernel(&self) -> Option<ExecKernel> {
+        Some(match self {
+            DeviceState::Cpu => ExecKernel::CpuBitTcf,
+            DeviceState::Acc(_) => return None,
+            DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
+            DeviceState::CusparseHalf(h) => ExecKernel::CusparseHalf {
+                alg: h.alg,
+                dtype: h.setups.dtype(),
+            },
+            DeviceState::Csr(k) => ExecKernel::CsrCuda {
+                chunk_nnz: k.chunk_nnz(),
+            },
+            DeviceState::RowTile(d) => ExecKernel::RowTile {
+                kernel: d.kernel(),
+                schedule: d.schedule(),
+            },
+            DeviceState::Hrpb(d) => ExecKernel::Hrpb {
+                mma: d.mma(),
+                split: d.split(),
+            },
+        })
+    }
+
+    /// The thread blocks of a launch at width `n` and the split windows among them (row windows
+    /// that several thread blocks add into), as the report gives them: Acc-SpMM's and the
+    /// row-tile kernels' schedules, HRPB's wave split (no split windows), none elsewhere.
+    pub(crate) fn blocks(&self, n: usize) -> Result<(usize, usize), Error> {
+        Ok(match self {
+            DeviceState::Acc(d) => (d.num_tbs(), d.num_split_windows()),
+            DeviceState::RowTile(d) => (d.num_tbs(), d.num_split_windows()),
+            DeviceState::Hrpb(d) => (d.wave_split(n)?.panels.len(), 0),
+            _ => (0, 0),
+        })
+    }
+}
+
 /// cuSPARSE SpMM in f16 or bf16: the matrix's descriptor, the algorithm products run and one
 /// [`CusparseSpmmHalf`] per width, set up on first use from the prepared matrix's values (rounded
 /// to the type there).
