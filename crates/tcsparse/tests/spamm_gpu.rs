@@ -21,14 +21,18 @@ fn cfg(s: usize) -> SpammConfig {
     }
 }
 
-/// `A·A` (`n × n`) over a group of one handle of `g`: the single-GPU product a split must equal.
-fn single_gpu(g: &Gpu, a: &[f32], n: usize, s: usize) -> (Vec<f32>, SpammRun) {
+/// The test's GPU, A (`n × n`, exponential decay at rate 0.1) and `A·A` at strided balance `s`
+/// over a group of one handle: the single-GPU product a split must equal.
+fn decay_case(n: usize, s: usize) -> (Gpu, Vec<f32>, (Vec<f32>, SpammRun)) {
+    let g = gpu();
+    let a = exponential_decay_dense(n, 0.1);
     let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
-    spamm_on_group(&one, a, a, n, n, n, &cfg(s)).unwrap()
+    let single = spamm_on_group(&one, &a, &a, n, n, n, &cfg(s)).unwrap();
+    (g, a, single)
 }
 
 /// Asserts that `A·A` split over `group` at strided balance `s` covers C's rows in order, one
-/// range per member, and gives `single` (the one-handle product, [`single_gpu`]) bit for bit:
+/// range per member, and gives `single` (the one-handle product, [`decay_case`]) bit for bit:
 /// the same τ and valid products, the same tiles in the same order of accumulation per C element.
 fn assert_split_equals_single(
     group: &DeviceGroup,
@@ -49,10 +53,8 @@ fn assert_split_equals_single(
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
-    let g = gpu();
     let n = 900;
-    let a = exponential_decay_dense(n, 0.1);
-    let single = single_gpu(&g, &a, n, 1);
+    let (g, a, single) = decay_case(n, 1);
     let mut groups = vec![DeviceGroup::streams_of(&g, 3).unwrap()];
     let count = Gpu::device_count();
     if count > 1 {
@@ -66,10 +68,8 @@ fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
-    let g = gpu();
     let n = 700;
-    let a = exponential_decay_dense(n, 0.1);
-    let single = single_gpu(&g, &a, n, 2);
+    let (g, a, single) = decay_case(n, 2);
     assert_split_equals_single(&DeviceGroup::streams_of(&g, 2).unwrap(), &a, n, 2, &single);
     let (c1, r1) = single;
     let rows: Vec<usize> = (0..n).collect();
@@ -88,9 +88,8 @@ fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_engine_runs_spamm_on_its_gpu() {
-    let g = gpu();
     let n = 300;
-    let a = exponential_decay_dense(n, 0.1);
+    let (g, a, (want, _)) = decay_case(n, 1);
     let d = DenseRef::new(&a, n, n);
     let opts = SpammOptions::builder()
         .precision(Precision::Tf32x3)
@@ -106,7 +105,6 @@ fn the_engine_runs_spamm_on_its_gpu() {
         ("gpu", "single")
     );
     assert_eq!(report.precision, "3xtf32");
-    let (want, _) = single_gpu(&g, &a, n, 1);
     assert_eq!(c, want);
     assert!(
         report.measured_error.unwrap() <= report.rel_bound + 1e-6,
