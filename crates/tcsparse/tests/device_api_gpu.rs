@@ -8,8 +8,8 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
-    Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
-    RowOrder, RowTileKernel,
+    Engine, Error, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice, RowOrder,
+    RowTileKernel,
 };
 
 mod support;
@@ -319,15 +319,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .n(n)
         .build();
     let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-    assert!(
-        matches!(
-            p.kernel(),
-            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
-        ),
-        "{:?}",
-        p.kernel()
-    );
-    assert_eq!(p.precision(), Precision::F32);
+    support::assert_f32_kernel(&p);
     assert!(!p.report().tuning.is_empty());
     for t in &p.report().tuning {
         assert!(

@@ -217,15 +217,7 @@ fn f32_tuning_keeps_f32_kernels() {
             !tuning.iter().any(|s| s.candidate.contains("3xTF32")),
             "3xTF32 timed: {tuning:?}"
         );
-        assert!(
-            matches!(
-                p.kernel(),
-                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
-            ),
-            "{}",
-            p.kernel()
-        );
-        assert_eq!(p.precision(), tcsparse::Precision::F32);
+        support::assert_f32_kernel(&p);
         let b = support::values(a.cols() * n, 31);
         let c0 = support::values(a.rows() * n, 32);
         let mut c = c0.clone();

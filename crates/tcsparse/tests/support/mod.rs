@@ -5,7 +5,10 @@ use std::path::PathBuf;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
-use tcsparse::{Balance, DType, Error, KernelRequest, PrepareOptions, ReorderChoice, Requested};
+use tcsparse::{
+    Balance, DType, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared,
+    ReorderChoice, Requested,
+};
 
 /// `len` values in [-1, 1) from a seeded LCG: the same on every call.
 pub fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -110,6 +113,19 @@ pub fn assert_element_type(e: &Error, prepared: DType, got: DType) {
         matches!(e, Error::ElementType { prepared: p, got: g } if *p == prepared && *g == got),
         "{e}"
     );
+}
+
+/// Asserts that `p` runs an f32 kernel (cuSPARSE or the CSR kernel) and says so.
+pub fn assert_f32_kernel(p: &Prepared) {
+    assert!(
+        matches!(
+            p.kernel(),
+            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+        ),
+        "{}",
+        p.kernel()
+    );
+    assert_eq!(p.precision(), Precision::F32);
 }
 
 /// The shared dataset folder: `$TCSPARSE_SHARED_DATASETS`, else `../../../shared/datasets` from
