@@ -64,6 +64,26 @@ fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
     }
 }
 
+/// `a` prepared at width `n` for B and C in `dtype` (f16 or bf16), products in the prepared order.
+fn prepare_half(engine: &Engine, a: &Csr, n: usize, dtype: DType) -> Prepared {
+    let opts = PrepareOptions::builder()
+        .n(n)
+        .dtype(dtype)
+        .device_order(RowOrder::Prepared)
+        .build();
+    engine.prepare_spmm(a, &opts).unwrap()
+}
+
+/// [`device_products`] in `p`'s element type (f16 or bf16) against the prepared matrix (`p` runs
+/// in the prepared order).
+fn prepared_order_products(gpu: &Gpu, p: &mut Prepared, what: &str) {
+    let pa = p.matrix().clone();
+    match p.dtype() {
+        DType::F16 => device_products::<f16>(gpu, p, &pa, what),
+        _ => device_products::<bf16>(gpu, p, &pa, what),
+    }
+}
+
 fn half_device<T: Element + tcsparse::cudarc::driver::DeviceRepr>(engine: &Engine, a: &Csr) {
     let gpu = engine.gpu().unwrap().clone();
     for n in [8usize, 32, 100, 128] {
@@ -157,12 +177,7 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
     let gpu = engine.gpu().unwrap().clone();
     for a in [scattered(50_000), support::hub_rows_203()] {
         for dtype in [DType::F16, DType::BF16] {
-            let opts = PrepareOptions::builder()
-                .n(32)
-                .dtype(dtype)
-                .device_order(RowOrder::Prepared)
-                .build();
-            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let mut p = prepare_half(&engine, &a, 32, dtype);
             let tuning = &p.report().tuning;
             assert!(
                 tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
@@ -183,17 +198,13 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
                 }
                 other => panic!("{dtype}: {other}"),
             }
-            let pa = p.matrix().clone();
             println!(
                 "{} rows, {dtype}: {} kept ({})",
                 a.rows(),
                 p.kernel(),
                 p.report().kernel_note
             );
-            match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, "tuned"),
-                _ => device_products::<bf16>(&gpu, &mut p, &pa, "tuned"),
-            }
+            prepared_order_products(&gpu, &mut p, "tuned");
         }
     }
 }
@@ -248,17 +259,8 @@ fn shared_datasets_through_the_half_device_path() {
     for name in ["cora", "west0067", "citeseer"] {
         let a = tcsparse::read(dir.join(format!("{name}.mtx.gz"))).unwrap();
         for dtype in [DType::F16, DType::BF16] {
-            let opts = PrepareOptions::builder()
-                .n(64)
-                .dtype(dtype)
-                .device_order(RowOrder::Prepared)
-                .build();
-            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-            let pa = p.matrix().clone();
-            match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, name),
-                _ => device_products::<bf16>(&gpu, &mut p, &pa, name),
-            }
+            let mut p = prepare_half(&engine, &a, 64, dtype);
+            prepared_order_products(&gpu, &mut p, name);
         }
     }
 }
