@@ -13,22 +13,11 @@ use tcsparse::{
 };
 
 mod support;
-use support::{hub_rows_203 as matrix, longest_row, reference, values};
+use support::{GPU_KERNELS as KERNELS, hub_rows_203 as matrix, longest_row, reference, values};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
 }
-
-/// Every kernel the facade runs on the GPU.
-const KERNELS: [KernelRequest; 7] = [
-    KernelRequest::AccSpmm,
-    KernelRequest::RowTile(RowTileKernel::TC16),
-    KernelRequest::RowTile(RowTileKernel::TC32),
-    KernelRequest::RowTile(RowTileKernel::TC16D),
-    KernelRequest::RowTile(RowTileKernel::TC32D),
-    KernelRequest::Csr,
-    KernelRequest::Cusparse,
-];
 
 /// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
 /// summed, one rounding for α, two for + β·C).

@@ -11,13 +11,15 @@ use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, CSR_TUNED_CHUNKS, CacheOutcome, Engine, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ReorderChoice, RowTileKernel, SpmmAlg, TUNED_SCHEDULES,
+    PrepareReport, Prepared, ReorderChoice, SpmmAlg, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
 
 mod support;
-use support::{datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values};
+use support::{
+    GPU_KERNELS, datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values,
+};
 
 fn engine() -> Engine {
     Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
@@ -327,17 +329,10 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
 fn every_kernel_and_reordering_matches_reference() {
     let engine = engine();
     let a = small_matrix();
-    for kernel in [
-        KernelRequest::AccSpmm,
-        KernelRequest::RowTile(RowTileKernel::TC16),
-        KernelRequest::RowTile(RowTileKernel::TC32),
-        KernelRequest::RowTile(RowTileKernel::TC16D),
-        KernelRequest::RowTile(RowTileKernel::TC32D),
-        KernelRequest::Cusparse,
-        KernelRequest::Csr,
-        KernelRequest::Hrpb,
-        KernelRequest::Auto,
-    ] {
+    for kernel in GPU_KERNELS
+        .into_iter()
+        .chain([KernelRequest::Hrpb, KernelRequest::Auto])
+    {
         for reorder in [
             ReorderChoice::None,
             ReorderChoice::Method("affinity".into()),

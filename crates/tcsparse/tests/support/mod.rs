@@ -7,8 +7,20 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::{
     Balance, DType, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared,
-    ReorderChoice, Requested,
+    ReorderChoice, Requested, RowTileKernel,
 };
+
+/// GPU kernels asked for by name: Acc-SpMM, the four TF32 row-tile kernels, CSR and cuSPARSE
+/// (the device-API tests run each; the engine tests add HRPB and the tuned choice).
+pub const GPU_KERNELS: [KernelRequest; 7] = [
+    KernelRequest::AccSpmm,
+    KernelRequest::RowTile(RowTileKernel::TC16),
+    KernelRequest::RowTile(RowTileKernel::TC32),
+    KernelRequest::RowTile(RowTileKernel::TC16D),
+    KernelRequest::RowTile(RowTileKernel::TC32D),
+    KernelRequest::Csr,
+    KernelRequest::Cusparse,
+];
 
 /// `len` values in [-1, 1) from a seeded LCG: the same on every call.
 pub fn values(len: usize, seed: u64) -> Vec<f32> {
