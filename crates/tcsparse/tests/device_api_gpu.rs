@@ -14,10 +14,7 @@ use tcsparse::{
 
 mod support;
 use support::{GPU_KERNELS as KERNELS, hub_rows_203 as matrix, longest_row, reference, values};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
 /// summed, one rounding for α, two for + β·C).
@@ -73,8 +70,7 @@ fn padded(x: &[f32], rows: usize, n: usize, ld: usize, off: usize) -> Vec<f32> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn views_with_leading_dimensions_in_both_orders() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = matrix();
     let n = 40;
     let b = values(a.cols() * n, 1);

@@ -15,11 +15,8 @@ use tcsparse::{
 };
 
 mod support;
+use support::gpu_engine as engine;
 use support::{assert_element_type, assert_unsupported, longest_row};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
 
 /// Products in `T` on a GPU preparation for `T`: the f16 / bf16 row-tile kernel runs, and
 /// every N meets `Prepared::error_bound` (β = 0 with C poisoned by NaN, and β ≠ 0).

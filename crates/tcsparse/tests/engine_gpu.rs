@@ -10,7 +10,7 @@ use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Balance, CSR_TUNED_CHUNKS, CacheOutcome, Engine, ExecKernel, KernelRequest, PrepareOptions,
+    Balance, CSR_TUNED_CHUNKS, CacheOutcome, ExecKernel, KernelRequest, PrepareOptions,
     PrepareReport, Prepared, ReorderChoice, SpmmAlg, TUNED_SCHEDULES,
 };
 
@@ -20,10 +20,7 @@ mod support;
 use support::{
     GPU_KERNELS, datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values,
 };
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Each family's fastest probe within reach is timed in full (its sample loses the " [probe]"
 /// mark); the kept kernel is the fastest of those full timings.
@@ -382,8 +379,7 @@ fn every_kernel_and_reordering_matches_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn timing_acc_vs_cusparse_on_datasets() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let Some(dir) = datasets_or_skip("time") else {
         return;
     };

@@ -16,10 +16,7 @@ use tcsparse::{
 
 mod support;
 use support::{datasets_or_skip, longest_row, reference};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
 /// matrix in the order the device path takes B and C in (the prepared matrix in the prepared
@@ -134,8 +131,7 @@ fn f16_and_bf16_device_products_meet_the_reported_bound() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f32_typed_device_product_is_spmm_device() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = support::hub_rows_203();
     let n = 32;
     let mut opts = support::reproducible_options(tcsparse::KernelRequest::RowTile(
@@ -173,8 +169,7 @@ fn scattered(rows: usize) -> Csr {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     for a in [scattered(50_000), support::hub_rows_203()] {
         for dtype in [DType::F16, DType::BF16] {
             let mut p = prepare_half(&engine, &a, 32, dtype);
@@ -251,8 +246,7 @@ fn f32_tuning_keeps_f32_kernels() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn shared_datasets_through_the_half_device_path() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let Some(dir) = datasets_or_skip("run") else {
         return;
     };

@@ -5,10 +5,23 @@ use std::path::PathBuf;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
+use tcsparse::gpu::Gpu;
 use tcsparse::{
-    Balance, DType, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared,
+    Balance, DType, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared,
     ReorderChoice, Requested, RowTileKernel,
 };
+
+/// An engine on the GPU (a test that calls it fails without one).
+pub fn gpu_engine() -> Engine {
+    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
+}
+
+/// [`gpu_engine`] and a handle to its GPU.
+pub fn engine_and_gpu() -> (Engine, Gpu) {
+    let engine = gpu_engine();
+    let gpu = engine.gpu().expect("an engine made on a GPU").clone();
+    (engine, gpu)
+}
 
 /// GPU kernels asked for by name: Acc-SpMM, the four TF32 row-tile kernels, CSR and cuSPARSE
 /// (the device-API tests run each; the engine tests add HRPB and the tuned choice).
