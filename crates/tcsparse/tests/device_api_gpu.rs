@@ -8,27 +8,13 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
-    Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice,
-    RowOrder, RowTileKernel,
+    Engine, Error, KernelRequest, Precision, PrepareOptions, Prepared, ReorderChoice, RowOrder,
+    RowTileKernel,
 };
 
 mod support;
-use support::{hub_rows_203 as matrix, longest_row, reference, values};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
-
-/// Every kernel the facade runs on the GPU.
-const KERNELS: [KernelRequest; 7] = [
-    KernelRequest::AccSpmm,
-    KernelRequest::RowTile(RowTileKernel::TC16),
-    KernelRequest::RowTile(RowTileKernel::TC32),
-    KernelRequest::RowTile(RowTileKernel::TC16D),
-    KernelRequest::RowTile(RowTileKernel::TC32D),
-    KernelRequest::Csr,
-    KernelRequest::Cusparse,
-];
+use support::{GPU_KERNELS as KERNELS, hub_rows_203 as matrix, longest_row, reference, values};
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
 /// summed, one rounding for α, two for + β·C).
@@ -84,8 +70,7 @@ fn padded(x: &[f32], rows: usize, n: usize, ld: usize, off: usize) -> Vec<f32> {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn views_with_leading_dimensions_in_both_orders() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = matrix();
     let n = 40;
     let b = values(a.cols() * n, 1);
@@ -319,15 +304,7 @@ fn f32_precision_runs_only_f32_kernels() {
         .n(n)
         .build();
     let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-    assert!(
-        matches!(
-            p.kernel(),
-            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
-        ),
-        "{:?}",
-        p.kernel()
-    );
-    assert_eq!(p.precision(), Precision::F32);
+    support::assert_f32_kernel(&p);
     assert!(!p.report().tuning.is_empty());
     for t in &p.report().tuning {
         assert!(

@@ -16,7 +16,7 @@ mod nccl_support;
 mod split_support;
 
 use nccl_support::want_nccl;
-use split_support::{b_matrix, hub_matrix};
+use split_support::{Reference, hub_matrix};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,12 +25,12 @@ use tcsparse::distributed::{
 };
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::exponential_decay_dense;
-use tcsparse::formats::reference::{max_scaled_error, spmm_f64};
+use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::distributed::spamm::spamm_rank;
 use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
 use tcsparse::spamm::spamm_on_group;
-use tcsparse::{Engine, PrepareOptions, RowOrder};
+use tcsparse::{PrepareOptions, RowOrder};
 
 /// Set in a child started by [`ranks_as_processes_match_one_gpu`].
 const ROLE_ENV: &str = "TCSPARSE_DIST_TEST_ROLE";
@@ -79,25 +79,14 @@ fn one_rank_of_a_distributed_product() {
 
     let a = matrix();
     let n = 96;
-    let b = b_matrix(a.cols(), n);
-    let want = spmm_f64(&a, &b, n, n, false);
-    let scale = spmm_f64(&a, &b, n, n, true);
+    let r = Reference::new(&a, n);
+    let (b, want, scale) = (&r.b, &r.want, &r.scale);
     let opts = PrepareOptions::builder().n(n).build();
 
     // The one-GPU product of the whole matrix on this rank's device.
     let mut one_opts = opts.clone();
     one_opts.device_order = RowOrder::Original;
-    let mut single = Engine::with_gpu(gpu.clone())
-        .prepare_spmm(&a, &one_opts)
-        .unwrap();
-    let mut c1 = vec![f32::NAN; a.rows() * n];
-    single.spmm(1.0, &b, 0.0, &mut c1).unwrap();
-    let bound1 = single.error_bound();
-    let err1 = max_scaled_error(&c1, &want, &scale);
-    assert!(
-        err1 <= bound1,
-        "rank {rank} one GPU: {err1:.3e} > {bound1:.3e}"
-    );
+    let (c1, bound1) = r.one_gpu(&gpu, &a, &one_opts, &format!("rank {rank}"));
 
     let mut d = DistributedSpmm::prepare(comm, &a, &opts).unwrap();
     let ranges = d.row_ranges().to_vec();
@@ -178,7 +167,7 @@ fn one_rank_of_a_distributed_product() {
             let full = d.all_gather_c().unwrap();
             gpu.download(full).unwrap()
         };
-        let err = max_scaled_error(&host[..a.rows() * n], &want, &scale);
+        let err = max_scaled_error(&host[..a.rows() * n], want, scale);
         assert!(
             err <= bound,
             "rank {rank}: all-gathered C {err:.3e} > {bound:.3e}"
@@ -194,7 +183,7 @@ fn one_rank_of_a_distributed_product() {
                 .chunks_exact(ldc)
                 .flat_map(|r| r[..n].iter().copied())
                 .collect();
-            let err = max_scaled_error(&packed, &want, &scale);
+            let err = max_scaled_error(&packed, want, scale);
             assert!(err <= bound, "rank 0: gathered C {err:.3e} > {bound:.3e}");
             assert!(
                 c.chunks_exact(ldc)

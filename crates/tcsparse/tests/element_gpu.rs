@@ -10,16 +10,13 @@ use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
 use tcsparse::gpu::Gpu;
 use tcsparse::{
-    DType, Element, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, Requested,
-    RowTileArith, RowTileKernel,
+    DType, Element, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions,
+    PrepareOptionsBuilder, Requested, RowTileArith, RowTileKernel,
 };
 
 mod support;
+use support::gpu_engine as engine;
 use support::{assert_element_type, assert_unsupported, longest_row};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
 
 /// Products in `T` on a GPU preparation for `T`: the f16 / bf16 row-tile kernel runs, and
 /// every N meets `Prepared::error_bound` (β = 0 with C poisoned by NaN, and β ≠ 0).
@@ -165,33 +162,30 @@ fn three_tf32_prepares_the_split_row_tile_kernel_at_f32_grade() {
 fn combinations_without_a_gpu_kernel_are_refused_naming_both() {
     let engine = engine();
     let a = support::hub_rows_203();
+    let refused = |opts: PrepareOptionsBuilder, requested, names: &[&str]| {
+        let e = engine.prepare_spmm(&a, &opts.n(8).build()).unwrap_err();
+        assert_unsupported(&e, requested, names);
+    };
+    let opts = PrepareOptions::builder;
     for dtype in [DType::F16, DType::BF16] {
-        let opts = PrepareOptions::builder()
-            .n(8)
-            .dtype(dtype)
-            .precision(Precision::F32)
-            .build();
-        let e = engine.prepare_spmm(&a, &opts).unwrap_err();
-        assert_unsupported(
-            &e,
+        refused(
+            opts().dtype(dtype).precision(Precision::F32),
             Requested::ElementAt(dtype, Precision::F32),
             &[dtype.name(), "F32"],
         );
-        let opts = PrepareOptions::builder()
-            .n(8)
-            .dtype(dtype)
-            .kernel(KernelRequest::Cusparse)
-            .build();
-        let e = engine.prepare_spmm(&a, &opts).unwrap_err();
-        assert_unsupported(&e, Requested::Element(dtype), &["Cusparse"]);
+        refused(
+            opts().dtype(dtype).kernel(KernelRequest::Cusparse),
+            Requested::Element(dtype),
+            &["Cusparse"],
+        );
     }
-    let opts = PrepareOptions::builder()
-        .n(8)
-        .precision(Precision::Tf32x3)
-        .kernel(KernelRequest::Hrpb)
-        .build();
-    let e = engine.prepare_spmm(&a, &opts).unwrap_err();
-    assert_unsupported(&e, Requested::Precision(Precision::Tf32x3), &["3xTF32"]);
+    refused(
+        opts()
+            .precision(Precision::Tf32x3)
+            .kernel(KernelRequest::Hrpb),
+        Requested::Precision(Precision::Tf32x3),
+        &["3xTF32"],
+    );
 }
 
 #[test]

@@ -10,18 +10,17 @@ use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
-    Balance, CSR_TUNED_CHUNKS, CacheOutcome, Engine, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ReorderChoice, RowTileKernel, SpmmAlg, TUNED_SCHEDULES,
+    Balance, CSR_TUNED_CHUNKS, CacheOutcome, ExecKernel, KernelRequest, PrepareOptions,
+    PrepareReport, Prepared, ReorderChoice, SpmmAlg, TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
 
 mod support;
-use support::{datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
+use support::{
+    GPU_KERNELS, datasets, datasets_or_skip, hub_rows_203 as small_matrix, reference, values,
+};
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Each family's fastest probe within reach is timed in full (its sample loses the " [probe]"
 /// mark); the kept kernel is the fastest of those full timings.
@@ -327,17 +326,10 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
 fn every_kernel_and_reordering_matches_reference() {
     let engine = engine();
     let a = small_matrix();
-    for kernel in [
-        KernelRequest::AccSpmm,
-        KernelRequest::RowTile(RowTileKernel::TC16),
-        KernelRequest::RowTile(RowTileKernel::TC32),
-        KernelRequest::RowTile(RowTileKernel::TC16D),
-        KernelRequest::RowTile(RowTileKernel::TC32D),
-        KernelRequest::Cusparse,
-        KernelRequest::Csr,
-        KernelRequest::Hrpb,
-        KernelRequest::Auto,
-    ] {
+    for kernel in GPU_KERNELS
+        .into_iter()
+        .chain([KernelRequest::Hrpb, KernelRequest::Auto])
+    {
         for reorder in [
             ReorderChoice::None,
             ReorderChoice::Method("affinity".into()),
@@ -387,8 +379,7 @@ fn every_kernel_and_reordering_matches_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn timing_acc_vs_cusparse_on_datasets() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let Some(dir) = datasets_or_skip("time") else {
         return;
     };

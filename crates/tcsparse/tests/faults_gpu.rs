@@ -11,14 +11,11 @@
 use tcsparse::formats::Csr;
 use tcsparse::formats::generate::banded;
 use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
-use tcsparse::{Engine, Error, KernelRequest, SpmvOptions};
+use tcsparse::{Error, KernelRequest, SpmvOptions};
 
 mod support;
+use support::engine_and_gpu;
 use support::reproducible_options as spmm_options;
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
 
 fn matrix() -> Csr {
     banded(3000, 9, 0.6, 7).expect("valid generator")
@@ -59,8 +56,7 @@ fn an_upload_past_the_budget_is_out_of_memory_and_draws_nothing() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn failed_preparations_are_typed_and_leave_no_device_memory() {
-    let engine = engine();
-    let gpu = engine.gpu().expect("GPU engine").clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = matrix();
     // Each preparation's allocations, without a budget.
     type Prep<'a> = Box<dyn Fn() -> Result<(), tcsparse::Error> + 'a>;
@@ -152,8 +148,7 @@ fn failed_preparations_are_typed_and_leave_no_device_memory() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn products_out_of_memory_are_typed_and_the_next_product_is_right() {
-    let engine = engine();
-    let gpu = engine.gpu().expect("GPU engine").clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = matrix();
     let x: Vec<f32> = (0..a.cols()).map(|i| (i % 13) as f32 - 6.0).collect();
 

@@ -16,10 +16,7 @@ use tcsparse::{
 
 mod support;
 use support::{datasets_or_skip, longest_row, reference};
-
-fn engine() -> Engine {
-    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
-}
+use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
 /// matrix in the order the device path takes B and C in (the prepared matrix in the prepared
@@ -61,6 +58,26 @@ fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
             T::DTYPE,
             p.kernel()
         );
+    }
+}
+
+/// `a` prepared at width `n` for B and C in `dtype` (f16 or bf16), products in the prepared order.
+fn prepare_half(engine: &Engine, a: &Csr, n: usize, dtype: DType) -> Prepared {
+    let opts = PrepareOptions::builder()
+        .n(n)
+        .dtype(dtype)
+        .device_order(RowOrder::Prepared)
+        .build();
+    engine.prepare_spmm(a, &opts).unwrap()
+}
+
+/// [`device_products`] in `p`'s element type (f16 or bf16) against the prepared matrix (`p` runs
+/// in the prepared order).
+fn prepared_order_products(gpu: &Gpu, p: &mut Prepared, what: &str) {
+    let pa = p.matrix().clone();
+    match p.dtype() {
+        DType::F16 => device_products::<f16>(gpu, p, &pa, what),
+        _ => device_products::<bf16>(gpu, p, &pa, what),
     }
 }
 
@@ -114,8 +131,7 @@ fn f16_and_bf16_device_products_meet_the_reported_bound() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn f32_typed_device_product_is_spmm_device() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let a = support::hub_rows_203();
     let n = 32;
     let mut opts = support::reproducible_options(tcsparse::KernelRequest::RowTile(
@@ -153,16 +169,10 @@ fn scattered(rows: usize) -> Csr {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     for a in [scattered(50_000), support::hub_rows_203()] {
         for dtype in [DType::F16, DType::BF16] {
-            let opts = PrepareOptions::builder()
-                .n(32)
-                .dtype(dtype)
-                .device_order(RowOrder::Prepared)
-                .build();
-            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let mut p = prepare_half(&engine, &a, 32, dtype);
             let tuning = &p.report().tuning;
             assert!(
                 tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
@@ -183,17 +193,13 @@ fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
                 }
                 other => panic!("{dtype}: {other}"),
             }
-            let pa = p.matrix().clone();
             println!(
                 "{} rows, {dtype}: {} kept ({})",
                 a.rows(),
                 p.kernel(),
                 p.report().kernel_note
             );
-            match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, "tuned"),
-                _ => device_products::<bf16>(&gpu, &mut p, &pa, "tuned"),
-            }
+            prepared_order_products(&gpu, &mut p, "tuned");
         }
     }
 }
@@ -217,15 +223,7 @@ fn f32_tuning_keeps_f32_kernels() {
             !tuning.iter().any(|s| s.candidate.contains("3xTF32")),
             "3xTF32 timed: {tuning:?}"
         );
-        assert!(
-            matches!(
-                p.kernel(),
-                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
-            ),
-            "{}",
-            p.kernel()
-        );
-        assert_eq!(p.precision(), tcsparse::Precision::F32);
+        support::assert_f32_kernel(&p);
         let b = support::values(a.cols() * n, 31);
         let c0 = support::values(a.rows() * n, 32);
         let mut c = c0.clone();
@@ -248,25 +246,15 @@ fn f32_tuning_keeps_f32_kernels() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn shared_datasets_through_the_half_device_path() {
-    let engine = engine();
-    let gpu = engine.gpu().unwrap().clone();
+    let (engine, gpu) = engine_and_gpu();
     let Some(dir) = datasets_or_skip("run") else {
         return;
     };
     for name in ["cora", "west0067", "citeseer"] {
         let a = tcsparse::read(dir.join(format!("{name}.mtx.gz"))).unwrap();
         for dtype in [DType::F16, DType::BF16] {
-            let opts = PrepareOptions::builder()
-                .n(64)
-                .dtype(dtype)
-                .device_order(RowOrder::Prepared)
-                .build();
-            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-            let pa = p.matrix().clone();
-            match dtype {
-                DType::F16 => device_products::<f16>(&gpu, &mut p, &pa, name),
-                _ => device_products::<bf16>(&gpu, &mut p, &pa, name),
-            }
+            let mut p = prepare_half(&engine, &a, 64, dtype);
+            prepared_order_products(&gpu, &mut p, name);
         }
     }
 }

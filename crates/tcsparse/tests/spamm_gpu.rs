@@ -21,48 +21,57 @@ fn cfg(s: usize) -> SpammConfig {
     }
 }
 
-/// `A·A` (`n × n`) over a group of one handle of `g`: the single-GPU product a split must equal.
-fn single_gpu(g: &Gpu, a: &[f32], n: usize, s: usize) -> (Vec<f32>, SpammRun) {
+/// The test's GPU, A (`n × n`, exponential decay at rate 0.1) and `A·A` at strided balance `s`
+/// over a group of one handle: the single-GPU product a split must equal.
+fn decay_case(n: usize, s: usize) -> (Gpu, Vec<f32>, (Vec<f32>, SpammRun)) {
+    let g = gpu();
+    let a = exponential_decay_dense(n, 0.1);
     let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
-    spamm_on_group(&one, a, a, n, n, n, &cfg(s)).unwrap()
+    let single = spamm_on_group(&one, &a, &a, n, n, n, &cfg(s)).unwrap();
+    (g, a, single)
+}
+
+/// Asserts that `A·A` split over `group` at strided balance `s` covers C's rows in order, one
+/// range per member, and gives `single` (the one-handle product, [`decay_case`]) bit for bit:
+/// the same τ and valid products, the same tiles in the same order of accumulation per C element.
+fn assert_split_equals_single(
+    group: &DeviceGroup,
+    a: &[f32],
+    n: usize,
+    s: usize,
+    single: &(Vec<f32>, SpammRun),
+) {
+    let (c1, r1) = single;
+    let (c, r) = spamm_on_group(group, a, a, n, n, n, &cfg(s)).unwrap();
+    assert_eq!(r.row_ranges.len(), group.len());
+    assert_eq!(r.row_ranges.first().map(|x| x.0), Some(0));
+    assert_eq!(r.row_ranges.last().map(|x| x.1), Some(n));
+    assert_eq!((r.tau, r.valid_products), (r1.tau, r1.valid_products));
+    assert_eq!(&c, c1, "{:?}", group.transport());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn spamm_split_over_the_devices_equals_the_single_gpu_product() {
-    let g = gpu();
     let n = 900;
-    let a = exponential_decay_dense(n, 0.1);
-    let (c1, r1) = single_gpu(&g, &a, n, 1);
+    let (g, a, single) = decay_case(n, 1);
     let mut groups = vec![DeviceGroup::streams_of(&g, 3).unwrap()];
     let count = Gpu::device_count();
     if count > 1 {
         groups.push(DeviceGroup::open(DeviceSet::first(count)).unwrap());
     }
     for group in &groups {
-        let (c, r) = spamm_on_group(group, &a, &a, n, n, n, &cfg(1)).unwrap();
-        assert_eq!(r.row_ranges.len(), group.len());
-        assert_eq!(r.row_ranges.first().map(|x| x.0), Some(0));
-        assert_eq!(r.row_ranges.last().map(|x| x.1), Some(n));
-        assert_eq!((r.tau, r.valid_products), (r1.tau, r1.valid_products));
-        // Same tiles, same order of accumulation per C element: the same bits.
-        assert_eq!(c, c1, "{:?}", group.transport());
+        assert_split_equals_single(group, &a, n, 1, &single);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
-    let g = gpu();
     let n = 700;
-    let a = exponential_decay_dense(n, 0.1);
-    let (c1, r1) = single_gpu(&g, &a, n, 2);
-    let two = DeviceGroup::streams_of(&g, 2).unwrap();
-    let (c2, r2) = spamm_on_group(&two, &a, &a, n, n, n, &cfg(2)).unwrap();
-    assert_eq!(r2.row_ranges.len(), 2);
-    assert_eq!(r1.tau, r2.tau);
-    assert_eq!(r1.valid_products, r2.valid_products);
-    assert_eq!(c1, c2, "row split changes nothing");
+    let (g, a, single) = decay_case(n, 2);
+    assert_split_equals_single(&DeviceGroup::streams_of(&g, 2).unwrap(), &a, n, 2, &single);
+    let (c1, r1) = single;
     let rows: Vec<usize> = (0..n).collect();
     let e = measured_error(&a, &a, &c1, n, n, &rows);
     println!("{r1:?} measured rel err {e:.3e}");
@@ -79,9 +88,8 @@ fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_engine_runs_spamm_on_its_gpu() {
-    let g = gpu();
     let n = 300;
-    let a = exponential_decay_dense(n, 0.1);
+    let (g, a, (want, _)) = decay_case(n, 1);
     let d = DenseRef::new(&a, n, n);
     let opts = SpammOptions::builder()
         .precision(Precision::Tf32x3)
@@ -97,7 +105,6 @@ fn the_engine_runs_spamm_on_its_gpu() {
         ("gpu", "single")
     );
     assert_eq!(report.precision, "3xtf32");
-    let (want, _) = single_gpu(&g, &a, n, 1);
     assert_eq!(c, want);
     assert!(
         report.measured_error.unwrap() <= report.rel_bound + 1e-6,

@@ -410,8 +410,6 @@ impl Engine {
         // Upload.
         let t = Instant::now();
         tracing::debug!("preparation: plan and build done, uploading for {kernel:?}");
-        let mut thread_blocks = 0;
-        let mut split_windows = 0;
         let dev = match (&self.gpu, kernel) {
             _ if !upload => DeviceState::Cpu,
             (Some(gpu), ExecKernel::AccSpmm { .. } | ExecKernel::AccSpmmPaper { .. }) => {
@@ -427,8 +425,6 @@ impl Engine {
                     ExecKernel::AccSpmm { schedule: kind } => d.set_variant(gpu, kind.variant())?,
                     _ => d.set_variant(gpu, AccVariant::Paper)?,
                 }
-                thread_blocks = d.num_tbs();
-                split_windows = d.num_split_windows();
                 gpu.synchronize()?;
                 DeviceState::Acc(Box::new(d))
             }
@@ -472,20 +468,18 @@ impl Engine {
                         )?
                     }
                 };
-                thread_blocks = d.num_tbs();
-                split_windows = d.num_split_windows();
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
             }
             (Some(gpu), ExecKernel::Hrpb { mma, split }) => {
                 let h = Hrpb::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
                 let d = HrpbSpmm::from_hrpb(gpu, &h, mma, split)?;
-                thread_blocks = d.wave_split(opts.n.max(1))?.panels.len();
                 gpu.synchronize()?;
                 DeviceState::Hrpb(Box::new(d))
             }
             _ => DeviceState::Cpu,
         };
+        let (thread_blocks, split_windows) = dev.blocks(opts.n.max(1))?;
         let upload_s = t.elapsed().as_secs_f64();
 
         let report = PrepareReport {

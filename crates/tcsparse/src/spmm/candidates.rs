@@ -700,15 +700,7 @@ impl Engine {
         let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && best.beats(*ms));
         let mut chosen = match (csr_best, acc, best.into_inner()) {
             (Some((_, dev)), _, _) => {
-                cus.report.kernel = ExecKernel::CsrCuda {
-                    chunk_nnz: dev.chunk_nnz(),
-                };
-                cus.report.kernel_note = format!(
-                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
-                    cus.report.kernel, cus.plan.reason
-                );
-                cus.dev = DeviceState::Csr(Box::new(dev));
-                cus
+                cus.with_fastest(DeviceState::Csr(Box::new(dev)), n, &summary)?
             }
             (None, Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
@@ -721,33 +713,11 @@ impl Engine {
                 );
                 p
             }
-            (None, Some(mut p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
-                p.report.thread_blocks = d.num_tbs();
-                p.report.split_windows = d.num_split_windows();
-                p.report.kernel = ExecKernel::RowTile {
-                    kernel: d.kernel(),
-                    schedule: d.schedule(),
-                };
-                p.dev = DeviceState::RowTile(d);
-                p.report.kernel_note = format!(
-                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
-                    p.report.kernel, p.plan.reason
-                );
-                p
+            (None, Some(p), Some((ms, Candidate::RowTile(d)))) if ms < cus_ms => {
+                p.with_fastest(DeviceState::RowTile(d), n, &summary)?
             }
-            (None, Some(mut p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
-                p.report.thread_blocks = d.wave_split(n)?.panels.len();
-                p.report.split_windows = 0;
-                p.report.kernel = ExecKernel::Hrpb {
-                    mma: d.mma(),
-                    split: d.split(),
-                };
-                p.dev = DeviceState::Hrpb(d);
-                p.report.kernel_note = format!(
-                    "tuned at N = {n}: {} fastest ({summary}); planner: {}",
-                    p.report.kernel, p.plan.reason
-                );
-                p
+            (None, Some(p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
+                p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
             }
             _ => {
                 let why = acc_err.map_or_else(
@@ -765,6 +735,23 @@ impl Engine {
         chosen.report.tuning = tuning;
         chosen.report.tune_s = tune_s;
         Ok(chosen)
+    }
+}
+
+impl Prepared {
+    /// `self` running `dev`, the tuning's fastest: the report names its kernel, thread blocks and
+    /// split windows at width `n`, and the note the timings (`summary`).
+    fn with_fastest(mut self, dev: DeviceState, n: usize, summary: &str) -> Result<Self, Error> {
+        if let Some(kernel) = dev.kernel() {
+            self.report.kernel = kernel;
+        }
+        (self.report.thread_blocks, self.report.split_windows) = dev.blocks(n)?;
+        self.dev = dev;
+        self.report.kernel_note = format!(
+            "tuned at N = {n}: {} fastest ({summary}); planner: {}",
+            self.report.kernel, self.plan.reason
+        );
+        Ok(self)
     }
 }
 

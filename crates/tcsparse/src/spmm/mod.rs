@@ -67,6 +67,45 @@ pub(crate) enum DeviceState {
     Hrpb(Box<HrpbSpmm>),
 }
 
+impl DeviceState {
+    /// The kernel this state runs where the state names it: every state but Acc-SpMM's, whose
+    /// schedule kind only the preparation knows.
+    pub(crate) fn kernel(&self) -> Option<ExecKernel> {
+        Some(match self {
+            DeviceState::Cpu => ExecKernel::CpuBitTcf,
+            DeviceState::Acc(_) => return None,
+            DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
+            DeviceState::CusparseHalf(h) => ExecKernel::CusparseHalf {
+                alg: h.alg,
+                dtype: h.setups.dtype(),
+            },
+            DeviceState::Csr(k) => ExecKernel::CsrCuda {
+                chunk_nnz: k.chunk_nnz(),
+            },
+            DeviceState::RowTile(d) => ExecKernel::RowTile {
+                kernel: d.kernel(),
+                schedule: d.schedule(),
+            },
+            DeviceState::Hrpb(d) => ExecKernel::Hrpb {
+                mma: d.mma(),
+                split: d.split(),
+            },
+        })
+    }
+
+    /// The thread blocks of a launch at width `n` and the split windows among them (row windows
+    /// that several thread blocks add into), as the report gives them: Acc-SpMM's and the
+    /// row-tile kernels' schedules, HRPB's wave split (no split windows), none elsewhere.
+    pub(crate) fn blocks(&self, n: usize) -> Result<(usize, usize), Error> {
+        Ok(match self {
+            DeviceState::Acc(d) => (d.num_tbs(), d.num_split_windows()),
+            DeviceState::RowTile(d) => (d.num_tbs(), d.num_split_windows()),
+            DeviceState::Hrpb(d) => (d.wave_split(n)?.panels.len(), 0),
+            _ => (0, 0),
+        })
+    }
+}
+
 /// cuSPARSE SpMM in f16 or bf16: the matrix's descriptor, the algorithm products run and one
 /// [`CusparseSpmmHalf`] per width, set up on first use from the prepared matrix's values (rounded
 /// to the type there).
@@ -109,7 +148,7 @@ impl HalfSetups {
 /// cuSPARSE's ([`HalfSetups`]), permuted on the device as its bits.
 pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
     /// The scratch buffers of this type.
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self>;
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
     /// [`HalfSetups`] of this type, empty.
     fn no_setups() -> HalfSetups;
     /// The set-ups in `s` where they are of this type.
@@ -117,7 +156,7 @@ pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
 }
 
 impl HalfElement for f16 {
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.f16
     }
     fn no_setups() -> HalfSetups {
@@ -132,7 +171,7 @@ impl HalfElement for f16 {
 }
 
 impl HalfElement for bf16 {
-    fn scratch(s: &mut Scratch) -> &mut HalfScratch<Self> {
+    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.bf16
     }
     fn no_setups() -> HalfSetups {
@@ -290,19 +329,18 @@ impl std::ops::Deref for PreparedMatrix {
 /// f32 and in each 16-bit type.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    b: Option<CudaSlice<f32>>,
-    c: Option<CudaSlice<f32>>,
-    f16: HalfScratch<f16>,
-    bf16: HalfScratch<bf16>,
+    f32: ScratchPair<f32>,
+    f16: ScratchPair<f16>,
+    bf16: ScratchPair<bf16>,
 }
 
-/// [`Scratch`]'s B and C in a 16-bit type.
-pub(crate) struct HalfScratch<H> {
-    b: Option<CudaSlice<H>>,
-    c: Option<CudaSlice<H>>,
+/// [`Scratch`]'s B and C in one element type.
+pub(crate) struct ScratchPair<E> {
+    b: Option<CudaSlice<E>>,
+    c: Option<CudaSlice<E>>,
 }
 
-impl<H> Default for HalfScratch<H> {
+impl<E> Default for ScratchPair<E> {
     fn default() -> Self {
         Self { b: None, c: None }
     }

@@ -6,22 +6,25 @@ use crate::element::{bf16, f16};
 use crate::{DType, Element, Error, Requested, RowOrder};
 use std::any::TypeId;
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{
+    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop, ValidAsZeroBits,
+};
 use std::collections::hash_map::Entry;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf};
-use tcsparse_gpu::permute::RowPermutation;
+use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
 use super::prepare::{GPU_TYPED_SPMM_KERNELS, cusparse_half_refusal};
-use super::{DeviceState, HalfElement, Prepared, args_error, at_least};
+use super::{DeviceState, HalfElement, Prepared, Scratch, ScratchPair, args_error, at_least};
 
 impl Prepared {
     /// `C = α·A·B + β·C` on host data in the original row order: B is `cols × n` and C `rows × n`,
@@ -119,26 +122,27 @@ impl Prepared {
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
-        let cpu = matches!(self.dev, DeviceState::Cpu);
         if n == 0 || rows == 0 {
             return Ok(());
         }
-        match T::DTYPE {
-            DType::F16 if !cpu => return self.spmm_half_gpu::<T, f16>(alpha, b, ldb, beta, c, ldc),
-            DType::BF16 if !cpu => {
-                return self.spmm_half_gpu::<T, bf16>(alpha, b, ldb, beta, c, ldc);
-            }
-            _ => {}
+        if !matches!(self.dev, DeviceState::Cpu) {
+            return match T::DTYPE {
+                DType::F16 => self.spmm_host_gpu::<T, f16>(alpha, b, ldb, beta, c, ldc),
+                DType::BF16 => self.spmm_host_gpu::<T, bf16>(alpha, b, ldb, beta, c, ldc),
+                DType::F32 => {
+                    if self.perm.is_none()
+                        && ldc == n
+                        && let Some(c32) = T::f32_slice_mut(c)
+                    {
+                        // In the prepared order already: B and C go to the device as they are.
+                        return self.spmm_f32_in_place(alpha, b, ldb, beta, c32);
+                    }
+                    self.spmm_host_gpu::<T, f32>(alpha, b, ldb, beta, c, ldc)
+                }
+            };
         }
-        if !cpu
-            && self.perm.is_none()
-            && ldc == n
-            && let Some(c32) = T::f32_slice_mut(c)
-        {
-            // f32 in the prepared order already: B and C go to the device as they are.
-            return self.spmm_f32_in_place(alpha, b, ldb, beta, c32);
-        }
-        // B in prepared order and f32, compact (ld = n); C likewise, only read when β ≠ 0.
+        // The CPU path: B in prepared order and f32, compact (ld = n); C likewise, only read when
+        // β ≠ 0.
         let (b_perm, c_perm) = self.host_row_orders();
         let bp = gather_rows(b, ldb, cols, n, b_perm, T::to_f32);
         let mut cp = if beta != 0.0 {
@@ -146,26 +150,14 @@ impl Prepared {
         } else {
             vec![0f32; rows * n]
         };
-        if cpu {
-            let y = tcsparse_formats::layout::Layout::spmm_cpu(self.bittcf(), &bp, n, n)
-                .map_err(|e| Error::Format(e.to_string()))?;
-            for (out, &v) in cp.iter_mut().zip(&y) {
-                *out = if beta == 0.0 {
-                    alpha * v
-                } else {
-                    alpha * v + beta * *out
-                };
-            }
-        } else {
-            let gpu = self.gpu_handle()?;
-            let bd = gpu.upload(&bp)?;
-            let mut cd = if beta != 0.0 {
-                gpu.upload(&cp)?
+        let y = tcsparse_formats::layout::Layout::spmm_cpu(self.bittcf(), &bp, n, n)
+            .map_err(|e| Error::Format(e.to_string()))?;
+        for (out, &v) in cp.iter_mut().zip(&y) {
+            *out = if beta == 0.0 {
+                alpha * v
             } else {
-                gpu.alloc_zeros(rows * n)?
+                alpha * v + beta * *out
             };
-            self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
-            cp = gpu.download(&cd)?;
         }
         // C back in the original order, rounded to T.
         scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), T::from_f32);
@@ -212,11 +204,10 @@ impl Prepared {
         (if symmetric { c_perm } else { None }, c_perm)
     }
 
-    /// [`Prepared::spmm_typed_strided`] on the GPU for B and C in a 16-bit type: B (and C where
-    /// β ≠ 0) gathered into the prepared row order as `H` (the same values: `T` is `H`), uploaded,
-    /// the prepared half kernel run ([`Prepared::launch_half`]), C downloaded and scattered back
-    /// into the original order.
-    fn spmm_half_gpu<T: Element, H: HalfElement>(
+    /// [`Prepared::spmm_typed_strided`] on the GPU with B and C in `E` (`T` is `E`): B (and C
+    /// where β ≠ 0) gathered into the prepared row order, uploaded, the prepared kernel of `E`
+    /// run ([`DeviceElement::launch`]), C downloaded and scattered back into the original order.
+    fn spmm_host_gpu<T: Element, E: DeviceElement>(
         &mut self,
         alpha: f32,
         b: &[T],
@@ -228,36 +219,37 @@ impl Prepared {
         let n = self.n;
         let (rows, cols) = (self.a.rows(), self.a.cols());
         let gpu = self.gpu_handle()?;
-        // (Exact: T and H are the same type, the f32 value names it.)
+        // (Exact: T and E are the same type, the f32 value names it.)
         let (b_perm, c_perm) = self.host_row_orders();
-        let to_h = |v: T| H::from_f32(v.to_f32());
-        let bd = gpu.upload(&gather_rows(b, ldb, cols, n, b_perm, to_h))?;
+        let to_e = |v: T| E::from_f32(v.to_f32());
+        let bd = gpu.upload(&gather_rows(b, ldb, cols, n, b_perm, to_e))?;
         let mut cd = if beta != 0.0 {
-            gpu.upload(&gather_rows(c, ldc, rows, n, c_perm, to_h))?
+            gpu.upload(&gather_rows(c, ldc, rows, n, c_perm, to_e))?
         } else {
-            gpu.alloc_zeros::<H>(rows * n)?
+            gpu.alloc_zeros::<E>(rows * n)?
         };
-        self.launch_half::<H>(alpha, &bd, n, beta, &mut cd, n, n)?;
+        E::launch(self, alpha, &bd, n, n, beta, &mut cd, n)?;
         let cp = gpu.download(&cd)?;
-        scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: H| {
+        scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: E| {
             T::from_f32(v.to_f32())
         });
         Ok(())
     }
 
     /// The product in prepared order on the prepared half device state (B and C in `H`,
-    /// queued on the engine's stream): the one dispatch of the host and device f16 / bf16
-    /// products. A device state without a kernel in `H` is [`Error::Unsupported`].
+    /// queued on the engine's stream; arguments as [`Prepared::launch_prepared`]): the one
+    /// dispatch of the host and device f16 / bf16 products. A device state without a kernel in
+    /// `H` is [`Error::Unsupported`].
     #[allow(clippy::too_many_arguments)]
     fn launch_half<H: HalfElement>(
         &mut self,
         alpha: f32,
         b: &dyn DevicePtr<H>,
+        n: usize,
         ldb: usize,
         beta: f32,
         c: &mut dyn DevicePtrMut<H>,
         ldc: usize,
-        n: usize,
     ) -> Result<(), Error> {
         let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
         match &mut self.dev {
@@ -337,21 +329,17 @@ impl Prepared {
                 got: T::DTYPE,
             });
         }
-        let n = self.n;
         match T::DTYPE {
-            DType::F32 => {
-                let (b, mut c) = (Same::<_, T, f32>::new(b)?, SameMut::<_, T, f32>::new(c)?);
-                self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
-            }
-            DType::F16 => self.spmm_device_half::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
-            DType::BF16 => self.spmm_device_half::<T, bf16, _, _>(alpha, b, ldb, beta, c, ldc),
+            DType::F32 => self.spmm_device_as::<T, f32, _, _>(alpha, b, ldb, beta, c, ldc),
+            DType::F16 => self.spmm_device_as::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
+            DType::BF16 => self.spmm_device_as::<T, bf16, _, _>(alpha, b, ldb, beta, c, ldc),
         }
     }
 
-    /// [`Prepared::spmm_device_typed_strided`] for the 16-bit type `H` (`T` is `H`).
-    fn spmm_device_half<
+    /// [`Prepared::spmm_device_typed_strided`] on the kernel of `E` (`T` is `E`).
+    fn spmm_device_as<
         T: Element,
-        H: HalfElement,
+        E: DeviceElement,
         B: DevicePtr<T>,
         C: DevicePtr<T> + DevicePtrMut<T>,
     >(
@@ -363,62 +351,9 @@ impl Prepared {
         c: &mut C,
         ldc: usize,
     ) -> Result<(), Error> {
-        if self.gpu.is_none() {
-            return Err(needs_gpu());
-        }
         let n = self.n;
-        let (rows, cols) = (self.a.rows(), self.a.cols());
-        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
-        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
-        if matches!(self.dev, DeviceState::CusparseHalf(_)) {
-            cusparse_packed(n, ldb, ldc)?;
-        }
-        if matches!(self.dev, DeviceState::Cpu) {
-            return Err(cpu_path());
-        }
-        let (b, mut c) = (Same::<_, T, H>::new(b)?, SameMut::<_, T, H>::new(c)?);
-        if self.device_order == RowOrder::Prepared || self.perm.is_none() {
-            return self.launch_half::<H>(alpha, &b, ldb, beta, &mut c, ldc, n);
-        }
-        if n == 0 || rows == 0 {
-            return Ok(());
-        }
-        // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order in H,
-        // multiply, scatter C back (the 16-bit permutation moves the values' bits).
-        let gpu = self.gpu_handle()?;
-        if self.device_perm.is_none() {
-            let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
-            self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
-        }
-        let symmetric = self.report.mode == Mode::Symmetric;
-        let scratch = H::scratch(&mut self.scratch);
-        let (sb, sc) = (scratch.b.take(), scratch.c.take());
-        let mut cp = at_least(&gpu, sc, rows * n)?;
-        let mut bp = if symmetric {
-            Some(at_least(&gpu, sb, cols * n)?)
-        } else {
-            None
-        };
-        let result = (|| {
-            let perm = self.device_perm()?;
-            if let Some(bp) = bp.as_mut() {
-                perm.gather(&b, ldb, bp, n, n)?;
-            }
-            if beta != 0.0 {
-                perm.gather(&c, ldc, &mut cp, n, n)?;
-            }
-            match bp.as_ref() {
-                Some(bp) => self.launch_half::<H>(alpha, bp, n, beta, &mut cp, n, n)?,
-                None => self.launch_half::<H>(alpha, &b, ldb, beta, &mut cp, n, n)?,
-            }
-            let perm = self.device_perm()?;
-            perm.scatter(&cp, n, &mut c, ldc, n)?;
-            Ok(())
-        })();
-        let scratch = H::scratch(&mut self.scratch);
-        scratch.b = bp;
-        scratch.c = Some(cp);
-        result
+        let (b, mut c) = (Same::<_, T, E>::new(b)?, Same::<_, T, E>::new(c)?);
+        self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
@@ -460,10 +395,15 @@ impl Prepared {
         self.spmm_device_at(alpha, b, n, ldb, beta, c, ldc)
     }
 
-    /// The device product at width `n` (whatever [`Prepared::n`] says): the multi-GPU parts,
-    /// which choose the width themselves.
+    /// The device product at width `n` (whatever [`Prepared::n`] says) with B and C in `E`, on
+    /// the prepared kernel of `E`: every device product, and the multi-GPU parts, which choose
+    /// the width themselves.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn spmm_device_at<B: DevicePtr<f32>, C: DevicePtr<f32> + DevicePtrMut<f32>>(
+    pub(crate) fn spmm_device_at<
+        E: DeviceElement,
+        B: DevicePtr<E>,
+        C: DevicePtr<E> + DevicePtrMut<E>,
+    >(
         &mut self,
         alpha: f32,
         b: &B,
@@ -476,39 +416,41 @@ impl Prepared {
         if self.gpu.is_none() {
             return Err(needs_gpu());
         }
-        if self.dtype != DType::F32 {
-            // (The device entry points take f32 buffers; f16 / bf16 run through spmm_typed.)
+        if self.dtype != E::DTYPE {
+            // (The f32 device entry points on a matrix prepared for f16 / bf16.)
             return Err(Error::ElementType {
                 prepared: self.dtype,
-                got: DType::F32,
+                got: E::DTYPE,
             });
         }
         let (rows, cols) = (self.a.rows(), self.a.cols());
         check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
         check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
-        if matches!(self.dev, DeviceState::Cusparse { .. }) {
+        if E::on_cusparse(&self.dev) {
             cusparse_packed(n, ldb, ldc)?;
         }
         if matches!(self.dev, DeviceState::Cpu) {
             return Err(cpu_path());
         }
         if self.device_order == RowOrder::Prepared || self.perm.is_none() {
-            return self.launch_prepared(alpha, b, n, ldb, beta, c, ldc);
+            return E::launch(self, alpha, b, n, ldb, beta, c, ldc);
         }
         if n == 0 || rows == 0 {
             return Ok(());
         }
         // Original order: gather B (symmetric mode) and C (β ≠ 0) into prepared order, multiply,
-        // scatter C back.
+        // scatter C back (a 16-bit permutation moves the values' bits).
         let gpu = self.gpu_handle()?;
         if self.device_perm.is_none() {
             let perm = self.perm.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
             self.device_perm = Some(RowPermutation::new(&gpu, perm)?);
         }
         let symmetric = self.report.mode == Mode::Symmetric;
-        let mut cp = at_least(&gpu, self.scratch.c.take(), rows * n)?;
+        let scratch = E::scratch(&mut self.scratch);
+        let (sb, sc) = (scratch.b.take(), scratch.c.take());
+        let mut cp = at_least(&gpu, sc, rows * n)?;
         let mut bp = if symmetric {
-            Some(at_least(&gpu, self.scratch.b.take(), cols * n)?)
+            Some(at_least(&gpu, sb, cols * n)?)
         } else {
             None
         };
@@ -521,15 +463,16 @@ impl Prepared {
                 perm.gather(c, ldc, &mut cp, n, n)?;
             }
             match bp.as_ref() {
-                Some(bp) => self.launch_prepared(alpha, bp, n, n, beta, &mut cp, n)?,
-                None => self.launch_prepared(alpha, b, n, ldb, beta, &mut cp, n)?,
+                Some(bp) => E::launch(self, alpha, bp, n, n, beta, &mut cp, n)?,
+                None => E::launch(self, alpha, b, n, ldb, beta, &mut cp, n)?,
             }
             let perm = self.device_perm()?;
             perm.scatter(&cp, n, c, ldc, n)?;
             Ok(())
         })();
-        self.scratch.b = bp;
-        self.scratch.c = Some(cp);
+        let scratch = E::scratch(&mut self.scratch);
+        scratch.b = bp;
+        scratch.c = Some(cp);
         result
     }
 
@@ -775,16 +718,16 @@ fn scatter_rows<S: Copy + Sync, D: Copy + Send>(
         });
 }
 
-/// A device buffer of `T` seen as one of `U`, made only where `T` is `U` (the same type, by
-/// [`TypeId`]): how a product generic over [`Element`] hands its operands to a kernel of one
-/// type. Every method forwards to the buffer's own.
-struct Same<'a, X, T, U> {
-    x: &'a X,
+/// A borrowed device buffer of `T` (`X` is `&B` or `&mut B`) seen as one of `U`, made only where
+/// `T` is `U` (the same type, by [`TypeId`]): how a product generic over [`Element`] hands its
+/// operands to a kernel of one type. Every method forwards to the buffer's own.
+struct Same<X, T, U> {
+    x: X,
     _types: PhantomData<(T, U)>,
 }
 
-impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
-    fn new(x: &'a X) -> Result<Self, Error> {
+impl<X, T: 'static, U: 'static> Same<X, T, U> {
+    fn new(x: X) -> Result<Self, Error> {
         same_type::<T, U>()?;
         Ok(Self {
             x,
@@ -793,7 +736,7 @@ impl<'a, X, T: 'static, U: 'static> Same<'a, X, T, U> {
     }
 }
 
-impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
+impl<X: Deref<Target: DeviceSlice<T>>, T, U> DeviceSlice<U> for Same<X, T, U> {
     fn len(&self) -> usize {
         self.x.len()
     }
@@ -802,44 +745,13 @@ impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for Same<'_, X, T, U> {
     }
 }
 
-impl<X: DevicePtr<T>, T, U> DevicePtr<U> for Same<'_, X, T, U> {
+impl<X: Deref<Target: DevicePtr<T>>, T, U> DevicePtr<U> for Same<X, T, U> {
     fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         self.x.device_ptr(stream)
     }
 }
 
-/// [`Same`] for a buffer borrowed mutably.
-struct SameMut<'a, X, T, U> {
-    x: &'a mut X,
-    _types: PhantomData<(T, U)>,
-}
-
-impl<'a, X, T: 'static, U: 'static> SameMut<'a, X, T, U> {
-    fn new(x: &'a mut X) -> Result<Self, Error> {
-        same_type::<T, U>()?;
-        Ok(Self {
-            x,
-            _types: PhantomData,
-        })
-    }
-}
-
-impl<X: DeviceSlice<T>, T, U> DeviceSlice<U> for SameMut<'_, X, T, U> {
-    fn len(&self) -> usize {
-        self.x.len()
-    }
-    fn stream(&self) -> &Arc<CudaStream> {
-        self.x.stream()
-    }
-}
-
-impl<X: DevicePtr<T>, T, U> DevicePtr<U> for SameMut<'_, X, T, U> {
-    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
-        self.x.device_ptr(stream)
-    }
-}
-
-impl<X: DevicePtrMut<T>, T, U> DevicePtrMut<U> for SameMut<'_, X, T, U> {
+impl<X: DerefMut<Target: DevicePtrMut<T>>, T, U> DevicePtrMut<U> for Same<X, T, U> {
     fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         self.x.device_ptr_mut(stream)
     }
@@ -855,6 +767,73 @@ fn same_type<T: 'static, U: 'static>() -> Result<(), Error> {
             std::any::type_name::<T>(),
             std::any::type_name::<U>()
         )))
+    }
+}
+
+/// An element type of B and C on the device: f32 on the prepared kernel
+/// ([`Prepared::launch_prepared`]), f16 and bf16 on the prepared half kernel
+/// ([`Prepared::launch_half`]), each with its own scratch buffers.
+pub(crate) trait DeviceElement:
+    Element + PermuteElement + DeviceRepr + ValidAsZeroBits
+{
+    /// The scratch buffers of this type.
+    fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
+    /// Whether `dev` is cuSPARSE in this type (which needs `ldb = ldc = n`).
+    fn on_cusparse(dev: &DeviceState) -> bool;
+    /// The product in prepared order on the prepared kernel of this type (arguments as
+    /// [`Prepared::launch_prepared`]).
+    #[allow(clippy::too_many_arguments)]
+    fn launch<B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
+        p: &mut Prepared,
+        alpha: f32,
+        b: &B,
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error>;
+}
+
+impl DeviceElement for f32 {
+    fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
+        &mut s.f32
+    }
+    fn on_cusparse(dev: &DeviceState) -> bool {
+        matches!(dev, DeviceState::Cusparse { .. })
+    }
+    fn launch<B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
+        p: &mut Prepared,
+        alpha: f32,
+        b: &B,
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        p.launch_prepared(alpha, b, n, ldb, beta, c, ldc)
+    }
+}
+
+impl<H: HalfElement + Element> DeviceElement for H {
+    fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
+        H::half_scratch(s)
+    }
+    fn on_cusparse(dev: &DeviceState) -> bool {
+        matches!(dev, DeviceState::CusparseHalf(_))
+    }
+    fn launch<B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
+        p: &mut Prepared,
+        alpha: f32,
+        b: &B,
+        n: usize,
+        ldb: usize,
+        beta: f32,
+        c: &mut C,
+        ldc: usize,
+    ) -> Result<(), Error> {
+        p.launch_half::<H>(alpha, b, n, ldb, beta, c, ldc)
     }
 }
 

@@ -5,7 +5,35 @@ use std::path::PathBuf;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::spmm_f64;
-use tcsparse::{Balance, DType, Error, KernelRequest, PrepareOptions, ReorderChoice, Requested};
+use tcsparse::gpu::Gpu;
+use tcsparse::{
+    Balance, DType, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions, Prepared,
+    ReorderChoice, Requested, RowTileKernel,
+};
+
+/// An engine on the GPU (a test that calls it fails without one).
+pub fn gpu_engine() -> Engine {
+    Engine::with_gpu(Gpu::require().expect("this test needs a CUDA GPU"))
+}
+
+/// [`gpu_engine`] and a handle to its GPU.
+pub fn engine_and_gpu() -> (Engine, Gpu) {
+    let engine = gpu_engine();
+    let gpu = engine.gpu().expect("an engine made on a GPU").clone();
+    (engine, gpu)
+}
+
+/// GPU kernels asked for by name: Acc-SpMM, the four TF32 row-tile kernels, CSR and cuSPARSE
+/// (the device-API tests run each; the engine tests add HRPB and the tuned choice).
+pub const GPU_KERNELS: [KernelRequest; 7] = [
+    KernelRequest::AccSpmm,
+    KernelRequest::RowTile(RowTileKernel::TC16),
+    KernelRequest::RowTile(RowTileKernel::TC32),
+    KernelRequest::RowTile(RowTileKernel::TC16D),
+    KernelRequest::RowTile(RowTileKernel::TC32D),
+    KernelRequest::Csr,
+    KernelRequest::Cusparse,
+];
 
 /// `len` values in [-1, 1) from a seeded LCG: the same on every call.
 pub fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -110,6 +138,19 @@ pub fn assert_element_type(e: &Error, prepared: DType, got: DType) {
         matches!(e, Error::ElementType { prepared: p, got: g } if *p == prepared && *g == got),
         "{e}"
     );
+}
+
+/// Asserts that `p` runs an f32 kernel (cuSPARSE or the CSR kernel) and says so.
+pub fn assert_f32_kernel(p: &Prepared) {
+    assert!(
+        matches!(
+            p.kernel(),
+            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+        ),
+        "{}",
+        p.kernel()
+    );
+    assert_eq!(p.precision(), Precision::F32);
 }
 
 /// The shared dataset folder: `$TCSPARSE_SHARED_DATASETS`, else `../../../shared/datasets` from
