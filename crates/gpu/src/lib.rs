@@ -329,6 +329,8 @@ struct Inner {
     images: RwLock<[Option<module_image::ModuleImage>; MODULE_COUNT]>,
     /// Pinned buffers of large uploads (allocated on the first one).
     staging: std::sync::Mutex<Option<staging::Staging>>,
+    /// Pinned buffers of large downloads (allocated on the first one).
+    download_staging: std::sync::Mutex<Option<staging::Staging>>,
     /// What this handle's allocations may draw ([`Gpu::set_alloc_budget`]).
     budget: budget::AllocBudget,
 }
@@ -428,6 +430,7 @@ impl Gpu {
                 modules: RwLock::new([const { None }; MODULE_COUNT]),
                 images: RwLock::new([None; MODULE_COUNT]),
                 staging: std::sync::Mutex::new(None),
+                download_staging: std::sync::Mutex::new(None),
                 budget: budget::AllocBudget::from_env(),
             }),
         })
@@ -614,6 +617,23 @@ impl Gpu {
         self.synchronize()
     }
 
+    /// Allocates the pinned buffers of large downloads ([`Gpu::download_into`]) now, so that the
+    /// first one does not: meant for another thread beside a load, as [`Gpu::warm_up_uploads`].
+    pub fn warm_up_downloads(&self) -> Result<(), GpuError> {
+        let mut guard = self
+            .inner
+            .download_staging
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(staging::Staging::for_downloads(
+                &self.inner.ctx,
+                StagingLayout::DEFAULT,
+            )?);
+        }
+        Ok(())
+    }
+
     /// Maps `bytes` of device memory into the memory pool now and keeps up to that much of freed
     /// memory there from now on (the pool's release threshold, raised, never lowered), so that
     /// the allocations of a preparation that follows reuse it instead of mapping fresh memory
@@ -653,6 +673,33 @@ impl Gpu {
     /// Copies a device buffer back (waits for the stream).
     pub fn download<T: DeviceRepr>(&self, buf: &CudaSlice<T>) -> Result<Vec<T>, GpuError> {
         Ok(self.inner.stream.clone_dtoh(buf)?)
+    }
+
+    /// Copies the first `dst.len()` elements of `src` into `dst` after the work queued on this
+    /// stream, and returns once they are there ([`GpuError::Invalid`] where `src` is shorter).
+    /// From [`STAGED_UPLOAD_BYTES`] on through a ring of pinned buffers emptied by many cores
+    /// ([`StagingLayout::DEFAULT`]), which also faults `dst`'s fresh pages in on every core; the
+    /// driver's pageable copy below that.
+    #[tracing::instrument(name = "download", level = "debug", skip_all, fields(bytes = std::mem::size_of_val(dst)))]
+    pub fn download_into<T: DeviceRepr>(
+        &self,
+        src: &CudaSlice<T>,
+        dst: &mut [T],
+    ) -> Result<(), GpuError> {
+        let i = &self.inner;
+        staging::check_download(src.len(), dst.len())?;
+        if std::mem::size_of_val(dst) >= STAGED_UPLOAD_BYTES {
+            return staging::download_pieces(
+                &i.ctx,
+                &i.stream,
+                &i.download_staging,
+                StagingLayout::DEFAULT,
+                src,
+                dst,
+            );
+        }
+        i.stream.memcpy_dtoh(&src.slice(..dst.len()), dst)?;
+        self.synchronize()
     }
 
     /// A new zeroed device buffer of `len` elements.

@@ -1,4 +1,5 @@
-//! Large uploads through pinned staging buffers (issue 19, the upload stage of a preparation).
+//! Large uploads and downloads through pinned staging buffers (issue 19, the upload stage of a
+//! preparation; issue 40, a host product's C).
 //!
 //! A copy from pageable memory goes through the driver's own staging, filled by one host thread:
 //! about 4 GB/s on the H200 host (31 ms for R-MAT scale 20's 134 MB CSR, 47 ms for
@@ -8,11 +9,17 @@
 //! The copy engine itself reads pinned memory at 55 GB/s there; the host's filling is the bound
 //! (19–32 GB/s for 94–248 MB alone; `examples/cache_hit_speed.rs`, docs/prepare-cost.md, H200,
 //! 2026-11-25, 54aa023). An own pool of fill threads beside rayon's measured slower, so there is none.
+//!
+//! Downloads mirror it: the copy engine fills a ring of pinned buffers (cached, not
+//! write-combined: the host reads them) while all cores copy the buffers filled before into the
+//! caller's pageable array, faulting its fresh pages in on every core instead of in the driver's
+//! one thread.
 
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, sys,
+    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+    PinnedHostSlice, sys,
 };
 use rayon::prelude::*;
 
@@ -84,15 +91,34 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
+    /// A ring of `layout` for uploads (write-combined buffers: fast for the device to read, slow
+    /// for the host to read).
     pub(crate) fn new(ctx: &Arc<CudaContext>, layout: StagingLayout) -> Result<Self, GpuError> {
+        Self::with_flags(ctx, layout, sys::CU_MEMHOSTALLOC_WRITECOMBINED)
+    }
+
+    /// A ring of `layout` for downloads (cached buffers: the host reads them).
+    pub(crate) fn for_downloads(
+        ctx: &Arc<CudaContext>,
+        layout: StagingLayout,
+    ) -> Result<Self, GpuError> {
+        Self::with_flags(ctx, layout, 0)
+    }
+
+    fn with_flags(
+        ctx: &Arc<CudaContext>,
+        layout: StagingLayout,
+        flags: u32,
+    ) -> Result<Self, GpuError> {
         layout.check()?;
         let t = std::time::Instant::now();
         let mut bufs = Vec::with_capacity(layout.buffers);
         let mut done = Vec::with_capacity(layout.buffers);
         for _ in 0..layout.buffers {
-            // SAFETY: the buffers' bytes are never read before a chunk of an upload has been
-            // copied into them (only the first `len` bytes of each chunk are handed to the driver).
-            bufs.push(unsafe { ctx.alloc_pinned(layout.chunk_bytes) }?);
+            // SAFETY: the buffers' bytes are never read before a chunk has been copied into them
+            // (an upload hands only the first `len` bytes it wrote to the driver; a download reads
+            // only the first `len` bytes the driver wrote).
+            bufs.push(unsafe { ctx.alloc_pinned_with_flags(layout.chunk_bytes, flags) }?);
             done.push(ctx.new_event(None)?);
         }
         tracing::debug!(
@@ -240,9 +266,116 @@ pub(crate) unsafe fn upload_pieces<T: DeviceRepr, R: Send>(
     Ok((dst, results))
 }
 
+/// `Ok` where a device buffer of `have` elements holds the `want` a download copies.
+pub(crate) fn check_download(have: usize, want: usize) -> Result<(), GpuError> {
+    if have < want {
+        return Err(GpuError::Invalid(format!(
+            "download of {want} elements from a device buffer of {have}"
+        )));
+    }
+    Ok(())
+}
+
+/// Copies `src[..dst.len()]` into `dst` on `stream` through `staging` (a download ring, allocated
+/// with `layout` on first use): the copy engine fills up to `layout.buffers` chunks ahead while
+/// all cores copy each filled chunk out, [`PIECE_BYTES`] a thread. Ordered after the work queued
+/// on `stream` before it; returns once `dst` holds every byte. Another thread's download in
+/// progress (the ring busy): the driver's pageable copy instead of waiting.
+pub(crate) fn download_pieces<T: DeviceRepr>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    staging: &std::sync::Mutex<Option<Staging>>,
+    layout: StagingLayout,
+    src: &CudaSlice<T>,
+    dst: &mut [T],
+) -> Result<(), GpuError> {
+    check_download(src.len(), dst.len())?;
+    let t = std::time::Instant::now();
+    let bytes = std::mem::size_of_val(dst);
+    let mut guard = match staging.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            let len = dst.len();
+            stream.memcpy_dtoh(&src.slice(..len), dst)?;
+            return Ok(stream.synchronize()?);
+        }
+    };
+    let st = match &mut *guard {
+        Some(st) => st,
+        slot @ None => slot.insert(Staging::for_downloads(ctx, layout)?),
+    };
+    let chunk = st.layout.chunk_bytes;
+    let ring = st.bufs.len();
+    let chunks = bytes.div_ceil(chunk);
+    let out = Addr(dst.as_mut_ptr() as *mut u8 as usize);
+    let (sptr, record) = src.device_ptr(stream);
+    // Queues chunk `k` into its buffer and records the buffer's event after it.
+    let fill = |st: &mut Staging, k: usize| -> Result<(), GpuError> {
+        let (off, h) = (k * chunk, k % ring);
+        let len = chunk.min(bytes - off);
+        let buf = st.bufs[h].as_mut_ptr()? as *mut std::ffi::c_void;
+        // SAFETY: the source range off .. off + len lies inside `src` (at least `bytes` long,
+        // checked above); the destination is the first `len` ≤ chunk_bytes bytes of a pinned
+        // buffer no host thread touches until the event recorded right after has completed
+        // (the copy-out of the chunk before in this buffer finished before this call).
+        unsafe { sys::cuMemcpyDtoHAsync_v2(buf, sptr + off as u64, len, stream.cu_stream()) }
+            .result()?;
+        st.done[h].record(stream)?;
+        Ok(())
+    };
+    for k in 0..chunks.min(ring) {
+        fill(st, k)?;
+    }
+    for k in 0..chunks {
+        let (off, h) = (k * chunk, k % ring);
+        let len = chunk.min(bytes - off);
+        st.done[h].synchronize()?;
+        let buf = Addr(st.bufs[h].as_mut_ptr()? as usize);
+        (0..len.div_ceil(PIECE_BYTES))
+            .into_par_iter()
+            .for_each(|p| {
+                let at = p * PIECE_BYTES;
+                let n = PIECE_BYTES.min(len - at);
+                // SAFETY: source bytes at .. at + n lie inside the pinned buffer's first `len`
+                // bytes, written by the copy whose event completed above; destination bytes off + at
+                // .. off + at + n inside `dst` (off + len ≤ bytes), borrowed mutably by this call;
+                // the pieces are disjoint. Any bytes are a valid T (DeviceRepr: plain data, as the
+                // driver's own copy assumes).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (buf.0 as *const u8).add(at),
+                        (out.0 as *mut u8).add(off + at),
+                        n,
+                    );
+                }
+            });
+        if k + ring < chunks {
+            fill(st, k + ring)?;
+        }
+    }
+    drop(record);
+    tracing::debug!(
+        "staged download of {bytes} bytes in {:.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{PIECE_BYTES, StagingLayout};
+    use super::{PIECE_BYTES, StagingLayout, check_download};
+
+    #[test]
+    fn a_download_longer_than_its_source_is_refused() {
+        assert!(check_download(8, 8).is_ok());
+        assert!(check_download(9, 8).is_ok());
+        let e = check_download(7, 8).unwrap_err().to_string();
+        assert!(
+            e.contains("download of 8 elements from a device buffer of 7"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn layouts_out_of_bounds_are_refused() {

@@ -109,7 +109,8 @@ impl Engine {
     }
 
     /// Pays a new process's first-use costs of uploading (pinned staging buffers and a first pass
-    /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]) and of loading the CSR
+    /// through each: 55–67 ms on the H200 host, [`Gpu::warm_up_uploads`]), of downloading (the
+    /// pinned buffers, [`Gpu::warm_up_downloads`]) and of loading the CSR
     /// kernel's modules ([`tcsparse_gpu::spmm::csr::load_modules`], 1.1–1.5 ms) so that the first
     /// [`Engine::prepare_spmm`] does not (a plan-cache hit of R-MAT scale 20 in a new process on the
     /// H200 host: 4.5–5.4 ms after [`Engine::warm_up_for`], 5.2–7.0 ms after a warm-up of the
@@ -119,6 +120,8 @@ impl Engine {
     pub fn warm_up(&self) -> Result<(), crate::Error> {
         let Some(g) = &self.gpu else { return Ok(()) };
         g.warm_up_uploads()?;
+        // (A host product's C comes back through them.)
+        g.warm_up_downloads()?;
         // (The CSR kernel is a candidate of every tuned preparation and the kernel of many cache
         // hits: its modules cost a new process 1.1–1.5 ms.)
         tcsparse_gpu::spmm::csr::load_modules(g)?;

@@ -189,10 +189,7 @@ impl Prepared {
             gpu.alloc_zeros(rows * n)?
         };
         self.launch_prepared(alpha, &bd, n, n, beta, &mut cd, n)?;
-        gpu.stream()
-            .memcpy_dtoh(&cd, c)
-            .map_err(tcsparse_gpu::GpuError::from)?;
-        gpu.synchronize()?;
+        gpu.download_into(&cd, c)?;
         Ok(())
     }
 
@@ -229,7 +226,8 @@ impl Prepared {
             gpu.alloc_zeros::<E>(rows * n)?
         };
         E::launch(self, alpha, &bd, n, n, beta, &mut cd, n)?;
-        let cp = gpu.download(&cd)?;
+        let mut cp = vec![E::default(); rows * n];
+        gpu.download_into(&cd, &mut cp)?;
         scatter_rows(&cp, n, c, ldc, self.perm.as_ref(), |v: E| {
             T::from_f32(v.to_f32())
         });
