@@ -13,17 +13,8 @@ use tcsparse::{
 };
 
 mod support;
-use support::{GPU_KERNELS as KERNELS, hub_rows_203 as matrix, longest_row, reference, values};
+use support::{GPU_KERNELS as KERNELS, hub_rows_203 as matrix, product_bound, reference, values};
 use support::{engine_and_gpu, gpu_engine as engine};
-
-/// The bound a product of `p` must meet: TF32's 2·2⁻¹⁰, or for f32 kernels γ_{k+3} (k products
-/// summed, one rounding for α, two for + β·C).
-fn bound(p: &Prepared, a: &Csr) -> f64 {
-    match p.precision() {
-        Precision::F32 => Precision::F32.scaled_error_bound(longest_row(a) + 3),
-        _ => p.error_bound(),
-    }
-}
 
 /// Max scaled error of `c` (rows × n, leading dimension ldc) against α·A·B + β·C0 in f64, with B
 /// (cols × n) and C0 (rows × n) compact.
@@ -127,7 +118,7 @@ fn views_with_leading_dimensions_in_both_orders() {
                     }
                     let err = error(&m, 1.5, &b, beta, &c0, &c[off..], ld, n);
                     assert!(
-                        err <= bound(&p, &m),
+                        err <= product_bound(&p, &m),
                         "{kernel:?} {order:?} ld {ld} off {off} β {beta}: scaled error {err:.3e}"
                     );
                 }
@@ -170,7 +161,10 @@ fn update_values_on_every_kernel() {
         ));
         p.update_values(&new).unwrap();
         let err = host_error(&mut p, &a2, &b, 0.5, &c0, n);
-        assert!(err <= bound(&p, &a2), "{kernel:?}: scaled error {err:.3e}");
+        assert!(
+            err <= product_bound(&p, &a2),
+            "{kernel:?}: scaled error {err:.3e}"
+        );
     }
 }
 
@@ -201,7 +195,10 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
         }
         let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-        assert!(err <= bound(&p, &a), "{what}: scaled error {err:.3e}");
+        assert!(
+            err <= product_bound(&p, &a),
+            "{what}: scaled error {err:.3e}"
+        );
         let new = values(a.nnz(), 8);
         p.update_values(&new).unwrap();
         assert_eq!(*a, original, "{what}: the caller's matrix changed");
@@ -209,7 +206,7 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
         a2.data_mut().copy_from_slice(&new);
         let err = host_error(&mut p, &a2, &b, 0.0, &c0, n);
         assert!(
-            err <= bound(&p, &a2),
+            err <= product_bound(&p, &a2),
             "{what}: after the update, scaled error {err:.3e}"
         );
     }
@@ -239,7 +236,10 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             engine.prepare_spmm(&a, &opts).unwrap()
         });
         let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-        assert!(err <= bound(&p, &a), "{kernel:?}: scaled error {err:.3e}");
+        assert!(
+            err <= product_bound(&p, &a),
+            "{kernel:?}: scaled error {err:.3e}"
+        );
     }
 }
 
@@ -288,7 +288,7 @@ fn engine_on_the_callers_stream() {
     }
     let zeros = vec![0f32; a.rows() * n];
     let err = error(&a, 1.0, &b, 0.0, &zeros, &c, n, n);
-    assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
+    assert!(err <= product_bound(&p, &a), "scaled error {err:.3e}");
 }
 
 /// F32 precision keeps the tensor-core kernels out of tuning and meets the f32 bound; a requested
@@ -316,7 +316,7 @@ fn f32_precision_runs_only_f32_kernels() {
     let b = values(a.cols() * n, 7);
     let c0 = values(a.rows() * n, 8);
     let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-    assert!(err <= bound(&p, &a), "scaled error {err:.3e}");
+    assert!(err <= product_bound(&p, &a), "scaled error {err:.3e}");
     let tc = PrepareOptions::builder()
         .precision(Precision::F32)
         .kernel(KernelRequest::AccSpmm)
@@ -378,7 +378,10 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
             for (p, who) in [(&mut first, "first"), (&mut hit, "hit")] {
                 let got = product(p);
                 let err = error(&a, 1.25, &b, -0.5, &c0, &got, n, n);
-                assert!(err <= bound(p, &a), "{what} {who}: scaled error {err:.3e}");
+                assert!(
+                    err <= product_bound(p, &a),
+                    "{what} {who}: scaled error {err:.3e}"
+                );
             }
             assert_eq!(hit.matrix(), first.matrix(), "{what}");
             let v2 = values(a.nnz(), 9);
@@ -392,7 +395,7 @@ fn a_cache_hit_builds_dense_row_tiles_on_the_gpu() {
             let got = product(&mut hit);
             let err = error(&a2, 1.25, &b, -0.5, &c0, &got, n, n);
             assert!(
-                err <= bound(&hit, &a2),
+                err <= product_bound(&hit, &a2),
                 "{what} updated: scaled error {err:.3e}"
             );
             let _ = std::fs::remove_dir_all(&dir);
@@ -434,7 +437,10 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
         let mut c_miss = vec![0f32; a.rows() * n];
         miss.spmm(1.0, &b, 0.0, &mut c_miss).unwrap();
         let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &c_miss, n, n);
-        assert!(err <= bound(&miss, &a), "{name}: scaled error {err:.3e}");
+        assert!(
+            err <= product_bound(&miss, &a),
+            "{name}: scaled error {err:.3e}"
+        );
         for hit in &mut hits {
             assert_eq!(hit.report().cache, tcsparse::CacheOutcome::Hit, "{name}");
             assert_eq!(hit.kernel(), miss.kernel(), "{name}");
@@ -442,7 +448,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
             hit.spmm(1.0, &b, 0.0, &mut got).unwrap();
             let err = error(&a, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
             assert!(
-                err <= bound(hit, &a),
+                err <= product_bound(hit, &a),
                 "{name} {:?}: scaled error {err:.3e}",
                 hit.kernel()
             );
@@ -466,7 +472,7 @@ fn tuned_preparations_with_a_cache_hit_with_the_same_products() {
         revalued.spmm(1.0, &b, 0.0, &mut got).unwrap();
         let err = error(&a2, 1.0, &b, 0.0, &vec![0.0; a.rows() * n], &got, n, n);
         assert!(
-            err <= bound(&revalued, &a2),
+            err <= product_bound(&revalued, &a2),
             "{name} new values: scaled error {err:.3e}"
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -15,7 +15,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{datasets_or_skip, longest_row, reference};
+use support::{datasets_or_skip, longest_row, product_bound, reference};
 use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
@@ -229,11 +229,12 @@ fn f32_tuning_keeps_f32_kernels() {
         let mut c = c0.clone();
         p.spmm(1.5, &b, -0.5, &mut c).unwrap();
         let (want, scale) = reference(&a, 1.5, &b, -0.5, &c0, n);
+        // (α = 1.5 and β = −0.5: f32 roundings beyond the product's bound, support::product_bound.)
         let check = tcsparse::accuracy::check_stored(
             &c,
             &want,
             &scale,
-            p.error_bound(),
+            product_bound(&p, &a),
             longest_row(&a),
             DType::F32,
         );

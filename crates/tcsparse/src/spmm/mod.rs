@@ -378,8 +378,10 @@ impl std::fmt::Debug for Prepared {
 /// The bound [`Prepared::error_bound`] reports for cuSPARSE in f16 / bf16 on rows of at most `k`
 /// nonzeros: [`DType::rounded_a_bound`] with C's rounding counted twice. cuSPARSE does not
 /// document its arithmetic in these types; on the H200 its f16 ALG2 exceeded the once-rounded
-/// bound (by 1.7 % at β = 2) and its bf16 ALG2 exceeded even this one (mbeacxc), so the tuning
-/// keeps cuSPARSE in the type only after a checked product meets it.
+/// bound (by 1.7 % at β = 2), its bf16 ALG2 exceeded even this one (mbeacxc, β = 0) and so did
+/// its f16 ALG2 at α = −0.5, β = 2 (by 4.5 %, rows of 203 nonzeros, n = 1000; 2026-11-28,
+/// 826269a), so the tuning keeps cuSPARSE in the type only after checked products at β = 0 and
+/// β = 2 meet it.
 pub(crate) fn cusparse_half_bound(dtype: DType, k: usize) -> f64 {
     dtype.scaled_error_bound(dtype.scaled_error_bound(dtype.rounded_a_bound(k)))
 }
@@ -488,7 +490,9 @@ impl Prepared {
         d.launch_refusal(n)
     }
 
-    /// Bound on `|C − C_exact|` per element of a product, relative to `(|A|·|B|)` of that element:
+    /// Bound on `|C − C_exact|` per element of a product C = A·B, relative to `(|A|·|B|)` of that
+    /// element (with other α and β, the f32 arithmetic adds up to three roundings of 2⁻²⁴ relative
+    /// to |α|·|A|·|B| + |β|·|C₀|: α's product, β's and their sum):
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
     /// (the GPU's f16 / bf16 kernels, row-tile and cuSPARSE: [`DType::rounded_a_bound`]), plus
     /// the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for f32),

@@ -160,10 +160,11 @@ fn time_cusparse_half<H: HalfElement>(
 /// Most multiply-adds of [`cusparse_half_checked`]'s f64 reference (rows beyond it are sampled).
 const CHECK_MADDS: usize = 1 << 25;
 
-/// One product of cuSPARSE in `H` under `alg` on `a` at width `n` (B: fixed values in
-/// [−1, 1] rounded to `H`), checked against an f64 reference on every row (on a sample of
-/// evenly spaced rows, the longest included, where `a`'s nonzeros times `n` exceed
-/// [`CHECK_MADDS`]) with the scaled bound `bound`: `None` where it meets it, else what exceeded.
+/// Products of cuSPARSE in `H` under `alg` on `a` at width `n` — C = A·B, and C = −0.5·A·B +
+/// 2·C₀, where cuSPARSE's extra roundings of C show (B and C₀: fixed values in [−1, 1] rounded to
+/// `H`) — each checked against an f64 reference on every row (on a sample of evenly spaced rows,
+/// the longest included, where `a`'s nonzeros times `n` exceed [`CHECK_MADDS`]) with the scaled
+/// bound `bound`: `None` where both meet it, else what exceeded.
 fn cusparse_half_checked<H: HalfElement>(
     gpu: &Gpu,
     csr: &CusparseCsr,
@@ -176,33 +177,69 @@ fn cusparse_half_checked<H: HalfElement>(
     if rows == 0 || cols == 0 || n == 0 {
         return Ok(None);
     }
-    let b: Vec<H> = check_operand(cols * n);
+    let widen = |v: &[H]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
+    let b: Vec<H> = check_operand(cols * n, 0);
+    let c0: Vec<H> = check_operand(rows * n, 1 << 30);
+    let (bw, c0w) = (widen(&b), widen(&c0));
     let mut s = CusparseSpmmHalf::<H>::new(gpu, csr, a.data(), n, alg)?;
     let bd = gpu.upload(&b)?;
-    let mut cd = gpu.alloc_zeros::<H>(rows * n)?;
-    s.run(1.0, &bd, 0.0, &mut cd)?;
-    let c: Vec<H> = gpu.download(&cd)?;
-    let widen = |v: &[H]| v.iter().map(|x| x.to_f32()).collect::<Vec<f32>>();
-    Ok(sampled_excess(a, &widen(&b), &widen(&c), n, bound))
+    for (alpha, beta) in [(1.0f32, 0.0f32), (-0.5, 2.0)] {
+        let mut cd = if beta == 0.0 {
+            gpu.alloc_zeros::<H>(rows * n)?
+        } else {
+            gpu.upload(&c0)?
+        };
+        s.run(alpha, &bd, beta, &mut cd)?;
+        let c: Vec<H> = gpu.download(&cd)?;
+        let scaling = Scaling {
+            alpha,
+            beta,
+            c0: &c0w,
+        };
+        if let Some(excess) = sampled_excess(a, &bw, &scaling, &widen(&c), n, bound) {
+            return Ok(Some(format!("α = {alpha}, β = {beta}: {excess}")));
+        }
+    }
+    Ok(None)
 }
 
-/// The fixed B of [`cusparse_half_checked`] (`cols × n`): values in [−1, 1] by a multiplicative
-/// hash of the index, rounded to `H`.
-fn check_operand<H: HalfElement>(len: usize) -> Vec<H> {
+/// A fixed operand of [`cusparse_half_checked`] (`len` values): values in [−1, 1] by a
+/// multiplicative hash of the index plus `offset`, rounded to `H`.
+fn check_operand<H: HalfElement>(len: usize, offset: usize) -> Vec<H> {
     (0..len)
-        .map(|i| H::from_f32(((i.wrapping_mul(2_654_435_761) % 2001) as f32 - 1000.0) / 1000.0))
+        .map(|i| {
+            let h = i.wrapping_add(offset).wrapping_mul(2_654_435_761) % 2001;
+            H::from_f32((h as f32 - 1000.0) / 1000.0)
+        })
         .collect()
 }
 
-/// `c` (`rows × n`, row-major) against the f64 product `a·b` on every row, or, where `a`'s
-/// nonzeros times `n` exceed [`CHECK_MADDS`], on evenly spaced rows and the longest one, with the
-/// scaled bound `bound` ([`crate::accuracy::check_products`]): `None` where it holds, else the
-/// check's account of what exceeded it.
-fn sampled_excess(a: &Csr, b: &[f32], c: &[f32], n: usize, bound: f64) -> Option<String> {
+/// α, β and C₀ (`rows × n`, row-major; read only where β ≠ 0) of a checked product
+/// C = α·A·B + β·C₀.
+struct Scaling<'a> {
+    alpha: f32,
+    beta: f32,
+    c0: &'a [f32],
+}
+
+/// `c` (`rows × n`, row-major) against the f64 product α·`a`·`b` + β·C₀ on every row, or, where
+/// `a`'s nonzeros times `n` exceed [`CHECK_MADDS`], on evenly spaced rows and the longest one,
+/// with the scaled bound `bound` relative to |α|·|A|·|B| + |β|·|C₀|
+/// ([`crate::accuracy::check_products`]): `None` where it holds, else the check's account of what
+/// exceeded it.
+fn sampled_excess(
+    a: &Csr,
+    b: &[f32],
+    scaling: &Scaling,
+    c: &[f32],
+    n: usize,
+    bound: f64,
+) -> Option<String> {
     let rows = a.rows();
     if rows == 0 || n == 0 {
         return None;
     }
+    let (alpha, beta) = (f64::from(scaling.alpha), f64::from(scaling.beta));
     let ip = a.indptr();
     let ip = ip.raw_storage();
     let (idx, val) = (a.indices(), a.data());
@@ -217,9 +254,14 @@ fn sampled_excess(a: &Csr, b: &[f32], c: &[f32], n: usize, bound: f64) -> Option
                 w += f64::from(val[p]) * x;
                 sc += (f64::from(val[p]) * x).abs();
             }
+            let c0 = if beta == 0.0 {
+                0.0
+            } else {
+                f64::from(scaling.c0[r * n + j])
+            };
             got.push(c[r * n + j]);
-            want.push(w);
-            scale.push(sc);
+            want.push(alpha * w + beta * c0);
+            scale.push(alpha.abs() * sc + beta.abs() * c0.abs());
         }
     }
     let k = (ip[longest + 1] - ip[longest]) as usize;
@@ -857,15 +899,43 @@ mod tests {
             ],
         )
         .unwrap();
-        let b: Vec<f32> = check_operand::<bf16>(3 * n)
+        let b: Vec<f32> = check_operand::<bf16>(3 * n, 0)
             .iter()
             .map(|v| v.to_f32())
             .collect();
+        let plain = Scaling {
+            alpha: 1.0,
+            beta: 0.0,
+            c0: &[],
+        };
         let mut c = exact(&a, &b, n);
-        assert_eq!(sampled_excess(&a, &b, &c, n, bound), None);
+        assert_eq!(sampled_excess(&a, &b, &plain, &c, n, bound), None);
         // One element off by 3× the bound (relative to its |A|·|B|): caught.
         c[2 * n + 1] *= 1.0 + 3.0 * bound as f32 * 4.0;
-        assert!(sampled_excess(&a, &b, &c, n, bound).is_some());
+        assert!(sampled_excess(&a, &b, &plain, &c, n, bound).is_some());
+        // α and β: −0.5·A·B + 2·C₀ exactly (dyadic values: exact in f32) passes; the same C
+        // checked as A·B, or off by 3× the bound relative to |α|·|A|·|B| + |β|·|C₀|, does not.
+        let c0: Vec<f32> = check_operand::<bf16>(3 * n, 1 << 30)
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
+        let scaled = Scaling {
+            alpha: -0.5,
+            beta: 2.0,
+            c0: &c0,
+        };
+        let mut c: Vec<f32> = exact(&a, &b, n)
+            .iter()
+            .zip(&c0)
+            .map(|(&ab, &c0)| (-0.5 * f64::from(ab) + 2.0 * f64::from(c0)) as f32)
+            .collect();
+        assert_eq!(sampled_excess(&a, &b, &scaled, &c, n, bound), None);
+        assert!(sampled_excess(&a, &b, &plain, &c, n, bound).is_some());
+        let i = 2 * n + 1;
+        let abs_ab = tcsparse_formats::reference::spmm_f64(&a, &b, n, n, true);
+        let s = 0.5 * abs_ab[i] + 2.0 * f64::from(c0[i].abs());
+        c[i] += (3.0 * bound * s) as f32;
+        assert!(sampled_excess(&a, &b, &scaled, &c, n, bound).is_some());
 
         // Beyond CHECK_MADDS only evenly spaced rows are checked, the longest always: an error
         // on the longest row is caught.
@@ -877,15 +947,15 @@ mod tests {
         t.extend((5..40).map(|k| (longest, k, 0.5)));
         let big = tcsparse_formats::csr::csr_from_triplets(rows, 40, &t).unwrap();
         let nb = 64;
-        let b: Vec<f32> = check_operand::<f16>(40 * nb)
+        let b: Vec<f32> = check_operand::<f16>(40 * nb, 0)
             .iter()
             .map(|v| v.to_f32())
             .collect();
         let mut c = exact(&big, &b, nb);
         let bound = DType::F16.scaled_error_bound(DType::F16.rounded_a_bound(36));
-        assert_eq!(sampled_excess(&big, &b, &c, nb, bound), None);
+        assert_eq!(sampled_excess(&big, &b, &plain, &c, nb, bound), None);
         c[longest as usize * nb] += 1.0;
-        assert!(sampled_excess(&big, &b, &c, nb, bound).is_some());
+        assert!(sampled_excess(&big, &b, &plain, &c, nb, bound).is_some());
     }
 
     fn opts(dtype: DType, precision: Precision, kernel: KernelRequest) -> PrepareOptions {
