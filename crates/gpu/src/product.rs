@@ -232,30 +232,6 @@ pub trait DeviceProduct {
     /// The kernel's part of [`DeviceProduct::enqueue`], on operands it checked.
     fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError>;
 
-    /// [`DeviceProduct::enqueue`] on `b` (`cols × n` at leading dimension `ldb`) and `c`
-    /// (`rows × n` at `ldc`), whole buffers or views.
-    #[allow(clippy::too_many_arguments)]
-    fn launch<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
-        &mut self,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
-    ) -> Result<(), GpuError>
-    where
-        Self: Sized,
-    {
-        self.enqueue(
-            alpha,
-            &Dense::new(b, n, ldb),
-            beta,
-            &mut DenseMut::new(c, n, ldc),
-        )
-    }
-
     /// [`DeviceProduct::enqueue`] on packed operands: `b` holds `cols·n` and `c` `rows·n` f32
     /// (whole buffers or views).
     fn run<B: DevicePtr<f32>, C: DevicePtrMut<f32>>(
@@ -269,7 +245,12 @@ pub trait DeviceProduct {
     where
         Self: Sized,
     {
-        self.launch(alpha, b, n, beta, c, n, n)
+        self.enqueue(
+            alpha,
+            &Dense::packed(b, n),
+            beta,
+            &mut DenseMut::packed(c, n),
+        )
     }
 }
 

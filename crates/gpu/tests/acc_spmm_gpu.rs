@@ -24,7 +24,7 @@ use tcsparse_gpu::spmm::acc::{
     AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, unbalanced_schedule,
 };
 use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileSchedule};
-use tcsparse_gpu::{DeviceProduct, Gpu};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
 fn gpu() -> Gpu {
@@ -48,8 +48,13 @@ fn run_gpu(
     let mut dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n)
-        .expect("launch");
+    dev.enqueue(
+        alpha,
+        &Dense::new(&bd, n, ldb),
+        beta,
+        &mut DenseMut::new(&mut cd, n, ldc),
+    )
+    .expect("launch");
     let got = gpu.download(&cd).unwrap();
     let err = check_result(what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n);
     // The lane-exact CPU model must agree too (same TF32 rounding; only the f32 summation order
@@ -213,7 +218,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                 let mut dev = AccSpmmDevice::upload_parts(&gpu, &bt.parts(), s, v).unwrap();
                 let (e, ms) =
                     check_and_time(&gpu, &format!("{name}/n={n}/{v:?}"), &a, &b, n, |c| {
-                        dev.launch(1.0, &bd, n, 0.0, c, n, n)
+                        dev.run(1.0, &bd, 0.0, c, n)
                     });
                 err = err.max(e);
                 times.push(ms);
@@ -225,9 +230,8 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
                     RowTileDevice::upload(&gpu, &m, k.dense_tiles, RowTileSchedule::Packed(4))
                         .unwrap();
                 let what = format!("{name}/n={n}/{}", k.name());
-                let (e, ms) = check_and_time(&gpu, &what, &a, &b, n, |c| {
-                    dev.launch(1.0, &bd, n, 0.0, c, n, n)
-                });
+                let (e, ms) =
+                    check_and_time(&gpu, &what, &a, &b, n, |c| dev.run(1.0, &bd, 0.0, c, n));
                 err = err.max(e);
                 times.push(ms);
             }
@@ -273,7 +277,7 @@ fn set_schedule_swaps_schedules_on_one_upload_and_rejects_foreign_ones() {
     let mut dev = AccSpmmDevice::upload(&gpu, &bt, &AccSchedule::unbalanced(&rwo)).unwrap();
     let run = |dev: &mut AccSpmmDevice, what: &str| {
         let mut cd = gpu.upload(&c0).unwrap();
-        dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+        dev.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
         let got = gpu.download(&cd).unwrap();
         check_result(what, &a, 1.0, &b, n, 0.0, &c0, &got, n, n);
     };
@@ -326,7 +330,7 @@ fn cached_rows_variant_is_bit_identical_to_register_variant() {
                         .unwrap();
                 let run = |dev: &mut AccSpmmDevice| {
                     let mut cd = gpu.upload(&c0).unwrap();
-                    dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n).unwrap();
+                    dev.run(1.0, &bd, 0.0, &mut cd, n).unwrap();
                     gpu.download(&cd).unwrap()
                 };
                 let want = run(&mut dev);
@@ -373,11 +377,16 @@ fn cached_rows_variant_refuses_caches_beyond_the_device_limit() {
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.alloc_zeros::<f32>(a.rows() * 256).unwrap();
     let err = dev
-        .launch(1.0, &bd, 256, 0.0, &mut cd, 256, 256)
+        .run(1.0, &bd, 0.0, &mut cd, 256)
         .expect_err("8 warps x 132 KiB cannot launch");
     assert!(err.to_string().contains("shared memory"), "{err}");
-    dev.launch(1.0, &bd, 256, 0.0, &mut cd, 256, 32)
-        .expect("one warp fits");
+    dev.enqueue(
+        1.0,
+        &Dense::new(&bd, 32, 256),
+        0.0,
+        &mut DenseMut::new(&mut cd, 32, 256),
+    )
+    .expect("one warp fits");
     let got = gpu.download(&cd).unwrap();
     let c0 = vec![0f32; a.rows() * 256];
     check_result(
@@ -422,7 +431,13 @@ fn row_tile_kernels_match_reference() {
                     let (ldb, ldc, b, c0) = operands(a, n, pad, beta, 3000);
                     let bd = gpu.upload(&b).unwrap();
                     let mut cd = gpu.upload(&c0).unwrap();
-                    dev.launch(alpha, &bd, ldb, beta, &mut cd, ldc, n).unwrap();
+                    dev.enqueue(
+                        alpha,
+                        &Dense::new(&bd, n, ldb),
+                        beta,
+                        &mut DenseMut::new(&mut cd, n, ldc),
+                    )
+                    .unwrap();
                     let got = gpu.download(&cd).unwrap();
                     let what = format!("{}/{name}/n={n}/{k}/α={alpha}/β={beta}", kernel.name());
                     worst = worst.max(check_result(

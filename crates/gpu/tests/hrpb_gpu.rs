@@ -80,8 +80,7 @@ fn check(
     }
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.launch(alpha, &bd, n, beta, &mut cd, n, n)
-        .expect("launch");
+    dev.run(alpha, &bd, beta, &mut cd, n).expect("launch");
     let got = gpu.download(&cd).unwrap();
     check_result(what, a, alpha, &b, n, beta, &c0, &got, n, n)
 }
@@ -213,7 +212,7 @@ impl DatasetCase {
     fn check(&mut self, gpu: &Gpu, d: &mut HrpbSpmm, what: &str) -> f64 {
         let n = self.n;
         gpu.stream().memcpy_htod(&self.c0, &mut self.cd).unwrap();
-        d.launch(1.0, &self.bd, n, 0.0, &mut self.cd, n, n).unwrap();
+        d.run(1.0, &self.bd, 0.0, &mut self.cd, n).unwrap();
         let got = gpu.download(&self.cd).unwrap();
         scaled_error(what, &got, &self.ab, &self.abs)
     }
@@ -264,9 +263,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
                 let what = format!("{name}/n={n}/{}/{:?}", d.mma().name(), d.split());
                 err = err.max(case.check(&gpu, d, &what));
                 let t = gpu
-                    .time_launches(3, 20, || {
-                        d.launch(1.0, &case.bd, n, 0.0, &mut case.cd, n, n)
-                    })
+                    .time_launches(3, 20, || d.run(1.0, &case.bd, 0.0, &mut case.cd, n))
                     .unwrap();
                 times.push(t.median_ms);
             }

@@ -177,8 +177,13 @@ fn run_in(
         _ => {
             let bd = gpu.upload(d.b).unwrap();
             let mut cd = gpu.upload(d.c0).unwrap();
-            dev.launch(d.alpha, &bd, d.ldb, d.beta, &mut cd, d.ldc, d.n)
-                .unwrap();
+            dev.enqueue(
+                d.alpha,
+                &tcsparse_gpu::Dense::new(&bd, d.n, d.ldb),
+                d.beta,
+                &mut tcsparse_gpu::DenseMut::new(&mut cd, d.n, d.ldc),
+            )
+            .unwrap();
             (d.b.to_vec(), d.c0.to_vec(), gpu.download(&cd).unwrap())
         }
     }
@@ -372,7 +377,7 @@ fn half_kernels_refuse_other_operand_types() {
     let n = 8;
     let b = gpu.upload(&vec![0f32; 40 * n]).unwrap();
     let mut c = gpu.upload(&vec![0f32; 40 * n]).unwrap();
-    assert!(dev.launch(1.0, &b, n, 0.0, &mut c, n, n).is_err());
+    assert!(dev.run(1.0, &b, 0.0, &mut c, n).is_err());
     let b = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
     let mut c = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
     assert!(dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n).is_err());
@@ -545,7 +550,7 @@ fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
                     let mut dev =
                         RowTileDevice::upload_as(&gpu, &m, false, RowTileArith::Tf32x3, sched)
                             .unwrap();
-                    let ms = time(&mut || dev.launch(1.0, &bd, n, 0.0, &mut cd, n, n));
+                    let ms = time(&mut || dev.run(1.0, &bd, 0.0, &mut cd, n));
                     x3.push((format!("{} {sched}", dev.kernel().name()), ms));
                 }
             }

@@ -599,14 +599,11 @@ fn csr_kernel_on_views_with_leading_dimensions() {
         let bd = gpu.upload(&bp).unwrap();
         let mut cd = gpu.upload(&cp).unwrap();
         let len = cd.len();
-        k.launch(
+        k.enqueue(
             1.5,
-            &bd.slice(off..),
-            ldb,
+            &Dense::new(&bd.slice(off..), n, ldb),
             0.5,
-            &mut cd.slice_mut(off..len),
-            ldc,
-            n,
+            &mut DenseMut::new(&mut cd.slice_mut(off..len), n, ldc),
         )
         .unwrap();
         let got = gpu.download(&cd).unwrap();

@@ -308,7 +308,7 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             _ => {
                 let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
                 let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || dev.launch(1.0, &b, n, 0.0, &mut c, n, n))?
+                gpu.time_launches(1, 5, || dev.run(1.0, &b, 0.0, &mut c, n))?
             }
         };
         Ok(t.median_ms)

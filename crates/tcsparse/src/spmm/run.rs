@@ -20,7 +20,7 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmH
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
-use tcsparse_gpu::{DeviceProduct, Gpu};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
 use super::prepare::{GPU_TYPED_SPMM_KERNELS, cusparse_half_refusal};
@@ -501,10 +501,12 @@ impl Prepared {
         ldc: usize,
     ) -> Result<(), Error> {
         let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
-        match &mut self.dev {
+        let kernel: &mut dyn DeviceProduct = match &mut self.dev {
             DeviceState::Cpu => return Err(cpu_path()),
-            DeviceState::Acc(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::RowTile(d) => d.launch(alpha, b, ldb, beta, c, ldc, n)?,
+            DeviceState::Acc(d) => &mut **d,
+            DeviceState::RowTile(d) => &mut **d,
+            DeviceState::Csr(k) => &mut **k,
+            DeviceState::Hrpb(k) => &mut **k,
             DeviceState::Cusparse { csr, alg, spmm } => {
                 cusparse_packed(n, ldb, ldc)?;
                 if n == 0 || csr.rows() == 0 {
@@ -520,6 +522,7 @@ impl Prepared {
                 s.run(alpha, b, beta, c)?;
                 // (cuSPARSE reports success on a lost context: ask the stream.)
                 gpu.stream_fault()?;
+                return Ok(());
             }
             DeviceState::CusparseHalf(h) => {
                 return Err(Error::ElementType {
@@ -527,9 +530,9 @@ impl Prepared {
                     got: DType::F32,
                 });
             }
-            DeviceState::Csr(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
-            DeviceState::Hrpb(k) => k.launch(alpha, b, ldb, beta, c, ldc, n)?,
-        }
+        };
+        let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
+        kernel.enqueue(alpha, &b, beta, &mut c)?;
         Ok(())
     }
 
