@@ -23,17 +23,18 @@ use cudarc::driver::{DevicePtr, DevicePtrMut};
 
 use crate::{Gpu, GpuError};
 
-/// A dense row-major f32 operand read by a product: `rows × n` elements (rows known to the
-/// product) at leading dimension `ld ≥ n` in a device buffer or a view into one.
-pub struct Dense<'a> {
-    buf: &'a dyn DevicePtr<f32>,
+/// A dense row-major operand read by a product: `rows × n` elements of `T` (f32 unless a kernel
+/// takes 16-bit operands; rows known to the product) at leading dimension `ld ≥ n` in a device
+/// buffer or a view into one.
+pub struct Dense<'a, T = f32> {
+    buf: &'a dyn DevicePtr<T>,
     n: usize,
     ld: usize,
 }
 
-/// A dense row-major f32 operand written by a product ([`Dense`], borrowed mutably).
-pub struct DenseMut<'a> {
-    buf: &'a mut dyn DevicePtrMut<f32>,
+/// A dense row-major operand written by a product ([`Dense`], borrowed mutably).
+pub struct DenseMut<'a, T = f32> {
+    buf: &'a mut dyn DevicePtrMut<T>,
     n: usize,
     ld: usize,
 }
@@ -43,14 +44,14 @@ fn check_fits(what: &str, len: usize, rows: usize, n: usize, ld: usize) -> Resul
     crate::spmm::check_dense(what, len, rows, n, ld).map_err(GpuError::from)
 }
 
-impl<'a> Dense<'a> {
+impl<'a, T> Dense<'a, T> {
     /// `n` columns at leading dimension `ld` in `buf`.
-    pub fn new(buf: &'a dyn DevicePtr<f32>, n: usize, ld: usize) -> Self {
+    pub fn new(buf: &'a dyn DevicePtr<T>, n: usize, ld: usize) -> Self {
         Self { buf, n, ld }
     }
 
     /// `n` columns packed (leading dimension `n`).
-    pub fn packed(buf: &'a dyn DevicePtr<f32>, n: usize) -> Self {
+    pub fn packed(buf: &'a dyn DevicePtr<T>, n: usize) -> Self {
         Self::new(buf, n, n)
     }
 
@@ -65,7 +66,7 @@ impl<'a> Dense<'a> {
     }
 
     /// The device memory.
-    pub fn buf(&self) -> &'a dyn DevicePtr<f32> {
+    pub fn buf(&self) -> &'a dyn DevicePtr<T> {
         self.buf
     }
 
@@ -75,14 +76,14 @@ impl<'a> Dense<'a> {
     }
 }
 
-impl<'a> DenseMut<'a> {
+impl<'a, T> DenseMut<'a, T> {
     /// `n` columns at leading dimension `ld` in `buf`.
-    pub fn new(buf: &'a mut dyn DevicePtrMut<f32>, n: usize, ld: usize) -> Self {
+    pub fn new(buf: &'a mut dyn DevicePtrMut<T>, n: usize, ld: usize) -> Self {
         Self { buf, n, ld }
     }
 
     /// `n` columns packed (leading dimension `n`).
-    pub fn packed(buf: &'a mut dyn DevicePtrMut<f32>, n: usize) -> Self {
+    pub fn packed(buf: &'a mut dyn DevicePtrMut<T>, n: usize) -> Self {
         Self::new(buf, n, n)
     }
 
@@ -97,7 +98,7 @@ impl<'a> DenseMut<'a> {
     }
 
     /// The device memory.
-    pub fn buf(&mut self) -> &mut dyn DevicePtrMut<f32> {
+    pub fn buf(&mut self) -> &mut dyn DevicePtrMut<T> {
         &mut *self.buf
     }
 
@@ -110,12 +111,12 @@ impl<'a> DenseMut<'a> {
 /// The width `n` of a product of `b` into `c` (`shape` = A's rows and columns), after checking
 /// that both have it, that it is at most `max_width`, that both operands hold their rows and,
 /// with `packed`, that both leading dimensions are `n`.
-pub fn checked_width(
+pub fn checked_width<T>(
     shape: (usize, usize),
     max_width: usize,
     packed: bool,
-    b: &Dense<'_>,
-    c: &DenseMut<'_>,
+    b: &Dense<'_, T>,
+    c: &DenseMut<'_, T>,
 ) -> Result<usize, GpuError> {
     width(
         shape,

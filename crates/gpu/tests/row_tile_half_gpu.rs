@@ -157,8 +157,13 @@ fn run_half<H: RowTileHalf>(
     let (bh, ch) = (to_half::<H>(d.b), to_half::<H>(d.c0));
     let bd = gpu.upload(&bh).unwrap();
     let mut cd = gpu.upload(&ch).unwrap();
-    dev.enqueue_half::<H>(d.alpha, &bd, d.ldb, d.beta, &mut cd, d.ldc, d.n)
-        .unwrap();
+    dev.enqueue_half::<H>(
+        d.alpha,
+        &tcsparse_gpu::Dense::new(&bd, d.n, d.ldb),
+        d.beta,
+        &mut tcsparse_gpu::DenseMut::new(&mut cd, d.n, d.ldc),
+    )
+    .unwrap();
     let got: Vec<H> = gpu.download(&cd).unwrap();
     (widen(&bh), widen(&ch), widen(&got))
 }
@@ -380,7 +385,15 @@ fn half_kernels_refuse_other_operand_types() {
     assert!(dev.run(1.0, &b, 0.0, &mut c, n).is_err());
     let b = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
     let mut c = gpu.upload(&vec![half::bf16::ZERO; 40 * n]).unwrap();
-    assert!(dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n).is_err());
+    assert!(
+        dev.enqueue_half(
+            1.0,
+            &tcsparse_gpu::Dense::packed(&b, n),
+            0.0,
+            &mut tcsparse_gpu::DenseMut::packed(&mut c, n)
+        )
+        .is_err()
+    );
     assert!(
         RowTileDevice::upload_as(
             &gpu,
@@ -630,7 +643,14 @@ fn half_timings<H: RowTileHalf>(
             .chain([8, 16].map(|max_blocks| RowTileSchedule::Split { max_blocks }));
         for sched in scheds {
             let mut dev = RowTileDevice::upload_as(gpu, &m, false, H::ARITH, sched).unwrap();
-            let ms = time(&mut || dev.enqueue_half::<H>(1.0, &bd, n, 0.0, &mut cd, n, n));
+            let ms = time(&mut || {
+                dev.enqueue_half::<H>(
+                    1.0,
+                    &tcsparse_gpu::Dense::packed(&bd, n),
+                    0.0,
+                    &mut tcsparse_gpu::DenseMut::packed(&mut cd, n),
+                )
+            });
             ours.push((format!("{} {}", dev.kernel().name(), dev.schedule()), ms));
         }
     }

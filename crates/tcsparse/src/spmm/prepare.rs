@@ -10,7 +10,7 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmmHalf, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::csr::CsrWorkPlan;
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::{DeviceProduct, Gpu};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 
 use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
@@ -298,12 +298,26 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             RowTileArith::F16 => {
                 let b = gpu.alloc_zeros::<f16>((cols * n).max(1))?;
                 let mut c = gpu.alloc_zeros::<f16>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+                gpu.time_launches(1, 5, || {
+                    dev.enqueue_half(
+                        1.0,
+                        &Dense::packed(&b, n),
+                        0.0,
+                        &mut DenseMut::packed(&mut c, n),
+                    )
+                })?
             }
             RowTileArith::Bf16 => {
                 let b = gpu.alloc_zeros::<bf16>((cols * n).max(1))?;
                 let mut c = gpu.alloc_zeros::<bf16>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || dev.enqueue_half(1.0, &b, n, 0.0, &mut c, n, n))?
+                gpu.time_launches(1, 5, || {
+                    dev.enqueue_half(
+                        1.0,
+                        &Dense::packed(&b, n),
+                        0.0,
+                        &mut DenseMut::packed(&mut c, n),
+                    )
+                })?
             }
             _ => {
                 let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;

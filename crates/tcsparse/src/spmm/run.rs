@@ -252,7 +252,8 @@ impl Prepared {
         let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
         match &mut self.dev {
             DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
-                d.enqueue_half::<H>(alpha, b, ldb, beta, c, ldc, n)?;
+                let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
+                d.enqueue_half::<H>(alpha, &b, beta, &mut c)?;
             }
             DeviceState::CusparseHalf(h) if h.setups.dtype() == self.dtype => {
                 cusparse_packed(n, ldb, ldc)?;

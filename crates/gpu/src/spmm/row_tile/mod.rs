@@ -24,9 +24,7 @@
 //! [`RowTileDevice::enqueue_half`] (split windows add into f32 scratch rows that a finish kernel
 //! rounds into C).
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, ValidAsZeroBits};
 use rayon::prelude::*;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
@@ -36,7 +34,7 @@ use super::{AccSpmmError, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch, Shape};
 use crate::permute::check_permutation;
-use crate::product::{Checked, DeviceProduct};
+use crate::product::{Checked, Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{DeviceSchedule, flatten_acc_schedule, upload_nonempty};
 use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -706,26 +704,23 @@ impl DeviceProduct for RowTileDevice {
             beta,
             self.kernel.window_rows,
         )?;
-        self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n, None)
+        let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
+        self.launch_main(shape, alpha, &b, beta, &mut c, None)
     }
 }
 
 impl RowTileDevice {
-    /// `C = α·A·B + β·C` with B (`K × n`, leading dimension `ldb`) and C (`M × n`, `ldc`) in the
-    /// 16-bit type `T` of an f16 / bf16 kernel ([`RowTileArith::F16`], [`RowTileArith::Bf16`]),
+    /// `C = α·A·B + β·C` with B (`K × n`, leading dimension `ldb`) and C (`M × n`, `ldc`) views in
+    /// the 16-bit type `T` of an f16 / bf16 kernel ([`RowTileArith::F16`], [`RowTileArith::Bf16`]),
     /// queued on the GPU's stream: f32 accumulation, β·C read in `T` (not at all when β = 0), C
     /// rounded to `T` to nearest (beyond its range ±∞, as a cast). Another type than the kernel's,
     /// or operands too short for their shapes, are refused before anything is queued.
-    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_half<T: RowTileHalf>(
         &mut self,
         alpha: f32,
-        b: &dyn DevicePtr<T>,
-        ldb: usize,
+        b: &Dense<'_, T>,
         beta: f32,
-        c: &mut dyn DevicePtrMut<T>,
-        ldc: usize,
-        n: usize,
+        c: &mut DenseMut<'_, T>,
     ) -> Result<(), GpuError> {
         if self.kernel.arith != T::ARITH {
             return Err(GpuError::Invalid(format!(
@@ -735,8 +730,7 @@ impl RowTileDevice {
                 T::ARITH.name()
             )));
         }
-        super::check_dense("B", b.len(), self.cols, n, ldb)?;
-        super::check_dense("C", c.len(), self.rows, n, ldc)?;
+        let n = checked_width((self.rows, self.cols), usize::MAX, false, b, c)?;
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
@@ -760,9 +754,9 @@ impl RowTileDevice {
             if let Some(s) = scratch.as_mut() {
                 self.gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
             }
-            self.launch_main(shape, alpha, b, ldb, beta, c, ldc, n, scratch.as_mut())?;
+            self.launch_main(shape, alpha, b, beta, c, scratch.as_mut())?;
             match &scratch {
-                Some(s) => self.launch_finish(s, c, ldc, n, beta),
+                Some(s) => self.launch_finish(s, c, beta),
                 None => Ok(()),
             }
         };
@@ -776,12 +770,10 @@ impl RowTileDevice {
     /// `row_tile_split_finish_{f16,bf16}` on C (16-bit, `M × n`, leading dimension `ldc`):
     /// C = round(scratch + β·C) on the split windows' rows, after the main kernel filled
     /// `scratch` (at least `split windows · window_rows · n` floats).
-    fn launch_finish<T, C: DevicePtrMut<T> + ?Sized>(
+    fn launch_finish<T>(
         &self,
         scratch: &CudaSlice<f32>,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
+        c: &mut DenseMut<'_, T>,
         beta: f32,
     ) -> Result<(), GpuError> {
         let hs = self.half_split.as_ref().ok_or_else(|| {
@@ -790,13 +782,13 @@ impl RowTileDevice {
         let split = self.sched.split.count();
         let group_rows = self.kernel.window_rows;
         let grid = (split as u32).min(65_535);
-        let (ldc, m, n) = (ldc as u32, self.rows as u32, n as u32);
+        let (ldc, m, n) = (c.ld() as u32, self.rows as u32, c.n() as u32);
         let sig = &FINISH_SIGNATURES[usize::from(self.kernel.arith == RowTileArith::Bf16)];
         let mut l = Launch::new(self.gpu.stream(), &hs.finish, sig);
         l.input(self.sched.split.ids())
             .u32(split as u32)
             .input(scratch)
-            .output(c)
+            .output(c.buf())
             .u32(ldc)
             .u32(m)
             .u32(n)
@@ -821,28 +813,25 @@ impl RowTileDevice {
 
     /// Launches the main kernel on B and C of its element type (f32, or the bits of f16 / bf16),
     /// checked by the caller (shapes, and for split windows the β pre-scale queued before).
-    #[allow(clippy::too_many_arguments)]
-    fn launch_main<T, B: DevicePtr<T> + ?Sized, C: DevicePtrMut<T> + ?Sized>(
+    fn launch_main<T>(
         &self,
         shape: super::LaunchShape,
         alpha: f32,
-        b: &B,
-        ldb: usize,
+        b: &Dense<'_, T>,
         beta: f32,
-        c: &mut C,
-        ldc: usize,
-        n: usize,
+        c: &mut DenseMut<'_, T>,
         scratch: Option<&mut CudaSlice<f32>>,
     ) -> Result<(), GpuError> {
         let gpu = &self.gpu;
         let sched = &self.sched;
+        let (n, ldb, ldc) = (c.n(), b.ld(), c.ld());
         let (m, n32, ldb32, ldc32) = (self.rows as u32, n as u32, ldb as u32, ldc as u32);
         let sig = self.kernel.signature().ok_or_else(|| {
             AccSpmmError::InvalidArgs(format!("no {} kernel", self.kernel.name()))
         })?;
         let mut l = Launch::new(gpu.stream(), &self.main, sig);
-        let b_ptr = l.borrow(b);
-        let c_ptr = l.borrow_mut(c);
+        let b_ptr = l.borrow(b.buf());
+        let c_ptr = l.borrow_mut(c.buf());
         let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
         match &self.tiles {
             Tiles::Masked { bvo, masks, values } => l
