@@ -544,16 +544,6 @@ impl AccSpmmDevice {
         ))
     }
 
-    /// Rows of A (M): C has this many rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Columns of A (K): B has this many rows.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
     /// Thread blocks per feature tile (schedule entries).
     pub fn num_tbs(&self) -> usize {
         self.sched.num_tbs

@@ -654,16 +654,6 @@ impl RowTileDevice {
         self.sched.split.count()
     }
 
-    /// Rows of A (M).
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Columns of A (K).
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
     /// Thread blocks per feature tile.
     pub fn num_tbs(&self) -> usize {
         self.sched.num_tbs
