@@ -48,13 +48,8 @@ fn run_gpu(
     let mut dev = AccSpmmDevice::upload_parts(gpu, &bt.parts(), s, variant).expect("upload");
     let bd = gpu.upload(&b).unwrap();
     let mut cd = gpu.upload(&c0).unwrap();
-    dev.enqueue(
-        alpha,
-        &Dense::new(&bd, n, ldb),
-        beta,
-        &mut DenseMut::new(&mut cd, n, ldc),
-    )
-    .expect("launch");
+    let (bv, mut cv) = (Dense::new(&bd, n, ldb), DenseMut::new(&mut cd, n, ldc));
+    dev.enqueue(alpha, &bv, beta, &mut cv).expect("launch");
     let got = gpu.download(&cd).unwrap();
     let err = check_result(what, a, alpha, &b, ldb, beta, &c0, &got, ldc, n);
     // The lane-exact CPU model must agree too (same TF32 rounding; only the f32 summation order
@@ -431,13 +426,8 @@ fn row_tile_kernels_match_reference() {
                     let (ldb, ldc, b, c0) = operands(a, n, pad, beta, 3000);
                     let bd = gpu.upload(&b).unwrap();
                     let mut cd = gpu.upload(&c0).unwrap();
-                    dev.enqueue(
-                        alpha,
-                        &Dense::new(&bd, n, ldb),
-                        beta,
-                        &mut DenseMut::new(&mut cd, n, ldc),
-                    )
-                    .unwrap();
+                    let (bv, mut cv) = (Dense::new(&bd, n, ldb), DenseMut::new(&mut cd, n, ldc));
+                    dev.enqueue(alpha, &bv, beta, &mut cv).unwrap();
                     let got = gpu.download(&cd).unwrap();
                     let what = format!("{}/{name}/n={n}/{k}/α={alpha}/β={beta}", kernel.name());
                     worst = worst.max(check_result(

@@ -9,8 +9,10 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmmHalf, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::csr::CsrWorkPlan;
-use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileDevice, RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
+use tcsparse_gpu::spmm::row_tile::{
+    RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
+};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, Timing};
 
 use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
@@ -277,6 +279,25 @@ enum TypedChoice {
     Cusparse(SpmmAlg),
 }
 
+/// [`Gpu::time_launches`] of `dev`'s f16 / bf16 kernel at width `n` on zero operands of `H`.
+fn time_half<H: RowTileHalf>(
+    gpu: &Gpu,
+    dev: &mut RowTileDevice,
+    n: usize,
+) -> Result<Timing, Error> {
+    let (rows, cols) = dev.shape();
+    let b = gpu.alloc_zeros::<H>((cols * n).max(1))?;
+    let mut c = gpu.alloc_zeros::<H>((rows * n).max(1))?;
+    Ok(gpu.time_launches(1, 5, || {
+        dev.enqueue_half(
+            1.0,
+            &Dense::packed(&b, n),
+            0.0,
+            &mut DenseMut::packed(&mut c, n),
+        )
+    })?)
+}
+
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
 /// [`TYPED_PACKINGS`] windows per thread block and windows split at
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
@@ -295,30 +316,8 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
     });
     let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
         let t = match arith {
-            RowTileArith::F16 => {
-                let b = gpu.alloc_zeros::<f16>((cols * n).max(1))?;
-                let mut c = gpu.alloc_zeros::<f16>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || {
-                    dev.enqueue_half(
-                        1.0,
-                        &Dense::packed(&b, n),
-                        0.0,
-                        &mut DenseMut::packed(&mut c, n),
-                    )
-                })?
-            }
-            RowTileArith::Bf16 => {
-                let b = gpu.alloc_zeros::<bf16>((cols * n).max(1))?;
-                let mut c = gpu.alloc_zeros::<bf16>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || {
-                    dev.enqueue_half(
-                        1.0,
-                        &Dense::packed(&b, n),
-                        0.0,
-                        &mut DenseMut::packed(&mut c, n),
-                    )
-                })?
-            }
+            RowTileArith::F16 => time_half::<f16>(gpu, dev, n)?,
+            RowTileArith::Bf16 => time_half::<bf16>(gpu, dev, n)?,
             _ => {
                 let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
                 let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
