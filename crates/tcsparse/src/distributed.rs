@@ -323,24 +323,14 @@ impl DistributedSpmm {
     /// Copies this rank's block into a full `rows × n` buffer on its device (kept between
     /// calls).
     fn own_block_into_full(&mut self) -> Result<(), Error> {
-        let n = self.n;
-        let (r0, r1) = self.rows();
-        let gpu = self.comm.gpu().clone();
-        let len = (self.rows * n).max(1);
+        let (rows, len) = (self.rows(), (self.rows * self.n).max(1));
         if self.full.as_ref().is_none_or(|f| f.len() != len) {
-            self.full = Some(gpu.alloc_zeros(len)?);
+            self.full = Some(self.comm.gpu().alloc_zeros(len)?);
         }
         let (Some(c), Some(full)) = (&self.c, &mut self.full) else {
             return Err(Error::InvalidArgs("no C before place_b".into()));
         };
-        if r1 > r0 {
-            gpu.stream()
-                .memcpy_dtod(
-                    &c.slice(..(r1 - r0) * n),
-                    &mut full.slice_mut(r0 * n..r1 * n),
-                )
-                .map_err(GpuError::from)?;
-        }
+        self.comm.place_own_block(c, full, rows, self.n)?;
         Ok(())
     }
 

@@ -295,6 +295,28 @@ impl RankComm {
         })
     }
 
+    /// Copies `block` (this rank's rows `r0..r1` of a row-major matrix with `n` columns) into
+    /// those rows of `full` on this rank's stream: its own block in place before
+    /// [`RankComm::all_gather_blocks`] or, on rank 0, [`RankComm::gather_blocks_to_root`].
+    pub fn place_own_block<T: DeviceRepr>(
+        &self,
+        block: &CudaSlice<T>,
+        full: &mut CudaSlice<T>,
+        (r0, r1): (usize, usize),
+        n: usize,
+    ) -> Result<(), GpuError> {
+        if r1 > r0 {
+            self.gpu
+                .stream()
+                .memcpy_dtod(
+                    &block.slice(..(r1 - r0) * n),
+                    &mut full.slice_mut(r0 * n..r1 * n),
+                )
+                .map_err(GpuError::from)?;
+        }
+        Ok(())
+    }
+
     /// Gather of unequal blocks to rank 0: rank 0 passes `Some(full)` (its own block already in
     /// place at `offsets[0]..offsets[1]`), the others `None`; every rank passes its `block`
     /// (`offsets[r + 1] − offsets[r]` elements). Queued.

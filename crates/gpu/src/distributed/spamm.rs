@@ -328,15 +328,7 @@ impl RankSpamm {
             return Err(GpuError::Invalid("rank 0 receives C: pass Some(c)".into()).into());
         };
         let mut full = g.alloc_zeros::<f32>((m * n).max(1))?;
-        let (r0, r1) = self.rows;
-        if r1 > r0 {
-            g.stream()
-                .memcpy_dtod(
-                    &block.slice(..(r1 - r0) * n),
-                    &mut full.slice_mut(r0 * n..r1 * n),
-                )
-                .map_err(GpuError::from)?;
-        }
+        comm.place_own_block(block, &mut full, self.rows, n)?;
         comm.gather_blocks_to_root(block, Some(&mut full), &offsets)?;
         let h = g.download(&full)?;
         c[..m * n].copy_from_slice(&h[..m * n]);
