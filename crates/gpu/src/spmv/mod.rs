@@ -398,14 +398,6 @@ impl BitBsrSpmv {
         Ok(Some((self.walk_in(&cells[n - 2], n, entry)?, per_block)))
     }
 
-    /// Rows of A.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns of A.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
     /// Stored nonzeros.
     pub fn nnz(&self) -> usize {
         self.nnz
