@@ -178,6 +178,14 @@ impl<'o> Checked<'o> {
     pub fn operands(self) -> (&'o dyn DevicePtr<f32>, &'o mut dyn DevicePtrMut<f32>) {
         (self.b, self.c)
     }
+
+    /// B and C as views (their width `n` and leading dimensions).
+    pub fn views(self) -> (Dense<'o>, DenseMut<'o>) {
+        (
+            Dense::new(self.b, self.n, self.ldb),
+            DenseMut::new(self.c, self.n, self.ldc),
+        )
+    }
 }
 
 /// A prepared device layout of a sparse A that runs `C = α·A·B + β·C` on its stream (module

@@ -673,8 +673,6 @@ impl DeviceProduct for RowTileDevice {
     }
 
     fn enqueue_checked(&mut self, call: Checked<'_>) -> Result<(), GpuError> {
-        let (alpha, beta, n, ldb, ldc) = (call.alpha, call.beta, call.n, call.ldb, call.ldc);
-        let (b, c) = call.operands();
         if self.kernel.arith.is_half() {
             return Err(GpuError::Invalid(format!(
                 "the {} kernel takes {} operands (RowTileDevice::enqueue_half), not f32",
@@ -682,19 +680,21 @@ impl DeviceProduct for RowTileDevice {
                 self.kernel.arith.name()
             )));
         }
+        let (alpha, beta) = (call.alpha, call.beta);
+        let (b, mut c) = call.views();
+        let (n, ldc) = (c.n(), c.ld());
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
         self.sched.split.prescale(
             &self.gpu,
-            c,
+            c.buf(),
             ldc,
             self.rows,
             n,
             beta,
             self.kernel.window_rows,
         )?;
-        let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
         self.launch_main(shape, alpha, &b, beta, &mut c, None)
     }
 }
