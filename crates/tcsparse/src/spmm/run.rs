@@ -112,16 +112,10 @@ impl Prepared {
         c: &mut [T],
         ldc: usize,
     ) -> Result<(), Error> {
-        if T::DTYPE != self.dtype {
-            return Err(Error::ElementType {
-                prepared: self.dtype,
-                got: T::DTYPE,
-            });
-        }
+        self.check_element(T::DTYPE)?;
         let n = self.n;
         let (rows, cols) = (self.a.rows(), self.a.cols());
-        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
-        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        self.check_operands(n, (b.len(), ldb), (c.len(), ldc))?;
         if n == 0 || rows == 0 {
             return Ok(());
         }
@@ -322,12 +316,7 @@ impl Prepared {
         c: &mut C,
         ldc: usize,
     ) -> Result<(), Error> {
-        if T::DTYPE != self.dtype {
-            return Err(Error::ElementType {
-                prepared: self.dtype,
-                got: T::DTYPE,
-            });
-        }
+        self.check_element(T::DTYPE)?;
         match T::DTYPE {
             DType::F32 => self.spmm_device_as::<T, f32, _, _>(alpha, b, ldb, beta, c, ldc),
             DType::F16 => self.spmm_device_as::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
@@ -415,16 +404,10 @@ impl Prepared {
         if self.gpu.is_none() {
             return Err(needs_gpu());
         }
-        if self.dtype != E::DTYPE {
-            // (The f32 device entry points on a matrix prepared for f16 / bf16.)
-            return Err(Error::ElementType {
-                prepared: self.dtype,
-                got: E::DTYPE,
-            });
-        }
+        // (Refuses the f32 device entry points on a matrix prepared for f16 / bf16.)
+        self.check_element(E::DTYPE)?;
         let (rows, cols) = (self.a.rows(), self.a.cols());
-        check_dense("B", b.len(), cols, n, ldb).map_err(args_error)?;
-        check_dense("C", c.len(), rows, n, ldc).map_err(args_error)?;
+        self.check_operands(n, (b.len(), ldb), (c.len(), ldc))?;
         if E::on_cusparse(&self.dev) {
             cusparse_packed(n, ldb, ldc)?;
         }
@@ -473,6 +456,31 @@ impl Prepared {
         scratch.b = bp;
         scratch.c = Some(cp);
         result
+    }
+
+    /// `Ok` where B and C of element type `got` are of the type the matrix was prepared for
+    /// ([`Error::ElementType`] else).
+    fn check_element(&self, got: DType) -> Result<(), Error> {
+        if got == self.dtype {
+            Ok(())
+        } else {
+            Err(Error::ElementType {
+                prepared: self.dtype,
+                got,
+            })
+        }
+    }
+
+    /// `Ok` where B (`b_len` elements at leading dimension `ldb`) holds A's columns and C
+    /// (`c_len` at `ldc`) its rows, `n` wide ([`Error::InvalidArgs`] else).
+    fn check_operands(
+        &self,
+        n: usize,
+        (b_len, ldb): (usize, usize),
+        (c_len, ldc): (usize, usize),
+    ) -> Result<(), Error> {
+        check_dense("B", b_len, self.a.cols(), n, ldb).map_err(args_error)?;
+        check_dense("C", c_len, self.a.rows(), n, ldc).map_err(args_error)
     }
 
     /// The engine's GPU (a handle to it).
