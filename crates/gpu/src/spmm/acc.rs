@@ -45,28 +45,20 @@ const CACHE_SLOT_BYTES: u32 = 132;
 
 /// Parameters of the main entries, in order (`acc_spmm_tf32`, `acc_spmm_tf32_reg`,
 /// `acc_spmm_tf32_paper`).
-const MAIN_PARAMS: &[ParamKind] = &[
-    ParamKind::Ptr, // rwo
-    ParamKind::Ptr, // bvo
-    ParamKind::Ptr, // a2b
-    ParamKind::Ptr, // bits
-    ParamKind::Ptr, // values
-    ParamKind::Ptr, // work
-    ParamKind::Ptr, // window_split
-    ParamKind::Ptr, // B
-    ParamKind::U32, // ldb
-    ParamKind::Ptr, // C
-    ParamKind::U32, // ldc
-    ParamKind::U32, // M
-    ParamKind::U32, // N
-    ParamKind::F32, // alpha
-    ParamKind::F32, // beta
-    ParamKind::U32, // flags
-];
+const MAIN_PARAMS: [ParamKind; 16] = crate::signature::concat(
+    &[
+        ParamKind::Ptr, // rwo
+        ParamKind::Ptr, // bvo
+        ParamKind::Ptr, // a2b
+        ParamKind::Ptr, // bits
+        ParamKind::Ptr, // values
+    ],
+    &super::SCHEDULED_TAIL,
+);
 
 /// Parameters of `acc_spmm_tf32_cache`: [`MAIN_PARAMS`] and `cache_log2`.
 const CACHE_PARAMS: [ParamKind; MAIN_PARAMS.len() + 1] =
-    crate::signature::concat(MAIN_PARAMS, &[ParamKind::U32]); // cache_log2
+    crate::signature::concat(&MAIN_PARAMS, &[ParamKind::U32]); // cache_log2
 
 /// The `.entry` signatures this module launches (checked against the PTX by a CPU test), one
 /// per [`AccVariant`].
@@ -116,10 +108,10 @@ impl AccVariant {
     /// The entry's signature.
     pub const fn signature(self) -> KernelSignature {
         let (name, params): (&str, &[ParamKind]) = match self {
-            Self::SharedMeta => (ENTRY_SHARED, MAIN_PARAMS),
-            Self::RegisterMeta => (ENTRY_REGISTER, MAIN_PARAMS),
+            Self::SharedMeta => (ENTRY_SHARED, &MAIN_PARAMS),
+            Self::RegisterMeta => (ENTRY_REGISTER, &MAIN_PARAMS),
             Self::CachedRows { .. } => (ENTRY_CACHE, &CACHE_PARAMS),
-            Self::Paper => (ENTRY_PAPER, MAIN_PARAMS),
+            Self::Paper => (ENTRY_PAPER, &MAIN_PARAMS),
         };
         KernelSignature {
             module: KernelModule::AccSpmm,

@@ -6,7 +6,7 @@
 use cudarc::driver::LaunchConfig;
 use thiserror::Error;
 
-use crate::GpuError;
+use crate::{GpuError, ParamKind};
 
 pub mod acc;
 pub mod csr;
@@ -116,6 +116,23 @@ pub fn launch_shape(n: usize, num_tbs: usize) -> Result<Option<LaunchShape>, Acc
 pub fn launch_flags(ldb: usize, ldc: usize) -> u32 {
     u32::from(ldb.is_multiple_of(4) && ldc.is_multiple_of(4))
 }
+
+/// The parameters every schedule-driven tensor-core entry (Acc-SpMM, row-tile) ends with, after
+/// its matrix arrays: the flat work list, the split-window flags, B and C with their leading
+/// dimensions, M, N, α, β and the launch flags ([`launch_flags_at`]).
+pub(crate) const SCHEDULED_TAIL: [ParamKind; 11] = [
+    ParamKind::Ptr, // work (4 per thread block)
+    ParamKind::Ptr, // window_split (1 byte per window)
+    ParamKind::Ptr, // B
+    ParamKind::U32, // ldb
+    ParamKind::Ptr, // C
+    ParamKind::U32, // ldc
+    ParamKind::U32, // M
+    ParamKind::U32, // N
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::U32, // flags
+];
 
 /// [`launch_flags`] for operands at device addresses `b_addr` and `c_addr`: the float4 path also
 /// needs both 16-byte aligned (a view into a larger buffer may start anywhere).

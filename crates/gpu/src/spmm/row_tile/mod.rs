@@ -30,7 +30,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
-use super::{AccSpmmError, launch_flags_at, launch_shape, to_tf32};
+use super::{AccSpmmError, SCHEDULED_TAIL, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch, Shape};
 use crate::permute::check_permutation;
@@ -279,21 +279,6 @@ const TYPED_ENTRIES: [&str; 6] = [
     "tc32_spmm_bf16",
 ];
 
-/// The parameters every row-tile entry ends with, after its matrix arrays.
-const COMMON_TAIL: [ParamKind; 11] = [
-    ParamKind::Ptr, // work (4 per thread block)
-    ParamKind::Ptr, // window_split (1 byte per window)
-    ParamKind::Ptr, // B
-    ParamKind::U32, // ldb
-    ParamKind::Ptr, // C
-    ParamKind::U32, // ldc
-    ParamKind::U32, // M
-    ParamKind::U32, // N
-    ParamKind::F32, // alpha
-    ParamKind::F32, // beta
-    ParamKind::U32, // flags
-];
-
 const MASKED_PARAMS: [ParamKind; 16] = concat(
     &[
         ParamKind::Ptr, // rwo (windows + 1)
@@ -302,7 +287,7 @@ const MASKED_PARAMS: [ParamKind; 16] = concat(
         ParamKind::Ptr, // masks (window_rows / 8 per block)
         ParamKind::Ptr, // values
     ],
-    &COMMON_TAIL,
+    &SCHEDULED_TAIL,
 );
 
 const DENSE_PARAMS: [ParamKind; 14] = concat(
@@ -311,7 +296,7 @@ const DENSE_PARAMS: [ParamKind; 14] = concat(
         ParamKind::Ptr, // a2x (8 per block)
         ParamKind::Ptr, // frag (window_rows · 8 per block, fragment order)
     ],
-    &COMMON_TAIL,
+    &SCHEDULED_TAIL,
 );
 
 /// The f16 / bf16 masked entries: the masked parameters, then the split windows' f32 scratch.
