@@ -10,7 +10,7 @@ use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use tcsparse::formats::Csr;
 use tcsparse::gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
-use tcsparse::gpu::{Gpu, GpuError, GpuStatus};
+use tcsparse::gpu::{DeviceProduct, Gpu, GpuError, GpuStatus};
 use tcsparse::{
     Balance, Engine, KernelRequest, PrepareOptions, Prepared, ReorderChoice, RowOrder,
     RowTileKernel,
@@ -403,7 +403,9 @@ pub(crate) fn cusparse_case(
     let run = |alg: SpmmAlg| -> Result<(f64, f64, f64), GpuError> {
         let dev = dev.as_ref().map_err(|e| GpuError::Invalid(e.to_string()))?;
         let mut spmm = CusparseSpmm::new(gpu, dev, n, alg)?;
-        measure(gpu, &reference, b, n, t, |bd, c| spmm.run(1.0, bd, 0.0, c))
+        measure(gpu, &reference, b, n, t, |bd, c| {
+            spmm.run(1.0, bd, 0.0, c, n)
+        })
     };
     let mut best: Option<((f64, f64, f64), SpmmAlg)> = None;
     let mut fallback = None;

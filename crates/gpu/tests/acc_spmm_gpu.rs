@@ -233,7 +233,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             let csr = CusparseCsr::new(&gpu, &a).unwrap();
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
-                .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd))
+                .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd, n))
                 .unwrap();
             println!(
                 "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",

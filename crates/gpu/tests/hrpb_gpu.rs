@@ -269,7 +269,7 @@ fn hrpb_shared_datasets_match_reference_and_time() {
             }
             let mut sp = CusparseSpmm::new(&gpu, &csr, n, SpmmAlg::Default).unwrap();
             let tc = gpu
-                .time_launches(3, 20, || sp.run(1.0, &case.bd, 0.0, &mut case.cd))
+                .time_launches(3, 20, || sp.run(1.0, &case.bd, 0.0, &mut case.cd, n))
                 .unwrap();
             let best = times.iter().copied().fold(f64::INFINITY, f64::min);
             let speedup = tc.median_ms / best;

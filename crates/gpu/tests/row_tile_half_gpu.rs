@@ -547,7 +547,7 @@ fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
                 let Ok(mut s) = CusparseSpmm::with_buffers(&gpu, &csr, n, alg, &bd, &mut cd) else {
                     continue;
                 };
-                let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd));
+                let ms = time(&mut || s.run(1.0, &bd, 0.0, &mut cd, n));
                 f32_times.push((alg.name().to_string(), ms));
             }
             let (cus32, cus32_alg) = fastest(f32_times).expect("cuSPARSE f32 runs");

@@ -220,7 +220,7 @@ fn cusparse_spmm_matches_reference_on_generated_matrices() {
                     &mut |al, b, be, c| {
                         let mut s =
                             CusparseSpmm::with_buffers(&gpu, &ca, n, alg, b, c).expect("prepare");
-                        s.run(al, b, be, c).expect("cusparseSpMM");
+                        s.run(al, b, be, c, n).expect("cusparseSpMM");
                     },
                 );
             }
@@ -499,7 +499,7 @@ fn timing_rmat_scale20_n128() {
     for alg in SpmmAlg::ALL {
         let mut s = CusparseSpmm::new(&gpu, &ca, n, alg).expect("prepare");
         let t = gpu
-            .time_launches(5, 20, || s.run(1.0, &db, 0.0, &mut dc))
+            .time_launches(5, 20, || s.run(1.0, &db, 0.0, &mut dc, n))
             .expect("timing");
         println!(
             "cuSPARSE SpMM {alg:?}: median {:.3} ms, min {:.3} ms, mean {:.3} ms ({:.1} GFLOP/s; torch ≈ 1.36 ms)",

@@ -528,7 +528,7 @@ impl Prepared {
                         e.insert(CusparseSpmm::with_buffers(gpu, csr, n, *alg, b, c)?)
                     }
                 };
-                s.run(alpha, b, beta, c)?;
+                s.run(alpha, b, beta, c, n)?;
                 // (cuSPARSE reports success on a lost context: ask the stream.)
                 gpu.stream_fault()?;
                 return Ok(());

@@ -5,8 +5,9 @@
 //! bf16 and f32 compute is [`CusparseSpmmHalf`] (`half.rs`).
 //!
 //! "Prepare once, run many": [`CusparseSpmm::new`] creates the handle and descriptors, asks for the
-//! workspace size, allocates it and runs `cusparseSpMM_preprocess`; [`CusparseSpmm::run`] only points
-//! the dense descriptors at the caller's buffers and calls `cusparseSpMM`.
+//! workspace size, allocates it and runs `cusparseSpMM_preprocess`; a product (the
+//! [`crate::DeviceProduct`] calls, at the width it was made for) only points the dense descriptors
+//! at the caller's buffers and calls `cusparseSpMM`.
 
 use cudarc::cusparse::sys as cs;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
@@ -383,7 +384,8 @@ impl SpmmAlg {
 }
 
 /// A prepared cuSPARSE SpMM `C = α·A·B + β·C` for one matrix, one `n` and one algorithm: handle,
-/// dense descriptors, workspace and preprocessing are made once in [`CusparseSpmm::new`].
+/// dense descriptors, workspace and preprocessing are made once in [`CusparseSpmm::new`];
+/// products run through [`crate::DeviceProduct`] (packed B and C at that `n`).
 pub struct CusparseSpmm {
     dense: DenseSpmm,
     a: CusparseCsr,
@@ -707,20 +709,6 @@ impl CusparseSpmm {
     pub fn workspace_bytes(&self) -> usize {
         self.dense.workspace.len()
     }
-
-    /// Enqueues `C = α·A·B + β·C` (B: `cols × n`, C: `rows × n`, row-major). β = 0 never reads C.
-    pub fn run<B: DevicePtr<f32> + ?Sized, C: DevicePtrMut<f32> + ?Sized>(
-        &mut self,
-        alpha: f32,
-        b: &B,
-        beta: f32,
-        c: &mut C,
-    ) -> Result<(), GpuError> {
-        let shape = (self.a.rows(), self.a.cols());
-        // SAFETY: A's descriptor lives as long as `self.a`, of `shape`, with f32 values like
-        // B's and C's descriptors.
-        unsafe { self.dense.run(self.a.descr(), shape, alpha, b, beta, c) }
-    }
 }
 
 impl crate::DeviceProduct for CusparseSpmm {
@@ -750,6 +738,9 @@ impl crate::DeviceProduct for CusparseSpmm {
             )));
         }
         let (b, c) = call.operands();
-        self.run(alpha, b, beta, c)
+        let shape = (self.a.rows(), self.a.cols());
+        // SAFETY: A's descriptor lives as long as `self.a`, of `shape`, with f32 values like
+        // B's and C's descriptors.
+        unsafe { self.dense.run(self.a.descr(), shape, alpha, b, beta, c) }
     }
 }
