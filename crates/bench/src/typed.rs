@@ -334,38 +334,13 @@ fn cusparse_half_case<H: RowTileHalf + Element>(
             spmm.run(scale * alpha, bd, 0.0, c)
         })
     };
-    let mut best: Option<(Measured, SpmmAlg)> = None;
-    let mut fallback = None;
-    let mut default_ms = None;
-    for alg in SpmmAlg::CANDIDATES {
-        let r = run(alg);
-        if let Ok(got) = &r {
-            tracing::debug!(
-                candidate = alg.name(),
-                ms = got.ms,
-                "{} {name} N {n}",
-                m.name
-            );
-            if alg == SpmmAlg::Default && got.failure.is_none() {
-                default_ms = Some(got.ms);
-            }
-        }
-        match r {
-            Ok(got) if got.failure.is_none() && best.as_ref().is_none_or(|b| got.ms < b.0.ms) => {
-                best = Some((got, alg));
-            }
-            r if alg == SpmmAlg::Default => fallback = Some(r),
-            _ => {}
-        }
-    }
-    let (result, alg) = backends::fastest_or_default(best, fallback);
-    let measured = result.is_ok();
-    record(&mut case, result);
-    if measured {
+    let label = format!("{} {name} N {n}", m.name);
+    let ms = |g: &Measured| g.ms;
+    let passes = |g: &Measured| g.failure.is_none();
+    if let Some(alg) = backends::fastest_cusparse(&mut case, &label, run, ms, passes, record) {
         let e = v.dtype().size_bytes() as u64;
         case.bytes = Some(bytes(a, n, e, e));
         case.plan = Some(cusparse_half_plan(v, alg.name(), scale, alpha));
-        case.default_ms = default_ms;
     }
     case
 }
