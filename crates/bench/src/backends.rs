@@ -173,6 +173,18 @@ pub struct Timing {
     pub iters: usize,
 }
 
+/// What every SpMM case of a run is measured with: the widths N, the timing, and the rows up to
+/// which a product is checked in full against f64 (larger ones on sampled rows).
+#[derive(Clone, Copy, Debug)]
+pub struct Sweep<'a> {
+    /// The widths N (columns of B and C).
+    pub ns: &'a [usize],
+    /// Timing settings.
+    pub t: Timing,
+    /// Rows up to which every row is checked.
+    pub max_full: usize,
+}
+
 /// Device buffers for one (matrix, N): B copies rotated when B fits in L2, and C (elements `T`:
 /// f32, or f16 / bf16 for the runs of crate::typed).
 pub(crate) struct Buffers<T: DeviceRepr> {
@@ -209,14 +221,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Buffers<T> {
 
 /// Runs the GPU backends on one matrix for every N; returns one case per (N, backend). `backends`:
 /// name prefixes of the backends to run besides the cuSPARSE baseline (empty: all).
-pub fn gpu_cases(
-    gpu: &Gpu,
-    m: &Matrix,
-    ns: &[usize],
-    t: Timing,
-    max_full: usize,
-    backends: &[String],
-) -> Vec<Case> {
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, sweep: Sweep<'_>, backends: &[String]) -> Vec<Case> {
+    let Sweep { ns, t, max_full } = sweep;
     let mut out = Vec::new();
     let engine = Engine::with_gpu(gpu.clone());
     let a: &Csr = &m.csr;

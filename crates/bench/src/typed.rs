@@ -33,7 +33,7 @@ use tcsparse::gpu::row_tile_spmm::RowTileHalf;
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::{DType, Element, Engine, PrepareOptions, Prepared, RowOrder};
 
-use crate::backends::{self, Buffers, Reference, Timing};
+use crate::backends::{self, Buffers, Reference, Sweep, Timing};
 use crate::matrices::Matrix;
 use crate::numerics::Numerics;
 use crate::report::{BASELINE, Case, PrepTimes, Status};
@@ -172,14 +172,8 @@ fn bytes(a: &Csr, n: usize, value_bytes: u64, elem_bytes: u64) -> u64 {
 }
 
 /// Runs the cases of `v` on one matrix for every N (see the module's documentation).
-pub fn gpu_cases(
-    gpu: &Gpu,
-    m: &Matrix,
-    ns: &[usize],
-    t: Timing,
-    max_full: usize,
-    v: Numerics,
-) -> Vec<Case> {
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, sweep: Sweep<'_>, v: Numerics) -> Vec<Case> {
+    let Sweep { ns, t, max_full } = sweep;
     let engine = Engine::with_gpu(gpu.clone());
     let a: &Csr = &m.csr;
     let bound = Bound::of(v, a);
