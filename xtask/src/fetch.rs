@@ -681,6 +681,25 @@ mod tests {
         f
     }
 
+    /// What a fetch reports when it stored the served bytes `body` at `path`.
+    fn stored(path: PathBuf, body: &[u8], verified: bool) -> Outcome {
+        Outcome::Stored {
+            path,
+            sha256: sha(body),
+            verified,
+        }
+    }
+
+    /// The error (with its causes) of a fetch of `e` that must fail, once checked that it left
+    /// no file in its fresh directory `tmpdir(tag)` (then removed).
+    fn fails_leaving_nothing(tag: &str, e: &Entry) -> String {
+        let dir = tmpdir(tag);
+        let err = format!("{:#}", fetcher(&dir).fetch(e).unwrap_err());
+        assert!(files(&dir).is_empty(), "left behind: {:?}", files(&dir));
+        fs::remove_dir_all(&dir).unwrap();
+        err
+    }
+
     #[test]
     fn downloads_verifies_unpacks_and_then_skips() {
         let (tgz, base, hits) = serve_tarball("/MM/G/m.tar.gz", 0);
@@ -695,14 +714,7 @@ mod tests {
             &sha(&tgz),
         );
         let out = f.fetch(&e).unwrap();
-        assert_eq!(
-            out,
-            Outcome::Stored {
-                path: dir.join("m.mtx.gz"),
-                sha256: sha(&tgz),
-                verified: true
-            }
-        );
+        assert_eq!(out, stored(dir.join("m.mtx.gz"), &tgz, true));
         let mut text = String::new();
         GzDecoder::new(File::open(dir.join("m.mtx.gz")).unwrap())
             .read_to_string(&mut text)
@@ -722,51 +734,39 @@ mod tests {
     #[test]
     fn checksum_mismatch_leaves_nothing() {
         let (_, base, hits) = serve_tarball("/bad.tar.gz", 0);
-        let dir = tmpdir("mismatch");
-        let f = fetcher(&dir);
         let e = entry(
             "m",
             Kind::SuitesparseTar,
             &format!("{base}/bad.tar.gz"),
             &"0".repeat(64),
         );
-        let err = f.fetch(&e).unwrap_err().to_string();
+        let err = fails_leaving_nothing("mismatch", &e);
         assert!(err.contains("sha256 mismatch"), "{err}");
         assert_eq!(hits.load(Ordering::SeqCst), 1);
-        assert!(files(&dir).is_empty(), "left behind: {:?}", files(&dir));
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn truncated_download_leaves_nothing() {
         // Declares 1000 more bytes than it sends, then closes the connection.
         let (tgz, base, _) = serve_tarball("/t.mtx.gz", 1000);
-        let dir = tmpdir("trunc");
-        let f = fetcher(&dir);
         let e = entry("t", Kind::MtxGz, &format!("{base}/t.mtx.gz"), &sha(&tgz));
-        let err = format!("{:#}", f.fetch(&e).unwrap_err());
+        let err = fails_leaving_nothing("trunc", &e);
         assert!(
             err.contains("broke off") || err.contains("truncated"),
             "{err}"
         );
-        assert!(files(&dir).is_empty(), "left behind: {:?}", files(&dir));
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn http_error_leaves_nothing() {
         let (base, _) = serve(HashMap::new(), 1);
-        let dir = tmpdir("404");
-        let f = fetcher(&dir);
         let e = entry(
             "x",
             Kind::MtxGz,
             &format!("{base}/missing.mtx.gz"),
             &"0".repeat(64),
         );
-        assert!(f.fetch(&e).is_err());
-        assert!(files(&dir).is_empty());
-        fs::remove_dir_all(&dir).unwrap();
+        fails_leaving_nothing("404", &e);
     }
 
     #[test]
@@ -780,14 +780,7 @@ mod tests {
         assert_eq!(hits.load(Ordering::SeqCst), 0, "refused before any request");
         f.allow_unverified = true;
         let out = f.fetch(&e).unwrap();
-        assert_eq!(
-            out,
-            Outcome::Stored {
-                path: dir.join("u.mtx.gz"),
-                sha256: sha(&tgz),
-                verified: false
-            }
-        );
+        assert_eq!(out, stored(dir.join("u.mtx.gz"), &tgz, false));
         assert_eq!(fs::read(dir.join("u.mtx.gz")).unwrap(), tgz);
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -173,6 +173,18 @@ pub struct Timing {
     pub iters: usize,
 }
 
+/// What every SpMM case of a run is measured with: the widths N, the timing, and the rows up to
+/// which a product is checked in full against f64 (larger ones on sampled rows).
+#[derive(Clone, Copy, Debug)]
+pub struct Sweep<'a> {
+    /// The widths N (columns of B and C).
+    pub ns: &'a [usize],
+    /// Timing settings.
+    pub t: Timing,
+    /// Rows up to which every row is checked.
+    pub max_full: usize,
+}
+
 /// Device buffers for one (matrix, N): B copies rotated when B fits in L2, and C (elements `T`:
 /// f32, or f16 / bf16 for the runs of crate::typed).
 pub(crate) struct Buffers<T: DeviceRepr> {
@@ -209,14 +221,8 @@ impl<T: DeviceRepr + ValidAsZeroBits + Copy> Buffers<T> {
 
 /// Runs the GPU backends on one matrix for every N; returns one case per (N, backend). `backends`:
 /// name prefixes of the backends to run besides the cuSPARSE baseline (empty: all).
-pub fn gpu_cases(
-    gpu: &Gpu,
-    m: &Matrix,
-    ns: &[usize],
-    t: Timing,
-    max_full: usize,
-    backends: &[String],
-) -> Vec<Case> {
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, sweep: Sweep<'_>, backends: &[String]) -> Vec<Case> {
+    let Sweep { ns, t, max_full } = sweep;
     let mut out = Vec::new();
     let engine = Engine::with_gpu(gpu.clone());
     let a: &Csr = &m.csr;
@@ -407,36 +413,11 @@ pub(crate) fn cusparse_case(
             spmm.run(1.0, bd, 0.0, c, n)
         })
     };
-    let mut best: Option<((f64, f64, f64), SpmmAlg)> = None;
-    let mut fallback = None;
-    for alg in SpmmAlg::CANDIDATES {
-        let r = run(alg);
-        if let Ok(v) = &r {
-            tracing::debug!(
-                candidate = alg.name(),
-                ms = v.0,
-                "{} cusparse N {n}",
-                m.name
-            );
-            if accuracy_status(v.1, v.2) == Status::Ok && best.is_none_or(|b| v.0 < b.0.0) {
-                best = Some((*v, alg));
-            }
-        }
-        if alg == SpmmAlg::Default {
-            fallback = Some(r);
-        }
-    }
-    let default_ms = match &fallback {
-        Some(Ok(v)) if accuracy_status(v.1, v.2) == Status::Ok => Some(v.0),
-        _ => None,
-    };
-    let (result, alg) = fastest_or_default(best, fallback);
-    let measured = result.is_ok();
-    record(&mut case, result);
-    if measured {
+    let label = format!("{} cusparse N {n}", m.name);
+    let passes = |v: &(f64, f64, f64)| accuracy_status(v.1, v.2) == Status::Ok;
+    if let Some(alg) = fastest_cusparse(&mut case, &label, run, |v| v.0, passes, record) {
         case.bytes = Some(csr_bytes(a) + 4 * (a.cols() + a.rows()) as u64 * n as u64);
         case.plan = Some(format!("cuSPARSE CSR, {}", alg.name()));
-        case.default_ms = default_ms;
     }
     case
 }
@@ -704,20 +685,53 @@ pub fn cpu_cases(m: &Matrix, ns: &[usize], iters: usize, why: &str) -> Vec<Case>
     out
 }
 
-/// The kept cuSPARSE run of a case: the fastest algorithm's result that passed (`best`), else
-/// the default algorithm's result as it came (`fallback`: its failure is the case's), else an
-/// error naming that no algorithm ran.
-pub(crate) fn fastest_or_default<V>(
-    best: Option<(V, SpmmAlg)>,
-    fallback: Option<Result<V, GpuError>>,
-) -> (Result<V, GpuError>, SpmmAlg) {
-    match best {
+/// The kept cuSPARSE run of a case, written into `case` by `record`: `run` times each CSR
+/// algorithm ([`SpmmAlg::CANDIDATES`]); the fastest result that `passes` is kept, else the default
+/// algorithm's result as it came (its failure is the case's), else an error naming that no
+/// algorithm ran. When the kept result was measured, `case` also gets the default algorithm's
+/// time (when it passed: [`Case::default_ms`]) and the kept algorithm is returned. `label` names
+/// the case in the per-algorithm debug log.
+pub(crate) fn fastest_cusparse<V>(
+    case: &mut Case,
+    label: &str,
+    mut run: impl FnMut(SpmmAlg) -> Result<V, GpuError>,
+    ms: impl Fn(&V) -> f64,
+    passes: impl Fn(&V) -> bool,
+    record: impl FnOnce(&mut Case, Result<V, GpuError>),
+) -> Option<SpmmAlg> {
+    let mut best: Option<(V, SpmmAlg)> = None;
+    let mut fallback = None;
+    let mut default_ms = None;
+    for alg in SpmmAlg::CANDIDATES {
+        let r = run(alg);
+        if let Ok(v) = &r {
+            tracing::debug!(candidate = alg.name(), ms = ms(v), "{label}");
+            if alg == SpmmAlg::Default && passes(v) {
+                default_ms = Some(ms(v));
+            }
+        }
+        match r {
+            Ok(v) if passes(&v) && best.as_ref().is_none_or(|b| ms(&v) < ms(&b.0)) => {
+                best = Some((v, alg));
+            }
+            r if alg == SpmmAlg::Default => fallback = Some(r),
+            _ => {}
+        }
+    }
+    let (result, alg) = match best {
         Some((v, alg)) => (Ok(v), alg),
         None => (
             fallback.unwrap_or_else(|| Err(GpuError::Invalid("no cuSPARSE algorithm".into()))),
             SpmmAlg::Default,
         ),
+    };
+    let measured = result.is_ok();
+    record(case, result);
+    if !measured {
+        return None;
     }
+    case.default_ms = default_ms;
+    Some(alg)
 }
 
 #[cfg(test)]

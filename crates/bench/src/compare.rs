@@ -274,17 +274,27 @@ impl Comparison {
         }
     }
 
+    /// The group lines that regressed.
+    pub fn regressed_groups(&self) -> impl Iterator<Item = &GroupLine> {
+        self.groups
+            .iter()
+            .filter(|g| g.verdict == Verdict::Regression)
+    }
+
+    /// The case lines that regressed.
+    pub fn regressed_cases(&self) -> impl Iterator<Item = &CaseLine> {
+        self.cases
+            .iter()
+            .filter(|c| c.verdict == Verdict::Regression)
+    }
+
     /// Why the gate fails, one line each; empty when it passes.
     pub fn failures(&self) -> Vec<String> {
         let mut out = Vec::new();
         if self.cases.is_empty() {
             out.push("no case in common with the base: nothing was compared".to_string());
         }
-        for g in self
-            .groups
-            .iter()
-            .filter(|g| g.verdict == Verdict::Regression)
-        {
+        for g in self.regressed_groups() {
             out.push(format!(
                 "{} {} {}: geomean ratio {:.3} over {} cases (< {:.3})",
                 g.op,
@@ -295,11 +305,7 @@ impl Comparison {
                 1.0 - self.tolerances.group
             ));
         }
-        for c in self
-            .cases
-            .iter()
-            .filter(|c| c.verdict == Verdict::Regression)
-        {
+        for c in self.regressed_cases() {
             out.push(format!(
                 "{} {} N={} {}: ratio {:.3} (< {:.3})",
                 c.op,
@@ -496,14 +502,20 @@ mod tests {
     /// percentile 2.3–3.7 %, docs/results/README.md), so the gate is tested on the noisy side.
     const RERUN_NOISE: f64 = 0.03;
 
+    /// The noisy run 0 as the base, against the noisy run `seed` in which backend `slow` takes
+    /// `factor` times as long.
+    fn rerun(seed: u64, slow: &str, factor: f64) -> Comparison {
+        Comparison::new(
+            &[run(0, RERUN_NOISE, "", 1.0)],
+            &[run(seed, RERUN_NOISE, slow, factor)],
+            Tolerances::default(),
+        )
+    }
+
     #[test]
     fn a_rerun_of_unchanged_code_passes() {
         for seed in 1..20 {
-            let c = Comparison::new(
-                &[run(0, RERUN_NOISE, "", 1.0)],
-                &[run(seed, RERUN_NOISE, "", 1.0)],
-                Tolerances::default(),
-            );
+            let c = rerun(seed, "", 1.0);
             assert_eq!(c.cases.len(), 10 * 3 * BACKENDS.len());
             assert!(c.passed(), "seed {seed}:\n{}", c.table());
         }
@@ -512,18 +524,9 @@ mod tests {
     #[test]
     fn a_ten_percent_slower_kernel_fails_the_gate() {
         for seed in 1..20 {
-            let c = Comparison::new(
-                &[run(0, RERUN_NOISE, "", 1.0)],
-                &[run(seed, RERUN_NOISE, "acc/plain", 1.10)],
-                Tolerances::default(),
-            );
+            let c = rerun(seed, "acc/plain", 1.10);
             assert!(!c.passed(), "seed {seed}:\n{}", c.table());
-            let bad: Vec<_> = c
-                .groups
-                .iter()
-                .filter(|g| g.verdict == Verdict::Regression)
-                .map(|g| g.backend.as_str())
-                .collect();
+            let bad: Vec<_> = c.regressed_groups().map(|g| g.backend.as_str()).collect();
             // Both groups of the slowed backend, and nothing else.
             assert_eq!(bad, ["acc/plain", "acc/plain"], "seed {seed}");
         }
@@ -727,9 +730,7 @@ mod tests {
             );
             assert!(!slow.passed(), "seed {seed}:\n{}", slow.table());
             let bad: Vec<_> = slow
-                .groups
-                .iter()
-                .filter(|g| g.verdict == Verdict::Regression)
+                .regressed_groups()
                 .map(|g| (g.op, g.group, g.backend.as_str()))
                 .collect();
             // The four SpAMM precisions, nothing of SpMM or SpMV.

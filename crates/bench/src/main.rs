@@ -305,18 +305,18 @@ fn main() -> Result<()> {
                 warmup: args.warmup,
                 iters: args.iters.max(1),
             };
+            let sweep = backends::Sweep {
+                ns: &ns,
+                t: timing,
+                max_full: args.max_full_check,
+            };
             for m in &mats {
                 let t = Instant::now();
                 let got = match numerics {
-                    Some(v) => typed::gpu_cases(gpu, m, &ns, timing, args.max_full_check, v),
-                    None => backends::gpu_cases(
-                        gpu,
-                        m,
-                        &ns,
-                        timing,
-                        args.max_full_check,
-                        args.backends.as_deref().unwrap_or(&[]),
-                    ),
+                    Some(v) => typed::gpu_cases(gpu, m, sweep, v),
+                    None => {
+                        backends::gpu_cases(gpu, m, sweep, args.backends.as_deref().unwrap_or(&[]))
+                    }
                 };
                 m.log_cases(20, got.len(), t.elapsed());
                 cases.extend(got);

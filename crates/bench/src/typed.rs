@@ -33,7 +33,7 @@ use tcsparse::gpu::row_tile_spmm::RowTileHalf;
 use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::{DType, Element, Engine, PrepareOptions, Prepared, RowOrder};
 
-use crate::backends::{self, Buffers, Reference, Timing};
+use crate::backends::{self, Buffers, Reference, Sweep, Timing};
 use crate::matrices::Matrix;
 use crate::numerics::Numerics;
 use crate::report::{BASELINE, Case, PrepTimes, Status};
@@ -172,60 +172,66 @@ fn bytes(a: &Csr, n: usize, value_bytes: u64, elem_bytes: u64) -> u64 {
 }
 
 /// Runs the cases of `v` on one matrix for every N (see the module's documentation).
-pub fn gpu_cases(
-    gpu: &Gpu,
-    m: &Matrix,
-    ns: &[usize],
-    t: Timing,
-    max_full: usize,
-    v: Numerics,
-) -> Vec<Case> {
+pub fn gpu_cases(gpu: &Gpu, m: &Matrix, sweep: Sweep<'_>, v: Numerics) -> Vec<Case> {
+    let Sweep { ns, t, max_full } = sweep;
     let engine = Engine::with_gpu(gpu.clone());
     let a: &Csr = &m.csr;
     let bound = Bound::of(v, a);
     let dev = CusparseCsr::new(gpu, a);
     let mut out = Vec::new();
     for &n in ns {
+        let at = At {
+            gpu,
+            engine: &engine,
+            m,
+            n,
+            t,
+            max_full,
+            v,
+            bound,
+        };
         let b32 = backends::random_b(a.cols(), n, 0x5eed ^ n as u64);
         match v {
-            Numerics::F16 => out.extend(half_cases::<f16>(
-                gpu, &engine, m, &dev, &b32, n, t, max_full, v, bound,
-            )),
-            Numerics::Bf16 => out.extend(half_cases::<bf16>(
-                gpu, &engine, m, &dev, &b32, n, t, max_full, v, bound,
-            )),
+            Numerics::F16 => out.extend(half_cases::<f16>(&at, &dev, &b32)),
+            Numerics::Bf16 => out.extend(half_cases::<bf16>(&at, &dev, &b32)),
             Numerics::Tf32x3 => {
                 out.push(backends::cusparse_case(gpu, m, a, &b32, n, t, max_full));
-                out.push(tf32x3_case(gpu, &engine, m, &b32, n, t, max_full, bound));
+                out.push(tf32x3_case(&at, &b32));
             }
         }
     }
     out
 }
 
-/// The three cases of an f16 / bf16 run at one N: cuSPARSE f32, cuSPARSE in `H`, ours in `H`.
-#[allow(clippy::too_many_arguments)]
-fn half_cases<H: RowTileHalf + Element>(
-    gpu: &Gpu,
-    engine: &Engine,
-    m: &Matrix,
-    dev: &Result<CusparseCsr, GpuError>,
-    b32: &[f32],
+/// What the cases of one matrix at one N share: the device and the engine on it, the matrix,
+/// the width N, the timing, the rows checked in full, the run's numerics and its bound.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    gpu: &'a Gpu,
+    engine: &'a Engine,
+    m: &'a Matrix,
     n: usize,
     t: Timing,
     max_full: usize,
     v: Numerics,
     bound: Bound,
+}
+
+/// The three cases of an f16 / bf16 run at one N: cuSPARSE f32, cuSPARSE in `H`, ours in `H`.
+fn half_cases<H: RowTileHalf + Element>(
+    at: &At<'_>,
+    dev: &Result<CusparseCsr, GpuError>,
+    b32: &[f32],
 ) -> Vec<Case> {
-    let a: &Csr = &m.csr;
+    let a: &Csr = &at.m.csr;
     // B as the type holds it; the f32 baseline and every reference use these values.
     let bh: Vec<H> = b32.iter().map(|&x| <H as Element>::from_f32(x)).collect();
     let bw: Vec<f32> = bh.iter().map(|x| Element::to_f32(*x)).collect();
-    let alpha = f16_alpha(a, v.dtype());
+    let alpha = f16_alpha(a, at.v.dtype());
     vec![
-        backends::cusparse_case(gpu, m, a, &bw, n, t, max_full),
-        cusparse_half_case::<H>(gpu, m, dev, (&bh, &bw, alpha), n, t, max_full, v, bound),
-        engine_half_case::<H>(gpu, engine, m, (&bh, &bw, alpha), n, t, max_full, v, bound),
+        backends::cusparse_case(at.gpu, at.m, a, &bw, at.n, at.t, at.max_full),
+        cusparse_half_case::<H>(at, dev, (&bh, &bw, alpha)),
+        engine_half_case::<H>(at, (&bh, &bw, alpha)),
     ]
 }
 
@@ -308,64 +314,33 @@ fn reference(a: &Csr, b: &[f32], n: usize, max_full: usize, alpha: f32) -> Refer
 /// cuSPARSE SpMM with A, B and C in `H` (f32 compute) on the original matrix: each CSR algorithm
 /// timed, the fastest that passes the bound kept; the default's result (or error) when none
 /// passes.
-#[allow(clippy::too_many_arguments)]
 fn cusparse_half_case<H: RowTileHalf + Element>(
-    gpu: &Gpu,
-    m: &Matrix,
+    at: &At<'_>,
     dev: &Result<CusparseCsr, GpuError>,
     (bh, bw, alpha): (&[H], &[f32], f32),
-    n: usize,
-    t: Timing,
-    max_full: usize,
-    v: Numerics,
-    bound: Bound,
 ) -> Case {
+    let (gpu, m, n, v) = (at.gpu, at.m, at.n, at.v);
     let a: &Csr = &m.csr;
     let name = v.same_type_baseline().unwrap_or(BASELINE);
     let mut case = backends::blank(m, a, n, name, Status::Ok);
     case.numerics = Some(v);
-    let reference = reference(a, bw, n, max_full, alpha);
+    let reference = reference(a, bw, n, at.max_full, alpha);
     let scale = f16_scale(a.data(), v.dtype());
     let values: Vec<f32> = a.data().iter().map(|x| x / scale).collect();
     let run = |alg: SpmmAlg| -> Result<Measured, GpuError> {
         let dev = dev.as_ref().map_err(|e| GpuError::Invalid(e.to_string()))?;
         let mut spmm = CusparseSpmmHalf::<H>::new(gpu, dev, &values, n, alg)?;
-        measure(gpu, &reference, bh, n, t, bound, |bd, c| {
+        measure(gpu, &reference, bh, n, at.t, at.bound, |bd, c| {
             spmm.run(scale * alpha, bd, 0.0, c)
         })
     };
-    let mut best: Option<(Measured, SpmmAlg)> = None;
-    let mut fallback = None;
-    let mut default_ms = None;
-    for alg in SpmmAlg::CANDIDATES {
-        let r = run(alg);
-        if let Ok(got) = &r {
-            tracing::debug!(
-                candidate = alg.name(),
-                ms = got.ms,
-                "{} {name} N {n}",
-                m.name
-            );
-            if alg == SpmmAlg::Default && got.failure.is_none() {
-                default_ms = Some(got.ms);
-            }
-        }
-        match r {
-            Ok(got) if got.failure.is_none() && best.as_ref().is_none_or(|b| got.ms < b.0.ms) => {
-                best = Some((got, alg));
-            }
-            r if alg == SpmmAlg::Default => fallback = Some(r),
-            _ => {}
-        }
-    }
-    let (result, alg) = backends::fastest_or_default(best, fallback);
-    let measured = result.is_ok();
-    record(&mut case, result);
-    if measured {
+    let label = format!("{} {name} N {n}", m.name);
+    let ms = |g: &Measured| g.ms;
+    let passes = |g: &Measured| g.failure.is_none();
+    if let Some(alg) = backends::fastest_cusparse(&mut case, &label, run, ms, passes, record) {
         let e = v.dtype().size_bytes() as u64;
         case.bytes = Some(bytes(a, n, e, e));
         case.plan = Some(cusparse_half_plan(v, alg.name(), scale, alpha));
-        case.default_ms = default_ms;
     }
     case
 }
@@ -413,31 +388,24 @@ fn prepare(
 }
 
 /// Ours in `H`: the tuned engine prepared with the type, timed on device buffers in `H`.
-#[allow(clippy::too_many_arguments)]
 fn engine_half_case<H: RowTileHalf + Element>(
-    gpu: &Gpu,
-    engine: &Engine,
-    m: &Matrix,
+    at: &At<'_>,
     (bh, bw, alpha): (&[H], &[f32], f32),
-    n: usize,
-    t: Timing,
-    max_full: usize,
-    v: Numerics,
-    bound: Bound,
 ) -> Case {
-    let (mut p, mut case) = match prepare(engine, m, n, v) {
+    let n = at.n;
+    let (mut p, mut case) = match prepare(at.engine, at.m, n, at.v) {
         Ok(x) => x,
         Err(c) => return *c,
     };
     // B is random, so it is "in prepared order" already; the reference is in that order too.
-    let reference = reference(p.matrix(), bw, n, max_full, alpha);
-    let bound = bound.prepared(&p);
+    let reference = reference(p.matrix(), bw, n, at.max_full, alpha);
+    let bound = at.bound.prepared(&p);
     if let Some(plan) = &mut case.plan {
         plan.push_str(&alpha_note(alpha));
     }
-    let e = v.dtype().size_bytes() as u64;
+    let e = at.v.dtype().size_bytes() as u64;
     case.bytes = Some(bytes(p.matrix(), n, e, e));
-    let result = measure_engine(gpu, &reference, bh, n, t, bound, |bd, c| {
+    let result = measure_engine(at.gpu, &reference, bh, n, at.t, bound, |bd, c| {
         p.spmm_device_typed::<H, _, _>(alpha, bd, 0.0, c)
     });
     record(&mut case, result);
@@ -470,25 +438,16 @@ fn measure_engine<T: Element + DeviceRepr + ValidAsZeroBits>(
 }
 
 /// Ours in 3×TF32: the tuned engine prepared with [`tcsparse::Precision::Tf32x3`], f32 operands.
-#[allow(clippy::too_many_arguments)]
-fn tf32x3_case(
-    gpu: &Gpu,
-    engine: &Engine,
-    m: &Matrix,
-    b: &[f32],
-    n: usize,
-    t: Timing,
-    max_full: usize,
-    bound: Bound,
-) -> Case {
-    let (mut p, mut case) = match prepare(engine, m, n, Numerics::Tf32x3) {
+fn tf32x3_case(at: &At<'_>, b: &[f32]) -> Case {
+    let n = at.n;
+    let (mut p, mut case) = match prepare(at.engine, at.m, n, Numerics::Tf32x3) {
         Ok(x) => x,
         Err(c) => return *c,
     };
-    let reference = Reference::new(p.matrix(), b, n, max_full);
-    let bound = bound.prepared(&p);
+    let reference = Reference::new(p.matrix(), b, n, at.max_full);
+    let bound = at.bound.prepared(&p);
     case.bytes = Some(bytes(p.matrix(), n, 4, 4));
-    let result = measure_engine(gpu, &reference, b, n, t, bound, |bd, c| {
+    let result = measure_engine(at.gpu, &reference, b, n, at.t, bound, |bd, c| {
         p.spmm_device(1.0, bd, 0.0, c)
     });
     record(&mut case, result);

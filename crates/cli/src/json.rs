@@ -430,6 +430,10 @@ pub struct Product {
     pub error_bound: f64,
     /// ‖C − C_ref‖ / ‖C_ref‖.
     pub relative_error: f64,
+    /// Rows of C the two errors compare, where not every row (a product beyond
+    /// `demo::CHECK_MADDS` multiply-adds: evenly spaced rows and the longest); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_checked: Option<usize>,
     /// `{"kind": "f32" | "f16" | "bf16", "bound": text}`: the element type of B and C and what it
     /// adds to the bound (`error_bound` includes it).
     pub dtype: Value,
@@ -448,6 +452,7 @@ impl Product {
             max_scaled_error: m.error.max_scaled,
             error_bound: bound,
             relative_error: m.error.relative,
+            rows_checked: (!m.error.checked.is_all()).then(|| m.error.checked.count()),
         }
     }
 

@@ -138,6 +138,77 @@ pub fn spmm_error(
     got: &[f32],
     slack: f64,
 ) -> ProductError {
+    spmm_error_on(a, b, n, ldb, got, slack, &CheckedRows::all(a.rows()))
+}
+
+/// The rows of a product a check visits: every `stride`-th row from row 0, and `extra` (the
+/// longest row of a sampled check) where it is not among them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedRows {
+    /// Rows of the product.
+    pub rows: usize,
+    /// Distance between visited rows (1: every row).
+    pub stride: usize,
+    /// One more row visited.
+    pub extra: Option<usize>,
+}
+
+impl CheckedRows {
+    /// Every row of a `rows`-row product.
+    pub fn all(rows: usize) -> Self {
+        CheckedRows {
+            rows,
+            stride: 1,
+            extra: None,
+        }
+    }
+
+    /// Every row of `a` where its nonzeros times `n` are at most `max_madds` (the check's
+    /// multiply-adds), else evenly spaced rows that stay about within it and the longest row.
+    pub fn within(a: &Csr, n: usize, max_madds: usize) -> Self {
+        let rows = a.rows();
+        let stride = a
+            .nnz()
+            .saturating_mul(n)
+            .div_ceil(max_madds.max(1))
+            .clamp(1, rows.max(1));
+        if stride == 1 {
+            return Self::all(rows);
+        }
+        let indptr = a.indptr();
+        let ip = indptr.raw_storage();
+        let longest = (0..rows).max_by_key(|&r| ip[r + 1] - ip[r]);
+        CheckedRows {
+            rows,
+            stride,
+            extra: longest.filter(|r| r % stride != 0),
+        }
+    }
+
+    /// How many rows are visited.
+    pub fn count(&self) -> usize {
+        self.rows.div_ceil(self.stride.max(1)) + usize::from(self.extra.is_some())
+    }
+
+    /// Whether every row is visited.
+    pub fn is_all(&self) -> bool {
+        self.count() == self.rows
+    }
+}
+
+/// [`spmm_error`] over the rows `checked` names only (the numbers of the visited rows' elements).
+///
+/// # Panics
+/// As [`spmm_error`], and if `checked` names a row past `a.rows()`.
+pub fn spmm_error_on(
+    a: &Csr,
+    b: &[f32],
+    n: usize,
+    ldb: usize,
+    got: &[f32],
+    slack: f64,
+    checked: &CheckedRows,
+) -> ProductError {
     assert!(ldb >= n, "ldb {ldb} < n {n}");
     assert!(
         a.cols() == 0 || dense_len(a.cols(), n, ldb).is_some_and(|need| b.len() >= need),
@@ -148,6 +219,10 @@ pub fn spmm_error(
         rows.checked_mul(n).is_some_and(|need| got.len() >= need),
         "C too short"
     );
+    assert!(
+        checked.rows == rows && checked.extra.is_none_or(|r| r < rows),
+        "checked rows {checked:?} of a {rows}-row product"
+    );
     if n == 0 || rows == 0 {
         return ProductError {
             max_scaled: 0.0,
@@ -156,12 +231,15 @@ pub fn spmm_error(
     }
     let indptr = a.indptr();
     let indptr = indptr.raw_storage();
-    let (max_scaled, num, den) = got[..rows * n]
-        .par_chunks(n)
-        .enumerate()
+    let stride = checked.stride.max(1);
+    let visited = (0..rows.div_ceil(stride))
+        .into_par_iter()
+        .map(|i| i * stride)
+        .chain(checked.extra.into_par_iter());
+    let (max_scaled, num, den) = visited
         .map_init(
             || (vec![0f64; n], vec![0f64; n]),
-            |(want, scale), (r, got_row)| {
+            |(want, scale), r| {
                 want.fill(0.0);
                 scale.fill(0.0);
                 for k in indptr[r] as usize..indptr[r + 1] as usize {
@@ -173,6 +251,7 @@ pub fn spmm_error(
                         *s += v.abs() * (bv as f64).abs();
                     }
                 }
+                let got_row = &got[r * n..r * n + n];
                 let (num, den) = squared_sums(got_row, want);
                 let worst = max_scaled_excess(got_row, want, scale, slack);
                 (worst, num, den)
@@ -266,5 +345,56 @@ mod tests {
         assert_eq!(e.max_scaled, 0.0);
         let e = spmm_error(&a, &b, 1, 1, &[2.5, 0.0, -3.0], 0.25);
         assert_eq!(e.max_scaled, 0.125);
+    }
+
+    /// A check within a budget visits every row of a small product, and of a large one every
+    /// stride-th row plus the longest: an error on a visited row counts, one elsewhere is not
+    /// seen, and over every row the sampled numbers are the full check's.
+    #[test]
+    fn sampled_checks_visit_every_stride_th_row_and_the_longest() {
+        // 10 rows of one nonzero, but `long` holds three: 12 nonzeros.
+        let matrix = |long: u32| {
+            let t: Vec<(u32, u32, f32)> = (0..10u32)
+                .flat_map(|r| {
+                    let cols = if r == long { 0..3 } else { r % 3..r % 3 + 1 };
+                    cols.map(move |c| (r, c, 1.0 + r as f32 + 0.5 * c as f32))
+                })
+                .collect();
+            csr_from_triplets(10, 3, &t).unwrap()
+        };
+        let a = matrix(7);
+        let (n, b) = (2, [1.0f32, -2.0, 0.5, 4.0, -1.5, 3.0]);
+        let exact: Vec<f32> = spmm_f64(&a, &b, n, n, false)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        assert!(CheckedRows::within(&a, n, 24).is_all());
+        assert_eq!(CheckedRows::within(&a, n, 24), CheckedRows::all(10));
+        // 12 nonzeros × 2 columns = 24 multiply-adds; a budget of 9 takes every third row.
+        let sampled = CheckedRows::within(&a, n, 9);
+        assert_eq!(
+            sampled,
+            CheckedRows {
+                rows: 10,
+                stride: 3,
+                extra: Some(7),
+            }
+        );
+        assert_eq!(sampled.count(), 5);
+        assert!(!sampled.is_all());
+        let on = |c: &[f32], rows: &CheckedRows| spmm_error_on(&a, &b, n, n, c, 0.0, rows);
+        assert_eq!(on(&exact, &sampled).max_scaled, 0.0);
+        for (row, seen) in [(3, true), (7, true), (4, false)] {
+            let mut c = exact.clone();
+            c[row * n] += 1.0;
+            assert_eq!(on(&c, &sampled).max_scaled > 0.0, seen, "row {row}");
+            assert_eq!(
+                on(&c, &CheckedRows::all(10)),
+                spmm_error(&a, &b, n, n, &c, 0.0),
+                "row {row}"
+            );
+        }
+        // The longest row on the stride is not visited twice.
+        assert_eq!(CheckedRows::within(&matrix(6), n, 9).extra, None);
     }
 }

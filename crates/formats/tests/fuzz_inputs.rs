@@ -333,69 +333,47 @@ struct NpzCase {
     damage: Vec<Damage>,
 }
 
-fn npz_case() -> impl Strategy<Value = NpzCase> {
-    let dim = prop_oneof![
+/// A dimension of an `.npz` header: mostly small, sometimes beyond u32 or negative.
+fn npz_dim() -> impl Strategy<Value = i64> {
+    prop_oneof![
         8 => 0i64..7,
         1 => prop::sample::select(vec![4_000_000_000i64, 4294967295, 4294967296, -1, 1 << 40]),
-    ];
-    let zip64 = prop_oneof![
+    ]
+}
+
+/// A ZIP64 extra field's sizes, now and then.
+fn npz_zip64() -> impl Strategy<Value = Option<(u64, Option<u64>)>> {
+    prop_oneof![
         3 => Just(None),
         1 => (
             prop_oneof![Just(u64::MAX), Just(u64::MAX - 45), any::<u64>(), 0u64..4096],
             proptest::option::of(prop_oneof![Just(u64::MAX), Just(u64::MAX - 19), any::<u64>()])
         )
             .prop_map(Some),
-    ];
-    (
-        (dim.clone(), dim),
-        vec((0i64..7, 0i64..7, -8i32..8), 0..20),
-        prop::sample::select(vec!["csr", "csc", "coo", "bsr", ""]),
-        prop::sample::select(vec![1usize, 2, 4, 8]),
-        any::<bool>(),
-        any::<bool>(),
-        any::<bool>(),
-        (any::<bool>(), any::<bool>()),
-        vec(any::<bool>(), 6),
-        (
-            proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
-            prop_oneof![3 => Just(None), 1 => proptest::option::of((0usize..6, any::<bool>()))],
-        ),
-        zip64,
-        prop_oneof![3 => Just(vec![]), 1 => vec(damage(), 1..4)],
-    )
-        .prop_map(
-            |(
-                shape,
-                triplets,
-                format,
-                index_size,
-                signed,
-                big,
-                f4,
-                (unicode, coords),
-                deflate,
-                (claim, dup),
-                zip64,
-                damage,
-            )| {
-                NpzCase {
-                    shape,
-                    triplets,
-                    format,
-                    index_size,
-                    signed,
-                    big,
-                    f4,
-                    unicode,
-                    coords,
-                    deflate,
-                    claim,
-                    dup,
-                    zip64,
-                    damage,
-                }
-            },
-        )
+    ]
+}
+
+prop_compose! {
+    fn npz_case()(
+        shape in (npz_dim(), npz_dim()),
+        triplets in vec((0i64..7, 0i64..7, -8i32..8), 0..20),
+        format in prop::sample::select(vec!["csr", "csc", "coo", "bsr", ""]),
+        index_size in prop::sample::select(vec![1usize, 2, 4, 8]),
+        signed in any::<bool>(),
+        big in any::<bool>(),
+        f4 in any::<bool>(),
+        (unicode, coords) in (any::<bool>(), any::<bool>()),
+        deflate in vec(any::<bool>(), 6),
+        claim in proptest::option::of((0usize..6, prop_oneof![Just(0xFFFF_FFF0u32), any::<u32>()])),
+        dup in prop_oneof![3 => Just(None), 1 => proptest::option::of((0usize..6, any::<bool>()))],
+        zip64 in npz_zip64(),
+        damage in prop_oneof![3 => Just(vec![]), 1 => vec(damage(), 1..4)],
+    ) -> NpzCase {
+        NpzCase {
+            shape, triplets, format, index_size, signed, big, f4, unicode, coords, deflate, claim,
+            dup, zip64, damage,
+        }
+    }
 }
 
 /// The entries of the case that lie inside its shape (the oracle's matrix).

@@ -15,7 +15,7 @@ use numpy::{
     PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyReadwriteArray2,
     PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tcsparse::formats::Csr;
@@ -23,6 +23,13 @@ use tcsparse::formats::sddmm::{pattern_spmm_f64, sddmm, transpose_with_map};
 use tcsparse::{Engine, Error, Precision, PrepareOptions, Prepared, RowOrder};
 
 mod cuda;
+
+/// A C-contiguous 2-D operand in float32 or float64 (the one entry point of both element types).
+#[derive(FromPyObject)]
+enum Dense2<'py> {
+    F32(PyReadonlyArray2<'py, f32>),
+    F64(PyReadonlyArray2<'py, f64>),
+}
 
 /// Runs `f`, turning a Rust panic into a `RuntimeError` (the panic message kept).
 pub(crate) fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
@@ -412,20 +419,32 @@ impl PyMatrix {
     }
 
     /// The SDDMM `out_k = ⟨left_i, right_j⟩` on A's pattern (CSR order; `left`: `rows × k`,
-    /// `right`: `cols × k`, float32, sums in f64): the gradient of `A·right` with respect to A's
-    /// values for an output gradient `left`.
+    /// `right`: `cols × k`, both float32 or both float64, sums in f64, the result in their type):
+    /// the gradient of `A·right` with respect to A's values for an output gradient `left`.
     fn sddmm<'py>(
         &self,
         py: Python<'py>,
-        left: PyReadonlyArray2<'py, f32>,
-        right: PyReadonlyArray2<'py, f32>,
-    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let (k, l, r) = self.sddmm_operands(&left, &right)?;
-        let v = self.with(py, |i| {
-            let g = sddmm(&i.a, l, r, k).map_err(value_err)?;
-            Ok(g.into_iter().map(|x| x as f32).collect::<Vec<_>>())
-        })?;
-        Ok(PyArray1::from_vec(py, v))
+        left: Dense2<'py>,
+        right: Dense2<'py>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match (&left, &right) {
+            (Dense2::F32(left), Dense2::F32(right)) => {
+                let (k, l, r) = self.sddmm_operands(left, right)?;
+                let v = self.with(py, |i| {
+                    let g = sddmm(&i.a, l, r, k).map_err(value_err)?;
+                    Ok(g.into_iter().map(|x| x as f32).collect::<Vec<_>>())
+                })?;
+                Ok(PyArray1::from_vec(py, v).into_any())
+            }
+            (Dense2::F64(left), Dense2::F64(right)) => {
+                let (k, l, r) = self.sddmm_operands(left, right)?;
+                let v = self.with(py, |i| sddmm(&i.a, l, r, k).map_err(value_err))?;
+                Ok(PyArray1::from_vec(py, v).into_any())
+            }
+            _ => Err(PyTypeError::new_err(
+                "left, right: need both float32 or both float64",
+            )),
+        }
     }
 
     /// The float64 reference path: `values` (one per stored position, CSR order) times `b`
@@ -457,18 +476,6 @@ impl PyMatrix {
         })?;
         let arr = PyArray1::from_vec(py, c);
         arr.reshape([out_rows, n])
-    }
-
-    /// [`PyMatrix::sddmm`] in float64.
-    fn sddmm_f64<'py>(
-        &self,
-        py: Python<'py>,
-        left: PyReadonlyArray2<'py, f64>,
-        right: PyReadonlyArray2<'py, f64>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let (k, l, r) = self.sddmm_operands(&left, &right)?;
-        let v = self.with(py, |i| sddmm(&i.a, l, r, k).map_err(value_err))?;
-        Ok(PyArray1::from_vec(py, v))
     }
 
     /// Replaces the values (float32, one per stored nonzero in CSR order), keeping the pattern

@@ -7,7 +7,7 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
-use crate::{Backend, DType, Precision};
+use crate::{Backend, Precision};
 
 /// What [`Prepared`](crate::Prepared) runs.
 #[non_exhaustive]
@@ -29,14 +29,6 @@ pub enum ExecKernel {
     Cusparse {
         /// cuSPARSE's SpMM algorithm.
         alg: SpmmAlg,
-    },
-    /// cuSPARSE SpMM with A, B and C in f16 or bf16 (`CUDA_R_16F` / `CUDA_R_16BF`, f32 compute):
-    /// what a tuned f16 / bf16 preparation keeps where it is faster than the row-tile kernels.
-    CusparseHalf {
-        /// cuSPARSE's SpMM algorithm.
-        alg: SpmmAlg,
-        /// The element type of A, B and C (f16 or bf16).
-        dtype: DType,
     },
     /// CUDA-core CSR SpMM (f32).
     CsrCuda {
@@ -74,7 +66,6 @@ impl ExecKernel {
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }
-            | ExecKernel::CusparseHalf { .. }
             | ExecKernel::Hrpb { .. } => Precision::Tf32,
             ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
                 Precision::F32
@@ -95,13 +86,6 @@ impl std::fmt::Display for ExecKernel {
                 alg: SpmmAlg::Default,
             } => write!(f, "cuSPARSE"),
             ExecKernel::Cusparse { alg } => write!(f, "cuSPARSE ({})", alg.name()),
-            ExecKernel::CusparseHalf {
-                alg: SpmmAlg::Default,
-                dtype,
-            } => write!(f, "cuSPARSE {dtype}"),
-            ExecKernel::CusparseHalf { alg, dtype } => {
-                write!(f, "cuSPARSE {dtype} ({})", alg.name())
-            }
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
             }
@@ -329,31 +313,5 @@ mod tests {
         for alg in SpmmAlg::CANDIDATES {
             assert_eq!(ExecKernel::Cusparse { alg }.precision(), Precision::F32);
         }
-    }
-
-    #[test]
-    fn cusparse_in_a_half_type_names_the_type_and_its_algorithm() {
-        let names: Vec<String> = [DType::F16, DType::BF16]
-            .into_iter()
-            .flat_map(|dtype| {
-                [SpmmAlg::Default, SpmmAlg::CsrAlg3]
-                    .map(|alg| ExecKernel::CusparseHalf { alg, dtype }.to_string())
-            })
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "cuSPARSE f16",
-                "cuSPARSE f16 (SPMM_CSR_ALG3)",
-                "cuSPARSE bf16",
-                "cuSPARSE bf16 (SPMM_CSR_ALG3)",
-            ]
-        );
-        // As the f16 / bf16 row-tile kernels: TF32's precision choice, A rounded to the type.
-        let k = ExecKernel::CusparseHalf {
-            alg: SpmmAlg::CsrAlg1,
-            dtype: DType::F16,
-        };
-        assert_eq!(k.precision(), Precision::Tf32);
     }
 }

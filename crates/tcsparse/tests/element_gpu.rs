@@ -25,10 +25,8 @@ fn half_products<T: Element>(engine: &Engine, a: &Csr, arith: RowTileArith) {
     for n in [8usize, 32, 100, 128, 512, 1000] {
         let opts = PrepareOptions::builder().n(n).dtype(T::DTYPE).build();
         let mut p = engine.prepare_spmm(a, &opts).unwrap();
-        // (The tuning keeps cuSPARSE in the same type where it times faster.)
         assert!(
-            matches!(p.kernel(), ExecKernel::RowTile { kernel, .. } if kernel.arith == arith)
-                || matches!(p.kernel(), ExecKernel::CusparseHalf { dtype, .. } if dtype == T::DTYPE),
+            matches!(p.kernel(), ExecKernel::RowTile { kernel, .. } if kernel.arith == arith),
             "{}: {}",
             T::DTYPE,
             p.kernel()

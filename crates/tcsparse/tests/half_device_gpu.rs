@@ -164,26 +164,23 @@ fn scattered(rows: usize) -> Csr {
     tcsparse::formats::csr::csr_from_triplets(rows, rows, &t).unwrap()
 }
 
-/// The tuned f16 / bf16 preparation keeps the fastest candidate it timed, row-tile or cuSPARSE
-/// in the same type, and whichever it keeps meets the bound on the host and device paths.
+/// The tuned f16 / bf16 preparation keeps the fastest row-tile kernel it timed (cuSPARSE in the
+/// type is neither timed nor kept: no bound holds for it), and it meets the bound on the host
+/// and device paths.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_tuned_half_preparation_keeps_its_fastest_sample_cusparse_included() {
+fn the_tuned_half_preparation_keeps_its_fastest_row_tile_sample() {
     let (engine, gpu) = engine_and_gpu();
     for a in [scattered(50_000), support::hub_rows_203()] {
         for dtype in [DType::F16, DType::BF16] {
             let mut p = prepare_half(&engine, &a, 32, dtype);
             let tuning = &p.report().tuning;
             assert!(
-                tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
-                "cuSPARSE in {dtype} not timed: {tuning:?}"
+                !tuning.iter().any(|s| s.candidate.starts_with("cuSPARSE")),
+                "cuSPARSE in {dtype} timed: {tuning:?}"
             );
             let fastest = tuning.iter().min_by(|x, y| x.ms.total_cmp(&y.ms)).unwrap();
             match p.kernel() {
-                k @ ExecKernel::CusparseHalf { dtype: d, .. } => {
-                    assert_eq!(d, dtype);
-                    assert_eq!(fastest.candidate, k.to_string(), "{tuning:?}");
-                }
                 ExecKernel::RowTile { kernel, .. } => {
                     assert!(
                         fastest.candidate.starts_with(&kernel.name()),

@@ -83,16 +83,8 @@ pub(super) fn run_chunk<P: PosOut, const MASKS: bool>(
     vals: &mut [f32],
     poss: &mut [P],
 ) -> ChunkOut {
-    let ChunkIn {
-        indptr,
-        indices,
-        data,
-        rows,
-        window_rows,
-        block_cols,
-        w0,
-        w1,
-    } = *inp;
+    let (indptr, indices, data, rows) = (inp.indptr, inp.indices, inp.data, inp.rows);
+    let (window_rows, block_cols, w0, w1) = (inp.window_rows, inp.block_cols, inp.w0, inp.w1);
     let bc_shift = block_cols.trailing_zeros();
     let slot_mask = block_cols as u32 - 1;
     let mut ch = ChunkOut {
@@ -317,17 +309,9 @@ const HIGH: u64 = 0x8080_8080_8080_8080;
 /// drops every value at its block's cursor. A block's values arrive in CSR order, which is its
 /// bit order (`8·local_row + c % 8` ascending), so no rank is needed.
 pub(super) fn run_chunk_aligned(inp: &ChunkIn<'_>, ks: &mut KeySet, vals: &mut [f32]) -> ChunkOut {
-    let ChunkIn {
-        indptr,
-        indices,
-        data,
-        rows,
-        window_rows,
-        block_cols,
-        w0,
-        w1,
-    } = *inp;
-    debug_assert_eq!((window_rows, block_cols), (8, 8));
+    let (indptr, indices, data, rows) = (inp.indptr, inp.indices, inp.data, inp.rows);
+    let (w0, w1) = (inp.w0, inp.w1);
+    debug_assert_eq!((inp.window_rows, inp.block_cols), (8, 8));
     let base = indptr[(w0 * 8).min(rows)] as usize;
     // At most one block per nonzero: no reallocation.
     let most = indptr[(w1 * 8).min(rows)] as usize - base;

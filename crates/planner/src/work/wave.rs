@@ -191,15 +191,20 @@ pub fn spmv_wave_chunk(ptr: &[u32], resident_halves: u64) -> u32 {
 mod tests {
     use super::*;
 
+    /// `panels` panels of one block each but panel `heavy`, which has `blocks`.
+    fn one_heavy_panel(panels: usize, heavy: usize, blocks: u32) -> Vec<u32> {
+        let mut counts = vec![1u32; panels];
+        counts[heavy] = blocks;
+        counts
+    }
+
     #[test]
     fn papers_example_needs_no_split() {
         // 991 panels, 100 SMs × 1 block: 10 waves; panel 0 has 10 blocks, the rest 1.
         // mean = 1000 / 991, num_loads = 9.91, ratio = 0.991 ≤ 1 → no split.
-        let mut counts = vec![1u32; 991];
-        counts[0] = 10;
+        let counts = one_heavy_panel(991, 0, 10);
         let s = wave_split(&counts, 100, 1).unwrap();
-        assert_eq!(s.num_waves, 10);
-        assert_eq!(s.split_panels, 0);
+        assert_eq!((s.num_waves, s.split_panels), (10, 0));
         assert_eq!(s.panels.len(), 991);
         assert!(s.panels.iter().all(|v| !v.atomic));
     }
@@ -208,11 +213,9 @@ mod tests {
     fn one_wave_splits_heavy_panel() {
         // 100 panels on 100 slots (1 wave); panel 3 has 50 blocks, others 1: mean 1.49,
         // num_loads = 33.56, ratio 33.56 → 34 virtual panels of 1–2 blocks.
-        let mut counts = vec![1u32; 100];
-        counts[3] = 50;
+        let counts = one_heavy_panel(100, 3, 50);
         let s = wave_split(&counts, 100, 1).unwrap();
-        assert_eq!(s.num_waves, 1);
-        assert_eq!(s.split_panels, 1);
+        assert_eq!((s.num_waves, s.split_panels), (1, 1));
         let p3: Vec<_> = s.panels.iter().filter(|v| v.panel == 3).collect();
         assert_eq!(p3.len(), 34);
         assert!(
@@ -255,8 +258,7 @@ mod tests {
         assert_eq!(fill_cap(228_116, 16_161, 1, 1056, 132), 109);
         assert_eq!(fill_cap(228_116, 16_161, 4, 1056, 132), 433);
         // The cap never undoes an Eq. 7 cut: one heavy panel on one wave.
-        let mut counts = vec![1u32; 100];
-        counts[3] = 50;
+        let counts = one_heavy_panel(100, 3, 50);
         let s = wave_split_capped(&counts, 100, 1, 40).unwrap();
         assert_eq!(s.panels.iter().filter(|v| v.panel == 3).count(), 34);
         // Every block covered once, in order.

@@ -506,10 +506,7 @@ def _sddmm_tensors(a: SparseMatrix, left: Any, right: Any) -> Any:
         with _on_device(a):
             a._m.sddmm_cuda(left.data_ptr(), right.data_ptr(), left.shape[1], out.data_ptr(), _stream(a))
         return out
-    ln, rn = left.detach().numpy(), right.detach().numpy()
-    if left.dtype == t.float64:
-        return t.from_numpy(a._m.sddmm_f64(ln, rn))
-    return t.from_numpy(a._m.sddmm(ln, rn))
+    return t.from_numpy(a._m.sddmm(left.detach().numpy(), right.detach().numpy()))
 
 
 def _autograd_function() -> Any:
@@ -629,8 +626,6 @@ def sddmm(A: SparseMatrix, left: Any, right: Any) -> Any:
         _check_ndarray(right, "right", cols)
         if left.shape[1] != right.shape[1] or left.dtype != right.dtype:
             raise ValueError("left, right: need the same number of columns and the same dtype")
-        if left.dtype == np.float64:
-            return a._m.sddmm_f64(left, right)
         return a._m.sddmm(left, right)
     raise TypeError(
         f"left, right: expected two numpy.ndarray or two torch.Tensor, got {_describe(left)}, {_describe(right)}"

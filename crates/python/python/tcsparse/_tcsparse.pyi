@@ -1,6 +1,6 @@
 """Type stubs of the Rust extension ``tcsparse._tcsparse`` (use the ``tcsparse`` package instead)."""
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -48,14 +48,16 @@ class _Matrix:
         c: npt.NDArray[np.float32],
         transpose: bool = False,
     ) -> None: ...
+    @overload
     def sddmm(
         self, left: npt.NDArray[np.float32], right: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float32]: ...
+    @overload
+    def sddmm(
+        self, left: npt.NDArray[np.float64], right: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.float64]: ...
     def spmm_f64(
         self, values: npt.NDArray[np.float64], b: npt.NDArray[np.float64], transpose: bool = False
-    ) -> npt.NDArray[np.float64]: ...
-    def sddmm_f64(
-        self, left: npt.NDArray[np.float64], right: npt.NDArray[np.float64]
     ) -> npt.NDArray[np.float64]: ...
     def update_values(self, values: npt.NDArray[np.float32]) -> None: ...
     def spmm_cuda(

@@ -52,7 +52,7 @@ use tcsparse_formats::rowtile::RowTileStructure;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
 use tcsparse_reorder::{Mode, Permutation};
 
-use crate::{DType, Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
+use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
@@ -366,16 +366,6 @@ fn alg_of_byte(b: u8) -> Option<SpmmAlg> {
     }
 }
 
-/// The byte that stores the element type of [`ExecKernel::CusparseHalf`] (stable): 1 f16, 2
-/// bf16 (0, f32, is never written: cuSPARSE in f32 is [`ExecKernel::Cusparse`]).
-fn half_byte(dtype: DType) -> u8 {
-    match dtype {
-        DType::F32 => 0,
-        DType::F16 => 1,
-        DType::BF16 => 2,
-    }
-}
-
 fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     let mut out = Vec::new();
     out.push(match e.mode {
@@ -387,11 +377,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         ExecKernel::Cusparse { alg } => {
             out.push(1);
             out.push(alg_byte(alg));
-        }
-        ExecKernel::CusparseHalf { alg, dtype } => {
-            out.push(7);
-            out.push(alg_byte(alg));
-            out.push(half_byte(dtype));
         }
         ExecKernel::CsrCuda { chunk_nnz } => {
             out.push(2);
@@ -565,17 +550,6 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
             ExecKernel::Cusparse { alg }
         }
-        7 => {
-            let (b, t) = (r.u8()?, r.u8()?);
-            let alg =
-                alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
-            let dtype = match t {
-                1 => DType::F16,
-                2 => DType::BF16,
-                _ => return Err(format!("corrupt: cuSPARSE element type {t}")),
-            };
-            ExecKernel::CusparseHalf { alg, dtype }
-        }
         2 => {
             let chunk_nnz = r.u32()?;
             if chunk_nnz == 0 {
@@ -641,6 +615,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             };
             ExecKernel::Hrpb { mma, split }
         }
+        // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
         t => return Err(format!("corrupt: kernel tag {t}")),
     };
     let perm = match r.u8()? {
@@ -900,37 +875,26 @@ mod tests {
     }
 
     #[test]
-    fn cusparse_in_a_half_type_round_trips_and_unknown_types_are_refused() {
+    fn the_retired_half_cusparse_tag_is_refused_as_corrupt() {
         let a = matrix();
-        let entry = |alg, dtype| PlanEntry {
+        let e = PlanEntry {
             mode: Mode::RowOnly,
-            kernel: ExecKernel::CusparseHalf { alg, dtype },
+            kernel: ExecKernel::Cusparse {
+                alg: SpmmAlg::CsrAlg1,
+            },
             perm: None,
-            blocks: Some([3, 5, 2]),
+            blocks: None,
             row_tile: None,
-            note: "tuned".into(),
+            note: "n".into(),
         };
-        for dtype in [DType::F16, DType::BF16] {
-            for alg in SpmmAlg::CANDIDATES {
-                let e = entry(alg, dtype);
-                let bytes = encode_payload(&e);
-                // Mode, kernel tag 7, the algorithm's byte, then the type's.
-                assert_eq!(bytes[1], 7, "{alg:?} {dtype}");
-                assert_eq!(bytes[2], alg_byte(alg), "{alg:?} {dtype}");
-                assert_eq!(decode_payload(&bytes, &a), Ok(e), "{alg:?} {dtype}");
-            }
-        }
-        // f32 or a byte no type writes: corrupt, never a guess.
-        let mut bytes = encode_payload(&entry(SpmmAlg::CsrAlg1, DType::BF16));
-        for bad in [0u8, 3, 0xff] {
-            bytes[3] = bad;
-            let why = decode_payload(&bytes, &a).unwrap_err();
-            assert!(why.starts_with("corrupt:"), "{why}");
-            assert!(why.contains("cuSPARSE element type"), "{why}");
-        }
-        // Cut after the algorithm: corrupt, not a panic.
-        let cut = &encode_payload(&entry(SpmmAlg::Default, DType::F16))[..3];
-        assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
+        let mut bytes = encode_payload(&e);
+        // Mode, then the kernel's tag: 7 was cuSPARSE in f16 / bf16.
+        assert_eq!(bytes[1], 1);
+        bytes[1] = 7;
+        assert_eq!(
+            decode_payload(&bytes, &a).unwrap_err(),
+            "corrupt: kernel tag 7"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_gpu::Gpu;
-use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf, SpmmAlg};
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
@@ -60,8 +60,6 @@ pub(crate) enum DeviceState {
         alg: SpmmAlg,
         spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
-    /// cuSPARSE with A, B and C in f16 or bf16 (a tuned f16 / bf16 preparation's fastest).
-    CusparseHalf(Box<CusparseHalf>),
     Csr(Box<CsrSpmm>),
     RowTile(Box<RowTileDevice>),
     Hrpb(Box<HrpbSpmm>),
@@ -75,10 +73,6 @@ impl DeviceState {
             DeviceState::Cpu => ExecKernel::CpuBitTcf,
             DeviceState::Acc(_) => return None,
             DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
-            DeviceState::CusparseHalf(h) => ExecKernel::CusparseHalf {
-                alg: h.alg,
-                dtype: h.setups.dtype(),
-            },
             DeviceState::Csr(k) => ExecKernel::CsrCuda {
                 chunk_nnz: k.chunk_nnz(),
             },
@@ -106,82 +100,22 @@ impl DeviceState {
     }
 }
 
-/// cuSPARSE SpMM in f16 or bf16: the matrix's descriptor, the algorithm products run and one
-/// [`CusparseSpmmHalf`] per width, set up on first use from the prepared matrix's values (rounded
-/// to the type there).
-pub(crate) struct CusparseHalf {
-    pub(crate) csr: CusparseCsr,
-    pub(crate) alg: SpmmAlg,
-    pub(crate) setups: HalfSetups,
-}
-
-/// The set-ups of a [`CusparseHalf`] by width, in its element type.
-pub(crate) enum HalfSetups {
-    F16(HashMap<usize, CusparseSpmmHalf<f16>>),
-    Bf16(HashMap<usize, CusparseSpmmHalf<bf16>>),
-}
-
-impl HalfSetups {
-    /// No set-ups yet, of `H`.
-    pub(crate) fn new<H: HalfElement>() -> Self {
-        H::no_setups()
-    }
-
-    /// The element type.
-    pub(crate) fn dtype(&self) -> DType {
-        match self {
-            HalfSetups::F16(_) => DType::F16,
-            HalfSetups::Bf16(_) => DType::BF16,
-        }
-    }
-
-    /// Drops every set-up (new values: they point at the old ones).
-    pub(crate) fn clear(&mut self) {
-        match self {
-            HalfSetups::F16(m) => m.clear(),
-            HalfSetups::Bf16(m) => m.clear(),
-        }
-    }
-}
-
-/// A 16-bit element type of the GPU's f16 / bf16 products: the row-tile kernels' and
-/// cuSPARSE's ([`HalfSetups`]), permuted on the device as its bits.
+/// A 16-bit element type of the GPU's f16 / bf16 products (the row-tile kernels'), permuted on
+/// the device as its bits.
 pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
     /// The scratch buffers of this type.
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
-    /// [`HalfSetups`] of this type, empty.
-    fn no_setups() -> HalfSetups;
-    /// The set-ups in `s` where they are of this type.
-    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>>;
 }
 
 impl HalfElement for f16 {
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.f16
     }
-    fn no_setups() -> HalfSetups {
-        HalfSetups::F16(HashMap::new())
-    }
-    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>> {
-        match s {
-            HalfSetups::F16(m) => Some(m),
-            HalfSetups::Bf16(_) => None,
-        }
-    }
 }
 
 impl HalfElement for bf16 {
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.bf16
-    }
-    fn no_setups() -> HalfSetups {
-        HalfSetups::Bf16(HashMap::new())
-    }
-    fn setups(s: &mut HalfSetups) -> Option<&mut HashMap<usize, CusparseSpmmHalf<Self>>> {
-        match s {
-            HalfSetups::Bf16(m) => Some(m),
-            HalfSetups::F16(_) => None,
-        }
     }
 }
 
@@ -375,17 +309,6 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// The bound [`Prepared::error_bound`] reports for cuSPARSE in f16 / bf16 on rows of at most `k`
-/// nonzeros: [`DType::rounded_a_bound`] with C's rounding counted twice. cuSPARSE does not
-/// document its arithmetic in these types; on the H200 its f16 ALG2 exceeded the once-rounded
-/// bound (by 1.7 % at β = 2), its bf16 ALG2 exceeded even this one (mbeacxc, β = 0) and so did
-/// its f16 ALG2 at α = −0.5, β = 2 (by 4.5 %, rows of 203 nonzeros, n = 1000; 2026-11-28,
-/// 826269a), so the tuning keeps cuSPARSE in the type only after checked products at β = 0 and
-/// β = 2 meet it.
-pub(crate) fn cusparse_half_bound(dtype: DType, k: usize) -> f64 {
-    dtype.scaled_error_bound(dtype.scaled_error_bound(dtype.rounded_a_bound(k)))
-}
-
 impl Prepared {
     /// Columns of B and C in the products: [`PrepareOptions::n`](crate::PrepareOptions::n), the
     /// width the plan and the tuning were made for, until [`Prepared::set_n`].
@@ -494,19 +417,15 @@ impl Prepared {
     /// element (with other α and β, the f32 arithmetic adds up to three roundings of 2⁻²⁴ relative
     /// to |α|·|A|·|B| + |β|·|C₀|: α's product, β's and their sum):
     /// [`Precision::scaled_error_bound`] of the kernel's precision for this matrix's longest row
-    /// (the GPU's f16 / bf16 kernels, row-tile and cuSPARSE: [`DType::rounded_a_bound`]), plus
-    /// the rounding of C to the element type ([`DType::scaled_error_bound`]; nothing for f32),
-    /// counted twice for cuSPARSE in f16 / bf16 (measured on the H200, not derived: cuSPARSE does
-    /// not document its arithmetic in these types).
+    /// (the GPU's f16 / bf16 row-tile kernels: [`DType::rounded_a_bound`]), plus the rounding of
+    /// C to the element type ([`DType::scaled_error_bound`]; nothing for f32).
     pub fn error_bound(&self) -> f64 {
         let k = self.a.longest_row();
         match self.report.kernel {
-            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]);
-            // cuSPARSE in f16 / bf16 too (kept only where they are in the type's normal range).
+            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]).
             ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
                 self.dtype.scaled_error_bound(self.dtype.rounded_a_bound(k))
             }
-            ExecKernel::CusparseHalf { dtype, .. } => cusparse_half_bound(dtype, k),
             _ => self
                 .dtype
                 .scaled_error_bound(self.report.precision().scaled_error_bound(k)),

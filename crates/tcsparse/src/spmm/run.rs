@@ -13,17 +13,16 @@ use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
     CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop, ValidAsZeroBits,
 };
-use std::collections::hash_map::Entry;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, CusparseSpmmHalf};
+use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::acc::check_dense;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
-use super::prepare::{GPU_TYPED_SPMM_KERNELS, cusparse_half_refusal};
+use super::prepare::GPU_TYPED_SPMM_KERNELS;
 use super::{DeviceState, HalfElement, Prepared, Scratch, ScratchPair, args_error, at_least};
 
 impl Prepared {
@@ -243,32 +242,10 @@ impl Prepared {
         c: &mut dyn DevicePtrMut<H>,
         ldc: usize,
     ) -> Result<(), Error> {
-        let gpu = self.gpu.as_ref().ok_or_else(needs_gpu)?;
         match &mut self.dev {
             DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
                 let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
                 d.enqueue_half::<H>(alpha, &b, beta, &mut c)?;
-            }
-            DeviceState::CusparseHalf(h) if h.setups.dtype() == self.dtype => {
-                cusparse_packed(n, ldb, ldc)?;
-                let (csr, alg) = (&h.csr, h.alg);
-                let Some(setups) = H::setups(&mut h.setups) else {
-                    return Err(Error::ElementType {
-                        prepared: self.dtype,
-                        got: DType::F32,
-                    });
-                };
-                if n == 0 || csr.rows() == 0 {
-                    return Ok(());
-                }
-                let s = match setups.entry(n) {
-                    Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(e) => {
-                        e.insert(CusparseSpmmHalf::new(gpu, csr, self.a.data(), n, alg)?)
-                    }
-                };
-                s.run(alpha, b, beta, c)?;
-                gpu.stream_fault()?;
             }
             _ => {
                 return Err(Error::Unsupported {
@@ -408,7 +385,8 @@ impl Prepared {
         self.check_element(E::DTYPE)?;
         let (rows, cols) = (self.a.rows(), self.a.cols());
         self.check_operands(n, (b.len(), ldb), (c.len(), ldc))?;
-        if E::on_cusparse(&self.dev) {
+        // (cuSPARSE runs f32 only: a matrix prepared for f16 / bf16 never holds it.)
+        if matches!(self.dev, DeviceState::Cusparse { .. }) {
             cusparse_packed(n, ldb, ldc)?;
         }
         if matches!(self.dev, DeviceState::Cpu) {
@@ -533,12 +511,6 @@ impl Prepared {
                 gpu.stream_fault()?;
                 return Ok(());
             }
-            DeviceState::CusparseHalf(h) => {
-                return Err(Error::ElementType {
-                    prepared: h.setups.dtype(),
-                    got: DType::F32,
-                });
-            }
         };
         let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
         kernel.enqueue(alpha, &b, beta, &mut c)?;
@@ -556,28 +528,14 @@ impl Prepared {
     /// row-tile and HRPB layouts (when one of those kernels runs) are still rebuilt from the
     /// prepared CSR, O(nnz), as they have no slot map yet.
     /// Afterwards products equal those of a fresh preparation on the new values with the same
-    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`]; on cuSPARSE
-    /// in f16 / bf16 (which takes A's values unscaled), a value outside the type's normal range is
-    /// [`Error::Unsupported`], before anything changes.
+    /// options (bit for bit on the CPU path). A wrong length is [`Error::ValueCount`], before
+    /// anything changes.
     pub fn update_values(&mut self, values: &[f32]) -> Result<(), Error> {
         let nnz = self.a.nnz();
         if values.len() != nnz {
             return Err(Error::ValueCount {
                 expected: nnz,
                 got: values.len(),
-            });
-        }
-        if matches!(self.dev, DeviceState::CusparseHalf(_))
-            && let Some(why) = cusparse_half_refusal(values, self.dtype)
-        {
-            // (cuSPARSE rounds A to the type unscaled: out of range, the bound would not hold.)
-            return Err(Error::Unsupported {
-                requested: Requested::Element(self.dtype),
-                kernels: self.kernel().to_string(),
-                hint: format!(
-                    "; {why}: prepare again for the new values (the tuning then keeps a row-tile \
-                     kernel)"
-                ),
             });
         }
         if self.perm.is_some() && self.value_map.is_none() {
@@ -622,11 +580,6 @@ impl Prepared {
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
-            }
-            DeviceState::CusparseHalf(h) => {
-                // (Set up again from the new values on the next product.)
-                h.csr = CusparseCsr::new(&gpu, &self.a)?;
-                h.setups.clear();
             }
             DeviceState::RowTile(d) => {
                 let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
@@ -788,8 +741,6 @@ pub(crate) trait DeviceElement:
 {
     /// The scratch buffers of this type.
     fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
-    /// Whether `dev` is cuSPARSE in this type (which needs `ldb = ldc = n`).
-    fn on_cusparse(dev: &DeviceState) -> bool;
     /// The product in prepared order on the prepared kernel of this type (arguments as
     /// [`Prepared::launch_prepared`]).
     #[allow(clippy::too_many_arguments)]
@@ -809,9 +760,6 @@ impl DeviceElement for f32 {
     fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.f32
     }
-    fn on_cusparse(dev: &DeviceState) -> bool {
-        matches!(dev, DeviceState::Cusparse { .. })
-    }
     fn launch<B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
         p: &mut Prepared,
         alpha: f32,
@@ -829,9 +777,6 @@ impl DeviceElement for f32 {
 impl<H: HalfElement + Element> DeviceElement for H {
     fn scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         H::half_scratch(s)
-    }
-    fn on_cusparse(dev: &DeviceState) -> bool {
-        matches!(dev, DeviceState::CusparseHalf(_))
     }
     fn launch<B: DevicePtr<Self>, C: DevicePtrMut<Self>>(
         p: &mut Prepared,
