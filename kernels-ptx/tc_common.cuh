@@ -1,8 +1,8 @@
-// Device helpers shared by the tensor-core SpMM kernels (acc_spmm.cu: Acc-SpMM on BitTCF;
-// row_tile_spmm.cu: the row-tile kernels): types, the TF32 conversion and MMA step, the gather of two
-// B rows, the popcount decode of one tile value, the alpha/beta stores and the vector atomic add.
-// Everything is __forceinline__: each kernel compiles to the code it had when the helpers lived in
-// its own file.
+// Device helpers shared by the tensor-core kernels (acc_spmm.cu: Acc-SpMM on BitTCF;
+// row_tile_spmm.cu: the row-tile kernels; spmv.cu: the conversions and the TF32 MMA step): types,
+// the TF32 conversion and MMA step, the gather of two B rows, the popcount decode of one tile value,
+// the alpha/beta stores and the vector atomic add. Everything is __forceinline__, so a kernel
+// compiles to the same code as with the helpers written in its own file.
 #ifndef TCSPARSE_TC_COMMON_CUH
 #define TCSPARSE_TC_COMMON_CUH
 
