@@ -1,8 +1,9 @@
-// Device helpers shared by the tensor-core kernels (acc_spmm.cu: Acc-SpMM on BitTCF;
-// row_tile_spmm.cu: the row-tile kernels; spmv.cu: the conversions and the TF32 MMA step): types,
-// the TF32 conversion and MMA step, the gather of two B rows, the popcount decode of one tile value,
-// the alpha/beta stores and the vector atomic add. Everything is __forceinline__, so a kernel
-// compiles to the same code as with the helpers written in its own file.
+// Device helpers shared by the kernels (acc_spmm.cu: Acc-SpMM on BitTCF; row_tile_spmm.cu: the
+// row-tile kernels; hrpb_spmm.cu: HRPB; csr_spmm.cu: CSR on CUDA cores; spmv.cu: the conversions and
+// the TF32 MMA step): types, the TF32 conversion and MMA step, the gather of two B rows, the guarded
+// load of four features, the popcount decode of one tile value, the alpha/beta stores and the vector
+// atomic add. Everything is __forceinline__, so a kernel compiles to the same code as with the
+// helpers written in its own file.
 #ifndef TCSPARSE_TC_COMMON_CUH
 #define TCSPARSE_TC_COMMON_CUH
 
@@ -58,6 +59,17 @@ __device__ __forceinline__ void load_b_rows(const float* __restrict__ B, u64 ldb
             hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
         }
     }
+}
+
+// Features col .. col + 3 at p, each read only when below n (zeros beyond n): the scalar B load of
+// the CUDA-core CSR kernel (csr_spmm.cu) and of the HRPB kernels (hrpb_spmm.cu).
+__device__ __forceinline__ float4 load4_below(const float* __restrict__ p, u64 col, u32 n) {
+    float4 v;
+    v.x = col < n ? __ldg(p) : 0.0f;
+    v.y = col + 1 < n ? __ldg(p + 1) : 0.0f;
+    v.z = col + 2 < n ? __ldg(p + 2) : 0.0f;
+    v.w = col + 3 < n ? __ldg(p + 3) : 0.0f;
+    return v;
 }
 
 // Value of bit p of mask m whose first value is at values[base] (0 when the bit is clear): the
