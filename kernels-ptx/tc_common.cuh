@@ -9,6 +9,7 @@
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
+typedef unsigned short u16;  // f16 / bf16 values as raw bits (see below)
 
 #define SENTINEL 0xFFFFFFFFu
 #define MAX_WARPS 8
@@ -36,27 +37,66 @@ __device__ __forceinline__ void mma_tf32(float d[4], float a0, float a1, float a
     mma_m16n8k8_tf32(d, to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3), b0, b1);
 }
 
+// The four-feature vector of load_b_rows per element type: f32 as one float4, 16-bit values (f16
+// or bf16 bits) as one uint2 (8 bytes), lower feature in the lower half.
+template <typename T>
+struct Vec4;
+template <>
+struct Vec4<float> {
+    typedef float4 V;
+    __device__ __forceinline__ static V zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+    __device__ __forceinline__ static void unpack(const V& v, float out[4]) {
+        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    }
+};
+template <>
+struct Vec4<u16> {
+    typedef uint2 V;
+    __device__ __forceinline__ static V zero() { return make_uint2(0u, 0u); }
+    __device__ __forceinline__ static void unpack(const V& v, u16 out[4]) {
+        out[0] = (u16)(v.x & 0xFFFFu); out[1] = (u16)(v.x >> 16);
+        out[2] = (u16)(v.y & 0xFFFFu); out[3] = (u16)(v.y >> 16);
+    }
+};
+
+// The loads of load_b_rows: the read-only path (__ldg). acc_spmm.cu's paper entries pass their
+// own (ld.global.ca).
+struct LdgLoads {
+    template <typename T>
+    __device__ __forceinline__ static typename Vec4<T>::V vec(const T* p) {
+        return __ldg(reinterpret_cast<const typename Vec4<T>::V*>(p));
+    }
+    template <typename T>
+    __device__ __forceinline__ static T one(const T* p) {
+        return __ldg(p);
+    }
+};
+
 // Loads one lane's slice of two gathered B rows: features fl .. fl + 3 of rows col_lo and col_hi
-// (one float4 each when vec, else per-feature guarded by qok). Sentinel columns give a zero row (B is
-// never read at u32::MAX); features >= N read nothing. Shared by every tensor-core kernel.
-__device__ __forceinline__ void load_b_rows(const float* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
-                                            u32 col_hi, const bool qok[4], bool vec, float lo[4],
-                                            float hi[4]) {
+// (one vector load each when vec: fl and ldb multiples of 4, B 16-byte aligned; else per-feature
+// guarded by qok). Sentinel columns give a zero row (B is never read at u32::MAX); features >= N
+// read nothing. T is float or u16 (f16 / bf16 bits); Ld the loads (LdgLoads or acc_spmm.cu's).
+// Shared by every tensor-core kernel.
+template <class Ld = LdgLoads, typename T>
+__device__ __forceinline__ void load_b_rows(const T* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
+                                            u32 col_hi, const bool qok[4], bool vec, T lo[4],
+                                            T hi[4]) {
     const bool lo_ok = col_lo != SENTINEL;
     const bool hi_ok = col_hi != SENTINEL;
-    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    const T* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const T* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
     if (vec) {
-        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
-        const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
-        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
-        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
+        typedef Vec4<T> W;
+        const typename W::V z = W::zero();
+        const typename W::V l = lo_ok ? Ld::vec(rlo) : z;
+        const typename W::V h = hi_ok ? Ld::vec(rhi) : z;
+        W::unpack(l, lo);
+        W::unpack(h, hi);
     } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
-            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
+            lo[q] = (lo_ok && qok[q]) ? Ld::one(rlo + q) : (T)0;
+            hi[q] = (hi_ok && qok[q]) ? Ld::one(rhi + q) : (T)0;
         }
     }
 }
@@ -109,8 +149,6 @@ __device__ __forceinline__ void red_add_v4(float* d, const float (&v)[4]) {
 // conversions are the PTX ones: f32 -> f16 / bf16 round to nearest even, beyond the range +-inf
 // (no .satfinite), NaN stays NaN -- what the host's `half` crate does.
 
-typedef unsigned short u16;
-
 __device__ __forceinline__ u16 f32_to_f16_rn(float x) {
     u16 r;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
@@ -162,33 +200,6 @@ __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
     big = to_tf32(x);
     const float d = x - __uint_as_float(big);
     small = (d == d) ? to_tf32(d) : 0u;
-}
-
-// load_b_rows for 16-bit B (f16 or bf16 bits): features fl .. fl + 3 of rows col_lo and col_hi,
-// one 8-byte load each when vec (fl is a multiple of 4, ldb too and B 16-byte aligned), else
-// per-feature guarded by qok. Sentinel columns give a zero row.
-__device__ __forceinline__ void load_b_rows(const u16* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
-                                            u32 col_hi, const bool qok[4], bool vec, u16 lo[4],
-                                            u16 hi[4]) {
-    const bool lo_ok = col_lo != SENTINEL;
-    const bool hi_ok = col_hi != SENTINEL;
-    const u16* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-    const u16* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
-    if (vec) {
-        const uint2 z = make_uint2(0u, 0u);
-        const uint2 l = lo_ok ? __ldg(reinterpret_cast<const uint2*>(rlo)) : z;
-        const uint2 h = hi_ok ? __ldg(reinterpret_cast<const uint2*>(rhi)) : z;
-        lo[0] = (u16)(l.x & 0xFFFFu); lo[1] = (u16)(l.x >> 16);
-        lo[2] = (u16)(l.y & 0xFFFFu); lo[3] = (u16)(l.y >> 16);
-        hi[0] = (u16)(h.x & 0xFFFFu); hi[1] = (u16)(h.x >> 16);
-        hi[2] = (u16)(h.y & 0xFFFFu); hi[3] = (u16)(h.y >> 16);
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : (u16)0;
-            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : (u16)0;
-        }
-    }
 }
 
 // masked_value for 16-bit values (0 bits, +0 in f16 and bf16, when the bit is clear).
