@@ -221,14 +221,7 @@ __device__ __forceinline__ void store_c4(float4* dst, float4 v, float beta) {
         store_axpby4(dst, v, beta);
         return;
     }
-    if (beta != 0.0f) {
-        const float4 old = *dst;
-        v.x += beta * old.x;
-        v.y += beta * old.y;
-        v.z += beta * old.z;
-        v.w += beta * old.w;
-    }
-    st_wt_v4(reinterpret_cast<float*>(dst), v);
+    st_wt_v4(reinterpret_cast<float*>(dst), axpby4(dst, v, beta));
 }
 template <bool PAPER>
 __device__ __forceinline__ void store_c(float* dst, float v, float beta) {

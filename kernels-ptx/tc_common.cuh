@@ -1,9 +1,9 @@
 // Device helpers shared by the kernels (acc_spmm.cu: Acc-SpMM on BitTCF; row_tile_spmm.cu: the
-// row-tile kernels; hrpb_spmm.cu: HRPB; csr_spmm.cu: CSR on CUDA cores; spmv.cu: the conversions and
-// the TF32 MMA step): types, the TF32 conversion and MMA step, the gather of two B rows, the guarded
-// load of four features, the popcount decode of one tile value, the alpha/beta stores and the vector
-// atomic add. Everything is __forceinline__, so a kernel compiles to the same code as with the
-// helpers written in its own file.
+// row-tile kernels; hrpb_spmm.cu: HRPB; csr_spmm.cu: CSR on CUDA cores; spmv.cu and spamm.cu: the
+// conversions and the TF32 MMA step): types, the TF32 conversion and MMA step, the gather of two B
+// rows, the guarded load of four features, the popcount decode of one tile value, the alpha/beta
+// stores and the vector atomic add. Everything is __forceinline__, so a kernel compiles to the same
+// code as with the helpers written in its own file.
 #ifndef TCSPARSE_TC_COMMON_CUH
 #define TCSPARSE_TC_COMMON_CUH
 
@@ -29,6 +29,11 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], u32 a0, u32 a1, u32
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// mma_m16n8k8_tf32 with the A fragments a[0..3] as one array.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    mma_m16n8k8_tf32(d, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 // mma_m16n8k8_tf32 with the A fragments given in f32 (rounded to TF32 here).
@@ -119,8 +124,8 @@ __device__ __forceinline__ float masked_value(const float* __restrict__ values, 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
 }
 
-// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
-__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+// v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ float4 axpby4(const float4* dst, float4 v, float beta) {
     if (beta != 0.0f) {
         const float4 old = *dst;
         v.x += beta * old.x;
@@ -128,7 +133,12 @@ __device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) 
         v.z += beta * old.z;
         v.w += beta * old.w;
     }
-    *dst = v;
+    return v;
+}
+
+// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+    *dst = axpby4(dst, v, beta);
 }
 
 // C = v + beta * C for one feature (C not read when beta == 0).
@@ -173,25 +183,20 @@ __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u3
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
-// One m16n8k8 MMA on f16 inputs with f32 accumulate: d += A * B with this lane's A fragments
-// a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t], A[g+8][2t+1]} and B fragment
-// b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 layouts; C as for TF32).
-__device__ __forceinline__ void mma_m16n8k8_f16(float d[4], u32 a01, u32 a23, u32 b01) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a01), "r"(a23), "r"(b01));
-}
-
-// mma_m16n8k8_f16 on bf16 inputs (same fragment layouts).
-__device__ __forceinline__ void mma_m16n8k8_bf16(float d[4], u32 a01, u32 a23, u32 b01) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a01), "r"(a23), "r"(b01));
-}
+// One m16n8k8 MMA on f16 (mma_m16n8k8_f16) or bf16 (mma_m16n8k8_bf16) inputs with f32 accumulate:
+// d += A * B with this lane's A fragments a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t],
+// A[g+8][2t+1]} and B fragment b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 / .bf16 layouts;
+// C as for TF32).
+#define TC_MMA_M16N8K8_HALF(NAME, TYPE)                                                           \
+    __device__ __forceinline__ void NAME(float d[4], u32 a01, u32 a23, u32 b01) {                 \
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." TYPE "." TYPE                        \
+                     ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"                        \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                             \
+                     : "r"(a01), "r"(a23), "r"(b01));                                              \
+    }
+TC_MMA_M16N8K8_HALF(mma_m16n8k8_f16, "f16")
+TC_MMA_M16N8K8_HALF(mma_m16n8k8_bf16, "bf16")
+#undef TC_MMA_M16N8K8_HALF
 
 // The 3xTF32 split of x (SpAMM's, kernels-ptx/spamm.cu): big = tf32(x), small = tf32(x - big),
 // so x = big + small to about 2^-22 |x|. A non-finite x keeps small = 0 (x - big would be NaN
