@@ -461,12 +461,7 @@ __device__ __forceinline__ void acc_spmm_body(
 }
 
 // The parameters every main entry takes, and the call of acc_spmm_body forwarding them.
-#define ACC_SPMM_PARAMS                                                                         \
-    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,      \
-        const u64* __restrict__ bits, const float* __restrict__ values,                         \
-        const u32* __restrict__ work, const unsigned char* __restrict__ window_split,           \
-        const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,     \
-        float alpha, float beta, u32 flags
+#define ACC_SPMM_PARAMS BITTCF_SPMM_PARAMS(a2b, bits)
 #define ACC_SPMM_ARGS \
     rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
 

@@ -452,12 +452,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                   beta, flags, ss);
 }
 
-#define ROW_TILE_PARAMS                                                                          \
-    const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
-        const u64 *__restrict__ masks, const float *__restrict__ values,                        \
-        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,           \
-        const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, u32 M, u32 N,     \
-        float alpha, float beta, u32 flags
+#define ROW_TILE_PARAMS BITTCF_SPMM_PARAMS(a2x, masks)
 #define ROW_TILE_ARGS \
     rwo, bvo, a2x, masks, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
 // The f32 entries' split windows go through the beta pre-scale and C: no scratch.

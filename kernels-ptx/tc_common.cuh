@@ -213,4 +213,14 @@ __device__ __forceinline__ u16 masked_value(const u16* __restrict__ values, u32 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : (u16)0;
 }
 
+// The parameter list of the f32 SpMM entries on BitTCF tiles (acc_spmm.cu, row_tile_spmm.cu), in
+// the order of the launch code (crates/gpu signature tables); A2X and MASKS name the block-to-column
+// map and the tile masks as each kernel does.
+#define BITTCF_SPMM_PARAMS(A2X, MASKS)                                                             \
+    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ A2X,        \
+        const u64* __restrict__ MASKS, const float* __restrict__ values,                          \
+        const u32* __restrict__ work, const unsigned char* __restrict__ window_split,             \
+        const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,       \
+        float alpha, float beta, u32 flags
+
 #endif  // TCSPARSE_TC_COMMON_CUH
