@@ -194,35 +194,20 @@ __device__ __forceinline__ void st_wt(float* p, float v) {
     asm volatile("st.global.wt.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
 }
 
-// load_b_rows (tc_common.cuh) with ld.global.ca: the same guards, the same zero rows.
-__device__ __forceinline__ void load_b_rows_ca(const float* __restrict__ B, u64 ldb, u32 fl,
-                                               u32 col_lo, u32 col_hi, const bool qok[4], bool vec,
-                                               float lo[4], float hi[4]) {
-    const bool lo_ok = col_lo != SENTINEL;
-    const bool hi_ok = col_hi != SENTINEL;
-    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
-    if (vec) {
-        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 l = lo_ok ? ld_ca_v4(rlo) : z;
-        const float4 h = hi_ok ? ld_ca_v4(rhi) : z;
-        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
-        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            lo[q] = (lo_ok && qok[q]) ? ld_ca(rlo + q) : 0.0f;
-            hi[q] = (hi_ok && qok[q]) ? ld_ca(rhi + q) : 0.0f;
-        }
-    }
-}
+// The loads of load_b_rows (tc_common.cuh) through L1: ld.global.ca, the same guards, the same zero
+// rows.
+struct CaLoads {
+    __device__ __forceinline__ static float4 vec(const float* p) { return ld_ca_v4(p); }
+    __device__ __forceinline__ static float one(const float* p) { return ld_ca(p); }
+};
 
 // Loads the B rows and the two tile values one lane needs for a block (B through L1 with
 // ld.global.ca when PAPER).
 template <bool PAPER = false>
 __device__ __forceinline__ void stage_load(const Ctx& c, const Meta& m, Stage& s) {
     if (PAPER) {
-        load_b_rows_ca(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
+        load_b_rows<CaLoads>(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo,
+                             s.hi);
     } else {
         load_b_rows(c.B, c.ldb, c.f0 + 4 * c.g, m.col_lo, m.col_hi, c.qok, c.vec, s.lo, s.hi);
     }
@@ -236,14 +221,7 @@ __device__ __forceinline__ void store_c4(float4* dst, float4 v, float beta) {
         store_axpby4(dst, v, beta);
         return;
     }
-    if (beta != 0.0f) {
-        const float4 old = *dst;
-        v.x += beta * old.x;
-        v.y += beta * old.y;
-        v.z += beta * old.z;
-        v.w += beta * old.w;
-    }
-    st_wt_v4(reinterpret_cast<float*>(dst), v);
+    st_wt_v4(reinterpret_cast<float*>(dst), axpby4(dst, v, beta));
 }
 template <bool PAPER>
 __device__ __forceinline__ void store_c(float* dst, float v, float beta) {
@@ -483,12 +461,7 @@ __device__ __forceinline__ void acc_spmm_body(
 }
 
 // The parameters every main entry takes, and the call of acc_spmm_body forwarding them.
-#define ACC_SPMM_PARAMS                                                                         \
-    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ a2b,      \
-        const u64* __restrict__ bits, const float* __restrict__ values,                         \
-        const u32* __restrict__ work, const unsigned char* __restrict__ window_split,           \
-        const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,     \
-        float alpha, float beta, u32 flags
+#define ACC_SPMM_PARAMS BITTCF_SPMM_PARAMS(a2b, bits)
 #define ACC_SPMM_ARGS \
     rwo, bvo, a2b, bits, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
 

@@ -27,20 +27,15 @@
 #define UNROLL 4
 #endif
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
+// Types and the guarded load of four features (load4_below).
+#include "tc_common.cuh"
 
 // Features col .. col + 3 of B row k (zeros beyond n).
 __device__ __forceinline__ float4 load_b4(const float* __restrict__ b, u64 ldb, u32 k, u64 col,
                                           u32 n, bool vec) {
     const float* p = b + (u64)k * ldb + col;
     if (vec) return __ldg(reinterpret_cast<const float4*>(p));
-    float4 v;
-    v.x = col < n ? __ldg(p) : 0.0f;
-    v.y = col + 1 < n ? __ldg(p + 1) : 0.0f;
-    v.z = col + 2 < n ? __ldg(p + 2) : 0.0f;
-    v.w = col + 3 < n ? __ldg(p + 3) : 0.0f;
-    return v;
+    return load4_below(p, col, n);
 }
 
 __device__ __forceinline__ void fma4(float4& acc, float a, const float4& b) {

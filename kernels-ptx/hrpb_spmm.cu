@@ -49,10 +49,9 @@
 // launch flags (kernel argument): bit 0 = ldb % 4 == 0 (float4 B loads), bit 1 = ldc % 4 == 0
 // (float4 C stores / vector atomics). Device buffers are 256-byte aligned.
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
+// Types, SENTINEL, the TF32 MMA step, the guarded B load, the C stores and the vector atomic add.
+#include "tc_common.cuh"
 
-#define SENTINEL 0xFFFFFFFFu
 #define BRICK_WORDS 8
 #ifndef HRPB_MIN_BLOCKS
 #define HRPB_MIN_BLOCKS 8
@@ -66,12 +65,6 @@ typedef unsigned long long u64;
 #define HRPB_OCC_BLOCKS 10
 #endif
 
-__device__ __forceinline__ u32 to_tf32(float x) {
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
 __device__ __forceinline__ void mma_k4(float d[4], float a0, float a1, float b0) {
     asm volatile(
         "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
@@ -80,14 +73,11 @@ __device__ __forceinline__ void mma_k4(float d[4], float a0, float a1, float b0)
         : "r"(to_tf32(a0)), "r"(to_tf32(a1)), "r"(to_tf32(b0)));
 }
 
+// mma_m16n8k8_tf32 with every fragment given in f32 (rounded to TF32 here, A before B).
 __device__ __forceinline__ void mma_k8(float d[4], float a0, float a1, float a2, float a3, float b0,
                                        float b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(to_tf32(a0)), "r"(to_tf32(a1)), "r"(to_tf32(a2)), "r"(to_tf32(a3)),
-          "r"(to_tf32(b0)), "r"(to_tf32(b1)));
+    mma_m16n8k8_tf32(d, to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3), to_tf32(b0),
+                     to_tf32(b1));
 }
 
 __device__ __forceinline__ float comp(const float4& v, int j) {
@@ -99,12 +89,7 @@ __device__ __forceinline__ float4 load_b4(const float* __restrict__ b, u32 ldb, 
                                           u32 n, bool vec) {
     const float* p = b + (u64)k * ldb + col;
     if (vec && col + 3 < n) return __ldg(reinterpret_cast<const float4*>(p));
-    float4 v;
-    v.x = col < n ? __ldg(p) : 0.0f;
-    v.y = col + 1 < n ? __ldg(p + 1) : 0.0f;
-    v.z = col + 2 < n ? __ldg(p + 2) : 0.0f;
-    v.w = col + 3 < n ? __ldg(p + 3) : 0.0f;
-    return v;
+    return load4_below(p, col, n);
 }
 
 // One step: two bricks' A elements of this lane and their B float4.
@@ -147,20 +132,10 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u32 ldc, u32 row
     const float w[4] = {v.x, v.y, v.z, v.w};
     if (vec && col + 3 < n) {
         if (split) {
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(w[0]),
-                         "f"(w[1]), "f"(w[2]), "f"(w[3])
-                         : "memory");
+            red_add_v4(p, w);
             return;
         }
-        float4* q = reinterpret_cast<float4*>(p);
-        if (beta != 0.0f) {
-            const float4 old = *q;
-            v.x += beta * old.x;
-            v.y += beta * old.y;
-            v.z += beta * old.z;
-            v.w += beta * old.w;
-        }
-        *q = v;
+        store_axpby4(reinterpret_cast<float4*>(p), v, beta);
         return;
     }
 #pragma unroll

@@ -371,6 +371,22 @@ __device__ __forceinline__ void walk_row_tile_windows(const u32* __restrict__ rw
     }
 }
 
+// This lane's place in the warp's 32 features of C: lane, fragment row g = lane / 4 and column
+// t = lane % 4, and the warp's first feature f0.
+struct RowTileLane {
+    u32 lane, g, t, f0;
+};
+
+__device__ __forceinline__ RowTileLane row_tile_lane() {
+    RowTileLane l;
+    l.lane = threadIdx.x & 31;
+    const u32 warp = threadIdx.x >> 5;
+    l.g = l.lane >> 2;
+    l.t = l.lane & 3;
+    l.f0 = blockIdx.y * blockDim.x + warp * 32;
+    return l;
+}
+
 // The masked kernel of arithmetic Ar (TF32, 3xTF32, f16, bf16): A's values, B and C in Ar::V.
 template <int MT, typename Ar = RtArith<RT_TF32>>
 __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
@@ -385,11 +401,8 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                               u32 M, u32 N, float alpha, float beta, u32 flags,
                                               const SplitScratch& ss) {
     typedef typename Ar::V V;
-    const u32 lane = threadIdx.x & 31;
-    const u32 warp = threadIdx.x >> 5;
-    const u32 g = lane >> 2;
-    const u32 t = lane & 3;
-    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    const RowTileLane l = row_tile_lane();
+    const u32 lane = l.lane, g = l.g, t = l.t, f0 = l.f0;
     if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
     const u32 fl = f0 + 4 * g;  // first feature this lane loads
     bool qok[4];
@@ -452,12 +465,7 @@ __device__ __forceinline__ void row_tile_spmm(const u32* __restrict__ rwo,
                                   beta, flags, ss);
 }
 
-#define ROW_TILE_PARAMS                                                                          \
-    const u32 *__restrict__ rwo, const u32 *__restrict__ bvo, const u32 *__restrict__ a2x,      \
-        const u64 *__restrict__ masks, const float *__restrict__ values,                        \
-        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,           \
-        const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, u32 M, u32 N,     \
-        float alpha, float beta, u32 flags
+#define ROW_TILE_PARAMS BITTCF_SPMM_PARAMS(a2x, masks)
 #define ROW_TILE_ARGS \
     rwo, bvo, a2x, masks, values, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags
 // The f32 entries' split windows go through the beta pre-scale and C: no scratch.
@@ -498,11 +506,8 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
                                                     const float* __restrict__ B, u32 ldb,
                                                     float* __restrict__ C, u32 ldc, u32 M, u32 N,
                                                     float alpha, float beta, u32 flags) {
-    const u32 lane = threadIdx.x & 31;
-    const u32 warp = threadIdx.x >> 5;
-    const u32 g = lane >> 2;
-    const u32 t = lane & 3;
-    const u32 f0 = blockIdx.y * blockDim.x + warp * 32;
+    const RowTileLane l = row_tile_lane();
+    const u32 lane = l.lane, g = l.g, t = l.t, f0 = l.f0;
     if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
     const u32 fl = f0 + 4 * g;
     bool qok[4];

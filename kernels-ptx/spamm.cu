@@ -29,9 +29,10 @@
 // tensor cores), F16 (mma.m16n8k16, f16 operands, f32 accumulation). Optional valid counter: one
 // atomicAdd per C block of the number of computed 32x32x32 tile products.
 
-typedef unsigned int u32;
-typedef unsigned short f16;  // IEEE half, as raw bits (NVRTC here has no cuda_fp16.h)
-typedef unsigned long long u64;
+// Types, the TF32 conversion (to_tf32) and the m16n8k8 TF32 MMA step (mma_m16n8k8_tf32).
+#include "tc_common.cuh"
+
+typedef u16 f16;  // IEEE half, as raw bits (NVRTC here has no cuda_fp16.h)
 
 #define TILE 32
 #define CHUNK 512
@@ -127,20 +128,6 @@ __device__ __forceinline__ void cp_async_4z(void* smem, const void* gmem, bool i
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_0() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-__device__ __forceinline__ u32 tf32(float x) {
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void mma_f16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     asm volatile(
@@ -307,8 +294,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
                 const float v[4] = {q[0], q[8 * L::APITCH], q[4], q[8 * L::APITCH + 4]};
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    ah[mt][e] = tf32(v[e]);
-                    if (P == P_3XTF32) al[mt][e] = tf32(v[e] - __uint_as_float(ah[mt][e]));
+                    ah[mt][e] = to_tf32(v[e]);
+                    if (P == P_3XTF32) al[mt][e] = to_tf32(v[e] - __uint_as_float(ah[mt][e]));
                 }
             }
 #pragma unroll
@@ -317,8 +304,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
                 const float v[2] = {q[0], q[4 * L::BPITCH]};
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    bh[nt][e] = tf32(v[e]);
-                    if (P == P_3XTF32) bl[nt][e] = tf32(v[e] - __uint_as_float(bh[nt][e]));
+                    bh[nt][e] = to_tf32(v[e]);
+                    if (P == P_3XTF32) bl[nt][e] = to_tf32(v[e] - __uint_as_float(bh[nt][e]));
                 }
             }
 #pragma unroll
@@ -326,10 +313,10 @@ __device__ __forceinline__ void warp_mma(float (&acc)[2][4][4], const typename E
 #pragma unroll
                 for (int nt = 0; nt < 4; ++nt) {
                     if (P == P_3XTF32) {
-                        mma_tf32(t4[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
-                        mma_tf32(t4[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
+                        mma_m16n8k8_tf32(t4[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
+                        mma_m16n8k8_tf32(t4[mt][nt], ah[mt], bl[nt][0], bl[nt][1]);
                     }
-                    mma_tf32(t4[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
+                    mma_m16n8k8_tf32(t4[mt][nt], ah[mt], bh[nt][0], bh[nt][1]);
                 }
         }
         tile_add(acc, t4);

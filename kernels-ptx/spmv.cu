@@ -28,27 +28,14 @@
 #define SPMV_MODULE_N 1
 #endif
 
-typedef unsigned int u32;
-typedef unsigned short u16;
-typedef unsigned long long u64;
+// Types, the TF32 / f16 conversions and the m16n8k8 TF32 MMA step shared with the SpMM kernels.
+#include "tc_common.cuh"
 
 #define FULL_MASK 0xffffffffu
 #define SPLIT_BIT 0x80000000u
 #ifndef SPMV_WARPS
 #define SPMV_WARPS 8
 #endif
-
-__device__ __forceinline__ u32 f32_to_tf32(float x) {
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-__device__ __forceinline__ u16 f32_to_f16(float x) {
-    u16 r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
-    return r;
-}
 
 // Popcount of the bits of (lo, hi) below position p (0..63).
 __device__ __forceinline__ u32 rank_below(u32 lo, u32 hi, u32 p) {

@@ -136,8 +136,8 @@ __device__ __forceinline__ void load_tile_operands(uint4 m, const void* __restri
         const float* xf = reinterpret_cast<const float*>(x);
         // Columns beyond K only meet zero bits of A, but must not be read: K is not a multiple of 8.
         const u32 k0 = col * 8 + t;
-        if (g < n && k0 < cols) b[0] = f32_to_tf32(__ldg(xf + (u64)k0 * n + g));
-        if (g < n && k0 + 4 < cols) b[1] = f32_to_tf32(__ldg(xf + (u64)(k0 + 4) * n + g));
+        if (g < n && k0 < cols) b[0] = to_tf32(__ldg(xf + (u64)k0 * n + g));
+        if (g < n && k0 + 4 < cols) b[1] = to_tf32(__ldg(xf + (u64)(k0 + 4) * n + g));
     }
 }
 
@@ -148,15 +148,6 @@ __device__ __forceinline__ void mma_f16(float d[4], u32 a0, u32 a3, u32 b0, u32 
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
         : "r"(a0), "r"(0u), "r"(0u), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f), "f"(0.0f),
           "f"(0.0f));
-}
-
-__device__ __forceinline__ void mma_tf32(float c[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                         u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Writes the half's accumulators (acc[0], acc[1] = rows g of tile-row h.row, RHS 2t, 2t + 1) and
@@ -244,8 +235,8 @@ __device__ __forceinline__ void spmv_body(const uint4* __restrict__ tiles,
                 acc[3] = fmaf(cur.s_bot[1], d[3], acc[3]);
             } else {
                 // A = [T1; 0] (a0 = T1[g][t], a2 = T1[g][t + 4]) times x1, then [0; T2] times x2.
-                mma_tf32(acc, cur.a_top[0], 0u, cur.a_top[1], 0u, cur.b_top[0], cur.b_top[1]);
-                mma_tf32(acc, 0u, cur.a_bot[0], 0u, cur.a_bot[1], cur.b_bot[0], cur.b_bot[1]);
+                mma_m16n8k8_tf32(acc, cur.a_top[0], 0u, cur.a_top[1], 0u, cur.b_top[0], cur.b_top[1]);
+                mma_m16n8k8_tf32(acc, 0u, cur.a_bot[0], 0u, cur.a_bot[1], cur.b_bot[0], cur.b_bot[1]);
             }
             if (h0.t < h0.te) ++h0.t;
             if (h1.t < h1.te) ++h1.t;
@@ -311,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const float inv = 1.0f / s;  // exact: s is a power of two
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-        const u32 lo = f32_to_f16(v[2 * p] * inv), hi = f32_to_f16(v[2 * p + 1] * inv);
+        const u32 lo = f32_to_f16_rn(v[2 * p] * inv), hi = f32_to_f16_rn(v[2 * p + 1] * inv);
         x16[((u64)c * 4 + p) * n + j] = lo | (hi << 16);
     }
     xs[(u64)c * n + j] = s;

@@ -439,10 +439,7 @@ __device__ __forceinline__ void spmv_bitsw_body(SPMV_WALK_BODY_PARAMS) {
             const u64 yr = (u64)row * 8u + r;
 #pragma unroll
             for (int k = 0; k < N; ++k) {
-                float a = acc[k];
-                a += __shfl_xor_sync(FULL_MASK, a, 8);
-                a += __shfl_xor_sync(FULL_MASK, a, 16);
-                acc[k] = 0.0f;
+                const float a = take_group_sum(acc[k]);
                 if (q == 0u) {
                     const float v = sc * a;
                     if (split) {
@@ -554,10 +551,7 @@ __device__ __forceinline__ void spmv_blockbw_body(SPMV_WALK_BODY_PARAMS) {
                 const u64 yr = (u64)(w.x + rl) * 8u + r;
 #pragma unroll
                 for (int k = 0; k < N; ++k) {
-                    float v = acc[k];
-                    v += __shfl_xor_sync(FULL_MASK, v, 8);
-                    v += __shfl_xor_sync(FULL_MASK, v, 16);
-                    acc[k] = 0.0f;
+                    const float v = take_group_sum(acc[k]);
                     if (q == 0u) {
                         if (shared_row) {
                             part[wid][rl == first ? 0 : 1][r][k] = v;

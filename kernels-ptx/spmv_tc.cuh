@@ -109,11 +109,11 @@ __device__ __forceinline__ void tc_operands(uint4 m, const void* __restrict__ va
     const bool live = (m.x | m.y) != 0u && (N >= 8 || g < (u32)N);  // (g < 8: lane < 32)
     if (N >= 2) {  // (v10: row k0 + 4 at an immediate offset; n = 1's SASS left as it was)
         const float* xp = x + (u64)k0 * N + g;
-        b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(xp)) : 0u;
-        b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(xp + 4 * N)) : 0u;
+        b[0] = (live && k0 < cols) ? to_tf32(__ldg(xp)) : 0u;
+        b[1] = (live && k0 + 4u < cols) ? to_tf32(__ldg(xp + 4 * N)) : 0u;
     } else {
-        b[0] = (live && k0 < cols) ? f32_to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
-        b[1] = (live && k0 + 4u < cols) ? f32_to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
+        b[0] = (live && k0 < cols) ? to_tf32(__ldg(x + (u64)k0 * N + g)) : 0u;
+        b[1] = (live && k0 + 4u < cols) ? to_tf32(__ldg(x + (u64)(k0 + 4u) * N + g)) : 0u;
     }
 }
 
@@ -161,8 +161,8 @@ __device__ __forceinline__ void spmv_tc_body(SPMV_WALK_BODY_PARAMS) {
         for (int u = 0; u < U; ++u) {
             if (!(h0.t < h0.te || h1.t < h1.te)) break;  // warp-uniform
             // [T1; 0] x1 (rows 0-7: a0, a2), then [0; T2] x2 (rows 8-15: a1, a3).
-            mma_tf32(acc, a0[u][0], 0u, a0[u][1], 0u, b0[u][0], b0[u][1]);
-            mma_tf32(acc, 0u, a1[u][0], 0u, a1[u][1], b1[u][0], b1[u][1]);
+            mma_m16n8k8_tf32(acc, a0[u][0], 0u, a0[u][1], 0u, b0[u][0], b0[u][1]);
+            mma_m16n8k8_tf32(acc, 0u, a1[u][0], 0u, a1[u][1], b1[u][0], b1[u][1]);
             if (h0.t < h0.te) ++h0.t;
             if (h1.t < h1.te) ++h1.t;
             tc_settle<F16, N>(h0, acc, ptr, row_scale, y, partial, rows, alpha, beta, g, t);

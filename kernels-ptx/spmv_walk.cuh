@@ -69,6 +69,16 @@ __device__ __forceinline__ void row_store(float* __restrict__ partial, float* __
     }
 }
 
+// The sum of a over lanes l, l ^ 8, l ^ 16 and l ^ 24 (the four lane groups of 8, in a fixed
+// order), on every lane; a is set to 0 for the next row.
+__device__ __forceinline__ float take_group_sum(float& a) {
+    float v = a;
+    v += __shfl_xor_sync(FULL_MASK, v, 8);
+    v += __shfl_xor_sync(FULL_MASK, v, 16);
+    a = 0.0f;
+    return v;
+}
+
 // ---------------------------------------------------------------------------------------------
 // CUDA-core bitBSR walk for one right-hand side ("8 lanes per tile-row"). At n = 1 the MMA uses
 // 1/8 of its B columns and the MMA kernels (spmv_mma.cuh) are instruction-issue bound (~10

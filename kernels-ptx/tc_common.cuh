@@ -1,13 +1,15 @@
-// Device helpers shared by the tensor-core SpMM kernels (acc_spmm.cu: Acc-SpMM on BitTCF;
-// row_tile_spmm.cu: the row-tile kernels): types, the TF32 conversion and MMA step, the gather of two
-// B rows, the popcount decode of one tile value, the alpha/beta stores and the vector atomic add.
-// Everything is __forceinline__: each kernel compiles to the code it had when the helpers lived in
-// its own file.
+// Device helpers shared by the kernels (acc_spmm.cu: Acc-SpMM on BitTCF; row_tile_spmm.cu: the
+// row-tile kernels; hrpb_spmm.cu: HRPB; csr_spmm.cu: CSR on CUDA cores; spmv.cu and spamm.cu: the
+// conversions and the TF32 MMA step): types, the TF32 conversion and MMA step, the gather of two B
+// rows, the guarded load of four features, the popcount decode of one tile value, the alpha/beta
+// stores and the vector atomic add. Everything is __forceinline__, so a kernel compiles to the same
+// code as with the helpers written in its own file.
 #ifndef TCSPARSE_TC_COMMON_CUH
 #define TCSPARSE_TC_COMMON_CUH
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
+typedef unsigned short u16;  // f16 / bf16 values as raw bits (see below)
 
 #define SENTINEL 0xFFFFFFFFu
 #define MAX_WARPS 8
@@ -29,35 +31,90 @@ __device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], u32 a0, u32 a1, u32
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// mma_m16n8k8_tf32 with the A fragments a[0..3] as one array.
+__device__ __forceinline__ void mma_m16n8k8_tf32(float d[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    mma_m16n8k8_tf32(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+
 // mma_m16n8k8_tf32 with the A fragments given in f32 (rounded to TF32 here).
 __device__ __forceinline__ void mma_tf32(float d[4], float a0, float a1, float a2, float a3, u32 b0,
                                          u32 b1) {
     mma_m16n8k8_tf32(d, to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3), b0, b1);
 }
 
+// The four-feature vector of load_b_rows per element type: f32 as one float4, 16-bit values (f16
+// or bf16 bits) as one uint2 (8 bytes), lower feature in the lower half.
+template <typename T>
+struct Vec4;
+template <>
+struct Vec4<float> {
+    typedef float4 V;
+    __device__ __forceinline__ static V zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+    __device__ __forceinline__ static void unpack(const V& v, float out[4]) {
+        out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+    }
+};
+template <>
+struct Vec4<u16> {
+    typedef uint2 V;
+    __device__ __forceinline__ static V zero() { return make_uint2(0u, 0u); }
+    __device__ __forceinline__ static void unpack(const V& v, u16 out[4]) {
+        out[0] = (u16)(v.x & 0xFFFFu); out[1] = (u16)(v.x >> 16);
+        out[2] = (u16)(v.y & 0xFFFFu); out[3] = (u16)(v.y >> 16);
+    }
+};
+
+// The loads of load_b_rows: the read-only path (__ldg). acc_spmm.cu's paper entries pass their
+// own (ld.global.ca).
+struct LdgLoads {
+    template <typename T>
+    __device__ __forceinline__ static typename Vec4<T>::V vec(const T* p) {
+        return __ldg(reinterpret_cast<const typename Vec4<T>::V*>(p));
+    }
+    template <typename T>
+    __device__ __forceinline__ static T one(const T* p) {
+        return __ldg(p);
+    }
+};
+
 // Loads one lane's slice of two gathered B rows: features fl .. fl + 3 of rows col_lo and col_hi
-// (one float4 each when vec, else per-feature guarded by qok). Sentinel columns give a zero row (B is
-// never read at u32::MAX); features >= N read nothing. Shared by every tensor-core kernel.
-__device__ __forceinline__ void load_b_rows(const float* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
-                                            u32 col_hi, const bool qok[4], bool vec, float lo[4],
-                                            float hi[4]) {
+// (one vector load each when vec: fl and ldb multiples of 4, B 16-byte aligned; else per-feature
+// guarded by qok). Sentinel columns give a zero row (B is never read at u32::MAX); features >= N
+// read nothing. T is float or u16 (f16 / bf16 bits); Ld the loads (LdgLoads or acc_spmm.cu's).
+// Shared by every tensor-core kernel.
+template <class Ld = LdgLoads, typename T>
+__device__ __forceinline__ void load_b_rows(const T* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
+                                            u32 col_hi, const bool qok[4], bool vec, T lo[4],
+                                            T hi[4]) {
     const bool lo_ok = col_lo != SENTINEL;
     const bool hi_ok = col_hi != SENTINEL;
-    const float* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-    const float* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
+    const T* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
+    const T* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
     if (vec) {
-        const float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 l = lo_ok ? __ldg(reinterpret_cast<const float4*>(rlo)) : z;
-        const float4 h = hi_ok ? __ldg(reinterpret_cast<const float4*>(rhi)) : z;
-        lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
-        hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
+        typedef Vec4<T> W;
+        const typename W::V z = W::zero();
+        const typename W::V l = lo_ok ? Ld::vec(rlo) : z;
+        const typename W::V h = hi_ok ? Ld::vec(rhi) : z;
+        W::unpack(l, lo);
+        W::unpack(h, hi);
     } else {
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : 0.0f;
-            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : 0.0f;
+            lo[q] = (lo_ok && qok[q]) ? Ld::one(rlo + q) : (T)0;
+            hi[q] = (hi_ok && qok[q]) ? Ld::one(rhi + q) : (T)0;
         }
     }
+}
+
+// Features col .. col + 3 at p, each read only when below n (zeros beyond n): the scalar B load of
+// the CUDA-core CSR kernel (csr_spmm.cu) and of the HRPB kernels (hrpb_spmm.cu).
+__device__ __forceinline__ float4 load4_below(const float* __restrict__ p, u64 col, u32 n) {
+    float4 v;
+    v.x = col < n ? __ldg(p) : 0.0f;
+    v.y = col + 1 < n ? __ldg(p + 1) : 0.0f;
+    v.z = col + 2 < n ? __ldg(p + 2) : 0.0f;
+    v.w = col + 3 < n ? __ldg(p + 3) : 0.0f;
+    return v;
 }
 
 // Value of bit p of mask m whose first value is at values[base] (0 when the bit is clear): the
@@ -67,8 +124,8 @@ __device__ __forceinline__ float masked_value(const float* __restrict__ values, 
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : 0.0f;
 }
 
-// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
-__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+// v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ float4 axpby4(const float4* dst, float4 v, float beta) {
     if (beta != 0.0f) {
         const float4 old = *dst;
         v.x += beta * old.x;
@@ -76,7 +133,12 @@ __device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) 
         v.z += beta * old.z;
         v.w += beta * old.w;
     }
-    *dst = v;
+    return v;
+}
+
+// C = v + beta * C for four features at an aligned address (C not read when beta == 0).
+__device__ __forceinline__ void store_axpby4(float4* dst, float4 v, float beta) {
+    *dst = axpby4(dst, v, beta);
 }
 
 // C = v + beta * C for one feature (C not read when beta == 0).
@@ -96,8 +158,6 @@ __device__ __forceinline__ void red_add_v4(float* d, const float (&v)[4]) {
 // entries). Half values travel as their raw 16 bits (u16), so no CUDA header is needed; the
 // conversions are the PTX ones: f32 -> f16 / bf16 round to nearest even, beyond the range +-inf
 // (no .satfinite), NaN stays NaN -- what the host's `half` crate does.
-
-typedef unsigned short u16;
 
 __device__ __forceinline__ u16 f32_to_f16_rn(float x) {
     u16 r;
@@ -123,25 +183,20 @@ __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u3
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
-// One m16n8k8 MMA on f16 inputs with f32 accumulate: d += A * B with this lane's A fragments
-// a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t], A[g+8][2t+1]} and B fragment
-// b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 layouts; C as for TF32).
-__device__ __forceinline__ void mma_m16n8k8_f16(float d[4], u32 a01, u32 a23, u32 b01) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a01), "r"(a23), "r"(b01));
-}
-
-// mma_m16n8k8_f16 on bf16 inputs (same fragment layouts).
-__device__ __forceinline__ void mma_m16n8k8_bf16(float d[4], u32 a01, u32 a23, u32 b01) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a01), "r"(a23), "r"(b01));
-}
+// One m16n8k8 MMA on f16 (mma_m16n8k8_f16) or bf16 (mma_m16n8k8_bf16) inputs with f32 accumulate:
+// d += A * B with this lane's A fragments a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t],
+// A[g+8][2t+1]} and B fragment b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 / .bf16 layouts;
+// C as for TF32).
+#define TC_MMA_M16N8K8_HALF(NAME, TYPE)                                                           \
+    __device__ __forceinline__ void NAME(float d[4], u32 a01, u32 a23, u32 b01) {                 \
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." TYPE "." TYPE                        \
+                     ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"                        \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                             \
+                     : "r"(a01), "r"(a23), "r"(b01));                                              \
+    }
+TC_MMA_M16N8K8_HALF(mma_m16n8k8_f16, "f16")
+TC_MMA_M16N8K8_HALF(mma_m16n8k8_bf16, "bf16")
+#undef TC_MMA_M16N8K8_HALF
 
 // The 3xTF32 split of x (SpAMM's, kernels-ptx/spamm.cu): big = tf32(x), small = tf32(x - big),
 // so x = big + small to about 2^-22 |x|. A non-finite x keeps small = 0 (x - big would be NaN
@@ -152,37 +207,20 @@ __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
     small = (d == d) ? to_tf32(d) : 0u;
 }
 
-// load_b_rows for 16-bit B (f16 or bf16 bits): features fl .. fl + 3 of rows col_lo and col_hi,
-// one 8-byte load each when vec (fl is a multiple of 4, ldb too and B 16-byte aligned), else
-// per-feature guarded by qok. Sentinel columns give a zero row.
-__device__ __forceinline__ void load_b_rows(const u16* __restrict__ B, u64 ldb, u32 fl, u32 col_lo,
-                                            u32 col_hi, const bool qok[4], bool vec, u16 lo[4],
-                                            u16 hi[4]) {
-    const bool lo_ok = col_lo != SENTINEL;
-    const bool hi_ok = col_hi != SENTINEL;
-    const u16* rlo = B + (lo_ok ? (u64)col_lo * ldb : 0) + fl;
-    const u16* rhi = B + (hi_ok ? (u64)col_hi * ldb : 0) + fl;
-    if (vec) {
-        const uint2 z = make_uint2(0u, 0u);
-        const uint2 l = lo_ok ? __ldg(reinterpret_cast<const uint2*>(rlo)) : z;
-        const uint2 h = hi_ok ? __ldg(reinterpret_cast<const uint2*>(rhi)) : z;
-        lo[0] = (u16)(l.x & 0xFFFFu); lo[1] = (u16)(l.x >> 16);
-        lo[2] = (u16)(l.y & 0xFFFFu); lo[3] = (u16)(l.y >> 16);
-        hi[0] = (u16)(h.x & 0xFFFFu); hi[1] = (u16)(h.x >> 16);
-        hi[2] = (u16)(h.y & 0xFFFFu); hi[3] = (u16)(h.y >> 16);
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            lo[q] = (lo_ok && qok[q]) ? __ldg(rlo + q) : (u16)0;
-            hi[q] = (hi_ok && qok[q]) ? __ldg(rhi + q) : (u16)0;
-        }
-    }
-}
-
 // masked_value for 16-bit values (0 bits, +0 in f16 and bf16, when the bit is clear).
 __device__ __forceinline__ u16 masked_value(const u16* __restrict__ values, u32 base, u64 m, u32 p,
                                             u64 below) {
     return ((m >> p) & 1ull) ? __ldg(values + base + __popcll(m & below)) : (u16)0;
 }
+
+// The parameter list of the f32 SpMM entries on BitTCF tiles (acc_spmm.cu, row_tile_spmm.cu), in
+// the order of the launch code (crates/gpu signature tables); A2X and MASKS name the block-to-column
+// map and the tile masks as each kernel does.
+#define BITTCF_SPMM_PARAMS(A2X, MASKS)                                                             \
+    const u32* __restrict__ rwo, const u32* __restrict__ bvo, const u32* __restrict__ A2X,        \
+        const u64* __restrict__ MASKS, const float* __restrict__ values,                          \
+        const u32* __restrict__ work, const unsigned char* __restrict__ window_split,             \
+        const float* __restrict__ B, u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N,       \
+        float alpha, float beta, u32 flags
 
 #endif  // TCSPARSE_TC_COMMON_CUH
