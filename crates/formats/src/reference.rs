@@ -118,29 +118,6 @@ pub struct ProductError {
     pub relative: f64,
 }
 
-/// Compares `got` (row-major `a.rows() × n`, leading dimension `n`) with the f64 reference of A·B
-/// (B as in [`spmm_f64`]) row by row on every core, without materialising the reference: the same
-/// numbers as [`max_scaled_error`] and [`relative_error`] over [`spmm_f64`]'s two products (the
-/// relative error up to the order of its f64 sums), in memory ∝ `n` per thread instead of two
-/// `rows × n` f64 matrices.
-///
-/// `slack` is an absolute difference forgiven per element before scaling (a stored type's
-/// underflow step: a result below its normal range is rounded absolutely, not relatively); 0
-/// gives exactly [`max_scaled_error`]'s numbers.
-///
-/// # Panics
-/// As [`spmm_f64`], and if `got` is shorter than `a.rows() · n`.
-pub fn spmm_error(
-    a: &Csr,
-    b: &[f32],
-    n: usize,
-    ldb: usize,
-    got: &[f32],
-    slack: f64,
-) -> ProductError {
-    spmm_error_on(a, b, n, ldb, got, slack, &CheckedRows::all(a.rows()))
-}
-
 /// The rows of a product a check visits: every `stride`-th row from row 0, and `extra` (the
 /// longest row of a sampled check) where it is not among them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,11 +173,21 @@ impl CheckedRows {
     }
 }
 
-/// [`spmm_error`] over the rows `checked` names only (the numbers of the visited rows' elements).
+/// Compares `got` (row-major `a.rows() × n`, leading dimension `n`) with the f64 reference of A·B
+/// (B as in [`spmm_f64`]) on the rows `checked` names ([`CheckedRows::all`]: every row), row by
+/// row on every core, without materialising the reference: over every row the same numbers as
+/// [`max_scaled_error`] and [`relative_error`] over [`spmm_f64`]'s two products (the relative error
+/// up to the order of its f64 sums), in memory ∝ `n` per thread instead of two `rows × n` f64
+/// matrices; over a sample, those of the visited rows' elements.
+///
+/// `slack` is an absolute difference forgiven per element before scaling (a stored type's
+/// underflow step: a result below its normal range is rounded absolutely, not relatively); 0
+/// gives exactly [`max_scaled_error`]'s numbers.
 ///
 /// # Panics
-/// As [`spmm_error`], and if `checked` names a row past `a.rows()`.
-pub fn spmm_error_on(
+/// As [`spmm_f64`], if `got` is shorter than `a.rows() · n`, and if `checked` is not of `a`'s
+/// rows.
+pub fn spmm_error(
     a: &Csr,
     b: &[f32],
     n: usize,
@@ -312,7 +299,7 @@ mod tests {
         let want = spmm_f64(&a, &b, n, ldb, false);
         let scale = spmm_f64(&a, &b, n, ldb, true);
         let got: Vec<f32> = want.iter().map(|&w| w as f32 + noise * next()).collect();
-        let fused = spmm_error(&a, &b, n, ldb, &got, 0.0);
+        let fused = spmm_error(&a, &b, n, ldb, &got, 0.0, &CheckedRows::all(rows));
         assert_eq!(fused.max_scaled, max_scaled_error(&got, &want, &scale));
         let rel = relative_error(&got, &want);
         assert!(
@@ -336,14 +323,15 @@ mod tests {
     fn fused_error_flags_nan_and_empty_rows() {
         let a = csr_from_triplets(3, 2, &[(0, 0, 2.0), (2, 1, -1.0)]).unwrap();
         let b = [1.0, 3.0];
-        let e = spmm_error(&a, &b, 1, 1, &[2.0, 0.0, -3.0], 0.0);
+        let all3 = CheckedRows::all(3);
+        let e = spmm_error(&a, &b, 1, 1, &[2.0, 0.0, -3.0], 0.0, &all3);
         assert_eq!((e.max_scaled, e.relative), (0.0, 0.0));
-        let e = spmm_error(&a, &b, 1, 1, &[f32::NAN, 0.0, -3.0], 0.0);
+        let e = spmm_error(&a, &b, 1, 1, &[f32::NAN, 0.0, -3.0], 0.0, &all3);
         assert_eq!(e.max_scaled, f64::INFINITY);
         // A difference within the slack is forgiven; beyond it, only the excess counts.
-        let e = spmm_error(&a, &b, 1, 1, &[2.0 + 1e-3, 0.0, -3.0], 1e-3);
+        let e = spmm_error(&a, &b, 1, 1, &[2.0 + 1e-3, 0.0, -3.0], 1e-3, &all3);
         assert_eq!(e.max_scaled, 0.0);
-        let e = spmm_error(&a, &b, 1, 1, &[2.5, 0.0, -3.0], 0.25);
+        let e = spmm_error(&a, &b, 1, 1, &[2.5, 0.0, -3.0], 0.25, &all3);
         assert_eq!(e.max_scaled, 0.125);
     }
 
@@ -382,15 +370,18 @@ mod tests {
         );
         assert_eq!(sampled.count(), 5);
         assert!(!sampled.is_all());
-        let on = |c: &[f32], rows: &CheckedRows| spmm_error_on(&a, &b, n, n, c, 0.0, rows);
+        let on = |c: &[f32], rows: &CheckedRows| spmm_error(&a, &b, n, n, c, 0.0, rows);
         assert_eq!(on(&exact, &sampled).max_scaled, 0.0);
         for (row, seen) in [(3, true), (7, true), (4, false)] {
             let mut c = exact.clone();
             c[row * n] += 1.0;
             assert_eq!(on(&c, &sampled).max_scaled > 0.0, seen, "row {row}");
+            // Over every row: what the materialised reference gives.
+            let want = spmm_f64(&a, &b, n, n, false);
+            let scale = spmm_f64(&a, &b, n, n, true);
             assert_eq!(
-                on(&c, &CheckedRows::all(10)),
-                spmm_error(&a, &b, n, n, &c, 0.0),
+                on(&c, &CheckedRows::all(10)).max_scaled,
+                max_scaled_error(&c, &want, &scale),
                 "row {row}"
             );
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tcsparse::formats::Csr;
-use tcsparse::formats::reference::{CheckedRows, spmm_error_on};
+use tcsparse::formats::reference::{CheckedRows, spmm_error};
 use tcsparse::{
     Backend, Balance, DType, Engine, KernelRequest, Precision, PrepareOptions, Prepared,
     ReorderChoice, RowOrder,
@@ -161,7 +161,7 @@ pub fn error_vs_reference_stored(
     dtype: DType,
 ) -> ErrorReport {
     let checked = CheckedRows::within(a, n, CHECK_MADDS);
-    let e = spmm_error_on(a, b, n, n, got, dtype.underflow_step(), &checked);
+    let e = spmm_error(a, b, n, n, got, dtype.underflow_step(), &checked);
     ErrorReport {
         max_scaled: e.max_scaled,
         relative: e.relative,
