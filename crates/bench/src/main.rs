@@ -23,6 +23,7 @@ mod distributed;
 mod matrices;
 mod multi;
 mod numerics;
+mod numerics_kind;
 mod plots;
 mod report;
 mod results;
@@ -320,14 +321,15 @@ fn main() -> Result<()> {
                 };
                 m.log_cases(20, got.len(), t.elapsed());
                 cases.extend(got);
-                results::write_partial(args.out.as_deref(), &d, &cases, |device, cases| Report {
+                let so_far = Report {
                     command: command.clone(),
-                    device,
+                    device: d.clone(),
                     started_unix,
-                    cases,
+                    cases: cases.clone(),
                     config: None,
                     baseline: Some(VendorBaseline::current(Op::Spmm)),
-                })?;
+                };
+                results::write_partial(args.out.as_deref(), &so_far)?;
             }
             d
         }
@@ -446,7 +448,7 @@ fn run_spamm(args: &Args, command: String) -> Result<Report> {
         sizes: args.n.clone().unwrap_or_else(|| vec![4096, 8192, 16384]),
         iters: args.iters.clamp(1, 20),
         warmup: args.warmup.min(3),
-        out: args.out.as_deref(),
+        partial: &|r| results::write_partial(args.out.as_deref(), r),
         only: args.only.clone(),
         block,
         s: args.spamm_s.max(1),
@@ -527,7 +529,9 @@ fn run_spmv(
         mats.extend(matrices::generate(&specs)?);
         eprintln!("generated {} matrices in {:.1?}", specs.len(), t.elapsed());
     }
-    spmv::run(gpu, &d, command, &mats, &ns, args.out.as_deref())
+    spmv::run(gpu, &d, command, &mats, &ns, &|r| {
+        results::write_partial(args.out.as_deref(), r)
+    })
 }
 
 /// Merges reports of the same device: cases concatenated, commands joined with `; `.

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::baseline::VendorBaseline;
-pub use crate::numerics::Numerics;
+pub use crate::numerics_kind::Numerics;
 
 /// Name of the vendor baseline backend (cuSPARSE SpMM, CSR, the fastest of its algorithms).
 pub const BASELINE: &str = "cusparse";

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::report::{Case, Op, Report};
+use crate::report::{Op, Report};
 
 /// Words of a GPU name that say nothing about the model.
 const VENDOR_WORDS: [&str; 5] = ["nvidia", "geforce", "tesla", "quadro", "graphics"];
@@ -89,20 +89,16 @@ pub fn render(r: &Report) -> String {
 }
 
 /// Partial results, so that they survive an interrupted run: where `out` is given, [`write`]s
-/// `report(device + " (partial: run in progress)", cases so far)`.
-pub fn write_partial(
-    out: Option<&Path>,
-    device: &str,
-    cases: &[Case],
-    report: impl FnOnce(String, Vec<Case>) -> Report,
-) -> Result<()> {
+/// `r` (the cases so far) with its device marked " (partial: run in progress)". The op runners
+/// take it as their `partial` callback, so that they never import this module.
+pub fn write_partial(out: Option<&Path>, r: &Report) -> Result<()> {
     if let Some(out) = out {
         write(
             out,
-            &report(
-                format!("{device} (partial: run in progress)"),
-                cases.to_vec(),
-            ),
+            &Report {
+                device: format!("{} (partial: run in progress)", r.device),
+                ..r.clone()
+            },
         )?;
     }
     Ok(())

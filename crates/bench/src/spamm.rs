@@ -7,7 +7,6 @@
 //! cols = N, nnz = N²), written by `results::write` as `spamm-<device>.json` / `.md`; [`markdown`]
 //! renders them from the report alone.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -32,8 +31,9 @@ pub struct SpammBenchArgs<'a> {
     pub iters: usize,
     /// Warm-up launches.
     pub warmup: usize,
-    /// Output folder.
-    pub out: Option<&'a Path>,
+    /// What to do with the report so far after each matrix (the bench writes it as partial
+    /// results, `results::write_partial`).
+    pub partial: &'a dyn Fn(&Report) -> anyhow::Result<()>,
     /// Only matrices whose name contains one of these.
     pub only: Option<Vec<String>>,
     /// C block.
@@ -229,7 +229,7 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                 });
             }
             eprintln!("{name} N={n}: {:.1?}", t0.elapsed());
-            crate::results::write_partial(args.out, &device, &cases, report)?;
+            (args.partial)(&report(device.clone(), cases.clone()))?;
         }
     }
     Ok(report(device, cases))

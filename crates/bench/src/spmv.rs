@@ -13,7 +13,6 @@
 //! GFLOP/s = 2·nnz·n/t; GB/s over the bytes that must move once (bitBSR arrays + X + y for ours, CSR
 //! + X + y for cuSPARSE); accuracy against f64, element-wise, scaled by |A|·|X|.
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -607,16 +606,16 @@ pub fn markdown(device: &str, command: &str, cases: &[Case]) -> String {
     s
 }
 
-/// Runs the SpMV benchmark; writes partial results (`results::write`: `spmv-<device>.json` /
-/// `.md`) into `out` after each matrix and returns the whole report (the caller writes, prints and
-/// gates it).
+/// Runs the SpMV benchmark; hands the report so far to `partial` after each matrix (the bench
+/// writes it as partial results, `results::write_partial`) and returns the whole report (the
+/// caller writes, prints and gates it).
 pub fn run(
     gpu: &Gpu,
     device: &str,
     command: &str,
     mats: &[Matrix],
     ns: &[usize],
-    out: Option<&Path>,
+    partial: &dyn Fn(&Report) -> Result<()>,
 ) -> Result<Report> {
     let started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -636,7 +635,7 @@ pub fn run(
         let got = gpu_cases(gpu, m, ns);
         m.log_cases(22, got.len(), t.elapsed());
         cases.extend(got);
-        crate::results::write_partial(out, device, &cases, report)?;
+        partial(&report(device.into(), cases.clone()))?;
     }
     Ok(report(device.into(), cases))
 }
