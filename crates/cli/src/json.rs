@@ -431,7 +431,7 @@ pub struct Product {
     /// ‖C − C_ref‖ / ‖C_ref‖.
     pub relative_error: f64,
     /// Rows of C the two errors compare, where not every row (a product beyond
-    /// `demo::CHECK_MADDS` multiply-adds: evenly spaced rows and the longest); absent otherwise.
+    /// `measured::CHECK_MADDS` multiply-adds: evenly spaced rows and the longest); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rows_checked: Option<usize>,
     /// `{"kind": "f32" | "f16" | "bf16", "bound": text}`: the element type of B and C and what it
@@ -441,7 +441,7 @@ pub struct Product {
 
 impl Product {
     /// The JSON of one measured product (B and C in f32).
-    pub fn of(kernel: &str, n: usize, bound: f64, m: &crate::cmd::demo::Measured) -> Self {
+    pub fn of(kernel: &str, n: usize, bound: f64, m: &crate::measured::Measured) -> Self {
         Self {
             dtype: dtype(tcsparse::DType::F32),
             kernel: kernel.to_string(),

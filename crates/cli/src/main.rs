@@ -8,6 +8,7 @@ mod args;
 mod cmd;
 mod input;
 mod json;
+mod measured;
 mod out;
 mod output;
 

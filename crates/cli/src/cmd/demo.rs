@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::{CheckedRows, spmm_error};
+
+pub use crate::measured::{CHECK_MADDS, ErrorReport, Measured};
 use tcsparse::{
     Backend, Balance, DType, Engine, KernelRequest, Precision, PrepareOptions, Prepared,
     ReorderChoice, RowOrder,
@@ -106,45 +108,6 @@ fn lcg_jump(mut s: u64, mut steps: u64, mut a: u64, mut c: u64) -> u64 {
     s
 }
 
-/// Error of a product against the f64 reference: (max scaled error, relative Frobenius error)
-/// over the rows checked.
-pub struct ErrorReport {
-    /// max |C − C_ref| / (|A|·|B|) element-wise; TF32 bound ≈ 2·2⁻¹⁰.
-    pub max_scaled: f64,
-    /// ‖C − C_ref‖ / ‖C_ref‖.
-    pub relative: f64,
-    /// The rows of C compared ([`CHECK_MADDS`]).
-    pub checked: CheckedRows,
-}
-
-impl ErrorReport {
-    /// What the check compared, for a report line: empty where it compared every row, else
-    /// ` on R of M rows (one in k, and the longest)`.
-    pub fn sample_text(&self) -> String {
-        let c = &self.checked;
-        if c.is_all() {
-            return String::new();
-        }
-        format!(
-            " on {} of {} rows (one in {}{})",
-            c.count(),
-            c.rows,
-            c.stride,
-            if c.extra.is_some() {
-                ", and the longest"
-            } else {
-                ", the longest among them"
-            }
-        )
-    }
-}
-
-/// Multiply-adds (nonzeros × N) up to which the f64 check of a product compares every row of C;
-/// beyond, evenly spaced rows and the longest one within about as many (R-MAT scale 20 at
-/// N = 128, 1.4·10⁹ of them: every row took 0.34 s on the H200 host's 16 cores, a third of the
-/// whole command; 2026-11-28, 198f393).
-pub const CHECK_MADDS: usize = 1 << 27;
-
 /// Compares `got` with the f64 reference of `a·b`.
 pub fn error_vs_reference(a: &Csr, b: &[f32], n: usize, got: &[f32]) -> ErrorReport {
     error_vs_reference_stored(a, b, n, got, DType::F32)
@@ -167,21 +130,6 @@ pub fn error_vs_reference_stored(
         relative: e.relative,
         checked,
     }
-}
-
-/// Result of timing one prepared product.
-pub struct Measured {
-    /// Median milliseconds per product.
-    pub ms: f64,
-    /// 2·nnz·N / time.
-    pub gflops: f64,
-    /// Error of the host-API product.
-    pub error: ErrorReport,
-    /// Whether the time is of the device hot path (`spmm_device`) or the host call.
-    pub device_time: bool,
-    /// Milliseconds of the first product: the host call that also checks the error (B in, C
-    /// out, and on the GPU whatever the first launch costs); `None` where it was not timed.
-    pub first_ms: Option<f64>,
 }
 
 /// Runs `prepared` on host data once (checked against the f64 reference of the ORIGINAL matrix)
