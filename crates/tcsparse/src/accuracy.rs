@@ -20,6 +20,41 @@
 //! reference is finite fails the check.
 
 use crate::element::DType;
+use crate::precision::Precision;
+
+// The checks of the element types and precisions live here, beside the check they call (this
+// module reads the types; they do not read it).
+impl DType {
+    /// Checks a product stored in this type (`got`, widened to f32) against its f64 reference
+    /// `want` with scales `scale` (|α|·|A|·|B| + |β|·|C₀|), for a kernel of `precision` and rows
+    /// of at most `k` nonzeros: [`check_stored`] with [`DType::scaled_error_bound`] of the
+    /// precision's bound.
+    pub fn check_products(
+        self,
+        precision: Precision,
+        got: &[f32],
+        want: &[f64],
+        scale: &[f64],
+        k: usize,
+    ) -> AccuracyCheck {
+        let rel = self.scaled_error_bound(precision.scaled_error_bound(k));
+        check_stored(got, want, scale, rel, k, self)
+    }
+}
+
+impl Precision {
+    /// Checks a product against its f64 reference with this precision's bound for rows of at
+    /// most `k` nonzeros, plus the underflow term ([`check_products`]: the check SpMV uses too).
+    pub fn check_products(
+        self,
+        got: &[f32],
+        want: &[f64],
+        scale: &[f64],
+        k: usize,
+    ) -> AccuracyCheck {
+        check_products(got, want, scale, self.scaled_error_bound(k), k)
+    }
+}
 
 /// The smallest positive f32 (a subnormal), 2⁻¹⁴⁹.
 pub const F32_TINY: f64 = 1.401_298_464_324_817e-45;

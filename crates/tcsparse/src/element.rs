@@ -18,8 +18,7 @@ use std::str::FromStr;
 
 pub use half::{bf16, f16};
 
-use crate::accuracy::AccuracyCheck;
-use crate::{Error, Precision};
+use crate::Error;
 
 mod sealed {
     /// Only this crate implements [`super::Element`].
@@ -175,7 +174,7 @@ impl DType {
     }
 
     /// SpMM's bound on `|C − C_exact| / (|α|·|A|·|B| + |β|·|C₀|)` per element with B and C of
-    /// this type, when the f32 product's bound is `product` ([`Precision::scaled_error_bound`]):
+    /// this type, when the f32 product's bound is `product` ([`Precision::scaled_error_bound`](crate::Precision::scaled_error_bound)):
     /// `product + u·(1 + product)`, `u` = [`DType::storage_rounding`] (the f32 result is within
     /// `(1 + product)` of the scale, and rounding it to this type adds `u` of it).
     pub fn scaled_error_bound(self, product: f64) -> f64 {
@@ -214,7 +213,7 @@ impl DType {
     }
 
     /// What the type does to a product, with its bound as a formula, for reports: what rounding
-    /// C to this type adds to the kernel's bound ([`Precision::bound_text`]).
+    /// C to this type adds to the kernel's bound ([`Precision::bound_text`](crate::Precision::bound_text)).
     pub fn bound_text(self) -> &'static str {
         match self {
             DType::F32 => "B and C in f32, f32 accumulation: the precision's bound",
@@ -227,22 +226,6 @@ impl DType {
                  2⁻⁸·(1 + bound)·(|A|·|B|) elementwise"
             }
         }
-    }
-
-    /// Checks a product stored in this type (`got`, widened to f32) against its f64 reference
-    /// `want` with scales `scale` (|α|·|A|·|B| + |β|·|C₀|), for a kernel of `precision` and rows
-    /// of at most `k` nonzeros: [`crate::accuracy::check_stored`] with
-    /// [`DType::scaled_error_bound`] of the precision's bound.
-    pub fn check_products(
-        self,
-        precision: Precision,
-        got: &[f32],
-        want: &[f64],
-        scale: &[f64],
-        k: usize,
-    ) -> AccuracyCheck {
-        let rel = self.scaled_error_bound(precision.scaled_error_bound(k));
-        crate::accuracy::check_stored(got, want, scale, rel, k, self)
     }
 }
 
@@ -271,6 +254,7 @@ impl FromStr for DType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Precision;
     use proptest::prelude::*;
 
     #[test]

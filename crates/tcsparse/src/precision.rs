@@ -80,18 +80,6 @@ impl Precision {
         }
     }
 
-    /// Checks a product against its f64 reference with this precision's bound for rows of at
-    /// most `k` nonzeros, plus the underflow term ([`crate::accuracy`]: the check SpMV uses too).
-    pub fn check_products(
-        self,
-        got: &[f32],
-        want: &[f64],
-        scale: &[f64],
-        k: usize,
-    ) -> crate::accuracy::AccuracyCheck {
-        crate::accuracy::check_products(got, want, scale, self.scaled_error_bound(k), k)
-    }
-
     /// SpMV's element-wise error bound relative to |α|·|A|·|X| (+ |β|·|y|): 2⁻⁹ for 11-bit A and
     /// X (f16, TF32; f32 sums), 2⁻¹⁷ for f32 products and sums (cuSPARSE or the CUDA-core walk).
     pub fn spmv_bound(self) -> f64 {
