@@ -222,6 +222,11 @@ pub struct PrepareReport {
     pub tuning: Vec<TuneSample>,
     /// Tuning stage: preparing the extra candidates and timing them.
     pub tune_s: f64,
+    /// cuSPARSE's milliseconds per product at the prepared N, its fastest CSR algorithm timed in
+    /// full by the tuning (the time every candidate was measured against): this preparation's
+    /// tuning, or on a plan-cache hit the tuning that stored the entry; `None` where no tuning
+    /// timed it.
+    pub cusparse_ms: Option<f64>,
     /// The gate run before an automatic reordering (`None` when no automatic reordering was
     /// considered): when it says no reordering can make the blocks dense enough, none is computed.
     pub reorder_gate: Option<GateReport>,

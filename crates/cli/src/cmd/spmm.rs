@@ -199,14 +199,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         prepared.error_bound(),
         &m,
     )?;
-    // cuSPARSE's time: the tuning sample when tuned (same N, same process: its fastest
-    // algorithm's full timing; the other algorithms are only probed), else measured here.
-    let tuned = prepared
-        .report()
-        .tuning
-        .iter()
-        .find(|t| t.candidate.starts_with("cuSPARSE") && !t.candidate.ends_with(" [probe]"))
-        .map(|t| t.ms);
+    // cuSPARSE's time: the tuning's (its fastest algorithm's full timing at this N; on a
+    // plan-cache hit, that of the tuning that stored the entry), else measured here.
+    let tuned = prepared.report().cusparse_ms;
     let cusparse_ms = match (tuned, engine.backend(), prepared.kernel()) {
         (Some(ms), _, _) => Some(ms),
         (None, Backend::Gpu, tcsparse::ExecKernel::Cusparse { .. }) => Some(m.ms),

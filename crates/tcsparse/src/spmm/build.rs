@@ -502,6 +502,7 @@ impl Engine {
             split_windows,
             tuning: Vec::new(),
             tune_s: 0.0,
+            cusparse_ms: None,
             reorder_gate: gate,
             cache: CacheOutcome::Off,
             cache_s: 0.0,

@@ -29,7 +29,8 @@
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
 //! and block columns (each a u32 length and its u32s: [`RowTileStructure`], so that a hit fills
 //! the tiles on the GPU from the CSR; without a symmetric reordering every row's columns stay
-//! sorted and the hit finds the skeleton on the GPU too); the original kernel note (u32 length + UTF-8). Loading checks every field, the payload
+//! sorted and the hit finds the skeleton on the GPU too); cuSPARSE's tuned time flag u8, then its
+//! milliseconds (f64, finite and positive); the original kernel note (u32 length + UTF-8). Loading checks every field, the payload
 //! checksum, the permutation (a bijection of the matrix's row count), the mode against the matrix
 //! shape, the kernel parameters and the skeleton's invariants (and that it fits the kernel);
 //! anything wrong is a [`StaleOrCorrupt`] reason and the caller prepares in
@@ -58,7 +59,7 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
 /// Version of the file layout and payload encoding; bump on any change. (5: the cuSPARSE kernel
 /// carries its SpMM algorithm.)
-pub const PLAN_VERSION: u32 = 5;
+pub const PLAN_VERSION: u32 = 6;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 /// Largest row-tile skeleton stored (bytes of its two arrays); a larger one is left out.
 const MAX_SKELETON_BYTES: usize = 1 << 30;
@@ -78,6 +79,9 @@ pub(crate) struct PlanEntry {
     pub blocks: Option<[u64; 3]>,
     /// The skeleton of a dense-tile row-tile layout, when the kernel runs on one.
     pub row_tile: Option<RowTileStructure>,
+    /// cuSPARSE's tuned milliseconds per product ([`crate::PrepareReport::cusparse_ms`]), so
+    /// that a hit can report it without timing cuSPARSE again.
+    pub cusparse_ms: Option<f64>,
     pub note: String,
 }
 
@@ -475,6 +479,13 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         }
         _ => out.push(0),
     }
+    match e.cusparse_ms {
+        None => out.push(0),
+        Some(ms) => {
+            out.push(1);
+            out.extend_from_slice(&ms.to_le_bytes());
+        }
+    }
     put_u32(&mut out, e.note.len() as u32);
     out.extend_from_slice(e.note.as_bytes());
     out
@@ -665,6 +676,17 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         t => return Err(format!("corrupt: row-tile skeleton flag {t}")),
     };
+    let cusparse_ms = match r.u8()? {
+        0 => None,
+        1 => {
+            let ms = f64::from_bits(r.u64()?);
+            if !(ms.is_finite() && ms > 0.0) {
+                return Err(format!("corrupt: cuSPARSE's time {ms} ms"));
+            }
+            Some(ms)
+        }
+        t => return Err(format!("corrupt: cuSPARSE time flag {t}")),
+    };
     let len = r.u32()? as usize;
     if r.b.len() != len {
         return Err("corrupt: note length".into());
@@ -676,6 +698,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         perm,
         blocks,
         row_tile,
+        cusparse_ms,
         note,
     })
 }
@@ -732,6 +755,7 @@ mod tests {
             perm: None,
             blocks: None,
             row_tile: None,
+            cusparse_ms: None,
             note: "n".into(),
         };
         let big = at("big.plan");
@@ -779,6 +803,7 @@ mod tests {
             perm: None,
             blocks: Some([3, 5, 2]),
             row_tile: Some(m.structure()),
+            cusparse_ms: None,
             note: "n".into(),
         };
         assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));
@@ -823,6 +848,7 @@ mod tests {
             perm: None,
             blocks: Some([3, 5, 2]),
             row_tile: None,
+            cusparse_ms: None,
             note: "tuned".into(),
         };
         let mut bytes_seen = Vec::new();
@@ -867,11 +893,44 @@ mod tests {
                 perm: None,
                 blocks: None,
                 row_tile: None,
+                cusparse_ms: None,
                 note: "n".into(),
             };
             let why = decode_payload(&encode_payload(&e), &a).unwrap_err();
             assert!(why.contains("corrupt: row-tile kernel"), "{arith:?}: {why}");
         }
+    }
+
+    #[test]
+    fn cusparse_time_round_trips_and_impossible_ones_are_refused() {
+        let a = matrix();
+        let e = |cusparse_ms| PlanEntry {
+            mode: Mode::RowOnly,
+            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            perm: None,
+            blocks: None,
+            row_tile: None,
+            cusparse_ms,
+            note: "tuned".into(),
+        };
+        for ms in [None, Some(0.0421), Some(1234.5)] {
+            assert_eq!(decode_payload(&encode_payload(&e(ms)), &a), Ok(e(ms)));
+        }
+        // The time sits right before the note's length and bytes: flag 1, then 8 bytes.
+        let at = encode_payload(&e(Some(1.0))).len() - 4 - "tuned".len() - 8;
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let mut bytes = encode_payload(&e(Some(1.0)));
+            bytes[at..at + 8].copy_from_slice(&bad.to_le_bytes());
+            let why = decode_payload(&bytes, &a).unwrap_err();
+            assert!(why.starts_with("corrupt: cuSPARSE's time"), "{bad}: {why}");
+        }
+        let mut bytes = encode_payload(&e(None));
+        let flag = bytes.len() - 4 - "tuned".len() - 1;
+        bytes[flag] = 2;
+        assert_eq!(
+            decode_payload(&bytes, &a).unwrap_err(),
+            "corrupt: cuSPARSE time flag 2"
+        );
     }
 
     #[test]
@@ -885,6 +944,7 @@ mod tests {
             perm: None,
             blocks: None,
             row_tile: None,
+            cusparse_ms: None,
             note: "n".into(),
         };
         let mut bytes = encode_payload(&e);
@@ -906,6 +966,7 @@ mod tests {
             perm: None,
             blocks: Some([3, 5, 2]),
             row_tile: None,
+            cusparse_ms: None,
             note: "n".into(),
         };
         assert_eq!(decode_payload(&encode_payload(&e), &a), Ok(e.clone()));

@@ -734,6 +734,7 @@ impl Engine {
         };
         chosen.report.tuning = tuning;
         chosen.report.tune_s = tune_s;
+        chosen.report.cusparse_ms = Some(cus_ms);
         Ok(chosen)
     }
 }

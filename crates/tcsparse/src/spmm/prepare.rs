@@ -410,9 +410,11 @@ impl Engine {
             cache_s = t.elapsed().as_secs_f64();
             outcome = match loaded {
                 Ok(Some(entry)) => {
+                    let cusparse_ms = entry.cusparse_ms;
                     match self.prepare_cached(a, opts, entry, device.take(), csr_work) {
                         Ok(mut p) => {
                             p.report.cache = CacheOutcome::Hit;
+                            p.report.cusparse_ms = cusparse_ms;
                             p.report.cache_s = cache_s;
                             p.report.total_s = t.elapsed().as_secs_f64();
                             return Ok(p);
@@ -446,6 +448,7 @@ impl Engine {
                 perm: p.perm.clone(),
                 blocks: Some(p.block_counts),
                 row_tile: dense_row_tile_structure(&p),
+                cusparse_ms: p.report.cusparse_ms,
                 note: p.report.kernel_note.clone(),
             };
             if let Err(e) = c.store(&entry) {
