@@ -56,3 +56,35 @@ pub struct Measured {
     /// out, and on the GPU whatever the first launch costs); `None` where it was not timed.
     pub first_ms: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sampled_check_says_which_rows_it_compared() {
+        let report = |checked| ErrorReport {
+            max_scaled: 0.0,
+            relative: 0.0,
+            checked,
+        };
+        assert_eq!(report(CheckedRows::all(10)).sample_text(), "");
+        let sampled = CheckedRows {
+            rows: 10,
+            stride: 3,
+            extra: Some(7),
+        };
+        assert_eq!(
+            report(sampled).sample_text(),
+            " on 5 of 10 rows (one in 3, and the longest)"
+        );
+        let on_stride = CheckedRows {
+            extra: None,
+            ..sampled
+        };
+        assert_eq!(
+            report(on_stride).sample_text(),
+            " on 4 of 10 rows (one in 3, the longest among them)"
+        );
+    }
+}
