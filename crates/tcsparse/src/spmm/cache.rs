@@ -901,60 +901,60 @@ mod tests {
         }
     }
 
+    /// An entry for `kernel` in the original order with nothing optional stored.
+    fn plain_entry(kernel: ExecKernel) -> PlanEntry {
+        PlanEntry {
+            mode: Mode::RowOnly,
+            kernel,
+            perm: None,
+            blocks: None,
+            row_tile: None,
+            cusparse_ms: None,
+            note: "n".into(),
+        }
+    }
+
+    /// Why `e`'s payload with byte `at` set to `byte` is refused for `a`.
+    fn refused_with(e: &PlanEntry, at: usize, byte: u8, a: &Csr) -> String {
+        let mut bytes = encode_payload(e);
+        bytes[at] = byte;
+        decode_payload(&bytes, a).unwrap_err()
+    }
+
     #[test]
     fn cusparse_time_round_trips_and_impossible_ones_are_refused() {
         let a = matrix();
         let e = |cusparse_ms| PlanEntry {
-            mode: Mode::RowOnly,
-            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
-            perm: None,
-            blocks: None,
-            row_tile: None,
             cusparse_ms,
-            note: "tuned".into(),
+            ..plain_entry(ExecKernel::CsrCuda { chunk_nnz: 64 })
         };
         for ms in [None, Some(0.0421), Some(1234.5)] {
             assert_eq!(decode_payload(&encode_payload(&e(ms)), &a), Ok(e(ms)));
         }
         // The time sits right before the note's length and bytes: flag 1, then 8 bytes.
-        let at = encode_payload(&e(Some(1.0))).len() - 4 - "tuned".len() - 8;
+        let tail = 4 + e(None).note.len();
+        let at = encode_payload(&e(Some(1.0))).len() - tail - 8;
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             let mut bytes = encode_payload(&e(Some(1.0)));
             bytes[at..at + 8].copy_from_slice(&bad.to_le_bytes());
             let why = decode_payload(&bytes, &a).unwrap_err();
             assert!(why.starts_with("corrupt: cuSPARSE's time"), "{bad}: {why}");
         }
-        let mut bytes = encode_payload(&e(None));
-        let flag = bytes.len() - 4 - "tuned".len() - 1;
-        bytes[flag] = 2;
+        let flag = encode_payload(&e(None)).len() - tail - 1;
         assert_eq!(
-            decode_payload(&bytes, &a).unwrap_err(),
+            refused_with(&e(None), flag, 2, &a),
             "corrupt: cuSPARSE time flag 2"
         );
     }
 
     #[test]
     fn the_retired_half_cusparse_tag_is_refused_as_corrupt() {
-        let a = matrix();
-        let e = PlanEntry {
-            mode: Mode::RowOnly,
-            kernel: ExecKernel::Cusparse {
-                alg: SpmmAlg::CsrAlg1,
-            },
-            perm: None,
-            blocks: None,
-            row_tile: None,
-            cusparse_ms: None,
-            note: "n".into(),
-        };
-        let mut bytes = encode_payload(&e);
-        // Mode, then the kernel's tag: 7 was cuSPARSE in f16 / bf16.
-        assert_eq!(bytes[1], 1);
-        bytes[1] = 7;
-        assert_eq!(
-            decode_payload(&bytes, &a).unwrap_err(),
-            "corrupt: kernel tag 7"
-        );
+        let e = plain_entry(ExecKernel::Cusparse {
+            alg: SpmmAlg::CsrAlg1,
+        });
+        // Mode, then the kernel's tag (1, cuSPARSE in f32): 7 was cuSPARSE in f16 / bf16.
+        assert_eq!(encode_payload(&e)[1], 1);
+        assert_eq!(refused_with(&e, 1, 7, &matrix()), "corrupt: kernel tag 7");
     }
 
     #[test]
