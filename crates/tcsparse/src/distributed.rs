@@ -304,11 +304,7 @@ impl DistributedSpmm {
         };
         let mut out = vec![0f32; len];
         if len > 0 {
-            self.comm
-                .gpu()
-                .stream()
-                .memcpy_dtoh(&c.slice(..len), &mut out[..])
-                .map_err(GpuError::from)?;
+            self.comm.gpu().download_into(c, &mut out)?;
         }
         self.synchronize()?;
         Ok(out)

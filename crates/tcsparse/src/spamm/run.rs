@@ -88,9 +88,7 @@ pub fn spamm_on_group(
             let mut dc = g0.alloc_zeros::<f32>(m * n)?;
             let mut st = g0.alloc_zeros::<u64>(1)?;
             kern.run(&full, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
-            g0.stream()
-                .memcpy_dtoh(&dc, &mut c)
-                .map_err(tcsparse_gpu::GpuError::from)?;
+            g0.download_into(&dc, &mut c)?;
             let v = g0.download(&st)?[0];
             g0.synchronize()?;
             v
@@ -279,9 +277,7 @@ impl SpammSplit {
                 .map(|(p, block)| {
                     s.spawn(move || -> Result<u64, Error> {
                         let g = p.ops.gpu();
-                        g.stream()
-                            .memcpy_dtoh(&p.c.slice(..block.len()), block)
-                            .map_err(tcsparse_gpu::GpuError::from)?;
+                        g.download_into(&p.c, block)?;
                         Ok(g.download(&p.valid)?[0])
                     })
                 })

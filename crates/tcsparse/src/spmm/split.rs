@@ -7,7 +7,6 @@
 
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
-use tcsparse_gpu::GpuError;
 use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 use tcsparse_planner::split::nonzero_rows;
 
@@ -258,9 +257,7 @@ impl SplitPrepared {
                 add_block(&block[..len], n, beta, &mut c[r0 * ldc..], ldc);
             } else if ldc == n {
                 // Straight into the caller's rows.
-                g.stream()
-                    .memcpy_dtoh(&cd.slice(..len), &mut c[r0 * n..r0 * n + len])
-                    .map_err(GpuError::from)?;
+                g.download_into(cd, &mut c[r0 * n..r0 * n + len])?;
             } else {
                 let block = g.download(cd)?;
                 for (i, row) in block[..len].chunks_exact(n).enumerate() {
