@@ -138,7 +138,7 @@ impl CusparseSpmvAlg {
 pub struct CusparseSpmvGraphable {
     x: DnOperand,
     y: DnOperand,
-    spmat: cs::cusparseSpMatDescr_t,
+    spmat: SpMatDescr,
     handle: CusparseHandle,
     a: CusparseCsr,
     n: usize,
@@ -151,10 +151,17 @@ pub struct CusparseSpmvGraphable {
 // handles may move between threads when calls do not overlap (as `CusparseHandle`).
 unsafe impl Send for CusparseSpmvGraphable {}
 
-impl Drop for CusparseSpmvGraphable {
+/// An owned cuSPARSE CSR descriptor, destroyed when dropped: on every error path of
+/// [`CusparseSpmvGraphable::with_alg`] as on the product's own drop. In the product it is declared
+/// before the matrix whose buffers it points at, so it is dropped first.
+struct SpMatDescr(cs::cusparseSpMatDescr_t);
+
+impl Drop for SpMatDescr {
     fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once, before `a`'s buffers (fields dropped after).
-        let _ = unsafe { cs::cusparseDestroySpMat(self.spmat) };
+        // SAFETY: a descriptor from `CusparseCsr::new_descriptor`, destroyed once, while the
+        // matrix's buffers are alive (the caller's borrow in `with_alg`; in the product, the
+        // matrix clone dropped after this field).
+        let _ = unsafe { cs::cusparseDestroySpMat(self.0) };
     }
 }
 
@@ -179,7 +186,7 @@ impl CusparseSpmvGraphable {
         }
         let handle = CusparseHandle::new(gpu)?;
         let s = gpu.stream();
-        let spmat = a.new_descriptor()?;
+        let spmat = SpMatDescr(a.new_descriptor()?);
         let tmp_x: CudaSlice<f32> = gpu.alloc_zeros((a.cols() * n).max(1))?;
         let mut tmp_y: CudaSlice<f32> = gpu.alloc_zeros((a.rows() * n).max(1))?;
         let (px, _gx) = tmp_x.device_ptr(s);
@@ -203,7 +210,7 @@ impl CusparseSpmvGraphable {
                         handle.raw(),
                         OP_N,
                         &alpha as *const f32 as *const c_void,
-                        spmat,
+                        spmat.0,
                         dx.0,
                         &beta as *const f32 as *const c_void,
                         dy.0,
@@ -213,7 +220,7 @@ impl CusparseSpmvGraphable {
                     ),
                 )?,
                 (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
-                    size = spmm_call(handle.raw(), spmat, dx, dy, alg).buffer_size()?;
+                    size = spmm_call(handle.raw(), spmat.0, dx, dy, alg).buffer_size()?;
                 }
                 _ => return Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
@@ -228,7 +235,7 @@ impl CusparseSpmvGraphable {
                     "cusparseSetStream",
                     cs::cusparseSetStream(handle.raw(), s.cu_stream() as cs::cudaStream_t),
                 )?;
-                spmm_call(handle.raw(), spmat, dx, dy, alg).preprocess(pw)?;
+                spmm_call(handle.raw(), spmat.0, dx, dy, alg).preprocess(pw)?;
             }
         }
         gpu.synchronize()?;
@@ -309,7 +316,7 @@ impl super::graph::GraphSpmv for CusparseSpmvGraphable {
                         self.handle.raw(),
                         OP_N,
                         &alpha as *const f32 as *const c_void,
-                        self.spmat,
+                        self.spmat.0,
                         dx.0,
                         &beta as *const f32 as *const c_void,
                         dy.0,
@@ -319,7 +326,8 @@ impl super::graph::GraphSpmv for CusparseSpmvGraphable {
                     ),
                 ),
                 (DnOperand::Mat(dx), DnOperand::Mat(dy)) => {
-                    spmm_call(self.handle.raw(), self.spmat, dx, dy, self.alg).run(alpha, beta, pw)
+                    spmm_call(self.handle.raw(), self.spmat.0, dx, dy, self.alg)
+                        .run(alpha, beta, pw)
                 }
                 _ => Err(GpuError::Invalid("mixed dense descriptors".into())),
             }
