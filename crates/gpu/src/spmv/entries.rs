@@ -11,7 +11,7 @@ use crate::{KernelModule, KernelSignature, ParamKind};
 pub const WARPS_PER_BLOCK: u32 = 8;
 /// Most right-hand sides of one call.
 pub const MAX_RHS: usize = 8;
-/// Default tile budget per half ([`tcsparse_formats::bitbsr_device::spmv_work`]).
+/// Default tile budget per half ([`tcsparse_planner::work::spmv::spmv_work`]).
 pub const DEFAULT_CHUNK_TILES: u32 = 32;
 /// `spmv_x16` entry.
 pub const ENTRY_X16: &str = "spmv_x16";
