@@ -134,6 +134,7 @@ pub struct StagedSpmm {
     windows: usize,
     unique_max: usize,
     slice: Slice,
+    spec: StagedSpec,
     shared: u32,
     window_rows: CudaSlice<u32>,
     unique_offsets: CudaSlice<u32>,
@@ -146,7 +147,7 @@ pub struct StagedSpmm {
 
 impl_debug!(StagedSpmm, |s|
     m: s.m, k: s.k, nnz: s.nnz, windows: s.windows, unique_max: s.unique_max,
-    slice: s.slice, shared_bytes: s.shared);
+    slice: s.slice, spec: s.spec, shared_bytes: s.shared);
 
 impl StagedSpmm {
     /// Uploads `a` for products at slice width `slice`.
@@ -181,6 +182,7 @@ impl StagedSpmm {
             windows: a.windows(),
             unique_max,
             slice,
+            spec: a.spec(),
             shared,
             window_rows: gpu.upload(a.window_rows())?,
             unique_offsets: gpu.upload(a.unique_offsets())?,
@@ -210,6 +212,11 @@ impl StagedSpmm {
     /// The slice width.
     pub fn slice(&self) -> Slice {
         self.slice
+    }
+
+    /// The window cut the layout was built with.
+    pub fn spec(&self) -> StagedSpec {
+        self.spec
     }
 
     /// Dynamic shared memory per block, bytes.
