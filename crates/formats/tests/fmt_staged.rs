@@ -1,14 +1,17 @@
 //! Window-staged CSR: round trips, the window invariants, the cap, the refused row, the CPU
-//! product against the f64 reference, and a snapshot of a small encoding.
+//! product against the f64 reference, a snapshot of a small encoding, and every shared real
+//! matrix at the staged kernel's two default cuts.
+
+mod common;
 
 use std::fmt::Write;
 
 use proptest::prelude::*;
-use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::layout::{FormatError, Layout};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_formats::staged::{MAX_SLOT_CAP, StagedCsr, StagedSpec};
+use tcsparse_formats::{Csr, mtx};
 
 /// Pattern and values identical bit for bit.
 fn assert_same(a: &Csr, b: &Csr) {
@@ -274,4 +277,45 @@ fn small_encoding_snapshot() {
     writeln!(out, "slots          = {:?}", s.slots()).unwrap();
     writeln!(out, "values         = {:?}", s.values()).unwrap();
     insta::assert_snapshot!("fmt_staged_example", out);
+}
+
+/// Every shared matrix at the staged kernel's default cuts (128 rows; 768 slots for 32-column
+/// slices, 384 for 64): built, checked window by window and converted back bit for bit, or
+/// refused for its first row longer than the cap.
+#[test]
+fn every_shared_matrix_round_trips_or_is_refused_for_its_longest_row() {
+    let Some(files) = common::shared_matrices() else {
+        return;
+    };
+    for p in files {
+        let a = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        for slot_cap in [768, 384] {
+            let spec = StagedSpec {
+                max_window_rows: 128,
+                slot_cap,
+            };
+            match StagedCsr::build(&a, &spec) {
+                Ok(s) => {
+                    assert_eq!(s.validate(), Ok(()), "{name}");
+                    check_windows(&a, &s, spec);
+                    assert_same(&s.to_csr(), &a);
+                    eprintln!(
+                        "{name} cap {slot_cap}: {} windows, nnz/staged rows {:.2}",
+                        s.windows(),
+                        a.nnz() as f64 / s.staged_rows().max(1) as f64
+                    );
+                }
+                Err(FormatError::RowOverCap { row, columns, cap }) => {
+                    // The first row over the cap, named with its length.
+                    let o = a.row_offsets();
+                    let len = |r: usize| (o[r + 1] - o[r]) as usize;
+                    assert_eq!((len(row), cap), (columns, slot_cap as usize), "{name}");
+                    assert!(columns > cap, "{name}");
+                    assert!((0..row).all(|r| len(r) <= cap), "{name}");
+                }
+                Err(e) => panic!("{name}: {e}"),
+            }
+        }
+    }
 }

@@ -286,7 +286,7 @@ fn a_row_at_the_default_cap_fills_the_shared_memory() {
                 None,
             );
         }
-        t.push((2, 3 * cap + 2, 1.0));
+        t.push((2, 3 * cap - 1, 1.0)); // (not of the form 3j + 1: a new column)
         let over = csr_from_triplets(5, k, &t).unwrap();
         assert!(matches!(
             StagedCsr::build(&over, &spec),
