@@ -54,6 +54,9 @@ enum Candidate {
     RowTile(Box<RowTileDevice>),
     /// The HRPB kernel: its device, set to its fastest shape and split.
     Hrpb(Box<HrpbSpmm>),
+    /// The window-staged CSR kernel on the reordered matrix (a row order that groups rows
+    /// sharing columns stages fewer B rows: docs/kernels/staged-spmm.md).
+    Staged(Box<StagedSpmm>),
 }
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
@@ -291,13 +294,14 @@ fn tune_csr(
 /// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`], each at its default window
 /// cut (a slice whose cut refuses `a`, a row longer than its slot cap, is skipped); returns the
 /// kernel of the finalist and its full time (`None` when `a` has no rows, no slice fits or none
-/// came close to the best so far).
+/// came close to the best so far). `order`, when given, is added to the candidates' names.
 fn tune_staged(
     t: &mut Tuning,
     a: &Csr,
     b: &CudaSlice<f32>,
     c: &mut CudaSlice<f32>,
     n: usize,
+    order: Option<&str>,
 ) -> Result<Option<(f64, StagedSpmm)>, Error> {
     if a.rows() == 0 {
         return Ok(None);
@@ -321,11 +325,14 @@ fn tune_staged(
     let names: Vec<String> = devs
         .iter()
         .map(|d| {
-            ExecKernel::Staged {
+            let kernel = ExecKernel::Staged {
                 slice: d.slice(),
                 spec: d.spec(),
+            };
+            match order {
+                Some(order) => format!("{kernel} ({order})"),
+                None => kernel.to_string(),
             }
-            .to_string()
         })
         .collect();
     let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
@@ -601,7 +608,7 @@ impl Engine {
         // matrices only, STAGED_TUNED_MAX_NNZ).
         let t_family = Instant::now();
         let staged_best = if cus.a.nnz() <= STAGED_TUNED_MAX_NNZ {
-            let found = tune_staged(&mut tuning, &cus.a, &b, &mut c, n)?;
+            let found = tune_staged(&mut tuning, &cus.a, &b, &mut c, n, None)?;
             tuning.cost("staged CSR", t_family);
             found
         } else {
@@ -713,6 +720,16 @@ impl Engine {
             } else {
                 skipped_hrpb = predicted;
             }
+            // The staged CSR kernel on the reordered matrix too (on the original order it ran
+            // beside the CSR kernel above).
+            if p.perm.is_some() && p.a.nnz() <= STAGED_TUNED_MAX_NNZ {
+                let t_family = Instant::now();
+                if let Some((ms, dev)) = tune_staged(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
+                {
+                    best.offer(ms, || Candidate::Staged(Box::new(dev)));
+                }
+                tuning.cost("staged CSR (reordered)", t_family);
+            }
         }
         // Acc-SpMM after the row-tile kernels (large matrices): only where it may still win.
         if let (Some(h), Some(stage)) = (host.as_ref(), acc_stage) {
@@ -793,6 +810,9 @@ impl Engine {
             }
             (None, Some(p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
                 p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
+            }
+            (None, Some(p), Some((ms, Candidate::Staged(d)))) if ms < cus_ms => {
+                p.with_fastest(DeviceState::Staged(d), n, &summary)?
             }
             _ => {
                 let why = acc_err.map_or_else(
