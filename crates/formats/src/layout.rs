@@ -254,6 +254,17 @@ pub enum FormatError {
     /// Bad argument (tile size 0, operand too short, ...).
     #[error("bad argument: {0}")]
     BadArgument(String),
+    /// A row has more distinct columns than a window of the layout can stage (the window-staged
+    /// CSR's slot cap): the layout does not fit this matrix.
+    #[error("row {row} has {columns} distinct columns, more than the {cap} slots of a window")]
+    RowOverCap {
+        /// The row.
+        row: usize,
+        /// Its distinct columns.
+        columns: usize,
+        /// Slots of a window.
+        cap: usize,
+    },
 }
 
 pub(crate) fn invalid(format: &'static str, what: impl Into<String>) -> FormatError {

@@ -6,7 +6,7 @@
 //! * Layouts, each keeping the [`layout::Layout`] contract (built from CSR in parallel, converted
 //!   back exactly, validated, multiplied on the CPU the way its kernel walks it): [`bittcf`] (Acc-SpMM),
 //!   [`metcf`] (DTC-SpMM), [`rowtile`] (ME-TCF blocks with tile masks, 16/32-row windows), [`tcf`] (TC-GNN, for compression ratios), [`hrpb`] (cuTeSpMM),
-//!   [`bitbsr`] (Spaden); besides them [`normmap`] (cuSpAMM's dense tile norms).
+//!   [`bitbsr`] (Spaden), [`staged`] (window-staged CSR, the staged SpMM kernel's); besides them [`normmap`] (cuSpAMM's dense tile norms).
 //! * [`metrics`] per layout, a versioned on-disk [`cache`], f64 [`reference`](mod@reference) products and
 //!   the pattern products of an SpMM's gradient ([`sddmm`](mod@sddmm)).
 //!
@@ -34,6 +34,7 @@ pub mod npz;
 pub mod reference;
 pub mod rowtile;
 pub mod sddmm;
+pub mod staged;
 pub mod stats;
 pub mod tcf;
 mod windowed;

@@ -18,7 +18,7 @@
 //! [`DeviceProduct::prepare_width`] a call allocates nothing and never waits for the host, so it
 //! can be captured in a CUDA graph. Implementations: [`spmm::acc::AccSpmmDevice`],
 //! [`spmm::row_tile::RowTileDevice`], [`spmm::hrpb::HrpbSpmm`], [`spmm::csr::CsrSpmm`],
-//! [`baselines::cusparse::CusparseSpmm`], [`spmv::BitBsrSpmv`], [`spmv::csr::CsrSpmv`] and
+//! [`spmm::staged::StagedSpmm`], [`baselines::cusparse::CusparseSpmm`], [`spmv::BitBsrSpmv`], [`spmv::csr::CsrSpmv`] and
 //! [`spmv::baseline::CusparseSpmvGraphable`]. Adding a kernel family is a `.cu` in
 //! `kernels-ptx/`, its signature-table entries and one type implementing the trait.
 //!
@@ -196,10 +196,13 @@ pub enum KernelModule {
     SpmvN8,
     /// `kernels-ptx/sddmm.ptx`: the SDDMM on a CSR pattern ([`sddmm`]).
     Sddmm,
+    /// `kernels-ptx/staged_spmm.ptx`: window-staged CSR SpMM (CUDA cores, B rows staged in shared
+    /// memory per window of rows, [`spmm::staged`]).
+    StagedSpmm,
 }
 
 /// Number of [`KernelModule`] variants.
-const MODULE_COUNT: usize = 15;
+const MODULE_COUNT: usize = 16;
 
 impl KernelModule {
     /// Every module.
@@ -219,6 +222,7 @@ impl KernelModule {
         KernelModule::SpmvN7,
         KernelModule::SpmvN8,
         KernelModule::Sddmm,
+        KernelModule::StagedSpmm,
     ];
 
     /// The module holding the SpMV walks for `n` right-hand sides ([`KernelModule::Spmv`] for
@@ -259,6 +263,7 @@ impl KernelModule {
             KernelModule::SpmvN7 => "spmv_n7.ptx",
             KernelModule::SpmvN8 => "spmv_n8.ptx",
             KernelModule::Sddmm => "sddmm.ptx",
+            KernelModule::StagedSpmm => "staged_spmm.ptx",
         }
     }
 
@@ -280,6 +285,7 @@ impl KernelModule {
             KernelModule::SpmvN7 => include_str!("../kernels-ptx/spmv_n7.ptx"),
             KernelModule::SpmvN8 => include_str!("../kernels-ptx/spmv_n8.ptx"),
             KernelModule::Sddmm => include_str!("../kernels-ptx/sddmm.ptx"),
+            KernelModule::StagedSpmm => include_str!("../kernels-ptx/staged_spmm.ptx"),
         }
     }
 }

@@ -58,6 +58,9 @@ impl KernelModule {
             KernelModule::SpmvN7 => include_bytes!("../kernels-ptx/spmv_n7.sm_90.cubin.gz"),
             KernelModule::SpmvN8 => include_bytes!("../kernels-ptx/spmv_n8.sm_90.cubin.gz"),
             KernelModule::Sddmm => include_bytes!("../kernels-ptx/sddmm.sm_90.cubin.gz"),
+            KernelModule::StagedSpmm => {
+                include_bytes!("../kernels-ptx/staged_spmm.sm_90.cubin.gz")
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! CPU test: each kernel entry our launch code uses exists in the embedded PTX with exactly the
 //! parameter list (count and PTX types) the launch code passes.
 
-use tcsparse_gpu::spmm::{acc, csr, hrpb, row_tile};
+use tcsparse_gpu::spmm::{acc, csr, hrpb, row_tile, staged};
 use tcsparse_gpu::{KernelModule, KernelSignature, permute, schedule, sddmm, spamm, spmv};
 
 fn check(sigs: &[KernelSignature]) {
@@ -46,6 +46,7 @@ fn every_signature_table_matches_ptx() {
         spmv::SIGNATURES,
         spmv::csr::SIGNATURES,
         hrpb::SIGNATURES,
+        staged::SIGNATURES,
     ];
     for sigs in tables {
         check(sigs);

@@ -127,18 +127,21 @@ pub use spmm::options::{
     Balance, KernelRequest, PrepareOptions, PrepareOptionsBuilder, ReorderChoice, RowOrder,
 };
 pub use spmm::{
-    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS, SplitPrepared,
-    TUNED_SCHEDULES, model_kernel, pattern_checksum, prepare_on_group, prepare_split,
+    CSR_TUNED_CHUNKS, PLAN_VERSION, PRUNE_MIN_NNZ, Prepared, ROW_TILE_SPLIT_BLOCKS,
+    STAGED_TUNED_MAX_NNZ, SplitPrepared, TUNED_SCHEDULES, model_kernel, pattern_checksum,
+    prepare_on_group, prepare_split,
 };
 pub use spmv::{PreparedSpmv, SpmvKernel, SpmvOptions, SpmvOptionsBuilder};
 /// The sparse-matrix crate [`formats::Csr`] is built on.
 pub use sprs;
 pub use tcsparse_formats as formats;
+pub use tcsparse_formats::staged::StagedSpec;
 pub use tcsparse_gpu as gpu;
 pub use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 pub use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
+pub use tcsparse_gpu::spmm::staged::Slice as StagedSlice;
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;
 

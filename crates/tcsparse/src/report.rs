@@ -1,10 +1,12 @@
 //! What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm)(crate::Engine::prepare_spmm) did: [`PrepareReport`], the kernel it set up
 //! ([`ExecKernel`]) and the tuning samples.
 
+use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::spmm::staged::Slice;
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
 use crate::{Backend, Precision};
@@ -34,6 +36,14 @@ pub enum ExecKernel {
     CsrCuda {
         /// Most nonzeros one warp item holds (longer rows are split across warps).
         chunk_nnz: u32,
+    },
+    /// The window-staged CSR kernel (f32, CUDA cores): each window of rows stages the B rows it
+    /// reads in shared memory once and multiplies every row of the window from there.
+    Staged {
+        /// Columns of C per thread block.
+        slice: Slice,
+        /// How rows were cut into windows.
+        spec: StagedSpec,
     },
     /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
     /// row of a window (16 or 32 rows).
@@ -67,9 +77,10 @@ impl ExecKernel {
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }
             | ExecKernel::Hrpb { .. } => Precision::Tf32,
-            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
-                Precision::F32
-            }
+            ExecKernel::Cusparse { .. }
+            | ExecKernel::CsrCuda { .. }
+            | ExecKernel::Staged { .. }
+            | ExecKernel::CpuBitTcf => Precision::F32,
         }
     }
 }
@@ -89,6 +100,13 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
             }
+            ExecKernel::Staged { slice, spec } => write!(
+                f,
+                "staged CSR (CUDA cores, {}-column slices, windows of ≤ {} rows and ≤ {} B rows)",
+                slice.width(),
+                spec.max_window_rows,
+                spec.slot_cap
+            ),
             ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {
                     "dense tiles, "

@@ -13,7 +13,7 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, Prepared,
-    ReorderChoice, RowTileKernel, RowTileSchedule,
+    ReorderChoice, RowTileKernel, RowTileSchedule, StagedSlice, StagedSpec,
 };
 
 use spmm_check::check_result;
@@ -150,6 +150,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
     for (kernel, reorders) in [
         (KernelRequest::Cusparse, false),
         (KernelRequest::Csr, false),
+        (KernelRequest::Staged(StagedSlice::S32), false),
         (KernelRequest::AccSpmm, true),
         (KernelRequest::Auto, true),
     ] {
@@ -198,6 +199,49 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
         ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
         "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
     );
+}
+
+#[test]
+fn staged_kernel_requests_name_their_cut_and_run_the_cpu_path() {
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 48, 3, 4);
+    for slice in StagedSlice::ALL {
+        let n = 5;
+        let opts = PrepareOptions::builder()
+            .kernel(KernelRequest::Staged(slice))
+            .n(n)
+            .build();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+        assert!(p.permutation().is_none());
+        let b: Vec<f32> = (0..a.cols() * n).map(|i| (i % 11) as f32 - 5.0).collect();
+        let c0 = vec![f32::NAN; a.rows() * n];
+        let mut c = c0.clone();
+        p.spmm(1.0, &b, 0.0, &mut c).unwrap();
+        check_result(
+            "staged request, CPU path",
+            &a,
+            1.0,
+            &b,
+            n,
+            0.0,
+            &c0,
+            &c,
+            n,
+            n,
+        );
+    }
+    let kernel = ExecKernel::Staged {
+        slice: StagedSlice::S32,
+        spec: StagedSpec {
+            max_window_rows: 128,
+            slot_cap: 768,
+        },
+    };
+    assert_eq!(
+        kernel.to_string(),
+        "staged CSR (CUDA cores, 32-column slices, windows of ≤ 128 rows and ≤ 768 B rows)"
+    );
+    assert_eq!(kernel.precision(), tcsparse::Precision::F32);
 }
 
 #[test]

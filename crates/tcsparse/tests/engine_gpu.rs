@@ -11,7 +11,8 @@ use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, CSR_TUNED_CHUNKS, CacheOutcome, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ReorderChoice, SpmmAlg, TUNED_SCHEDULES,
+    PrepareReport, Prepared, ReorderChoice, STAGED_TUNED_MAX_NNZ, SpmmAlg, StagedSlice,
+    TUNED_SCHEDULES,
 };
 
 const BOUND: f64 = 2.0 / 1024.0;
@@ -38,6 +39,8 @@ fn assert_kept_the_fastest(r: &PrepareReport) {
         }
         ExecKernel::AccSpmm { schedule } => best.candidate.ends_with(&format!(", {schedule})")),
         k @ ExecKernel::CsrCuda { .. } => best.candidate == k.to_string(),
+        // (" (reordered)" follows the name of the staged kernel timed on the reordered matrix.)
+        k @ ExecKernel::Staged { .. } => best.candidate.starts_with(&k.to_string()),
         k @ (ExecKernel::RowTile { .. } | ExecKernel::Hrpb { .. }) => {
             best.candidate.starts_with(&k.to_string())
         }
@@ -89,6 +92,32 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             .filter(|n| n.starts_with("CSR (CUDA cores"))
             .count();
         assert_eq!(csr, CSR_TUNED_CHUNKS.len(), "{names:?}");
+        // The staged CSR kernel at each slice whose default cut takes the longest row (a small
+        // matrix: within STAGED_TUNED_MAX_NNZ), probed at least.
+        let longest = a.row_offsets().windows(2).map(|w| w[1] - w[0]).max();
+        let fitting = StagedSlice::ALL
+            .iter()
+            .filter(|s| longest <= Some(s.default_spec().slot_cap))
+            .count();
+        // (Each candidate appears once: its probe, or its full timing as the family's finalist.)
+        let staged = |reordered: bool| {
+            let name = |n: &&&str| {
+                n.starts_with("staged CSR (") && n.contains(" (reordered)") == reordered
+            };
+            names.iter().filter(name).count()
+        };
+        assert!(fitting > 0 && a.nnz() <= STAGED_TUNED_MAX_NNZ);
+        assert_eq!(staged(false), fitting, "{names:?}");
+        // And on the tensor-core candidates' matrix where that one is reordered (Auto only).
+        let reordered = names
+            .iter()
+            .any(|n| !n.starts_with("staged") && n.contains(" (reordered)"));
+        let want = if reordered && balance == Balance::Auto {
+            fitting
+        } else {
+            0
+        };
+        assert_eq!(staged(true), want, "{names:?}");
         // Auto tries the planner's schedule plus the others (deduplicated); On only its own.
         let acc = names.iter().filter(|n| n.starts_with("Acc-SpMM")).count();
         // Auto also times every row-tile kernel at 1, 4 and (unless 4 was slower than 1) 16
@@ -248,8 +277,9 @@ fn tuning_at_8_columns_times_every_cusparse_algorithm_and_a_cache_hit_keeps_the_
 #[ignore = "needs a CUDA GPU"]
 fn tuning_an_rmat_matrix_builds_no_tensor_core_candidate() {
     // R-MAT scale 16, edge factor 8 (≈ 0.5 M nonzeros): the gate skips the reordering and the
-    // planner's class is cuSPARSE (Low α), so only cuSPARSE and our CSR kernel are timed, and
-    // the result is still right.
+    // planner's class is cuSPARSE (Low α), so only cuSPARSE and our CUDA-core kernels (CSR and,
+    // where a slice's cut takes the longest row, staged CSR) are timed, and the result is still
+    // right.
     let engine = engine();
     let a = tcsparse::formats::generate::rmat(16, 8, (0.57, 0.19, 0.19, 0.05), 1).unwrap();
     assert!(a.nnz() >= tcsparse::PRUNE_MIN_NNZ, "{}", a.nnz());
@@ -260,9 +290,9 @@ fn tuning_an_rmat_matrix_builds_no_tensor_core_candidate() {
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
     assert!(!r.reordered, "{names:?}");
     assert!(
-        names
-            .iter()
-            .all(|n| n.starts_with("cuSPARSE") || n.starts_with("CSR (CUDA cores")),
+        names.iter().all(|n| n.starts_with("cuSPARSE")
+            || n.starts_with("CSR (CUDA cores")
+            || n.starts_with("staged CSR (CUDA cores")),
         "{names:?}"
     );
     assert!(r.kernel_note.contains("not built"), "{}", r.kernel_note);
@@ -295,7 +325,11 @@ fn tuning_a_large_clustered_matrix_times_row_tile_kernels_before_acc_spmm() {
     let names: Vec<&str> = r.tuning.iter().map(|t| t.candidate.as_str()).collect();
     let first_tc = names
         .iter()
-        .position(|n| !n.starts_with("cuSPARSE") && !n.starts_with("CSR (CUDA cores"))
+        .position(|n| {
+            !n.starts_with("cuSPARSE")
+                && !n.starts_with("CSR (CUDA cores")
+                && !n.starts_with("staged CSR (CUDA cores")
+        })
         .unwrap_or_else(|| panic!("no tensor-core candidate timed: {}", r.kernel_note));
     assert!(
         !names[first_tc].starts_with("Acc-SpMM"),

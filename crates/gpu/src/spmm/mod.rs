@@ -1,6 +1,7 @@
 //! SpMM kernels, one room each: [`acc`] (Acc-SpMM on BitTCF, TF32 tensor cores), [`row_tile`]
-//! (row-tile TCF, TF32 tensor cores), [`hrpb`] (cuTeSpMM on HRPB, TF32 tensor cores) and [`csr`]
-//! (CUDA cores, f32). The launch-shape and dense-operand helpers they share live here; work lists,
+//! (row-tile TCF, TF32 tensor cores), [`hrpb`] (cuTeSpMM on HRPB, TF32 tensor cores), [`csr`]
+//! (CUDA cores, f32) and [`staged`] (window-staged CSR, CUDA cores, f32, B rows staged in shared
+//! memory). The launch-shape and dense-operand helpers they share live here; work lists,
 //! split rows and uploads in [`crate::schedule`]; the vendor baselines in [`crate::baselines`].
 
 use cudarc::driver::LaunchConfig;
@@ -12,6 +13,7 @@ pub mod acc;
 pub mod csr;
 pub mod hrpb;
 pub mod row_tile;
+pub mod staged;
 
 /// Most warps per thread block (the kernel's `__launch_bounds__`).
 pub const MAX_WARPS: u32 = 8;

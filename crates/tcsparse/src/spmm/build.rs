@@ -14,12 +14,14 @@ use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
+use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_planner::{AccSchedule, MatrixFeatures, plan_spmm};
 use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
 
@@ -157,8 +159,10 @@ impl Engine {
             // reordering for them), so an automatic reordering would be computed for nothing.
             // (With F32 precision only CSR kernels may run.)
             ReorderChoice::Auto
-                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr)
-                    || opts.precision == Precision::F32 =>
+                if matches!(
+                    opts.kernel,
+                    KernelRequest::Cusparse | KernelRequest::Csr | KernelRequest::Staged(_)
+                ) || opts.precision == Precision::F32 =>
             {
                 (None, false)
             }
@@ -378,7 +382,9 @@ impl Engine {
             && perm.is_some()
             && matches!(
                 kernel,
-                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+                ExecKernel::Cusparse { .. }
+                    | ExecKernel::CsrCuda { .. }
+                    | ExecKernel::Staged { .. }
             )
         {
             let t = Instant::now();
@@ -452,6 +458,12 @@ impl Engine {
                 };
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
+            }
+            (Some(gpu), ExecKernel::Staged { slice, spec }) => {
+                let s = StagedCsr::build(src, &spec).map_err(|e| Error::Format(e.to_string()))?;
+                let k = StagedSpmm::new(gpu, &s, slice)?;
+                gpu.synchronize()?;
+                DeviceState::Staged(Box::new(k))
             }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
                 let d = match prebuilt.take() {

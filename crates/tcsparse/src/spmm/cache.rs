@@ -23,7 +23,8 @@
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
 //! (u32s; cuSPARSE, tag 1: one u8, its SpMM algorithm: 0 default, 1–3 CSR_ALG1–3, any other byte
-//! corrupt); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! corrupt; the staged CSR kernel, tag 8: its slice width (32 or 64), most rows and slots per
+//! window); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
@@ -50,7 +51,9 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
+use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
+use tcsparse_gpu::spmm::staged::Slice;
 use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
@@ -418,6 +421,12 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
+        ExecKernel::Staged { slice, spec } => {
+            out.push(8);
+            for v in [slice.width(), spec.max_window_rows, spec.slot_cap] {
+                put_u32(&mut out, v);
+            }
+        }
         ExecKernel::Hrpb { mma, split } => {
             out.push(6);
             let m = match mma {
@@ -625,6 +634,20 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 _ => return Err(format!("corrupt: HRPB split ({tag}, {x})")),
             };
             ExecKernel::Hrpb { mma, split }
+        }
+        8 => {
+            let (width, max_window_rows, slot_cap) = (r.u32()?, r.u32()?, r.u32()?);
+            let slice = Slice::ALL
+                .into_iter()
+                .find(|s| s.width() == width)
+                .ok_or_else(|| format!("corrupt: staged slice of {width} columns"))?;
+            let spec = StagedSpec {
+                max_window_rows,
+                slot_cap,
+            };
+            spec.check()
+                .map_err(|e| format!("corrupt: staged window cut: {e}"))?;
+            ExecKernel::Staged { slice, spec }
         }
         // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
         t => return Err(format!("corrupt: kernel tag {t}")),
@@ -945,6 +968,56 @@ mod tests {
             refused_with(&e(None), flag, 2, &a),
             "corrupt: cuSPARSE time flag 2"
         );
+    }
+
+    #[test]
+    fn staged_kernels_round_trip_and_impossible_cuts_are_refused() {
+        let a = matrix();
+        let e = |slice: Slice, spec| {
+            plain_entry(ExecKernel::Staged {
+                slice,
+                spec: StagedSpec {
+                    slot_cap: spec,
+                    ..slice.default_spec()
+                },
+            })
+        };
+        for slice in Slice::ALL {
+            for cap in [1, slice.default_spec().slot_cap, 1 << 16] {
+                let entry = e(slice, cap);
+                let bytes = encode_payload(&entry);
+                // Mode, then the kernel's tag: 8, a tag of its own.
+                assert_eq!(bytes[1], 8);
+                assert_eq!(decode_payload(&bytes, &a), Ok(entry));
+            }
+        }
+        // The tag is followed by the slice width, the row cap and the slot cap (u32 LE each).
+        let entry = e(Slice::S32, 768);
+        assert_eq!(
+            refused_with(&entry, 2, 48, &a),
+            "corrupt: staged slice of 48 columns"
+        );
+        let rows_zero = {
+            let mut b = encode_payload(&entry);
+            b[6..10].copy_from_slice(&0u32.to_le_bytes());
+            decode_payload(&b, &a).unwrap_err()
+        };
+        assert!(
+            rows_zero.starts_with("corrupt: staged window cut"),
+            "{rows_zero}"
+        );
+        for cap in [0u32, (1 << 16) + 1] {
+            let mut b = encode_payload(&entry);
+            b[10..14].copy_from_slice(&cap.to_le_bytes());
+            let why = decode_payload(&b, &a).unwrap_err();
+            assert!(
+                why.starts_with("corrupt: staged window cut"),
+                "{cap}: {why}"
+            );
+        }
+        // Cut after the tag: corrupt, not a panic.
+        let cut = &encode_payload(&entry)[..6];
+        assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
-//! kernel at each budget, Acc-SpMM under each schedule, the row-tile kernels and HRPB, each
+//! kernel at each budget, the window-staged CSR kernel at each slice, Acc-SpMM under each schedule, the row-tile kernels and HRPB, each
 //! built here (through `build.rs`) and handed to the harness of `tune.rs`, which times them;
 //! the fastest is kept.
 
@@ -9,6 +9,7 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
@@ -16,6 +17,7 @@ use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
+use tcsparse_gpu::spmm::staged::{Slice, StagedSpmm};
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
@@ -52,6 +54,9 @@ enum Candidate {
     RowTile(Box<RowTileDevice>),
     /// The HRPB kernel: its device, set to its fastest shape and split.
     Hrpb(Box<HrpbSpmm>),
+    /// The window-staged CSR kernel on the reordered matrix (a row order that groups rows
+    /// sharing columns stages fewer B rows: docs/kernels/staged-spmm.md).
+    Staged(Box<StagedSpmm>),
 }
 
 /// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
@@ -72,6 +77,12 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
 
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
 pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
+
+/// Most nonzeros of a matrix on which a tuned preparation builds and times the window-staged CSR
+/// kernel: it was made for the small and medium matrices (50 k – 700 k nonzeros at N = 128) where
+/// every gather kernel runs at the L2's rate (docs/kernels/staged-spmm.md); above this bound its
+/// build and upload are not spent (not measured there yet).
+pub const STAGED_TUNED_MAX_NNZ: usize = 1 << 21;
 
 /// A row-tile kernel this many times slower than the best so far under its first schedule is not
 /// probed under its other schedules.
@@ -278,6 +289,68 @@ fn tune_csr(
         dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
     }
     Ok(Some((ms, dev)))
+}
+
+/// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`], each at its default window
+/// cut (a slice whose cut refuses `a`, a row longer than its slot cap, is skipped); returns the
+/// kernel of the finalist and its full time (`None` when `a` has no rows, no slice fits or none
+/// came close to the best so far). `order`, when given, is added to the candidates' names.
+fn tune_staged(
+    t: &mut Tuning,
+    a: &Csr,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    n: usize,
+    order: Option<&str>,
+) -> Result<Option<(f64, StagedSpmm)>, Error> {
+    if a.rows() == 0 {
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    let mut devs = Vec::with_capacity(Slice::ALL.len());
+    for slice in Slice::ALL {
+        match StagedCsr::build(a, &slice.default_spec()) {
+            Ok(s) => devs.push(StagedSpmm::new(t.gpu, &s, slice)?),
+            Err(e) => tracing::debug!(
+                "tuning: staged CSR kernel at {}-column slices skipped: {e}",
+                slice.width()
+            ),
+        }
+    }
+    tracing::debug!(
+        "tuning: staged CSR kernel set up at {} slices in {:.1} ms",
+        devs.len(),
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    let names: Vec<String> = devs
+        .iter()
+        .map(|d| {
+            let kernel = ExecKernel::Staged {
+                slice: d.slice(),
+                spec: d.spec(),
+            };
+            match order {
+                Some(order) => format!("{kernel} ({order})"),
+                None => kernel.to_string(),
+            }
+        })
+        .collect();
+    let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
+    Ok(found.map(|(i, ms)| (ms, devs.swap_remove(i))))
+}
+
+/// The faster of the CUDA-core finalists (our CSR kernel's, the staged kernel's) as the device
+/// state that runs it, with its full time.
+fn faster_cuda_core(
+    csr: Option<(f64, CsrSpmm)>,
+    staged: Option<(f64, StagedSpmm)>,
+) -> Option<(f64, DeviceState)> {
+    let csr = csr.map(|(ms, d)| (ms, DeviceState::Csr(Box::new(d))));
+    let staged = staged.map(|(ms, d)| (ms, DeviceState::Staged(Box::new(d))));
+    match (csr, staged) {
+        (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
+        (x, y) => x.or(y),
+    }
 }
 
 /// Sets up cuSPARSE on `p` (prepared for cuSPARSE) at each of [`SpmmAlg::TUNED`] with one
@@ -531,6 +604,17 @@ impl Engine {
         };
         let csr_best = tune_csr(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
         tuning.cost("CSR", t_family);
+        // The window-staged CSR kernel on the same matrix, at each slice (small and medium
+        // matrices only, STAGED_TUNED_MAX_NNZ).
+        let t_family = Instant::now();
+        let staged_best = if cus.a.nnz() <= STAGED_TUNED_MAX_NNZ {
+            let found = tune_staged(&mut tuning, &cus.a, &b, &mut c, n, None)?;
+            tuning.cost("staged CSR", t_family);
+            found
+        } else {
+            None
+        };
+        let csr_best = faster_cuda_core(csr_best, staged_best);
         // The tensor-core candidates: not built where the planner's class rules them out.
         let planner_cusparse = cus.plan.choice == KernelChoice::Cusparse;
         let tensor_cores = opts.precision == Precision::Tf32
@@ -636,6 +720,16 @@ impl Engine {
             } else {
                 skipped_hrpb = predicted;
             }
+            // The staged CSR kernel on the reordered matrix too (on the original order it ran
+            // beside the CSR kernel above).
+            if p.perm.is_some() && p.a.nnz() <= STAGED_TUNED_MAX_NNZ {
+                let t_family = Instant::now();
+                if let Some((ms, dev)) = tune_staged(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
+                {
+                    best.offer(ms, || Candidate::Staged(Box::new(dev)));
+                }
+                tuning.cost("staged CSR (reordered)", t_family);
+            }
         }
         // Acc-SpMM after the row-tile kernels (large matrices): only where it may still win.
         if let (Some(h), Some(stage)) = (host.as_ref(), acc_stage) {
@@ -699,9 +793,7 @@ impl Engine {
         }
         let csr_best = csr_best.filter(|(ms, _)| *ms < cus_ms && best.beats(*ms));
         let mut chosen = match (csr_best, acc, best.into_inner()) {
-            (Some((_, dev)), _, _) => {
-                cus.with_fastest(DeviceState::Csr(Box::new(dev)), n, &summary)?
-            }
+            (Some((_, dev)), _, _) => cus.with_fastest(dev, n, &summary)?,
             (None, Some(mut p), Some((ms, Candidate::Acc(kind)))) if ms < cus_ms => {
                 if p.report.kernel != (ExecKernel::AccSpmm { schedule: kind }) {
                     let sched = self.schedule(p.bittcf().row_window_offset(), kind, n);
@@ -718,6 +810,9 @@ impl Engine {
             }
             (None, Some(p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
                 p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
+            }
+            (None, Some(p), Some((ms, Candidate::Staged(d)))) if ms < cus_ms => {
+                p.with_fastest(DeviceState::Staged(d), n, &summary)?
             }
             _ => {
                 let why = acc_err.map_or_else(

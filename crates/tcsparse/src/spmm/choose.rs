@@ -257,6 +257,17 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
+            KernelRequest::Staged(slice) => {
+                let kernel = ExecKernel::Staged {
+                    slice,
+                    spec: slice.default_spec(),
+                };
+                (
+                    kernel,
+                    format!("{kernel} requested (planner: {})", plan.reason),
+                    None,
+                )
+            }
             KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
                     kernel: rt,

@@ -25,6 +25,7 @@ use tcsparse_gpu::spmm::acc::AccSpmmDevice;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileHalf};
+use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Permutation};
 
@@ -42,7 +43,7 @@ mod split;
 mod tune;
 
 pub use cache::{PLAN_VERSION, pattern_checksum};
-pub use candidates::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, TUNED_SCHEDULES};
+pub use candidates::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, STAGED_TUNED_MAX_NNZ, TUNED_SCHEDULES};
 pub use choose::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
 pub(crate) use split::row_block;
 pub(crate) use split::row_split;
@@ -61,6 +62,7 @@ pub(crate) enum DeviceState {
         spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
     Csr(Box<CsrSpmm>),
+    Staged(Box<StagedSpmm>),
     RowTile(Box<RowTileDevice>),
     Hrpb(Box<HrpbSpmm>),
 }
@@ -75,6 +77,10 @@ impl DeviceState {
             DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
             DeviceState::Csr(k) => ExecKernel::CsrCuda {
                 chunk_nnz: k.chunk_nnz(),
+            },
+            DeviceState::Staged(k) => ExecKernel::Staged {
+                slice: k.slice(),
+                spec: k.spec(),
             },
             DeviceState::RowTile(d) => ExecKernel::RowTile {
                 kernel: d.kernel(),

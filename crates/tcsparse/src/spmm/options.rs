@@ -94,6 +94,10 @@ pub enum KernelRequest {
     Cusparse,
     /// The CUDA-core CSR kernel.
     Csr,
+    /// The window-staged CSR kernel (CUDA cores, f32) at this slice width, with the slice's
+    /// default window cut ([`Slice::default_spec`](tcsparse_gpu::spmm::staged::Slice::default_spec));
+    /// a matrix with a row longer than the cut's slot cap is refused.
+    Staged(tcsparse_gpu::spmm::staged::Slice),
     /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs it
     /// with k windows per thread block, `Balance::On` splits heavy windows at
     /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per

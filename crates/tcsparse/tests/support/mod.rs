@@ -25,13 +25,15 @@ pub fn engine_and_gpu() -> (Engine, Gpu) {
 
 /// GPU kernels asked for by name: Acc-SpMM, the four TF32 row-tile kernels, CSR and cuSPARSE
 /// (the device-API tests run each; the engine tests add HRPB and the tuned choice).
-pub const GPU_KERNELS: [KernelRequest; 7] = [
+pub const GPU_KERNELS: [KernelRequest; 9] = [
     KernelRequest::AccSpmm,
     KernelRequest::RowTile(RowTileKernel::TC16),
     KernelRequest::RowTile(RowTileKernel::TC32),
     KernelRequest::RowTile(RowTileKernel::TC16D),
     KernelRequest::RowTile(RowTileKernel::TC32D),
     KernelRequest::Csr,
+    KernelRequest::Staged(tcsparse::StagedSlice::S32),
+    KernelRequest::Staged(tcsparse::StagedSlice::S64),
     KernelRequest::Cusparse,
 ];
 
