@@ -295,6 +295,33 @@ fn a_row_at_the_default_cap_fills_the_shared_memory() {
     }
 }
 
+/// Blocks whose staged rows end just below, at and just above the 48 KB a launch may use without
+/// the opt-in attribute (with the kernel's static shared memory on top): each launches and is
+/// right.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn windows_around_the_48_kb_shared_memory_limit_launch() {
+    let gpu = gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(38);
+    for slice in Slice::ALL {
+        let at = (48 * 1024 / (4 * slice.width())) as usize;
+        for u in [at - 2, at - 1, at, at + 1] {
+            let t: Vec<(u32, u32, f32)> = (0..u as u32)
+                .map(|j| (0, 2 * j, rng.random_range(-1.0f32..1.0)))
+                .collect();
+            let a = csr_from_triplets(1, 2 * u, &t).unwrap();
+            let s = StagedCsr::build(&a, &slice.default_spec()).expect("fits");
+            assert_eq!(s.max_window_unique(), u);
+            let mut p = StagedSpmm::new(&gpu, &s, slice).expect("upload");
+            assert_eq!(p.shared_bytes() as usize, u * 4 * slice.width() as usize);
+            for n in [64, 128] {
+                let what = format!("one row of {u} columns, {slice:?}");
+                run_case(&gpu, &mut rng, &what, &a, &mut p, n, BPlace::Packed, None);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn no_rows_is_a_product_that_does_nothing() {

@@ -249,12 +249,19 @@ impl StagedSpmm {
     }
 }
 
+/// Whether a block with `shared` bytes of dynamic shared memory needs the opt-in attribute: the
+/// static part counts against the same 48 KB (a launch beyond it without the attribute fails
+/// with an invalid-value error).
+fn needs_opt_in(shared: u32) -> bool {
+    i64::from(shared) + i64::from(STATIC_SHARED_BYTES) > i64::from(DEFAULT_SHARED_BYTES)
+}
+
 /// The kernel of `slice`, allowed `shared` bytes of dynamic shared memory: above the default
 /// 48 KB the function's limit is raised to the device's opt-in maximum (once per function; every
 /// matrix then fits up to that maximum).
 fn function(gpu: &Gpu, slice: Slice, shared: u32) -> Result<CudaFunction, GpuError> {
     let f = gpu.function(KernelModule::StagedSpmm, slice.entry())?;
-    if shared <= DEFAULT_SHARED_BYTES {
+    if !needs_opt_in(shared) {
         return Ok(f);
     }
     use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -351,6 +358,16 @@ mod tests {
         }
         assert_eq!(Slice::S32.default_spec().slot_cap, 768);
         assert_eq!(Slice::S64.default_spec().slot_cap, 384);
+    }
+
+    #[test]
+    fn the_opt_in_counts_the_static_shared_memory() {
+        let limit = DEFAULT_SHARED_BYTES - STATIC_SHARED_BYTES as u32;
+        assert!(!needs_opt_in(0));
+        assert!(!needs_opt_in(limit));
+        assert!(needs_opt_in(limit + 1));
+        // 384 staged rows of 32 floats: exactly 48 KB of dynamic shared memory.
+        assert!(needs_opt_in(shared_bytes(384, Slice::S32).unwrap()));
     }
 
     #[test]
