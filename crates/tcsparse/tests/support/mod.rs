@@ -152,12 +152,13 @@ pub fn assert_element_type(e: &Error, prepared: DType, got: DType) {
     );
 }
 
-/// Asserts that `p` runs an f32 kernel (cuSPARSE or the CSR kernel) and says so.
+/// Asserts that `p` runs an f32 kernel (cuSPARSE, the CSR kernel or the staged CSR kernel) and
+/// says so.
 pub fn assert_f32_kernel(p: &Prepared) {
     assert!(
         matches!(
             p.kernel(),
-            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::Staged { .. }
         ),
         "{}",
         p.kernel()
