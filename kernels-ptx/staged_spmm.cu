@@ -15,7 +15,10 @@
 //    aligned, ldb a multiple of 4: every staged row segment starts 16-byte aligned) and the slice
 //    is full (col0 + S <= n), each slot is one Hopper bulk copy (cp.async.bulk, S*4 bytes) whose
 //    completion is counted on one mbarrier armed with the slice's U*S*4 bytes (expect_tx);
-//    otherwise the block loads the segments with plain coalesced loads (zeros beyond n).
+//    with flags bit 1 also set, the aligned full slice is staged in 16-byte cp.async
+//    chunks instead (consecutive threads copy consecutive chunks of a segment, every copy in
+//    flight before one wait); otherwise the block loads the segments with plain coalesced loads
+//    (zeros beyond n).
 // 2. Compute: a warp per row (the window's rows dealt round-robin to the warps). The warp loads
 //    32 (slot, value) pairs at a time and broadcasts them with shuffles; lane l accumulates
 //    feature l (S = 32) or features 2l, 2l+1 (S = 64, one float2) with f32 FMAs from shared
@@ -80,6 +83,17 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, u32 bytes, 
         "[%3];\n" ::"r"(smem_addr(dst)),
         "l"(src), "r"(bytes), "r"(smem_addr(bar))
         : "memory");
+}
+
+// One 16-byte asynchronous copy global -> shared (both addresses 16-byte aligned), L2 only.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src)
+                 : "memory");
+}
+
+// Waits for every cp.async this thread issued.
+__device__ __forceinline__ void cp_async_wait_all() {
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // Orders this thread's earlier generic-proxy accesses of shared memory before later async-proxy
@@ -157,7 +171,17 @@ __device__ __forceinline__ void staged_spmm(const u32* __restrict__ window_rows,
         const bool full = col0 + S <= n;
         // 1. Stage the window's unique B row segments.
         if (u > 0) {
-            if ((flags & 1u) && full) {
+            if ((flags & 3u) == 3u && full) {
+                // 16-byte chunks, S / 4 per segment (a power of two).
+                constexpr u32 CHUNKS = S / 4;
+                for (u32 i = tid; i < u * CHUNKS; i += threads) {
+                    const u32 s = i / CHUNKS, q = i % CHUNKS;
+                    const float* src = b + (u64)__ldg(ucols + s) * ldb + col0 + 4 * q;
+                    cp_async16(stage + (u64)s * S + 4 * q, src);
+                }
+                cp_async_wait_all();
+                __syncthreads();
+            } else if ((flags & 1u) && full) {
                 if (tid == 0) mbar_arrive_expect_tx(&bar, u * S * 4u);
                 fence_proxy_async_smem();
                 for (u32 s = tid; s < u; s += threads) {

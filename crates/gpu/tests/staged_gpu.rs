@@ -22,7 +22,7 @@ use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::layout::FormatError;
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_formats::staged::{StagedCsr, StagedSpec};
-use tcsparse_gpu::spmm::staged::{Slice, StagedSpmm};
+use tcsparse_gpu::spmm::staged::{Slice, StageCopy, StagedSpmm};
 use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 
 const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
@@ -159,20 +159,38 @@ fn run_case(
         } else {
             dense(rng, a.rows() * ldc)
         };
-        let mut dc: CudaSlice<f32> = gpu.upload(&c0).expect("upload C");
         let shift = usize::from(matches!(place, BPlace::Offset));
         let mut staged_b = vec![0.0f32; shift];
         staged_b.extend_from_slice(&b);
         let db_full = gpu.upload(&staged_b).expect("upload B");
         let db: CudaView<'_, f32> = db_full.slice(shift..);
-        p.enqueue(
-            alpha,
-            &Dense::new(&db, n, ldb),
-            beta,
-            &mut DenseMut::new(&mut dc, n, ldc),
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let got = gpu.download(&dc).expect("download C");
+        // Each way of staging; the stage only moves B, so every way gives the same bits.
+        let outputs: Vec<Vec<f32>> = StageCopy::ALL
+            .into_iter()
+            .map(|copy| {
+                p.set_copy(copy);
+                let mut dc: CudaSlice<f32> = gpu.upload(&c0).expect("upload C");
+                p.enqueue(
+                    alpha,
+                    &Dense::new(&db, n, ldb),
+                    beta,
+                    &mut DenseMut::new(&mut dc, n, ldc),
+                )
+                .unwrap_or_else(|e| panic!("{what} {copy:?}: {e}"));
+                gpu.download(&dc).expect("download C")
+            })
+            .collect();
+        let got = &outputs[0];
+        for (copy, other) in StageCopy::ALL.iter().zip(&outputs).skip(1) {
+            let same = got
+                .iter()
+                .zip(other)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "{what} n={n} {place:?}: {copy:?} differs from the bulk stage"
+            );
+        }
         check(
             &format!("{what} n={n} {place:?} α={alpha} β={beta}"),
             a,
@@ -181,7 +199,7 @@ fn run_case(
             ldb,
             (alpha, beta),
             &c0,
-            &got,
+            got,
             ldc,
         );
     }

@@ -141,7 +141,7 @@ pub use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 pub use tcsparse_gpu::multi::{DeviceGroup, DeviceSet, Transport};
 pub use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 pub use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
-pub use tcsparse_gpu::spmm::staged::Slice as StagedSlice;
+pub use tcsparse_gpu::spmm::staged::{Slice as StagedSlice, StageCopy};
 pub use tcsparse_planner as planner;
 pub use tcsparse_reorder as reorder;
 

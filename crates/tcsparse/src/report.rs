@@ -1,12 +1,12 @@
-//! What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm)(crate::Engine::prepare_spmm) did: [`PrepareReport`], the kernel it set up
-//! ([`ExecKernel`]) and the tuning samples.
+//! What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) did: [`PrepareReport`], the kernel
+//! it set up ([`ExecKernel`]) and the tuning samples.
 
 use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::Slice;
+use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
 use crate::{Backend, Precision};
@@ -44,6 +44,8 @@ pub enum ExecKernel {
         slice: Slice,
         /// How rows were cut into windows.
         spec: StagedSpec,
+        /// How aligned full slices of B are staged.
+        copy: StageCopy,
     },
     /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
     /// row of a window (16 or 32 rows).
@@ -100,12 +102,13 @@ impl std::fmt::Display for ExecKernel {
             ExecKernel::CsrCuda { chunk_nnz } => {
                 write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
             }
-            ExecKernel::Staged { slice, spec } => write!(
+            ExecKernel::Staged { slice, spec, copy } => write!(
                 f,
-                "staged CSR (CUDA cores, {}-column slices, windows of ≤ {} rows and ≤ {} B rows)",
+                "staged CSR (CUDA cores, {}-column slices, windows of ≤ {} rows and ≤ {} B rows, {})",
                 slice.width(),
                 spec.max_window_rows,
-                spec.slot_cap
+                spec.slot_cap,
+                copy.name()
             ),
             ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {

@@ -4,10 +4,11 @@
 //!
 //! A is a [`StagedCsr`]: rows cut into windows whose rows share at most `slot_cap` columns. One
 //! thread block per (window, slice of S columns of C) stages the window's unique B rows, S floats
-//! each, into shared memory (Hopper bulk copies on one mbarrier when B is 16-byte aligned with a
-//! leading dimension a multiple of 4 and the slice is full, plain loads otherwise), then a warp
-//! per row multiplies from there. So a B row segment crosses L2 once per window instead of once
-//! per nonzero, the gather reduction `nnz / Σ|U_w|` of the layout.
+//! each, into shared memory (when B is 16-byte aligned with a leading dimension a multiple of 4
+//! and the slice is full: Hopper bulk copies on one mbarrier, or 16-byte `cp.async` chunks, the
+//! [`StageCopy`]; plain loads otherwise), then a warp per row multiplies from there. So a B row
+//! segment crosses L2 once per window instead of once per nonzero, the gather reduction
+//! `nnz / Σ|U_w|` of the layout.
 //!
 //! [`StagedSpmm::new`] uploads the layout once; [`crate::DeviceProduct::enqueue`] checks the
 //! dense operands and launches.
@@ -75,6 +76,30 @@ impl Slice {
     }
 }
 
+/// How a block stages its aligned, full B row segments (the unaligned or partial ones always
+/// take plain loads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StageCopy {
+    /// One Hopper bulk copy (`cp.async.bulk`) of S·4 bytes per segment, completing on one
+    /// mbarrier.
+    Bulk,
+    /// 16-byte `cp.async` chunks, consecutive threads on consecutive chunks of a segment.
+    Async,
+}
+
+impl StageCopy {
+    /// Both, in the order a tuning times them.
+    pub const ALL: [StageCopy; 2] = [StageCopy::Bulk, StageCopy::Async];
+
+    /// The name in kernel descriptions.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StageCopy::Bulk => "bulk copies",
+            StageCopy::Async => "cp.async",
+        }
+    }
+}
+
 const PARAMS: &[ParamKind] = &[
     ParamKind::Ptr, // window_rows    (u32, windows+1)
     ParamKind::Ptr, // unique_offsets (u32, windows+1)
@@ -107,10 +132,16 @@ pub const SIGNATURES: &[KernelSignature] = &[
     },
 ];
 
-/// Kernel flags: bit 0 = the bulk-copy stage (B starts 16-byte aligned and `ldb` is a multiple
-/// of 4, so every staged segment `B + k·ldb + slice·S` is 16-byte aligned).
-pub fn stage_flags(ldb: usize, b_addr: u64) -> u32 {
-    u32::from(ldb.is_multiple_of(4) && b_addr.is_multiple_of(16))
+/// Kernel flags: bit 0 = the aligned stage (B starts 16-byte aligned and `ldb` is a multiple of
+/// 4, so every staged segment `B + k·ldb + slice·S` is 16-byte aligned), by bulk copies; bit 1
+/// (only with bit 0) = by `cp.async` chunks instead ([`StageCopy::Async`]).
+pub fn stage_flags(ldb: usize, b_addr: u64, copy: StageCopy) -> u32 {
+    let aligned = ldb.is_multiple_of(4) && b_addr.is_multiple_of(16);
+    match (aligned, copy) {
+        (false, _) => 0,
+        (true, StageCopy::Bulk) => 1,
+        (true, StageCopy::Async) => 3,
+    }
 }
 
 /// Dynamic shared memory of a block: `unique` staged rows of `slice` floats (one row when no
@@ -135,6 +166,7 @@ pub struct StagedSpmm {
     unique_max: usize,
     slice: Slice,
     spec: StagedSpec,
+    copy: StageCopy,
     shared: u32,
     window_rows: CudaSlice<u32>,
     unique_offsets: CudaSlice<u32>,
@@ -147,7 +179,7 @@ pub struct StagedSpmm {
 
 impl_debug!(StagedSpmm, |s|
     m: s.m, k: s.k, nnz: s.nnz, windows: s.windows, unique_max: s.unique_max,
-    slice: s.slice, spec: s.spec, shared_bytes: s.shared);
+    slice: s.slice, spec: s.spec, copy: s.copy, shared_bytes: s.shared);
 
 impl StagedSpmm {
     /// Uploads `a` for products at slice width `slice`.
@@ -183,6 +215,7 @@ impl StagedSpmm {
             unique_max,
             slice,
             spec: a.spec(),
+            copy: StageCopy::Bulk,
             shared,
             window_rows: gpu.upload(a.window_rows())?,
             unique_offsets: gpu.upload(a.unique_offsets())?,
@@ -217,6 +250,16 @@ impl StagedSpmm {
     /// The window cut the layout was built with.
     pub fn spec(&self) -> StagedSpec {
         self.spec
+    }
+
+    /// How aligned full slices are staged ([`StageCopy::Bulk`] unless set).
+    pub fn copy(&self) -> StageCopy {
+        self.copy
+    }
+
+    /// Stages aligned full slices by `copy` from the next launch on.
+    pub fn set_copy(&mut self, copy: StageCopy) {
+        self.copy = copy;
     }
 
     /// Dynamic shared memory per block, bytes.
@@ -307,7 +350,7 @@ impl DeviceProduct for StagedSpmm {
         let mut l = Launch::new(self.gpu.stream(), &self.func, sig);
         let b_ptr = l.borrow(b);
         let c_ptr = l.borrow_mut(c);
-        let flags = stage_flags(ldb, b_ptr);
+        let flags = stage_flags(ldb, b_ptr, self.copy);
         l.input(&self.window_rows)
             .input(&self.unique_offsets)
             .input(&self.unique_cols)
@@ -322,10 +365,11 @@ impl DeviceProduct for StagedSpmm {
         // SAFETY: (1) the arguments fill `staged_spmm_s{32,64}_f32(const u32*, const u32*, const
         // u32*, const u32*, const u16*, const float*, const float*, u32, float*, u32, u32, float,
         // float, u32)` (checked against the PTX by SIGNATURES, the entry of `self.slice`, whose
-        // function `self.func` is). Flag bit 0 (bulk copies of S·4 bytes) only when B starts
-        // 16-byte aligned and ldb is a multiple of 4 (stage_flags), and the kernel takes that path
-        // only for full slices, so every copy's source `B + k·ldb + slice·S` and size are
-        // multiples of 16 bytes; its shared destinations `slot·S·4` lie in the dynamic shared
+        // function `self.func` is). Flag bit 0 (bulk copies of S·4 bytes, or with bit 1 cp.async
+        // chunks of 16 bytes at offsets 16·q < S·4) only when B starts 16-byte aligned and ldb is
+        // a multiple of 4 (stage_flags), and the kernel takes those paths only for full slices, so
+        // every copy's source `B + k·ldb + slice·S (+ 4q)` and size are multiples of 16 bytes
+        // inside the segment; its shared destinations `slot·S·4 (+ 16q)` lie in the dynamic shared
         // memory of `shared` bytes (slots < unique_max, see (3)), which `function` allowed. (2)
         // Only C is written, borrowed mutably (its guard orders the launch after earlier work on
         // B and C); the layout's buffers are private and never written by a launch. (3) Reads stay
@@ -378,11 +422,13 @@ mod tests {
     }
 
     #[test]
-    fn bulk_stage_needs_16_byte_rows() {
-        assert_eq!(stage_flags(128, 256), 1);
-        assert_eq!(stage_flags(130, 256), 0);
-        assert_eq!(stage_flags(128, 260), 0);
-        assert_eq!(stage_flags(4, 0), 1);
+    fn aligned_stage_needs_16_byte_rows() {
+        for (copy, bits) in [(StageCopy::Bulk, 1), (StageCopy::Async, 3)] {
+            assert_eq!(stage_flags(128, 256, copy), bits);
+            assert_eq!(stage_flags(130, 256, copy), 0);
+            assert_eq!(stage_flags(128, 260, copy), 0);
+            assert_eq!(stage_flags(4, 0, copy), bits);
+        }
     }
 
     #[test]

@@ -459,9 +459,10 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
             }
-            (Some(gpu), ExecKernel::Staged { slice, spec }) => {
+            (Some(gpu), ExecKernel::Staged { slice, spec, copy }) => {
                 let s = StagedCsr::build(src, &spec).map_err(|e| Error::Format(e.to_string()))?;
-                let k = StagedSpmm::new(gpu, &s, slice)?;
+                let mut k = StagedSpmm::new(gpu, &s, slice)?;
+                k.set_copy(copy);
                 gpu.synchronize()?;
                 DeviceState::Staged(Box::new(k))
             }

@@ -53,7 +53,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
 use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::Slice;
+use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 use tcsparse_reorder::{Mode, Permutation};
 
 use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
@@ -421,9 +421,13 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
-        ExecKernel::Staged { slice, spec } => {
+        ExecKernel::Staged { slice, spec, copy } => {
             out.push(8);
-            for v in [slice.width(), spec.max_window_rows, spec.slot_cap] {
+            let copy = match copy {
+                StageCopy::Bulk => 0,
+                StageCopy::Async => 1,
+            };
+            for v in [slice.width(), spec.max_window_rows, spec.slot_cap, copy] {
                 put_u32(&mut out, v);
             }
         }
@@ -637,6 +641,11 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
         }
         8 => {
             let (width, max_window_rows, slot_cap) = (r.u32()?, r.u32()?, r.u32()?);
+            let copy = match r.u32()? {
+                0 => StageCopy::Bulk,
+                1 => StageCopy::Async,
+                x => return Err(format!("corrupt: staged stage copy {x}")),
+            };
             let slice = Slice::ALL
                 .into_iter()
                 .find(|s| s.width() == width)
@@ -647,7 +656,7 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             };
             spec.check()
                 .map_err(|e| format!("corrupt: staged window cut: {e}"))?;
-            ExecKernel::Staged { slice, spec }
+            ExecKernel::Staged { slice, spec, copy }
         }
         // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
         t => return Err(format!("corrupt: kernel tag {t}")),
@@ -973,26 +982,39 @@ mod tests {
     #[test]
     fn staged_kernels_round_trip_and_impossible_cuts_are_refused() {
         let a = matrix();
-        let e = |slice: Slice, spec| {
+        let e = |slice: Slice, spec, copy| {
             plain_entry(ExecKernel::Staged {
                 slice,
                 spec: StagedSpec {
                     slot_cap: spec,
                     ..slice.default_spec()
                 },
+                copy,
             })
         };
         for slice in Slice::ALL {
             for cap in [1, slice.default_spec().slot_cap, 1 << 16] {
-                let entry = e(slice, cap);
-                let bytes = encode_payload(&entry);
-                // Mode, then the kernel's tag: 8, a tag of its own.
-                assert_eq!(bytes[1], 8);
-                assert_eq!(decode_payload(&bytes, &a), Ok(entry));
+                for copy in StageCopy::ALL {
+                    let entry = e(slice, cap, copy);
+                    let bytes = encode_payload(&entry);
+                    // Mode, then the kernel's tag: 8, a tag of its own.
+                    assert_eq!(bytes[1], 8);
+                    assert_eq!(decode_payload(&bytes, &a), Ok(entry));
+                }
             }
         }
-        // The tag is followed by the slice width, the row cap and the slot cap (u32 LE each).
-        let entry = e(Slice::S32, 768);
+        // The tag is followed by the slice width, the row cap, the slot cap and the stage copy
+        // (u32 LE each).
+        let entry = e(Slice::S32, 768, StageCopy::Async);
+        for (x, copy) in [(0u32, StageCopy::Bulk), (1, StageCopy::Async)] {
+            let mut b = encode_payload(&entry);
+            b[14..18].copy_from_slice(&x.to_le_bytes());
+            assert_eq!(decode_payload(&b, &a), Ok(e(Slice::S32, 768, copy)));
+        }
+        assert_eq!(
+            refused_with(&entry, 14, 2, &a),
+            "corrupt: staged stage copy 2"
+        );
         assert_eq!(
             refused_with(&entry, 2, 48, &a),
             "corrupt: staged slice of 48 columns"

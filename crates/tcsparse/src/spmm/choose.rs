@@ -5,6 +5,7 @@ use tcsparse_formats::Csr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
+use tcsparse_gpu::spmm::staged::StageCopy;
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
@@ -261,6 +262,7 @@ impl Engine {
                 let kernel = ExecKernel::Staged {
                     slice,
                     spec: slice.default_spec(),
+                    copy: StageCopy::Bulk,
                 };
                 (
                     kernel,

@@ -81,6 +81,7 @@ impl DeviceState {
             DeviceState::Staged(k) => ExecKernel::Staged {
                 slice: k.slice(),
                 spec: k.spec(),
+                copy: k.copy(),
             },
             DeviceState::RowTile(d) => ExecKernel::RowTile {
                 kernel: d.kernel(),
