@@ -11,7 +11,7 @@ use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, CSR_TUNED_CHUNKS, CacheOutcome, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ReorderChoice, STAGED_TUNED_MAX_NNZ, SpmmAlg, StagedSlice,
+    PrepareReport, Prepared, ReorderChoice, STAGED_TUNED_MAX_NNZ, SpmmAlg, StageCopy, StagedSlice,
     TUNED_SCHEDULES,
 };
 
@@ -93,12 +93,13 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             .count();
         assert_eq!(csr, CSR_TUNED_CHUNKS.len(), "{names:?}");
         // The staged CSR kernel at each slice whose default cut takes the longest row (a small
-        // matrix: within STAGED_TUNED_MAX_NNZ), probed at least.
+        // matrix: within STAGED_TUNED_MAX_NNZ), under each stage copy, probed at least.
         let longest = a.row_offsets().windows(2).map(|w| w[1] - w[0]).max();
         let fitting = StagedSlice::ALL
             .iter()
             .filter(|s| longest <= Some(s.default_spec().slot_cap))
-            .count();
+            .count()
+            * StageCopy::ALL.len();
         // (Each candidate appears once: its probe, or its full timing as the family's finalist.)
         let staged = |reordered: bool| {
             let name = |n: &&&str| {
