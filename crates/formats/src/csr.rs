@@ -234,6 +234,15 @@ impl Csr {
         self.0.indptr().into_raw_storage()
     }
 
+    /// Stored values of the longest row (0 for a matrix without rows).
+    pub fn longest_row(&self) -> usize {
+        self.row_offsets()
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// How many stored values are NaN or ±inf. Such values are accepted (scipy does too) but make
     /// every product's rows that touch them non-finite: tools should say so.
     pub fn non_finite(&self) -> usize {
@@ -563,6 +572,16 @@ mod tests {
         assert_eq!(m.indptr().raw_storage(), &[0, 2, 2, 3]);
         assert_eq!(m.indices(), &[1, 2, 3]);
         assert_eq!(m.data(), &[3.0, 6.0, 1.0]);
+    }
+
+    #[test]
+    fn longest_row_counts_stored_values() {
+        let m =
+            csr_from_triplets(3, 4, &[(2, 3, 1.0), (0, 2, 2.0), (0, 1, 3.0), (0, 2, 4.0)]).unwrap();
+        // Row 0 holds two values (the duplicate summed), row 1 none, row 2 one.
+        assert_eq!(m.longest_row(), 2);
+        assert_eq!(csr_from_triplets(0, 5, &[]).unwrap().longest_row(), 0);
+        assert_eq!(csr_from_triplets(4, 0, &[]).unwrap().longest_row(), 0);
     }
 
     #[test]

@@ -52,14 +52,6 @@ fn matrix_of(value: impl Strategy<Value = f32> + Clone + 'static) -> impl Strate
         })
 }
 
-fn longest_row(a: &Csr) -> u32 {
-    a.row_offsets()
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .max()
-        .unwrap_or(0)
-}
-
 /// Every invariant a kernel relies on, checked from the outside (not through `validate`).
 fn check_windows(a: &Csr, s: &StagedCsr, spec: StagedSpec) {
     let wr = s.window_rows();
@@ -120,7 +112,7 @@ proptest! {
         max_window_rows in 1u32..12,
         extra_cap in 0u32..40,
     ) {
-        let spec = StagedSpec { max_window_rows, slot_cap: longest_row(&a).max(1) + extra_cap };
+        let spec = StagedSpec { max_window_rows, slot_cap: (a.longest_row() as u32).max(1) + extra_cap };
         let s = StagedCsr::build(&a, &spec).unwrap();
         s.validate().unwrap();
         check_windows(&a, &s, spec);
@@ -135,7 +127,7 @@ proptest! {
         n in 1usize..9,
         rows in 1u32..6,
     ) {
-        let spec = StagedSpec { max_window_rows: rows, slot_cap: longest_row(&a).max(1) + 3 };
+        let spec = StagedSpec { max_window_rows: rows, slot_cap: (a.longest_row() as u32).max(1) + 3 };
         let s = StagedCsr::build(&a, &spec).unwrap();
         let b: Vec<f32> = (0..a.cols() * n).map(|i| ((i * 7 % 13) as f32) - 6.0).collect();
         let got = s.spmm_cpu(&b, n, n).unwrap();
@@ -148,7 +140,7 @@ proptest! {
 
     #[test]
     fn a_row_over_the_cap_is_refused(a in matrix()) {
-        let longest = longest_row(&a);
+        let longest = a.longest_row() as u32;
         prop_assume!(longest >= 2);
         let spec = StagedSpec { max_window_rows: 8, slot_cap: longest - 1 };
         match StagedCsr::build(&a, &spec) {

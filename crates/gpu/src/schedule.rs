@@ -74,6 +74,22 @@ pub(crate) fn upload_nonempty<T: DeviceRepr + Default + Clone>(
     }
 }
 
+/// The new values of a matrix of `nnz` stored values (same pattern) uploaded with
+/// [`upload_nonempty`]; [`GpuError::Invalid`] when `values` has another length.
+pub(crate) fn upload_values(
+    gpu: &Gpu,
+    values: &[f32],
+    nnz: usize,
+) -> Result<CudaSlice<f32>, GpuError> {
+    if values.len() != nnz {
+        return Err(GpuError::Invalid(format!(
+            "{} values for a matrix with {nnz} nonzeros",
+            values.len()
+        )));
+    }
+    upload_nonempty(gpu, values)
+}
+
 /// A validated schedule ([`FlatSchedule`]) on the device, with its split windows. Shared by the
 /// BitTCF and row-tile kernels, which read the same work list.
 pub(crate) struct DeviceSchedule {

@@ -44,11 +44,6 @@ fn gamma(k: usize) -> f64 {
     ku / (1.0 - ku)
 }
 
-/// The most nonzeros of any row of `a` (the `k` of the bounds).
-fn longest_row(a: &Csr) -> usize {
-    a.outer_iterator().map(|row| row.nnz()).max().unwrap_or(0)
-}
-
 /// What one arithmetic allows (see the module docs).
 #[derive(Clone, Copy)]
 struct Bound {
@@ -200,7 +195,7 @@ fn run_in(
 fn arith_cases(gpu: &Gpu, arith: RowTileArith, scheds: &[RowTileSchedule], seed: u64) -> f64 {
     let mut worst = 0f64;
     for (name, a) in banded_clustered_and_edges(700, 1000, 31) {
-        let bound = Bound::of(arith, longest_row(&a));
+        let bound = Bound::of(arith, a.longest_row());
         for base in [RowTileKernel::TC16, RowTileKernel::TC32] {
             let kernel = base.with_arith(arith);
             let m = RowTileTcf::from_csr(&a, kernel.window_rows as usize).unwrap();
@@ -278,7 +273,7 @@ fn non_finite_cases(gpu: &Gpu, arith: RowTileArith) {
     t.push((3, 7, f32::INFINITY));
     t.push((40, 7, f32::NAN));
     let a = csr_from_triplets(70, 60, &t).unwrap();
-    let bound = Bound::of(arith, longest_row(&a));
+    let bound = Bound::of(arith, a.longest_row());
     let mut b = dense(60, n, n, 77);
     for v in b[7 * n..8 * n].iter_mut() {
         *v = v.abs() + 0.5;
@@ -422,7 +417,7 @@ fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
         }
         let m = RowTileTcf::from_csr(&a, 16).unwrap();
         for arith in [RowTileArith::F16, RowTileArith::Bf16, RowTileArith::Tf32x3] {
-            let bound = Bound::of(arith, longest_row(&a));
+            let bound = Bound::of(arith, a.longest_row());
             let mut dev =
                 RowTileDevice::upload_as(&gpu, &m, false, arith, RowTileSchedule::Packed(4))
                     .unwrap();
@@ -536,7 +531,7 @@ fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
             a.data_mut().iter_mut().for_each(|v| *v /= max);
         }
         let csr = CusparseCsr::new(&gpu, &a).unwrap();
-        let k = longest_row(&a);
+        let k = a.longest_row();
         for n in [32usize, 128] {
             let b = dense(a.cols(), n, n, 9000 + n as u64);
             // cuSPARSE f32 at its fastest algorithm.

@@ -7,13 +7,12 @@
 
 mod data_support;
 
-use data_support::for_each_dataset;
+use data_support::{dense, for_each_dataset, generated_cases, random_csr};
 
 use cudarc::driver::CudaSlice;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
-use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::generate::rmat;
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_gpu::baselines::cublas::{Cublas, GemmPrecision};
@@ -24,33 +23,17 @@ use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, GpuStatus};
 
 const F32_EPS: f64 = 1.0 / (1u64 << 23) as f64;
 const TF32_EPS: f64 = 1.0 / 1024.0;
+/// (rows, cols, average row length) of the generated matrices ([`generated_cases`]).
+const SHAPES: [(usize, usize, usize); 5] = [
+    (1, 1, 1),
+    (37, 53, 5),
+    (500, 300, 20),
+    (2000, 4000, 3),
+    (64, 5000, 200),
+];
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
-}
-
-/// Random m×k CSR; row lengths vary from 0 to ~2·avg (some empty rows), values in [-1, 1).
-fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
-    let mut t = Vec::new();
-    for r in 0..m {
-        let len = if r % 7 == 3 {
-            0
-        } else {
-            rng.random_range(0..=2 * avg)
-        };
-        for _ in 0..len.min(k) {
-            t.push((
-                r as u32,
-                rng.random_range(0..k as u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
-        }
-    }
-    csr_from_triplets(m, k, &t).expect("valid")
-}
-
-fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
-    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
 }
 
 /// The C₀ of a product with `beta`: all NaN when β = 0 (it must never be read), else random.
@@ -141,26 +124,8 @@ fn product_case(
 /// The GPU, a generator seeded with `seed`, and the generated matrices it drew first.
 fn generated_setup(seed: u64) -> (Gpu, ChaCha8Rng, Vec<(String, Csr)>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let cases = generated_cases(&mut rng);
+    let cases = generated_cases(&mut rng, &SHAPES);
     (gpu(), rng, cases)
-}
-
-fn generated_cases(rng: &mut ChaCha8Rng) -> Vec<(String, Csr)> {
-    let mut v = Vec::new();
-    for (m, k, avg) in [
-        (1, 1, 1),
-        (37, 53, 5),
-        (500, 300, 20),
-        (2000, 4000, 3),
-        (64, 5000, 200),
-    ] {
-        v.push((
-            format!("random {m}×{k} avg {avg}"),
-            random_csr(rng, m, k, avg),
-        ));
-    }
-    v.push(("empty 10×10".into(), random_csr(rng, 10, 10, 0)));
-    v
 }
 
 #[test]
@@ -227,7 +192,7 @@ fn cusparse_spmm_matches_reference_on_generated_matrices() {
         }
     }
     // Buffers smaller than B (cols·n) or C (rows·n) are refused.
-    let a = generated_cases(&mut rng).remove(0).1;
+    let a = generated_cases(&mut rng, &SHAPES).remove(0).1;
     let ca = CusparseCsr::new(&gpu, &a).expect("upload");
     let n = 8;
     let b = gpu.alloc_zeros::<f32>(a.cols() * n - 1).unwrap();

@@ -14,7 +14,7 @@
 mod data_support;
 
 use cudarc::driver::{CudaSlice, CudaView};
-use data_support::for_each_dataset;
+use data_support::{dense, for_each_dataset, generated_cases};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
@@ -32,42 +32,10 @@ fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
 }
 
-/// Random m×k CSR; row lengths vary from 0 to ~2·avg (every 7th row empty), values in [-1, 1).
-fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
-    let mut t = Vec::new();
-    for r in 0..m {
-        let len = if r % 7 == 3 {
-            0
-        } else {
-            rng.random_range(0..=2 * avg)
-        };
-        for _ in 0..len.min(k) {
-            t.push((
-                r as u32,
-                rng.random_range(0..k as u32),
-                rng.random_range(-1.0f32..1.0),
-            ));
-        }
-    }
-    csr_from_triplets(m, k, &t).expect("valid")
-}
-
-fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
-    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
-}
-
-fn longest_row(a: &Csr) -> u32 {
-    a.row_offsets()
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .max()
-        .unwrap_or(0)
-}
-
 /// `spec` with its cap raised to `a`'s longest row where that row would be refused.
 fn fitting(a: &Csr, spec: StagedSpec) -> StagedSpec {
     StagedSpec {
-        slot_cap: spec.slot_cap.max(longest_row(a)),
+        slot_cap: spec.slot_cap.max(a.longest_row() as u32),
         ..spec
     }
 }
@@ -205,29 +173,26 @@ fn run_case(
     }
 }
 
+/// The generated matrices: [`generated_cases`] with a 1×3000 row of 300 values beside the
+/// shapes the CSR kernel's tests use.
 fn generated(rng: &mut ChaCha8Rng) -> Vec<(String, Csr)> {
-    let mut v = Vec::new();
-    for (m, k, avg) in [
-        (1, 1, 1),
-        (1, 3000, 300),
-        (37, 53, 5),
-        (500, 300, 20),
-        (2000, 4000, 3),
-        (64, 5000, 200),
-    ] {
-        v.push((
-            format!("random {m}×{k} avg {avg}"),
-            random_csr(rng, m, k, avg),
-        ));
-    }
-    v.push(("empty 10×10".into(), random_csr(rng, 10, 10, 0)));
-    v
+    generated_cases(
+        rng,
+        &[
+            (1, 1, 1),
+            (1, 3000, 300),
+            (37, 53, 5),
+            (500, 300, 20),
+            (2000, 4000, 3),
+            (64, 5000, 200),
+        ],
+    )
 }
 
 /// The default window cut and small ones (ragged windows of few rows and columns, one-row
 /// windows, windows whose cap is the longest row: that row fills its window exactly).
 fn specs(a: &Csr, slice: Slice) -> Vec<StagedSpec> {
-    let longest = longest_row(a).max(1);
+    let longest = (a.longest_row() as u32).max(1);
     vec![
         fitting(a, slice.default_spec()),
         StagedSpec {

@@ -21,7 +21,7 @@ use tcsparse::gpu::{Gpu, GpuError, GpuErrorKind};
 use tcsparse::{Engine, Error, PrepareOptions, SpmvOptions};
 
 mod support;
-use support::{longest_row, values};
+use support::values;
 
 /// Most seconds one stage may take (a tuned preparation included) before the watchdog ends the
 /// process: a call on a lost context must fail, not hang.
@@ -78,7 +78,7 @@ fn assert_lost<T>(what: &str, r: Result<T, Error>) {
 fn assert_close(what: &str, a: &Csr, x: &[f32], n: usize, got: &[f32], rel: f64) {
     let want = spmm_f64(a, x, n, n, false);
     let scale = spmm_f64(a, x, n, n, true);
-    let check = check_products(got, &want, &scale, rel, longest_row(a));
+    let check = check_products(got, &want, &scale, rel, a.longest_row());
     assert!(check.passed(), "{what}: {check:?}");
 }
 

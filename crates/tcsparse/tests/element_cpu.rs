@@ -16,7 +16,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{assert_element_type, assert_unsupported, longest_row, reference};
+use support::{assert_element_type, assert_unsupported, reference};
 
 fn engine() -> Engine {
     Engine::cpu("element type tests")
@@ -72,7 +72,7 @@ fn check_typed<T: Element>(a: &Csr, n: usize, alpha: f32, beta: f32, seed: u64, 
     let (bw, c0w) = (widen(&b), widen(&c0));
     let (want, scale) = reference(a, alpha, &bw, beta, &c0w, n);
     let got = widen(&c);
-    let k = longest_row(a) + 2;
+    let k = a.longest_row() + 2;
     let check = T::DTYPE.check_products(p.precision(), &got, &want, &scale, k);
     assert!(check.passed(), "{}: {check:?}", T::DTYPE);
     assert_eq!(check.non_finite_reference, 0);
@@ -262,7 +262,7 @@ fn error_bound_includes_the_rounding_of_the_type() {
     let f32_bound = bound(DType::F32);
     assert_eq!(
         f32_bound,
-        Precision::F32.scaled_error_bound(longest_row(&a))
+        Precision::F32.scaled_error_bound(a.longest_row())
     );
     assert_eq!(
         bound(DType::F16),

@@ -16,12 +16,12 @@ use tcsparse::{
 
 mod support;
 use support::gpu_engine as engine;
-use support::{assert_element_type, assert_unsupported, longest_row};
+use support::{assert_element_type, assert_unsupported};
 
 /// Products in `T` on a GPU preparation for `T`: the f16 / bf16 row-tile kernel runs, and
 /// every N meets `Prepared::error_bound` (β = 0 with C poisoned by NaN, and β ≠ 0).
 fn half_products<T: Element>(engine: &Engine, a: &Csr, arith: RowTileArith) {
-    let k = longest_row(a);
+    let k = a.longest_row();
     for n in [8usize, 32, 100, 128, 512, 1000] {
         let opts = PrepareOptions::builder().n(n).dtype(T::DTYPE).build();
         let mut p = engine.prepare_spmm(a, &opts).unwrap();
@@ -123,7 +123,7 @@ fn f16_and_bf16_run_on_the_row_tile_kernels_within_the_reported_bound() {
 fn three_tf32_prepares_the_split_row_tile_kernel_at_f32_grade() {
     let engine = engine();
     let a = support::hub_rows_203();
-    let k = longest_row(&a);
+    let k = a.longest_row();
     for n in [8usize, 32, 100, 128, 512, 1000] {
         let opts = PrepareOptions::builder()
             .n(n)
@@ -207,7 +207,7 @@ fn f32_products_on_a_gpu_engine_take_only_f32_operands() {
     p.spmm_typed(1.0, &b, 0.0, &mut c).unwrap();
     let want = spmm_f64(&a, &b, n, n, false);
     let scale = spmm_f64(&a, &b, n, n, true);
-    let k = longest_row(&a);
+    let k = a.longest_row();
     let check = DType::F32.check_products(p.precision(), &c, &want, &scale, k);
     assert!(check.passed(), "{}: {check:?}", p.kernel());
 }

@@ -15,7 +15,7 @@ use tcsparse::{
 };
 
 mod support;
-use support::{datasets_or_skip, longest_row, product_bound, reference};
+use support::{datasets_or_skip, product_bound, reference};
 use support::{engine_and_gpu, gpu_engine as engine};
 
 /// Device products in `T` of `p` (prepared for `T` at its width) against `a` in f64: `a` is the
@@ -28,7 +28,7 @@ fn device_products<T: Element + tcsparse::cudarc::driver::DeviceRepr>(
     what: &str,
 ) {
     let n = p.n();
-    let k = longest_row(a);
+    let k = a.longest_row();
     let b: Vec<T> = support::values(a.cols() * n, 21)
         .into_iter()
         .map(T::from_f32)
@@ -232,7 +232,7 @@ fn f32_tuning_keeps_f32_kernels() {
             &want,
             &scale,
             product_bound(&p, &a),
-            longest_row(&a),
+            a.longest_row(),
             DType::F32,
         );
         assert!(check.passed(), "{}: {check:?}", p.kernel());

@@ -20,7 +20,7 @@ pub use super::{
 };
 use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
-use crate::schedule::{DeviceSchedule, upload_nonempty};
+use crate::schedule::{DeviceSchedule, upload_nonempty, upload_values};
 pub use crate::schedule::{
     ENTRY_PRESCALE, FlatSchedule, flatten_acc_schedule, flatten_schedule, unbalanced_schedule,
 };
@@ -496,14 +496,10 @@ impl AccSpmmDevice {
     /// Replaces the values (same pattern: BitTCF value order, `values.len()` = the uploaded
     /// matrix's nonzeros) with one upload; schedule and kernel stay.
     pub fn set_values(&mut self, gpu: &Gpu, values: &[f32]) -> Result<(), AccSpmmError> {
-        if values.len() != self.nnz {
-            return Err(AccSpmmError::InvalidArgs(format!(
-                "{} values for a matrix with {} nonzeros",
-                values.len(),
-                self.nnz
-            )));
-        }
-        self.values = upload_nonempty(gpu, values)?;
+        self.values = upload_values(gpu, values, self.nnz).map_err(|e| match e {
+            GpuError::Invalid(why) => AccSpmmError::InvalidArgs(why),
+            e => e.into(),
+        })?;
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use super::launch_flags_at;
 use crate::device_csr::{DeviceCsr, check_csr};
 use crate::launch::Launch;
 use crate::product::{Checked, DeviceProduct};
-use crate::schedule::{SplitRows, upload_nonempty};
+use crate::schedule::{SplitRows, upload_nonempty, upload_values};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
@@ -297,14 +297,7 @@ impl CsrSpmm {
 
     /// Replaces the values (same pattern, CSR order, `values.len()` = nonzeros) with one upload.
     pub fn set_values(&mut self, values: &[f32]) -> Result<(), GpuError> {
-        if values.len() != self.nnz {
-            return Err(GpuError::Invalid(format!(
-                "{} values for a matrix with {} nonzeros",
-                values.len(),
-                self.nnz
-            )));
-        }
-        self.csr.values = upload_nonempty(&self.gpu, values)?;
+        self.csr.values = upload_values(&self.gpu, values, self.nnz)?;
         Ok(())
     }
 }

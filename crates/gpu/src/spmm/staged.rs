@@ -18,7 +18,7 @@ use tcsparse_formats::staged::{StagedCsr, StagedSpec};
 
 use crate::launch::{Launch, Shape};
 use crate::product::{Checked, DeviceProduct};
-use crate::schedule::upload_nonempty;
+use crate::schedule::{upload_nonempty, upload_values};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Warps per thread block (`STAGED_WARPS` in the kernel).
@@ -280,14 +280,7 @@ impl StagedSpmm {
 
     /// Replaces the values (same pattern, CSR order, `values.len()` = nonzeros) with one upload.
     pub fn set_values(&mut self, values: &[f32]) -> Result<(), GpuError> {
-        if values.len() != self.nnz {
-            return Err(GpuError::Invalid(format!(
-                "{} values for a matrix with {} nonzeros",
-                values.len(),
-                self.nnz
-            )));
-        }
-        self.values = upload_nonempty(&self.gpu, values)?;
+        self.values = upload_values(&self.gpu, values, self.nnz)?;
         Ok(())
     }
 }

@@ -1,5 +1,6 @@
 //! The shared datasets for the GPU tests: one lister and one reader, so every test treats a missing
-//! folder the same way (a failure, unless the run allows the skip with TCSPARSE_ALLOW_MISSING_DATA=1).
+//! folder the same way (a failure, unless the run allows the skip with TCSPARSE_ALLOW_MISSING_DATA=1);
+//! and the random matrices and dense operands the SpMM tests draw.
 
 #![allow(dead_code)] // not every test binary that includes this module uses every helper
 
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
+use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::mtx::{Field, read_header, read_matrix};
 
 /// $TCSPARSE_SHARED_DATASETS, else ../../../shared/datasets from this crate, if it is a folder.
@@ -103,4 +105,48 @@ pub fn for_each_dataset(rng: &mut ChaCha8Rng, mut f: impl FnMut(&str, &Csr, &mut
         println!("{name}: {}×{} nnz {}", a.rows(), a.cols(), a.nnz());
         f(&name, &a, rng);
     }
+}
+
+/// Random m×k CSR; row lengths vary from 0 to ~2·avg (every 7th row empty), values in [-1, 1).
+pub fn random_csr(rng: &mut ChaCha8Rng, m: usize, k: usize, avg: usize) -> Csr {
+    let mut t = Vec::new();
+    for r in 0..m {
+        let len = if r % 7 == 3 {
+            0
+        } else {
+            rng.random_range(0..=2 * avg)
+        };
+        for _ in 0..len.min(k) {
+            t.push((
+                r as u32,
+                rng.random_range(0..k as u32),
+                rng.random_range(-1.0f32..1.0),
+            ));
+        }
+    }
+    csr_from_triplets(m, k, &t).expect("valid")
+}
+
+/// `len` values uniform in [-1, 1).
+pub fn dense(rng: &mut ChaCha8Rng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// A random matrix of each `(rows, cols, average row length)` of `shapes` ([`random_csr`], named
+/// by its shape), then an empty 10×10.
+pub fn generated_cases(
+    rng: &mut ChaCha8Rng,
+    shapes: &[(usize, usize, usize)],
+) -> Vec<(String, Csr)> {
+    let mut v: Vec<(String, Csr)> = shapes
+        .iter()
+        .map(|&(m, k, avg)| {
+            (
+                format!("random {m}×{k} avg {avg}"),
+                random_csr(rng, m, k, avg),
+            )
+        })
+        .collect();
+    v.push(("empty 10×10".into(), random_csr(rng, 10, 10, 0)));
+    v
 }

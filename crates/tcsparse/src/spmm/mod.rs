@@ -235,12 +235,7 @@ impl PreparedMatrix {
             (None, Some(r)) => r.source(),
             (None, None) => return 0,
         };
-        let ip = a.indptr();
-        ip.raw_storage()
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0)
+        a.longest_row()
     }
 
     /// Rows (no copy made).

@@ -115,17 +115,12 @@ pub fn reference(
     (want, scale)
 }
 
-/// The most nonzeros of any row of `a` (the `k` of the error bounds).
-pub fn longest_row(a: &Csr) -> usize {
-    a.outer_iterator().map(|row| row.nnz()).max().unwrap_or(0)
-}
-
 /// The bound C = α·A·B + β·C₀ by `p` must meet, relative to |α|·|A|·|B| + |β|·|C₀|:
 /// [`Prepared::error_bound`] (the bound of A·B), for f32 kernels γ_{k+3} (k products summed,
 /// one rounding for α, two for + β·C₀).
 pub fn product_bound(p: &Prepared, a: &Csr) -> f64 {
     match p.precision() {
-        Precision::F32 => Precision::F32.scaled_error_bound(longest_row(a) + 3),
+        Precision::F32 => Precision::F32.scaled_error_bound(a.longest_row() + 3),
         _ => p.error_bound(),
     }
 }
