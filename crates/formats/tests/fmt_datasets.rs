@@ -5,12 +5,12 @@
 
 mod common;
 
+use tcsparse_formats::Csr;
 use tcsparse_formats::bitbsr::BitBsr;
 use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::layout::Layout;
 use tcsparse_formats::metcf::MeTcf;
-use tcsparse_formats::{Csr, mtx};
 
 /// Same shape, pattern and value bits.
 fn same(a: &Csr, b: &Csr) -> bool {
@@ -30,16 +30,11 @@ fn round_trips<L: Layout<Params = ()>>(a: &Csr, name: &str) {
 
 #[test]
 fn every_shared_matrix_round_trips_through_every_layout() {
-    let Some(files) = common::shared_matrices() else {
-        return;
-    };
-    for p in files {
-        let a = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
-        round_trips::<BitBsr>(&a, &name);
-        round_trips::<BitTcf>(&a, &name);
-        round_trips::<MeTcf>(&a, &name);
-        round_trips::<Hrpb>(&a, &name);
+    common::for_each_shared_matrix(|name, a| {
+        round_trips::<BitBsr>(a, name);
+        round_trips::<BitTcf>(a, name);
+        round_trips::<MeTcf>(a, name);
+        round_trips::<Hrpb>(a, name);
         eprintln!("{name}: nnz {} ok", a.nnz());
-    }
+    });
 }

@@ -11,6 +11,7 @@ use tcsparse_formats::layout::SENTINEL;
 use tcsparse_formats::metcf::MeTcf;
 use tcsparse_formats::normmap::NormMap;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_formats::staged::{StagedCsr, StagedSpec};
 
 /// The documented example: 10×12, 15 entries (one explicit zero at (9, 7)).
 fn example() -> Csr {
@@ -155,4 +156,23 @@ fn normmap_example() {
         m.norms()
     );
     insta::assert_snapshot!("fmt_normmap_example", s);
+}
+
+/// Windows of at most 3 rows and 4 staged columns: rows 0–1 (their four columns fill the cap, so
+/// row 2's column 11 opens the next), 2–4 and 5–7 (three rows each), 8–9.
+#[test]
+fn staged_example() {
+    let spec = StagedSpec {
+        max_window_rows: 3,
+        slot_cap: 4,
+    };
+    let f = StagedCsr::build(&example(), &spec).unwrap();
+    let s = format!(
+        "window_rows    = {:?}\nunique_offsets = {:?}\nunique_cols    = {:?}\nslots          = {:?}\n",
+        f.window_rows(),
+        f.unique_offsets(),
+        f.unique_cols(),
+        f.slots()
+    );
+    insta::assert_snapshot!("fmt_staged_example", s);
 }

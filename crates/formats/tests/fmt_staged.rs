@@ -4,14 +4,12 @@
 
 mod common;
 
-use std::fmt::Write;
-
 use proptest::prelude::*;
+use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::layout::{FormatError, Layout};
 use tcsparse_formats::reference::{max_scaled_error, spmm_f64};
 use tcsparse_formats::staged::{MAX_SLOT_CAP, StagedCsr, StagedSpec};
-use tcsparse_formats::{Csr, mtx};
 
 /// Pattern and values identical bit for bit.
 fn assert_same(a: &Csr, b: &Csr) {
@@ -237,61 +235,22 @@ fn few_nonzeros_in_a_huge_column_range() {
     assert_same(&s.to_csr(), &a);
 }
 
-#[test]
-fn small_encoding_snapshot() {
-    // 6 × 8; windows of at most 3 rows and 4 columns.
-    let t = [
-        (0, 1, 1.0),
-        (0, 4, 2.0),
-        (1, 4, 3.0),
-        (1, 6, 4.0),
-        (2, 0, 5.0),
-        (2, 1, 6.0),
-        (3, 7, 7.0),
-        (4, 2, 8.0),
-        (4, 7, 9.0),
-        (5, 3, 10.0),
-    ];
-    let a = csr_from_triplets(6, 8, &t).unwrap();
-    let s = StagedCsr::build(
-        &a,
-        &StagedSpec {
-            max_window_rows: 3,
-            slot_cap: 4,
-        },
-    )
-    .unwrap();
-    let mut out = String::new();
-    writeln!(out, "indptr         = {:?}", s.indptr()).unwrap();
-    writeln!(out, "window_rows    = {:?}", s.window_rows()).unwrap();
-    writeln!(out, "unique_offsets = {:?}", s.unique_offsets()).unwrap();
-    writeln!(out, "unique_cols    = {:?}", s.unique_cols()).unwrap();
-    writeln!(out, "slots          = {:?}", s.slots()).unwrap();
-    writeln!(out, "values         = {:?}", s.values()).unwrap();
-    insta::assert_snapshot!("fmt_staged_example", out);
-}
-
 /// Every shared matrix at the staged kernel's default cuts (128 rows; 768 slots for 32-column
 /// slices, 384 for 64): built, checked window by window and converted back bit for bit, or
 /// refused for its first row longer than the cap.
 #[test]
 fn every_shared_matrix_round_trips_or_is_refused_for_its_longest_row() {
-    let Some(files) = common::shared_matrices() else {
-        return;
-    };
-    for p in files {
-        let a = mtx::read_matrix(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        let name = p.file_name().unwrap().to_string_lossy().to_string();
+    common::for_each_shared_matrix(|name, a| {
         for slot_cap in [768, 384] {
             let spec = StagedSpec {
                 max_window_rows: 128,
                 slot_cap,
             };
-            match StagedCsr::build(&a, &spec) {
+            match StagedCsr::build(a, &spec) {
                 Ok(s) => {
                     assert_eq!(s.validate(), Ok(()), "{name}");
-                    check_windows(&a, &s, spec);
-                    assert_same(&s.to_csr(), &a);
+                    check_windows(a, &s, spec);
+                    assert_same(&s.to_csr(), a);
                     eprintln!(
                         "{name} cap {slot_cap}: {} windows, nnz/staged rows {:.2}",
                         s.windows(),
@@ -309,5 +268,5 @@ fn every_shared_matrix_round_trips_or_is_refused_for_its_longest_row() {
                 Err(e) => panic!("{name}: {e}"),
             }
         }
-    }
+    });
 }

@@ -50,3 +50,15 @@ pub fn shared_matrices() -> Option<Vec<PathBuf>> {
     assert!(!files.is_empty(), "no .mtx.gz in {}", dir.display());
     Some(files)
 }
+
+/// Reads every shared matrix ([`shared_matrices`], a read error panics naming the file) and calls
+/// `f` with its file name and the matrix; nothing when the folder is absent and the run allows it.
+#[allow(dead_code)] // not every test binary that includes this module reads the matrices
+pub fn for_each_shared_matrix(mut f: impl FnMut(&str, &tcsparse_formats::Csr)) {
+    for p in shared_matrices().unwrap_or_default() {
+        let a = tcsparse_formats::mtx::read_matrix(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        f(&name, &a);
+    }
+}
