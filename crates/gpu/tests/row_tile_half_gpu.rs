@@ -21,8 +21,6 @@ mod acc_support;
 
 use acc_support::{Dense, Gen, banded_clustered_and_edges, dense, operands, visit_elements};
 use data_support::for_each_dataset;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
@@ -407,9 +405,8 @@ fn half_kernels_refuse_other_operand_types() {
 #[ignore = "needs a CUDA GPU"]
 fn shared_datasets_meet_the_bounds_in_every_arithmetic() {
     let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(37);
     let mut count = 0;
-    for_each_dataset(&mut rng, |name, a, _| {
+    for_each_dataset(37, |name, a, _| {
         let mut a = a.clone();
         let max = a.data().iter().fold(0f32, |m, v| m.max(v.abs()));
         if max > 0.0 {
@@ -503,7 +500,6 @@ fn fastest(candidates: Vec<(String, f64)>) -> Option<(f64, String)> {
 fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
     use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
     let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(41);
     let algs = [
         SpmmAlg::Default,
         SpmmAlg::CsrAlg1,
@@ -524,7 +520,7 @@ fn cusparse_half_baseline_runs_and_is_timed_beside_the_row_tile_kernels() {
     let time = |f: &mut dyn FnMut() -> Result<(), tcsparse_gpu::GpuError>| {
         gpu.time_launches(3, 10, f).unwrap().median_ms
     };
-    for_each_dataset(&mut rng, |name, a, _| {
+    for_each_dataset(41, |name, a, _| {
         let mut a = a.clone();
         let max = a.data().iter().fold(0f32, |m, v| m.max(v.abs()));
         if max > 0.0 {

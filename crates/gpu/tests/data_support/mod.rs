@@ -9,7 +9,7 @@ mod data_skip;
 
 use std::path::{Path, PathBuf};
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
@@ -94,7 +94,8 @@ pub fn read_dataset(path: &Path, rng: &mut ChaCha8Rng) -> Csr {
 
 /// Every shared dataset (any size) read with [`read_dataset`], its file name and shape printed,
 /// handed to `f` with its file name and `rng`.
-pub fn for_each_dataset(rng: &mut ChaCha8Rng, mut f: impl FnMut(&str, &Csr, &mut ChaCha8Rng)) {
+pub fn for_each_dataset(seed: u64, mut f: impl FnMut(&str, &Csr, &mut ChaCha8Rng)) {
+    let rng = &mut ChaCha8Rng::seed_from_u64(seed);
     for path in dataset_files(u64::MAX) {
         let a = read_dataset(&path, rng);
         let name = path
