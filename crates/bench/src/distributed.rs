@@ -28,7 +28,7 @@ use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
+use tcsparse::spamm::{DenseRef, SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::{Args, backends, matrices};
@@ -148,15 +148,8 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         eprintln!("distributed: generating exp decay {sn}×{sn}");
         let a = exponential_decay_dense(sn, 0.02);
         let cfg = spamm_cfg(TauTarget::RelError(1e-5));
-        let (_, run1) = spamm_on_group(
-            &DeviceGroup::open(DeviceSet::default())?,
-            &a,
-            &a,
-            sn,
-            sn,
-            sn,
-            &cfg,
-        )?;
+        let ad = DenseRef::new(&a, sn, sn);
+        let (_, run1) = spamm_on_group(&DeviceGroup::open(DeviceSet::default())?, ad, ad, &cfg)?;
         let full = SpammOperands::upload(&gpu, &a, &a, sn, sn, sn, cfg.precision)?;
         let (na, nb) = full.norms_host()?;
         let tiles = full.tiles();
@@ -165,7 +158,7 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         for g in crate::multi::counts(present) {
             let group = DeviceGroup::open(DeviceSet::first(g))?;
             let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
-            let mut split = SpammSplit::new(&group, &a, &a, sn, sn, sn, &cfg, &ranges)?;
+            let mut split = SpammSplit::new(&group, ad, ad, &cfg, &ranges)?;
             split.schedule(run1.tau)?;
             let one_process_ms = median_of_calls(iters, || {
                 split.run()?;

@@ -18,7 +18,7 @@ use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
 };
-use tcsparse::spamm::{SpammSplit, measured_error, spamm_on_group};
+use tcsparse::spamm::{DenseRef, SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
 
 use crate::backends;
@@ -104,7 +104,8 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
         target: TauTarget::RelError(1e-5),
     };
     let one = DeviceGroup::open(DeviceSet::default())?;
-    let (c1, run1) = spamm_on_group(&one, &a, &a, n, n, n, &cfg)?;
+    let ad = DenseRef::new(&a, n, n);
+    let (c1, run1) = spamm_on_group(&one, ad, ad, &cfg)?;
     let rows = sample(n);
     let rel = measured_error(&a, &a, &c1, n, n, &rows);
     drop(c1);
@@ -115,7 +116,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     for g in counts(present) {
         let group = DeviceGroup::open(DeviceSet::first(g))?;
         let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
-        let mut split = SpammSplit::new(&group, &a, &a, n, n, n, &cfg, &ranges)?;
+        let mut split = SpammSplit::new(&group, ad, ad, &cfg, &ranges)?;
         split.schedule(run1.tau)?;
         let ms = median_wall(args.iters, || {
             split.run()?;

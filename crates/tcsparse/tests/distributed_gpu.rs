@@ -29,7 +29,7 @@ use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::distributed::spamm::spamm_rank;
 use tcsparse::gpu::spamm::{SpammBlock, SpammConfig, SpammPrecision, TauTarget};
-use tcsparse::spamm::spamm_on_group;
+use tcsparse::spamm::{DenseRef, spamm_on_group};
 use tcsparse::{PrepareOptions, RowOrder};
 
 /// Set in a child started by [`ranks_as_processes_match_one_gpu`].
@@ -209,7 +209,13 @@ fn one_rank_of_a_distributed_product() {
         target: TauTarget::ValidRatio(0.3),
     };
     let one = tcsparse::DeviceGroup::host_staged(vec![gpu.clone()], "one handle").unwrap();
-    let (c1, run1) = spamm_on_group(&one, &sa, &sa, sn, sn, sn, &cfg).unwrap();
+    let (c1, run1) = spamm_on_group(
+        &one,
+        DenseRef::new(&sa, sn, sn),
+        DenseRef::new(&sa, sn, sn),
+        &cfg,
+    )
+    .unwrap();
     let sb = (rank == 0).then_some(&sa[..]);
     let mut r = spamm_rank(d.comm(), &sa, sb, sn, sn, sn, &cfg).unwrap();
     assert_eq!(r.run().tau, run1.tau, "rank {rank}");

@@ -27,7 +27,13 @@ fn decay_case(n: usize, s: usize) -> (Gpu, Vec<f32>, (Vec<f32>, SpammRun)) {
     let g = gpu();
     let a = exponential_decay_dense(n, 0.1);
     let one = DeviceGroup::host_staged(vec![g.clone()], "one handle").unwrap();
-    let single = spamm_on_group(&one, &a, &a, n, n, n, &cfg(s)).unwrap();
+    let single = spamm_on_group(
+        &one,
+        DenseRef::new(&a, n, n),
+        DenseRef::new(&a, n, n),
+        &cfg(s),
+    )
+    .unwrap();
     (g, a, single)
 }
 
@@ -42,7 +48,13 @@ fn assert_split_equals_single(
     single: &(Vec<f32>, SpammRun),
 ) {
     let (c1, r1) = single;
-    let (c, r) = spamm_on_group(group, a, a, n, n, n, &cfg(s)).unwrap();
+    let (c, r) = spamm_on_group(
+        group,
+        DenseRef::new(a, n, n),
+        DenseRef::new(a, n, n),
+        &cfg(s),
+    )
+    .unwrap();
     assert_eq!(r.row_ranges.len(), group.len());
     assert_eq!(r.row_ranges.first().map(|x| x.0), Some(0));
     assert_eq!(r.row_ranges.last().map(|x| x.1), Some(n));

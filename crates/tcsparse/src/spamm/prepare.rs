@@ -99,7 +99,7 @@ impl PreparedSpamm<'_> {
                     s: opts.s.max(1),
                     target: opts.target,
                 };
-                let (c, run) = spamm_on_group(group, self.a.data, b.data, m, n, k, &cfg)?;
+                let (c, run) = spamm_on_group(group, self.a, b, &cfg)?;
                 let transport = group.transport().to_string();
                 (c, report("gpu", precision.name(), run, transport))
             }

@@ -19,13 +19,6 @@ fn layout_error(e: tcsparse_formats::tcf::FormatError) -> Error {
     Error::InvalidArgs(e.to_string())
 }
 
-/// [`check`] of row-major `a` (`m × k`) and `b` (`k × n`).
-fn check_slices(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Result<(), Error> {
-    let a = DenseRef::new(a, m, k);
-    let b = DenseRef::new(b, k, n);
-    check(&a, &b).map(drop)
-}
-
 /// The CPU reference path: norm maps and the norm-gated product in f32 on the host.
 pub(crate) fn spamm_cpu(
     a: DenseRef<'_>,
@@ -51,31 +44,27 @@ pub(crate) fn spamm_cpu(
     Ok(chosen.into_run(vec![(0, m)]))
 }
 
-/// SpAMM of host matrices on a device group: norms on the first member, τ by `cfg.target`
-/// (the retry loop of `spamm/tune.rs`), C's rows split over the members
+/// SpAMM of host matrices `a` (`m × k`) and `b` (`k × n`) on a device group: norms on the first
+/// member, τ by `cfg.target` (the retry loop of `spamm/tune.rs`), C's rows split over the members
 /// ([`tcsparse_planner::split::spamm_block_rows`], balancing valid products at the first τ) and
 /// computed at the same time ([`SpammSplit`]); one member runs on the whole operands. Returns C
 /// (`m × n`, row-major) and the run's report.
-#[allow(clippy::too_many_arguments)]
 pub fn spamm_on_group(
     group: &DeviceGroup,
-    a: &[f32],
-    b: &[f32],
-    m: usize,
-    n: usize,
-    k: usize,
+    a: DenseRef<'_>,
+    b: DenseRef<'_>,
     cfg: &SpammConfig,
 ) -> Result<(Vec<f32>, SpammRun), Error> {
     let Some(g0) = group.gpus().first() else {
         return Err(Error::InvalidArgs("no GPU handles".into()));
     };
-    check_slices(a, b, m, n, k)?;
+    let (m, n, k) = check(&a, &b)?;
     let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
         return Ok((vec![0.0; m * n], SpammRun::empty(m)));
     }
     let full = tracing::info_span!("spamm_upload", m, n, k)
-        .in_scope(|| SpammOperands::upload(g0, a, b, m, n, k, cfg.precision))?;
+        .in_scope(|| SpammOperands::upload(g0, a.data, b.data, m, n, k, cfg.precision))?;
     let (na, nb) = tracing::info_span!("spamm_norms").in_scope(|| full.norms_host())?;
     let mut split: Option<SpammSplit> = None;
     let mut part_rows = vec![(0, m)];
@@ -100,7 +89,7 @@ pub fn spamm_on_group(
                     part_rows = ranges.clone();
                     let _split =
                         tracing::info_span!("spamm_split", devices = group.len()).entered();
-                    split.insert(SpammSplit::new(group, a, b, m, n, k, cfg, &ranges)?)
+                    split.insert(SpammSplit::new(group, a, b, cfg, &ranges)?)
                 }
             };
             tracing::info_span!("spamm_schedule").in_scope(|| s.schedule(tau))?;
@@ -148,18 +137,15 @@ fn nonempty(x: &[f32]) -> &[f32] {
 impl SpammSplit {
     /// Places row-major host A (`m × k`) by `ranges` (one `(r0, r1)` per member, covering
     /// `0..m` in order) and B (`k × n`) on the group's members.
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         group: &DeviceGroup,
-        a: &[f32],
-        b: &[f32],
-        m: usize,
-        n: usize,
-        k: usize,
+        a: DenseRef<'_>,
+        b: DenseRef<'_>,
         cfg: &SpammConfig,
         ranges: &[(usize, usize)],
     ) -> Result<Self, Error> {
-        check_slices(a, b, m, n, k)?;
+        let (m, n, k) = check(&a, &b)?;
+        let (a, b) = (a.data, b.data);
         if ranges.len() != group.len() {
             return Err(Error::InvalidArgs(format!(
                 "{} row ranges for {} devices",

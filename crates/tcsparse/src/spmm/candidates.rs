@@ -146,8 +146,9 @@ fn row_tile_schedules(blocks: usize, n: usize, sms: u32) -> Vec<RowTileSchedule>
 }
 
 /// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (k8ts) split at
-/// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the finalist and its full time (`None` when
-/// HRPB cannot be built for `a` or no candidate came close to the best so far).
+/// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the
+/// finalist and its full time (`None` when HRPB cannot be built for `a` or no candidate came close
+/// to the best so far).
 fn tune_hrpb(
     t: &mut Tuning,
     a: &Csr,
@@ -293,8 +294,9 @@ fn tune_csr(
 
 /// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`], each at its default window
 /// cut (a slice whose cut refuses `a`, a row longer than its slot cap, is skipped) and under each
-/// [`StageCopy`] (one upload per slice); returns the kernel of the finalist and its full time (`None` when `a` has no rows, no slice fits or none
-/// came close to the best so far). `order`, when given, is added to the candidates' names.
+/// [`StageCopy`] (one upload per slice); returns the kernel of the finalist and its full time
+/// (`None` when `a` has no rows, no slice fits or none came close to the best so far). `order`,
+/// when given, is added to the candidates' names.
 fn tune_staged(
     t: &mut Tuning,
     a: &Csr,
