@@ -234,11 +234,14 @@ fn staged_kernel_matches_reference_on_generated_matrices() {
     }
 }
 
-/// A row with exactly the default cap's columns (a window of its own between short rows), and
-/// one more column: refused by the build.
+/// The shared memory a block stages at its limits, for each slice: a row with exactly the default
+/// cap's columns (a window of its own between short rows; 96 KB), and one more column, refused by
+/// the build; then one-row windows whose staged rows end just below, at and just above the 48 KB a
+/// launch may use without the opt-in attribute (with the kernel's static shared memory on top):
+/// each launches and is right.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn a_row_at_the_default_cap_fills_the_shared_memory() {
+fn windows_at_the_shared_memory_limits() {
     let gpu = gpu();
     let mut rng = ChaCha8Rng::seed_from_u64(37);
     for slice in Slice::ALL {
@@ -258,16 +261,8 @@ fn a_row_at_the_default_cap_fills_the_shared_memory() {
         let mut p = StagedSpmm::new(&gpu, &s, slice).expect("upload");
         assert_eq!(p.shared_bytes(), 96 * 1024);
         for n in [8, 128, 1000] {
-            run_case(
-                &gpu,
-                &mut rng,
-                &format!("row at cap {slice:?}"),
-                &a,
-                &mut p,
-                n,
-                BPlace::Packed,
-                None,
-            );
+            let what = format!("row at cap {slice:?}");
+            run_case(&gpu, &mut rng, &what, &a, &mut p, n, BPlace::Packed, None);
         }
         t.push((2, 3 * cap - 1, 1.0)); // (not of the form 3j + 1: a new column)
         let over = csr_from_triplets(5, k, &t).unwrap();
@@ -275,25 +270,13 @@ fn a_row_at_the_default_cap_fills_the_shared_memory() {
             StagedCsr::build(&over, &spec),
             Err(FormatError::RowOverCap { row: 2, .. })
         ));
-    }
-}
-
-/// Blocks whose staged rows end just below, at and just above the 48 KB a launch may use without
-/// the opt-in attribute (with the kernel's static shared memory on top): each launches and is
-/// right.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn windows_around_the_48_kb_shared_memory_limit_launch() {
-    let gpu = gpu();
-    let mut rng = ChaCha8Rng::seed_from_u64(38);
-    for slice in Slice::ALL {
         let at = (48 * 1024 / (4 * slice.width())) as usize;
         for u in [at - 2, at - 1, at, at + 1] {
             let t: Vec<(u32, u32, f32)> = (0..u as u32)
                 .map(|j| (0, 2 * j, rng.random_range(-1.0f32..1.0)))
                 .collect();
             let a = csr_from_triplets(1, 2 * u, &t).unwrap();
-            let s = StagedCsr::build(&a, &slice.default_spec()).expect("fits");
+            let s = StagedCsr::build(&a, &spec).expect("fits");
             assert_eq!(s.max_window_unique(), u);
             let mut p = StagedSpmm::new(&gpu, &s, slice).expect("upload");
             assert_eq!(p.shared_bytes() as usize, u * 4 * slice.width() as usize);

@@ -37,12 +37,21 @@ fn error(
     max_scaled_error(&got, &want, &scale)
 }
 
-/// Max scaled error of `p`'s host product `C = 1.5·A·B + β·C0` (C starts as a copy of C0; `a` the
-/// matrix `p` holds, B and C0 compact).
-fn host_error(p: &mut Prepared, a: &Csr, b: &[f32], beta: f32, c0: &[f32], n: usize) -> f64 {
+/// Asserts that `p`'s host product `C = 1.5·A·B + β·C0` (C starts as a copy of C0; `a` the
+/// matrix `p` holds, B and C0 compact) is within `p`'s bound; `what` names the case.
+fn assert_host_product(
+    p: &mut Prepared,
+    a: &Csr,
+    b: &[f32],
+    beta: f32,
+    c0: &[f32],
+    n: usize,
+    what: &str,
+) {
     let mut c = c0.to_vec();
     p.spmm(1.5, b, beta, &mut c).unwrap();
-    error(a, 1.5, b, beta, c0, &c, n, n)
+    let err = error(a, 1.5, b, beta, c0, &c, n, n);
+    assert!(err <= product_bound(p, a), "{what}: scaled error {err:.3e}");
 }
 
 /// B and C0 (compact) copied into buffers with leading dimension `ld` starting at element `off`;
@@ -160,11 +169,7 @@ fn update_values_on_every_kernel() {
             Err(Error::ValueCount { expected, got }) if expected == a.nnz() && got == a.nnz() - 1
         ));
         p.update_values(&new).unwrap();
-        let err = host_error(&mut p, &a2, &b, 0.5, &c0, n);
-        assert!(
-            err <= product_bound(&p, &a2),
-            "{kernel:?}: scaled error {err:.3e}"
-        );
+        assert_host_product(&mut p, &a2, &b, 0.5, &c0, n, &format!("{kernel:?}"));
     }
 }
 
@@ -194,20 +199,20 @@ fn a_shared_matrix_is_not_copied_on_the_gpu() {
         if p.permutation().is_none() {
             assert!(std::ptr::eq(p.matrix(), &*a), "{what}: copied");
         }
-        let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-        assert!(
-            err <= product_bound(&p, &a),
-            "{what}: scaled error {err:.3e}"
-        );
+        assert_host_product(&mut p, &a, &b, 0.5, &c0, n, &what);
         let new = values(a.nnz(), 8);
         p.update_values(&new).unwrap();
         assert_eq!(*a, original, "{what}: the caller's matrix changed");
         let mut a2 = original.clone();
         a2.data_mut().copy_from_slice(&new);
-        let err = host_error(&mut p, &a2, &b, 0.0, &c0, n);
-        assert!(
-            err <= product_bound(&p, &a2),
-            "{what}: after the update, scaled error {err:.3e}"
+        assert_host_product(
+            &mut p,
+            &a2,
+            &b,
+            0.0,
+            &c0,
+            n,
+            &format!("{what}: after the update"),
         );
     }
 }
@@ -235,11 +240,7 @@ fn warm_up_beside_a_preparation_changes_no_result() {
             s.spawn(|| engine.warm_up().unwrap());
             engine.prepare_spmm(&a, &opts).unwrap()
         });
-        let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-        assert!(
-            err <= product_bound(&p, &a),
-            "{kernel:?}: scaled error {err:.3e}"
-        );
+        assert_host_product(&mut p, &a, &b, 0.5, &c0, n, &format!("{kernel:?}"));
     }
 }
 
@@ -315,8 +316,7 @@ fn f32_precision_runs_only_f32_kernels() {
     }
     let b = values(a.cols() * n, 7);
     let c0 = values(a.rows() * n, 8);
-    let err = host_error(&mut p, &a, &b, 0.5, &c0, n);
-    assert!(err <= product_bound(&p, &a), "scaled error {err:.3e}");
+    assert_host_product(&mut p, &a, &b, 0.5, &c0, n, "F32 tuning");
     let tc = PrepareOptions::builder()
         .precision(Precision::F32)
         .kernel(KernelRequest::AccSpmm)
