@@ -12,7 +12,7 @@ use tcsparse::element::{bf16, f16, widen};
 use tcsparse::formats::Csr;
 use tcsparse::{
     Backend, Balance, DType, Element, KernelRequest, Precision, PrepareOptions, Prepared, RowOrder,
-    RowTileKernel,
+    RowTileKernel, StagedSlice,
 };
 
 use super::demo;
@@ -28,8 +28,9 @@ pub struct Args {
     pub n: usize,
     /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
     /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR),
-    /// hrpb (cuTeSpMM's HRPB kernel, wave-aware split).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "hrpb"])]
+    /// staged32 / staged64 (window-staged CSR on CUDA cores, 32- or 64-column slices), hrpb
+    /// (cuTeSpMM's HRPB kernel, wave-aware split).
+    #[arg(long, default_value = "auto", value_parser = KERNEL_NAMES)]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
@@ -249,9 +250,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The preparation options the flags ask for.
-fn prepare_options(args: &Args) -> PrepareOptions {
-    let kernel = match args.kernel.as_str() {
+/// The values of `--kernel`, each a [`kernel_request`].
+const KERNEL_NAMES: [&str; 11] = [
+    "auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "staged32", "staged64",
+    "hrpb",
+];
+
+/// The kernel `--kernel NAME` asks for ([`KERNEL_NAMES`]; `auto` and anything else: the planner's
+/// and the tuning's choice).
+fn kernel_request(name: &str) -> KernelRequest {
+    match name {
         "acc" => KernelRequest::AccSpmm,
         "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
         "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
@@ -259,9 +267,16 @@ fn prepare_options(args: &Args) -> PrepareOptions {
         "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
         "cusparse" => KernelRequest::Cusparse,
         "csr" => KernelRequest::Csr,
+        "staged32" => KernelRequest::Staged(StagedSlice::S32),
+        "staged64" => KernelRequest::Staged(StagedSlice::S64),
         "hrpb" => KernelRequest::Hrpb,
         _ => KernelRequest::Auto,
-    };
+    }
+}
+
+/// The preparation options the flags ask for.
+fn prepare_options(args: &Args) -> PrepareOptions {
+    let kernel = kernel_request(&args.kernel);
     PrepareOptions::builder()
         .reorder(demo::reorder_choice(&args.reorder))
         .balance(args.balance)
@@ -436,6 +451,24 @@ fn parse_balance(s: &str) -> Result<Balance, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kernel_name_asks_for_its_own_kernel() {
+        let requests: Vec<KernelRequest> = KERNEL_NAMES.iter().map(|n| kernel_request(n)).collect();
+        assert_eq!(requests[0], KernelRequest::Auto);
+        for (i, r) in requests.iter().enumerate().skip(1) {
+            assert_ne!(*r, KernelRequest::Auto, "{}", KERNEL_NAMES[i]);
+            assert!(
+                !requests[..i].contains(r),
+                "{} repeats a kernel",
+                KERNEL_NAMES[i]
+            );
+        }
+        assert_eq!(
+            kernel_request("staged64"),
+            KernelRequest::Staged(StagedSlice::S64)
+        );
+    }
 
     #[test]
     fn balance_values_parse_and_bad_ones_say_what_is_expected() {
