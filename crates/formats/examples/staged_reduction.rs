@@ -31,12 +31,7 @@ fn main() {
             .file_name()
             .map_or_else(String::new, |s| s.to_string_lossy().replace(".mtx.gz", ""));
         let mb = |bytes: usize| bytes as f64 / 1e6;
-        let longest = a
-            .row_offsets()
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .max()
-            .unwrap_or(0);
+        let longest = a.longest_row();
         println!("| {name}: longest row {longest} |");
         for (s, cap) in [(32u32, 768u32), (64, 384), (32, 1792)] {
             for max_rows in [32u32, 64, 128, 256] {

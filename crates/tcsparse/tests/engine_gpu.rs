@@ -94,10 +94,10 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
         assert_eq!(csr, CSR_TUNED_CHUNKS.len(), "{names:?}");
         // The staged CSR kernel at each slice whose default cut takes the longest row (a small
         // matrix: within STAGED_TUNED_MAX_NNZ), under each stage copy, probed at least.
-        let longest = a.row_offsets().windows(2).map(|w| w[1] - w[0]).max();
+        let longest = a.longest_row();
         let fitting = StagedSlice::ALL
             .iter()
-            .filter(|s| longest <= Some(s.default_spec().slot_cap))
+            .filter(|s| longest <= s.default_spec().slot_cap as usize)
             .count()
             * StageCopy::ALL.len();
         // (Each candidate appears once: its probe, or its full timing as the family's finalist.)
