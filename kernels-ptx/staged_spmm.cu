@@ -22,7 +22,8 @@
 // 2. Compute: a warp per row (the window's rows dealt round-robin to the warps). The warp loads
 //    32 (slot, value) pairs at a time and broadcasts them with shuffles; lane l accumulates
 //    feature l (S = 32) or features 2l, 2l+1 (S = 64, one float2) with f32 FMAs from shared
-//    memory. Every nonzero is multiplied, so NaN and Inf in A or B propagate as IEEE.
+//    memory, into two partial sums (alternate nonzeros) added at the end. Every nonzero is
+//    multiplied, so NaN and Inf in A or B propagate as IEEE.
 // 3. Store: C = alpha * acc + beta * C, each element written once (no atomics).
 //
 // So each B row segment crosses L2 once per window instead of once per nonzero: the gather
@@ -36,9 +37,10 @@ typedef unsigned short u16;
 #ifndef STAGED_WARPS
 #define STAGED_WARPS 8
 #endif
-// Two resident blocks of 256 threads (96 KB of staged rows each at the default caps).
+// Registers for four resident blocks of 256 threads (64 per thread); the staged rows decide how
+// many fit: two at the default caps (96 KB each), four at the light ones (32 KB).
 #ifndef STAGED_MIN_BLOCKS
-#define STAGED_MIN_BLOCKS 2
+#define STAGED_MIN_BLOCKS 4
 #endif
 #ifndef UNROLL
 #define UNROLL 4
@@ -111,6 +113,7 @@ struct Acc<32> {
     __device__ __forceinline__ void fma(float a, const float* stage, u32 slot, u32 lane) {
         x = fmaf(a, stage[slot * 32 + lane], x);
     }
+    __device__ __forceinline__ void add(const Acc<32>& o) { x += o.x; }
     __device__ __forceinline__ void store(float* c_row, u64 col0, u32 lane, u32 n, float alpha,
                                           float beta) const {
         const u64 col = col0 + lane;
@@ -127,6 +130,10 @@ struct Acc<64> {
         const float2 v = reinterpret_cast<const float2*>(stage + slot * 64)[lane];
         x = fmaf(a, v.x, x);
         y = fmaf(a, v.y, y);
+    }
+    __device__ __forceinline__ void add(const Acc<64>& o) {
+        x += o.x;
+        y += o.y;
     }
     __device__ __forceinline__ void store(float* c_row, u64 col0, u32 lane, u32 n, float alpha,
                                           float beta) const {
@@ -202,7 +209,9 @@ __device__ __forceinline__ void staged_spmm(const u32* __restrict__ window_rows,
         // 2. A warp per row, from shared memory.
         for (u32 row = rb + warp; row < re; row += blockDim.y) {
             const u32 s0 = __ldg(indptr + row), e = __ldg(indptr + row + 1);
-            Acc<S> acc;
+            // Two partial sums (even and odd positions of each group of UNROLL nonzeros), so
+            // consecutive FMAs of a lane do not wait on each other.
+            Acc<S> acc, acc_odd;
             for (u32 p = s0; p < e; p += 32) {
                 const u32 q = p + lane;
                 u32 ks = 0;
@@ -218,7 +227,11 @@ __device__ __forceinline__ void staged_spmm(const u32* __restrict__ window_rows,
                     for (int j = 0; j < UNROLL; ++j) {
                         const u32 slot = __shfl_sync(FULL_MASK, ks, i + j);
                         const float a = __shfl_sync(FULL_MASK, kv, i + j);
-                        acc.fma(a, stage, slot, lane);
+                        if (j & 1) {
+                            acc_odd.fma(a, stage, slot, lane);
+                        } else {
+                            acc.fma(a, stage, slot, lane);
+                        }
                     }
                 }
                 for (; i < cnt; ++i) {
@@ -228,6 +241,7 @@ __device__ __forceinline__ void staged_spmm(const u32* __restrict__ window_rows,
                 }
             }
             // 3. Store.
+            acc.add(acc_odd);
             acc.store(c + (u64)row * ldc, col0, lane, n, alpha, beta);
         }
         // Every warp is done with this slice's stage before the next one overwrites it.

@@ -189,12 +189,13 @@ fn generated(rng: &mut ChaCha8Rng) -> Vec<(String, Csr)> {
     )
 }
 
-/// The default window cut and small ones (ragged windows of few rows and columns, one-row
-/// windows, windows whose cap is the longest row: that row fills its window exactly).
+/// The default and light window cuts and small ones (ragged windows of few rows and columns,
+/// one-row windows, windows whose cap is the longest row: that row fills its window exactly).
 fn specs(a: &Csr, slice: Slice) -> Vec<StagedSpec> {
     let longest = (a.longest_row() as u32).max(1);
     vec![
         fitting(a, slice.default_spec()),
+        fitting(a, slice.light_spec()),
         StagedSpec {
             max_window_rows: 3,
             slot_cap: longest,
@@ -362,39 +363,34 @@ fn nan_and_inf_in_a_and_b_propagate() {
     }
 }
 
-/// Every shared dataset at N = 128 and 512 with each slice's default cut (a matrix with a row
-/// beyond the cap is refused by the build, as tuning skips it, and said so).
+/// Every shared dataset at N = 128 and 512 with each slice's tuned cuts (a matrix with a row
+/// beyond a cut's cap is refused by the build, as tuning skips it, and said so).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn staged_kernel_matches_reference_on_shared_datasets() {
     let gpu = gpu();
     for_each_dataset(39, |name, a, rng| {
-        for slice in Slice::ALL {
-            let s = match StagedCsr::build(a, &slice.default_spec()) {
+        for (slice, spec) in Slice::ALL
+            .into_iter()
+            .flat_map(|slice| slice.tuned_specs().map(|spec| (slice, spec)))
+        {
+            let what = format!("{name} {slice:?} {spec:?}");
+            let s = match StagedCsr::build(a, &spec) {
                 Ok(s) => s,
                 Err(e @ FormatError::RowOverCap { .. }) => {
-                    println!("{name} {slice:?}: refused ({e})");
+                    println!("{what}: refused ({e})");
                     continue;
                 }
-                Err(e) => panic!("{name}: {e}"),
+                Err(e) => panic!("{what}: {e}"),
             };
             println!(
-                "{name} {slice:?}: {} windows, gather reduction {:.2}",
+                "{what}: {} windows, gather reduction {:.2}",
                 s.windows(),
                 a.nnz() as f64 / s.staged_rows().max(1) as f64
             );
             let mut p = StagedSpmm::new(&gpu, &s, slice).expect("upload");
             for n in [128, 512] {
-                run_case(
-                    &gpu,
-                    rng,
-                    &format!("{name} {slice:?}"),
-                    a,
-                    &mut p,
-                    n,
-                    BPlace::Packed,
-                    None,
-                );
+                run_case(&gpu, rng, &what, a, &mut p, n, BPlace::Packed, None);
             }
         }
     });

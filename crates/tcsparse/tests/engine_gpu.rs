@@ -11,7 +11,7 @@ use tcsparse::gpu::{Gpu, GpuError};
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Balance, CSR_TUNED_CHUNKS, CacheOutcome, ExecKernel, KernelRequest, PrepareOptions,
-    PrepareReport, Prepared, ReorderChoice, STAGED_TUNED_MAX_NNZ, SpmmAlg, StageCopy, StagedSlice,
+    PrepareReport, Prepared, ReorderChoice, STAGED_TUNED_MAX_NNZ, SpmmAlg, StagedSlice,
     TUNED_SCHEDULES,
 };
 
@@ -92,14 +92,14 @@ fn tuned_prepare_keeps_the_fastest_measured_candidate() {
             .filter(|n| n.starts_with("CSR (CUDA cores"))
             .count();
         assert_eq!(csr, CSR_TUNED_CHUNKS.len(), "{names:?}");
-        // The staged CSR kernel at each slice whose default cut takes the longest row (a small
-        // matrix: within STAGED_TUNED_MAX_NNZ), under each stage copy, probed at least.
+        // The staged CSR kernel at each slice and tuned cut that takes the longest row (a small
+        // matrix: within STAGED_TUNED_MAX_NNZ), probed at least.
         let longest = a.longest_row();
         let fitting = StagedSlice::ALL
             .iter()
-            .filter(|s| longest <= s.default_spec().slot_cap as usize)
-            .count()
-            * StageCopy::ALL.len();
+            .flat_map(|s| s.tuned_specs())
+            .filter(|spec| longest <= spec.slot_cap as usize)
+            .count();
         // (Each candidate appears once: its probe, or its full timing as the family's finalist.)
         let staged = |reordered: bool| {
             let name = |n: &&&str| {

@@ -68,6 +68,22 @@ impl Slice {
         }
     }
 
+    /// The light window cut: 32 KB of staged rows per block at the cap (256 slots of 32 floats,
+    /// 128 of 64) and windows of at most 32 rows (4 per warp), so four blocks share an SM (the
+    /// registers' limit) where the default cut's 96 KB allow two: more warps to hide the stage,
+    /// for less reuse of each staged row.
+    pub const fn light_spec(self) -> StagedSpec {
+        StagedSpec {
+            max_window_rows: 32,
+            slot_cap: 32 * 1024 / (4 * self.width()),
+        }
+    }
+
+    /// The cuts a tuning times for this slice: [`Slice::default_spec`], [`Slice::light_spec`].
+    pub const fn tuned_specs(self) -> [StagedSpec; 2] {
+        [self.default_spec(), self.light_spec()]
+    }
+
     fn signature(self) -> &'static KernelSignature {
         match self {
             Slice::S32 => &SIGNATURES[0],
@@ -395,6 +411,16 @@ mod tests {
         }
         assert_eq!(Slice::S32.default_spec().slot_cap, 768);
         assert_eq!(Slice::S64.default_spec().slot_cap, 384);
+        for s in Slice::ALL {
+            let light = s.light_spec();
+            assert_eq!(
+                shared_bytes(light.slot_cap as usize, s),
+                Some(32 * 1024),
+                "{s:?}"
+            );
+            assert!(light.check().is_ok());
+            assert_eq!(s.tuned_specs(), [s.default_spec(), light]);
+        }
     }
 
     #[test]

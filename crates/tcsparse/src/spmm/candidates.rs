@@ -1,5 +1,5 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
-//! kernel at each budget, the window-staged CSR kernel at each slice and stage copy, Acc-SpMM
+//! kernel at each budget, the window-staged CSR kernel at each slice and window cut, Acc-SpMM
 //! under each schedule, the row-tile kernels and HRPB, each built here (through `build.rs`) and
 //! handed to the harness of `tune.rs`, which times them; the fastest is kept.
 
@@ -17,7 +17,7 @@ use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
-use tcsparse_gpu::spmm::staged::{Slice, StageCopy, StagedSpmm};
+use tcsparse_gpu::spmm::staged::{Slice, StagedSpmm};
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
@@ -292,11 +292,12 @@ fn tune_csr(
     Ok(Some((ms, dev)))
 }
 
-/// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`], each at its default window
-/// cut (a slice whose cut refuses `a`, a row longer than its slot cap, is skipped) and under each
-/// [`StageCopy`] (one upload per slice); returns the kernel of the finalist and its full time
-/// (`None` when `a` has no rows, no slice fits or none came close to the best so far). `order`,
-/// when given, is added to the candidates' names.
+/// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`] and each of its
+/// [`Slice::tuned_specs`] (a cut that refuses `a`, a row longer than its slot cap, is skipped), the
+/// stage by bulk copies (the `cp.async` stage measured slower on every shared matrix on the H200,
+/// docs/kernels/staged-spmm.md); returns the kernel of the finalist and its full time (`None` when
+/// `a` has no rows, no cut fits or none came close to the best so far). `order`, when given, is
+/// added to the candidates' names.
 fn tune_staged(
     t: &mut Tuning,
     a: &Csr,
@@ -309,53 +310,39 @@ fn tune_staged(
         return Ok(None);
     }
     let t0 = Instant::now();
-    let mut devs = Vec::with_capacity(Slice::ALL.len());
+    let mut devs = Vec::new();
     for slice in Slice::ALL {
-        match StagedCsr::build(a, &slice.default_spec()) {
-            Ok(s) => devs.push(StagedSpmm::new(t.gpu, &s, slice)?),
-            Err(e) => tracing::debug!(
-                "tuning: staged CSR kernel at {}-column slices skipped: {e}",
-                slice.width()
-            ),
+        for spec in slice.tuned_specs() {
+            match StagedCsr::build(a, &spec) {
+                Ok(s) => devs.push(StagedSpmm::new(t.gpu, &s, slice)?),
+                Err(e) => tracing::debug!(
+                    "tuning: staged CSR kernel at {}-column slices, {spec:?}, skipped: {e}",
+                    slice.width()
+                ),
+            }
         }
     }
     tracing::debug!(
-        "tuning: staged CSR kernel set up at {} slices in {:.1} ms",
+        "tuning: staged CSR kernel set up at {} cuts in {:.1} ms",
         devs.len(),
         t0.elapsed().as_secs_f64() * 1e3
     );
-    // Candidate i: device i / 2 under copy i % 2.
-    let copies = StageCopy::ALL.len();
     let names: Vec<String> = devs
         .iter()
-        .flat_map(|d| {
-            StageCopy::ALL.into_iter().map(move |copy| {
-                let kernel = ExecKernel::Staged {
-                    slice: d.slice(),
-                    spec: d.spec(),
-                    copy,
-                };
-                match order {
-                    Some(order) => format!("{kernel} ({order})"),
-                    None => kernel.to_string(),
-                }
-            })
+        .map(|d| {
+            let kernel = ExecKernel::Staged {
+                slice: d.slice(),
+                spec: d.spec(),
+                copy: d.copy(),
+            };
+            match order {
+                Some(order) => format!("{kernel} ({order})"),
+                None => kernel.to_string(),
+            }
         })
         .collect();
-    let found = t.family(
-        &names,
-        |_, _| true,
-        |i| {
-            let d = &mut devs[i / copies];
-            d.set_copy(StageCopy::ALL[i % copies]);
-            Ok(d.run(1.0, b, 0.0, c, n)?)
-        },
-    )?;
-    Ok(found.map(|(i, ms)| {
-        let mut d = devs.swap_remove(i / copies);
-        d.set_copy(StageCopy::ALL[i % copies]);
-        (ms, d)
-    }))
+    let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
+    Ok(found.map(|(i, ms)| (ms, devs.swap_remove(i))))
 }
 
 /// The faster of the CUDA-core finalists (our CSR kernel's, the staged kernel's) as the device
