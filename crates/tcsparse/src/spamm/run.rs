@@ -112,9 +112,10 @@ struct SplitPart {
 }
 
 /// SpAMM with C's rows split over the members of a [`DeviceGroup`], everything resident: member
-/// d holds its A rows (uploaded from the host), B (uploaded once to member 0 and broadcast, NCCL
-/// where the group has it), its own norm maps, its schedule at τ and its block of C. Launches
-/// on every member are queued before any is waited for, so the members run at the same time.
+/// d holds its A rows (uploaded from the host, every member at the same time), B (uploaded once
+/// to member 0 and broadcast, NCCL where the group has it), its own norm maps, its schedule at τ
+/// and its block of C. Launches on every member are queued before any is waited for, so the
+/// members run at the same time.
 pub struct SpammSplit {
     parts: Vec<SplitPart>,
     m: usize,
@@ -168,11 +169,27 @@ impl SpammSplit {
             )));
         }
         let root = &group.gpus()[0];
-        let bs = group.broadcast(root.upload(nonempty(b))?)?;
+        // Every member's rows of A go up on a thread of their own, beside B's upload to the first
+        // member and its broadcast: the copies to the devices run at the same time.
+        let (a_devs, bs) = std::thread::scope(|s| {
+            let uploads: Vec<_> = group
+                .gpus()
+                .iter()
+                .zip(ranges)
+                .map(|(g, &(r0, r1))| s.spawn(move || g.upload(nonempty(&a[r0 * k..r1 * k]))))
+                .collect();
+            let bs = root.upload(nonempty(b)).and_then(|b0| group.broadcast(b0));
+            let a_devs: Result<Vec<_>, _> = uploads
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect();
+            (a_devs, bs)
+        });
+        let (a_devs, bs) = (a_devs?, bs?);
         let mut parts = Vec::with_capacity(ranges.len());
-        for ((g, &(r0, r1)), b_dev) in group.gpus().iter().zip(ranges).zip(bs) {
+        for (((g, &(r0, r1)), b_dev), a_dev) in group.gpus().iter().zip(ranges).zip(bs).zip(a_devs)
+        {
             let pm = r1 - r0;
-            let a_dev = g.upload(nonempty(&a[r0 * k..r1 * k]))?;
             let ops = SpammOperands::from_device(g, a_dev, b_dev, pm, n, k, cfg.precision)?;
             let kern = SpammKernel::new(g, pm, n, cfg.precision, cfg.block, cfg.s)?;
             parts.push(SplitPart {
