@@ -26,7 +26,7 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, norm_maps, spamm_block_rows,
 };
 use tcsparse::spamm::{DenseRef, SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
@@ -157,7 +157,8 @@ pub fn run(args: &Args, command: String) -> Result<()> {
         let problem = format!("spamm exp-r0.02 N={sn} (τ {:.3e})", run1.tau);
         for g in crate::multi::counts(present) {
             let group = DeviceGroup::open(DeviceSet::first(g))?;
-            let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, sn, cfg.block, g)?;
+            let ranges =
+                spamm_block_rows(&norm_maps(&na, &nb, tiles)?, run1.tau, sn, cfg.block, g)?;
             let mut split = SpammSplit::new(&group, ad, ad, &cfg, &ranges)?;
             split.schedule(run1.tau)?;
             let one_process_ms = median_of_calls(iters, || {

@@ -16,7 +16,7 @@ use tcsparse::formats::generate::exponential_decay_dense;
 use tcsparse::gpu::Gpu;
 use tcsparse::gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse::gpu::spamm::{
-    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, spamm_block_rows,
+    SpammBlock, SpammConfig, SpammOperands, SpammPrecision, TauTarget, norm_maps, spamm_block_rows,
 };
 use tcsparse::spamm::{DenseRef, SpammSplit, measured_error, spamm_on_group};
 use tcsparse::{PrepareOptions, prepare_split};
@@ -115,7 +115,7 @@ pub fn run(gpu: &Gpu, args: &MultiArgs) -> Result<MultiReport> {
     drop(full);
     for g in counts(present) {
         let group = DeviceGroup::open(DeviceSet::first(g))?;
-        let ranges = spamm_block_rows(&na, &nb, tiles, run1.tau, n, cfg.block, g)?;
+        let ranges = spamm_block_rows(&norm_maps(&na, &nb, tiles)?, run1.tau, n, cfg.block, g)?;
         let mut split = SpammSplit::new(&group, ad, ad, &cfg, &ranges)?;
         split.schedule(run1.tau)?;
         let ms = median_wall(args.iters, || {

@@ -16,9 +16,8 @@ use tcsparse::gpu::baselines::cublas::{Cublas, GemmPrecision};
 use tcsparse::gpu::baselines::cublas_ex::{CublasEx, GemmExInput, GemmExKind};
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammKernel, SpammOperands, SpammPrecision, SpammSchedule, TILE, TauTarget,
-    choose_tau, rel_bound, to_f16,
+    choose_tau, norm_maps, rel_bound, to_f16,
 };
-use tcsparse::planner::spamm::skipped_bound;
 use tcsparse::spamm::measured_error;
 
 use crate::report::{Case, Group, Op, Report, Status};
@@ -175,8 +174,8 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                 let mut ops = SpammOperands::from_device(gpu, da.clone(), da.clone(), n, n, n, p)?;
                 let (na, nb) = ops.norms_host()?;
                 let t = n.div_ceil(TILE);
-                let c_est = skipped_bound(&na, &nb, t, t, t, f32::INFINITY)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let maps = norm_maps(&na, &nb, (t, t, t))?;
+                let c_est = maps.skipped_bound(f32::INFINITY);
                 let kern = SpammKernel::new(gpu, n, n, p, args.block, args.s)?;
                 let mut st = gpu.alloc_zeros::<u64>(1)?;
                 // τ for the target; an error target is re-checked against the result's norm
@@ -186,15 +185,14 @@ pub fn run(gpu: &Gpu, device: String, args: &SpammBenchArgs<'_>) -> Result<Repor
                 let mut attempts = 0;
                 loop {
                     attempts += 1;
-                    tau = choose_tau(&na, &nb, (t, t, t), target, c_norm)?;
+                    tau = choose_tau(&maps, target, c_norm)?;
                     sched = SpammSchedule::new(gpu, &na, &nb, (t, t, t), args.block, tau)?;
                     gpu.stream().memset_zeros(&mut st)?;
                     kern.run(&ops, &sched, 1.0, 0.0, &mut dc, Some(&mut st))?;
                     valid = gpu.download(&st)?[0];
                     let c = gpu.download(&dc)?;
                     let norm = c.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
-                    let abs = skipped_bound(&na, &nb, t, t, t, tau)
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let abs = maps.skipped_bound(tau);
                     bound = rel_bound(abs, norm);
                     match target {
                         TauTarget::RelError(r) if bound > r && attempts < 4 && tau > 0.0 => {

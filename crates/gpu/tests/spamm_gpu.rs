@@ -17,7 +17,7 @@ use tcsparse_gpu::spamm::{
     SpammBlock, SpammKernel, SpammOperands, SpammPrecision, SpammSchedule, TILE, TauTarget,
     choose_tau, to_f16,
 };
-use tcsparse_planner::spamm::{skipped_bound, tau_search};
+use tcsparse_planner::spamm::NormMaps;
 
 fn gpu() -> Gpu {
     Gpu::require().unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
@@ -258,10 +258,9 @@ fn skipped_tiles_stay_within_the_bound_and_match_cpu_spamm() {
     let cref = reference(&a, &b, n, n, &rows);
     let na = NormMap::from_dense(&a, n, n, TILE).unwrap();
     let t = n / TILE;
+    let maps = NormMaps::new(na.norms(), na.norms(), (t, t, t)).unwrap();
     for target in [0.3, 0.1] {
-        let tau0 = tau_search(na.norms(), na.norms(), t, t, t, target)
-            .unwrap()
-            .tau;
+        let tau0 = maps.tau_search(target).unwrap().tau;
         // The matrix is Toeplitz: many tile products are equal, and τ from the search sits
         // within an ulp of one of them, where GPU (f32 sums) and CPU (f64 sums) norms may
         // disagree. Move τ to the geometric middle of the gap around it.
@@ -276,7 +275,7 @@ fn skipped_tiles_stay_within_the_bound_and_match_cpu_spamm() {
         prods.sort_by(f32::total_cmp);
         prods.dedup();
         let tau = tie_free_tau(&prods, tau0);
-        let abs = skipped_bound(na.norms(), na.norms(), t, t, t, tau).unwrap();
+        let abs = maps.skipped_bound(tau);
         let (cpu, ratio) = spamm_cpu(&a, &na, &b, &na, n, n, n, TILE, tau).unwrap();
         for p in SpammPrecision::ALL {
             for blk in [SpammBlock::B64, SpammBlock::B128] {
@@ -443,10 +442,10 @@ fn configurations_agree_on_exp_decay_with_timings() {
                     SpammOperands::from_device(&g, da.clone(), da.clone(), n, n, n, p).unwrap();
                 let (na, nb) = ops.norms_host().unwrap();
                 let t = n / TILE;
-                let c_norm = skipped_bound(&na, &nb, t, t, t, f32::INFINITY).unwrap();
-                let tau =
-                    choose_tau(&na, &nb, (t, t, t), TauTarget::RelError(1e-5), c_norm).unwrap();
-                let abs = skipped_bound(&na, &nb, t, t, t, tau).unwrap();
+                let maps = NormMaps::new(&na, &nb, (t, t, t)).unwrap();
+                let c_norm = maps.skipped_bound(f32::INFINITY);
+                let tau = choose_tau(&maps, TauTarget::RelError(1e-5), c_norm).unwrap();
+                let abs = maps.skipped_bound(tau);
                 let t_norms = median_ms(&g, || ops.compute_norms().unwrap());
                 let mut first: Option<Vec<f32>> = None;
                 for blk in [SpammBlock::B64, SpammBlock::B128] {

@@ -29,10 +29,7 @@ pub use acc::{AccSchedule, Eq4Model, TbWork};
 pub use choice::{KernelChoice, KernelPrediction, MatrixFeatures, Plan, plan_spmm};
 pub use device::{DeviceSpec, KernelResources};
 pub use imbalance::{ImbalanceDecision, decide_imbalance, ibd};
-pub use spamm::{
-    StridedAssignment, TauForError, TauResult, TauSearchOptions, skipped_bound, strided_assignment,
-    tau_for_error, tau_search,
-};
+pub use spamm::{NormMaps, StridedAssignment, TauForError, TauResult, strided_assignment};
 pub use split::split_rows;
 pub use wave::{VirtualPanel, WaveSplit, wave_split};
 

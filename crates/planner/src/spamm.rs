@@ -1,33 +1,21 @@
-//! cuSpAMM (§3.4–3.5) planning: the τ search for a requested valid ratio, strided assignment of C
-//! tiles to thread blocks, and the valid tile products per C tile row ([`valid_per_row`]) that the
-//! row split over GPUs ([`crate::split::spamm_block_rows`]) balances.
+//! cuSpAMM (§3.4–3.5) planning on the tile norm maps of A and B ([`NormMaps`]): the τ search
+//! for a requested valid ratio, τ for an error bound, the bound of what τ skips, and the valid
+//! tile products per C tile row that the row split over GPUs
+//! ([`crate::split::spamm_block_rows`]) balances; strided assignment of C tiles to thread blocks.
 //!
-//! Norm maps are plain row-major f32 slices of tile Frobenius norms: `norm_a` is tiles_m × tiles_k,
-//! `norm_b` is tiles_k × tiles_n. A product (i, k, j) is *valid* when the f32 product
+//! Norm maps are plain row-major f32 slices of tile Frobenius norms: A's is tiles_m × tiles_k,
+//! B's tiles_k × tiles_n. A product (i, k, j) is *valid* when the f32 product
 //! `norm_a[i,k] * norm_b[k,j] >= τ` (one rule everywhere; the released code mixed ≥ and >).
 //! valid ratio = valid products / (tiles_m · tiles_k · tiles_n).
 
 use crate::PlanError;
 use serde::{Deserialize, Serialize};
 
-/// Options of [`tau_search`].
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TauSearchOptions {
-    /// Stop when |achieved − target| ≤ `tolerance` (absolute, in ratio units: 0.001 = 0.1
-    /// percentage points).
-    pub tolerance: f64,
-    /// Most binary-search steps (the bracket expansion is not counted).
-    pub max_iterations: u32,
-}
-
-impl Default for TauSearchOptions {
-    fn default() -> Self {
-        Self {
-            tolerance: 0.001,
-            max_iterations: 64,
-        }
-    }
-}
+/// The τ search stops when |achieved − target| ≤ this (absolute, in ratio units: 0.001 = 0.1
+/// percentage points).
+pub const TAU_TOLERANCE: f64 = 0.001;
+/// The most binary-search steps of the τ search (the bracket expansion is not counted).
+pub const TAU_MAX_ITERATIONS: u32 = 64;
 
 /// Result of the τ search.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -84,112 +72,199 @@ impl<'a> Counter<'a> {
     }
 }
 
-fn check_maps(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize) -> Result<(), PlanError> {
-    if tm == 0 || tk == 0 || tn == 0 {
-        return Err(PlanError::InvalidInput("tile counts must be ≥ 1".into()));
-    }
-    if a.len() != tm * tk || b.len() != tk * tn {
-        return Err(PlanError::InvalidInput(format!(
-            "norm maps have {} and {} entries, expected {tm}×{tk} and {tk}×{tn}",
-            a.len(),
-            b.len()
-        )));
-    }
-    if a.iter().chain(b).any(|x| !x.is_finite() || *x < 0.0) {
-        return Err(PlanError::InvalidInput(
-            "norms must be finite and ≥ 0".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// τ for a requested valid ratio (cuSpAMM §3.5.2) with default options.
-pub fn tau_search(
-    norm_a: &[f32],
-    norm_b: &[f32],
+/// The tile norm maps of A and B, checked: `a` is `tiles_m × tiles_k` and `b` is
+/// `tiles_k × tiles_n` (row-major tile Frobenius norms), every tile count ≥ 1, every norm finite
+/// and ≥ 0. What the τ choices and the valid counts read.
+#[derive(Clone, Copy, Debug)]
+pub struct NormMaps<'a> {
+    a: &'a [f32],
+    b: &'a [f32],
     tiles_m: usize,
     tiles_k: usize,
     tiles_n: usize,
-    target_valid_ratio: f64,
-) -> Result<TauResult, PlanError> {
-    tau_search_with(
-        norm_a,
-        norm_b,
-        tiles_m,
-        tiles_k,
-        tiles_n,
-        target_valid_ratio,
-        &TauSearchOptions::default(),
-    )
 }
 
-/// τ search: `ave` = mean of all norm products; search space [0, k · ave] starting with k = 1 and
-/// growing k by one while the upper end still admits more than the target; then binary search.
-/// Returns the evaluated τ whose ratio is closest to the target (the ratio is a step function of τ,
-/// so an exact hit is not always possible).
-#[tracing::instrument(name = "tau_search", level = "info", skip_all)]
-pub fn tau_search_with(
-    norm_a: &[f32],
-    norm_b: &[f32],
-    tiles_m: usize,
-    tiles_k: usize,
-    tiles_n: usize,
-    target_valid_ratio: f64,
-    opts: &TauSearchOptions,
-) -> Result<TauResult, PlanError> {
-    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
-    let target = target_valid_ratio;
-    if !(target > 0.0 && target <= 1.0) {
-        return Err(PlanError::InvalidInput(format!(
-            "target valid ratio {target} not in (0, 1]"
-        )));
-    }
-    let counter = Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n);
-    // ave = Σ_k (Σ_i a[i,k]) (Σ_j b[k,j]) / (m k n).
-    let mut sum = 0f64;
-    for k in 0..tiles_k {
-        let sa: f64 = (0..tiles_m).map(|i| norm_a[i * tiles_k + k] as f64).sum();
-        let sb: f64 = norm_b[k * tiles_n..(k + 1) * tiles_n]
-            .iter()
-            .map(|&x| x as f64)
-            .sum();
-        sum += sa * sb;
-    }
-    let ave = sum / (tiles_m * tiles_k * tiles_n) as f64;
-    let tol = opts.tolerance.max(0.0);
-    let mut best = TauResult {
-        tau: 0.0,
-        valid_ratio: 1.0,
-        iterations: 0,
-        k: 1,
-    };
-    if (1.0 - target).abs() <= tol || ave <= 0.0 {
-        return Ok(best);
-    }
-    let mut k = 1u32;
-    let (lo_start, hi) = loop {
-        let hi = (k as f64 * ave) as f32;
-        let r = counter.ratio(hi);
-        consider(&mut best, hi, r, target, k);
-        if r <= target || k >= 1 << 20 {
-            break (0f32, hi);
+impl<'a> NormMaps<'a> {
+    /// The maps `a` and `b` with `tiles = (tiles_m, tiles_k, tiles_n)`
+    /// ([`PlanError::InvalidInput`] where they disagree or hold a negative or non-finite norm).
+    pub fn new(
+        a: &'a [f32],
+        b: &'a [f32],
+        tiles: (usize, usize, usize),
+    ) -> Result<Self, PlanError> {
+        let (tm, tk, tn) = tiles;
+        if tm == 0 || tk == 0 || tn == 0 {
+            return Err(PlanError::InvalidInput("tile counts must be ≥ 1".into()));
         }
-        k += 1;
-    };
-    let (mut lo, mut hi) = (lo_start, hi);
-    let mut iterations = 0;
-    while iterations < opts.max_iterations && (best.valid_ratio - target).abs() > tol {
-        let mid = lo + (hi - lo) / 2.0;
-        if mid <= lo || mid >= hi {
-            break;
+        if a.len() != tm * tk || b.len() != tk * tn {
+            return Err(PlanError::InvalidInput(format!(
+                "norm maps have {} and {} entries, expected {tm}×{tk} and {tk}×{tn}",
+                a.len(),
+                b.len()
+            )));
         }
-        iterations += 1;
-        let r = counter.ratio(mid);
-        consider(&mut best, mid, r, target, k);
-        if r > target { lo = mid } else { hi = mid }
+        if a.iter().chain(b).any(|x| !x.is_finite() || *x < 0.0) {
+            return Err(PlanError::InvalidInput(
+                "norms must be finite and ≥ 0".into(),
+            ));
+        }
+        Ok(Self {
+            a,
+            b,
+            tiles_m: tm,
+            tiles_k: tk,
+            tiles_n: tn,
+        })
     }
-    best.iterations = iterations;
-    Ok(best)
+
+    /// `(tiles_m, tiles_k, tiles_n)`.
+    pub fn tiles(&self) -> (usize, usize, usize) {
+        (self.tiles_m, self.tiles_k, self.tiles_n)
+    }
+
+    fn counter(&self) -> Counter<'a> {
+        Counter::new(self.a, self.b, self.tiles_m, self.tiles_k, self.tiles_n)
+    }
+
+    /// τ for a requested valid ratio (cuSpAMM §3.5.2): `ave` = mean of all norm products; search space [0, k · ave] starting with k = 1 and
+    /// growing k by one while the upper end still admits more than the target; then binary search.
+    /// Returns the evaluated τ whose ratio is closest to the target (the ratio is a step function of τ,
+    /// so an exact hit is not always possible), within [`TAU_TOLERANCE`] or after
+    /// [`TAU_MAX_ITERATIONS`] binary-search steps.
+    #[tracing::instrument(name = "tau_search", level = "info", skip_all)]
+    pub fn tau_search(&self, target_valid_ratio: f64) -> Result<TauResult, PlanError> {
+        let (norm_a, norm_b, (tiles_m, tiles_k, tiles_n)) = (self.a, self.b, self.tiles());
+        let target = target_valid_ratio;
+        if !(target > 0.0 && target <= 1.0) {
+            return Err(PlanError::InvalidInput(format!(
+                "target valid ratio {target} not in (0, 1]"
+            )));
+        }
+        let counter = self.counter();
+        // ave = Σ_k (Σ_i a[i,k]) (Σ_j b[k,j]) / (m k n).
+        let mut sum = 0f64;
+        for k in 0..tiles_k {
+            let sa: f64 = (0..tiles_m).map(|i| norm_a[i * tiles_k + k] as f64).sum();
+            let sb: f64 = norm_b[k * tiles_n..(k + 1) * tiles_n]
+                .iter()
+                .map(|&x| x as f64)
+                .sum();
+            sum += sa * sb;
+        }
+        let ave = sum / (tiles_m * tiles_k * tiles_n) as f64;
+        let tol = TAU_TOLERANCE;
+        let mut best = TauResult {
+            tau: 0.0,
+            valid_ratio: 1.0,
+            iterations: 0,
+            k: 1,
+        };
+        if (1.0 - target).abs() <= tol || ave <= 0.0 {
+            return Ok(best);
+        }
+        let mut k = 1u32;
+        let (lo_start, hi) = loop {
+            let hi = (k as f64 * ave) as f32;
+            let r = counter.ratio(hi);
+            consider(&mut best, hi, r, target, k);
+            if r <= target || k >= 1 << 20 {
+                break (0f32, hi);
+            }
+            k += 1;
+        };
+        let (mut lo, mut hi) = (lo_start, hi);
+        let mut iterations = 0;
+        while iterations < TAU_MAX_ITERATIONS && (best.valid_ratio - target).abs() > tol {
+            let mid = lo + (hi - lo) / 2.0;
+            if mid <= lo || mid >= hi {
+                break;
+            }
+            iterations += 1;
+            let r = counter.ratio(mid);
+            consider(&mut best, mid, r, target, k);
+            if r > target { lo = mid } else { hi = mid }
+        }
+        best.iterations = iterations;
+        Ok(best)
+    }
+
+    /// Frobenius bound of what the skipped tile products can contribute at threshold τ:
+    /// `sqrt(Σ_ij (Σ_{k: a_ik·b_kj < τ} a_ik·b_kj)²)` (triangle inequality per C tile, then the
+    /// Frobenius sum over tiles), so ‖C − C̃‖F ≤ the bound for the SpAMM result C̃ (exact
+    /// arithmetic). With τ = +∞ every product is skipped and the value bounds ‖C‖F itself.
+    pub fn skipped_bound(&self, tau: f32) -> f64 {
+        bound_unchecked(
+            self.a,
+            self.b,
+            self.tiles_m,
+            self.tiles_k,
+            self.tiles_n,
+            tau,
+        )
+    }
+
+    /// Valid products per C tile row at threshold τ (the load each row brings to the product).
+    pub fn valid_per_row(&self, tau: f32) -> Vec<u64> {
+        let c = self.counter();
+        (0..self.tiles_m).map(|i| c.row_count(i, tau)).collect()
+    }
+
+    /// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
+    /// [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
+    /// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
+    pub fn tau_for_error(&self, max_bound: f64) -> Result<TauForError, PlanError> {
+        let (norm_a, norm_b) = (self.a, self.b);
+        if !(max_bound.is_finite() && max_bound >= 0.0) {
+            return Err(PlanError::InvalidInput(format!(
+                "error bound {max_bound} must be finite and ≥ 0"
+            )));
+        }
+        let bound = |t: f32| self.skipped_bound(t);
+        let ratio = |t: f32| self.counter().ratio(t);
+        let amax = norm_a.iter().copied().fold(0f32, f32::max);
+        let bmax = norm_b.iter().copied().fold(0f32, f32::max);
+        // Above the largest product everything is skipped.
+        let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
+        if bound(top) <= max_bound {
+            return Ok(TauForError {
+                tau: top,
+                bound: bound(top),
+                valid_ratio: ratio(top),
+            });
+        }
+        // Bisection on log τ between a tiny τ (admitted or not) and `top` (not admitted).
+        let mut lo = f32::MIN_POSITIVE;
+        if bound(lo) > max_bound {
+            return Ok(TauForError {
+                tau: 0.0,
+                bound: 0.0,
+                valid_ratio: 1.0,
+            });
+        }
+        let mut hi = top;
+        let mut lo_bound = bound(lo);
+        for _ in 0..100 {
+            if hi / lo <= 1.0001 {
+                break;
+            }
+            let mid = ((lo as f64) * (hi as f64)).sqrt() as f32;
+            if mid <= lo || mid >= hi {
+                break;
+            }
+            let bm = bound(mid);
+            if bm <= max_bound {
+                lo = mid;
+                lo_bound = bm;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(TauForError {
+            tau: lo,
+            bound: lo_bound,
+            valid_ratio: ratio(lo),
+        })
+    }
 }
 
 fn consider(best: &mut TauResult, tau: f32, r: f64, target: f64, k: u32) {
@@ -201,24 +276,6 @@ fn consider(best: &mut TauResult, tau: f32, r: f64, target: f64, k: u32) {
             k,
         };
     }
-}
-
-/// Frobenius bound of what the skipped tile products can contribute at threshold τ:
-/// `sqrt(Σ_ij (Σ_{k: a_ik·b_kj < τ} a_ik·b_kj)²)` (triangle inequality per C tile, then the
-/// Frobenius sum over tiles), so ‖C − C̃‖F ≤ the bound for the SpAMM result C̃ (exact
-/// arithmetic). With τ = +∞ every product is skipped and the value bounds ‖C‖F itself.
-pub fn skipped_bound(
-    norm_a: &[f32],
-    norm_b: &[f32],
-    tiles_m: usize,
-    tiles_k: usize,
-    tiles_n: usize,
-    tau: f32,
-) -> Result<f64, PlanError> {
-    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
-    Ok(bound_unchecked(
-        norm_a, norm_b, tiles_m, tiles_k, tiles_n, tau,
-    ))
 }
 
 fn bound_unchecked(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize, tau: f32) -> f64 {
@@ -245,12 +302,12 @@ fn bound_unchecked(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize, tau: f
     sq.sqrt()
 }
 
-/// Result of [`tau_for_error`].
+/// Result of [`NormMaps::tau_for_error`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TauForError {
     /// Products with f32 norm product ≥ τ are computed.
     pub tau: f32,
-    /// [`skipped_bound`] at `tau` (absolute, Frobenius).
+    /// [`NormMaps::skipped_bound`] at `tau` (absolute, Frobenius).
     pub bound: f64,
     /// Valid ratio at `tau`.
     pub valid_ratio: f64,
@@ -277,84 +334,6 @@ pub fn tau_retry_norm(
     let retry = rel > target_rel && attempts < MAX_TAU_ATTEMPTS && tau > 0.0 && result_norm > 0.0;
     let next = result_norm.min(c_norm);
     (retry && next > 0.0).then_some(if attempts > 1 { next * 0.5 } else { next })
-}
-
-/// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
-/// [`skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
-/// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
-pub fn tau_for_error(
-    norm_a: &[f32],
-    norm_b: &[f32],
-    tiles_m: usize,
-    tiles_k: usize,
-    tiles_n: usize,
-    max_bound: f64,
-) -> Result<TauForError, PlanError> {
-    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
-    if !(max_bound.is_finite() && max_bound >= 0.0) {
-        return Err(PlanError::InvalidInput(format!(
-            "error bound {max_bound} must be finite and ≥ 0"
-        )));
-    }
-    let bound = |t: f32| bound_unchecked(norm_a, norm_b, tiles_m, tiles_k, tiles_n, t);
-    let ratio = |t: f32| Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n).ratio(t);
-    let amax = norm_a.iter().copied().fold(0f32, f32::max);
-    let bmax = norm_b.iter().copied().fold(0f32, f32::max);
-    // Above the largest product everything is skipped.
-    let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
-    if bound(top) <= max_bound {
-        return Ok(TauForError {
-            tau: top,
-            bound: bound(top),
-            valid_ratio: ratio(top),
-        });
-    }
-    // Bisection on log τ between a tiny τ (admitted or not) and `top` (not admitted).
-    let mut lo = f32::MIN_POSITIVE;
-    if bound(lo) > max_bound {
-        return Ok(TauForError {
-            tau: 0.0,
-            bound: 0.0,
-            valid_ratio: 1.0,
-        });
-    }
-    let mut hi = top;
-    let mut lo_bound = bound(lo);
-    for _ in 0..100 {
-        if hi / lo <= 1.0001 {
-            break;
-        }
-        let mid = ((lo as f64) * (hi as f64)).sqrt() as f32;
-        if mid <= lo || mid >= hi {
-            break;
-        }
-        let bm = bound(mid);
-        if bm <= max_bound {
-            lo = mid;
-            lo_bound = bm;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(TauForError {
-        tau: lo,
-        bound: lo_bound,
-        valid_ratio: ratio(lo),
-    })
-}
-
-/// Valid products per C tile row at threshold τ (the load each row brings to the product).
-pub fn valid_per_row(
-    norm_a: &[f32],
-    norm_b: &[f32],
-    tiles_m: usize,
-    tiles_k: usize,
-    tiles_n: usize,
-    tau: f32,
-) -> Result<Vec<u64>, PlanError> {
-    check_maps(norm_a, norm_b, tiles_m, tiles_k, tiles_n)?;
-    let c = Counter::new(norm_a, norm_b, tiles_m, tiles_k, tiles_n);
-    Ok((0..tiles_m).map(|i| c.row_count(i, tau)).collect())
 }
 
 /// Thread block → C tiles, flat (CSR-like): block `b` handles `tiles[offsets[b]..offsets[b+1]]`,
@@ -482,9 +461,10 @@ mod tests {
     fn skipped_bound_brute_force_and_monotone() {
         let (tm, tk, tn) = (5, 7, 4);
         let (a, b) = lcg_maps(7, tm, tk, tn);
+        let maps = NormMaps::new(&a, &b, (tm, tk, tn)).unwrap();
         let mut prev = 0.0;
         for tau in [0.0f32, 1e-4, 1e-3, 1e-2, 0.1, 1.0, f32::INFINITY] {
-            let got = skipped_bound(&a, &b, tm, tk, tn, tau).unwrap();
+            let got = maps.skipped_bound(tau);
             let mut sq = 0f64;
             for i in 0..tm {
                 for j in 0..tn {
@@ -502,37 +482,42 @@ mod tests {
             assert!(got >= prev, "bound must grow with τ");
             prev = got;
         }
-        assert_eq!(skipped_bound(&a, &b, tm, tk, tn, 0.0).unwrap(), 0.0);
+        assert_eq!(maps.skipped_bound(0.0), 0.0);
     }
 
     #[test]
     fn tau_for_error_meets_the_bound_and_is_nearly_largest() {
         let (tm, tk, tn) = (6, 6, 6);
         let (a, b) = lcg_maps(3, tm, tk, tn);
-        let total = skipped_bound(&a, &b, tm, tk, tn, f32::INFINITY).unwrap();
+        let maps = NormMaps::new(&a, &b, (tm, tk, tn)).unwrap();
+        let total = maps.skipped_bound(f32::INFINITY);
         for frac in [1e-1, 1e-2, 1e-4] {
             let want = frac * total;
-            let r = tau_for_error(&a, &b, tm, tk, tn, want).unwrap();
+            let r = maps.tau_for_error(want).unwrap();
             assert!(r.bound <= want, "{frac}: {r:?}");
-            assert_eq!(r.bound, skipped_bound(&a, &b, tm, tk, tn, r.tau).unwrap());
+            assert_eq!(r.bound, maps.skipped_bound(r.tau));
             // A slightly larger τ would break the bound (unless τ already skips everything).
             if r.valid_ratio > 0.0 {
-                let over = skipped_bound(&a, &b, tm, tk, tn, r.tau * 1.001).unwrap();
+                let over = maps.skipped_bound(r.tau * 1.001);
                 assert!(over > want, "{frac}: τ not maximal ({over} ≤ {want})");
             }
         }
-        let r = tau_for_error(&a, &b, tm, tk, tn, 0.0).unwrap();
+        let r = maps.tau_for_error(0.0).unwrap();
         assert_eq!((r.bound, r.valid_ratio), (0.0, 1.0));
-        assert!(tau_for_error(&a, &b, tm, tk, tn, f64::NAN).is_err());
-        assert!(tau_for_error(&a, &b, tm, tk, tn, -1.0).is_err());
+        assert!(maps.tau_for_error(f64::NAN).is_err());
+        assert!(maps.tau_for_error(-1.0).is_err());
     }
 
     #[test]
-    fn tau_search_bad_inputs() {
-        assert!(tau_search(&[1.0], &[1.0], 1, 1, 1, 0.0).is_err());
-        assert!(tau_search(&[1.0], &[1.0, 2.0], 1, 1, 1, 0.5).is_err());
-        assert!(tau_search(&[f32::NAN], &[1.0], 1, 1, 1, 0.5).is_err());
-        let r = tau_search(&[1.0], &[1.0], 1, 1, 1, 1.0).unwrap();
+    fn bad_maps_and_targets_are_refused() {
+        assert!(NormMaps::new(&[1.0], &[1.0, 2.0], (1, 1, 1)).is_err());
+        assert!(NormMaps::new(&[f32::NAN], &[1.0], (1, 1, 1)).is_err());
+        assert!(NormMaps::new(&[-1.0], &[1.0], (1, 1, 1)).is_err());
+        assert!(NormMaps::new(&[], &[], (0, 1, 1)).is_err());
+        let maps = NormMaps::new(&[1.0], &[1.0], (1, 1, 1)).unwrap();
+        assert!(maps.tau_search(0.0).is_err());
+        assert!(maps.tau_search(1.5).is_err());
+        let r = maps.tau_search(1.0).unwrap();
         assert_eq!((r.tau, r.valid_ratio), (0.0, 1.0));
     }
 }

@@ -5,7 +5,7 @@
 use tcsparse_formats::Csr;
 
 use crate::PlanError;
-use crate::spamm::valid_per_row;
+use crate::spamm::NormMaps;
 
 /// Splits rows with loads `row_loads` into `parts` contiguous ranges `[begin, end)` covering
 /// `0..row_loads.len()` in order (some may be empty) and minimising the largest sum of a range:
@@ -69,23 +69,20 @@ pub fn nonzero_rows(a: &Csr, parts: usize) -> Result<Vec<(usize, usize)>, PlanEr
 
 /// SpAMM's C rows (`m` of them) split into `parts` ranges of whole C blocks (`block_tiles`
 /// tiles of `tile` rows each) balancing the valid tile products at τ (each tile row also costs
-/// its `tiles_n` C stores). `norm_a` is `tiles_m × tiles_k`, `norm_b` is `tiles_k × tiles_n`.
-#[allow(clippy::too_many_arguments)]
+/// its `tiles_n` C stores), from the tile norm maps of A and B.
 pub fn spamm_block_rows(
-    norm_a: &[f32],
-    norm_b: &[f32],
-    tiles: (usize, usize, usize),
+    maps: &NormMaps<'_>,
     tau: f32,
     m: usize,
     block_tiles: usize,
     tile: usize,
     parts: usize,
 ) -> Result<Vec<(usize, usize)>, PlanError> {
-    let (tm, tk, tn) = tiles;
+    let tn = maps.tiles().2;
     if block_tiles == 0 || tile == 0 {
         return Err(PlanError::InvalidInput("empty C block".into()));
     }
-    let per_row = valid_per_row(norm_a, norm_b, tm, tk, tn, tau)?;
+    let per_row = maps.valid_per_row(tau);
     let loads: Vec<u64> = per_row
         .chunks(block_tiles)
         .map(|c| c.iter().sum::<u64>() + (c.len() * tn) as u64)
@@ -163,8 +160,9 @@ mod tests {
         // 4 × 2 × 3 tiles of 32, C blocks of 2 tiles, m = 100 (the last tile row is partial).
         let na = vec![1.0f32; 8];
         let nb = vec![1.0f32; 6];
-        let r = spamm_block_rows(&na, &nb, (4, 2, 3), 0.0, 100, 2, 32, 2).unwrap();
+        let maps = NormMaps::new(&na, &nb, (4, 2, 3)).unwrap();
+        let r = spamm_block_rows(&maps, 0.0, 100, 2, 32, 2).unwrap();
         assert_eq!(r, vec![(0, 64), (64, 100)]);
-        assert!(spamm_block_rows(&na, &nb, (4, 2, 3), 0.0, 100, 0, 32, 2).is_err());
+        assert!(spamm_block_rows(&maps, 0.0, 100, 0, 32, 2).is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! τ search on the cuSpAMM paper's algebraic-decay matrix a_ij = 0.1 / (|i − j|^0.1 + 1).
 
-use tcsparse_planner::spamm::{strided_assignment, tau_search, valid_per_row};
+use tcsparse_planner::spamm::{NormMaps, strided_assignment};
 use tcsparse_planner::split::split_rows;
 
 const TILE: usize = 32;
@@ -55,8 +55,9 @@ fn closed_form_norms_match_dense_ones() {
 fn tau_search_hits_requested_valid_ratio_within_1_percent() {
     for n in [1024, 2048, 4096, 8192] {
         let (norms, t) = decay_tile_norms(n);
+        let maps = NormMaps::new(&norms, &norms, (t, t, t)).unwrap();
         for target in [0.05, 0.1, 0.2, 0.3] {
-            let r = tau_search(&norms, &norms, t, t, t, target).unwrap();
+            let r = maps.tau_search(target).unwrap();
             let rel = (r.valid_ratio - target).abs() / target;
             eprintln!(
                 "N = {n}: target {target}: tau {} ratio {:.5} (rel {rel:.4}) in {} steps, k = {}",
@@ -70,7 +71,7 @@ fn tau_search_hits_requested_valid_ratio_within_1_percent() {
                 r.valid_ratio
             );
             // The ratio is what valid_per_row counts at that τ.
-            let rows = valid_per_row(&norms, &norms, t, t, t, r.tau).unwrap();
+            let rows = maps.valid_per_row(r.tau);
             let total: u64 = rows.iter().sum();
             assert_eq!(total as f64 / (t * t * t) as f64, r.valid_ratio);
         }
@@ -80,7 +81,8 @@ fn tau_search_hits_requested_valid_ratio_within_1_percent() {
 #[test]
 fn strided_assignment_balances_decay_matrix_and_gpu_split_balances_rows() {
     let (norms, t) = decay_tile_norms(4096);
-    let r = tau_search(&norms, &norms, t, t, t, 0.1).unwrap();
+    let maps = NormMaps::new(&norms, &norms, (t, t, t)).unwrap();
+    let r = maps.tau_search(0.1).unwrap();
     // Valid k per C tile.
     let mut work = vec![0u64; t * t];
     for i in 0..t {
@@ -118,7 +120,7 @@ fn strided_assignment_balances_decay_matrix_and_gpu_split_balances_rows() {
         assert!(strided < square, "s = {s}: {strided} vs {square}");
     }
     // Row split over 4 GPUs: the heaviest GPU carries at most the mean + one row.
-    let rows = valid_per_row(&norms, &norms, t, t, t, r.tau).unwrap();
+    let rows = maps.valid_per_row(r.tau);
     let split = split_rows(&rows, 4).unwrap();
     let loads: Vec<u64> = split
         .iter()

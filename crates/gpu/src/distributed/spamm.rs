@@ -10,13 +10,13 @@
 //! on the ranks ([`RankSpamm::block`]) or is gathered to rank 0 ([`RankSpamm::gather_to_root`]).
 
 use cudarc::driver::CudaSlice;
-use tcsparse_planner::spamm::{skipped_bound, tau_retry_norm};
+use tcsparse_planner::spamm::tau_retry_norm;
 
 use super::{DistributedError, RankComm};
 use crate::GpuError;
 use crate::spamm::{
     SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule, TILE, TauTarget, choose_tau,
-    rel_bound, spamm_block_rows,
+    norm_maps, rel_bound, spamm_block_rows,
 };
 
 /// One rank's result: its C rows on its device and the run's report (the same on every rank).
@@ -149,10 +149,9 @@ pub fn spamm_rank(
         _ => g.alloc_zeros::<f32>(k * n)?,
     };
     comm.broadcast(&mut bd, 0)?;
-    let e =
-        |e: tcsparse_planner::PlanError| DistributedError::from(GpuError::Invalid(format!("{e}")));
+    let maps = norm_maps(&na, &nb, tiles)?;
     let mut c_norm = match cfg.target {
-        TauTarget::RelError(_) => skipped_bound(&na, &nb, tm, tk, tn, f32::INFINITY).map_err(e)?,
+        TauTarget::RelError(_) => maps.skipped_bound(f32::INFINITY),
         _ => 0.0,
     };
     let mut attempts = 0u32;
@@ -163,9 +162,9 @@ pub fn spamm_rank(
     let mut bd = Some(bd);
     let run = loop {
         attempts += 1;
-        let tau = choose_tau(&na, &nb, tiles, cfg.target, c_norm)?;
+        let tau = choose_tau(&maps, cfg.target, c_norm)?;
         if c.is_none() {
-            ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, comm.world_size())?;
+            ranges = spamm_block_rows(&maps, tau, m, cfg.block, comm.world_size())?;
             let Some(&(r0, r1)) = ranges.get(rank) else {
                 return Err(DistributedError::Mismatch(format!(
                     "{} row ranges for {} ranks",
@@ -209,7 +208,7 @@ pub fn spamm_rank(
         let valids = comm.all_gather_u64(valid)?;
         let result_norm = sums.into_iter().map(f64::from_bits).sum::<f64>().sqrt();
         let valid: u64 = valids.into_iter().sum();
-        let abs = skipped_bound(&na, &nb, tm, tk, tn, tau).map_err(e)?;
+        let abs = maps.skipped_bound(tau);
         let rel = rel_bound(abs, result_norm);
         let run = SpammRun {
             tau,

@@ -17,7 +17,9 @@ use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 mod tau;
 
-pub use tau::{SpammConfig, SpammRun, TauTarget, choose_tau, rel_bound, spamm_block_rows};
+pub use tau::{
+    SpammConfig, SpammRun, TauTarget, choose_tau, norm_maps, rel_bound, spamm_block_rows,
+};
 
 /// Norm tile edge (LoNum).
 pub const TILE: usize = 32;
@@ -691,18 +693,16 @@ mod tests {
         assert_eq!(TauTarget::rel_error(0.0).unwrap(), TauTarget::RelError(0.0));
         // A target built from the variant directly is refused by the τ selection too.
         let norms = [1.0f32; 4];
+        let maps = norm_maps(&norms, &norms, (2, 2, 2)).unwrap();
         for bad in [
             TauTarget::Tau(f32::NAN),
             TauTarget::ValidRatio(f64::NAN),
             TauTarget::RelError(f64::NAN),
         ] {
-            let e = choose_tau(&norms, &norms, (2, 2, 2), bad, 1.0).unwrap_err();
+            let e = choose_tau(&maps, bad, 1.0).unwrap_err();
             assert!(matches!(e, GpuError::Invalid(_)), "{bad:?}: {e}");
         }
-        assert_eq!(
-            choose_tau(&norms, &norms, (2, 2, 2), TauTarget::Tau(0.5), 1.0).unwrap(),
-            0.5
-        );
+        assert_eq!(choose_tau(&maps, TauTarget::Tau(0.5), 1.0).unwrap(), 0.5);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! configuration ([`SpammConfig`]), [`choose_tau`] over host norm maps, the run's record
 //! ([`SpammRun`], [`rel_bound`]) and C's row split over devices at τ ([`spamm_block_rows`]).
 
-use tcsparse_planner::spamm::{tau_for_error, tau_search};
+use tcsparse_planner::spamm::NormMaps;
 
 use super::{SpammBlock, SpammPrecision, TILE};
 use crate::GpuError;
@@ -87,7 +87,7 @@ pub struct SpammRun {
     pub valid_ratio: f64,
     /// Computed tile products counted by the kernels (equals the host count).
     pub valid_products: u64,
-    /// `tcsparse_planner::spamm::skipped_bound` at τ (absolute Frobenius bound of the skipped products).
+    /// `NormMaps::skipped_bound` at τ (absolute Frobenius bound of the skipped products).
     pub abs_bound: f64,
     /// ‖Ã·B‖F of the result (host, f64).
     pub result_norm: f64,
@@ -130,23 +130,14 @@ pub fn rel_bound(abs_bound: f64, result_norm: f64) -> f64 {
 
 /// Chooses τ from host norm maps. For [`TauTarget::RelError`] the reference norm `c_norm` is
 /// used (‖C‖F, or an estimate of it).
-pub fn choose_tau(
-    na: &[f32],
-    nb: &[f32],
-    tiles: (usize, usize, usize),
-    target: TauTarget,
-    c_norm: f64,
-) -> Result<f32, GpuError> {
-    let (tm, tk, tn) = tiles;
+pub fn choose_tau(maps: &NormMaps<'_>, target: TauTarget, c_norm: f64) -> Result<f32, GpuError> {
     let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("τ selection: {e}"));
     Ok(match target.checked()? {
         TauTarget::Tau(t) => t,
-        TauTarget::ValidRatio(r) => tau_search(na, nb, tm, tk, tn, r).map_err(e)?.tau,
+        TauTarget::ValidRatio(r) => maps.tau_search(r).map_err(e)?.tau,
         TauTarget::RelError(r) => {
             // bound ≤ r·(‖C̃‖ − bound)  ⇐  bound ≤ r/(1+r)·‖C̃‖.
-            tau_for_error(na, nb, tm, tk, tn, r / (1.0 + r) * c_norm)
-                .map_err(e)?
-                .tau
+            maps.tau_for_error(r / (1.0 + r) * c_norm).map_err(e)?.tau
         }
     })
 }
@@ -154,14 +145,22 @@ pub fn choose_tau(
 /// C's rows over `parts` devices in whole C blocks, balancing valid products at τ
 /// ([`tcsparse_planner::split::spamm_block_rows`]).
 pub fn spamm_block_rows(
-    na: &[f32],
-    nb: &[f32],
-    tiles: (usize, usize, usize),
+    maps: &NormMaps<'_>,
     tau: f32,
     m: usize,
     block: SpammBlock,
     parts: usize,
 ) -> Result<Vec<(usize, usize)>, GpuError> {
-    tcsparse_planner::split::spamm_block_rows(na, nb, tiles, tau, m, block.tiles(), TILE, parts)
+    tcsparse_planner::split::spamm_block_rows(maps, tau, m, block.tiles(), TILE, parts)
         .map_err(|e| GpuError::Invalid(format!("row split: {e}")))
+}
+
+/// The norm maps `na` and `nb` of `tiles` (as [`NormMaps::new`]; a disagreement is
+/// [`GpuError::Invalid`]).
+pub fn norm_maps<'a>(
+    na: &'a [f32],
+    nb: &'a [f32],
+    tiles: (usize, usize, usize),
+) -> Result<NormMaps<'a>, GpuError> {
+    NormMaps::new(na, nb, tiles).map_err(|e| GpuError::Invalid(format!("norm maps: {e}")))
 }

@@ -399,28 +399,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_specs_stage_96_kb_per_block() {
+    fn default_specs_stage_96_kb_and_light_ones_32_kb_per_block() {
         for s in Slice::ALL {
-            let spec = s.default_spec();
-            assert_eq!(
-                shared_bytes(spec.slot_cap as usize, s),
-                Some(96 * 1024),
-                "{s:?}"
-            );
-            assert!(spec.check().is_ok());
+            let (default, light) = (s.default_spec(), s.light_spec());
+            for (spec, kb) in [(default, 96), (light, 32)] {
+                assert_eq!(
+                    shared_bytes(spec.slot_cap as usize, s),
+                    Some(kb * 1024),
+                    "{s:?}"
+                );
+                assert!(spec.check().is_ok());
+            }
+            assert_eq!(s.tuned_specs(), [default, light]);
         }
         assert_eq!(Slice::S32.default_spec().slot_cap, 768);
         assert_eq!(Slice::S64.default_spec().slot_cap, 384);
-        for s in Slice::ALL {
-            let light = s.light_spec();
-            assert_eq!(
-                shared_bytes(light.slot_cap as usize, s),
-                Some(32 * 1024),
-                "{s:?}"
-            );
-            assert!(light.check().is_ok());
-            assert_eq!(s.tuned_specs(), [s.default_spec(), light]);
-        }
     }
 
     #[test]

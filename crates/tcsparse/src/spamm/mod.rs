@@ -230,8 +230,8 @@ mod tests {
         // the search's closest step, and the product computes exactly that share.
         let na = NormMap::from_dense(&a, n, n, TILE).unwrap();
         let t = n / TILE;
-        let want =
-            tcsparse_planner::spamm::tau_search(na.norms(), na.norms(), t, t, t, 0.2).unwrap();
+        let maps = tcsparse_planner::spamm::NormMaps::new(na.norms(), na.norms(), (t, t, t));
+        let want = maps.unwrap().tau_search(0.2).unwrap();
         assert_eq!(r.tau, want.tau);
         assert!(
             (r.valid_ratio - want.valid_ratio).abs() < 1e-12,

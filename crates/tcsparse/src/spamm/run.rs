@@ -9,9 +9,9 @@ use tcsparse_gpu::spamm::{
     SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule, TILE, choose_tau, rel_bound,
     spamm_block_rows,
 };
-use tcsparse_planner::spamm::skipped_bound;
+use tcsparse_planner::spamm::NormMaps;
 
-use super::tune::{Product, choose_and_run};
+use super::tune::{Product, choose_and_run, plan_error};
 use super::{DenseRef, SpammOptions, SpammReport, check};
 use crate::Error;
 
@@ -85,7 +85,8 @@ pub fn spamm_on_group(
             let s = match &mut split {
                 Some(s) => s,
                 None => {
-                    let ranges = spamm_block_rows(&na, &nb, tiles, tau, m, cfg.block, group.len())?;
+                    let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
+                    let ranges = spamm_block_rows(&maps, tau, m, cfg.block, group.len())?;
                     part_rows = ranges.clone();
                     let _split =
                         tracing::info_span!("spamm_split", devices = group.len()).entered();
@@ -312,19 +313,19 @@ pub fn spamm_device(
     let (m, n, _) = ops.shape();
     let tiles = ops.tiles();
     let (na, nb) = ops.norms_host()?;
-    let pe = |e: tcsparse_planner::PlanError| Error::InvalidArgs(e.to_string());
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
         return Err(Error::InvalidArgs("empty operand".into()));
     }
-    let c_norm = skipped_bound(&na, &nb, tiles.0, tiles.1, tiles.2, f32::INFINITY).map_err(pe)?;
-    let tau = choose_tau(&na, &nb, tiles, opts.target, c_norm)?;
+    let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
+    let c_norm = maps.skipped_bound(f32::INFINITY);
+    let tau = choose_tau(&maps, opts.target, c_norm)?;
     let g = ops.gpu();
     let kern = SpammKernel::new(g, m, n, ops.precision(), opts.block, opts.s.max(1))?;
     let sched = SpammSchedule::new(g, &na, &nb, tiles, opts.block, tau)?;
     let mut st = g.alloc_zeros::<u64>(1)?;
     kern.run(ops, &sched, 1.0, 0.0, c, Some(&mut st))?;
     let valid = g.download(&st)?[0];
-    let abs = skipped_bound(&na, &nb, tiles.0, tiles.1, tiles.2, tau).map_err(pe)?;
+    let abs = maps.skipped_bound(tau);
     let norm = if opts.measure_error {
         let h = g.download(c)?;
         super::tune::frobenius(&h[..m * n])

@@ -4,7 +4,7 @@
 //! the result's own norm replaces the estimate of ‖C‖F and τ is chosen again (at most 4 products).
 
 use tcsparse_gpu::spamm::{SpammRun, TauTarget, choose_tau, rel_bound};
-use tcsparse_planner::spamm::{skipped_bound, tau_retry_norm};
+use tcsparse_planner::spamm::{NormMaps, tau_retry_norm};
 
 use crate::Error;
 
@@ -29,7 +29,7 @@ pub(crate) struct Chosen {
     pub valid: u64,
     /// Computed tile products / all.
     pub valid_ratio: f64,
-    /// [`skipped_bound`] at τ.
+    /// [`NormMaps::skipped_bound`] at τ.
     pub abs_bound: f64,
     /// ‖C̃‖F (f64).
     pub result_norm: f64,
@@ -56,7 +56,7 @@ impl Chosen {
     }
 }
 
-fn plan_error(e: tcsparse_planner::PlanError) -> Error {
+pub(crate) fn plan_error(e: tcsparse_planner::PlanError) -> Error {
     Error::InvalidArgs(format!("τ selection: {e}"))
 }
 
@@ -82,21 +82,20 @@ pub(crate) fn choose_and_run(
     target: TauTarget,
     mut product: impl FnMut(f32) -> Result<Product, Error>,
 ) -> Result<Chosen, Error> {
+    let maps = NormMaps::new(na, nb, tiles).map_err(plan_error)?;
     let (tm, tk, tn) = tiles;
     // First estimate of ‖C‖F for an error target: the norm-product bound (≥ ‖C‖F).
     let mut c_norm = match target {
-        TauTarget::RelError(_) => {
-            skipped_bound(na, nb, tm, tk, tn, f32::INFINITY).map_err(plan_error)?
-        }
+        TauTarget::RelError(_) => maps.skipped_bound(f32::INFINITY),
         _ => 0.0,
     };
     let total = (tm * tk * tn) as f64;
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let tau = choose_tau(na, nb, tiles, target, c_norm)?;
+        let tau = choose_tau(&maps, target, c_norm)?;
         let Product { c, valid } = product(tau)?;
-        let abs_bound = skipped_bound(na, nb, tm, tk, tn, tau).map_err(plan_error)?;
+        let abs_bound = maps.skipped_bound(tau);
         let result_norm = frobenius(&c);
         let rel = rel_bound(abs_bound, result_norm);
         let retry = match target {

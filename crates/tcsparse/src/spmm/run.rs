@@ -294,31 +294,19 @@ impl Prepared {
         ldc: usize,
     ) -> Result<(), Error> {
         self.check_element(T::DTYPE)?;
-        match T::DTYPE {
-            DType::F32 => self.spmm_device_as::<T, f32, _, _>(alpha, b, ldb, beta, c, ldc),
-            DType::F16 => self.spmm_device_as::<T, f16, _, _>(alpha, b, ldb, beta, c, ldc),
-            DType::BF16 => self.spmm_device_as::<T, bf16, _, _>(alpha, b, ldb, beta, c, ldc),
-        }
-    }
-
-    /// [`Prepared::spmm_device_typed_strided`] on the kernel of `E` (`T` is `E`).
-    fn spmm_device_as<
-        T: Element,
-        E: DeviceElement,
-        B: DevicePtr<T>,
-        C: DevicePtr<T> + DevicePtrMut<T>,
-    >(
-        &mut self,
-        alpha: f32,
-        b: &B,
-        ldb: usize,
-        beta: f32,
-        c: &mut C,
-        ldc: usize,
-    ) -> Result<(), Error> {
         let n = self.n;
-        let (b, mut c) = (Same::<_, T, E>::new(b)?, Same::<_, T, E>::new(c)?);
-        self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
+        // The kernel of E, the device element of T (the same type: `Same` checks it).
+        macro_rules! on {
+            ($e:ty) => {{
+                let (b, mut c) = (Same::<_, T, $e>::new(b)?, Same::<_, T, $e>::new(c)?);
+                self.spmm_device_at(alpha, &b, n, ldb, beta, &mut c, ldc)
+            }};
+        }
+        match T::DTYPE {
+            DType::F32 => on!(f32),
+            DType::F16 => on!(f16),
+            DType::BF16 => on!(bf16),
+        }
     }
 
     /// `C = α·A·B + β·C` on device data, queued on the engine's stream (no synchronization): the
