@@ -7,6 +7,48 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 
+use crate::{Gpu, GpuError};
+
+impl Gpu {
+    /// Device `ordinal` (its primary context, the one PyTorch and the CUDA runtime use) with a
+    /// stream of its own and without cudarc's per-buffer event tracking: every buffer this
+    /// handle makes is allocated, used and freed on its one stream, and work on another
+    /// library's stream is ordered by [`Gpu::join_streams`], so the events cudarc would record
+    /// and wait for at every launch argument (two driver calls per buffer per launch) order
+    /// nothing. For a host-bound caller (one small product per Python call) that is most of the
+    /// launch's host time. Buffers of this handle must not be used on another stream without an
+    /// explicit [`Gpu::join_streams`].
+    pub fn open_single_stream(ordinal: usize) -> Result<Gpu, GpuError> {
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: called on a context object that has made no stream and no buffer yet, so no
+        // buffer of it carries events; the buffers made through it afterwards are used on this
+        // handle's one stream only (the contract above), where stream order alone orders them.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        Self::from_parts(ctx, stream)
+    }
+
+    /// Orders `waiter` after the work queued on `from` so far: an event recorded on `from` and
+    /// waited for on `waiter`, no host synchronisation. The handle keeps one event for this,
+    /// recorded and waited for under a lock (as one step, so concurrent joins never wait for each
+    /// other's record), instead of making and destroying an event per join as
+    /// `CudaStream::join` does.
+    pub fn join_streams(&self, waiter: &CudaStream, from: &CudaStream) -> Result<(), GpuError> {
+        let mut slot = self
+            .inner
+            .join_event
+            .lock()
+            .map_err(|_| GpuError::Invalid("the join event's lock is poisoned".into()))?;
+        let event = match slot.as_mut() {
+            Some(e) => e,
+            None => slot.insert(self.inner.ctx.new_event(None)?),
+        };
+        event.record(from)?;
+        waiter.wait(event)?;
+        Ok(())
+    }
+}
+
 /// `len` f32 values of device memory owned by someone else (e.g. a PyTorch tensor's storage).
 #[derive(Debug)]
 pub struct ForeignSlice {

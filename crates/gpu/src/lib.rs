@@ -339,6 +339,8 @@ struct Inner {
     download_staging: std::sync::Mutex<Option<staging::Staging>>,
     /// What this handle's allocations may draw ([`Gpu::set_alloc_budget`]).
     budget: budget::AllocBudget,
+    /// The event [`Gpu::join_streams`] records and waits for (made on its first use).
+    join_event: std::sync::Mutex<Option<cudarc::driver::CudaEvent>>,
 }
 
 /// A CUDA device 0 with one context and one stream. Cheap to clone.
@@ -438,6 +440,7 @@ impl Gpu {
                 staging: std::sync::Mutex::new(None),
                 download_staging: std::sync::Mutex::new(None),
                 budget: budget::AllocBudget::from_env(),
+                join_event: std::sync::Mutex::new(None),
             }),
         })
     }

@@ -13,19 +13,19 @@
 //! preparation captures CUDA graphs on it, which the legacy default stream (PyTorch's default)
 //! does not allow.
 
-use cudarc::driver::CudaContext;
 pub use tcsparse_gpu::foreign::{ForeignSlice, ForeignStream};
 
 use crate::{Engine, Error, Prepared};
 
 impl Engine {
     /// An engine on CUDA device `ordinal`'s primary context (the one PyTorch and the CUDA runtime
-    /// use) with a stream of its own; products on another library's stream go through
-    /// [`Prepared::spmm_on_stream`].
+    /// use) with a stream of its own and no per-buffer event tracking
+    /// ([`tcsparse_gpu::Gpu::open_single_stream`]: its buffers stay on its stream); products on
+    /// another library's stream go through [`Prepared::spmm_on_stream`].
     pub fn on_device(ordinal: usize) -> Result<Self, Error> {
-        let ctx = CudaContext::new(ordinal).map_err(tcsparse_gpu::GpuError::from)?;
-        let stream = ctx.new_stream().map_err(tcsparse_gpu::GpuError::from)?;
-        Self::from_cuda(ctx, stream)
+        Ok(Self::with_gpu(tcsparse_gpu::Gpu::open_single_stream(
+            ordinal,
+        )?))
     }
 
     /// Runs `f` on the engine's stream, ordered after the work already queued on `caller` and
@@ -56,13 +56,9 @@ fn ordered<T>(
             "the stream belongs to another CUDA context (another device?)".into(),
         ));
     }
-    own.join(caller.stream())
-        .map_err(tcsparse_gpu::GpuError::from)?;
+    gpu.join_streams(own, caller.stream())?;
     let result = f();
-    caller
-        .stream()
-        .join(own)
-        .map_err(tcsparse_gpu::GpuError::from)?;
+    gpu.join_streams(caller.stream(), own)?;
     result
 }
 

@@ -1,9 +1,11 @@
 //! GPU tests of the facade's device API (ignored without a GPU; they FAIL under
 //! `--include-ignored` on a machine without one): `spmm_device` on views into larger buffers with
 //! leading dimensions ≠ n, in prepared and in original row order, on every kernel; value updates;
-//! an engine on the caller's own context and stream; F32 precision.
+//! an engine on the caller's own context and stream; an engine of `Engine::on_device` on another
+//! stream's memory; F32 precision.
 
-use tcsparse::cudarc::driver::CudaContext;
+use tcsparse::cudarc::driver::{CudaContext, DevicePtr};
+use tcsparse::external::{ForeignSlice, ForeignStream};
 use tcsparse::formats::Csr;
 use tcsparse::formats::reference::max_scaled_error;
 use tcsparse::gpu::Gpu;
@@ -290,6 +292,49 @@ fn engine_on_the_callers_stream() {
     let zeros = vec![0f32; a.rows() * n];
     let err = error(&a, 1.0, &b, 0.0, &zeros, &c, n, n);
     assert!(err <= product_bound(&p, &a), "scaled error {err:.3e}");
+}
+
+/// An engine of `Engine::on_device` (its buffers without cudarc's event tracking) runs every
+/// kernel on memory of another context object's stream, as the Python package does with
+/// PyTorch's: C0 and B are uploaded on the caller's stream just before the product and C read
+/// back on it just after, with no synchronisation in between, so only the engine's stream waits
+/// order them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn on_device_products_are_ordered_on_the_callers_stream() {
+    Gpu::require().expect("this test needs a CUDA GPU");
+    let ctx = CudaContext::new(0).unwrap();
+    let caller = ctx.new_stream().unwrap();
+    let engine = Engine::on_device(0).unwrap();
+    let own = engine.gpu().unwrap().stream().clone();
+    let a = matrix();
+    let n = 16;
+    let (b, c0) = (values(a.cols() * n, 8), values(a.rows() * n, 9));
+    // SAFETY: the handle of `caller`, a live stream of device 0's primary context that outlives
+    // every product below.
+    let fs = unsafe { ForeignStream::wrap(&ctx, caller.cu_stream() as usize) };
+    for kernel in KERNELS {
+        let opts = PrepareOptions::builder().n(n).kernel(kernel).build();
+        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+        let bd = caller.clone_htod(&b).unwrap();
+        let cd = caller.clone_htod(&c0).unwrap();
+        let (pb, pc) = (bd.device_ptr(&caller).0, cd.device_ptr(&caller).0);
+        // SAFETY: bd and cd hold cols·n and rows·n f32 of device 0, live until `clone_dtoh` below
+        // has synchronised the caller's stream, which the product is ordered before.
+        let (bs, mut cs) = unsafe {
+            (
+                ForeignSlice::new(pb, bd.len(), own.clone()),
+                ForeignSlice::new(pc, cd.len(), own.clone()),
+            )
+        };
+        p.spmm_on_stream(&fs, 1.5, &bs, 0.5, &mut cs).unwrap();
+        let c = caller.clone_dtoh(&cd).unwrap();
+        let err = error(&a, 1.5, &b, 0.5, &c0, &c, n, n);
+        assert!(
+            err <= product_bound(&p, &a),
+            "{kernel:?}: scaled error {err:.3e}"
+        );
+    }
 }
 
 /// F32 precision keeps the tensor-core kernels out of tuning and meets the f32 bound; a requested
