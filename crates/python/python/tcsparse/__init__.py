@@ -201,18 +201,21 @@ class SparseMatrix:
         )
         self._kind = kind
         self._index = index
+        # Fixed for the matrix's life (new values keep the pattern): read once, not per call.
+        self._shape: Tuple[int, int] = tuple(self._m.shape)
+        self._nnz: int = int(self._m.nnz)
 
     # -- description ---------------------------------------------------------------------------
 
     @property
     def shape(self) -> Tuple[int, int]:
         """``(rows, cols)``."""
-        return self._m.shape
+        return self._shape
 
     @property
     def nnz(self) -> int:
         """Stored nonzeros."""
-        return self._m.nnz
+        return self._nnz
 
     @property
     def device(self) -> str:
@@ -446,7 +449,7 @@ def _stream(a: SparseMatrix) -> int:
     t = _torch()
     raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:  # the handle without building a torch.cuda.Stream (a few µs a call)
-        return int(raw(a._index))
+        return raw(a._index)
     return int(t.cuda.current_stream(a._index).cuda_stream)
 
 
