@@ -10,7 +10,9 @@ columns, labels = argmax(Â·Â·X·W*) for a random W* over ``--classes`` class
 can learn), 60 % of the nodes train, the rest test. Â = D^-1/2 (A + Aᵀ + I) D^-1/2 (binary A), the
 normalisation GCNConv uses.
 
-Each layer is ``propagate(Z @ W) + b`` (GCNConv's order). Usage (on a GPU machine with torch and
+Each layer is ``propagate(Z @ W) + b`` (GCNConv's order). The tcsparse model prepares Â once per
+layer width (``n_hint`` = ``--hidden`` for the first layer, ``--classes`` for the second), since a
+preparation is tuned for its width. Usage (on a GPU machine with torch and
 torch_geometric; ``--device cpu`` runs the tcsparse and torch.sparse models on the CPU):
 
     python examples/python/gcn.py --datasets cora,citeseer --epochs 200
@@ -106,25 +108,29 @@ def init_weights(features: int, hidden: int, classes: int, seed: int):
 
 
 class DenseGCN(torch.nn.Module):
-    """Two layers ``propagate(Z @ W) + b`` around a given propagation."""
+    """Two layers ``propagate(Z @ W) + b`` around given propagations (one per layer)."""
 
-    def __init__(self, weights, propagate):
+    def __init__(self, weights, propagate1, propagate2):
         super().__init__()
         self.w1, self.b1, self.w2, self.b2 = (torch.nn.Parameter(w.clone()) for w in weights)
-        self.propagate = propagate
+        self.propagate1, self.propagate2 = propagate1, propagate2
 
     def forward(self, x):
-        h = torch.relu(self.propagate(x @ self.w1) + self.b1)
-        return self.propagate(h @ self.w2) + self.b2
+        h = torch.relu(self.propagate1(x @ self.w1) + self.b1)
+        return self.propagate2(h @ self.w2) + self.b2
 
 
 def build_model(impl: str, adj: sp.csr_array, weights, device: torch.device, hidden: int, precision: str):
     if impl == "tcsparse":
-        a = tcsparse.SparseMatrix(adj, device=device, n_hint=hidden, precision=precision)
-        return DenseGCN(weights, lambda z: a @ z.contiguous()).to(device), a.kernel
+        # Â prepared for each layer's width: the hidden features, then the classes.
+        a1 = tcsparse.SparseMatrix(adj, device=device, n_hint=hidden, precision=precision)
+        a2 = tcsparse.SparseMatrix(adj, device=device, n_hint=weights[2].shape[1], precision=precision)
+        model = DenseGCN(weights, lambda z: a1 @ z.contiguous(), lambda z: a2 @ z.contiguous())
+        return model.to(device), f"{a1.kernel}; {a2.kernel}"
     if impl == "torch":
         t = torch_csr(adj, device)
-        return DenseGCN(weights, lambda z: torch.sparse.mm(t, z)).to(device), "torch.sparse.mm (CSR)"
+        prop = lambda z: torch.sparse.mm(t, z)  # noqa: E731
+        return DenseGCN(weights, prop, prop).to(device), "torch.sparse.mm (CSR)"
     if impl == "pyg":
         try:
             from torch_geometric.nn import GCNConv
