@@ -9,7 +9,9 @@
 //! valid ratio = valid products / (tiles_m · tiles_k · tiles_n).
 
 use crate::PlanError;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
 
 /// The τ search stops when |achieved − target| ≤ this (absolute, in ratio units: 0.001 = 0.1
 /// percentage points).
@@ -30,58 +32,25 @@ pub struct TauResult {
     pub k: u32,
 }
 
-/// Norm maps with their column values sorted, for fast valid counts.
-struct Counter<'a> {
-    a: &'a [f32],
-    tm: usize,
-    tk: usize,
-    tn: usize,
-    /// Row k of B sorted ascending.
-    b_sorted: Vec<f32>,
-}
-
-impl<'a> Counter<'a> {
-    fn new(a: &'a [f32], b: &[f32], tm: usize, tk: usize, tn: usize) -> Self {
-        let mut b_sorted = b.to_vec();
-        for row in b_sorted.chunks_mut(tn.max(1)) {
-            row.sort_unstable_by(f32::total_cmp);
-        }
-        Self {
-            a,
-            tm,
-            tk,
-            tn,
-            b_sorted,
-        }
-    }
-
-    /// Valid products of C tile row `i` at threshold τ (f32 multiply is monotone for a ≥ 0).
-    fn row_count(&self, i: usize, tau: f32) -> u64 {
-        let mut c = 0u64;
-        for k in 0..self.tk {
-            let a = self.a[i * self.tk + k];
-            let row = &self.b_sorted[k * self.tn..(k + 1) * self.tn];
-            c += (self.tn - row.partition_point(|&b| a * b < tau)) as u64;
-        }
-        c
-    }
-
-    fn ratio(&self, tau: f32) -> f64 {
-        let total = (self.tm * self.tk * self.tn) as f64;
-        (0..self.tm).map(|i| self.row_count(i, tau)).sum::<u64>() as f64 / total
-    }
-}
-
 /// The tile norm maps of A and B, checked: `a` is `tiles_m × tiles_k` and `b` is
 /// `tiles_k × tiles_n` (row-major tile Frobenius norms), every tile count ≥ 1, every norm finite
 /// and ≥ 0. What the τ choices and the valid counts read.
-#[derive(Clone, Copy, Debug)]
+///
+/// Made once per pair of maps: each row of B sorted ascending (with its columns), so that the
+/// products of one A norm with a row of B that fall below τ are a prefix of the sorted row
+/// (f32 multiplication by a ≥ 0 is monotone), found by binary search.
+#[derive(Debug)]
 pub struct NormMaps<'a> {
     a: &'a [f32],
-    b: &'a [f32],
     tiles_m: usize,
     tiles_k: usize,
     tiles_n: usize,
+    /// Row k of B sorted ascending (`tiles_n` values per row).
+    b_sorted: Vec<f32>,
+    /// The column of each value of `b_sorted`.
+    b_cols: Vec<u32>,
+    /// Σ_k a_ik·b_kj in f64 per C tile (row-major `tiles_m × tiles_n`), made on first need.
+    full: OnceLock<Vec<f64>>,
 }
 
 impl<'a> NormMaps<'a> {
@@ -108,12 +77,36 @@ impl<'a> NormMaps<'a> {
                 "norms must be finite and ≥ 0".into(),
             ));
         }
+        if tn > u32::MAX as usize {
+            return Err(PlanError::InvalidInput(format!(
+                "{tn} C tile columns exceed u32"
+            )));
+        }
+        let mut b_sorted = vec![0f32; tk * tn];
+        let mut b_cols = vec![0u32; tk * tn];
+        b_sorted
+            .par_chunks_mut(tn)
+            .zip(b_cols.par_chunks_mut(tn))
+            .zip(b.par_chunks(tn))
+            .for_each(|((vals, cols), row)| {
+                let mut pairs: Vec<(f32, u32)> = row
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &v)| (v, j as u32))
+                    .collect();
+                pairs.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+                for (slot, (v, j)) in vals.iter_mut().zip(cols.iter_mut()).zip(pairs) {
+                    (*slot.0, *slot.1) = (v, j);
+                }
+            });
         Ok(Self {
             a,
-            b,
             tiles_m: tm,
             tiles_k: tk,
             tiles_n: tn,
+            b_sorted,
+            b_cols,
+            full: OnceLock::new(),
         })
     }
 
@@ -122,8 +115,95 @@ impl<'a> NormMaps<'a> {
         (self.tiles_m, self.tiles_k, self.tiles_n)
     }
 
-    fn counter(&self) -> Counter<'a> {
-        Counter::new(self.a, self.b, self.tiles_m, self.tiles_k, self.tiles_n)
+    /// Row k of B, sorted ascending.
+    fn sorted_row(&self, k: usize) -> &[f32] {
+        &self.b_sorted[k * self.tiles_n..(k + 1) * self.tiles_n]
+    }
+
+    /// How many products `x·b_kj` fall below τ (skipped): a prefix of the sorted row k.
+    fn skipped_in_row(&self, x: f32, k: usize, tau: f32) -> usize {
+        self.sorted_row(k).partition_point(|&b| x * b < tau)
+    }
+
+    /// Valid products of C tile row `i` at threshold τ.
+    fn row_count(&self, i: usize, tau: f32) -> u64 {
+        let (tk, tn) = (self.tiles_k, self.tiles_n);
+        (0..tk)
+            .map(|k| (tn - self.skipped_in_row(self.a[i * tk + k], k, tau)) as u64)
+            .sum()
+    }
+
+    /// Valid products / all products at threshold τ.
+    fn ratio(&self, tau: f32) -> f64 {
+        let total = (self.tiles_m * self.tiles_k * self.tiles_n) as f64;
+        let valid: u64 = (0..self.tiles_m)
+            .into_par_iter()
+            .map(|i| self.row_count(i, tau))
+            .sum();
+        valid as f64 / total
+    }
+
+    /// Σ_k a_ik·b_kj in f64 for every C tile (the norm-product bound of ‖C‖F's tiles before
+    /// squaring), computed on first use.
+    fn full_products(&self) -> &[f64] {
+        self.full.get_or_init(|| {
+            let (tk, tn) = (self.tiles_k, self.tiles_n);
+            let mut full = vec![0f64; self.tiles_m * tn];
+            full.par_chunks_mut(tn).enumerate().for_each(|(i, e)| {
+                for k in 0..tk {
+                    let x = self.a[i * tk + k];
+                    if x == 0.0 {
+                        continue;
+                    }
+                    let (vals, cols) = self.row_entries(k, 0..tn);
+                    for (&y, &j) in vals.iter().zip(cols) {
+                        e[j as usize] += x as f64 * y as f64;
+                    }
+                }
+            });
+            full
+        })
+    }
+
+    /// The sorted values of row k of B in `range` and their columns.
+    fn row_entries(&self, k: usize, range: std::ops::Range<usize>) -> (&[f32], &[u32]) {
+        let base = k * self.tiles_n;
+        let r = base + range.start..base + range.end;
+        (&self.b_sorted[r.clone()], &self.b_cols[r])
+    }
+
+    /// Σ_j e_ij² for C tile row `i`, e_ij = Σ_{k skipped at τ} a_ik·b_kj: summed over the skipped
+    /// products where they are the fewer, else as the full product minus the valid ones.
+    fn row_skipped_square(&self, i: usize, tau: f32) -> f64 {
+        let (tk, tn) = (self.tiles_k, self.tiles_n);
+        let xs = &self.a[i * tk..(i + 1) * tk];
+        let cuts: Vec<usize> = (0..tk)
+            .map(|k| self.skipped_in_row(xs[k], k, tau))
+            .collect();
+        // (A zero norm's products are all zero: they cost nothing either way.)
+        let skipped: usize = (0..tk).filter(|&k| xs[k] != 0.0).map(|k| cuts[k]).sum();
+        let valid: usize = (0..tk)
+            .filter(|&k| xs[k] != 0.0)
+            .map(|k| tn - cuts[k])
+            .sum();
+        let mut e = vec![0f64; tn];
+        if skipped <= valid + tn {
+            for k in (0..tk).filter(|&k| xs[k] != 0.0) {
+                let (vals, cols) = self.row_entries(k, 0..cuts[k]);
+                for (&y, &j) in vals.iter().zip(cols) {
+                    e[j as usize] += xs[k] as f64 * y as f64;
+                }
+            }
+        } else {
+            e.copy_from_slice(&self.full_products()[i * tn..(i + 1) * tn]);
+            for k in (0..tk).filter(|&k| xs[k] != 0.0) {
+                let (vals, cols) = self.row_entries(k, cuts[k]..tn);
+                for (&y, &j) in vals.iter().zip(cols) {
+                    e[j as usize] -= xs[k] as f64 * y as f64;
+                }
+            }
+        }
+        e.iter().map(|v| v * v).sum()
     }
 
     /// τ for a requested valid ratio (cuSpAMM §3.5.2): `ave` = mean of all norm products; search space [0, k · ave] starting with k = 1 and
@@ -133,22 +213,18 @@ impl<'a> NormMaps<'a> {
     /// [`TAU_MAX_ITERATIONS`] binary-search steps.
     #[tracing::instrument(name = "tau_search", level = "info", skip_all)]
     pub fn tau_search(&self, target_valid_ratio: f64) -> Result<TauResult, PlanError> {
-        let (norm_a, norm_b, (tiles_m, tiles_k, tiles_n)) = (self.a, self.b, self.tiles());
+        let (norm_a, (tiles_m, tiles_k, tiles_n)) = (self.a, self.tiles());
         let target = target_valid_ratio;
         if !(target > 0.0 && target <= 1.0) {
             return Err(PlanError::InvalidInput(format!(
                 "target valid ratio {target} not in (0, 1]"
             )));
         }
-        let counter = self.counter();
         // ave = Σ_k (Σ_i a[i,k]) (Σ_j b[k,j]) / (m k n).
         let mut sum = 0f64;
         for k in 0..tiles_k {
             let sa: f64 = (0..tiles_m).map(|i| norm_a[i * tiles_k + k] as f64).sum();
-            let sb: f64 = norm_b[k * tiles_n..(k + 1) * tiles_n]
-                .iter()
-                .map(|&x| x as f64)
-                .sum();
+            let sb: f64 = self.sorted_row(k).iter().map(|&x| x as f64).sum();
             sum += sa * sb;
         }
         let ave = sum / (tiles_m * tiles_k * tiles_n) as f64;
@@ -165,7 +241,7 @@ impl<'a> NormMaps<'a> {
         let mut k = 1u32;
         let (lo_start, hi) = loop {
             let hi = (k as f64 * ave) as f32;
-            let r = counter.ratio(hi);
+            let r = self.ratio(hi);
             consider(&mut best, hi, r, target, k);
             if r <= target || k >= 1 << 20 {
                 break (0f32, hi);
@@ -180,7 +256,7 @@ impl<'a> NormMaps<'a> {
                 break;
             }
             iterations += 1;
-            let r = counter.ratio(mid);
+            let r = self.ratio(mid);
             consider(&mut best, mid, r, target, k);
             if r > target { lo = mid } else { hi = mid }
         }
@@ -193,36 +269,34 @@ impl<'a> NormMaps<'a> {
     /// Frobenius sum over tiles), so ‖C − C̃‖F ≤ the bound for the SpAMM result C̃ (exact
     /// arithmetic). With τ = +∞ every product is skipped and the value bounds ‖C‖F itself.
     pub fn skipped_bound(&self, tau: f32) -> f64 {
-        bound_unchecked(
-            self.a,
-            self.b,
-            self.tiles_m,
-            self.tiles_k,
-            self.tiles_n,
-            tau,
-        )
+        let sq: f64 = (0..self.tiles_m)
+            .into_par_iter()
+            .map(|i| self.row_skipped_square(i, tau))
+            .sum();
+        sq.sqrt()
     }
 
     /// Valid products per C tile row at threshold τ (the load each row brings to the product).
     pub fn valid_per_row(&self, tau: f32) -> Vec<u64> {
-        let c = self.counter();
-        (0..self.tiles_m).map(|i| c.row_count(i, tau)).collect()
+        (0..self.tiles_m)
+            .into_par_iter()
+            .map(|i| self.row_count(i, tau))
+            .collect()
     }
 
     /// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
     /// [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
     /// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
     pub fn tau_for_error(&self, max_bound: f64) -> Result<TauForError, PlanError> {
-        let (norm_a, norm_b) = (self.a, self.b);
         if !(max_bound.is_finite() && max_bound >= 0.0) {
             return Err(PlanError::InvalidInput(format!(
                 "error bound {max_bound} must be finite and ≥ 0"
             )));
         }
         let bound = |t: f32| self.skipped_bound(t);
-        let ratio = |t: f32| self.counter().ratio(t);
-        let amax = norm_a.iter().copied().fold(0f32, f32::max);
-        let bmax = norm_b.iter().copied().fold(0f32, f32::max);
+        let ratio = |t: f32| self.ratio(t);
+        let amax = self.a.iter().copied().fold(0f32, f32::max);
+        let bmax = self.b_sorted.iter().copied().fold(0f32, f32::max);
         // Above the largest product everything is skipped.
         let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
         if bound(top) <= max_bound {
@@ -276,30 +350,6 @@ fn consider(best: &mut TauResult, tau: f32, r: f64, target: f64, k: u32) {
             k,
         };
     }
-}
-
-fn bound_unchecked(a: &[f32], b: &[f32], tm: usize, tk: usize, tn: usize, tau: f32) -> f64 {
-    use rayon::prelude::*;
-    let sq: f64 = (0..tm)
-        .into_par_iter()
-        .map(|i| {
-            let mut e = vec![0f64; tn];
-            for k in 0..tk {
-                let x = a[i * tk + k];
-                if x == 0.0 {
-                    continue;
-                }
-                for (ej, &y) in e.iter_mut().zip(&b[k * tn..(k + 1) * tn]) {
-                    // Same rule as the kernels: computed iff the f32 product is ≥ τ.
-                    if x * y < tau {
-                        *ej += x as f64 * y as f64;
-                    }
-                }
-            }
-            e.iter().map(|v| v * v).sum::<f64>()
-        })
-        .sum();
-    sq.sqrt()
 }
 
 /// Result of [`NormMaps::tau_for_error`].
@@ -457,6 +507,33 @@ mod tests {
         (a, b)
     }
 
+    /// The skipped bound and the valid counts by brute force over every product (the kernels'
+    /// rule: valid iff the f32 product is ≥ τ).
+    fn brute_force(
+        a: &[f32],
+        b: &[f32],
+        (tm, tk, tn): (usize, usize, usize),
+        tau: f32,
+    ) -> (f64, Vec<u64>) {
+        let mut sq = 0f64;
+        let mut valid = vec![0u64; tm];
+        for i in 0..tm {
+            for j in 0..tn {
+                let mut e = 0f64;
+                for k in 0..tk {
+                    let (x, y) = (a[i * tk + k], b[k * tn + j]);
+                    if x * y < tau {
+                        e += x as f64 * y as f64;
+                    } else {
+                        valid[i] += 1;
+                    }
+                }
+                sq += e * e;
+            }
+        }
+        (sq.sqrt(), valid)
+    }
+
     #[test]
     fn skipped_bound_brute_force_and_monotone() {
         let (tm, tk, tn) = (5, 7, 4);
@@ -465,24 +542,45 @@ mod tests {
         let mut prev = 0.0;
         for tau in [0.0f32, 1e-4, 1e-3, 1e-2, 0.1, 1.0, f32::INFINITY] {
             let got = maps.skipped_bound(tau);
-            let mut sq = 0f64;
-            for i in 0..tm {
-                for j in 0..tn {
-                    let e: f64 = (0..tk)
-                        .filter(|&k| a[i * tk + k] * b[k * tn + j] < tau)
-                        .map(|k| a[i * tk + k] as f64 * b[k * tn + j] as f64)
-                        .sum();
-                    sq += e * e;
-                }
-            }
-            assert!(
-                (got - sq.sqrt()).abs() <= 1e-12 * sq.sqrt().max(1.0),
-                "{tau}"
-            );
+            let (want, _) = brute_force(&a, &b, (tm, tk, tn), tau);
+            assert!((got - want).abs() <= 1e-12 * want.max(1.0), "{tau}");
             assert!(got >= prev, "bound must grow with τ");
             prev = got;
         }
         assert_eq!(maps.skipped_bound(0.0), 0.0);
+    }
+
+    proptest::proptest! {
+        /// Both ways of summing the skipped products (directly, or the full product minus the
+        /// valid ones, chosen per C tile row by which is fewer) and the valid counts agree with
+        /// brute force, zero norms and repeated values included.
+        #[test]
+        fn skipped_bound_and_counts_match_brute_force(
+            (tm, tk, tn) in (1usize..6, 1usize..7, 1usize..9),
+            seed in 0u64..1000,
+            zeros in 0u32..4,
+            tau_pick in 0usize..12,
+        ) {
+            let (mut a, mut b) = lcg_maps(seed, tm, tk, tn);
+            // Some exact zeros and repeats (ties in the sorted rows).
+            for (n, v) in a.iter_mut().chain(b.iter_mut()).enumerate() {
+                if (n as u32 + seed as u32) % 5 < zeros {
+                    *v = if n % 2 == 0 { 0.0 } else { 0.25 };
+                }
+            }
+            let maps = NormMaps::new(&a, &b, (tm, tk, tn)).unwrap();
+            let mut products: Vec<f32> = (0..tm * tk * tn)
+                .map(|n| a[(n / (tk * tn)) * tk + (n / tn) % tk] * b[((n / tn) % tk) * tn + n % tn])
+                .collect();
+            products.push(0.0);
+            products.push(f32::INFINITY);
+            products.sort_by(f32::total_cmp);
+            let tau = products[tau_pick * (products.len() - 1) / 11];
+            let (want, valid) = brute_force(&a, &b, (tm, tk, tn), tau);
+            let got = maps.skipped_bound(tau);
+            proptest::prop_assert!((got - want).abs() <= 1e-12 * want.max(1.0), "τ {}: {} vs {}", tau, got, want);
+            proptest::prop_assert_eq!(maps.valid_per_row(tau), valid);
+        }
     }
 
     #[test]
