@@ -144,7 +144,9 @@ impl<'a> NormMaps<'a> {
     }
 
     /// Σ_k a_ik·b_kj in f64 for every C tile (the norm-product bound of ‖C‖F's tiles before
-    /// squaring), computed on first use.
+    /// squaring), computed on first use, on every core. Never called from inside a parallel loop
+    /// over these maps: the first call's own parallel loop may run another of that loop's
+    /// iterations on the calling thread while it holds the cell, which would wait for itself.
     fn full_products(&self) -> &[f64] {
         self.full.get_or_init(|| {
             let (tk, tn) = (self.tiles_k, self.tiles_n);
@@ -172,9 +174,10 @@ impl<'a> NormMaps<'a> {
         (&self.b_sorted[r.clone()], &self.b_cols[r])
     }
 
-    /// Σ_j e_ij² for C tile row `i`, e_ij = Σ_{k skipped at τ} a_ik·b_kj: summed over the skipped
-    /// products where they are the fewer, else as the full product minus the valid ones.
-    fn row_skipped_square(&self, i: usize, tau: f32) -> f64 {
+    /// Where each row of B is cut at τ for C tile row `i` (its skipped prefix), and whether
+    /// summing the skipped products directly costs no more than the valid ones plus a copy of the
+    /// row's full products.
+    fn row_cuts(&self, i: usize, tau: f32) -> (Vec<usize>, bool) {
         let (tk, tn) = (self.tiles_k, self.tiles_n);
         let xs = &self.a[i * tk..(i + 1) * tk];
         let cuts: Vec<usize> = (0..tk)
@@ -186,21 +189,30 @@ impl<'a> NormMaps<'a> {
             .filter(|&k| xs[k] != 0.0)
             .map(|k| tn - cuts[k])
             .sum();
+        (cuts, skipped <= valid + tn)
+    }
+
+    /// Σ_j e_ij² for C tile row `i`, e_ij = Σ_{k skipped at τ} a_ik·b_kj, from the row's cuts:
+    /// summed over the skipped products, or, given the row's full products, as those minus the
+    /// valid ones.
+    fn row_skipped_square(&self, i: usize, cuts: &[usize], full_row: Option<&[f64]>) -> f64 {
+        let (tk, tn) = (self.tiles_k, self.tiles_n);
+        let xs = &self.a[i * tk..(i + 1) * tk];
         let mut e = vec![0f64; tn];
-        if skipped <= valid + tn {
+        let Some(full_row) = full_row else {
             for k in (0..tk).filter(|&k| xs[k] != 0.0) {
                 let (vals, cols) = self.row_entries(k, 0..cuts[k]);
                 for (&y, &j) in vals.iter().zip(cols) {
                     e[j as usize] += xs[k] as f64 * y as f64;
                 }
             }
-        } else {
-            e.copy_from_slice(&self.full_products()[i * tn..(i + 1) * tn]);
-            for k in (0..tk).filter(|&k| xs[k] != 0.0) {
-                let (vals, cols) = self.row_entries(k, cuts[k]..tn);
-                for (&y, &j) in vals.iter().zip(cols) {
-                    e[j as usize] -= xs[k] as f64 * y as f64;
-                }
+            return e.iter().map(|v| v * v).sum();
+        };
+        e.copy_from_slice(full_row);
+        for k in (0..tk).filter(|&k| xs[k] != 0.0) {
+            let (vals, cols) = self.row_entries(k, cuts[k]..tn);
+            for (&y, &j) in vals.iter().zip(cols) {
+                e[j as usize] -= xs[k] as f64 * y as f64;
             }
         }
         e.iter().map(|v| v * v).sum()
@@ -269,9 +281,26 @@ impl<'a> NormMaps<'a> {
     /// Frobenius sum over tiles), so ‖C − C̃‖F ≤ the bound for the SpAMM result C̃ (exact
     /// arithmetic). With τ = +∞ every product is skipped and the value bounds ‖C‖F itself.
     pub fn skipped_bound(&self, tau: f32) -> f64 {
-        let sq: f64 = (0..self.tiles_m)
+        let tn = self.tiles_n;
+        let rows: Vec<(Vec<usize>, bool)> = (0..self.tiles_m)
             .into_par_iter()
-            .map(|i| self.row_skipped_square(i, tau))
+            .map(|i| self.row_cuts(i, tau))
+            .collect();
+        // The full products, where a row needs them, made here: outside the parallel sum.
+        let full = rows
+            .iter()
+            .any(|(_, direct)| !direct)
+            .then(|| self.full_products());
+        let sq: f64 = rows
+            .par_iter()
+            .enumerate()
+            .map(|(i, (cuts, direct))| {
+                let full_row = match (direct, full) {
+                    (false, Some(f)) => Some(&f[i * tn..(i + 1) * tn]),
+                    _ => None,
+                };
+                self.row_skipped_square(i, cuts, full_row)
+            })
             .sum();
         sq.sqrt()
     }
@@ -548,6 +577,36 @@ mod tests {
             prev = got;
         }
         assert_eq!(maps.skipped_bound(0.0), 0.0);
+    }
+
+    /// The full products are made outside the parallel sum: made lazily inside it, a worker
+    /// holding the cell ran another row that waited for the same cell (a hang on 16 cores).
+    #[test]
+    fn the_bound_never_waits_for_itself_on_many_threads() {
+        let t = 20;
+        let m: Vec<f32> = (0..t * t)
+            .map(|n| ((n * 7919) % 101) as f32 / 100.0)
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(16)
+                .build()
+                .expect("a thread pool");
+            let bounds: Vec<f64> = pool.install(|| {
+                (0..200)
+                    .map(|_| {
+                        let maps = NormMaps::new(&m, &m, (t, t, t)).expect("valid maps");
+                        maps.skipped_bound(f32::INFINITY)
+                    })
+                    .collect()
+            });
+            let _ = tx.send(bounds);
+        });
+        let bounds = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("200 bounds on 16 threads within 60 s");
+        assert!(bounds.iter().all(|&b| b == bounds[0] && b > 0.0));
     }
 
     proptest::proptest! {
