@@ -33,7 +33,8 @@ pub(crate) fn spamm_cpu(
         return Ok((vec![0.0; m * n], SpammRun::empty(m)));
     }
     let total = (tiles.0 * tiles.1 * tiles.2) as f64;
-    let chosen = choose_and_run(na.norms(), nb.norms(), tiles, opts.target, |tau| {
+    let maps = NormMaps::new(na.norms(), nb.norms(), tiles).map_err(plan_error)?;
+    let chosen = choose_and_run(&maps, opts.target, |tau| {
         let (c, ratio) = normmap_spamm_cpu(a.data, &na, b.data, &nb, m, k, n, TILE, tau)
             .map_err(layout_error)?;
         Ok(Product {
@@ -68,7 +69,8 @@ pub fn spamm_on_group(
     let (na, nb) = tracing::info_span!("spamm_norms").in_scope(|| full.norms_host())?;
     let mut split: Option<SpammSplit> = None;
     let mut part_rows = vec![(0, m)];
-    let chosen = choose_and_run(&na, &nb, tiles, cfg.target, |tau| {
+    let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
+    let chosen = choose_and_run(&maps, cfg.target, |tau| {
         let _attempt = tracing::info_span!("spamm_attempt", tau).entered();
         let mut c = vec![0f32; m * n];
         let valid = if group.len() == 1 {
@@ -85,7 +87,6 @@ pub fn spamm_on_group(
             let s = match &mut split {
                 Some(s) => s,
                 None => {
-                    let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
                     let ranges = spamm_block_rows(&maps, tau, m, cfg.block, group.len())?;
                     part_rows = ranges.clone();
                     let _split =

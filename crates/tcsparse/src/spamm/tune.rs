@@ -8,9 +8,6 @@ use tcsparse_planner::spamm::{NormMaps, tau_retry_norm};
 
 use crate::Error;
 
-/// Tile counts (m, k, n) of the three operands.
-pub(crate) type Tiles = (usize, usize, usize);
-
 /// What a product at one τ gives back: C (`m × n`) and the valid tile products it computed.
 pub(crate) struct Product {
     /// C, row-major.
@@ -71,19 +68,16 @@ pub(crate) fn frobenius(c: &[f32]) -> f64 {
     chunks.iter().sum::<f64>().sqrt()
 }
 
-/// Chooses τ from the norm maps (`na`: `tm × tk`, `nb`: `tk × tn`) for `target`, runs
+/// Chooses τ from the norm maps for `target`, runs
 /// `product` at it and, for an error target the result misses, again with the result's norm
 /// in place of the norm-product estimate of ‖C‖F, as [`tau_retry_norm`] decides (halved from
 /// the second retry on; at most 4 products, stopping at τ = 0 or a zero result).
 pub(crate) fn choose_and_run(
-    na: &[f32],
-    nb: &[f32],
-    tiles: Tiles,
+    maps: &NormMaps<'_>,
     target: TauTarget,
     mut product: impl FnMut(f32) -> Result<Product, Error>,
 ) -> Result<Chosen, Error> {
-    let maps = NormMaps::new(na, nb, tiles).map_err(plan_error)?;
-    let (tm, tk, tn) = tiles;
+    let (tm, tk, tn) = maps.tiles();
     // First estimate of ‖C‖F for an error target: the norm-product bound (≥ ‖C‖F).
     let mut c_norm = match target {
         TauTarget::RelError(_) => maps.skipped_bound(f32::INFINITY),
@@ -93,7 +87,7 @@ pub(crate) fn choose_and_run(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let tau = choose_tau(&maps, target, c_norm)?;
+        let tau = choose_tau(maps, target, c_norm)?;
         let Product { c, valid } = product(tau)?;
         let abs_bound = maps.skipped_bound(tau);
         let result_norm = frobenius(&c);
@@ -134,19 +128,14 @@ mod tests {
     fn an_error_target_missed_is_retried_with_the_results_norm() {
         let norms = [1.0f32, 1e-3, 1e-3, 1e-6];
         let mut taus = Vec::new();
-        let chosen = choose_and_run(
-            &norms,
-            &norms,
-            (2, 2, 2),
-            TauTarget::RelError(1e-2),
-            |tau| {
-                taus.push(tau);
-                Ok(Product {
-                    c: vec![1e-3; 4],
-                    valid: 1,
-                })
-            },
-        )
+        let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
+        let chosen = choose_and_run(&maps, TauTarget::RelError(1e-2), |tau| {
+            taus.push(tau);
+            Ok(Product {
+                c: vec![1e-3; 4],
+                valid: 1,
+            })
+        })
         .unwrap();
         assert!(
             chosen.attempts >= 2 && chosen.attempts <= 4,
@@ -162,7 +151,8 @@ mod tests {
     #[test]
     fn a_given_tau_runs_once() {
         let norms = [1.0f32; 4];
-        let chosen = choose_and_run(&norms, &norms, (2, 2, 2), TauTarget::Tau(0.5), |_| {
+        let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
+        let chosen = choose_and_run(&maps, TauTarget::Tau(0.5), |_| {
             Ok(Product {
                 c: vec![0.0; 4],
                 valid: 8,
