@@ -24,7 +24,7 @@
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
 //! (u32s; cuSPARSE, tag 1: one u8, its SpMM algorithm: 0 default, 1–3 CSR_ALG1–3, any other byte
 //! corrupt; the staged CSR kernel, tag 8: its slice width (32 or 64), most rows and slots per
-//! window); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! window, and its stage copy, 0 bulk copies or 1 `cp.async`); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
@@ -61,7 +61,7 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
 /// Version of the file layout and payload encoding; bump on any change. (5: the cuSPARSE kernel
-/// carries its SpMM algorithm.)
+/// carries its SpMM algorithm; 6: the staged CSR kernel's tag and cuSPARSE's tuned time.)
 pub const PLAN_VERSION: u32 = 6;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 /// Largest row-tile skeleton stored (bytes of its two arrays); a larger one is left out.
