@@ -758,3 +758,6 @@ __device__ __forceinline__ void row_tile_split_finish(const u32* __restrict__ id
     }
 ROW_TILE_FINISH_ENTRY(row_tile_split_finish_f16, false)
 ROW_TILE_FINISH_ENTRY(row_tile_split_finish_bf16, true)
+
+// TMA pipeline entries (sm_90): row_tile_tma.cuh.
+#include "row_tile_tma.cuh"

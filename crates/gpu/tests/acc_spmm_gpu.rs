@@ -17,13 +17,14 @@ use data_support::{dataset_files, dataset_name};
 use acc_support::*;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
+use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{
     AccSpmmDevice, AccVariant, FlatSchedule, emulate, flatten_acc_schedule, unbalanced_schedule,
 };
-use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileSchedule};
+use tcsparse_gpu::spmm::row_tile::{KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule};
 use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, DeviceSpec, Eq4Model};
 
@@ -169,24 +170,19 @@ fn check_and_time(
 #[ignore = "needs a CUDA GPU"]
 fn acc_spmm_real_matrices_match_reference_and_time() {
     let gpu = gpu();
+    // Timed columns: the Acc-SpMM variants, then every row-tile kernel, then cuSPARSE.
+    let mut columns: Vec<String> = ["shared", "reg", "bal", "pk16", "pk16c"]
+        .map(String::from)
+        .to_vec();
+    columns.extend(KERNELS.iter().map(|k| k.name().to_lowercase()));
+    columns.push("cusp".into());
+    let header: String = columns
+        .iter()
+        .map(|c| format!(" {:>12}", format!("{c} ms")))
+        .collect();
     println!(
-        "{:<22} {:>9} {:>10} {:>6} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9}",
-        "matrix",
-        "rows",
-        "nnz",
-        "nnz/tc",
-        "N",
-        "shared ms",
-        "reg ms",
-        "bal ms",
-        "pk16 ms",
-        "pk16c ms",
-        "tc16 ms",
-        "tc16d ms",
-        "tc32 ms",
-        "tc32d ms",
-        "cusp ms",
-        "err"
+        "{:<22} {:>9} {:>10} {:>6} {:>5}{header} {:>9}",
+        "matrix", "rows", "nnz", "nnz/tc", "N", "err"
     );
     for path in dataset_files(10 << 20) {
         let name = dataset_name(&path);
@@ -222,8 +218,7 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             for k in KERNELS {
                 let m = RowTileTcf::from_csr(&a, k.window_rows as usize).unwrap();
                 let mut dev =
-                    RowTileDevice::upload(&gpu, &m, k.dense_tiles, RowTileSchedule::Packed(4))
-                        .unwrap();
+                    RowTileDevice::upload_for(&gpu, &m, k, RowTileSchedule::Packed(4)).unwrap();
                 let what = format!("{name}/n={n}/{}", k.name());
                 let (e, ms) =
                     check_and_time(&gpu, &what, &a, &b, n, |c| dev.run(1.0, &bd, 0.0, c, n));
@@ -235,23 +230,15 @@ fn acc_spmm_real_matrices_match_reference_and_time() {
             let tc = gpu
                 .time_launches(3, 20, || sp.run(1.0, &bd, 0.0, &mut cd, n))
                 .unwrap();
+            times.push(tc.median_ms);
+            let cells: String = times.iter().map(|t| format!(" {t:>12.4}")).collect();
             println!(
-                "{:<22} {:>9} {:>10} {:>6.1} {:>5} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>10.4} {:>9.2e}",
+                "{:<22} {:>9} {:>10} {:>6.1} {:>5}{cells} {:>9.2e}",
                 name,
                 a.rows(),
                 a.nnz(),
                 a.nnz() as f64 / bt.bits.len().max(1) as f64,
                 n,
-                times[0],
-                times[1],
-                times[2],
-                times[3],
-                times[4],
-                times[5],
-                times[6],
-                times[7],
-                times[8],
-                tc.median_ms,
                 err
             );
         }
@@ -412,9 +399,8 @@ fn row_tile_kernels_match_reference() {
     for ((name, a), kernel) in mats.iter().flat_map(|m| KERNELS.map(|k| (m, k))) {
         let m = RowTileTcf::from_csr(a, kernel.window_rows as usize).unwrap();
         let mut dev =
-            RowTileDevice::upload(&gpu, &m, kernel.dense_tiles, RowTileSchedule::Packed(1))
-                .unwrap();
-        for &n in &[8usize, 16, 24, 32, 40, 64, 128, 264, 512, 1000] {
+            RowTileDevice::upload_for(&gpu, &m, kernel, RowTileSchedule::Packed(1)).unwrap();
+        for &n in &[8usize, 16, 24, 32, 40, 64, 100, 128, 264, 512, 1000] {
             for k in [
                 RowTileSchedule::Packed(1),
                 RowTileSchedule::Packed(4),
@@ -581,4 +567,117 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
         )
         .is_err()
     );
+}
+
+/// A 70 × 60 matrix with +∞ in row 3 and NaN in row 40 (column 7 of both), and its B of width `n`
+/// (leading dimension `ldb`) with NaN at feature 5 and +∞ at feature 9 of row 11 (where n allows).
+fn non_finite_operands(n: usize, ldb: usize) -> (Csr, Vec<f32>) {
+    let base = Gen::new(70, 60, 6, 9).build();
+    let mut t: Vec<(u32, u32, f32)> = Vec::new();
+    for (r, row) in base.outer_iterator().enumerate() {
+        for (c, &v) in row.iter() {
+            if !((r == 3 || r == 40) && c == 7) {
+                t.push((r as u32, c as u32, v));
+            }
+        }
+    }
+    t.push((3, 7, f32::INFINITY));
+    t.push((40, 7, f32::NAN));
+    let a = csr_from_triplets(70, 60, &t).unwrap();
+    let mut b = dense(60, n, ldb, 77);
+    if n > 9 {
+        b[11 * ldb + 5] = f32::NAN;
+        b[11 * ldb + 9] = f32::INFINITY;
+    }
+    (a, b)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
+    // Same layout, same MMAs in the same order: the TMA pipeline must return the register
+    // pipeline's bits, NaN and ∞ included, on the edge matrices and one with non-finite values in
+    // A and B, every N shape, packed and split schedules, packed leading dimensions (bulk
+    // copies) and padded ones (ldb not a multiple of 4: the producer copies through registers),
+    // β = 0 with NaN-poisoned C. (row_tile_kernels_match_reference checks them against f64.)
+    let gpu = gpu();
+    let mut mats: Vec<(&str, Csr)> = banded_clustered_and_edges(300, 280, 5);
+    mats.push(("non-finite", non_finite_operands(8, 8).0));
+    for kernel in [RowTileKernel::TC16D_TMA, RowTileKernel::TC32D_TMA] {
+        for (name, a) in &mats {
+            let m = RowTileTcf::from_csr(a, kernel.window_rows as usize).unwrap();
+            let sched = RowTileSchedule::Packed(1);
+            let mut tma = RowTileDevice::upload_for(&gpu, &m, kernel, sched).unwrap();
+            let mut reg =
+                RowTileDevice::upload_for(&gpu, &m, kernel.on_registers(), sched).unwrap();
+            assert_eq!(tma.kernel(), kernel);
+            for &n in &[8usize, 32, 100, 128, 512, 1000] {
+                for k in [
+                    RowTileSchedule::Packed(1),
+                    RowTileSchedule::Packed(4),
+                    RowTileSchedule::Split { max_blocks: 3 },
+                ] {
+                    tma.set_schedule(&gpu, k).unwrap();
+                    reg.set_schedule(&gpu, k).unwrap();
+                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                        let (ldb, ldc, mut b, c0) = operands(a, n, pad, beta, 4000);
+                        if *name == "non-finite" {
+                            b = non_finite_operands(n, ldb).1;
+                        }
+                        let bd = gpu.upload(&b).unwrap();
+                        let mut got = Vec::new();
+                        for dev in [&mut tma, &mut reg] {
+                            let mut cd = gpu.upload(&c0).unwrap();
+                            let bv = Dense::new(&bd, n, ldb);
+                            dev.enqueue(alpha, &bv, beta, &mut DenseMut::new(&mut cd, n, ldc))
+                                .unwrap();
+                            got.push(gpu.download(&cd).unwrap());
+                        }
+                        let what = format!("{}/{name}/n={n}/{k}/β={beta}", kernel.name());
+                        for (i, (x, y)) in got[0].iter().zip(&got[1]).enumerate() {
+                            assert!(
+                                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                                "{what}: element {i}: TMA {x}, registers {y}"
+                            );
+                        }
+                        if *name == "non-finite" && n > 9 {
+                            // +∞ in A meets B's positive... any sign: non-finite in row 3; NaN in row 40.
+                            assert!((0..n).all(|f| !got[0][3 * ldc + f].is_finite()), "{what}");
+                            assert!((0..n).all(|f| got[0][40 * ldc + f].is_nan()), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn set_kernel_switches_pipelines_on_one_layout_only() {
+    let gpu = gpu();
+    let a = Gen::new(100, 90, 7, 3).build();
+    let m = RowTileTcf::from_csr(&a, 16).unwrap();
+    let sched = RowTileSchedule::Packed(1);
+    let mut dev = RowTileDevice::upload_for(&gpu, &m, RowTileKernel::TC16D, sched).unwrap();
+    dev.set_kernel(&gpu, RowTileKernel::TC16D_TMA).unwrap();
+    assert_eq!(dev.kernel(), RowTileKernel::TC16D_TMA);
+    for other in [RowTileKernel::TC16, RowTileKernel::TC32D_TMA] {
+        assert!(dev.set_kernel(&gpu, other).is_err(), "{}", other.name());
+    }
+    assert!(RowTileDevice::upload_for(&gpu, &m, RowTileKernel::TC32D_TMA, sched).is_err());
+    let n = 64;
+    let b = dense(a.cols(), n, n, 5);
+    let bd = gpu.upload(&b).unwrap();
+    let c0 = vec![0f32; a.rows() * n];
+    let mut cd = gpu.upload(&c0).unwrap();
+    dev.enqueue(
+        1.0,
+        &Dense::new(&bd, n, n),
+        0.0,
+        &mut DenseMut::new(&mut cd, n, n),
+    )
+    .unwrap();
+    let got = gpu.download(&cd).unwrap();
+    check_result("set_kernel TC16d-tma", &a, 1.0, &b, n, 0.0, &c0, &got, n, n);
 }

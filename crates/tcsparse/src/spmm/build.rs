@@ -472,13 +472,7 @@ impl Engine {
                     None => {
                         let m = RowTileTcf::from_csr(src, kernel.window_rows as usize)
                             .map_err(|e| Error::Format(e.to_string()))?;
-                        RowTileDevice::upload_as(
-                            gpu,
-                            &m,
-                            kernel.dense_tiles,
-                            kernel.arith,
-                            schedule,
-                        )?
+                        RowTileDevice::upload_for(gpu, &m, kernel, schedule)?
                     }
                 };
                 gpu.synchronize()?;

@@ -61,8 +61,9 @@ use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 /// File magic.
 const MAGIC: &[u8; 8] = b"TCSPPLAN";
 /// Version of the file layout and payload encoding; bump on any change. (5: the cuSPARSE kernel
-/// carries its SpMM algorithm; 6: the staged CSR kernel's tag and cuSPARSE's tuned time.)
-pub const PLAN_VERSION: u32 = 6;
+/// carries its SpMM algorithm; 6: the staged CSR kernel's tag and cuSPARSE's tuned time; 7: the
+/// row-tile kernel index counts the TMA kernels, `KERNELS`' order.)
+pub const PLAN_VERSION: u32 = 7;
 const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 /// Largest row-tile skeleton stored (bytes of its two arrays); a larger one is left out.
 const MAX_SKELETON_BYTES: usize = 1 << 30;

@@ -210,7 +210,7 @@ fn tune_row_tile(
 ) -> Result<Option<(f64, Box<RowTileDevice>)>, Error> {
     let gpu = t.gpu;
     let schedules = row_tile_schedules(m.num_blocks(), n, gpu.info().sm_count);
-    let mut dev = Box::new(RowTileDevice::upload(gpu, m, rt.dense_tiles, schedules[0])?);
+    let mut dev = Box::new(RowTileDevice::upload_for(gpu, m, rt, schedules[0])?);
     let names: Vec<String> = schedules
         .iter()
         .map(|&schedule| {

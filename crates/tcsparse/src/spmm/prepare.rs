@@ -581,6 +581,9 @@ impl Engine {
                 ));
             }
         };
+        // The device builds make the register kernel of the layout; a TMA kernel runs the same.
+        let mut d = d;
+        d.set_kernel(gpu, kernel)?;
         let build_s = t.elapsed().as_secs_f64();
         tracing::debug!(
             "plan cache hit: {} layout built on the GPU in {:.1} ms",

@@ -130,6 +130,11 @@ pub struct RowTileKernel {
     pub window_rows: u32,
     /// Tiles stored dense in MMA fragment order (else: masks and nonzero values).
     pub dense_tiles: bool,
+    /// B rows and tiles reach shared memory by TMA bulk copies that a producer warp issues into
+    /// a ring of stages (dense tiles, TF32; sm_90), instead of through each warp's registers.
+    /// Launches fall back to the same layout's register kernel where the copies' alignment does
+    /// not hold (n or ldb not a multiple of 4).
+    pub tma: bool,
     /// Arithmetic (TF32 for every kernel of [`KERNELS`]; the others: [`TYPED_KERNELS`]).
     pub arith: RowTileArith,
 }
@@ -143,13 +148,27 @@ impl RowTileKernel {
     pub const TC16D: Self = Self::new(16, true);
     /// TC32d: 32-row windows, dense tiles.
     pub const TC32D: Self = Self::new(32, true);
+    /// TC16d-tma: TC16d's layout on the TMA pipeline.
+    pub const TC16D_TMA: Self = Self::TC16D.on_tma();
+    /// TC32d-tma: TC32d's layout on the TMA pipeline.
+    pub const TC32D_TMA: Self = Self::TC32D.on_tma();
 
     const fn new(window_rows: u32, dense_tiles: bool) -> Self {
         Self {
             window_rows,
             dense_tiles,
+            tma: false,
             arith: RowTileArith::Tf32,
         }
+    }
+
+    const fn on_tma(self) -> Self {
+        Self { tma: true, ..self }
+    }
+
+    /// The kernel of the same layout on the register pipeline (itself when it is one).
+    pub const fn on_registers(self) -> Self {
+        Self { tma: false, ..self }
     }
 
     /// This kernel in arithmetic `arith` (a kernel only where [`RowTileKernel::entry`] has one).
@@ -172,13 +191,14 @@ impl RowTileKernel {
         SIGNATURES.iter().find(|s| s.name == name)
     }
 
-    /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`; another arithmetic than TF32 after a space
-    /// (`TC16 f16`, `TC32 3xTF32`).
+    /// Short name: `TC16`, `TC32`, `TC16d`, `TC32d`, `TC16d-tma`, `TC32d-tma`; another
+    /// arithmetic than TF32 after a space (`TC16 f16`, `TC32 3xTF32`).
     pub fn name(self) -> String {
         let dense = if self.dense_tiles { "d" } else { "" };
+        let tma = if self.tma { "-tma" } else { "" };
         match self.arith {
-            RowTileArith::Tf32 => format!("TC{}{dense}", self.window_rows),
-            a => format!("TC{}{dense} {}", self.window_rows, a.name()),
+            RowTileArith::Tf32 => format!("TC{}{dense}{tma}", self.window_rows),
+            a => format!("TC{}{dense}{tma} {}", self.window_rows, a.name()),
         }
     }
 }
@@ -243,20 +263,24 @@ pub fn split_caps(blocks: usize, n: usize, sms: u32) -> [u32; 2] {
 }
 
 /// Every row-tile kernel, in the order a tuned preparation times them.
-/// (Both kernels of one window height are adjacent, so a tuner builds each layout once.)
-pub const KERNELS: [RowTileKernel; 4] = [
+/// (The kernels of one window height are adjacent, so a tuner builds each layout once.)
+pub const KERNELS: [RowTileKernel; 6] = [
     RowTileKernel::TC16,
     RowTileKernel::TC16D,
+    RowTileKernel::TC16D_TMA,
     RowTileKernel::TC32,
     RowTileKernel::TC32D,
+    RowTileKernel::TC32D_TMA,
 ];
 
 /// PTX entries of [`KERNELS`], same order.
-const ENTRIES: [&str; 4] = [
+const ENTRIES: [&str; 6] = [
     "tc16_spmm_tf32",
     "tc16d_spmm_tf32",
+    "tc16d_tma_spmm_tf32",
     "tc32_spmm_tf32",
     "tc32d_spmm_tf32",
+    "tc32d_tma_spmm_tf32",
 ];
 
 /// The row-tile kernels in arithmetic other than TF32 (masked tiles only).
@@ -340,8 +364,10 @@ const fn signature(name: &'static str, params: &'static [ParamKind]) -> KernelSi
 pub const SIGNATURES: &[KernelSignature] = &[
     signature(ENTRIES[0], &MASKED_PARAMS),
     signature(ENTRIES[1], &DENSE_PARAMS),
-    signature(ENTRIES[2], &MASKED_PARAMS),
-    signature(ENTRIES[3], &DENSE_PARAMS),
+    signature(ENTRIES[2], &DENSE_PARAMS),
+    signature(ENTRIES[3], &MASKED_PARAMS),
+    signature(ENTRIES[4], &DENSE_PARAMS),
+    signature(ENTRIES[5], &DENSE_PARAMS),
     SIG_BUILD,
     SIG_SKELETON,
     signature(TYPED_ENTRIES[0], &MASKED_PARAMS),
@@ -513,15 +539,31 @@ impl RowTileDevice {
         arith: RowTileArith,
         schedule: RowTileSchedule,
     ) -> Result<Self, AccSpmmError> {
-        let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
         let kernel = RowTileKernel::new(m.window_rows() as u32, dense_tiles).with_arith(arith);
-        let Some(entry) = kernel.entry() else {
-            return bad(format!(
-                "no row-tile kernel for {}-row windows (16 or 32) with {} tiles in {}",
-                m.window_rows(),
-                if dense_tiles { "dense" } else { "masked" },
-                arith.name()
-            ));
+        Self::upload_for(gpu, m, kernel, schedule)
+    }
+
+    /// Uploads `m` for `kernel` (any of [`KERNELS`] and [`TYPED_KERNELS`]), run under
+    /// `schedule`. A kernel whose window height is not `m`'s, or without an entry, is refused.
+    pub fn upload_for(
+        gpu: &Gpu,
+        m: &RowTileTcf,
+        kernel: RowTileKernel,
+        schedule: RowTileSchedule,
+    ) -> Result<Self, AccSpmmError> {
+        let bad = |s: String| Err(AccSpmmError::InvalidFormat(s));
+        let (dense_tiles, arith) = (kernel.dense_tiles, kernel.arith);
+        let entry = match kernel.entry() {
+            Some(e) if kernel.window_rows as usize == m.window_rows() => e,
+            _ => {
+                return bad(format!(
+                    "no row-tile kernel {} for {}-row windows (16 or 32) with {} tiles in {}",
+                    kernel.name(),
+                    m.window_rows(),
+                    if dense_tiles { "dense" } else { "masked" },
+                    arith.name()
+                ));
+            }
         };
         let tile_slots = m.num_blocks() as u64 * m.window_rows() as u64 * 8;
         if dense_tiles && tile_slots >= u64::from(u32::MAX) {
@@ -616,6 +658,24 @@ impl RowTileDevice {
     /// The kernel it launches.
     pub fn kernel(&self) -> RowTileKernel {
         self.kernel
+    }
+
+    /// Runs `kernel` from now on: another pipeline over the same layout (TC16d and TC16d-tma,
+    /// TC32d and TC32d-tma); anything else is refused, and the matrix stays uploaded.
+    pub fn set_kernel(&mut self, gpu: &Gpu, kernel: RowTileKernel) -> Result<(), AccSpmmError> {
+        let entry = kernel
+            .entry()
+            .filter(|_| kernel.on_registers() == self.kernel.on_registers());
+        let Some(entry) = entry else {
+            return Err(AccSpmmError::InvalidArgs(format!(
+                "{} does not run the {} layout",
+                kernel.name(),
+                self.kernel.name()
+            )));
+        };
+        self.main = gpu.function(KernelModule::RowTileSpmm, entry)?;
+        self.kernel = kernel;
+        Ok(())
     }
 
     /// How windows map to thread blocks.
@@ -841,6 +901,15 @@ impl RowTileDevice {
                 .u32(sched.split.count() as u32)
                 .arg(Arg::Ptr(ptr));
         }
+        let launch_shape = if self.kernel.tma {
+            Shape {
+                grid: (shape.grid_x, shape.grid_y, 1),
+                block: (32 * (shape.warps + 1), 1, 1),
+                shared_bytes: tma_shared_bytes(shape.warps, self.kernel.window_rows),
+            }
+        } else {
+            shape.config(0).into()
+        };
         // SAFETY: (1) the arguments fill the row-tile entry chosen on upload
         // (`RowTileKernel::entry`, masked or dense parameter list matching `tiles`) in
         // kernels-ptx/row_tile_spmm.cu (SIGNATURES, checked against the PTX by a CPU test); the
@@ -868,9 +937,30 @@ impl RowTileDevice {
         // ascending split window ids, their count, and scratch rows for split · window_rows · n
         // floats, zeroed on this stream by launch_half; with no split window the count is 0 and
         // the kernel takes no split branch, so the null scratch is never dereferenced).
-        unsafe { l.launch(shape.config(0).into()) }?;
+        // (5) A TMA kernel gets one more warp than `shape` (its producer) and the dynamic shared
+        // memory of tma_shared_bytes, which holds at least two stages of the size the kernel
+        // derives from its block size (row_tile_tma.cuh); its bulk copies run only where flag
+        // bit 0 and n % 4 == 0 make them aligned (else it copies through registers).
+        unsafe { l.launch(launch_shape) }?;
         Ok(())
     }
+}
+
+/// Dynamic shared memory the TMA kernels aim to stay within per thread block (below the 48 KiB
+/// a launch gets without opting in).
+const TMA_SHARED_BUDGET: u32 = 40 << 10;
+
+/// Most stages a TMA kernel keeps in flight.
+const TMA_MAX_STAGES: u32 = 8;
+
+/// Dynamic shared memory of a TMA row-tile launch with `consumer_warps` consumer warps on
+/// `window_rows`-row windows: as many stages as [`TMA_SHARED_BUDGET`] holds (2 to
+/// [`TMA_MAX_STAGES`]), each 8 B rows of `32·warps + 8` floats, the block's fragment tile
+/// (`window_rows · 8` floats) and 20 bytes of barriers and valid mask (row_tile_tma.cuh divides
+/// the size by the same stage size to find the stage count).
+pub fn tma_shared_bytes(consumer_warps: u32, window_rows: u32) -> u32 {
+    let stage = 8 * (32 * consumer_warps + 8) * 4 + window_rows * 8 * 4 + 20;
+    (TMA_SHARED_BUDGET / stage).clamp(2, TMA_MAX_STAGES) * stage
 }
 
 #[cfg(test)]
@@ -910,7 +1000,10 @@ mod tests {
     #[test]
     fn every_kernel_has_its_entry_and_name() {
         let names: Vec<String> = KERNELS.iter().map(|k| k.name()).collect();
-        assert_eq!(names, ["TC16", "TC16d", "TC32", "TC32d"]);
+        assert_eq!(
+            names,
+            ["TC16", "TC16d", "TC16d-tma", "TC32", "TC32d", "TC32d-tma"]
+        );
         for (k, e) in KERNELS.iter().zip(ENTRIES) {
             assert_eq!(k.entry(), Some(e));
             let sig = k.signature().unwrap();
@@ -928,6 +1021,41 @@ mod tests {
             SIGNATURES.len(),
             KERNELS.len() + 2 + TYPED_KERNELS.len() + FINISH_ENTRIES.len()
         );
+    }
+
+    #[test]
+    fn tma_shared_memory_holds_two_to_eight_whole_stages_below_48_kib() {
+        for warps in 1..=8u32 {
+            for rows in [16u32, 32] {
+                let bytes = tma_shared_bytes(warps, rows);
+                // The kernel's stage: 8 padded B rows, the fragment tile, barriers and mask.
+                let stage = 8 * (32 * warps + 8) * 4 + 32 * rows + 20;
+                assert_eq!(bytes % stage, 0, "{warps} warps, {rows} rows");
+                assert!(
+                    (2..=8).contains(&(bytes / stage)),
+                    "{warps} warps, {rows} rows"
+                );
+                assert!(bytes <= 48 << 10);
+            }
+        }
+        assert_eq!(tma_shared_bytes(4, 16), 8 * (4352 + 512 + 20));
+        assert_eq!(tma_shared_bytes(8, 32), 4 * (8448 + 1024 + 20));
+    }
+
+    #[test]
+    fn tma_kernels_share_their_register_kernels_layout() {
+        for (tma, reg) in [
+            (RowTileKernel::TC16D_TMA, RowTileKernel::TC16D),
+            (RowTileKernel::TC32D_TMA, RowTileKernel::TC32D),
+        ] {
+            assert!(tma.tma && tma.dense_tiles && !reg.tma);
+            assert_eq!(tma.on_registers(), reg);
+            assert_eq!(reg.on_registers(), reg);
+            assert_eq!(
+                tma.signature().unwrap().params,
+                reg.signature().unwrap().params
+            );
+        }
     }
 
     #[test]
