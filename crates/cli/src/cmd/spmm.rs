@@ -27,7 +27,8 @@ pub struct Args {
     #[arg(long, default_value_t = 128, value_parser = crate::args::dense_width)]
     pub n: usize,
     /// Kernel: auto (planner), acc (Acc-SpMM), tc16 / tc32 (row-tile tensor-core kernels on 16- or
-    /// 32-row windows), tc16d / tc32d (the same with dense tiles), cusparse, csr (CUDA-core CSR),
+    /// 32-row windows), tc16d / tc32d (the same with dense tiles), tc16d-tma / tc32d-tma (dense
+    /// tiles on the TMA bulk-copy pipeline, sm_90), cusparse, csr (CUDA-core CSR),
     /// staged32 / staged64 (window-staged CSR on CUDA cores, 32- or 64-column slices), hrpb
     /// (cuTeSpMM's HRPB kernel, wave-aware split).
     #[arg(long, default_value = "auto", value_parser = KERNEL_NAMES)]
@@ -251,8 +252,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The values of `--kernel`, each a [`kernel_request`].
-const KERNEL_NAMES: [&str; 11] = [
-    "auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "staged32", "staged64",
+const KERNEL_NAMES: [&str; 13] = [
+    "auto",
+    "acc",
+    "tc16",
+    "tc32",
+    "tc16d",
+    "tc32d",
+    "tc16d-tma",
+    "tc32d-tma",
+    "cusparse",
+    "csr",
+    "staged32",
+    "staged64",
     "hrpb",
 ];
 
@@ -265,6 +277,8 @@ fn kernel_request(name: &str) -> KernelRequest {
         "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
         "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
         "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
+        "tc16d-tma" => KernelRequest::RowTile(RowTileKernel::TC16D_TMA),
+        "tc32d-tma" => KernelRequest::RowTile(RowTileKernel::TC32D_TMA),
         "cusparse" => KernelRequest::Cusparse,
         "csr" => KernelRequest::Csr,
         "staged32" => KernelRequest::Staged(StagedSlice::S32),
