@@ -13,7 +13,8 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, Prepared,
-    ReorderChoice, RowTileKernel, RowTileSchedule, StageCopy, StagedSlice, StagedSpec,
+    ReorderChoice, RowTileKernel, RowTileSchedule, StageCopy, StagedKernel, StagedSlice,
+    StagedSpec,
 };
 
 use spmm_check::check_result;
@@ -230,14 +231,14 @@ fn staged_kernel_requests_name_their_cut_and_run_the_cpu_path() {
             n,
         );
     }
-    let kernel = ExecKernel::Staged {
+    let kernel = ExecKernel::Staged(StagedKernel {
         slice: StagedSlice::S32,
         spec: StagedSpec {
             max_window_rows: 128,
             slot_cap: 768,
         },
         copy: StageCopy::Async,
-    };
+    });
     assert_eq!(
         kernel.to_string(),
         "staged CSR (CUDA cores, 32-column slices, windows of ≤ 128 rows and ≤ 768 B rows, cp.async)"

@@ -14,18 +14,17 @@ use tcsparse_formats::bittcf::BitTcf;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
-use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_planner::{AccSchedule, MatrixFeatures, plan_spmm};
 use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
 
 use super::choose::{hrpb_alpha, nnz_per_block, runs_on_bittcf};
+use super::family::Build;
 use super::{DeviceState, Prepared, PreparedMatrix, Scratch};
 use crate::{
     CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
@@ -159,10 +158,9 @@ impl Engine {
             // reordering for them), so an automatic reordering would be computed for nothing.
             // (With F32 precision only CSR kernels may run.)
             ReorderChoice::Auto
-                if matches!(
-                    opts.kernel,
-                    KernelRequest::Cusparse | KernelRequest::Csr | KernelRequest::Staged(_)
-                ) || opts.precision == Precision::F32 =>
+                if matches!(opts.kernel, KernelRequest::Cusparse | KernelRequest::Csr)
+                    || opts.kernel.family().is_some_and(|f| f.original_order())
+                    || opts.precision == Precision::F32 =>
             {
                 (None, false)
             }
@@ -380,12 +378,12 @@ impl Engine {
         // original order for them unless the caller asked for the reordering.
         if !forced
             && perm.is_some()
-            && matches!(
+            && (matches!(
                 kernel,
-                ExecKernel::Cusparse { .. }
-                    | ExecKernel::CsrCuda { .. }
-                    | ExecKernel::Staged { .. }
-            )
+                ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. }
+            ) || kernel
+                .as_family()
+                .is_some_and(|k| k.family().original_order()))
         {
             let t = Instant::now();
             perm = None;
@@ -459,13 +457,6 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Csr(Box::new(k))
             }
-            (Some(gpu), ExecKernel::Staged { slice, spec, copy }) => {
-                let s = StagedCsr::build(src, &spec).map_err(|e| Error::Format(e.to_string()))?;
-                let mut k = StagedSpmm::new(gpu, &s, slice)?;
-                k.set_copy(copy);
-                gpu.synchronize()?;
-                DeviceState::Staged(Box::new(k))
-            }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
                 let d = match prebuilt.take() {
                     Some(d) => *d,
@@ -490,7 +481,15 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::Hrpb(Box::new(d))
             }
-            _ => DeviceState::Cpu,
+            (Some(gpu), kernel) => match kernel.as_family() {
+                Some(k) => {
+                    let d = k.build(&mut Build { gpu, a: src })?;
+                    gpu.synchronize()?;
+                    DeviceState::Family(d)
+                }
+                None => DeviceState::Cpu,
+            },
+            (None, _) => DeviceState::Cpu,
         };
         let (thread_blocks, split_windows) = dev.blocks(opts.n.max(1))?;
         let upload_s = t.elapsed().as_secs_f64();

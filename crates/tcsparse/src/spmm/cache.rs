@@ -23,8 +23,10 @@
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
 //! (u32s; cuSPARSE, tag 1: one u8, its SpMM algorithm: 0 default, 1–3 CSR_ALG1–3, any other byte
-//! corrupt; the staged CSR kernel, tag 8: its slice width (32 or 64), most rows and slots per
-//! window, and its stage copy, 0 bulk copies or 1 `cp.async`); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! corrupt; a kernel family's kernel: the family's tag and the parameters its file in `family/`
+//! writes (`SpmmFamily::tag`, `FamilyKernel::encode`), e.g. the staged CSR kernel, tag 8: its
+//! slice width (32 or 64), most rows and slots per window, and its stage copy, 0 bulk copies or
+//! 1 `cp.async`); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
@@ -51,11 +53,11 @@ use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
-use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 use tcsparse_reorder::{Mode, Permutation};
 
+use super::codec::{Reader, StaleOrCorrupt, put_u32};
+use super::family::FAMILIES;
 use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 
 /// File magic.
@@ -68,9 +70,6 @@ const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 const MAX_SKELETON_BYTES: usize = 1 << 30;
 /// Largest payload accepted (a permutation of u32::MAX rows, the largest skeleton, slack).
 const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + MAX_SKELETON_BYTES as u64 + (1 << 20);
-
-/// Why an entry was not trusted.
-pub(crate) type StaleOrCorrupt = String;
 
 /// What a preparation decided, as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -348,10 +347,6 @@ fn payload_checksum(payload: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn put_u32(out: &mut Vec<u8>, x: u32) {
-    out.extend_from_slice(&x.to_le_bytes());
-}
-
 /// The byte that stores cuSPARSE's SpMM algorithm (stable: never renumber, add new ones after).
 fn alg_byte(alg: SpmmAlg) -> u8 {
     match alg {
@@ -380,7 +375,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         Mode::RowOnly => 1,
     });
     match e.kernel {
-        ExecKernel::CpuBitTcf => out.push(0),
         ExecKernel::Cusparse { alg } => {
             out.push(1);
             out.push(alg_byte(alg));
@@ -421,16 +415,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
-        ExecKernel::Staged { slice, spec, copy } => {
-            out.push(8);
-            let copy = match copy {
-                StageCopy::Bulk => 0,
-                StageCopy::Async => 1,
-            };
-            for v in [slice.width(), spec.max_window_rows, spec.slot_cap, copy] {
-                put_u32(&mut out, v);
-            }
-        }
         ExecKernel::Hrpb { mma, split } => {
             out.push(6);
             let m = match mma {
@@ -455,6 +439,15 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
+        ExecKernel::CpuBitTcf => out.push(0),
+        family => match family.as_family() {
+            Some(k) => {
+                out.push(k.family().tag());
+                k.encode(&mut out);
+            }
+            // (Every other kernel is a family's; a tag no kernel has reads back as corrupt.)
+            None => out.push(u8::MAX),
+        },
     }
     match &e.perm {
         None => out.push(0),
@@ -502,58 +495,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     put_u32(&mut out, e.note.len() as u32);
     out.extend_from_slice(e.note.as_bytes());
     out
-}
-
-/// Little-endian u32s from bytes whose length is a multiple of 4 (one copy on little-endian
-/// hosts, whatever the bytes' alignment).
-fn u32s_le(bytes: &[u8]) -> Vec<u32> {
-    if cfg!(target_endian = "little") {
-        let n = bytes.len() / 4;
-        let mut v = vec![0u32; n];
-        bytemuck::cast_slice_mut::<u32, u8>(&mut v).copy_from_slice(&bytes[..4 * n]);
-        v
-    } else {
-        bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    }
-}
-
-/// Reads a payload front to back; every read is bounds-checked.
-struct Reader<'a> {
-    b: &'a [u8],
-}
-
-impl Reader<'_> {
-    fn u8(&mut self) -> Result<u8, StaleOrCorrupt> {
-        let (&x, rest) = self.b.split_first().ok_or("corrupt: payload too short")?;
-        self.b = rest;
-        Ok(x)
-    }
-    fn u32(&mut self) -> Result<u32, StaleOrCorrupt> {
-        if self.b.len() < 4 {
-            return Err("corrupt: payload too short".into());
-        }
-        let (x, rest) = self.b.split_at(4);
-        self.b = rest;
-        Ok(u32::from_le_bytes(x.try_into().map_err(|_| "u32")?))
-    }
-    /// A u32 length `n ≤ max` and the `4n` bytes after it, as u32s.
-    fn u32_array(&mut self, max: usize, what: &str) -> Result<Vec<u32>, StaleOrCorrupt> {
-        let n = self.u32()? as usize;
-        if n > max || self.b.len() < 4 * n {
-            return Err(format!("corrupt: {what} of {n} entries"));
-        }
-        let (x, rest) = self.b.split_at(4 * n);
-        self.b = rest;
-        Ok(u32s_le(x))
-    }
-    fn u64(&mut self) -> Result<u64, StaleOrCorrupt> {
-        let lo = u64::from(self.u32()?);
-        let hi = u64::from(self.u32()?);
-        Ok(lo | hi << 32)
-    }
 }
 
 fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
@@ -639,27 +580,11 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             };
             ExecKernel::Hrpb { mma, split }
         }
-        8 => {
-            let (width, max_window_rows, slot_cap) = (r.u32()?, r.u32()?, r.u32()?);
-            let copy = match r.u32()? {
-                0 => StageCopy::Bulk,
-                1 => StageCopy::Async,
-                x => return Err(format!("corrupt: staged stage copy {x}")),
-            };
-            let slice = Slice::ALL
-                .into_iter()
-                .find(|s| s.width() == width)
-                .ok_or_else(|| format!("corrupt: staged slice of {width} columns"))?;
-            let spec = StagedSpec {
-                max_window_rows,
-                slot_cap,
-            };
-            spec.check()
-                .map_err(|e| format!("corrupt: staged window cut: {e}"))?;
-            ExecKernel::Staged { slice, spec, copy }
-        }
         // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
-        t => return Err(format!("corrupt: kernel tag {t}")),
+        t => match FAMILIES.iter().find(|f| f.tag() == t) {
+            Some(f) => f.decode(&mut r)?,
+            None => return Err(format!("corrupt: kernel tag {t}")),
+        },
     };
     let perm = match r.u8()? {
         0 => None,
@@ -981,16 +906,19 @@ mod tests {
 
     #[test]
     fn staged_kernels_round_trip_and_impossible_cuts_are_refused() {
+        use crate::StagedKernel;
+        use tcsparse_formats::staged::StagedSpec;
+        use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
         let a = matrix();
         let e = |slice: Slice, spec, copy| {
-            plain_entry(ExecKernel::Staged {
+            plain_entry(ExecKernel::Staged(StagedKernel {
                 slice,
                 spec: StagedSpec {
                     slot_cap: spec,
                     ..slice.default_spec()
                 },
                 copy,
-            })
+            }))
         };
         for slice in Slice::ALL {
             for cap in [1, slice.default_spec().slot_cap, 1 << 16] {
@@ -1040,6 +968,26 @@ mod tests {
         // Cut after the tag: corrupt, not a panic.
         let cut = &encode_payload(&entry)[..6];
         assert!(decode_payload(cut, &a).unwrap_err().starts_with("corrupt:"));
+    }
+
+    #[test]
+    fn every_family_kernel_round_trips_under_its_tag_and_a_cut_is_corrupt() {
+        let a = matrix();
+        for f in super::super::family::FAMILIES {
+            for kernel in f.examples() {
+                let e = plain_entry(kernel);
+                let bytes = encode_payload(&e);
+                // Mode, then the family's tag and its parameters.
+                assert_eq!(bytes[1], f.tag(), "{kernel}");
+                assert_eq!(decode_payload(&bytes, &a), Ok(e.clone()), "{kernel}");
+                // Cut anywhere before the optional fields: corrupt, never a panic or a kernel.
+                let fixed = bytes.len() - (1 + 1 + 1 + 1 + 4 + e.note.len());
+                for cut in 2..fixed {
+                    let why = decode_payload(&bytes[..cut], &a).unwrap_err();
+                    assert!(why.starts_with("corrupt:"), "{kernel}, cut at {cut}: {why}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -9,7 +9,6 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
@@ -17,11 +16,12 @@ use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
-use tcsparse_gpu::spmm::staged::{Slice, StagedSpmm};
+use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
+use super::family::staged;
 use super::tune::{Tuning, tuning_b};
 use super::{DeviceState, Prepared};
 use crate::tune::Fastest;
@@ -292,59 +292,6 @@ fn tune_csr(
     Ok(Some((ms, dev)))
 }
 
-/// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`] and each of its
-/// [`Slice::tuned_specs`] (a cut that refuses `a`, a row longer than its slot cap, is skipped), the
-/// stage by bulk copies (the `cp.async` stage measured slower on every shared matrix on the H200,
-/// docs/kernels/staged-spmm.md); returns the kernel of the finalist and its full time (`None` when
-/// `a` has no rows, no cut fits or none came close to the best so far). `order`, when given, is
-/// added to the candidates' names.
-fn tune_staged(
-    t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: Option<&str>,
-) -> Result<Option<(f64, StagedSpmm)>, Error> {
-    if a.rows() == 0 {
-        return Ok(None);
-    }
-    let t0 = Instant::now();
-    let mut devs = Vec::new();
-    for slice in Slice::ALL {
-        for spec in slice.tuned_specs() {
-            match StagedCsr::build(a, &spec) {
-                Ok(s) => devs.push(StagedSpmm::new(t.gpu, &s, slice)?),
-                Err(e) => tracing::debug!(
-                    "tuning: staged CSR kernel at {}-column slices, {spec:?}, skipped: {e}",
-                    slice.width()
-                ),
-            }
-        }
-    }
-    tracing::debug!(
-        "tuning: staged CSR kernel set up at {} cuts in {:.1} ms",
-        devs.len(),
-        t0.elapsed().as_secs_f64() * 1e3
-    );
-    let names: Vec<String> = devs
-        .iter()
-        .map(|d| {
-            let kernel = ExecKernel::Staged {
-                slice: d.slice(),
-                spec: d.spec(),
-                copy: d.copy(),
-            };
-            match order {
-                Some(order) => format!("{kernel} ({order})"),
-                None => kernel.to_string(),
-            }
-        })
-        .collect();
-    let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
-    Ok(found.map(|(i, ms)| (ms, devs.swap_remove(i))))
-}
-
 /// The faster of the CUDA-core finalists (our CSR kernel's, the staged kernel's) as the device
 /// state that runs it, with its full time.
 fn faster_cuda_core(
@@ -352,7 +299,7 @@ fn faster_cuda_core(
     staged: Option<(f64, StagedSpmm)>,
 ) -> Option<(f64, DeviceState)> {
     let csr = csr.map(|(ms, d)| (ms, DeviceState::Csr(Box::new(d))));
-    let staged = staged.map(|(ms, d)| (ms, DeviceState::Staged(Box::new(d))));
+    let staged = staged.map(|(ms, d)| (ms, DeviceState::Family(Box::new(d))));
     match (csr, staged) {
         (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
         (x, y) => x.or(y),
@@ -614,7 +561,7 @@ impl Engine {
         // matrices only, STAGED_TUNED_MAX_NNZ).
         let t_family = Instant::now();
         let staged_best = if cus.a.nnz() <= STAGED_TUNED_MAX_NNZ {
-            let found = tune_staged(&mut tuning, &cus.a, &b, &mut c, n, None)?;
+            let found = staged::tune(&mut tuning, &cus.a, &b, &mut c, n, None)?;
             tuning.cost("staged CSR", t_family);
             found
         } else {
@@ -730,7 +677,8 @@ impl Engine {
             // beside the CSR kernel above).
             if p.perm.is_some() && p.a.nnz() <= STAGED_TUNED_MAX_NNZ {
                 let t_family = Instant::now();
-                if let Some((ms, dev)) = tune_staged(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
+                if let Some((ms, dev)) =
+                    staged::tune(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
                 {
                     best.offer(ms, || Candidate::Staged(Box::new(dev)));
                 }
@@ -818,7 +766,7 @@ impl Engine {
                 p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
             }
             (None, Some(p), Some((ms, Candidate::Staged(d)))) if ms < cus_ms => {
-                p.with_fastest(DeviceState::Staged(d), n, &summary)?
+                p.with_fastest(DeviceState::Family(d), n, &summary)?
             }
             _ => {
                 let why = acc_err.map_or_else(

@@ -5,8 +5,9 @@ use tcsparse_formats::Csr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::StageCopy;
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
+
+use super::family::Choice;
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
 
@@ -224,6 +225,14 @@ impl Engine {
             };
             (ExecKernel::AccSpmm { schedule: kind }, note, Some(sched))
         };
+        if let Some(family) = opts.kernel.family() {
+            let c = Choice {
+                reason: &plan.reason,
+            };
+            if let Some((kernel, note)) = family.choose(opts.kernel, &c) {
+                return (kernel, note, None);
+            }
+        }
         match opts.kernel {
             KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
             KernelRequest::AccSpmmPaper => {
@@ -258,18 +267,6 @@ impl Engine {
                 format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Staged(slice) => {
-                let kernel = ExecKernel::Staged {
-                    slice,
-                    spec: slice.default_spec(),
-                    copy: StageCopy::Bulk,
-                };
-                (
-                    kernel,
-                    format!("{kernel} requested (planner: {})", plan.reason),
-                    None,
-                )
-            }
             KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
                     kernel: rt,
@@ -311,7 +308,8 @@ impl Engine {
                 format!("HRPB requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Auto => {
+            // Auto (a family's request was answered above).
+            _ => {
                 let kernel = model_kernel(plan, rows, nnz, metcf_blocks, alpha, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",

@@ -335,6 +335,10 @@ impl Engine {
                     | KernelRequest::RowTile(_)
                     | KernelRequest::Hrpb
             )
+            || opts
+                .kernel
+                .family()
+                .is_some_and(|f| f.precision() == Precision::Tf32)
         {
             return Err(Error::InvalidArgs(format!(
                 "{:?} runs on TF32 tensor cores, but {} precision was asked for: use \

@@ -481,7 +481,7 @@ impl Prepared {
             DeviceState::Acc(d) => &mut **d,
             DeviceState::RowTile(d) => &mut **d,
             DeviceState::Csr(k) => &mut **k,
-            DeviceState::Staged(k) => &mut **k,
+            DeviceState::Family(d) => &mut **d,
             DeviceState::Hrpb(k) => &mut **k,
             DeviceState::Cusparse { csr, alg, spmm } => {
                 cusparse_packed(n, ldb, ldc)?;
@@ -566,8 +566,7 @@ impl Prepared {
                 d.set_values(&gpu, bittcf.values())?
             }
             DeviceState::Csr(k) => k.set_values(self.a.data())?,
-            // (The staged layout keeps the values in CSR order too.)
-            DeviceState::Staged(k) => k.set_values(self.a.data())?,
+            DeviceState::Family(d) => d.set_values(&gpu, &self.a)?,
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
