@@ -35,11 +35,6 @@ macro_rules! exec_kernel {
                 /// cuSPARSE's SpMM algorithm.
                 alg: SpmmAlg,
             },
-            /// CUDA-core CSR SpMM (f32).
-            CsrCuda {
-                /// Most nonzeros one warp item holds (longer rows are split across warps).
-                chunk_nnz: u32,
-            },
             /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
             /// row of a window (16 or 32 rows).
             RowTile {
@@ -79,9 +74,7 @@ impl ExecKernel {
             | ExecKernel::AccSpmmPaper { .. }
             | ExecKernel::RowTile { .. }
             | ExecKernel::Hrpb { .. } => Precision::Tf32,
-            ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. } | ExecKernel::CpuBitTcf => {
-                Precision::F32
-            }
+            ExecKernel::Cusparse { .. } | ExecKernel::CpuBitTcf => Precision::F32,
             // (A family's kernel: above.)
             _ => Precision::F32,
         }
@@ -103,9 +96,6 @@ impl std::fmt::Display for ExecKernel {
                 alg: SpmmAlg::Default,
             } => write!(f, "cuSPARSE"),
             ExecKernel::Cusparse { alg } => write!(f, "cuSPARSE ({})", alg.name()),
-            ExecKernel::CsrCuda { chunk_nnz } => {
-                write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
-            }
             ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {
                     "dense tiles, "

@@ -197,7 +197,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
     // On the CPU engine the request is accepted (and runs the CPU reference path).
     assert!(engine.prepare_spmm(&a, &with(KernelRequest::Csr)).is_ok());
     assert_eq!(
-        ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
+        ExecKernel::CsrCuda(tcsparse::CsrKernel { chunk_nnz: 64 }).to_string(),
         "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
     );
 }

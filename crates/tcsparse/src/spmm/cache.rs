@@ -379,10 +379,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
             out.push(1);
             out.push(alg_byte(alg));
         }
-        ExecKernel::CsrCuda { chunk_nnz } => {
-            out.push(2);
-            put_u32(&mut out, chunk_nnz);
-        }
         ExecKernel::AccSpmm { schedule } | ExecKernel::AccSpmmPaper { schedule } => {
             out.push(if matches!(e.kernel, ExecKernel::AccSpmmPaper { .. }) {
                 5
@@ -514,13 +510,6 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             let alg =
                 alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
             ExecKernel::Cusparse { alg }
-        }
-        2 => {
-            let chunk_nnz = r.u32()?;
-            if chunk_nnz == 0 {
-                return Err("corrupt: CSR chunk of 0 nonzeros".into());
-            }
-            ExecKernel::CsrCuda { chunk_nnz }
         }
         kernel_tag @ (3 | 5) => {
             let (tag, x, y) = (r.u32()?, r.u32()?, r.u32()?);
@@ -708,7 +697,7 @@ mod tests {
         // A valid entry grown to 3 GiB (a sparse file): its length disagrees with its header.
         let e = PlanEntry {
             mode: Mode::RowOnly,
-            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            kernel: ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }),
             perm: None,
             blocks: None,
             row_tile: None,
@@ -883,7 +872,7 @@ mod tests {
         let a = matrix();
         let e = |cusparse_ms| PlanEntry {
             cusparse_ms,
-            ..plain_entry(ExecKernel::CsrCuda { chunk_nnz: 64 })
+            ..plain_entry(ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }))
         };
         for ms in [None, Some(0.0421), Some(1234.5)] {
             assert_eq!(decode_payload(&encode_payload(&e(ms)), &a), Ok(e(ms)));
@@ -1005,7 +994,7 @@ mod tests {
         let a = matrix();
         let mut e = PlanEntry {
             mode: Mode::Symmetric,
-            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            kernel: ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }),
             perm: None,
             blocks: Some([3, 5, 2]),
             row_tile: None,

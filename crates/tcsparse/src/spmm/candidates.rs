@@ -21,7 +21,7 @@ use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
-use super::family::staged;
+use super::family::{csr, staged};
 use super::tune::{Tuning, tuning_b};
 use super::{DeviceState, Prepared};
 use crate::tune::Fastest;
@@ -74,9 +74,6 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
     (HrpbMma::K8WTD, HrpbSplit::Wave),
     (HrpbMma::K8WSC, HrpbSplit::Wave),
 ];
-
-/// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
-pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 
 /// Most nonzeros of a matrix on which a tuned preparation builds and times the window-staged CSR
 /// kernel: it was made for the small and medium matrices (50 k – 700 k nonzeros at N = 128) where
@@ -243,62 +240,13 @@ fn tune_row_tile(
     Ok(Some((ms, dev)))
 }
 
-/// A CSR matrix's arrays on the device (indptr, indices, values).
-type DeviceCsr<'a> = (&'a CudaSlice<u32>, &'a CudaSlice<u32>, &'a CudaSlice<f32>);
-
-/// The CUDA-core CSR kernel on `a` (its arrays copied on the device from `on_device` when given,
-/// else uploaded) at each of [`CSR_TUNED_CHUNKS`]; returns the kernel set to the finalist and its
-/// full time (`None` when `a` has no rows or no budget came close to cuSPARSE).
-fn tune_csr(
-    t: &mut Tuning,
-    a: &Csr,
-    on_device: Option<DeviceCsr>,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-) -> Result<Option<(f64, CsrSpmm)>, Error> {
-    if a.rows() == 0 {
-        return Ok(None);
-    }
-    let t0 = Instant::now();
-    let mut dev = match on_device {
-        Some(arrays) => CsrSpmm::with_chunk_from_device(t.gpu, a, CSR_TUNED_CHUNKS[0], arrays)?,
-        None => CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?,
-    };
-    tracing::debug!(
-        "tuning: CSR kernel set up in {:.1} ms",
-        t0.elapsed().as_secs_f64() * 1e3
-    );
-    let names: Vec<String> = CSR_TUNED_CHUNKS
-        .iter()
-        .map(|&chunk_nnz| ExecKernel::CsrCuda { chunk_nnz }.to_string())
-        .collect();
-    let found = t.family(
-        &names,
-        |_, _| true,
-        |i| {
-            if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-                dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-            }
-            Ok(dev.run(1.0, b, 0.0, c, n)?)
-        },
-    )?;
-    let Some((i, ms)) = found else {
-        return Ok(None);
-    };
-    if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-        dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-    }
-    Ok(Some((ms, dev)))
-}
-
 /// The faster of the CUDA-core finalists (our CSR kernel's, the staged kernel's) as the device
 /// state that runs it, with its full time.
 fn faster_cuda_core(
     csr: Option<(f64, CsrSpmm)>,
     staged: Option<(f64, StagedSpmm)>,
 ) -> Option<(f64, DeviceState)> {
-    let csr = csr.map(|(ms, d)| (ms, DeviceState::Csr(Box::new(d))));
+    let csr = csr.map(|(ms, d)| (ms, DeviceState::Family(Box::new(d))));
     let staged = staged.map(|(ms, d)| (ms, DeviceState::Family(Box::new(d))));
     match (csr, staged) {
         (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
@@ -555,7 +503,7 @@ impl Engine {
             DeviceState::Cusparse { csr, .. } => Some(csr.buffers()),
             _ => None,
         };
-        let csr_best = tune_csr(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
+        let csr_best = csr::tune(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
         tuning.cost("CSR", t_family);
         // The window-staged CSR kernel on the same matrix, at each slice (small and medium
         // matrices only, STAGED_TUNED_MAX_NNZ).

@@ -8,6 +8,7 @@ use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
 
 use super::family::Choice;
+use crate::CsrKernel;
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
 
@@ -70,9 +71,9 @@ pub(super) fn csr_kernel_for(nnz: usize, sm_count: u32) -> Option<ExecKernel> {
     let sms = sm_count.max(1) as usize;
     // 64 resident warps per SM, 16 items each.
     let chunk = (nnz / (sms * 64 * 16)).clamp(64, 1024) as u32;
-    Some(ExecKernel::CsrCuda {
+    Some(ExecKernel::CsrCuda(CsrKernel {
         chunk_nnz: chunk.next_power_of_two().min(1024),
-    })
+    }))
 }
 
 /// The kernel an untuned preparation runs where the planner picks ME-TCF (DTC-SpMM's 16×8
@@ -227,6 +228,7 @@ impl Engine {
         };
         if let Some(family) = opts.kernel.family() {
             let c = Choice {
+                opts,
                 reason: &plan.reason,
             };
             if let Some((kernel, note)) = family.choose(opts.kernel, &c) {
@@ -255,16 +257,6 @@ impl Engine {
                     alg: SpmmAlg::Default,
                 },
                 format!("cuSPARSE requested (planner: {})", plan.reason),
-                None,
-            ),
-            KernelRequest::Csr => (
-                ExecKernel::CsrCuda {
-                    chunk_nnz: match opts.balance {
-                        Balance::NnzPerWarp(k) => k.max(1),
-                        _ => tcsparse_gpu::csr_spmm::DEFAULT_CHUNK_NNZ,
-                    },
-                },
-                format!("CSR kernel requested (planner: {})", plan.reason),
                 None,
             ),
             KernelRequest::RowTile(rt) => {
@@ -378,17 +370,17 @@ mod tests {
         for nnz in [343_486, 1_991_016] {
             assert_eq!(
                 csr_kernel_for(nnz, 132),
-                Some(ExecKernel::CsrCuda { chunk_nnz: 64 })
+                Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 }))
             );
         }
         // R-MAT scale 20 (≈ 23 M) → 256; reddit-like (114 M) → 1024 (the tuned budgets).
         assert_eq!(
             csr_kernel_for(23_000_000, 132),
-            Some(ExecKernel::CsrCuda { chunk_nnz: 256 })
+            Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 256 }))
         );
         assert_eq!(
             csr_kernel_for(114_000_000, 132),
-            Some(ExecKernel::CsrCuda { chunk_nnz: 1024 })
+            Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 1024 }))
         );
     }
 
@@ -435,7 +427,7 @@ mod tests {
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
         assert_eq!(
             model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.14), 132),
-            ExecKernel::CsrCuda { chunk_nnz: 64 }
+            ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
         assert_eq!(
             model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.3), 132),
@@ -469,7 +461,7 @@ mod tests {
                 Some(0.077),
                 132
             ),
-            ExecKernel::CsrCuda { chunk_nnz: 64 }
+            ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
     }
 

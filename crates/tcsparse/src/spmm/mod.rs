@@ -23,7 +23,6 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
-use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileHalf};
 use tcsparse_planner::{AccSchedule, Plan};
@@ -46,8 +45,9 @@ mod split;
 mod tune;
 
 pub use cache::{PLAN_VERSION, pattern_checksum};
-pub use candidates::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, STAGED_TUNED_MAX_NNZ, TUNED_SCHEDULES};
+pub use candidates::{PRUNE_MIN_NNZ, STAGED_TUNED_MAX_NNZ, TUNED_SCHEDULES};
 pub use choose::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
+pub use family::csr::CSR_TUNED_CHUNKS;
 pub(crate) use split::row_block;
 pub(crate) use split::row_split;
 pub use split::{SplitPrepared, prepare_on_group, prepare_split};
@@ -64,7 +64,6 @@ pub(crate) enum DeviceState {
         alg: SpmmAlg,
         spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
-    Csr(Box<CsrSpmm>),
     /// A kernel family's layout ([`family`]).
     Family(Box<dyn FamilyDevice>),
     RowTile(Box<RowTileDevice>),
@@ -79,9 +78,6 @@ impl DeviceState {
             DeviceState::Cpu => ExecKernel::CpuBitTcf,
             DeviceState::Acc(_) => return None,
             DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
-            DeviceState::Csr(k) => ExecKernel::CsrCuda {
-                chunk_nnz: k.chunk_nnz(),
-            },
             DeviceState::Family(d) => d.kernel(),
             DeviceState::RowTile(d) => ExecKernel::RowTile {
                 kernel: d.kernel(),

@@ -98,8 +98,6 @@ macro_rules! kernel_request {
             /// cuSPARSE SpMM on CSR, at its default algorithm ([`SpmmAlg::Default`](crate::SpmmAlg); a
             /// tuned [`KernelRequest::Auto`] preparation times every CSR algorithm and keeps the fastest).
             Cusparse,
-            /// The CUDA-core CSR kernel.
-            Csr,
             /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs it
             /// with k windows per thread block, `Balance::On` splits heavy windows at
             /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per
@@ -116,7 +114,7 @@ crate::spmm::family::with_families!(kernel_request);
 
 /// The `--kernel` names of the requests written out in [`KernelRequest`], in the order the CLI
 /// lists them (the kernel families' follow).
-const NAMED: [(&str, KernelRequest); 9] = [
+const NAMED: [(&str, KernelRequest); 8] = [
     ("auto", KernelRequest::Auto),
     ("acc", KernelRequest::AccSpmm),
     ("tc16", KernelRequest::RowTile(RowTileKernel::TC16)),
@@ -124,7 +122,6 @@ const NAMED: [(&str, KernelRequest); 9] = [
     ("tc16d", KernelRequest::RowTile(RowTileKernel::TC16D)),
     ("tc32d", KernelRequest::RowTile(RowTileKernel::TC32D)),
     ("cusparse", KernelRequest::Cusparse),
-    ("csr", KernelRequest::Csr),
     ("hrpb", KernelRequest::Hrpb),
 ];
 

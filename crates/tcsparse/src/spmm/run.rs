@@ -480,7 +480,6 @@ impl Prepared {
             DeviceState::Cpu => return Err(cpu_path()),
             DeviceState::Acc(d) => &mut **d,
             DeviceState::RowTile(d) => &mut **d,
-            DeviceState::Csr(k) => &mut **k,
             DeviceState::Family(d) => &mut **d,
             DeviceState::Hrpb(k) => &mut **k,
             DeviceState::Cusparse { csr, alg, spmm } => {
@@ -565,7 +564,6 @@ impl Prepared {
                 let bittcf = self.bittcf.get_or_init(BitTcf::empty);
                 d.set_values(&gpu, bittcf.values())?
             }
-            DeviceState::Csr(k) => k.set_values(self.a.data())?,
             DeviceState::Family(d) => d.set_values(&gpu, &self.a)?,
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;

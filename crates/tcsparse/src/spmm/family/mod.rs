@@ -16,12 +16,16 @@
 //! where the tuned preparation times its families. The kernels that are not families (Acc-SpMM,
 //! cuSPARSE, the row-tile kernels, the CPU walk) are written out where they are used.
 
+use std::any::Any;
+
 use tcsparse_formats::Csr;
+use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 
 use super::codec::{Reader, StaleOrCorrupt};
-use crate::{Error, ExecKernel, KernelRequest, Precision};
+use crate::{Error, ExecKernel, KernelRequest, Precision, PrepareOptions};
 
+pub(crate) mod csr;
 pub(crate) mod staged;
 
 /// The registry: calls macro `$then` with every kernel family, one entry each, in the order the
@@ -36,6 +40,8 @@ pub(crate) mod staged;
 macro_rules! with_families {
     ($then:ident) => {
         $then! {
+            /// The CUDA-core CSR kernel (f32): [`CsrKernel`](crate::CsrKernel).
+            Csr => CsrCuda(CsrKernel) in csr;
             /// The window-staged CSR kernel (CUDA cores, f32):
             /// [`StagedKernel`](crate::StagedKernel).
             Staged(crate::StagedSlice) => Staged(StagedKernel) in staged;
@@ -82,6 +88,8 @@ with_families!(registry);
 
 /// What the kernel choice of a preparation knows when a family's kernel is requested.
 pub(crate) struct Choice<'a> {
+    /// The options of the preparation (`balance` among them).
+    pub(crate) opts: &'a PrepareOptions,
     /// The planner's reason, which the note quotes.
     pub(crate) reason: &'a str,
 }
@@ -92,7 +100,16 @@ pub(crate) struct Build<'a> {
     pub(crate) gpu: &'a Gpu,
     /// The prepared matrix (reordered where the preparation reordered it).
     pub(crate) a: &'a Csr,
+    /// `a`'s arrays on the GPU already, where `a` is the matrix in its original order and the
+    /// plan-cache look-up uploaded it early: a build may take them instead of uploading `a`.
+    pub(crate) device: Option<DeviceCsr>,
+    /// What [`FamilyKernel::early`] made for this kernel on a plan-cache hit.
+    pub(crate) early: Option<EarlyWork>,
 }
+
+/// Work a family does for a plan-cache hit while the matrix goes up ([`FamilyKernel::early`]),
+/// handed back to its build, which takes it only as the type it made.
+pub(crate) type EarlyWork = Box<dyn Any + Send>;
 
 /// A kernel family: what the shared code of a preparation asks of it. Implemented by each
 /// family's unit struct `Family`; [`FAMILIES`] holds them all.
@@ -136,6 +153,13 @@ pub(crate) trait FamilyKernel: std::fmt::Display {
     /// Appends the parameters (after the tag, which the cache writes), for
     /// [`SpmmFamily::decode`] to read back.
     fn encode(&self, out: &mut Vec<u8>);
+
+    /// Work a plan-cache hit on this kernel can do while the matrix's values go up, on `a` in its
+    /// original order, for [`FamilyKernel::build`] to take (`Build::early`); `None` where there
+    /// is none (the default) or it failed (the build then does it again and reports the error).
+    fn early(&self, _gpu: &Gpu, _a: &Csr) -> Option<EarlyWork> {
+        None
+    }
 
     /// Builds the kernel's layout of `b.a` and uploads it (the caller synchronizes).
     fn build(&self, b: &mut Build<'_>) -> Result<Box<dyn FamilyDevice>, Error>;
