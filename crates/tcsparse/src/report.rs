@@ -3,7 +3,6 @@
 
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
@@ -43,13 +42,6 @@ macro_rules! exec_kernel {
                 /// How windows map to thread blocks.
                 schedule: RowTileSchedule,
             },
-            /// cuTeSpMM's HRPB kernel (TF32, 16×4 bricks).
-            Hrpb {
-                /// MMA shape.
-                mma: HrpbMma,
-                /// How heavy row panels are split.
-                split: HrpbSplit,
-            },
             /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
             CpuBitTcf,
             $( $(#[$doc])* $kv(crate::spmm::family::$module::$kty), )*
@@ -72,8 +64,7 @@ impl ExecKernel {
             }
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
-            | ExecKernel::RowTile { .. }
-            | ExecKernel::Hrpb { .. } => Precision::Tf32,
+            | ExecKernel::RowTile { .. } => Precision::Tf32,
             ExecKernel::Cusparse { .. } | ExecKernel::CpuBitTcf => Precision::F32,
             // (A family's kernel: above.)
             _ => Precision::F32,
@@ -108,15 +99,6 @@ impl std::fmt::Display for ExecKernel {
                     kernel.name(),
                     kernel.window_rows,
                 )
-            }
-            ExecKernel::Hrpb { mma, split } => {
-                let split = match split {
-                    HrpbSplit::None => "panels whole".to_string(),
-                    HrpbSplit::Wave => "wave-aware split".to_string(),
-                    HrpbSplit::WaveCoarse(k) => format!("wave-aware split at 1/{k} of the slots"),
-                    HrpbSplit::Cap(c) => format!("split, ≤ {c} bricks per TB"),
-                };
-                write!(f, "HRPB ({}, {split})", mma.name())
             }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
             // (A family's kernel: above.)

@@ -153,6 +153,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
         (KernelRequest::Csr, false),
         (KernelRequest::Staged(StagedSlice::S32), false),
         (KernelRequest::AccSpmm, true),
+        (KernelRequest::Hrpb, true),
         (KernelRequest::Auto, true),
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).build();
@@ -166,6 +167,42 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
                 p.permutation().is_none() && !p.report().reordered,
                 "{kernel:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn every_named_request_prepares_at_tf32_and_only_tensor_core_ones_are_refused_at_f32() {
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 64, 3, 3);
+    let names = KernelRequest::names();
+    assert_eq!(
+        names,
+        [
+            "auto", "acc", "tc16", "tc32", "tc16d", "tc32d", "cusparse", "csr", "staged32",
+            "staged64", "hrpb"
+        ]
+    );
+    let tensor_cores = ["acc", "tc16", "tc32", "tc16d", "tc32d", "hrpb"];
+    for name in names {
+        let kernel = KernelRequest::from_name(name).unwrap();
+        let at = |precision| {
+            let opts = PrepareOptions::builder()
+                .kernel(kernel)
+                .precision(precision)
+                .build();
+            engine.prepare_spmm(&a, &opts)
+        };
+        assert!(at(tcsparse::Precision::Tf32).is_ok(), "{name}");
+        for precision in [tcsparse::Precision::F32, tcsparse::Precision::Tf32x3] {
+            match at(precision) {
+                Err(Error::InvalidArgs(m)) => {
+                    assert!(tensor_cores.contains(&name), "{name}: {m}");
+                    assert!(m.contains("runs on TF32 tensor cores"), "{name}: {m}");
+                }
+                Err(e) => panic!("{name} at {precision}: {e}"),
+                Ok(_) => assert!(!tensor_cores.contains(&name), "{name} at {precision}"),
+            }
         }
     }
 }

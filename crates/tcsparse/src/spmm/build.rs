@@ -11,13 +11,11 @@ use std::time::Instant;
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
-use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
-use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
 use tcsparse_planner::{AccSchedule, MatrixFeatures, plan_spmm};
 use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
@@ -459,12 +457,6 @@ impl Engine {
                 };
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
-            }
-            (Some(gpu), ExecKernel::Hrpb { mma, split }) => {
-                let h = Hrpb::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
-                let d = HrpbSpmm::from_hrpb(gpu, &h, mma, split)?;
-                gpu.synchronize()?;
-                DeviceState::Hrpb(Box::new(d))
             }
             (Some(gpu), kernel) => match kernel.as_family() {
                 Some(k) => {

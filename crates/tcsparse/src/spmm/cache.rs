@@ -48,7 +48,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
@@ -411,30 +410,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
-        ExecKernel::Hrpb { mma, split } => {
-            out.push(6);
-            let m = match mma {
-                HrpbMma::K4 => 0,
-                HrpbMma::K8 => 1,
-                HrpbMma::K8D4 => 2,
-                HrpbMma::K8W => 3,
-                HrpbMma::K8O => 4,
-                HrpbMma::K8SC => 5,
-                HrpbMma::K8WSC => 6,
-                HrpbMma::K8T => 7,
-                HrpbMma::K8TS => 8,
-                HrpbMma::K8WTD => 9,
-            };
-            let (tag, x) = match split {
-                HrpbSplit::None => (0, 0),
-                HrpbSplit::Wave => (1, 0),
-                HrpbSplit::WaveCoarse(k) => (2, k),
-                HrpbSplit::Cap(k) => (3, k),
-            };
-            for v in [m, tag, x] {
-                put_u32(&mut out, v);
-            }
-        }
         ExecKernel::CpuBitTcf => out.push(0),
         family => match family.as_family() {
             Some(k) => {
@@ -544,30 +519,6 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
                 _ => return Err(format!("corrupt: row-tile schedule ({tag}, {x})")),
             };
             ExecKernel::RowTile { kernel, schedule }
-        }
-        6 => {
-            let (m, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
-            let mma = match m {
-                0 => HrpbMma::K4,
-                1 => HrpbMma::K8,
-                2 => HrpbMma::K8D4,
-                3 => HrpbMma::K8W,
-                4 => HrpbMma::K8O,
-                5 => HrpbMma::K8SC,
-                6 => HrpbMma::K8WSC,
-                7 => HrpbMma::K8T,
-                8 => HrpbMma::K8TS,
-                9 => HrpbMma::K8WTD,
-                _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
-            };
-            let split = match tag {
-                0 => HrpbSplit::None,
-                1 => HrpbSplit::Wave,
-                2 if x >= 1 => HrpbSplit::WaveCoarse(x),
-                3 if x >= 1 => HrpbSplit::Cap(x),
-                _ => return Err(format!("corrupt: HRPB split ({tag}, {x})")),
-            };
-            ExecKernel::Hrpb { mma, split }
         }
         // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
         t => match FAMILIES.iter().find(|f| f.tag() == t) {

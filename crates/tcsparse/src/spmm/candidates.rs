@@ -6,12 +6,10 @@
 use std::time::Instant;
 
 use cudarc::driver::CudaSlice;
-use tcsparse_formats::Csr;
-use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
+use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
@@ -21,7 +19,7 @@ use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
-use super::family::{csr, staged};
+use super::family::{csr, hrpb, staged};
 use super::tune::{Tuning, tuning_b};
 use super::{DeviceState, Prepared};
 use crate::tune::Fastest;
@@ -58,22 +56,6 @@ enum Candidate {
     /// sharing columns stages fewer B rows: docs/kernels/staged-spmm.md).
     Staged(Box<StagedSpmm>),
 }
-
-/// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
-/// leaves short panels whole), the tight walk first (k8ts: one work item per thread block, split
-/// panels without a pre-scale launch: 1.250× cuSPARSE geomean on the shared datasets against
-/// k8wsc's 1.139×, same process, docs/kernels/hrpb.md v6), then k8t (the same walk with the
-/// pre-scale: 6–13 % faster than k8ts on BlogCatalog, and faster than k8sc on every large
-/// dataset), k8wtd (the tight walk with warp items and k8w's B gather: 1–9 % faster than k8t on
-/// copter2 and xenon1) and k8wsc (v5's lean warp-item walk); k8sc, k8 and k8d4 timed slower than
-/// these on the H200 (2026-11-25, 7a8a386 to 04742de), panels whole without a cap lost everywhere
-/// in the bench of 959fafc; k4 timed 0.96-1.06 × k8.
-const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
-    (HrpbMma::K8TS, HrpbSplit::Wave),
-    (HrpbMma::K8T, HrpbSplit::Wave),
-    (HrpbMma::K8WTD, HrpbSplit::Wave),
-    (HrpbMma::K8WSC, HrpbSplit::Wave),
-];
 
 /// Most nonzeros of a matrix on which a tuned preparation builds and times the window-staged CSR
 /// kernel: it was made for the small and medium matrices (50 k – 700 k nonzeros at N = 128) where
@@ -140,56 +122,6 @@ fn row_tile_schedules(blocks: usize, n: usize, sms: u32) -> Vec<RowTileSchedule>
                 .map(|max_blocks| RowTileSchedule::Split { max_blocks }),
         )
         .collect()
-}
-
-/// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (k8ts) split at
-/// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the
-/// finalist and its full time (`None` when HRPB cannot be built for `a` or no candidate came close
-/// to the best so far).
-fn tune_hrpb(
-    t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: &str,
-) -> Result<Option<(f64, Box<HrpbSpmm>)>, Error> {
-    let Ok(h) = Hrpb::from_csr(a) else {
-        return Ok(None);
-    };
-    let (mma0, split0) = HRPB_TUNED[0];
-    let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    // The cap is the first kernel's (dev runs it here; k8ts, one work item per thread block):
-    // its resident units are thread blocks (warps for a warp-item kernel).
-    let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
-    let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
-    let names: Vec<String> = configs
-        .iter()
-        .map(|&(mma, split)| format!("{} ({order})", ExecKernel::Hrpb { mma, split }))
-        .collect();
-    let found = t.family(
-        &names,
-        |_, _| true,
-        |i| {
-            // `set_split` keeps the cached work list when the split is unchanged, so the timed
-            // launches do not rebuild and upload it.
-            let (mma, split) = configs[i];
-            if mma != dev.mma() {
-                dev.set_mma(mma)?;
-            }
-            dev.set_split(split);
-            Ok(dev.run(1.0, b, 0.0, c, n)?)
-        },
-    )?;
-    let Some((i, ms)) = found else {
-        return Ok(None);
-    };
-    let (mma, split) = configs[i];
-    if mma != dev.mma() {
-        dev.set_mma(mma)?;
-    }
-    dev.set_split(split);
-    Ok(Some((ms, dev)))
 }
 
 /// Row-tile kernel `rt` on `m` (B and C of width `n`) under [`row_tile_schedules`]
@@ -614,7 +546,7 @@ impl Engine {
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
             if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
-                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)? {
+                if let Some((ms, dev)) = hrpb::tune(&mut tuning, &p.a, &b, &mut c, n, order)? {
                     best.offer(ms, || Candidate::Hrpb(dev));
                 }
                 tuning.cost("HRPB", t_family);
@@ -711,7 +643,7 @@ impl Engine {
                 p.with_fastest(DeviceState::RowTile(d), n, &summary)?
             }
             (None, Some(p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
-                p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
+                p.with_fastest(DeviceState::Family(d), n, &summary)?
             }
             (None, Some(p), Some((ms, Candidate::Staged(d)))) if ms < cus_ms => {
                 p.with_fastest(DeviceState::Family(d), n, &summary)?

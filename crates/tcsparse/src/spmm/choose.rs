@@ -8,7 +8,7 @@ use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
 
 use super::family::Choice;
-use crate::CsrKernel;
+use crate::{CsrKernel, HrpbKernel};
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
 
@@ -23,10 +23,10 @@ pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 /// below one panel per SM, k8wtd at 16–31 panels per SM, k8ts otherwise: docs/kernels/hrpb.md).
 /// `KernelRequest::Hrpb` takes the same shape.
 pub(super) fn hrpb_default(rows: usize, sm_count: u32) -> ExecKernel {
-    ExecKernel::Hrpb {
+    ExecKernel::Hrpb(HrpbKernel {
         mma: HrpbMma::for_rows(rows, sm_count),
         split: HrpbSplit::Wave,
-    }
+    })
 }
 
 /// Warp items of the CSR kernel per SM below which an untuned preparation keeps cuSPARSE for a
@@ -230,6 +230,8 @@ impl Engine {
             let c = Choice {
                 opts,
                 reason: &plan.reason,
+                rows,
+                sms,
             };
             if let Some((kernel, note)) = family.choose(opts.kernel, &c) {
                 return (kernel, note, None);
@@ -287,19 +289,6 @@ impl Engine {
                 ),
                 None,
             ),
-            KernelRequest::Hrpb => (
-                ExecKernel::Hrpb {
-                    mma: HrpbMma::for_rows(rows, sms),
-                    // Balance::Off keeps every panel whole; anything else splits wave-aware.
-                    split: if opts.balance == Balance::Off {
-                        HrpbSplit::None
-                    } else {
-                        HrpbSplit::Wave
-                    },
-                },
-                format!("HRPB requested (planner: {})", plan.reason),
-                None,
-            ),
             // Auto (a family's request was answered above).
             _ => {
                 let kernel = model_kernel(plan, rows, nnz, metcf_blocks, alpha, sms);
@@ -342,9 +331,11 @@ mod tests {
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
         // REDDIT-BINARY (53.7 k panels on 132 SMs): k8ts, copter2 (3.5 k): k8wtd; the split kept.
-        let wave = |mma| ExecKernel::Hrpb {
-            mma,
-            split: HrpbSplit::Wave,
+        let wave = |mma| {
+            ExecKernel::Hrpb(HrpbKernel {
+                mma,
+                split: HrpbSplit::Wave,
+            })
         };
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(

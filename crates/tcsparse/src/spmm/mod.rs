@@ -23,7 +23,6 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
-use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileHalf};
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Permutation};
@@ -67,7 +66,6 @@ pub(crate) enum DeviceState {
     /// A kernel family's layout ([`family`]).
     Family(Box<dyn FamilyDevice>),
     RowTile(Box<RowTileDevice>),
-    Hrpb(Box<HrpbSpmm>),
 }
 
 impl DeviceState {
@@ -83,10 +81,6 @@ impl DeviceState {
                 kernel: d.kernel(),
                 schedule: d.schedule(),
             },
-            DeviceState::Hrpb(d) => ExecKernel::Hrpb {
-                mma: d.mma(),
-                split: d.split(),
-            },
         })
     }
 
@@ -97,7 +91,6 @@ impl DeviceState {
         Ok(match self {
             DeviceState::Acc(d) => (d.num_tbs(), d.num_split_windows()),
             DeviceState::RowTile(d) => (d.num_tbs(), d.num_split_windows()),
-            DeviceState::Hrpb(d) => (d.wave_split(n)?.panels.len(), 0),
             DeviceState::Family(d) => d.blocks(n)?,
             _ => (0, 0),
         })

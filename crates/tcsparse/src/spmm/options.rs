@@ -103,9 +103,6 @@ macro_rules! kernel_request {
             /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per
             /// thread block.
             RowTile(RowTileKernel),
-            /// cuTeSpMM's HRPB kernel (m16n8k8 on brick pairs): `Balance::Off` keeps every row panel
-            /// whole, anything else splits heavy panels wave-aware from the device.
-            Hrpb,
             $( $(#[$doc])* $req $(($rty))?, )*
         }
     };
@@ -114,7 +111,7 @@ crate::spmm::family::with_families!(kernel_request);
 
 /// The `--kernel` names of the requests written out in [`KernelRequest`], in the order the CLI
 /// lists them (the kernel families' follow).
-const NAMED: [(&str, KernelRequest); 8] = [
+const NAMED: [(&str, KernelRequest); 7] = [
     ("auto", KernelRequest::Auto),
     ("acc", KernelRequest::AccSpmm),
     ("tc16", KernelRequest::RowTile(RowTileKernel::TC16)),
@@ -122,7 +119,6 @@ const NAMED: [(&str, KernelRequest); 8] = [
     ("tc16d", KernelRequest::RowTile(RowTileKernel::TC16D)),
     ("tc32d", KernelRequest::RowTile(RowTileKernel::TC32D)),
     ("cusparse", KernelRequest::Cusparse),
-    ("hrpb", KernelRequest::Hrpb),
 ];
 
 impl KernelRequest {

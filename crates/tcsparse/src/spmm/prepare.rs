@@ -324,19 +324,14 @@ impl Engine {
         if let (Some(_), Some(arith)) = (&self.gpu, typed_arith(opts)) {
             return self.prepare_typed(a, opts, arith);
         }
-        if matches!(opts.precision, Precision::F32 | Precision::Tf32x3)
-            && matches!(
-                opts.kernel,
-                KernelRequest::AccSpmm
-                    | KernelRequest::AccSpmmPaper
-                    | KernelRequest::RowTile(_)
-                    | KernelRequest::Hrpb
-            )
-            || opts
-                .kernel
-                .family()
-                .is_some_and(|f| f.precision() == Precision::Tf32)
-        {
+        let tensor_cores = matches!(
+            opts.kernel,
+            KernelRequest::AccSpmm | KernelRequest::AccSpmmPaper | KernelRequest::RowTile(_)
+        ) || opts
+            .kernel
+            .family()
+            .is_some_and(|f| f.precision() == Precision::Tf32);
+        if matches!(opts.precision, Precision::F32 | Precision::Tf32x3) && tensor_cores {
             return Err(Error::InvalidArgs(format!(
                 "{:?} runs on TF32 tensor cores, but {} precision was asked for: use \
                  KernelRequest::Auto, Cusparse or Csr (f32 rounding), or Precision::Tf32",

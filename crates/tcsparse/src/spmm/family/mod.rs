@@ -26,6 +26,7 @@ use super::codec::{Reader, StaleOrCorrupt};
 use crate::{Error, ExecKernel, KernelRequest, Precision, PrepareOptions};
 
 pub(crate) mod csr;
+pub(crate) mod hrpb;
 pub(crate) mod staged;
 
 /// The registry: calls macro `$then` with every kernel family, one entry each, in the order the
@@ -45,6 +46,9 @@ macro_rules! with_families {
             /// The window-staged CSR kernel (CUDA cores, f32):
             /// [`StagedKernel`](crate::StagedKernel).
             Staged(crate::StagedSlice) => Staged(StagedKernel) in staged;
+            /// cuTeSpMM's HRPB kernel (TF32 tensor cores, 16×4 bricks):
+            /// [`HrpbKernel`](crate::HrpbKernel).
+            Hrpb => Hrpb(HrpbKernel) in hrpb;
         }
     };
 }
@@ -92,6 +96,10 @@ pub(crate) struct Choice<'a> {
     pub(crate) opts: &'a PrepareOptions,
     /// The planner's reason, which the note quotes.
     pub(crate) reason: &'a str,
+    /// Rows of the prepared matrix.
+    pub(crate) rows: usize,
+    /// SMs of the GPU.
+    pub(crate) sms: u32,
 }
 
 /// What the build of a family's device layout is given.
