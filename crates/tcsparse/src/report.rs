@@ -22,20 +22,20 @@ macro_rules! exec_kernel {
                 /// How row windows map to thread blocks.
                 schedule: ScheduleKind,
             },
-            /// Acc-SpMM by the paper's own pipeline ([`AccVariant::Paper`]: shared-memory metadata by
-            /// `cp.async`, B `ld.global.ca`, C `st.global.wt`) with the given schedule kind.
+            /// Acc-SpMM by the paper's own pipeline ([`AccVariant::Paper`]: shared-memory metadata
+            /// by `cp.async`, B `ld.global.ca`, C `st.global.wt`) with the given schedule kind.
             AccSpmmPaper {
                 /// How row windows map to thread blocks.
                 schedule: ScheduleKind,
             },
-            /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a tuned
-            /// preparation timed another of [`SpmmAlg::TUNED`] faster.
+            /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a
+            /// tuned preparation timed another of [`SpmmAlg::TUNED`] faster.
             Cusparse {
                 /// cuSPARSE's SpMM algorithm.
                 alg: SpmmAlg,
             },
-            /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
-            /// row of a window (16 or 32 rows).
+            /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves
+            /// every row of a window (16 or 32 rows).
             RowTile {
                 /// Window height and tile storage.
                 kernel: RowTileKernel,

@@ -90,18 +90,20 @@ macro_rules! kernel_request {
             Auto,
             /// Acc-SpMM on BitTCF.
             AccSpmm,
-            /// Acc-SpMM on BitTCF run by the paper's own pipeline (block metadata by `cp.async` into a
-            /// shared-memory double buffer, B rows by `ld.global.ca`, C by `st.global.wt`) instead of ours
-            /// (register metadata, read-only B loads): the ablation of docs/results. Schedules as
-            /// [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs as `Balance::Packed`).
+            /// Acc-SpMM on BitTCF run by the paper's own pipeline (block metadata by `cp.async`
+            /// into a shared-memory double buffer, B rows by `ld.global.ca`, C by `st.global.wt`)
+            /// instead of ours (register metadata, read-only B loads): the ablation of
+            /// docs/results. Schedules as [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs
+            /// as `Balance::Packed`).
             AccSpmmPaper,
-            /// cuSPARSE SpMM on CSR, at its default algorithm ([`SpmmAlg::Default`](crate::SpmmAlg); a
-            /// tuned [`KernelRequest::Auto`] preparation times every CSR algorithm and keeps the fastest).
+            /// cuSPARSE SpMM on CSR, at its default algorithm
+            /// ([`SpmmAlg::Default`](crate::SpmmAlg); a tuned [`KernelRequest::Auto`] preparation
+            /// times every CSR algorithm and keeps the fastest).
             Cusparse,
-            /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs it
-            /// with k windows per thread block, `Balance::On` splits heavy windows at
-            /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per
-            /// thread block.
+            /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs
+            /// it with k windows per thread block, `Balance::On` splits heavy windows at
+            /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block,
+            /// anything else packs 4 windows per thread block.
             RowTile(RowTileKernel),
             $( $(#[$doc])* $req $(($rty))?, )*
         }
