@@ -1,7 +1,8 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
 //! kernel at each budget, the window-staged CSR kernel at each slice and window cut, Acc-SpMM
-//! under each schedule, the row-tile kernels and HRPB, each built here (through `build.rs`) and
-//! handed to the harness of `tune.rs`, which times them; the fastest is kept.
+//! under each schedule, the row-tile kernels and HRPB, each built here (through `build.rs`; a
+//! kernel family's in its file in `family/`, called from here) and handed to the harness of
+//! `tune.rs`, which times them; the fastest is kept.
 
 use std::time::Instant;
 
