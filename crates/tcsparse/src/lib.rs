@@ -123,6 +123,7 @@ pub use report::{
     format_break_even,
 };
 pub use spamm::{DenseRef, PreparedSpamm, SpammOptions, SpammOptionsBuilder, SpammReport};
+pub use spmm::family::kernels::*;
 pub use spmm::options::{
     Balance, KernelRequest, PrepareOptions, PrepareOptionsBuilder, ReorderChoice, RowOrder,
 };

@@ -1,94 +1,82 @@
 //! What [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) did: [`PrepareReport`], the kernel
 //! it set up ([`ExecKernel`]) and the tuning samples.
 
-use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::acc::AccVariant;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileArith, RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 use tcsparse_reorder::{GateReport, Mode, ReorderReport};
 
 use crate::{Backend, Precision};
 
-/// What [`Prepared`](crate::Prepared) runs.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExecKernel {
-    /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
-    AccSpmm {
-        /// How row windows map to thread blocks.
-        schedule: ScheduleKind,
-    },
-    /// Acc-SpMM by the paper's own pipeline ([`AccVariant::Paper`]: shared-memory metadata by
-    /// `cp.async`, B `ld.global.ca`, C `st.global.wt`) with the given schedule kind.
-    AccSpmmPaper {
-        /// How row windows map to thread blocks.
-        schedule: ScheduleKind,
-    },
-    /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a tuned
-    /// preparation timed another of [`SpmmAlg::TUNED`] faster.
-    Cusparse {
-        /// cuSPARSE's SpMM algorithm.
-        alg: SpmmAlg,
-    },
-    /// CUDA-core CSR SpMM (f32).
-    CsrCuda {
-        /// Most nonzeros one warp item holds (longer rows are split across warps).
-        chunk_nnz: u32,
-    },
-    /// The window-staged CSR kernel (f32, CUDA cores): each window of rows stages the B rows it
-    /// reads in shared memory once and multiplies every row of the window from there.
-    Staged {
-        /// Columns of C per thread block.
-        slice: Slice,
-        /// How rows were cut into windows.
-        spec: StagedSpec,
-        /// How aligned full slices of B are staged.
-        copy: StageCopy,
-    },
-    /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves every
-    /// row of a window (16 or 32 rows).
-    RowTile {
-        /// Window height and tile storage.
-        kernel: RowTileKernel,
-        /// How windows map to thread blocks.
-        schedule: RowTileSchedule,
-    },
-    /// cuTeSpMM's HRPB kernel (TF32, 16×4 bricks).
-    Hrpb {
-        /// MMA shape.
-        mma: HrpbMma,
-        /// How heavy row panels are split.
-        split: HrpbSplit,
-    },
-    /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
-    CpuBitTcf,
+/// Generates [`ExecKernel`] from the kernel-family registry (`spmm/family/`): the kernels
+/// written out below, then one variant per family holding its parameters.
+macro_rules! exec_kernel {
+    ($( $(#[$doc:meta])* $req:ident $(($rty:ty))? => $kv:ident($kty:ident) in $module:ident; )*) => {
+        /// What [`Prepared`](crate::Prepared) runs: a kernel written out here, or a kernel
+        /// family's with its parameters.
+        #[non_exhaustive]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum ExecKernel {
+            /// Acc-SpMM (BitTCF, TF32 tensor cores) with the given schedule kind.
+            AccSpmm {
+                /// How row windows map to thread blocks.
+                schedule: ScheduleKind,
+            },
+            /// Acc-SpMM by the paper's own pipeline ([`AccVariant::Paper`]: shared-memory metadata
+            /// by `cp.async`, B `ld.global.ca`, C `st.global.wt`) with the given schedule kind.
+            AccSpmmPaper {
+                /// How row windows map to thread blocks.
+                schedule: ScheduleKind,
+            },
+            /// cuSPARSE SpMM (CSR, f32) with the given algorithm: [`SpmmAlg::Default`] unless a
+            /// tuned preparation timed another of [`SpmmAlg::TUNED`] faster.
+            Cusparse {
+                /// cuSPARSE's SpMM algorithm.
+                alg: SpmmAlg,
+            },
+            /// A row-tile tensor-core kernel (TF32, row-tile TCF): one gather of 8 B rows serves
+            /// every row of a window (16 or 32 rows).
+            RowTile {
+                /// Window height and tile storage.
+                kernel: RowTileKernel,
+                /// How windows map to thread blocks.
+                schedule: RowTileSchedule,
+            },
+            /// CPU: the BitTCF walk (`BitTcf::spmm_cpu`), f32.
+            CpuBitTcf,
+            $( $(#[$doc])* $kv(crate::spmm::family::$module::$kty), )*
+        }
+    };
 }
+crate::spmm::family::with_families!(exec_kernel);
 
 impl ExecKernel {
     /// The arithmetic it uses: TF32 for the tensor-core kernels (3×TF32 for the row-tile kernels
     /// in it; the f16 / bf16 row-tile kernels and cuSPARSE in f16 / bf16 are TF32's precision
     /// choice, their bound is [`crate::DType::rounded_a_bound`]), f32 for the others.
     pub fn precision(self) -> Precision {
+        if let Some(k) = self.as_family() {
+            return k.family().precision();
+        }
         match self {
             ExecKernel::RowTile { kernel, .. } if kernel.arith == RowTileArith::Tf32x3 => {
                 Precision::Tf32x3
             }
             ExecKernel::AccSpmm { .. }
             | ExecKernel::AccSpmmPaper { .. }
-            | ExecKernel::RowTile { .. }
-            | ExecKernel::Hrpb { .. } => Precision::Tf32,
-            ExecKernel::Cusparse { .. }
-            | ExecKernel::CsrCuda { .. }
-            | ExecKernel::Staged { .. }
-            | ExecKernel::CpuBitTcf => Precision::F32,
+            | ExecKernel::RowTile { .. } => Precision::Tf32,
+            ExecKernel::Cusparse { .. } | ExecKernel::CpuBitTcf => Precision::F32,
+            // (A family's kernel: above.)
+            _ => Precision::F32,
         }
     }
 }
 
 impl std::fmt::Display for ExecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(k) = self.as_family() {
+            return k.fmt(f);
+        }
         match self {
             ExecKernel::AccSpmm { schedule } => write!(f, "Acc-SpMM ({schedule})"),
             ExecKernel::AccSpmmPaper { schedule } => {
@@ -99,17 +87,6 @@ impl std::fmt::Display for ExecKernel {
                 alg: SpmmAlg::Default,
             } => write!(f, "cuSPARSE"),
             ExecKernel::Cusparse { alg } => write!(f, "cuSPARSE ({})", alg.name()),
-            ExecKernel::CsrCuda { chunk_nnz } => {
-                write!(f, "CSR (CUDA cores, ≤ {chunk_nnz} nonzeros per warp)")
-            }
-            ExecKernel::Staged { slice, spec, copy } => write!(
-                f,
-                "staged CSR (CUDA cores, {}-column slices, windows of ≤ {} rows and ≤ {} B rows, {})",
-                slice.width(),
-                spec.max_window_rows,
-                spec.slot_cap,
-                copy.name()
-            ),
             ExecKernel::RowTile { kernel, schedule } => {
                 let storage = if kernel.dense_tiles {
                     "dense tiles, "
@@ -123,16 +100,9 @@ impl std::fmt::Display for ExecKernel {
                     kernel.window_rows,
                 )
             }
-            ExecKernel::Hrpb { mma, split } => {
-                let split = match split {
-                    HrpbSplit::None => "panels whole".to_string(),
-                    HrpbSplit::Wave => "wave-aware split".to_string(),
-                    HrpbSplit::WaveCoarse(k) => format!("wave-aware split at 1/{k} of the slots"),
-                    HrpbSplit::Cap(c) => format!("split, ≤ {c} bricks per TB"),
-                };
-                write!(f, "HRPB ({}, {split})", mma.name())
-            }
             ExecKernel::CpuBitTcf => write!(f, "CPU reference (BitTCF walk)"),
+            // (A family's kernel: above.)
+            _ => Ok(()),
         }
     }
 }

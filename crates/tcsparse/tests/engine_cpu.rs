@@ -13,7 +13,8 @@ use tcsparse::formats::reference::spmm_f64;
 use tcsparse::reorder::Mode;
 use tcsparse::{
     Backend, Balance, Engine, Error, ExecKernel, KernelRequest, PrepareOptions, Prepared,
-    ReorderChoice, RowTileKernel, RowTileSchedule, StageCopy, StagedSlice, StagedSpec,
+    ReorderChoice, RowTileKernel, RowTileSchedule, StageCopy, StagedKernel, StagedSlice,
+    StagedSpec,
 };
 
 use spmm_check::check_result;
@@ -152,6 +153,7 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
         (KernelRequest::Csr, false),
         (KernelRequest::Staged(StagedSlice::S32), false),
         (KernelRequest::AccSpmm, true),
+        (KernelRequest::Hrpb, true),
         (KernelRequest::Auto, true),
     ] {
         let opts = PrepareOptions::builder().kernel(kernel).build();
@@ -165,6 +167,62 @@ fn automatic_reordering_is_skipped_when_a_csr_kernel_is_requested() {
                 p.permutation().is_none() && !p.report().reordered,
                 "{kernel:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn every_named_request_prepares_at_tf32_and_only_tensor_core_ones_are_refused_at_f32() {
+    let engine = Engine::cpu("test");
+    let a = matrix(64, 64, 3, 3);
+    let names = KernelRequest::names();
+    assert_eq!(
+        names,
+        [
+            "auto",
+            "acc",
+            "tc16",
+            "tc32",
+            "tc16d",
+            "tc32d",
+            "tc16d-tma",
+            "tc32d-tma",
+            "cusparse",
+            "csr",
+            "staged32",
+            "staged64",
+            "hrpb"
+        ]
+    );
+    let tensor_cores = [
+        "acc",
+        "tc16",
+        "tc32",
+        "tc16d",
+        "tc32d",
+        "tc16d-tma",
+        "tc32d-tma",
+        "hrpb",
+    ];
+    for name in names {
+        let kernel = KernelRequest::from_name(name).unwrap();
+        let at = |precision| {
+            let opts = PrepareOptions::builder()
+                .kernel(kernel)
+                .precision(precision)
+                .build();
+            engine.prepare_spmm(&a, &opts)
+        };
+        assert!(at(tcsparse::Precision::Tf32).is_ok(), "{name}");
+        for precision in [tcsparse::Precision::F32, tcsparse::Precision::Tf32x3] {
+            match at(precision) {
+                Err(Error::InvalidArgs(m)) => {
+                    assert!(tensor_cores.contains(&name), "{name}: {m}");
+                    assert!(m.contains("runs on TF32 tensor cores"), "{name}: {m}");
+                }
+                Err(e) => panic!("{name} at {precision}: {e}"),
+                Ok(_) => assert!(!tensor_cores.contains(&name), "{name} at {precision}"),
+            }
         }
     }
 }
@@ -196,7 +254,7 @@ fn a_nonzero_budget_per_warp_is_refused_for_every_kernel_but_csr() {
     // On the CPU engine the request is accepted (and runs the CPU reference path).
     assert!(engine.prepare_spmm(&a, &with(KernelRequest::Csr)).is_ok());
     assert_eq!(
-        ExecKernel::CsrCuda { chunk_nnz: 64 }.to_string(),
+        ExecKernel::CsrCuda(tcsparse::CsrKernel { chunk_nnz: 64 }).to_string(),
         "CSR (CUDA cores, ≤ 64 nonzeros per warp)"
     );
 }
@@ -230,14 +288,14 @@ fn staged_kernel_requests_name_their_cut_and_run_the_cpu_path() {
             n,
         );
     }
-    let kernel = ExecKernel::Staged {
+    let kernel = ExecKernel::Staged(StagedKernel {
         slice: StagedSlice::S32,
         spec: StagedSpec {
             max_window_rows: 128,
             slot_cap: 768,
         },
         copy: StageCopy::Async,
-    };
+    });
     assert_eq!(
         kernel.to_string(),
         "staged CSR (CUDA cores, 32-column slices, windows of ≤ 128 rows and ≤ 768 B rows, cp.async)"

@@ -395,7 +395,10 @@ fn every_kernel_and_reordering_matches_reference() {
                         .build();
                     let mut p = engine.prepare_spmm(&a, &opts).unwrap();
                     if let Balance::NnzPerWarp(k) = balance {
-                        assert_eq!(p.kernel(), ExecKernel::CsrCuda { chunk_nnz: k });
+                        assert_eq!(
+                            p.kernel(),
+                            ExecKernel::CsrCuda(tcsparse::CsrKernel { chunk_nnz: k })
+                        );
                     }
                     for (n, beta) in [(64usize, 0.0f32), (16, 0.5), (8, 0.0), (512, -1.0)] {
                         let e = scaled_error(&mut p, &a, n, beta);

@@ -187,7 +187,7 @@ fn precision_is_a_choice() {
         ExecKernel::Cusparse {
             alg: tcsparse::SpmmAlg::CsrAlg3,
         },
-        ExecKernel::CsrCuda { chunk_nnz: 256 },
+        ExecKernel::CsrCuda(tcsparse::CsrKernel { chunk_nnz: 256 }),
         ExecKernel::CpuBitTcf,
     ] {
         assert_eq!(k.precision(), Precision::F32, "{k}");

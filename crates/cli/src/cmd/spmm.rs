@@ -12,7 +12,6 @@ use tcsparse::element::{bf16, f16, widen};
 use tcsparse::formats::Csr;
 use tcsparse::{
     Backend, Balance, DType, Element, KernelRequest, Precision, PrepareOptions, Prepared, RowOrder,
-    RowTileKernel, StagedSlice,
 };
 
 use super::demo;
@@ -31,7 +30,7 @@ pub struct Args {
     /// tiles on the TMA bulk-copy pipeline, sm_90), cusparse, csr (CUDA-core CSR),
     /// staged32 / staged64 (window-staged CSR on CUDA cores, 32- or 64-column slices), hrpb
     /// (cuTeSpMM's HRPB kernel, wave-aware split).
-    #[arg(long, default_value = "auto", value_parser = KERNEL_NAMES)]
+    #[arg(long, default_value = "auto", value_parser = PossibleValuesParser::new(KernelRequest::names()))]
     pub kernel: String,
     /// Reordering method (affinity, rabbit, lsh, degree, rcm, none) or `auto`.
     #[arg(long, default_value = "auto", value_parser = crate::args::reorder)]
@@ -251,41 +250,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The values of `--kernel`, each a [`kernel_request`].
-const KERNEL_NAMES: [&str; 13] = [
-    "auto",
-    "acc",
-    "tc16",
-    "tc32",
-    "tc16d",
-    "tc32d",
-    "tc16d-tma",
-    "tc32d-tma",
-    "cusparse",
-    "csr",
-    "staged32",
-    "staged64",
-    "hrpb",
-];
-
-/// The kernel `--kernel NAME` asks for ([`KERNEL_NAMES`]; `auto` and anything else: the planner's
-/// and the tuning's choice).
+/// The kernel `--kernel NAME` asks for (one of [`KernelRequest::names`], which clap checks;
+/// `auto`: the planner's and the tuning's choice).
 fn kernel_request(name: &str) -> KernelRequest {
-    match name {
-        "acc" => KernelRequest::AccSpmm,
-        "tc16" => KernelRequest::RowTile(RowTileKernel::TC16),
-        "tc32" => KernelRequest::RowTile(RowTileKernel::TC32),
-        "tc16d" => KernelRequest::RowTile(RowTileKernel::TC16D),
-        "tc32d" => KernelRequest::RowTile(RowTileKernel::TC32D),
-        "tc16d-tma" => KernelRequest::RowTile(RowTileKernel::TC16D_TMA),
-        "tc32d-tma" => KernelRequest::RowTile(RowTileKernel::TC32D_TMA),
-        "cusparse" => KernelRequest::Cusparse,
-        "csr" => KernelRequest::Csr,
-        "staged32" => KernelRequest::Staged(StagedSlice::S32),
-        "staged64" => KernelRequest::Staged(StagedSlice::S64),
-        "hrpb" => KernelRequest::Hrpb,
-        _ => KernelRequest::Auto,
-    }
+    KernelRequest::from_name(name).unwrap_or_default()
 }
 
 /// The preparation options the flags ask for.
@@ -468,19 +436,20 @@ mod tests {
 
     #[test]
     fn every_kernel_name_asks_for_its_own_kernel() {
-        let requests: Vec<KernelRequest> = KERNEL_NAMES.iter().map(|n| kernel_request(n)).collect();
+        let names = KernelRequest::names();
+        let requests: Vec<KernelRequest> = names.iter().map(|n| kernel_request(n)).collect();
         assert_eq!(requests[0], KernelRequest::Auto);
         for (i, r) in requests.iter().enumerate().skip(1) {
-            assert_ne!(*r, KernelRequest::Auto, "{}", KERNEL_NAMES[i]);
-            assert!(
-                !requests[..i].contains(r),
-                "{} repeats a kernel",
-                KERNEL_NAMES[i]
-            );
+            assert_ne!(*r, KernelRequest::Auto, "{}", names[i]);
+            assert!(!requests[..i].contains(r), "{} repeats a kernel", names[i]);
         }
         assert_eq!(
             kernel_request("staged64"),
-            KernelRequest::Staged(StagedSlice::S64)
+            KernelRequest::Staged(tcsparse::StagedSlice::S64)
+        );
+        assert_eq!(
+            kernel_request("tc16d"),
+            KernelRequest::RowTile(tcsparse::RowTileKernel::TC16D)
         );
     }
 

@@ -11,21 +11,17 @@ use std::time::Instant;
 
 use tcsparse_formats::Csr;
 use tcsparse_formats::bittcf::BitTcf;
-use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::metrics::{PlannerBlockCounts, planner_block_counts};
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::CusparseCsr;
 use tcsparse_gpu::device_csr::DeviceCsr;
 use tcsparse_gpu::spmm::acc::{AccSpmmDevice, AccVariant};
-use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
-use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::RowTileDevice;
-use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_planner::{AccSchedule, MatrixFeatures, plan_spmm};
 use tcsparse_reorder::{Gate, GateReport, Mode, Permutation, ReorderReport};
 
 use super::choose::{hrpb_alpha, nnz_per_block, runs_on_bittcf};
+use super::family::{Build, EarlyWork};
 use super::{DeviceState, Prepared, PreparedMatrix, Scratch};
 use crate::{
     CacheOutcome, Engine, Error, ExecKernel, KernelRequest, Precision, PrepareOptions,
@@ -130,8 +126,9 @@ pub(super) struct Fixed {
     pub(super) blocks: Option<[u64; 3]>,
     /// The row-tile device layout, already built (on the GPU, from the entry's skeleton).
     pub(super) row_tile: Option<Box<RowTileDevice>>,
-    /// The CSR kernel's work list, packed and uploaded already (beside a cache hit's early upload).
-    pub(super) csr_work: Option<CsrWorkPlan>,
+    /// What the kernel's family made early for it (`FamilyKernel::early`, beside a cache hit's
+    /// early upload).
+    pub(super) early: Option<EarlyWork>,
 }
 
 impl Engine {
@@ -159,10 +156,9 @@ impl Engine {
             // reordering for them), so an automatic reordering would be computed for nothing.
             // (With F32 precision only CSR kernels may run.)
             ReorderChoice::Auto
-                if matches!(
-                    opts.kernel,
-                    KernelRequest::Cusparse | KernelRequest::Csr | KernelRequest::Staged(_)
-                ) || opts.precision == Precision::F32 =>
+                if opts.kernel == KernelRequest::Cusparse
+                    || opts.kernel.family().is_some_and(|f| f.original_order())
+                    || opts.precision == Precision::F32 =>
             {
                 (None, false)
             }
@@ -326,8 +322,8 @@ impl Engine {
             }) if self.gpu.is_some() && !runs_on_bittcf(*kernel) => Some(*b),
             _ => None,
         };
-        let (fixed, mut prebuilt, mut csr_work) = match fixed {
-            Some(f) => (Some((f.kernel, f.note)), f.row_tile, f.csr_work),
+        let (fixed, mut prebuilt, mut early) = match fixed {
+            Some(f) => (Some((f.kernel, f.note)), f.row_tile, f.early),
             None => (None, None, None),
         };
         let mut counts: Option<Arc<PlannerBlockCounts>> = None;
@@ -380,12 +376,10 @@ impl Engine {
         // original order for them unless the caller asked for the reordering.
         if !forced
             && perm.is_some()
-            && matches!(
-                kernel,
-                ExecKernel::Cusparse { .. }
-                    | ExecKernel::CsrCuda { .. }
-                    | ExecKernel::Staged { .. }
-            )
+            && (matches!(kernel, ExecKernel::Cusparse { .. })
+                || kernel
+                    .as_family()
+                    .is_some_and(|k| k.family().original_order()))
         {
             let t = Instant::now();
             perm = None;
@@ -446,26 +440,6 @@ impl Engine {
                     spmm: HashMap::new(),
                 }
             }
-            (Some(gpu), ExecKernel::CsrCuda { chunk_nnz }) => {
-                let k = match (device.take(), csr_work.take()) {
-                    (Some(d), Some(w)) if a_re.is_none() && w.chunk_nnz() == chunk_nnz.max(1) => {
-                        CsrSpmm::with_work_on(gpu, src, w, d)?
-                    }
-                    (Some(d), _) if a_re.is_none() => {
-                        CsrSpmm::with_chunk_on(gpu, src, chunk_nnz, d)?
-                    }
-                    _ => CsrSpmm::with_chunk(gpu, src, chunk_nnz)?,
-                };
-                gpu.synchronize()?;
-                DeviceState::Csr(Box::new(k))
-            }
-            (Some(gpu), ExecKernel::Staged { slice, spec, copy }) => {
-                let s = StagedCsr::build(src, &spec).map_err(|e| Error::Format(e.to_string()))?;
-                let mut k = StagedSpmm::new(gpu, &s, slice)?;
-                k.set_copy(copy);
-                gpu.synchronize()?;
-                DeviceState::Staged(Box::new(k))
-            }
             (Some(gpu), ExecKernel::RowTile { kernel, schedule }) => {
                 let d = match prebuilt.take() {
                     Some(d) => *d,
@@ -478,13 +452,21 @@ impl Engine {
                 gpu.synchronize()?;
                 DeviceState::RowTile(Box::new(d))
             }
-            (Some(gpu), ExecKernel::Hrpb { mma, split }) => {
-                let h = Hrpb::from_csr(src).map_err(|e| Error::Format(e.to_string()))?;
-                let d = HrpbSpmm::from_hrpb(gpu, &h, mma, split)?;
-                gpu.synchronize()?;
-                DeviceState::Hrpb(Box::new(d))
-            }
-            _ => DeviceState::Cpu,
+            (Some(gpu), kernel) => match kernel.as_family() {
+                Some(k) => {
+                    let mut b = Build {
+                        gpu,
+                        a: src,
+                        device: if a_re.is_none() { device.take() } else { None },
+                        early: early.take(),
+                    };
+                    let d = k.build(&mut b)?;
+                    gpu.synchronize()?;
+                    DeviceState::Family(d)
+                }
+                None => DeviceState::Cpu,
+            },
+            (None, _) => DeviceState::Cpu,
         };
         let (thread_blocks, split_windows) = dev.blocks(opts.n.max(1))?;
         let upload_s = t.elapsed().as_secs_f64();

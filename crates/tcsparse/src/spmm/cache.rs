@@ -23,8 +23,10 @@
 //!
 //! Payload (little endian): mode u8 (0 symmetric, 1 row-only); kernel tag u8 and its parameters
 //! (u32s; cuSPARSE, tag 1: one u8, its SpMM algorithm: 0 default, 1–3 CSR_ALG1–3, any other byte
-//! corrupt; the staged CSR kernel, tag 8: its slice width (32 or 64), most rows and slots per
-//! window, and its stage copy, 0 bulk copies or 1 `cp.async`); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
+//! corrupt; a kernel family's kernel: the family's tag and the parameters its file in `family/`
+//! writes (`SpmmFamily::tag`, `FamilyKernel::encode`), e.g. the staged CSR kernel, tag 8: its
+//! slice width (32 or 64), most rows and slots per window, and its stage copy, 0 bulk copies or
+//! 1 `cp.async`); permutation flag u8, then length u32 and the `perm[new] = old` entries (u32); block
 //! counts flag u8, then the prepared matrix's 8×8, 16×4 and 16×8 block counts (u64 each; the
 //! planner's features, so that a hit needs no counting pass); the row-tile skeleton flag u8, then
 //! (dense-tile row-tile kernels after a symmetric reordering) its window height u32, window prefix
@@ -46,16 +48,15 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 
 use sha2::{Digest, Sha256};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileStructure;
-use tcsparse_formats::staged::StagedSpec;
 use tcsparse_gpu::spmm::row_tile::{KERNELS as ROW_TILE_KERNELS, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 use tcsparse_reorder::{Mode, Permutation};
 
+use super::codec::{Reader, StaleOrCorrupt, put_u32};
+use super::family::FAMILIES;
 use crate::{Engine, ExecKernel, PrepareOptions, ReorderChoice, ScheduleKind};
 
 /// File magic.
@@ -69,9 +70,6 @@ const HEADER_LEN: usize = 8 + 4 + 32 + 8 + 32;
 const MAX_SKELETON_BYTES: usize = 1 << 30;
 /// Largest payload accepted (a permutation of u32::MAX rows, the largest skeleton, slack).
 const MAX_PAYLOAD: u64 = 4 * u32::MAX as u64 + MAX_SKELETON_BYTES as u64 + (1 << 20);
-
-/// Why an entry was not trusted.
-pub(crate) type StaleOrCorrupt = String;
 
 /// What a preparation decided, as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -349,10 +347,6 @@ fn payload_checksum(payload: &[u8]) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn put_u32(out: &mut Vec<u8>, x: u32) {
-    out.extend_from_slice(&x.to_le_bytes());
-}
-
 /// The byte that stores cuSPARSE's SpMM algorithm (stable: never renumber, add new ones after).
 fn alg_byte(alg: SpmmAlg) -> u8 {
     match alg {
@@ -381,14 +375,9 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
         Mode::RowOnly => 1,
     });
     match e.kernel {
-        ExecKernel::CpuBitTcf => out.push(0),
         ExecKernel::Cusparse { alg } => {
             out.push(1);
             out.push(alg_byte(alg));
-        }
-        ExecKernel::CsrCuda { chunk_nnz } => {
-            out.push(2);
-            put_u32(&mut out, chunk_nnz);
         }
         ExecKernel::AccSpmm { schedule } | ExecKernel::AccSpmmPaper { schedule } => {
             out.push(if matches!(e.kernel, ExecKernel::AccSpmmPaper { .. }) {
@@ -422,40 +411,15 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
                 put_u32(&mut out, v);
             }
         }
-        ExecKernel::Staged { slice, spec, copy } => {
-            out.push(8);
-            let copy = match copy {
-                StageCopy::Bulk => 0,
-                StageCopy::Async => 1,
-            };
-            for v in [slice.width(), spec.max_window_rows, spec.slot_cap, copy] {
-                put_u32(&mut out, v);
+        ExecKernel::CpuBitTcf => out.push(0),
+        family => match family.as_family() {
+            Some(k) => {
+                out.push(k.family().tag());
+                k.encode(&mut out);
             }
-        }
-        ExecKernel::Hrpb { mma, split } => {
-            out.push(6);
-            let m = match mma {
-                HrpbMma::K4 => 0,
-                HrpbMma::K8 => 1,
-                HrpbMma::K8D4 => 2,
-                HrpbMma::K8W => 3,
-                HrpbMma::K8O => 4,
-                HrpbMma::K8SC => 5,
-                HrpbMma::K8WSC => 6,
-                HrpbMma::K8T => 7,
-                HrpbMma::K8TS => 8,
-                HrpbMma::K8WTD => 9,
-            };
-            let (tag, x) = match split {
-                HrpbSplit::None => (0, 0),
-                HrpbSplit::Wave => (1, 0),
-                HrpbSplit::WaveCoarse(k) => (2, k),
-                HrpbSplit::Cap(k) => (3, k),
-            };
-            for v in [m, tag, x] {
-                put_u32(&mut out, v);
-            }
-        }
+            // (Every other kernel is a family's; a tag no kernel has reads back as corrupt.)
+            None => out.push(u8::MAX),
+        },
     }
     match &e.perm {
         None => out.push(0),
@@ -505,58 +469,6 @@ fn encode_payload(e: &PlanEntry) -> Vec<u8> {
     out
 }
 
-/// Little-endian u32s from bytes whose length is a multiple of 4 (one copy on little-endian
-/// hosts, whatever the bytes' alignment).
-fn u32s_le(bytes: &[u8]) -> Vec<u32> {
-    if cfg!(target_endian = "little") {
-        let n = bytes.len() / 4;
-        let mut v = vec![0u32; n];
-        bytemuck::cast_slice_mut::<u32, u8>(&mut v).copy_from_slice(&bytes[..4 * n]);
-        v
-    } else {
-        bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()
-    }
-}
-
-/// Reads a payload front to back; every read is bounds-checked.
-struct Reader<'a> {
-    b: &'a [u8],
-}
-
-impl Reader<'_> {
-    fn u8(&mut self) -> Result<u8, StaleOrCorrupt> {
-        let (&x, rest) = self.b.split_first().ok_or("corrupt: payload too short")?;
-        self.b = rest;
-        Ok(x)
-    }
-    fn u32(&mut self) -> Result<u32, StaleOrCorrupt> {
-        if self.b.len() < 4 {
-            return Err("corrupt: payload too short".into());
-        }
-        let (x, rest) = self.b.split_at(4);
-        self.b = rest;
-        Ok(u32::from_le_bytes(x.try_into().map_err(|_| "u32")?))
-    }
-    /// A u32 length `n ≤ max` and the `4n` bytes after it, as u32s.
-    fn u32_array(&mut self, max: usize, what: &str) -> Result<Vec<u32>, StaleOrCorrupt> {
-        let n = self.u32()? as usize;
-        if n > max || self.b.len() < 4 * n {
-            return Err(format!("corrupt: {what} of {n} entries"));
-        }
-        let (x, rest) = self.b.split_at(4 * n);
-        self.b = rest;
-        Ok(u32s_le(x))
-    }
-    fn u64(&mut self) -> Result<u64, StaleOrCorrupt> {
-        let lo = u64::from(self.u32()?);
-        let hi = u64::from(self.u32()?);
-        Ok(lo | hi << 32)
-    }
-}
-
 fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> {
     let mut r = Reader { b: payload };
     let mode = match r.u8()? {
@@ -574,13 +486,6 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             let alg =
                 alg_of_byte(b).ok_or_else(|| format!("corrupt: cuSPARSE SpMM algorithm {b}"))?;
             ExecKernel::Cusparse { alg }
-        }
-        2 => {
-            let chunk_nnz = r.u32()?;
-            if chunk_nnz == 0 {
-                return Err("corrupt: CSR chunk of 0 nonzeros".into());
-            }
-            ExecKernel::CsrCuda { chunk_nnz }
         }
         kernel_tag @ (3 | 5) => {
             let (tag, x, y) = (r.u32()?, r.u32()?, r.u32()?);
@@ -616,51 +521,11 @@ fn decode_payload(payload: &[u8], a: &Csr) -> Result<PlanEntry, StaleOrCorrupt> 
             };
             ExecKernel::RowTile { kernel, schedule }
         }
-        6 => {
-            let (m, tag, x) = (r.u32()?, r.u32()?, r.u32()?);
-            let mma = match m {
-                0 => HrpbMma::K4,
-                1 => HrpbMma::K8,
-                2 => HrpbMma::K8D4,
-                3 => HrpbMma::K8W,
-                4 => HrpbMma::K8O,
-                5 => HrpbMma::K8SC,
-                6 => HrpbMma::K8WSC,
-                7 => HrpbMma::K8T,
-                8 => HrpbMma::K8TS,
-                9 => HrpbMma::K8WTD,
-                _ => return Err(format!("corrupt: HRPB MMA shape {m}")),
-            };
-            let split = match tag {
-                0 => HrpbSplit::None,
-                1 => HrpbSplit::Wave,
-                2 if x >= 1 => HrpbSplit::WaveCoarse(x),
-                3 if x >= 1 => HrpbSplit::Cap(x),
-                _ => return Err(format!("corrupt: HRPB split ({tag}, {x})")),
-            };
-            ExecKernel::Hrpb { mma, split }
-        }
-        8 => {
-            let (width, max_window_rows, slot_cap) = (r.u32()?, r.u32()?, r.u32()?);
-            let copy = match r.u32()? {
-                0 => StageCopy::Bulk,
-                1 => StageCopy::Async,
-                x => return Err(format!("corrupt: staged stage copy {x}")),
-            };
-            let slice = Slice::ALL
-                .into_iter()
-                .find(|s| s.width() == width)
-                .ok_or_else(|| format!("corrupt: staged slice of {width} columns"))?;
-            let spec = StagedSpec {
-                max_window_rows,
-                slot_cap,
-            };
-            spec.check()
-                .map_err(|e| format!("corrupt: staged window cut: {e}"))?;
-            ExecKernel::Staged { slice, spec, copy }
-        }
         // (7, cuSPARSE in f16 / bf16, is no longer written: no preparation keeps it.)
-        t => return Err(format!("corrupt: kernel tag {t}")),
+        t => match FAMILIES.iter().find(|f| f.tag() == t) {
+            Some(f) => f.decode(&mut r)?,
+            None => return Err(format!("corrupt: kernel tag {t}")),
+        },
     };
     let perm = match r.u8()? {
         0 => None,
@@ -784,7 +649,7 @@ mod tests {
         // A valid entry grown to 3 GiB (a sparse file): its length disagrees with its header.
         let e = PlanEntry {
             mode: Mode::RowOnly,
-            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            kernel: ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }),
             perm: None,
             blocks: None,
             row_tile: None,
@@ -959,7 +824,7 @@ mod tests {
         let a = matrix();
         let e = |cusparse_ms| PlanEntry {
             cusparse_ms,
-            ..plain_entry(ExecKernel::CsrCuda { chunk_nnz: 64 })
+            ..plain_entry(ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }))
         };
         for ms in [None, Some(0.0421), Some(1234.5)] {
             assert_eq!(decode_payload(&encode_payload(&e(ms)), &a), Ok(e(ms)));
@@ -982,16 +847,19 @@ mod tests {
 
     #[test]
     fn staged_kernels_round_trip_and_impossible_cuts_are_refused() {
+        use crate::StagedKernel;
+        use tcsparse_formats::staged::StagedSpec;
+        use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
         let a = matrix();
         let e = |slice: Slice, spec, copy| {
-            plain_entry(ExecKernel::Staged {
+            plain_entry(ExecKernel::Staged(StagedKernel {
                 slice,
                 spec: StagedSpec {
                     slot_cap: spec,
                     ..slice.default_spec()
                 },
                 copy,
-            })
+            }))
         };
         for slice in Slice::ALL {
             for cap in [1, slice.default_spec().slot_cap, 1 << 16] {
@@ -1044,6 +912,26 @@ mod tests {
     }
 
     #[test]
+    fn every_family_kernel_round_trips_under_its_tag_and_a_cut_is_corrupt() {
+        let a = matrix();
+        for f in super::super::family::FAMILIES {
+            for kernel in f.examples() {
+                let e = plain_entry(kernel);
+                let bytes = encode_payload(&e);
+                // Mode, then the family's tag and its parameters.
+                assert_eq!(bytes[1], f.tag(), "{kernel}");
+                assert_eq!(decode_payload(&bytes, &a), Ok(e.clone()), "{kernel}");
+                // Cut anywhere before the optional fields: corrupt, never a panic or a kernel.
+                let fixed = bytes.len() - (1 + 1 + 1 + 1 + 4 + e.note.len());
+                for cut in 2..fixed {
+                    let why = decode_payload(&bytes[..cut], &a).unwrap_err();
+                    assert!(why.starts_with("corrupt:"), "{kernel}, cut at {cut}: {why}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_retired_half_cusparse_tag_is_refused_as_corrupt() {
         let e = plain_entry(ExecKernel::Cusparse {
             alg: SpmmAlg::CsrAlg1,
@@ -1058,7 +946,7 @@ mod tests {
         let a = matrix();
         let mut e = PlanEntry {
             mode: Mode::Symmetric,
-            kernel: ExecKernel::CsrCuda { chunk_nnz: 64 },
+            kernel: ExecKernel::CsrCuda(crate::CsrKernel { chunk_nnz: 64 }),
             perm: None,
             blocks: Some([3, 5, 2]),
             row_tile: None,

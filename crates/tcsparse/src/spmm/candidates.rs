@@ -1,27 +1,26 @@
 //! The candidates of a tuned SpMM preparation: cuSPARSE at each of its CSR algorithms, our CSR
 //! kernel at each budget, the window-staged CSR kernel at each slice and window cut, Acc-SpMM
-//! under each schedule, the row-tile kernels and HRPB, each built here (through `build.rs`) and
-//! handed to the harness of `tune.rs`, which times them; the fastest is kept.
+//! under each schedule, the row-tile kernels and HRPB, each built here (through `build.rs`; a
+//! kernel family's in its file in `family/`, called from here) and handed to the harness of
+//! `tune.rs`, which times them; the fastest is kept.
 
 use std::time::Instant;
 
 use cudarc::driver::CudaSlice;
-use tcsparse_formats::Csr;
-use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_formats::rowtile::RowTileTcf;
-use tcsparse_formats::staged::StagedCsr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::csr::CsrSpmm;
-use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
+use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{
     KERNELS as ROW_TILE_KERNELS, RowTileDevice, RowTileKernel, RowTileSchedule,
     dense_slots_per_nnz, dense_tiles_worth_trying, split_caps,
 };
-use tcsparse_gpu::spmm::staged::{Slice, StagedSpmm};
+use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_gpu::{DeviceProduct, Gpu};
 use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
+use super::family::{csr, hrpb, staged};
 use super::tune::{Tuning, tuning_b};
 use super::{DeviceState, Prepared};
 use crate::tune::Fastest;
@@ -58,25 +57,6 @@ enum Candidate {
     /// sharing columns stages fewer B rows: docs/kernels/staged-spmm.md).
     Staged(Box<StagedSpmm>),
 }
-
-/// HRPB candidates a tuned preparation times: the kernels under the wave-aware split (which
-/// leaves short panels whole), the tight walk first (k8ts: one work item per thread block, split
-/// panels without a pre-scale launch: 1.250× cuSPARSE geomean on the shared datasets against
-/// k8wsc's 1.139×, same process, docs/kernels/hrpb.md v6), then k8t (the same walk with the
-/// pre-scale: 6–13 % faster than k8ts on BlogCatalog, and faster than k8sc on every large
-/// dataset), k8wtd (the tight walk with warp items and k8w's B gather: 1–9 % faster than k8t on
-/// copter2 and xenon1) and k8wsc (v5's lean warp-item walk); k8sc, k8 and k8d4 timed slower than
-/// these on the H200 (2026-11-25, 7a8a386 to 04742de), panels whole without a cap lost everywhere
-/// in the bench of 959fafc; k4 timed 0.96-1.06 × k8.
-const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
-    (HrpbMma::K8TS, HrpbSplit::Wave),
-    (HrpbMma::K8T, HrpbSplit::Wave),
-    (HrpbMma::K8WTD, HrpbSplit::Wave),
-    (HrpbMma::K8WSC, HrpbSplit::Wave),
-];
-
-/// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
-pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 
 /// Most nonzeros of a matrix on which a tuned preparation builds and times the window-staged CSR
 /// kernel: it was made for the small and medium matrices (50 k – 700 k nonzeros at N = 128) where
@@ -145,56 +125,6 @@ fn row_tile_schedules(blocks: usize, n: usize, sms: u32) -> Vec<RowTileSchedule>
         .collect()
 }
 
-/// The HRPB candidates ([`HRPB_TUNED`], then its first kernel (k8ts) split at
-/// [`HrpbSpmm::fill_cap`]: pieces for about two waves) on `a`; returns the device set to the
-/// finalist and its full time (`None` when HRPB cannot be built for `a` or no candidate came close
-/// to the best so far).
-fn tune_hrpb(
-    t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: &str,
-) -> Result<Option<(f64, Box<HrpbSpmm>)>, Error> {
-    let Ok(h) = Hrpb::from_csr(a) else {
-        return Ok(None);
-    };
-    let (mma0, split0) = HRPB_TUNED[0];
-    let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
-    // The cap is the first kernel's (dev runs it here; k8ts, one work item per thread block):
-    // its resident units are thread blocks (warps for a warp-item kernel).
-    let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
-    let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
-    let names: Vec<String> = configs
-        .iter()
-        .map(|&(mma, split)| format!("{} ({order})", ExecKernel::Hrpb { mma, split }))
-        .collect();
-    let found = t.family(
-        &names,
-        |_, _| true,
-        |i| {
-            // `set_split` keeps the cached work list when the split is unchanged, so the timed
-            // launches do not rebuild and upload it.
-            let (mma, split) = configs[i];
-            if mma != dev.mma() {
-                dev.set_mma(mma)?;
-            }
-            dev.set_split(split);
-            Ok(dev.run(1.0, b, 0.0, c, n)?)
-        },
-    )?;
-    let Some((i, ms)) = found else {
-        return Ok(None);
-    };
-    let (mma, split) = configs[i];
-    if mma != dev.mma() {
-        dev.set_mma(mma)?;
-    }
-    dev.set_split(split);
-    Ok(Some((ms, dev)))
-}
-
 /// Row-tile kernel `rt` on `m` (B and C of width `n`) under [`row_tile_schedules`]
 /// ([`row_tile_probe_wanted`] prunes them); returns the device set to the finalist and its full
 /// time.
@@ -243,116 +173,14 @@ fn tune_row_tile(
     Ok(Some((ms, dev)))
 }
 
-/// A CSR matrix's arrays on the device (indptr, indices, values).
-type DeviceCsr<'a> = (&'a CudaSlice<u32>, &'a CudaSlice<u32>, &'a CudaSlice<f32>);
-
-/// The CUDA-core CSR kernel on `a` (its arrays copied on the device from `on_device` when given,
-/// else uploaded) at each of [`CSR_TUNED_CHUNKS`]; returns the kernel set to the finalist and its
-/// full time (`None` when `a` has no rows or no budget came close to cuSPARSE).
-fn tune_csr(
-    t: &mut Tuning,
-    a: &Csr,
-    on_device: Option<DeviceCsr>,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-) -> Result<Option<(f64, CsrSpmm)>, Error> {
-    if a.rows() == 0 {
-        return Ok(None);
-    }
-    let t0 = Instant::now();
-    let mut dev = match on_device {
-        Some(arrays) => CsrSpmm::with_chunk_from_device(t.gpu, a, CSR_TUNED_CHUNKS[0], arrays)?,
-        None => CsrSpmm::with_chunk(t.gpu, a, CSR_TUNED_CHUNKS[0])?,
-    };
-    tracing::debug!(
-        "tuning: CSR kernel set up in {:.1} ms",
-        t0.elapsed().as_secs_f64() * 1e3
-    );
-    let names: Vec<String> = CSR_TUNED_CHUNKS
-        .iter()
-        .map(|&chunk_nnz| ExecKernel::CsrCuda { chunk_nnz }.to_string())
-        .collect();
-    let found = t.family(
-        &names,
-        |_, _| true,
-        |i| {
-            if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-                dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-            }
-            Ok(dev.run(1.0, b, 0.0, c, n)?)
-        },
-    )?;
-    let Some((i, ms)) = found else {
-        return Ok(None);
-    };
-    if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-        dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-    }
-    Ok(Some((ms, dev)))
-}
-
-/// The window-staged CSR kernel on `a` at each slice of [`Slice::ALL`] and each of its
-/// [`Slice::tuned_specs`] (a cut that refuses `a`, a row longer than its slot cap, is skipped), the
-/// stage by bulk copies (the `cp.async` stage measured slower on every shared matrix on the H200,
-/// docs/kernels/staged-spmm.md); returns the kernel of the finalist and its full time (`None` when
-/// `a` has no rows, no cut fits or none came close to the best so far). `order`, when given, is
-/// added to the candidates' names.
-fn tune_staged(
-    t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: Option<&str>,
-) -> Result<Option<(f64, StagedSpmm)>, Error> {
-    if a.rows() == 0 {
-        return Ok(None);
-    }
-    let t0 = Instant::now();
-    let mut devs = Vec::new();
-    for slice in Slice::ALL {
-        for spec in slice.tuned_specs() {
-            match StagedCsr::build(a, &spec) {
-                Ok(s) => devs.push(StagedSpmm::new(t.gpu, &s, slice)?),
-                Err(e) => tracing::debug!(
-                    "tuning: staged CSR kernel at {}-column slices, {spec:?}, skipped: {e}",
-                    slice.width()
-                ),
-            }
-        }
-    }
-    tracing::debug!(
-        "tuning: staged CSR kernel set up at {} cuts in {:.1} ms",
-        devs.len(),
-        t0.elapsed().as_secs_f64() * 1e3
-    );
-    let names: Vec<String> = devs
-        .iter()
-        .map(|d| {
-            let kernel = ExecKernel::Staged {
-                slice: d.slice(),
-                spec: d.spec(),
-                copy: d.copy(),
-            };
-            match order {
-                Some(order) => format!("{kernel} ({order})"),
-                None => kernel.to_string(),
-            }
-        })
-        .collect();
-    let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
-    Ok(found.map(|(i, ms)| (ms, devs.swap_remove(i))))
-}
-
 /// The faster of the CUDA-core finalists (our CSR kernel's, the staged kernel's) as the device
 /// state that runs it, with its full time.
 fn faster_cuda_core(
     csr: Option<(f64, CsrSpmm)>,
     staged: Option<(f64, StagedSpmm)>,
 ) -> Option<(f64, DeviceState)> {
-    let csr = csr.map(|(ms, d)| (ms, DeviceState::Csr(Box::new(d))));
-    let staged = staged.map(|(ms, d)| (ms, DeviceState::Staged(Box::new(d))));
+    let csr = csr.map(|(ms, d)| (ms, DeviceState::Family(Box::new(d))));
+    let staged = staged.map(|(ms, d)| (ms, DeviceState::Family(Box::new(d))));
     match (csr, staged) {
         (Some(x), Some(y)) => Some(if y.0 < x.0 { y } else { x }),
         (x, y) => x.or(y),
@@ -608,13 +436,13 @@ impl Engine {
             DeviceState::Cusparse { csr, .. } => Some(csr.buffers()),
             _ => None,
         };
-        let csr_best = tune_csr(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
+        let csr_best = csr::tune(&mut tuning, &cus.a, on_device, &b, &mut c, n)?;
         tuning.cost("CSR", t_family);
         // The window-staged CSR kernel on the same matrix, at each slice (small and medium
         // matrices only, STAGED_TUNED_MAX_NNZ).
         let t_family = Instant::now();
         let staged_best = if cus.a.nnz() <= STAGED_TUNED_MAX_NNZ {
-            let found = tune_staged(&mut tuning, &cus.a, &b, &mut c, n, None)?;
+            let found = staged::tune(&mut tuning, &cus.a, &b, &mut c, n, None)?;
             tuning.cost("staged CSR", t_family);
             found
         } else {
@@ -719,7 +547,7 @@ impl Engine {
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
             if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
-                if let Some((ms, dev)) = tune_hrpb(&mut tuning, &p.a, &b, &mut c, n, order)? {
+                if let Some((ms, dev)) = hrpb::tune(&mut tuning, &p.a, &b, &mut c, n, order)? {
                     best.offer(ms, || Candidate::Hrpb(dev));
                 }
                 tuning.cost("HRPB", t_family);
@@ -730,7 +558,8 @@ impl Engine {
             // beside the CSR kernel above).
             if p.perm.is_some() && p.a.nnz() <= STAGED_TUNED_MAX_NNZ {
                 let t_family = Instant::now();
-                if let Some((ms, dev)) = tune_staged(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
+                if let Some((ms, dev)) =
+                    staged::tune(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
                 {
                     best.offer(ms, || Candidate::Staged(Box::new(dev)));
                 }
@@ -815,10 +644,10 @@ impl Engine {
                 p.with_fastest(DeviceState::RowTile(d), n, &summary)?
             }
             (None, Some(p), Some((ms, Candidate::Hrpb(d)))) if ms < cus_ms => {
-                p.with_fastest(DeviceState::Hrpb(d), n, &summary)?
+                p.with_fastest(DeviceState::Family(d), n, &summary)?
             }
             (None, Some(p), Some((ms, Candidate::Staged(d)))) if ms < cus_ms => {
-                p.with_fastest(DeviceState::Staged(d), n, &summary)?
+                p.with_fastest(DeviceState::Family(d), n, &summary)?
             }
             _ => {
                 let why = acc_err.map_or_else(

@@ -5,8 +5,10 @@ use tcsparse_formats::Csr;
 use tcsparse_gpu::baselines::cusparse::SpmmAlg;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit};
 use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
-use tcsparse_gpu::spmm::staged::StageCopy;
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
+
+use super::family::Choice;
+use crate::{CsrKernel, HrpbKernel};
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
 
@@ -21,10 +23,10 @@ pub const ROW_TILE_SPLIT_BLOCKS: u32 = 16;
 /// below one panel per SM, k8wtd at 16–31 panels per SM, k8ts otherwise: docs/kernels/hrpb.md).
 /// `KernelRequest::Hrpb` takes the same shape.
 pub(super) fn hrpb_default(rows: usize, sm_count: u32) -> ExecKernel {
-    ExecKernel::Hrpb {
+    ExecKernel::Hrpb(HrpbKernel {
         mma: HrpbMma::for_rows(rows, sm_count),
         split: HrpbSplit::Wave,
-    }
+    })
 }
 
 /// Warp items of the CSR kernel per SM below which an untuned preparation keeps cuSPARSE for a
@@ -69,9 +71,9 @@ pub(super) fn csr_kernel_for(nnz: usize, sm_count: u32) -> Option<ExecKernel> {
     let sms = sm_count.max(1) as usize;
     // 64 resident warps per SM, 16 items each.
     let chunk = (nnz / (sms * 64 * 16)).clamp(64, 1024) as u32;
-    Some(ExecKernel::CsrCuda {
+    Some(ExecKernel::CsrCuda(CsrKernel {
         chunk_nnz: chunk.next_power_of_two().min(1024),
-    })
+    }))
 }
 
 /// The kernel an untuned preparation runs where the planner picks ME-TCF (DTC-SpMM's 16×8
@@ -224,6 +226,17 @@ impl Engine {
             };
             (ExecKernel::AccSpmm { schedule: kind }, note, Some(sched))
         };
+        if let Some(family) = opts.kernel.family() {
+            let c = Choice {
+                opts,
+                reason: &plan.reason,
+                rows,
+                sms,
+            };
+            if let Some((kernel, note)) = family.choose(opts.kernel, &c) {
+                return (kernel, note, None);
+            }
+        }
         match opts.kernel {
             KernelRequest::AccSpmm => acc(format!("Acc-SpMM requested (planner: {})", plan.reason)),
             KernelRequest::AccSpmmPaper => {
@@ -248,28 +261,6 @@ impl Engine {
                 format!("cuSPARSE requested (planner: {})", plan.reason),
                 None,
             ),
-            KernelRequest::Csr => (
-                ExecKernel::CsrCuda {
-                    chunk_nnz: match opts.balance {
-                        Balance::NnzPerWarp(k) => k.max(1),
-                        _ => tcsparse_gpu::csr_spmm::DEFAULT_CHUNK_NNZ,
-                    },
-                },
-                format!("CSR kernel requested (planner: {})", plan.reason),
-                None,
-            ),
-            KernelRequest::Staged(slice) => {
-                let kernel = ExecKernel::Staged {
-                    slice,
-                    spec: slice.default_spec(),
-                    copy: StageCopy::Bulk,
-                };
-                (
-                    kernel,
-                    format!("{kernel} requested (planner: {})", plan.reason),
-                    None,
-                )
-            }
             KernelRequest::RowTile(rt) => {
                 let kernel = ExecKernel::RowTile {
                     kernel: rt,
@@ -298,20 +289,8 @@ impl Engine {
                 ),
                 None,
             ),
-            KernelRequest::Hrpb => (
-                ExecKernel::Hrpb {
-                    mma: HrpbMma::for_rows(rows, sms),
-                    // Balance::Off keeps every panel whole; anything else splits wave-aware.
-                    split: if opts.balance == Balance::Off {
-                        HrpbSplit::None
-                    } else {
-                        HrpbSplit::Wave
-                    },
-                },
-                format!("HRPB requested (planner: {})", plan.reason),
-                None,
-            ),
-            KernelRequest::Auto => {
+            // Auto (a family's request was answered above).
+            _ => {
                 let kernel = model_kernel(plan, rows, nnz, metcf_blocks, alpha, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",
@@ -352,9 +331,11 @@ mod tests {
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
         // REDDIT-BINARY (53.7 k panels on 132 SMs): k8ts, copter2 (3.5 k): k8wtd; the split kept.
-        let wave = |mma| ExecKernel::Hrpb {
-            mma,
-            split: HrpbSplit::Wave,
+        let wave = |mma| {
+            ExecKernel::Hrpb(HrpbKernel {
+                mma,
+                split: HrpbSplit::Wave,
+            })
         };
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
@@ -380,17 +361,17 @@ mod tests {
         for nnz in [343_486, 1_991_016] {
             assert_eq!(
                 csr_kernel_for(nnz, 132),
-                Some(ExecKernel::CsrCuda { chunk_nnz: 64 })
+                Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 }))
             );
         }
         // R-MAT scale 20 (≈ 23 M) → 256; reddit-like (114 M) → 1024 (the tuned budgets).
         assert_eq!(
             csr_kernel_for(23_000_000, 132),
-            Some(ExecKernel::CsrCuda { chunk_nnz: 256 })
+            Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 256 }))
         );
         assert_eq!(
             csr_kernel_for(114_000_000, 132),
-            Some(ExecKernel::CsrCuda { chunk_nnz: 1024 })
+            Some(ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 1024 }))
         );
     }
 
@@ -437,7 +418,7 @@ mod tests {
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
         assert_eq!(
             model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.14), 132),
-            ExecKernel::CsrCuda { chunk_nnz: 64 }
+            ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
         assert_eq!(
             model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.3), 132),
@@ -471,7 +452,7 @@ mod tests {
                 Some(0.077),
                 132
             ),
-            ExecKernel::CsrCuda { chunk_nnz: 64 }
+            ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
     }
 

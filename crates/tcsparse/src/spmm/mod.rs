@@ -8,8 +8,9 @@
 //! (the entry points and the plan cache's hit paths, over `build`: the reorder stage and one
 //! candidate's build, and `choose`: the kernel choice), `tune` (the timing harness: candidates
 //! in, timed choice out) with `candidates` (what a tuned preparation builds and hands to it),
-//! `run` (the products), and beside them `cache` (the prepared-plan cache) and `split` (one
-//! matrix over several GPUs).
+//! `run` (the products), and beside them `cache` (the prepared-plan cache, its byte codec in
+//! `codec`), `split` (one matrix over several GPUs) and `family/` (the kernel families: each
+//! described in one file, registered in one list).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -22,20 +23,20 @@ use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::AccSpmmError;
 use tcsparse_gpu::spmm::acc::AccSpmmDevice;
-use tcsparse_gpu::spmm::csr::CsrSpmm;
-use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::spmm::row_tile::{RowTileDevice, RowTileHalf};
-use tcsparse_gpu::spmm::staged::StagedSpmm;
 use tcsparse_planner::{AccSchedule, Plan};
 use tcsparse_reorder::{CheckedReorder, Permutation};
 
 use crate::element::{bf16, f16};
 use crate::{DType, Error, ExecKernel, Precision, PrepareReport, RowOrder, ScheduleKind};
+use family::FamilyDevice;
 
 mod build;
 mod cache;
 mod candidates;
 mod choose;
+mod codec;
+pub(crate) mod family;
 pub(crate) mod options;
 mod prepare;
 mod run;
@@ -43,8 +44,9 @@ mod split;
 mod tune;
 
 pub use cache::{PLAN_VERSION, pattern_checksum};
-pub use candidates::{CSR_TUNED_CHUNKS, PRUNE_MIN_NNZ, STAGED_TUNED_MAX_NNZ, TUNED_SCHEDULES};
+pub use candidates::{PRUNE_MIN_NNZ, STAGED_TUNED_MAX_NNZ, TUNED_SCHEDULES};
 pub use choose::{ROW_TILE_SPLIT_BLOCKS, model_kernel};
+pub use family::csr::CSR_TUNED_CHUNKS;
 pub(crate) use split::row_block;
 pub(crate) use split::row_split;
 pub use split::{SplitPrepared, prepare_on_group, prepare_split};
@@ -61,10 +63,9 @@ pub(crate) enum DeviceState {
         alg: SpmmAlg,
         spmm: HashMap<(usize, SpmmAlg), CusparseSpmm>,
     },
-    Csr(Box<CsrSpmm>),
-    Staged(Box<StagedSpmm>),
+    /// A kernel family's layout ([`family`]).
+    Family(Box<dyn FamilyDevice>),
     RowTile(Box<RowTileDevice>),
-    Hrpb(Box<HrpbSpmm>),
 }
 
 impl DeviceState {
@@ -75,21 +76,10 @@ impl DeviceState {
             DeviceState::Cpu => ExecKernel::CpuBitTcf,
             DeviceState::Acc(_) => return None,
             DeviceState::Cusparse { alg, .. } => ExecKernel::Cusparse { alg: *alg },
-            DeviceState::Csr(k) => ExecKernel::CsrCuda {
-                chunk_nnz: k.chunk_nnz(),
-            },
-            DeviceState::Staged(k) => ExecKernel::Staged {
-                slice: k.slice(),
-                spec: k.spec(),
-                copy: k.copy(),
-            },
+            DeviceState::Family(d) => d.kernel(),
             DeviceState::RowTile(d) => ExecKernel::RowTile {
                 kernel: d.kernel(),
                 schedule: d.schedule(),
-            },
-            DeviceState::Hrpb(d) => ExecKernel::Hrpb {
-                mma: d.mma(),
-                split: d.split(),
             },
         })
     }
@@ -101,7 +91,7 @@ impl DeviceState {
         Ok(match self {
             DeviceState::Acc(d) => (d.num_tbs(), d.num_split_windows()),
             DeviceState::RowTile(d) => (d.num_tbs(), d.num_split_windows()),
-            DeviceState::Hrpb(d) => (d.wave_split(n)?.panels.len(), 0),
+            DeviceState::Family(d) => d.blocks(n)?,
             _ => (0, 0),
         })
     }

@@ -4,6 +4,7 @@
 use tcsparse_gpu::spmm::row_tile::RowTileKernel;
 use tcsparse_reorder::{Mode, Permutation};
 
+use super::family;
 use crate::{DType, Precision};
 
 /// Row order of B and C in [`Prepared::spmm_device`](crate::Prepared::spmm_device), chosen in
@@ -75,37 +76,87 @@ pub enum Balance {
     NnzPerWarp(u32),
 }
 
-/// Which kernel [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) sets up.
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum KernelRequest {
-    /// The planner decides (Acc-SpMM where it is predicted faster, cuSPARSE otherwise).
-    #[default]
-    Auto,
-    /// Acc-SpMM on BitTCF.
-    AccSpmm,
-    /// Acc-SpMM on BitTCF run by the paper's own pipeline (block metadata by `cp.async` into a
-    /// shared-memory double buffer, B rows by `ld.global.ca`, C by `st.global.wt`) instead of ours
-    /// (register metadata, read-only B loads): the ablation of docs/results. Schedules as
-    /// [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs as `Balance::Packed`).
-    AccSpmmPaper,
-    /// cuSPARSE SpMM on CSR, at its default algorithm ([`SpmmAlg::Default`](crate::SpmmAlg); a
-    /// tuned [`KernelRequest::Auto`] preparation times every CSR algorithm and keeps the fastest).
-    Cusparse,
-    /// The CUDA-core CSR kernel.
-    Csr,
-    /// The window-staged CSR kernel (CUDA cores, f32) at this slice width, with the slice's
-    /// default window cut ([`Slice::default_spec`](tcsparse_gpu::spmm::staged::Slice::default_spec));
-    /// a matrix with a row longer than the cut's slot cap is refused.
-    Staged(tcsparse_gpu::spmm::staged::Slice),
-    /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs it
-    /// with k windows per thread block, `Balance::On` splits heavy windows at
-    /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block, anything else packs 4 windows per
-    /// thread block.
-    RowTile(RowTileKernel),
-    /// cuTeSpMM's HRPB kernel (m16n8k8 on brick pairs): `Balance::Off` keeps every row panel
-    /// whole, anything else splits heavy panels wave-aware from the device.
-    Hrpb,
+/// Generates [`KernelRequest`] from the kernel-family registry (`spmm/family/`): the requests
+/// written out below, then one variant per family (with its payload, if it has one).
+macro_rules! kernel_request {
+    ($( $(#[$doc:meta])* $req:ident $(($rty:ty))? => $kv:ident($kty:ident) in $module:ident; )*) => {
+        /// Which kernel [`Engine::prepare_spmm`](crate::Engine::prepare_spmm) sets up: a kernel
+        /// written out here, or a kernel family's.
+        #[non_exhaustive]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+        pub enum KernelRequest {
+            /// The planner decides (Acc-SpMM where it is predicted faster, cuSPARSE otherwise).
+            #[default]
+            Auto,
+            /// Acc-SpMM on BitTCF.
+            AccSpmm,
+            /// Acc-SpMM on BitTCF run by the paper's own pipeline (block metadata by `cp.async`
+            /// into a shared-memory double buffer, B rows by `ld.global.ca`, C by `st.global.wt`)
+            /// instead of ours (register metadata, read-only B loads): the ablation of
+            /// docs/results. Schedules as [`KernelRequest::AccSpmm`] (`Balance::PackedCached` runs
+            /// as `Balance::Packed`).
+            AccSpmmPaper,
+            /// cuSPARSE SpMM on CSR, at its default algorithm
+            /// ([`SpmmAlg::Default`](crate::SpmmAlg); a tuned [`KernelRequest::Auto`] preparation
+            /// times every CSR algorithm and keeps the fastest).
+            Cusparse,
+            /// A row-tile tensor-core kernel (TC16, TC16d, TC32, TC32d). `Balance::Packed(k)` runs
+            /// it with k windows per thread block, `Balance::On` splits heavy windows at
+            /// [`ROW_TILE_SPLIT_BLOCKS`](crate::ROW_TILE_SPLIT_BLOCKS) blocks per thread block,
+            /// anything else packs 4 windows per thread block.
+            RowTile(RowTileKernel),
+            $( $(#[$doc])* $req $(($rty))?, )*
+        }
+    };
+}
+crate::spmm::family::with_families!(kernel_request);
+
+/// The `--kernel` names of the requests written out in [`KernelRequest`], in the order the CLI
+/// lists them (the kernel families' follow).
+const NAMED: [(&str, KernelRequest); 9] = [
+    ("auto", KernelRequest::Auto),
+    ("acc", KernelRequest::AccSpmm),
+    ("tc16", KernelRequest::RowTile(RowTileKernel::TC16)),
+    ("tc32", KernelRequest::RowTile(RowTileKernel::TC32)),
+    ("tc16d", KernelRequest::RowTile(RowTileKernel::TC16D)),
+    ("tc32d", KernelRequest::RowTile(RowTileKernel::TC32D)),
+    (
+        "tc16d-tma",
+        KernelRequest::RowTile(RowTileKernel::TC16D_TMA),
+    ),
+    (
+        "tc32d-tma",
+        KernelRequest::RowTile(RowTileKernel::TC32D_TMA),
+    ),
+    ("cusparse", KernelRequest::Cusparse),
+];
+
+impl KernelRequest {
+    /// Every request's name (`tcsparse spmm --kernel NAME`), each once, in the order the CLI
+    /// lists them: `auto` first, the requests written out in [`KernelRequest`], then each kernel
+    /// family's.
+    pub fn names() -> Vec<&'static str> {
+        NAMED
+            .iter()
+            .map(|&(n, _)| n)
+            .chain(
+                family::FAMILIES
+                    .iter()
+                    .flat_map(|f| f.requests())
+                    .map(|&(n, _)| n),
+            )
+            .collect()
+    }
+
+    /// The request named `name` ([`KernelRequest::names`]); `None` for a name that is none of
+    /// them.
+    pub fn from_name(name: &str) -> Option<KernelRequest> {
+        NAMED
+            .iter()
+            .find(|&&(n, _)| n == name)
+            .map(|&(_, r)| r)
+            .or_else(|| family::request_named(name))
+    }
 }
 
 /// Options of [`Engine::prepare_spmm`](crate::Engine::prepare_spmm). Build them with

@@ -7,7 +7,6 @@ use std::time::Instant;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::device_csr::DeviceCsr;
-use tcsparse_gpu::spmm::csr::CsrWorkPlan;
 use tcsparse_gpu::spmm::row_tile::{
     RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
 };
@@ -20,21 +19,19 @@ use super::build::{Fixed, Reordered, Source};
 use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
+use super::family::EarlyWork;
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
     PrepareOptions, Requested, TuneSample,
 };
 
-/// The CSR kernel's work list for a cache entry that keeps it on the matrix in its original
-/// order (packed on the host, uploaded, and the modules loaded, while the matrix's values go up:
-/// R-MAT scale 20 2.3 ms off the hit's critical path); `None` for other entries, or where it
-/// fails (the upload stage then packs it again and reports the error).
-fn cached_csr_work(gpu: &tcsparse_gpu::Gpu, a: &Csr, entry: &PlanEntry) -> Option<CsrWorkPlan> {
-    match entry.kernel {
-        ExecKernel::CsrCuda { chunk_nnz } if entry.perm.is_none() => {
-            CsrWorkPlan::new(gpu, a, chunk_nnz).ok()
-        }
+/// The work a cache entry's kernel family does early for an entry that keeps the matrix in its
+/// original order (`FamilyKernel::early`: the CSR kernel's work list packed, uploaded and its
+/// modules loaded while the matrix's values go up); `None` for other entries.
+fn cached_early_work(gpu: &tcsparse_gpu::Gpu, a: &Csr, entry: &PlanEntry) -> Option<EarlyWork> {
+    match entry.kernel.as_family() {
+        Some(k) if entry.perm.is_none() => k.early(gpu, a),
         _ => None,
     }
 }
@@ -327,15 +324,14 @@ impl Engine {
         if let (Some(_), Some(arith)) = (&self.gpu, typed_arith(opts)) {
             return self.prepare_typed(a, opts, arith);
         }
-        if matches!(opts.precision, Precision::F32 | Precision::Tf32x3)
-            && matches!(
-                opts.kernel,
-                KernelRequest::AccSpmm
-                    | KernelRequest::AccSpmmPaper
-                    | KernelRequest::RowTile(_)
-                    | KernelRequest::Hrpb
-            )
-        {
+        let tensor_cores = matches!(
+            opts.kernel,
+            KernelRequest::AccSpmm | KernelRequest::AccSpmmPaper | KernelRequest::RowTile(_)
+        ) || opts
+            .kernel
+            .family()
+            .is_some_and(|f| f.precision() == Precision::Tf32);
+        if matches!(opts.precision, Precision::F32 | Precision::Tf32x3) && tensor_cores {
             return Err(Error::InvalidArgs(format!(
                 "{:?} runs on TF32 tensor cores, but {} precision was asked for: use \
                  KernelRequest::Auto, Cusparse or Csr (f32 rounding), or Precision::Tf32",
@@ -389,8 +385,8 @@ impl Engine {
                 );
                 let loaded = c.load(&a);
                 // A hit on the CSR kernel packs its work list while the matrix is still going up.
-                let csr_work = match (&loaded, gpu) {
-                    (Ok(Some(entry)), Some(gpu)) => cached_csr_work(gpu, &a, entry),
+                let early = match (&loaded, gpu) {
+                    (Ok(Some(entry)), Some(gpu)) => cached_early_work(gpu, &a, entry),
                     _ => None,
                 };
                 let device = match upload.map(|h| h.join()) {
@@ -401,17 +397,17 @@ impl Engine {
                     }
                     _ => None,
                 };
-                (Some(c), Some((loaded, csr_work)), device)
+                (Some(c), Some((loaded, early)), device)
             }),
         };
         let mut outcome = CacheOutcome::Off;
         let mut cache_s = 0.0;
-        if let (Some(c), Some((loaded, csr_work))) = (&cache, loaded) {
+        if let (Some(c), Some((loaded, early))) = (&cache, loaded) {
             cache_s = t.elapsed().as_secs_f64();
             outcome = match loaded {
                 Ok(Some(entry)) => {
                     let cusparse_ms = entry.cusparse_ms;
-                    match self.prepare_cached(a, opts, entry, device.take(), csr_work) {
+                    match self.prepare_cached(a, opts, entry, device.take(), early) {
                         Ok(mut p) => {
                             p.report.cache = CacheOutcome::Hit;
                             p.report.cusparse_ms = cusparse_ms;
@@ -473,7 +469,7 @@ impl Engine {
         opts: &PrepareOptions,
         entry: PlanEntry,
         mut device: Option<DeviceCsr>,
-        csr_work: Option<CsrWorkPlan>,
+        early: Option<EarlyWork>,
     ) -> Result<Prepared, Error> {
         let t = Instant::now();
         let note = format!("from the plan cache: {}", entry.note);
@@ -508,7 +504,7 @@ impl Engine {
             note,
             blocks: entry.blocks,
             row_tile: None,
-            csr_work,
+            early,
         };
         self.prepare_reordered_with(a, stage, opts, Some(fixed), true)
     }
@@ -608,7 +604,7 @@ impl Engine {
             note: format!("{note} (layout built on the GPU from {how})"),
             blocks: entry.blocks,
             row_tile: Some(Box::new(d)),
-            csr_work: None,
+            early: None,
         };
         // (`a` stands in for the reordered matrix: with the stored block counts the plan reads
         // only its shape and nonzero count, which a reordering keeps.)

@@ -18,7 +18,6 @@ use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm};
 use tcsparse_gpu::permute::{PermuteElement, RowPermutation};
 use tcsparse_gpu::spmm::acc::check_dense;
-use tcsparse_gpu::spmm::hrpb::HrpbSpmm;
 use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 use tcsparse_reorder::{Mode, Permutation};
 
@@ -480,9 +479,7 @@ impl Prepared {
             DeviceState::Cpu => return Err(cpu_path()),
             DeviceState::Acc(d) => &mut **d,
             DeviceState::RowTile(d) => &mut **d,
-            DeviceState::Csr(k) => &mut **k,
-            DeviceState::Staged(k) => &mut **k,
-            DeviceState::Hrpb(k) => &mut **k,
+            DeviceState::Family(d) => &mut **d,
             DeviceState::Cusparse { csr, alg, spmm } => {
                 cusparse_packed(n, ldb, ldc)?;
                 if n == 0 || csr.rows() == 0 {
@@ -565,9 +562,7 @@ impl Prepared {
                 let bittcf = self.bittcf.get_or_init(BitTcf::empty);
                 d.set_values(&gpu, bittcf.values())?
             }
-            DeviceState::Csr(k) => k.set_values(self.a.data())?,
-            // (The staged layout keeps the values in CSR order too.)
-            DeviceState::Staged(k) => k.set_values(self.a.data())?,
+            DeviceState::Family(d) => d.set_values(&gpu, &self.a)?,
             DeviceState::Cusparse { csr, spmm, .. } => {
                 *csr = CusparseCsr::new(&gpu, &self.a)?;
                 spmm.clear();
@@ -576,12 +571,6 @@ impl Prepared {
                 let m = RowTileTcf::from_csr(&self.a, d.kernel().window_rows as usize)
                     .map_err(|e| Error::Format(e.to_string()))?;
                 d.set_values(&gpu, &m)?;
-            }
-            DeviceState::Hrpb(k) => {
-                let h = tcsparse_formats::hrpb::Hrpb::from_csr(&self.a)
-                    .map_err(|e| Error::Format(e.to_string()))?;
-                let (mma, split) = (k.mma(), k.split());
-                **k = HrpbSpmm::from_hrpb(&gpu, &h, mma, split)?;
             }
         }
         Ok(())
