@@ -119,10 +119,23 @@ __device__ __forceinline__ void row_tile_dense_tma_spmm(const u32* __restrict__ 
         // copies with loads and stores instead and arrives without a byte count.
         const bool bulk = (flags & 1u) && N % 4u == 0u;
         const u32 row_bytes = 4 * tile_n;
+        // Column ids four blocks at a time (lane l: column l % 8 of block base + l / 8, one
+        // 128-byte load), two groups ahead: a group's load has the issue of the four blocks
+        // before it to land, so the producer does not wait on a load to arm a stage.
+        auto group_cols = [&](u32 base) -> u32 {
+            return base + lane / 8 < be ? __ldg(a2x + 8ull * base + lane) : SENTINEL;
+        };
+        u32 cols = group_cols(bb), next = group_cols(bb + 4);
+#pragma unroll 1
         for (u32 blk = bb; blk < be; ++blk) {
-            const u32 i = blk - bb, s = i % stages;
+            const u32 i = blk - bb, s = i % stages, j = i % 4;
+            const u32 c = __shfl_sync(0xffffffffu, cols, 8 * j + (lane & 7));
+            if (j == 3) {
+                cols = next;
+                next = group_cols(blk + 5);
+            }
+            const u32 col = lane < 8 ? c : SENTINEL;
             mbar_wait(empty + s, ((i / stages) & 1u) ^ 1u);
-            const u32 col = lane < 8 ? __ldg(a2x + 8ull * blk + lane) : SENTINEL;
             const u32 ok = __ballot_sync(0xffffffffu, col != SENTINEL);
             unsigned char* st = tma_smem + s * stage_bytes;
             if (bulk) {

@@ -596,7 +596,7 @@ fn non_finite_operands(n: usize, ldb: usize) -> (Csr, Vec<f32>) {
 #[ignore = "needs a CUDA GPU"]
 fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
     // Same layout, same MMAs in the same order: the TMA pipeline must return the register
-    // pipeline's bits, NaN and ∞ included, on the edge matrices and one with non-finite values in
+    // pipeline's bits (unsplit windows), NaN and ∞ included, on the edge matrices and one with non-finite values in
     // A and B, every N shape, packed and split schedules, packed leading dimensions (bulk
     // copies) and padded ones (ldb not a multiple of 4: the producer copies through registers),
     // β = 0 with NaN-poisoned C. (row_tile_kernels_match_reference checks them against f64.)
@@ -634,11 +634,17 @@ fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
                             got.push(gpu.download(&cd).unwrap());
                         }
                         let what = format!("{}/{name}/n={n}/{k}/β={beta}", kernel.name());
+                        // Split windows add their thread blocks' partial sums with atomics, in
+                        // no fixed order: there only the non-finite elements must agree (the f64
+                        // test bounds the rest).
+                        let split = matches!(k, RowTileSchedule::Split { .. });
                         for (i, (x, y)) in got[0].iter().zip(&got[1]).enumerate() {
-                            assert!(
-                                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
-                                "{what}: element {i}: TMA {x}, registers {y}"
-                            );
+                            let same = if split {
+                                x.is_finite() == y.is_finite() && x.is_nan() == y.is_nan()
+                            } else {
+                                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+                            };
+                            assert!(same, "{what}: element {i}: TMA {x}, registers {y}");
                         }
                         if *name == "non-finite" && n > 9 {
                             // +∞ in A meets B's positive... any sign: non-finite in row 3; NaN in row 40.
