@@ -25,54 +25,7 @@
 
 #define TMA_ROW_PAD 8u
 
-__device__ __forceinline__ u32 shared_addr(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(count)
-                 : "memory");
-}
-
-// Makes the initialised mbarriers visible to the async proxy (the bulk copies' completions).
-__device__ __forceinline__ void mbar_init_fence() {
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(u64* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_addr(bar)) : "memory");
-}
-
-// Waits until the phase of parity `parity` of `bar` has completed (a fresh barrier counts its
-// phase of parity 1 as completed).
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n\t"
-        ".reg .pred done;\n\t"
-        "TMA_WAIT:\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-        "@!done bra TMA_WAIT;\n\t"
-        "}" ::"r"(shared_addr(bar)),
-        "r"(parity)
-        : "memory");
-}
-
-// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory into
-// this thread block's shared memory, completing on `bar` (complete_tx of `bytes`).
-__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, u32 bytes,
-                                                    u64* bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-            "r"(shared_addr(dst)),
-        "l"(src), "r"(bytes), "r"(shared_addr(bar))
-        : "memory");
-}
+#include "async_copy.cuh"
 
 template <int MT>
 __device__ __forceinline__ void row_tile_dense_tma_spmm(const u32* __restrict__ rwo,
@@ -145,11 +98,11 @@ __device__ __forceinline__ void row_tile_dense_tma_spmm(const u32* __restrict__ 
                 }
                 __syncwarp();
                 if (col != SENTINEL) {
-                    bulk_copy_to_shared(st + lane * row_floats * 4,
+                    bulk_g2s(st + lane * row_floats * 4,
                                         B + (u64)col * ldb + tile_f0, row_bytes, full + s);
                 }
                 if (lane == 8) {
-                    bulk_copy_to_shared(st + b_bytes, frag + (u64)blk * (32 * MT), 512u * MT,
+                    bulk_g2s(st + b_bytes, frag + (u64)blk * (32 * MT), 512u * MT,
                                         full + s);
                 }
             } else {

@@ -33,6 +33,8 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef unsigned short u16;
 
+#include "async_copy.cuh"
+
 #define FULL_MASK 0xffffffffu
 #ifndef STAGED_WARPS
 #define STAGED_WARPS 8
@@ -45,47 +47,6 @@ typedef unsigned short u16;
 #ifndef UNROLL
 #define UNROLL 4
 #endif
-
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-    return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
-                 : "memory");
-}
-
-// Arrives once and raises the barrier's expected transaction bytes by `bytes`.
-__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
-    asm volatile(
-        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-            smem_addr(bar)),
-        "r"(bytes)
-        : "memory");
-}
-
-// Waits until the barrier's phase `parity` has completed.
-__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "WAIT_%=:\n"
-        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT_%=;\n"
-        "}\n" ::"r"(smem_addr(bar)),
-        "r"(parity)
-        : "memory");
-}
-
-// One bulk copy of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to
-// this block's shared memory, completing `bytes` transactions on `bar`.
-__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-        "[%3];\n" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
-}
 
 // One 16-byte asynchronous copy global -> shared (both addresses 16-byte aligned), L2 only.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
@@ -169,7 +130,7 @@ __device__ __forceinline__ void staged_spmm(const u32* __restrict__ window_rows,
     const u32 slices = (n + S - 1) / S;
     if (tid == 0) {
         mbar_init(&bar, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     u32 phase = 0;
