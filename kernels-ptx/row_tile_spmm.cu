@@ -497,15 +497,15 @@ extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, TC32_MIN_BLOCKS)
 // offsets and no popcounts. It moves 4 B per tile slot instead of 4 B per nonzero plus the masks: the
 // host offers it only where tiles are dense enough (RowTileKernel docs in crates/gpu).
 
+// The dense-tile entries' parameters (the register and the TMA kernels take the same).
+#define ROW_TILE_DENSE_PARAMS                                                                  \
+    const u32 *__restrict__ rwo, const u32 *__restrict__ a2x, const float4 *__restrict__ frag, \
+        const u32 *__restrict__ work, const unsigned char *__restrict__ window_split,          \
+        const float *__restrict__ B, u32 ldb, float *__restrict__ C, u32 ldc, u32 M, u32 N,   \
+        float alpha, float beta, u32 flags
+
 template <int MT>
-__device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
-                                                    const u32* __restrict__ a2x,
-                                                    const float4* __restrict__ frag,
-                                                    const u32* __restrict__ work,
-                                                    const unsigned char* __restrict__ window_split,
-                                                    const float* __restrict__ B, u32 ldb,
-                                                    float* __restrict__ C, u32 ldc, u32 M, u32 N,
-                                                    float alpha, float beta, u32 flags) {
+__device__ __forceinline__ void row_tile_dense_spmm(ROW_TILE_DENSE_PARAMS) {
     const RowTileLane l = row_tile_lane();
     const u32 lane = l.lane, g = l.g, t = l.t, f0 = l.f0;
     if (f0 >= N) return;  // warp-uniform; no barriers in this kernel
@@ -573,18 +573,18 @@ __device__ __forceinline__ void row_tile_dense_spmm(const u32* __restrict__ rwo,
                               flags, NO_SPLIT_SCRATCH);
 }
 
+// One entry NAME over the dense-tile parameters, running BODY (a row_tile_dense*_spmm<MT>) with
+// __launch_bounds__(THREADS, MIN_BLOCKS).
+#define ROW_TILE_DENSE_ENTRY_OF(NAME, THREADS, MIN_BLOCKS, BODY)                                \
+    extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)                          \
+        NAME(ROW_TILE_DENSE_PARAMS) {                                                           \
+        BODY(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N, alpha, beta, flags);     \
+    }
+
 // One dense-tile entry NAME: MT row tiles of 16 rows per window (1: tc16d, 2: tc32d), MIN_BLOCKS
 // resident thread blocks for __launch_bounds__.
-#define ROW_TILE_DENSE_ENTRY(NAME, MIN_BLOCKS, MT)                                              \
-    extern "C" __global__ void __launch_bounds__(32 * MAX_WARPS, MIN_BLOCKS)                   \
-        NAME(const u32* __restrict__ rwo, const u32* __restrict__ a2x,                          \
-             const float4* __restrict__ frag, const u32* __restrict__ work,                     \
-             const unsigned char* __restrict__ window_split, const float* __restrict__ B,       \
-             u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,    \
-             u32 flags) {                                                                       \
-        row_tile_dense_spmm<MT>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N,       \
-                                alpha, beta, flags);                                            \
-    }
+#define ROW_TILE_DENSE_ENTRY(NAME, MIN_BLOCKS, MT) \
+    ROW_TILE_DENSE_ENTRY_OF(NAME, 32 * MAX_WARPS, MIN_BLOCKS, row_tile_dense_spmm<MT>)
 
 ROW_TILE_DENSE_ENTRY(tc16d_spmm_tf32, 4, 1)
 ROW_TILE_DENSE_ENTRY(tc32d_spmm_tf32, TC32D_MIN_BLOCKS, 2)

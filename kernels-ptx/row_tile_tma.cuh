@@ -28,14 +28,7 @@
 #include "async_copy.cuh"
 
 template <int MT>
-__device__ __forceinline__ void row_tile_dense_tma_spmm(const u32* __restrict__ rwo,
-                                                        const u32* __restrict__ a2x,
-                                                        const float4* __restrict__ frag,
-                                                        const u32* __restrict__ work,
-                                                        const unsigned char* __restrict__ window_split,
-                                                        const float* __restrict__ B, u32 ldb,
-                                                        float* __restrict__ C, u32 ldc, u32 M,
-                                                        u32 N, float alpha, float beta, u32 flags) {
+__device__ __forceinline__ void row_tile_dense_tma_spmm(ROW_TILE_DENSE_PARAMS) {
     extern __shared__ __align__(128) unsigned char tma_smem[];
     const u32 consumers = blockDim.x / 32 - 1;
     const u32 ft = 32 * consumers;  // features per tile
@@ -170,18 +163,6 @@ __device__ __forceinline__ void row_tile_dense_tma_spmm(const u32* __restrict__ 
                               flags, NO_SPLIT_SCRATCH);
 }
 
-// One TMA entry NAME: MT row tiles of 16 rows per window; at most MAX_WARPS consumer warps and the
-// producer warp per thread block, MIN_BLOCKS resident thread blocks for __launch_bounds__.
-#define ROW_TILE_TMA_ENTRY(NAME, MIN_BLOCKS, MT)                                                \
-    extern "C" __global__ void __launch_bounds__(32 * (MAX_WARPS + 1), MIN_BLOCKS)             \
-        NAME(const u32* __restrict__ rwo, const u32* __restrict__ a2x,                          \
-             const float4* __restrict__ frag, const u32* __restrict__ work,                     \
-             const unsigned char* __restrict__ window_split, const float* __restrict__ B,       \
-             u32 ldb, float* __restrict__ C, u32 ldc, u32 M, u32 N, float alpha, float beta,    \
-             u32 flags) {                                                                       \
-        row_tile_dense_tma_spmm<MT>(rwo, a2x, frag, work, window_split, B, ldb, C, ldc, M, N,   \
-                                    alpha, beta, flags);                                        \
-    }
-
-ROW_TILE_TMA_ENTRY(tc16d_tma_spmm_tf32, 3, 1)
-ROW_TILE_TMA_ENTRY(tc32d_tma_spmm_tf32, 2, 2)
+// The TMA entries: at most MAX_WARPS consumer warps and the producer warp per thread block.
+ROW_TILE_DENSE_ENTRY_OF(tc16d_tma_spmm_tf32, 32 * (MAX_WARPS + 1), 3, row_tile_dense_tma_spmm<1>)
+ROW_TILE_DENSE_ENTRY_OF(tc32d_tma_spmm_tf32, 32 * (MAX_WARPS + 1), 2, row_tile_dense_tma_spmm<2>)

@@ -661,10 +661,12 @@ fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn set_kernel_switches_pipelines_on_one_layout_only() {
-    let gpu = gpu();
-    let a = Gen::new(100, 90, 7, 3).build();
+    let (gpu, a, sched) = (
+        gpu(),
+        Gen::new(100, 90, 7, 3).build(),
+        RowTileSchedule::Packed(1),
+    );
     let m = RowTileTcf::from_csr(&a, 16).unwrap();
-    let sched = RowTileSchedule::Packed(1);
     let mut dev = RowTileDevice::upload_for(&gpu, &m, RowTileKernel::TC16D, sched).unwrap();
     dev.set_kernel(&gpu, RowTileKernel::TC16D_TMA).unwrap();
     assert_eq!(dev.kernel(), RowTileKernel::TC16D_TMA);

@@ -21,7 +21,7 @@ use tcsparse_planner::{AccSchedule, KernelChoice};
 
 use super::build::{Reordered, Source, copy_csr};
 use super::family::{csr, hrpb, staged};
-use super::tune::{Tuning, tuning_b};
+use super::tune::{Probe, Tuning, tuning_b};
 use super::{DeviceState, Prepared};
 use crate::tune::Fastest;
 use crate::{
@@ -442,7 +442,7 @@ impl Engine {
         // matrices only, STAGED_TUNED_MAX_NNZ).
         let t_family = Instant::now();
         let staged_best = if cus.a.nnz() <= STAGED_TUNED_MAX_NNZ {
-            let found = staged::tune(&mut tuning, &cus.a, &b, &mut c, n, None)?;
+            let found = staged::tune(&mut tuning, Probe::new(&cus.a, &b, &mut c, n, None))?;
             tuning.cost("staged CSR", t_family);
             found
         } else {
@@ -547,7 +547,9 @@ impl Engine {
                 .find(|k| k.kernel == KernelChoice::HrpbSpmm)
                 .map(|k| k.ms);
             if hrpb_worth_tuning(predicted, tuning.bound, a.nnz()) {
-                if let Some((ms, dev)) = hrpb::tune(&mut tuning, &p.a, &b, &mut c, n, order)? {
+                if let Some((ms, dev)) =
+                    hrpb::tune(&mut tuning, Probe::new(&p.a, &b, &mut c, n, Some(order)))?
+                {
                     best.offer(ms, || Candidate::Hrpb(dev));
                 }
                 tuning.cost("HRPB", t_family);
@@ -559,7 +561,7 @@ impl Engine {
             if p.perm.is_some() && p.a.nnz() <= STAGED_TUNED_MAX_NNZ {
                 let t_family = Instant::now();
                 if let Some((ms, dev)) =
-                    staged::tune(&mut tuning, &p.a, &b, &mut c, n, Some(order))?
+                    staged::tune(&mut tuning, Probe::new(&p.a, &b, &mut c, n, Some(order)))?
                 {
                     best.offer(ms, || Candidate::Staged(Box::new(dev)));
                 }

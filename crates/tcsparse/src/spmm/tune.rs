@@ -50,6 +50,38 @@ pub fn finalist(probes: &[Option<f64>], bound: f64) -> Option<usize> {
     (!bound.is_finite() || ms <= PROBE_REJECT * bound).then_some(i)
 }
 
+/// What a family's tuning function times its candidates on: the matrix in the order they run
+/// on, the tuning's random B and its C (`n` columns, packed), and the order's name, added to the
+/// candidates' names when given.
+pub(super) struct Probe<'p> {
+    pub a: &'p tcsparse_formats::Csr,
+    pub b: &'p CudaSlice<f32>,
+    pub c: &'p mut CudaSlice<f32>,
+    pub n: usize,
+    pub order: Option<&'p str>,
+}
+
+impl<'p> Probe<'p> {
+    /// The probe of `a` with `b` and `c` at width `n`, candidates named with `order`.
+    pub fn new(
+        a: &'p tcsparse_formats::Csr,
+        b: &'p CudaSlice<f32>,
+        c: &'p mut CudaSlice<f32>,
+        n: usize,
+        order: Option<&'p str>,
+    ) -> Self {
+        Self { a, b, c, n, order }
+    }
+
+    /// `kernel`'s name among the candidates: with the order's name where one is given.
+    pub fn name(&self, kernel: impl std::fmt::Display) -> String {
+        match self.order {
+            Some(order) => format!("{kernel} ({order})"),
+            None => kernel.to_string(),
+        }
+    }
+}
+
 /// Measured candidates of one tuned preparation, the best full time so far and what each
 /// family of candidates cost (build, upload and launches, host wall time).
 pub(super) struct Tuning<'g> {

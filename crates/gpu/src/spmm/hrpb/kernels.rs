@@ -117,7 +117,7 @@ pub enum HrpbMma {
 }
 
 impl HrpbMma {
-    /// Every kernel.
+    /// Every kernel (the facade's plan cache numbers them in this order: add new ones at the end).
     pub const ALL: [HrpbMma; 10] = [
         HrpbMma::K4,
         HrpbMma::K8,

@@ -10,7 +10,7 @@ use tcsparse_formats::Csr;
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
 use tcsparse_gpu::{DeviceProduct, Gpu};
 
-use super::{Build, Choice, EarlyWork, FamilyDevice, FamilyKernel, SpmmFamily};
+use super::{Build, Choice, EarlyWork, FamilyDevice, FamilyFacts, FamilyKernel, SpmmFamily};
 use crate::spmm::codec::{Reader, StaleOrCorrupt, put_u32};
 use crate::spmm::tune::Tuning;
 use crate::{Balance, Error, ExecKernel, KernelRequest, Precision};
@@ -40,20 +40,13 @@ impl std::fmt::Display for CsrKernel {
 pub(crate) struct Family;
 
 impl SpmmFamily for Family {
-    fn tag(&self) -> u8 {
-        2
-    }
-
-    fn requests(&self) -> &'static [(&'static str, KernelRequest)] {
-        &[("csr", KernelRequest::Csr)]
-    }
-
-    fn precision(&self) -> Precision {
-        Precision::F32
-    }
-
-    fn original_order(&self) -> bool {
-        true
+    fn facts(&self) -> &'static FamilyFacts {
+        &FamilyFacts {
+            tag: 2,
+            requests: &[("csr", KernelRequest::Csr)],
+            precision: Precision::F32,
+            original_order: true,
+        }
     }
 
     fn choose(&self, request: KernelRequest, c: &Choice<'_>) -> Option<(ExecKernel, String)> {

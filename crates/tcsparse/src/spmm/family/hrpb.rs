@@ -3,15 +3,14 @@
 //! `Balance::Off`); tuned at each of [`HRPB_TUNED`] and a fill cap. The planner's model picks it
 //! for HRPB plans and at the launch floor (`choose.rs`).
 
-use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::hrpb::Hrpb;
 use tcsparse_gpu::spmm::hrpb::{HrpbMma, HrpbSplit, HrpbSpmm};
 use tcsparse_gpu::{DeviceProduct, Gpu};
 
-use super::{Build, Choice, FamilyDevice, FamilyKernel, SpmmFamily};
+use super::{Build, Choice, FamilyDevice, FamilyFacts, FamilyKernel, SpmmFamily};
 use crate::spmm::codec::{Reader, StaleOrCorrupt, put_u32};
-use crate::spmm::tune::Tuning;
+use crate::spmm::tune::{Probe, Tuning};
 use crate::{Balance, Error, ExecKernel, KernelRequest, Precision};
 
 /// cuTeSpMM's HRPB kernel (TF32, 16×4 bricks) as [`ExecKernel::Hrpb`] runs it.
@@ -39,36 +38,19 @@ impl std::fmt::Display for HrpbKernel {
 /// row panel whole, anything else splits heavy panels wave-aware from the device).
 pub(crate) struct Family;
 
-/// The MMA shapes by their plan-cache number (`encode` writes it; stable: never reorder, add new
-/// ones at the end).
-const MMAS: [HrpbMma; 10] = [
-    HrpbMma::K4,
-    HrpbMma::K8,
-    HrpbMma::K8D4,
-    HrpbMma::K8W,
-    HrpbMma::K8O,
-    HrpbMma::K8SC,
-    HrpbMma::K8WSC,
-    HrpbMma::K8T,
-    HrpbMma::K8TS,
-    HrpbMma::K8WTD,
-];
+/// The MMA shapes by their plan-cache number (the position, which `encode` writes):
+/// `HrpbMma::ALL`, whose order is therefore part of the cache format (pinned by
+/// `mma_cache_numbers_are_stable`).
+const MMAS: [HrpbMma; 10] = HrpbMma::ALL;
 
 impl SpmmFamily for Family {
-    fn tag(&self) -> u8 {
-        6
-    }
-
-    fn requests(&self) -> &'static [(&'static str, KernelRequest)] {
-        &[("hrpb", KernelRequest::Hrpb)]
-    }
-
-    fn precision(&self) -> Precision {
-        Precision::Tf32
-    }
-
-    fn original_order(&self) -> bool {
-        false
+    fn facts(&self) -> &'static FamilyFacts {
+        &FamilyFacts {
+            tag: 6,
+            requests: &[("hrpb", KernelRequest::Hrpb)],
+            precision: Precision::Tf32,
+            original_order: false,
+        }
     }
 
     fn choose(&self, request: KernelRequest, c: &Choice<'_>) -> Option<(ExecKernel, String)> {
@@ -127,18 +109,10 @@ impl FamilyKernel for HrpbKernel {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        let m = match self.mma {
-            HrpbMma::K4 => 0,
-            HrpbMma::K8 => 1,
-            HrpbMma::K8D4 => 2,
-            HrpbMma::K8W => 3,
-            HrpbMma::K8O => 4,
-            HrpbMma::K8SC => 5,
-            HrpbMma::K8WSC => 6,
-            HrpbMma::K8T => 7,
-            HrpbMma::K8TS => 8,
-            HrpbMma::K8WTD => 9,
-        };
+        let m = MMAS
+            .iter()
+            .position(|&x| x == self.mma)
+            .map_or(u32::MAX, |i| i as u32);
         let (tag, x) = match self.split {
             HrpbSplit::None => (0, 0),
             HrpbSplit::Wave => (1, 0),
@@ -201,25 +175,22 @@ const HRPB_TUNED: [(HrpbMma, HrpbSplit); 4] = [
 /// to the best so far).
 pub(in crate::spmm) fn tune(
     t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: &str,
+    probe: Probe<'_>,
 ) -> Result<Option<(f64, Box<HrpbSpmm>)>, Error> {
-    let Ok(h) = Hrpb::from_csr(a) else {
+    let Ok(h) = Hrpb::from_csr(probe.a) else {
         return Ok(None);
     };
     let (mma0, split0) = HRPB_TUNED[0];
     let mut dev = Box::new(HrpbSpmm::from_hrpb(t.gpu, &h, mma0, split0)?);
     // The cap is the first kernel's (dev runs it here; k8ts, one work item per thread block):
     // its resident units are thread blocks (warps for a warp-item kernel).
-    let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(n)?));
+    let fill = (mma0, HrpbSplit::Cap(dev.fill_cap(probe.n)?));
     let configs: Vec<_> = HRPB_TUNED.into_iter().chain([fill]).collect();
     let names: Vec<String> = configs
         .iter()
-        .map(|&(mma, split)| format!("{} ({order})", HrpbKernel { mma, split }))
+        .map(|&(mma, split)| probe.name(HrpbKernel { mma, split }))
         .collect();
+    let Probe { b, c, n, .. } = probe;
     let found = t.family(
         &names,
         |_, _| true,
@@ -243,4 +214,29 @@ pub(in crate::spmm) fn tune(
     }
     dev.set_split(split);
     Ok(Some((ms, dev)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mma_cache_numbers_are_stable() {
+        // A cached plan names its MMA shape by this number: reordering `HrpbMma::ALL` would
+        // make old plans decode to another kernel.
+        let names: Vec<&str> = MMAS.iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names.join(" "),
+            "k4 k8 k8d4 k8w k8o k8sc k8wsc k8t k8ts k8wtd"
+        );
+        for (i, &mma) in MMAS.iter().enumerate() {
+            let mut out = Vec::new();
+            HrpbKernel {
+                mma,
+                split: HrpbSplit::Wave,
+            }
+            .encode(&mut out);
+            assert_eq!(out[..4], (i as u32).to_le_bytes());
+        }
+    }
 }

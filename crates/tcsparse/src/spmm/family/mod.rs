@@ -119,25 +119,48 @@ pub(crate) struct Build<'a> {
 /// handed back to its build, which takes it only as the type it made.
 pub(crate) type EarlyWork = Box<dyn Any + Send>;
 
-/// A kernel family: what the shared code of a preparation asks of it. Implemented by each
-/// family's unit struct `Family`; [`FAMILIES`] holds them all.
-pub(crate) trait SpmmFamily {
+/// What a kernel family declares about itself (constant per family).
+pub(crate) struct FamilyFacts {
     /// The tag of its kernels in the plan cache's payload: unique among every kernel's (the
     /// kernels written out in `cache.rs` take 0, 1, 3, 4, 5 and the retired 7), and never given
     /// another meaning once stored.
-    fn tag(&self) -> u8;
-
+    pub tag: u8,
     /// Its `--kernel` names and the requests they stand for, in the order the CLI lists them.
-    fn requests(&self) -> &'static [(&'static str, KernelRequest)];
-
+    pub requests: &'static [(&'static str, KernelRequest)],
     /// The arithmetic of its kernels: [`Precision::Tf32`] (tensor cores: refused where f32 or
     /// 3×TF32 accuracy is asked for) or [`Precision::F32`].
-    fn precision(&self) -> Precision;
-
+    pub precision: Precision,
     /// Whether its kernels run on the matrix in its original row order (the CSR kernels: an
     /// automatic reordering is not computed for a request of it, and is dropped where its kernel
     /// is chosen).
-    fn original_order(&self) -> bool;
+    pub original_order: bool,
+}
+
+/// A kernel family: what the shared code of a preparation asks of it. Implemented by each
+/// family's unit struct `Family`; [`FAMILIES`] holds them all.
+pub(crate) trait SpmmFamily {
+    /// Its constant facts.
+    fn facts(&self) -> &'static FamilyFacts;
+
+    /// [`FamilyFacts::tag`].
+    fn tag(&self) -> u8 {
+        self.facts().tag
+    }
+
+    /// [`FamilyFacts::requests`].
+    fn requests(&self) -> &'static [(&'static str, KernelRequest)] {
+        self.facts().requests
+    }
+
+    /// [`FamilyFacts::precision`].
+    fn precision(&self) -> Precision {
+        self.facts().precision
+    }
+
+    /// [`FamilyFacts::original_order`].
+    fn original_order(&self) -> bool {
+        self.facts().original_order
+    }
 
     /// The kernel `request` asks for, with the report's note on why; `None` where `request` is
     /// not this family's.

@@ -5,15 +5,14 @@
 
 use std::time::Instant;
 
-use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_formats::staged::{StagedCsr, StagedSpec};
 use tcsparse_gpu::spmm::staged::{Slice, StageCopy, StagedSpmm};
 use tcsparse_gpu::{DeviceProduct, Gpu};
 
-use super::{Build, Choice, FamilyDevice, FamilyKernel, SpmmFamily};
+use super::{Build, Choice, FamilyDevice, FamilyFacts, FamilyKernel, SpmmFamily};
 use crate::spmm::codec::{Reader, StaleOrCorrupt, put_u32};
-use crate::spmm::tune::Tuning;
+use crate::spmm::tune::{Probe, Tuning};
 use crate::{Error, ExecKernel, KernelRequest, Precision};
 
 /// The window-staged CSR kernel (f32, CUDA cores) as [`ExecKernel::Staged`] runs it: each window
@@ -48,23 +47,16 @@ impl std::fmt::Display for StagedKernel {
 pub(crate) struct Family;
 
 impl SpmmFamily for Family {
-    fn tag(&self) -> u8 {
-        8
-    }
-
-    fn requests(&self) -> &'static [(&'static str, KernelRequest)] {
-        &[
-            ("staged32", KernelRequest::Staged(Slice::S32)),
-            ("staged64", KernelRequest::Staged(Slice::S64)),
-        ]
-    }
-
-    fn precision(&self) -> Precision {
-        Precision::F32
-    }
-
-    fn original_order(&self) -> bool {
-        true
+    fn facts(&self) -> &'static FamilyFacts {
+        &FamilyFacts {
+            tag: 8,
+            requests: &[
+                ("staged32", KernelRequest::Staged(Slice::S32)),
+                ("staged64", KernelRequest::Staged(Slice::S64)),
+            ],
+            precision: Precision::F32,
+            original_order: true,
+        }
     }
 
     fn choose(&self, request: KernelRequest, c: &Choice<'_>) -> Option<(ExecKernel, String)> {
@@ -169,12 +161,9 @@ impl FamilyDevice for StagedSpmm {
 /// added to the candidates' names.
 pub(in crate::spmm) fn tune(
     t: &mut Tuning,
-    a: &Csr,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    n: usize,
-    order: Option<&str>,
+    probe: Probe<'_>,
 ) -> Result<Option<(f64, StagedSpmm)>, Error> {
+    let a = probe.a;
     if a.rows() == 0 {
         return Ok(None);
     }
@@ -198,14 +187,9 @@ pub(in crate::spmm) fn tune(
     );
     let names: Vec<String> = devs
         .iter()
-        .map(|d| {
-            let kernel = FamilyDevice::kernel(d);
-            match order {
-                Some(order) => format!("{kernel} ({order})"),
-                None => kernel.to_string(),
-            }
-        })
+        .map(|d| probe.name(FamilyDevice::kernel(d)))
         .collect();
+    let Probe { b, c, n, .. } = probe;
     let found = t.family(&names, |_, _| true, |i| Ok(devs[i].run(1.0, b, 0.0, c, n)?))?;
     Ok(found.map(|(i, ms)| (ms, devs.swap_remove(i))))
 }
