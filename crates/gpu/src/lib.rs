@@ -167,7 +167,8 @@ pub enum KernelModule {
     /// `kernels-ptx/acc_spmm.ptx`: Acc-SpMM (BitTCF, tensor cores) and the β pre-scale of split
     /// rows ([`schedule::ENTRY_PRESCALE`]).
     AccSpmm,
-    /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC32, TC32d).
+    /// `kernels-ptx/row_tile_spmm.ptx`: the row-tile tensor-core kernels (TC16, TC16d, TC16d-tma,
+    /// TC32, TC32d, TC32d-tma).
     RowTileSpmm,
     /// `kernels-ptx/permute_rows.ptx`: row gather/scatter of dense operands ([`permute`]).
     Permute,

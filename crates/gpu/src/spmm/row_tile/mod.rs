@@ -1,5 +1,6 @@
 //! Row-tile tensor-core SpMM (`tc16_spmm_tf32`, `tc32_spmm_tf32`, `tc16d_spmm_tf32`,
-//! `tc32d_spmm_tf32` in `kernels-ptx/row_tile_spmm.cu`, see [`KERNELS`]): `C = α·A·B + β·C` with A in
+//! `tc32d_spmm_tf32` in `kernels-ptx/row_tile_spmm.cu`, and `tc16d_tma_spmm_tf32`,
+//! `tc32d_tma_spmm_tf32` in `kernels-ptx/row_tile_tma.cuh`, see [`KERNELS`]): `C = α·A·B + β·C` with A in
 //! row-tile TCF (16- or 32-row windows, 8-column blocks over compacted columns, one `u64` tile mask
 //! per 8 rows), B and C dense row-major f32 on the device.
 //!
@@ -8,7 +9,8 @@
 //! kernel: 8). The masked kernels decode the tile from the masks by popcount, like BitTCF's; the
 //! dense-tile kernels read it from a copy stored dense in MMA fragment order ([`fragment_tiles`]),
 //! which costs 4 B per tile slot instead of per nonzero but saves most of the kernel's load
-//! instructions.
+//! instructions. The TMA kernels run the dense tiles with a producer warp that bulk-copies each
+//! block's B rows and tile into a ring of shared-memory stages (sm_90; [`RowTileKernel::tma`]).
 //!
 //! Windows map to thread blocks by a [`RowTileSchedule`], run through the same work list as
 //! Acc-SpMM's BitTCF kernel (planner `AccSchedule`): `Packed(k)` gives thread block x the
@@ -948,10 +950,10 @@ impl RowTileDevice {
 
 /// Dynamic shared memory the TMA kernels aim to stay within per thread block (below the 48 KiB
 /// a launch gets without opting in).
-const TMA_SHARED_BUDGET: u32 = 40 << 10;
+pub const TMA_SHARED_BUDGET: u32 = 40 << 10;
 
 /// Most stages a TMA kernel keeps in flight.
-const TMA_MAX_STAGES: u32 = 8;
+pub const TMA_MAX_STAGES: u32 = 8;
 
 /// Dynamic shared memory of a TMA row-tile launch with `consumer_warps` consumer warps on
 /// `window_rows`-row windows: as many stages as [`TMA_SHARED_BUDGET`] holds (2 to
