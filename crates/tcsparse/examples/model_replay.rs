@@ -58,14 +58,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 &plan,
                 a_re.rows(),
                 a_re.nnz(),
+                a_re.longest_row(),
                 features.metcf_blocks,
                 features.hrpb_alpha,
                 device.sm_count,
             );
             // CSR kernels drop an automatic reordering (prepare_reordered).
             let order = if reordered
-                && !matches!(k, ExecKernel::Cusparse { .. } | ExecKernel::CsrCuda { .. })
-            {
+                && !matches!(
+                    k,
+                    ExecKernel::Cusparse { .. }
+                        | ExecKernel::CsrCuda { .. }
+                        | ExecKernel::Staged(_)
+                ) {
                 "reordered"
             } else {
                 "original order"

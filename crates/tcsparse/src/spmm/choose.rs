@@ -8,7 +8,7 @@ use tcsparse_gpu::spmm::row_tile::{RowTileKernel, RowTileSchedule};
 use tcsparse_planner::{AccSchedule, Eq4Model, KernelChoice, Plan};
 
 use super::family::Choice;
-use crate::{CsrKernel, HrpbKernel};
+use crate::{CsrKernel, HrpbKernel, StagedKernel};
 
 use crate::{Balance, Engine, ExecKernel, KernelRequest, Precision, PrepareOptions, ScheduleKind};
 
@@ -95,15 +95,27 @@ pub(super) fn metcf_kernel(nnz: usize, metcf_blocks: Option<u64>) -> ExecKernel 
     }
 }
 
+/// Nonzeros at most which an untuned preparation runs the staged CSR kernel's light cut
+/// ([`model_kernel`], rule 0): the largest of the matrices it was measured on (cora, 10 556) with
+/// room to spare, below mbeacxc (49 920) and rajat01 (43 250), where HRPB and the row-tile
+/// kernels stay faster.
+pub const STAGED_MODEL_MAX_NNZ: usize = 16_384;
+
 /// α below which a balanced (split-window) tensor-core plan runs on CUDA cores instead: the
 /// High-synergy boundary of cuTeSpMM (25 % of a 16×4 brick column filled).
 const BALANCED_TC_MIN_ALPHA: f64 = 0.25;
 
 /// The kernel an untuned preparation (`KernelRequest::Auto`, `Balance::Auto`, TF32: the planner's
 /// model alone) runs for `plan` on a GPU of `sm_count` SMs, given the matrix's nonzeros, ME-TCF
-/// block count and HRPB α (all of the matrix the plan was made on). Rules, in order, each with the
-/// H200 measurements it rests on (docs/kernels/hrpb.md, "Model-only vs tuned choice"):
+/// block count, longest row and HRPB α (all of the matrix the plan was made on). Rules, in order,
+/// each with the H200 measurements it rests on (docs/kernels/hrpb.md, "Model-only vs tuned
+/// choice"):
 ///
+/// 0. **Few nonzeros** (at most [`STAGED_MODEL_MAX_NNZ`]): the staged CSR kernel's light window
+///    cut, at 64-column slices where every row fits its slots, else 32
+///    (`StagedKernel::light_cut_for`). On the tuning samples of the shared-dataset bench at
+///    da41da3 (citeseer, cora, west0067 at N = 128, 256, 512) it was within 10 % of the tuned
+///    kernel in 7 of the 9 cases, where rule 1's HRPB was in 2.
 /// 1. **Launch floor** (fewer than `CSR_MIN_ITEMS_PER_SM` warp items of 64 nonzeros per SM,
 ///    under ≈ 68 k nonzeros on 132 SMs): every kernel's time is its longest thread block's
 ///    latency chain plus the launch, and cuSPARSE has a 12–16 µs floor. HRPB (k8 when this was
@@ -127,10 +139,17 @@ pub fn model_kernel(
     plan: &Plan,
     rows: usize,
     nnz: usize,
+    longest_row: usize,
     metcf_blocks: Option<u64>,
     alpha: Option<f64>,
     sm_count: u32,
 ) -> ExecKernel {
+    if nnz > 0
+        && nnz <= STAGED_MODEL_MAX_NNZ
+        && let Some(k) = StagedKernel::light_cut_for(longest_row)
+    {
+        return ExecKernel::Staged(k);
+    }
     if nnz > 0 && alpha.is_some() && at_launch_floor(nnz, sm_count) {
         return hrpb_default(rows, sm_count);
     }
@@ -291,7 +310,8 @@ impl Engine {
             ),
             // Auto (a family's request was answered above).
             _ => {
-                let kernel = model_kernel(plan, rows, nnz, metcf_blocks, alpha, sms);
+                let kernel =
+                    model_kernel(plan, rows, nnz, src.longest_row(), metcf_blocks, alpha, sms);
                 let planned = match plan.choice {
                     KernelChoice::AccSpmm { .. } => "Acc-SpMM",
                     KernelChoice::HrpbSpmm => "HRPB",
@@ -302,6 +322,10 @@ impl Engine {
                 let note = match kernel {
                     ExecKernel::AccSpmm { .. } => return acc(plan.reason.clone()),
                     ExecKernel::Cusparse { .. } => plan.reason.clone(),
+                    ExecKernel::Staged(_) => format!(
+                        "{} (few nonzeros: {nnz} ≤ {STAGED_MODEL_MAX_NNZ}; {kernel} stages each window's B rows once)",
+                        plan.reason
+                    ),
                     ExecKernel::Hrpb { .. } if plan.choice != KernelChoice::HrpbSpmm && floor => {
                         format!(
                             "{} (launch floor: {nnz} nonzeros, fewer than {CSR_MIN_ITEMS_PER_SM} warp items of 64 per SM; {kernel} bounds every thread block's walk)",
@@ -327,6 +351,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcsparse_gpu::spmm::staged::{Slice, StageCopy};
 
     #[test]
     fn hrpb_shape_follows_the_row_panels() {
@@ -339,16 +364,17 @@ mod tests {
         };
         let hrpb = plan(KernelChoice::HrpbSpmm);
         assert_eq!(
-            model_kernel(&hrpb, 859_254, 1_991_016, None, Some(0.3), 132),
+            model_kernel(&hrpb, 859_254, 1_991_016, 30, None, Some(0.3), 132),
             wave(HrpbMma::K8TS)
         );
         assert_eq!(
-            model_kernel(&hrpb, 55_476, 704_476, None, Some(0.3), 132),
+            model_kernel(&hrpb, 55_476, 704_476, 30, None, Some(0.3), 132),
             wave(HrpbMma::K8WTD)
         );
-        // The launch-floor rule takes the same shape (cora: 170 panels → k8ts).
+        // The launch-floor rule takes the same shape (cora's size, with a row beyond the staged
+        // light cuts: 170 panels → k8ts).
         assert_eq!(
-            cora(KernelChoice::Cusparse, None, Some(0.067)),
+            cora(KernelChoice::Cusparse, 257, None, Some(0.067)),
             wave(HrpbMma::K8TS)
         );
     }
@@ -389,8 +415,22 @@ mod tests {
     }
 
     /// The kernel for cora (2 708 rows, 10 556 nonzeros) on 132 SMs under `choice`.
-    fn cora(choice: KernelChoice, metcf_blocks: Option<u64>, alpha: Option<f64>) -> ExecKernel {
-        model_kernel(&plan(choice), 2_708, 10_556, metcf_blocks, alpha, 132)
+    /// cora's size (2 708 rows, 10 556 nonzeros) with a longest row of `longest`.
+    fn cora(
+        choice: KernelChoice,
+        longest: usize,
+        metcf_blocks: Option<u64>,
+        alpha: Option<f64>,
+    ) -> ExecKernel {
+        model_kernel(
+            &plan(choice),
+            2_708,
+            10_556,
+            longest,
+            metcf_blocks,
+            alpha,
+            132,
+        )
     }
 
     #[test]
@@ -400,35 +440,84 @@ mod tests {
             schedule: RowTileSchedule::Packed(1),
         };
         let acc = |balanced| plan(KernelChoice::AccSpmm { balanced });
-        // 1. Launch floor (cora: 10 556 nonzeros < 8 · 64 · 132): HRPB whatever the plan.
-        for c in [
+        let plans = [
             KernelChoice::Cusparse,
             KernelChoice::MeTcfSpmm,
             KernelChoice::AccSpmm { balanced: true },
-        ] {
-            assert_eq!(cora(c, Some(2000), Some(0.067)), hrpb_default(2_708, 132));
+            KernelChoice::HrpbSpmm,
+        ];
+        // 0. Few nonzeros (cora: 10 556 ≤ 16 384): the staged kernel's light cut whatever the
+        // plan, at 64-column slices where the longest row fits their 128 slots, else at 32
+        // (256 slots; cora's longest row has 168 nonzeros).
+        let staged = |slice: Slice| {
+            ExecKernel::Staged(StagedKernel {
+                slice,
+                spec: slice.light_spec(),
+                copy: StageCopy::Bulk,
+            })
+        };
+        for c in plans {
+            assert_eq!(cora(c, 128, Some(2000), Some(0.067)), staged(Slice::S64));
+            assert_eq!(cora(c, 168, Some(2000), Some(0.067)), staged(Slice::S32));
+            assert_eq!(cora(c, 256, None, None), staged(Slice::S32));
+        }
+        // A row beyond every light cut's slots: the rules below (here the launch floor).
+        assert_eq!(
+            cora(KernelChoice::Cusparse, 257, Some(2000), Some(0.067)),
+            hrpb_default(2_708, 132)
+        );
+        // 1. Launch floor (rajat01: 43 250 nonzeros < 8 · 64 · 132): HRPB whatever the plan.
+        let rajat01 = |c: KernelChoice, blocks: Option<u64>, alpha: Option<f64>| {
+            model_kernel(&plan(c), 6_833, 43_250, 100, blocks, alpha, 132)
+        };
+        for c in plans {
+            assert_eq!(rajat01(c, Some(8000), Some(0.1)), hrpb_default(6_833, 132));
         }
         // … but only where HRPB was built (α known); an empty matrix keeps the plan.
         assert_eq!(
-            cora(KernelChoice::Cusparse, None, None),
+            rajat01(KernelChoice::Cusparse, None, None),
             ExecKernel::Cusparse {
                 alg: SpmmAlg::Default
             }
         );
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
         assert_eq!(
-            model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.14), 132),
+            model_kernel(
+                &acc(true),
+                41_731,
+                559_343,
+                300,
+                Some(40_000),
+                Some(0.14),
+                132
+            ),
             ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
         assert_eq!(
-            model_kernel(&acc(true), 41_731, 559_343, Some(40_000), Some(0.3), 132),
+            model_kernel(
+                &acc(true),
+                41_731,
+                559_343,
+                300,
+                Some(40_000),
+                Some(0.3),
+                132
+            ),
             ExecKernel::AccSpmm {
                 schedule: ScheduleKind::Balanced
             }
         );
         // 3. Unbalanced Acc-SpMM → TC16d, one window per thread block (PROTEINS_full).
         assert_eq!(
-            model_kernel(&acc(false), 43_471, 162_088, Some(12_000), Some(0.15), 132),
+            model_kernel(
+                &acc(false),
+                43_471,
+                162_088,
+                30,
+                Some(12_000),
+                Some(0.15),
+                132
+            ),
             tc16d
         );
         // 4. The rest as planned.
@@ -437,6 +526,7 @@ mod tests {
                 &plan(KernelChoice::HrpbSpmm),
                 100_000,
                 1_000_000,
+                40,
                 None,
                 Some(0.4),
                 132
@@ -448,6 +538,7 @@ mod tests {
                 &plan(KernelChoice::Cusparse),
                 859_254,
                 1_991_016,
+                30,
                 None,
                 Some(0.077),
                 132

@@ -23,14 +23,17 @@ pub fn engine_and_gpu() -> (Engine, Gpu) {
     (engine, gpu)
 }
 
-/// GPU kernels asked for by name: Acc-SpMM, the four TF32 row-tile kernels, CSR and cuSPARSE
-/// (the device-API tests run each; the engine tests add HRPB and the tuned choice).
-pub const GPU_KERNELS: [KernelRequest; 9] = [
+/// GPU kernels asked for by name: Acc-SpMM, the six TF32 row-tile kernels, CSR, the staged
+/// kernel at both slices and cuSPARSE (the device-API tests run each; the engine tests add HRPB
+/// and the tuned choice).
+pub const GPU_KERNELS: [KernelRequest; 11] = [
     KernelRequest::AccSpmm,
     KernelRequest::RowTile(RowTileKernel::TC16),
     KernelRequest::RowTile(RowTileKernel::TC32),
     KernelRequest::RowTile(RowTileKernel::TC16D),
     KernelRequest::RowTile(RowTileKernel::TC32D),
+    KernelRequest::RowTile(RowTileKernel::TC16D_TMA),
+    KernelRequest::RowTile(RowTileKernel::TC32D_TMA),
     KernelRequest::Csr,
     KernelRequest::Staged(tcsparse::StagedSlice::S32),
     KernelRequest::Staged(tcsparse::StagedSlice::S64),

@@ -41,6 +41,23 @@ impl std::fmt::Display for StagedKernel {
     }
 }
 
+impl StagedKernel {
+    /// The light window cut ([`Slice::light_spec`]) at the widest slice whose slot cap holds a
+    /// row of `longest_row` nonzeros (64 columns, else 32), bulk copies: what an untuned
+    /// preparation runs on a matrix of few nonzeros (`choose::model_kernel`). `None` when no
+    /// light cut holds such a row.
+    pub(crate) fn light_cut_for(longest_row: usize) -> Option<StagedKernel> {
+        [Slice::S64, Slice::S32]
+            .into_iter()
+            .find(|s| longest_row <= s.light_spec().slot_cap as usize)
+            .map(|slice| StagedKernel {
+                slice,
+                spec: slice.light_spec(),
+                copy: StageCopy::Bulk,
+            })
+    }
+}
+
 /// The family ([`KernelRequest::Staged`] at a slice width: that slice's default window cut
 /// ([`Slice::default_spec`]), bulk copies; a matrix with a row longer than the cut's slot cap is
 /// refused at its build).
