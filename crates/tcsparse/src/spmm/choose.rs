@@ -481,28 +481,13 @@ mod tests {
             }
         );
         // 2. Balanced Acc-SpMM below α 0.25 → the CSR kernel (c-62: 559 343 nonzeros).
+        let c62 = |alpha| model_kernel(&acc(true), 41_731, 559_343, 300, Some(40_000), alpha, 132);
         assert_eq!(
-            model_kernel(
-                &acc(true),
-                41_731,
-                559_343,
-                300,
-                Some(40_000),
-                Some(0.14),
-                132
-            ),
+            c62(Some(0.14)),
             ExecKernel::CsrCuda(CsrKernel { chunk_nnz: 64 })
         );
         assert_eq!(
-            model_kernel(
-                &acc(true),
-                41_731,
-                559_343,
-                300,
-                Some(40_000),
-                Some(0.3),
-                132
-            ),
+            c62(Some(0.3)),
             ExecKernel::AccSpmm {
                 schedule: ScheduleKind::Balanced
             }
