@@ -7,9 +7,9 @@
 // features of this tile into the stage, lane 8 one of the block's fragment-order tile (512 MT bytes),
 // and lane 0 arms the stage's "full" mbarrier with the bytes to expect. Consumers wait on "full",
 // read their B values and fragments from shared memory, release the stage (one arrive per warp on
-// its "empty" mbarrier) and run the block's MMAs. The stages hold up to STAGES blocks in flight per
-// thread block (the host sizes them through the dynamic shared memory), where the register pipeline
-// of tc16d holds one per warp.
+// its "empty" mbarrier) and run the block's MMAs. The S stages hold up to S blocks in flight per
+// thread block (S = 2..8, from the dynamic shared memory the host gives), where the register
+// pipeline of tc16d holds one per warp.
 //
 // Stage s: 8 B rows of FT + TMA_ROW_PAD floats (row slot l = block column l; the pad makes the
 // float4 reads of a warp conflict-free: lane (g, t) reads row t at word 4g of its warp's 32 features,
