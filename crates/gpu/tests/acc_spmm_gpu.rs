@@ -475,8 +475,9 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
                 Some(p) => relabelled(a, &inverse(p), cols_too),
                 None => a.clone(),
             };
-            for window_rows in [16usize, 32] {
-                let what = format!("{name}/{how}/{window_rows}");
+            for kernel in KERNELS.into_iter().filter(|k| k.dense_tiles) {
+                let window_rows = kernel.window_rows as usize;
+                let what = format!("{name}/{how}/{}", kernel.name());
                 let m = RowTileTcf::from_csr(&want_csr, window_rows).unwrap();
                 let sched = RowTileSchedule::Split { max_blocks: 3 };
                 let host = RowTileDevice::upload(&gpu, &m, true, sched).unwrap();
@@ -488,18 +489,14 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
                     old_of_new,
                     cols_too,
                     &m.structure(),
+                    kernel,
                     sched,
                 )
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let mut devices = vec![("stored", stored)];
                 if !cols_too {
                     let derived = RowTileDevice::build_dense_derived(
-                        &gpu,
-                        a,
-                        &csr,
-                        old_of_new,
-                        window_rows,
-                        sched,
+                        &gpu, a, &csr, old_of_new, kernel, sched,
                     )
                     .unwrap_or_else(|e| panic!("{what} derived: {e}"));
                     devices.push(("derived", derived));
@@ -515,6 +512,7 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
                         .position(|(x, y)| x.to_bits() != y.to_bits());
                     assert_eq!(differ, None, "{what}: first differing tile slot");
                     assert_eq!(dev.num_tbs(), host.num_tbs(), "{what}");
+                    assert_eq!(dev.kernel(), kernel, "{what}");
                     assert_eq!(dev.structure(&gpu).unwrap(), m.structure(), "{what}");
                 }
             }
@@ -536,6 +534,7 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
         None,
         false,
         &mb.structure(),
+        RowTileKernel::TC16D,
         RowTileSchedule::Packed(1),
     )
     .expect_err("a foreign skeleton must be refused");
@@ -549,10 +548,33 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
             None,
             false,
             &ma.structure(),
+            RowTileKernel::TC16D,
             RowTileSchedule::Packed(1)
         )
         .is_err()
     );
+    // A kernel that does not run dense tiles of the skeleton's height: refused.
+    for other in [
+        RowTileKernel::TC16,
+        RowTileKernel::TC32D,
+        RowTileKernel::TC32D_TMA,
+    ] {
+        assert!(
+            RowTileDevice::build_dense(
+                &gpu,
+                &a,
+                &csr,
+                None,
+                false,
+                &ma.structure(),
+                other,
+                RowTileSchedule::Packed(1)
+            )
+            .is_err(),
+            "{}",
+            other.name()
+        );
+    }
     // A relabelling that is not a permutation: refused before anything runs.
     let bad: Vec<u32> = vec![0; 64];
     assert!(
@@ -563,6 +585,7 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
             Some(&bad),
             false,
             &ma.structure(),
+            RowTileKernel::TC16D,
             RowTileSchedule::Packed(1)
         )
         .is_err()
@@ -611,6 +634,9 @@ fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
             let mut reg =
                 RowTileDevice::upload_for(&gpu, &m, kernel.on_registers(), sched).unwrap();
             assert_eq!(tma.kernel(), kernel);
+            // A layout of the other window height is refused.
+            let other = RowTileTcf::from_csr(a, 48 - kernel.window_rows as usize).unwrap();
+            assert!(RowTileDevice::upload_for(&gpu, &other, kernel, sched).is_err());
             for &n in &[8usize, 32, 100, 128, 512, 1000] {
                 for k in [
                     RowTileSchedule::Packed(1),
@@ -656,36 +682,4 @@ fn tma_kernels_equal_their_register_kernels_bit_for_bit() {
             }
         }
     }
-}
-
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn set_kernel_switches_pipelines_on_one_layout_only() {
-    let (gpu, a, sched) = (
-        gpu(),
-        Gen::new(100, 90, 7, 3).build(),
-        RowTileSchedule::Packed(1),
-    );
-    let m = RowTileTcf::from_csr(&a, 16).unwrap();
-    let mut dev = RowTileDevice::upload_for(&gpu, &m, RowTileKernel::TC16D, sched).unwrap();
-    dev.set_kernel(&gpu, RowTileKernel::TC16D_TMA).unwrap();
-    assert_eq!(dev.kernel(), RowTileKernel::TC16D_TMA);
-    for other in [RowTileKernel::TC16, RowTileKernel::TC32D_TMA] {
-        assert!(dev.set_kernel(&gpu, other).is_err(), "{}", other.name());
-    }
-    assert!(RowTileDevice::upload_for(&gpu, &m, RowTileKernel::TC32D_TMA, sched).is_err());
-    let n = 64;
-    let b = dense(a.cols(), n, n, 5);
-    let bd = gpu.upload(&b).unwrap();
-    let c0 = vec![0f32; a.rows() * n];
-    let mut cd = gpu.upload(&c0).unwrap();
-    dev.enqueue(
-        1.0,
-        &Dense::new(&bd, n, n),
-        0.0,
-        &mut DenseMut::new(&mut cd, n, n),
-    )
-    .unwrap();
-    let got = gpu.download(&cd).unwrap();
-    check_result("set_kernel TC16d-tma", &a, 1.0, &b, n, 0.0, &c0, &got, n, n);
 }

@@ -557,18 +557,13 @@ impl Engine {
         };
         let (d, how) = match &entry.row_tile {
             Some(s) => (
-                RowTileDevice::build_dense(gpu, a, csr, old_of_new, symmetric, s, schedule)?,
+                RowTileDevice::build_dense(
+                    gpu, a, csr, old_of_new, symmetric, s, kernel, schedule,
+                )?,
                 "the cached skeleton",
             ),
             None if !symmetric => (
-                RowTileDevice::build_dense_derived(
-                    gpu,
-                    a,
-                    csr,
-                    old_of_new,
-                    kernel.window_rows as usize,
-                    schedule,
-                )?,
+                RowTileDevice::build_dense_derived(gpu, a, csr, old_of_new, kernel, schedule)?,
                 "its skeleton found there too",
             ),
             None => {
@@ -577,9 +572,6 @@ impl Engine {
                 ));
             }
         };
-        // The device builds make the register kernel of the layout; a TMA kernel runs the same.
-        let mut d = d;
-        d.set_kernel(gpu, kernel)?;
         let build_s = t.elapsed().as_secs_f64();
         tracing::debug!(
             "plan cache hit: {} layout built on the GPU in {:.1} ms",

@@ -100,13 +100,20 @@ pub fn fragment_tiles(m: &RowTileTcf) -> Vec<f32> {
     out
 }
 
-/// The dense-tile kernel of `window_rows`-row windows.
-fn dense_kernel(window_rows: usize) -> Result<RowTileKernel, AccSpmmError> {
-    let kernel = RowTileKernel::new(window_rows as u32, true);
+/// `kernel` when it runs dense tiles of `window_rows`-row windows in TF32 (the register or the
+/// TMA pipeline), a typed error otherwise.
+fn dense_kernel(kernel: RowTileKernel, window_rows: usize) -> Result<RowTileKernel, AccSpmmError> {
     match kernel.entry() {
-        Some(_) if window_rows <= 32 => Ok(kernel),
+        Some(_)
+            if kernel.dense_tiles
+                && kernel.arith == RowTileArith::Tf32
+                && kernel.window_rows as usize == window_rows =>
+        {
+            Ok(kernel)
+        }
         _ => Err(AccSpmmError::InvalidFormat(format!(
-            "no row-tile kernel for {window_rows}-row windows (16 or 32)"
+            "{} does not run dense tiles of {window_rows}-row windows",
+            kernel.name()
         ))),
     }
 }
@@ -283,8 +290,9 @@ fn launch_skeleton(
 impl RowTileDevice {
     /// The dense-tile device copy of `a` in its prepared order, built on the GPU from `a`'s CSR
     /// (`csr`, the upload of `a`: its shape is checked) and its layout's stored skeleton `s` (a
-    /// plan-cache hit: no host layout, no host permutation), for the dense kernel of `s`'s window
-    /// height, run under `schedule`. Prepared row `r` is row `old_of_new[r]` of `a` (`None`: `a`
+    /// plan-cache hit: no host layout, no host permutation), for `kernel` (a dense-tile TF32
+    /// kernel of `s`'s window height, on either pipeline; anything else is refused), run under
+    /// `schedule`. Prepared row `r` is row `old_of_new[r]` of `a` (`None`: `a`
     /// is in the prepared order already); with `cols_too` columns are relabelled the same way (a
     /// symmetric reordering: prepared column `r` is column `old_of_new[r]`).
     ///
@@ -292,6 +300,7 @@ impl RowTileDevice {
     /// layout's [`RowTileTcf::structure`]. A skeleton that does not belong to `a` (a nonzero whose
     /// column its window lacks) is an [`AccSpmmError::InvalidFormat`]; shapes, the relabelling and
     /// the skeleton's invariants (by its type) are checked before anything runs.
+    #[allow(clippy::too_many_arguments)]
     pub fn build_dense(
         gpu: &Gpu,
         a: &Csr,
@@ -299,9 +308,10 @@ impl RowTileDevice {
         old_of_new: Option<&[u32]>,
         cols_too: bool,
         s: &RowTileStructure,
+        kernel: RowTileKernel,
         schedule: RowTileSchedule,
     ) -> Result<Self, AccSpmmError> {
-        let kernel = dense_kernel(s.window_rows())?;
+        let kernel = dense_kernel(kernel, s.window_rows())?;
         if (a.rows(), a.cols()) != (s.rows(), s.cols()) {
             return Err(AccSpmmError::InvalidFormat(format!(
                 "a {}×{} layout skeleton for a {}×{} matrix",
@@ -347,7 +357,7 @@ impl RowTileDevice {
 
     /// [`RowTileDevice::build_dense`] without a stored skeleton: the window columns are found on
     /// the GPU too (`row_tile_skeleton`: per window, a warp merges its rows' sorted columns), for
-    /// `window_rows`-row windows. Only rows are relabelled (`old_of_new`, as in `build_dense`), so
+    /// `kernel`'s window height. Only rows are relabelled (`old_of_new`, as in `build_dense`), so
     /// each prepared row's columns stay sorted; a symmetric reordering needs the stored skeleton.
     /// The result equals [`RowTileDevice::upload`] of the host-built layout bit for bit.
     pub fn build_dense_derived(
@@ -355,10 +365,11 @@ impl RowTileDevice {
         a: &Csr,
         csr: &DeviceCsr,
         old_of_new: Option<&[u32]>,
-        window_rows: usize,
+        kernel: RowTileKernel,
         schedule: RowTileSchedule,
     ) -> Result<Self, AccSpmmError> {
-        let kernel = dense_kernel(window_rows)?;
+        let window_rows = kernel.window_rows as usize;
+        let kernel = dense_kernel(kernel, window_rows)?;
         check_device_build(a, csr, old_of_new)?;
         let old_row = old_of_new.map(|p| upload_nonempty(gpu, p)).transpose()?;
         let windows = a.rows().div_ceil(window_rows);

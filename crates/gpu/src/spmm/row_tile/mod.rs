@@ -662,24 +662,6 @@ impl RowTileDevice {
         self.kernel
     }
 
-    /// Runs `kernel` from now on: another pipeline over the same layout (TC16d and TC16d-tma,
-    /// TC32d and TC32d-tma); anything else is refused, and the matrix stays uploaded.
-    pub fn set_kernel(&mut self, gpu: &Gpu, kernel: RowTileKernel) -> Result<(), AccSpmmError> {
-        let entry = kernel
-            .entry()
-            .filter(|_| kernel.on_registers() == self.kernel.on_registers());
-        let Some(entry) = entry else {
-            return Err(AccSpmmError::InvalidArgs(format!(
-                "{} does not run the {} layout",
-                kernel.name(),
-                self.kernel.name()
-            )));
-        };
-        self.main = gpu.function(KernelModule::RowTileSpmm, entry)?;
-        self.kernel = kernel;
-        Ok(())
-    }
-
     /// How windows map to thread blocks.
     pub fn schedule(&self) -> RowTileSchedule {
         self.schedule
