@@ -150,6 +150,8 @@ def main() -> None:
     p.add_argument("--precision", default="f32", choices=["tf32", "f32"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--commit", default=None, help="commit to name in the header (default: git HEAD)")
+    p.add_argument("--kind", default=None,
+                   help="the lent machine's device kind to name in the header (e.g. nvidia-h200)")
     p.add_argument("--out", help="Markdown file (default docs/results/torch-<device>.md)")
     p.add_argument("--skip-gcn", action="store_true")
     args = p.parse_args()
@@ -186,8 +188,9 @@ def main() -> None:
     lines = [
         f"# tcsparse vs PyTorch ({device_name})",
         "",
-        f"Measured {datetime.date.today().isoformat()}, commit {args.commit or commit()}, {device_name}, "
-        f"torch {torch.__version__}, N = {args.n}, precision {args.precision}.",
+        f"Measured {datetime.date.today().isoformat()}, commit {args.commit or commit()}, {device_name}"
+        + (f" (device kind {args.kind})" if args.kind else "")
+        + f", torch {torch.__version__}, N = {args.n}, precision {args.precision}.",
         f"Command: `python examples/python/bench_torch.py --n {args.n} --precision {args.precision} "
         f"--iters {args.iters} --epochs {args.epochs}`",
         "",
