@@ -17,7 +17,6 @@ use data_support::{dataset_files, dataset_name};
 use acc_support::*;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
-use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::baselines::cusparse::{CusparseCsr, CusparseSpmm, SpmmAlg};
 use tcsparse_gpu::device_csr::DeviceCsr;
@@ -590,29 +589,6 @@ fn row_tile_dense_build_on_the_gpu_equals_the_host_upload() {
         )
         .is_err()
     );
-}
-
-/// A 70 × 60 matrix with +∞ in row 3 and NaN in row 40 (column 7 of both), and its B of width `n`
-/// (leading dimension `ldb`) with NaN at feature 5 and +∞ at feature 9 of row 11 (where n allows).
-fn non_finite_operands(n: usize, ldb: usize) -> (Csr, Vec<f32>) {
-    let base = Gen::new(70, 60, 6, 9).build();
-    let mut t: Vec<(u32, u32, f32)> = Vec::new();
-    for (r, row) in base.outer_iterator().enumerate() {
-        for (c, &v) in row.iter() {
-            if !((r == 3 || r == 40) && c == 7) {
-                t.push((r as u32, c as u32, v));
-            }
-        }
-    }
-    t.push((3, 7, f32::INFINITY));
-    t.push((40, 7, f32::NAN));
-    let a = csr_from_triplets(70, 60, &t).unwrap();
-    let mut b = dense(60, n, ldb, 77);
-    if n > 9 {
-        b[11 * ldb + 5] = f32::NAN;
-        b[11 * ldb + 9] = f32::INFINITY;
-    }
-    (a, b)
 }
 
 #[test]

@@ -19,7 +19,9 @@ mod data_support;
 
 mod acc_support;
 
-use acc_support::{Dense, Gen, banded_clustered_and_edges, dense, operands, visit_elements};
+use acc_support::{
+    Dense, Gen, banded_clustered_and_edges, dense, non_finite_operands, operands, visit_elements,
+};
 use data_support::for_each_dataset;
 use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
@@ -258,27 +260,9 @@ fn three_tf32_kernels_match_reference_at_f32_grade() {
 /// ∞ in B reach every element whose reference has them (and, through 0·∞ with a block's absent
 /// entries, possibly others of the windows that gather that row of B: those are not checked).
 fn non_finite_cases(gpu: &Gpu, arith: RowTileArith) {
-    let base = Gen::new(70, 60, 6, 9).build();
     let n = 40;
-    let mut t: Vec<(u32, u32, f32)> = Vec::new();
-    for (r, row) in base.outer_iterator().enumerate() {
-        for (c, &v) in row.iter() {
-            t.push((r as u32, c as u32, v));
-        }
-    }
-    // Row 3 gets +∞ (all of B positive there: +∞), row 40 a NaN.
-    t.retain(|&(r, c, _)| !((r == 3 || r == 40) && c == 7));
-    t.push((3, 7, f32::INFINITY));
-    t.push((40, 7, f32::NAN));
-    let a = csr_from_triplets(70, 60, &t).unwrap();
+    let (a, b) = non_finite_operands(n, n);
     let bound = Bound::of(arith, a.longest_row());
-    let mut b = dense(60, n, n, 77);
-    for v in b[7 * n..8 * n].iter_mut() {
-        *v = v.abs() + 0.5;
-    }
-    // B row 11 carries a NaN at feature 5 and +∞ at feature 9.
-    b[11 * n + 5] = f32::NAN;
-    b[11 * n + 9] = f32::INFINITY;
     let c0 = vec![f32::NAN; 70 * n];
     for window_rows in [16usize, 32] {
         let m = RowTileTcf::from_csr(&a, window_rows).unwrap();

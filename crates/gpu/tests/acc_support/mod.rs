@@ -358,3 +358,30 @@ pub fn schedules(
     ));
     out
 }
+
+/// A 70 × 60 matrix with +∞ in row 3 and NaN in row 40 (column 7 of both), and its B of width `n`
+/// (leading dimension `ldb`): row 7 positive (so that row 3 of the product is +∞ where nothing
+/// else intervenes), NaN at feature 5 and +∞ at feature 9 of row 11 (where n allows).
+pub fn non_finite_operands(n: usize, ldb: usize) -> (Csr, Vec<f32>) {
+    let base = Gen::new(70, 60, 6, 9).build();
+    let mut t: Vec<(u32, u32, f32)> = Vec::new();
+    for (r, row) in base.outer_iterator().enumerate() {
+        for (c, &v) in row.iter() {
+            if !((r == 3 || r == 40) && c == 7) {
+                t.push((r as u32, c as u32, v));
+            }
+        }
+    }
+    t.push((3, 7, f32::INFINITY));
+    t.push((40, 7, f32::NAN));
+    let a = csr_from_triplets(70, 60, &t).unwrap();
+    let mut b = dense(60, n, ldb, 77);
+    for v in b[7 * ldb..7 * ldb + n].iter_mut() {
+        *v = v.abs() + 0.5;
+    }
+    if n > 9 {
+        b[11 * ldb + 5] = f32::NAN;
+        b[11 * ldb + 9] = f32::INFINITY;
+    }
+    (a, b)
+}
