@@ -1,7 +1,8 @@
-// CSR SpMM on CUDA cores, f32: C = alpha * A * B + beta * C.
+// CSR SpMM on CUDA cores: C = alpha * A * B + beta * C, f32 A values and f32 accumulation.
 // A: m x k CSR (u32 indptr[m+1], u32 indices[nnz], f32 values[nnz]); B: k x n row-major with leading
-// dimension ldb; C: m x n row-major with ldc. beta == 0 never reads C (BLAS semantics: NaN in C does
-// not propagate).
+// dimension ldb; C: m x n row-major with ldc; B and C in f32 (csr_spmm_f32) or as the bits of f16 /
+// bf16 (csr_spmm_f16, csr_spmm_bf16: B widened exactly, C rounded to nearest, beyond the range
+// +-inf, as a cast). beta == 0 never reads C (BLAS semantics: NaN in C does not propagate).
 //
 // Work (built on the host, crates/gpu/src/spmm/csr.rs `csr_work`): warp item i is
 // work[4i .. 4i+4] = {row_begin, row_end, nnz_begin, nnz_end}: the rows [row_begin, row_end), of
@@ -10,14 +11,17 @@
 // whose nonzeros the item does not hold entirely is "split": it was pre-scaled by beta (the host
 // runs acc_spmm_prescale of acc_spmm.cu on one-row groups, same stream, just before) and every
 // chunk adds alpha * its partial sum with atomics; every other row is written once with
-// alpha * acc + beta * C. So thread blocks stay
+// alpha * acc + beta * C. A 16-bit C cannot take partial sums: the f16 / bf16 entries add a split
+// row's chunks into its f32 scratch row (SplitScratch of tc_common.cuh, groups of one row, zeroed
+// before) and csr_split_finish_f16 / _bf16 round scratch + beta * C into C after. So thread blocks stay
 // balanced on rows of any length (R-MAT hubs: 30k nonzeros), and the product needs no separate
 // beta pass over all of C (cuSPARSE's csrmm runs one).
 //
 // Launch: blockDim = (32, WARPS); warp item = blockIdx.x * WARPS + threadIdx.y (items beyond the
 // count exit as a whole warp); gridDim.y = number of 128-feature slabs of C (<= 65535; the kernel
 // strides over further slabs). Lane L owns features col0 + 4L .. col0 + 4L + 3 of the slab: one
-// float4 per gathered B row when flags bit 0 is set (ldb, ldc multiples of 4) and all four are < n.
+// float4 (16-bit types: 8 bytes) per gathered B row when flags bit 0 is set (ldb, ldc multiples of
+// 4, B and C aligned to four elements) and all four are < n.
 // The warp loads 32 (column, value) pairs at once and broadcasts them with shuffles, then issues
 // UNROLL B-row loads before their FMAs, so each warp keeps UNROLL 512-byte gathers in flight.
 
@@ -30,13 +34,33 @@
 // Types and the guarded load of four features (load4_below).
 #include "tc_common.cuh"
 
-// Features col .. col + 3 of B row k (zeros beyond n).
+// Features col .. col + 3 of B row k in f32 (zeros beyond n).
 __device__ __forceinline__ float4 load_b4(const float* __restrict__ b, u64 ldb, u32 k, u64 col,
                                           u32 n, bool vec) {
     const float* p = b + (u64)k * ldb + col;
     if (vec) return __ldg(reinterpret_cast<const float4*>(p));
     return load4_below(p, col, n);
 }
+
+// The same for B in f16 / bf16 bits (HalfB: BF false / true), widened to f32 (exact).
+template <bool BF>
+struct HalfB {
+    __device__ __forceinline__ static float widen(u16 h) {
+        return BF ? bf16_to_f32(h) : f16_to_f32(h);
+    }
+    __device__ __forceinline__ static float4 load4(const u16* __restrict__ b, u64 ldb, u32 k, u64 col,
+                                                   u32 n, bool vec) {
+        const u16* p = b + (u64)k * ldb + col;
+        u16 h[4];
+        if (vec) {
+            Vec4<u16>::unpack(__ldg(reinterpret_cast<const uint2*>(p)), h);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) h[j] = col + j < n ? __ldg(p + j) : (u16)0;
+        }
+        return make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
+    }
+};
 
 __device__ __forceinline__ void fma4(float4& acc, float a, const float4& b) {
     acc.x = fmaf(a, b.x, acc.x);
@@ -57,9 +81,7 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row
     const float v[4] = {alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w};
     if (split) {
         if (vec) {
-            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]),
-                         "f"(v[1]), "f"(v[2]), "f"(v[3])
-                         : "memory");
+            red_add_v4(p, v);
             return;
         }
 #pragma unroll
@@ -85,6 +107,50 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row
     }
 }
 
+// write_c4 for C in f16 / bf16 bits: alpha * acc (+ beta * C, read in the type) rounded to the
+// type; a split row's partial sum goes to its f32 scratch row instead (ss; C untouched until
+// csr_split_finish_*).
+template <bool BF>
+__device__ __forceinline__ void write_c4_half(u16* __restrict__ c, u64 ldc, u32 row, u64 col,
+                                              u32 n, bool vec, bool split, float alpha, float beta,
+                                              float4 acc, const SplitScratch& ss) {
+    const float v[4] = {alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w};
+    if (split) {
+        float* p = ss.rows + (u64)split_slot(ss, row) * n + col;
+        // Scratch rows are n floats: 16-byte aligned at col (a multiple of 4) when n is too.
+        if (vec && (n & 3u) == 0) {
+            red_add_v4(p, v);
+            return;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (col + j < n) atomicAdd(p + j, v[j]);
+        }
+        return;
+    }
+    u16* p = c + (u64)row * ldc + col;
+    auto round = [](float x) { return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x); };
+    if (vec) {
+        uint2* q = reinterpret_cast<uint2*>(p);
+        float x[4] = {v[0], v[1], v[2], v[3]};
+        if (beta != 0.0f) {
+            u16 old[4];
+            Vec4<u16>::unpack(*q, old);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) x[j] = fmaf(beta, HalfB<BF>::widen(old[j]), x[j]);
+        }
+        *q = make_uint2(pack_half2(round(x[0]), round(x[1])), pack_half2(round(x[2]), round(x[3])));
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (col + j < n) {
+            const float x = beta == 0.0f ? v[j] : fmaf(beta, HalfB<BF>::widen(p[j]), v[j]);
+            p[j] = round(x);
+        }
+    }
+}
+
 #ifndef CSR_WARPS
 #define CSR_WARPS 8
 #endif
@@ -93,11 +159,16 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row
 #define CSR_MIN_BLOCKS 4
 #endif
 
-extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
-    csr_spmm_f32(const u32* __restrict__ indptr, const u32* __restrict__ indices,
-                 const float* __restrict__ values, const u32* __restrict__ work, u32 num_items,
-                 const float* __restrict__ b, u32 ldb, float* __restrict__ c, u32 ldc, u32 n,
-                 float alpha, float beta, u32 flags) {
+// The kernel body: B and C of element T (float, or u16 bits of f16 / bf16 with BF telling which);
+// ss the split rows' scratch of the 16-bit entries (unused by f32's).
+template <typename T, bool BF>
+__device__ __forceinline__ void csr_spmm(const u32* __restrict__ indptr,
+                                         const u32* __restrict__ indices,
+                                         const float* __restrict__ values,
+                                         const u32* __restrict__ work, u32 num_items,
+                                         const T* __restrict__ b, u32 ldb, T* __restrict__ c,
+                                         u32 ldc, u32 n, float alpha, float beta, u32 flags,
+                                         const SplitScratch& ss) {
     const u32 item = blockIdx.x * blockDim.y + threadIdx.y;
     if (item >= num_items) return;  // whole warp: item depends only on threadIdx.y
     const u32 lane = threadIdx.x;
@@ -134,8 +205,13 @@ extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
                         const u32 k = __shfl_sync(FULL_MASK, kc, (i + u) & 31);
                         av[u] = __shfl_sync(FULL_MASK, kv, (i + u) & 31);
                         const bool ok = active && i + u < cnt;
-                        bv[u] = ok ? load_b4(b, ldb, k, col, n, vec)
-                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                        if constexpr (sizeof(T) == 4) {
+                            bv[u] = ok ? load_b4(b, ldb, k, col, n, vec)
+                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                        } else {
+                            bv[u] = ok ? HalfB<BF>::load4(b, ldb, k, col, n, vec)
+                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                        }
                     }
 #pragma unroll
                     for (int u = 0; u < UNROLL; ++u) {
@@ -143,7 +219,41 @@ extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
                     }
                 }
             }
-            if (active) write_c4(c, ldc, row, col, n, vec, split, alpha, beta, acc);
+            if (!active) continue;
+            if constexpr (sizeof(T) == 4) {
+                write_c4(c, ldc, row, col, n, vec, split, alpha, beta, acc);
+            } else {
+                write_c4_half<BF>(c, ldc, row, col, n, vec, split, alpha, beta, acc, ss);
+            }
         }
     }
 }
+
+// The entries' parameters before the scratch, B and C of element T.
+#define CSR_SPMM_PARAMS(T)                                                                       \
+    const u32 *__restrict__ indptr, const u32 *__restrict__ indices,                            \
+        const float *__restrict__ values, const u32 *__restrict__ work, u32 num_items,          \
+        const T *__restrict__ b, u32 ldb, T *__restrict__ c, u32 ldc, u32 n, float alpha,       \
+        float beta, u32 flags
+#define CSR_SPMM_ARGS indptr, indices, values, work, num_items, b, ldb, c, ldc, n, alpha, beta, flags
+
+extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
+    csr_spmm_f32(CSR_SPMM_PARAMS(float)) {
+    csr_spmm<float, false>(CSR_SPMM_ARGS, SplitScratch{nullptr, 0u, nullptr});
+}
+
+// The f16 / bf16 entries: the split rows' ids (ascending, as the work list's) and f32 scratch rows
+// (split_count * n floats, zeroed before) after the common parameters.
+#define CSR_SPMM_HALF_ENTRY(NAME, BF)                                                             \
+    extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)                \
+        NAME(CSR_SPMM_PARAMS(u16), const u32 *__restrict__ split_ids, u32 split_count,          \
+             float *__restrict__ scratch) {                                                      \
+        csr_spmm<u16, BF>(CSR_SPMM_ARGS, SplitScratch{split_ids, split_count, scratch});        \
+    }
+CSR_SPMM_HALF_ENTRY(csr_spmm_f16, false)
+CSR_SPMM_HALF_ENTRY(csr_spmm_bf16, true)
+
+// After csr_spmm_f16 / _bf16 with split rows: C = round(scratch + beta * C) on those rows
+// (split_rows_finish of tc_common.cuh, group_rows = 1).
+SPLIT_ROWS_FINISH_ENTRY(csr_split_finish_f16, false)
+SPLIT_ROWS_FINISH_ENTRY(csr_split_finish_bf16, true)

@@ -291,30 +291,6 @@ __device__ __forceinline__ RowTileWork row_tile_work(const u32* __restrict__ wor
     return r;
 }
 
-// The f32 scratch of the f16 / bf16 kernels' split windows: split window ids[s] (ids ascending,
-// `count` of them) owns scratch rows [16 * MT * s, 16 * MT * (s + 1)), N floats each (row-major,
-// leading dimension N), zeroed before the kernel; row_tile_split_finish_* adds beta * C and rounds
-// them into C after it. Unused (count = 0) by the f32 entries.
-struct SplitScratch {
-    const u32* __restrict__ ids;
-    u32 count;
-    float* __restrict__ rows;
-};
-
-// Slot of split window w: its index in ids (w is one of them).
-__device__ __forceinline__ u32 split_slot(const SplitScratch& ss, u32 w) {
-    u32 lo = 0, hi = ss.count;
-    while (hi - lo > 1) {
-        const u32 mid = (lo + hi) / 2;
-        if (__ldg(ss.ids + mid) <= w) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 // Writes window w's accumulators: plain stores when the window is this thread block's alone,
 // atomic adds when it is split (nothing when this thread block had none of its blocks): into C
 // after the beta pre-scale (f32 entries), or into the window's f32 scratch rows (f16 / bf16
@@ -728,36 +704,9 @@ ROW_TILE_HALF_ENTRY(tc16_spmm_bf16, 4, 1, RT_BF16)
 ROW_TILE_HALF_ENTRY(tc32_spmm_bf16, TC32_MIN_BLOCKS, 2, RT_BF16)
 
 // After a f16 / bf16 entry with split windows: C = round(scratch + beta * C) on their rows
-// (C not read when beta == 0; rounding as store_row_tiles_half). Thread block x takes the split
-// windows x, x + gridDim.x, ...: window ids[s] is rows [group_rows * ids[s], ...) of C (rows >= M
-// skipped) and scratch rows [group_rows * s, ...), N floats each.
-template <bool BF>
-__device__ __forceinline__ void row_tile_split_finish(const u32* __restrict__ ids, u32 count,
-                                                      const float* __restrict__ scratch,
-                                                      u16* __restrict__ C, u32 ldc, u32 M, u32 N,
-                                                      float beta, u32 group_rows) {
-    for (u32 s = blockIdx.x; s < count; s += gridDim.x) {
-        const u32 r0 = __ldg(ids + s) * group_rows;
-        const u32 rows = min(group_rows, M - r0);
-        const u64 total = (u64)rows * N;
-        for (u64 i = threadIdx.x; i < total; i += blockDim.x) {
-            const u32 r = (u32)(i / N), f = (u32)(i % N);
-            float x = scratch[((u64)s * group_rows + r) * N + f];
-            u16* d = C + (u64)(r0 + r) * ldc + f;
-            if (beta != 0.0f) x += beta * (BF ? bf16_to_f32(*d) : f16_to_f32(*d));
-            *d = BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
-        }
-    }
-}
-
-#define ROW_TILE_FINISH_ENTRY(NAME, BF)                                                          \
-    extern "C" __global__ void NAME(const u32* __restrict__ ids, u32 count,                     \
-                                    const float* __restrict__ scratch, u16* __restrict__ C,     \
-                                    u32 ldc, u32 M, u32 N, float beta, u32 group_rows) {        \
-        row_tile_split_finish<BF>(ids, count, scratch, C, ldc, M, N, beta, group_rows);         \
-    }
-ROW_TILE_FINISH_ENTRY(row_tile_split_finish_f16, false)
-ROW_TILE_FINISH_ENTRY(row_tile_split_finish_bf16, true)
+// (split_rows_finish of tc_common.cuh, group_rows = the windows' rows).
+SPLIT_ROWS_FINISH_ENTRY(row_tile_split_finish_f16, false)
+SPLIT_ROWS_FINISH_ENTRY(row_tile_split_finish_bf16, true)
 
 // TMA pipeline entries (sm_90): row_tile_tma.cuh.
 #include "row_tile_tma.cuh"

@@ -183,6 +183,63 @@ __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u3
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
+// The f32 scratch rows of the f16 / bf16 kernels' split groups (a 16-bit C cannot take partial
+// sums): split group ids[s] (ids ascending, `count` of them) owns scratch rows
+// [group_rows * s, group_rows * (s + 1)), N floats each (row-major, leading dimension N), zeroed
+// before the kernel, which adds into them; split_rows_finish adds beta * C and rounds them into C
+// after it. The row-tile kernels' groups are their split windows (16 or 32 rows), the CSR kernel's
+// its split rows (one row). Unused (count = 0) by the f32 entries.
+struct SplitScratch {
+    const u32* __restrict__ ids;
+    u32 count;
+    float* __restrict__ rows;
+};
+
+// Slot of split group w: its index in ids (w is one of them).
+__device__ __forceinline__ u32 split_slot(const SplitScratch& ss, u32 w) {
+    u32 lo = 0, hi = ss.count;
+    while (hi - lo > 1) {
+        const u32 mid = (lo + hi) / 2;
+        if (__ldg(ss.ids + mid) <= w) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+// After an f16 / bf16 kernel with split groups: C = round(scratch + beta * C) on their rows (C not
+// read when beta == 0; rounded to nearest, beyond the range +-inf, as a cast). Thread block x takes
+// the groups x, x + gridDim.x, ...: group ids[s] is rows [group_rows * ids[s], ...) of C (rows >= M
+// skipped) and scratch rows [group_rows * s, ...), N floats each.
+template <bool BF>
+__device__ __forceinline__ void split_rows_finish(const u32* __restrict__ ids, u32 count,
+                                                  const float* __restrict__ scratch,
+                                                  u16* __restrict__ C, u32 ldc, u32 M, u32 N,
+                                                  float beta, u32 group_rows) {
+    for (u32 s = blockIdx.x; s < count; s += gridDim.x) {
+        const u32 r0 = __ldg(ids + s) * group_rows;
+        const u32 rows = min(group_rows, M - r0);
+        const u64 total = (u64)rows * N;
+        for (u64 i = threadIdx.x; i < total; i += blockDim.x) {
+            const u32 r = (u32)(i / N), f = (u32)(i % N);
+            float x = scratch[((u64)s * group_rows + r) * N + f];
+            u16* d = C + (u64)(r0 + r) * ldc + f;
+            if (beta != 0.0f) x += beta * (BF ? bf16_to_f32(*d) : f16_to_f32(*d));
+            *d = BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
+        }
+    }
+}
+
+// The entry NAME of split_rows_finish in f16 (BF false) or bf16 (BF true).
+#define SPLIT_ROWS_FINISH_ENTRY(NAME, BF)                                                         \
+    extern "C" __global__ void NAME(const u32* __restrict__ ids, u32 count,                     \
+                                    const float* __restrict__ scratch, u16* __restrict__ C,     \
+                                    u32 ldc, u32 M, u32 N, float beta, u32 group_rows) {        \
+        split_rows_finish<BF>(ids, count, scratch, C, ldc, M, N, beta, group_rows);             \
+    }
+
 // One m16n8k8 MMA on f16 (mma_m16n8k8_f16) or bf16 (mma_m16n8k8_bf16) inputs with f32 accumulate:
 // d += A * B with this lane's A fragments a01 = {A[g][2t], A[g][2t+1]}, a23 = {A[g+8][2t],
 // A[g+8][2t+1]} and B fragment b01 = {B[2t][g], B[2t+1][g]} (PTX ISA m16n8k8 .f16 / .bf16 layouts;
