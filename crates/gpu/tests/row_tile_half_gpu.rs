@@ -1,4 +1,5 @@
-//! GPU tests of the row-tile kernels in f16, bf16 and 3×TF32 against the f64 reference.
+//! GPU tests of the row-tile kernels in f16, bf16 and 3×TF32, and of the CSR kernel in f16 and
+//! bf16, against the f64 reference.
 //! Ignored without a GPU; with `--include-ignored` on a machine without one they FAIL
 //! (Gpu::require), never pass vacuously.
 //!
@@ -8,6 +9,8 @@
 //!   type's normal range, half its smallest subnormal for C and 2⁻²⁵·|α|·Σ|b| for A's values in
 //!   f16 (absolute); a result beyond the type's range must be ±∞ as a cast.
 //! - 3×TF32: 2⁻²⁰ + γ_6k.
+//! - The CSR kernel in f16 / bf16: A's f32 values times B (exact in f32), k + 2 f32 roundings
+//!   (the fused multiply-adds, α's product, β's), so p = γ_{k+2}, then C rounded as above.
 //!
 //! Covered: the edge matrices of the TF32 row-tile test (ragged M and K, empty and trailing empty
 //! windows, hubs, one row, empty) plus banded and clustered ones, both window heights, N ∈ {8, 32,
@@ -27,6 +30,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::csr::csr_from_triplets;
 use tcsparse_formats::reference::spmm_f64;
 use tcsparse_formats::rowtile::RowTileTcf;
+use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::{
     RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
 };
@@ -59,8 +63,21 @@ struct Bound {
 
 impl Bound {
     fn of(arith: RowTileArith, k: usize) -> Self {
+        Self::with_product(arith, k, |u| u + gamma(2 * k) * (1.0 + u))
+    }
+
+    /// The CSR kernel's: A not rounded (no absolute term for A's values), p = γ_{k+2}.
+    fn csr(arith: RowTileArith, k: usize) -> Self {
+        Bound {
+            per_b: 0.0,
+            ..Self::with_product(arith, k, |_| gamma(k + 2))
+        }
+    }
+
+    /// f16 / bf16 with the product's bound `p(u)` (u: the type's rounding); 3×TF32's otherwise.
+    fn with_product(arith: RowTileArith, k: usize, p: impl Fn(f64) -> f64) -> Self {
         let half = |u: f64, per_b: f64, step: f64, overflow: f64| {
-            let p = u + gamma(2 * k) * (1.0 + u);
+            let p = p(u);
             Bound {
                 rel: p + u * (1.0 + p),
                 per_b,
@@ -149,18 +166,44 @@ fn run_half<H: RowTileHalf>(
     dev: &mut RowTileDevice,
     d: Dense<'_>,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    run_half_with::<H>(gpu, d, |b, c| {
+        dev.enqueue_half::<H>(d.alpha, b, d.beta, c).unwrap()
+    })
+}
+
+/// [`run_half`] of the launch `enqueue` (α and β of `d`).
+fn run_half_with<H: RowTileHalf>(
+    gpu: &Gpu,
+    d: Dense<'_>,
+    enqueue: impl FnOnce(&tcsparse_gpu::Dense<'_, H>, &mut tcsparse_gpu::DenseMut<'_, H>),
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (bh, ch) = (to_half::<H>(d.b), to_half::<H>(d.c0));
     let bd = gpu.upload(&bh).unwrap();
     let mut cd = gpu.upload(&ch).unwrap();
-    dev.enqueue_half::<H>(
-        d.alpha,
+    enqueue(
         &tcsparse_gpu::Dense::new(&bd, d.n, d.ldb),
-        d.beta,
         &mut tcsparse_gpu::DenseMut::new(&mut cd, d.n, d.ldc),
-    )
-    .unwrap();
+    );
     let got: Vec<H> = gpu.download(&cd).unwrap();
     (widen(&bh), widen(&ch), widen(&got))
+}
+
+/// One product of the CSR kernel in `arith` (f16 or bf16), as [`run_half`].
+fn run_csr(
+    gpu: &Gpu,
+    dev: &mut CsrSpmm,
+    arith: RowTileArith,
+    d: Dense<'_>,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    match arith {
+        RowTileArith::F16 => run_half_with::<half::f16>(gpu, d, |b, c| {
+            dev.enqueue_half(d.alpha, b, d.beta, c).unwrap()
+        }),
+        RowTileArith::Bf16 => run_half_with::<half::bf16>(gpu, d, |b, c| {
+            dev.enqueue_half(d.alpha, b, d.beta, c).unwrap()
+        }),
+        other => panic!("no CSR kernel in {other:?}"),
+    }
 }
 
 /// One product on the GPU in `dev`'s arithmetic `arith`: f16 / bf16 as [`run_half`], 3×TF32 on
@@ -660,4 +703,107 @@ fn half_timings<H: RowTileHalf>(
     let theirs = fastest(theirs)
         .unwrap_or_else(|| panic!("{name}: cuSPARSE takes no algorithm in {}", H::ARITH.name()));
     (ours, theirs)
+}
+
+/// Widths of the CSR kernel's tests: one feature, ragged (scalar loads and scratch atomics), one
+/// slab exactly, a slab and one, three slabs.
+const CSR_NS: [usize; 5] = [1, 37, 128, 129, 300];
+
+/// The CSR kernel in f16 and bf16 on [`banded_clustered_and_edges`] at every width of
+/// [`CSR_NS`] and nonzero budgets that split rows (3, 16) or not (256), β = 0 with NaN-poisoned C
+/// and β ≠ 0 with padded leading dimensions (padding never written), against the f64 reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_half_kernels_match_reference() {
+    let gpu = gpu();
+    for arith in [RowTileArith::F16, RowTileArith::Bf16] {
+        let mut worst = 0f64;
+        let mut split_rows = 0;
+        for (name, a) in banded_clustered_and_edges(700, 1000, 31) {
+            let bound = Bound::csr(arith, a.longest_row());
+            for chunk in [3u32, 16, 256] {
+                let mut dev = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
+                split_rows += dev.num_split_rows();
+                for n in CSR_NS {
+                    for &(alpha, beta, pad) in &[(1.0f32, 0.0f32, 0usize), (-0.75, 1.25, 5)] {
+                        let (ldb, ldc, b, c0) = operands(&a, n, pad, beta, 4000);
+                        let d = Dense::new(alpha, &b, ldb, beta, &c0, ldc, n);
+                        let (b, c0, got) = run_csr(&gpu, &mut dev, arith, d);
+                        let what = format!("CSR {arith:?}/{name}/chunk {chunk}/n={n}/β={beta}");
+                        let d = Dense::new(alpha, &b, ldb, beta, &c0, ldc, n);
+                        worst = worst.max(check(&what, &a, d, &got, bound, &|_, _| false));
+                    }
+                }
+            }
+        }
+        assert!(split_rows > 0, "no case split a row");
+        println!("CSR kernel in {arith:?}: worst scaled error {worst:.3e}");
+    }
+}
+
+/// NaN and ∞ in A and B reach exactly the elements whose f64 reference has them (the CSR kernel
+/// multiplies only stored nonzeros), split rows included; an f16 result beyond the range is ±∞.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_half_kernels_propagate_non_finite_values_and_overflow_as_a_cast() {
+    let gpu = gpu();
+    let n = 40;
+    let (a, b) = non_finite_operands(n, n);
+    let c0 = vec![f32::NAN; 70 * n];
+    for arith in [RowTileArith::F16, RowTileArith::Bf16] {
+        let bound = Bound::csr(arith, a.longest_row());
+        for chunk in [2u32, 256] {
+            let mut dev = CsrSpmm::with_chunk(&gpu, &a, chunk).unwrap();
+            let (b, _, got) = run_csr(
+                &gpu,
+                &mut dev,
+                arith,
+                Dense::new(1.0, &b, n, 0.0, &c0, n, n),
+            );
+            let what = format!("CSR {arith:?} non-finite, chunk {chunk}");
+            check(
+                &what,
+                &a,
+                Dense::new(1.0, &b, n, 0.0, &c0, n, n),
+                &got,
+                bound,
+                &|_, _| false,
+            );
+        }
+    }
+    let t: Vec<(u32, u32, f32)> = (0..4u32).map(|i| (i, i, 1.0)).collect();
+    let a = csr_from_triplets(4, 4, &t).unwrap();
+    let n = 8;
+    let b = vec![65504.0f32; 4 * n];
+    let c0 = vec![0.0f32; 4 * n];
+    let mut dev = CsrSpmm::new(&gpu, &a).unwrap();
+    for (alpha, want) in [
+        (1.0f32, 65504.0f32),
+        (1.0009, f32::INFINITY),
+        (-1.0009, f32::NEG_INFINITY),
+        (1.0001, 65504.0),
+    ] {
+        let d = Dense::new(alpha, &b, n, 0.0, &c0, n, n);
+        let (_, _, got) = run_csr(&gpu, &mut dev, RowTileArith::F16, d);
+        assert!(got.iter().all(|&g| g == want), "α = {alpha}: {got:?}");
+    }
+}
+
+/// Operands shorter than the shapes need are refused before anything is queued.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_half_kernel_refuses_short_operands() {
+    let gpu = gpu();
+    let a = Gen::new(40, 30, 4, 3).build();
+    let mut dev = CsrSpmm::new(&gpu, &a).unwrap();
+    let n = 8;
+    let b = gpu.upload(&vec![half::f16::ZERO; 30 * n - 1]).unwrap();
+    let mut c = gpu.upload(&vec![half::f16::ZERO; 40 * n]).unwrap();
+    let r = dev.enqueue_half(
+        1.0,
+        &tcsparse_gpu::Dense::packed(&b, n),
+        0.0,
+        &mut tcsparse_gpu::DenseMut::packed(&mut c, n),
+    );
+    assert!(r.is_err());
 }

@@ -1,10 +1,13 @@
-//! Our CUDA-core CSR SpMM (`kernels-ptx/csr_spmm.cu`): `C = α·A·B + β·C`, f32, B (`K × n`) and C
-//! (`M × n`) dense row-major with leading dimension `n`. With β = 0, C is never read.
+//! Our CUDA-core CSR SpMM (`kernels-ptx/csr_spmm.cu`): `C = α·A·B + β·C` with f32 A values and f32
+//! accumulation, B (`K × n`) and C (`M × n`) dense row-major, in f32
+//! ([`crate::DeviceProduct::enqueue`]) or f16 / bf16 ([`CsrSpmm::enqueue_half`]: B widened
+//! exactly, C rounded to the type). With β = 0, C is never read.
 //!
 //! Work is balanced by nonzeros ([`csr_work`]): each warp gets either whole consecutive rows (up to
 //! a nonzero budget; empty rows cost nothing but their store) or one chunk of a longer row, whose
-//! chunks add their partial sums with atomics after a β pre-scale of just those rows. One warp
-//! covers 128 features per pass with one float4 gather per nonzero and lane, several in flight.
+//! chunks add their partial sums with atomics after a β pre-scale of just those rows (in f16 /
+//! bf16: into f32 scratch rows, rounded into C after the kernel). One warp covers 128 features per
+//! pass with one float4 (16-bit types: 8-byte) gather per nonzero and lane, several in flight.
 //!
 //! [`CsrSpmm::new`] uploads A and its work list once; [`crate::DeviceProduct::enqueue`] checks the dense operands'
 //! lengths and launches.
@@ -12,11 +15,14 @@
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig};
 use tcsparse_formats::Csr;
 
+use super::half_split::{HalfSplit, finish_signature};
 use super::launch_flags_at;
+use super::row_tile::{RowTileArith, RowTileHalf};
 use crate::device_csr::{DeviceCsr, check_csr};
-use crate::launch::Launch;
-use crate::product::{Checked, DeviceProduct};
+use crate::launch::{Arg, Launch};
+use crate::product::{Checked, Dense, DenseMut, DeviceProduct, checked_width};
 use crate::schedule::{SplitRows, upload_nonempty, upload_values};
+use crate::signature::concat;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Kernel entry name.
@@ -28,28 +34,71 @@ pub const COLS_PER_WARP: u32 = 128;
 /// Default nonzero budget of one warp item ([`csr_work`]).
 pub const DEFAULT_CHUNK_NNZ: u32 = 256;
 
-/// The `.entry` signatures this module launches (checked against the PTX by a CPU test).
-pub const SIGNATURES: &[KernelSignature] = &[SIG];
+/// The f16 / bf16 entries, `[f16, bf16]`: B and C as their 16-bit bits; a split row's chunks add
+/// into its f32 scratch row and [`FINISH_ENTRIES`] round it into C.
+pub const HALF_ENTRIES: [&str; 2] = ["csr_spmm_f16", "csr_spmm_bf16"];
+/// The split rows' finish of [`HALF_ENTRIES`], same order.
+pub const FINISH_ENTRIES: [&str; 2] = ["csr_split_finish_f16", "csr_split_finish_bf16"];
+
+/// The `.entry` signatures this module launches (checked against the PTX by a CPU test): f32,
+/// [`HALF_ENTRIES`], then [`FINISH_ENTRIES`].
+pub const SIGNATURES: &[KernelSignature] = &[
+    SIG,
+    HALF_SIGNATURES[0],
+    HALF_SIGNATURES[1],
+    FINISH_SIGNATURES[0],
+    FINISH_SIGNATURES[1],
+];
+
+const PARAMS: [ParamKind; 13] = [
+    ParamKind::Ptr, // indptr  (u32, m+1)
+    ParamKind::Ptr, // indices (u32, nnz)
+    ParamKind::Ptr, // values  (f32, nnz)
+    ParamKind::Ptr, // work    (u32, 4 per item)
+    ParamKind::U32, // items
+    ParamKind::Ptr, // B       (f32 / 16-bit, k*ldb)
+    ParamKind::U32, // ldb
+    ParamKind::Ptr, // C       (f32 / 16-bit, m*ldc)
+    ParamKind::U32, // ldc
+    ParamKind::U32, // n
+    ParamKind::F32, // alpha
+    ParamKind::F32, // beta
+    ParamKind::U32, // flags
+];
+
+/// The f16 / bf16 entries: the f32 parameters, then the split rows and their scratch.
+const HALF_PARAMS: [ParamKind; 16] = concat(
+    &PARAMS,
+    &[
+        ParamKind::Ptr, // split_ids (the split rows, ascending)
+        ParamKind::U32, // split_count
+        ParamKind::Ptr, // scratch (split_count · n f32, zeroed)
+    ],
+);
 
 const SIG: KernelSignature = KernelSignature {
     module: KernelModule::CsrSpmm,
     name: ENTRY,
-    params: &[
-        ParamKind::Ptr, // indptr  (u32, m+1)
-        ParamKind::Ptr, // indices (u32, nnz)
-        ParamKind::Ptr, // values  (f32, nnz)
-        ParamKind::Ptr, // work    (u32, 4 per item)
-        ParamKind::U32, // items
-        ParamKind::Ptr, // B       (f32, k*ldb)
-        ParamKind::U32, // ldb
-        ParamKind::Ptr, // C       (f32, m*ldc)
-        ParamKind::U32, // ldc
-        ParamKind::U32, // n
-        ParamKind::F32, // alpha
-        ParamKind::F32, // beta
-        ParamKind::U32, // flags
-    ],
+    params: &PARAMS,
 };
+
+const HALF_SIGNATURES: [KernelSignature; 2] = [
+    KernelSignature {
+        module: KernelModule::CsrSpmm,
+        name: HALF_ENTRIES[0],
+        params: &HALF_PARAMS,
+    },
+    KernelSignature {
+        module: KernelModule::CsrSpmm,
+        name: HALF_ENTRIES[1],
+        params: &HALF_PARAMS,
+    },
+];
+
+const FINISH_SIGNATURES: [KernelSignature; 2] = [
+    finish_signature(KernelModule::CsrSpmm, FINISH_ENTRIES[0]),
+    finish_signature(KernelModule::CsrSpmm, FINISH_ENTRIES[1]),
+];
 
 /// The work list, its builder and its row cap: [`tcsparse_planner::work::csr`].
 pub use tcsparse_planner::work::csr::{CsrWork, MAX_ROWS_PER_ITEM, csr_work};
@@ -70,6 +119,15 @@ pub struct CsrSpmm {
     row_offsets: Option<Vec<u32>>,
     work: DeviceWork,
     func: CudaFunction,
+    /// The f16 / bf16 entry last run and its split rows' finish (loaded on first use).
+    half: Option<HalfKernel>,
+}
+
+/// The kernel of one 16-bit type ([`HALF_ENTRIES`]) with its split rows' finish and scratch.
+struct HalfKernel {
+    arith: RowTileArith,
+    main: CudaFunction,
+    split: HalfSplit,
 }
 
 /// Loads the modules the CSR kernel's launches need, if not loaded yet: its own and the β
@@ -167,6 +225,17 @@ impl DeviceWork {
     }
 }
 
+/// Launch configuration of `num_items` warp items at `n` columns: a warp per item, one grid row per
+/// slab of [`COLS_PER_WARP`] columns (at most 65 535; the kernel strides over further slabs).
+fn launch_config(num_items: usize, n: usize) -> LaunchConfig {
+    let slabs = n.div_ceil(COLS_PER_WARP as usize).clamp(1, 65_535) as u32;
+    LaunchConfig {
+        grid_dim: ((num_items as u32).div_ceil(WARPS_PER_BLOCK), slabs, 1),
+        block_dim: (32, WARPS_PER_BLOCK, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 impl_debug!(CsrSpmm, |s|
     m: s.m, k: s.k, nnz: s.nnz, chunk_nnz: s.work.chunk_nnz, items: s.work.num_items,
     split_rows: s.work.split.count());
@@ -239,6 +308,7 @@ impl CsrSpmm {
             row_offsets,
             csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
+            half: None,
         })
     }
 
@@ -283,22 +353,103 @@ impl CsrSpmm {
 
     /// Launch configuration for `n` columns.
     pub fn launch_config(&self, n: usize) -> LaunchConfig {
-        let slabs = n.div_ceil(COLS_PER_WARP as usize).clamp(1, 65_535) as u32;
-        LaunchConfig {
-            grid_dim: (
-                (self.work.num_items as u32).div_ceil(WARPS_PER_BLOCK),
-                slabs,
-                1,
-            ),
-            block_dim: (32, WARPS_PER_BLOCK, 1),
-            shared_mem_bytes: 0,
-        }
+        launch_config(self.work.num_items, n)
     }
 
     /// Replaces the values (same pattern, CSR order, `values.len()` = nonzeros) with one upload.
     pub fn set_values(&mut self, values: &[f32]) -> Result<(), GpuError> {
         self.csr.values = upload_values(&self.gpu, values, self.nnz)?;
         Ok(())
+    }
+}
+
+impl CsrSpmm {
+    /// `C = α·A·B + β·C` with B (`K × n`, leading dimension `ldb`) and C (`M × n`, `ldc`) views in
+    /// the 16-bit type `T` (f16 or bf16), queued on the GPU's stream: A's f32 values times B
+    /// widened exactly, f32 accumulation, β·C read in `T` (not at all when β = 0), C rounded to `T`
+    /// to nearest (beyond its range ±∞, as a cast). Split rows add into f32 scratch rows (zeroed
+    /// first) that the finish kernel rounds into C. Operands too short for their shapes are
+    /// refused before anything is queued.
+    pub fn enqueue_half<T: RowTileHalf>(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_, T>,
+        beta: f32,
+        c: &mut DenseMut<'_, T>,
+    ) -> Result<(), GpuError> {
+        let n = checked_width((self.m, self.k), u32::MAX as usize / 2, false, b, c)?;
+        let num_items = self.work.num_items;
+        if num_items > u32::MAX as usize / 2 {
+            return Err(GpuError::Invalid(format!(
+                "{num_items} work items exceed u32"
+            )));
+        }
+        if self.m == 0 || n == 0 {
+            return Ok(());
+        }
+        let gpu = self.gpu.clone();
+        let half = match self.half.take() {
+            Some(h) if h.arith == T::ARITH => h,
+            _ => {
+                let bf = usize::from(T::ARITH == RowTileArith::Bf16);
+                HalfKernel {
+                    arith: T::ARITH,
+                    main: gpu.function(KernelModule::CsrSpmm, HALF_ENTRIES[bf])?,
+                    split: HalfSplit::new(&gpu, &FINISH_SIGNATURES[bf])?,
+                }
+            }
+        };
+        let half = self.half.insert(half);
+        let split = &self.work.split;
+        let mut scratch = half.split.take_zeroed(&gpu, split.count() * n)?;
+        let mut run = || -> Result<(), GpuError> {
+            let bf = usize::from(T::ARITH == RowTileArith::Bf16);
+            let (ldb, ldc) = (b.ld(), c.ld());
+            let mut l = Launch::new(gpu.stream(), &half.main, &HALF_SIGNATURES[bf]);
+            let b_ptr = l.borrow(b.buf());
+            let c_ptr = l.borrow_mut(c.buf());
+            let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
+            // The split rows' scratch (none: count 0, never dereferenced).
+            let s_ptr = scratch.as_mut().map_or(0, |s| l.borrow_mut(s));
+            l.input(&self.csr.indptr)
+                .input(&self.csr.indices)
+                .input(&self.csr.values)
+                .input(&self.work.items)
+                .u32(num_items as u32)
+                .dense_operands(b_ptr, ldb as u32, c_ptr, ldc as u32)
+                .u32(n as u32)
+                .f32(alpha)
+                .f32(beta)
+                .u32(flags)
+                .input(split.ids())
+                .u32(split.count() as u32)
+                .arg(Arg::Ptr(s_ptr));
+            let config = launch_config(num_items, n);
+            // SAFETY: as `enqueue_checked`'s (1)–(3), for `csr_spmm_f16` / `_bf16` (the entry of
+            // T's type, HALF_SIGNATURES checked against the PTX) on B and C of T (16-bit; flag
+            // bit 0 only with ldb and ldc multiples of 4 and 16-byte aligned starts, so every
+            // 8-byte access is aligned). (4) Split rows: `split` holds the work list's split
+            // rows, ascending, and the kernel writes a split row's sums only into its scratch row
+            // (found among them), `count · n` floats zeroed just before on this stream (16-byte
+            // aligned vector atomics only when n is a multiple of 4); C is not touched there.
+            unsafe { l.launch(config.into())? };
+            match &scratch {
+                Some(s) => half.split.launch_finish(
+                    &gpu,
+                    split.ids(),
+                    split.count(),
+                    1,
+                    s,
+                    c,
+                    self.m,
+                    beta,
+                ),
+                None => Ok(()),
+            }
+        };
+        let result = run();
+        half.split.put_back(scratch);
+        result
     }
 }
 

@@ -11,6 +11,7 @@ use crate::{GpuError, ParamKind};
 
 pub mod acc;
 pub mod csr;
+mod half_split;
 pub mod hrpb;
 pub mod row_tile;
 pub mod staged;

@@ -32,6 +32,7 @@ use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::{RowTileStructure, RowTileTcf, SENTINEL};
 use tcsparse_planner::{AccSchedule, Eq4Model};
 
+use super::half_split::{HalfSplit, finish_signature};
 use super::{AccSpmmError, SCHEDULED_TAIL, launch_flags_at, launch_shape, to_tf32};
 use crate::device_csr::DeviceCsr;
 use crate::launch::{Arg, Launch, Shape};
@@ -335,19 +336,6 @@ const HALF_PARAMS: [ParamKind; 19] = concat(
     ],
 );
 
-/// `row_tile_split_finish_{f16,bf16}`: C = round(scratch + β·C) on the split windows' rows.
-const FINISH_PARAMS: [ParamKind; 9] = [
-    ParamKind::Ptr, // ids (the split windows, ascending)
-    ParamKind::U32, // count
-    ParamKind::Ptr, // scratch
-    ParamKind::Ptr, // C (16-bit)
-    ParamKind::U32, // ldc
-    ParamKind::U32, // M
-    ParamKind::U32, // N
-    ParamKind::F32, // beta
-    ParamKind::U32, // group_rows (window rows)
-];
-
 /// The split-window finish of the f16 / bf16 kernels, `[f16, bf16]`.
 const FINISH_ENTRIES: [&str; 2] = ["row_tile_split_finish_f16", "row_tile_split_finish_bf16"];
 
@@ -384,8 +372,8 @@ pub const SIGNATURES: &[KernelSignature] = &[
 
 /// The signatures of [`FINISH_ENTRIES`], same order.
 const FINISH_SIGNATURES: [KernelSignature; 2] = [
-    signature(FINISH_ENTRIES[0], &FINISH_PARAMS),
-    signature(FINISH_ENTRIES[1], &FINISH_PARAMS),
+    finish_signature(KernelModule::RowTileSpmm, FINISH_ENTRIES[0]),
+    finish_signature(KernelModule::RowTileSpmm, FINISH_ENTRIES[1]),
 ];
 
 /// How the device copy stores the tiles.
@@ -495,13 +483,6 @@ pub struct RowTileDevice {
     /// f16 / bf16 kernels: `row_tile_split_finish_*` and the f32 rows their split windows add
     /// into (`split windows · window_rows · n` floats, grown to the widest n run so far).
     half_split: Option<HalfSplit>,
-}
-
-/// The f16 / bf16 kernels' split windows: partial sums go to f32 scratch rows, zeroed before the
-/// kernel, and the finish kernel adds β·C and rounds them into C after it.
-struct HalfSplit {
-    finish: CudaFunction,
-    scratch: Option<CudaSlice<f32>>,
 }
 
 /// `kind` built over the windows `rwo`, validated and uploaded.
@@ -618,13 +599,10 @@ impl RowTileDevice {
             a_scale,
             main: gpu.function(KernelModule::RowTileSpmm, entry)?,
             half_split: match arith {
-                RowTileArith::F16 | RowTileArith::Bf16 => Some(HalfSplit {
-                    finish: gpu.function(
-                        KernelModule::RowTileSpmm,
-                        FINISH_ENTRIES[usize::from(arith == RowTileArith::Bf16)],
-                    )?,
-                    scratch: None,
-                }),
+                RowTileArith::F16 | RowTileArith::Bf16 => Some(HalfSplit::new(
+                    gpu,
+                    &FINISH_SIGNATURES[usize::from(arith == RowTileArith::Bf16)],
+                )?),
                 _ => None,
             },
         })
@@ -754,80 +732,43 @@ impl RowTileDevice {
             return Ok(());
         };
         // The split windows' scratch rows: split · window_rows · n floats.
-        let len = self.sched.split.count() * self.kernel.window_rows as usize * n;
-        let mut scratch = None;
-        if len != 0 {
-            let hs = self.half_split.as_mut().ok_or_else(|| {
-                GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
-            })?;
-            if hs.scratch.as_ref().is_none_or(|s| s.len() < len) {
-                hs.scratch = Some(self.gpu.alloc_zeros::<f32>(len)?);
+        let split = self.sched.split.count();
+        let len = split * self.kernel.window_rows as usize * n;
+        let mut scratch = match (len, self.half_split.as_mut()) {
+            (0, _) => None,
+            (_, Some(hs)) => hs.take_zeroed(&self.gpu, len)?,
+            (_, None) => {
+                return Err(GpuError::Invalid(format!(
+                    "no split finish for {}",
+                    self.kernel.name()
+                )));
             }
-            scratch = hs.scratch.take();
-        }
+        };
         // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
         let alpha = alpha * self.a_scale;
-        // Split windows: the used scratch zeroed, the main kernel adds into it, the finish
-        // rounds it into C.
+        // Split windows: the main kernel adds into the zeroed scratch, the finish rounds it into
+        // C (ids: the split windows, ascending, < ⌈M / window_rows⌉ by flatten_schedule).
         let mut run = || {
-            if let Some(s) = scratch.as_mut() {
-                self.gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
-            }
             self.launch_main(shape, alpha, b, beta, c, scratch.as_mut())?;
-            match &scratch {
-                Some(s) => self.launch_finish(s, c, beta),
-                None => Ok(()),
+            match (&scratch, &self.half_split) {
+                (Some(s), Some(hs)) => hs.launch_finish(
+                    &self.gpu,
+                    self.sched.split.ids(),
+                    split,
+                    self.kernel.window_rows,
+                    s,
+                    c,
+                    self.rows,
+                    beta,
+                ),
+                _ => Ok(()),
             }
         };
         let run = run();
-        if let (Some(hs), Some(s)) = (self.half_split.as_mut(), scratch) {
-            hs.scratch = Some(s);
+        if let Some(hs) = self.half_split.as_mut() {
+            hs.put_back(scratch);
         }
         run
-    }
-
-    /// `row_tile_split_finish_{f16,bf16}` on C (16-bit, `M × n`, leading dimension `ldc`):
-    /// C = round(scratch + β·C) on the split windows' rows, after the main kernel filled
-    /// `scratch` (at least `split windows · window_rows · n` floats).
-    fn launch_finish<T>(
-        &self,
-        scratch: &CudaSlice<f32>,
-        c: &mut DenseMut<'_, T>,
-        beta: f32,
-    ) -> Result<(), GpuError> {
-        let hs = self.half_split.as_ref().ok_or_else(|| {
-            GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
-        })?;
-        let split = self.sched.split.count();
-        let group_rows = self.kernel.window_rows;
-        let grid = (split as u32).min(65_535);
-        let (ldc, m, n) = (c.ld() as u32, self.rows as u32, c.n() as u32);
-        let sig = &FINISH_SIGNATURES[usize::from(self.kernel.arith == RowTileArith::Bf16)];
-        let mut l = Launch::new(self.gpu.stream(), &hs.finish, sig);
-        l.input(self.sched.split.ids())
-            .u32(split as u32)
-            .input(scratch)
-            .output(c.buf())
-            .u32(ldc)
-            .u32(m)
-            .u32(n)
-            .f32(beta)
-            .u32(group_rows);
-        // SAFETY: (1) the arguments fill `row_tile_split_finish_{f16,bf16}(const u32*, u32, const
-        // float*, u16*, u32, u32, u32, float, u32)` (FINISH_PARAMS, checked against the PTX by a
-        // CPU test), the entry of the kernel's type, and C holds that 16-bit type (enqueue_half
-        // checked T::ARITH). (2) Only C is written, borrowed mutably for this call; the scratch
-        // is read after the main kernel on the same stream. (3) In bounds: `ids` holds the
-        // `split` ascending window ids < ⌈M / group_rows⌉ (flatten_schedule), the kernel skips rows
-        // ≥ M and features ≥ n, scratch holds split · group_rows · n floats (the caller's
-        // contract), and check_dense proved (M−1)·ldc + n ≤ C.len().
-        unsafe {
-            l.launch(Shape {
-                grid: (grid, 1, 1),
-                block: (256, 1, 1),
-                shared_bytes: 0,
-            })
-        }
     }
 
     /// Launches the main kernel on B and C of its element type (f32, or the bits of f16 / bf16),

@@ -1,0 +1,122 @@
+//! The split groups of the f16 / bf16 kernels (row-tile windows, CSR rows): a 16-bit C cannot take
+//! partial sums, so the thread blocks of a split group add theirs into f32 scratch rows, zeroed
+//! before the kernel, and a finish kernel (`split_rows_finish` of `kernels-ptx/tc_common.cuh`)
+//! rounds scratch + β·C into C after it.
+
+use cudarc::driver::{CudaFunction, CudaSlice};
+
+use crate::launch::{Launch, Shape};
+use crate::product::DenseMut;
+use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
+
+/// The finish entries' parameters (`split_rows_finish`): C = round(scratch + β·C) on the split
+/// groups' rows.
+const FINISH_PARAMS: [ParamKind; 9] = [
+    ParamKind::Ptr, // ids (the split groups, ascending)
+    ParamKind::U32, // count
+    ParamKind::Ptr, // scratch
+    ParamKind::Ptr, // C (16-bit)
+    ParamKind::U32, // ldc
+    ParamKind::U32, // M
+    ParamKind::U32, // N
+    ParamKind::F32, // beta
+    ParamKind::U32, // group_rows
+];
+
+/// The signature of a finish entry `name` of `module`.
+pub(crate) const fn finish_signature(module: KernelModule, name: &'static str) -> KernelSignature {
+    KernelSignature {
+        module,
+        name,
+        params: &FINISH_PARAMS,
+    }
+}
+
+/// A kernel's split groups in f16 / bf16: the finish entry and the f32 rows the groups add into
+/// (grown to the largest length asked so far).
+pub(crate) struct HalfSplit {
+    finish: CudaFunction,
+    sig: &'static KernelSignature,
+    scratch: Option<CudaSlice<f32>>,
+}
+
+impl HalfSplit {
+    /// The finish entry of `sig`, loaded; no scratch yet.
+    pub(crate) fn new(gpu: &Gpu, sig: &'static KernelSignature) -> Result<Self, GpuError> {
+        Ok(Self {
+            finish: gpu.function(sig.module, sig.name)?,
+            sig,
+            scratch: None,
+        })
+    }
+
+    /// Scratch of at least `len` floats, taken out (zeroed on the GPU's stream for its first
+    /// `len`); hand it back with [`HalfSplit::put_back`]. `None` when `len` is 0.
+    pub(crate) fn take_zeroed(
+        &mut self,
+        gpu: &Gpu,
+        len: usize,
+    ) -> Result<Option<CudaSlice<f32>>, GpuError> {
+        if len == 0 {
+            return Ok(None);
+        }
+        let mut s = match self.scratch.take() {
+            Some(s) if s.len() >= len => s,
+            _ => gpu.alloc_zeros::<f32>(len)?,
+        };
+        gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
+        Ok(Some(s))
+    }
+
+    /// Keeps `scratch` for the next product.
+    pub(crate) fn put_back(&mut self, scratch: Option<CudaSlice<f32>>) {
+        if scratch.is_some() {
+            self.scratch = scratch;
+        }
+    }
+
+    /// The finish on C (16-bit, `rows × n`, leading dimension `ldc`, checked by the caller
+    /// against `rows`): C = round(scratch + β·C) on the rows of the `count` groups `ids`
+    /// (ascending group ids, each `group_rows` rows, all < ⌈rows / group_rows⌉), after the main
+    /// kernel filled `scratch` (at least `count · group_rows · n` floats) on the same stream.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_finish<T>(
+        &self,
+        gpu: &Gpu,
+        ids: &CudaSlice<u32>,
+        count: usize,
+        group_rows: u32,
+        scratch: &CudaSlice<f32>,
+        c: &mut DenseMut<'_, T>,
+        rows: usize,
+        beta: f32,
+    ) -> Result<(), GpuError> {
+        let grid = (count as u32).min(65_535);
+        let (ldc, m, n) = (c.ld() as u32, rows as u32, c.n() as u32);
+        let mut l = Launch::new(gpu.stream(), &self.finish, self.sig);
+        l.input(ids)
+            .u32(count as u32)
+            .input(scratch)
+            .output(c.buf())
+            .u32(ldc)
+            .u32(m)
+            .u32(n)
+            .f32(beta)
+            .u32(group_rows);
+        // SAFETY: (1) the arguments fill `split_rows_finish`'s entry (`sig`: (const u32*, u32,
+        // const float*, u16*, u32, u32, u32, float, u32), checked against the PTX by a CPU test);
+        // C holds the entry's 16-bit type (the caller launched the main kernel of that type on
+        // it). (2) Only C is written, borrowed mutably for this call; the scratch is read after
+        // the main kernel on the same stream. (3) In bounds: `ids` holds `count` ascending group
+        // ids < ⌈rows / group_rows⌉ and the kernel skips rows ≥ rows and features ≥ n; scratch
+        // holds count · group_rows · n floats and (rows − 1)·ldc + n ≤ C.len() (the caller's
+        // contract, checked by check_dense / checked_width).
+        unsafe {
+            l.launch(Shape {
+                grid: (grid, 1, 1),
+                block: (256, 1, 1),
+                shared_bytes: 0,
+            })
+        }
+    }
+}
