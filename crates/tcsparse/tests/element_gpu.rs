@@ -1,6 +1,6 @@
 //! Element types and 3×TF32 on a GPU engine (ignored without a GPU; they FAIL under
 //! `--include-ignored` on a machine without one): B and C in f16 or bf16 run on the f16 / bf16
-//! row-tile kernels and `Precision::Tf32x3` on the 3×TF32 ones, each within the bound
+//! row-tile kernels or the CSR kernel and `Precision::Tf32x3` on the 3×TF32 ones, each within the bound
 //! `Prepared::error_bound` reports, against the f64 reference; combinations no GPU kernel has are
 //! refused at preparation with `Error::Unsupported` naming what was asked for, and f32 products
 //! are unchanged.
@@ -18,19 +18,31 @@ mod support;
 use support::gpu_engine as engine;
 use support::{assert_element_type, assert_unsupported};
 
-/// Products in `T` on a GPU preparation for `T`: the f16 / bf16 row-tile kernel runs, and
-/// every N meets `Prepared::error_bound` (β = 0 with C poisoned by NaN, and β ≠ 0).
-fn half_products<T: Element>(engine: &Engine, a: &Csr, arith: RowTileArith) {
+/// Products in `T` on a GPU preparation for `T` of `request` (`Auto`: tuned): the f16 / bf16
+/// row-tile kernel of `arith` (not for a CSR request) or the CSR kernel runs, and every N meets
+/// `Prepared::error_bound` (β = 0 with C poisoned by NaN, and β ≠ 0).
+fn half_products<T: Element>(
+    engine: &Engine,
+    a: &Csr,
+    arith: RowTileArith,
+    request: KernelRequest,
+) {
     let k = a.longest_row();
-    for n in [8usize, 32, 100, 128, 512, 1000] {
-        let opts = PrepareOptions::builder().n(n).dtype(T::DTYPE).build();
+    for n in [8usize, 32, 37, 100, 128, 512, 1000] {
+        let opts = PrepareOptions::builder()
+            .n(n)
+            .dtype(T::DTYPE)
+            .kernel(request)
+            .build();
         let mut p = engine.prepare_spmm(a, &opts).unwrap();
-        assert!(
-            matches!(p.kernel(), ExecKernel::RowTile { kernel, .. } if kernel.arith == arith),
-            "{}: {}",
-            T::DTYPE,
-            p.kernel()
-        );
+        let expected = match p.kernel() {
+            ExecKernel::RowTile { kernel, .. } => {
+                kernel.arith == arith && request != KernelRequest::Csr
+            }
+            ExecKernel::CsrCuda(_) => true,
+            _ => false,
+        };
+        assert!(expected, "{} {request:?}: {}", T::DTYPE, p.kernel());
         assert_eq!(p.dtype(), T::DTYPE);
         let b: Vec<T> = support::values(a.cols() * n, 11)
             .into_iter()
@@ -79,11 +91,13 @@ fn half_products<T: Element>(engine: &Engine, a: &Csr, arith: RowTileArith) {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn f16_and_bf16_run_on_the_row_tile_kernels_within_the_reported_bound() {
+fn f16_and_bf16_run_on_their_kernels_within_the_reported_bound() {
     let engine = engine();
     let a = support::hub_rows_203();
-    half_products::<f16>(&engine, &a, RowTileArith::F16);
-    half_products::<bf16>(&engine, &a, RowTileArith::Bf16);
+    for request in [KernelRequest::Auto, KernelRequest::Csr] {
+        half_products::<f16>(&engine, &a, RowTileArith::F16, request);
+        half_products::<bf16>(&engine, &a, RowTileArith::Bf16, request);
+    }
     // TC32 on request; the report prints the kernel and its arithmetic.
     let opts = PrepareOptions::builder()
         .n(64)

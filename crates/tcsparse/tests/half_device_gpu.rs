@@ -164,8 +164,8 @@ fn scattered(rows: usize) -> Csr {
     tcsparse::formats::csr::csr_from_triplets(rows, rows, &t).unwrap()
 }
 
-/// The tuned f16 / bf16 preparation keeps the fastest row-tile kernel it timed (cuSPARSE in the
-/// type is neither timed nor kept: no bound holds for it), and it meets the bound on the host
+/// The tuned f16 / bf16 preparation keeps the fastest kernel it timed (row-tile or CSR; cuSPARSE in
+/// the type is neither timed nor kept: no bound holds for it), and it meets the bound on the host
 /// and device paths.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -186,6 +186,12 @@ fn the_tuned_half_preparation_keeps_its_fastest_row_tile_sample() {
                         fastest.candidate.starts_with(&kernel.name()),
                         "{} kept, {fastest:?} fastest",
                         p.kernel()
+                    );
+                }
+                k @ ExecKernel::CsrCuda(_) => {
+                    assert!(
+                        fastest.candidate.starts_with(&k.to_string()),
+                        "{k} kept, {fastest:?} fastest"
                     );
                 }
                 other => panic!("{dtype}: {other}"),

@@ -97,22 +97,51 @@ impl DeviceState {
     }
 }
 
-/// A 16-bit element type of the GPU's f16 / bf16 products (the row-tile kernels'), permuted on
-/// the device as its bits.
+/// A 16-bit element type of the GPU's f16 / bf16 products (the row-tile kernels' and the kernel
+/// families' with [`FamilyDevice::half`]), permuted on the device as its bits.
 pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
     /// The scratch buffers of this type.
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
+
+    /// `d`'s product in this type.
+    fn enqueue_on(
+        d: &mut dyn family::HalfProduct,
+        alpha: f32,
+        b: &tcsparse_gpu::Dense<'_, Self>,
+        beta: f32,
+        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
+    ) -> Result<(), Error>;
 }
 
 impl HalfElement for f16 {
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.f16
     }
+
+    fn enqueue_on(
+        d: &mut dyn family::HalfProduct,
+        alpha: f32,
+        b: &tcsparse_gpu::Dense<'_, Self>,
+        beta: f32,
+        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
+    ) -> Result<(), Error> {
+        d.enqueue_f16(alpha, b, beta, c)
+    }
 }
 
 impl HalfElement for bf16 {
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
         &mut s.bf16
+    }
+
+    fn enqueue_on(
+        d: &mut dyn family::HalfProduct,
+        alpha: f32,
+        b: &tcsparse_gpu::Dense<'_, Self>,
+        beta: f32,
+        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
+    ) -> Result<(), Error> {
+        d.enqueue_bf16(alpha, b, beta, c)
     }
 }
 

@@ -7,10 +7,11 @@ use std::time::Instant;
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::device_csr::DeviceCsr;
+use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::{
     RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
 };
-use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, Timing};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, GpuError, Timing};
 
 use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
@@ -20,6 +21,7 @@ use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
 use super::family::EarlyWork;
+use super::family::csr::{CSR_TUNED_CHUNKS, CsrKernel};
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
@@ -51,15 +53,15 @@ fn dense_row_tile_structure(p: &Prepared) -> Option<tcsparse_formats::rowtile::R
 }
 
 /// The GPU's kernels for B and C in f16 / bf16 and for 3×TF32, as refusals name them.
-pub(crate) const GPU_TYPED_SPMM_KERNELS: &str =
-    "the row-tile kernels in f16, bf16 and 3xTF32 (TC16, TC32; masked tiles)";
+pub(crate) const GPU_TYPED_SPMM_KERNELS: &str = "the row-tile kernels in f16, bf16 and 3xTF32 \
+     (TC16, TC32; masked tiles) and the CSR kernel in f16 and bf16";
 
 /// What no SpMM kernel of the engine (`gpu`: a GPU engine) can honour, refused before any work:
 /// [`Precision::F16`] (f16 operands are [`PrepareOptions::dtype`]) anywhere; on a GPU, B and C
 /// in f16 or bf16 at another precision than TF32 (their kernels round A's values to the type:
 /// neither f32 nor 3×TF32 accuracy), and a kernel request other than [`KernelRequest::Auto`] or
-/// a masked row-tile kernel for f16, bf16 or 3×TF32 (the CPU path runs every combination:
-/// 3×TF32 as exact f32, f16/bf16 with f32 accumulation).
+/// a masked row-tile kernel for f16, bf16 or 3×TF32, or [`KernelRequest::Csr`] for f16 and bf16
+/// (the CPU path runs every combination: 3×TF32 as exact f32, f16/bf16 with f32 accumulation).
 fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     let refuse = |requested, kernels: &str, hint: &str| {
         Err(Error::Unsupported {
@@ -94,6 +96,7 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
     let kernel_ok = match opts.kernel {
         KernelRequest::Auto => true,
         KernelRequest::RowTile(k) => !k.dense_tiles,
+        KernelRequest::Csr => opts.dtype != DType::F32,
         _ => false,
     };
     if typed && !kernel_ok {
@@ -106,8 +109,8 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
             requested,
             &format!("{:?}", opts.kernel),
             &format!(
-                "; on a GPU it runs on {GPU_TYPED_SPMM_KERNELS}: KernelRequest::Auto or \
-                 RowTile(TC16 | TC32)"
+                "; on a GPU it runs on {GPU_TYPED_SPMM_KERNELS}: KernelRequest::Auto, \
+                 RowTile(TC16 | TC32) or (f16, bf16) Csr"
             ),
         );
     }
@@ -117,30 +120,58 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
 /// Windows per thread block the typed tuning times, beside a split schedule.
 const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
 
-/// [`Gpu::time_launches`] of `dev`'s f16 / bf16 kernel at width `n` on zero operands of `H`.
+/// [`Gpu::time_launches`] of `launch` (α = 1, β = 0) at width `n` on zero operands of `H`, B
+/// `cols × n` and C `rows × n`.
 fn time_half<H: RowTileHalf>(
     gpu: &Gpu,
-    dev: &mut RowTileDevice,
+    (rows, cols): (usize, usize),
     n: usize,
+    mut launch: impl FnMut(&Dense<'_, H>, &mut DenseMut<'_, H>) -> Result<(), GpuError>,
 ) -> Result<Timing, Error> {
-    let (rows, cols) = dev.shape();
     let b = gpu.alloc_zeros::<H>((cols * n).max(1))?;
     let mut c = gpu.alloc_zeros::<H>((rows * n).max(1))?;
     Ok(gpu.time_launches(1, 5, || {
-        dev.enqueue_half(
-            1.0,
-            &Dense::packed(&b, n),
-            0.0,
-            &mut DenseMut::packed(&mut c, n),
-        )
+        launch(&Dense::packed(&b, n), &mut DenseMut::packed(&mut c, n))
     })?)
+}
+
+/// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_TUNED_CHUNKS`] nonzeros per
+/// warp at width `n` (recorded in the report's tuning samples): the fastest budget's kernel and
+/// its time.
+fn tune_csr_half<H: RowTileHalf>(
+    gpu: &Gpu,
+    p: &mut Prepared,
+    n: usize,
+) -> Result<Option<(f64, CsrSpmm)>, Error> {
+    if p.a.rows() == 0 {
+        return Ok(None);
+    }
+    let shape = (p.a.rows(), p.a.cols());
+    let mut dev = CsrSpmm::with_chunk(gpu, &p.a, CSR_TUNED_CHUNKS[0])?;
+    let mut best: Option<(f64, u32)> = None;
+    for chunk_nnz in CSR_TUNED_CHUNKS {
+        dev.set_chunk(chunk_nnz)?;
+        let ms = time_half::<H>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?.median_ms;
+        p.report.tuning.push(TuneSample {
+            candidate: format!("{} in {}", CsrKernel { chunk_nnz }, H::ARITH.name()),
+            ms,
+        });
+        if best.is_none_or(|b| ms < b.0) {
+            best = Some((ms, chunk_nnz));
+        }
+    }
+    let Some((ms, chunk_nnz)) = best else {
+        return Ok(None);
+    };
+    dev.set_chunk(chunk_nnz)?;
+    Ok(Some((ms, dev)))
 }
 
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
 /// [`TYPED_PACKINGS`] windows per thread block and windows split at
-/// [`super::ROW_TILE_SPLIT_BLOCKS`]) on zero operands of the element type, records each in the
-/// report's tuning samples and keeps the fastest in `p` (uploaded again where it is not the
-/// one `p` runs). A candidate that cannot be built is skipped. cuSPARSE in f16 / bf16 is not a
+/// [`super::ROW_TILE_SPLIT_BLOCKS`]) and, for f16 / bf16, the CSR kernel ([`tune_csr_half`]) on
+/// zero operands of the element type, records each in the report's tuning samples and keeps the
+/// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be built is skipped. cuSPARSE in f16 / bf16 is not a
 /// candidate: it does not document its arithmetic in these types, and on the H200 its products
 /// exceeded even twice C's rounding beyond the f32-accumulation bound, data-dependently (ALG2 in
 /// f16 at α = −0.5, β = 2: by 4.5 % at n = 1000 and by 23 % at n = 512 after a checked product
@@ -155,9 +186,14 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
     });
     let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
+        let shape = dev.shape();
         let t = match arith {
-            RowTileArith::F16 => time_half::<f16>(gpu, dev, n)?,
-            RowTileArith::Bf16 => time_half::<bf16>(gpu, dev, n)?,
+            RowTileArith::F16 => {
+                time_half::<f16>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?
+            }
+            RowTileArith::Bf16 => {
+                time_half::<bf16>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?
+            }
             _ => {
                 let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
                 let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
@@ -185,6 +221,25 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
                 best = Some((ms, (window_rows, s)));
             }
         }
+    }
+    let csr = match arith {
+        RowTileArith::F16 => tune_csr_half::<f16>(gpu, p, n)?,
+        RowTileArith::Bf16 => tune_csr_half::<bf16>(gpu, p, n)?,
+        _ => None,
+    };
+    if let Some((ms, dev)) = csr.filter(|(ms, _)| best.is_none_or(|b| *ms < b.0)) {
+        let kernel = ExecKernel::CsrCuda(CsrKernel {
+            chunk_nnz: dev.chunk_nnz(),
+        });
+        p.report.kernel_note = format!(
+            "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
+            arith.name()
+        );
+        p.report.kernel = kernel;
+        p.report.thread_blocks = 0;
+        p.report.split_windows = 0;
+        p.dev = DeviceState::Family(Box::new(dev));
+        return Ok(());
     }
     let Some((ms, (window_rows, schedule))) = best else {
         return Ok(());
@@ -220,13 +275,13 @@ fn typed_arith(opts: &PrepareOptions) -> Option<RowTileArith> {
 
 impl Engine {
     /// A GPU preparation for f16 / bf16 B and C or for 3×TF32 ([`typed_arith`]): the masked
-    /// row-tile kernel of that arithmetic (the row-tile family is the one fastest on most shared
-    /// datasets in TF32; see docs/kernels/row-tile.md), without the plan cache (its entries name
-    /// TF32 and f32 kernels; the report says `Off`). With [`KernelRequest::Auto`] and `tune`,
-    /// [`tune_typed`] times both window heights and their packings (for f16 / bf16 also
-    /// cuSPARSE in the same type under each algorithm) and keeps the fastest;
-    /// otherwise TC16 (TC32 when `opts` requests it) runs under the requested row-tile
-    /// kernel's schedule rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
+    /// row-tile kernel of that arithmetic or, for f16 / bf16, the CSR kernel, without the plan
+    /// cache (its entries name TF32 and f32 kernels; the report says `Off`). With
+    /// [`KernelRequest::Auto`] and `tune`, [`tune_typed`] times both window heights and their
+    /// packings (for f16 / bf16 also the CSR kernel at each of its nonzero budgets) and keeps
+    /// the fastest; [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
+    /// TC16 (TC32 when `opts` requests it) runs under the requested row-tile kernel's schedule
+    /// rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
     /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
     /// reason in the report's note.
     fn prepare_typed(
@@ -236,6 +291,20 @@ impl Engine {
         arith: RowTileArith,
     ) -> Result<Prepared, Error> {
         let t = Instant::now();
+        if opts.kernel == KernelRequest::Csr {
+            // f16 / bf16 on the CSR kernel (refuse_unsupported let no other arithmetic through):
+            // its layout is f32's, its products take B and C in the type.
+            let o = PrepareOptions {
+                tune: false,
+                cache_dir: None,
+                ..opts.clone()
+            };
+            let stage = self.reorder_stage(&a, &o)?;
+            let mut p = self.prepare_reordered(a, stage, &o)?;
+            p.report.cache = CacheOutcome::Off;
+            p.report.total_s = t.elapsed().as_secs_f64();
+            return Ok(p);
+        }
         let rt = match opts.kernel {
             KernelRequest::RowTile(k) => k,
             _ => RowTileKernel::TC16,
@@ -642,6 +711,13 @@ mod tests {
                 assert_eq!(typed_arith(&o), want, "{dtype} {precision}");
             }
         }
+        // The CSR kernel takes f16 and bf16 (and f32), not 3×TF32.
+        for dtype in [DType::F16, DType::BF16, DType::F32] {
+            let o = opts(dtype, Precision::Tf32, KernelRequest::Csr);
+            assert!(refuse_unsupported(true, &o).is_ok(), "{dtype}");
+        }
+        let o = opts(DType::F32, Precision::Tf32x3, KernelRequest::Csr);
+        assert!(refuse_unsupported(true, &o).is_err());
     }
 
     #[test]

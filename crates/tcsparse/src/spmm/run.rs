@@ -241,20 +241,29 @@ impl Prepared {
         c: &mut dyn DevicePtrMut<H>,
         ldc: usize,
     ) -> Result<(), Error> {
-        match &mut self.dev {
+        let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
+        let ran = match &mut self.dev {
             DeviceState::RowTile(d) if d.kernel().arith == H::ARITH => {
-                let (b, mut c) = (Dense::new(b, n, ldb), DenseMut::new(c, n, ldc));
                 d.enqueue_half::<H>(alpha, &b, beta, &mut c)?;
+                true
             }
-            _ => {
-                return Err(Error::Unsupported {
-                    requested: Requested::Element(self.dtype),
-                    kernels: self.kernel().to_string(),
-                    hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
-                });
-            }
+            DeviceState::Family(d) => match d.half() {
+                Some(h) => {
+                    H::enqueue_on(h, alpha, &b, beta, &mut c)?;
+                    true
+                }
+                None => false,
+            },
+            _ => false,
+        };
+        if ran {
+            return Ok(());
         }
-        Ok(())
+        Err(Error::Unsupported {
+            requested: Requested::Element(self.dtype),
+            kernels: self.kernel().to_string(),
+            hint: format!("; the GPU runs it on {GPU_TYPED_SPMM_KERNELS}"),
+        })
     }
 
     /// [`Prepared::spmm_device`] with B and C of element type `T` (`f32`,

@@ -8,9 +8,12 @@ use std::time::Instant;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
-use tcsparse_gpu::{DeviceProduct, Gpu};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
 
-use super::{Build, Choice, EarlyWork, FamilyDevice, FamilyFacts, FamilyKernel, SpmmFamily};
+use super::{
+    Build, Choice, EarlyWork, FamilyDevice, FamilyFacts, FamilyKernel, HalfProduct, SpmmFamily,
+};
+use crate::element::{bf16, f16};
 use crate::spmm::codec::{Reader, StaleOrCorrupt, put_u32};
 use crate::spmm::tune::Tuning;
 use crate::{Balance, Error, ExecKernel, KernelRequest, Precision};
@@ -122,6 +125,33 @@ impl FamilyDevice for CsrSpmm {
 
     fn set_values(&mut self, _gpu: &Gpu, a: &Csr) -> Result<(), Error> {
         Ok(CsrSpmm::set_values(self, a.data())?)
+    }
+
+    fn half(&mut self) -> Option<&mut dyn HalfProduct> {
+        Some(self)
+    }
+}
+
+/// `csr_spmm_f16` / `_bf16`: A's f32 values, f32 accumulation ([`CsrSpmm::enqueue_half`]).
+impl HalfProduct for CsrSpmm {
+    fn enqueue_f16(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_, f16>,
+        beta: f32,
+        c: &mut DenseMut<'_, f16>,
+    ) -> Result<(), Error> {
+        Ok(self.enqueue_half(alpha, b, beta, c)?)
+    }
+
+    fn enqueue_bf16(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_, bf16>,
+        beta: f32,
+        c: &mut DenseMut<'_, bf16>,
+    ) -> Result<(), Error> {
+        Ok(self.enqueue_half(alpha, b, beta, c)?)
     }
 }
 

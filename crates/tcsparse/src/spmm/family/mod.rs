@@ -10,7 +10,8 @@
 //! - [`FamilyKernel`], on the parameters' type: its report name (`Display`), its plan-cache
 //!   encoding and the build of its device layout from the prepared matrix;
 //! - [`FamilyDevice`], on the device layout (held as `DeviceState::Family`): its products (it is a
-//!   [`DeviceProduct`]), the kernel it runs, its report's thread blocks and its value updates.
+//!   [`DeviceProduct`]; in f16 / bf16 through [`FamilyDevice::half`] where it has such kernels),
+//!   the kernel it runs, its report's thread blocks and its value updates.
 //!
 //! A family's tuning candidates are the one thing outside its file: `candidates.rs` calls them
 //! where the tuned preparation times its families. The kernels that are not families (Acc-SpMM,
@@ -20,7 +21,9 @@ use std::any::Any;
 
 use tcsparse_formats::Csr;
 use tcsparse_gpu::device_csr::DeviceCsr;
-use tcsparse_gpu::{DeviceProduct, Gpu};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
+
+use crate::element::{bf16, f16};
 
 use super::codec::{Reader, StaleOrCorrupt};
 use crate::{Error, ExecKernel, KernelRequest, Precision, PrepareOptions};
@@ -210,6 +213,34 @@ pub(crate) trait FamilyDevice: DeviceProduct + Send {
     /// Replaces the matrix's values with `a`'s (the prepared matrix: the same pattern, new
     /// values, in prepared order).
     fn set_values(&mut self, gpu: &Gpu, a: &Csr) -> Result<(), Error>;
+
+    /// Its products with B and C in f16 / bf16, where the family has such kernels.
+    fn half(&mut self) -> Option<&mut dyn HalfProduct> {
+        None
+    }
+}
+
+/// `C = α·A·B + β·C` with B (`K × n`) and C (`M × n`) in f16 or bf16, queued on the GPU's stream:
+/// f32 accumulation, C rounded to the type (beyond its range ±∞, as a cast); B and C checked
+/// against the matrix's shape before anything is queued.
+pub(crate) trait HalfProduct {
+    /// In f16.
+    fn enqueue_f16(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_, f16>,
+        beta: f32,
+        c: &mut DenseMut<'_, f16>,
+    ) -> Result<(), Error>;
+
+    /// In bf16.
+    fn enqueue_bf16(
+        &mut self,
+        alpha: f32,
+        b: &Dense<'_, bf16>,
+        beta: f32,
+        c: &mut DenseMut<'_, bf16>,
+    ) -> Result<(), Error>;
 }
 
 /// The family whose `--kernel` names include `name`, and the request it stands for.
