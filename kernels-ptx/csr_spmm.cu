@@ -23,41 +23,58 @@
 // float4 (16-bit types: 8 bytes) per gathered B row when flags bit 0 is set (ldb, ldc multiples of
 // 4, B and C aligned to four elements) and all four are < n.
 // The warp loads 32 (column, value) pairs at once and broadcasts them with shuffles, then issues
-// UNROLL B-row loads before their FMAs, so each warp keeps UNROLL 512-byte gathers in flight.
+// UNROLL B-row loads before their FMAs, so each warp keeps UNROLL 512-byte gathers in flight (f32;
+// the 16-bit entries keep HALF_UNROLL 256-byte gathers, held as their raw bits until the FMAs).
 
 #define FULL_MASK 0xffffffffu
 #define COLS_PER_WARP 128
 #ifndef UNROLL
 #define UNROLL 4
 #endif
+#ifndef HALF_UNROLL
+#define HALF_UNROLL 6
+#endif
 
 // Types and the guarded load of four features (load4_below).
 #include "tc_common.cuh"
 
-// Features col .. col + 3 of B row k in f32 (zeros beyond n).
-__device__ __forceinline__ float4 load_b4(const float* __restrict__ b, u64 ldb, u32 k, u64 col,
-                                          u32 n, bool vec) {
-    const float* p = b + (u64)k * ldb + col;
-    if (vec) return __ldg(reinterpret_cast<const float4*>(p));
-    return load4_below(p, col, n);
-}
+// The gathers of B in f32 (F32B) and f16 / bf16 (HalfB): V, the raw vector of four features
+// (zeros beyond n; one vector load when vec); widen4, those features in f32 (exact); UNROLL_, the
+// gathers a warp keeps in flight.
+struct F32B {
+    typedef float4 V;
+    static constexpr int UNROLL_ = UNROLL;
+    __device__ __forceinline__ static V zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+    __device__ __forceinline__ static V load4(const float* __restrict__ b, u64 ldb, u32 k, u64 col,
+                                              u32 n, bool vec) {
+        const float* p = b + (u64)k * ldb + col;
+        if (vec) return __ldg(reinterpret_cast<const float4*>(p));
+        return load4_below(p, col, n);
+    }
+    __device__ __forceinline__ static float4 widen4(V v) { return v; }
+};
 
-// The same for B in f16 / bf16 bits (HalfB: BF false / true), widened to f32 (exact).
+// B in f16 (BF false) or bf16 (BF true) bits: uint2 holds the four features' bits.
 template <bool BF>
 struct HalfB {
+    typedef uint2 V;
+    static constexpr int UNROLL_ = HALF_UNROLL;
+    __device__ __forceinline__ static V zero() { return make_uint2(0u, 0u); }
     __device__ __forceinline__ static float widen(u16 h) {
         return BF ? bf16_to_f32(h) : f16_to_f32(h);
     }
-    __device__ __forceinline__ static float4 load4(const u16* __restrict__ b, u64 ldb, u32 k, u64 col,
-                                                   u32 n, bool vec) {
+    __device__ __forceinline__ static uint2 load4(const u16* __restrict__ b, u64 ldb, u32 k, u64 col,
+                                                  u32 n, bool vec) {
         const u16* p = b + (u64)k * ldb + col;
+        if (vec) return __ldg(reinterpret_cast<const uint2*>(p));
         u16 h[4];
-        if (vec) {
-            Vec4<u16>::unpack(__ldg(reinterpret_cast<const uint2*>(p)), h);
-        } else {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) h[j] = col + j < n ? __ldg(p + j) : (u16)0;
-        }
+        for (int j = 0; j < 4; ++j) h[j] = col + j < n ? __ldg(p + j) : (u16)0;
+        return make_uint2(pack_half2(h[0], h[1]), pack_half2(h[2], h[3]));
+    }
+    __device__ __forceinline__ static float4 widen4(uint2 v) {
+        u16 h[4];
+        Vec4<u16>::unpack(v, h);
         return make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
     }
 };
@@ -159,9 +176,10 @@ __device__ __forceinline__ void write_c4_half(u16* __restrict__ c, u64 ldc, u32 
 #define CSR_MIN_BLOCKS 4
 #endif
 
-// The kernel body: B and C of element T (float, or u16 bits of f16 / bf16 with BF telling which);
-// ss the split rows' scratch of the 16-bit entries (unused by f32's).
-template <typename T, bool BF>
+// The kernel body: B and C of element T (float, or u16 bits of f16 / bf16 with BF telling which),
+// gathered by Ld (F32B, HalfB<BF>); ss the split rows' scratch of the 16-bit entries (unused by
+// f32's).
+template <typename T, bool BF, class Ld>
 __device__ __forceinline__ void csr_spmm(const u32* __restrict__ indptr,
                                          const u32* __restrict__ indices,
                                          const float* __restrict__ values,
@@ -196,26 +214,21 @@ __device__ __forceinline__ void csr_spmm(const u32* __restrict__ indptr,
                     kv = __ldg(values + q);
                 }
                 const u32 cnt = min(32u, e - p);
-                for (u32 i = 0; i < cnt; i += UNROLL) {
-                    float4 bv[UNROLL];
-                    float av[UNROLL];
+                constexpr int U = Ld::UNROLL_;
+                for (u32 i = 0; i < cnt; i += U) {
+                    typename Ld::V bv[U];
+                    float av[U];
 #pragma unroll
-                    for (int u = 0; u < UNROLL; ++u) {
+                    for (int u = 0; u < U; ++u) {
                         // Shuffles stay warp-uniform; beyond cnt the pair is (0, 0.0) and unused.
                         const u32 k = __shfl_sync(FULL_MASK, kc, (i + u) & 31);
                         av[u] = __shfl_sync(FULL_MASK, kv, (i + u) & 31);
                         const bool ok = active && i + u < cnt;
-                        if constexpr (sizeof(T) == 4) {
-                            bv[u] = ok ? load_b4(b, ldb, k, col, n, vec)
-                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                        } else {
-                            bv[u] = ok ? HalfB<BF>::load4(b, ldb, k, col, n, vec)
-                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                        }
+                        bv[u] = ok ? Ld::load4(b, ldb, k, col, n, vec) : Ld::zero();
                     }
 #pragma unroll
-                    for (int u = 0; u < UNROLL; ++u) {
-                        if (i + u < cnt) fma4(acc, av[u], bv[u]);
+                    for (int u = 0; u < U; ++u) {
+                        if (i + u < cnt) fma4(acc, av[u], Ld::widen4(bv[u]));
                     }
                 }
             }
@@ -239,7 +252,7 @@ __device__ __forceinline__ void csr_spmm(const u32* __restrict__ indptr,
 
 extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
     csr_spmm_f32(CSR_SPMM_PARAMS(float)) {
-    csr_spmm<float, false>(CSR_SPMM_ARGS, SplitScratch{nullptr, 0u, nullptr});
+    csr_spmm<float, false, F32B>(CSR_SPMM_ARGS, SplitScratch{nullptr, 0u, nullptr});
 }
 
 // The f16 / bf16 entries: the split rows' ids (ascending, as the work list's) and f32 scratch rows
@@ -248,7 +261,7 @@ extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)
     extern "C" __global__ void __launch_bounds__(32 * CSR_WARPS, CSR_MIN_BLOCKS)                \
         NAME(CSR_SPMM_PARAMS(u16), const u32 *__restrict__ split_ids, u32 split_count,          \
              float *__restrict__ scratch) {                                                      \
-        csr_spmm<u16, BF>(CSR_SPMM_ARGS, SplitScratch{split_ids, split_count, scratch});        \
+        csr_spmm<u16, BF, HalfB<BF>>(CSR_SPMM_ARGS, SplitScratch{split_ids, split_count, scratch});        \
     }
 CSR_SPMM_HALF_ENTRY(csr_spmm_f16, false)
 CSR_SPMM_HALF_ENTRY(csr_spmm_bf16, true)
