@@ -28,6 +28,13 @@
 // cvt.rna), 3xTF32 (a = a_hi + a_lo, a_hi*b_hi + a_hi*b_lo + a_lo*b_hi: f32-level accuracy on
 // tensor cores), F16 (mma.m16n8k16, f16 operands, f32 accumulation). Optional valid counter: one
 // atomicAdd per C block of the number of computed 32x32x32 tile products.
+//
+// Accuracy check (spamm_error_sums): for up to 64 sampled rows of A (gathered on the host, R x k)
+// and the same rows of the computed C (R x n), the reference ref = A_rows * B in f64 and the two
+// sums sum (c - ref)^2 and sum ref^2, one pair per thread block (the host adds them in block order:
+// deterministic). Each ref element is accumulated in ascending k from 0.0, A values of 0 skipped,
+// as tcsparse::spamm::measured_error does on the CPU; f32 * f32 is exact in f64, so fma and
+// multiply-then-add round alike and every ref equals the CPU's bit for bit.
 
 // Types, the TF32 conversion (to_tf32) and the m16n8k8 TF32 MMA step (mma_m16n8k8_tf32).
 #include "tc_common.cuh"
@@ -516,3 +523,128 @@ SPAMM_ENTRY(spamm_mm_f32_b128, 4, P_F32)
 SPAMM_ENTRY(spamm_mm_tf32_b128, 4, P_TF32)
 SPAMM_ENTRY(spamm_mm_3xtf32_b128, 4, P_3XTF32)
 SPAMM_ENTRY(spamm_mm_f16_b128, 4, P_F16)
+
+// ---------------------------------------------------------------------------------------------
+// Accuracy check: sampled rows of A*B in f64 against the computed C.
+//
+// A thread block owns ERR_COLS columns of B and all ERR_ROWS rows; warp w owns rows 8w..8w+7, lane L
+// columns 2L, 2L+1, 64+2L, 64+2L+1 of the block (32 f64 accumulators). B streams through shared
+// memory in stages of ERR_KT k steps, converted to f64 once per element; A's stage sits transposed
+// (k step major) so that a warp reads its 8 values as broadcasts. B is read once per launch.
+// Per stage and warp, a k step whose 8 A values are all 0 is skipped (the CPU skips each of them);
+// a stage with a non-finite B value takes the per-row test instead of the plain fma, so that
+// 0 * inf is skipped as on the CPU and never becomes NaN.
+
+#define ERR_ROWS 64
+#define ERR_COLS 128
+#define ERR_KT 16
+#define ERR_THREADS 256  // 8 warps of 8 rows: the launch's block size
+#define ERR_APITCH (ERR_ROWS + 2)  // 16-byte rows: double2 loads
+
+template <bool CHECK_ZERO>
+__device__ __forceinline__ void err_step(double (&acc)[8][4], const double* __restrict__ arow,
+                                         const double* __restrict__ brow, u32 lane) {
+    double av[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const double2 x = reinterpret_cast<const double2*>(arow)[q];
+        av[2 * q] = x.x;
+        av[2 * q + 1] = x.y;
+    }
+    const double2 b0 = reinterpret_cast<const double2*>(brow)[lane];
+    const double2 b1 = reinterpret_cast<const double2*>(brow + 64)[lane];
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        if (CHECK_ZERO && av[r] == 0.0) continue;
+        acc[r][0] = fma(av[r], b0.x, acc[r][0]);
+        acc[r][1] = fma(av[r], b0.y, acc[r][1]);
+        acc[r][2] = fma(av[r], b1.x, acc[r][2]);
+        acc[r][3] = fma(av[r], b1.y, acc[r][3]);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(ERR_THREADS, 2)
+    spamm_error_sums(const float* __restrict__ a, const float* __restrict__ b,
+                     const float* __restrict__ c, u32 rows, u32 n, u32 k,
+                     double* __restrict__ out) {
+    __shared__ __align__(16) double as[ERR_KT][ERR_APITCH];
+    __shared__ __align__(16) double bs[ERR_KT][ERR_COLS];
+    __shared__ u32 nz[ERR_KT][8];
+    __shared__ double red[2][8];
+    const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const u32 j0 = blockIdx.x * ERR_COLS;
+    double acc[8][4];
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[r][q] = 0.0;
+
+    for (u32 t0 = 0; t0 < k; t0 += ERR_KT) {
+        // A: ERR_KT consecutive k of one row per 16 threads (64-byte reads), stored k-major.
+        for (u32 i = tid; i < ERR_ROWS * ERR_KT; i += ERR_THREADS) {
+            const u32 r = i / ERR_KT, tt = i % ERR_KT, t = t0 + tt;
+            as[tt][r] = (r < rows && t < k) ? (double)__ldg(a + (u64)r * k + t) : 0.0;
+        }
+        // B: ERR_KT rows of ERR_COLS columns, coalesced.
+        int bad = 0;
+        for (u32 i = tid; i < ERR_KT * ERR_COLS; i += ERR_THREADS) {
+            const u32 tt = i / ERR_COLS, jj = i % ERR_COLS, t = t0 + tt, j = j0 + jj;
+            const float v = (t < k && j < n) ? __ldg(b + (u64)t * n + j) : 0.0f;
+            bad |= (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
+            bs[tt][jj] = (double)v;
+        }
+        const int any_bad = __syncthreads_or(bad);
+        if (tid < ERR_KT * 8) {
+            const u32 tt = tid / 8, w = tid % 8;
+            u32 f = 0;
+#pragma unroll
+            for (int r = 0; r < 8; ++r) f |= as[tt][w * 8 + r] != 0.0;
+            nz[tt][w] = f;
+        }
+        __syncthreads();
+        if (any_bad) {
+            for (int tt = 0; tt < ERR_KT; ++tt)
+                if (nz[tt][warp]) err_step<true>(acc, &as[tt][warp * 8], bs[tt], lane);
+        } else {
+#pragma unroll 4
+            for (int tt = 0; tt < ERR_KT; ++tt)
+                if (nz[tt][warp]) err_step<false>(acc, &as[tt][warp * 8], bs[tt], lane);
+        }
+        __syncthreads();
+    }
+
+    double e = 0.0, s = 0.0;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        const u32 row = warp * 8 + r;
+        if (row >= rows) continue;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const u32 j = j0 + (q < 2 ? 2 * lane + q : 64 + 2 * lane + (q - 2));
+            if (j >= n) continue;
+            const double ref = acc[r][q];
+            const double d = (double)__ldg(c + (u64)row * n + j) - ref;
+            e += d * d;
+            s += ref * ref;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        e += __shfl_down_sync(0xffffffffu, e, o);
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    }
+    if (lane == 0) {
+        red[0][warp] = e;
+        red[1][warp] = s;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        double te = 0.0, ts = 0.0;
+        for (int w = 0; w < 8; ++w) {
+            te += red[0][w];
+            ts += red[1][w];
+        }
+        out[2 * (u64)blockIdx.x] = te;
+        out[2 * (u64)blockIdx.x + 1] = ts;
+    }
+}

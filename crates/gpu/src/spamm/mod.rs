@@ -6,6 +6,8 @@
 //! [`SpammOperands`] holds A and B on one device (f32, or f16 converted there for
 //! [`SpammPrecision::F16`]) and their norm maps (A's `tm × tk`, B's transposed `tn × tk`).
 //! [`SpammKernel`] is one product kernel with its strided block assignment (balance `s`).
+//! [`error_sums`] is the sampled accuracy check of a product against an f64 reference, on the
+//! device that holds B.
 //! Choosing τ ([`choose_tau`]) and the products over several devices (C's rows split as
 //! `planner::split::spamm_block_rows` says) are orchestrated by the facade
 //! (`tcsparse::spamm`) and, one rank per GPU, by [`crate::distributed::spamm`].
@@ -15,8 +17,10 @@ use tcsparse_planner::spamm::strided_assignment;
 
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
+mod check;
 mod tau;
 
+pub use check::{ERROR_ROWS, ErrorSums, error_sums};
 pub use tau::{
     SpammConfig, SpammRun, TauTarget, choose_tau, norm_maps, rel_bound, spamm_block_rows,
 };
@@ -191,6 +195,7 @@ pub const SIGNATURES: &[KernelSignature] = &[
     mm_sig!("spamm_mm_tf32_b128"),
     mm_sig!("spamm_mm_3xtf32_b128"),
     mm_sig!("spamm_mm_f16_b128"),
+    check::ERROR_SIGNATURE,
 ];
 
 fn to_u32(x: usize, what: &str) -> Result<u32, GpuError> {
@@ -306,6 +311,15 @@ impl SpammOperands {
     /// The device.
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
+    }
+
+    /// B as the f32 values it was given (`k × n` row-major), or `None` where the device holds
+    /// it converted ([`SpammPrecision::F16`]).
+    pub fn b_f32(&self) -> Option<&CudaSlice<f32>> {
+        match &self.b {
+            DeviceOperand::F32(b) => Some(b),
+            DeviceOperand::F16(_) => None,
+        }
     }
 
     /// (Re)computes both norm maps on the device (queued on the stream).
