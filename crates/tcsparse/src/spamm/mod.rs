@@ -10,7 +10,9 @@
 //! The room has the parts of every operation: [`options`](SpammOptions), `prepare` (the devices
 //! opened once), `tune` (τ chosen, and chosen again for an error target the first product
 //! misses: the one retry loop) and `run` (the CPU product, the product over a device group,
-//! [`SpammSplit`], [`spamm_device`]).
+//! [`SpammSplit`], [`spamm_device`]). The measured error of a product (when asked) is checked
+//! where the product ran: on the CPU by [`measured_error`], after a GPU product on its first
+//! device (`measured_error_device`, the `spamm_error_sums` kernel).
 
 mod options;
 mod prepare;
@@ -22,6 +24,8 @@ pub use prepare::PreparedSpamm;
 pub use run::{SpammSplit, spamm_device, spamm_on_group};
 pub use tcsparse_gpu::multi::DeviceSet;
 pub use tcsparse_gpu::spamm::{SpammBlock, TauTarget};
+
+use tcsparse_gpu::spamm::{ErrorSums, SpammOperands, error_sums};
 
 use crate::Error;
 
@@ -127,7 +131,36 @@ pub fn measured_error(a: &[f32], b: &[f32], c: &[f32], n: usize, k: usize, rows:
                 })
         })
         .reduce(|| (0.0, 0.0), |p, q| (p.0 + q.0, p.1 + q.1));
-    if r == 0.0 { e.sqrt() } else { (e / r).sqrt() }
+    ErrorSums {
+        diff: e,
+        reference: r,
+    }
+    .relative()
+}
+
+/// [`measured_error`] on the device of `ops`, the operands a GPU product ran on (A `m × k` and
+/// B `k × n` as the host's `a` and `b`): the f64 reference of each sampled row from B on that
+/// device where it is f32 there ([`SpammOperands::b_f32`]); f16 operands are freed first and B
+/// goes up again in f32. Only the sampled rows of A and C go up besides
+/// ([`tcsparse_gpu::spamm::error_sums`]).
+pub(crate) fn measured_error_device(
+    ops: SpammOperands,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    rows: &[usize],
+) -> Result<f64, Error> {
+    let shape = ops.shape();
+    let gpu = ops.gpu().clone();
+    let sums = match ops.b_f32() {
+        Some(db) => error_sums(&gpu, a, db, c, shape, rows)?,
+        None => {
+            drop(ops);
+            let db = gpu.upload(if b.is_empty() { &[0.0][..] } else { b })?;
+            error_sums(&gpu, a, &db, c, shape, rows)?
+        }
+    };
+    Ok(sums.relative())
 }
 
 /// Rows of one task of [`measured_error`].

@@ -5,8 +5,10 @@ use tcsparse_gpu::multi::{DeviceGroup, DeviceSet};
 use tcsparse_gpu::spamm::{SpammConfig, SpammRun};
 
 use super::options::gpu_precision;
-use super::run::{spamm_cpu, spamm_on_group};
-use super::{DenseRef, SpammOptions, SpammReport, check, measured_error, sample_rows};
+use super::run::{spamm_cpu, spamm_on_group_keeping_operands};
+use super::{
+    DenseRef, SpammOptions, SpammReport, check, measured_error, measured_error_device, sample_rows,
+};
 use crate::{Engine, Error};
 
 /// A dense A prepared for SpAMM products ([`Engine::prepare_spamm`]): its shape checked and,
@@ -86,11 +88,13 @@ impl PreparedSpamm<'_> {
         if self.group.is_some() { "gpu" } else { "cpu" }
     }
 
-    /// C ≈ A·B (SpAMM): C (`a.rows × b.cols`, row-major) and what the product did.
+    /// C ≈ A·B (SpAMM): C (`a.rows × b.cols`, row-major) and what the product did. With
+    /// [`SpammOptions::measure_error`], the error is measured where the product ran: after a GPU
+    /// product on its first device, reading the B it multiplied.
     pub fn spamm(&mut self, b: DenseRef<'_>) -> Result<(Vec<f32>, SpammReport), Error> {
         let (m, n, k) = check(&self.a, &b)?;
         let opts = &self.opts;
-        let (c, mut report) = match &self.group {
+        let (c, mut report, operands) = match &self.group {
             Some(group) => {
                 let precision = gpu_precision(opts.precision);
                 let cfg = SpammConfig {
@@ -99,21 +103,23 @@ impl PreparedSpamm<'_> {
                     s: opts.s.max(1),
                     target: opts.target,
                 };
-                let (c, run) = spamm_on_group(group, self.a, b, &cfg)?;
+                let (c, run, ops) = spamm_on_group_keeping_operands(group, self.a, b, &cfg)?;
                 let transport = group.transport().to_string();
-                (c, report("gpu", precision.name(), run, transport))
+                (c, report("gpu", precision.name(), run, transport), ops)
             }
             None => {
                 let (c, run) = spamm_cpu(self.a, b, opts)?;
-                (c, report("cpu", "cpu-f32", run, "cpu".into()))
+                (c, report("cpu", "cpu-f32", run, "cpu".into()), None)
             }
         };
         if opts.measure_error {
             let rows = sample_rows(m, opts.measure_rows);
-            report.measured_error = Some(
-                tracing::info_span!("spamm_measured_error", rows = rows.len())
-                    .in_scope(|| measured_error(self.a.data, b.data, &c, n, k, &rows)),
-            );
+            let (a, b) = (self.a.data, b.data);
+            let _span = tracing::info_span!("spamm_measured_error", rows = rows.len()).entered();
+            report.measured_error = Some(match operands {
+                Some(ops) => measured_error_device(ops, a, b, &c, &rows)?,
+                None => measured_error(a, b, &c, n, k, &rows),
+            });
         }
         Ok((c, report))
     }

@@ -56,13 +56,26 @@ pub fn spamm_on_group(
     b: DenseRef<'_>,
     cfg: &SpammConfig,
 ) -> Result<(Vec<f32>, SpammRun), Error> {
+    let (c, run, _) = spamm_on_group_keeping_operands(group, a, b, cfg)?;
+    Ok((c, run))
+}
+
+/// [`spamm_on_group`] that also returns the whole operands it placed on the first member (A, B
+/// and their norm maps; `None` for an empty product), for the accuracy check to read B there
+/// ([`super::measured_error_device`]). The split's buffers are freed before it returns.
+pub(crate) fn spamm_on_group_keeping_operands(
+    group: &DeviceGroup,
+    a: DenseRef<'_>,
+    b: DenseRef<'_>,
+    cfg: &SpammConfig,
+) -> Result<(Vec<f32>, SpammRun, Option<SpammOperands>), Error> {
     let Some(g0) = group.gpus().first() else {
         return Err(Error::InvalidArgs("no GPU handles".into()));
     };
     let (m, n, k) = check(&a, &b)?;
     let tiles = (m.div_ceil(TILE), k.div_ceil(TILE), n.div_ceil(TILE));
     if tiles.0 == 0 || tiles.1 == 0 || tiles.2 == 0 {
-        return Ok((vec![0.0; m * n], SpammRun::empty(m)));
+        return Ok((vec![0.0; m * n], SpammRun::empty(m), None));
     }
     let full = tracing::info_span!("spamm_upload", m, n, k)
         .in_scope(|| SpammOperands::upload(g0, a.data, b.data, m, n, k, cfg.precision))?;
@@ -100,7 +113,9 @@ pub fn spamm_on_group(
         };
         Ok(Product { c, valid })
     })?;
-    Ok(chosen.into_run(part_rows))
+    drop(split);
+    let (c, run) = chosen.into_run(part_rows);
+    Ok((c, run, Some(full)))
 }
 
 /// One member's share of a split product: its C rows, operands, schedule and C block.
