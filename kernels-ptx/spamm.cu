@@ -529,17 +529,42 @@ SPAMM_ENTRY(spamm_mm_f16_b128, 4, P_F16)
 //
 // A thread block owns ERR_COLS columns of B and all ERR_ROWS rows; warp w owns rows 8w..8w+7, lane L
 // columns 2L, 2L+1, 64+2L, 64+2L+1 of the block (32 f64 accumulators). B streams through shared
-// memory in stages of ERR_KT k steps, converted to f64 once per element; A's stage sits transposed
-// (k step major) so that a warp reads its 8 values as broadcasts. B is read once per launch.
-// Per stage and warp, a k step whose 8 A values are all 0 is skipped (the CPU skips each of them);
-// a stage with a non-finite B value takes the per-row test instead of the plain fma, so that
-// 0 * inf is skipped as on the CPU and never becomes NaN.
+// memory in stages of ERR_KT k steps, converted to f64 once per element; the next stage is loaded
+// into registers while the current one is multiplied, so its latency hides behind the FMAs. A's
+// stage sits transposed (k step major) so that a warp reads its 8 values as broadcasts; each warp
+// loads its own 8 rows and knows from ballots which k steps have a non-zero among them: the others
+// are skipped (the CPU skips each zero of A). A stage with a non-finite B value tests each A value
+// instead of the plain fma, so that 0 * inf is skipped as on the CPU and never becomes NaN.
+// B is read once per launch.
 
 #define ERR_ROWS 64
 #define ERR_COLS 128
-#define ERR_KT 16
+#define ERR_KT 16        // k steps per stage: lane L loads k step L % 16 of A
 #define ERR_THREADS 256  // 8 warps of 8 rows: the launch's block size
 #define ERR_APITCH (ERR_ROWS + 2)  // 16-byte rows: double2 loads
+#define ERR_BQ (ERR_KT * ERR_COLS / ERR_THREADS)  // B values per thread and stage
+
+// One stage's values of this thread, from k step t0 on: A rows 8*warp + lane/16 + 2q (q < 4) at k
+// step lane % 16, B element i = tid + ERR_THREADS*q (q < ERR_BQ) of the ERR_KT x ERR_COLS panel.
+// Zero outside the operands.
+__device__ __forceinline__ void err_load(const float* __restrict__ a, const float* __restrict__ b,
+                                         u32 rows, u32 n, u32 k, u64 t0, u32 j0, u32 tid,
+                                         float (&an)[4], float (&bn)[ERR_BQ]) {
+    const u32 lane = tid & 31, warp = tid >> 5;
+    const u64 t = t0 + lane % ERR_KT;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const u32 r = warp * 8 + lane / ERR_KT + 2 * q;
+        an[q] = (r < rows && t < k) ? __ldg(a + (u64)r * k + t) : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < ERR_BQ; ++q) {
+        const u32 i = tid + ERR_THREADS * q;
+        const u64 tb = t0 + i / ERR_COLS;
+        const u32 j = j0 + i % ERR_COLS;
+        bn[q] = (tb < k && j < n) ? __ldg(b + tb * n + j) : 0.0f;
+    }
+}
 
 template <bool CHECK_ZERO>
 __device__ __forceinline__ void err_step(double (&acc)[8][4], const double* __restrict__ arow,
@@ -569,7 +594,6 @@ extern "C" __global__ void __launch_bounds__(ERR_THREADS, 2)
                      double* __restrict__ out) {
     __shared__ __align__(16) double as[ERR_KT][ERR_APITCH];
     __shared__ __align__(16) double bs[ERR_KT][ERR_COLS];
-    __shared__ u32 nz[ERR_KT][8];
     __shared__ double red[2][8];
     const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const u32 j0 = blockIdx.x * ERR_COLS;
@@ -579,36 +603,32 @@ extern "C" __global__ void __launch_bounds__(ERR_THREADS, 2)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[r][q] = 0.0;
 
-    for (u32 t0 = 0; t0 < k; t0 += ERR_KT) {
-        // A: ERR_KT consecutive k of one row per 16 threads (64-byte reads), stored k-major.
-        for (u32 i = tid; i < ERR_ROWS * ERR_KT; i += ERR_THREADS) {
-            const u32 r = i / ERR_KT, tt = i % ERR_KT, t = t0 + tt;
-            as[tt][r] = (r < rows && t < k) ? (double)__ldg(a + (u64)r * k + t) : 0.0;
+    float an[4], bn[ERR_BQ];
+    err_load(a, b, rows, n, k, 0, j0, tid, an, bn);
+    for (u64 t0 = 0; t0 < k; t0 += ERR_KT) {
+        u32 nzm = 0;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            as[lane % ERR_KT][warp * 8 + lane / ERR_KT + 2 * q] = (double)an[q];
+            nzm |= __ballot_sync(0xffffffffu, an[q] != 0.0f);
         }
-        // B: ERR_KT rows of ERR_COLS columns, coalesced.
+        nzm = (nzm | (nzm >> 16)) & 0xffffu;  // bit tt: a non-zero among the warp's rows at t0 + tt
         int bad = 0;
-        for (u32 i = tid; i < ERR_KT * ERR_COLS; i += ERR_THREADS) {
-            const u32 tt = i / ERR_COLS, jj = i % ERR_COLS, t = t0 + tt, j = j0 + jj;
-            const float v = (t < k && j < n) ? __ldg(b + (u64)t * n + j) : 0.0f;
-            bad |= (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
-            bs[tt][jj] = (double)v;
+#pragma unroll
+        for (int q = 0; q < ERR_BQ; ++q) {
+            const u32 i = tid + ERR_THREADS * q;
+            bad |= (__float_as_uint(bn[q]) & 0x7f800000u) == 0x7f800000u;
+            bs[i / ERR_COLS][i % ERR_COLS] = (double)bn[q];
         }
         const int any_bad = __syncthreads_or(bad);
-        if (tid < ERR_KT * 8) {
-            const u32 tt = tid / 8, w = tid % 8;
-            u32 f = 0;
-#pragma unroll
-            for (int r = 0; r < 8; ++r) f |= as[tt][w * 8 + r] != 0.0;
-            nz[tt][w] = f;
-        }
-        __syncthreads();
+        if (t0 + ERR_KT < k) err_load(a, b, rows, n, k, t0 + ERR_KT, j0, tid, an, bn);
         if (any_bad) {
             for (int tt = 0; tt < ERR_KT; ++tt)
-                if (nz[tt][warp]) err_step<true>(acc, &as[tt][warp * 8], bs[tt], lane);
+                if ((nzm >> tt) & 1) err_step<true>(acc, &as[tt][warp * 8], bs[tt], lane);
         } else {
 #pragma unroll 4
             for (int tt = 0; tt < ERR_KT; ++tt)
-                if (nz[tt][warp]) err_step<false>(acc, &as[tt][warp * 8], bs[tt], lane);
+                if ((nzm >> tt) & 1) err_step<false>(acc, &as[tt][warp * 8], bs[tt], lane);
         }
         __syncthreads();
     }
