@@ -8,7 +8,7 @@ use tcsparse::gpu::Gpu;
 use tcsparse::gpu::spamm::{
     SpammBlock, SpammConfig, SpammPrecision, SpammRun, TauTarget, error_sums,
 };
-use tcsparse::spamm::{DenseRef, SpammOptions, measured_error, spamm_on_group};
+use tcsparse::spamm::{DenseRef, SpammOptions, SpammReport, measured_error, spamm_on_group};
 use tcsparse::{DeviceGroup, DeviceSet, Engine, Precision};
 
 fn gpu() -> Gpu {
@@ -98,6 +98,15 @@ fn two_streams_give_the_single_gpu_result_and_error_target_is_met() {
     );
 }
 
+/// `d · d` by an engine on `g`.
+fn engine_spamm(g: &Gpu, d: DenseRef<'_>, opts: &SpammOptions) -> (Vec<f32>, SpammReport) {
+    Engine::with_gpu(g.clone())
+        .prepare_spamm(d, opts)
+        .unwrap()
+        .spamm(d)
+        .unwrap()
+}
+
 /// The engine's SpAMM on its GPU equals the product over a one-handle group, and its report
 /// names the GPU path.
 #[test]
@@ -110,11 +119,7 @@ fn the_engine_runs_spamm_on_its_gpu() {
         .precision(Precision::Tf32x3)
         .measure_error(true, 0)
         .build();
-    let (c, report) = Engine::with_gpu(g.clone())
-        .prepare_spamm(d, &opts)
-        .unwrap()
-        .spamm(d)
-        .unwrap();
+    let (c, report) = engine_spamm(&g, d, &opts);
     assert_eq!(
         (report.backend, report.transport.as_str()),
         ("gpu", "single")
@@ -254,11 +259,7 @@ fn the_engine_measures_the_error_on_its_gpu() {
                 .precision(precision)
                 .measure_error(true, sample)
                 .build();
-            let (c, report) = Engine::with_gpu(g.clone())
-                .prepare_spamm(d, &opts)
-                .unwrap()
-                .spamm(d)
-                .unwrap();
+            let (c, report) = engine_spamm(&g, d, &opts);
             let rows = if sample == 0 || sample >= m {
                 (0..m).collect::<Vec<_>>()
             } else {
