@@ -53,7 +53,8 @@ pub struct Args {
     pub precision: Precision,
     /// Element type of B and C: f32, f16 or bf16 (f32 accumulation, C rounded to the type; the
     /// bound printed includes that rounding). f16 and bf16 run on the row-tile f16 / bf16 kernels
-    /// on a GPU (A rounded to the type on upload) and on the CPU path with `--cpu`.
+    /// (A rounded to the type on upload) or the CSR kernel (A in f32) on a GPU, and on the CPU
+    /// path with `--cpu`.
     #[arg(long, default_value = "f32", value_parser = dtype_arg())]
     pub dtype: DType,
     /// With `--kernel auto` on the GPU: trust the planner's model instead of timing the candidates.
