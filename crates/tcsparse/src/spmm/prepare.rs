@@ -21,7 +21,7 @@ use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
 use super::family::EarlyWork;
-use super::family::csr::{CSR_TUNED_CHUNKS, CsrKernel};
+use super::family::csr::{CSR_HALF_TUNED_CHUNKS, CsrKernel};
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
@@ -135,7 +135,7 @@ fn time_half<H: RowTileHalf>(
     })?)
 }
 
-/// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_TUNED_CHUNKS`] nonzeros per
+/// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_HALF_TUNED_CHUNKS`] nonzeros per
 /// warp at width `n` (recorded in the report's tuning samples): the fastest budget's kernel and
 /// its time.
 fn tune_csr_half<H: RowTileHalf>(
@@ -147,9 +147,9 @@ fn tune_csr_half<H: RowTileHalf>(
         return Ok(None);
     }
     let shape = (p.a.rows(), p.a.cols());
-    let mut dev = CsrSpmm::with_chunk(gpu, &p.a, CSR_TUNED_CHUNKS[0])?;
+    let mut dev = CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0])?;
     let mut best: Option<(f64, u32)> = None;
-    for chunk_nnz in CSR_TUNED_CHUNKS {
+    for chunk_nnz in CSR_HALF_TUNED_CHUNKS {
         dev.set_chunk(chunk_nnz)?;
         let ms = time_half::<H>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?.median_ms;
         p.report.tuning.push(TuneSample {

@@ -21,6 +21,12 @@ use crate::{Balance, Error, ExecKernel, KernelRequest, Precision};
 /// Nonzero budgets per warp item a tuned preparation times for the CSR kernel.
 pub const CSR_TUNED_CHUNKS: [u32; 3] = [64, 256, 1024];
 
+/// Nonzero budgets per warp item an f16 / bf16 preparation times for the CSR kernel: finer than
+/// [`CSR_TUNED_CHUNKS`], as the 16-bit gathers move half the bytes per warp (on the H200's shared
+/// datasets, timed at [64, 256, 1024], the f16 / bf16 tuning kept the CSR kernel in 27 / 28 of 45
+/// cases, at 64 in 25 of them each and never at 1024; 2026-11-29, bundle of d358f99).
+pub const CSR_HALF_TUNED_CHUNKS: [u32; 3] = [16, 64, 256];
+
 /// The CUDA-core CSR kernel (f32) as [`ExecKernel::CsrCuda`] runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CsrKernel {
