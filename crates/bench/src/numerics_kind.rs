@@ -65,11 +65,28 @@ impl Numerics {
         }
     }
 
-    /// The bound a product of this run must meet, as a formula (the report's header).
-    pub fn bound_text(self) -> &'static str {
+    /// The bound a product of this run must meet, as a formula (the report's header): in f16 /
+    /// bf16 that of the kernel the case kept (`Prepared::bound_text`), the row-tile kernels' or
+    /// the CSR kernel's.
+    pub fn bound_text(self) -> String {
         match self {
-            Self::F16 | Self::Bf16 => self.dtype().gpu_bound_text(),
-            Self::Tf32x3 => tcsparse::Precision::Tf32x3.bound_text(),
+            Self::F16 | Self::Bf16 => {
+                let (d, u) = (
+                    self.dtype(),
+                    if self == Self::F16 {
+                        "2⁻¹¹"
+                    } else {
+                        "2⁻⁸"
+                    },
+                );
+                format!(
+                    "row-tile kernels: {}; CSR kernel: A in f32, B and C in {d}, f32 \
+                     accumulation, C rounded to {d}: p + {u}·(1 + p)·(|A|·|B|) elementwise, \
+                     p = γ_k",
+                    d.gpu_bound_text()
+                )
+            }
+            Self::Tf32x3 => tcsparse::Precision::Tf32x3.bound_text().to_string(),
         }
     }
 

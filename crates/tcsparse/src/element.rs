@@ -181,8 +181,8 @@ impl DType {
         product + self.storage_rounding() * (1.0 + product)
     }
 
-    /// The product's bound (before C is rounded to the type) of the GPU's f16 / bf16 kernels, for
-    /// rows of at most `k` nonzeros, relative to |A|·|B|: A's values are rounded to this type
+    /// The product's bound (before C is rounded to the type) of the GPU's f16 / bf16 row-tile
+    /// kernels, for rows of at most `k` nonzeros, relative to |A|·|B|: A's values are rounded to this type
     /// when the matrix is uploaded (`u` = [`DType::storage_rounding`]; in f16 after a division by
     /// the power of two that puts the largest just below 2¹⁵, so values down to 2⁻²⁹ of the
     /// largest round relatively), B is in it already, the
@@ -194,8 +194,9 @@ impl DType {
         u + crate::precision::gamma(2 * k.max(1)) * (1.0 + u)
     }
 
-    /// The bound of the GPU's f16 / bf16 kernels as a formula, for reports: their product's bound
-    /// ([`DType::rounded_a_bound`]) in place of the precision's in [`DType::bound_text`].
+    /// The bound of the GPU's f16 / bf16 row-tile kernels as a formula, for reports: their
+    /// product's bound ([`DType::rounded_a_bound`]) in place of the precision's in
+    /// [`DType::bound_text`] (the CSR kernel in f16 / bf16 keeps A in f32: `bound_text`).
     pub fn gpu_bound_text(self) -> &'static str {
         match self {
             DType::F32 => "B and C in f32: the precision's bound",

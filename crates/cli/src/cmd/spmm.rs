@@ -182,11 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "dtype     {:>10}  {}: {}",
         "",
         args.dtype,
-        if engine.backend() == Backend::Gpu {
-            args.dtype.gpu_bound_text()
-        } else {
-            args.dtype.bound_text()
-        }
+        prepared.bound_text()
     )?;
     let b = demo::random_b(a.cols(), args.n, args.seed);
     let m = match args.dtype {

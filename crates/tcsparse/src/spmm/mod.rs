@@ -453,6 +453,19 @@ impl Prepared {
         }
     }
 
+    /// [`Prepared::error_bound`] as a formula, for reports: the GPU's f16 / bf16 row-tile kernels
+    /// round A ([`DType::gpu_bound_text`]); every other kernel adds the rounding of C to the
+    /// precision's bound ([`DType::bound_text`]; the CSR kernel in f16 / bf16 keeps A in f32 and
+    /// runs at f32's).
+    pub fn bound_text(&self) -> &'static str {
+        match self.report.kernel {
+            ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
+                self.dtype.gpu_bound_text()
+            }
+            _ => self.dtype.bound_text(),
+        }
+    }
+
     /// The element type of B and C in the products
     /// ([`PrepareOptions::dtype`](crate::PrepareOptions::dtype)).
     pub fn dtype(&self) -> DType {
