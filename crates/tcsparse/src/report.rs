@@ -52,8 +52,9 @@ crate::spmm::family::with_families!(exec_kernel);
 
 impl ExecKernel {
     /// The arithmetic it uses: TF32 for the tensor-core kernels (3×TF32 for the row-tile kernels
-    /// in it; the f16 / bf16 row-tile kernels and cuSPARSE in f16 / bf16 are TF32's precision
-    /// choice, their bound is [`crate::DType::rounded_a_bound`]), f32 for the others.
+    /// in it; the f16 / bf16 row-tile kernels are TF32's precision choice, their bound is
+    /// [`crate::DType::rounded_a_bound`]), f32 for the others (the CSR kernel in f16 / bf16
+    /// included: A in f32, f32 accumulation).
     pub fn precision(self) -> Precision {
         if let Some(k) = self.as_family() {
             return k.family().precision();

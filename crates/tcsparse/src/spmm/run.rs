@@ -71,8 +71,8 @@ impl Prepared {
     /// f32 accumulation, and C is rounded to `T` ([`crate::element`]: to nearest; beyond the
     /// type's range ±∞, as a cast; NaN stays NaN). [`Prepared::error_bound`] includes that
     /// rounding. On a GPU, f16 and bf16 run on the f16 / bf16 row-tile kernels (A's values
-    /// rounded to the type when the matrix was uploaded, f32 accumulation, C rounded on the
-    /// device as `half` rounds).
+    /// rounded to the type when the matrix was uploaded) or the CSR kernel in the type (A in
+    /// f32), with f32 accumulation and C rounded on the device as `half` rounds.
     ///
     /// ```
     /// # fn main() -> Result<(), tcsparse::Error> {

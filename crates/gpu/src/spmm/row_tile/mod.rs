@@ -86,8 +86,8 @@ impl RowTileArith {
     }
 }
 
-/// A 16-bit element type the f16 / bf16 row-tile kernels take ([`half::f16`], [`half::bf16`];
-/// sealed).
+/// A 16-bit element type the f16 / bf16 kernels take ([`half::f16`], [`half::bf16`]; sealed): the
+/// row-tile kernels' and [`crate::spmm::csr::CsrSpmm::enqueue_half`]'s.
 pub trait RowTileHalf:
     DeviceRepr + ValidAsZeroBits + Copy + Default + Send + Sync + sealed::Sealed + 'static
 {
