@@ -90,6 +90,20 @@ __device__ __forceinline__ float axpby(float a, float c, float beta) {
     return beta == 0.0f ? a : fmaf(beta, c, a);
 }
 
+// p[j] += v[j] with atomics for the features col + j < n: one red.global.add.v4.f32 when vec (p
+// 16-byte aligned, all four below n).
+__device__ __forceinline__ void add4_atomic(float* p, const float (&v)[4], u64 col, u32 n,
+                                            bool vec) {
+    if (vec) {
+        red_add_v4(p, v);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (col + j < n) atomicAdd(p + j, v[j]);
+    }
+}
+
 // Writes alpha * acc to features col .. col + 3 of C row `row`: stored with beta * C added, or, for
 // a split row, added with atomics (C pre-scaled by beta).
 __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row, u64 col, u32 n,
@@ -97,14 +111,7 @@ __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row
     float* p = c + (u64)row * ldc + col;
     const float v[4] = {alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w};
     if (split) {
-        if (vec) {
-            red_add_v4(p, v);
-            return;
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if (col + j < n) atomicAdd(p + j, v[j]);
-        }
+        add4_atomic(p, v, col, n, vec);
         return;
     }
     if (vec) {
@@ -135,14 +142,7 @@ __device__ __forceinline__ void write_c4_half(u16* __restrict__ c, u64 ldc, u32 
     if (split) {
         float* p = ss.rows + (u64)split_slot(ss, row) * n + col;
         // Scratch rows are n floats: 16-byte aligned at col (a multiple of 4) when n is too.
-        if (vec && (n & 3u) == 0) {
-            red_add_v4(p, v);
-            return;
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            if (col + j < n) atomicAdd(p + j, v[j]);
-        }
+        add4_atomic(p, v, col, n, vec && (n & 3u) == 0);
         return;
     }
     u16* p = c + (u64)row * ldc + col;

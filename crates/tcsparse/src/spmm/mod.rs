@@ -103,47 +103,32 @@ pub(crate) trait HalfElement: RowTileHalf + PermuteElement {
     /// The scratch buffers of this type.
     fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self>;
 
-    /// `d`'s product in this type.
-    fn enqueue_on(
-        d: &mut dyn family::HalfProduct,
-        alpha: f32,
-        b: &tcsparse_gpu::Dense<'_, Self>,
-        beta: f32,
-        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
-    ) -> Result<(), Error>;
+    /// B and C of a family's product in this type.
+    fn operands<'a, 'b>(
+        b: &'a tcsparse_gpu::Dense<'b, Self>,
+        c: &'a mut tcsparse_gpu::DenseMut<'b, Self>,
+    ) -> family::HalfOperands<'a, 'b>;
 }
 
-impl HalfElement for f16 {
-    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
-        &mut s.f16
-    }
+/// [`HalfElement`] for `$t`: its scratch field and its variant of [`family::HalfOperands`].
+macro_rules! half_element {
+    ($t:ty, $field:ident, $variant:ident) => {
+        impl HalfElement for $t {
+            fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
+                &mut s.$field
+            }
 
-    fn enqueue_on(
-        d: &mut dyn family::HalfProduct,
-        alpha: f32,
-        b: &tcsparse_gpu::Dense<'_, Self>,
-        beta: f32,
-        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
-    ) -> Result<(), Error> {
-        d.enqueue_f16(alpha, b, beta, c)
-    }
+            fn operands<'a, 'b>(
+                b: &'a tcsparse_gpu::Dense<'b, Self>,
+                c: &'a mut tcsparse_gpu::DenseMut<'b, Self>,
+            ) -> family::HalfOperands<'a, 'b> {
+                family::HalfOperands::$variant(b, c)
+            }
+        }
+    };
 }
-
-impl HalfElement for bf16 {
-    fn half_scratch(s: &mut Scratch) -> &mut ScratchPair<Self> {
-        &mut s.bf16
-    }
-
-    fn enqueue_on(
-        d: &mut dyn family::HalfProduct,
-        alpha: f32,
-        b: &tcsparse_gpu::Dense<'_, Self>,
-        beta: f32,
-        c: &mut tcsparse_gpu::DenseMut<'_, Self>,
-    ) -> Result<(), Error> {
-        d.enqueue_bf16(alpha, b, beta, c)
-    }
-}
+half_element!(f16, f16, F16);
+half_element!(bf16, bf16, Bf16);
 
 /// A matrix prepared for repeated products: reordered, in BitTCF, planned and (on the GPU)
 /// uploaded once.

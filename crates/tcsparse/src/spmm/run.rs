@@ -249,7 +249,7 @@ impl Prepared {
             }
             DeviceState::Family(d) => match d.half() {
                 Some(h) => {
-                    H::enqueue_on(h, alpha, &b, beta, &mut c)?;
+                    h.enqueue_typed(alpha, beta, H::operands(&b, &mut c))?;
                     true
                 }
                 None => false,

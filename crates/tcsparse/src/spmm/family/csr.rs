@@ -8,12 +8,12 @@ use std::time::Instant;
 use cudarc::driver::CudaSlice;
 use tcsparse_formats::Csr;
 use tcsparse_gpu::spmm::csr::{CsrSpmm, CsrWorkPlan};
-use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu};
+use tcsparse_gpu::{DeviceProduct, Gpu};
 
 use super::{
-    Build, Choice, EarlyWork, FamilyDevice, FamilyFacts, FamilyKernel, HalfProduct, SpmmFamily,
+    Build, Choice, EarlyWork, FamilyDevice, FamilyFacts, FamilyKernel, HalfOperands, HalfProduct,
+    SpmmFamily,
 };
-use crate::element::{bf16, f16};
 use crate::spmm::codec::{Reader, StaleOrCorrupt, put_u32};
 use crate::spmm::tune::Tuning;
 use crate::{Balance, Error, ExecKernel, KernelRequest, Precision};
@@ -140,24 +140,16 @@ impl FamilyDevice for CsrSpmm {
 
 /// `csr_spmm_f16` / `_bf16`: A's f32 values, f32 accumulation ([`CsrSpmm::enqueue_half`]).
 impl HalfProduct for CsrSpmm {
-    fn enqueue_f16(
+    fn enqueue_typed(
         &mut self,
         alpha: f32,
-        b: &Dense<'_, f16>,
         beta: f32,
-        c: &mut DenseMut<'_, f16>,
+        operands: HalfOperands<'_, '_>,
     ) -> Result<(), Error> {
-        Ok(self.enqueue_half(alpha, b, beta, c)?)
-    }
-
-    fn enqueue_bf16(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_, bf16>,
-        beta: f32,
-        c: &mut DenseMut<'_, bf16>,
-    ) -> Result<(), Error> {
-        Ok(self.enqueue_half(alpha, b, beta, c)?)
+        Ok(match operands {
+            HalfOperands::F16(b, c) => self.enqueue_half(alpha, b, beta, c),
+            HalfOperands::Bf16(b, c) => self.enqueue_half(alpha, b, beta, c),
+        }?)
     }
 }
 

@@ -220,26 +220,21 @@ pub(crate) trait FamilyDevice: DeviceProduct + Send {
     }
 }
 
+/// B and C of a product in f16 or bf16.
+pub(crate) enum HalfOperands<'a, 'b> {
+    F16(&'a Dense<'b, f16>, &'a mut DenseMut<'b, f16>),
+    Bf16(&'a Dense<'b, bf16>, &'a mut DenseMut<'b, bf16>),
+}
+
 /// `C = α·A·B + β·C` with B (`K × n`) and C (`M × n`) in f16 or bf16, queued on the GPU's stream:
 /// f32 accumulation, C rounded to the type (beyond its range ±∞, as a cast); B and C checked
 /// against the matrix's shape before anything is queued.
 pub(crate) trait HalfProduct {
-    /// In f16.
-    fn enqueue_f16(
+    fn enqueue_typed(
         &mut self,
         alpha: f32,
-        b: &Dense<'_, f16>,
         beta: f32,
-        c: &mut DenseMut<'_, f16>,
-    ) -> Result<(), Error>;
-
-    /// In bf16.
-    fn enqueue_bf16(
-        &mut self,
-        alpha: f32,
-        b: &Dense<'_, bf16>,
-        beta: f32,
-        c: &mut DenseMut<'_, bf16>,
+        operands: HalfOperands<'_, '_>,
     ) -> Result<(), Error>;
 }
 
