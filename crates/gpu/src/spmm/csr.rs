@@ -361,9 +361,7 @@ impl CsrSpmm {
         self.csr.values = upload_values(&self.gpu, values, self.nnz)?;
         Ok(())
     }
-}
 
-impl CsrSpmm {
     /// `C = α·A·B + β·C` with B (`K × n`, leading dimension `ldb`) and C (`M × n`, `ldc`) views in
     /// the 16-bit type `T` (f16 or bf16), queued on the GPU's stream: A's f32 values times B
     /// widened exactly, f32 accumulation, β·C read in `T` (not at all when β = 0), C rounded to `T`

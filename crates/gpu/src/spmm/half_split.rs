@@ -5,6 +5,7 @@
 
 use cudarc::driver::{CudaFunction, CudaSlice};
 
+use super::row_tile::RowTileHalf;
 use crate::launch::{Launch, Shape};
 use crate::product::DenseMut;
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
@@ -80,7 +81,7 @@ impl HalfSplit {
     /// (ascending group ids, each `group_rows` rows, all < ⌈rows / group_rows⌉), after the main
     /// kernel filled `scratch` (at least `count · group_rows · n` floats) on the same stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_finish<T>(
+    pub(crate) fn launch_finish<T: RowTileHalf>(
         &self,
         gpu: &Gpu,
         ids: &CudaSlice<u32>,
@@ -105,8 +106,8 @@ impl HalfSplit {
             .u32(group_rows);
         // SAFETY: (1) the arguments fill `split_rows_finish`'s entry (`sig`: (const u32*, u32,
         // const float*, u16*, u32, u32, u32, float, u32), checked against the PTX by a CPU test);
-        // C holds the entry's 16-bit type (the caller launched the main kernel of that type on
-        // it). (2) Only C is written, borrowed mutably for this call; the scratch is read after
+        // C holds a 16-bit type (T: RowTileHalf), the entry's (the caller made this HalfSplit
+        // for T's type). (2) Only C is written, borrowed mutably for this call; the scratch is read after
         // the main kernel on the same stream. (3) In bounds: `ids` holds `count` ascending group
         // ids < ⌈rows / group_rows⌉ and the kernel skips rows ≥ rows and features ≥ n; scratch
         // holds count · group_rows · n floats and (rows − 1)·ldc + n ≤ C.len() (the caller's

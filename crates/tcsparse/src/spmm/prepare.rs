@@ -137,7 +137,7 @@ fn time_half<H: RowTileHalf>(
 
 /// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_HALF_TUNED_CHUNKS`] nonzeros per
 /// warp at width `n` (recorded in the report's tuning samples): the fastest budget's kernel and
-/// its time.
+/// its time (`None` for a matrix without rows or one the kernel cannot take).
 fn tune_csr_half<H: RowTileHalf>(
     gpu: &Gpu,
     p: &mut Prepared,
@@ -147,7 +147,14 @@ fn tune_csr_half<H: RowTileHalf>(
         return Ok(None);
     }
     let shape = (p.a.rows(), p.a.cols());
-    let mut dev = CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0])?;
+    let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0]) {
+        Ok(d) => d,
+        Err(e) => {
+            // Skipped as a row-tile candidate that cannot be built is.
+            tracing::warn!("CSR kernel in {} not timed: {e}", H::ARITH.name());
+            return Ok(None);
+        }
+    };
     let mut best: Option<(f64, u32)> = None;
     for chunk_nnz in CSR_HALF_TUNED_CHUNKS {
         dev.set_chunk(chunk_nnz)?;
@@ -171,8 +178,8 @@ fn tune_csr_half<H: RowTileHalf>(
 /// [`TYPED_PACKINGS`] windows per thread block and windows split at
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) and, for f16 / bf16, the CSR kernel ([`tune_csr_half`]) on
 /// zero operands of the element type, records each in the report's tuning samples and keeps the
-/// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be built is skipped. cuSPARSE in f16 / bf16 is not a
-/// candidate: it does not document its arithmetic in these types, and on the H200 its products
+/// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be
+/// built is skipped. cuSPARSE in f16 / bf16 is not a candidate: it does not document its arithmetic in these types, and on the H200 its products
 /// exceeded even twice C's rounding beyond the f32-accumulation bound, data-dependently (ALG2 in
 /// f16 at α = −0.5, β = 2: by 4.5 % at n = 1000 and by 23 % at n = 512 after a checked product
 /// had passed; 2026-11-28, 826269a and 198f393), so no bound could be promised for it.
