@@ -313,9 +313,38 @@ impl<'a> NormMaps<'a> {
             .collect()
     }
 
-    /// The largest τ (found by bisection on a log scale to a relative width of 1e-4) whose
-    /// [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute). τ = 0 (every product, bound 0) when even the
-    /// smallest positive τ is too coarse; errors when `max_bound` is negative or not finite.
+    /// The smallest product `a_ik·b_kj` (in f32, as [`NormMaps::skipped_bound`] compares it) of a
+    /// nonzero `a_ik` that is ≥ τ, if any: every τ' in [τ, that product] skips the same products.
+    fn smallest_product_from(&self, tau: f32) -> Option<f32> {
+        let tk = self.tiles_k;
+        (0..self.tiles_m)
+            .into_par_iter()
+            .filter_map(|i| {
+                let xs = &self.a[i * tk..(i + 1) * tk];
+                (0..tk)
+                    .filter(|&k| xs[k] != 0.0)
+                    .filter_map(|k| {
+                        let row = self.sorted_row(k);
+                        let at = row.partition_point(|&b| xs[k] * b < tau);
+                        row.get(at).map(|&b| xs[k] * b)
+                    })
+                    .min_by(f32::total_cmp)
+            })
+            .min_by(f32::total_cmp)
+    }
+
+    /// The largest τ whose [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute), exactly (a
+    /// product's value) or to a relative width of 1e-4 below it. τ = 0 (every product, bound 0)
+    /// when even the smallest positive τ is too coarse; errors when `max_bound` is negative or
+    /// not finite.
+    ///
+    /// The search keeps a bracket `lo < hi` (the bound at `lo` within `max_bound`, at `hi` not).
+    /// Its steps on x = ln τ alternate the point where the straight line through (x, ln bound) at
+    /// the bracket's ends meets ln `max_bound` (at least 1/16 of the bracket from either end) and
+    /// the bracket's middle: the bound is nearly a power of τ over wide ranges, so the line lands
+    /// close. The bound only changes at products' values, so where a step finds the bound of an
+    /// end again (a plateau), the next step moves `lo` to the smallest product ≥ `lo` (same bound)
+    /// and tests just above it: a bound beyond `max_bound` there makes that product the answer.
     pub fn tau_for_error(&self, max_bound: f64) -> Result<TauForError, PlanError> {
         if !(max_bound.is_finite() && max_bound >= 0.0) {
             return Err(PlanError::InvalidInput(format!(
@@ -328,38 +357,71 @@ impl<'a> NormMaps<'a> {
         let bmax = self.b_sorted.iter().copied().fold(0f32, f32::max);
         // Above the largest product everything is skipped.
         let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
-        if bound(top) <= max_bound {
+        let top_bound = bound(top);
+        if top_bound <= max_bound {
             return Ok(TauForError {
                 tau: top,
-                bound: bound(top),
+                bound: top_bound,
                 valid_ratio: ratio(top),
             });
         }
-        // Bisection on log τ between a tiny τ (admitted or not) and `top` (not admitted).
+        // A tiny τ (admitted or not) and `top` (not admitted).
         let mut lo = f32::MIN_POSITIVE;
-        if bound(lo) > max_bound {
+        let mut lo_bound = bound(lo);
+        if lo_bound > max_bound {
             return Ok(TauForError {
                 tau: 0.0,
                 bound: 0.0,
                 valid_ratio: 1.0,
             });
         }
-        let mut hi = top;
-        let mut lo_bound = bound(lo);
-        for _ in 0..100 {
+        let (mut hi, mut hi_bound) = (top, top_bound);
+        let mut plateau = false;
+        for step in 0..200 {
             if hi / lo <= 1.0001 {
                 break;
             }
-            let mid = ((lo as f64) * (hi as f64)).sqrt() as f32;
+            if std::mem::take(&mut plateau) {
+                // [lo, v] skips what lo skips (no product in between), so v has lo's bound.
+                let Some(v) = self.smallest_product_from(lo).filter(|&v| v < hi) else {
+                    break;
+                };
+                lo = v;
+                let above = v.next_up();
+                if above >= hi {
+                    break;
+                }
+                let b = bound(above);
+                if b > max_bound {
+                    break;
+                }
+                (lo, lo_bound) = (above, b);
+                continue;
+            }
+            let (x_lo, x_hi) = ((lo as f64).ln(), (hi as f64).ln());
+            let middle = 0.5 * (x_lo + x_hi);
+            // The line through the ends in (ln τ, ln bound); the middle where a bound is 0.
+            let x = if step % 2 == 0 && lo_bound > 0.0 && max_bound > 0.0 {
+                let (y_lo, y_hi, y) = (lo_bound.ln(), hi_bound.ln(), max_bound.ln());
+                let t = ((y - y_lo) / (y_hi - y_lo)).clamp(1.0 / 16.0, 15.0 / 16.0);
+                if t.is_finite() {
+                    x_lo + t * (x_hi - x_lo)
+                } else {
+                    middle
+                }
+            } else {
+                middle
+            };
+            let mid = x.exp() as f32;
             if mid <= lo || mid >= hi {
                 break;
             }
             let bm = bound(mid);
+            plateau = bm == lo_bound || bm == hi_bound;
             if bm <= max_bound {
-                lo = mid;
-                lo_bound = bm;
+                (lo, lo_bound) = (mid, bm);
             } else {
-                hi = mid;
+                (hi, hi_bound) = (mid, bm);
             }
         }
         Ok(TauForError {
@@ -661,6 +723,45 @@ mod tests {
         }
         let r = maps.tau_for_error(0.0).unwrap();
         assert_eq!((r.bound, r.valid_ratio), (0.0, 1.0));
+        // Against brute force: the bound is constant between products' values, so the largest
+        // τ within a bound is a product's value; the search returns it or a τ at most 1e-4
+        // below it, with the same bound. Coarse maps (values on a grid of 1/levels) and fine ones.
+        for (seed, levels) in [(5u64, 3.0f32), (7, 1048576.0), (11, 6.0)] {
+            let (a, b) = lcg_maps(seed, tm, tk, tn);
+            let grid = |v: Vec<f32>| -> Vec<f32> {
+                v.into_iter()
+                    .map(|x| (x * levels).ceil() / levels)
+                    .collect()
+            };
+            let (a, b) = (grid(a), grid(b));
+            let maps = NormMaps::new(&a, &b, (tm, tk, tn)).unwrap();
+            let mut products: Vec<f32> = (0..tm * tk)
+                .filter(|&ik| a[ik] != 0.0)
+                .flat_map(|ik| (0..tn).map(move |j| (ik, j)))
+                .map(|(ik, j)| a[ik] * b[(ik % tk) * tn + j])
+                .collect();
+            products.sort_by(f32::total_cmp);
+            products.dedup();
+            let total = maps.skipped_bound(f32::INFINITY);
+            for frac in [0.5, 1e-1, 1e-2, 1e-3] {
+                let want = frac * total;
+                let r = maps.tau_for_error(want).unwrap();
+                let best = products
+                    .iter()
+                    .copied()
+                    .rev()
+                    .find(|&p| maps.skipped_bound(p) <= want)
+                    .unwrap();
+                assert!(r.bound <= want, "seed {seed}, {frac}: {r:?}");
+                assert_eq!(r.bound, maps.skipped_bound(best), "seed {seed}, {frac}");
+                assert!(
+                    r.tau <= best && r.tau as f64 >= best as f64 / 1.0001,
+                    "seed {seed}, {frac}: τ {} against the largest {best}",
+                    r.tau
+                );
+            }
+        }
+
         assert!(maps.tau_for_error(f64::NAN).is_err());
         assert!(maps.tau_for_error(-1.0).is_err());
     }
