@@ -86,9 +86,10 @@ impl NormMap {
 }
 
 /// SpAMM CPU product C ≈ A·B with A `m × k` and B `k × n` row-major (leading dimensions k and n)
-/// and their norm maps `na`, `nb` of tile size `tile`. Returns C (`m × n`, row-major, f32
-/// accumulation) and the valid ratio: computed (i,k,j) tile products over all of them (0 when
-/// there are none). Errors on mismatched shapes or norm maps.
+/// and their norm maps `na`, `nb` of tile size `tile`: the tile product (i, k, j) is computed when
+/// the f32 product of its norms is ≥ τ (the GPU kernels' and `planner::spamm`'s rule). Returns C
+/// (`m × n`, row-major, f32 accumulation) and the valid ratio: computed (i,k,j) tile products over
+/// all of them (0 when there are none). Errors on mismatched shapes or norm maps.
 #[allow(clippy::too_many_arguments)]
 pub fn spamm_cpu(
     a: &[f32],
@@ -120,7 +121,8 @@ pub fn spamm_cpu(
     for i in 0..tm {
         for j in 0..tn {
             for t in 0..tk {
-                if (na.get(i, t) as f64) * (nb.get(t, j) as f64) < tau as f64 {
+                // The kernels' rule: valid when the f32 product of the norms is ≥ τ.
+                if na.get(i, t) * nb.get(t, j) < tau {
                     continue;
                 }
                 valid += 1;

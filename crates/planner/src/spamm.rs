@@ -333,18 +333,20 @@ impl<'a> NormMaps<'a> {
             .min_by(f32::total_cmp)
     }
 
-    /// The largest τ whose [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute), exactly (a
-    /// product's value) or to a relative width of 1e-4 below it. τ = 0 (every product, bound 0)
-    /// when even the smallest positive τ is too coarse; errors when `max_bound` is negative or
-    /// not finite.
+    /// The largest τ whose [`NormMaps::skipped_bound`] is ≤ `max_bound` (absolute), to a relative
+    /// width of 1e-4 below it (the bound is constant between products' values, so the largest is
+    /// a product's value; τ stays below it, so that product is admitted with a margin). τ = 0
+    /// (every product, bound 0) when even the smallest positive τ is too coarse; errors when
+    /// `max_bound` is negative or not finite.
     ///
     /// The search keeps a bracket `lo < hi` (the bound at `lo` within `max_bound`, at `hi` not).
     /// Its steps on x = ln τ alternate the point where the straight line through (x, ln bound) at
     /// the bracket's ends meets ln `max_bound` (at least 1/16 of the bracket from either end) and
     /// the bracket's middle: the bound is nearly a power of τ over wide ranges, so the line lands
     /// close. The bound only changes at products' values, so where a step finds the bound of an
-    /// end again (a plateau), the next step moves `lo` to the smallest product ≥ `lo` (same bound)
-    /// and tests just above it: a bound beyond `max_bound` there makes that product the answer.
+    /// end again (a plateau), the next step finds the smallest product v ≥ `lo` (every τ in
+    /// [`lo`, v] has `lo`'s bound) and tests just above it: a bound beyond `max_bound` there makes
+    /// v the end of the search (τ = max(`lo`, v / 1.0001)); otherwise `lo` moves past v.
     pub fn tau_for_error(&self, max_bound: f64) -> Result<TauForError, PlanError> {
         if !(max_bound.is_finite() && max_bound >= 0.0) {
             return Err(PlanError::InvalidInput(format!(
@@ -382,21 +384,28 @@ impl<'a> NormMaps<'a> {
                 break;
             }
             if std::mem::take(&mut plateau) {
-                // [lo, v] skips what lo skips (no product in between), so v has lo's bound.
+                // [lo, v] skips what lo skips (no product in between): every τ there has lo's
+                // bound.
                 let Some(v) = self.smallest_product_from(lo).filter(|&v| v < hi) else {
                     break;
                 };
-                lo = v;
                 let above = v.next_up();
-                if above >= hi {
-                    break;
+                let b = if above < hi { bound(above) } else { hi_bound };
+                if b <= max_bound {
+                    (lo, lo_bound) = (above, b);
+                    continue;
                 }
-                let b = bound(above);
-                if b > max_bound {
-                    break;
-                }
-                (lo, lo_bound) = (above, b);
-                continue;
+                // Skipping v's products breaks the bound: they are the smallest admitted. τ stays
+                // up to 1e-4 below v where lo allows, so a product at v stays admitted where its
+                // norms round differently (a product equal to τ is one rounding from skipped).
+                let below = (v as f64 / 1.0001) as f32;
+                let below = if below as f64 * 1.0001 < v as f64 {
+                    below.next_up()
+                } else {
+                    below
+                };
+                lo = lo.max(below).min(v);
+                break;
             }
             let (x_lo, x_hi) = ((lo as f64).ln(), (hi as f64).ln());
             let middle = 0.5 * (x_lo + x_hi);
