@@ -382,7 +382,8 @@ fn spamm_matches_f64_when_all_tiles_valid_and_skips_below_tau() {
             assert!((c[i * n + j] as f64 - want).abs() < 1e-4);
         }
     }
-    // τ exactly equal to one norm product keeps that product (≥), drops smaller ones.
+    // τ exactly equal to one norm product keeps that product (≥, f32 products as the kernels),
+    // drops smaller ones.
     let tau = na.get(0, 0) * nb.get(0, 0);
     let (c2, ratio2) = spamm_cpu(&a, &na, &b, &nb, m, k, n, tile, tau).unwrap();
     let mut valid = 0;
@@ -390,7 +391,7 @@ fn spamm_matches_f64_when_all_tiles_valid_and_skips_below_tau() {
     for i in 0..3 {
         for j in 0..3 {
             for t in 0..2 {
-                if (na.get(i, t) as f64) * (nb.get(t, j) as f64) >= tau as f64 {
+                if na.get(i, t) * nb.get(t, j) >= tau {
                     valid += 1;
                     for r in i * 4..(i * 4 + 4).min(m) {
                         for cc in j * 4..(j * 4 + 4).min(n) {
