@@ -114,7 +114,7 @@ pub struct CsrSpmm {
     nnz: usize,
     /// A on the device.
     csr: DeviceCsr,
-    /// Host copy of the row offsets for [`CsrSpmm::set_chunk`], downloaded on its first call (a
+    /// Host copy of the row offsets for [`CsrSpmm::set_chunk`], downloaded on its first rebuild (a
     /// copy made at construction cost R-MAT scale 20's plan-cache hit 2.9 ms of its 11.8).
     row_offsets: Option<Vec<u32>>,
     work: DeviceWork,
@@ -312,9 +312,13 @@ impl CsrSpmm {
         })
     }
 
-    /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros; A stays uploaded
-    /// (its row offsets are downloaded on the first call). On error the previous work list stays.
+    /// Rebuilds the work list for warp items of at most `chunk_nnz` nonzeros (0 is treated as 1;
+    /// nothing to do at the current budget); A stays uploaded (its row offsets are downloaded on
+    /// the first rebuild). On error the previous work list stays.
     pub fn set_chunk(&mut self, chunk_nnz: u32) -> Result<(), GpuError> {
+        if chunk_nnz.max(1) == self.work.chunk_nnz {
+            return Ok(());
+        }
         let offsets = match self.row_offsets.take() {
             Some(o) => o,
             None => self.gpu.download(&self.csr.indptr)?,

@@ -188,17 +188,13 @@ pub(in crate::spmm) fn tune(
         &names,
         |_, _| true,
         |i| {
-            if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-                dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-            }
+            dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
             Ok(dev.run(1.0, b, 0.0, c, n)?)
         },
     )?;
     let Some((i, ms)) = found else {
         return Ok(None);
     };
-    if CSR_TUNED_CHUNKS[i] != dev.chunk_nnz() {
-        dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
-    }
+    dev.set_chunk(CSR_TUNED_CHUNKS[i])?;
     Ok(Some((ms, dev)))
 }
