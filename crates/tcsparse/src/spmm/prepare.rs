@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use std::time::Instant;
 
+use cudarc::driver::{CudaSlice, DeviceRepr, ValidAsZeroBits};
 use tcsparse_formats::Csr;
 use tcsparse_formats::rowtile::RowTileTcf;
 use tcsparse_gpu::device_csr::DeviceCsr;
@@ -11,7 +12,7 @@ use tcsparse_gpu::spmm::csr::CsrSpmm;
 use tcsparse_gpu::spmm::row_tile::{
     RowTileArith, RowTileDevice, RowTileHalf, RowTileKernel, RowTileSchedule,
 };
-use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, GpuError, Timing};
+use tcsparse_gpu::{Dense, DenseMut, DeviceProduct, Gpu, GpuError};
 
 use crate::element::{bf16, f16};
 use tcsparse_reorder::{CheckedReorder, Mode, Permutation};
@@ -120,33 +121,74 @@ fn refuse_unsupported(gpu: bool, opts: &PrepareOptions) -> Result<(), Error> {
 /// Windows per thread block the typed tuning times, beside a split schedule.
 const TYPED_PACKINGS: [u32; 3] = [1, 4, 16];
 
-/// [`Gpu::time_launches`] of `launch` (α = 1, β = 0) at width `n` on zero operands of `H`, B
-/// `cols × n` and C `rows × n`.
-fn time_half<H: RowTileHalf>(
-    gpu: &Gpu,
-    (rows, cols): (usize, usize),
+/// Zero B (`cols × n`) and C (`rows × n`) of element `T`, allocated once for a typed tuning's
+/// timings.
+struct ZeroOperands<T> {
+    b: CudaSlice<T>,
+    c: CudaSlice<T>,
     n: usize,
-    mut launch: impl FnMut(&Dense<'_, H>, &mut DenseMut<'_, H>) -> Result<(), GpuError>,
-) -> Result<Timing, Error> {
-    let b = gpu.alloc_zeros::<H>((cols * n).max(1))?;
-    let mut c = gpu.alloc_zeros::<H>((rows * n).max(1))?;
-    Ok(gpu.time_launches(1, 5, || {
-        launch(&Dense::packed(&b, n), &mut DenseMut::packed(&mut c, n))
-    })?)
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> ZeroOperands<T> {
+    fn new(gpu: &Gpu, (rows, cols): (usize, usize), n: usize) -> Result<Self, Error> {
+        Ok(Self {
+            b: gpu.alloc_zeros::<T>((cols * n).max(1))?,
+            c: gpu.alloc_zeros::<T>((rows * n).max(1))?,
+            n,
+        })
+    }
+
+    /// [`Gpu::time_launches`] of `launch` (α = 1, β = 0 are the caller's) on them: the median ms.
+    fn time(
+        &mut self,
+        gpu: &Gpu,
+        mut launch: impl FnMut(&Dense<'_, T>, &mut DenseMut<'_, T>) -> Result<(), GpuError>,
+    ) -> Result<f64, Error> {
+        let (b, c, n) = (&self.b, &mut self.c, self.n);
+        let t = gpu.time_launches(1, 5, || {
+            launch(&Dense::packed(b, n), &mut DenseMut::packed(c, n))
+        })?;
+        Ok(t.median_ms)
+    }
+}
+
+/// The zero operands of a typed tuning, in its arithmetic's element type.
+enum TypedOperands {
+    F32(ZeroOperands<f32>),
+    F16(ZeroOperands<f16>),
+    Bf16(ZeroOperands<bf16>),
+}
+
+impl TypedOperands {
+    fn new(gpu: &Gpu, arith: RowTileArith, shape: (usize, usize), n: usize) -> Result<Self, Error> {
+        Ok(match arith {
+            RowTileArith::F16 => Self::F16(ZeroOperands::new(gpu, shape, n)?),
+            RowTileArith::Bf16 => Self::Bf16(ZeroOperands::new(gpu, shape, n)?),
+            _ => Self::F32(ZeroOperands::new(gpu, shape, n)?),
+        })
+    }
+
+    /// The median ms of `dev`'s kernel on them.
+    fn time_row_tile(&mut self, gpu: &Gpu, dev: &mut RowTileDevice) -> Result<f64, Error> {
+        match self {
+            Self::F32(z) => z.time(gpu, |b, c| dev.enqueue(1.0, b, 0.0, c)),
+            Self::F16(z) => z.time(gpu, |b, c| dev.enqueue_half(1.0, b, 0.0, c)),
+            Self::Bf16(z) => z.time(gpu, |b, c| dev.enqueue_half(1.0, b, 0.0, c)),
+        }
+    }
 }
 
 /// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_HALF_TUNED_CHUNKS`] nonzeros per
-/// warp at width `n` (recorded in the report's tuning samples): the fastest budget's kernel and
-/// its time (`None` for a matrix without rows or one the kernel cannot take).
+/// warp on `ops` (recorded in the report's tuning samples): the fastest budget's kernel and its
+/// time (`None` for a matrix without rows or one the kernel cannot take).
 fn tune_csr_half<H: RowTileHalf>(
     gpu: &Gpu,
     p: &mut Prepared,
-    n: usize,
+    ops: &mut ZeroOperands<H>,
 ) -> Result<Option<(f64, CsrSpmm)>, Error> {
     if p.a.rows() == 0 {
         return Ok(None);
     }
-    let shape = (p.a.rows(), p.a.cols());
     let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0]) {
         Ok(d) => d,
         Err(e) => {
@@ -158,7 +200,7 @@ fn tune_csr_half<H: RowTileHalf>(
     let mut best: Option<(f64, u32)> = None;
     for chunk_nnz in CSR_HALF_TUNED_CHUNKS {
         dev.set_chunk(chunk_nnz)?;
-        let ms = time_half::<H>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?.median_ms;
+        let ms = ops.time(gpu, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?;
         p.report.tuning.push(TuneSample {
             candidate: format!("{} in {}", CsrKernel { chunk_nnz }, H::ARITH.name()),
             ms,
@@ -179,8 +221,9 @@ fn tune_csr_half<H: RowTileHalf>(
 /// [`super::ROW_TILE_SPLIT_BLOCKS`]) and, for f16 / bf16, the CSR kernel ([`tune_csr_half`]) on
 /// zero operands of the element type, records each in the report's tuning samples and keeps the
 /// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be
-/// built is skipped. cuSPARSE in f16 / bf16 is not a candidate: it does not document its arithmetic in these types, and on the H200 its products
-/// exceeded even twice C's rounding beyond the f32-accumulation bound, data-dependently (ALG2 in
+/// built is skipped. cuSPARSE in f16 / bf16 is not a candidate: it does not document its
+/// arithmetic in these types, and on the H200 its products exceeded even twice C's rounding
+/// beyond the f32-accumulation bound, data-dependently (ALG2 in
 /// f16 at α = −0.5, β = 2: by 4.5 % at n = 1000 and by 23 % at n = 512 after a checked product
 /// had passed; 2026-11-28, 826269a and 198f393), so no bound could be promised for it.
 fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Result<(), Error> {
@@ -192,23 +235,7 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
     scheds.push(RowTileSchedule::Split {
         max_blocks: super::ROW_TILE_SPLIT_BLOCKS,
     });
-    let time = |dev: &mut RowTileDevice| -> Result<f64, Error> {
-        let shape = dev.shape();
-        let t = match arith {
-            RowTileArith::F16 => {
-                time_half::<f16>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?
-            }
-            RowTileArith::Bf16 => {
-                time_half::<bf16>(gpu, shape, n, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?
-            }
-            _ => {
-                let b = gpu.alloc_zeros::<f32>((cols * n).max(1))?;
-                let mut c = gpu.alloc_zeros::<f32>((rows * n).max(1))?;
-                gpu.time_launches(1, 5, || dev.run(1.0, &b, 0.0, &mut c, n))?
-            }
-        };
-        Ok(t.median_ms)
-    };
+    let mut ops = TypedOperands::new(gpu, arith, (rows, cols), n)?;
     let mut best: Option<(f64, (usize, RowTileSchedule))> = None;
     for window_rows in [16usize, 32] {
         let Ok(m) = RowTileTcf::from_csr(&p.a, window_rows) else {
@@ -219,7 +246,7 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         };
         for &s in &scheds {
             dev.set_schedule(gpu, s)?;
-            let ms = time(&mut dev)?;
+            let ms = ops.time_row_tile(gpu, &mut dev)?;
             p.report.tuning.push(TuneSample {
                 candidate: format!("{} ({s})", dev.kernel().name()),
                 ms,
@@ -229,10 +256,10 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             }
         }
     }
-    let csr = match arith {
-        RowTileArith::F16 => tune_csr_half::<f16>(gpu, p, n)?,
-        RowTileArith::Bf16 => tune_csr_half::<bf16>(gpu, p, n)?,
-        _ => None,
+    let csr = match &mut ops {
+        TypedOperands::F16(z) => tune_csr_half(gpu, p, z)?,
+        TypedOperands::Bf16(z) => tune_csr_half(gpu, p, z)?,
+        TypedOperands::F32(_) => None,
     };
     if let Some((ms, dev)) = csr.filter(|(ms, _)| best.is_none_or(|b| *ms < b.0)) {
         let kernel = ExecKernel::CsrCuda(CsrKernel {
