@@ -427,15 +427,18 @@ impl Prepared {
     /// C to the element type ([`DType::scaled_error_bound`]; nothing for f32).
     pub fn error_bound(&self) -> f64 {
         let k = self.a.longest_row();
-        match self.report.kernel {
-            // The f16 / bf16 kernels round A's values to the type ([`DType::rounded_a_bound`]).
-            ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
-                self.dtype.scaled_error_bound(self.dtype.rounded_a_bound(k))
-            }
-            _ => self
-                .dtype
-                .scaled_error_bound(self.report.precision().scaled_error_bound(k)),
-        }
+        let product = if self.rounds_a() {
+            self.dtype.rounded_a_bound(k)
+        } else {
+            self.report.precision().scaled_error_bound(k)
+        };
+        self.dtype.scaled_error_bound(product)
+    }
+
+    /// Whether the kernel kept rounds A's values to the element type: the GPU's f16 / bf16
+    /// row-tile kernels ([`DType::rounded_a_bound`]); every other kernel keeps them in f32.
+    fn rounds_a(&self) -> bool {
+        matches!(self.report.kernel, ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half())
     }
 
     /// [`Prepared::error_bound`] as a formula, for reports: the GPU's f16 / bf16 row-tile kernels
@@ -443,11 +446,10 @@ impl Prepared {
     /// precision's bound ([`DType::bound_text`]; the CSR kernel in f16 / bf16 keeps A in f32 and
     /// runs at f32's).
     pub fn bound_text(&self) -> &'static str {
-        match self.report.kernel {
-            ExecKernel::RowTile { kernel, .. } if kernel.arith.is_half() => {
-                self.dtype.gpu_bound_text()
-            }
-            _ => self.dtype.bound_text(),
+        if self.rounds_a() {
+            self.dtype.gpu_bound_text()
+        } else {
+            self.dtype.bound_text()
         }
     }
 
