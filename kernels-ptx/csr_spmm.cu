@@ -145,27 +145,7 @@ __device__ __forceinline__ void write_c4_half(u16* __restrict__ c, u64 ldc, u32 
         add4_atomic(p, v, col, n, vec && (n & 3u) == 0);
         return;
     }
-    u16* p = c + (u64)row * ldc + col;
-    auto round = [](float x) { return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x); };
-    if (vec) {
-        uint2* q = reinterpret_cast<uint2*>(p);
-        float x[4] = {v[0], v[1], v[2], v[3]};
-        if (beta != 0.0f) {
-            u16 old[4];
-            Vec4<u16>::unpack(*q, old);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) x[j] = fmaf(beta, HalfB<BF>::widen(old[j]), x[j]);
-        }
-        *q = make_uint2(pack_half2(round(x[0]), round(x[1])), pack_half2(round(x[2]), round(x[3])));
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if (col + j < n) {
-            const float x = beta == 0.0f ? v[j] : fmaf(beta, HalfB<BF>::widen(p[j]), v[j]);
-            p[j] = round(x);
-        }
-    }
+    store4_half<BF>(c + (u64)row * ldc + col, v, vec, col, n, beta);
 }
 
 #ifndef CSR_WARPS

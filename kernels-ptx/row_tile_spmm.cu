@@ -247,32 +247,7 @@ __device__ __forceinline__ void store_row_tiles_half(const float (&acc)[MT][4][4
                                                      float beta, u32 flags) {
     visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
                         [&](u16* d, const float (&v)[4], bool vec, u32 fb) {
-                            auto widen = [](u16 h) { return BF ? bf16_to_f32(h) : f16_to_f32(h); };
-                            auto round = [](float x) {
-                                return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
-                            };
-                            if (vec) {
-                                uint2* p = reinterpret_cast<uint2*>(d);
-                                float x[4] = {v[0], v[1], v[2], v[3]};
-                                if (beta != 0.0f) {
-                                    const uint2 old = *p;
-                                    x[0] += beta * widen((u16)(old.x & 0xFFFFu));
-                                    x[1] += beta * widen((u16)(old.x >> 16));
-                                    x[2] += beta * widen((u16)(old.y & 0xFFFFu));
-                                    x[3] += beta * widen((u16)(old.y >> 16));
-                                }
-                                *p = make_uint2(pack_half2(round(x[0]), round(x[1])),
-                                                pack_half2(round(x[2]), round(x[3])));
-                                return;
-                            }
-#pragma unroll
-                            for (int j = 0; j < 4; ++j) {
-                                if (fb + j < N) {
-                                    const float x =
-                                        (beta == 0.0f) ? v[j] : v[j] + beta * widen(d[j]);
-                                    d[j] = round(x);
-                                }
-                            }
+                            store4_half<BF>(d, v, vec, fb, N, beta);
                         });
 }
 

@@ -183,6 +183,34 @@ __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u3
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
+// d[j] = round(v[j] + beta * d[j]) for the features f + j < n (d read in the type, not when
+// beta == 0), rounded to f16 (BF false) or bf16 (BF true) to nearest, beyond the range +-inf as a
+// cast: one 8-byte access when vec (d 8-byte aligned, all four below n). The 16-bit C store of the
+// row-tile and CSR kernels (I: their feature index type, u32 or u64).
+template <bool BF, typename I>
+__device__ __forceinline__ void store4_half(u16* d, const float (&v)[4], bool vec, I f, u32 n,
+                                            float beta) {
+    auto widen = [](u16 h) { return BF ? bf16_to_f32(h) : f16_to_f32(h); };
+    auto round = [](float x) { return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x); };
+    if (vec) {
+        uint2* p = reinterpret_cast<uint2*>(d);
+        float x[4] = {v[0], v[1], v[2], v[3]};
+        if (beta != 0.0f) {
+            const uint2 old = *p;
+            x[0] += beta * widen((u16)(old.x & 0xFFFFu));
+            x[1] += beta * widen((u16)(old.x >> 16));
+            x[2] += beta * widen((u16)(old.y & 0xFFFFu));
+            x[3] += beta * widen((u16)(old.y >> 16));
+        }
+        *p = make_uint2(pack_half2(round(x[0]), round(x[1])), pack_half2(round(x[2]), round(x[3])));
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (f + j < n) d[j] = round(beta == 0.0f ? v[j] : v[j] + beta * widen(d[j]));
+    }
+}
+
 // The f32 scratch rows of the f16 / bf16 kernels' split groups (a 16-bit C cannot take partial
 // sums): split group ids[s] (ids ascending, `count` of them) owns scratch rows
 // [group_rows * s, group_rows * (s + 1)), N floats each (row-major, leading dimension N), zeroed
