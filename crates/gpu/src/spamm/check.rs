@@ -10,10 +10,11 @@
 //! sums differs (one pair per thread block, added on the host in block order: the same result on
 //! every run).
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 
 use super::{nonempty, to_u32};
+use crate::launch::{Launch, Shape};
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
 /// Sampled rows per launch (8 warps of 8 rows in `spamm_error_sums`).
@@ -111,18 +112,23 @@ pub fn error_sums(
         let dc = gpu.upload(hc)?;
         let mut out = gpu.alloc_zeros::<f64>(2 * blocks)?;
         let r32 = chunk.len() as u32;
-        let mut l = gpu.stream().launch_builder(&f);
-        l.arg(&da).arg(b).arg(&dc).arg(&r32).arg(&n32).arg(&k32);
-        l.arg(&mut out);
-        // SAFETY: the arguments follow ERROR_SIGNATURE (checked against the PTX by a CPU test).
-        // A's rows hold r32·k floats (or one where k = 0, then unread), B ≥ k·n and C's rows r32·n
-        // (checked above); the kernel reads only rows < r32 ≤ 64, k steps < k and columns < n, and
-        // writes two f64 per thread block into `out` (2·blocks).
+        let mut l = Launch::new(gpu.stream(), &f, &ERROR_SIGNATURE);
+        l.input(&da)
+            .input(b)
+            .input(&dc)
+            .u32(r32)
+            .u32(n32)
+            .u32(k32)
+            .output(&mut out);
+        // SAFETY: the arguments follow ERROR_SIGNATURE (checked against it at launch and against
+        // the PTX by a CPU test). A's rows hold r32·k floats (or one where k = 0, then unread),
+        // B ≥ k·n and C's rows r32·n (checked above); the kernel reads only rows < r32 ≤ 64, k
+        // steps < k and columns < n, and writes two f64 per thread block into `out` (2·blocks).
         unsafe {
-            l.launch(LaunchConfig {
-                grid_dim: (grid, 1, 1),
-                block_dim: (ERROR_THREADS, 1, 1),
-                shared_mem_bytes: 0,
+            l.launch(Shape {
+                grid: (grid, 1, 1),
+                block: (ERROR_THREADS, 1, 1),
+                shared_bytes: 0,
             })
         }?;
         for pair in gpu.download(&out)?.chunks_exact(2) {
