@@ -390,7 +390,7 @@ impl CsrSpmm {
             return Ok(());
         }
         let gpu = self.gpu.clone();
-        let half = match self.half.take() {
+        let mut half = match self.half.take() {
             Some(h) if h.arith == T::ARITH => h,
             _ => {
                 let bf = usize::from(T::ARITH == RowTileArith::Bf16);
@@ -401,57 +401,49 @@ impl CsrSpmm {
                 }
             }
         };
-        let half = self.half.insert(half);
         let split = &self.work.split;
-        let mut scratch = half.split.take_zeroed(&gpu, split.count() * n)?;
-        let mut run = || -> Result<(), GpuError> {
-            let bf = usize::from(T::ARITH == RowTileArith::Bf16);
-            let (ldb, ldc) = (b.ld(), c.ld());
-            let mut l = Launch::new(gpu.stream(), &half.main, &HALF_SIGNATURES[bf]);
-            let b_ptr = l.borrow(b.buf());
-            let c_ptr = l.borrow_mut(c.buf());
-            let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
-            // The split rows' scratch (none: count 0, never dereferenced).
-            let s_ptr = scratch.as_mut().map_or(0, |s| l.borrow_mut(s));
-            l.input(&self.csr.indptr)
-                .input(&self.csr.indices)
-                .input(&self.csr.values)
-                .input(&self.work.items)
-                .u32(num_items as u32)
-                .dense_operands(b_ptr, ldb as u32, c_ptr, ldc as u32)
-                .u32(n as u32)
-                .f32(alpha)
-                .f32(beta)
-                .u32(flags)
-                .input(split.ids())
-                .u32(split.count() as u32)
-                .arg(Arg::Ptr(s_ptr));
-            let config = launch_config(num_items, n);
-            // SAFETY: as `enqueue_checked`'s (1)–(3), for `csr_spmm_f16` / `_bf16` (the entry of
-            // T's type, HALF_SIGNATURES checked against the PTX) on B and C of T (16-bit; flag
-            // bit 0 only with ldb and ldc multiples of 4 and 16-byte aligned starts, so every
-            // 8-byte access is aligned). (4) Split rows: `split` holds the work list's split
-            // rows, ascending, and the kernel writes a split row's sums only into its scratch row
-            // (found among them), `count · n` floats zeroed just before on this stream (16-byte
-            // aligned vector atomics only when n is a multiple of 4); C is not touched there.
-            unsafe { l.launch(config.into())? };
-            match &scratch {
-                Some(s) => half.split.launch_finish(
-                    &gpu,
-                    split.ids(),
-                    split.count(),
-                    1,
-                    s,
-                    c,
-                    self.m,
-                    beta,
-                ),
-                None => Ok(()),
-            }
-        };
-        let result = run();
-        half.split.put_back(scratch);
-        result
+        let bf = usize::from(T::ARITH == RowTileArith::Bf16);
+        let (csr, items, m) = (&self.csr, &self.work.items, self.m);
+        let main = &half.main;
+        let run = half.split.run(
+            &gpu,
+            (split.ids(), split.count(), 1),
+            m,
+            beta,
+            c,
+            |c, scratch| {
+                let (ldb, ldc) = (b.ld(), c.ld());
+                let mut l = Launch::new(gpu.stream(), main, &HALF_SIGNATURES[bf]);
+                let b_ptr = l.borrow(b.buf());
+                let c_ptr = l.borrow_mut(c.buf());
+                let flags = launch_flags_at(ldb, ldc, b_ptr, c_ptr);
+                // The split rows' scratch (none: count 0, never dereferenced).
+                let s_ptr = scratch.map_or(0, |s| l.borrow_mut(s));
+                l.input(&csr.indptr)
+                    .input(&csr.indices)
+                    .input(&csr.values)
+                    .input(items)
+                    .u32(num_items as u32)
+                    .dense_operands(b_ptr, ldb as u32, c_ptr, ldc as u32)
+                    .u32(n as u32)
+                    .f32(alpha)
+                    .f32(beta)
+                    .u32(flags)
+                    .input(split.ids())
+                    .u32(split.count() as u32)
+                    .arg(Arg::Ptr(s_ptr));
+                // SAFETY: as `enqueue_checked`'s (1)–(3), for `csr_spmm_f16` / `_bf16` (the entry of
+                // T's type, HALF_SIGNATURES checked against the PTX) on B and C of T (16-bit; flag
+                // bit 0 only with ldb and ldc multiples of 4 and 16-byte aligned starts, so every
+                // 8-byte access is aligned). (4) Split rows: `split` holds the work list's split
+                // rows, ascending, and the kernel writes a split row's sums only into its scratch row
+                // (found among them), `count · n` floats zeroed just before on this stream (16-byte
+                // aligned vector atomics only when n is a multiple of 4); C is not touched there.
+                unsafe { l.launch(launch_config(num_items, n).into()) }
+            },
+        );
+        self.half = Some(half);
+        run
     }
 }
 

@@ -51,13 +51,32 @@ impl HalfSplit {
         })
     }
 
-    /// Scratch of at least `len` floats, taken out (zeroed on the GPU's stream for its first
-    /// `len`); hand it back with [`HalfSplit::put_back`]. `None` when `len` is 0.
-    pub(crate) fn take_zeroed(
+    /// One product with split groups: `main` launches the kernel on C with the scratch (at least
+    /// `count · group_rows · n` floats, zeroed on the GPU's stream; `None` without split groups),
+    /// then [`HalfSplit::launch_finish`] rounds the groups' rows into C; the scratch is kept for
+    /// the next product. `groups` = (ids, count, group_rows) as `launch_finish` takes them.
+    pub(crate) fn run<'d, T: RowTileHalf>(
         &mut self,
         gpu: &Gpu,
-        len: usize,
-    ) -> Result<Option<CudaSlice<f32>>, GpuError> {
+        groups: (&CudaSlice<u32>, usize, u32),
+        rows: usize,
+        beta: f32,
+        c: &mut DenseMut<'d, T>,
+        main: impl FnOnce(&mut DenseMut<'d, T>, Option<&mut CudaSlice<f32>>) -> Result<(), GpuError>,
+    ) -> Result<(), GpuError> {
+        let (ids, count, group_rows) = groups;
+        let mut scratch = self.take_zeroed(gpu, count * group_rows as usize * c.n())?;
+        let result = main(c, scratch.as_mut()).and_then(|()| match &scratch {
+            Some(s) => self.launch_finish(gpu, ids, count, group_rows, s, c, rows, beta),
+            None => Ok(()),
+        });
+        self.put_back(scratch);
+        result
+    }
+
+    /// Scratch of at least `len` floats, taken out (zeroed on the GPU's stream for its first
+    /// `len`); hand it back with [`HalfSplit::put_back`]. `None` when `len` is 0.
+    fn take_zeroed(&mut self, gpu: &Gpu, len: usize) -> Result<Option<CudaSlice<f32>>, GpuError> {
         if len == 0 {
             return Ok(None);
         }
@@ -70,7 +89,7 @@ impl HalfSplit {
     }
 
     /// Keeps `scratch` for the next product.
-    pub(crate) fn put_back(&mut self, scratch: Option<CudaSlice<f32>>) {
+    fn put_back(&mut self, scratch: Option<CudaSlice<f32>>) {
         if scratch.is_some() {
             self.scratch = scratch;
         }
@@ -81,7 +100,7 @@ impl HalfSplit {
     /// (ascending group ids, each `group_rows` rows, all < ⌈rows / group_rows⌉), after the main
     /// kernel filled `scratch` (at least `count · group_rows · n` floats) on the same stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_finish<T: RowTileHalf>(
+    fn launch_finish<T: RowTileHalf>(
         &self,
         gpu: &Gpu,
         ids: &CudaSlice<u32>,

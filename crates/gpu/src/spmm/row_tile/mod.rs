@@ -731,43 +731,19 @@ impl RowTileDevice {
         let Some(shape) = launch_shape(n, self.num_tbs())? else {
             return Ok(());
         };
-        // The split windows' scratch rows: split · window_rows · n floats.
-        let split = self.sched.split.count();
-        let len = split * self.kernel.window_rows as usize * n;
-        let mut scratch = match (len, self.half_split.as_mut()) {
-            (0, _) => None,
-            (_, Some(hs)) => hs.take_zeroed(&self.gpu, len)?,
-            (_, None) => {
-                return Err(GpuError::Invalid(format!(
-                    "no split finish for {}",
-                    self.kernel.name()
-                )));
-            }
-        };
         // A's values went up divided by a_scale (a power of two): α·a_scale restores them.
         let alpha = alpha * self.a_scale;
+        let mut hs = self.half_split.take().ok_or_else(|| {
+            GpuError::Invalid(format!("no split finish for {}", self.kernel.name()))
+        })?;
         // Split windows: the main kernel adds into the zeroed scratch, the finish rounds it into
         // C (ids: the split windows, ascending, < ⌈M / window_rows⌉ by flatten_schedule).
-        let mut run = || {
-            self.launch_main(shape, alpha, b, beta, c, scratch.as_mut())?;
-            match (&scratch, &self.half_split) {
-                (Some(s), Some(hs)) => hs.launch_finish(
-                    &self.gpu,
-                    self.sched.split.ids(),
-                    split,
-                    self.kernel.window_rows,
-                    s,
-                    c,
-                    self.rows,
-                    beta,
-                ),
-                _ => Ok(()),
-            }
-        };
-        let run = run();
-        if let Some(hs) = self.half_split.as_mut() {
-            hs.put_back(scratch);
-        }
+        let split = &self.sched.split;
+        let groups = (split.ids(), split.count(), self.kernel.window_rows);
+        let run = hs.run(&self.gpu, groups, self.rows, beta, c, |c, scratch| {
+            self.launch_main(shape, alpha, b, beta, c, scratch)
+        });
+        self.half_split = Some(hs);
         run
     }
 
