@@ -230,6 +230,7 @@ pub(crate) enum HalfOperands<'a, 'b> {
 /// f32 accumulation, C rounded to the type (beyond its range ±∞, as a cast); B and C checked
 /// against the matrix's shape before anything is queued.
 pub(crate) trait HalfProduct {
+    /// The product on `operands`, in their type.
     fn enqueue_typed(
         &mut self,
         alpha: f32,
