@@ -90,20 +90,6 @@ __device__ __forceinline__ float axpby(float a, float c, float beta) {
     return beta == 0.0f ? a : fmaf(beta, c, a);
 }
 
-// p[j] += v[j] with atomics for the features col + j < n: one red.global.add.v4.f32 when vec (p
-// 16-byte aligned, all four below n).
-__device__ __forceinline__ void add4_atomic(float* p, const float (&v)[4], u64 col, u32 n,
-                                            bool vec) {
-    if (vec) {
-        red_add_v4(p, v);
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        if (col + j < n) atomicAdd(p + j, v[j]);
-    }
-}
-
 // Writes alpha * acc to features col .. col + 3 of C row `row`: stored with beta * C added, or, for
 // a split row, added with atomics (C pre-scaled by beta).
 __device__ __forceinline__ void write_c4(float* __restrict__ c, u64 ldc, u32 row, u64 col, u32 n,

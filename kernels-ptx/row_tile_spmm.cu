@@ -226,14 +226,7 @@ __device__ __forceinline__ void add_row_tiles(const float (&acc)[MT][4][4], floa
                                               float alpha, u32 flags) {
     visit_row_tiles<MT>(acc, C, ldc, M, N, w, g, t, f0, alpha, flags,
                         [&](float* d, const float (&v)[4], bool vec, u32 fb) {
-                            if (vec) {
-                                red_add_v4(d, v);
-                                return;
-                            }
-#pragma unroll
-                            for (int j = 0; j < 4; ++j) {
-                                if (fb + j < N) atomicAdd(d + j, v[j]);
-                            }
+                            add4_atomic(d, v, fb, N, vec);
                         });
 }
 

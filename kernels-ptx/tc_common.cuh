@@ -183,6 +183,21 @@ __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u3
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
+// d[j] += v[j] with atomics for the features f + j < n: one red.global.add.v4.f32 when vec (d
+// 16-byte aligned, all four below n). The partial sums of the row-tile kernels' split windows and
+// of the CSR kernel's split rows (I: their feature index type, u32 or u64).
+template <typename I>
+__device__ __forceinline__ void add4_atomic(float* d, const float (&v)[4], I f, u32 n, bool vec) {
+    if (vec) {
+        red_add_v4(d, v);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (f + j < n) atomicAdd(d + j, v[j]);
+    }
+}
+
 // d[j] = round(v[j] + beta * d[j]) for the features f + j < n (d read in the type, not when
 // beta == 0), rounded to f16 (BF false) or bf16 (BF true) to nearest, beyond the range +-inf as a
 // cast: one 8-byte access when vec (d 8-byte aligned, all four below n). The 16-bit C store of the
