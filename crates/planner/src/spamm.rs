@@ -348,18 +348,30 @@ impl<'a> NormMaps<'a> {
     /// [`lo`, v] has `lo`'s bound) and tests just above it: a bound beyond `max_bound` there makes
     /// v the end of the search (τ = max(`lo`, v / 1.0001)); otherwise `lo` moves past v.
     pub fn tau_for_error(&self, max_bound: f64) -> Result<TauForError, PlanError> {
+        self.tau_for_error_by(max_bound, |t| Ok(self.skipped_bound(t)))
+    }
+
+    /// [`NormMaps::tau_for_error`] with [`NormMaps::skipped_bound`] evaluated by `bound` (for
+    /// these maps, e.g. on the device that holds them: `tcsparse_gpu::spamm::DeviceBound`); its
+    /// first error ends the search. Every other step (the plateaus' next product, the valid ratio)
+    /// runs on these maps.
+    pub fn tau_for_error_by<E: From<PlanError>>(
+        &self,
+        max_bound: f64,
+        mut bound: impl FnMut(f32) -> Result<f64, E>,
+    ) -> Result<TauForError, E> {
         if !(max_bound.is_finite() && max_bound >= 0.0) {
             return Err(PlanError::InvalidInput(format!(
                 "error bound {max_bound} must be finite and ≥ 0"
-            )));
+            ))
+            .into());
         }
-        let bound = |t: f32| self.skipped_bound(t);
         let ratio = |t: f32| self.ratio(t);
         let amax = self.a.iter().copied().fold(0f32, f32::max);
         let bmax = self.b_sorted.iter().copied().fold(0f32, f32::max);
         // Above the largest product everything is skipped.
         let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
-        let top_bound = bound(top);
+        let top_bound = bound(top)?;
         if top_bound <= max_bound {
             return Ok(TauForError {
                 tau: top,
@@ -369,7 +381,7 @@ impl<'a> NormMaps<'a> {
         }
         // A tiny τ (admitted or not) and `top` (not admitted).
         let mut lo = f32::MIN_POSITIVE;
-        let mut lo_bound = bound(lo);
+        let mut lo_bound = bound(lo)?;
         if lo_bound > max_bound {
             return Ok(TauForError {
                 tau: 0.0,
@@ -390,7 +402,7 @@ impl<'a> NormMaps<'a> {
                     break;
                 };
                 let above = v.next_up();
-                let b = if above < hi { bound(above) } else { hi_bound };
+                let b = if above < hi { bound(above)? } else { hi_bound };
                 if b <= max_bound {
                     (lo, lo_bound) = (above, b);
                     continue;
@@ -425,7 +437,7 @@ impl<'a> NormMaps<'a> {
             if mid <= lo || mid >= hi {
                 break;
             }
-            let bm = bound(mid);
+            let bm = bound(mid)?;
             plateau = bm == lo_bound || bm == hi_bound;
             if bm <= max_bound {
                 (lo, lo_bound) = (mid, bm);
@@ -773,6 +785,37 @@ mod tests {
 
         assert!(maps.tau_for_error(f64::NAN).is_err());
         assert!(maps.tau_for_error(-1.0).is_err());
+    }
+
+    /// `tau_for_error_by` with another evaluator of the same bound (here the host's, counted) is
+    /// `tau_for_error`; the evaluator's first error ends the search with that error.
+    #[test]
+    fn tau_for_error_by_takes_the_bound_from_its_evaluator() {
+        let (tm, tk, tn) = (5, 7, 4);
+        let (a, b) = lcg_maps(13, tm, tk, tn);
+        let maps = NormMaps::new(&a, &b, (tm, tk, tn)).unwrap();
+        let want = 1e-2 * maps.skipped_bound(f32::INFINITY);
+        let mut calls = 0;
+        let by = maps
+            .tau_for_error_by(want, |t| {
+                calls += 1;
+                Ok::<f64, PlanError>(maps.skipped_bound(t))
+            })
+            .unwrap();
+        assert_eq!(by, maps.tau_for_error(want).unwrap());
+        assert!(calls >= 2, "{calls} evaluations");
+        let mut calls = 0;
+        let err = maps
+            .tau_for_error_by(want, |_| {
+                calls += 1;
+                Err(PlanError::InvalidInput("device gone".into()))
+            })
+            .unwrap_err();
+        assert_eq!((err.to_string().contains("device gone"), calls), (true, 1));
+        assert!(
+            maps.tau_for_error_by(f64::NAN, |_| Ok::<f64, PlanError>(0.0))
+                .is_err()
+        );
     }
 
     #[test]
