@@ -668,3 +668,77 @@ extern "C" __global__ void __launch_bounds__(ERR_THREADS, 2)
         out[2 * (u64)blockIdx.x + 1] = ts;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Skipped-product bound (spamm_skipped_squares): for every C tile (i, j) of the norm maps,
+// e_ij = sum over k, ascending, of the products na[i,k] * nb[k,j] whose f32 value is < tau (the
+// rule of planner::spamm: a product below tau is skipped), each added in f64 (an f32 * f32
+// product is exact in f64, so fma and multiply-then-add round alike, as the host's
+// NormMaps::skipped_bound adds); out[block] = the block's sum of e_ij^2, which the host adds in
+// block order (deterministic). na is tm x tk, nbt (B's map transposed) tn x tk, both row-major
+// with pitch tk. tau = +inf sums every finite product: the norm-product bound of ||C||_F squared.
+// Block (16, 16) owns SB_EDGE x SB_EDGE C tiles, each thread SB_R x SB_R of them interleaved by 16
+// (thread (x, y) has rows y + 16 r and columns x + 16 c: conflict-free shared reads); the k's
+// are staged SB_KT at a time, zeros beyond the maps' edges (a zero product adds nothing).
+
+#define SB_R 2
+#define SB_EDGE (16 * SB_R)
+#define SB_KT 32
+#define SB_THREADS 256
+
+extern "C" __global__ void __launch_bounds__(SB_THREADS)
+    spamm_skipped_squares(const float* __restrict__ na, const float* __restrict__ nbt, u32 tm,
+                          u32 tk, u32 tn, float tau, double* __restrict__ out) {
+    __shared__ float as[SB_KT][SB_EDGE + 1];
+    __shared__ float bs[SB_KT][SB_EDGE + 1];
+    __shared__ double red[SB_THREADS / 32];
+    const u32 tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+    const u32 i0 = blockIdx.y * SB_EDGE, j0 = blockIdx.x * SB_EDGE;
+    double e[SB_R][SB_R];
+#pragma unroll
+    for (int r = 0; r < SB_R; ++r)
+#pragma unroll
+        for (int c = 0; c < SB_R; ++c) e[r][c] = 0.0;
+
+    for (u32 k0 = 0; k0 < tk; k0 += SB_KT) {
+#pragma unroll
+        for (int q = 0; q < SB_EDGE * SB_KT / SB_THREADS; ++q) {
+            const u32 idx = tid + SB_THREADS * q;
+            const u32 row = idx / SB_KT, kk = idx % SB_KT, k = k0 + kk;
+            const bool kin = k < tk;
+            as[kk][row] = (kin && i0 + row < tm) ? __ldg(na + (u64)(i0 + row) * tk + k) : 0.0f;
+            bs[kk][row] = (kin && j0 + row < tn) ? __ldg(nbt + (u64)(j0 + row) * tk + k) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int kk = 0; kk < SB_KT; ++kk) {
+            float a[SB_R], b[SB_R];
+#pragma unroll
+            for (int r = 0; r < SB_R; ++r) a[r] = as[kk][ty + 16 * r];
+#pragma unroll
+            for (int c = 0; c < SB_R; ++c) b[c] = bs[kk][tx + 16 * c];
+#pragma unroll
+            for (int r = 0; r < SB_R; ++r)
+#pragma unroll
+                for (int c = 0; c < SB_R; ++c)
+                    if (__fmul_rn(a[r], b[c]) < tau)
+                        e[r][c] = fma((double)a[r], (double)b[c], e[r][c]);
+        }
+        __syncthreads();
+    }
+
+    double s = 0.0;
+#pragma unroll
+    for (int r = 0; r < SB_R; ++r)
+#pragma unroll
+        for (int c = 0; c < SB_R; ++c) s = fma(e[r][c], e[r][c], s);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if ((tid & 31) == 0) red[tid >> 5] = s;
+    __syncthreads();
+    if (tid == 0) {
+        double t = 0.0;
+        for (int w = 0; w < SB_THREADS / 32; ++w) t += red[w];
+        out[(u64)blockIdx.y * gridDim.x + blockIdx.x] = t;
+    }
+}

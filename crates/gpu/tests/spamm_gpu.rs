@@ -496,3 +496,78 @@ fn configurations_agree_on_exp_decay_with_timings() {
         }
     }
 }
+
+/// The device's skipped-product bound equals the host's (`NormMaps::skipped_bound`) to a relative
+/// 1e-12 at every τ (0, products' values and their neighbours, +∞) on maps with ragged edges and
+/// zero tiles, and the τ an error target chooses with it meets the target on the host's bound and
+/// is the host's choice to 1e-3.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_skipped_bound_equals_the_hosts_and_chooses_the_same_tau() {
+    use tcsparse_gpu::spamm::{DeviceBound, SkippedBound, choose_tau_with};
+    let g = gpu();
+    // 71 × 45 tiles of A and 45 × 40 of B (edge tiles of 1 row, 1 k and 7 columns), decaying
+    // values with a band of zero tiles in A; then 3 × 2 × 2 tiles.
+    for (m, k, n, rate) in [
+        (2241usize, 1409usize, 1255usize, 0.01f64),
+        (96, 64, 33, 0.3),
+    ] {
+        let decay = |i: usize, j: usize| (-(rate * (i as f64 - j as f64).abs())).exp() as f32;
+        let a: Vec<f32> = (0..m * k)
+            .map(|x| {
+                let (i, j) = (x / k, x % k);
+                if (300..400).contains(&j) {
+                    0.0
+                } else {
+                    decay(i, j)
+                }
+            })
+            .collect();
+        let b: Vec<f32> = (0..k * n).map(|x| decay(x / n, x % n) * 0.5).collect();
+        let ops = SpammOperands::upload(&g, &a, &b, m, n, k, SpammPrecision::Tf32x3).unwrap();
+        let (na, nb) = ops.norms_host().unwrap();
+        let tiles = ops.tiles();
+        let maps = NormMaps::new(&na, &nb, tiles).unwrap();
+        let mut dev = DeviceBound::new(&ops).unwrap();
+        let mut products: Vec<f32> = na
+            .iter()
+            .step_by(7)
+            .flat_map(|&x| nb.iter().step_by(11).map(move |&y| x * y))
+            .collect();
+        products.sort_by(f32::total_cmp);
+        let picks = products.iter().step_by(products.len() / 9 + 1);
+        let mut taus = vec![0.0f32, f32::MIN_POSITIVE, 1e-30, f32::INFINITY];
+        for &p in picks {
+            taus.extend([p, p.next_up(), p.next_down()]);
+        }
+        for tau in taus {
+            let host = maps.skipped_bound(tau);
+            let device = dev.skipped_bound(tau).unwrap();
+            assert!(
+                (device - host).abs() <= 1e-12 * host,
+                "{m}×{k}×{n} τ = {tau:e}: device {device:e}, host {host:e}"
+            );
+            assert_eq!(device, dev.skipped_bound(tau).unwrap(), "repeatable");
+        }
+        let c_norm = maps.skipped_bound(f32::INFINITY);
+        for rel in [1e-2, 1e-5] {
+            let target = TauTarget::RelError(rel);
+            let host_tau = choose_tau(&maps, target, c_norm).unwrap();
+            let mut bound = SkippedBound::Device(DeviceBound::new(&ops).unwrap());
+            let c_dev = bound.at(&maps, f32::INFINITY).unwrap();
+            let tau = choose_tau_with(&maps, &mut bound, target, c_dev).unwrap();
+            let max_bound = rel / (1.0 + rel) * c_norm;
+            assert!(
+                maps.skipped_bound(tau) <= max_bound * (1.0 + 1e-12),
+                "{m}×{k}×{n} rel {rel}: τ {tau:e} breaks the bound"
+            );
+            assert!(
+                (tau - host_tau).abs() <= 1e-3 * host_tau,
+                "{m}×{k}×{n} rel {rel}: device τ {tau:e}, host τ {host_tau:e}"
+            );
+        }
+    }
+    // No tile: refused.
+    let empty = SpammOperands::upload(&g, &[], &[], 0, 4, 4, SpammPrecision::F32).unwrap();
+    assert!(DeviceBound::new(&empty).is_err());
+}

@@ -7,7 +7,8 @@
 //! [`SpammPrecision::F16`]) and their norm maps (A's `tm × tk`, B's transposed `tn × tk`).
 //! [`SpammKernel`] is one product kernel with its strided block assignment (balance `s`).
 //! [`error_sums`] is the sampled accuracy check of a product against an f64 reference, on the
-//! device that holds B.
+//! device that holds B; [`DeviceBound`] the skipped-product bound of the operands' norm maps, on
+//! their device, for the τ choice.
 //! Choosing τ ([`choose_tau`]) and the products over several devices (C's rows split as
 //! `planner::split::spamm_block_rows` says) are orchestrated by the facade
 //! (`tcsparse::spamm`) and, one rank per GPU, by [`crate::distributed::spamm`].
@@ -17,12 +18,15 @@ use tcsparse_planner::spamm::strided_assignment;
 
 use crate::{Gpu, GpuError, KernelModule, KernelSignature, ParamKind};
 
+mod bound;
 mod check;
 mod tau;
 
+pub use bound::DeviceBound;
 pub use check::{ERROR_ROWS, ErrorSums, error_sums};
 pub use tau::{
-    SpammConfig, SpammRun, TauTarget, choose_tau, norm_maps, rel_bound, spamm_block_rows,
+    SkippedBound, SpammConfig, SpammRun, TauTarget, choose_tau, choose_tau_with, norm_maps,
+    rel_bound, spamm_block_rows,
 };
 
 /// Norm tile edge (LoNum).
@@ -196,6 +200,7 @@ pub const SIGNATURES: &[KernelSignature] = &[
     mm_sig!("spamm_mm_3xtf32_b128"),
     mm_sig!("spamm_mm_f16_b128"),
     check::ERROR_SIGNATURE,
+    bound::BOUND_SIGNATURE,
 ];
 
 fn to_u32(x: usize, what: &str) -> Result<u32, GpuError> {

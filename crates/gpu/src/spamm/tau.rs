@@ -1,10 +1,11 @@
 //! The choice of τ for a SpAMM product and what a run reports: the target ([`TauTarget`]), the
-//! configuration ([`SpammConfig`]), [`choose_tau`] over host norm maps, the run's record
+//! configuration ([`SpammConfig`]), [`choose_tau`] over host norm maps (its bounds on the host or
+//! the device: [`SkippedBound`]), the run's record
 //! ([`SpammRun`], [`rel_bound`]) and C's row split over devices at τ ([`spamm_block_rows`]).
 
 use tcsparse_planner::spamm::NormMaps;
 
-use super::{SpammBlock, SpammPrecision, TILE};
+use super::{DeviceBound, SpammBlock, SpammPrecision, TILE};
 use crate::GpuError;
 
 /// How τ is chosen.
@@ -128,18 +129,70 @@ pub fn rel_bound(abs_bound: f64, result_norm: f64) -> f64 {
     }
 }
 
+/// Where a τ choice evaluates `NormMaps::skipped_bound`: on the host maps, or on the device
+/// that holds them ([`DeviceBound`], the same maps: a relative 1e-12 apart).
+#[derive(Debug)]
+pub enum SkippedBound<'a> {
+    /// `NormMaps::skipped_bound` on the host's maps.
+    Host,
+    /// [`DeviceBound::skipped_bound`] of the operands the maps were downloaded from.
+    Device(DeviceBound<'a>),
+}
+
+impl SkippedBound<'_> {
+    /// The bound at τ of `maps` (the host's copy of the maps a [`SkippedBound::Device`] reads).
+    pub fn at(&mut self, maps: &NormMaps<'_>, tau: f32) -> Result<f64, GpuError> {
+        match self {
+            SkippedBound::Host => Ok(maps.skipped_bound(tau)),
+            SkippedBound::Device(d) => d.skipped_bound(tau),
+        }
+    }
+}
+
 /// Chooses τ from host norm maps. For [`TauTarget::RelError`] the reference norm `c_norm` is
 /// used (‖C‖F, or an estimate of it).
 pub fn choose_tau(maps: &NormMaps<'_>, target: TauTarget, c_norm: f64) -> Result<f32, GpuError> {
+    choose_tau_with(maps, &mut SkippedBound::Host, target, c_norm)
+}
+
+/// [`choose_tau`] with the bounds of an error target evaluated by `bound` (the other targets
+/// read only the host maps).
+pub fn choose_tau_with(
+    maps: &NormMaps<'_>,
+    bound: &mut SkippedBound<'_>,
+    target: TauTarget,
+    c_norm: f64,
+) -> Result<f32, GpuError> {
     let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("τ selection: {e}"));
     Ok(match target.checked()? {
         TauTarget::Tau(t) => t,
         TauTarget::ValidRatio(r) => maps.tau_search(r).map_err(e)?.tau,
         TauTarget::RelError(r) => {
             // bound ≤ r·(‖C̃‖ − bound)  ⇐  bound ≤ r/(1+r)·‖C̃‖.
-            maps.tau_for_error(r / (1.0 + r) * c_norm).map_err(e)?.tau
+            let max_bound = r / (1.0 + r) * c_norm;
+            maps.tau_for_error_by(max_bound, |t| match bound.at(maps, t) {
+                Ok(b) => Ok(b),
+                Err(g) => Err(TauError::Device(g)),
+            })
+            .map_err(|x| match x {
+                TauError::Plan(p) => e(p),
+                TauError::Device(g) => g,
+            })?
+            .tau
         }
     })
+}
+
+/// A τ search's failure: its input, or the device evaluating a bound.
+enum TauError {
+    Plan(tcsparse_planner::PlanError),
+    Device(GpuError),
+}
+
+impl From<tcsparse_planner::PlanError> for TauError {
+    fn from(e: tcsparse_planner::PlanError) -> Self {
+        TauError::Plan(e)
+    }
 }
 
 /// C's rows over `parts` devices in whole C blocks, balancing valid products at τ

@@ -6,8 +6,8 @@ use cudarc::driver::CudaSlice;
 use tcsparse_formats::normmap::{NormMap, spamm_cpu as normmap_spamm_cpu};
 use tcsparse_gpu::multi::DeviceGroup;
 use tcsparse_gpu::spamm::{
-    SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule, TILE, choose_tau, rel_bound,
-    spamm_block_rows,
+    DeviceBound, SkippedBound, SpammConfig, SpammKernel, SpammOperands, SpammRun, SpammSchedule,
+    TILE, choose_tau_with, rel_bound, spamm_block_rows,
 };
 use tcsparse_planner::spamm::NormMaps;
 
@@ -34,7 +34,7 @@ pub(crate) fn spamm_cpu(
     }
     let total = (tiles.0 * tiles.1 * tiles.2) as f64;
     let maps = NormMaps::new(na.norms(), nb.norms(), tiles).map_err(plan_error)?;
-    let chosen = choose_and_run(&maps, opts.target, |tau| {
+    let chosen = choose_and_run(&maps, &mut SkippedBound::Host, opts.target, |tau| {
         let (c, ratio) = normmap_spamm_cpu(a.data, &na, b.data, &nb, m, k, n, TILE, tau)
             .map_err(layout_error)?;
         Ok(Product {
@@ -83,7 +83,8 @@ pub(crate) fn spamm_on_group_keeping_operands(
     let mut split: Option<SpammSplit> = None;
     let mut part_rows = vec![(0, m)];
     let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
-    let chosen = choose_and_run(&maps, cfg.target, |tau| {
+    let mut bound = SkippedBound::Device(DeviceBound::new(&full)?);
+    let chosen = choose_and_run(&maps, &mut bound, cfg.target, |tau| {
         let _attempt = tracing::info_span!("spamm_attempt", tau).entered();
         let mut c = vec![0f32; m * n];
         let valid = if group.len() == 1 {
@@ -113,7 +114,7 @@ pub(crate) fn spamm_on_group_keeping_operands(
         };
         Ok(Product { c, valid })
     })?;
-    drop(split);
+    drop((split, bound));
     let (c, run) = chosen.into_run(part_rows);
     Ok((c, run, Some(full)))
 }
@@ -333,15 +334,16 @@ pub fn spamm_device(
         return Err(Error::InvalidArgs("empty operand".into()));
     }
     let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
-    let c_norm = maps.skipped_bound(f32::INFINITY);
-    let tau = choose_tau(&maps, opts.target, c_norm)?;
+    let mut bound = SkippedBound::Device(DeviceBound::new(ops)?);
+    let c_norm = bound.at(&maps, f32::INFINITY)?;
+    let tau = choose_tau_with(&maps, &mut bound, opts.target, c_norm)?;
     let g = ops.gpu();
     let kern = SpammKernel::new(g, m, n, ops.precision(), opts.block, opts.s.max(1))?;
     let sched = SpammSchedule::new(g, &na, &nb, tiles, opts.block, tau)?;
     let mut st = g.alloc_zeros::<u64>(1)?;
     kern.run(ops, &sched, 1.0, 0.0, c, Some(&mut st))?;
     let valid = g.download(&st)?[0];
-    let abs = maps.skipped_bound(tau);
+    let abs = bound.at(&maps, tau)?;
     let norm = if opts.measure_error {
         let h = g.download(c)?;
         super::tune::frobenius(&h[..m * n])

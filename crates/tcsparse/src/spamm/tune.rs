@@ -3,7 +3,7 @@
 //! search for the largest τ meeting a target: a product is run at a τ, and for an error target
 //! the result's own norm replaces the estimate of ‖C‖F and τ is chosen again (at most 4 products).
 
-use tcsparse_gpu::spamm::{SpammRun, TauTarget, choose_tau, rel_bound};
+use tcsparse_gpu::spamm::{SkippedBound, SpammRun, TauTarget, choose_tau_with, rel_bound};
 use tcsparse_planner::spamm::{NormMaps, tau_retry_norm};
 
 use crate::Error;
@@ -71,25 +71,27 @@ pub(crate) fn frobenius(c: &[f32]) -> f64 {
 /// Chooses τ from the norm maps for `target`, runs
 /// `product` at it and, for an error target the result misses, again with the result's norm
 /// in place of the norm-product estimate of ‖C‖F, as [`tau_retry_norm`] decides (halved from
-/// the second retry on; at most 4 products, stopping at τ = 0 or a zero result).
+/// the second retry on; at most 4 products, stopping at τ = 0 or a zero result). Every
+/// skipped-product bound (the estimate, the search's, the reported one) is evaluated by `bound`.
 pub(crate) fn choose_and_run(
     maps: &NormMaps<'_>,
+    bound: &mut SkippedBound<'_>,
     target: TauTarget,
     mut product: impl FnMut(f32) -> Result<Product, Error>,
 ) -> Result<Chosen, Error> {
     let (tm, tk, tn) = maps.tiles();
     // First estimate of ‖C‖F for an error target: the norm-product bound (≥ ‖C‖F).
     let mut c_norm = match target {
-        TauTarget::RelError(_) => maps.skipped_bound(f32::INFINITY),
+        TauTarget::RelError(_) => bound.at(maps, f32::INFINITY)?,
         _ => 0.0,
     };
     let total = (tm * tk * tn) as f64;
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let tau = choose_tau(maps, target, c_norm)?;
+        let tau = choose_tau_with(maps, bound, target, c_norm)?;
         let Product { c, valid } = product(tau)?;
-        let abs_bound = maps.skipped_bound(tau);
+        let abs_bound = bound.at(maps, tau)?;
         let result_norm = frobenius(&c);
         let rel = rel_bound(abs_bound, result_norm);
         let retry = match target {
@@ -129,13 +131,18 @@ mod tests {
         let norms = [1.0f32, 1e-3, 1e-3, 1e-6];
         let mut taus = Vec::new();
         let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
-        let chosen = choose_and_run(&maps, TauTarget::RelError(1e-2), |tau| {
-            taus.push(tau);
-            Ok(Product {
-                c: vec![1e-3; 4],
-                valid: 1,
-            })
-        })
+        let chosen = choose_and_run(
+            &maps,
+            &mut SkippedBound::Host,
+            TauTarget::RelError(1e-2),
+            |tau| {
+                taus.push(tau);
+                Ok(Product {
+                    c: vec![1e-3; 4],
+                    valid: 1,
+                })
+            },
+        )
         .unwrap();
         assert!(
             chosen.attempts >= 2 && chosen.attempts <= 4,
@@ -152,7 +159,7 @@ mod tests {
     fn a_given_tau_runs_once() {
         let norms = [1.0f32; 4];
         let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
-        let chosen = choose_and_run(&maps, TauTarget::Tau(0.5), |_| {
+        let chosen = choose_and_run(&maps, &mut SkippedBound::Host, TauTarget::Tau(0.5), |_| {
             Ok(Product {
                 c: vec![0.0; 4],
                 valid: 8,
