@@ -139,33 +139,49 @@ fn three_tf32_prepares_the_split_row_tile_kernel_at_f32_grade() {
     let a = support::hub_rows_203();
     let k = a.longest_row();
     for n in [8usize, 32, 100, 128, 512, 1000] {
-        let opts = PrepareOptions::builder()
-            .n(n)
-            .precision(Precision::Tf32x3)
-            .build();
-        let mut p = engine.prepare_spmm(&a, &opts).unwrap();
-        assert_eq!(p.precision(), Precision::Tf32x3, "{}", p.kernel());
-        assert!(
-            matches!(p.kernel(), ExecKernel::RowTile { kernel, .. } if kernel.arith == RowTileArith::Tf32x3),
-            "{}",
-            p.kernel()
-        );
-        assert_eq!(p.error_bound(), Precision::Tf32x3.scaled_error_bound(k));
-        let b = support::values(a.cols() * n, 21);
-        let mut c = vec![f32::NAN; a.rows() * n];
-        p.spmm(1.0, &b, 0.0, &mut c).unwrap();
-        let want = spmm_f64(&a, &b, n, n, false);
-        let scale = spmm_f64(&a, &b, n, n, true);
-        let check = Precision::Tf32x3.check_products(&c, &want, &scale, k);
-        assert!(check.passed(), "n = {n}: {check:?}");
-        // The device entry point runs the same kernel (f32 buffers).
-        let gpu = Gpu::require().unwrap();
-        let bd = gpu.upload(&b).unwrap();
-        let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
-        p.spmm_device(1.0, &bd, 0.0, &mut cd).unwrap();
-        let dev = gpu.download(&cd).unwrap();
-        let check = Precision::Tf32x3.check_products(&dev, &want, &scale, k);
-        assert!(check.passed(), "device, n = {n}: {check:?}");
+        // Requested: the 3×TF32 row-tile kernel. Tuned: the fastest of the 3×TF32 row-tile
+        // kernels and the f32 CSR kernel, whose bound (γ_k) is below 3×TF32's.
+        for request in [
+            KernelRequest::RowTile(RowTileKernel::TC16),
+            KernelRequest::Auto,
+        ] {
+            let opts = PrepareOptions::builder()
+                .n(n)
+                .precision(Precision::Tf32x3)
+                .kernel(request)
+                .build();
+            let mut p = engine.prepare_spmm(&a, &opts).unwrap();
+            let x3 = matches!(p.kernel(), ExecKernel::RowTile { kernel, .. } if kernel.arith == RowTileArith::Tf32x3);
+            let f32_csr = matches!(p.kernel(), ExecKernel::CsrCuda(_));
+            assert!(
+                x3 || (f32_csr && request == KernelRequest::Auto),
+                "{request:?}: {}",
+                p.kernel()
+            );
+            let precision = if x3 {
+                Precision::Tf32x3
+            } else {
+                Precision::F32
+            };
+            assert_eq!(p.precision(), precision, "{}", p.kernel());
+            assert_eq!(p.error_bound(), precision.scaled_error_bound(k));
+            assert!(p.error_bound() <= Precision::Tf32x3.scaled_error_bound(k));
+            let b = support::values(a.cols() * n, 21);
+            let mut c = vec![f32::NAN; a.rows() * n];
+            p.spmm(1.0, &b, 0.0, &mut c).unwrap();
+            let want = spmm_f64(&a, &b, n, n, false);
+            let scale = spmm_f64(&a, &b, n, n, true);
+            let check = precision.check_products(&c, &want, &scale, k);
+            assert!(check.passed(), "n = {n}, {}: {check:?}", p.kernel());
+            // The device entry point runs the same kernel (f32 buffers).
+            let gpu = Gpu::require().unwrap();
+            let bd = gpu.upload(&b).unwrap();
+            let mut cd = gpu.alloc_zeros::<f32>(a.rows() * n).unwrap();
+            p.spmm_device(1.0, &bd, 0.0, &mut cd).unwrap();
+            let dev = gpu.download(&cd).unwrap();
+            let check = precision.check_products(&dev, &want, &scale, k);
+            assert!(check.passed(), "device, n = {n}, {}: {check:?}", p.kernel());
+        }
     }
 }
 

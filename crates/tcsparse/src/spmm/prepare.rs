@@ -22,7 +22,7 @@ use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
 use super::family::EarlyWork;
-use super::family::csr::{CSR_HALF_TUNED_CHUNKS, CsrKernel};
+use super::family::csr::{CSR_HALF_TUNED_CHUNKS, CSR_TUNED_CHUNKS, CsrKernel};
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
@@ -178,31 +178,34 @@ impl TypedOperands {
     }
 }
 
-/// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_HALF_TUNED_CHUNKS`] nonzeros per
-/// warp on `ops` (recorded in the report's tuning samples): the fastest budget's kernel and its
-/// time (`None` for a matrix without rows or one the kernel cannot take).
-fn tune_csr_half<H: RowTileHalf>(
+/// The CUDA-core CSR kernel on `p`'s prepared matrix at each of `chunks` nonzeros per warp on
+/// `ops`, queued by `launch` (α = 1, β = 0; recorded in the report's tuning samples as the
+/// kernel "in" `type_name`): the fastest budget's kernel and its time (`None` for a matrix
+/// without rows or one the kernel cannot take).
+fn tune_csr<T: DeviceRepr + ValidAsZeroBits>(
     gpu: &Gpu,
     p: &mut Prepared,
-    ops: &mut ZeroOperands<H>,
+    ops: &mut ZeroOperands<T>,
+    (type_name, chunks): (&str, [u32; 3]),
+    mut launch: impl FnMut(&mut CsrSpmm, &Dense<'_, T>, &mut DenseMut<'_, T>) -> Result<(), GpuError>,
 ) -> Result<Option<(f64, CsrSpmm)>, Error> {
     if p.a.rows() == 0 {
         return Ok(None);
     }
-    let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0]) {
+    let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, chunks[0]) {
         Ok(d) => d,
         Err(e) => {
             // Skipped as a row-tile candidate that cannot be built is.
-            tracing::warn!("CSR kernel in {} not timed: {e}", H::ARITH.name());
+            tracing::warn!("CSR kernel in {type_name} not timed: {e}");
             return Ok(None);
         }
     };
     let mut best: Option<(f64, u32)> = None;
-    for chunk_nnz in CSR_HALF_TUNED_CHUNKS {
+    for chunk_nnz in chunks {
         dev.set_chunk(chunk_nnz)?;
-        let ms = ops.time(gpu, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?;
+        let ms = ops.time(gpu, |b, c| launch(&mut dev, b, c))?;
         p.report.tuning.push(TuneSample {
-            candidate: format!("{} in {}", CsrKernel { chunk_nnz }, H::ARITH.name()),
+            candidate: format!("{} in {type_name}", CsrKernel { chunk_nnz }),
             ms,
         });
         if best.is_none_or(|b| ms < b.0) {
@@ -216,9 +219,21 @@ fn tune_csr_half<H: RowTileHalf>(
     Ok(Some((ms, dev)))
 }
 
+/// [`tune_csr`] of the CSR kernel in `H` ([`CsrSpmm::enqueue_half`]) at
+/// [`CSR_HALF_TUNED_CHUNKS`].
+fn tune_csr_half<H: RowTileHalf>(
+    gpu: &Gpu,
+    p: &mut Prepared,
+    ops: &mut ZeroOperands<H>,
+) -> Result<Option<(f64, CsrSpmm)>, Error> {
+    let what = (H::ARITH.name(), CSR_HALF_TUNED_CHUNKS);
+    tune_csr(gpu, p, ops, what, |d, b, c| d.enqueue_half(1.0, b, 0.0, c))
+}
+
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
 /// [`TYPED_PACKINGS`] windows per thread block and windows split at
-/// [`super::ROW_TILE_SPLIT_BLOCKS`]) and, for f16 / bf16, the CSR kernel ([`tune_csr_half`]) on
+/// [`super::ROW_TILE_SPLIT_BLOCKS`]) and the CSR kernel (f16 / bf16: in the type,
+/// [`tune_csr_half`]; 3×TF32: in f32, whose bound γ_k is below 3×TF32's at every row length) on
 /// zero operands of the element type, records each in the report's tuning samples and keeps the
 /// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be
 /// built is skipped. cuSPARSE in f16 / bf16 is not a candidate: it does not document its
@@ -256,19 +271,30 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             }
         }
     }
+    // 3×TF32: the f32 CSR kernel (f32 FMAs on CUDA cores, bound γ_k, below 3×TF32's
+    // 2⁻²⁰ + γ_6k at every row length) at the f32 tuning's budgets.
     let csr = match &mut ops {
         TypedOperands::F16(z) => tune_csr_half(gpu, p, z)?,
         TypedOperands::Bf16(z) => tune_csr_half(gpu, p, z)?,
-        TypedOperands::F32(_) => None,
+        TypedOperands::F32(z) => tune_csr(gpu, p, z, ("f32", CSR_TUNED_CHUNKS), |d, b, c| {
+            d.enqueue(1.0, b, 0.0, c)
+        })?,
     };
     if let Some((ms, dev)) = csr.filter(|(ms, _)| best.is_none_or(|b| *ms < b.0)) {
         let kernel = ExecKernel::CsrCuda(CsrKernel {
             chunk_nnz: dev.chunk_nnz(),
         });
-        p.report.kernel_note = format!(
-            "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
-            arith.name()
-        );
+        p.report.kernel_note = if arith == RowTileArith::Tf32x3 {
+            format!(
+                "3xTF32 asked for: the fastest kernel within its bound, {kernel} in f32 \
+                 (bound γ_k; {ms:.4} ms at N = {n}), beat every 3xTF32 kernel"
+            )
+        } else {
+            format!(
+                "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
+                arith.name()
+            )
+        };
         p.report.kernel = kernel;
         p.report.thread_blocks = 0;
         p.report.split_windows = 0;
@@ -312,8 +338,8 @@ impl Engine {
     /// row-tile kernel of that arithmetic or, for f16 / bf16, the CSR kernel, without the plan
     /// cache (its entries name TF32 and f32 kernels; the report says `Off`). With
     /// [`KernelRequest::Auto`] and `tune`, [`tune_typed`] times both window heights and their
-    /// packings (for f16 / bf16 also the CSR kernel at each of its nonzero budgets) and keeps
-    /// the fastest; [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
+    /// packings and the CSR kernel at each of its nonzero budgets (for 3×TF32 the f32 one: a
+    /// tighter bound) and keeps the fastest; [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
     /// TC16 (TC32 when `opts` requests it) runs under the requested row-tile kernel's schedule
     /// rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
     /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
