@@ -568,6 +568,6 @@ fn device_skipped_bound_equals_the_hosts_and_chooses_the_same_tau() {
         }
     }
     // No tile: refused.
-    let empty = SpammOperands::upload(&g, &[], &[], 0, 4, 4, SpammPrecision::F32).unwrap();
+    let empty = SpammOperands::upload(&g, &[], &[0.5; 16], 0, 4, 4, SpammPrecision::F32).unwrap();
     assert!(DeviceBound::new(&empty).is_err());
 }

@@ -22,7 +22,8 @@ use super::cache::{
     PlanCache, PlanEntry, pattern_checksum, pattern_checksum_of_leaves, pattern_leaf,
 };
 use super::family::EarlyWork;
-use super::family::csr::{CSR_HALF_TUNED_CHUNKS, CSR_TUNED_CHUNKS, CsrKernel};
+use super::family::csr::{CSR_HALF_TUNED_CHUNKS, CsrKernel};
+use super::tune::{median, time_samples};
 use super::{DeviceState, Prepared, PreparedMatrix};
 use crate::{
     Balance, CacheOutcome, DType, Engine, Error, ExecKernel, KernelRequest, Precision,
@@ -178,34 +179,31 @@ impl TypedOperands {
     }
 }
 
-/// The CUDA-core CSR kernel on `p`'s prepared matrix at each of `chunks` nonzeros per warp on
-/// `ops`, queued by `launch` (α = 1, β = 0; recorded in the report's tuning samples as the
-/// kernel "in" `type_name`): the fastest budget's kernel and its time (`None` for a matrix
-/// without rows or one the kernel cannot take).
-fn tune_csr<T: DeviceRepr + ValidAsZeroBits>(
+/// The CSR kernel in `H` on `p`'s prepared matrix at each of [`CSR_HALF_TUNED_CHUNKS`] nonzeros per
+/// warp on `ops` (recorded in the report's tuning samples): the fastest budget's kernel and its
+/// time (`None` for a matrix without rows or one the kernel cannot take).
+fn tune_csr_half<H: RowTileHalf>(
     gpu: &Gpu,
     p: &mut Prepared,
-    ops: &mut ZeroOperands<T>,
-    (type_name, chunks): (&str, [u32; 3]),
-    mut launch: impl FnMut(&mut CsrSpmm, &Dense<'_, T>, &mut DenseMut<'_, T>) -> Result<(), GpuError>,
+    ops: &mut ZeroOperands<H>,
 ) -> Result<Option<(f64, CsrSpmm)>, Error> {
     if p.a.rows() == 0 {
         return Ok(None);
     }
-    let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, chunks[0]) {
+    let mut dev = match CsrSpmm::with_chunk(gpu, &p.a, CSR_HALF_TUNED_CHUNKS[0]) {
         Ok(d) => d,
         Err(e) => {
             // Skipped as a row-tile candidate that cannot be built is.
-            tracing::warn!("CSR kernel in {type_name} not timed: {e}");
+            tracing::warn!("CSR kernel in {} not timed: {e}", H::ARITH.name());
             return Ok(None);
         }
     };
     let mut best: Option<(f64, u32)> = None;
-    for chunk_nnz in chunks {
+    for chunk_nnz in CSR_HALF_TUNED_CHUNKS {
         dev.set_chunk(chunk_nnz)?;
-        let ms = ops.time(gpu, |b, c| launch(&mut dev, b, c))?;
+        let ms = ops.time(gpu, |b, c| dev.enqueue_half(1.0, b, 0.0, c))?;
         p.report.tuning.push(TuneSample {
-            candidate: format!("{} in {type_name}", CsrKernel { chunk_nnz }),
+            candidate: format!("{} in {}", CsrKernel { chunk_nnz }, H::ARITH.name()),
             ms,
         });
         if best.is_none_or(|b| ms < b.0) {
@@ -219,21 +217,9 @@ fn tune_csr<T: DeviceRepr + ValidAsZeroBits>(
     Ok(Some((ms, dev)))
 }
 
-/// [`tune_csr`] of the CSR kernel in `H` ([`CsrSpmm::enqueue_half`]) at
-/// [`CSR_HALF_TUNED_CHUNKS`].
-fn tune_csr_half<H: RowTileHalf>(
-    gpu: &Gpu,
-    p: &mut Prepared,
-    ops: &mut ZeroOperands<H>,
-) -> Result<Option<(f64, CsrSpmm)>, Error> {
-    let what = (H::ARITH.name(), CSR_HALF_TUNED_CHUNKS);
-    tune_csr(gpu, p, ops, what, |d, b, c| d.enqueue_half(1.0, b, 0.0, c))
-}
-
 /// Times the row-tile kernels of `arith` on `p`'s prepared matrix at width `n` (TC16 and TC32,
 /// [`TYPED_PACKINGS`] windows per thread block and windows split at
-/// [`super::ROW_TILE_SPLIT_BLOCKS`]) and the CSR kernel (f16 / bf16: in the type,
-/// [`tune_csr_half`]; 3×TF32: in f32, whose bound γ_k is below 3×TF32's at every row length) on
+/// [`super::ROW_TILE_SPLIT_BLOCKS`]) and, for f16 / bf16, the CSR kernel ([`tune_csr_half`]) on
 /// zero operands of the element type, records each in the report's tuning samples and keeps the
 /// fastest in `p` (uploaded again where it is not the one `p` runs). A candidate that cannot be
 /// built is skipped. cuSPARSE in f16 / bf16 is not a candidate: it does not document its
@@ -271,30 +257,19 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
             }
         }
     }
-    // 3×TF32: the f32 CSR kernel (f32 FMAs on CUDA cores, bound γ_k, below 3×TF32's
-    // 2⁻²⁰ + γ_6k at every row length) at the f32 tuning's budgets.
     let csr = match &mut ops {
         TypedOperands::F16(z) => tune_csr_half(gpu, p, z)?,
         TypedOperands::Bf16(z) => tune_csr_half(gpu, p, z)?,
-        TypedOperands::F32(z) => tune_csr(gpu, p, z, ("f32", CSR_TUNED_CHUNKS), |d, b, c| {
-            d.enqueue(1.0, b, 0.0, c)
-        })?,
+        TypedOperands::F32(_) => None,
     };
     if let Some((ms, dev)) = csr.filter(|(ms, _)| best.is_none_or(|b| *ms < b.0)) {
         let kernel = ExecKernel::CsrCuda(CsrKernel {
             chunk_nnz: dev.chunk_nnz(),
         });
-        p.report.kernel_note = if arith == RowTileArith::Tf32x3 {
-            format!(
-                "3xTF32 asked for: the fastest kernel within its bound, {kernel} in f32 \
-                 (bound γ_k; {ms:.4} ms at N = {n}), beat every 3xTF32 kernel"
-            )
-        } else {
-            format!(
-                "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
-                arith.name()
-            )
-        };
+        p.report.kernel_note = format!(
+            "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
+            arith.name()
+        );
         p.report.kernel = kernel;
         p.report.thread_blocks = 0;
         p.report.split_windows = 0;
@@ -338,8 +313,8 @@ impl Engine {
     /// row-tile kernel of that arithmetic or, for f16 / bf16, the CSR kernel, without the plan
     /// cache (its entries name TF32 and f32 kernels; the report says `Off`). With
     /// [`KernelRequest::Auto`] and `tune`, [`tune_typed`] times both window heights and their
-    /// packings and the CSR kernel at each of its nonzero budgets (for 3×TF32 the f32 one: a
-    /// tighter bound) and keeps the fastest; [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
+    /// packings (for f16 / bf16 also the CSR kernel at each of its nonzero budgets) and keeps
+    /// the fastest (3×TF32: against the tuned f32 preparation, [`Engine::faster_of_f32`]); [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
     /// TC16 (TC32 when `opts` requests it) runs under the requested row-tile kernel's schedule
     /// rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
     /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
@@ -401,6 +376,9 @@ impl Engine {
             if let (Some(gpu), DeviceState::RowTile(_)) = (p.gpu.clone(), &p.dev) {
                 tune_typed(&gpu, &mut p, arith, opts.n.max(1))?;
             }
+            if arith == RowTileArith::Tf32x3 {
+                p = self.faster_of_f32(a, opts, p)?;
+            }
             p.report.tune_s = t_tune.elapsed().as_secs_f64();
         }
         if opts.cache_dir.is_some() {
@@ -412,6 +390,67 @@ impl Engine {
         p.report.cache = CacheOutcome::Off;
         p.report.total_s = t.elapsed().as_secs_f64();
         Ok(p)
+    }
+
+    /// A tuned 3×TF32 preparation: `x3` (its 3×TF32 kernels tuned) or, where its product at
+    /// width N is slower, the tuned f32 preparation of `a` (cuSPARSE at its fastest algorithm and
+    /// the CUDA-core kernels, without the plan cache), whose bound γ_k is below 3×TF32's
+    /// 2⁻²⁰ + γ_6k at every row length; the report then says f32, and its note both times. Both
+    /// are timed through [`Prepared::spmm_device`] on the same zero operands (the row permutation
+    /// of a reordered preparation included, as a caller's product pays it). An f32 preparation
+    /// that fails keeps `x3` (with a warning).
+    fn faster_of_f32(
+        &self,
+        a: Source<'_>,
+        opts: &PrepareOptions,
+        mut x3: Prepared,
+    ) -> Result<Prepared, Error> {
+        let Some(gpu) = x3.gpu.clone() else {
+            return Ok(x3);
+        };
+        let o = PrepareOptions {
+            precision: Precision::F32,
+            kernel: KernelRequest::Auto,
+            cache_dir: None,
+            ..opts.clone()
+        };
+        let mut f32p = match self.prepare_from(a, &o) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("3xTF32 tuning: the f32 preparation failed ({e}); 3xTF32 kept");
+                return Ok(x3);
+            }
+        };
+        let n = opts.n.max(1);
+        let b = gpu.alloc_zeros::<f32>((a.cols() * n).max(1))?;
+        let mut c = gpu.alloc_zeros::<f32>((a.rows() * n).max(1))?;
+        let mut time = |p: &mut Prepared| -> Result<f64, Error> {
+            let samples = time_samples(&gpu, 1, 5, || p.spmm_device(1.0, &b, 0.0, &mut c))?;
+            Ok(median(&samples))
+        };
+        let (t_x3, t_f32) = (time(&mut x3)?, time(&mut f32p)?);
+        let (x3_kernel, f32_kernel) = (x3.report.kernel, f32p.report.kernel);
+        let sample = |what: &str, kernel: ExecKernel, ms: f64| TuneSample {
+            candidate: format!("{what}: {kernel} (the preparation's product)"),
+            ms,
+        };
+        if t_f32 < t_x3 {
+            f32p.report.kernel_note = format!(
+                "3xTF32 asked for: {f32_kernel} in f32 (bound γ_k, below 3xTF32's) {t_f32:.4} ms \
+                 at N = {n}, the fastest 3xTF32 kernel ({x3_kernel}) {t_x3:.4} ms; f32 tuning: {}",
+                f32p.report.kernel_note
+            );
+            let mut tuning = std::mem::take(&mut x3.report.tuning);
+            tuning.append(&mut f32p.report.tuning);
+            tuning.push(sample("3xTF32", x3_kernel, t_x3));
+            tuning.push(sample("f32", f32_kernel, t_f32));
+            f32p.report.tuning = tuning;
+            f32p.report.cache = CacheOutcome::Off;
+            return Ok(f32p);
+        }
+        x3.report.tuning.push(sample("3xTF32", x3_kernel, t_x3));
+        x3.report.tuning.push(sample("f32", f32_kernel, t_f32));
+        Ok(x3)
     }
 
     /// Prepares `a` for SpMM: reorders, builds the layout, plans, tunes and uploads once. See
