@@ -47,8 +47,9 @@ pub struct Args {
     pub balance: Balance,
     /// Arithmetic: tf32 (tensor-core kernels allowed; error ≤ 2·2⁻¹⁰·|A|·|B| per element), f32
     /// (only f32 kernels: cuSPARSE, csr; cuSPARSE-class error ~1e-7) or 3xtf32 (split TF32,
-    /// f32-grade accuracy: the row-tile 3xTF32 kernels on a GPU, cuSPARSE f32 where they do not
-    /// take the matrix; exact f32 on the CPU path).
+    /// f32-grade accuracy: on a GPU the row-tile 3xTF32 kernels, or, tuned, the f32 kernels
+    /// where they are faster (a tighter bound; the report then says f32), cuSPARSE f32 where the
+    /// 3xTF32 kernels do not take the matrix; exact f32 on the CPU path).
     #[arg(long, default_value = "tf32", value_parser = precision_arg())]
     pub precision: Precision,
     /// Element type of B and C: f32, f16 or bf16 (f32 accumulation, C rounded to the type; the
