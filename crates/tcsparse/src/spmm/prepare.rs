@@ -314,9 +314,10 @@ impl Engine {
     /// cache (its entries name TF32 and f32 kernels; the report says `Off`). With
     /// [`KernelRequest::Auto`] and `tune`, [`tune_typed`] times both window heights and their
     /// packings (for f16 / bf16 also the CSR kernel at each of its nonzero budgets) and keeps
-    /// the fastest (3×TF32: against the tuned f32 preparation, [`Engine::faster_of_f32`]); [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise
-    /// TC16 (TC32 when `opts` requests it) runs under the requested row-tile kernel's schedule
-    /// rule ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
+    /// the fastest (3×TF32: then against the tuned f32 preparation, [`Engine::faster_of_f32`]);
+    /// [`KernelRequest::Csr`] runs the CSR kernel at its default budget; otherwise TC16 (TC32
+    /// when `opts` requests it) runs under the requested row-tile kernel's schedule rule
+    /// ([`super::choose`]). 3×TF32 falls back to cuSPARSE in f32 where
     /// the row-tile kernel cannot take the matrix (a size beyond its u32 indices), with the
     /// reason in the report's note.
     fn prepare_typed(
