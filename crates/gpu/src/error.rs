@@ -241,6 +241,13 @@ impl From<cudarc::cublas::result::CublasError> for GpuError {
     }
 }
 
+impl From<tcsparse_planner::PlanError> for GpuError {
+    /// [`GpuError::Invalid`]: a planner refuses only its input.
+    fn from(e: tcsparse_planner::PlanError) -> Self {
+        GpuError::Invalid(format!("planning: {e}"))
+    }
+}
+
 impl From<DriverError> for GpuError {
     /// [`GpuError::DeviceLost`] for a status that leaves the context unusable
     /// ([`driver_error_kind`]), [`GpuError::Driver`] for every other.

@@ -553,7 +553,7 @@ fn device_skipped_bound_equals_the_hosts_and_chooses_the_same_tau() {
         for rel in [1e-2, 1e-5] {
             let target = TauTarget::RelError(rel);
             let host_tau = choose_tau(&maps, target, c_norm).unwrap();
-            let mut bound = SkippedBound::Device(DeviceBound::new(&ops).unwrap());
+            let mut bound = SkippedBound::device(DeviceBound::new(&ops).unwrap());
             let c_dev = bound.at(&maps, f32::INFINITY).unwrap();
             let tau = choose_tau_with(&maps, &mut bound, target, c_dev).unwrap();
             let max_bound = rel / (1.0 + rel) * c_norm;

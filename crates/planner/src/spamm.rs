@@ -324,9 +324,8 @@ impl<'a> NormMaps<'a> {
                 (0..tk)
                     .filter(|&k| xs[k] != 0.0)
                     .filter_map(|k| {
-                        let row = self.sorted_row(k);
-                        let at = row.partition_point(|&b| xs[k] * b < tau);
-                        row.get(at).map(|&b| xs[k] * b)
+                        let at = self.skipped_in_row(xs[k], k, tau);
+                        self.sorted_row(k).get(at).map(|&b| xs[k] * b)
                     })
                     .min_by(f32::total_cmp)
             })
@@ -369,9 +368,12 @@ impl<'a> NormMaps<'a> {
         let ratio = |t: f32| self.ratio(t);
         let amax = self.a.iter().copied().fold(0f32, f32::max);
         let bmax = self.b_sorted.iter().copied().fold(0f32, f32::max);
-        // Above the largest product everything is skipped.
+        // Above the largest product everything is skipped: `top` skips what +∞ skips, so its
+        // bound is the bound at +∞ (the norm-product bound of ‖C‖F a caller's estimate has just
+        // evaluated: an evaluator that keeps its values, `tcsparse_gpu::spamm::SkippedBound`,
+        // answers it without a second pass).
         let top = (amax * bmax * 1.0001).max(f32::MIN_POSITIVE);
-        let top_bound = bound(top)?;
+        let top_bound = bound(f32::INFINITY)?;
         if top_bound <= max_bound {
             return Ok(TauForError {
                 tau: top,

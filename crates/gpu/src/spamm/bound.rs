@@ -8,7 +8,7 @@
 //! order of the final sum of squares, so they agree to a relative 1e-12. The device's value is
 //! the same on every run (the host adds the thread blocks' sums in order).
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaFunction, CudaSlice};
 
 use super::{SpammOperands, to_u32};
 use crate::launch::{Launch, Shape};
@@ -35,11 +35,14 @@ pub(super) const BOUND_SIGNATURE: KernelSignature = KernelSignature {
 };
 
 /// The skipped-product bound of one [`SpammOperands`]' norm maps, on its device. Holds the
-/// per-block sums' buffer (one f64 per 32 × 32 C tiles) for every evaluation.
+/// kernel and the per-block sums (one f64 per 32 × 32 C tiles, on the device and their host
+/// copy) for every evaluation.
 pub struct DeviceBound<'a> {
     ops: &'a SpammOperands,
+    func: CudaFunction,
     grid: (u32, u32),
     sums: CudaSlice<f64>,
+    host_sums: Vec<f64>,
 }
 
 impl std::fmt::Debug for DeviceBound<'_> {
@@ -68,11 +71,13 @@ impl<'a> DeviceBound<'a> {
                 "{tm} C tile rows need {gy} thread block rows, above 65535"
             )));
         }
-        let sums = ops.gpu().alloc_zeros::<f64>(gx as usize * gy as usize)?;
+        let blocks = gx as usize * gy as usize;
         Ok(Self {
             ops,
+            func: ops.gpu().function(KernelModule::Spamm, BOUND_ENTRY)?,
             grid: (gx, gy),
-            sums,
+            sums: ops.gpu().alloc_zeros::<f64>(blocks)?,
+            host_sums: vec![0.0; blocks],
         })
     }
 
@@ -81,8 +86,7 @@ impl<'a> DeviceBound<'a> {
     pub fn skipped_bound(&mut self, tau: f32) -> Result<f64, GpuError> {
         let (tm, tk, tn) = self.ops.tiles();
         let gpu = self.ops.gpu();
-        let f = gpu.function(KernelModule::Spamm, BOUND_ENTRY)?;
-        let mut l = Launch::new(gpu.stream(), &f, &BOUND_SIGNATURE);
+        let mut l = Launch::new(gpu.stream(), &self.func, &BOUND_SIGNATURE);
         l.input(&self.ops.na)
             .input(&self.ops.nbt)
             .u32(tm as u32)
@@ -102,7 +106,7 @@ impl<'a> DeviceBound<'a> {
                 shared_bytes: 0,
             })
         }?;
-        let sums = gpu.download(&self.sums)?;
-        Ok(sums.iter().sum::<f64>().sqrt())
+        gpu.download_into(&self.sums, &mut self.host_sums)?;
+        Ok(self.host_sums.iter().sum::<f64>().sqrt())
     }
 }

@@ -129,70 +129,76 @@ pub fn rel_bound(abs_bound: f64, result_norm: f64) -> f64 {
     }
 }
 
-/// Where a τ choice evaluates `NormMaps::skipped_bound`: on the host maps, or on the device
-/// that holds them ([`DeviceBound`], the same maps: a relative 1e-12 apart).
+/// Where a τ choice evaluates `NormMaps::skipped_bound` of one pair of maps: on the host's maps
+/// ([`SkippedBound::host`]) or on the device that holds them ([`SkippedBound::device`], the same
+/// maps: a relative 1e-12 apart). Every value evaluated is kept, so the caller's estimate at +∞,
+/// the search's evaluations (its check above every product is the one at +∞) and the bound
+/// reported at the chosen τ, also across retries, cost one evaluation per distinct τ.
 #[derive(Debug)]
-pub enum SkippedBound<'a> {
-    /// `NormMaps::skipped_bound` on the host's maps.
-    Host,
-    /// [`DeviceBound::skipped_bound`] of the operands the maps were downloaded from.
-    Device(DeviceBound<'a>),
+pub struct SkippedBound<'a> {
+    device: Option<DeviceBound<'a>>,
+    /// (τ's bits, bound) of every evaluation so far.
+    known: Vec<(u32, f64)>,
 }
 
-impl SkippedBound<'_> {
-    /// The bound at τ of `maps` (the host's copy of the maps a [`SkippedBound::Device`] reads).
-    pub fn at(&mut self, maps: &NormMaps<'_>, tau: f32) -> Result<f64, GpuError> {
-        match self {
-            SkippedBound::Host => Ok(maps.skipped_bound(tau)),
-            SkippedBound::Device(d) => d.skipped_bound(tau),
+impl<'a> SkippedBound<'a> {
+    /// `NormMaps::skipped_bound` on the host's maps.
+    pub fn host() -> Self {
+        Self {
+            device: None,
+            known: Vec::new(),
         }
+    }
+
+    /// [`DeviceBound::skipped_bound`] of the operands the maps were downloaded from.
+    pub fn device(bound: DeviceBound<'a>) -> Self {
+        Self {
+            device: Some(bound),
+            known: Vec::new(),
+        }
+    }
+
+    /// The bound at τ of `maps` (always the same maps: the host's copy of those a
+    /// [`SkippedBound::device`] reads), evaluated once per τ.
+    pub fn at(&mut self, maps: &NormMaps<'_>, tau: f32) -> Result<f64, GpuError> {
+        if let Some(&(_, v)) = self.known.iter().find(|(t, _)| *t == tau.to_bits()) {
+            return Ok(v);
+        }
+        let v = match &mut self.device {
+            None => maps.skipped_bound(tau),
+            Some(d) => d.skipped_bound(tau)?,
+        };
+        self.known.push((tau.to_bits(), v));
+        Ok(v)
     }
 }
 
 /// Chooses τ from host norm maps. For [`TauTarget::RelError`] the reference norm `c_norm` is
 /// used (‖C‖F, or an estimate of it).
 pub fn choose_tau(maps: &NormMaps<'_>, target: TauTarget, c_norm: f64) -> Result<f32, GpuError> {
-    choose_tau_with(maps, &mut SkippedBound::Host, target, c_norm)
+    choose_tau_with(maps, &mut SkippedBound::host(), target, c_norm)
 }
 
 /// [`choose_tau`] with the bounds of an error target evaluated by `bound` (the other targets
-/// read only the host maps).
+/// read only the host maps); `bound` then also knows the bound at the τ chosen.
 pub fn choose_tau_with(
     maps: &NormMaps<'_>,
     bound: &mut SkippedBound<'_>,
     target: TauTarget,
     c_norm: f64,
 ) -> Result<f32, GpuError> {
-    let e = |e: tcsparse_planner::PlanError| GpuError::Invalid(format!("τ selection: {e}"));
     Ok(match target.checked()? {
         TauTarget::Tau(t) => t,
-        TauTarget::ValidRatio(r) => maps.tau_search(r).map_err(e)?.tau,
+        TauTarget::ValidRatio(r) => maps.tau_search(r)?.tau,
         TauTarget::RelError(r) => {
             // bound ≤ r·(‖C̃‖ − bound)  ⇐  bound ≤ r/(1+r)·‖C̃‖.
             let max_bound = r / (1.0 + r) * c_norm;
-            maps.tau_for_error_by(max_bound, |t| match bound.at(maps, t) {
-                Ok(b) => Ok(b),
-                Err(g) => Err(TauError::Device(g)),
-            })
-            .map_err(|x| match x {
-                TauError::Plan(p) => e(p),
-                TauError::Device(g) => g,
-            })?
-            .tau
+            let chosen = maps.tau_for_error_by(max_bound, |t| bound.at(maps, t))?;
+            // The search's τ may sit just below the last τ it evaluated, on the same plateau.
+            bound.known.push((chosen.tau.to_bits(), chosen.bound));
+            chosen.tau
         }
     })
-}
-
-/// A τ search's failure: its input, or the device evaluating a bound.
-enum TauError {
-    Plan(tcsparse_planner::PlanError),
-    Device(GpuError),
-}
-
-impl From<tcsparse_planner::PlanError> for TauError {
-    fn from(e: tcsparse_planner::PlanError) -> Self {
-        TauError::Plan(e)
-    }
 }
 
 /// C's rows over `parts` devices in whole C blocks, balancing valid products at τ
@@ -216,4 +222,55 @@ pub fn norm_maps<'a>(
     tiles: (usize, usize, usize),
 ) -> Result<NormMaps<'a>, GpuError> {
     NormMaps::new(na, nb, tiles).map_err(|e| GpuError::Invalid(format!("norm maps: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error target's choice evaluates each τ once, its check above every product is the
+    /// estimate's +∞, and the evaluator knows the bound at the τ chosen (the host's value there).
+    #[test]
+    fn the_bounds_of_a_choice_are_evaluated_once_each() {
+        let (t, n) = (6usize, 36usize);
+        let na: Vec<f32> = (0..n)
+            .map(|x| (-(0.7 * (x / t).abs_diff(x % t) as f32)).exp() + 1e-3 * x as f32)
+            .collect();
+        let maps = norm_maps(&na, &na, (t, t, t)).unwrap();
+        let mut bound = SkippedBound::host();
+        let c_norm = bound.at(&maps, f32::INFINITY).unwrap();
+        assert_eq!(c_norm, maps.skipped_bound(f32::INFINITY));
+        let tau = choose_tau_with(&maps, &mut bound, TauTarget::RelError(1e-2), c_norm).unwrap();
+        assert!(tau > 0.0 && tau.is_finite(), "{tau}");
+        let mut taus: Vec<u32> = bound.known.iter().map(|&(t, _)| t).collect();
+        taus.sort_unstable();
+        let evaluated = taus.len();
+        taus.dedup();
+        assert_eq!(
+            taus.len(),
+            evaluated,
+            "a τ evaluated twice: {:?}",
+            bound.known
+        );
+        let before = bound.known.len();
+        assert_eq!(bound.at(&maps, tau).unwrap(), maps.skipped_bound(tau));
+        assert_eq!(bound.known.len(), before, "the chosen τ's bound was known");
+        // A retry (another target on the same maps) re-evaluates neither +∞ nor the tiny τ.
+        let again = choose_tau_with(&maps, &mut bound, TauTarget::RelError(1e-3), c_norm).unwrap();
+        assert!(again <= tau);
+        assert!(
+            bound
+                .known
+                .iter()
+                .filter(|&&(t, _)| t == f32::INFINITY.to_bits())
+                .count()
+                == 1
+                && bound
+                    .known
+                    .iter()
+                    .filter(|&&(t, _)| t == f32::MIN_POSITIVE.to_bits())
+                    .count()
+                    <= 1
+        );
+    }
 }

@@ -156,7 +156,7 @@ pub(crate) fn measured_error_device(
         Some(db) => error_sums(&gpu, a, db, c, shape, rows)?,
         None => {
             drop(ops);
-            let db = gpu.upload(if b.is_empty() { &[0.0][..] } else { b })?;
+            let db = gpu.upload(b)?;
             error_sums(&gpu, a, &db, c, shape, rows)?
         }
     };

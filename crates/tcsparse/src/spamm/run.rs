@@ -34,7 +34,7 @@ pub(crate) fn spamm_cpu(
     }
     let total = (tiles.0 * tiles.1 * tiles.2) as f64;
     let maps = NormMaps::new(na.norms(), nb.norms(), tiles).map_err(plan_error)?;
-    let chosen = choose_and_run(&maps, &mut SkippedBound::Host, opts.target, |tau| {
+    let chosen = choose_and_run(&maps, &mut SkippedBound::host(), opts.target, |tau| {
         let (c, ratio) = normmap_spamm_cpu(a.data, &na, b.data, &nb, m, k, n, TILE, tau)
             .map_err(layout_error)?;
         Ok(Product {
@@ -83,7 +83,7 @@ pub(crate) fn spamm_on_group_keeping_operands(
     let mut split: Option<SpammSplit> = None;
     let mut part_rows = vec![(0, m)];
     let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
-    let mut bound = SkippedBound::Device(DeviceBound::new(&full)?);
+    let mut bound = SkippedBound::device(DeviceBound::new(&full)?);
     let chosen = choose_and_run(&maps, &mut bound, cfg.target, |tau| {
         let _attempt = tracing::info_span!("spamm_attempt", tau).entered();
         let mut c = vec![0f32; m * n];
@@ -334,7 +334,7 @@ pub fn spamm_device(
         return Err(Error::InvalidArgs("empty operand".into()));
     }
     let maps = NormMaps::new(&na, &nb, tiles).map_err(plan_error)?;
-    let mut bound = SkippedBound::Device(DeviceBound::new(ops)?);
+    let mut bound = SkippedBound::device(DeviceBound::new(ops)?);
     let c_norm = bound.at(&maps, f32::INFINITY)?;
     let tau = choose_tau_with(&maps, &mut bound, opts.target, c_norm)?;
     let g = ops.gpu();

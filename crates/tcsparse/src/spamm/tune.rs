@@ -133,7 +133,7 @@ mod tests {
         let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
         let chosen = choose_and_run(
             &maps,
-            &mut SkippedBound::Host,
+            &mut SkippedBound::host(),
             TauTarget::RelError(1e-2),
             |tau| {
                 taus.push(tau);
@@ -159,12 +159,17 @@ mod tests {
     fn a_given_tau_runs_once() {
         let norms = [1.0f32; 4];
         let maps = NormMaps::new(&norms, &norms, (2, 2, 2)).unwrap();
-        let chosen = choose_and_run(&maps, &mut SkippedBound::Host, TauTarget::Tau(0.5), |_| {
-            Ok(Product {
-                c: vec![0.0; 4],
-                valid: 8,
-            })
-        })
+        let chosen = choose_and_run(
+            &maps,
+            &mut SkippedBound::host(),
+            TauTarget::Tau(0.5),
+            |_| {
+                Ok(Product {
+                    c: vec![0.0; 4],
+                    valid: 8,
+                })
+            },
+        )
         .unwrap();
         assert_eq!(
             (chosen.tau, chosen.attempts, chosen.valid_ratio),
