@@ -60,9 +60,6 @@ struct HalfB {
     typedef uint2 V;
     static constexpr int UNROLL_ = HALF_UNROLL;
     __device__ __forceinline__ static V zero() { return make_uint2(0u, 0u); }
-    __device__ __forceinline__ static float widen(u16 h) {
-        return BF ? bf16_to_f32(h) : f16_to_f32(h);
-    }
     __device__ __forceinline__ static uint2 load4(const u16* __restrict__ b, u64 ldb, u32 k, u64 col,
                                                   u32 n, bool vec) {
         const u16* p = b + (u64)k * ldb + col;
@@ -75,7 +72,8 @@ struct HalfB {
     __device__ __forceinline__ static float4 widen4(uint2 v) {
         u16 h[4];
         Vec4<u16>::unpack(v, h);
-        return make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
+        return make_float4(half_to_f32<BF>(h[0]), half_to_f32<BF>(h[1]), half_to_f32<BF>(h[2]),
+                           half_to_f32<BF>(h[3]));
     }
 };
 

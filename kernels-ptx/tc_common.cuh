@@ -180,6 +180,17 @@ __device__ __forceinline__ float f16_to_f32(u16 h) {
 // Exact: a bf16 is the upper half of an f32.
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u32)h << 16); }
 
+// A 16-bit value of f16 (BF false) or bf16 (BF true) in f32 (exact), and an f32 rounded to it to
+// nearest (beyond its range ±inf, as a cast).
+template <bool BF>
+__device__ __forceinline__ float half_to_f32(u16 h) {
+    return BF ? bf16_to_f32(h) : f16_to_f32(h);
+}
+template <bool BF>
+__device__ __forceinline__ u16 f32_to_half_rn(float x) {
+    return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
+}
+
 // Two half values in one register: lo in bits 0-15 (the fragment element of the smaller index).
 __device__ __forceinline__ u32 pack_half2(u16 lo, u16 hi) { return (u32)lo | ((u32)hi << 16); }
 
@@ -205,24 +216,24 @@ __device__ __forceinline__ void add4_atomic(float* d, const float (&v)[4], I f, 
 template <bool BF, typename I>
 __device__ __forceinline__ void store4_half(u16* d, const float (&v)[4], bool vec, I f, u32 n,
                                             float beta) {
-    auto widen = [](u16 h) { return BF ? bf16_to_f32(h) : f16_to_f32(h); };
-    auto round = [](float x) { return BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x); };
     if (vec) {
         uint2* p = reinterpret_cast<uint2*>(d);
         float x[4] = {v[0], v[1], v[2], v[3]};
         if (beta != 0.0f) {
             const uint2 old = *p;
-            x[0] += beta * widen((u16)(old.x & 0xFFFFu));
-            x[1] += beta * widen((u16)(old.x >> 16));
-            x[2] += beta * widen((u16)(old.y & 0xFFFFu));
-            x[3] += beta * widen((u16)(old.y >> 16));
+            x[0] += beta * half_to_f32<BF>((u16)(old.x & 0xFFFFu));
+            x[1] += beta * half_to_f32<BF>((u16)(old.x >> 16));
+            x[2] += beta * half_to_f32<BF>((u16)(old.y & 0xFFFFu));
+            x[3] += beta * half_to_f32<BF>((u16)(old.y >> 16));
         }
-        *p = make_uint2(pack_half2(round(x[0]), round(x[1])), pack_half2(round(x[2]), round(x[3])));
+        *p = make_uint2(pack_half2(f32_to_half_rn<BF>(x[0]), f32_to_half_rn<BF>(x[1])),
+                        pack_half2(f32_to_half_rn<BF>(x[2]), f32_to_half_rn<BF>(x[3])));
         return;
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        if (f + j < n) d[j] = round(beta == 0.0f ? v[j] : v[j] + beta * widen(d[j]));
+        if (f + j < n)
+            d[j] = f32_to_half_rn<BF>(beta == 0.0f ? v[j] : v[j] + beta * half_to_f32<BF>(d[j]));
     }
 }
 
@@ -269,8 +280,8 @@ __device__ __forceinline__ void split_rows_finish(const u32* __restrict__ ids, u
             const u32 r = (u32)(i / N), f = (u32)(i % N);
             float x = scratch[((u64)s * group_rows + r) * N + f];
             u16* d = C + (u64)(r0 + r) * ldc + f;
-            if (beta != 0.0f) x += beta * (BF ? bf16_to_f32(*d) : f16_to_f32(*d));
-            *d = BF ? f32_to_bf16_rn(x) : f32_to_f16_rn(x);
+            if (beta != 0.0f) x += beta * half_to_f32<BF>(*d);
+            *d = f32_to_half_rn<BF>(x);
         }
     }
 }

@@ -797,13 +797,19 @@ fn csr_half_kernel_refuses_short_operands() {
     let a = Gen::new(40, 30, 4, 3).build();
     let mut dev = CsrSpmm::new(&gpu, &a).unwrap();
     let n = 8;
-    let b = gpu.upload(&vec![half::f16::ZERO; 30 * n - 1]).unwrap();
-    let mut c = gpu.upload(&vec![half::f16::ZERO; 40 * n]).unwrap();
-    let r = dev.enqueue_half(
-        1.0,
-        &tcsparse_gpu::Dense::packed(&b, n),
-        0.0,
-        &mut tcsparse_gpu::DenseMut::packed(&mut c, n),
-    );
-    assert!(r.is_err());
+    // A B one element short, then a C one element short (each beside a long enough other).
+    for (b_len, c_len) in [(30 * n - 1, 40 * n), (30 * n, 40 * n - 1)] {
+        let b = gpu.upload(&vec![half::f16::ZERO; b_len]).unwrap();
+        let mut c = gpu.upload(&vec![half::f16::ZERO; c_len]).unwrap();
+        let r = dev.enqueue_half(
+            1.0,
+            &tcsparse_gpu::Dense::packed(&b, n),
+            0.0,
+            &mut tcsparse_gpu::DenseMut::packed(&mut c, n),
+        );
+        assert!(
+            matches!(r, Err(tcsparse_gpu::GpuError::Invalid(_))),
+            "B {b_len}, C {c_len}: {r:?}"
+        );
+    }
 }

@@ -119,13 +119,13 @@ pub struct CsrSpmm {
     row_offsets: Option<Vec<u32>>,
     work: DeviceWork,
     func: CudaFunction,
-    /// The f16 / bf16 entry last run and its split rows' finish (loaded on first use).
-    half: Option<HalfKernel>,
+    /// The f16 and bf16 entries (index: bf16) with their split rows' finish (each loaded on
+    /// first use).
+    half: [Option<HalfKernel>; 2],
 }
 
 /// The kernel of one 16-bit type ([`HALF_ENTRIES`]) with its split rows' finish and scratch.
 struct HalfKernel {
-    arith: RowTileArith,
     main: CudaFunction,
     split: HalfSplit,
 }
@@ -308,7 +308,7 @@ impl CsrSpmm {
             row_offsets,
             csr,
             func: gpu.function(KernelModule::CsrSpmm, ENTRY)?,
-            half: None,
+            half: [None, None],
         })
     }
 
@@ -389,20 +389,16 @@ impl CsrSpmm {
         if self.m == 0 || n == 0 {
             return Ok(());
         }
-        let gpu = self.gpu.clone();
-        let mut half = match self.half.take() {
-            Some(h) if h.arith == T::ARITH => h,
-            _ => {
-                let bf = usize::from(T::ARITH == RowTileArith::Bf16);
-                HalfKernel {
-                    arith: T::ARITH,
-                    main: gpu.function(KernelModule::CsrSpmm, HALF_ENTRIES[bf])?,
-                    split: HalfSplit::new(&gpu, &FINISH_SIGNATURES[bf])?,
-                }
-            }
+        let bf = usize::from(T::ARITH == RowTileArith::Bf16);
+        let gpu = &self.gpu;
+        let mut half = match self.half[bf].take() {
+            Some(h) => h,
+            None => HalfKernel {
+                main: gpu.function(KernelModule::CsrSpmm, HALF_ENTRIES[bf])?,
+                split: HalfSplit::new(gpu, &FINISH_SIGNATURES[bf])?,
+            },
         };
         let split = &self.work.split;
-        let bf = usize::from(T::ARITH == RowTileArith::Bf16);
         let (csr, items, m) = (&self.csr, &self.work.items, self.m);
         let main = &half.main;
         let run = half.split.run(
@@ -442,7 +438,7 @@ impl CsrSpmm {
                 unsafe { l.launch(launch_config(num_items, n).into()) }
             },
         );
-        self.half = Some(half);
+        self.half[bf] = Some(half);
         run
     }
 }

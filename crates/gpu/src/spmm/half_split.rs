@@ -80,12 +80,13 @@ impl HalfSplit {
         if len == 0 {
             return Ok(None);
         }
-        let mut s = match self.scratch.take() {
-            Some(s) if s.len() >= len => s,
-            _ => gpu.alloc_zeros::<f32>(len)?,
-        };
-        gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
-        Ok(Some(s))
+        match self.scratch.take() {
+            Some(mut s) if s.len() >= len => {
+                gpu.stream().memset_zeros(&mut s.slice_mut(..len))?;
+                Ok(Some(s))
+            }
+            _ => Ok(Some(gpu.alloc_zeros::<f32>(len)?)),
+        }
     }
 
     /// Keeps `scratch` for the next product.

@@ -135,8 +135,8 @@ pub struct RowTileKernel {
     pub dense_tiles: bool,
     /// B rows and tiles reach shared memory by TMA bulk copies that a producer warp issues into
     /// a ring of stages (dense tiles, TF32; sm_90), instead of through each warp's registers.
-    /// Launches fall back to the same layout's register kernel where the copies' alignment does
-    /// not hold (n or ldb not a multiple of 4).
+    /// Where the copies' alignment does not hold (n or ldb not a multiple of 4) the producer
+    /// warp copies those B rows through its registers, inside the same kernel.
     pub tma: bool,
     /// Arithmetic (TF32 for every kernel of [`KERNELS`]; the others: [`TYPED_KERNELS`]).
     pub arith: RowTileArith,
@@ -931,7 +931,6 @@ mod tests {
                 let bytes = tma_shared_bytes(warps, rows);
                 // The kernel's stage: 8 padded B rows, the fragment tile, barriers and mask.
                 let stage = 8 * (32 * warps + 8) * 4 + 32 * rows + 20;
-                assert_eq!(bytes % stage, 0, "{warps} warps, {rows} rows");
                 assert!(
                     (2..=8).contains(&(bytes / stage)),
                     "{warps} warps, {rows} rows"
