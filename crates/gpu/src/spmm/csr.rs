@@ -402,7 +402,7 @@ impl CsrSpmm {
         let (csr, items, m) = (&self.csr, &self.work.items, self.m);
         let main = &half.main;
         let run = half.split.run(
-            &gpu,
+            gpu,
             (split.ids(), split.count(), 1),
             m,
             beta,
