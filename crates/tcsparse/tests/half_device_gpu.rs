@@ -169,7 +169,7 @@ fn scattered(rows: usize) -> Csr {
 /// and device paths.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn the_tuned_half_preparation_keeps_its_fastest_row_tile_sample() {
+fn the_tuned_half_preparation_keeps_its_fastest_sample() {
     let (engine, gpu) = engine_and_gpu();
     for a in [scattered(50_000), support::hub_rows_203()] {
         for dtype in [DType::F16, DType::BF16] {

@@ -672,14 +672,21 @@ impl Engine {
 }
 
 impl Prepared {
-    /// `self` running `dev`, the tuning's fastest: the report names its kernel, thread blocks and
-    /// split windows at width `n`, and the note the timings (`summary`).
-    fn with_fastest(mut self, dev: DeviceState, n: usize, summary: &str) -> Result<Self, Error> {
+    /// Runs `dev` from now on: the report names its kernel, thread blocks and split windows at
+    /// width `n` (the note is the caller's).
+    pub(super) fn install(&mut self, dev: DeviceState, n: usize) -> Result<(), Error> {
         if let Some(kernel) = dev.kernel() {
             self.report.kernel = kernel;
         }
         (self.report.thread_blocks, self.report.split_windows) = dev.blocks(n)?;
         self.dev = dev;
+        Ok(())
+    }
+
+    /// `self` running `dev`, the tuning's fastest: the report names its kernel, thread blocks and
+    /// split windows at width `n`, and the note the timings (`summary`).
+    fn with_fastest(mut self, dev: DeviceState, n: usize, summary: &str) -> Result<Self, Error> {
+        self.install(dev, n)?;
         self.report.kernel_note = format!(
             "tuned at N = {n}: {} fastest ({summary}); planner: {}",
             self.report.kernel, self.plan.reason

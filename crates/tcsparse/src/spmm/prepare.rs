@@ -263,17 +263,12 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
         TypedOperands::F32(_) => None,
     };
     if let Some((ms, dev)) = csr.filter(|(ms, _)| best.is_none_or(|b| *ms < b.0)) {
-        let kernel = ExecKernel::CsrCuda(CsrKernel {
-            chunk_nnz: dev.chunk_nnz(),
-        });
+        p.install(DeviceState::Family(Box::new(dev)), n)?;
         p.report.kernel_note = format!(
-            "{} asked for: the fastest kernel in it, {kernel} ({ms:.4} ms at N = {n})",
-            arith.name()
+            "{} asked for: the fastest kernel in it, {} ({ms:.4} ms at N = {n})",
+            arith.name(),
+            p.report.kernel
         );
-        p.report.kernel = kernel;
-        p.report.thread_blocks = 0;
-        p.report.split_windows = 0;
-        p.dev = DeviceState::Family(Box::new(dev));
         return Ok(());
     }
     let Some((ms, (window_rows, schedule))) = best else {
@@ -282,17 +277,11 @@ fn tune_typed(gpu: &Gpu, p: &mut Prepared, arith: RowTileArith, n: usize) -> Res
     let m = RowTileTcf::from_csr(&p.a, window_rows).map_err(|e| Error::Format(e.to_string()))?;
     let d = RowTileDevice::upload_as(gpu, &m, false, arith, schedule)?;
     gpu.synchronize()?;
-    p.report.kernel = ExecKernel::RowTile {
-        kernel: d.kernel(),
-        schedule,
-    };
+    p.install(DeviceState::RowTile(Box::new(d)), n)?;
     p.report.kernel_note = format!(
         "{} asked for: the fastest row-tile kernel in it ({ms:.4} ms at N = {n})",
         arith.name()
     );
-    p.report.thread_blocks = d.num_tbs();
-    p.report.split_windows = d.num_split_windows();
-    p.dev = DeviceState::RowTile(Box::new(d));
     Ok(())
 }
 
@@ -438,7 +427,7 @@ impl Engine {
         if t_f32 < t_x3 {
             f32p.report.kernel_note = format!(
                 "3xTF32 asked for: {f32_kernel} in f32 (bound γ_k, below 3xTF32's) {t_f32:.4} ms \
-                 at N = {n}, the fastest 3xTF32 kernel ({x3_kernel}) {t_x3:.4} ms; f32 tuning: {}",
+                 at N = {n}, the 3xTF32 preparation's {x3_kernel} {t_x3:.4} ms; f32 tuning: {}",
                 f32p.report.kernel_note
             );
             let mut tuning = std::mem::take(&mut x3.report.tuning);
@@ -446,7 +435,6 @@ impl Engine {
             tuning.push(sample("3xTF32", x3_kernel, t_x3));
             tuning.push(sample("f32", f32_kernel, t_f32));
             f32p.report.tuning = tuning;
-            f32p.report.cache = CacheOutcome::Off;
             return Ok(f32p);
         }
         x3.report.tuning.push(sample("3xTF32", x3_kernel, t_x3));
