@@ -71,19 +71,12 @@ impl Numerics {
     pub fn bound_text(self) -> String {
         match self {
             Self::F16 | Self::Bf16 => {
-                let (d, u) = (
-                    self.dtype(),
-                    if self == Self::F16 {
-                        "2⁻¹¹"
-                    } else {
-                        "2⁻⁸"
-                    },
-                );
+                let d = self.dtype();
                 format!(
-                    "row-tile kernels: {}; CSR kernel: A in f32, B and C in {d}, f32 \
-                     accumulation, C rounded to {d}: p + {u}·(1 + p)·(|A|·|B|) elementwise, \
-                     p = γ_k",
-                    d.gpu_bound_text()
+                    "row-tile kernels: {}; CSR kernel: A in f32, {}, the precision's bound \
+                     f32's (γ_k, k = nonzeros of the row)",
+                    d.gpu_bound_text(),
+                    d.bound_text()
                 )
             }
             Self::Tf32x3 => tcsparse::Precision::Tf32x3.bound_text().to_string(),
